@@ -1,0 +1,5 @@
+import sys
+
+from imagebump.cli import main
+
+sys.exit(main())

@@ -1,0 +1,76 @@
+"""The ``imagebump`` command: a thin ``main(argv) -> int`` over the subcommands.
+
+Each subcommand lives in ``imagebump/commands/<name>.py`` and exposes
+``add_parser(subparsers) -> argparse.ArgumentParser`` which sets ``func`` (``(args) -> int``).
+Command modules import their heavy dependencies inside ``func`` so ``imagebump --help`` is fast.
+
+Exit codes: 0 success; 1 the command's own "no" (e.g. image not in file); 2 bad input (argparse
+and :class:`steps.errors.ConfigError`); 3 an unexpected error (message, no traceback unless
+``IMAGEBUMP_DEBUG=1``); 75 a transient failure worth retrying; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+
+from imagebump import __version__
+
+#: Subcommand modules, in the order ``--help`` lists them.
+COMMANDS = ("demo", "run", "explain", "set_image", "render", "backup", "restore")
+
+EXIT_UNEXPECTED = 3
+EXIT_INTERRUPTED = 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="imagebump",
+        description="Turn an ECR image push into a Git change (commit or pull request).",
+    )
+    parser.add_argument("--version", action="version", version=f"imagebump {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"imagebump.commands.{name}")
+        except ModuleNotFoundError as exc:  # a command not built yet must not break the others
+            if exc.name == f"imagebump.commands.{name}":
+                continue
+            raise
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from steps.errors import ImagebumpError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except ImagebumpError as exc:
+        print(f"imagebump {args.command}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"imagebump {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: a message, not a traceback
+        if os.environ.get("IMAGEBUMP_DEBUG"):
+            raise
+        print(
+            f"imagebump {args.command}: unexpected error: {type(exc).__name__}: {exc}\n"
+            "This is a bug or an environment problem; rerun with IMAGEBUMP_DEBUG=1 for a traceback "
+            "and report it.",
+            file=sys.stderr,
+        )
+        return EXIT_UNEXPECTED
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

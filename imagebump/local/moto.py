@@ -1,0 +1,48 @@
+"""moto's AWS emulator in server mode on 127.0.0.1 — for tests, the demo and benchmarks."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+FAKE_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": "us-west-2",
+}
+
+
+@dataclass(frozen=True)
+class MotoServer:
+    endpoint_url: str
+    region: str = "us-west-2"
+
+    def client(self, service: str):
+        import boto3
+
+        return boto3.client(
+            service,
+            endpoint_url=self.endpoint_url,
+            region_name=self.region,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
+
+
+@contextmanager
+def moto_server(region: str = "us-west-2") -> Iterator[MotoServer]:
+    """Start ``moto.server.ThreadedMotoServer`` on 127.0.0.1, a free port; stop it on exit."""
+    from moto.server import ThreadedMotoServer
+
+    for key, value in FAKE_CREDENTIALS.items():
+        os.environ.setdefault(key, value)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield MotoServer(endpoint_url=f"http://{host}:{port}", region=region)
+    finally:
+        server.stop()

@@ -1,0 +1,72 @@
+"""The one exception hierarchy of imagebump.
+
+Every error a user can cause or meet derives from :class:`ImagebumpError`. Entry points (the CLI
+and the step runner) turn these into a short message and an exit code, never a traceback.
+
+::
+
+    ImagebumpError
+    ├── ConfigError            bad input: the user must change something. Never retried.
+    │   ├── InvalidEventError  an SQS body / image reference that is not a valid ECR push
+    │   ├── RulesError         a rules file that cannot be loaded (names rule index and field)
+    │   ├── KustomizationError a kustomization that cannot be read or edited
+    │   │   └── ImageNotFoundError  the image is not in the file (names the ones that are)
+    │   └── PermissionDeniedError   the remote refused for lack of rights (protected branch, 403)
+    └── TransientError         the world broke for a while: network, 5xx, push race. Retried.
+
+Exit codes of a step process (what Argo's ``retryStrategy`` keys on): ``EXIT_CONFIG`` (2) is
+terminal, ``EXIT_TRANSIENT`` (75, EX_TEMPFAIL) is retried; any other non-zero exit is an
+unexpected failure and is retried as well (it is more likely a flaky dependency than a bug that
+a retry would make worse).
+
+Messages must name the thing, the cause and the fix, and must never contain a secret.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_CONFIG = 2
+EXIT_TRANSIENT = 75
+
+
+class ImagebumpError(Exception):
+    """Base of every error imagebump raises on purpose."""
+
+    exit_code: int = EXIT_FAILURE
+
+
+class ConfigError(ImagebumpError):
+    """The input is wrong; retrying cannot help. Say what is wrong and how to fix it."""
+
+    exit_code = EXIT_CONFIG
+
+
+class InvalidEventError(ConfigError):
+    """An event body or image reference that is not a valid ECR push."""
+
+
+class RulesError(ConfigError):
+    """A rules file that cannot be loaded; the message names the rule index and field."""
+
+
+class KustomizationError(ConfigError):
+    """A kustomization file that cannot be found, parsed or edited."""
+
+
+class ImageNotFoundError(KustomizationError):
+    """The image to set is not an entry of the kustomization's ``images``."""
+
+    def __init__(self, message: str, found: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.found = list(found or [])
+
+
+class PermissionDeniedError(ConfigError):
+    """The remote refused the change for lack of rights (protected branch, 401/403)."""
+
+
+class TransientError(ImagebumpError):
+    """A failure that may pass: network error, 5xx, rate limit, a push that lost a race."""
+
+    exit_code = EXIT_TRANSIENT

@@ -1,0 +1,37 @@
+"""Fixtures shared by the whole suite: real local services, never mocks of them."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from imagebump.local.moto import FAKE_CREDENTIALS, MotoServer, moto_server
+
+TESTDATA = Path(__file__).parent / "testdata"
+
+# No test may reach real AWS, whatever the developer's shell holds.
+for _key, _value in FAKE_CREDENTIALS.items():
+    os.environ[_key] = _value
+os.environ.pop("AWS_PROFILE", None)
+
+
+@pytest.fixture(scope="session")
+def moto() -> Iterator[MotoServer]:
+    """moto's server on 127.0.0.1 (SQS, S3, ECR, EventBridge, CloudFormation) for the session."""
+    with moto_server() as server:
+        yield server
+
+
+@pytest.fixture()
+def outputs_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private ``hera__outputs_directory`` for steps called in-process."""
+    path = tmp_path / "hera-outputs"
+    monkeypatch.setenv("hera__outputs_directory", str(path))
+    return path
+
+
+# Fixture modules owned by their areas (git remote + token, GitHub API fake).
+pytest_plugins = ["tests.fixtures.git", "tests.fixtures.github"]

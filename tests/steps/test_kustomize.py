@@ -1,0 +1,318 @@
+"""The kustomization editor: golden byte-for-byte edits, kustomize's reading of them, errors.
+
+Golden cases live in ``tests/testdata/edit/<case>/``: ``original/`` and ``expected/`` are
+renderable overlays (kustomization + a small Deployment), ``case.json`` holds the edit to apply
+(``set``) and the image reference ``kubectl kustomize`` must render from ``expected/``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from steps.errors import ConfigError, ImageNotFoundError, KustomizationError
+from steps.kustomize import (
+    KUSTOMIZATION_FILES,
+    ImageSpec,
+    find_kustomization,
+    get_image,
+    parse_image_spec,
+    read_images,
+    set_image,
+)
+
+EDIT = Path(__file__).resolve().parents[1] / "testdata" / "edit"
+CASES = sorted(p.name for p in EDIT.iterdir() if (p / "case.json").is_file())
+KUBECTL = "/usr/bin/kubectl"
+D1 = "sha256:" + "1" * 64
+D2 = "sha256:" + "2f" * 32
+
+
+def _case(case: str) -> tuple[dict, str, bytes]:
+    meta = json.loads((EDIT / case / "case.json").read_text())
+    original = (EDIT / case / "original" / meta["file"]).read_bytes().decode("utf-8")
+    expected = (EDIT / case / "expected" / meta["file"]).read_bytes()
+    return meta, original, expected
+
+
+def _apply(meta: dict, text: str) -> str:
+    spec = dict(meta["set"])
+    return set_image(text, spec.pop("name"), **spec)
+
+
+def test_there_are_enough_golden_cases():
+    assert len(CASES) >= 20
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=c) for c in CASES])
+def test_golden_edit_is_byte_exact(case: str):
+    meta, original, expected = _case(case)
+    assert _apply(meta, original).encode("utf-8") == expected
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=c) for c in CASES])
+def test_golden_edit_is_idempotent(case: str):
+    meta, _, expected = _case(case)
+    text = expected.decode("utf-8")
+    assert _apply(meta, text) is text
+
+
+@pytest.mark.parametrize("side", ["original", "expected"])
+@pytest.mark.parametrize("case", [pytest.param(c, id=c) for c in CASES])
+def test_setting_current_values_returns_identical_text(case: str, side: str):
+    meta = json.loads((EDIT / case / "case.json").read_text())
+    text = (EDIT / case / side / meta["file"]).read_bytes().decode("utf-8")
+    for entry in read_images(text):
+        if entry.newName is None and entry.newTag is None and entry.digest is None:
+            continue
+        result = set_image(text, entry.name, new_name=entry.newName, tag=entry.newTag, digest=entry.digest)
+        assert result is text, entry
+
+
+def _render(directory: Path) -> list[dict]:
+    if not Path(KUBECTL).exists():  # a missing kubectl must fail the run, not skip it
+        pytest.fail(f"{KUBECTL} not found: install kubectl (with kustomize v5) to run the golden render tests")
+    proc = subprocess.run(
+        [KUBECTL, "kustomize", str(directory)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    return [d for d in yaml.safe_load_all(proc.stdout) if d]
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=c) for c in CASES])
+def test_expected_renders_to_the_meant_image(case: str):
+    meta = json.loads((EDIT / case / "case.json").read_text())
+    (deployment,) = [d for d in _render(EDIT / case / "expected") if d["kind"] == "Deployment"]
+    images = [c["image"] for c in deployment["spec"]["template"]["spec"]["containers"]]
+    assert images == [meta["image"]]
+
+
+def test_original_of_a_changing_case_renders_differently():
+    meta = json.loads((EDIT / "tag-col0-sequence" / "case.json").read_text())
+    (deployment,) = _render(EDIT / "tag-col0-sequence" / "original")
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] != meta["image"]
+
+
+# --- semantics ----------------------------------------------------------------------------
+
+BASE = "images:\n- name: api\n  newTag: 1.0.0\n"
+
+
+def test_no_op_returns_the_same_object():
+    assert set_image(BASE, "api", tag="1.0.0") is BASE
+
+
+def test_plain_number_tag_is_not_current_for_a_string():
+    # `newTag: 1.10` reads as the float 1.1: setting the string "1.10" must quote it.
+    assert set_image("images:\n- name: api\n  newTag: 1.10\n", "api", tag="1.10") == (
+        'images:\n- name: api\n  newTag: "1.10"\n'
+    )
+
+
+def test_name_match_wins_over_new_name_match():
+    text = "images:\n- name: a\n  newName: api\n  newTag: '1'\n- name: api\n  newTag: '1'\n"
+    assert set_image(text, "api", tag="2") == (
+        "images:\n- name: a\n  newName: api\n  newTag: '1'\n- name: api\n  newTag: '2'\n"
+    )
+
+
+def test_new_name_alone_keeps_tag_and_digest():
+    text = f"images:\n- name: api\n  newTag: 1.0.0\n  digest: {D1}\n"
+    assert set_image(text, "api", new_name="reg.example.com/api") == text + "  newName: reg.example.com/api\n"
+
+
+def test_anchor_elsewhere_in_the_file_is_fine():
+    text = "x: &v 1\ny: *v\nimages:\n- name: api\n  newTag: 1.0.0\n"
+    assert set_image(text, "api", tag="2.0.0") == text.replace("1.0.0", "2.0.0")
+
+
+def test_read_images_and_get_image():
+    text = f"images:\n- name: api\n  newName: reg/api\n  newTag: '1.10'\n  digest: {D1}\n- {{name: web, x: y}}\n"
+    entries = read_images(text)
+    assert [e.name for e in entries] == ["api", "web"]
+    assert entries[0].newTag == "1.10" and entries[0].digest == D1
+    assert entries[1].model_extra == {"x": "y"}
+    assert get_image(text, "reg/api").name == "api"
+    assert get_image(text, "nope") is None
+    assert read_images("") == [] and read_images("resources: [a]\n") == []
+
+
+def test_add_to_an_empty_file():
+    assert set_image("", "api", tag="1.0.0", add=True) == "images:\n- name: api\n  newTag: 1.0.0\n"
+
+
+# --- errors --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "kwargs", "error", "message"),
+    [
+        pytest.param(
+            "images:\n- name: web\n- name: worker\n", {"tag": "1"}, ImageNotFoundError,
+            "image 'api' not in kustomization.yaml (found: web, worker); add it under images:", id="not-found-lists-names",
+        ),
+        pytest.param(
+            "resources: [a]\n", {"tag": "1"}, ImageNotFoundError, "it has no images entries", id="not-found-no-images",
+        ),
+        pytest.param("images: [\n", {"tag": "1"}, KustomizationError, "invalid YAML at line 2", id="bad-yaml"),
+        pytest.param(
+            "images:\n- name: api\n\tnewTag: 1\n", {"tag": "1"}, KustomizationError,
+            "indent with spaces", id="tab-indentation",
+        ),
+        pytest.param(
+            "images:\n- name: api\n---\nkind: Other\n", {"tag": "1"}, KustomizationError,
+            "2 YAML documents", id="multi-document",
+        ),
+        pytest.param(
+            "images:\n- name: api\n  newTag: a\n  newTag: b\n", {"tag": "1"}, KustomizationError,
+            "duplicate key 'newTag' at line 4", id="duplicate-keys",
+        ),
+        pytest.param(
+            "images: []\nimages: []\n", {"tag": "1"}, KustomizationError, "duplicate key 'images'", id="duplicate-top-key",
+        ),
+        pytest.param(
+            "images:\n- &e {name: api, newTag: a}\nother: [*e]\n", {"tag": "1"}, KustomizationError,
+            "anchor &e", id="aliased-entry",
+        ),
+        pytest.param(
+            "images:\n- name: api\n  newTag: &t a\nother: *t\n", {"tag": "1"}, KustomizationError,
+            "anchor &t", id="aliased-value",
+        ),
+        pytest.param(
+            "base: &b {newTag: a}\nimages:\n- <<: *b\n  name: api\n", {"tag": "1"}, KustomizationError,
+            "merge key", id="merge-key",
+        ),
+        pytest.param("- a\n- b\n", {"tag": "1"}, KustomizationError, "not a mapping", id="top-level-list"),
+        pytest.param("images: api\n", {"tag": "1"}, KustomizationError, "is not a list", id="images-not-a-list"),
+        pytest.param("images:\n- newTag: a\n", {"tag": "1"}, KustomizationError, "has no name", id="entry-without-name"),
+        pytest.param(
+            "images:\n- name: api\n- name: api\n", {"tag": "1"}, KustomizationError,
+            "is the name of 2 images entries", id="ambiguous-name",
+        ),
+        pytest.param(
+            "images:\n- name: api\n  newTag: |\n    a\n", {"tag": "1"}, KustomizationError,
+            "block scalar", id="block-scalar",
+        ),
+        pytest.param(BASE, {"tag": "-bad"}, ConfigError, "invalid tag", id="invalid-tag"),
+        pytest.param(BASE, {"tag": "a" * 129}, ConfigError, "invalid tag", id="tag-too-long"),
+        pytest.param(BASE, {"digest": "sha256:abc"}, ConfigError, "invalid digest", id="short-digest"),
+        pytest.param(BASE, {"digest": "md5:" + "a" * 64}, ConfigError, "invalid digest", id="wrong-algorithm"),
+        pytest.param(BASE, {"new_name": "a b"}, ConfigError, "invalid new name", id="invalid-new-name"),
+        pytest.param(BASE, {}, ConfigError, "nothing to set", id="nothing-to-set"),
+        pytest.param(
+            "{resources: [a]}\n", {"tag": "1", "add": True}, KustomizationError, "flow mapping", id="add-to-flow-root",
+        ),
+    ],
+)
+def test_errors(text: str, kwargs: dict, error: type[Exception], message: str):
+    original = text
+    with pytest.raises(error) as excinfo:
+        set_image(text, "api", **kwargs)
+    assert message in str(excinfo.value)
+    assert text == original
+
+
+def test_not_found_error_carries_the_names():
+    with pytest.raises(ImageNotFoundError) as excinfo:
+        set_image("images:\n- name: web\n- {name: worker}\n", "api", tag="1")
+    assert excinfo.value.found == ["web", "worker"]
+
+
+def test_reading_bad_yaml_raises_kustomization_error():
+    with pytest.raises(KustomizationError, match=r"overlays/prod/kustomization.yaml: invalid YAML"):
+        read_images("a: [\n", source="overlays/prod/kustomization.yaml")
+
+
+# --- image specs ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        pytest.param("api:1.0", ImageSpec("api", tag="1.0"), id="tag"),
+        pytest.param(f"api@{D1}", ImageSpec("api", digest=D1), id="digest"),
+        pytest.param(f"api:1.0@{D1}", ImageSpec("api", tag="1.0", digest=D1), id="tag-and-digest"),
+        pytest.param("host:5000/app:1.0", ImageSpec("host:5000/app", tag="1.0"), id="registry-port"),
+        pytest.param("host:5000/app", ImageSpec("host:5000/app"), id="registry-port-no-tag"),
+        pytest.param("api=reg.io/team/api", ImageSpec("api", new_name="reg.io/team/api"), id="new-name"),
+        pytest.param(
+            f"api=reg.io:443/api:v2@{D2}", ImageSpec("api", "reg.io:443/api", "v2", D2), id="new-name-tag-digest"
+        ),
+        pytest.param("a/b/c:_x-1.2", ImageSpec("a/b/c", tag="_x-1.2"), id="underscore-tag"),
+    ],
+)
+def test_parse_image_spec(spec: str, expected: ImageSpec):
+    assert parse_image_spec(spec) == expected
+    assert str(expected) == spec
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        pytest.param("", "empty image spec", id="empty"),
+        pytest.param(":1.0", "has no NAME", id="no-name"),
+        pytest.param("api:", "invalid tag", id="empty-tag"),
+        pytest.param("api:.1", "invalid tag", id="tag-leading-dot"),
+        pytest.param("api:1 0", "invalid tag", id="tag-space"),
+        pytest.param("api@", "invalid digest", id="empty-digest"),
+        pytest.param("api@sha256:XYZ", "invalid digest", id="bad-digest"),
+        pytest.param("api@sha256:" + "A" * 64, "invalid digest", id="uppercase-digest"),
+        pytest.param("api=", "nothing after '='", id="empty-new-name"),
+        pytest.param("a pi:1", "invalid image name", id="space-in-name"),
+        pytest.param("api=reg/a b", "invalid new name", id="space-in-new-name"),
+    ],
+)
+def test_parse_image_spec_rejects(spec: str, message: str):
+    with pytest.raises(ConfigError, match=message.replace(".", r"\.")):
+        parse_image_spec(spec)
+
+
+# --- finding the file ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, id=n) for n in KUSTOMIZATION_FILES])
+def test_find_kustomization(tmp_path: Path, name: str):
+    (tmp_path / name).write_text("resources: []\n")
+    (tmp_path / "deployment.yaml").write_text("kind: Deployment\n")
+    assert find_kustomization(tmp_path) == tmp_path / name
+
+
+def test_find_kustomization_none(tmp_path: Path):
+    with pytest.raises(KustomizationError, match="no kustomization in"):
+        find_kustomization(tmp_path)
+
+
+def test_find_kustomization_several(tmp_path: Path):
+    (tmp_path / "kustomization.yaml").write_text("")
+    (tmp_path / "kustomization.yml").write_text("")
+    with pytest.raises(KustomizationError, match="multiple kustomization files"):
+        find_kustomization(tmp_path)
+
+
+def test_find_kustomization_not_a_directory(tmp_path: Path):
+    with pytest.raises(KustomizationError, match="not a directory"):
+        find_kustomization(tmp_path / "missing")
+
+
+def test_golden_folders_are_renderable_copies(tmp_path: Path):
+    # Rendering a copy proves case folders are self-contained (no reference outside the folder).
+    shutil.copytree(EDIT / "crlf-line-endings" / "expected", tmp_path / "o")
+    (deployment,) = _render(tmp_path / "o")
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == "api:1.4.2"
+
+
+def test_removing_the_dash_line_key_keeps_comments_before_the_next_key():
+    text = f"images:\n-   digest: {D1}  # pinned\n    # owned by team-a\n    name: api\n"
+    assert set_image(text, "api", tag="1.0.0") == (
+        "images:\n    # owned by team-a\n-   name: api\n    newTag: 1.0.0\n"
+    )
+
+
+def test_add_refuses_after_document_end_marker():
+    with pytest.raises(KustomizationError, match=r"ends with '\.\.\.' at line 2"):
+        set_image("resources: []\n...\n", "api", tag="1", add=True)

@@ -1,0 +1,35 @@
+# The steps image every WorkflowTemplate and CronWorkflow names: imagebump.IMAGE,
+# ghcr.io/imagebump/imagebump:<package version>. Build it with that tag:
+#   docker build -t "ghcr.io/imagebump/imagebump:$(python -c 'import imagebump; print(imagebump.__version__)')" .
+# It holds this package, Hera (the runner that calls steps.<module>:run) and git. Non-root
+# (10001, as the manifests' securityContext says), and fine with a read-only root filesystem:
+# scratch, HOME and outputs all live under /tmp, an emptyDir in every pod.
+
+FROM python:3.11-slim-bookworm AS build
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY imagebump ./imagebump
+COPY steps ./steps
+COPY workflows ./workflows
+COPY sensors ./sensors
+RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+
+FROM python:3.11-slim-bookworm
+ARG UID=10001
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends git ca-certificates \
+    && rm -rf /var/lib/apt/lists/* \
+    && groupadd --gid "${UID}" imagebump \
+    && useradd --uid "${UID}" --gid "${UID}" --home-dir /tmp --no-create-home --shell /usr/sbin/nologin imagebump
+COPY --from=build /wheels /wheels
+RUN pip install --no-cache-dir --no-compile /wheels/*.whl && rm -rf /wheels
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    HOME=/tmp \
+    hera__outputs_directory=/tmp/hera-outputs
+USER 10001:10001
+WORKDIR /tmp
+LABEL org.opencontainers.image.source="https://github.com/imagebump/imagebump" \
+      org.opencontainers.image.licenses="Apache-2.0"
+# Argo runs `python -m hera.workflows.runner -e steps.<module>:run <args file>`; by hand:
+CMD ["imagebump", "--help"]

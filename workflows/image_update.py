@@ -1,0 +1,259 @@
+"""WorkflowTemplate ``image-update``: an ECR push (or a manual image) → one Git change per overlay.
+
+Wiring only; the work is in :mod:`steps`. Shape::
+
+    main (steps)
+      resolve-image                         event|image → targets (JSON list)
+      update-target  withParam: targets     one per overlay, mutex "<repo_url>/<path>"
+        edit-kustomize                      target → plan, changed
+        commit-pr      when: changed        target, plan → commit or PR
+
+Reads the rules ConfigMap (resolve-image only), the Git write token Secret (commit-pr only)
+and an optional read-token Secret (edit-kustomize only). Writes nothing itself.
+"""
+
+from __future__ import annotations
+
+from hera.workflows import (
+    ConfigMapVolume,
+    Env,
+    Parameter,
+    SecretVolume,
+    Step,
+    Steps,
+    WorkflowTemplate,
+    script,
+)
+from hera.workflows import models as m
+
+from steps import commit_pr, edit_kustomize, resolve_image
+from workflows import common as c
+
+NAME = "image-update"
+
+#: What serialises writers: one overlay of one repository (= steps.models.Target.key).
+#: Argo ≥ 3.6 splits lock keys as `<ns>/Mutex/<name>` with SplitN(3), so '/' and ':' in the
+#: name are kept intact (workflow/sync/lock_name.go, DecodeLockName).
+MUTEX_NAME = "{{inputs.parameters.repo-url}}/{{inputs.parameters.path}}"
+
+#: Buckets (seconds) of the push → change latency histogram.
+LATENCY_BUCKETS = [5, 10, 20, 30, 60, 120, 300, 600, 1800]
+
+EVENT_HELP = (
+    "The raw EventBridge event of an ECR push (the SQS message body), as the Sensor passes it. "
+    "Leave empty when submitting by hand with `image`."
+)
+IMAGE_HELP = (
+    "Manual run: an image reference ACCOUNT.dkr.ecr.REGION.amazonaws.com/REPO[:TAG][@DIGEST]. "
+    "Used when `event` is empty."
+)
+
+
+#: Metric label for the target's env; Prometheus label values must not be empty.
+ENV_LABEL = "{{=inputs.parameters.env != '' ? inputs.parameters.env : 'none'}}"
+
+
+#: Output the latency histogram reads; commit-pr is asked to write it (now - target.pushed_at).
+SECONDS_SINCE_PUSH = "seconds-since-push"
+
+
+def _unless_declared(model, parameters: list[Parameter]) -> list[Parameter]:
+    """``parameters`` whose names the output model does not already declare."""
+    declared = {name.replace("_", "-") for name in model.model_fields}
+    return [p for p in parameters if p.name not in declared]
+
+
+def _env_input() -> Parameter:
+    # Extra input (not a function argument; Hera's runner ignores it) for metric labels.
+    return Parameter(name="env", default="", description="the target's env, for metrics")
+
+
+def _resolve_image_template():
+    return script(
+        name="resolve-image",
+        constructor="runner",
+        image=c.IMAGE,
+        service_account_name=c.SA_ECR_READER,
+        outputs=c.outputs_of(resolve_image.ResolveImageOutput, {"targets": "[]", "skipped": "[]"}),
+        env=[*c.base_env(), Env(name="IMAGEBUMP_RULES_FILE", value=f"{c.RULES_DIR}/{c.RULES_KEY}")],
+        env_from=c.base_env_from(),
+        volumes=[
+            c.tmp_volume(),
+            ConfigMapVolume(
+                name=c.RULES_CONFIGMAP,
+                mount_path=c.RULES_DIR,
+                read_only=True,
+                items=[m.KeyToPath(key=c.RULES_KEY, path=c.RULES_KEY)],
+            ),
+        ],
+        security_context=c.CONTAINER_SECURITY_CONTEXT,
+        resources=c.resources(),
+        retry_strategy=c.retry_transient(),
+        active_deadline_seconds=300,
+    )(resolve_image.run)
+
+
+def _edit_kustomize_template():
+    return script(
+        name="edit-kustomize",
+        constructor="runner",
+        image=c.IMAGE,
+        service_account_name=c.SA_ECR_READER,
+        inputs=[_env_input()],
+        outputs=c.outputs_of(edit_kustomize.EditKustomizeOutput, {"changed": "false", "decision": "error"}),
+        env=[*c.base_env(), Env(name="IMAGEBUMP_GIT_READ_TOKEN_FILE", value=f"{c.GIT_READ_DIR}/token")],
+        env_from=c.base_env_from(),
+        volumes=[
+            c.tmp_volume(),
+            SecretVolume(
+                name="git-read",
+                secret_name=c.GIT_READ_SECRET,
+                mount_path=c.GIT_READ_DIR,
+                read_only=True,
+                optional=True,
+                default_mode=0o440,
+            ),
+        ],
+        security_context=c.CONTAINER_SECURITY_CONTEXT,
+        resources=c.resources(memory_limit="1Gi"),
+        retry_strategy=c.retry_transient(),
+        active_deadline_seconds=600,
+        metrics=m.Metrics(
+            prometheus=[
+                m.Prometheus(
+                    name="imagebump_decisions_total",
+                    help="edit-kustomize decisions (update, current, stale, error) by env",
+                    labels=[
+                        m.MetricLabel(key="decision", value="{{outputs.parameters.decision}}"),
+                        m.MetricLabel(key="env", value=ENV_LABEL),
+                    ],
+                    counter=m.Counter(value="1"),
+                )
+            ]
+        ),
+    )(edit_kustomize.run)
+
+
+def _commit_pr_template():
+    return script(
+        name="commit-pr",
+        constructor="runner",
+        image=c.IMAGE,
+        service_account_name=c.SA_WORKFLOW,
+        inputs=[_env_input()],
+        outputs=[
+            *c.outputs_of(commit_pr.CommitPrOutput, {"action": "error", "pr-number": "0"}),
+            *_unless_declared(commit_pr.CommitPrOutput, [c.output(SECONDS_SINCE_PUSH, "")]),
+        ],
+        env=[*c.base_env(), Env(name="IMAGEBUMP_GIT_TOKEN_FILE", value=f"{c.GIT_DIR}/token")],
+        env_from=c.base_env_from(),
+        volumes=[
+            c.tmp_volume(),
+            SecretVolume(
+                name="git",
+                secret_name=c.GIT_SECRET,
+                mount_path=c.GIT_DIR,
+                read_only=True,
+                default_mode=0o440,
+            ),
+        ],
+        security_context=c.CONTAINER_SECURITY_CONTEXT,
+        resources=c.resources(memory_limit="1Gi"),
+        retry_strategy=c.retry_transient(limit=6),
+        active_deadline_seconds=900,
+        metrics=m.Metrics(
+            prometheus=[
+                m.Prometheus(
+                    name="imagebump_updates_total",
+                    help="commit-pr results (committed, pr-created, pr-updated, unchanged, error) by env",
+                    labels=[
+                        m.MetricLabel(key="result", value="{{outputs.parameters.action}}"),
+                        m.MetricLabel(key="env", value=ENV_LABEL),
+                    ],
+                    counter=m.Counter(value="1"),
+                ),
+                m.Prometheus(
+                    name="imagebump_push_to_change_seconds",
+                    help="seconds from the ECR push to the end of commit-pr, by env",
+                    labels=[m.MetricLabel(key="env", value=ENV_LABEL)],
+                    when="'{{outputs.parameters.seconds-since-push}}' != ''",
+                    histogram=m.Histogram(
+                        value="{{outputs.parameters.seconds-since-push}}", buckets=LATENCY_BUCKETS
+                    ),
+                ),
+            ]
+        ),
+    )(commit_pr.run)
+
+
+def build() -> WorkflowTemplate:
+    """The ``image-update`` WorkflowTemplate (Hera object; ``.to_dict()`` is the manifest)."""
+    with WorkflowTemplate(
+        name=NAME,
+        namespace=c.NAMESPACE,
+        labels=dict(c.LABELS),
+        annotations={
+            "workflows.argoproj.io/description": "An ECR image push becomes a commit or pull request "
+            "in the kustomization of every overlay a rule maps it to.",
+        },
+        entrypoint="main",
+        arguments=[
+            Parameter(name="event", value="", description=EVENT_HELP),
+            Parameter(name="image", value="", description=IMAGE_HELP),
+        ],
+        service_account_name=c.SA_WORKFLOW,
+        security_context=c.POD_SECURITY_CONTEXT,
+        active_deadline_seconds=3600,
+        pod_gc=m.PodGC(strategy="OnPodSuccess", delete_delay_duration="10m"),
+        ttl_strategy=m.TTLStrategy(seconds_after_success=86400, seconds_after_failure=7 * 86400),
+        pod_metadata=m.Metadata(labels=dict(c.LABELS)),
+        workflow_metadata=m.WorkflowMetadata(labels=dict(c.LABELS)),
+    ) as wt:
+        resolve = _resolve_image_template()
+        edit = _edit_kustomize_template()
+        commit = _commit_pr_template()
+
+        with Steps(
+            name="update-target",
+            inputs=[
+                Parameter(name="target", description="one steps.models.Target, as JSON"),
+                Parameter(name="repo-url"),
+                Parameter(name="path"),
+                Parameter(name="env", default=""),
+            ],
+            synchronization=m.Synchronization(mutexes=[m.Mutex(name=MUTEX_NAME)]),
+        ) as update_target:
+            edit(
+                name="edit-kustomize",
+                arguments={"target": "{{inputs.parameters.target}}", "env": "{{inputs.parameters.env}}"},
+            )
+            commit(
+                name="commit-pr",
+                arguments={
+                    "target": "{{inputs.parameters.target}}",
+                    "plan": "{{steps.edit-kustomize.outputs.parameters.plan}}",
+                    "env": "{{inputs.parameters.env}}",
+                },
+                when="{{steps.edit-kustomize.outputs.parameters.changed}} == true",
+            )
+
+        with Steps(name="main"):
+            resolve(
+                name="resolve-image",
+                arguments={
+                    "event": "{{workflow.parameters.event}}",
+                    "image": "{{workflow.parameters.image}}",
+                },
+            )
+            Step(
+                name="update-target",
+                template=update_target,
+                arguments={
+                    "target": "{{item}}",
+                    "repo-url": "{{item.repo_url}}",
+                    "path": "{{item.path}}",
+                    "env": "{{item.env}}",
+                },
+                with_param="{{steps.resolve-image.outputs.parameters.targets}}",
+            )
+    return wt

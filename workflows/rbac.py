@@ -1,0 +1,133 @@
+"""Namespace, ServiceAccounts, Roles and RoleBindings — one privilege set per component.
+
+Plain dicts (core kinds need no Hera). Who gets what:
+
+- ``imagebump-workflow`` (commit-pr, the workflow's own pods) and ``imagebump-ecr-reader``
+  (resolve-image, edit-kustomize; IRSA role for ECR read): what Argo's executor needs,
+  create/patch ``workflowtaskresults``, nothing else.
+- ``imagebump-backup``: the executor's rights here, read-only on Argo CD's objects in its
+  namespace (Applications, ApplicationSets, AppProjects, Secrets, ConfigMaps); S3 via IRSA.
+- ``imagebump-sensor``: submit Workflows from the ``image-update`` template, hold its
+  leader-election Lease (``events.argoproj.io/leader-election: k8s``).
+- ``imagebump-eventsource``: no Kubernetes rights; SQS via IRSA.
+
+The IRSA role ARNs are placeholders (``ACCOUNT_ID``); docs/install.md shows the patch.
+"""
+
+from __future__ import annotations
+
+from workflows import common as c
+
+IRSA_ANNOTATION = "eks.amazonaws.com/role-arn"
+
+#: ServiceAccount → IAM role name created by manifests/aws/cloudformation.yaml.
+IRSA_ROLES = {
+    c.SA_ECR_READER: "imagebump-ecr-reader",
+    c.SA_BACKUP: "imagebump-backup",
+    c.SA_EVENTSOURCE: "imagebump-eventsource",
+}
+
+_EXECUTOR_RULES = [
+    {"apiGroups": ["argoproj.io"], "resources": ["workflowtaskresults"], "verbs": ["create", "patch"]},
+]
+
+
+def _meta(name: str, namespace: str = c.NAMESPACE, **extra) -> dict:
+    return {"name": name, "namespace": namespace, "labels": dict(c.LABELS), **extra}
+
+
+def namespace() -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": c.NAMESPACE, "labels": dict(c.LABELS)},
+    }
+
+
+def service_account(name: str) -> dict:
+    extra = {}
+    if name in IRSA_ROLES:
+        extra["annotations"] = {IRSA_ANNOTATION: f"arn:aws:iam::ACCOUNT_ID:role/{IRSA_ROLES[name]}"}
+    sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(name, **extra)}
+    if name == c.SA_EVENTSOURCE:
+        sa["automountServiceAccountToken"] = False  # talks to SQS only; IRSA uses its own projected token
+    return sa
+
+
+def role(name: str, rules: list[dict], namespace: str = c.NAMESPACE) -> dict:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": _meta(name, namespace),
+        "rules": rules,
+    }
+
+
+def role_binding(name: str, role_name: str, subjects: list[str], namespace: str = c.NAMESPACE) -> dict:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": _meta(name, namespace),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role_name},
+        "subjects": [{"kind": "ServiceAccount", "name": s, "namespace": c.NAMESPACE} for s in subjects],
+    }
+
+
+def documents() -> list[dict]:
+    """Every RBAC object, in apply order."""
+    accounts = [c.SA_WORKFLOW, c.SA_ECR_READER, c.SA_BACKUP, c.SA_SENSOR, c.SA_EVENTSOURCE]
+    return [
+        namespace(),
+        *(service_account(name) for name in accounts),
+        role("imagebump-executor", _EXECUTOR_RULES),
+        role_binding(
+            "imagebump-executor",
+            "imagebump-executor",
+            [c.SA_WORKFLOW, c.SA_ECR_READER, c.SA_BACKUP],
+        ),
+        role(
+            "imagebump-sensor",
+            [
+                {
+                    "apiGroups": ["argoproj.io"],
+                    "resources": ["workflows"],
+                    "verbs": ["create", "get", "list", "watch"],
+                },
+                {
+                    "apiGroups": ["argoproj.io"],
+                    "resources": ["workflowtemplates"],
+                    "resourceNames": ["image-update"],
+                    "verbs": ["get"],
+                },
+                {
+                    "apiGroups": ["argoproj.io"],
+                    "resources": ["workflowtemplates"],
+                    "verbs": ["list", "watch"],
+                },
+                {
+                    "apiGroups": ["coordination.k8s.io"],
+                    "resources": ["leases"],
+                    "verbs": ["get", "create", "update"],
+                },
+            ],
+        ),
+        role_binding("imagebump-sensor", "imagebump-sensor", [c.SA_SENSOR]),
+        role(
+            "imagebump-backup-reader",
+            [
+                {
+                    "apiGroups": ["argoproj.io"],
+                    "resources": ["applications", "applicationsets", "appprojects"],
+                    "verbs": ["get", "list"],
+                },
+                {"apiGroups": [""], "resources": ["secrets", "configmaps"], "verbs": ["get", "list"]},
+            ],
+            namespace=c.ARGOCD_NAMESPACE,
+        ),
+        role_binding(
+            "imagebump-backup-reader",
+            "imagebump-backup-reader",
+            [c.SA_BACKUP],
+            namespace=c.ARGOCD_NAMESPACE,
+        ),
+    ]

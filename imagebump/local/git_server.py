@@ -1,0 +1,425 @@
+"""A real Git remote on 127.0.0.1: ``git http-backend`` behind a tiny threaded HTTP server.
+
+Used by the test suite (``tests/fixtures/git.py``), the local demo and benchmarks. It serves the
+bare repositories under ``root`` (``root/OWNER/NAME.git``) over smart HTTP, exactly as a Git
+host does, with one rule on top: every request must carry HTTP Basic credentials whose password
+is the server's token (any user name). Without credentials the answer is ``401`` with
+``WWW-Authenticate: Basic realm="imagebump"``; with a wrong token it is ``401`` as well (what
+GitHub answers), so clients see "authentication failed".
+
+``fail_rate`` makes that fraction of requests answer ``503`` (seeded, so runs are repeatable) —
+for chaos tests of the retry paths.
+
+It reads and writes only under ``root``; it logs nothing (requests carry tokens). No pytest here:
+the demo imports it.
+"""
+
+from __future__ import annotations
+
+import base64
+import hmac
+import os
+import random
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+from collections.abc import Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+__all__ = ["GitHttpServer", "REALM"]
+
+REALM = "imagebump"
+_OWNER_REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+# The paths git http-backend serves below a repository.
+_SERVICE_SUFFIX = re.compile(
+    r"/(info/refs|git-upload-pack|git-receive-pack|HEAD|objects/.+|info/.+)$"
+)
+_BACKEND_TIMEOUT = 300
+
+_REPO_CONFIG = {
+    # Partial clone (--filter=blob:none) and lazy fetches of single blobs.
+    "uploadpack.allowFilter": "true",
+    "uploadpack.allowAnySHA1InWant": "true",
+    "uploadpack.allowReachableSHA1InWant": "true",
+    # Pushes are authenticated by the server itself (REMOTE_USER is set).
+    "http.receivepack": "true",
+    # No background gc while concurrent pushes land.
+    "receive.autogc": "false",
+    "gc.auto": "0",
+}
+
+
+def _git_env(home: Path) -> dict[str, str]:
+    """A clean environment for git commands the server runs: no user/system config, no tokens."""
+    return {
+        "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        "HOME": str(home),
+        "LC_ALL": "C",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_TERMINAL_PROMPT": "0",
+    }
+
+
+def _exec_path() -> str:
+    out = subprocess.run(["git", "--exec-path"], capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.0"  # one request per connection: simple and robust for CGI
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        """Log nothing: request lines may be sensitive and tests read stderr."""
+
+    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+        self._serve()
+
+    def do_POST(self) -> None:  # noqa: N802 - stdlib naming
+        self._serve()
+
+    # --- helpers -----------------------------------------------------------------------------
+
+    def _reply(self, status: int, body: bytes, headers: Mapping[str, str] | None = None) -> None:
+        self.send_response(status)
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _user(self) -> str | None:
+        """The Basic user name when the password is the token; None when missing or wrong."""
+        header = self.headers.get("Authorization", "")
+        scheme, _, value = header.partition(" ")
+        if scheme.lower() != "basic" or not value:
+            return None
+        try:
+            user, _, password = base64.b64decode(value.strip(), validate=True).decode().partition(":")
+        except (ValueError, UnicodeDecodeError):
+            return None
+        if not hmac.compare_digest(password.encode(), self.server.token.encode()):
+            return None
+        return user or "git"
+
+    def _read_body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            chunks = []
+            while True:
+                size_line = self.rfile.readline()
+                size = int(size_line.split(b";", 1)[0].strip() or b"0", 16)
+                if size == 0:
+                    # trailers until an empty line
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    break
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()  # CRLF after each chunk
+            return b"".join(chunks)
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _serve(self) -> None:
+        srv = self.server
+        body = self._read_body() if self.command == "POST" else b""
+        if srv.should_fail():
+            self._reply(503, b"503 Service Unavailable (injected by fail_rate)\n",
+                        {"Content-Type": "text/plain", "Retry-After": "0"})
+            return
+        user = self._user()
+        if user is None:
+            self._reply(401, b"401 Unauthorized: send the token as HTTP Basic password\n", {
+                "Content-Type": "text/plain",
+                "WWW-Authenticate": f'Basic realm="{REALM}"',
+            })
+            return
+        path, _, query = self.path.partition("?")
+        path_info = _normalise_path(path)
+        if path_info is None:
+            self._reply(404, b"404 Not Found\n", {"Content-Type": "text/plain"})
+            return
+        env = _git_env(srv.root)
+        env.update({
+            "GIT_PROJECT_ROOT": str(srv.root),
+            "GIT_HTTP_EXPORT_ALL": "1",
+            "PATH_INFO": path_info,
+            "QUERY_STRING": query,
+            "REQUEST_METHOD": self.command,
+            "CONTENT_TYPE": self.headers.get("Content-Type", ""),
+            "CONTENT_LENGTH": str(len(body)),
+            "REMOTE_USER": user,
+            "REMOTE_ADDR": self.client_address[0],
+            "SERVER_PROTOCOL": "HTTP/1.1",
+            "GATEWAY_INTERFACE": "CGI/1.1",
+        })
+        if encoding := self.headers.get("Content-Encoding"):
+            env["HTTP_CONTENT_ENCODING"] = encoding  # git clients gzip large POST bodies
+        if protocol := self.headers.get("Git-Protocol"):
+            env["GIT_PROTOCOL"] = protocol  # protocol v2: needed for partial-clone filters
+        try:
+            proc = subprocess.run(
+                [srv.backend], input=body, env=env, capture_output=True, timeout=_BACKEND_TIMEOUT
+            )
+        except subprocess.TimeoutExpired:
+            self._reply(504, b"504 git http-backend timed out\n", {"Content-Type": "text/plain"})
+            return
+        status, headers, payload = _parse_cgi(proc.stdout)
+        if proc.returncode != 0 and status == 200 and not payload:
+            status = 500
+        self._reply(status, payload, headers)
+
+
+def _normalise_path(path: str) -> str | None:
+    """``/owner/name[.git]/<service>`` → ``/owner/name.git/<service>``; None when malformed."""
+    match = _SERVICE_SUFFIX.search(path)
+    if not match:
+        return None
+    repo = path[: match.start()].strip("/")
+    if not _OWNER_REPO.match(repo) or ".." in repo.split("/"):
+        return None
+    if not repo.endswith(".git"):
+        repo += ".git"
+    return f"/{repo}{match.group(0)}"
+
+
+def _parse_cgi(output: bytes) -> tuple[int, dict[str, str], bytes]:
+    """Split CGI output into status, headers and body (``Status:`` sets the HTTP status)."""
+    sep = output.find(b"\r\n\r\n")
+    skip = 4
+    lf = output.find(b"\n\n")
+    if sep < 0 or (0 <= lf < sep):
+        sep, skip = lf, 2
+    if sep < 0:
+        return 500, {"Content-Type": "text/plain"}, b"git http-backend gave no headers\n"
+    status = 200
+    headers: dict[str, str] = {}
+    for line in output[:sep].decode("latin-1").splitlines():
+        key, _, value = line.partition(":")
+        key, value = key.strip(), value.strip()
+        if not key:
+            continue
+        if key.lower() == "status":
+            status = int(value.split()[0])
+        elif key.lower() != "content-length":
+            headers[key] = value
+    return status, headers, output[sep + skip :]
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128
+
+    def __init__(self, root: Path, token: str, fail_rate: float, seed: int) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.root = root
+        self.token = token
+        self.fail_rate = fail_rate
+        self.backend = str(Path(_exec_path()) / "git-http-backend")
+        self._random = random.Random(seed)
+        self._lock = threading.Lock()
+
+    def should_fail(self) -> bool:
+        if self.fail_rate <= 0:
+            return False
+        with self._lock:
+            return self._random.random() < self.fail_rate
+
+
+class GitHttpServer:
+    """Bare repositories under ``root`` served by ``git http-backend`` on 127.0.0.1:0.
+
+    Args:
+        root: directory holding the bare repositories (``OWNER/NAME.git``); created if missing.
+        token: the password every request must send with HTTP Basic auth (any user name).
+        fail_rate: fraction of requests answered with ``503`` (0 disables).
+        seed: seed of the random source behind ``fail_rate``.
+
+    Use as a context manager, or call :meth:`start` / :meth:`stop`.
+    """
+
+    def __init__(self, root: Path | str, token: str, fail_rate: float = 0.0, seed: int = 0) -> None:
+        if not token:
+            raise ValueError("GitHttpServer needs a non-empty token")
+        self.root = Path(root).resolve()
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.token = token
+        self._fail_rate = fail_rate
+        self._seed = seed
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    def __repr__(self) -> str:  # never show the token
+        return f"GitHttpServer(root={str(self.root)!r}, base_url={self._base_url_or_none()!r})"
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> GitHttpServer:
+        if self._server is None:
+            self._server = _Server(self.root, self.token, self._fail_rate, self._seed)
+            self._thread = threading.Thread(
+                target=self._server.serve_forever, name="git-http-server", daemon=True
+            )
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            if self._thread is not None:
+                self._thread.join(timeout=10)
+            self._server = None
+            self._thread = None
+
+    def __enter__(self) -> GitHttpServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def fail_rate(self) -> float:
+        return self._server.fail_rate if self._server else self._fail_rate
+
+    @fail_rate.setter
+    def fail_rate(self, value: float) -> None:
+        """Change the injected failure rate while running (chaos tests)."""
+        self._fail_rate = value
+        if self._server is not None:
+            self._server.fail_rate = value
+
+    def _base_url_or_none(self) -> str | None:
+        if self._server is None:
+            return None
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT`` (the server must be started)."""
+        url = self._base_url_or_none()
+        if url is None:
+            raise RuntimeError("GitHttpServer is not started")
+        return url
+
+    # --- repositories ------------------------------------------------------------------------
+
+    def url(self, owner_repo: str) -> str:
+        """Clone URL of ``OWNER/NAME`` (no credentials in it)."""
+        return f"{self.base_url}/{_check_name(owner_repo)}"
+
+    def bare_path(self, owner_repo: str) -> Path:
+        """Path of the bare repository of ``OWNER/NAME``."""
+        return self.root / f"{_check_name(owner_repo)}.git"
+
+    def git(self, owner_repo: str, *args: str, input: bytes | None = None,
+            env: Mapping[str, str] | None = None) -> str:
+        """Run a local git command in the bare repository; return stdout (raises on failure)."""
+        full_env = _git_env(self.root)
+        full_env.update(env or {})
+        proc = subprocess.run(
+            ["git", "--git-dir", str(self.bare_path(owner_repo)), *args],
+            input=input, env=full_env, capture_output=True, check=False,
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(
+                f"git {' '.join(args)} failed in {owner_repo}: {proc.stderr.decode(errors='replace')}"
+            )
+        return proc.stdout.decode()
+
+    def create_repo(self, owner_repo: str, files: Mapping[str, str] | None = None,
+                    branch: str = "main", message: str = "initial commit") -> str:
+        """Create a bare repository with one commit of ``files`` on ``branch`` (HEAD → it).
+
+        Returns:
+            The clone URL (``http://127.0.0.1:PORT/OWNER/NAME``); the bare repository's path while
+            the server is not started yet (the port is not known before).
+        """
+        bare = self.bare_path(owner_repo)
+        if bare.exists():
+            raise FileExistsError(f"repository {owner_repo} already exists at {bare}")
+        bare.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            ["git", "init", "--quiet", "--bare", f"--initial-branch={branch}", str(bare)],
+            env=_git_env(self.root), check=True, capture_output=True,
+        )
+        for key, value in _REPO_CONFIG.items():
+            self.git(owner_repo, "config", key, value)
+        self.commit_files(owner_repo, dict(files or {}), message, branch=branch)
+        return self.url(owner_repo) if self._server else str(bare)
+
+    def commit_files(self, owner_repo: str, files: Mapping[str, str | None], message: str,
+                     branch: str = "main", author: str = "Someone Else <someone@example.com>",
+                     symlinks: Mapping[str, str] | None = None) -> str:
+        """Commit ``files`` (path → text; None deletes) on top of ``branch`` inside the bare repo.
+
+        This is "someone else pushed meanwhile": no clone, plumbing on a temporary index, and an
+        atomic compare-and-swap of the branch. ``symlinks`` maps paths to symbolic-link targets.
+        Returns the new commit's sha.
+        """
+        name, _, email = author.partition(" <")
+        email = email.rstrip(">")
+        ref = f"refs/heads/{branch}"
+        try:
+            parent = self.git(owner_repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}").strip()
+        except RuntimeError:
+            parent = ""
+        with tempfile.TemporaryDirectory(prefix="git-index-") as tmp:
+            index_env = {
+                "GIT_INDEX_FILE": str(Path(tmp) / "index"),
+                "GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email,
+                "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email,
+            }
+            if parent:
+                self.git(owner_repo, "read-tree", parent, env=index_env)
+            # --index-info needs no work tree; mode 0 removes the entry.
+            lines = []
+            for path, text in files.items():
+                path = path.strip("/")
+                if text is None:
+                    lines.append(f"0 {'0' * 40}\t{path}\n")
+                    continue
+                blob = self.git(owner_repo, "hash-object", "-w", "--stdin", input=text.encode()).strip()
+                lines.append(f"100644 {blob}\t{path}\n")
+            for path, link in (symlinks or {}).items():
+                blob = self.git(owner_repo, "hash-object", "-w", "--stdin", input=link.encode()).strip()
+                lines.append(f"120000 {blob}\t{path.strip('/')}\n")
+            if lines:
+                self.git(owner_repo, "update-index", "--index-info", input="".join(lines).encode(),
+                         env=index_env)
+            tree = self.git(owner_repo, "write-tree", env=index_env).strip()
+            parents = ["-p", parent] if parent else []
+            sha = self.git(owner_repo, "commit-tree", tree, *parents, "-F", "-",
+                           input=message.encode(), env=index_env).strip()
+        self.git(owner_repo, "update-ref", ref, sha, parent or "0" * 40)
+        return sha
+
+    def install_hook(self, owner_repo: str, name: str, script: str) -> Path:
+        """Install an executable hook (e.g. ``pre-receive``) into the bare repository."""
+        hooks = self.bare_path(owner_repo) / "hooks"
+        hooks.mkdir(exist_ok=True)
+        path = hooks / name
+        path.write_text(script)
+        path.chmod(0o755)
+        return path
+
+    def remove_hook(self, owner_repo: str, name: str) -> None:
+        (self.bare_path(owner_repo) / "hooks" / name).unlink(missing_ok=True)
+
+    def delete_repo(self, owner_repo: str) -> None:
+        shutil.rmtree(self.bare_path(owner_repo), ignore_errors=True)
+
+
+def _check_name(owner_repo: str) -> str:
+    owner_repo = owner_repo.strip("/")
+    if owner_repo.endswith(".git"):
+        owner_repo = owner_repo[:-4]
+    if not _OWNER_REPO.match(owner_repo) or ".." in owner_repo.split("/"):
+        raise ValueError(f"repository name must be OWNER/NAME, got {owner_repo!r}")
+    return owner_repo

@@ -1,0 +1,322 @@
+"""edit-kustomize against a real ``git http-backend`` remote and moto's ECR — no fakes.
+
+In-process calls use ``run.__wrapped__`` where a test wants the exception itself (the step wrapper
+turns our errors into an exit code); one test runs the step through Hera's runner as a pod would.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from steps.edit_kustomize import EditKustomizeOutput, run
+from steps.errors import ConfigError, ImageNotFoundError, KustomizationError, PermissionDeniedError
+from steps.models import Target
+
+ROOT = Path(__file__).resolve().parents[2]
+ACCOUNT = "123456789012"  # moto's default account
+REGION = "us-west-2"
+OVERLAY = "apps/api/overlays/prod"
+DIGEST_1 = "sha256:" + "1" * 64
+DIGEST_2 = "sha256:" + "2" * 64
+
+plan_step = run.__wrapped__  # the bare step: raises our errors instead of exiting
+
+
+def _image(repository: str = "team/api") -> str:
+    return f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/{repository}"
+
+
+def _kustomization(entries: str) -> str:
+    return (
+        "apiVersion: kustomize.config.k8s.io/v1beta1\n"
+        "kind: Kustomization\n"
+        "resources:\n"
+        "- ../../base\n"
+        "images:\n" + entries
+    )
+
+
+def _entry(name: str, tag: str | None = "v1", digest: str | None = None, new_name: str | None = None) -> str:
+    text = f"- name: {name}\n"
+    if new_name:
+        text += f"  newName: {new_name}\n"
+    if tag:
+        text += f"  newTag: {tag}\n"
+    if digest:
+        text += f"  digest: {digest}\n"
+    return text
+
+
+def _files(text: str, name: str = "kustomization.yaml", overlay: str = OVERLAY) -> dict[str, str]:
+    return {
+        "README.md": "# gitops\n",
+        f"{overlay}/{name}": text,
+        "apps/api/base/deployment.yaml": "kind: Deployment\n",
+        "apps/web/overlays/prod/kustomization.yaml": _kustomization(_entry("web")),
+    }
+
+
+def _target(remote, *, image: str | None = None, tag: str | None = "v2", path: str = OVERLAY, **extra) -> Target:
+    fields = {"order": "none", **extra}
+    return Target(rule=0, repo_url=remote.url if remote else "http://127.0.0.1:9/o/r", path=path, env="prod",
+                  image=image or _image(), tag=tag, **fields)
+
+
+@pytest.fixture(autouse=True)
+def _env(git_env, outputs_dir, monkeypatch, moto):
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto.endpoint_url)
+    monkeypatch.setenv("AWS_REGION", REGION)
+
+
+# --- decisions ----------------------------------------------------------------------------------
+
+
+def test_update_plans_the_edit_and_writes_outputs(make_remote, outputs_dir) -> None:
+    remote = make_remote(_files(_kustomization(_entry(_image(), "v1"))))
+    out = run(_target(remote, tag="v2", event_id="e-1"))
+    assert isinstance(out, EditKustomizeOutput)
+    plan = out.plan
+    assert (out.changed, out.decision) == (True, "update")
+    assert plan.file == f"{OVERLAY}/kustomization.yaml"
+    assert plan.image_name == _image()
+    assert (plan.old.newTag, plan.new.newTag, plan.new.digest) == ("v1", "v2", None)
+    assert plan.base_commit == remote.rev("main") and plan.base_branch == "main"
+    params = outputs_dir / "parameters"
+    assert (params / "changed").read_text() == "true"
+    assert (params / "decision").read_text() == "update"
+    assert json.loads((params / "plan").read_text())["new"]["newTag"] == "v2"
+    assert remote.log() == ["initial commit"]  # pushes nothing
+
+
+def test_current_when_the_overlay_already_holds_the_image(make_remote, outputs_dir) -> None:
+    remote = make_remote(_files(_kustomization(_entry(_image(), "v2"))))
+    out = run(_target(remote, tag="v2"))
+    assert (out.changed, out.decision) == (False, "current")
+    assert "already" in out.reason
+    assert (outputs_dir / "parameters" / "changed").read_text() == "false"
+
+
+def test_entry_found_by_new_name_and_explicit_image_name(make_remote) -> None:
+    text = _kustomization(_entry("web", "w1") + _entry("api", "v1", new_name=_image()))
+    remote = make_remote(_files(text))
+    by_new_name = plan_step(_target(remote))
+    assert by_new_name.plan.image_name == "api"
+    assert by_new_name.plan.new.newName == _image()
+    explicit = plan_step(_target(remote, image_name="web"))
+    assert explicit.plan.image_name == "web" and explicit.plan.old.newTag == "w1"
+
+
+@pytest.mark.parametrize(
+    ("old_digest", "tag", "digest", "write_digest", "new_tag", "new_digest", "changed"),
+    [
+        pytest.param(DIGEST_1, "v2", DIGEST_2, False, "v2", None, True, id="tag-alone-drops-digest"),
+        pytest.param(None, "v2", DIGEST_2, True, "v2", DIGEST_2, True, id="write-digest"),
+        pytest.param(None, None, DIGEST_2, False, None, DIGEST_2, True, id="digest-only-push"),
+        pytest.param(None, "v1", DIGEST_2, False, "v1", None, False, id="same-tag-without-digest-is-current"),
+        pytest.param(None, "v1", DIGEST_2, True, "v1", DIGEST_2, True, id="same-tag-pins-digest"),
+    ],
+)
+def test_new_entry_follows_setter_semantics(make_remote, old_digest, tag, digest, write_digest, new_tag,
+                                            new_digest, changed) -> None:
+    remote = make_remote(_files(_kustomization(_entry(_image(), "v1", old_digest))))
+    out = plan_step(_target(remote, tag=tag, digest=digest, write_digest=write_digest))
+    assert (out.plan.new.newTag, out.plan.new.digest) == (new_tag, new_digest)
+    assert out.changed is changed
+
+
+@pytest.mark.parametrize("name", ["kustomization.yaml", "kustomization.yml", "Kustomization"])
+def test_kustomization_file_names(make_remote, name) -> None:
+    remote = make_remote(_files(_kustomization(_entry(_image())), name=name))
+    out = plan_step(_target(remote))
+    assert out.plan.file == f"{OVERLAY}/{name}"
+    assert out.changed
+
+
+def test_overlay_at_repository_root(make_remote) -> None:
+    remote = make_remote({"kustomization.yaml": _kustomization(_entry(_image())), "other/x.yaml": "x: 1\n"})
+    out = plan_step(_target(remote, path=""))
+    assert out.plan.file == "kustomization.yaml" and out.changed
+
+
+def test_base_branch_default_and_explicit(make_remote) -> None:
+    remote = make_remote(_files(_kustomization(_entry(_image()))), branch="trunk")
+    assert plan_step(_target(remote)).plan.base_branch == "trunk"
+    release = remote.commit_files({f"{OVERLAY}/kustomization.yaml": _kustomization(_entry(_image(), "v2"))},
+                                  branch="release")
+    out = plan_step(_target(remote, base_branch="release"))
+    assert (out.plan.base_branch, out.plan.base_commit, out.decision) == ("release", release, "current")
+
+
+# --- order by ECR push time (moto) --------------------------------------------------------------
+
+
+def _ecr_push(moto, repository: str, tag: str) -> str:
+    manifest = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+                           "config": {"digest": "sha256:" + secrets.token_hex(32), "size": 1,
+                                      "mediaType": "application/vnd.docker.container.image.v1+json"},
+                           "layers": []})
+    digest = "sha256:" + hashlib.sha256(manifest.encode()).hexdigest()
+    moto.client("ecr").put_image(repositoryName=repository, imageManifest=manifest, imageTag=tag, imageDigest=digest)
+    return digest
+
+
+@pytest.fixture()
+def ecr_repository(moto) -> str:
+    name = f"team/api-{secrets.token_hex(4)}"
+    moto.client("ecr").create_repository(repositoryName=name)
+    return name
+
+
+@pytest.mark.parametrize(
+    ("pushed_at_offset", "current_in_ecr", "decision"),
+    [
+        pytest.param(timedelta(days=-365), True, "stale", id="older-push-is-stale"),
+        pytest.param(timedelta(days=1), True, "update", id="newer-push-updates"),
+        pytest.param(timedelta(days=-365), False, "update", id="current-unknown-to-ecr-updates"),
+    ],
+)
+def test_push_time_order_from_ecr(make_remote, moto, ecr_repository, pushed_at_offset, current_in_ecr,
+                                  decision) -> None:
+    image = _image(ecr_repository)
+    if current_in_ecr:
+        _ecr_push(moto, ecr_repository, "v1")
+    remote = make_remote(_files(_kustomization(_entry("api", "v1", new_name=image))))
+    pushed_at = datetime.now(timezone.utc) + pushed_at_offset
+    out = plan_step(_target(remote, image=image, tag="v2", order="push-time", pushed_at=pushed_at))
+    assert out.decision == decision, out.reason
+    assert out.changed is (decision == "update")
+    if decision == "stale":
+        assert "v1" in out.reason and "v2" in out.reason
+
+
+def test_push_time_of_the_new_image_is_looked_up_when_missing(make_remote, moto, ecr_repository) -> None:
+    image = _image(ecr_repository)
+    _ecr_push(moto, ecr_repository, "v1")
+    digest = _ecr_push(moto, ecr_repository, "v2")
+    remote = make_remote(_files(_kustomization(_entry(image, "v1"))))
+    out = plan_step(_target(remote, image=image, tag="v2", digest=digest, order="push-time"))
+    assert out.decision == "update" and "unknown" not in out.reason, out.reason
+
+
+def test_current_entry_from_another_registry_has_unknown_push_time(make_remote, ecr_repository) -> None:
+    image = _image(ecr_repository)
+    remote = make_remote(_files(_kustomization(_entry(image, "v1", new_name="ghcr.io/other/api"))))
+    out = plan_step(_target(remote, image=image, image_name=image, order="push-time",
+                            pushed_at=datetime(2000, 1, 1, tzinfo=timezone.utc)))
+    assert out.decision == "update" and "unknown" in out.reason
+
+
+# --- errors -------------------------------------------------------------------------------------
+
+
+def test_image_not_in_file(make_remote) -> None:
+    remote = make_remote(_files(_kustomization(_entry("web") + _entry("worker"))))
+    with pytest.raises(ImageNotFoundError) as info:
+        plan_step(_target(remote))
+    assert info.value.found == ["web", "worker"]
+    message = str(info.value)
+    assert f"{OVERLAY}/kustomization.yaml" in message and "web, worker" in message and "add it under images:" in message
+
+
+@pytest.mark.parametrize(
+    ("files", "match"),
+    [
+        pytest.param({"README.md": "x\n"}, "does not exist", id="no-overlay-dir"),
+        pytest.param({f"{OVERLAY}/deployment.yaml": "kind: Deployment\n"}, "no kustomization", id="no-kustomization"),
+        pytest.param({f"{OVERLAY}/kustomization.yaml": "images: [\n", f"{OVERLAY}/x": ""}, "kustomization.yaml", id="bad-yaml"),
+        pytest.param({f"{OVERLAY}/kustomization.yaml": "a: 1\n", f"{OVERLAY}/kustomization.yml": "a: 1\n"},
+                     "multiple", id="several-kustomizations"),
+    ],
+)
+def test_kustomization_problems(make_remote, files, match) -> None:
+    remote = make_remote(files)
+    with pytest.raises(KustomizationError, match=match) as info:
+        plan_step(_target(remote))
+    assert "edit-kustomize-" not in str(info.value)  # no scratch paths in messages
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        pytest.param("../outside", id="dot-dot"),
+        pytest.param("apps/../../outside", id="nested-dot-dot"),
+        pytest.param("/etc", id="absolute"),
+    ],
+)
+def test_path_escapes_are_refused_before_any_io(path) -> None:
+    # the URL points at a closed port: refusing must not need the network
+    with pytest.raises(ConfigError, match="relative|'..'"):
+        plan_step(_target(None, path=path))
+
+
+@pytest.mark.parametrize(
+    ("symlinks", "path"),
+    [
+        pytest.param({OVERLAY: "../../../../../../../etc"}, OVERLAY, id="overlay-dir-symlink"),
+        pytest.param({f"{OVERLAY}/kustomization.yaml": "/etc/hostname"}, OVERLAY, id="kustomization-symlink"),
+    ],
+)
+def test_symlink_escapes_are_refused(make_remote, symlinks, path) -> None:
+    remote = make_remote({"README.md": "x\n"})
+    remote.commit_files({}, "links", symlinks=symlinks)
+    with pytest.raises(ConfigError, match="symbolic link"):
+        plan_step(_target(remote, path=path))
+
+
+def test_without_read_token_the_clone_is_refused(make_remote, monkeypatch, git_token) -> None:
+    remote = make_remote(_files(_kustomization(_entry(_image()))))
+    monkeypatch.delenv("IMAGEBUMP_GIT_READ_TOKEN")
+    with pytest.raises(PermissionDeniedError) as info:
+        plan_step(_target(remote))
+    assert git_token not in str(info.value)
+
+
+def test_read_token_from_file(make_remote, monkeypatch, git_token, tmp_path) -> None:
+    remote = make_remote(_files(_kustomization(_entry(_image()))))
+    token_file = tmp_path / "token"
+    token_file.write_text(git_token + "\n")
+    monkeypatch.delenv("IMAGEBUMP_GIT_READ_TOKEN")
+    monkeypatch.delenv("IMAGEBUMP_GIT_TOKEN")
+    monkeypatch.setenv("IMAGEBUMP_GIT_READ_TOKEN_FILE", str(token_file))
+    assert plan_step(_target(remote)).changed
+
+
+def test_error_exits_with_config_code(make_remote, capsys) -> None:
+    remote = make_remote(_files(_kustomization(_entry("web"))))
+    with pytest.raises(SystemExit) as info:
+        run(_target(remote))
+    assert info.value.code == 2
+    assert "ImageNotFoundError" in capsys.readouterr().err
+
+
+# --- through Hera's runner, as in the pod ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(("current", "changed"), [("v1", "true"), ("v2", "false")])
+def test_runs_through_hera_runner(make_remote, tmp_path, git_token, current, changed) -> None:
+    remote = make_remote(_files(_kustomization(_entry(_image(), current))))
+    target = _target(remote, tag="v2")
+    args = tmp_path / "args.json"
+    args.write_text(json.dumps([{"name": "target", "value": target.model_dump_json()}]))
+    outputs = tmp_path / "outputs"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IMAGEBUMP_")}
+    env.update(PYTHONPATH=str(ROOT), hera__outputs_directory=str(outputs), IMAGEBUMP_GIT_READ_TOKEN=git_token)
+    proc = subprocess.run([sys.executable, "-m", "hera.workflows.runner", "-e", "steps.edit_kustomize:run", str(args)],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    params = outputs / "parameters"
+    assert (params / "changed").read_text() == changed
+    plan = json.loads((params / "plan").read_text())
+    assert plan["file"] == f"{OVERLAY}/kustomization.yaml" and plan["base_commit"] == remote.rev()
+    assert plan["new"]["newTag"] == "v2"
+    for text in (proc.stdout, proc.stderr, *(p.read_text() for p in params.iterdir())):
+        assert git_token not in text

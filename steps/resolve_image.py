@@ -1,18 +1,35 @@
 """resolve-image: an ECR push event (or a manual image reference) → the targets to update.
 
-STUB — to be implemented (signature and output model are the contract the WorkflowTemplate uses).
+Reads: the ``event`` parameter (the SQS body: the raw EventBridge event) or the ``image``
+parameter (``ACCOUNT.dkr.ecr.REGION.amazonaws.com/REPO[:TAG][@sha256:DIGEST]``) — exactly one;
+the rules file at ``$IMAGEBUMP_RULES_FILE`` (default ``/etc/imagebump/rules/rules.yaml``); ECR
+(digest, push time, and the account when the event lacks it). No Git access.
+
+Writes: the output parameters ``image``, ``targets`` (the JSON list Argo fans out over with
+``withParam``), ``skipped``, ``reason``, ``event-id``.
+
+Skips (empty ``targets`` and a ``reason``, exit 0): an event that is not a successful push; an
+image ECR no longer has; a tag that has moved to another digest since the push (a newer event
+handles it); an image no rule matches. Bad input (both or neither parameter, a malformed event
+or reference, a bad rules file) is a ConfigError; a manual reference to an image ECR does not
+have is a ConfigError too.
 """
 
 # No `from __future__ import annotations`: Hera's runner reads real annotation objects.
+import os
+import sys
+from typing import Any
+
 from pydantic import BaseModel, Field
 
 from steps._runtime import step_entry
+from steps.errors import ConfigError
 from steps.models import Image, Target
+from steps.rules import RuleSet, SkippedRule, load_rules_file
 
+DEFAULT_RULES_FILE = "/etc/imagebump/rules/rules.yaml"
 
-class SkippedRule(BaseModel):
-    rule: int
-    reason: str
+__all__ = ["ResolveImageOutput", "SkippedRule", "run", "resolve"]
 
 
 class ResolveImageOutput(BaseModel):
@@ -23,6 +40,107 @@ class ResolveImageOutput(BaseModel):
     event_id: str = ""
 
 
+def rules_file() -> str:
+    """Where the rules are mounted: ``$IMAGEBUMP_RULES_FILE`` or the default path."""
+    return os.environ.get("IMAGEBUMP_RULES_FILE") or DEFAULT_RULES_FILE
+
+
+def _short(digest: str | None) -> str:
+    return digest or "(none)"
+
+
+def resolve(*, event: str = "", image: str = "", rules: RuleSet, client: Any = None) -> ResolveImageOutput:
+    """The pure-ish core of :func:`run`: parse, ask ECR, match. ``client`` is an ECR client or None.
+
+    Raises:
+        ConfigError: bad input (see the module docstring).
+        TransientError: ECR failed for now.
+    """
+    from steps import ecr
+    from steps.events import Skip, parse_event, parse_image_reference
+
+    if bool(event.strip()) == bool(image.strip()):
+        raise ConfigError(
+            "give exactly one of the parameters 'event' (an ECR push event) and 'image' "
+            f"(ACCOUNT.dkr.ecr.REGION.amazonaws.com/REPO:TAG); got {'both' if event.strip() else 'neither'}"
+        )
+    manual = bool(image.strip())
+    parsed = parse_image_reference(image) if manual else parse_event(event)
+    if isinstance(parsed, Skip):
+        return ResolveImageOutput(reason=parsed.reason, event_id=parsed.event_id or "")
+    img: Image = parsed
+    event_id = img.event_id or ""
+
+    client = client or ecr.make_client(img.region)
+    update: dict[str, Any] = {}
+    if not img.account:
+        update["account"] = ecr.repository_account(img.repository, region=img.region, client=client)
+    account = update.get("account", img.account)
+
+    def skip(reason: str) -> ResolveImageOutput:
+        if manual:
+            raise ConfigError(reason)
+        return ResolveImageOutput(image=img.model_copy(update=update), reason=reason, event_id=event_id)
+
+    region = img.region
+    if img.tag:
+        found = ecr.describe_image(
+            img.repository, region=img.region, tag=img.tag, registry_id=account, client=client
+        )
+        if found is None:
+            where = f"image {img.repository}:{img.tag} is not in ECR (registry {account}, {img.region})"
+            return skip(f"{where}: check the tag" if manual else f"{where} any more: deleted since the push?")
+        if img.digest and found.digest != img.digest:
+            if manual:
+                raise ConfigError(
+                    f"tag {img.tag} of {img.repository} points to {found.digest}, not {img.digest}: "
+                    "give the tag alone, or the digest it has now"
+                )
+            return skip(
+                f"tag {img.tag} moved from {img.digest} to {found.digest} since the push; "
+                "a newer event handles it"
+            )
+    else:
+        found = ecr.describe_image(
+            img.repository, region=img.region, digest=img.digest, registry_id=account, client=client
+        )
+        if found is None:
+            where = (
+                f"image {img.repository}@{_short(img.digest)} is not in ECR (registry {account}, {region})"
+            )
+            return skip(
+                f"{where}: check the digest" if manual else f"{where} any more: deleted since the push?"
+            )
+    update["digest"] = found.digest
+    if found.pushed_at is not None:
+        update["pushed_at"] = found.pushed_at
+    resolved = img.model_copy(update=update)
+    # model_copy does not validate: re-validate so a bad value from ECR cannot slip through.
+    resolved = Image.model_validate(resolved.model_dump())
+
+    match = rules.match(resolved)
+    reason = ""
+    if not match.targets:
+        reason = f"no rule yields a target for {resolved.reference}" + (
+            f" ({len(match.skipped)} rule(s) refused it; see skipped)"
+            if match.skipped
+            else " (no rule matches its repository)"
+        )
+    return ResolveImageOutput(
+        image=resolved, targets=match.targets, skipped=match.skipped, reason=reason, event_id=event_id
+    )
+
+
 @step_entry
 def run(event: str = "", image: str = "") -> ResolveImageOutput:
-    raise NotImplementedError
+    """Resolve an ECR push event (``event``) or an image reference (``image``) into targets."""
+    if bool(event.strip()) == bool(image.strip()):
+        # validate before any I/O (the rules file is a mounted file, ECR is the network)
+        return resolve(event=event, image=image, rules=RuleSet([]))
+    rules = load_rules_file(rules_file())
+    out = resolve(event=event, image=image, rules=rules)
+    summary = out.reason or f"{len(out.targets)} target(s): " + ", ".join(
+        f"{t.repo_url}/{t.path}" for t in out.targets
+    )
+    print(f"resolve-image: {summary}", file=sys.stderr, flush=True)
+    return out

@@ -1,0 +1,174 @@
+"""ECR lookups: an image's digest, tags and push time; a repository's account.
+
+Reads ECR through boto3 (region from the caller; endpoint, credentials and retries from boto3's
+own configuration, so ``AWS_ENDPOINT_URL`` / ``AWS_ENDPOINT_URL_ECR`` reach moto or a VPC
+endpoint). Writes nothing.
+
+Errors: a missing image is ``None`` (the caller decides whether that is a skip or an error); a
+missing repository is a :class:`ConfigError` naming it; access denied is a
+:class:`PermissionDeniedError`; throttling, 5xx and connection failures are a
+:class:`TransientError` (Argo retries the step).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from steps.errors import ConfigError, PermissionDeniedError, TransientError
+
+_TRANSIENT_CODES = {
+    "ThrottlingException",
+    "Throttling",
+    "TooManyRequestsException",
+    "RequestLimitExceeded",
+    "ServiceUnavailable",
+    "ServiceUnavailableException",
+    "InternalServerError",
+    "InternalFailure",
+    "ServerException",
+    "RequestTimeout",
+    "RequestTimeoutException",
+}
+_DENIED_CODES = {
+    "AccessDeniedException",
+    "AccessDenied",
+    "UnrecognizedClientException",
+    "ExpiredTokenException",
+}
+
+
+@dataclass(frozen=True)
+class EcrImage:
+    """One image as ECR describes it."""
+
+    digest: str
+    tags: tuple[str, ...] = field(default_factory=tuple)
+    pushed_at: datetime | None = None
+
+
+def make_client(region: str) -> Any:
+    """A boto3 ECR client for ``region`` with standard retries (throttling is retried by boto3)."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        "ecr",
+        region_name=region,
+        config=Config(retries={"mode": "standard", "max_attempts": 5}, connect_timeout=5, read_timeout=20),
+    )
+
+
+def _classify(exc: Exception, what: str, repository: str) -> Exception:
+    """Map a botocore exception to our hierarchy (never includes credentials: botocore omits them)."""
+    from botocore.exceptions import (
+        ClientError,
+        HTTPClientError,
+        NoCredentialsError,
+        NoRegionError,
+        PartialCredentialsError,
+    )
+    from botocore.exceptions import (
+        ConnectionError as BotoConnectionError,
+    )
+
+    if isinstance(exc, ClientError):
+        err = exc.response.get("Error", {})
+        code = err.get("Code", "")
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+        message = err.get("Message", "")
+        if code == "RepositoryNotFoundException":
+            return ConfigError(
+                f"ECR repository {repository!r} does not exist ({what}): check the repository name, "
+                "the region and the account"
+            )
+        if code in _DENIED_CODES or status in (401, 403):
+            return PermissionDeniedError(
+                f"ECR refused {what} for {repository!r} ({code}): grant ecr:DescribeImages and "
+                "ecr:DescribeRepositories to the step's role"
+            )
+        if code in _TRANSIENT_CODES or status >= 500 or status == 429:
+            return TransientError(
+                f"ECR {what} for {repository!r} failed for now ({code or status}: {message})"
+            )
+        return ConfigError(f"ECR {what} for {repository!r} failed: {code}: {message}")
+    if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
+        return ConfigError(f"no AWS credentials for ECR {what}: configure the step's role or AWS_* variables")
+    if isinstance(exc, NoRegionError):
+        return ConfigError(f"no AWS region for ECR {what}: set AWS_REGION")
+    if isinstance(exc, (BotoConnectionError, HTTPClientError)):
+        return TransientError(f"cannot reach ECR for {what} of {repository!r}: {exc}")
+    return exc
+
+
+def describe_image(
+    repository: str,
+    *,
+    region: str,
+    tag: str | None = None,
+    digest: str | None = None,
+    registry_id: str | None = None,
+    client: Any = None,
+) -> EcrImage | None:
+    """The image ``repository:tag`` or ``repository@digest`` as ECR has it now; None if absent.
+
+    Give a tag to learn where the tag points *now* (and whether it moved); give a digest to learn
+    an image's push time. With both, the tag is asked and the caller compares digests.
+
+    Raises:
+        ConfigError: the repository does not exist (or another non-retryable refusal).
+        PermissionDeniedError: the role may not describe images.
+        TransientError: throttling, 5xx, connection failure.
+    """
+    if not tag and not digest:
+        raise ValueError("describe_image needs a tag or a digest")
+    client = client or make_client(region)
+    image_id = {"imageTag": tag} if tag else {"imageDigest": digest}
+    kwargs: dict[str, Any] = {"repositoryName": repository, "imageIds": [image_id]}
+    if registry_id:
+        kwargs["registryId"] = registry_id
+    try:
+        response = client.describe_images(**kwargs)
+    except Exception as exc:  # noqa: BLE001 - classified below, unknown ones re-raised as they are
+        from botocore.exceptions import ClientError
+
+        if (
+            isinstance(exc, ClientError)
+            and exc.response.get("Error", {}).get("Code") == "ImageNotFoundException"
+        ):
+            return None
+        raise _classify(exc, "DescribeImages", repository) from None
+    details = response.get("imageDetails") or []
+    if not details:
+        return None
+    detail = details[0]
+    return EcrImage(
+        digest=detail["imageDigest"],
+        tags=tuple(detail.get("imageTags") or ()),
+        pushed_at=detail.get("imagePushedAt"),
+    )
+
+
+def repository_account(repository: str, *, region: str, client: Any = None) -> str:
+    """The AWS account that holds ``repository`` in ``region`` (its registry id).
+
+    Raises:
+        ConfigError: the repository does not exist.
+        PermissionDeniedError, TransientError: as :func:`describe_image`.
+    """
+    client = client or make_client(region)
+    try:
+        response = client.describe_repositories(repositoryNames=[repository])
+    except Exception as exc:  # noqa: BLE001
+        raise _classify(exc, "DescribeRepositories", repository) from None
+    repos = response.get("repositories") or []
+    if not repos:
+        raise ConfigError(f"ECR repository {repository!r} does not exist in {region}")
+    repo = repos[0]
+    account = repo.get("registryId") or ""
+    if not account and repo.get("repositoryUri"):
+        account = repo["repositoryUri"].split(".", 1)[0]
+    if not account:
+        raise ConfigError(f"ECR did not say which account holds {repository!r}")
+    return account

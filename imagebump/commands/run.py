@@ -1,0 +1,266 @@
+"""``imagebump run --local``: the whole intake on one machine — SQS → local sensor → local executor.
+
+For development and small installs without a cluster. It reads ECR push events from an SQS
+queue (real AWS, or any ``--endpoint-url`` such as moto's server), applies the cluster Sensor's
+filters (:mod:`sensors.definition`) and runs the rendered ``image-update`` WorkflowTemplate with
+:class:`workflows.local_executor.LocalExecutor`, each step in its own process and temp dir.
+
+Inputs: ``--rules FILE`` becomes the ``imagebump-rules`` ConfigMap the template mounts into
+resolve-image; the Git token comes from ``IMAGEBUMP_GIT_TOKEN`` (or ``IMAGEBUMP_GIT_TOKEN_FILE``)
+in the environment — never from a flag — and becomes the ``imagebump-git`` Secret that only
+commit-pr mounts (``IMAGEBUMP_GIT_READ_TOKEN`` likewise becomes ``imagebump-git-read``).
+``AWS_*`` and the other ``IMAGEBUMP_*`` settings pass through to the steps; ``--endpoint-url`` also
+sets ``AWS_ENDPOINT_URL`` for them.
+
+Output: JSON-line logs on stderr (each record of a workflow carries its ``event_id``) and one
+progress line per event on stdout. Runs until SIGTERM/SIGINT (then finishes what is running and
+exits 0) or ``--max-events``.
+
+Without ``--local`` it refuses: on a cluster the intake is the Argo Events Sensor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from steps.errors import ConfigError
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_TEMPLATE = PROJECT_ROOT / "manifests" / "workflows" / "image-update.yaml"
+
+#: Variables that are secrets: they reach steps only as the template's Secret mounts.
+_SECRET_VARIABLES = {
+    "IMAGEBUMP_GIT_TOKEN", "IMAGEBUMP_GIT_TOKEN_FILE", "IMAGEBUMP_GIT_READ_TOKEN", "IMAGEBUMP_GIT_READ_TOKEN_FILE",
+}
+_PASSTHROUGH_PREFIXES = ("AWS_", "IMAGEBUMP_")
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "run",
+        help="run the intake on this machine: SQS → local executor (no cluster)",
+        description=(
+            "Long-poll an SQS queue of ECR push events and run the image-update WorkflowTemplate "
+            "locally, each step in its own process and temporary directory. The Git token is read "
+            "from IMAGEBUMP_GIT_TOKEN (or IMAGEBUMP_GIT_TOKEN_FILE). On a cluster the intake is the "
+            "Argo Events Sensor instead (see README, 'Install on a cluster')."
+        ),
+    )
+    parser.add_argument("--local", action="store_true", help="run locally (the only mode of this command)")
+    parser.add_argument("--queue-url", help="SQS queue URL that EventBridge delivers ECR push events to")
+    parser.add_argument("--endpoint-url", help="AWS endpoint (e.g. moto's server); also AWS_ENDPOINT_URL for steps")
+    parser.add_argument("--rules", type=Path, help="rules file, mounted as the imagebump-rules ConfigMap")
+    parser.add_argument("--concurrency", type=int, default=4, help="workflows at once (default 4)")
+    parser.add_argument("--template", type=Path, default=DEFAULT_TEMPLATE,
+                        help="rendered WorkflowTemplate (default manifests/workflows/image-update.yaml)")
+    parser.add_argument("--region", help="AWS region (default: AWS_REGION, or the queue URL's)")
+    parser.add_argument("--wait-seconds", type=int, default=20, help="SQS long-poll wait (default 20)")
+    parser.add_argument("--visibility-timeout", type=int, default=300,
+                        help="seconds a message stays invisible; extended while its workflow runs (default 300)")
+    parser.add_argument("--max-events", type=int, help="exit after this many events were handled")
+    parser.set_defaults(func=run)
+    return parser
+
+
+def _git_token(name: str) -> str | None:
+    if os.environ.get(name):
+        return os.environ[name]
+    path = os.environ.get(f"{name}_FILE")
+    if path:
+        try:
+            return Path(path).read_text().strip()
+        except OSError as exc:
+            raise ConfigError(
+                f"{name}_FILE={path}: cannot read it ({exc.strerror}); point it at the token file"
+            ) from None
+    return None
+
+
+def _region(args: argparse.Namespace) -> str | None:
+    if args.region:
+        return args.region
+    env = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    if env:
+        return env
+    m = re.search(r"sqs[.-]([a-z0-9-]+)\.amazonaws\.com", args.queue_url or "")
+    return m.group(1) if m else None
+
+
+def step_environment(environ: dict[str, str], endpoint_url: str | None, region: str | None) -> dict[str, str]:
+    """What every step gets from this process: ``AWS_*`` and non-secret ``IMAGEBUMP_*``."""
+    env = {k: v for k, v in environ.items() if k.startswith(_PASSTHROUGH_PREFIXES) and k not in _SECRET_VARIABLES}
+    if endpoint_url:
+        env["AWS_ENDPOINT_URL"] = endpoint_url
+    if region:
+        env.setdefault("AWS_REGION", region)
+        env.setdefault("AWS_DEFAULT_REGION", region)
+    return env
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.local:
+        raise ConfigError(
+            "cluster mode is the Argo Events Sensor, not this command: install it with "
+            "`kubectl apply -k manifests/` (README, 'Install on a cluster'); "
+            "to run on this machine use `imagebump run --local --queue-url URL --rules FILE`"
+        )
+    if not args.queue_url:
+        raise ConfigError("--queue-url is required: the SQS queue EventBridge delivers ECR push events to")
+    if not args.rules:
+        raise ConfigError("--rules is required: the rules file that maps images to overlays")
+    if args.concurrency < 1:
+        raise ConfigError(f"--concurrency {args.concurrency}: must be at least 1")
+    try:
+        rules_text = args.rules.read_text()
+    except OSError as exc:
+        raise ConfigError(f"--rules {args.rules}: cannot read it ({exc.strerror})") from None
+    _check_rules(rules_text, str(args.rules))
+    if not args.template.is_file():
+        raise ConfigError(f"--template {args.template}: no such file; render it with `imagebump render`")
+    token = _git_token("IMAGEBUMP_GIT_TOKEN")
+    if not token:
+        raise ConfigError(
+            "IMAGEBUMP_GIT_TOKEN is not set: export the Git write token (or IMAGEBUMP_GIT_TOKEN_FILE) "
+            "before `imagebump run --local`; it is never taken from a flag"
+        )
+    secrets = {"imagebump-git": {"token": token}}
+    read_token = _git_token("IMAGEBUMP_GIT_READ_TOKEN")
+    if read_token:
+        secrets["imagebump-git-read"] = {"token": read_token}
+
+    import boto3
+
+    from sensors.local import LocalSensor
+    from workflows.local_executor import LocalExecutor, json_logger
+
+    region = _region(args)
+    log = json_logger(sys.stderr)
+    executor = LocalExecutor(
+        args.template,
+        project_root=PROJECT_ROOT,
+        secrets=secrets,
+        configmaps={"imagebump-rules": {"rules.yaml": rules_text}},
+        env=step_environment(dict(os.environ), args.endpoint_url, region),
+        log=log,
+    )
+    sqs = boto3.client("sqs", endpoint_url=args.endpoint_url, region_name=region)
+    sensor = LocalSensor(
+        args.queue_url,
+        executor,
+        sqs_client=sqs,
+        concurrency=args.concurrency,
+        wait_seconds=args.wait_seconds,
+        visibility_timeout=args.visibility_timeout,
+        log=log,
+        on_result=lambda event, result: print(progress_line(event, result), flush=True),
+    )
+    with _stop_on_signals(sensor):
+        stats = sensor.run(max_events=args.max_events)
+    print(
+        f"stopped: {stats.received} received, {stats.succeeded} succeeded, {stats.failed} failed, "
+        f"{stats.skipped} skipped, {stats.duplicates} duplicates, {stats.invalid} invalid",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _check_rules(text: str, source: str) -> None:
+    """Refuse a bad rules file now rather than in every workflow (when the rules module exists)."""
+    try:
+        from steps.rules import load_rules
+    except ImportError:  # pragma: no cover - the rules module is another area's
+        return
+    load_rules(text, source)
+
+
+class _stop_on_signals:  # noqa: N801 - used as a context manager
+    """SIGTERM/SIGINT → ``sensor.stop()`` (only in the main thread; elsewhere a no-op)."""
+
+    def __init__(self, sensor: Any) -> None:
+        self.sensor = sensor
+        self.previous: dict[int, Any] = {}
+
+    def __enter__(self) -> None:
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self.previous[sig] = signal.signal(sig, lambda signum, frame: self.sensor.stop())
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+
+
+# ---------------------------------------------------------------------------------------------
+# The progress line: pure, so the demo and tests can use it
+# ---------------------------------------------------------------------------------------------
+
+
+def _image_label(event: dict[str, Any]) -> str:
+    detail = event.get("detail") if isinstance(event.get("detail"), dict) else {}
+    repo = detail.get("repository-name") or "?"
+    if detail.get("image-tag"):
+        return f"{repo}:{detail['image-tag']}"
+    digest = detail.get("image-digest") or ""
+    return f"{repo}@{digest[:19]}…" if digest else repo
+
+
+def _target_label(target: dict[str, Any]) -> str:
+    return target.get("env") or target.get("path") or "target"
+
+
+def _target_outcome(result: Any, index: int) -> str:
+    prefix = f".update-target({index})"
+    nodes = {n.template: n for n in result.nodes if prefix + "." in n.name or n.name.endswith(prefix)}
+    commit, edit = nodes.get("commit-pr"), nodes.get("edit-kustomize")
+    if commit is not None and commit.phase == "Succeeded":
+        action = commit.outputs.get("action", "")
+        if action == "committed":
+            return f"committed {commit.outputs.get('commit-sha', '')[:7]}".strip()
+        if action.startswith("pr-"):
+            where = commit.outputs.get("pr-url") or commit.outputs.get("branch", "")
+            return f"{action} {where}".strip()
+        return action or "done"
+    if edit is not None and edit.phase == "Succeeded" and (commit is None or commit.phase == "Skipped"):
+        decision = edit.outputs.get("decision", "")
+        reason = edit.outputs.get("reason", "")
+        if decision == "current":
+            return "unchanged"
+        return f"skipped ({decision}{': ' + reason if reason else ''})" if decision else "unchanged"
+    failed = next((n for n in (commit, edit) if n is not None and n.phase in ("Failed", "Error")), None)
+    if failed is not None:
+        return f"{failed.template} {failed.phase.lower()}: {failed.message[:120]}"
+    return "not run"
+
+
+def progress_line(event: dict[str, Any], result: Any) -> str:
+    """``event 13cde686… team/api:1.4.2 → 2 targets: staging committed abc1234, production pr-updated …  (3.2s)``."""
+    event_id = str(event.get("id") or "?")
+    head = f"event {event_id[:8]}{'…' if len(event_id) > 8 else ''} {_image_label(event)}"
+    took = f"  ({result.duration:.1f}s)"
+    resolve = next((n for n in result.nodes if n.template == "resolve-image"), None)
+    if resolve is None:  # not the image-update template (tests, custom templates)
+        return f"{head} → {result.phase.lower()}{': ' + result.message if result.message else ''}{took}"
+    if resolve.phase != "Succeeded":
+        why = (resolve.message if resolve is not None else result.message) or result.message
+        return f"{head} → {result.phase.upper()}: {why[:200]}{took}"
+    try:
+        targets = json.loads(resolve.outputs.get("targets") or "[]")
+    except json.JSONDecodeError:
+        targets = []
+    if not targets:
+        reason = resolve.outputs.get("reason") or "no rule matched"
+        return f"{head} → no targets: {reason}{took}"
+    parts = [f"{_target_label(t)} {_target_outcome(result, i)}" for i, t in enumerate(targets)]
+    status = "" if result.phase == "Succeeded" else f" [{result.phase.upper()}]"
+    noun = "target" if len(targets) == 1 else "targets"
+    return f"{head} → {len(targets)} {noun}: {', '.join(parts)}{status}{took}"

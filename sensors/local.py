@@ -1,0 +1,332 @@
+"""The local sensor: long-poll SQS and run each accepted ECR push through the local executor.
+
+The laptop / small-install counterpart of the Argo Events EventSource + Sensor. It applies the
+SAME filters, Workflow name and parameter mapping as the cluster Sensor (:mod:`sensors.definition`),
+but unlike the SQS EventSource it deletes a message only once its workflow reached a terminal
+outcome, so a crash or a failure loses nothing:
+
+* reads: messages from ``queue_url`` (``ReceiveMessage`` long polls of ``wait_seconds``, at most
+  as many messages as there are free workers);
+* runs: the executor for each accepted event, up to ``concurrency`` at once, while a heartbeat
+  extends the message's visibility (``ChangeMessageVisibility``) so a long workflow is not
+  redelivered meanwhile;
+* deletes: after a Succeeded workflow (updated, unchanged or skipped with a reason), after a
+  filter rejection (a skip, logged with its reason), and for a duplicate of a workflow name that
+  already succeeded in this process;
+* leaves: a message whose body is not JSON (the queue's redrive policy dead-letters it), a
+  Failed/Error workflow (visibility expires → redelivered → after ``maxReceiveCount`` the DLQ),
+  and a duplicate of a workflow still running (it comes back and is then deleted as duplicate).
+
+:meth:`LocalSensor.stop` (what SIGTERM/SIGINT call) stops taking messages; running workflows
+finish and their messages are settled; messages received but not started are made visible again.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+from workflows.local_executor import ERROR, SUCCEEDED, WorkflowResult, json_logger
+
+MAX_MESSAGES_PER_RECEIVE = 10  # the SQS limit
+
+
+class Executor(Protocol):
+    def run(self, parameters: dict[str, str], workflow_name: str, *, event_id: str | None = None) -> WorkflowResult:
+        ...
+
+
+@dataclass
+class SensorStats:
+    """What the sensor did with the messages it received."""
+
+    received: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    skipped: int = 0
+    duplicates: int = 0
+    invalid: int = 0
+    deferred: int = 0
+
+    @property
+    def handled(self) -> int:
+        """Messages brought to an outcome (everything but ``deferred`` duplicates of running ones)."""
+        return self.succeeded + self.failed + self.skipped + self.duplicates + self.invalid
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+@dataclass
+class _InFlight:
+    receipt: str
+    name: str
+    event_id: str | None
+    started: float = field(default_factory=time.monotonic)
+
+
+class LocalSensor:
+    """Long-polls one SQS queue and runs the ``image-update`` workflow for each accepted event.
+
+    Args:
+        queue_url: the queue EventBridge delivers ECR push events to.
+        executor: a :class:`workflows.local_executor.LocalExecutor` (thread-safe; shared), or
+        executor_factory: a callable returning one per workflow run.
+        sqs_client: a boto3 SQS client (real AWS or ``endpoint_url``); default ``boto3.client("sqs")``.
+        concurrency: workflows running at once.
+        wait_seconds: long-poll wait per ``ReceiveMessage`` (20 normally; tests use 1).
+        visibility_timeout: seconds a received message stays invisible; renewed every
+            ``heartbeat_seconds`` (default a third of it) while its workflow runs.
+        log: receives one dict per record (default: JSON lines on stderr).
+        on_result: called with ``(event, WorkflowResult)`` after each workflow (progress lines).
+        definition: the filters/naming module (default :mod:`sensors.definition`).
+    """
+
+    def __init__(
+        self,
+        queue_url: str,
+        executor: Executor | None = None,
+        *,
+        executor_factory: Callable[[], Executor] | None = None,
+        sqs_client: Any = None,
+        concurrency: int = 4,
+        wait_seconds: int = 20,
+        visibility_timeout: int = 300,
+        heartbeat_seconds: float | None = None,
+        log: Callable[[dict[str, Any]], None] | None = None,
+        on_result: Callable[[dict[str, Any], WorkflowResult], None] | None = None,
+        definition: Any = None,
+    ) -> None:
+        if (executor is None) == (executor_factory is None):
+            raise ValueError("pass exactly one of executor and executor_factory")
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        if definition is None:
+            from sensors import definition as _definition
+
+            definition = _definition
+        if sqs_client is None:
+            import boto3
+
+            sqs_client = boto3.client("sqs")
+        self.queue_url = queue_url
+        self._executor = executor
+        self._executor_factory = executor_factory
+        self.sqs = sqs_client
+        self.concurrency = concurrency
+        self.wait_seconds = wait_seconds
+        self.visibility_timeout = visibility_timeout
+        self.heartbeat_seconds = heartbeat_seconds or max(1.0, visibility_timeout / 3)
+        self.log_sink = log or json_logger()
+        self.on_result = on_result
+        self.definition = definition
+        self.stats = SensorStats()
+        self._stop = threading.Event()
+        self._done = threading.Event()
+        self._lock = threading.Lock()
+        self._running: dict[str, _InFlight] = {}  # workflow name -> in flight
+        self._succeeded: set[str] = set()
+
+    # -- public ---------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Stop taking messages; :meth:`run` returns once running workflows have finished."""
+        if not self._stop.is_set():
+            self.log(event="sensor-stopping", running=len(self._running))
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def run(self, stop_when: Callable[[SensorStats], bool] | None = None,
+            max_events: int | None = None) -> SensorStats:
+        """Poll until :meth:`stop`, ``stop_when(stats)`` is true, or ``max_events`` were handled.
+
+        Returns the counts; running workflows always finish before it returns.
+        """
+        self.log(event="sensor-started", queue=self.queue_url, concurrency=self.concurrency)
+        self._done.clear()
+        heartbeat = threading.Thread(target=self._heartbeat, name="sqs-heartbeat", daemon=True)
+        heartbeat.start()
+        pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="workflow")
+        futures: set[Future] = set()
+        try:
+            while not self._stop.is_set():
+                if stop_when is not None and stop_when(self.stats):
+                    break
+                with self._lock:
+                    in_flight = len(self._running)
+                if max_events is not None and self.stats.handled + in_flight >= max_events:
+                    if in_flight == 0:
+                        break
+                    time.sleep(0.05)
+                    continue
+                free = self.concurrency - in_flight
+                if free <= 0:
+                    time.sleep(0.05)
+                    continue
+                want = min(free, MAX_MESSAGES_PER_RECEIVE)
+                if max_events is not None:
+                    want = min(want, max_events - self.stats.handled - in_flight)
+                for message in self._receive(want):
+                    if self._stop.is_set():
+                        self._release(message, "sensor stopping")
+                        continue
+                    future = self._handle(message, pool)
+                    if future is not None:
+                        futures.add(future)
+                futures = {f for f in futures if not f.done()}
+        finally:
+            pool.shutdown(wait=True)  # finish what is running; nothing lost
+            self._done.set()
+            heartbeat.join(timeout=5)
+            self.log(event="sensor-stopped", **self.stats.as_dict())
+        return self.stats
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def log(self, **record: Any) -> None:
+        record = {"ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "component": "sensor",
+                  **{k: v for k, v in record.items() if v is not None}}
+        try:
+            self.log_sink(record)
+        except Exception:  # noqa: BLE001 - a broken log sink must not stop the sensor
+            pass
+
+    def _receive(self, count: int) -> list[dict[str, Any]]:
+        try:
+            response = self.sqs.receive_message(
+                QueueUrl=self.queue_url,
+                MaxNumberOfMessages=max(1, count),
+                WaitTimeSeconds=self.wait_seconds,
+                VisibilityTimeout=self.visibility_timeout,
+                AttributeNames=["ApproximateReceiveCount"],
+            )
+        except Exception as exc:  # noqa: BLE001 - network blips: log, back off, keep polling
+            self.log(event="receive-failed", error=f"{type(exc).__name__}: {exc}")
+            self._stop.wait(min(5.0, max(1.0, self.wait_seconds)))
+            return []
+        messages = response.get("Messages") or []
+        with self._lock:
+            self.stats.received += len(messages)
+        return messages
+
+    def _delete(self, message: dict[str, Any], **record: Any) -> None:
+        try:
+            self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
+            self.log(event="message-deleted", message_id=message.get("MessageId"), **record)
+        except Exception as exc:  # noqa: BLE001 - it will be redelivered and deduplicated
+            self.log(event="delete-failed", message_id=message.get("MessageId"),
+                     error=f"{type(exc).__name__}: {exc}", **record)
+
+    def _release(self, message: dict[str, Any], reason: str) -> None:
+        """Make a received-but-not-started message visible again at once."""
+        try:
+            self.sqs.change_message_visibility(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"],
+                                               VisibilityTimeout=0)
+        except Exception as exc:  # noqa: BLE001 - it becomes visible when its timeout expires anyway
+            self.log(event="release-failed", message_id=message.get("MessageId"), error=str(exc))
+        with self._lock:
+            self.stats.received -= 1
+        self.log(event="message-released", message_id=message.get("MessageId"), reason=reason)
+
+    def _handle(self, message: dict[str, Any], pool: ThreadPoolExecutor) -> Future | None:
+        message_id = message.get("MessageId")
+        receive_count = (message.get("Attributes") or {}).get("ApproximateReceiveCount")
+        body = message.get("Body", "")
+        try:
+            event = json.loads(body)
+        except (TypeError, ValueError) as exc:
+            with self._lock:
+                self.stats.invalid += 1
+            self.log(event="message-invalid", message_id=message_id, receive_count=receive_count,
+                     reason=f"body is not JSON ({exc}); left on the queue for its redrive policy (DLQ)")
+            return None
+        event_id = event.get("id") if isinstance(event, dict) else None
+        accepted, reason = self.definition.accepts(event)
+        if not accepted:
+            with self._lock:
+                self.stats.skipped += 1
+            self._delete(message, event_id=event_id, outcome="skipped", reason=f"filtered out: {reason}")
+            return None
+        name = self.definition.workflow_name(event)
+        with self._lock:
+            if name in self._succeeded:
+                self.stats.duplicates += 1
+                duplicate = "succeeded"
+            elif name in self._running:
+                self.stats.deferred += 1
+                duplicate = "running"
+            else:
+                duplicate = None
+                self._running[name] = _InFlight(message["ReceiptHandle"], name, event_id)
+        if duplicate == "succeeded":
+            self._delete(message, event_id=event_id, workflow=name, outcome="duplicate",
+                         reason=f"workflow {name} already succeeded")
+            return None
+        if duplicate == "running":
+            self.log(event="message-deferred", message_id=message_id, event_id=event_id, workflow=name,
+                     reason=f"workflow {name} is running; the message comes back after its visibility timeout")
+            return None
+        try:
+            arguments = self.definition.workflow_arguments(body)
+        except Exception as exc:  # noqa: BLE001 - treated like an unparseable body
+            with self._lock:
+                self._running.pop(name, None)
+                self.stats.invalid += 1
+            self.log(event="message-invalid", message_id=message_id, event_id=event_id,
+                     reason=f"no workflow arguments: {exc}; left for the redrive policy")
+            return None
+        self.log(event="workflow-submitted", message_id=message_id, event_id=event_id, workflow=name,
+                 receive_count=receive_count)
+        return pool.submit(self._run_workflow, message, event, name, arguments, event_id)
+
+    def _run_workflow(self, message: dict[str, Any], event: dict[str, Any], name: str,
+                      arguments: dict[str, str], event_id: str | None) -> None:
+        try:
+            executor = self._executor or self._executor_factory()  # type: ignore[misc]
+            result = executor.run(arguments, name, event_id=event_id)
+        except Exception as exc:  # noqa: BLE001 - an executor bug fails this event, not the sensor
+            result = WorkflowResult(name, ERROR, [], f"{type(exc).__name__}: {exc}")
+        try:
+            if result.phase == SUCCEEDED:
+                self._delete(message, event_id=event_id, workflow=name, outcome="succeeded",
+                             duration=round(result.duration, 3))
+            else:
+                self.log(event="workflow-failed", message_id=message.get("MessageId"), event_id=event_id,
+                         workflow=name, phase=result.phase, message=result.message,
+                         reason="message left on the queue: redelivered after its visibility timeout, "
+                                "dead-lettered after maxReceiveCount")
+            if self.on_result is not None:
+                try:
+                    self.on_result(event, result)
+                except Exception as exc:  # noqa: BLE001
+                    self.log(event="on-result-failed", error=f"{type(exc).__name__}: {exc}")
+        finally:
+            with self._lock:
+                self._running.pop(name, None)
+                if result.phase == SUCCEEDED:
+                    self._succeeded.add(name)
+                    self.stats.succeeded += 1
+                else:
+                    self.stats.failed += 1
+
+    def _heartbeat(self) -> None:
+        while not self._done.wait(self.heartbeat_seconds):
+            with self._lock:
+                in_flight = list(self._running.values())
+            for item in in_flight:
+                try:
+                    self.sqs.change_message_visibility(QueueUrl=self.queue_url, ReceiptHandle=item.receipt,
+                                                       VisibilityTimeout=self.visibility_timeout)
+                except Exception as exc:  # noqa: BLE001 - worst case: a redelivery, deduplicated by name
+                    self.log(event="heartbeat-failed", workflow=item.name, error=f"{type(exc).__name__}: {exc}")
+
+
+__all__ = ["LocalSensor", "SensorStats"]

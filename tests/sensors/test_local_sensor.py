@@ -1,0 +1,338 @@
+"""The local sensor against moto's SQS: delete only after a terminal outcome, DLQ for failures.
+
+Every test gets its own queue + DLQ (redrive ``maxReceiveCount`` 2) and a small visibility
+timeout; the workflow is ``tests/testdata/executor/sensor.yaml`` run by the real local executor,
+whose one step (``stepfns.handle_event``) records each event it sees.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from sensors.local import LocalSensor, SensorStats
+from workflows.local_executor import LocalExecutor
+
+ROOT = Path(__file__).resolve().parents[2]
+TEMPLATE = ROOT / "tests" / "testdata" / "executor" / "sensor.yaml"
+VISIBILITY = 2
+
+
+def ecr_event(tag: str, *, action: str = "PUSH", result: str = "SUCCESS", digest: str | None = None) -> dict:
+    """An EventBridge "ECR Image Action" event as SQS delivers it (shape of AWS's documented sample)."""
+    return {
+        "version": "0",
+        "id": str(uuid.uuid4()),
+        "detail-type": "ECR Image Action",
+        "source": "aws.ecr",
+        "account": "123456789012",
+        "time": "2026-12-02T10:00:00Z",
+        "region": "us-west-2",
+        "resources": [],
+        "detail": {
+            "result": result,
+            "repository-name": "team/api",
+            "image-digest": digest or "sha256:" + uuid.uuid5(uuid.NAMESPACE_DNS, tag).hex * 2,
+            "action-type": action,
+            "image-tag": tag,
+        },
+    }
+
+
+class Queues:
+    def __init__(self, sqs) -> None:
+        self.sqs = sqs
+        name = f"imagebump-{uuid.uuid4().hex[:10]}"
+        self.dlq_url = sqs.create_queue(QueueName=f"{name}-dlq")["QueueUrl"]
+        dlq_arn = sqs.get_queue_attributes(QueueUrl=self.dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        self.url = sqs.create_queue(
+            QueueName=name,
+            Attributes={
+                "VisibilityTimeout": str(VISIBILITY),
+                "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "2"}),
+            },
+        )["QueueUrl"]
+
+    def send(self, body: dict | str) -> None:
+        self.sqs.send_message(QueueUrl=self.url, MessageBody=body if isinstance(body, str) else json.dumps(body))
+
+    def count(self, url: str | None = None) -> int:
+        attrs = self.sqs.get_queue_attributes(
+            QueueUrl=url or self.url,
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
+        return int(attrs["ApproximateNumberOfMessages"]) + int(attrs["ApproximateNumberOfMessagesNotVisible"])
+
+    def cleanup(self) -> None:
+        for url in (self.url, self.dlq_url):
+            self.sqs.delete_queue(QueueUrl=url)
+
+
+@pytest.fixture()
+def queues(moto):
+    q = Queues(moto.client("sqs"))
+    yield q
+    q.cleanup()
+
+
+@pytest.fixture()
+def state(tmp_path: Path) -> Path:
+    path = tmp_path / "state"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture()
+def make_sensor(queues: Queues, state: Path) -> Callable[..., LocalSensor]:
+    logs: list[dict] = []
+    sensors: list[LocalSensor] = []
+
+    def make(**kwargs) -> LocalSensor:
+        executor = LocalExecutor(TEMPLATE, project_root=ROOT, env={"STEPFNS_STATE_DIR": str(state)},
+                                 log=logs.append)
+        kwargs.setdefault("concurrency", 2)
+        sensor = LocalSensor(queues.url, executor, sqs_client=queues.sqs, wait_seconds=1,
+                             visibility_timeout=VISIBILITY, heartbeat_seconds=0.5, log=logs.append, **kwargs)
+        sensor.logs = logs  # type: ignore[attr-defined]
+        sensors.append(sensor)
+        return sensor
+
+    yield make
+    for sensor in sensors:  # never leave a polling thread behind
+        sensor.stop()
+
+
+def run_with_watchdog(sensor: LocalSensor, seconds: float = 90, **kwargs) -> SensorStats:
+    """``sensor.run`` with a safety stop, so a bug fails the test instead of hanging it."""
+    timer = threading.Timer(seconds, sensor.stop)
+    timer.start()
+    try:
+        return sensor.run(**kwargs)
+    finally:
+        timer.cancel()
+
+
+def markers(state: Path) -> list[str]:
+    path = state / "markers"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def test_accepted_event_runs_and_is_deleted_after_success(queues, make_sensor, state) -> None:
+    event = ecr_event("1.4.2")
+    queues.send(event)
+    results = []
+    sensor = make_sensor(on_result=lambda ev, res: results.append(res))
+
+    stats = run_with_watchdog(sensor, max_events=1)
+
+    assert (stats.received, stats.succeeded) == (1, 1)
+    assert markers(state) == [f"1.4.2 {event['id']}"]
+    assert queues.count() == 0
+    assert results[0].phase == "Succeeded" and results[0].node(".handle").outputs["tag"] == "1.4.2"
+    # the executor's records carry the event id
+    assert any(r.get("event_id") == event["id"] and r.get("event") == "workflow-finished" for r in sensor.logs)
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        pytest.param(ecr_event("1.0", action="DELETE"), id="delete"),
+        pytest.param(ecr_event("1.0", result="FAILURE"), id="failed-push"),
+        pytest.param({"source": "aws.s3", "detail": {}}, id="other-source"),
+    ],
+)
+def test_rejected_event_is_deleted_with_a_reason(queues, make_sensor, state, event) -> None:
+    queues.send(event)
+    sensor = make_sensor()
+
+    stats = run_with_watchdog(sensor, max_events=1)
+
+    assert (stats.skipped, stats.succeeded) == (1, 0)
+    assert markers(state) == []
+    assert queues.count() == 0
+    deleted = [r for r in sensor.logs if r.get("event") == "message-deleted"]
+    assert deleted[0]["outcome"] == "skipped" and deleted[0]["reason"].startswith("filtered out: ")
+
+
+def test_unparseable_body_is_left_for_the_redrive_policy(queues, make_sensor, state) -> None:
+    queues.send("this is not json")
+    sensor = make_sensor()
+
+    stats = run_with_watchdog(sensor, max_events=1)
+
+    assert stats.invalid == 1
+    assert queues.count() == 1  # still there (invisible until its timeout), never deleted
+    assert any(r.get("event") == "message-invalid" and "not JSON" in r["reason"] for r in sensor.logs)
+
+
+def test_failing_workflow_ends_in_the_dlq(queues, make_sensor, state) -> None:
+    queues.send(ecr_event("fail-1"))
+    sensor = make_sensor()
+
+    stats = run_with_watchdog(sensor, stop_when=lambda s: queues.count(queues.dlq_url) > 0)
+
+    assert stats.failed == 2  # maxReceiveCount 2: two attempts, then the queue dead-letters it
+    assert stats.succeeded == 0
+    assert queues.count(queues.dlq_url) == 1
+    assert queues.count() == 0
+    assert len(markers(state)) == 2
+    failed = [r for r in sensor.logs if r.get("event") == "node-finished" and r.get("phase") == "Failed"]
+    assert any("failing on purpose" in r.get("stderr_tail", "") for r in failed)
+
+
+def test_duplicate_delivery_runs_one_workflow(queues, make_sensor, state) -> None:
+    event = ecr_event("2.0.0")
+    queues.send(event)
+    queues.send(dict(event, id=str(uuid.uuid4())))  # EventBridge/SQS redelivery: new id, same image
+    sensor = make_sensor(concurrency=1)
+
+    stats = run_with_watchdog(sensor, max_events=2)
+
+    assert (stats.succeeded, stats.duplicates) == (1, 1)
+    assert len(markers(state)) == 1
+    assert queues.count() == 0
+
+
+def test_long_workflow_is_not_redelivered_meanwhile(queues, make_sensor, state) -> None:
+    queues.send(ecr_event(f"sleep-{VISIBILITY * 2 + 1}"))
+    sensor = make_sensor(concurrency=2)
+
+    stats = run_with_watchdog(sensor, max_events=1)
+
+    # without the visibility heartbeat the message would come back while running (a "deferred")
+    assert (stats.received, stats.succeeded, stats.deferred) == (1, 1, 0)
+    assert queues.count() == 0
+
+
+def test_stop_finishes_running_work_and_loses_nothing(queues, make_sensor, state) -> None:
+    queues.send(ecr_event("block-1"))
+    sensor = make_sensor(concurrency=1)
+    box: dict[str, SensorStats] = {}
+    thread = threading.Thread(target=lambda: box.update(stats=run_with_watchdog(sensor)))
+    thread.start()
+    try:
+        while not (state / "started-block-1").exists():  # the workflow is running
+            assert thread.is_alive()
+            thread.join(0.05)
+        queues.send(ecr_event("2.0"))
+        queues.send(ecr_event("3.0"))
+        sensor.stop()  # what SIGTERM does
+        assert thread.is_alive()  # it waits for the running workflow
+    finally:
+        (state / "release").write_text("go")
+        thread.join(60)
+
+    stats = box["stats"]
+    assert (stats.received, stats.succeeded) == (1, 1)
+    assert [m.split()[0] for m in markers(state)] == ["block-1"]
+    assert queues.count() == 2  # the unstarted messages are still on the queue
+
+
+# -- `imagebump run --local` ------------------------------------------------------------------
+
+RULES = """\
+- githubRepository: http://127.0.0.1:1/org/gitops/services/$1/overlays/staging
+  registryURI: 123456789012.dkr.ecr.us-west-2.amazonaws.com/team/$1
+  env: staging
+  mode: commit
+"""
+
+
+def test_run_without_local_points_to_the_cluster_sensor(capsys) -> None:
+    from imagebump.cli import main
+
+    assert main(["run", "--queue-url", "http://q"]) == 2
+    err = capsys.readouterr().err
+    assert "cluster mode is the Argo Events Sensor" in err and "--local" in err
+
+
+def test_run_local_needs_the_token_from_the_environment(tmp_path, monkeypatch, capsys) -> None:
+    from imagebump.cli import main
+
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(RULES)
+    monkeypatch.delenv("IMAGEBUMP_GIT_TOKEN", raising=False)
+    monkeypatch.delenv("IMAGEBUMP_GIT_TOKEN_FILE", raising=False)
+
+    assert main(["run", "--local", "--queue-url", "http://q", "--rules", str(rules)]) == 2
+    assert "IMAGEBUMP_GIT_TOKEN is not set" in capsys.readouterr().err
+
+
+def test_run_local_handles_events_and_prints_progress(queues, moto, state, tmp_path, monkeypatch, capsys) -> None:
+    from imagebump.cli import main
+
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(RULES)
+    monkeypatch.setenv("IMAGEBUMP_GIT_TOKEN", "tok-abcdef-123")
+    monkeypatch.setenv("IMAGEBUMP_TEST_STATE_DIR", str(state))
+    event = ecr_event("1.4.2")
+    queues.send(event)
+    queues.send(ecr_event("1.0", action="DELETE"))
+
+    code = main(["run", "--local", "--queue-url", queues.url, "--endpoint-url", moto.endpoint_url,
+                 "--rules", str(rules), "--template", str(TEMPLATE), "--wait-seconds", "1",
+                 "--visibility-timeout", str(VISIBILITY), "--max-events", "2"])
+
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert out.startswith(f"event {event['id'][:8]}… team/api:1.4.2 → succeeded")
+    records = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+    assert {r["event_id"] for r in records if r.get("workflow", "").startswith("image-update-")} == {event["id"]}
+    assert "tok-abcdef-123" not in err
+    assert queues.count() == 0
+
+
+def test_progress_line_for_image_update() -> None:
+    from imagebump.commands.run import progress_line
+    from workflows.local_executor import NodeResult, WorkflowResult
+
+    wf = "image-update-0123"
+    targets = [{"env": "staging", "path": "s"}, {"env": "production", "path": "p"}, {"env": "qa", "path": "q"}]
+    nodes = [
+        NodeResult(f"{wf}.resolve-image", "resolve-image", "Succeeded", outputs={"targets": json.dumps(targets)}),
+        NodeResult(f"{wf}.update-target(0).edit-kustomize", "edit-kustomize", "Succeeded",
+                   outputs={"decision": "update"}),
+        NodeResult(f"{wf}.update-target(0).commit-pr", "commit-pr", "Succeeded",
+                   outputs={"action": "committed", "commit-sha": "abc1234def"}),
+        NodeResult(f"{wf}.update-target(1).edit-kustomize", "edit-kustomize", "Succeeded",
+                   outputs={"decision": "update"}),
+        NodeResult(f"{wf}.update-target(1).commit-pr", "commit-pr", "Succeeded",
+                   outputs={"action": "pr-updated", "branch": "imagebump/production/p"}),
+        NodeResult(f"{wf}.update-target(2).edit-kustomize", "edit-kustomize", "Succeeded",
+                   outputs={"decision": "stale", "reason": "1.3 is older than 1.4"}),
+        NodeResult(f"{wf}.update-target(2).commit-pr", "commit-pr", "Skipped"),
+    ]
+    event = {"id": "13cde686-aaaa", "detail": {"repository-name": "team/api", "image-tag": "1.4.2"}}
+
+    line = progress_line(event, WorkflowResult(wf, "Succeeded", nodes, duration=3.21))
+
+    assert line == (
+        "event 13cde686… team/api:1.4.2 → 3 targets: staging committed abc1234, "
+        "production pr-updated imagebump/production/p, qa skipped (stale: 1.3 is older than 1.4)  (3.2s)"
+    )
+
+
+@pytest.mark.parametrize("sig", [pytest.param("SIGTERM", id="sigterm"), pytest.param("SIGINT", id="sigint")])
+def test_signals_stop_the_sensor(sig: str) -> None:
+    import os
+    import signal
+
+    from imagebump.commands.run import _stop_on_signals
+
+    class FakeSensor:
+        stopped = False
+
+        def stop(self) -> None:
+            self.stopped = True
+
+    sensor = FakeSensor()
+    before = signal.getsignal(getattr(signal, sig))
+    with _stop_on_signals(sensor):
+        os.kill(os.getpid(), getattr(signal, sig))
+    assert sensor.stopped
+    assert signal.getsignal(getattr(signal, sig)) is before  # handlers restored

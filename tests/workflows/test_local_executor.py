@@ -1,0 +1,352 @@
+"""The local executor runs hand-written WorkflowTemplates (tests/testdata/executor/) step by step.
+
+Each script template runs as its own ``python -m hera.workflows.runner`` process, so these tests
+also cover the runner's argument file and output files. Step functions: ``tests/workflows/stepfns.py``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from steps.errors import ConfigError
+from workflows.local_executor import (
+    NOT_SUPPORTED,
+    LocalExecutor,
+    UnsupportedFeatureError,
+    evaluate_condition,
+    parse_duration,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "testdata" / "executor"
+
+
+@pytest.fixture()
+def state(tmp_path: Path) -> Path:
+    path = tmp_path / "state"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture()
+def logs() -> list[dict]:
+    return []
+
+
+def make(name: str, state: Path, logs: list[dict], **kwargs) -> LocalExecutor:
+    return LocalExecutor(
+        DATA / name,
+        project_root=ROOT,
+        env={"STEPFNS_STATE_DIR": str(state)},
+        log=logs.append,
+        work_root=kwargs.pop("work_root", None),
+        **kwargs,
+    )
+
+
+def test_fan_out_when_and_skipped_defaults(state: Path, logs: list[dict]) -> None:
+    result = make("fanout.yaml", state, logs).run({"names": "a,b,c"}, "fanout-1", event_id="ev-1")
+
+    assert result.phase == "Succeeded", result.message
+    assert result.node(".generate").outputs["items"].startswith("[")
+    greetings = sorted(n.outputs["greeting"] for n in result.nodes_for("greet"))
+    assert greetings == ["hello a", "hello b", "hello c"]
+    shouts = {n.name: n for n in result.nodes_for("shout")}
+    assert shouts["fanout-1.per-item(1).shout"].phase == "Skipped"
+    assert shouts["fanout-1.per-item(1).shout"].outputs == {"loud": "skipped"}
+    # the aggregated fan-out output reached the next step, the skipped one by its default
+    assert result.node(".summary").outputs["joined"] == "HELLO A,HELLO C,skipped"
+    assert {r["event_id"] for r in logs} == {"ev-1"}
+    assert {r["workflow"] for r in logs} == {"fanout-1"}
+    finished = [r for r in logs if r["event"] == "node-finished"]
+    assert all({"node", "phase", "duration"} <= set(r) for r in finished)
+
+
+def test_retry_with_backoff_until_success(state: Path, logs: list[dict]) -> None:
+    result = make("retry.yaml", state, logs).run({"succeed-on": "3"}, "retry-1")
+
+    assert result.phase == "Succeeded", result.message
+    node = result.node(".flaky")
+    assert (node.attempts, node.outputs["attempt"]) == (3, "3")
+    assert [r["delay"] for r in logs if r["event"] == "retry-scheduled"] == [0.1, 0.2]
+    failed = [r for r in logs if r["event"] == "attempt-failed"]
+    assert [r["exit_code"] for r in failed] == [75, 75]
+    assert "attempt 1 failing with 75" in failed[0]["stderr_tail"]
+
+
+@pytest.mark.parametrize(
+    ("params", "attempts"),
+    [
+        pytest.param({"succeed-on": "9", "code": "2"}, 1, id="config-error-exit-2-not-retried"),
+        pytest.param({"succeed-on": "9", "code": "75"}, 4, id="transient-retried-up-to-limit"),
+    ],
+)
+def test_retry_gives_up(state: Path, logs: list[dict], params: dict, attempts: int) -> None:
+    result = make("retry.yaml", state, logs).run(params, "retry-2")
+
+    assert result.phase == "Failed"
+    node = result.node(".flaky")
+    assert node.attempts == attempts
+    assert node.exit_code == int(params["code"])
+    assert (state / "attempts").read_text() == str(attempts)
+
+
+def test_active_deadline_kills_the_process(state: Path, logs: list[dict]) -> None:
+    result = make("deadline.yaml", state, logs).run({}, "deadline-1")
+
+    assert result.phase == "Failed"
+    node = result.node(".sleep")
+    assert "activeDeadlineSeconds exceeded" in node.message
+    assert node.exit_code == -9  # SIGKILL to the process group
+    assert not (state / "sleep-finished").exists()
+
+
+def test_mutex_serialises_concurrent_workflows(state: Path, logs: list[dict]) -> None:
+    executor = make("mutex.yaml", state, logs)
+    results = {}
+
+    def go(label: str) -> None:
+        results[label] = executor.run({"key": "team-api-prod", "label": label}, f"mutex-{label}")
+
+    threads = [threading.Thread(target=go, args=(label,)) for label in ("one", "two")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    assert {r.phase for r in results.values()} == {"Succeeded"}
+    lines = (state / "markers").read_text().splitlines()
+    # no interleaving: each start is immediately followed by its own end
+    assert len(lines) == 4
+    assert [line.split()[0] for line in lines] == ["start", "end", "start", "end"]
+    assert lines[0].split()[1] == lines[1].split()[1] and lines[2].split()[1] == lines[3].split()[1]
+    assert any(r["event"] == "mutex-acquired" and r["mutex"] == "overlay-team-api-prod" for r in logs)
+
+
+def test_each_step_has_a_private_fresh_temp_dir(state: Path, logs: list[dict], tmp_path: Path) -> None:
+    work_root = tmp_path / "work"
+    work_root.mkdir()
+    result = make("isolation.yaml", state, logs, work_root=work_root).run({}, "isolation-1")
+
+    assert result.phase == "Succeeded", result.message
+    first, second = result.node(".first").outputs, result.node(".second").outputs
+    assert first["cwd"] == first["tmpdir"] == first["home"]
+    assert first["cwd"] != second["cwd"]
+    assert second["sees-other"] == "false"
+    assert json.loads(second["listing"]) == ["mounts"]  # only its own staging/tmp, nothing of the first
+    assert not Path(first["cwd"]).exists() and not Path(second["cwd"]).exists()
+    assert list(work_root.iterdir()) == []
+
+
+def test_env_secrets_and_mounts_are_rewritten_into_the_step(state: Path, logs: list[dict]) -> None:
+    executor = make(
+        "secrets.yaml",
+        state,
+        logs,
+        secrets={"imagebump-git": {"token": "s3cr3t-token-value"}},
+        configmaps={"imagebump-rules": {"rules.yaml": "rules: []\n"}},
+    )
+    result = executor.run({}, "secrets-1")
+
+    assert result.phase == "Succeeded", result.message
+    out = result.node(".show").outputs
+    assert out["rules"] == "rules: []\n"
+    assert out["rules-file"].endswith("/mounts/etc/imagebump/rules/rules.yaml")
+    assert out["token-file-ok"] == "true"
+    assert out["outputs-dir"].endswith("/mounts/tmp/hera-outputs")
+    keys = set(json.loads(out["env-keys"]))
+    assert "IMAGEBUMP_GITHUB_APP_ID" not in keys  # optional ref to a secret that was not given
+    assert "STEPFNS_STATE_DIR" in keys and "AWS_SECRET_ACCESS_KEY" not in keys  # only what was passed
+
+
+def test_secrets_are_redacted_from_stderr_tails(state: Path, logs: list[dict]) -> None:
+    executor = make("secrets.yaml", state, logs, secrets={"imagebump-git": {"token": "s3cr3t-token-value"}},
+                    configmaps={"imagebump-rules": {"rules.yaml": ""}})
+    result = executor.run({"fail": "yes"}, "secrets-2")
+
+    assert result.phase == "Failed"
+    text = json.dumps(logs) + json.dumps([n.message for n in result.nodes])
+    assert "s3cr3t-token-value" not in text
+    assert "token is ***" in text
+
+
+def test_missing_secret_is_refused_at_construction(state: Path, logs: list[dict]) -> None:
+    with pytest.raises(ConfigError, match="secret 'imagebump-git'.*secrets="):
+        make("secrets.yaml", state, logs, configmaps={"imagebump-rules": {"rules.yaml": ""}})
+
+
+def test_unknown_workflow_parameter_is_refused(state: Path, logs: list[dict]) -> None:
+    with pytest.raises(ConfigError, match="'nope' is not declared"):
+        make("retry.yaml", state, logs).run({"nope": "1"}, "retry-x")
+
+
+def _patched(name: str, patch) -> str:
+    doc = yaml.safe_load((DATA / name).read_text())
+    patch(doc)
+    return yaml.safe_dump(doc)
+
+
+def _tpl(doc: dict, name: str) -> dict:
+    return next(t for t in doc["spec"]["templates"] if t["name"] == name)
+
+
+UNSUPPORTED = [
+    pytest.param(lambda d: d["spec"]["templates"].append({"name": "c", "container": {"image": "x"}}),
+                 "templates[c].container", id="container-template"),
+    pytest.param(lambda d: d["spec"]["templates"].append({"name": "r", "resource": {"action": "create"}}),
+                 "templates[r].resource", id="resource-template"),
+    pytest.param(lambda d: d["spec"].update(onExit="exit-handler"), "spec.onExit", id="onExit"),
+    pytest.param(lambda d: _tpl(d, "greet")["outputs"].update(artifacts=[{"name": "a", "path": "/tmp/a"}]),
+                 "templates[greet].outputs.artifacts", id="artifacts"),
+    pytest.param(lambda d: _tpl(d, "main")["steps"][0][0]["arguments"]["parameters"][0].update(
+        value="{{workflow.uid}}"), "variable {{workflow.uid}}", id="unknown-variable"),
+    pytest.param(lambda d: _tpl(d, "main")["steps"][0][0]["arguments"]["parameters"][0].update(
+        value="{{=sprig.upper('a')}}"), "expression", id="expression-variable"),
+    pytest.param(lambda d: _tpl(d, "per-item")["steps"][1][0].update(
+        when="{{steps.greet.outputs.parameters.flag}} =~ tr.*"), "when", id="when-regex"),
+    pytest.param(lambda d: _tpl(d, "greet").update(retryStrategy={"limit": 1, "expression": "lastRetry.message == 'x'"}),
+                 "retryStrategy.expression", id="retry-expression"),
+    pytest.param(lambda d: _tpl(d, "greet").update(synchronization={"semaphores": [{"configMapKeyRef": {}}]}),
+                 "synchronization.semaphores", id="semaphore"),
+    pytest.param(lambda d: _tpl(d, "greet")["script"].update(command=["bash"]), "script.command", id="bash"),
+    pytest.param(lambda d: _tpl(d, "main")["steps"][0][0].update(continueOn={"failed": True}),
+                 "continueOn", id="continueOn"),
+]
+
+
+@pytest.mark.parametrize(("patch", "field"), UNSUPPORTED)
+def test_unsupported_features_are_refused(patch, field: str, state: Path, logs: list[dict]) -> None:
+    with pytest.raises(UnsupportedFeatureError) as info:
+        LocalExecutor(_patched("fanout.yaml", patch), project_root=ROOT, log=logs.append)
+    message = str(info.value)
+    assert message.startswith(NOT_SUPPORTED)
+    assert field in message
+    assert isinstance(info.value, ValueError) and isinstance(info.value, ConfigError)
+
+
+def test_dag_cycle_is_refused(logs: list[dict]) -> None:
+    def cycle(doc: dict) -> None:
+        tasks = _tpl(doc, "main")["dag"]["tasks"]
+        tasks[0]["depends"] = "second"
+
+    with pytest.raises(ConfigError, match="dependency cycle"):
+        LocalExecutor(_patched("isolation.yaml", cycle), project_root=ROOT, log=logs.append)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param("true", True, id="true"),
+        pytest.param("false", False, id="false"),
+        pytest.param("true == true", True, id="eq"),
+        pytest.param("'a' != 'a'", False, id="ne-quoted"),
+        pytest.param("false == true || 1 == 1", True, id="or"),
+        pytest.param("true == true && 1 == 2", False, id="and"),
+    ],
+)
+def test_evaluate_condition(text: str, expected: bool) -> None:
+    assert evaluate_condition(text) is expected
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [pytest.param("10s", 10, id="s"), pytest.param("1m30s", 90, id="m-s"), pytest.param("100ms", 0.1, id="ms"),
+     pytest.param("5", 5, id="bare")],
+)
+def test_parse_duration(text: str, seconds: float) -> None:
+    assert parse_duration(text, "x") == pytest.approx(seconds)
+
+
+IMAGE_UPDATE = ROOT / "manifests" / "workflows" / "image-update.yaml"
+
+
+@pytest.mark.skipif(not IMAGE_UPDATE.exists(), reason="manifests/workflows/image-update.yaml not rendered yet")
+def test_accepts_the_rendered_image_update_template(logs: list[dict]) -> None:
+    doc = yaml.safe_load(IMAGE_UPDATE.read_text())
+    secrets, configmaps = _references(doc)
+    executor = LocalExecutor(IMAGE_UPDATE, project_root=ROOT, secrets=secrets, configmaps=configmaps, log=logs.append)
+    assert "event" in executor.workflow_parameters
+
+
+def _references(doc: dict) -> tuple[dict, dict]:
+    """Dummy values for every Secret/ConfigMap key the template references."""
+    secrets: dict[str, dict[str, str]] = {}
+    configmaps: dict[str, dict[str, str]] = {}
+
+    def walk(node) -> None:
+        if isinstance(node, dict):
+            if "secretKeyRef" in node:
+                secrets.setdefault(node["secretKeyRef"]["name"], {})[node["secretKeyRef"]["key"]] = "dummy"
+            if "configMapKeyRef" in node:
+                configmaps.setdefault(node["configMapKeyRef"]["name"], {})[node["configMapKeyRef"]["key"]] = "dummy"
+            if "secretName" in node:
+                secrets.setdefault(node["secretName"], {})
+            if "configMap" in node and isinstance(node["configMap"], dict) and "name" in node["configMap"]:
+                configmaps.setdefault(node["configMap"]["name"], {})
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(doc)
+    return secrets, configmaps
+
+
+KUSTOMIZATION = """\
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+- ../../base
+images:
+- name: 123456789012.dkr.ecr.us-west-2.amazonaws.com/team/api
+  newTag: 1.4.1
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not IMAGE_UPDATE.exists(), reason="manifests/workflows/image-update.yaml not rendered yet")
+def test_runs_the_rendered_image_update_template_end_to_end(moto, make_remote, git_token, logs) -> None:
+    """The very YAML a cluster gets: an ECR push becomes a commit (commit mode), no Kubernetes."""
+    remote = make_remote({"services/api/overlays/staging/kustomization.yaml": KUSTOMIZATION,
+                          "services/api/base/kustomization.yaml": "resources: []\n"})
+    ecr = moto.client("ecr")
+    repo = f"team/api{uuid.uuid4().hex[:6]}"
+    ecr.create_repository(repositoryName=repo)
+    digest = "sha256:" + hashlib.sha256(repo.encode()).hexdigest()
+    manifest = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+                           "config": {"digest": digest, "size": 1, "mediaType": "application/vnd.docker.container.image.v1+json"},
+                           "layers": []})
+    ecr.put_image(repositoryName=repo, imageManifest=manifest, imageTag="1.4.2", imageDigest=digest)
+    account = ecr.describe_repositories(repositoryNames=[repo])["repositories"][0]["registryId"]
+    rules = (f"- githubRepository: {remote.url}/services/api/overlays/staging\n"
+             f"  registryURI: {account}.dkr.ecr.us-west-2.amazonaws.com/{repo}\n"
+             f"  imageName: 123456789012.dkr.ecr.us-west-2.amazonaws.com/team/api\n"
+             "  env: staging\n  mode: commit\n  provider: local\n")
+    event = {"version": "0", "id": str(uuid.uuid4()), "detail-type": "ECR Image Action", "source": "aws.ecr",
+             "account": account, "time": "2026-12-02T10:00:00Z", "region": "us-west-2", "resources": [],
+             "detail": {"result": "SUCCESS", "repository-name": repo, "image-digest": digest,
+                        "action-type": "PUSH", "image-tag": "1.4.2"}}
+    executor = LocalExecutor(
+        IMAGE_UPDATE, project_root=ROOT, log=logs.append, backoff_scale=0.01,
+        secrets={"imagebump-git": {"token": git_token}, "imagebump-git-read": {"token": git_token}},
+        configmaps={"imagebump-rules": {"rules.yaml": rules}},
+        env={"AWS_ENDPOINT_URL": moto.endpoint_url, "AWS_REGION": "us-west-2", "AWS_DEFAULT_REGION": "us-west-2",
+             "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"},
+    )
+
+    result = executor.run({"event": json.dumps(event)}, "image-update-e2e", event_id=event["id"])
+
+    messages = [(n.name, n.phase, n.message) for n in result.nodes if n.phase != "Succeeded"]
+    assert result.phase == "Succeeded", messages
+    commit = result.node(".commit-pr")
+    assert commit.outputs["action"] == "committed"
+    assert "newTag: 1.4.2" in remote.read("services/api/overlays/staging/kustomization.yaml")
+    assert git_token not in json.dumps(logs)

@@ -63,10 +63,11 @@ import string
 import tempfile
 import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 import imagebump
 from steps import forge as forges
@@ -106,6 +107,9 @@ class CommitPrOutput(BaseModel):
     pr_number: int = 0
     branch: str = ""
     reason: str = ""
+    seconds_since_push: str = Field(
+        default="", description="seconds from the image's ECR push to the end of this step; '' if unknown"
+    )
 
 
 # ============================================================================ pure core
@@ -528,4 +532,9 @@ def land(target: Target, plan: Plan) -> CommitPrOutput:
 @step_entry
 def run(target: Target, plan: Plan) -> CommitPrOutput:
     """The commit-pr step: :func:`land` under the step runtime."""
-    return land(target, plan)
+    output = land(target, plan)
+    if target.pushed_at is not None:
+        pushed = target.pushed_at if target.pushed_at.tzinfo else target.pushed_at.replace(tzinfo=timezone.utc)
+        elapsed = (datetime.now(timezone.utc) - pushed).total_seconds()
+        output.seconds_since_push = f"{max(elapsed, 0.0):.3f}"
+    return output

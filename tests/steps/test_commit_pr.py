@@ -388,7 +388,9 @@ def test_runner_subprocess_writes_outputs_without_the_token(make_remote, git_tok
     assert (params / "action").read_text() == "committed"
     assert (params / "commit-sha").read_text() == remote.rev()
     assert (params / "pr-number").read_text() == "0"
-    assert {p.name for p in params.iterdir()} == {"action", "commit-sha", "pr-url", "pr-number", "branch", "reason"}
+    assert {p.name for p in params.iterdir()} == {"action", "commit-sha", "pr-url", "pr-number", "branch", "reason",
+                                                "seconds-since-push"}
+    assert float((params / "seconds-since-push").read_text()) > 0  # the target carries its push time
     everything = proc.stdout + proc.stderr + "".join(p.read_text() for p in params.iterdir())
     assert git_token not in everything
 

@@ -1,0 +1,367 @@
+"""The hostile-input corpus: table data only (the tests are in ``test_corpus.py``).
+
+Each table row is ``pytest.param(<input...>, <expectation>, id=...)``. An expectation is one of
+
+- ``Error(cls, pattern)``: the entry point raises ``cls`` (from :mod:`steps.errors`) and the
+  message matches the regular expression ``pattern`` (it names the problem);
+- ``Skipped(pattern)``: a :class:`steps.events.Skip` (or an equivalent "nothing to do") whose
+  reason matches ``pattern``.
+
+Inputs mix every trick we know of: malformed and oversized bodies, wrong JSON types, Unicode
+look-alikes (fullwidth letters, Cyrillic homoglyphs, zero-width spaces, RTL override, NUL), shell
+/ YAML / path metacharacters, catastrophic regular expressions, YAML bombs, duplicate keys,
+multi-document files, symlinks out of the repository and a kustomization far larger than any real
+one. The base event is ``tests/testdata/events/push.json`` (AWS's documented sample shape).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from steps.errors import ConfigError, InvalidEventError, KustomizationError, RulesError
+
+ROOT = Path(__file__).resolve().parents[2]
+BASE_EVENT: dict = json.loads((ROOT / "tests" / "testdata" / "events" / "push.json").read_text())
+MAX_BODY_BYTES = 262144  # steps.events.MAX_BODY_BYTES (SQS's own limit); asserted in the tests
+
+ACCOUNT = "123456789012"
+REGION = "us-west-2"
+REGISTRY = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com"
+DIGEST = "sha256:" + "7" * 64
+
+
+@dataclass(frozen=True)
+class Error:
+    cls: type[Exception]
+    pattern: str
+
+
+@dataclass(frozen=True)
+class Skipped:
+    pattern: str
+
+
+def event(**changes) -> str:
+    """The sample push with top-level changes; ``detail__KEY`` changes a detail field (None deletes)."""
+    ev = copy.deepcopy(BASE_EVENT)
+    for key, value in changes.items():
+        target, name = (ev["detail"], key[len("detail__"):]) if key.startswith("detail__") else (ev, key)
+        name = name.replace("_", "-") if target is ev["detail"] else name.replace("detail_type", "detail-type")
+        if value is None:
+            target.pop(name, None)
+        else:
+            target[name] = value
+    return json.dumps(ev)
+
+
+def detail(**changes) -> str:
+    return event(**{f"detail__{k}": v for k, v in changes.items()})
+
+
+# Metacharacter payloads that must never be taken as a name, a tag or a path.
+SHELL = "$(rm -rf /)"
+YAML_BANG = "!!python/object/apply:os.system"
+
+# -- 1. SQS bodies → steps.events.parse_event -----------------------------------------------------
+
+_padding = "x" * (MAX_BODY_BYTES + 1)
+_multibyte = "é" * (MAX_BODY_BYTES // 2 + 1)  # fewer characters than the limit, more bytes
+
+EVENT_CASES = [
+    # malformed
+    pytest.param("", Error(InvalidEventError, "empty"), id="body-empty"),
+    pytest.param(" \n\t ", Error(InvalidEventError, "empty"), id="body-whitespace"),
+    pytest.param("this is not json", Error(InvalidEventError, "not JSON"), id="body-not-json"),
+    pytest.param(event()[:-7], Error(InvalidEventError, "not JSON"), id="body-truncated-json"),
+    pytest.param(b"\xff\xfe{\x00}", Error(InvalidEventError, "not UTF-8"), id="body-invalid-utf8"),
+    pytest.param("[" * 50000 + "]" * 50000, Error(InvalidEventError, "not JSON|nested"), id="body-deeply-nested"),
+    pytest.param('{"a": NaN, "source": "aws.ecr"', Error(InvalidEventError, "not JSON"), id="body-json-nan-unclosed"),
+    # oversized (> 256 KiB, SQS's limit)
+    pytest.param(event(padding=_padding), Error(InvalidEventError, "bytes, over the 262144-byte limit"),
+                 id="body-oversized-str"),
+    pytest.param(event(padding=_padding).encode(), Error(InvalidEventError, "over the 262144-byte limit"),
+                 id="body-oversized-bytes"),
+    pytest.param(event(padding=_multibyte), Error(InvalidEventError, "over the 262144-byte limit"),
+                 id="body-oversized-multibyte"),
+    # wrong types
+    pytest.param("[]", Error(InvalidEventError, "JSON object.*got array"), id="type-array"),
+    pytest.param('"PUSH"', Error(InvalidEventError, "JSON object.*got string"), id="type-string"),
+    pytest.param("null", Error(InvalidEventError, "JSON object.*got null"), id="type-null"),
+    pytest.param("42", Error(InvalidEventError, "JSON object.*got number"), id="type-number"),
+    pytest.param(event(detail="PUSH"), Error(InvalidEventError, "'detail' must be an object"), id="type-detail-string"),
+    pytest.param(detail(repository_name=42), Error(InvalidEventError, "repository-name.*got number"),
+                 id="type-repository-number"),
+    pytest.param(detail(repository_name=["team/api"]), Error(InvalidEventError, "repository-name.*got array"),
+                 id="type-repository-list"),
+    pytest.param(detail(image_tag=True), Error(InvalidEventError, "image-tag.*got boolean"), id="type-tag-bool"),
+    pytest.param(detail(image_tag={"$ne": ""}), Error(InvalidEventError, "image-tag.*got object"), id="type-tag-object"),
+    pytest.param(event(id={"a": 1}), Error(InvalidEventError, "'id' must be a string"), id="type-id-object"),
+    pytest.param(event(region=["us-west-2"]), Error(InvalidEventError, "'region'.*got array"), id="type-region-list"),
+    pytest.param(detail(repository_name=None), Error(InvalidEventError, "repository-name' is missing"),
+                 id="missing-repository"),
+    pytest.param(detail(image_tag=None, image_digest=None), Error(InvalidEventError, "image-digest' is missing"),
+                 id="missing-tag-and-digest"),
+    pytest.param(event(time="yesterday; rm -rf /"), Error(InvalidEventError, "ISO 8601"), id="bad-time"),
+    pytest.param(event(account="12345678901x"), Error(InvalidEventError, "account id"), id="bad-account"),
+    pytest.param(event(region="us-west-2/../../x"), Error(InvalidEventError, "region name"), id="bad-region-path"),
+    # unicode tricks in the repository name
+    pytest.param(detail(repository_name="ｔｅａｍ/ａｐｉ"), Error(InvalidEventError, "not a valid ECR repository name"),
+                 id="repo-fullwidth"),
+    pytest.param(detail(repository_name="tеam/api"), Error(InvalidEventError, "not a valid ECR repository name"),
+                 id="repo-cyrillic-homoglyph"),
+    pytest.param(detail(repository_name="team/\u200bapi"), Error(InvalidEventError, "not a valid ECR repository name"),
+                 id="repo-zero-width-space"),
+    pytest.param(detail(repository_name="team/api\u202egpj.exe"),
+                 Error(InvalidEventError, "not a valid ECR repository name"), id="repo-rtl-override"),
+    pytest.param(detail(repository_name="team/api\u0000"), Error(InvalidEventError, "not a valid ECR repository name"),
+                 id="repo-nul"),
+    pytest.param(detail(repository_name="team/api\n"), Error(InvalidEventError, "not a valid ECR repository name"),
+                 id="repo-trailing-newline"),
+    # shell / YAML / path metacharacters in the repository name
+    pytest.param(detail(repository_name=SHELL), Error(InvalidEventError, "not a valid ECR repository name"),
+                 id="repo-shell-subst"),
+    pytest.param(detail(repository_name="team/api;reboot"), Error(InvalidEventError, "not a valid ECR repository name"),
+                 id="repo-semicolon"),
+    pytest.param(detail(repository_name="team/`id`"), Error(InvalidEventError, "not a valid ECR repository name"),
+                 id="repo-backticks"),
+    pytest.param(detail(repository_name="team/../../etc"), Error(InvalidEventError, "not a valid ECR repository name"),
+                 id="repo-dot-dot"),
+    pytest.param(detail(repository_name="%2e%2e/%2e%2e/etc"),
+                 Error(InvalidEventError, "not a valid ECR repository name"), id="repo-percent-encoded-dot-dot"),
+    pytest.param(detail(repository_name="team/api: x"), Error(InvalidEventError, "not a valid ECR repository name"),
+                 id="repo-yaml-colon"),
+    pytest.param(detail(repository_name="team/api #x"), Error(InvalidEventError, "not a valid ECR repository name"),
+                 id="repo-yaml-comment"),
+    pytest.param(detail(repository_name="*anchor"), Error(InvalidEventError, "not a valid ECR repository name"),
+                 id="repo-yaml-alias"),
+    pytest.param(detail(repository_name=YAML_BANG), Error(InvalidEventError, "not a valid ECR repository name"),
+                 id="repo-yaml-python-tag"),
+    # ... and in the tag
+    pytest.param(detail(image_tag=SHELL), Error(InvalidEventError, "not a valid image tag"), id="tag-shell-subst"),
+    pytest.param(detail(image_tag="1.0;rm -rf /"), Error(InvalidEventError, "not a valid image tag"), id="tag-semicolon"),
+    pytest.param(detail(image_tag="`reboot`"), Error(InvalidEventError, "not a valid image tag"), id="tag-backticks"),
+    pytest.param(detail(image_tag="../../etc/passwd"), Error(InvalidEventError, "not a valid image tag"),
+                 id="tag-dot-dot"),
+    pytest.param(detail(image_tag="%2e%2e%2f"), Error(InvalidEventError, "not a valid image tag"), id="tag-percent"),
+    pytest.param(detail(image_tag="1.0: x"), Error(InvalidEventError, "not a valid image tag"), id="tag-yaml-colon"),
+    pytest.param(detail(image_tag="#1"), Error(InvalidEventError, "not a valid image tag"), id="tag-yaml-comment"),
+    pytest.param(detail(image_tag="*anchor"), Error(InvalidEventError, "not a valid image tag"), id="tag-yaml-alias"),
+    pytest.param(detail(image_tag=YAML_BANG), Error(InvalidEventError, "not a valid image tag"), id="tag-yaml-python"),
+    pytest.param(detail(image_tag="1.0\nimages: []"), Error(InvalidEventError, "not a valid image tag"),
+                 id="tag-newline-injection"),
+    pytest.param(detail(image_tag="--upload-pack=touch /tmp/x"), Error(InvalidEventError, "not a valid image tag"),
+                 id="tag-option-injection"),
+    pytest.param(detail(image_tag="1.0\u200b"), Error(InvalidEventError, "not a valid image tag"), id="tag-zero-width"),
+    pytest.param(detail(image_tag="１.０"), Error(InvalidEventError, "not a valid image tag"), id="tag-fullwidth"),
+    pytest.param(detail(image_tag="1.0\u202e"), Error(InvalidEventError, "not a valid image tag"), id="tag-rtl"),
+    pytest.param(detail(image_tag="1.0\x00"), Error(InvalidEventError, "not a valid image tag"), id="tag-nul"),
+    pytest.param(detail(image_tag="a" * 129), Error(InvalidEventError, "not a valid image tag"), id="tag-too-long"),
+    pytest.param(detail(image_digest="sha256:../../" + "a" * 58), Error(InvalidEventError, "not a valid image digest"),
+                 id="digest-path"),
+    pytest.param(detail(image_digest="sha256:" + "A" * 64), Error(InvalidEventError, "not a valid image digest"),
+                 id="digest-uppercase"),
+    # valid events that are not pushes: a skip with a reason, never an error
+    pytest.param(event(source="aws.ecr\u200b"), Skipped("not an ECR event"), id="skip-source-zero-width"),
+    pytest.param(event(source="аws.ecr"), Skipped("not an ECR event"), id="skip-source-homoglyph"),
+    pytest.param(detail(action_type="PUSH "), Skipped("is not a push"), id="skip-action-trailing-space"),
+    pytest.param(detail(action_type="DELETE", repository_name=SHELL), Skipped("is not a push"),
+                 id="skip-delete-with-hostile-name"),
+    pytest.param(detail(result="SUCCESS\u0000"), Skipped("not 'SUCCESS'"), id="skip-result-nul"),
+]
+
+# -- 2. manual image references → steps.events.parse_image_reference --------------------------------
+
+REFERENCE_CASES = [
+    pytest.param("", Error(InvalidEventError, "empty"), id="ref-empty"),
+    pytest.param(SHELL, Error(InvalidEventError, "not an ECR image reference"), id="ref-shell"),
+    pytest.param(f"{REGISTRY}/team/api:{SHELL}", Error(InvalidEventError, "not an ECR image reference|tag"),
+                 id="ref-tag-shell"),
+    pytest.param(f"{REGISTRY}/team/api:--upload-pack=x", Error(InvalidEventError, "not a valid image tag"),
+                 id="ref-tag-option"),
+    pytest.param(f"{REGISTRY}/ｔｅａｍ/api:1.0", Error(InvalidEventError, "not a valid ECR repository name"),
+                 id="ref-repo-fullwidth"),
+    pytest.param(f"{ACCOUNT}.dkr.ecr.{REGION}.аmazonaws.com/team/api:1.0",
+                 Error(InvalidEventError, "not an ECR image reference"), id="ref-host-homoglyph"),
+    pytest.param(f"{REGISTRY}/team/../../etc:1.0", Error(InvalidEventError, "not a valid ECR repository name"),
+                 id="ref-repo-dot-dot"),
+    pytest.param(f"{REGISTRY}/team/api:1.0\x00", Error(InvalidEventError, "not a valid image tag"), id="ref-tag-nul"),
+    pytest.param(f"{REGISTRY}/team/api", Error(InvalidEventError, "neither a tag nor a digest"), id="ref-no-tag"),
+    pytest.param(f"https://{REGISTRY}/team/api:1.0", Error(InvalidEventError, "not an ECR image reference"),
+                 id="ref-with-scheme"),
+    pytest.param(f"user:secret@{REGISTRY}/team/api:1.0", Error(InvalidEventError, "not an ECR image reference"),
+                 id="ref-with-credentials"),
+    pytest.param(f"{REGISTRY}/team/api@sha256:{'g' * 64}", Error(InvalidEventError, "not a valid image digest"),
+                 id="ref-bad-digest"),
+]
+
+# -- 3. rules files → steps.rules.load_rules ----------------------------------------------------
+
+RULE = (
+    f"- registryURI: {REGISTRY}/team/$1\n"
+    "  githubRepository: https://github.com/org/gitops/services/$1/overlays/prod\n"
+)
+
+_LAUGHS = ["&a [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]"] + [
+    f"&{n} [{', '.join([f'*{p}'] * 10)}]" for p, n in zip("abcdefgh", "bcdefghi")
+]
+
+
+def yaml_bomb(indent: str = "") -> str:
+    """A 'billion laughs' mapping: 9 levels of 10 aliases (10⁹ strings once expanded)."""
+    return "".join(f"{indent}l{i}: {level}\n" for i, level in enumerate(_LAUGHS))
+
+
+#: Catastrophic regular expressions: each must be refused at load, or matching must stay fast.
+REDOS_PATTERNS = [
+    pytest.param("(a+)+$", id="redos-nested-plus"),
+    pytest.param("(a*)*$", id="redos-nested-star"),
+    pytest.param("([a-z]+)*$", id="redos-class-star"),
+    pytest.param("(.*a){20}$", id="redos-bounded-outer"),
+    pytest.param("(a|a)*$", id="redos-overlapping-alternation"),
+    pytest.param("(a|a?)+$", id="redos-optional-alternation"),
+    pytest.param("(\\w+\\d*)+-$", id="redos-word-digit"),
+]
+
+RULES_CASES = [
+    pytest.param(RULE + "  allowImageTag: ['regexp:(a+)+$']\n", Error(RulesError, r"rule 0: allowImageTag\[0\].*exponential"),
+                 id="rules-redos-allow"),
+    pytest.param(RULE + "  denyImageTag: ['regexp:(\\w+\\.?)*$']\n", Error(RulesError, r"rule 0: denyImageTag\[0\]"),
+                 id="rules-redos-deny"),
+    pytest.param(RULE.replace("team/$1", "team/$1:(v+)+$"), Error(RulesError, "rule 0: registryURI"),
+                 id="rules-redos-tag-pattern"),
+    pytest.param(RULE + "  allowImageTag: ['regexp:(unclosed']\n", Error(RulesError, "invalid regular expression"),
+                 id="rules-bad-regex"),
+    pytest.param("x-laughs:\n" + yaml_bomb("  ") + "rules:\n" + RULE.replace("- ", "  - ", 1).replace("\n  g", "\n    g"),
+                 Error(RulesError, "only 'rules:'"), id="rules-billion-laughs-beside"),
+    pytest.param("- &r\n" + yaml_bomb("  ") + "  registryURI: x\n", Error(RulesError, "rule 0"),
+                 id="rules-billion-laughs-in-rule"),
+    pytest.param(RULE + "  labels: &l [" + ", ".join(["x"] * 10) + "]\n  reviewers: [*l, *l, *l, *l, *l]\n",
+                 Error(RulesError, r"reviewers\[0\]: must be a string"), id="rules-alias-list-in-list"),
+    pytest.param(RULE + "  env: staging\n  env: production\n", Error(RulesError, "duplicate key 'env'"),
+                 id="rules-duplicate-field"),
+    pytest.param("rules: []\nrules:\n" + RULE, Error(RulesError, "duplicate key 'rules'"), id="rules-duplicate-top-key"),
+    pytest.param(RULE + "---\n" + RULE, Error(RulesError, "not valid YAML|single document|documents"),
+                 id="rules-multi-document"),
+    pytest.param("- !!python/object/apply:os.system ['touch MARKER']\n", Error(RulesError, "not valid YAML"),
+                 id="rules-python-object"),
+    pytest.param(RULE + "  env: !!python/name:os.system\n", Error(RulesError, "not valid YAML"), id="rules-python-name"),
+    pytest.param(RULE + "  env: \x00\n", Error(RulesError, "not valid YAML"), id="rules-nul"),
+    pytest.param(RULE.replace("https://github.com", "https://ghp_secret@github.com"),
+                 Error(RulesError, "must not contain credentials"), id="rules-url-credentials"),
+    pytest.param(RULE.replace("https://github.com/org/gitops/services/$1/overlays/prod", "file:///etc/passwd"),
+                 Error(RulesError, "githubRepository"), id="rules-url-file-scheme"),
+    pytest.param(RULE.replace("https://github.com/org/gitops/services/$1/overlays/prod", "'ext::sh -c touch% /tmp/x'"),
+                 Error(RulesError, "githubRepository"), id="rules-url-ext-transport"),
+    pytest.param(RULE.replace(f"{REGISTRY}", f"{ACCOUNT}.dkr.ecr.{REGION}.аmazonaws.com"),
+                 Error(RulesError, "rule 0: registryURI"), id="rules-registry-homoglyph"),
+    pytest.param(RULE.replace("team/$1", "ｔｅａｍ/$1"), Error(RulesError, "rule 0: registryURI"),
+                 id="rules-repository-fullwidth"),
+    pytest.param(RULE + "  baseBranch: --upload-pack=touch /tmp/x\n", Error(RulesError, "baseBranch"),
+                 id="rules-branch-option"),
+    pytest.param(RULE + "  baseBranch: ../../etc\n", Error(RulesError, "baseBranch"), id="rules-branch-dot-dot"),
+    pytest.param(RULE + f"  mode: '{SHELL}'\n", Error(RulesError, "mode: must be one of"), id="rules-mode-shell"),
+    pytest.param(RULE + "  writeDigest: 'yes'\n", Error(RulesError, "writeDigest: must be true or false"),
+                 id="rules-wrong-type-bool"),
+    pytest.param(RULE + f"  denyImageTag: ['{SHELL}']\n", Error(RulesError, r"denyImageTag\[0\]"),
+                 id="rules-deny-shell-literal"),
+    pytest.param(f"- registryURI: [{REGISTRY}/team/x]\n  githubRepository: https://github.com/o/r/p\n",
+                 Error(RulesError, "registryURI: must be a string"), id="rules-wrong-type-list"),
+]
+
+# -- 4. kustomizations → steps.kustomize (pure) -------------------------------------------------------
+
+KUSTOMIZATION = (
+    "apiVersion: kustomize.config.k8s.io/v1beta1\n"
+    "kind: Kustomization\n"
+    "resources:\n"
+    "- ../../base\n"
+    "images:\n"
+    f"- name: {REGISTRY}/team/api\n"
+    "  newTag: '1.0'\n"
+)
+
+#: (kustomization text, image name to set, tag) → expected error. set_image and get_image both run.
+KUSTOMIZATION_CASES = [
+    pytest.param(KUSTOMIZATION + "images: []\n", f"{REGISTRY}/team/api", "2.0",
+                 Error(KustomizationError, "duplicate key 'images'"), id="kust-duplicate-images"),
+    pytest.param(KUSTOMIZATION + "  newTag: '3.0'\n", f"{REGISTRY}/team/api", "2.0",
+                 Error(KustomizationError, "duplicate key 'newTag'"), id="kust-duplicate-newtag"),
+    pytest.param(KUSTOMIZATION + "---\n" + KUSTOMIZATION, f"{REGISTRY}/team/api", "2.0",
+                 Error(KustomizationError, "2 YAML documents"), id="kust-multi-document"),
+    pytest.param("---\n---\n" + KUSTOMIZATION, f"{REGISTRY}/team/api", "2.0",
+                 Error(KustomizationError, "YAML documents"), id="kust-empty-leading-documents"),
+    pytest.param("- " + KUSTOMIZATION.replace("\n", "\n  "), f"{REGISTRY}/team/api", "2.0",
+                 Error(KustomizationError, "not a mapping"), id="kust-top-level-list"),
+    pytest.param(KUSTOMIZATION.replace("kind:", "kind:\x00"), f"{REGISTRY}/team/api", "2.0",
+                 Error(KustomizationError, "invalid YAML"), id="kust-nul"),
+    pytest.param(KUSTOMIZATION.replace("images:\n", "images: &i\n") + "x: *i\n", f"{REGISTRY}/team/api", "2.0",
+                 Error(KustomizationError, "anchor"), id="kust-anchored-images"),
+    pytest.param(KUSTOMIZATION.replace("team/api", "tеam/api"), f"{REGISTRY}/team/api", "2.0",
+                 Error(KustomizationError, "not in kustomization.yaml"), id="kust-homoglyph-entry-not-matched"),
+    pytest.param(KUSTOMIZATION.replace("team/api", "team/api\u200b"), f"{REGISTRY}/team/api", "2.0",
+                 Error(KustomizationError, "not in kustomization.yaml"), id="kust-zero-width-entry-not-matched"),
+    pytest.param(KUSTOMIZATION, f"{REGISTRY}/team/api", SHELL, Error(ConfigError, "invalid tag"),
+                 id="kust-set-shell-tag"),
+    pytest.param(KUSTOMIZATION, f"{REGISTRY}/team/api", "1.0\nimages: []", Error(ConfigError, "invalid tag"),
+                 id="kust-set-newline-tag"),
+    pytest.param(KUSTOMIZATION, f"{REGISTRY}/team/api", "*anchor", Error(ConfigError, "invalid tag"),
+                 id="kust-set-alias-tag"),
+]
+
+BOMB_KUSTOMIZATION = KUSTOMIZATION + "x-laughs:\n" + yaml_bomb("  ") + "  l9: [" + ", ".join(["*i"] * 10) + "]\n"
+PYTHON_TAG_KUSTOMIZATION = KUSTOMIZATION + "x-evil: !!python/object/apply:os.system ['touch MARKER']\n"
+
+# -- 5. git-level: edit-kustomize / commit-pr against a real remote -----------------------------------
+
+OVERLAY = "apps/api/overlays/prod"
+
+#: (files, symlinks, overlay path) → the expected error from edit_kustomize.run (nothing pushed).
+REPO_CASES = [
+    pytest.param({}, {f"{OVERLAY}/kustomization.yaml": "/etc/passwd"}, OVERLAY,
+                 Error(ConfigError, "symbolic link"), id="repo-kustomization-symlink-etc-passwd"),
+    pytest.param({}, {f"{OVERLAY}/kustomization.yaml": "../" * 16 + "etc/passwd"}, OVERLAY,
+                 Error(ConfigError, "symbolic link"), id="repo-kustomization-symlink-relative-outside"),
+    # a dangling link out of the repository is no kustomization at all (is_file() is false): refused
+    pytest.param({}, {f"{OVERLAY}/kustomization.yaml": "../../../../../outside/kustomization.yaml"}, OVERLAY,
+                 Error(KustomizationError, "no kustomization|symbolic link"), id="repo-kustomization-symlink-dangling"),
+    pytest.param({}, {OVERLAY: "/etc"}, OVERLAY, Error(ConfigError, "symbolic link"), id="repo-overlay-symlink-etc"),
+    pytest.param({}, {OVERLAY: "../../../.."}, OVERLAY, Error(ConfigError, "symbolic link"),
+                 id="repo-overlay-symlink-parent"),
+    pytest.param({f"{OVERLAY}/kustomization.yaml": KUSTOMIZATION}, {}, "../outside", Error(ConfigError, "'..'"),
+                 id="repo-path-dot-dot"),
+    pytest.param({f"{OVERLAY}/kustomization.yaml": KUSTOMIZATION}, {}, "/etc", Error(ConfigError, "relative"),
+                 id="repo-path-absolute"),
+    pytest.param({f"{OVERLAY}/kustomization.yaml": KUSTOMIZATION}, {}, "%2e%2e/%2e%2e/etc",
+                 Error(KustomizationError, "does not exist"), id="repo-path-percent-encoded"),
+    pytest.param({f"{OVERLAY}/kustomization.yaml": KUSTOMIZATION}, {}, SHELL,
+                 Error(KustomizationError, "does not exist"), id="repo-path-shell"),
+    pytest.param({f"{OVERLAY}/kustomization.yaml": KUSTOMIZATION}, {}, "--upload-pack=touch x",
+                 Error(KustomizationError, "does not exist"), id="repo-path-option"),
+    pytest.param({f"{OVERLAY}/kustomization.yaml": KUSTOMIZATION + "images: []\n"}, {}, OVERLAY,
+                 Error(KustomizationError, "duplicate key"), id="repo-duplicate-keys"),
+    pytest.param({f"{OVERLAY}/kustomization.yaml": KUSTOMIZATION + "---\n" + KUSTOMIZATION}, {}, OVERLAY,
+                 Error(KustomizationError, "YAML documents"), id="repo-multi-document"),
+    pytest.param({f"{OVERLAY}/kustomization.yaml": KUSTOMIZATION.encode().decode() + "x: \x00\n"}, {}, OVERLAY,
+                 Error(KustomizationError, "invalid YAML"), id="repo-nul-byte"),
+]
+
+#: A kustomization larger than any real one (5 MiB of harmless comment lines). Its entry already
+#: holds the pushed tag, so a reader without a size limit only pays for parsing it once.
+HUGE_KUSTOMIZATION = KUSTOMIZATION.replace("'1.0'", "'2.0'") + ("# " + "x" * 98 + "\n") * (5 * 1024 * 1024 // 101)
+SIZE_PATTERN = r"(?i)too (large|big)|larger than|bytes|KiB|MiB|size"
+
+# -- 6. the local sensor: invalid bodies go to the DLQ, never silently deleted ------------------------
+
+#: Bodies that reach the queue (SQS refuses > 256 KiB itself) and must end in the DLQ.
+DLQ_BODIES = [
+    "this is not json",
+    "[1, 2, 3]",
+    detail(repository_name=SHELL),
+    detail(image_tag="1.0\u202e\x00"),
+    detail(repository_name=None),
+]

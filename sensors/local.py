@@ -242,13 +242,16 @@ class LocalSensor:
         body = message.get("Body", "")
         try:
             event = json.loads(body)
+            if not isinstance(event, dict):
+                raise ValueError(f"a JSON {type(event).__name__}, not an object")
         except (TypeError, ValueError) as exc:
+            # Not an event at all (not even one to filter out): keep it for a human, via the DLQ.
             with self._lock:
                 self.stats.invalid += 1
             self.log(event="message-invalid", message_id=message_id, receive_count=receive_count,
-                     reason=f"body is not JSON ({exc}); left on the queue for its redrive policy (DLQ)")
+                     reason=f"body is not JSON holding an event object ({exc}); left on the queue for its redrive policy (DLQ)")
             return None
-        event_id = event.get("id") if isinstance(event, dict) else None
+        event_id = event.get("id")
         accepted, reason = self.definition.accepts(event)
         if not accepted:
             with self._lock:

@@ -308,7 +308,7 @@ _NOT_FOUND = re.compile(
     r"does not appear to be a git repository|not found: did you run git update-server-info",
     re.IGNORECASE,
 )
-_NO_BRANCH = re.compile(r"Remote branch (\S+) not found|couldn't find remote ref (\S+)", re.IGNORECASE)
+_NO_BRANCH = re.compile(r"Remote branch (.+?) not found|couldn't find remote ref (\S+)", re.IGNORECASE)
 
 
 def _remote_lines(stderr: str, limit: int = 6) -> str:

@@ -16,6 +16,7 @@ The IRSA role ARNs are placeholders (``ACCOUNT_ID``); docs/install.md shows the 
 
 from __future__ import annotations
 
+from steps import archive
 from workflows import common as c
 
 IRSA_ANNOTATION = "eks.amazonaws.com/role-arn"
@@ -88,21 +89,18 @@ def documents() -> list[dict]:
         role(
             "imagebump-sensor",
             [
+                # Argo Events 1.9's submit runs `argo submit` (kube mode: GET of the template, then
+                # create), then LISTs workflows by its own labels to return the created object.
                 {
                     "apiGroups": ["argoproj.io"],
                     "resources": ["workflows"],
-                    "verbs": ["create", "get", "list", "watch"],
+                    "verbs": ["create", "list"],
                 },
                 {
                     "apiGroups": ["argoproj.io"],
                     "resources": ["workflowtemplates"],
                     "resourceNames": ["image-update"],
                     "verbs": ["get"],
-                },
-                {
-                    "apiGroups": ["argoproj.io"],
-                    "resources": ["workflowtemplates"],
-                    "verbs": ["list", "watch"],
                 },
                 {
                     "apiGroups": ["coordination.k8s.io"],
@@ -120,7 +118,14 @@ def documents() -> list[dict]:
                     "resources": ["applications", "applicationsets", "appprojects"],
                     "verbs": ["get", "list"],
                 },
-                {"apiGroups": [""], "resources": ["secrets", "configmaps"], "verbs": ["get", "list"]},
+                # Secrets are listed by label (RBAC cannot filter by label); ConfigMaps only got by name.
+                {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list"]},
+                {
+                    "apiGroups": [""],
+                    "resources": ["configmaps"],
+                    "resourceNames": list(archive.CONFIG_MAPS),
+                    "verbs": ["get"],
+                },
             ],
             namespace=c.ARGOCD_NAMESPACE,
         ),

@@ -11,6 +11,12 @@ never wrapped, because nothing is re-dumped. The result is then parsed again and
 what was meant; if it differs, :class:`KustomizationError` is raised rather than returning a
 wrong file. When nothing must change, the input string itself is returned.
 
+Hostile input: every entry point (:func:`read_images`, :func:`get_image`, :func:`set_image`)
+parses through one function, which refuses a text over :data:`MAX_KUSTOMIZATION_BYTES` (1 MiB)
+before parsing it, and — counting on the composed node graph, without expanding anything —
+aliases that refer to themselves or add more than :data:`MAX_ALIAS_EXPANSION` nodes once
+expanded (a "billion laughs" document), so the verification below never expands a bomb.
+
 Semantics (kustomize's ``images`` transformer): an entry is found by ``name``, else by
 ``newName``. Setting a tag alone removes ``digest`` (a digest overrides the tag); setting a digest
 alone removes ``newTag``; both may be set together. A scalar YAML 1.1 or 1.2 would read as
@@ -29,12 +35,15 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from ruamel.yaml.resolver import VersionedResolver
+from ruamel.yaml.scanner import RoundTripScanner, ScannerError
 
 from steps.errors import ConfigError, ImageNotFoundError, KustomizationError
 from steps.models import ImagesEntry
 
 __all__ = [
     "KUSTOMIZATION_FILES",
+    "MAX_ALIAS_EXPANSION",
+    "MAX_KUSTOMIZATION_BYTES",
     "ImageSpec",
     "find_kustomization",
     "get_image",
@@ -45,6 +54,12 @@ __all__ = [
 
 #: The file names kustomize looks for, in its own order of preference.
 KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
+#: The largest kustomization read, in bytes (UTF-8). Real ones are a few KiB; a larger file is
+#: refused before any YAML parsing (each edit parses the text several times).
+MAX_KUSTOMIZATION_BYTES = 1 << 20
+#: How many nodes YAML aliases may add once expanded (beyond the nodes written out). A "billion
+#: laughs" document adds 10⁹ from a few hundred bytes; go-yaml (kustomize) refuses those too.
+MAX_ALIAS_EXPANSION = 10_000
 
 #: ECR's tag grammar (also Docker's).
 TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
@@ -229,6 +244,8 @@ def _yaml_error(exc: YAMLError, source: str) -> KustomizationError:
     hint = "fix the YAML (kubectl kustomize rejects it too)"
     if "\\t" in problem or "\t" in problem or "tab" in problem:
         hint = "indent with spaces; YAML does not allow tabs for indentation"
+    elif "nested more than" in problem:
+        hint = "a kustomization is a few levels deep; write the value out in block style or flatten it"
     return KustomizationError(f"{source}: invalid YAML{at}: {problem}; {hint}")
 
 
@@ -271,13 +288,105 @@ def _refuse_anchor(node: Node, what: str, source: str) -> None:
         )
 
 
-def _parse(text: str, source: str) -> _Doc:
+def _check_size(text: str, source: str) -> None:
+    """Refuse a text over :data:`MAX_KUSTOMIZATION_BYTES` before anything parses it."""
+    if len(text) <= MAX_KUSTOMIZATION_BYTES // 4:  # 4 bytes per character at most: no need to count
+        return
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > MAX_KUSTOMIZATION_BYTES:
+        raise KustomizationError(
+            f"{source}: {size} bytes ({size / (1 << 20):.1f} MiB), larger than the "
+            f"{MAX_KUSTOMIZATION_BYTES} bytes (1 MiB) a kustomization may be; it was not parsed. "
+            "Keep the kustomization small: move large content to resources or generator files"
+        )
+
+
+def _children(node: Node) -> list[Node]:
+    if isinstance(node, MappingNode):
+        return [n for pair in node.value for n in pair]
+    if isinstance(node, SequenceNode):
+        return node.value
+    return []
+
+
+def _check_aliases(root: Node, source: str) -> None:
+    """Refuse aliases that refer to their own ancestor or expand to too many nodes.
+
+    Counts, without expanding anything, how many nodes the document would have with every
+    alias written out: one pass over the composed nodes (each node's expanded size is memoised
+    by identity), so a 'billion laughs' document costs a few hundred steps, not 10⁹.
+    """
+    cap = 1 << 62  # sizes of a deliberately exponential document stay small integers
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if done:
+            on_path.discard(key)
+            sizes[key] = min(cap, 1 + sum(sizes[id(child)] for child in _children(node)))
+            continue
+        if key in sizes:
+            continue
+        on_path.add(key)
+        stack.append((node, True))
+        for child in _children(node):
+            if id(child) in on_path:
+                anchor = f" &{child.anchor}" if getattr(child, "anchor", None) else ""
+                raise KustomizationError(
+                    f"{source}: the node{anchor} at {_where(child.start_mark)} contains an alias to itself "
+                    "(a recursive document); kustomize refuses it too — write the values out"
+                )
+            if id(child) not in sizes:
+                stack.append((child, False))
+    added = sizes[id(root)] - len(sizes)
+    if added > MAX_ALIAS_EXPANSION:
+        raise KustomizationError(
+            f"{source}: uses YAML aliases that expand to more than {MAX_ALIAS_EXPANSION} nodes "
+            f"({sizes[id(root)] if sizes[id(root)] < cap else 'astronomically many'} once expanded, from "
+            f"{len(sizes)} written: a 'billion laughs' document); kustomize refuses it too — "
+            "write the values out without anchors and aliases"
+        )
+
+
+#: Deeper flow collections (``[[[[...``) are refused while scanning: ruamel's scanner spends time
+#: proportional to the depth on every token, so 10,000 levels would take minutes.
+_MAX_FLOW_DEPTH = 64
+
+
+class _Scanner(RoundTripScanner):
+    """ruamel's round-trip scanner, refusing flow collections nested deeper than a kustomization's."""
+
+    def fetch_flow_collection_start(self, TokenClass, to_push) -> None:  # noqa: N803 - ruamel's name
+        if len(self.flow_context) >= _MAX_FLOW_DEPTH:
+            raise ScannerError(
+                None, None, f"flow collections ([...] or {{...}}) nested more than {_MAX_FLOW_DEPTH} deep",
+                self.reader.get_mark(),
+            )
+        super().fetch_flow_collection_start(TokenClass, to_push)
+
+
+def _compose_all(text: str) -> list[Node]:
+    yaml = YAML(typ="rt")
+    yaml.Scanner = _Scanner
+    return list(yaml.compose_all(text))
+
+
+def _parse(text: str, source: str, *, check_size: bool = True) -> _Doc:
     if not isinstance(text, str):
         raise TypeError("text must be str")
+    if check_size:
+        _check_size(text, source)
     try:
-        docs = list(YAML(typ="rt").compose_all(text))
+        docs = _compose_all(text)
     except YAMLError as exc:
         raise _yaml_error(exc, source) from None
+    except RecursionError:
+        raise KustomizationError(
+            f"{source}: the YAML is nested too deeply to read; a kustomization is a few levels deep, "
+            "flatten it"
+        ) from None
     if len(docs) > 1:
         raise KustomizationError(
             f"{source}: {len(docs)} YAML documents (separated by '---'); a kustomization is one document, "
@@ -294,6 +403,7 @@ def _parse(text: str, source: str) -> _Doc:
     doc = _Doc(text, source, root, None, None, None, [])
     if root is None:
         return doc
+    _check_aliases(root, source)
     _check_duplicate_keys(root, source)
     for key, value in root.value:
         if isinstance(key, ScalarNode) and key.value == "images":
@@ -739,10 +849,11 @@ def _plain(text: str):
 def _verify(before: _Doc, result: str, index: int | None, desired: dict[str, str | None]) -> None:
     """Prove that ``result`` says exactly what was meant, else raise (never return a wrong file)."""
     try:
-        _parse(result, before.source)
+        # No size check: the edit may push a file just under the limit a few bytes over it.
+        _parse(result, before.source, check_size=False)
         old = _plain(before.text)
         new = _plain(result)
-    except (YAMLError, KustomizationError) as exc:
+    except (YAMLError, KustomizationError, RecursionError) as exc:
         raise KustomizationError(
             f"{before.source}: the edit produced invalid YAML ({exc}); the file was not changed. "
             "This is a bug, please report it with the file"

@@ -18,8 +18,9 @@ Semantics (DESIGN.md, issue 2):
 - ``allowImageTag`` / ``denyImageTag``: ``regexp:RE`` (full match) or a literal tag; an empty
   allow list allows every tag; deny wins. A digest-only push has no tag: a rule with an allow list
   or a tag pattern refuses it.
-- Patterns with nested unbounded quantifiers (``(a+)+``) are refused at load: they can take
-  exponential time on a 128-character tag.
+- Patterns that can backtrack exponentially on a 128-character tag are refused at load: a
+  repeated group holding a repeat (``(a+)+``, ``(a?){30}``) with no separator pinning each
+  round, or a repeated alternation whose branches overlap (``(a|a)*``, ``(a|a?)+``).
 
 Matching does not try every rule: each rule is indexed under its registry host, its number of path
 segments and its rarest literal path segment (``team/$1`` under ``team``; ``$1/api`` under ``api``),
@@ -146,14 +147,21 @@ def _charset(op: Any, av: Any) -> frozenset[str] | None:
     return None
 
 
+def _variable(av: Any) -> bool:
+    """Whether a repeat's count varies (``?``, ``*``, ``+``, ``{n,m}``), unlike ``{n}``."""
+    return av[0] != av[1]
+
+
 def _repeated_chars(items: Any) -> frozenset[str]:
     """Union of what the repeats inside ``items`` can consume (conservative: all for complex bodies)."""
     found: set[str] = set()
     for op, av in items:
-        if op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT) and av[1] > 1 and av[0] != av[1]:
+        if op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT) and _variable(av):
             sub = av[2]
             cs = _charset(*sub[0]) if len(sub) == 1 else None
             found |= cs if cs is not None else _TAG_ALPHABET
+        elif op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT):
+            found |= _repeated_chars(av[2])
         elif op == _sre.SUBPATTERN:
             found |= _repeated_chars(av[-1])
         elif op == _sre.BRANCH:
@@ -175,8 +183,9 @@ def _required_chars(items: Any) -> list[frozenset[str]]:
 
 
 def _has_repeat(items: Any) -> bool:
+    """Whether ``items`` holds a repeat whose count varies (``a?`` and ``a{1,3}`` included)."""
     for op, av in items:
-        if op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT) and av[1] > 1 and av[0] != av[1]:
+        if op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT) and (_variable(av) or _has_repeat(av[2])):
             return True
         if op == _sre.SUBPATTERN and _has_repeat(av[-1]):
             return True
@@ -185,52 +194,114 @@ def _has_repeat(items: Any) -> bool:
     return False
 
 
-def _catastrophic(pattern: str) -> bool:
-    r"""True for a repeated group that holds a repeat, one of them unbounded, with no separator.
+_ZERO_WIDTH = (_sre.AT, _sre.ASSERT, _sre.ASSERT_NOT)
 
-    ``(a+)+``, ``(\w+\.?)*``, ``(.+-)+`` and ``(a+){10}`` backtrack exponentially on a near-miss.
-    ``(\d+\.){3}`` does not: a required character the inner repeat cannot consume (the ``.``)
-    pins where each round ends, so it is accepted.
+
+def _first(items: Any) -> tuple[frozenset[str], bool]:
+    """(characters a match of ``items`` can start with, whether it can match the empty string).
+
+    Conservative: anything not understood may start with any tag character.
+    """
+    firsts: set[str] = set()
+    for op, av in items:
+        cs = _charset(op, av)
+        if cs is not None:
+            return frozenset(firsts | cs), False
+        if op in _ZERO_WIDTH:
+            continue
+        if op == _sre.SUBPATTERN:
+            sub, nullable = _first(av[-1])
+        elif op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT):
+            sub, nullable = _first(av[2])
+            nullable = nullable or av[0] == 0
+        elif op == _sre.BRANCH:
+            pairs = [_first(b) for b in av[1]]
+            sub = frozenset().union(*(f for f, _ in pairs))
+            nullable = any(n for _, n in pairs)
+        else:  # back-references, atomic groups, ...: anything
+            return _TAG_ALPHABET, False
+        firsts |= sub
+        if not nullable:
+            return frozenset(firsts), False
+    return frozenset(firsts), True
+
+
+def _ambiguous_branch(items: Any) -> bool:
+    """Whether ``items`` holds an alternation two of whose branches can start alike, or match nothing.
+
+    Repeated, such an alternation (``(a|a)*``, ``(a|a?)+``, ``(a|ab)+``) can match one text in
+    exponentially many ways. Branches that start with different characters (``(foo|bar)+``) pick
+    themselves from the next character and are fine.
+    """
+    for op, av in items:
+        if op == _sre.BRANCH:
+            seen: set[str] = set()
+            for b in av[1]:
+                chars, nullable = _first(b)
+                if nullable or chars & seen:
+                    return True
+                seen |= chars
+            if any(_ambiguous_branch(b) for b in av[1]):
+                return True
+        elif op == _sre.SUBPATTERN and _ambiguous_branch(av[-1]):
+            return True
+        elif op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT) and _ambiguous_branch(av[2]):
+            return True
+    return False
+
+
+_NESTED = (
+    "nests quantifiers (like (a+)+ or (a?){30}) and can take exponential time on a near-miss tag; "
+    "rewrite it without a repeated group that itself repeats (e.g. [a-z]+ instead of ([a-z]+)+)"
+)
+_ALTERNATION = (
+    "repeats an alternation whose branches can match the same text or nothing (like (a|a)* or "
+    "(a|a?)+) and can take exponential time on a near-miss tag; use a character class such as "
+    "[ab]+, make the branches start with different characters, or list the tags separately"
+)
+
+
+def _catastrophic(pattern: str) -> str | None:
+    r"""Why ``pattern`` can backtrack exponentially, or None.
+
+    Refused, inside a group repeated more than once (``*``, ``+``, ``{n,}``, ``{n,m}``, ``{n}``
+    with n > 1):
+
+    - a repeat of varying count (``(a+)+``, ``(\w+\.?)*``, ``(.+-)+``, ``(a?){30}``), unless a
+      required character the inner repeats cannot consume pins where each round ends:
+      ``(\d+\.){3}`` and ``(?:[a-z]+-)*`` are accepted;
+    - an alternation whose branches can start with the same character or match nothing
+      (``(a|a)*``, ``(a|a?)+``). ``(foo|bar)+`` is accepted.
     """
 
-    def walk(items: Any) -> bool:
+    def walk(items: Any) -> str | None:
         for op, av in items:
             if op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT):
                 lo, hi, sub = av
-                if hi > 1 and _has_repeat(sub):
-                    inner_unbounded = _unbounded(sub)
-                    if hi == _sre.MAXREPEAT or inner_unbounded:
+                if hi > 1:
+                    if _ambiguous_branch(sub):
+                        return _ALTERNATION
+                    if _has_repeat(sub):
                         consumed = _repeated_chars(sub)
                         if not any(cs and not (cs & consumed) for cs in _required_chars(sub)):
-                            return True
-                if walk(sub):
-                    return True
+                            return _NESTED
+                found = walk(sub)
             elif op == _sre.SUBPATTERN:
-                if walk(av[-1]):
-                    return True
+                found = walk(av[-1])
             elif op == _sre.BRANCH:
-                if any(walk(b) for b in av[1]):
-                    return True
+                found = next((r for r in map(walk, av[1]) if r), None)
             elif op in (_sre.ASSERT, _sre.ASSERT_NOT):
-                if walk(av[1]):
-                    return True
-        return False
+                found = walk(av[1])
+            else:
+                found = None
+            if found:
+                return found
+        return None
 
     try:
         return walk(_sre_parse.parse(pattern).data)
     except Exception:  # noqa: BLE001 - compile() reports syntax errors with a better message
-        return False
-
-
-def _unbounded(items: Any) -> bool:
-    for op, av in items:
-        if op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT) and (av[1] == _sre.MAXREPEAT or _unbounded(av[2])):
-            return True
-        if op == _sre.SUBPATTERN and _unbounded(av[-1]):
-            return True
-        if op == _sre.BRANCH and any(_unbounded(b) for b in av[1]):
-            return True
-    return False
+        return None
 
 
 def _compile(pattern: str, field_name: str, cache: dict[str, re.Pattern[str]]) -> re.Pattern[str]:
@@ -245,12 +316,9 @@ def _compile(pattern: str, field_name: str, cache: dict[str, re.Pattern[str]]) -
         compiled = re.compile(pattern)
     except re.error as exc:
         raise _Problem(field_name, f"invalid regular expression {pattern!r}: {exc}") from None
-    if _catastrophic(pattern):
-        raise _Problem(
-            field_name,
-            f"regular expression {pattern!r} nests quantifiers (like (a+)+) and can take exponential "
-            "time; rewrite it without a repeated group that itself repeats",
-        )
+    problem = _catastrophic(pattern)
+    if problem:
+        raise _Problem(field_name, f"regular expression {pattern!r} {problem}")
     cache[pattern] = compiled
     return compiled
 

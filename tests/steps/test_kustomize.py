@@ -15,9 +15,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from steps import kustomize
 from steps.errors import ConfigError, ImageNotFoundError, KustomizationError
 from steps.kustomize import (
     KUSTOMIZATION_FILES,
+    MAX_ALIAS_EXPANSION,
+    MAX_KUSTOMIZATION_BYTES,
     ImageSpec,
     find_kustomization,
     get_image,
@@ -226,6 +229,93 @@ def test_not_found_error_carries_the_names():
 def test_reading_bad_yaml_raises_kustomization_error():
     with pytest.raises(KustomizationError, match=r"overlays/prod/kustomization.yaml: invalid YAML"):
         read_images("a: [\n", source="overlays/prod/kustomization.yaml")
+
+
+# --- hostile input: size, alias bombs, nesting ----------------------------------------------------
+
+IMAGES = "images:\n- name: api\n  newTag: '1.0'\n"
+#: 'Billion laughs': 9 levels of 10 aliases, 10⁹ strings once expanded, a few hundred bytes written.
+LAUGHS = "x:\n  l0: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+    f"  l{i + 1}: &{n} [{', '.join([f'*{p}'] * 10)}]\n" for i, (p, n) in enumerate(zip("abcdefgh", "bcdefghi"))
+)
+READERS = [
+    pytest.param(lambda text, source: read_images(text, source=source), id="read_images"),
+    pytest.param(lambda text, source: get_image(text, "api", source=source), id="get_image"),
+    pytest.param(lambda text, source: set_image(text, "api", tag="2.0", source=source), id="set_image"),
+]
+
+
+@pytest.mark.parametrize("call", READERS)
+def test_a_kustomization_over_the_size_limit_is_refused_before_parsing(call):
+    # Not even valid YAML after the limit: the size is checked first, so the message is about the size.
+    text = IMAGES + "# " + "x" * MAX_KUSTOMIZATION_BYTES + "\n: [\n"
+    with pytest.raises(KustomizationError, match=r"^overlays/prod/kustomization.yaml: \d+ bytes .*1 MiB"):
+        call(text, "overlays/prod/kustomization.yaml")
+
+
+def test_the_size_limit_counts_utf8_bytes_and_allows_the_limit_itself(monkeypatch):
+    assert MAX_KUSTOMIZATION_BYTES == 1 << 20
+    limit = 4096  # the same code with a smaller limit: parsing 1 MiB takes seconds
+    monkeypatch.setattr(kustomize, "MAX_KUSTOMIZATION_BYTES", limit)
+    pad = limit - len(IMAGES.encode()) - len("# \n")
+    at_limit = IMAGES + "# " + "x" * pad + "\n"
+    assert len(at_limit.encode()) == limit
+    assert get_image(at_limit, "api").newTag == "1.0"
+    # An edit may take a file at the limit a byte over it: still written.
+    assert "newTag: '2.0.0'" in set_image(at_limit, "api", tag="2.0.0")
+    with pytest.raises(KustomizationError, match=f"{limit + 1} bytes"):
+        read_images(at_limit + "\n")
+    multibyte = IMAGES + "# " + "é" * (limit // 2) + "\n"  # fewer characters than the limit, more bytes
+    assert len(multibyte) < limit
+    with pytest.raises(KustomizationError, match="bytes"):
+        read_images(multibyte)
+
+
+@pytest.mark.parametrize("call", READERS)
+def test_billion_laughs_is_refused_without_expanding(call):
+    with pytest.raises(KustomizationError, match=r"aliases that expand to more than 10000 nodes.*billion laughs"):
+        call(IMAGES + LAUGHS, "kustomization.yaml")
+
+
+def test_aliases_up_to_the_expansion_limit_are_fine(monkeypatch):
+    assert MAX_ALIAS_EXPANSION == 10_000
+    monkeypatch.setattr(kustomize, "MAX_ALIAS_EXPANSION", 100)  # the same code, a smaller document
+    text = IMAGES + "x: &x [" + ", ".join(["a"] * 49) + "]\ny: *x\n"  # *x adds the list's 50 nodes again
+    z = "z: *x\n"
+    assert set_image(text + z, "api", tag="2.0") == (text + z).replace("'1.0'", "'2.0'")
+    with pytest.raises(KustomizationError, match="more than 100 nodes"):
+        read_images(text + z + "w: *x\n")
+
+
+def test_a_large_document_without_aliases_is_not_an_alias_bomb(monkeypatch):
+    monkeypatch.setattr(kustomize, "MAX_ALIAS_EXPANSION", 100)
+    text = IMAGES + "x: [" + ", ".join(["a"] * 300) + "]\n"
+    assert get_image(text, "api").newTag == "1.0"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("x: &a [*a]\n", id="sequence"),
+        pytest.param("x: &a {k: [1, *a]}\n", id="mapping"),
+    ],
+)
+def test_recursive_aliases_are_refused(text):
+    with pytest.raises(KustomizationError, match="alias to itself"):
+        set_image(IMAGES + text, "api", tag="2.0")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param("x: " + "[" * 100_000 + "]" * 100_000 + "\n", "nested more than 64 deep", id="flow-sequences"),
+        pytest.param("x: " + "{a: " * 1000 + "1" + "}" * 1000 + "\n", "nested more than 64 deep", id="flow-mappings"),
+        pytest.param("".join(" " * i + "k:\n" for i in range(1200)), "nested too deeply", id="block-mappings"),
+    ],
+)
+def test_deep_nesting_is_refused_quickly(text, message):
+    with pytest.raises(KustomizationError, match=message):
+        get_image(IMAGES + text, "api")
 
 
 # --- image specs ---------------------------------------------------------------------------

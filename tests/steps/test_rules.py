@@ -435,6 +435,33 @@ BAD_RULES = [
     pytest.param(
         rule(uri=f"{REG}/team/api:(.*)*"), "rule 1: registryURI: regular expression", id="redos-tag-pattern"
     ),
+    # Repeated alternations whose branches overlap backtrack exponentially too (hostile corpus).
+    pytest.param(
+        rule("allowImageTag: ['regexp:(a|a)*$']"),
+        "rule 1: allowImageTag[0]: regular expression '(a|a)*$' repeats an alternation",
+        id="redos-overlapping-alternation",
+    ),
+    pytest.param(
+        rule("allowImageTag: ['x', 'regexp:(a|a?)+$']"),
+        "rule 1: allowImageTag[1]: regular expression '(a|a?)+$' repeats an alternation",
+        id="redos-optional-alternation",
+    ),
+    pytest.param(
+        rule("denyImageTag: ['regexp:(v|v1)+']"), "use a character class", id="redos-prefix-alternation-hint"
+    ),
+    pytest.param(
+        rule(uri=f"{REG}/team/api:(a|a)*$"),
+        "rule 1: registryURI: regular expression '(a|a)*$' repeats an alternation",
+        id="redos-alternation-tag-pattern",
+    ),
+    pytest.param(
+        rule("allowImageTag: ['regexp:(a?){30}$']"),
+        "rule 1: allowImageTag[0]: regular expression '(a?){30}$' nests",
+        id="redos-bounded-optional",
+    ),
+    pytest.param(
+        rule("allowImageTag: ['regexp:(a?a?)+$']"), "rule 1: allowImageTag[0]: regular expression", id="redos-optionals"
+    ),
     pytest.param(
         rule(uri=f"{REG}/team/api:v(["),
         "rule 1: registryURI: invalid regular expression",
@@ -523,6 +550,11 @@ def test_empty_list_is_valid() -> None:
         pytest.param(r"(?:[a-z]+-)*[a-z0-9]+", id="dash-separated"),
         pytest.param(r"[0-9a-f]{7,40}", id="sha"),
         pytest.param(r"(\d{2})+", id="fixed-width-group"),
+        pytest.param(r"^[0-9a-f]{7,40}$", id="design-sha"),
+        pytest.param(r"(\d+\.){3}\d+", id="bounded-separated-group"),
+        pytest.param(r"(foo|bar)+", id="alternation-distinct-starts"),
+        pytest.param(r"v[0-9]+(-(rc|beta)[0-9]+)?", id="optional-alternation-not-repeated"),
+        pytest.param(r"(-?[0-9])+", id="optional-before-required"),
     ],
 )
 def test_safe_patterns_are_accepted(pattern: str) -> None:

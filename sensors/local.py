@@ -51,11 +51,10 @@ class SensorStats:
     skipped: int = 0
     duplicates: int = 0
     invalid: int = 0
-    deferred: int = 0
 
     @property
     def handled(self) -> int:
-        """Messages brought to an outcome (everything but ``deferred`` duplicates of running ones)."""
+        """Messages brought to an outcome."""
         return self.succeeded + self.failed + self.skipped + self.duplicates + self.invalid
 
     def as_dict(self) -> dict[str, int]:
@@ -236,6 +235,14 @@ class LocalSensor:
             self.stats.received -= 1
         self.log(event="message-released", message_id=message.get("MessageId"), reason=reason)
 
+    def _succeeded_or_running(self, name: str) -> str:
+        """Why a workflow of this name must not start again ('' if it may). Caller holds the lock."""
+        if name in self._succeeded:
+            return "already succeeded"
+        if name in self._running:
+            return "is running (its own message is deleted when it succeeds, redelivered if it fails)"
+        return ""
+
     def _handle(self, message: dict[str, Any], pool: ThreadPoolExecutor) -> Future | None:
         message_id = message.get("MessageId")
         receive_count = (message.get("Attributes") or {}).get("ApproximateReceiveCount")
@@ -260,22 +267,18 @@ class LocalSensor:
             return None
         name = self.definition.workflow_name(event)
         with self._lock:
-            if name in self._succeeded:
+            duplicate = self._succeeded_or_running(name)
+            if duplicate:
                 self.stats.duplicates += 1
-                duplicate = "succeeded"
-            elif name in self._running:
-                self.stats.deferred += 1
-                duplicate = "running"
             else:
-                duplicate = None
                 self._running[name] = _InFlight(message["ReceiptHandle"], name, event_id)
-        if duplicate == "succeeded":
+        if duplicate:
+            # Like the Argo API server refusing a second Workflow of the same name. Deleting a
+            # duplicate of a RUNNING workflow is safe: if that run fails, its own message comes back.
+            # (Leaving it would spend one of the queue's maxReceiveCount receives per poll, and a
+            # long run could push a duplicate into the DLQ.)
             self._delete(message, event_id=event_id, workflow=name, outcome="duplicate",
-                         reason=f"workflow {name} already succeeded")
-            return None
-        if duplicate == "running":
-            self.log(event="message-deferred", message_id=message_id, event_id=event_id, workflow=name,
-                     reason=f"workflow {name} is running; the message comes back after its visibility timeout")
+                         reason=f"workflow {name} {duplicate}")
             return None
         try:
             arguments = self.definition.workflow_arguments(body)

@@ -198,6 +198,26 @@ def test_duplicate_delivery_runs_one_workflow(queues, make_sensor, state) -> Non
     assert queues.count() == 0
 
 
+def test_duplicate_of_a_running_workflow_is_deleted_not_left_to_the_dlq(queues, make_sensor, state) -> None:
+    """Two copies received together (concurrency 2): the second is a duplicate of a RUNNING workflow.
+
+    It is deleted at once (as the Argo API server refuses a second Workflow of the same name): left
+    on the queue it would come back on every poll, spending maxReceiveCount until the DLQ took it.
+    """
+    event = ecr_event("sleep-2")
+    queues.send(event)
+    queues.send(dict(event, id=str(uuid.uuid4())))
+    sensor = make_sensor(concurrency=2)
+
+    stats = run_with_watchdog(sensor, max_events=2)
+
+    assert (stats.succeeded, stats.duplicates, stats.failed) == (1, 1, 0)
+    assert len(markers(state)) == 1
+    assert queues.count() == 0 and queues.count(queues.dlq_url) == 0
+    duplicate = [r for r in sensor.logs if r.get("outcome") == "duplicate"]
+    assert len(duplicate) == 1 and "is running" in duplicate[0]["reason"]
+
+
 def test_long_workflow_is_not_redelivered_meanwhile(queues, make_sensor, state) -> None:
     queues.send(ecr_event(f"sleep-{VISIBILITY * 2 + 1}"))
     sensor = make_sensor(concurrency=2)
@@ -205,7 +225,7 @@ def test_long_workflow_is_not_redelivered_meanwhile(queues, make_sensor, state) 
     stats = run_with_watchdog(sensor, max_events=1)
 
     # without the visibility heartbeat the message would come back while running (a "deferred")
-    assert (stats.received, stats.succeeded, stats.deferred) == (1, 1, 0)
+    assert (stats.received, stats.succeeded, stats.duplicates) == (1, 1, 0)
     assert queues.count() == 0
 
 

@@ -21,15 +21,20 @@ stale patch. Before writing, the file's current entry is re-checked:
   ``order: none`` the plan wins.
 
 Skips (``unchanged``, no commit, no PR): ``plan.changed`` is false; the re-check above; in
-``mode: pr`` the branch already holds exactly this tree and its open PR already says this;
+``mode: pr`` the branch already holds exactly this tree and its open PR already says this, or the
+living proposal must not be replaced (never a downgrade of an open PR);
 GitHub's 422 "No commits between".
 
 ``mode: commit`` pushes to the base branch; a non-fast-forward rejection fetches the new base,
 re-applies and pushes again, at most ``IMAGEBUMP_PUSH_ATTEMPTS`` times with jittered exponential
 backoff, then fails as transient. A hook or permission rejection is :class:`PermissionDeniedError`.
 
-``mode: pr`` uses the branch :func:`branch_name` (stable for env + overlay path + image), builds
-its one commit on the newest base and force-pushes it with a lease on the sha seen before; then
+``mode: pr`` uses the branch :func:`branch_name` (stable for env + overlay path + image; defined in
+:mod:`steps.branches`), builds its one commit on the newest base and, unless the branch is a living
+proposal that must not be replaced (see :func:`guard_branch`: it proposes something else than the
+plan saw there, or edit-kustomize found it already proposes this image or a newer one — the
+pull request is open; for ``provider: local`` the branch exists), force-pushes it with a lease on
+the sha seen before (a branch whose pull request was closed or merged is replaced); then
 the open PR for that branch is updated (title, body), or a new one is created (also after the
 previous one was merged or closed). Running the same input twice gives one commit and one PR:
 the second run finds the branch's tree identical and the PR's text identical and reports
@@ -54,7 +59,6 @@ message's first line, and the PR body is imagebump's own Markdown summary:
 """
 
 # No `from __future__ import annotations`: Hera's runner reads real annotation objects.
-import hashlib
 import logging
 import os
 import random
@@ -74,6 +78,7 @@ from steps import forge as forges
 from steps import git
 from steps import github as gh
 from steps._runtime import step_entry
+from steps.branches import BRANCH_PREFIX, MAX_BRANCH_LENGTH, branch_name, proposed_entry  # noqa: F401 - re-exported
 from steps.errors import ConfigError, KustomizationError, TransientError
 from steps.kustomize import get_image, set_image
 from steps.models import ImagesEntry, Plan, Target
@@ -90,8 +95,6 @@ DEFAULT_AUTHOR_NAME = "imagebump"
 DEFAULT_AUTHOR_EMAIL = "imagebump@users.noreply.github.com"
 DEFAULT_TEMPLATE = "{subject}\n\n{details}"
 DEFAULT_PUSH_ATTEMPTS = 10
-BRANCH_PREFIX = "imagebump"
-MAX_BRANCH_LENGTH = 120
 
 TEMPLATE_FIELDS = (
     "subject", "details", "image", "image_name", "old_tag", "new_tag", "old_digest", "new_digest",
@@ -171,31 +174,6 @@ def validate_template(template: str) -> None:
         raise ConfigError(f"{TEMPLATE_ENV} cannot be formatted ({exc}); fields: {known}") from None
     if not template.strip():
         raise ConfigError(f"{TEMPLATE_ENV} is empty; leave it unset for the default")
-
-
-def _slug(text: str, limit: int) -> str:
-    text = re.sub(r"[^a-z0-9._-]+", "-", text.lower())
-    text = re.sub(r"[-._]{2,}", "-", text)  # no "..", no "._" oddities
-    text = text.strip("-._")[:limit].strip("-._")
-    return text.removesuffix(".lock") or "x"
-
-
-def branch_name(target: Target) -> str:
-    """The one branch of a target: ``imagebump/<env>/<path-slug>/<image-slug>-<hash8>``.
-
-    Stable across events (it depends on env, overlay path, image, images[].name and the base
-    branch as configured — never on tag or digest), a valid git ref, at most 120 characters; the
-    hash keeps two targets apart when their slugs collide after shortening.
-    """
-    identity = "\n".join([target.env, target.path.strip("/"), target.image, target.image_name or "",
-                          target.base_branch or ""])
-    digest = hashlib.sha256(identity.encode()).hexdigest()[:8]
-    repository = target.image.split("/", 1)[1] if "/" in target.image else target.image
-    env = _slug(target.env, 24) if target.env else "default"
-    path = _slug(target.path.strip("/").replace("/", "-") or "root", 48)
-    image = _slug(repository.replace("/", "-"), 32)
-    name = f"{BRANCH_PREFIX}/{env}/{path}/{image}-{digest}"
-    return name[:MAX_BRANCH_LENGTH]
 
 
 def _short_digest(digest: str | None) -> str:
@@ -334,6 +312,36 @@ def reapply(text: str, target: Target, plan: Plan) -> Applied:
     return Applied(new_text, current, "")
 
 
+def _same_entry(a: ImagesEntry | None, b: ImagesEntry | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return (a.newName, a.newTag or None, a.digest or None) == (b.newName, b.newTag or None, b.digest or None)
+
+
+def guard_branch(plan: Plan, branch: str, proposed: ImagesEntry | None) -> str | None:
+    """May this run replace what the living proposal ``branch`` proposes now? None, or why not (pure).
+
+    ``proposed`` is the branch's entry now (None: no such entry). The same entry as ``plan.new`` is
+    no downgrade (the branch is merely rebuilt on the newest base). Otherwise, when edit-kustomize
+    looked at this branch (``plan.pr_branch``): a branch that changed since (``plan.pr_entry``) is
+    an unknown proposal, never overwritten; a ``current``/``stale`` verdict on it stands. A plan
+    that did not look at the branch (older plans, hand-made ones) proceeds as before.
+    """
+    if proposed is not None and _same(proposed, plan.new):
+        return None
+    if plan.pr_branch != branch:
+        return None
+    wanted = _short(plan.new)
+    if not _same_entry(proposed, plan.pr_entry):
+        seen = _short(plan.pr_entry) if plan.pr_entry else "no proposal"
+        return (f"{branch} changed since the plan: it now proposes {plan.image_name} {_short(proposed)} "
+                f"(the plan saw {seen}); not replacing it with {wanted} without knowing which is newer; "
+                "a newer event re-plans")
+    if plan.pr_decision in ("current", "stale"):
+        return plan.pr_reason or f"{branch} already proposes {_short(proposed)}; not proposing {wanted}"
+    return None
+
+
 def _backoff(attempt: int, base: float = 0.2, cap: float = 5.0) -> float:
     """Jittered exponential backoff ("full jitter" over [base, base·2^attempt], capped)."""
     return random.uniform(base, min(cap, base * (2**attempt)))
@@ -427,14 +435,40 @@ class _Proposal:
     message: str
 
 
+class _OpenPr:
+    """The open pull request of the branch: looked up once per attempt (github), or the branch itself (local)."""
+
+    def __init__(self, target: Target, forge: "forges.GitHubForge | None", branch: str, base: str) -> None:
+        self.local = forges.LocalForge(target.repo_url)
+        self.forge, self.branch, self.base = forge, branch, base
+        self._looked = False
+        self._found: forges.PullRequest | None = None
+
+    def __call__(self) -> "forges.PullRequest | None":
+        """Only asked when the branch exists on the remote."""
+        if self.forge is None:
+            return forges.PullRequest(number=0, url=self.local.url(self.branch), state="open", head=self.branch,
+                                      base=self.base)
+        if not self._looked:
+            self._found, self._looked = self.forge.find_open_pr(self.branch, self.base), True
+        return self._found
+
+    def forget(self) -> None:
+        self._looked, self._found = False, None
+
+
 def _propose(repo: "git.ClonedRepo", target: Target, plan: Plan, settings: Settings, base: str,
-             branch: str) -> "_Proposal | CommitPrOutput":
+             branch: str, open_pr: _OpenPr) -> "_Proposal | CommitPrOutput":
     """Build the branch's one commit on the newest base and force-push it with a lease.
 
+    Before pushing, a living proposal on the branch (its pull request is open; for ``provider:
+    local`` the branch exists) is re-checked with :func:`guard_branch`: never overwrite a newer or
+    unknown proposal. A branch whose pull request was closed or merged is no proposal: replaced.
     A lost lease (someone moved the branch meanwhile) re-fetches the base and tries again, like
     ``mode: commit``. Returns the outcome, or an ``unchanged`` output when nothing is to propose.
     """
     for attempt in range(1, settings.push_attempts + 1):
+        open_pr.forget()
         applied = reapply(_read(repo, plan, target, base), target, plan)
         if applied.text is None:
             return CommitPrOutput(action="unchanged", reason=applied.reason, branch=branch)
@@ -448,6 +482,13 @@ def _propose(repo: "git.ClonedRepo", target: Target, plan: Plan, settings: Setti
         if remote_sha and _tree(repo, remote_sha) == _tree(repo, "HEAD"):
             # The branch already proposes exactly this tree on this base: no new commit.
             return _Proposal(remote_sha, True, False, fields, message)
+        living = open_pr() if remote_sha else None
+        if remote_sha and living is not None:
+            why = guard_branch(plan, branch, proposed_entry(repo, remote_sha, plan.file, plan.image_name))
+            if why:
+                log.info("not updating %s: %s", branch, why)
+                return CommitPrOutput(action="unchanged", commit_sha=remote_sha, pr_url=living.url,
+                                      pr_number=living.number, branch=branch, reason=why)
         try:
             repo.push(f"HEAD:refs/heads/{branch}", force_with_lease=(branch, remote_sha or ""))
             return _Proposal(sha, remote_sha is not None, True, fields, message)
@@ -462,19 +503,21 @@ def _propose(repo: "git.ClonedRepo", target: Target, plan: Plan, settings: Setti
 def _pr_mode(target: Target, plan: Plan, settings: Settings, auth: "git.GitAuth",
              gh_settings: "gh.GitHubSettings | None", base: str, workdir: Path) -> CommitPrOutput:
     branch = branch_name(target)
+    github = None if target.provider == "local" else forges.GitHubForge.for_repo_url(target.repo_url, gh_settings)
+    open_pr = _OpenPr(target, github, branch, base)
     repo = git.clone(target.repo_url, workdir / "repo", branch=base, paths=(str(PurePosixPath(plan.file).parent),),
                      auth=auth)
-    proposal = _propose(repo, target, plan, settings, base, branch)
+    proposal = _propose(repo, target, plan, settings, base, branch, open_pr)
     if isinstance(proposal, CommitPrOutput):
         return proposal
     sha, fields = proposal.sha, proposal.fields
     title, body = pr_text(fields, proposal.message)
-    if target.provider == "local":
+    if github is None:
         forge: forges.Forge = forges.LocalForge(target.repo_url, {branch} if proposal.existed else set())
+        existing = forge.find_open_pr(branch, base)
     else:
-        forge = forges.GitHubForge.for_repo_url(target.repo_url, gh_settings)
-
-    existing = forge.find_open_pr(branch, base)
+        forge = github
+        existing = open_pr()  # looked up before the push when the branch existed, else now
     if existing is not None:
         # LocalForge knows no PR text: the branch is all there is.
         same_text = isinstance(forge, forges.LocalForge) or (existing.title == title and existing.body == body)

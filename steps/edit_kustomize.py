@@ -12,7 +12,18 @@ branch), ``changed`` (``true``/``false``), ``decision`` (``update``/``current``/
 ``reason``. commit-pr re-applies the same pure edit on the newest base; this step never pushes.
 
 Skips (``changed: false``) when the overlay already holds the image (``current``) or holds a newer
-one (``stale``). Errors: a path that leaves the repository, a missing overlay or kustomization, or
+one (``stale``).
+
+``mode: pr``: an update is also measured against the target's proposal branch
+(:func:`steps.branches.branch_name`, fetched shallowly into the same partial clone): when the branch
+already proposes the new image (``current``) or a newer one by the rule's order (``stale``, push
+times from ECR as for the base), nothing is proposed — never a downgrade of a living proposal. For
+``provider: local`` the branch *is* the proposal and the decision is final. For ``provider: github``
+only commit-pr (which holds the token) can ask whether the branch's pull request is still open, so
+the verdict travels in the plan (``pr_entry``, ``pr_decision``, ``pr_reason``) with ``changed:
+true``: commit-pr skips when that pull request is open and proposes afresh when it was closed or
+merged. The plan always records what the branch proposed (``pr_branch``, ``pr_entry``) so commit-pr
+can refuse to overwrite a proposal that changed since. Errors: a path that leaves the repository, a missing overlay or kustomization, or
 an image not listed under ``images:`` are :class:`~steps.errors.ConfigError` (never retried);
 network trouble is a :class:`~steps.errors.TransientError`.
 """
@@ -26,6 +37,7 @@ from pathlib import Path, PurePosixPath
 from pydantic import BaseModel
 
 from steps._runtime import step_entry
+from steps.branches import branch_name, proposed_entry
 from steps.errors import ConfigError, ImageNotFoundError, InvalidEventError, KustomizationError
 from steps.models import Decision, ImagesEntry, Plan, Target
 
@@ -131,6 +143,62 @@ def _plan(target: Target, text: str, file: str, base_commit: str, base_branch: s
     )
 
 
+def _proposes(entry: ImagesEntry, new: ImagesEntry) -> bool:
+    """Does ``entry`` already say what ``new`` says (name, tag and digest)?"""
+    if new.newName is not None and entry.newName != new.newName:
+        return False
+    return (entry.newTag or None) == (new.newTag or None) and (entry.digest or None) == (new.digest or None)
+
+
+def _ref(entry: ImagesEntry) -> str:
+    return (entry.newTag or "") + (f"@{entry.digest}" if entry.digest else "") or "(unset)"
+
+
+def _against_branch(target: Target, plan: Plan, branch: str, proposed: ImagesEntry | None) -> Plan:
+    """Measure a planned update against what the proposal ``branch`` proposes (``mode: pr``).
+
+    Pure but for ECR push-time look-ups. ``proposed`` is the branch's entry (None: no branch, or
+    the branch has no such entry — nothing to protect). Returns the plan with ``pr_*`` filled in;
+    for ``provider: local`` a ``current``/``stale`` verdict is final (``changed: false``).
+    """
+    from steps.order import decide
+
+    plan = plan.model_copy(update={"pr_branch": branch, "pr_entry": proposed})
+    if not plan.changed or proposed is None:
+        return plan
+    new_ref, branch_ref = _ref(plan.new), _ref(proposed)
+    if _proposes(proposed, plan.new):
+        verdict, why = "current", f"the open PR branch {branch} already proposes {plan.image_name} {new_ref}"
+    else:
+        current_at, new_at = _push_times(target, proposed)
+        verdict, why = decide(
+            current_tag=proposed.newTag, current_digest=proposed.digest, current_pushed_at=current_at,
+            new_tag=target.tag, new_digest=target.digest, new_pushed_at=new_at, order=target.order,
+        )
+        if verdict == "current":
+            why = f"the open PR branch {branch} already proposes the same image as {new_ref}: {why}"
+        elif verdict == "stale":
+            why = (f"the open PR branch {branch} proposes {branch_ref}, newer than {new_ref} "
+                   f"(order: {target.order}); not proposing {new_ref}: {why}")
+        else:
+            return plan.model_copy(update={"pr_decision": verdict, "pr_reason": f"PR branch {branch}: {why}"})
+    plan = plan.model_copy(update={"pr_decision": verdict, "pr_reason": why})
+    if target.provider == "local":  # the branch is the proposal: final
+        return plan.model_copy(update={"changed": False, "decision": verdict, "reason": why})
+    # github: only commit-pr can ask whether the branch's pull request is still open
+    return plan.model_copy(update={"reason": (
+        f"{plan.reason}; but {why} — commit-pr skips unless that branch's pull request was closed or merged")})
+
+
+def _branch_entry(repo, branch: str, plan: Plan) -> ImagesEntry | None:
+    """The entry the remote ``branch`` proposes in ``plan.file`` (None: no branch, file or entry).
+
+    Fetched shallowly into ``repo`` (the partial clone downloads only that one blob).
+    """
+    sha = repo.fetch(branch)
+    return proposed_entry(repo, sha, plan.file, plan.image_name) if sha else None
+
+
 def _read_overlay(repo, overlay: str) -> tuple[str, str]:
     """(repo-relative kustomization path, its text) from the clone; escapes refused."""
     from steps import kustomize
@@ -164,6 +232,9 @@ def run(target: Target) -> EditKustomizeOutput:
                          paths=[overlay] if overlay else [], sparse=True, auth=auth)
         file, text = _read_overlay(repo, overlay)
         plan = _plan(target, text, file, repo.head(), repo.branch)
+        if target.mode == "pr" and plan.changed:
+            branch = branch_name(target)
+            plan = _against_branch(target, plan, branch, _branch_entry(repo, branch, plan))
     print(f"edit-kustomize: {target.repo_url} {plan.file} [{plan.image_name}]: "
           f"{plan.decision}: {plan.reason}", file=sys.stderr, flush=True)
     return EditKustomizeOutput(plan=plan, changed=plan.changed, decision=plan.decision, reason=plan.reason)

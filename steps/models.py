@@ -111,3 +111,13 @@ class Plan(BaseModel):
     new: ImagesEntry
     base_commit: str = ""
     base_branch: str = ""
+    pr_branch: str = Field(
+        default="", description="mode pr: the proposal branch edit-kustomize looked at ('' = not looked at)"
+    )
+    pr_entry: ImagesEntry | None = Field(
+        default=None, description="mode pr: the entry that branch proposed then (None: no branch or no entry)"
+    )
+    pr_decision: Decision | None = Field(
+        default=None, description="mode pr: the new image against pr_entry (None: nothing to compare)"
+    )
+    pr_reason: str = ""

@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 
 from steps import commit_pr
-from steps.commit_pr import Settings, branch_name, commit_message, message_fields, reapply, validate_template
+from steps.commit_pr import (Settings, branch_name, commit_message, guard_branch, message_fields, reapply,
+                             validate_template)
 from steps.errors import ConfigError, ImageNotFoundError, PermissionDeniedError
 from steps import github as gh
+from steps.models import ImagesEntry
 from tests.steps.commit_pr_support import DIGEST_A, IMAGE, kustomization, overlay_files, plan, target, write_app_key
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -112,6 +114,38 @@ def test_reapply_rechecks_the_file(file_tag: str, order: str, expect_text: bool,
 def test_reapply_without_the_entry_is_image_not_found() -> None:
     with pytest.raises(ImageNotFoundError, match="found: web"):
         reapply(kustomization(name="web"), _t(), plan())
+
+
+def _entry(tag: str) -> ImagesEntry:
+    return ImagesEntry(name="api", newName=IMAGE, newTag=tag)
+
+
+def _looked(branch: str, seen: str | None, new: str = "1.1.0", decision: str | None = "update", why: str = ""):
+    """A plan whose edit-kustomize looked at ``branch`` and saw ``seen`` proposed there."""
+    return plan(new=new).model_copy(update={"pr_branch": branch, "pr_entry": _entry(seen) if seen else None,
+                                            "pr_decision": decision if seen else None, "pr_reason": why})
+
+
+@pytest.mark.parametrize("plan_seen, decision, now, refused, reason", [
+    pytest.param(None, None, None, False, "", id="no-branch-then-or-now"),
+    pytest.param("1.0.5", "update", "1.0.5", False, "", id="older-proposal-as-planned"),
+    pytest.param("1.1.0", "current", "1.1.0", False, "", id="same-entry-rebuilt-on-new-base"),
+    pytest.param("1.0.5", "update", "1.3.0", True, "now proposes api 1.3.0 (the plan saw 1.0.5)", id="moved"),
+    pytest.param(None, None, "1.3.0", True, "(the plan saw no proposal)", id="appeared"),
+    pytest.param("1.3.0", "stale", "1.3.0", True, "newer", id="stale-verdict-stands"),
+])
+def test_guard_branch(plan_seen, decision, now, refused, reason) -> None:
+    branch = branch_name(_t(mode="pr"))
+    why = guard_branch(_looked(branch, plan_seen, decision=decision, why="it proposes a newer one"), branch,
+                       _entry(now) if now else None)
+    assert (why is not None) == refused, why
+    assert reason in (why or "")
+    if refused and "plan saw" in reason:
+        assert "1.3.0" in why and "1.1.0" in why
+
+
+def test_guard_branch_lets_a_plan_that_did_not_look_proceed() -> None:
+    assert guard_branch(plan(), branch_name(_t(mode="pr")), _entry("9.9.9")) is None
 
 
 # ----------------------------------------------------------------------------------- mode: commit
@@ -231,6 +265,33 @@ def test_pr_mode_replaces_foreign_commits_on_its_branch(make_remote) -> None:
     assert remote.log(first.branch)[1:] == remote.log()  # one commit on top of the newest base
 
 
+@pytest.mark.parametrize("seen", [pytest.param("1.2.0", id="moved-since-the-plan"),
+                                  pytest.param(None, id="appeared-since-the-plan")])
+def test_pr_mode_never_overwrites_a_proposal_the_plan_did_not_see(make_remote, seen) -> None:
+    remote = make_remote(overlay_files("overlays/prod"))
+    t = target(remote.url, mode="pr", tag="1.4.0")
+    branch = branch_name(t)
+    remote.git("branch", branch, "main")
+    moved = remote.commit_files({"overlays/prod/kustomization.yaml": kustomization("1.3.0")}, "another run",
+                                branch=branch)
+    out = commit_pr.run(t, _looked(branch, seen, new="1.4.0"))
+    assert out.action == "unchanged" and out.branch == branch
+    assert "1.3.0" in out.reason and "1.4.0" in out.reason
+    assert remote.rev(branch) == moved
+    assert remote.read("overlays/prod/kustomization.yaml", ref=branch) == kustomization("1.3.0")
+
+
+def test_pr_mode_updates_the_proposal_the_plan_saw(make_remote) -> None:
+    remote = make_remote(overlay_files("overlays/prod"))
+    t = target(remote.url, mode="pr", tag="1.4.0")
+    branch = branch_name(t)
+    remote.git("branch", branch, "main")
+    remote.commit_files({"overlays/prod/kustomization.yaml": kustomization("1.3.0")}, "earlier", branch=branch)
+    out = commit_pr.run(t, _looked(branch, "1.3.0", new="1.4.0"))
+    assert out.action == "pr-updated"
+    assert remote.read("overlays/prod/kustomization.yaml", ref=branch) == kustomization("1.4.0")
+
+
 def test_pr_mode_two_racing_runs_leave_one_commit(make_remote) -> None:
     remote = make_remote(overlay_files("overlays/prod"))
     t = target(remote.url, mode="pr")
@@ -319,6 +380,24 @@ def test_pr_mode_github_closed_pr_leads_to_a_fresh_one(gh_remote) -> None:
     out = commit_pr.run(t, plan())
     assert out.action == "pr-created" and out.pr_number == 2
     assert [p.number for p in fake.open_pulls()] == [2]
+
+
+def test_pr_mode_github_open_pr_with_a_newer_proposal_is_kept_until_closed(gh_remote) -> None:
+    remote, fake = gh_remote
+    newer = commit_pr.run(target(remote.url, mode="pr", provider="github", tag="1.2.0"), plan(new="1.2.0"))
+    branch = newer.branch
+    late = _looked(branch, "1.2.0", new="1.1.0", decision="stale",
+                   why=f"the open PR branch {branch} proposes 1.2.0, newer than 1.1.0")
+    t = target(remote.url, mode="pr", provider="github")
+
+    kept = commit_pr.run(t, late)
+    assert kept.action == "unchanged" and kept.pr_number == 1 and "1.2.0" in kept.reason
+    assert remote.rev(branch) == newer.commit_sha and "1.2.0" in fake.pull(1).title
+
+    fake.close(1)  # a closed pull request's branch is no living proposal: a fresh one
+    fresh = commit_pr.run(t, late)
+    assert fresh.action == "pr-created" and fresh.pr_number == 2
+    assert remote.read("overlays/prod/kustomization.yaml", ref=branch) == kustomization("1.1.0")
 
 
 def test_pr_mode_github_no_commits_between_is_unchanged(gh_remote) -> None:

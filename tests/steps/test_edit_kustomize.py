@@ -320,3 +320,65 @@ def test_runs_through_hera_runner(make_remote, tmp_path, git_token, current, cha
     assert plan["new"]["newTag"] == "v2"
     for text in (proc.stdout, proc.stderr, *(p.read_text() for p in params.iterdir())):
         assert git_token not in text
+
+
+# --- mode pr: the living proposal branch is never downgraded ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("branch_tag", "new_offset", "provider", "decision", "changed", "pr_decision"),
+    [
+        pytest.param(None, timedelta(0), "local", "update", True, None, id="branch-missing-updates"),
+        pytest.param("v3", timedelta(days=-1), "local", "stale", False, "stale", id="branch-newer-is-stale"),
+        pytest.param("v2", timedelta(0), "local", "current", False, "current", id="branch-equal-is-current"),
+        pytest.param("v3", timedelta(days=1), "local", "update", True, "update", id="branch-older-updates"),
+        pytest.param("", timedelta(0), "local", "update", True, None, id="branch-without-entry-updates"),
+        pytest.param("v3", timedelta(days=-1), "github", "update", True, "stale",
+                     id="github-branch-newer-left-to-commit-pr"),
+    ],
+)
+def test_pr_mode_measures_the_update_against_the_proposal_branch(
+        make_remote, moto, ecr_repository, branch_tag, new_offset, provider, decision, changed, pr_decision) -> None:
+    from steps.branches import branch_name
+
+    image = _image(ecr_repository)
+    _ecr_push(moto, ecr_repository, "v3")  # pushed now; the base's v1 is unknown to ECR
+    file = f"{OVERLAY}/kustomization.yaml"
+    remote = make_remote(_files(_kustomization(_entry("api", "v1", new_name=image))))
+    target = _target(remote, image=image, tag="v2", order="push-time", mode="pr", provider=provider,
+                     pushed_at=datetime.now(timezone.utc) + new_offset)
+    branch = branch_name(target)
+    if branch_tag is not None:
+        remote.git("branch", branch, "main")
+        entries = _entry("api", branch_tag, new_name=image) if branch_tag else _entry("web")
+        remote.commit_files({file: _kustomization(entries)}, "the proposal", branch=branch)
+    before = {b: remote.rev(b) for b in remote.branches()}
+
+    out = plan_step(target)
+
+    assert (out.decision, out.changed) == (decision, changed), out.reason
+    plan = out.plan
+    assert plan.pr_branch == branch
+    assert (plan.pr_entry.newTag if plan.pr_entry else None) == (branch_tag or None)
+    assert plan.pr_decision == pr_decision
+    if pr_decision == "stale":
+        assert "v2" in plan.pr_reason and "v3" in plan.pr_reason and branch in plan.pr_reason
+        assert "v3" in out.reason and "v2" in out.reason
+    if decision == "current":
+        assert branch in out.reason and "already proposes" in out.reason
+    assert plan.new.newTag == "v2" and plan.old.newTag == "v1"  # still measured from the base
+    assert {b: remote.rev(b) for b in remote.branches()} == before  # pushes nothing
+
+
+def test_commit_mode_does_not_look_at_a_proposal_branch(make_remote) -> None:
+    out = plan_step(_target(make_remote(_files(_kustomization(_entry(_image(), "v1")))), mode="commit"))
+    assert out.plan.pr_branch == "" and out.plan.pr_entry is None and out.changed
+
+
+def test_edit_kustomize_does_not_import_githubkit() -> None:
+    code = ("import sys, steps.edit_kustomize; assert 'githubkit' not in sys.modules; "
+            "from steps.commit_pr import branch_name; from steps.branches import branch_name as b; "
+            "assert branch_name is b")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
+    assert proc.returncode == 0, proc.stderr

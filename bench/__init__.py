@@ -1,0 +1,1 @@
+"""Benchmarks of imagebump: ``python -m bench`` (see bench/README.md)."""

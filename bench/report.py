@@ -1,0 +1,264 @@
+"""Turn the results dict into the printed table, ``results.png`` and ``docs/benchmarks.md``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+_WORK_EXCLUDED = ("process start", "imports", "other", "total")
+
+
+def _f(value: Any, unit: str = "s", digits: int = 2) -> str:
+    if value is None:
+        return "–"
+    return f"{value:.{digits}f} {unit}".strip()
+
+
+def _lat(summary: dict[str, Any]) -> str:
+    if not summary or not summary.get("n"):
+        return "–"
+    return f"{summary['p50']:.2f} / {summary['p95']:.2f} / {summary['max']:.2f} s"
+
+
+def _joined(values: list[Any], fmt: str) -> str:
+    return " / ".join(fmt.format(v) for v in values)
+
+
+def headline_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
+    """(what, number) rows: the short table for README / docs/benchmarks.md."""
+    rows: list[tuple[str, str]] = []
+    ratios = r.get("ratios", {})
+    s = r.get("single_event")
+    if s:
+        rows.append((f"single event → commit, end to end, p50 / p95 / max ({s['runs']} runs)",
+                     _lat(s["latency_s"])))
+        if s.get("pr_mode"):
+            p = s["pr_mode"]
+            rows.append((f"single event → PR branch, end to end, p50 / p95 / max ({p['runs']} runs)",
+                         _lat(p["latency_s"])))
+    fl = r.get("floor", {})
+    if fl.get("single"):
+        rows.append(("floor: plain git partial sparse clone + edit + commit + push, p50",
+                     _f(fl["single"]["total_s"]["p50"])))
+        if "single_p50" in ratios:
+            rows.append(("ours / floor, single event p50", f"{ratios['single_p50']:.1f}×"))
+    floors = {b["events"]: b for b in fl.get("bursts", [])}
+    for b in r.get("bursts", []):
+        n = b["events"]
+        rows.append((f"burst of {n} events over {b['overlays']} overlays (concurrency {b['concurrency']}): "
+                     "drain, events/s", f"{b['drain_s']:.1f} s, {b['events_per_s']:.2f}/s"))
+        rows.append((f"burst of {n}: latency per event, p50 / p95 / max", _lat(b["latency_s"])))
+        if n in floors:
+            rows.append((f"burst of {n} by plain git (same concurrency): drain; ours / floor",
+                         f"{floors[n]['drain_s']:.1f} s; {ratios.get(f'burst_{n}', 0):.1f}×"))
+    growth = r.get("growth", {})
+    rules = growth.get("rules")
+    if rules:
+        rows.append(("rules matching per event at " + _joined([x["rules"] for x in rules], "{:,}") + " rules",
+                     _joined([x["match_hit_us"] for x in rules], "{:.0f}") + " µs"))
+    sizes = growth.get("repo_sizes")
+    if sizes:
+        files = _joined([x["files"] for x in sizes], "{:,}")
+        rows.append((f"edit-kustomize + commit-pr steps, p50, at {files} files",
+                     " / ".join(_f(x.get("workflow_edit_plus_commit_p50_s")) for x in sizes)))
+        rows.append((f"our git layer (partial sparse clone, edit, commit, push) at {files} files",
+                     " / ".join(_f(x["our_git_s"].get("p50")) for x in sizes)))
+        rows.append((f"plain git with a full clone at {files} files",
+                     " / ".join(_f(x["floor_full_clone_s"].get("p50")) for x in sizes)))
+    conc = growth.get("concurrency")
+    if conc:
+        rows.append((f"concurrency {_joined([c['concurrency'] for c in conc], '{}')}: events/s "
+                     f"({conc[0]['events']} events)", _joined([c["events_per_s"] for c in conc], "{:.2f}")))
+    w = r.get("waste", {}).get("before_after")
+    if w:
+        rows.append(("measured fix (no Hera runner import + precompiled bytecode): single event p50",
+                     f"{w['before']['latency_s']['p50']:.2f} s → {w['after']['latency_s']['p50']:.2f} s "
+                     f"({w['p50_speedup']:.1f}×)"))
+    return rows
+
+
+def _breakdown_lines(r: dict[str, Any]) -> list[str]:
+    bd = r.get("single_event", {}).get("breakdown")
+    if not bd:
+        return []
+    lines = ["", "single event, per step (p50 s; 'other' = the rest: runner, pydantic, outputs, "
+             "git processes):"]
+    for step, parts in bd.items():
+        lines.append(f"  {step:<15} " + ", ".join(f"{k} {v:.2f}" for k, v in parts.items()))
+    return lines
+
+
+def _import_lines(r: dict[str, Any]) -> list[str]:
+    imports = r.get("waste", {}).get("imports")
+    if not imports:
+        return []
+    lines = ["", "imports per step process (s, fresh interpreter, min of N):"]
+    for step, row in imports["steps"].items():
+        lines.append(f"  {step:<15} " + ", ".join(f"{k.removesuffix('_s')} {v:.2f}" for k, v in row.items()))
+    return lines
+
+
+def table(r: dict[str, Any]) -> str:
+    """The printed table: headline rows, the per-step breakdown, the import probes."""
+    rows = headline_rows(r)
+    width = max((len(a) for a, _ in rows), default=10)
+    lines = [f"{'measure':<{width}}  result", "-" * (width + 30)]
+    lines += [f"{a:<{width}}  {b}" for a, b in rows]
+    return "\n".join(lines + _breakdown_lines(r) + _import_lines(r))
+
+
+def markdown(r: dict[str, Any], command: str) -> str:
+    """``docs/benchmarks.md``: the short table and the command that produced it."""
+    m = r["machine"]
+    load = " ".join(m.get("loadavg_at_start", []))
+    out = [
+        "# Benchmarks",
+        "",
+        f"Produced by `{command}` on {r['timestamp']} ({m.get('cpus')} CPUs, {m.get('cpu', '?')}, "
+        f"Python {m['python']}, {m['git']}; load average {load} at start, "
+        f"{' '.join(r.get('loadavg_at_end', []))} at end). "
+        f"The run took {r.get('duration_s', 0) / 60:.1f} minutes. "
+        "All numbers: `bench/results.json`; chart: `bench/results.png`; how: `bench/README.md`.",
+        "",
+        "Everything runs through the local executor with the rendered `image-update` WorkflowTemplate "
+        "(each step its own Python process), a real `git http-backend` remote on 127.0.0.1, and moto's "
+        "EventBridge → SQS and ECR. The machine is small and was shared with other work, so read the "
+        "ratios rather than the absolute seconds.",
+        "",
+    ]
+    if not r.get("complete", True):
+        out += ["**Partial results: the run had not finished when this was written.**", ""]
+    if r.get("notes"):
+        out += ["Notes on this run:", ""] + [f"- {n}" for n in r["notes"]] + [""]
+    out += ["| measure | result |", "|---|---|"]
+    out += [f"| {a} | {b} |" for a, b in headline_rows(r)]
+    bd = r.get("single_event", {}).get("breakdown")
+    if bd:
+        out += ["", "Single event, where the time goes (p50 seconds per step):", "",
+                "| step | process start | imports | work | other | total |", "|---|---|---|---|---|---|"]
+        for step, parts in bd.items():
+            work = ", ".join(f"{k} {v:.2f}" for k, v in parts.items() if k not in _WORK_EXCLUDED)
+            out.append(f"| {step} | {parts['process start']:.2f} | {parts['imports']:.2f} | {work} "
+                       f"| {parts['other']:.2f} | {parts['total']:.2f} |")
+    out += ["", "Reproduce: `pip install -e '.[bench]' && python -m bench` (`--quick` for a smoke-sized "
+            "run). The run is CPU-bound (three Python processes per event), so its length follows the "
+            "machine's load.",
+            ""]
+    return "\n".join(out)
+
+
+def chart(r: dict[str, Any], path: Path) -> bool:
+    """Six panels into ``path``; False when matplotlib is missing (``pip install -e '.[bench]'``)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, axes = plt.subplots(2, 3, figsize=(16, 9))
+    fig.suptitle(f"imagebump benchmarks — {r['timestamp']} — {r['machine'].get('cpus')} CPUs"
+                 + (" (quick)" if r.get("quick") else "") + ("" if r.get("complete", True) else " (partial)"))
+    _single_panel(axes[0][0], r)
+    _breakdown_panel(axes[0][1], r, matplotlib)
+    _bursts_panel(axes[0][2], r)
+    _rules_panel(axes[1][0], r)
+    _sizes_panel(axes[1][1], r)
+    _concurrency_panel(axes[1][2], r)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return True
+
+
+def _single_panel(ax: Any, r: dict[str, Any]) -> None:
+    s = r.get("single_event")
+    if s:
+        lat = s["latencies"]
+        ax.hist(lat, bins=min(15, max(3, len(lat))), color="#4c72b0")
+        p50 = s["latency_s"]["p50"]
+        ax.axvline(p50, color="k", linestyle="--", label=f"p50 {p50:.2f}s")
+        fl = r.get("floor", {}).get("single")
+        if fl:
+            ax.axvline(fl["total_s"]["p50"], color="#c44e52", label=f"plain git {fl['total_s']['p50']:.2f}s")
+        ax.legend()
+    ax.set_title("single event → commit: latency (s)")
+
+
+def _breakdown_panel(ax: Any, r: dict[str, Any], matplotlib: Any) -> None:
+    bd = r.get("single_event", {}).get("breakdown")
+    if bd:
+        steps = list(bd)
+        keys: list[str] = []
+        for parts in bd.values():
+            keys += [k for k in parts if k not in ("total", "other") and k not in keys]
+        keys.append("other")
+        cmap = matplotlib.colormaps["tab20"]
+        bottom = [0.0] * len(steps)
+        for i, k in enumerate(keys):
+            vals = [max(0.0, bd[st].get(k, 0.0)) for st in steps]
+            ax.bar(steps, vals, bottom=bottom, label=k, color="#bbbbbb" if k == "other" else cmap(i % 20))
+            bottom = [a + b for a, b in zip(bottom, vals)]
+        ax.legend(fontsize=7)
+    ax.set_title("per step p50 (s): where the time goes")
+
+
+def _bursts_panel(ax: Any, r: dict[str, Any]) -> None:
+    bursts = r.get("bursts", [])
+    floors = {b["events"]: b for b in r.get("floor", {}).get("bursts", [])}
+    if bursts:
+        x = list(range(len(bursts)))
+        ax.bar([i - 0.2 for i in x], [b["drain_s"] for b in bursts], width=0.4, label="imagebump")
+        ax.bar([i + 0.2 for i in x], [floors.get(b["events"], {}).get("drain_s", 0) for b in bursts],
+               width=0.4, label="plain git", color="#c44e52")
+        ax.set_xticks(x, [f"{b['events']} events / {b['overlays']} overlays" for b in bursts])
+        ax.legend()
+    ax.set_title("bursts: time to drain (s)")
+
+
+def _rules_panel(ax: Any, r: dict[str, Any]) -> None:
+    rules = r.get("growth", {}).get("rules")
+    if rules:
+        xs = [x["rules"] for x in rules]
+        ax.plot(xs, [x["match_hit_us"] for x in rules], marker="o", label="match (hit)")
+        ax.plot(xs, [x["match_miss_us"] for x in rules], marker="o", label="match (miss)")
+        ax.set_xscale("log")
+        ax.set_ylim(bottom=0)
+        ax.legend()
+    ax.set_title("rules matching: µs per event vs. rules")
+
+
+def _sizes_panel(ax: Any, r: dict[str, Any]) -> None:
+    sizes = r.get("growth", {}).get("repo_sizes")
+    if sizes:
+        xs = [x["files"] for x in sizes]
+        ax.plot(xs, [x.get("workflow_edit_plus_commit_p50_s") or 0 for x in sizes], marker="o",
+                label="edit+commit steps (ours)")
+        for key, label in (("our_git_s", "our git layer only"),
+                           ("floor_partial_s", "plain git, partial sparse"),
+                           ("floor_partial_sparse_index_s", "plain git, partial sparse + sparse index"),
+                           ("floor_full_clone_s", "plain git, full clone")):
+            if all(key in x for x in sizes):
+                ax.plot(xs, [x[key].get("p50", 0) for x in sizes], marker="o", label=label)
+        ax.set_xscale("log")
+        ax.set_ylim(bottom=0)
+        ax.legend(fontsize=7)
+    ax.set_title("edit+commit (s) vs. files in repository")
+
+
+def _concurrency_panel(ax: Any, r: dict[str, Any]) -> None:
+    conc = r.get("growth", {}).get("concurrency")
+    if conc:
+        xs = [c["concurrency"] for c in conc]
+        ax.plot(xs, [c["events_per_s"] for c in conc], marker="o", label="events/s")
+        ax.set_ylim(bottom=0)
+        ax2 = ax.twinx()
+        ax2.plot(xs, [c["latency_s"]["p50"] for c in conc], marker="s", color="#dd8452",
+                 label="latency p50 (s)")
+        ax2.set_ylabel("latency p50 (s)")
+        ax2.set_ylim(bottom=0)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(xs, [str(x) for x in xs])
+        ax.legend(loc="upper left")
+        ax2.legend(loc="lower right")
+    ax.set_title("concurrency: throughput and latency")

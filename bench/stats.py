@@ -1,0 +1,72 @@
+"""Small statistics and machine facts for the benchmark (pure, no I/O but reading /proc)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear-interpolated percentile (q in 0..100) of ``values``; NaN for no values."""
+    if not values:
+        return float("nan")
+    data = sorted(values)
+    if len(data) == 1:
+        return data[0]
+    pos = (len(data) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(data) - 1)
+    return data[lo] + (data[hi] - data[lo]) * (pos - lo)
+
+
+def summary(values: Sequence[float], digits: int = 3) -> dict[str, Any]:
+    """n, p50, p95, max, mean of ``values`` (seconds or whatever unit the caller uses)."""
+    vals = list(values)
+    if not vals:
+        return {"n": 0}
+    return {"n": len(vals), "p50": round(percentile(vals, 50), digits),
+            "p95": round(percentile(vals, 95), digits),
+            "max": round(max(vals), digits), "min": round(min(vals), digits),
+            "mean": round(sum(vals) / len(vals), digits)}
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    """(seconds, result) of one call."""
+    t = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - t, result
+
+
+def machine() -> dict[str, Any]:
+    """What the numbers were measured on."""
+    info: dict[str, Any] = {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "git": subprocess.run(["git", "--version"], capture_output=True, text=True).stdout.strip(),
+    }
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                info["cpu"] = line.split(":", 1)[1].strip()
+                break
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemTotal"):
+                info["memory_gb"] = round(int(line.split()[1]) / 1024 / 1024, 1)
+                break
+        info["loadavg_at_start"] = open("/proc/loadavg").read().split()[:3]
+    except OSError:
+        pass
+    return info
+
+
+def loadavg() -> list[str]:
+    try:
+        return open("/proc/loadavg").read().split()[:3]
+    except OSError:
+        return []

@@ -1,0 +1,94 @@
+"""Smoke test of the benchmark code (``python -m bench``): every scenario function at its smallest.
+
+It checks shapes, never times: the point is that the benchmark cannot rot while the code it
+measures changes. Workflows run through the real executor and template, but with the steps run by
+``bench.fastrunner`` (the measured fix) so the whole module stays well under 20 seconds.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bench import burst, e2e, floor, growth, report, waste
+from bench.__main__ import FULL, QUICK
+from bench.stats import machine, percentile, summary
+from bench.world import World, open_world
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def world() -> Iterator[World]:
+    with open_world(apps=2, monorepo_files=40, sizes=(30,), log=lambda *_: None) as w:
+        yield w
+
+
+@pytest.fixture(scope="module")
+def fast_executor(world: World):
+    def make(sink=None):
+        return world.executor(template_text=waste.fast_template(), log=sink)
+
+    return make
+
+
+def test_percentile_and_summary() -> None:
+    assert percentile([3.0, 1.0, 2.0], 50) == 2.0
+    assert percentile([1.0, 2.0], 95) == pytest.approx(1.95)
+    assert set(summary([1.0, 2.0])) == {"n", "p50", "p95", "max", "min", "mean"}
+    assert summary([]) == {"n": 0}
+    assert {"python", "cpus", "git"} <= set(machine())
+
+
+def test_single_event_and_breakdown(world: World, fast_executor) -> None:
+    single = e2e.run_sequential(world, fast_executor(), "mono/app00", 1)
+    assert single["outcomes"] == {"committed": 1}, single
+    assert {"latency_s", "workflow_s", "queue_and_sensor_s", "steps_s", "latencies"} <= set(single)
+    assert set(single["steps_s"]) == set(e2e.STEPS)
+    probes = e2e.probe_phases(world, reps=1, steps=("commit-pr",))
+    assert {"clone", "edit", "commit", "push", "pr_branch_push", "ecr_describe"} == set(probes["phases_s"])
+    parts = e2e.breakdown(single, probes)
+    assert set(parts) == {"commit-pr"}
+    assert {"process start", "imports", "clone", "push", "other", "total"} <= set(parts["commit-pr"])
+
+
+def test_burst_shape(world: World, fast_executor) -> None:
+    result = burst.run_burst(world, fast_executor, events=2, overlays=2, concurrency=2)
+    assert result["failed"] == 0, result
+    assert {"drain_s", "events_per_s", "latency_s", "outcomes", "step_retries", "mutex_waits"} <= set(result)
+
+
+def test_floor_shape(world: World) -> None:
+    single = floor.run_sequential(world, 1)
+    assert {"total_s", "clone_s", "edit_commit_s", "push_s"} <= set(single)
+    result = floor.run_burst(world, events=2, overlays=2, concurrency=2)
+    assert {"drain_s", "events_per_s", "latency_s", "push_retries"} <= set(result)
+
+
+def test_growth_shapes(world: World) -> None:
+    (rules,) = growth.run_rules((10,), number=5)
+    assert rules["targets_for_hit"] == 1
+    assert {"load_ms", "match_hit_us", "match_miss_us"} <= set(rules)
+    (size,) = growth.run_repo_sizes(world, reps=1, workflow_reps=0)
+    assert size["files"] == 30
+    assert {"our_git_s", "floor_partial_s", "floor_full_clone_s", "workflow_edit_s"} <= set(size)
+
+
+def test_waste_imports_and_fast_template(tmp_path: Path) -> None:
+    assert "- bench.fastrunner\n" in waste.fast_template()
+    result = waste.run_imports(1, tmp_path, steps=("edit-kustomize",))
+    assert set(result["steps"]["edit-kustomize"]) == {
+        "as_shipped_image_s", "local_executor_today_s", "precompiled_s", "precompiled_no_hera_runner_s"}
+
+
+def test_report_renders_from_partial_results(tmp_path: Path) -> None:
+    results = {"timestamp": "t", "quick": True, "machine": machine(), "ratios": {}, "duration_s": 1.0,
+               "growth": {"rules": [{"rules": 10, "load_ms": 1.0, "match_hit_us": 2.0,
+                                     "match_miss_us": 1.0}]}}
+    assert "rules matching" in report.table(results)
+    assert "| measure | result |" in report.markdown(results, "python -m bench")
+    json.dumps(results)
+    assert QUICK.single_runs < FULL.single_runs

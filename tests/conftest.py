@@ -25,6 +25,23 @@ def moto() -> Iterator[MotoServer]:
         yield server
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """Fail any test whose captured output, logs or exception text carry a registered secret."""
+    from tests.secret_scan import find_leaks
+
+    outcome = yield
+    report = outcome.get_result()
+    # Captured sections accumulate over a test's phases: read them once, at teardown.
+    sections = [("exception text", report.longreprtext or "")]
+    if report.when == "teardown":
+        sections += report.sections
+    leaks = find_leaks(sections)
+    if leaks:
+        report.outcome = "failed"
+        report.longrepr = f"a registered secret appeared in: {', '.join(leaks)} (never print tokens)"
+
+
 @pytest.fixture()
 def outputs_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A private ``hera__outputs_directory`` for steps called in-process."""

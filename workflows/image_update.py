@@ -53,16 +53,6 @@ IMAGE_HELP = (
 ENV_LABEL = "{{=inputs.parameters.env != '' ? inputs.parameters.env : 'none'}}"
 
 
-#: Output the latency histogram reads; commit-pr is asked to write it (now - target.pushed_at).
-SECONDS_SINCE_PUSH = "seconds-since-push"
-
-
-def _unless_declared(model, parameters: list[Parameter]) -> list[Parameter]:
-    """``parameters`` whose names the output model does not already declare."""
-    declared = {name.replace("_", "-") for name in model.model_fields}
-    return [p for p in parameters if p.name not in declared]
-
-
 def _env_input() -> Parameter:
     # Extra input (not a function argument; Hera's runner ignores it) for metric labels.
     return Parameter(name="env", default="", description="the target's env, for metrics")
@@ -141,10 +131,8 @@ def _commit_pr_template():
         image=c.IMAGE,
         service_account_name=c.SA_WORKFLOW,
         inputs=[_env_input()],
-        outputs=[
-            *c.outputs_of(commit_pr.CommitPrOutput, {"action": "error", "pr-number": "0"}),
-            *_unless_declared(commit_pr.CommitPrOutput, [c.output(SECONDS_SINCE_PUSH, "")]),
-        ],
+        # seconds-since-push (a CommitPrOutput field) feeds the latency histogram below.
+        outputs=c.outputs_of(commit_pr.CommitPrOutput, {"action": "error", "pr-number": "0"}),
         env=[*c.base_env(), Env(name="IMAGEBUMP_GIT_TOKEN_FILE", value=f"{c.GIT_DIR}/token")],
         env_from=c.base_env_from(),
         volumes=[

@@ -70,6 +70,8 @@ from typing import Any
 import yaml
 
 from steps.errors import ConfigError
+from workflows.prefork import Zygote, ZygoteError, enabled_by_default
+from workflows.prefork import shared as shared_zygote
 
 NOT_SUPPORTED = "not supported by the local executor: "
 
@@ -376,6 +378,10 @@ class LocalExecutor:
         work_root: where step temp dirs are created (default: the system temp dir).
         backoff_scale: multiplies every retry backoff (tests and the demo use e.g. 0.01 so a
             template's ``10s`` backoff does not make them wait minutes); 1.0 is Argo's timing.
+        prefork: start ``python -m MODULE`` step processes by forking a warm interpreter that has
+            already imported Hera's runner and the steps' modules (:mod:`workflows.prefork`), not
+            from scratch; each is still its own process with its own session, directory and
+            environment. Default: on, unless ``IMAGEBUMP_LOCAL_PREFORK=0``.
 
     Raises:
         UnsupportedFeatureError: the template uses something not implemented here.
@@ -395,6 +401,7 @@ class LocalExecutor:
         log: Log | None = None,
         work_root: str | Path | None = None,
         backoff_scale: float = 1.0,
+        prefork: bool | None = None,
     ) -> None:
         if isinstance(template_yaml, Path) or (
             isinstance(template_yaml, str) and "\n" not in template_yaml and template_yaml.endswith((".yaml", ".yml"))
@@ -426,6 +433,25 @@ class LocalExecutor:
             {v for s in self.secrets.values() for v in s.values() if v and len(v) >= 4}, key=len, reverse=True
         )
         self._validate()
+        self.prefork = enabled_by_default() if prefork is None else bool(prefork)
+
+    def preload_modules(self) -> list[str]:
+        """What the zygote imports: each ``python -m`` module and each ``-e module:function`` entrypoint."""
+        modules: list[str] = []
+        for tpl in self.templates.values():
+            args = [str(a) for a in ((tpl.get("script") or {}).get("args") or [])]
+            for flag, value in zip(args, args[1:]):
+                if flag == "-m":
+                    modules.append(value)
+                elif flag in ("-e", "--entrypoint") and ":" in value:
+                    modules.append(value.split(":", 1)[0])
+        return list(dict.fromkeys(m for m in modules if "{{" not in m))
+
+    def zygote(self) -> Zygote | None:
+        """The shared warm interpreter step processes are forked from, or None when prefork is off."""
+        if not self.prefork:
+            return None
+        return shared_zygote(self.python, self.project_root, self.preload_modules())
 
     # -- validation (everything refused here, before any run) ---------------------------------
 
@@ -1122,26 +1148,17 @@ class _Run:
             timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
             if timeout is not None and timeout <= 0:
                 return FAILED, None, {}, None, "activeDeadlineSeconds exceeded before start", ""
-            proc = subprocess.Popen(argv, cwd=tmp, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, start_new_session=True)
-            killed = False
-            try:
-                out, err = proc.communicate(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                killed = True
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                out, err = proc.communicate()
+            returncode, out, err, killed = self.spawn(argv, tmp, env, timeout, node_name, attempt)
             stdout = out.decode(errors="replace")
             tail = _tail(self.redact(err.decode(errors="replace")))
+            if returncode is None:
+                return ERROR, None, {}, None, self.redact(err.decode(errors="replace")), ""
             if killed:
-                return (FAILED, proc.returncode, {}, None,
+                return (FAILED, returncode, {}, None,
                         f"activeDeadlineSeconds exceeded: process killed after {timeout:.1f}s", tail)
-            if proc.returncode != 0:
+            if returncode != 0:
                 last = tail.strip().splitlines()[-1] if tail.strip() else ""
-                return FAILED, proc.returncode, {}, None, f"exit code {proc.returncode}: {last}".strip(), tail
+                return FAILED, returncode, {}, None, f"exit code {returncode}: {last}".strip(), tail
             outputs = {}
             for p in (tpl.get("outputs") or {}).get("parameters") or []:
                 vf = p["valueFrom"]
@@ -1154,6 +1171,38 @@ class _Run:
                     return (ERROR, 0, {}, None,
                             f"output parameter {p['name']!r}: {vf['path']} was not written and has no default", tail)
             return SUCCEEDED, 0, outputs, stdout.rstrip("\n"), "", tail
+
+    def spawn(self, argv: list[str], cwd: str, env: dict[str, str], timeout: float | None, node_name: str,
+              attempt: int) -> tuple[int | None, bytes, bytes, bool]:
+        """Run ``argv`` as the step's process: (return code or None if unknown, stdout, stderr, killed).
+
+        A ``python -m MODULE`` command is forked from the warm zygote when prefork is on (see
+        :mod:`workflows.prefork`); anything else, or when the zygote cannot start, is a new process.
+        """
+        zygote = self.ex.zygote()
+        if zygote is not None and zygote.eligible(argv, env):
+            try:
+                outcome = zygote.run(argv, cwd=cwd, env=env, timeout=timeout)
+            except ZygoteError as exc:
+                if exc.started:
+                    self.log(event="zygote-lost", node=node_name, attempt=attempt, message=str(exc))
+                    return None, b"", f"the step's process was lost: {exc}".encode(), False
+                self.log(event="zygote-unavailable", node=node_name, attempt=attempt, message=str(exc))
+            else:
+                return outcome.returncode, outcome.stdout, outcome.stderr, outcome.timed_out
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True)
+        killed = False
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            killed = True
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            out, err = proc.communicate()
+        return proc.returncode, out, err, killed
 
     def mount_points(self, tpl: dict[str, Any]) -> list[PurePosixPath]:
         points = [_container_path(m["mountPath"]) for m in tpl["script"].get("volumeMounts") or []]

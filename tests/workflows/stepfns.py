@@ -128,3 +128,39 @@ def handle_event(event: str = "") -> None:
         print(f"failing on purpose for {tag}", file=sys.stderr)
         raise SystemExit(1)
     _out("tag", tag)
+
+
+_CALLS = 0  # module state: a fresh process starts at 0, whoever ran before
+
+
+def probe(label: str = "") -> None:
+    """Report what this step's process is: pid, parent, session, cwd, temp dir, env and module state."""
+    import tempfile
+
+    global _CALLS
+    _CALLS += 1
+    scratch = Path(tempfile.mkdtemp())
+    _out("label", label)
+    _out("pid", str(os.getpid()))
+    _out("ppid", str(os.getppid()))
+    _out("sid", str(os.getsid(0)))
+    _out("cwd", os.getcwd())
+    _out("tmpdir", os.environ.get("TMPDIR", ""))
+    _out("gettempdir", tempfile.gettempdir())
+    _out("scratch", str(scratch))
+    _out("env-keys", json.dumps(sorted(os.environ)))
+    _out("calls", str(_CALLS))
+    _out("argv0", sys.argv[0])
+    _out("main", str(getattr(sys.modules.get("__main__"), "__name__", "")))
+
+
+def crash(how: str = "raise") -> None:
+    """End badly: ``raise`` an uncaught exception, ``exit-text`` sys.exit with a message, ``kill`` SIGKILL."""
+    if how == "raise":
+        raise RuntimeError("boom from a step")
+    if how == "exit-text":
+        sys.exit("stopping: a message, not a code")
+    if how == "kill":
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)

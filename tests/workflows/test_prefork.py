@@ -1,0 +1,231 @@
+"""Step processes forked from the warm zygote are still fresh, isolated processes (``workflows.prefork``).
+
+The local executor starts ``python -m hera.workflows.runner`` steps by forking a Python process
+that has already imported Hera's runner and the steps (``workflows/zygote.py``). That must not
+bring back what our users were hurt by — steps sharing a temp dir, an environment or state — so
+these tests run real steps (``tests/workflows/stepfns.py``) both ways, forked and as new
+processes, and compare what each step saw of itself. Nothing is faked: real processes, real
+signals, ``/proc`` read from outside.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from workflows.local_executor import LocalExecutor
+from workflows.prefork import Zygote
+
+ROOT = Path(__file__).resolve().parents[2]
+PROBE = ROOT / "tests" / "testdata" / "executor" / "probe.yaml"
+
+
+def _executor(tmp_path: Path, logs: list[dict], prefork: bool, **kwargs) -> LocalExecutor:
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    return LocalExecutor(PROBE, project_root=ROOT, env={"PASSED_THROUGH": "1"}, log=logs.append,
+                         work_root=work, prefork=prefork, **kwargs)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state != "Z"
+
+
+@pytest.mark.parametrize("prefork", [True, False], ids=["forked", "new-process"])
+def test_each_step_is_its_own_fresh_process(tmp_path: Path, prefork: bool, monkeypatch) -> None:
+    # Something in the test process's environment that no step may see, whichever way it starts.
+    monkeypatch.setenv("IMAGEBUMP_PARENT_ONLY_SECRET", "s3cr3t-parent-value")
+    logs: list[dict] = []
+    executor = _executor(tmp_path, logs, prefork)
+    runs = [executor.run({"crash": "none"}, f"probe-{i}") for i in range(2)]
+
+    nodes = [n for r in runs for n in r.nodes_for("probe")]
+    assert [r.phase for r in runs] == ["Succeeded", "Succeeded"], [r.message for r in runs]
+    assert len(nodes) == 4
+    seen = [n.outputs for n in nodes]
+    pids = {o["pid"] for o in seen}
+    assert len(pids) == 4, "every step attempt is a new process"
+    for o in seen:
+        # its own session (a deadline kills its group, and nothing else)
+        assert o["sid"] == o["pid"]
+        # cwd, TMPDIR, tempfile's directory and a fresh mkdtemp all inside its own private dir
+        assert o["tmpdir"] == o["cwd"] == o["gettempdir"]
+        assert Path(o["scratch"]).parent == Path(o["cwd"])
+        assert Path(o["cwd"]).parent == tmp_path / "work"
+        # exactly the template's env + the executor's base and passthrough; nothing of the parent's
+        keys = set(json.loads(o["env-keys"]))
+        assert "PROBE_DECLARED" in keys and "PASSED_THROUGH" in keys and "hera__outputs_directory" in keys
+        assert "IMAGEBUMP_PARENT_ONLY_SECRET" not in keys
+        # module state starts fresh: no step sees what an earlier one did in "its" interpreter
+        assert o["calls"] == "1"
+        # run as `python -m hera.workflows.runner` is run
+        assert o["main"] == "__main__" and o["argv0"].endswith(os.path.join("hera", "workflows", "runner.py"))
+    assert len({o["cwd"] for o in seen}) == 4
+    # every private directory is gone afterwards
+    assert not any(Path(o["cwd"]).exists() for o in seen)
+    assert list((tmp_path / "work").iterdir()) == []
+
+    zygote = executor.zygote()
+    parents = {int(o["ppid"]) for o in seen}
+    if prefork:
+        assert zygote is not None and zygote.alive()
+        assert parents == {zygote._proc.pid}, "forked from the zygote, not started from scratch"
+        zygote_env = Path(f"/proc/{zygote._proc.pid}/environ").read_bytes()
+        assert b"s3cr3t-parent-value" not in zygote_env and b"PASSED_THROUGH" not in zygote_env
+    else:
+        assert zygote is None
+        assert parents == {os.getpid()}
+
+
+@pytest.mark.parametrize("prefork", [True, False], ids=["forked", "new-process"])
+@pytest.mark.parametrize("how, code, text", [
+    ("raise", 1, "RuntimeError: boom from a step"),
+    ("exit-text", 1, "stopping: a message, not a code"),
+    ("kill", -9, ""),
+])
+def test_a_crashing_step_ends_the_same_way_forked_or_not(tmp_path: Path, prefork: bool, how: str, code: int,
+                                                           text: str) -> None:
+    logs: list[dict] = []
+    result = _executor(tmp_path, logs, prefork).run({"crash": how}, f"crash-{how}")
+
+    assert result.phase == "Failed"
+    node = result.node(".crash")
+    assert node.phase == "Failed"
+    assert node.exit_code == code
+    failed = [r for r in logs if r.get("event") == "node-finished" and r.get("template") == "crash"]
+    assert text in (failed[0].get("stderr_tail") or "") + (failed[0].get("message") or "")
+
+
+def test_a_killed_zygote_loses_only_the_running_step_and_is_restarted(tmp_path: Path) -> None:
+    """SIGKILL the zygote while a step sleeps in it (``deadline.yaml``: 60 s sleep, 2 s deadline):
+    that attempt is an Error, not a deadline failure; its process is killed (not left running
+    beside a retry); the next run starts a new zygote and forks from it."""
+    state = tmp_path / "state"
+    state.mkdir()
+    zygote = Zygote(sys.executable, str(ROOT), ["hera.workflows.runner", "tests.workflows.stepfns"])
+    executor = LocalExecutor(ROOT / "tests" / "testdata" / "executor" / "deadline.yaml", project_root=ROOT,
+                             env={"STEPFNS_STATE_DIR": str(state)}, log=lambda r: None, prefork=True)
+    executor.zygote = lambda: zygote  # this test's own zygote, not the process-wide one
+    try:
+        import threading
+
+        box: dict = {}
+        thread = threading.Thread(target=lambda: box.setdefault("r", executor.run({}, "lost-1")))
+        thread.start()
+        marker = state / "sleep-started"
+        deadline = time.monotonic() + 30
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        step_pid = int(marker.read_text())
+        os.kill(zygote._proc.pid, signal.SIGKILL)
+        thread.join(30)
+        result = box["r"]
+        assert result.node(".sleep").phase == "Error"
+        assert "lost" in result.node(".sleep").message
+        deadline = time.monotonic() + 10
+        while _alive(step_pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(step_pid), "the orphaned step was killed"
+        assert not (state / "sleep-finished").exists()
+
+        again = _executor(tmp_path, [], True)
+        again.zygote = lambda: zygote
+        ok = again.run({"crash": "none"}, "lost-2")
+        assert ok.phase == "Succeeded", ok.message
+        assert {int(n.outputs["ppid"]) for n in ok.nodes_for("probe")} == {zygote._proc.pid}
+        assert zygote.starts == 2
+    finally:
+        zygote.close()
+
+
+def test_no_step_outlives_a_killed_executor(tmp_path: Path) -> None:
+    """SIGKILL the process running the executor mid-step: the zygote sees its socket close, kills
+    the step's process group and exits — nothing keeps running unowned."""
+    state = tmp_path / "state"
+    state.mkdir()
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(ROOT)!r})
+        from workflows.local_executor import LocalExecutor
+        ex = LocalExecutor({str(ROOT / 'tests' / 'testdata' / 'executor' / 'deadline.yaml')!r},
+                           project_root={str(ROOT)!r}, env={{"STEPFNS_STATE_DIR": {str(state)!r}}},
+                           log=lambda r: None, prefork=True)
+        z = ex.zygote()
+        ex.run({{}}, "orphan-1")
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    marker = state / "sleep-started"
+    deadline = time.monotonic() + 60
+    while not marker.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert marker.exists(), proc.stderr.read().decode() if proc.poll() is not None else "step never started"
+    step_pid = int(marker.read_text())
+    zygote_pid = int(Path(f"/proc/{step_pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    assert zygote_pid != proc.pid
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 15
+    while (_alive(step_pid) or _alive(zygote_pid)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(step_pid), "the step was killed with its executor"
+    assert not _alive(zygote_pid), "the zygote exited"
+    assert not (state / "sleep-finished").exists()
+
+
+def test_tempfile_cached_by_an_import_is_not_shared(tmp_path: Path) -> None:
+    """A module that asks ``tempfile`` for its directory at import time (in the zygote, once) must
+    not make every forked step use that directory: each step gets its own ``TMPDIR``."""
+    zygote = Zygote(sys.executable, str(ROOT), ["tests.workflows.warm_tmp", "tests.workflows.show_tmp"])
+    try:
+        outs = []
+        for i in range(2):
+            own = tmp_path / f"step-{i}"
+            own.mkdir()
+            outcome = zygote.run([sys.executable, "-m", "tests.workflows.show_tmp"], cwd=str(own),
+                                 env={"TMPDIR": str(own), "PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)},
+                                 timeout=30)
+            assert outcome.returncode == 0, outcome.stderr
+            assert outcome.stderr == b""
+            outs.append(json.loads(outcome.stdout))
+        assert zygote.failed_preload == []
+        assert outs[0]["at_import"] != str(tmp_path / "step-0"), "the zygote's import did cache its own dir"
+        assert [o["now"] for o in outs] == [str(tmp_path / "step-0"), str(tmp_path / "step-1")]
+    finally:
+        zygote.close()
+
+
+@pytest.mark.parametrize("argv, env, expected", [
+    (["PY", "-m", "hera.workflows.runner", "-e", "steps.x:run", "/s"], {"PYTHONPATH": "ROOT"}, True),
+    (["PY", "-m", "mod"], {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"}, True),
+    (["PY", "-m", "mod"], {"PYTHONHASHSEED": "0"}, False),  # changes how the interpreter starts
+    (["PY", "-m", "mod"], {"PYTHONPATH": "/elsewhere"}, False),
+    (["PY", "-X", "dev", "-m", "mod"], {}, False),
+    (["PY", "script.py"], {}, False),
+    (["/other/python", "-m", "mod"], {}, False),
+    (["PY", "-m"], {}, False),
+])
+def test_only_plain_python_dash_m_commands_are_forked(argv, env, expected) -> None:
+    zygote = Zygote("PY", "ROOT", [])
+    assert zygote.eligible(argv, env) is expected
+
+
+def test_prefork_is_on_by_default_and_can_be_turned_off(monkeypatch, tmp_path: Path) -> None:
+    logs: list[dict] = []
+    monkeypatch.delenv("IMAGEBUMP_LOCAL_PREFORK", raising=False)
+    assert _executor(tmp_path, logs, None).prefork is True
+    monkeypatch.setenv("IMAGEBUMP_LOCAL_PREFORK", "0")
+    assert _executor(tmp_path, logs, None).prefork is False
+    assert _executor(tmp_path, logs, None).zygote() is None

@@ -1,0 +1,316 @@
+"""Start ``python -m MODULE ...`` step processes from a warm interpreter instead of from scratch.
+
+Every step of the WorkflowTemplate runs ``python -m hera.workflows.runner -e steps.x:run``. In a
+pod that costs a Python start plus 1–2 s of imports (Hera's runner imports all of
+``hera.workflows``; the steps import pydantic, boto3, githubkit), and a cluster pays it once per
+pod anyway. The local executor pays it for every step of every event on one machine, where it
+was ~75% of an event's time (``python -m bench``, scenario "waste").
+
+So the local executor asks a *zygote* (:mod:`workflows.zygote`) — a Python process that has done
+those imports once — to ``fork()`` a child that becomes the command: its own process, session,
+working directory, stdout/stderr files and exactly the environment given, with ``MODULE`` run as
+``__main__`` the way ``python -m`` runs it. The template's command is unchanged; what changes is
+only how its interpreter is started (as gunicorn's ``--preload``, Android's zygote or
+:mod:`multiprocessing`'s ``forkserver`` do).
+
+Only commands that are exactly ``<the executor's python> -m MODULE ...``, with no ``PYTHON*``
+environment beyond ``PYTHONPATH`` (the zygote's own), ``PYTHONDONTWRITEBYTECODE`` and
+``PYTHONUNBUFFERED``, are eligible (:meth:`Zygote.eligible`); anything else is started as a new
+process as before. ``IMAGEBUMP_LOCAL_PREFORK=0`` (or ``LocalExecutor(prefork=False)``) turns it off.
+
+One zygote serves every executor of a process with the same interpreter and project (see
+:func:`shared`); it is started on first use, restarted if it dies, and it kills its children and
+exits when this process ends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+#: Environment variables a step may carry that do not change how the interpreter starts.
+_HARMLESS_PYTHON_ENV = frozenset({"PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED"})
+READY_TIMEOUT = 120.0
+
+
+class ZygoteError(RuntimeError):
+    """The zygote could not start, could not fork, or died while the command ran.
+
+    ``started`` tells which: False — nothing ran, the caller may start the command as a new process
+    instead; True — it ran and its outcome is unknown (its process group has been killed).
+    """
+
+    def __init__(self, message: str, *, started: bool) -> None:
+        super().__init__(message)
+        self.started = started
+
+
+@dataclass
+class _Pending:
+    pid: int | None = None
+    status: int | None = None
+    error: str | None = None
+    started: threading.Event = field(default_factory=threading.Event)
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a forked command ended: ``returncode`` as :class:`subprocess.Popen`'s; ``timed_out``
+    when ``timeout`` passed and its process group was killed."""
+
+    returncode: int
+    timed_out: bool
+    pid: int
+    stdout: bytes = b""
+    stderr: bytes = b""
+
+
+class _Drain:
+    """Reads one pipe to its end on a thread (both pipes at once: neither can fill and block)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.chunks: list[bytes] = []
+        self.thread = threading.Thread(target=self._run, name="zygote-pipe", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            while chunk := os.read(self.fd, 65536):
+                self.chunks.append(chunk)
+        except OSError:
+            pass
+        finally:
+            os.close(self.fd)  # here, at EOF: never while another thread may still read it
+
+    def result(self) -> bytes:
+        self.thread.join()
+        return b"".join(self.chunks)
+
+
+class Zygote:
+    """A client for one :mod:`workflows.zygote` process.
+
+    Args:
+        python: the interpreter to run (the one that replaces ``python`` in templates).
+        pythonpath: its ``PYTHONPATH`` (the project root), so the same modules import.
+        preload: modules imported once, before any fork.
+        base_env: the zygote's own environment (``PATH``, ``LANG``); never a secret — children get
+            only the environment each request names.
+    """
+
+    def __init__(self, python: str, pythonpath: str, preload: Iterable[str],
+                 base_env: Mapping[str, str] | None = None) -> None:
+        self.python = python
+        self.pythonpath = pythonpath
+        self.preload = tuple(dict.fromkeys(preload))
+        env = {k: v for k, v in (base_env or {}).items() if not k.startswith("PYTHON")}
+        env.setdefault("PATH", os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"))
+        env.setdefault("LANG", os.environ.get("LANG", "C.UTF-8"))
+        env["PYTHONPATH"] = pythonpath
+        self.env = env
+        self._lock = threading.Lock()
+        self._send_lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._sock: socket.socket | None = None
+        self._pending: dict[int, _Pending] = {}
+        self._next_id = 0
+        self.failed_preload: list[str] = []
+        self.starts = 0
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def eligible(self, argv: list[str], env: Mapping[str, str]) -> bool:
+        """Whether ``argv`` run with ``env`` is what a fork of this zygote becomes."""
+        if len(argv) < 3 or argv[0] != self.python or argv[1] != "-m" or not argv[2]:
+            return False
+        for key, value in env.items():
+            if key.startswith("PYTHON") and key not in _HARMLESS_PYTHON_ENV:
+                if key != "PYTHONPATH" or value != self.pythonpath:
+                    return False
+        return True
+
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None and self._sock is not None
+
+    def _start(self) -> None:
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            proc = subprocess.Popen(
+                [self.python, "-m", "workflows.zygote", str(child.fileno()), *self.preload],
+                env=self.env, cwd="/", pass_fds=[child.fileno()], stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            )
+        finally:
+            child.close()
+        parent.settimeout(READY_TIMEOUT)
+        reader = parent.makefile("rb")
+        try:
+            line = reader.readline()
+        except OSError:
+            line = b""
+        if not line:
+            proc.kill()
+            proc.wait()
+            parent.close()
+            raise ZygoteError(f"the step zygote ({self.python} -m workflows.zygote) did not start "
+                              f"(exit code {proc.poll()})", started=False)
+        ready = json.loads(line)
+        parent.settimeout(None)
+        self.failed_preload = list(ready.get("failed") or [])
+        self._proc, self._sock = proc, parent
+        self.starts += 1
+        threading.Thread(target=self._read, args=(proc, parent, reader), name="zygote-reader",
+                         daemon=True).start()
+
+    def _read(self, proc: subprocess.Popen[bytes], sock: socket.socket, reader) -> None:
+        try:
+            for line in reader:
+                message = json.loads(line)
+                with self._lock:
+                    pending = self._pending.get(message.get("id"))
+                if pending is None:
+                    continue
+                if "pid" in message:
+                    pending.pid = message["pid"]
+                    pending.started.set()
+                elif "status" in message:
+                    pending.status = message["status"]
+                    pending.done.set()
+                elif "error" in message:
+                    pending.error = message["error"]
+                    pending.started.set()
+                    pending.done.set()
+        except (OSError, ValueError):
+            pass
+        # The zygote is gone: everything it was running is lost (it killed its children or died).
+        proc.wait()
+        with self._lock:
+            if self._proc is proc:
+                self._proc, self._sock = None, None
+            lost = list(self._pending.values())
+        for pending in lost:
+            if not pending.done.is_set():
+                if pending.pid is not None:  # orphaned by a zygote that died without killing it
+                    _kill_group(pending.pid)
+                pending.error = pending.error or f"the step zygote exited (code {proc.returncode})"
+                pending.started.set()
+                pending.done.set()
+        try:
+            sock.close()
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        """Stop the zygote (it kills the steps it is still running)."""
+        with self._lock:
+            sock, proc = self._sock, self._proc
+            self._sock = None
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        if proc is not None:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    # -- running ---------------------------------------------------------------------------
+
+    def run(self, argv: list[str], *, cwd: str, env: Mapping[str, str], timeout: float | None = None) -> Outcome:
+        """Fork a child that runs ``argv``; wait for it (killing its process group at ``timeout``) and
+        for its stdout and stderr to close, as :meth:`subprocess.Popen.communicate` does.
+
+        Raises:
+            ZygoteError: the zygote could not be started, could not fork, or died before the
+                command ended (its outcome is unknown; the caller treats it as a failed start).
+        """
+        with self._lock:
+            if not self.alive():
+                try:
+                    self._start()
+                except OSError as exc:
+                    raise ZygoteError(f"the step zygote could not be started: {exc}", started=False) from None
+            self._next_id += 1
+            request_id = self._next_id
+            pending = self._pending[request_id] = _Pending()
+            sock = self._sock
+        assert sock is not None
+        request = {"id": request_id, "argv": list(argv), "cwd": cwd, "env": dict(env)}
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        readers = [_Drain(out_r), _Drain(err_r)]
+        try:
+            data = json.dumps(request).encode() + b"\n"
+            try:
+                with self._send_lock:
+                    sent = socket.send_fds(sock, [data], [out_w, err_w])
+                    if sent < len(data):
+                        sock.sendall(data[sent:])
+            finally:
+                os.close(out_w)
+                os.close(err_w)
+            deadline = None if timeout is None else time.monotonic() + timeout
+            pending.started.wait()
+            if pending.pid is None:
+                raise ZygoteError(pending.error or "the step zygote did not fork", started=False)
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            timed_out = not pending.done.wait(remaining)
+            if timed_out:
+                _kill_group(pending.pid)
+                pending.done.wait()
+            if pending.status is None:
+                raise ZygoteError(pending.error or "the step zygote lost the process", started=True)
+            stdout, stderr = (r.result() for r in readers)
+            return Outcome(pending.status, timed_out, pending.pid, stdout, stderr)
+        except OSError as exc:
+            raise ZygoteError(f"the step zygote is not reachable: {exc}", started=pending.pid is not None) from None
+        finally:
+            with self._lock:
+                self._pending.pop(request_id, None)
+
+
+def _kill_group(pid: int) -> None:
+    """SIGKILL ``pid``'s process group, or ``pid`` alone if it has not made its own group yet."""
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+            return
+        except (ProcessLookupError, PermissionError):
+            continue
+
+
+_SHARED: dict[tuple[str, str], Zygote] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared(python: str, pythonpath: str, preload: Iterable[str]) -> Zygote:
+    """The zygote of this process for ``(python, pythonpath)``; created (not started) on first call.
+
+    ``preload`` counts only the first time; a module imported later is imported by the child.
+    """
+    key = (python, pythonpath)
+    with _SHARED_LOCK:
+        zygote = _SHARED.get(key)
+        if zygote is None:
+            zygote = _SHARED[key] = Zygote(python, pythonpath, preload)
+        return zygote
+
+
+def enabled_by_default() -> bool:
+    """``IMAGEBUMP_LOCAL_PREFORK`` is not ``0``/``false``/``no``/``off``."""
+    return os.environ.get("IMAGEBUMP_LOCAL_PREFORK", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+__all__ = ["Outcome", "Zygote", "ZygoteError", "enabled_by_default", "shared"]

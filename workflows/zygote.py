@@ -1,0 +1,200 @@
+"""A warm interpreter that forks step processes: the server half of :mod:`workflows.prefork`.
+
+Started by :class:`workflows.prefork.Zygote` as ``python -m workflows.zygote FD MODULE...``. It
+imports the modules named (Hera's runner, the steps' modules: what every step process would
+otherwise import again, 1–2 s of CPU each time), then serves requests on the Unix socket ``FD``.
+Each request — one JSON line ``{"id", "argv", "cwd", "env"}`` where ``argv`` is ``[python, "-m",
+MODULE, ARG...]``, sent with two file descriptors (``SCM_RIGHTS``: the write ends of the caller's
+stdout and stderr pipes) — gets a child made by ``fork()`` that becomes what that command would
+have been, started fresh:
+
+* its own session and process group (``setsid``), so a deadline kills it and the git it runs;
+* stdin ``/dev/null``, stdout and stderr the two descriptors that came with the request;
+* the working directory and EXACTLY the environment given (nothing of this process's own), with
+  ``tempfile``'s cached directory cleared so ``TMPDIR`` is the step's own private directory;
+* default signal handlers, ``sys.argv`` as ``python -m`` sets it, and ``MODULE`` run as
+  ``__main__`` by :func:`runpy.run_module`, exactly as ``python -m`` does; its exit status is the
+  process's (``SystemExit`` code, 1 with a traceback for an uncaught exception).
+
+Nothing runs in this process after the imports but this loop: it starts no thread, so ``fork`` is
+safe, and a child shares nothing with another child or with later requests (each is a copy of the
+interpreter as it stood after the imports; memory is copy-on-write, ``random`` is reseeded by the
+interpreter at fork).
+
+Replies are JSON lines: ``{"ready": true, "pid", "failed"}`` once the imports are done (``failed``
+lists modules that did not import: the child imports them itself and reports the error the way a
+fresh process would), then per request ``{"id", "pid"}`` when forked and ``{"id", "status"}``
+when it ended (``status`` as :attr:`subprocess.Popen.returncode`: the exit code, or ``-signal``),
+or ``{"id", "error"}`` if it could not be forked.
+
+When the socket closes (the executor ended, even by SIGKILL) every child still running is killed
+with its process group and this process exits: no step outlives the executor that started it.
+SIGINT is ignored (a Ctrl-C in the terminal is the executor's to handle); SIGTERM ends it.
+"""
+
+import importlib
+import json
+import os
+import select
+import signal
+import socket
+import sys
+
+
+def _child(request: dict, fds: list[int], keep_closed: list[int]) -> None:
+    """In the forked child: become ``python -m MODULE ARG...`` and never return."""
+    code = 1
+    try:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for fd in keep_closed:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        os.dup2(fds[0], 1)
+        os.dup2(fds[1], 2)
+        for fd in fds:
+            if fd > 2:
+                os.close(fd)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        import tempfile
+
+        tempfile.tempdir = None  # a cached TMPDIR from this process would be shared by every step
+        sys.dont_write_bytecode = bool(request["env"].get("PYTHONDONTWRITEBYTECODE"))
+        argv = request["argv"]
+        module = argv[2]
+        sys.argv = [argv[0], *argv[3:]]  # runpy puts the module's file in argv[0], as ``-m`` does
+        # ``-m`` executes the module afresh as __main__; its imports stay warm. (Left in
+        # sys.modules, runpy would warn on every step's stderr that it was imported already.)
+        sys.modules.pop(module, None)
+        import runpy
+
+        try:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+            code = 0
+        except SystemExit as exc:
+            if exc.code is None:
+                code = 0
+            elif isinstance(exc.code, int):
+                code = exc.code & 0xFF
+            else:
+                print(exc.code, file=sys.stderr)
+                code = 1
+        except BaseException:  # what a fresh interpreter prints for an uncaught exception
+            import traceback
+
+            traceback.print_exc()
+            code = 1
+    except BaseException:
+        try:
+            import traceback
+
+            traceback.print_exc()
+        except BaseException:
+            pass
+        code = 1
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:
+                pass
+        os._exit(code)
+
+
+def _send(sock: socket.socket, message: dict) -> None:
+    sock.sendall(json.dumps(message).encode() + b"\n")
+
+
+def _kill_all(children: dict[int, object]) -> None:
+    for pid in list(children):
+        for kill in (os.killpg, os.kill):
+            try:
+                kill(pid, signal.SIGKILL)
+                break
+            except (ProcessLookupError, PermissionError):
+                continue
+
+
+def serve(fd: int, modules: list[str]) -> int:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sock = socket.socket(fileno=fd)
+    failed = []
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except BaseException:  # the child will import it itself and report the error
+            failed.append(name)
+    import gc
+
+    gc.collect()
+    gc.freeze()  # keep the imported objects out of collections: fewer copied pages per child
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    children: dict[int, object] = {}
+    _send(sock, {"ready": True, "pid": os.getpid(), "failed": failed})
+    buffer = b""
+    received: list[int] = []  # descriptors in arrival order: two per request
+    try:
+        while True:
+            readable, _, _ = select.select([sock, wake_r], [], [])
+            if wake_r in readable:
+                try:
+                    while os.read(wake_r, 4096):
+                        pass
+                except BlockingIOError:
+                    pass
+            while children:
+                try:
+                    pid, status = os.waitpid(-1, os.WNOHANG)
+                except ChildProcessError:
+                    break
+                if pid == 0:
+                    break
+                request_id = children.pop(pid, None)
+                if request_id is not None:
+                    _send(sock, {"id": request_id, "status": os.waitstatus_to_exitcode(status)})
+            if sock in readable:
+                data, fds, _flags, _addr = socket.recv_fds(sock, 1 << 20, 64)
+                if not data:
+                    return 0
+                buffer += data
+                received += fds
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    request = json.loads(line)
+                    mine, received = received[:2], received[2:]
+                    try:
+                        if len(mine) != 2:
+                            raise OSError("the request came without its stdout and stderr descriptors")
+                        pid = os.fork()
+                    except OSError as exc:
+                        _send(sock, {"id": request["id"], "error": f"fork failed: {exc}"})
+                        pid = -1
+                    if pid == 0:
+                        _child(request, mine, [sock.fileno(), wake_r, wake_w, *received])
+                    for fd in mine:  # the child has its copies; the caller sees EOF when it ends
+                        os.close(fd)
+                    if pid > 0:
+                        children[pid] = request["id"]
+                        _send(sock, {"id": request["id"], "pid": pid})
+    except (BrokenPipeError, ConnectionResetError):
+        return 0
+    finally:
+        _kill_all(children)
+
+
+if __name__ == "__main__":
+    sys.exit(serve(int(sys.argv[1]), sys.argv[2:]))

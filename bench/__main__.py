@@ -139,8 +139,7 @@ def run(sizes: Sizes, only: Sequence[str], quick: bool, log: Any = print,
             w: dict[str, Any] = {"imports": waste.run_imports(sizes.import_reps, cache_root)}
             results["waste"] = w
             log(f"[waste] before/after, {sizes.before_after_runs} events each …")
-            w["before_after"] = waste.run_before_after(world, runs=sizes.before_after_runs,
-                                                       cache_root=cache_root)
+            w["before_after"] = waste.run_before_after(world, runs=sizes.before_after_runs)
             e2e.refine_breakdown(results)
             save()
         for events, overlays in later:

@@ -1,11 +1,13 @@
 """Scenario 1: one event at a time, end to end — event on the queue → commit (or PR branch) done.
 
 Each run pushes a new image to moto's ECR, puts its push event on the SQS queue and waits until
-the local sensor's workflow (the rendered ``image-update`` template, each step its own process)
-has finished. Latency = workflow finished − message sent. The per-step split comes from the
-executor's node durations; the phases inside a step are measured separately in the same world
-(:func:`probe_phases`): a bare interpreter start, each step's imports in a fresh process, and the
-git operations of :mod:`steps.git` (clone, edit, commit, push, PR-branch push) run directly.
+the local sensor's workflow (the rendered ``image-update`` template, each step its own process,
+forked from the executor's warm interpreter) has finished. Latency = workflow finished − message
+sent. The per-step split comes from the executor's node durations; the phases inside a step are
+measured separately in the same world (:func:`probe_phases`): a step process's start (forked, as
+the executor starts them; and a fresh interpreter, for comparison), what each step still imports,
+the ECR lookup, and the git operations of :mod:`steps.git` (clone, edit, commit, push, PR-branch
+push) run directly.
 """
 
 from __future__ import annotations
@@ -72,16 +74,48 @@ def process_times(code: str, reps: int, env: dict[str, str] | None = None) -> li
     return times
 
 
+def forked_times(world: World, args: list[str], reps: int) -> tuple[list[float], list[dict[str, float]]]:
+    """Fork ``python -m bench.probe_child ARGS`` from the executor's zygote ``reps`` times:
+    (wall seconds of each start-to-exit round trip, what each child measured inside)."""
+    import json
+
+    zygote = world.executor().zygote()
+    if zygote is None:
+        raise RuntimeError("prefork is off (IMAGEBUMP_LOCAL_PREFORK=0): no forked-start probes")
+    env = {**python_env(), **world.step_env}
+    walls, inside = [], []
+    for _ in range(reps):
+        with tempfile.TemporaryDirectory(prefix="bench-fork-") as tmp:
+            t = time.perf_counter()
+            outcome = zygote.run([PYTHON, "-m", "bench.probe_child", *args], cwd=tmp, env=env, timeout=60)
+            walls.append(time.perf_counter() - t)
+        if outcome.returncode != 0:
+            raise RuntimeError(f"bench.probe_child {args} failed: {outcome.stderr.decode()[-500:]}")
+        inside.append(json.loads(outcome.stdout))
+    return walls, inside
+
+
 def probe_phases(world: World, reps: int = 5, app: str = "app01",
                  steps: tuple[str, ...] = STEPS) -> dict[str, Any]:
     """Time the phases inside the steps, each on its own, in the same world.
 
-    Interpreter start and imports are reported as the minimum of ``reps`` fresh processes; git and
-    ECR phases as summaries (p50 is what :func:`breakdown` uses). ``steps`` limits the import probes.
+    Process start and imports are reported as the minimum of ``reps`` processes (forked from the
+    executor's zygote, as steps are started; and fresh interpreters, for comparison); git and ECR
+    phases as summaries (p50 is what :func:`breakdown` uses). ``steps`` limits the import probes.
     """
     from steps import git, kustomize
 
     out: dict[str, Any] = {}
+    fork_walls, _ = forked_times(world, [], reps)
+    out["forked_start_s"] = summary(fork_walls)
+    forked_imports: dict[str, float] = {}
+    for step in steps:
+        modules = ",".join(["hera.workflows.runner"] + [m.strip() for m in STEP_MODULES[step].split(",")])
+        _, inside = forked_times(world, ["--import", modules], reps)
+        forked_imports[step] = round(min(x["import_s"] for x in inside), 4)
+    out["forked_imports_s"] = forked_imports
+    _, inside = forked_times(world, ["--ecr", f"mono/{app}"], reps)
+    out["ecr_lookup_forked_s"] = round(min(x["ecr_s"] for x in inside), 3)
     start = process_times("pass", reps)
     out["process_start_s"] = summary(start)
     # Interpreter start and imports are CPU-bound: on a shared machine the minimum is the honest cost.
@@ -152,15 +186,25 @@ def probe_phases(world: World, reps: int = 5, app: str = "app01",
     return out
 
 
-def breakdown(seq: dict[str, Any], probes: dict[str, Any]) -> dict[str, dict[str, float]]:
-    """Per step: node p50 split into process start, imports, the measured work, and the rest."""
+def breakdown(seq: dict[str, Any], probes: dict[str, Any], forked: bool = True) -> dict[str, dict[str, float]]:
+    """Per step: node p50 split into process start, imports, the measured work, and the rest.
+
+    ``forked``: the steps were forked from the executor's warm interpreter (the default), so start
+    and imports are the forked probes; False: each step was a fresh interpreter.
+    """
     ph = {k: v["p50"] for k, v in probes["phases_s"].items()}
-    start = probes["process_start_s"]["min"]
-    ecr_first = probes["ecr_lookup_fresh_process_s"]
+    if forked and "forked_start_s" in probes:
+        start = probes["forked_start_s"]["min"]
+        imports = dict(probes["forked_imports_s"])
+        ecr_first, ecr_label = probes["ecr_lookup_forked_s"], "ecr (client, {} call{})"
+    else:
+        start = probes["process_start_s"]["min"]
+        imports = {k: v["imports_s"] for k, v in probes["imports"].items()}
+        ecr_first, ecr_label = probes["ecr_lookup_fresh_process_s"], "ecr (boto3 import, client, {} call{})"
     work = {
-        "resolve-image": {"ecr (boto3 import, client, 1 call)": ecr_first, "rules": probes["rules_load_s"]},
+        "resolve-image": {ecr_label.format(1, ""): ecr_first, "rules": probes["rules_load_s"]},
         "edit-kustomize": {"clone": ph["clone"], "edit": ph["edit"],
-                           "ecr (boto3 import, client, 2 calls)": ecr_first + ph["ecr_describe"]},
+                           ecr_label.format(2, "s"): ecr_first + ph["ecr_describe"]},
         "commit-pr": {"clone": ph["clone"], "edit+commit": ph["edit"] + ph["commit"], "push": ph["push"]},
     }
     out: dict[str, dict[str, float]] = {}
@@ -168,28 +212,30 @@ def breakdown(seq: dict[str, Any], probes: dict[str, Any]) -> dict[str, dict[str
         node = seq["steps_s"][step].get("p50")
         if node is None:
             continue
-        if step not in probes["imports"]:
+        if step not in imports:
             continue
-        parts = {"process start": start, "imports": probes["imports"][step]["imports_s"], **work[step]}
+        parts = {"process start": start, "imports": imports[step], **work[step]}
         rest = node - sum(parts.values())
         out[step] = {**{k: round(v, 3) for k, v in parts.items()}, "other": round(rest, 3), "total": node}
     return out
 
 
 def refine_breakdown(results: dict[str, Any]) -> None:
-    """Recompute the single-event breakdown with the lowest import cost seen for each step.
+    """Refine the fresh-interpreter import probes with the lowest import cost seen for each step.
 
     The import probes of :func:`probe_phases` and :func:`bench.waste.run_imports` (its
-    ``local_executor_today`` column: the same interpreter flags, the same modules) are CPU-bound
+    ``fresh_process`` column: the same interpreter flags, the same modules) are CPU-bound
     and taken at different moments of a shared machine; the minimum of both is the better estimate.
+    (The breakdown itself is of forked steps; the fresh numbers are its comparison.)
     """
     single = results.get("single_event")
     imports = results.get("waste", {}).get("imports")
     if not single or not imports or "probes" not in single:
         return
-    start = min(single["probes"]["process_start_s"]["min"], imports["process_start_s"]["local"])
+    start = min(single["probes"]["process_start_s"]["min"], imports["process_start_s"].get("fresh", imports["process_start_s"].get("local")))
     for step, probe in single["probes"]["imports"].items():
-        waste_total = imports["steps"].get(step, {}).get("local_executor_today_s")
+        row = imports["steps"].get(step, {})
+        waste_total = row.get("fresh_process_s", row.get("local_executor_today_s"))
         if waste_total is not None:
             probe["imports_s"] = round(min(probe["with_runner_s"]["min"], waste_total) - start, 3)
     single["probes"]["process_start_s"]["min"] = start

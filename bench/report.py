@@ -71,7 +71,7 @@ def headline_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
                      f"({conc[0]['events']} events)", _joined([c["events_per_s"] for c in conc], "{:.2f}")))
     w = r.get("waste", {}).get("before_after")
     if w:
-        rows.append(("measured fix (no Hera runner import + precompiled bytecode): single event p50",
+        rows.append(("fix: steps forked from a warm interpreter vs a new Python per step: single event p50",
                      f"{w['before']['latency_s']['p50']:.2f} s → {w['after']['latency_s']['p50']:.2f} s "
                      f"({w['p50_speedup']:.1f}×)"))
     return rows
@@ -81,8 +81,8 @@ def _breakdown_lines(r: dict[str, Any]) -> list[str]:
     bd = r.get("single_event", {}).get("breakdown")
     if not bd:
         return []
-    lines = ["", "single event, per step (p50 s; 'other' = the rest: runner, pydantic, outputs, "
-             "git processes):"]
+    lines = ["", "single event, per step (p50 s; process start = fork from the warm interpreter; "
+             "'other' = the rest: Hera's runner, pydantic, outputs, git processes):"]
     for step, parts in bd.items():
         lines.append(f"  {step:<15} " + ", ".join(f"{k} {v:.2f}" for k, v in parts.items()))
     return lines
@@ -92,7 +92,7 @@ def _import_lines(r: dict[str, Any]) -> list[str]:
     imports = r.get("waste", {}).get("imports")
     if not imports:
         return []
-    lines = ["", "imports per step process (s, fresh interpreter, min of N):"]
+    lines = ["", "imports per FRESH step process, what a pod pays (s, min of N):"]
     for step, row in imports["steps"].items():
         lines.append(f"  {step:<15} " + ", ".join(f"{k.removesuffix('_s')} {v:.2f}" for k, v in row.items()))
     return lines
@@ -121,8 +121,9 @@ def markdown(r: dict[str, Any], command: str) -> str:
         "All numbers: `bench/results.json`; chart: `bench/results.png`; how: `bench/README.md`.",
         "",
         "Everything runs through the local executor with the rendered `image-update` WorkflowTemplate "
-        "(each step its own Python process), a real `git http-backend` remote on 127.0.0.1, and moto's "
-        "EventBridge → SQS and ECR. The machine is small and was shared with other work, so read the "
+        "(each step its own process, forked from a warm interpreter), a real `git http-backend` remote on "
+        "127.0.0.1, and moto's "
+        "EventBridge → SQS and ECR. The machine is small and may be shared with other work, so read the "
         "ratios rather than the absolute seconds.",
         "",
     ]
@@ -141,8 +142,8 @@ def markdown(r: dict[str, Any], command: str) -> str:
             out.append(f"| {step} | {parts['process start']:.2f} | {parts['imports']:.2f} | {work} "
                        f"| {parts['other']:.2f} | {parts['total']:.2f} |")
     out += ["", "Reproduce: `pip install -e '.[bench]' && python -m bench` (`--quick` for a smoke-sized "
-            "run). The run is CPU-bound (three Python processes per event), so its length follows the "
-            "machine's load.",
+            "run). The run is CPU-bound (three step processes and their git processes per event), so its "
+            "length follows the machine's load.",
             ""]
     return "\n".join(out)
 

@@ -188,8 +188,12 @@ class World:
                 e["id"] = entry["EventId"]
 
     def executor(self, *, template_text: str | None = None, extra_env: dict[str, str] | None = None,
-                 log: Any = None) -> Any:
-        """A LocalExecutor over the rendered template (or a variant of its text)."""
+                 log: Any = None, prefork: bool | None = None) -> Any:
+        """A LocalExecutor over the rendered template (or a variant of its text).
+
+        ``prefork``: as :class:`LocalExecutor` (default on: steps forked from a warm interpreter);
+        False starts every step as a new Python process (the "before" of ``bench.waste``).
+        """
         from workflows.local_executor import LocalExecutor
 
         work = self.root / "steps"
@@ -202,6 +206,7 @@ class World:
             env={**self.step_env, **(extra_env or {})},
             log=log or (lambda record: None),
             work_root=work,
+            prefork=prefork,
         )
 
     def git_auth(self) -> Any:

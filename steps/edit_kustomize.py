@@ -41,6 +41,10 @@ from steps.branches import branch_name, proposed_entry
 from steps.errors import ConfigError, ImageNotFoundError, InvalidEventError, KustomizationError
 from steps.models import Decision, ImagesEntry, Plan, Target
 
+#: Modules this step imports only when it runs (a pod that is refused early never pays for them).
+#: A local executor that forks steps from a warm interpreter imports them ahead (workflows.zygote).
+LAZY_IMPORTS = ("steps.git", "steps.kustomize", "steps.ecr", "steps.events", "steps.order", "boto3", "botocore.config", "botocore.exceptions")
+
 
 class EditKustomizeOutput(BaseModel):
     plan: Plan

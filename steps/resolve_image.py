@@ -27,6 +27,10 @@ from steps.errors import ConfigError
 from steps.models import Image, Target
 from steps.rules import RuleSet, SkippedRule, load_rules_file
 
+#: Modules this step imports only when it runs (a pod that is refused early never pays for them).
+#: A local executor that forks steps from a warm interpreter imports them ahead (workflows.zygote).
+LAZY_IMPORTS = ("steps.ecr", "steps.events", "steps.rules", "yaml", "boto3", "botocore.config", "botocore.exceptions")
+
 DEFAULT_RULES_FILE = "/etc/imagebump/rules/rules.yaml"
 
 __all__ = ["ResolveImageOutput", "SkippedRule", "run", "resolve"]

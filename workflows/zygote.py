@@ -2,7 +2,8 @@
 
 Started by :class:`workflows.prefork.Zygote` as ``python -m workflows.zygote FD MODULE...``. It
 imports the modules named (Hera's runner, the steps' modules: what every step process would
-otherwise import again, 1–2 s of CPU each time), then serves requests on the Unix socket ``FD``.
+otherwise import again, 1–2 s of CPU each time) and the ones each of them lists in a module-level
+``LAZY_IMPORTS`` tuple (what a step imports only while it runs, e.g. boto3), then serves requests on the Unix socket ``FD``.
 Each request — one JSON line ``{"id", "argv", "cwd", "env"}`` where ``argv`` is ``[python, "-m",
 MODULE, ARG...]``, sent with two file descriptors (``SCM_RIGHTS``: the write ends of the caller's
 stdout and stderr pipes) — gets a child made by ``fork()`` that becomes what that command would
@@ -129,11 +130,18 @@ def serve(fd: int, modules: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sock = socket.socket(fileno=fd)
     failed = []
-    for name in modules:
+    queue = list(modules)
+    while queue:
+        name = queue.pop(0)
         try:
-            importlib.import_module(name)
+            module = importlib.import_module(name)
         except BaseException:  # the child will import it itself and report the error
             failed.append(name)
+            continue
+        # What the module imports only while it runs (``LAZY_IMPORTS``: a tuple of module names).
+        lazy = getattr(module, "LAZY_IMPORTS", ())
+        if isinstance(lazy, tuple):
+            queue += [m for m in lazy if isinstance(m, str) and m not in sys.modules]
     import gc
 
     gc.collect()

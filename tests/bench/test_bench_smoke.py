@@ -1,8 +1,8 @@
 """Smoke test of the benchmark code (``python -m bench``): every scenario function at its smallest.
 
 It checks shapes, never times: the point is that the benchmark cannot rot while the code it
-measures changes. Workflows run through the real executor and template, but with the steps run by
-``bench.fastrunner`` (the measured fix) so the whole module stays well under 20 seconds.
+measures changes. Workflows run through the real executor and template, steps forked from the
+executor's warm interpreter as ``imagebump run --local`` starts them.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def world() -> Iterator[World]:
 @pytest.fixture(scope="module")
 def fast_executor(world: World):
     def make(sink=None):
-        return world.executor(template_text=waste.fast_template(), log=sink)
+        return world.executor(log=sink)
 
     return make
 
@@ -50,9 +50,12 @@ def test_single_event_and_breakdown(world: World, fast_executor) -> None:
     assert set(single["steps_s"]) == set(e2e.STEPS)
     probes = e2e.probe_phases(world, reps=1, steps=("commit-pr",))
     assert {"clone", "edit", "commit", "push", "pr_branch_push", "ecr_describe"} == set(probes["phases_s"])
-    parts = e2e.breakdown(single, probes)
-    assert set(parts) == {"commit-pr"}
-    assert {"process start", "imports", "clone", "push", "other", "total"} <= set(parts["commit-pr"])
+    assert set(probes["forked_imports_s"]) == {"commit-pr"} and probes["forked_start_s"]["n"] == 1
+    assert probes["ecr_lookup_forked_s"] > 0
+    for forked in (True, False):
+        parts = e2e.breakdown(single, probes, forked=forked)
+        assert set(parts) == {"commit-pr"}
+        assert {"process start", "imports", "clone", "push", "other", "total"} <= set(parts["commit-pr"])
 
 
 def test_burst_shape(world: World, fast_executor) -> None:
@@ -77,11 +80,17 @@ def test_growth_shapes(world: World) -> None:
     assert {"our_git_s", "floor_partial_s", "floor_full_clone_s", "workflow_edit_s"} <= set(size)
 
 
-def test_waste_imports_and_fast_template(tmp_path: Path) -> None:
-    assert "- bench.fastrunner\n" in waste.fast_template()
+def test_waste_imports(tmp_path: Path) -> None:
     result = waste.run_imports(1, tmp_path, steps=("edit-kustomize",))
     assert set(result["steps"]["edit-kustomize"]) == {
-        "as_shipped_image_s", "local_executor_today_s", "precompiled_s", "precompiled_no_hera_runner_s"}
+        "as_shipped_image_s", "fresh_process_s", "precompiled_s", "precompiled_no_hera_runner_s"}
+
+
+def test_before_after_runs_both_ways(world: World) -> None:
+    result = waste.run_before_after(world, runs=1, repository="mono/app01")
+    assert result["before"]["failed"] == result["after"]["failed"] == 0, result
+    assert result["before"]["outcomes"] == result["after"]["outcomes"] == {"committed": 1}
+    assert result["p50_speedup"] is not None
 
 
 def test_report_renders_from_partial_results(tmp_path: Path) -> None:

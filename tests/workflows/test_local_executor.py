@@ -267,7 +267,6 @@ def test_parse_duration(text: str, seconds: float) -> None:
 IMAGE_UPDATE = ROOT / "manifests" / "workflows" / "image-update.yaml"
 
 
-@pytest.mark.skipif(not IMAGE_UPDATE.exists(), reason="manifests/workflows/image-update.yaml not rendered yet")
 def test_accepts_the_rendered_image_update_template(logs: list[dict]) -> None:
     doc = yaml.safe_load(IMAGE_UPDATE.read_text())
     secrets, configmaps = _references(doc)
@@ -312,7 +311,6 @@ images:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not IMAGE_UPDATE.exists(), reason="manifests/workflows/image-update.yaml not rendered yet")
 def test_runs_the_rendered_image_update_template_end_to_end(moto, make_remote, git_token, logs) -> None:
     """The very YAML a cluster gets: an ECR push becomes a commit (commit mode), no Kubernetes."""
     remote = make_remote({"services/api/overlays/staging/kustomization.yaml": KUSTOMIZATION,

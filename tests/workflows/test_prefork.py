@@ -229,3 +229,30 @@ def test_prefork_is_on_by_default_and_can_be_turned_off(monkeypatch, tmp_path: P
     monkeypatch.setenv("IMAGEBUMP_LOCAL_PREFORK", "0")
     assert _executor(tmp_path, logs, None).prefork is False
     assert _executor(tmp_path, logs, None).zygote() is None
+
+
+def test_the_image_update_steps_and_their_lazy_imports_are_imported_ahead(tmp_path: Path) -> None:
+    """The zygote for the rendered ``image-update`` template imports Hera's runner, each step's
+    module and what each lists in ``LAZY_IMPORTS`` (boto3 …), so a forked step imports nothing
+    heavy itself; a fresh process, for contrast, starts with none of them."""
+    template = ROOT / "manifests" / "workflows" / "image-update.yaml"
+    executor = LocalExecutor(template, project_root=ROOT, log=lambda r: None, prefork=True,
+                             configmaps={"imagebump-rules": {"rules.yaml": "[]"}},
+                             secrets={"imagebump-git": {"token": "t0ken-unused"},
+                                      "imagebump-git-read": {"token": "t0ken-unused"}})
+    assert executor.preload_modules() == [
+        "hera.workflows.runner", "steps.resolve_image", "steps.edit_kustomize", "steps.commit_pr"]
+    zygote = Zygote(sys.executable, str(ROOT), executor.preload_modules())
+    names = ["hera.workflows.runner", "steps.commit_pr", "steps.ecr", "steps.git", "boto3", "githubkit"]
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)}
+    try:
+        outcome = zygote.run([sys.executable, "-m", "tests.workflows.show_modules", *names], cwd=str(tmp_path),
+                             env=env, timeout=60)
+        assert outcome.returncode == 0, outcome.stderr
+        assert zygote.failed_preload == []
+        assert json.loads(outcome.stdout) == dict.fromkeys(names, True)
+    finally:
+        zygote.close()
+    fresh = subprocess.run([sys.executable, "-m", "tests.workflows.show_modules", *names], cwd=ROOT, env=env,
+                           capture_output=True, check=True)
+    assert not any(json.loads(fresh.stdout).values())

@@ -89,7 +89,6 @@ def test_module_entry_point(tmp_path):
     assert render.main(["--check", "--output", str(tmp_path)]) == 0
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed")
 def test_kubectl_kustomize_builds_the_committed_tree():
     result = subprocess.run(
         ["kubectl", "kustomize", str(ROOT / "manifests")], capture_output=True, text=True, timeout=120

@@ -103,7 +103,6 @@ def _wait_for(predicate, seconds: float, what: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not IMAGE_UPDATE.exists(), reason="manifests/workflows/image-update.yaml not rendered yet")
 def test_concurrent_workflows_for_two_overlays_of_one_repository_never_share_files(
     moto, make_remote, git_token, tmp_path: Path
 ) -> None:

@@ -7,7 +7,9 @@ Argo: no scheduler, no persistence, no API.
 What each script template gets, mirroring its pod:
 
 * its own process running the template's own command (``python -m hera.workflows.runner -e
-  steps.x:run <script>``; ``python`` is this interpreter), the rendered ``source`` (Hera's
+  steps.x:run <script>``; ``python`` is this interpreter) — forked from a warm interpreter that has
+  imported Hera's runner and the steps already (:mod:`workflows.prefork`; ``prefork=False`` or
+  ``IMAGEBUMP_LOCAL_PREFORK=0`` starts a new interpreter instead) — the rendered ``source`` (Hera's
   ``{{inputs.parameters}}``: the JSON list of ALL declared inputs, defaults included) written to
   ``<tmp>/mounts/argo/staging/script`` and appended to the arguments as Argo does;
 * its own fresh ``tempfile.TemporaryDirectory()`` as cwd, ``HOME`` and ``TMPDIR``, removed after;

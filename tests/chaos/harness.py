@@ -321,7 +321,9 @@ class SensorProcess:
         return len(read_jsonl(self.results))
 
     def kill(self) -> None:
-        """SIGKILL the sensor process alone: a crash. Its running step processes are orphaned."""
+        """SIGKILL the sensor process alone: a crash. The steps it was running die with it (the warm
+        interpreter they were forked from kills them when the sensor's end of its socket closes);
+        with ``IMAGEBUMP_LOCAL_PREFORK=0`` they are orphaned instead, and :meth:`reap_orphans` waits."""
         os.kill(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
 

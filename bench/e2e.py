@@ -217,6 +217,13 @@ def breakdown(seq: dict[str, Any], probes: dict[str, Any], forked: bool = True) 
         parts = {"process start": start, "imports": imports[step], **work[step]}
         rest = node - sum(parts.values())
         out[step] = {**{k: round(v, 3) for k, v in parts.items()}, "other": round(rest, 3), "total": node}
+    # PR mode (provider local: the proposal is the pushed branch, no forge API call to time here)
+    pr_node = (seq.get("pr_mode") or {}).get("steps_s", {}).get("commit-pr", {}).get("p50")
+    if pr_node is not None and "commit-pr" in imports:
+        parts = {"process start": start, "imports": imports["commit-pr"], "clone": ph["clone"],
+                 "edit+commit": ph["edit"] + ph["commit"], "PR (branch push)": ph["pr_branch_push"]}
+        out["commit-pr (PR)"] = {**{k: round(v, 3) for k, v in parts.items()},
+                                 "other": round(pr_node - sum(parts.values()), 3), "total": pr_node}
     return out
 
 

@@ -142,7 +142,8 @@ class Zygote:
         return self._proc is not None and self._proc.poll() is None and self._sock is not None
 
     def _start(self) -> None:
-        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        # SEQPACKET: one request (and its two descriptors) per message, never glued to the next
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             proc = subprocess.Popen(
                 [self.python, "-m", "workflows.zygote", str(child.fileno()), *self.preload],
@@ -255,9 +256,7 @@ class Zygote:
             data = json.dumps(request).encode() + b"\n"
             try:
                 with self._send_lock:
-                    sent = socket.send_fds(sock, [data], [out_w, err_w])
-                    if sent < len(data):
-                        sock.sendall(data[sent:])
+                    socket.send_fds(sock, [data], [out_w, err_w])  # one message: all of it or an error
             finally:
                 os.close(out_w)
                 os.close(err_w)

@@ -4,7 +4,7 @@ Started by :class:`workflows.prefork.Zygote` as ``python -m workflows.zygote FD 
 imports the modules named (Hera's runner, the steps' modules: what every step process would
 otherwise import again, 1–2 s of CPU each time) and the ones each of them lists in a module-level
 ``LAZY_IMPORTS`` tuple (what a step imports only while it runs, e.g. boto3), then serves requests on the Unix socket ``FD``.
-Each request — one JSON line ``{"id", "argv", "cwd", "env"}`` where ``argv`` is ``[python, "-m",
+Each request — one message on the SEQPACKET socket, JSON ``{"id", "argv", "cwd", "env"}`` where ``argv`` is ``[python, "-m",
 MODULE, ARG...]``, sent with two file descriptors (``SCM_RIGHTS``: the write ends of the caller's
 stdout and stderr pipes) — gets a child made by ``fork()`` that becomes what that command would
 have been, started fresh:
@@ -22,7 +22,7 @@ safe, and a child shares nothing with another child or with later requests (each
 interpreter as it stood after the imports; memory is copy-on-write, ``random`` is reseeded by the
 interpreter at fork).
 
-Replies are JSON lines: ``{"ready": true, "pid", "failed"}`` once the imports are done (``failed``
+Replies are JSON messages, each ending in a newline: ``{"ready": true, "pid", "failed"}`` once the imports are done (``failed``
 lists modules that did not import: the child imports them itself and reports the error the way a
 fresh process would), then per request ``{"id", "pid"}`` when forked and ``{"id", "status"}``
 when it ended (``status`` as :attr:`subprocess.Popen.returncode`: the exit code, or ``-signal``),
@@ -153,8 +153,6 @@ def serve(fd: int, modules: list[str]) -> int:
     signal.signal(signal.SIGCHLD, lambda *_: None)
     children: dict[int, object] = {}
     _send(sock, {"ready": True, "pid": os.getpid(), "failed": failed})
-    buffer = b""
-    received: list[int] = []  # descriptors in arrival order: two per request
     try:
         while True:
             readable, _, _ = select.select([sock, wake_r], [], [])
@@ -175,29 +173,25 @@ def serve(fd: int, modules: list[str]) -> int:
                 if request_id is not None:
                     _send(sock, {"id": request_id, "status": os.waitstatus_to_exitcode(status)})
             if sock in readable:
-                data, fds, _flags, _addr = socket.recv_fds(sock, 1 << 20, 64)
+                # One message is one request with its two descriptors (a SEQPACKET socket).
+                data, fds, flags, _addr = socket.recv_fds(sock, 1 << 20, 4)
                 if not data:
                     return 0
-                buffer += data
-                received += fds
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    request = json.loads(line)
-                    mine, received = received[:2], received[2:]
-                    try:
-                        if len(mine) != 2:
-                            raise OSError("the request came without its stdout and stderr descriptors")
-                        pid = os.fork()
-                    except OSError as exc:
-                        _send(sock, {"id": request["id"], "error": f"fork failed: {exc}"})
-                        pid = -1
-                    if pid == 0:
-                        _child(request, mine, [sock.fileno(), wake_r, wake_w, *received])
-                    for fd in mine:  # the child has its copies; the caller sees EOF when it ends
-                        os.close(fd)
-                    if pid > 0:
-                        children[pid] = request["id"]
-                        _send(sock, {"id": request["id"], "pid": pid})
+                request = json.loads(data)
+                try:
+                    if len(fds) != 2 or flags & (socket.MSG_CTRUNC | socket.MSG_TRUNC):
+                        raise OSError("the request came without its stdout and stderr descriptors")
+                    pid = os.fork()
+                except OSError as exc:
+                    _send(sock, {"id": request["id"], "error": f"could not start: {exc}"})
+                    pid = -1
+                if pid == 0:
+                    _child(request, fds, [sock.fileno(), wake_r, wake_w])
+                for fd in fds:  # the child has its copies; the caller sees EOF when it ends
+                    os.close(fd)
+                if pid > 0:
+                    children[pid] = request["id"]
+                    _send(sock, {"id": request["id"], "pid": pid})
     except (BrokenPipeError, ConnectionResetError):
         return 0
     finally:

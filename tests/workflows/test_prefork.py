@@ -256,3 +256,27 @@ def test_the_image_update_steps_and_their_lazy_imports_are_imported_ahead(tmp_pa
     fresh = subprocess.run([sys.executable, "-m", "tests.workflows.show_modules", *names], cwd=ROOT, env=env,
                            capture_output=True, check=True)
     assert not any(json.loads(fresh.stdout).values())
+
+
+def test_many_steps_forked_at_once_each_get_their_own_output(tmp_path: Path) -> None:
+    """40 commands sent to one zygote from 40 threads at once: each gets its own stdout, stderr,
+    environment and exit code — nothing crossed between requests."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    zygote = Zygote(sys.executable, str(ROOT), ["tests.workflows.echo_env"])
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)}
+
+    def one(i: int):
+        return zygote.run([sys.executable, "-m", "tests.workflows.echo_env", str(i)], cwd=str(tmp_path),
+                          env={**env, "ECHO_ID": f"id-{i}"}, timeout=120)
+
+    try:
+        with ThreadPoolExecutor(40) as pool:
+            outcomes = list(pool.map(one, range(40)))
+    finally:
+        zygote.close()
+    for i, outcome in enumerate(outcomes):
+        assert outcome.stdout == f"arg {i} env id-{i}\n".encode(), (i, outcome)
+        assert outcome.stderr == f"err {i}\n".encode()
+        assert outcome.returncode == i % 7
+    assert len({o.pid for o in outcomes}) == 40

@@ -52,3 +52,14 @@ def outputs_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 # Fixture modules owned by their areas (git remote + token, GitHub API fake).
 pytest_plugins = ["tests.fixtures.git", "tests.fixtures.github"]
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    """Print what tests left as a ``("summary", text)`` user property (the chaos test's counts),
+    passed or failed: worker output is not shown under pytest-xdist, the summary is."""
+    for key in ("passed", "failed"):
+        for report in terminalreporter.stats.get(key, []):
+            for name, value in getattr(report, "user_properties", ()):
+                if name == "summary":
+                    terminalreporter.write_sep("-", f"{report.nodeid} ({key})")
+                    terminalreporter.write_line(str(value))

@@ -209,7 +209,8 @@ def test_plan_always_has_an_older_image_arriving_after_a_newer() -> None:
 
 
 @pytest.mark.slow
-def test_chaos(moto, tmp_path: Path, git_token: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_chaos(moto, tmp_path: Path, git_token: str, capsys: pytest.CaptureFixture[str],
+               request: pytest.FixtureRequest) -> None:
     started = time.monotonic()
     rng = random.Random(SEED)
     run_id = uuid.uuid4().hex[:8]
@@ -432,6 +433,8 @@ def test_chaos(moto, tmp_path: Path, git_token: str, capsys: pytest.CaptureFixtu
         ]
         with capsys.disabled():
             print("\n" + "\n".join(report))
+        # ... and in the run's summary, also under pytest-xdist (tests/conftest.py prints it)
+        request.node.user_properties.append(("summary", "\n".join(report)))
 
         assert not lost, f"events with no terminal outcome: {[by_id[e].image.tag for e in lost]}"
         assert len(deliveries) == succeeded + duplicates + filtered + dead, report[3]

@@ -455,6 +455,20 @@ class LocalExecutor:
             return None
         return shared_zygote(self.python, self.project_root, self.preload_modules())
 
+    def warm(self) -> None:
+        """Start the warm interpreter now (1–2 s of imports), so the first event does not wait for it.
+
+        Long-running callers (``imagebump run --local``, the demo) call this before taking work; a
+        zygote that cannot start is logged and steps start as new processes instead.
+        """
+        zygote = self.zygote()
+        if zygote is None:
+            return
+        try:
+            zygote.ensure_started()
+        except ZygoteError as exc:
+            self.log({"event": "zygote-unavailable", "message": str(exc)})
+
     # -- validation (everything refused here, before any run) ---------------------------------
 
     def _validate(self) -> None:

@@ -227,6 +227,15 @@ class Zygote:
                 proc.kill()
                 proc.wait()
 
+    def ensure_started(self) -> None:
+        """Start the zygote if it is not running (what :meth:`run` does on first use)."""
+        with self._lock:
+            if not self.alive():
+                try:
+                    self._start()
+                except OSError as exc:
+                    raise ZygoteError(f"the step zygote could not be started: {exc}", started=False) from None
+
     # -- running ---------------------------------------------------------------------------
 
     def run(self, argv: list[str], *, cwd: str, env: Mapping[str, str], timeout: float | None = None) -> Outcome:

@@ -150,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
         env=step_environment(dict(os.environ), args.endpoint_url, region),
         log=log,
     )
+    executor.warm()  # the steps' warm interpreter, before the first message
     sqs = boto3.client("sqs", endpoint_url=args.endpoint_url, region_name=region)
     sensor = LocalSensor(
         args.queue_url,

@@ -764,6 +764,7 @@ def run_demo(*, keep: bool = False, tag: str = "1.4.2", timeout: float = 120,
         say("starting moto (AWS emulator), deploying manifests/aws/cloudformation.yaml, "
             "serving demo/manifests over git http-backend …")
         with quiet_request_logs(), build_world(tmp, log_sink=log_sink) as world:
+            world.executor().warm()  # as `imagebump run --local` does before its first message
             report.setup_seconds = time.monotonic() - wall
             report.stack = {"stack": world.stack_name, **world.stack_outputs}
             report.endpoint_url, report.git_base_url = world.moto.endpoint_url, world.git.base_url

@@ -95,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         work_root=args.work_root,
         backoff_scale=args.backoff_scale,
     )
+    executor.warm()
     results_lock = threading.Lock()
     results = args.results.open("a", encoding="utf-8")
 

@@ -280,3 +280,25 @@ def test_many_steps_forked_at_once_each_get_their_own_output(tmp_path: Path) -> 
         assert outcome.stderr == f"err {i}\n".encode()
         assert outcome.returncode == i % 7
     assert len({o.pid for o in outcomes}) == 40
+
+
+def test_warm_starts_the_zygote_before_the_first_step(tmp_path: Path) -> None:
+    """``imagebump run --local`` and the demo call ``warm()`` before taking work, so the first
+    event does not wait for the imports; the first step is then forked from that same process."""
+    logs: list[dict] = []
+    executor = _executor(tmp_path, logs, True)
+    zygote = Zygote(sys.executable, str(ROOT), executor.preload_modules())
+    executor.zygote = lambda: zygote
+    try:
+        assert not zygote.alive()
+        executor.warm()
+        assert zygote.alive() and zygote.starts == 1
+        warm_pid = zygote._proc.pid
+        result = executor.run({"crash": "none"}, "warm-1")
+        assert result.phase == "Succeeded", result.message
+        assert {int(n.outputs["ppid"]) for n in result.nodes_for("probe")} == {warm_pid}
+        assert zygote.starts == 1
+    finally:
+        zygote.close()
+    assert not zygote.alive()
+    _executor(tmp_path, logs, False).warm()  # prefork off: nothing to start, nothing raised

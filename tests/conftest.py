@@ -38,8 +38,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         sections += report.sections
     leaks = find_leaks(sections)
     if leaks:
+        from tests.secret_scan import redact
+
+        original = report.longreprtext or ""
         report.outcome = "failed"
-        report.longrepr = f"a registered secret appeared in: {', '.join(leaks)} (never print tokens)"
+        # The original failure stays readable, with every registered secret masked. (A failing
+        # test that takes ``git_token`` as an argument lands here too: pytest's long traceback
+        # prints the test's arguments.)
+        report.longrepr = (f"a registered secret appeared in: {', '.join(leaks)} (never print tokens)"
+                           + (f"\n\n--- the report, secrets masked ---\n{redact(original)}" if original else ""))
 
 
 @pytest.fixture()

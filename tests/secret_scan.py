@@ -29,3 +29,10 @@ def find_leaks(sections: Iterable[tuple[str, str]], secrets: Iterable[str] = SEC
     """Names of the ``(name, text)`` sections that contain any of ``secrets``."""
     wanted = [s for s in secrets if s]
     return [name for name, text in sections if text and any(s in text for s in wanted)]
+
+
+def redact(text: str, secrets: Iterable[str] = SECRETS) -> str:
+    """``text`` with every one of ``secrets`` replaced by ``***`` (longest first)."""
+    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from tests.secret_scan import find_leaks, register
+from tests.secret_scan import find_leaks, redact, register
 
 
 @pytest.mark.parametrize(
@@ -35,3 +35,12 @@ def test_debug_log_records_are_captured_for_the_scan(caplog: pytest.LogCaptureFi
     """log_level = DEBUG in pyproject: DEBUG lines reach the report sections the scan reads."""
     logging.getLogger("imagebump.test").debug("a debug line the scan must see")
     assert "a debug line the scan must see" in caplog.text
+
+
+def test_redact_masks_every_form_and_keeps_the_rest() -> None:
+    """A failing test whose report carries a secret is shown with the secret masked, not hidden."""
+    basic = base64.b64encode(b"x-access-token:ibt_s3cret_value").decode()
+    text = f"AssertionError: push to https://h/r failed\ngit_token = 'ibt_s3cret_value'\nBasic {basic}"
+    masked = redact(text, {"ibt_s3cret_value", basic})
+    assert masked == "AssertionError: push to https://h/r failed\ngit_token = '***'\nBasic ***"
+    assert find_leaks([("x", masked)], {"ibt_s3cret_value", basic}) == []

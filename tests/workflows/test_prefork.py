@@ -35,6 +35,13 @@ def _executor(tmp_path: Path, logs: list[dict], prefork: bool, **kwargs) -> Loca
                          work_root=work, prefork=prefork, **kwargs)
 
 
+def _long_deadline() -> str:
+    """``deadline.yaml`` (a step that sleeps 60 s) with a 90 s deadline: these tests kill it first."""
+    text = (ROOT / "tests" / "testdata" / "executor" / "deadline.yaml").read_text()
+    assert "activeDeadlineSeconds: 2\n" in text
+    return text.replace("activeDeadlineSeconds: 2\n", "activeDeadlineSeconds: 90\n")
+
+
 def _alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -109,13 +116,13 @@ def test_a_crashing_step_ends_the_same_way_forked_or_not(tmp_path: Path, prefork
 
 
 def test_a_killed_zygote_loses_only_the_running_step_and_is_restarted(tmp_path: Path) -> None:
-    """SIGKILL the zygote while a step sleeps in it (``deadline.yaml``: 60 s sleep, 2 s deadline):
+    """SIGKILL the zygote while a step sleeps in it (``deadline.yaml``'s 60 s sleep, its deadline raised):
     that attempt is an Error, not a deadline failure; its process is killed (not left running
     beside a retry); the next run starts a new zygote and forks from it."""
     state = tmp_path / "state"
     state.mkdir()
     zygote = Zygote(sys.executable, str(ROOT), ["hera.workflows.runner", "tests.workflows.stepfns"])
-    executor = LocalExecutor(ROOT / "tests" / "testdata" / "executor" / "deadline.yaml", project_root=ROOT,
+    executor = LocalExecutor(_long_deadline(), project_root=ROOT,
                              env={"STEPFNS_STATE_DIR": str(state)}, log=lambda r: None, prefork=True)
     executor.zygote = lambda: zygote  # this test's own zygote, not the process-wide one
     try:
@@ -159,7 +166,7 @@ def test_no_step_outlives_a_killed_executor(tmp_path: Path) -> None:
         import sys
         sys.path.insert(0, {str(ROOT)!r})
         from workflows.local_executor import LocalExecutor
-        ex = LocalExecutor({str(ROOT / 'tests' / 'testdata' / 'executor' / 'deadline.yaml')!r},
+        ex = LocalExecutor({_long_deadline()!r},
                            project_root={str(ROOT)!r}, env={{"STEPFNS_STATE_DIR": {str(state)!r}}},
                            log=lambda r: None, prefork=True)
         z = ex.zygote()

@@ -12,7 +12,9 @@ Proven:
 * while both run: two step directories, private (``0700``), disjoint; each process (the step
   and the git it runs) has its cwd, ``HOME`` and ``TMPDIR`` in its own directory and no
   environment value naming the other's; each clone holds its own overlay and not the other's
-  (sparse), and nothing in it resolves outside its own directory;
+  (sparse), and nothing in it resolves outside its own directory. (A step forked from the
+  executor's warm interpreter shows that interpreter's start environment in ``/proc/PID/environ``;
+  its own ``os.environ`` is checked in ``test_prefork.py``, and the git it runs, exec'd with it, here.)
 * afterwards: both workflows succeeded, every step directory is gone, and the repository has one
   commit per overlay, each touching only its own overlay's file with its own image.
 """

@@ -125,6 +125,7 @@ class Zygote:
         self._next_id = 0
         self.failed_preload: list[str] = []
         self.starts = 0
+        self.refused: str | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -142,6 +143,8 @@ class Zygote:
         return self._proc is not None and self._proc.poll() is None and self._sock is not None
 
     def _start(self) -> None:
+        if self.refused:
+            raise ZygoteError(self.refused, started=False)
         # SEQPACKET: one request (and its two descriptors) per message, never glued to the next
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
@@ -165,6 +168,12 @@ class Zygote:
             raise ZygoteError(f"the step zygote ({self.python} -m workflows.zygote) did not start "
                               f"(exit code {proc.poll()})", started=False)
         ready = json.loads(line)
+        if not ready.get("ready"):
+            proc.wait()
+            parent.close()
+            # Not transient: do not pay for the imports again on every step.
+            self.refused = f"the step zygote refused to start: {ready.get('error')}"
+            raise ZygoteError(self.refused, started=False)
         parent.settimeout(None)
         self.failed_preload = list(ready.get("failed") or [])
         self._proc, self._sock = proc, parent

@@ -17,8 +17,8 @@ have been, started fresh:
   ``__main__`` by :func:`runpy.run_module`, exactly as ``python -m`` does; its exit status is the
   process's (``SystemExit`` code, 1 with a traceback for an uncaught exception).
 
-Nothing runs in this process after the imports but this loop: it starts no thread, so ``fork`` is
-safe, and a child shares nothing with another child or with later requests (each is a copy of the
+Nothing runs in this process after the imports but this loop: it starts no thread (and refuses to
+serve if an import started one), so ``fork`` is safe, and a child shares nothing with another child or with later requests (each is a copy of the
 interpreter as it stood after the imports; memory is copy-on-write, ``random`` is reseeded by the
 interpreter at fork).
 
@@ -142,6 +142,16 @@ def serve(fd: int, modules: list[str]) -> int:
         lazy = getattr(module, "LAZY_IMPORTS", ())
         if isinstance(lazy, tuple):
             queue += [m for m in lazy if isinstance(m, str) and m not in sys.modules]
+    import threading
+
+    # fork() copies only the calling thread: a lock another thread held would stay locked forever
+    # in every child. If an import started a thread, refuse to serve; the caller starts steps as
+    # new processes instead.
+    threads = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
+    if threads:
+        _send(sock, {"ready": False, "error": f"an import started threads ({', '.join(threads)}); "
+                                              "forking from this interpreter would not be safe"})
+        return 1
     import gc
 
     gc.collect()

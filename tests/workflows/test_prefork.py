@@ -309,3 +309,36 @@ def test_warm_starts_the_zygote_before_the_first_step(tmp_path: Path) -> None:
         zygote.close()
     assert not zygote.alive()
     _executor(tmp_path, logs, False).warm()  # prefork off: nothing to start, nothing raised
+
+
+def test_a_zygote_whose_imports_start_a_thread_refuses_and_steps_start_fresh(tmp_path: Path, monkeypatch) -> None:
+    """fork() copies only the calling thread, so a zygote in which an import started a thread
+    refuses to serve; the executor logs it and starts the step as a new process instead, and
+    does not try the zygote again for every step."""
+    import types
+
+    from workflows import prefork
+    from workflows.prefork import ZygoteError
+
+    spawned: list[list[str]] = []
+
+    def popen(argv, **kwargs):
+        spawned.append(argv)
+        return subprocess.Popen(argv, **kwargs)
+
+    monkeypatch.setattr(prefork, "subprocess", types.SimpleNamespace(
+        Popen=popen, DEVNULL=subprocess.DEVNULL, TimeoutExpired=subprocess.TimeoutExpired))
+    zygote = Zygote(sys.executable, str(ROOT), ["tests.workflows.thread_at_import"])
+    with pytest.raises(ZygoteError, match="started-by-import") as caught:
+        zygote.ensure_started()
+    assert caught.value.started is False
+
+    logs: list[dict] = []
+    executor = _executor(tmp_path, logs, True)
+    executor.zygote = lambda: zygote
+    result = executor.run({"crash": "none"}, "fallback-1")
+    assert result.phase == "Succeeded", result.message
+    assert {int(n.outputs["ppid"]) for n in result.nodes_for("probe")} == {os.getpid()}
+    assert [r["event"] for r in logs].count("zygote-unavailable") == 2
+    assert zygote.starts == 0 and zygote.refused
+    assert len(spawned) == 1, "the refusing zygote was started once, not once per step"

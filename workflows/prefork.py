@@ -239,11 +239,14 @@ class Zygote:
     def ensure_started(self) -> None:
         """Start the zygote if it is not running (what :meth:`run` does on first use)."""
         with self._lock:
-            if not self.alive():
-                try:
-                    self._start()
-                except OSError as exc:
-                    raise ZygoteError(f"the step zygote could not be started: {exc}", started=False) from None
+            self._ensure_started_locked()
+
+    def _ensure_started_locked(self) -> None:
+        if not self.alive():
+            try:
+                self._start()
+            except OSError as exc:
+                raise ZygoteError(f"the step zygote could not be started: {exc}", started=False) from None
 
     # -- running ---------------------------------------------------------------------------
 
@@ -256,11 +259,7 @@ class Zygote:
                 command ended (its outcome is unknown; the caller treats it as a failed start).
         """
         with self._lock:
-            if not self.alive():
-                try:
-                    self._start()
-                except OSError as exc:
-                    raise ZygoteError(f"the step zygote could not be started: {exc}", started=False) from None
+            self._ensure_started_locked()
             self._next_id += 1
             request_id = self._next_id
             pending = self._pending[request_id] = _Pending()

@@ -74,14 +74,11 @@ def process_times(code: str, reps: int, env: dict[str, str] | None = None) -> li
     return times
 
 
-def forked_times(world: World, args: list[str], reps: int) -> tuple[list[float], list[dict[str, float]]]:
-    """Fork ``python -m bench.probe_child ARGS`` from the executor's zygote ``reps`` times:
+def forked_times(world: World, zygote: Any, args: list[str], reps: int) -> tuple[list[float], list[dict[str, float]]]:
+    """Fork ``python -m bench.probe_child ARGS`` from the executor's ``zygote`` ``reps`` times:
     (wall seconds of each start-to-exit round trip, what each child measured inside)."""
     import json
 
-    zygote = world.executor().zygote()
-    if zygote is None:
-        raise RuntimeError("prefork is off (IMAGEBUMP_LOCAL_PREFORK=0): no forked-start probes")
     env = {**python_env(), **world.step_env}
     walls, inside = [], []
     for _ in range(reps):
@@ -106,15 +103,18 @@ def probe_phases(world: World, reps: int = 5, app: str = "app01",
     from steps import git, kustomize
 
     out: dict[str, Any] = {}
-    fork_walls, _ = forked_times(world, [], reps)
+    zygote = world.executor().zygote()
+    if zygote is None:
+        raise RuntimeError("prefork is off (IMAGEBUMP_LOCAL_PREFORK=0): no forked-start probes")
+    fork_walls, _ = forked_times(world, zygote, [], reps)
     out["forked_start_s"] = summary(fork_walls)
     forked_imports: dict[str, float] = {}
     for step in steps:
         modules = ",".join(["hera.workflows.runner"] + [m.strip() for m in STEP_MODULES[step].split(",")])
-        _, inside = forked_times(world, ["--import", modules], reps)
+        _, inside = forked_times(world, zygote, ["--import", modules], reps)
         forked_imports[step] = round(min(x["import_s"] for x in inside), 4)
     out["forked_imports_s"] = forked_imports
-    _, inside = forked_times(world, ["--ecr", f"mono/{app}"], reps)
+    _, inside = forked_times(world, zygote, ["--ecr", f"mono/{app}"], reps)
     out["ecr_lookup_forked_s"] = round(min(x["ecr_s"] for x in inside), 3)
     start = process_times("pass", reps)
     out["process_start_s"] = summary(start)

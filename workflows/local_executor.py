@@ -54,6 +54,7 @@ every secret value the executor was given redacted).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -437,8 +438,9 @@ class LocalExecutor:
         self._validate()
         self.prefork = enabled_by_default() if prefork is None else bool(prefork)
 
-    def preload_modules(self) -> list[str]:
-        """What the zygote imports: each ``python -m`` module and each ``-e module:function`` entrypoint."""
+    @functools.cached_property
+    def _preload(self) -> tuple[str, ...]:
+        """Each ``python -m`` module and each ``-e module:function`` entrypoint of the templates."""
         modules: list[str] = []
         for tpl in self.templates.values():
             args = [str(a) for a in ((tpl.get("script") or {}).get("args") or [])]
@@ -447,13 +449,17 @@ class LocalExecutor:
                     modules.append(value)
                 elif flag in ("-e", "--entrypoint") and ":" in value:
                     modules.append(value.split(":", 1)[0])
-        return list(dict.fromkeys(m for m in modules if "{{" not in m))
+        return tuple(dict.fromkeys(m for m in modules if "{{" not in m))
+
+    def preload_modules(self) -> list[str]:
+        """What the zygote imports (see :attr:`_preload`, derived once from the templates)."""
+        return list(self._preload)
 
     def zygote(self) -> Zygote | None:
         """The shared warm interpreter step processes are forked from, or None when prefork is off."""
         if not self.prefork:
             return None
-        return shared_zygote(self.python, self.project_root, self.preload_modules())
+        return shared_zygote(self.python, self.project_root, self._preload)
 
     def warm(self) -> None:
         """Start the warm interpreter now (1–2 s of imports), so the first event does not wait for it.

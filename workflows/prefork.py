@@ -210,7 +210,7 @@ class Zygote:
         for pending in lost:
             if not pending.done.is_set():
                 if pending.pid is not None:  # orphaned by a zygote that died without killing it
-                    _kill_group(pending.pid)
+                    kill_group(pending.pid)
                 pending.error = pending.error or f"the step zygote exited (code {proc.returncode})"
                 pending.started.set()
                 pending.done.set()
@@ -284,7 +284,7 @@ class Zygote:
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             timed_out = not pending.done.wait(remaining)
             if timed_out:
-                _kill_group(pending.pid)
+                kill_group(pending.pid)
                 pending.done.wait()
             if pending.status is None:
                 raise ZygoteError(pending.error or "the step zygote lost the process", started=True)
@@ -297,7 +297,7 @@ class Zygote:
                 self._pending.pop(request_id, None)
 
 
-def _kill_group(pid: int) -> None:
+def kill_group(pid: int) -> None:
     """SIGKILL ``pid``'s process group, or ``pid`` alone if it has not made its own group yet."""
     for kill in (os.killpg, os.kill):
         try:
@@ -329,4 +329,4 @@ def enabled_by_default() -> bool:
     return os.environ.get("IMAGEBUMP_LOCAL_PREFORK", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
-__all__ = ["Outcome", "Zygote", "ZygoteError", "enabled_by_default", "shared"]
+__all__ = ["Outcome", "Zygote", "ZygoteError", "enabled_by_default", "kill_group", "shared"]

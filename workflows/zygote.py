@@ -41,6 +41,8 @@ import signal
 import socket
 import sys
 
+from workflows.prefork import kill_group  # the client's helper; it imports only the stdlib
+
 
 def _child(request: dict, fds: list[int], keep_closed: list[int]) -> None:
     """In the forked child: become ``python -m MODULE ARG...`` and never return."""
@@ -114,16 +116,6 @@ def _child(request: dict, fds: list[int], keep_closed: list[int]) -> None:
 
 def _send(sock: socket.socket, message: dict) -> None:
     sock.sendall(json.dumps(message).encode() + b"\n")
-
-
-def _kill_all(children: dict[int, object]) -> None:
-    for pid in list(children):
-        for kill in (os.killpg, os.kill):
-            try:
-                kill(pid, signal.SIGKILL)
-                break
-            except (ProcessLookupError, PermissionError):
-                continue
 
 
 def serve(fd: int, modules: list[str]) -> int:
@@ -205,7 +197,8 @@ def serve(fd: int, modules: list[str]) -> int:
     except (BrokenPipeError, ConnectionResetError):
         return 0
     finally:
-        _kill_all(children)
+        for pid in list(children):
+            kill_group(pid)
 
 
 if __name__ == "__main__":

@@ -35,8 +35,9 @@ appear only inside the encrypted archive, never in logs or outputs.
 # No `from __future__ import annotations`: Hera's runner reads real annotation objects.
 import logging
 import re
-from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -96,7 +97,7 @@ def export_backup(
     kms_key_id: str = "",
     keep: int = 30,
     keep_days: int = 0,
-    now: Optional[Callable[[], datetime]] = None,
+    now: Callable[[], datetime] | None = None,
     page_size: int = kube.DEFAULT_PAGE_SIZE,
 ) -> BackupExportOutput:
     """Collect, write (never overwriting) and prune; the body of :func:`run` and ``imagebump backup``.
@@ -109,7 +110,7 @@ def export_backup(
     """
     _validate(bucket=bucket, prefix=prefix, cluster=cluster, namespace=namespace, keep=keep,
               keep_days=keep_days)
-    created = (now or (lambda: datetime.now(timezone.utc)))().astimezone(timezone.utc)
+    created = (now or (lambda: datetime.now(UTC)))().astimezone(UTC)
     objects = collect(api, namespace, page_size=page_size)
     data = archive.build_archive(objects)
     base = f"{_prefix_path(prefix, cluster)}{created:%Y/%m/%d/%H%M%S}Z"
@@ -156,7 +157,7 @@ def collect_live(
     *,
     page_size: int = kube.DEFAULT_PAGE_SIZE,
     kinds: tuple[str, ...] = tuple(kube.RESOURCES),
-    cmd_params: Optional[dict] = None,
+    cmd_params: dict | None = None,
 ) -> list[dict]:
     """The live Argo CD objects of ``kinds`` a backup takes, as the API server returns them.
 
@@ -304,12 +305,12 @@ def s3_error(exc: Exception, *, bucket: str, key: str = "", action: str, kms_key
     return ConfigError(f"cannot {action} {where}: {code or status}")
 
 
-def _archive_time(key: str) -> Optional[tuple[datetime, int]]:
+def _archive_time(key: str) -> tuple[datetime, int] | None:
     m = _ARCHIVE_RE.search(key)
     if not m:
         return None
     y, mo, d, h, mi, s, n = m.groups()
-    return datetime(int(y), int(mo), int(d), int(h), int(mi), int(s), tzinfo=timezone.utc), int(n or 0)
+    return datetime(int(y), int(mo), int(d), int(h), int(mi), int(s), tzinfo=UTC), int(n or 0)
 
 
 def select_expired(keys: list[str], *, keep: int, keep_days: int, now: datetime, protect: str) -> list[str]:

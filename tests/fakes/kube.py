@@ -509,11 +509,15 @@ class FakeKubeServer:
 
     ``validator`` (optional) checks every object written with ``fieldValidation=Strict`` (kubectl's
     default) and returns error strings; any error is answered 422 Invalid, as the API server does.
+    ``anonymous`` accepts requests without the bearer token: kubectl (client-go) does not send a
+    token to a plain-HTTP server, and this fake serves no TLS.
     """
 
-    def __init__(self, kube_fake: FakeKube, *, validator: Callable[[dict[str, Any]], list[str]] | None = None) -> None:
+    def __init__(self, kube_fake: FakeKube, *, validator: Callable[[dict[str, Any]], list[str]] | None = None,
+                 anonymous: bool = False) -> None:
         self.fake = kube_fake
         self.validator = validator
+        self.anonymous = anonymous
         self.requests: list[Recorded] = []
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
@@ -571,7 +575,7 @@ class FakeKubeServer:
                 body = yaml.safe_load(raw) if raw else None
                 server.requests.append(Recorded(method, parts.path, query, self.headers.get("Content-Type", ""),
                                                 self.headers.get("Authorization", ""), body))
-                if self.headers.get("Authorization") != f"Bearer {TOKEN}":
+                if self.headers.get("Authorization") != f"Bearer {TOKEN}" and not server.anonymous:
                     return self._send(401, _status(401, "Unauthorized", "Unauthorized"))
                 if method == "GET" and parts.path in discovery:
                     return self._send(200, discovery[parts.path])
@@ -587,7 +591,7 @@ class FakeKubeServer:
                     return self._send(404, _status(404, "NotFound", "the server could not find the requested resource"))
                 ns = unquote(m.group("ns")) if m.group("ns") else None
                 name = unquote(m.group("name") or "") or None
-                first = lambda k: (query.get(k) or [None])[0]  # noqa: E731
+                first = lambda k: (query.get(k) or [None])[0]
                 try:
                     if method == "GET" and name is None:
                         limit = first("limit")
@@ -627,19 +631,19 @@ class FakeKubeServer:
                 except FakeStatus as exc:
                     return self._send(exc.body["code"], exc.body)
 
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 self._serve("GET")
 
-            def do_PATCH(self) -> None:  # noqa: N802
+            def do_PATCH(self) -> None:
                 self._serve("PATCH")
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 self._serve("POST")
 
-            def do_PUT(self) -> None:  # noqa: N802
+            def do_PUT(self) -> None:
                 self._serve("PUT")
 
-            def do_DELETE(self) -> None:  # noqa: N802
+            def do_DELETE(self) -> None:
                 self._serve("DELETE")
 
         return Handler

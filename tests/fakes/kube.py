@@ -659,7 +659,7 @@ SECRET_VALUES = (
     "cluster-bearer-token-XYZ",
     "repository-write-ssh-private-key",
     "repo-write-creds-pass",
-    "server-secretkey-ABC-0123456789",
+    "server-secretkey-ABC-0123456789-signing-key",
     "admin-bcrypt-hash-$2a$10$fake",
     "slack-token-xoxb-fake",
     "scm-creds-github-app-key",

@@ -1,8 +1,9 @@
 """restore: archives from moto's S3 server (or disk) back into a FAKE Kubernetes API over HTTP.
 
-The Kubernetes side is :mod:`tests.fakes.kube` (in-memory fake of list/get/server-side apply,
-served on 127.0.0.1 and reached through the real official-client adapter) because no API server
-runs here and kmock 0.8 lacks paging, selectors and server-side apply. S3 is moto's server.
+The Kubernetes side is :mod:`tests.fakes.kube` (an in-memory fake of list/get/create/replace/
+delete with finalizers, owner references and RBAC, served on 127.0.0.1 and reached through the
+real official-client adapter — or the real kubectl) because no API server runs here and kmock 0.8
+lacks paging, selectors and server-side apply. S3 is moto's server.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ import pytest
 
 from steps import archive, backup_export, kube, restore
 from steps.errors import ConfigError, PermissionDeniedError
-from tests.fakes.kube import SECRET_VALUES, FakeKube, FakeKubeServer, seeded
+from tests.fakes.kube import BACKED_UP_SECRETS, SECRET_VALUES, FakeKube, FakeKubeServer, seeded
 
 FROZEN = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+TOTAL = 7 + len(BACKED_UP_SECRETS) + 4 + 3 + 60  # ConfigMaps, Secrets, AppProjects, ApplicationSets, Applications
 
 
 class Cluster:
@@ -36,7 +38,8 @@ class Cluster:
         return self.api
 
     def patches(self) -> list[tuple[str, str, str, dict]]:
-        return [c for c in self.fake.calls if c[0] == "patch"]
+        """Every write (create, update, delete) the cluster received."""
+        return self.fake.writes()
 
 
 def _cluster(fake: FakeKube, tmp_path: Path, name: str) -> Iterator[Cluster]:
@@ -73,13 +76,11 @@ def _key(url: str) -> tuple[str, str]:
 
 def _backed_up(fake: FakeKube) -> list[dict]:
     """The source objects a backup should contain (by the export rules), sanitised."""
-    names = {("ConfigMap", n) for n in archive.CONFIG_MAPS} | {("Secret", n) for n in archive.NAMED_SECRETS}
+    names = {("ConfigMap", n) for n in archive.CONFIG_MAPS} | {("Secret", n) for n in BACKED_UP_SECRETS}
     out = []
     for obj in fake.in_namespace("argocd"):
         kind, name = obj["kind"], obj["metadata"]["name"]
-        stype = obj["metadata"].get("labels", {}).get(archive.SECRET_TYPE_LABEL)
-        if kind in ("Application", "ApplicationSet", "AppProject") or (kind, name) in names or (
-                kind == "Secret" and stype in archive.SECRET_TYPES):
+        if kind in ("Application", "ApplicationSet", "AppProject") or (kind, name) in names:
             out.append(archive.sanitise(obj))
     return sorted(out, key=archive.sort_key)
 
@@ -89,22 +90,23 @@ def test_round_trip_into_an_empty_namespace_yields_the_same_objects(source, empt
     plan, report = restore.restore(backup.url, api_factory=empty.factory, s3=s3, do_apply=True, namespace=target)
 
     ns = target or "argocd"
-    assert plan.count(restore.CREATE) == 81 and plan.count(restore.CHANGE) == 0
+    assert plan.count(restore.CREATE) == TOTAL and plan.count(restore.CHANGE) == 0
     expected = [archive.retarget(o, ns) for o in _backed_up(source.fake)]
     restored = sorted((archive.sanitise(o) for o in empty.fake.in_namespace(ns)), key=archive.sort_key)
-    assert len(restored) == 81
+    assert len(restored) == TOTAL
     assert restored == expected
     app = empty.fake.stored("Application", ns, "app-001")
-    assert app["spec"]["destination"] == {"server": "https://kubernetes.default.svc", "namespace": "ns-001"}
-    assert report.endswith(f"applied: 81 created, 0 changed, 0 unchanged in namespace {ns}")
+    assert app["spec"]["destination"] == {"server": "https://kubernetes.default.svc", "namespace": "ns-app-001"}
+    assert report.endswith(f"applied: {TOTAL} created, 0 changed, 0 unchanged in namespace {ns}")
 
-    again, report = restore.restore(backup.url, api_factory=empty.factory, s3=s3, namespace=target)
-    assert again.count(restore.UNCHANGED) == 81, "restoring what is there changes nothing"
+    again, report = restore.restore(backup.url, api_factory=empty.factory, s3=s3, namespace=target, prune=True)
+    assert again.count(restore.UNCHANGED) == TOTAL, "restoring what is there changes nothing"
+    assert again.count(restore.DELETE) == 0
 
 
 def test_apply_order_is_configmaps_and_secrets_then_projects_then_sets_and_apps(empty, backup, s3):
     restore.restore(backup.url, api_factory=empty.factory, s3=s3, do_apply=True)
-    order = [plural for _, plural, _, _ in empty.patches()]
+    order = [plural for verb, plural, _, _ in empty.patches() if verb == "create"]
     rank = {"configmaps": 0, "secrets": 0, "appprojects": 1, "applicationsets": 2, "applications": 2}
     assert [rank[p] for p in order] == sorted(rank[p] for p in order)
     assert order.index("appprojects") > max(i for i, p in enumerate(order) if p in ("configmaps", "secrets"))
@@ -113,9 +115,9 @@ def test_apply_order_is_configmaps_and_secrets_then_projects_then_sets_and_apps(
 def test_dry_run_applies_nothing_and_says_what_it_would_do(empty, backup, s3):
     plan, report = restore.restore(backup.url, api_factory=empty.factory, s3=s3)
     assert empty.patches() == []
-    assert "would create  Application/app-059" in report
+    assert "would create  Application/app-059 -n argocd" in report
     assert report.splitlines()[-1] == (
-        "dry run: 81 to create, 0 to change, 0 unchanged in namespace argocd; pass --apply to apply")
+        f"dry run: {TOTAL} to create, 0 to change, 0 unchanged in namespace argocd; pass --apply to apply")
 
 
 def test_dry_run_diff_against_live_masks_secret_values(source, backup, s3, capsys, caplog):
@@ -133,17 +135,25 @@ def test_dry_run_diff_against_live_masks_secret_values(source, backup, s3, capsy
     out = capsys.readouterr().out
 
     changed = {(e.kind, e.name) for e in plan.entries if e.action == restore.CHANGE}
-    assert changed == {("Secret", "repository-one"), ("ConfigMap", "argocd-cm"), ("Application", "app-004")}
-    assert plan.count(restore.UNCHANGED) == 78
+    assert changed == {("Secret", "repository-one"), ("ConfigMap", "argocd-cm"), ("Application", "app-004"),
+                       ("Application", "app-005")}
+    assert plan.count(restore.UNCHANGED) == TOTAL - 4
     assert "-  timeout.reconciliation: 999s" in out and "+  timeout.reconciliation: 180s" in out
     assert "-    targetRevision: v2" in out and "+    targetRevision: main" in out
     assert "-  password: '***'" in out and "+  password: '*** (changed)'" in out
-    assert "extra" not in out, "server-side apply leaves a key only the live object has alone"
+    assert "-  extra: '***'" in out, "a key only the live object has is a removal, shown masked"
+    assert "-    added-by: controller" in out, "so is a label"
     leaks = [*SECRET_VALUES, "a-new-live-password", "only-live-value"]
     leaks += [base64.b64encode(v.encode()).decode() for v in leaks]
     for value in leaks:
         assert value not in out and value not in caplog.text
     assert source.patches() == []
+
+    restore.restore(backup.url, api_factory=source.factory, s3=s3, do_apply=True)
+    assert "extra" not in live.stored("Secret", "argocd", "repository-one")["data"], "equal to the archive"
+    assert "added-by" not in live.stored("Application", "argocd", "app-005")["metadata"]["labels"]
+    again, _ = restore.restore(backup.url, api_factory=source.factory, s3=s3)
+    assert again.count(restore.UNCHANGED) == TOTAL
 
 
 def test_tampered_archive_is_refused_and_nothing_is_applied(empty, backup, s3):
@@ -191,7 +201,7 @@ def test_local_file_with_index_beside_it(empty, backup, s3, tmp_path):
     (tmp_path / "copy.yaml.gz").write_bytes(data)
     (tmp_path / "copy.yaml.gz.index.json").write_bytes(index)  # the other accepted name
     plan, _ = restore.restore(str(tmp_path / "copy.yaml.gz"), api_factory=empty.factory, do_apply=True)
-    assert plan.count(restore.CREATE) == 81 and len(empty.patches()) == 81
+    assert plan.count(restore.CREATE) == TOTAL and len(empty.patches()) == TOTAL
 
 
 def test_missing_index_is_refused_unless_no_verify(empty, backup, s3, tmp_path):
@@ -202,7 +212,7 @@ def test_missing_index_is_refused_unless_no_verify(empty, backup, s3, tmp_path):
         restore.restore(str(path), api_factory=empty.factory)
     assert empty.factory_calls == 0
     plan, _ = restore.restore(str(path), api_factory=empty.factory, verify=False)
-    assert plan.count(restore.CREATE) == 81
+    assert plan.count(restore.CREATE) == TOTAL
 
 
 def test_missing_s3_object_is_named(empty, backup, s3):
@@ -212,8 +222,8 @@ def test_missing_s3_object_is_named(empty, backup, s3):
 
 
 def test_forbidden_apply_names_verb_and_resource(empty, backup, s3):
-    empty.fake.forbid("patch", "secrets")
-    with pytest.raises(PermissionDeniedError, match=r"cannot patch secrets '[\w-]+' in namespace argocd: forbidden"):
+    empty.fake.forbid("create", "secrets")
+    with pytest.raises(PermissionDeniedError, match=r"cannot create secrets '[\w-]+' in namespace argocd: forbidden"):
         restore.restore(backup.url, api_factory=empty.factory, s3=s3, do_apply=True)
 
 
@@ -241,3 +251,4 @@ def test_index_json_is_stable(backup, s3):
     bucket, key = _key(backup.index_url)
     index = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
     assert index["sha256"] == backup.sha256 and index["counts"]["Application"] == 60
+    assert index["format"] == archive.FORMAT

@@ -252,3 +252,227 @@ def test_index_json_is_stable(backup, s3):
     index = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
     assert index["sha256"] == backup.sha256 and index["counts"]["Application"] == 60
     assert index["format"] == archive.FORMAT
+
+
+# --- the round trip the issue asks for -------------------------------------------------------------
+APP_NAMESPACES = ("team-a", "team-b")
+
+
+@pytest.fixture()
+def fleet(tmp_path) -> Iterator[Cluster]:
+    """Argo CD managing Applications in argocd, team-a and team-b (ApplicationSets in argocd, team-a)."""
+    yield from _cluster(seeded("argocd", apps=6, app_namespaces=APP_NAMESPACES), tmp_path, "fleet")
+
+
+@pytest.fixture()
+def fleet_backup(fleet, s3, request) -> backup_export.BackupExportOutput:
+    bucket = f"fleet-{abs(hash(request.node.nodeid)) % 10**10}"
+    s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
+    return backup_export.export_backup(api=fleet.api, s3=s3, bucket=bucket, now=lambda: FROZEN, page_size=4)
+
+
+def test_round_trip_three_namespaces_every_secret_kind_prune_only_with_apply(fleet, fleet_backup, s3, capsys):
+    fake = fleet.fake
+    archived = {archive.key(o) for o in restore.load(fleet_backup.url, s3=s3).objects}
+    assert {ns for kind, ns, _ in archived if kind == "Application"} == {"argocd", *APP_NAMESPACES}
+    assert {name for kind, _, name in archived if kind == "Secret"} == set(BACKED_UP_SECRETS)
+
+    # After the backup: a live key, a live label, and an Application the backup never saw.
+    fake.objects[("secrets", "argocd", "repository-one")]["data"]["extra"] = base64.b64encode(b"later").decode()
+    fake.objects[("applications", "team-a", "team-a-app-0")]["metadata"]["labels"]["added"] = "later"
+    fake.seed({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+               "metadata": {"name": "late", "namespace": "team-b",
+                            "finalizers": ["resources-finalizer.argocd.argoproj.io"]},
+               "spec": {"project": "team-b", "destination": {"server": "https://kubernetes.default.svc"}}})
+
+    plan, report = restore.restore(fleet_backup.url, api_factory=fleet.factory, s3=s3)
+    assert fake.writes() == [], "a dry run writes nothing"
+    assert {(e.key, e.action) for e in plan.entries if e.action != restore.UNCHANGED} == {
+        (("Secret", "argocd", "repository-one"), restore.CHANGE),
+        (("Application", "team-a", "team-a-app-0"), restore.CHANGE),
+        (("Application", "team-b", "late"), restore.EXTRA)}
+    assert "-  extra: '***'" in report and "-    added: later" in report
+    assert "not in archive  Application/late -n team-b (kept; --prune deletes it)" in report
+
+    restore.restore(fleet_backup.url, api_factory=fleet.factory, s3=s3, do_apply=True)
+    assert "extra" not in fake.stored("Secret", "argocd", "repository-one")["data"], "the live key is gone"
+    assert "added" not in fake.stored("Application", "team-a", "team-a-app-0")["metadata"]["labels"]
+    assert fake.stored("Application", "team-b", "late") is not None, "no prune without --prune"
+    assert not [c for c in fake.writes() if c[0] == "delete"]
+
+    fake.calls.clear()
+    plan, report = restore.restore(fleet_backup.url, api_factory=fleet.factory, s3=s3, prune=True)
+    assert fake.writes() == [], "--prune without --apply only lists"
+    assert ("would delete  Application/late -n team-b (finalizers resources-finalizer.argocd.argoproj.io "
+            "removed first: its resources stay)") in report
+    assert report.splitlines()[-1] == (
+        f"dry run: 0 to create, 0 to change, {len(archived)} unchanged, 1 to delete in namespace argocd "
+        "(and team-a, team-b); pass --apply to apply")
+
+    plan, report = restore.restore(fleet_backup.url, api_factory=fleet.factory, s3=s3, prune=True, do_apply=True)
+    assert fake.stored("Application", "team-b", "late") is None
+    writes = [(c[0], c[1], c[2], c[3]["name"]) for c in fake.writes()]
+    assert writes == [("update", "applications", "team-b", "late"), ("delete", "applications", "team-b", "late")]
+    update = next(c for c in fake.writes() if c[0] == "update")
+    assert update[3]["obj"]["metadata"]["finalizers"] == [], "the finalizer goes before the delete"
+    assert fake.cascaded == [], "Argo CD was never asked to delete the workloads"
+    assert fake.stored("Application", "not-managed", "stray") is not None, "outside Argo CD's namespaces"
+    assert "deleted  Application/late -n team-b" in report
+
+    again, _ = restore.restore(fleet_backup.url, api_factory=fleet.factory, s3=s3, prune=True)
+    assert again.count(restore.UNCHANGED) == len(archived) and again.count(restore.DELETE) == 0
+
+
+def test_restore_into_an_empty_cluster_puts_each_object_in_its_own_namespace(fleet_backup, empty, s3):
+    plan, _ = restore.restore(fleet_backup.url, api_factory=empty.factory, s3=s3, do_apply=True,
+                              namespace="argocd-dr")
+    assert plan.namespace == "argocd-dr"
+    assert {archive.key(o)[1] for o in empty.fake.everything() if o["kind"] == "Application"} == {
+        "argocd-dr", *APP_NAMESPACES}, "--namespace moves only Argo CD's own namespace"
+    assert {archive.key(o)[1] for o in empty.fake.everything() if o["kind"] != "Application"} == {
+        "argocd-dr", "team-a"}
+    assert empty.fake.stored("Application", "team-b", "team-b-app-1") is not None
+
+
+# --- project tokens ----------------------------------------------------------------------------------
+def project_token_accepted(fake: FakeKube, namespace: str, token: str) -> bool:
+    """Argo CD's check of a project role token, on what the cluster holds now (no server restart).
+
+    util/session/sessionmanager.go Parse (v3.5.1; the same in v2.14.21): HS256 with argocd-secret's
+    ``server.secretkey``; the subject ``proj:PROJECT:ROLE`` (server/rbacpolicy GetProjectRoleFromSubject);
+    then AppProject.GetJWTToken (pkg/apis/application/v1alpha1/app_project_types.go), which looks in
+    ``status.jwtTokensByRole[ROLE].items`` only — by ``jti`` (id), else by ``iat``.
+    """
+    import re
+
+    import jwt
+
+    secret = fake.stored("Secret", namespace, "argocd-secret")
+    if secret is None:
+        return False
+    try:
+        claims = jwt.decode(token, base64.b64decode(secret["data"]["server.secretkey"]), algorithms=["HS256"])
+    except jwt.InvalidTokenError:
+        return False
+    m = re.fullmatch(r"proj:([^:]+):(.+)", claims.get("sub", ""))
+    project = fake.stored("AppProject", namespace, m.group(1)) if m else None
+    if project is None:
+        return False
+    items = (((project.get("status") or {}).get("jwtTokensByRole") or {}).get(m.group(2)) or {}).get("items") or []
+    jti, iat = claims.get("jti", ""), claims.get("iat")
+    return any((jti and t.get("id") == jti) or t.get("iat") == iat for t in items)
+
+
+def _project_token(key: str, *, jti: str | None = None) -> str:
+    import jwt
+
+    from tests.fakes.kube import PROJECT_TOKEN
+
+    claims = {"iss": "argocd", "sub": f"proj:{PROJECT_TOKEN['project']}:{PROJECT_TOKEN['role']}",
+              "iat": PROJECT_TOKEN["iat"] if jti is None else PROJECT_TOKEN["iat"] + 1,
+              "nbf": PROJECT_TOKEN["iat"], "jti": jti or PROJECT_TOKEN["id"]}
+    return jwt.encode(claims, key.encode(), algorithm="HS256")
+
+
+def test_a_project_token_is_valid_right_after_restore(source, empty, backup, s3):
+    token = _project_token(SECRET_VALUES[5])
+    assert project_token_accepted(source.fake, "argocd", token), "valid on the source cluster"
+    assert not project_token_accepted(source.fake, "argocd", _project_token(SECRET_VALUES[5], jti="revoked"))
+    assert not project_token_accepted(source.fake, "argocd", _project_token("another-server-key-0123456789-xx"))
+    assert not project_token_accepted(empty.fake, "argocd", token), "nothing restored yet"
+
+    restore.restore(backup.url, api_factory=empty.factory, s3=s3, do_apply=True)
+    assert project_token_accepted(empty.fake, "argocd", token), "accepted at once, no argocd-server restart"
+
+
+def test_project_tokens_are_rebuilt_from_spec_when_an_archive_lacks_the_status(empty, tmp_path):
+    """An archive made before status was kept (or a hand-made one): restore completes the status."""
+    docs = [archive.sanitise(o) for o in seeded("argocd", apps=1).everything()
+            if o["kind"] in ("AppProject", "Secret") and archive.is_argocd_secret(o) or o["kind"] == "AppProject"]
+    for doc in docs:
+        doc.pop("status", None)
+    path = tmp_path / "old.yaml.gz"
+    path.write_bytes(archive.build_archive(docs))
+    restore.restore(str(path), api_factory=empty.factory, do_apply=True, verify=False)
+    assert project_token_accepted(empty.fake, "argocd", _project_token(SECRET_VALUES[5]))
+
+
+# --- prune safety ------------------------------------------------------------------------------------
+def test_pruning_an_applicationset_orphans_its_applications(source, backup, s3):
+    fake = source.fake
+    owned = fake.objects[("applications", "argocd", "app-010")]
+    late = fake.seed({"apiVersion": "argoproj.io/v1alpha1", "kind": "ApplicationSet",
+                      "metadata": {"name": "late-set", "namespace": "argocd"}, "spec": {"generators": []}})
+    owned["metadata"]["ownerReferences"] = [{"apiVersion": "argoproj.io/v1alpha1", "kind": "ApplicationSet",
+                                             "name": "late-set", "uid": late["metadata"]["uid"],
+                                             "controller": True, "blockOwnerDeletion": True}]
+
+    restore.restore(backup.url, api_factory=source.factory, s3=s3, prune=True, do_apply=True)
+    assert fake.stored("ApplicationSet", "argocd", "late-set") is None
+    assert fake.stored("Application", "argocd", "app-010") is not None, "not garbage-collected with its set"
+    assert fake.cascaded == []
+    delete = next(c for c in fake.writes() if c[0] == "delete")
+    assert delete[3] == {"name": "late-set", "uid": late["metadata"]["uid"], "propagation": "Orphan"}
+
+
+#: The order --prune deletes in. Upstream (cmd/argocd/commands/admin/backup.go NewImportCommand,
+#: v3.5.1 and v2.14.21) prunes Secrets, AppProjects, Applications and ApplicationSets in map order
+#: and removes an Application's finalizers right before deleting it; it never prunes ConfigMaps
+#: (log.Fatalf "Unexpected kind"). Ours: sets first (they would re-create the Applications),
+#: each Application's finalizers removed first, then projects, then Secrets; ConfigMaps never.
+PRUNE_ORDER = ("ApplicationSet", "Application", "AppProject", "Secret")
+
+
+def test_prune_order_and_kinds(source, backup, s3):
+    fake = source.fake
+    for obj in (
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "late-repo", "namespace": "argocd",
+                                                            "labels": {archive.SECRET_TYPE_LABEL: "repository"}}},
+        {"apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject",
+         "metadata": {"name": "late-project", "namespace": "argocd"}, "spec": {}},
+        {"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+         "metadata": {"name": "late-app", "namespace": "argocd", "finalizers": ["resources-finalizer.argocd.argoproj.io"]},
+         "spec": {"project": "late-project"}},
+        {"apiVersion": "argoproj.io/v1alpha1", "kind": "ApplicationSet",
+         "metadata": {"name": "late-set", "namespace": "argocd"}, "spec": {"generators": []}},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "argocd-late-cm", "namespace": "argocd",
+                                                               "labels": {"app.kubernetes.io/part-of": "argocd"}}},
+    ):
+        fake.seed(obj)
+    fake.calls.clear()
+    restore.restore(backup.url, api_factory=source.factory, s3=s3, prune=True, do_apply=True)
+    kind_of = {r.plural: r.kind for r in kube.RESOURCES.values()}
+    deleted = [kind_of[c[1]] for c in fake.writes() if c[0] == "delete"]
+    assert deleted == list(PRUNE_ORDER) == list(archive.PRUNE_ORDER)
+    assert fake.stored("ConfigMap", "argocd", "argocd-late-cm") is not None, "ConfigMaps are never pruned"
+    assert fake.cascaded == []
+
+
+def test_replace_keeps_what_a_backup_never_holds(source, backup, s3):
+    fake = source.fake
+    app = fake.objects[("applications", "argocd", "app-001")]
+    app["spec"]["source"]["targetRevision"] = "changed-live"
+    app["status"] = {"sync": {"status": "OutOfSync"}}
+    app["operation"] = {"sync": {"revision": "in-flight"}}
+    owner = app["metadata"]["ownerReferences"]
+    restore.restore(backup.url, api_factory=source.factory, s3=s3, do_apply=True)
+    after = fake.stored("Application", "argocd", "app-001")
+    assert after["spec"]["source"]["targetRevision"] == "main"
+    assert after["status"] == {"sync": {"status": "OutOfSync"}}, "server state stays"
+    assert after["operation"] == {"sync": {"revision": "in-flight"}}, "restore neither starts nor cancels a sync"
+    assert after["metadata"]["ownerReferences"] == owner
+
+
+def test_an_object_changed_between_plan_and_apply_is_read_again(source, backup, s3):
+    loaded = restore.load(backup.url, s3=s3)
+    result = restore.plan(source.api, loaded)
+    assert result.count(restore.CHANGE) == 0
+    cm = source.fake.objects[("configmaps", "argocd", "argocd-cm")]
+    cm["data"]["late"] = "x"
+    entry = next(e for e in result.entries if e.key == ("ConfigMap", "argocd", "argocd-cm"))
+    entry.action, entry.live = restore.CHANGE, source.fake.stored("ConfigMap", "argocd", "argocd-cm")
+    cm["metadata"]["resourceVersion"] = "99999"  # someone wrote it after we read it
+    restore.apply(source.api, result)
+    assert "late" not in source.fake.stored("ConfigMap", "argocd", "argocd-cm")["data"]
+    updates = [c for c in source.fake.writes() if c[0] == "update"]
+    assert len(updates) == 2, "the first replace hit 409, the object was read again and replaced"

@@ -15,7 +15,8 @@ Reads, through the Kubernetes API (in-cluster service account; kubeconfig outsid
   ``applicationsetcontroller.namespaces`` (Argo CD's own matching: globs, ``/regex/``). Plain
   namespace names are listed one namespace at a time (a RoleBinding per namespace suffices); a
   pattern needs one list across all namespaces, filtered here (a ClusterRoleBinding to the
-  ClusterRole ``imagebump-backup-app-reader``: get/list of these two kinds, nothing else).
+  ClusterRole ``imagebump-backup-app-reader``: get/list of these two kinds, nothing else; both
+  grants are the README's overlay, "Back up and restore Argo CD").
 
 Writes ``s3://BUCKET/PREFIX/CLUSTER/YYYY/MM/DD/HHMMSSZ.yaml.gz`` (gzip of a multi-document YAML,
 see :mod:`steps.archive`) with server-side encryption (``aws:kms`` with ``kms_key_id`` when given,
@@ -139,7 +140,7 @@ def export_backup(
     )
 
 
-#: The ClusterRole (get/list of applications and applicationsets only) the manifests ship unbound:
+#: The ClusterRole (get/list of applications and applicationsets only) the README's overlay adds:
 #: bound per namespace by a RoleBinding, or cluster-wide when the namespace settings hold patterns.
 APP_READER_ROLE = "imagebump-backup-app-reader"
 _README = "README, 'Back up and restore Argo CD'"

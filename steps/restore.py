@@ -366,6 +366,7 @@ def restore(
     even reaches the cluster. ``prune`` without ``do_apply`` only lists what would be deleted.
     """
     loaded = load(source, s3=s3, verify=verify)
+    desired_objects(loaded, namespace)  # every check of the archive and the options, before the cluster
     api = api_factory()
     result = plan(api, loaded, namespace=namespace, prune=prune)
     if do_apply:

@@ -6,10 +6,7 @@ Plain dicts (core kinds need no Hera). Who gets what:
   (resolve-image, edit-kustomize; IRSA role for ECR read): what Argo's executor needs,
   create/patch ``workflowtaskresults``, nothing else.
 - ``imagebump-backup``: the executor's rights here, read-only on Argo CD's objects in its
-  namespace (Applications, ApplicationSets, AppProjects, Secrets, ConfigMaps); S3 via IRSA. The
-  ClusterRole ``imagebump-backup-app-reader`` (get/list of Applications and ApplicationSets) is
-  shipped unbound: an operator whose Argo CD manages other namespaces binds it there (README,
-  "Back up and restore Argo CD").
+  namespace (Applications, ApplicationSets, AppProjects, Secrets, ConfigMaps); S3 via IRSA.
 - ``imagebump-sensor``: submit Workflows from the ``image-update`` template, hold its
   leader-election Lease (``events.argoproj.io/leader-election: k8s``).
 - ``imagebump-eventsource``: no Kubernetes rights; SQS via IRSA.
@@ -19,7 +16,7 @@ The IRSA role ARNs are placeholders (``ACCOUNT_ID``); docs/install.md shows the 
 
 from __future__ import annotations
 
-from steps import archive, backup_export
+from steps import archive
 from workflows import common as c
 
 IRSA_ANNOTATION = "eks.amazonaws.com/role-arn"
@@ -74,18 +71,6 @@ def role_binding(name: str, role_name: str, subjects: list[str], namespace: str 
         "metadata": _meta(name, namespace),
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role_name},
         "subjects": [{"kind": "ServiceAccount", "name": s, "namespace": c.NAMESPACE} for s in subjects],
-    }
-
-
-def app_reader_cluster_role() -> dict:
-    """Read-only on Applications/ApplicationSets; grants nothing until a binding refers to it."""
-    return {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRole",
-        "metadata": {"name": backup_export.APP_READER_ROLE, "labels": dict(c.LABELS)},
-        "rules": [
-            {"apiGroups": ["argoproj.io"], "resources": ["applications", "applicationsets"], "verbs": ["get", "list"]}
-        ],
     }
 
 
@@ -150,5 +135,4 @@ def documents() -> list[dict]:
             [c.SA_BACKUP],
             namespace=c.ARGOCD_NAMESPACE,
         ),
-        app_reader_cluster_role(),
     ]

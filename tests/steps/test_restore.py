@@ -12,17 +12,20 @@ import base64
 import gzip
 import json
 import logging
+import os
+import subprocess
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+import yaml
 
 from steps import archive, backup_export, kube, restore
 from steps.errors import ConfigError, PermissionDeniedError
 from tests.fakes.kube import BACKED_UP_SECRETS, SECRET_VALUES, FakeKube, FakeKubeServer, seeded
 
-FROZEN = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+FROZEN = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 TOTAL = 7 + len(BACKED_UP_SECRETS) + 4 + 3 + 60  # ConfigMaps, Secrets, AppProjects, ApplicationSets, Applications
 
 
@@ -113,7 +116,7 @@ def test_apply_order_is_configmaps_and_secrets_then_projects_then_sets_and_apps(
 
 
 def test_dry_run_applies_nothing_and_says_what_it_would_do(empty, backup, s3):
-    plan, report = restore.restore(backup.url, api_factory=empty.factory, s3=s3)
+    _, report = restore.restore(backup.url, api_factory=empty.factory, s3=s3)
     assert empty.patches() == []
     assert "would create  Application/app-059 -n argocd" in report
     assert report.splitlines()[-1] == (
@@ -216,7 +219,7 @@ def test_missing_index_is_refused_unless_no_verify(empty, backup, s3, tmp_path):
 
 
 def test_missing_s3_object_is_named(empty, backup, s3):
-    bucket, key = _key(backup.url)
+    bucket, _ = _key(backup.url)
     with pytest.raises(ConfigError, match=f"cannot read s3://{bucket}/nope.yaml.gz: no such object"):
         restore.restore(f"s3://{bucket}/nope.yaml.gz", api_factory=empty.factory, s3=s3)
 
@@ -476,3 +479,134 @@ def test_an_object_changed_between_plan_and_apply_is_read_again(source, backup, 
     assert "late" not in source.fake.stored("ConfigMap", "argocd", "argocd-cm")["data"]
     updates = [c for c in source.fake.writes() if c[0] == "update"]
     assert len(updates) == 2, "the first replace hit 409, the object was read again and replaced"
+
+
+# --- a plain `argocd admin export` file ----------------------------------------------------------------
+def _argocd_export(fake: FakeKube, namespace: str = "argocd") -> str:
+    """What `argocd admin export` writes for this cluster (cmd/argocd/commands/admin/backup.go, v3.5.1).
+
+    Upstream's ``export()`` keeps only name, finalizers, labels and annotations of the metadata (the
+    namespace only outside Argo CD's), keeps ``status`` and ``operation``, and ends each document
+    with ``---``. It takes argocd-cm, argocd-rbac-cm, argocd-ssh-known-hosts-cm, argocd-tls-certs-cm,
+    the Secrets isArgoCDSecret selects, every AppProject, and the Applications/ApplicationSets of
+    the enabled namespaces.
+    """
+    upstream_cms = ("argocd-cm", "argocd-rbac-cm", "argocd-ssh-known-hosts-cm", "argocd-tls-certs-cm")
+    out = []
+    for obj in fake.everything():
+        meta = obj["metadata"]
+        labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+        if obj["kind"] == "ConfigMap" and meta["name"] not in upstream_cms:
+            continue
+        if obj["kind"] == "Secret" and not (meta["name"] == "argocd-secret" or archive.SECRET_TYPE_LABEL in labels
+                                            or annotations.get("managed-by") == "argocd.argoproj.io"):
+            continue
+        if meta["namespace"] == "not-managed":
+            continue
+        doc = {k: v for k, v in obj.items() if k != "metadata"}
+        doc["metadata"] = {k: meta[k] for k in ("name", "finalizers", "labels", "annotations") if k in meta}
+        if meta["namespace"] != namespace:
+            doc["metadata"]["namespace"] = meta["namespace"]
+        if obj["kind"] == "Application":
+            doc["status"] = {"sync": {"status": "OutOfSync"}, "reconciledAt": "2026-01-01T00:00:00Z"}
+        out.append(yaml.safe_dump(doc) + "---\n")
+    return "".join(out)
+
+
+def test_a_plain_argocd_export_file_is_restored_unverified_and_sanitised(empty, tmp_path):
+    fake = seeded("argocd", apps=8, app_namespaces=APP_NAMESPACES)
+    export = tmp_path / "argocd-export.yaml"
+    export.write_text(_argocd_export(fake))
+    assert "operation:" in export.read_text() and "reconciledAt" in export.read_text()
+
+    plan, report = restore.restore(str(export), api_factory=empty.factory, do_apply=True)
+    assert report.splitlines()[0].startswith(f"unverified: {export} is a plain `argocd admin export` file")
+    created = [c[3]["obj"] for c in empty.fake.writes() if c[0] == "create"]
+    assert created and all("operation" not in o for o in created), "an in-flight sync is never applied"
+    assert not [o for o in created if o["kind"] in ("Application", "ApplicationSet") and "status" in o]
+    assert empty.fake.stored("Application", "argocd", "app-007") is not None
+    assert empty.fake.stored("Application", "team-b", "team-b-app-1") is not None, "kept in its own namespace"
+    assert project_token_accepted(empty.fake, "argocd", _project_token(SECRET_VALUES[5]))
+    assert plan.count(restore.CREATE) == len(created)
+
+
+def test_a_file_that_is_neither_is_refused_naming_both(empty, tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_text("just some notes\n")
+    with pytest.raises(ConfigError, match="is not a plain `argocd admin export` file: document 1 is not a "
+                       "ConfigMap, Secret, AppProject, ApplicationSet or Application"):
+        restore.restore(str(path), api_factory=empty.factory, do_apply=True)
+    assert empty.factory_calls == 0
+
+
+# --- restoring without imagebump: the README's kubectl command -------------------------------------------
+def _strict_validator():
+    """Strict field validation as the API server does it: Argo CD v3.5.1's CRD schemas, Kubernetes' own."""
+    import jsonschema
+    import kubernetes_validate
+
+    from tests.workflows.schemas import SCHEMAS, strict
+
+    crds = {}
+    for plural in ("applications", "applicationsets", "appprojects"):
+        raw = json.loads((SCHEMAS / "argo-cd-v3.5.1" / f"{plural}.crd-schema.json").read_text())
+        crds[raw["kind"]] = jsonschema.Draft7Validator(strict(raw["openAPIV3Schema"]))
+
+    def validate(obj: dict) -> list[str]:
+        if obj.get("kind") in crds:
+            return [f"{'.'.join(map(str, e.absolute_path)) or '(root)'}: {e.message[:200]}"
+                    for e in crds[obj["kind"]].iter_errors(obj)]
+        try:
+            kubernetes_validate.validate(obj, "1.33.0", strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            return [f"{obj.get('kind')}: {'.'.join(map(str, exc.path))} invalid"]  # never the value: a Secret's
+        return []
+
+    return validate
+
+
+def test_the_readme_kubectl_command_restores_an_archive(fleet_backup, s3, tmp_path):
+    """`gunzip -c ARCHIVE | kubectl apply --server-side --force-conflicts -f -`, the real kubectl.
+
+    Against the FAKE API server: discovery, OpenAPI v3 (so kubectl asks for strict server-side
+    field validation, done here with Argo CD's CRD schemas and Kubernetes' own) and server-side
+    apply. Proves kubectl maps every kind, sends every object unchanged to its own namespace and
+    that every document passes strict validation; not a real API server's merge or admission.
+    """
+    bucket, key = _key(fleet_backup.url)
+    path = tmp_path / "030405Z.yaml.gz"
+    path.write_bytes(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+    archived = archive.read_archive(path.read_bytes(), str(path))
+    validate = _strict_validator()
+    assert [archive.key(d) for d in archived if validate(d)] == [], "every document passes strict validation"
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    command = "gunzip -c | kubectl apply --server-side --force-conflicts -f -"
+    assert command in " ".join(readme.replace("\\\n", " ").split()), "the README shows this command"
+
+    target = FakeKube()
+    with FakeKubeServer(target, validator=validate, anonymous=True) as server:
+        kubeconfig = server.write_kubeconfig(tmp_path / "kc-kubectl")
+        run = subprocess.run(["bash", "-c", 'gunzip -c "$1" | kubectl apply --server-side --force-conflicts -f -',
+                              "restore", str(path)], env={**os.environ, "KUBECONFIG": str(kubeconfig)},
+                             capture_output=True, text=True, timeout=300, check=False)
+        assert run.returncode == 0, run.stderr[-2000:]
+        strict_patches = [r for r in server.requests if r.method == "PATCH"]
+        assert len(strict_patches) == len(archived)
+        assert all(r.query.get("fieldValidation") == ["Strict"] for r in strict_patches)
+    for doc in archived:
+        kind, ns, name = archive.key(doc)
+        stored = target.stored(kind, ns, name)
+        assert stored is not None and archive.sanitise(stored) == doc, archive.show(archive.key(doc))
+    assert {archive.key(o)[1] for o in target.everything()} == {"argocd", *APP_NAMESPACES}
+
+    # The validation is real: a misspelled field is refused, and kubectl fails.
+    bad = [dict(d) for d in archived if d["kind"] == "Application"][:1]
+    bad[0]["spec"] = {**bad[0]["spec"], "projekt": "x"}
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump_all(bad))
+    with FakeKubeServer(FakeKube(), validator=validate, anonymous=True) as server:
+        kubeconfig = server.write_kubeconfig(tmp_path / "kc-bad")
+        run = subprocess.run(["kubectl", "apply", "--server-side", "-f", str(tmp_path / "bad.yaml")],
+                             env={**os.environ, "KUBECONFIG": str(kubeconfig)}, capture_output=True, text=True,
+                             timeout=300, check=False)
+    assert run.returncode != 0 and "projekt" in run.stderr

@@ -1,9 +1,16 @@
-"""The backup archive, as pure functions: what to keep of an object, how it is written and read.
+"""The backup archive, as pure functions: what a backup takes, what it keeps of an object, how it is
+written and read, and how an object compares with the live one.
 
 An archive is one gzip-compressed multi-document YAML of sanitised objects in a stable order
-(apply order of the kind, then name), so two backups of the same state are byte-identical. Its
-index (a small JSON object stored beside it) holds the sha256 of the archive bytes, counts per
-kind, the tool version, the creation time, the cluster and the namespace.
+(apply order of the kind, then namespace, then name), so two backups of the same state are
+byte-identical. Its index (a small JSON object stored beside it) holds the sha256 of the archive
+bytes, counts per kind, the tool version, the creation time, the cluster and Argo CD's namespace.
+Every object names its namespace: Argo CD's own, or for Applications and ApplicationSets in other
+namespaces (``application.namespaces`` / ``applicationsetcontroller.namespaces``) their own.
+
+A plain ``argocd admin export`` file (not gzipped, no index; objects of Argo CD's namespace carry
+no namespace, Applications keep ``status`` and ``operation``) is read by :func:`read_plain` and
+sanitised exactly as our own objects are.
 
 Nothing here does I/O. Secret values never leave these functions except inside the archive
 bytes: :func:`diff_objects` and :func:`mask` replace them with ``***``.
@@ -11,35 +18,68 @@ bytes: :func:`diff_objects` and :func:`mask` replace them with ``***``.
 
 from __future__ import annotations
 
+import base64
 import copy
 import difflib
 import gzip
 import hashlib
 import json
+import logging
+import re
 import zlib
 from collections import Counter
 from datetime import datetime
 from typing import Any
 
+import regex
 import yaml
 
 from steps.errors import ConfigError
 from steps.kube import RESOURCES
 
-FORMAT = "imagebump.argocd-backup/v1"
+log = logging.getLogger(__name__)
+
+FORMAT = "imagebump.argocd-backup/v2"
+
+# --- What a backup takes (upstream facts; argo-cd v3.5.1, same in v2.14.21) -------------------
+#: Label every Argo CD repository/credential/cluster Secret carries (common/common.go
+#: LabelKeySecretType). A backup takes a Secret with this label WHATEVER its value, as
+#: `argocd admin export` does (cmd/argocd/commands/admin/admin.go isArgoCDSecret).
 SECRET_TYPE_LABEL = "argocd.argoproj.io/secret-type"
-SECRET_TYPES = ("repository", "repo-creds", "cluster", "repo-write", "repo-write-creds")
+#: The values Argo CD itself writes today (common/common.go LabelValueSecretType*). Informational:
+#: selection does not depend on them, so a future type is backed up too.
+SECRET_TYPES = ("cluster", "repository", "repo-creds", "repository-write", "repo-write-creds", "scm-creds")
+#: Secrets Argo CD created through its API carry this annotation (util/db/secrets.go
+#: addSecretMetadata); isArgoCDSecret takes them even without the label.
+MANAGED_BY_ANNOTATION = "managed-by"
+MANAGED_BY_ARGOCD = "argocd.argoproj.io"
+#: Secrets that argocd-cm / argocd-notifications-cm reference as ``$name:key`` must carry this
+#: label (Argo CD refuses to read others); upstream's export misses them, we take them.
+PART_OF_LABEL = "app.kubernetes.io/part-of"
+PART_OF_ARGOCD = "argocd"
+ARGOCD_SECRET = "argocd-secret"
+#: Secrets taken by name (argocd-secret: isArgoCDSecret; the notifications secret: ours).
+NAMED_SECRETS = (ARGOCD_SECRET, "argocd-notifications-secret")
+CMD_PARAMS_CONFIG_MAP = "argocd-cmd-params-cm"
+#: Keys of argocd-cmd-params-cm naming the other namespaces (comma-separated globs or /regex/)
+#: whose Applications / ApplicationSets Argo CD manages (admin.go getAdditionalNamespaces).
+APPLICATION_NAMESPACES_KEY = "application.namespaces"
+APPLICATIONSET_NAMESPACES_KEY = "applicationsetcontroller.namespaces"
 CONFIG_MAPS = (
     "argocd-cm",
     "argocd-rbac-cm",
-    "argocd-cmd-params-cm",
+    CMD_PARAMS_CONFIG_MAP,
     "argocd-ssh-known-hosts-cm",
     "argocd-tls-certs-cm",
     "argocd-gpg-keys-cm",
     "argocd-notifications-cm",
 )
-NAMED_SECRETS = ("argocd-secret", "argocd-notifications-secret")
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+#: Kinds a restore with ``--prune`` deletes when the archive lacks them, in deletion order:
+#: ApplicationSets first (so none re-creates an Application being pruned), then Applications,
+#: AppProjects, Secrets. ConfigMaps are never pruned (upstream's import refuses to, too).
+PRUNE_ORDER = ("ApplicationSet", "Application", "AppProject", "Secret")
 
 #: Server-populated metadata that must not travel to another cluster (or back).
 _SERVER_METADATA = (
@@ -57,40 +97,228 @@ _SERVER_METADATA = (
 )
 _KIND_ORDER = {kind: i for i, kind in enumerate(RESOURCES)}
 _MASK = "***"
+_NAMESPACE_RE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+#: A /regex/ namespace pattern gets this long to decide on one namespace name (≤ 63 characters);
+#: longer means catastrophic backtracking, refused rather than left to hang the step.
+_REGEX_TIMEOUT = 1.0
+
+Key = tuple[str, str, str]  # kind, namespace, name
 
 
-def secret_type_selector() -> str:
-    """The label selector of Argo CD's repository, credential and cluster Secrets."""
-    return f"{SECRET_TYPE_LABEL} in ({','.join(SECRET_TYPES)})"
+def key(obj: dict[str, Any]) -> Key:
+    """``(kind, namespace, name)``: what identifies an object in an archive and on a cluster."""
+    meta = obj.get("metadata") or {}
+    return (str(obj.get("kind", "")), str(meta.get("namespace") or ""), str(meta.get("name", "")))
 
 
+def show(k: Key) -> str:
+    """``Application/app-1 -n team-a``: one object, as a person reads it."""
+    kind, namespace, name = k
+    return f"{kind}/{name} -n {namespace}" if namespace else f"{kind}/{name}"
+
+
+# --- selection ----------------------------------------------------------------------------------
+def is_argocd_secret(obj: dict[str, Any]) -> bool:
+    """Whether a Secret of Argo CD's namespace belongs in a backup (upstream's rule, and more).
+
+    Upstream (admin.go isArgoCDSecret): ``argocd-secret``, any ``argocd.argoproj.io/secret-type``
+    label, or the annotation ``managed-by: argocd.argoproj.io``. Ours adds the Secrets labelled
+    ``app.kubernetes.io/part-of: argocd`` and ``argocd-notifications-secret``.
+    """
+    meta = obj.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    annotations = meta.get("annotations") or {}
+    return (
+        meta.get("name") in NAMED_SECRETS
+        or SECRET_TYPE_LABEL in labels
+        or annotations.get(MANAGED_BY_ANNOTATION) == MANAGED_BY_ARGOCD
+        or labels.get(PART_OF_LABEL) == PART_OF_ARGOCD
+    )
+
+
+def namespace_patterns(cmd_params: dict[str, Any] | None, setting: str) -> list[str]:
+    """The comma-separated patterns of ``setting`` in argocd-cmd-params-cm (blanks dropped)."""
+    data = (cmd_params or {}).get("data") or {}
+    return [p.strip() for p in str(data.get(setting) or "").split(",") if p.strip()]
+
+
+def is_literal(pattern: str) -> bool:
+    """A plain namespace name (no glob syntax, not a /regex/): RBAC can grant exactly it."""
+    return bool(_NAMESPACE_RE.fullmatch(pattern))
+
+
+def namespace_enabled(namespace: str, argocd_namespace: str, patterns: list[str], *, setting: str = "") -> bool:
+    """Argo CD's rule (util/security/application_namespaces.go IsNamespaceEnabled).
+
+    Argo CD's own namespace always; else a pattern matches: ``/RE/`` is a regular expression
+    searched anywhere in the name (util/glob/list.go MatchStringInList, util/regex: regexp2's
+    MatchString), anything else a glob over the whole name (gobwas/glob, no separators). A pattern
+    that does not compile matches nothing, as upstream (which logs and returns false).
+    """
+    if namespace == argocd_namespace:
+        return True
+    for pattern in patterns:
+        if len(pattern) > 1 and pattern.startswith("/") and pattern.endswith("/"):
+            if _regex_search(pattern, namespace, setting):
+                return True
+            continue
+        compiled = _glob(pattern)
+        if compiled is not None and compiled.fullmatch(namespace):
+            return True
+    return False
+
+
+def _regex_search(pattern: str, namespace: str, setting: str) -> bool:
+    try:
+        compiled = regex.compile(pattern[1:-1])
+    except (regex.error, ValueError, OverflowError):
+        log.warning("%s pattern %s is not a valid regular expression; it matches nothing", setting, pattern)
+        return False
+    try:
+        return compiled.search(namespace, timeout=_REGEX_TIMEOUT) is not None
+    except TimeoutError:
+        raise ConfigError(
+            f"{setting or 'namespace'} pattern {pattern} in {CMD_PARAMS_CONFIG_MAP} takes over "
+            f"{_REGEX_TIMEOUT:g} s on namespace {namespace!r} (catastrophic backtracking); simplify it"
+        ) from None
+
+
+def _glob(pattern: str) -> re.Pattern[str] | None:
+    """gobwas/glob syntax without separators: ``*``, ``?``, ``[abc]``, ``[!a-z]``, ``{a,b}``, ``\\x``.
+
+    Translated to a regular expression of literal characters, classes and alternations only (no
+    nested quantifiers), so matching is linear; None when the pattern is malformed.
+    """
+    out: list[str] = []
+    depth = 0
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            if i + 1 >= n:
+                return None
+            out.append(re.escape(pattern[i + 1]))
+            i += 2
+            continue
+        if c == "*":
+            out.append(".*")
+        elif c == "?":
+            out.append(".")
+        elif c == "[":
+            end = pattern.find("]", i + 1)
+            if end == -1 or end == i + 1:
+                return None
+            body = pattern[i + 1 : end]
+            negate = body.startswith("!")
+            body = body[1:] if negate else body
+            if not body:
+                return None
+            parts = []
+            j = 0
+            while j < len(body):
+                if j + 2 < len(body) and body[j + 1] == "-":
+                    parts.append(f"{re.escape(body[j])}-{re.escape(body[j + 2])}")
+                    j += 3
+                else:
+                    parts.append(re.escape(body[j]))
+                    j += 1
+            out.append(f"[{'^' if negate else ''}{''.join(parts)}]")
+            i = end + 1
+            continue
+        elif c == "{":
+            depth += 1
+            out.append("(?:")
+        elif c == "}" and depth:
+            depth -= 1
+            out.append(")")
+        elif c == "," and depth:
+            out.append("|")
+        else:
+            out.append(re.escape(c))
+        i += 1
+    if depth:
+        return None
+    try:
+        return re.compile("".join(out), re.DOTALL)
+    except re.error:
+        return None
+
+
+# --- sanitising -----------------------------------------------------------------------------------
 def sanitise(obj: dict[str, Any]) -> dict[str, Any]:
-    """A copy of ``obj`` without what the API server populates (status, uid, managedFields, …).
+    """A copy of ``obj`` without what the API server or a controller populates.
 
-    Applications also lose ``operation``: a restored in-flight sync operation would start a sync.
+    Removed: ``status`` (except an AppProject's ``status.jwtTokensByRole``, which project token
+    checks read: util/session/sessionmanager.go Parse → AppProject.GetJWTToken), an Application's
+    ``operation`` (a restored in-flight sync would start a sync), uid, resourceVersion,
+    managedFields, ownerReferences and the rest of :data:`_SERVER_METADATA`, and kubectl's
+    last-applied annotation (it holds a copy of the whole object, Secret values included). A
+    Secret's ``stringData`` is folded into ``data`` as the API server does.
     """
     clean = copy.deepcopy(obj)
-    clean.pop("status", None)
-    if clean.get("kind") == "Application":
+    status = clean.pop("status", None)
+    kind = clean.get("kind")
+    if kind == "AppProject" and isinstance(status, dict) and status.get("jwtTokensByRole"):
+        clean["status"] = {"jwtTokensByRole": status["jwtTokensByRole"]}
+    if kind == "Application":
         clean.pop("operation", None)
+    if kind == "Secret" and isinstance(clean.get("stringData"), dict):
+        data = dict(clean.get("data") or {})
+        for k, v in clean.pop("stringData").items():
+            data[k] = base64.b64encode(str(v).encode("utf-8")).decode("ascii")
+        clean["data"] = data
     metadata = clean.get("metadata") or {}
-    for key in _SERVER_METADATA:
-        metadata.pop(key, None)
+    for name in _SERVER_METADATA:
+        metadata.pop(name, None)
     annotations = metadata.get("annotations")
     if annotations is not None:
         annotations.pop(LAST_APPLIED, None)
         if not annotations:
             metadata.pop("annotations")
-    if metadata.get("labels") == {}:
-        metadata.pop("labels")
+    for name in ("labels", "finalizers"):
+        if name in metadata and not metadata[name]:
+            metadata.pop(name)
     clean["metadata"] = metadata
     return clean
 
 
-def sort_key(obj: dict[str, Any]) -> tuple[int, str, str]:
-    """Apply order of the kind (ConfigMap, Secret, AppProject, ApplicationSet, Application), name."""
-    kind = obj.get("kind", "")
-    return (_KIND_ORDER.get(kind, len(_KIND_ORDER)), kind, obj.get("metadata", {}).get("name", ""))
+def with_project_tokens(obj: dict[str, Any]) -> dict[str, Any]:
+    """An AppProject whose ``status.jwtTokensByRole`` holds every token its roles list in spec.
+
+    Token checks read only the status (AppProject.GetJWTToken); argocd-server copies spec tokens
+    into it only at start-up (server/project/project.go NormalizeProjs →
+    app_project_types.go syncJWTTokenBetweenStatusAndSpec). An archive made before status was kept,
+    or a hand-made one, would otherwise restore projects whose tokens are refused until a restart.
+    Unchanged when nothing is missing; other kinds are returned as they are.
+    """
+    if obj.get("kind") != "AppProject":
+        return obj
+    roles = [r for r in ((obj.get("spec") or {}).get("roles") or []) if isinstance(r, dict)]
+    out = copy.deepcopy(obj)
+    by_role = ((out.get("status") or {}).get("jwtTokensByRole")) or {}
+    changed = False
+    for role in roles:
+        spec_tokens = [t for t in role.get("jwtTokens") or [] if isinstance(t, dict)]
+        if not spec_tokens:
+            continue
+        items = list((by_role.get(role.get("name")) or {}).get("items") or [])
+        ids = {str(t.get("id") or t.get("iat")) for t in items}
+        for token in spec_tokens:
+            if str(token.get("id") or token.get("iat")) not in ids:
+                items.append(copy.deepcopy(token))
+                changed = True
+        by_role[role.get("name")] = {"items": sorted(items, key=lambda t: -int(t.get("iat") or 0))}
+    if not changed:
+        return obj
+    out.setdefault("status", {})["jwtTokensByRole"] = by_role
+    return out
+
+
+def sort_key(obj: dict[str, Any]) -> tuple[int, str, str, str]:
+    """Apply order of the kind (ConfigMap, Secret, AppProject, ApplicationSet, Application), then
+    namespace, then name."""
+    kind, namespace, name = key(obj)
+    return (_KIND_ORDER.get(kind, len(_KIND_ORDER)), kind, namespace, name)
 
 
 def counts(objects: list[dict[str, Any]]) -> dict[str, int]:
@@ -166,25 +394,61 @@ def verify(data: bytes, index: dict[str, Any], source: str) -> None:
         )
 
 
+def is_gzip(data: bytes) -> bool:
+    return data[:2] == b"\x1f\x8b"
+
+
 def read_archive(data: bytes, source: str) -> list[dict[str, Any]]:
-    """Objects of an archive; ConfigError naming ``source`` for bad gzip, YAML or objects."""
+    """Objects of one of our archives; ConfigError naming ``source`` for bad gzip, YAML or objects."""
     try:
         text = gzip.decompress(data).decode("utf-8")
     except (OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
         raise ConfigError(f"archive {source} is corrupt: not a readable gzip file ({exc}); nothing was applied") from None
+    return _documents(text, f"archive {source} is corrupt")
+
+
+def read_plain(data: bytes, source: str) -> list[dict[str, Any]]:
+    """Objects of a plain ``argocd admin export`` file (multi-document YAML), sanitised."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(
+            f"{source} is neither a gzip'd imagebump archive nor a plain `argocd admin export` YAML file "
+            "(not UTF-8 text); nothing was applied"
+        ) from None
+    what = f"{source} is not a plain `argocd admin export` file"
+    return [sanitise(doc) for doc in _documents(text, what)]
+
+
+def _documents(text: str, what: str) -> list[dict[str, Any]]:
     try:
         documents = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
-        raise ConfigError(f"archive {source} is corrupt: invalid YAML{where}; nothing was applied") from None
+        raise ConfigError(f"{what}: invalid YAML{where}; nothing was applied") from None
+    seen: set[Key] = set()
     for i, doc in enumerate(documents):
-        name = doc.get("metadata", {}).get("name") if isinstance(doc, dict) else None
-        if not isinstance(doc, dict) or doc.get("kind") not in RESOURCES or not isinstance(name, str):
+        meta = doc.get("metadata") if isinstance(doc, dict) else None
+        name = meta.get("name") if isinstance(meta, dict) else None
+        kind = doc.get("kind") if isinstance(doc, dict) else None
+        if kind not in RESOURCES or not isinstance(name, str) or not name:
             raise ConfigError(
-                f"archive {source} is corrupt: document {i + 1} is not a ConfigMap, Secret, AppProject, "
-                "ApplicationSet or Application with a name; nothing was applied"
+                f"{what}: document {i + 1} is not a ConfigMap, Secret, AppProject, ApplicationSet or "
+                "Application with a name; nothing was applied"
             )
+        if doc.get("apiVersion") != RESOURCES[kind].api_version:
+            raise ConfigError(
+                f"{what}: document {i + 1} ({kind}/{name}) has apiVersion {doc.get('apiVersion')!r}, "
+                f"expected {RESOURCES[kind].api_version}; nothing was applied"
+            )
+        namespace = meta.get("namespace")
+        if namespace is not None and not (isinstance(namespace, str) and _NAMESPACE_RE.fullmatch(namespace)):
+            raise ConfigError(f"{what}: document {i + 1} ({kind}/{name}) has an invalid namespace; nothing was applied")
+        k = key(doc)
+        if k in seen:
+            raise ConfigError(f"{what}: {show(k)} appears twice; nothing was applied")
+        seen.add(k)
     return documents
 
 
@@ -195,6 +459,7 @@ def retarget(obj: dict[str, Any], namespace: str) -> dict[str, Any]:
     return moved
 
 
+# --- comparing ------------------------------------------------------------------------------------
 def mask(obj: dict[str, Any], *, changed: frozenset[str] | set[str] = frozenset()) -> dict[str, Any]:
     """A copy whose Secret values are ``***`` (``*** (changed)`` for the keys in ``changed``)."""
     if obj.get("kind") != "Secret":
@@ -217,25 +482,14 @@ def _secret_changes(live: dict[str, Any], desired: dict[str, Any]) -> set[str]:
     return changed
 
 
-def project(live: Any, desired: Any) -> Any:
-    """``live`` cut down to the fields ``desired`` sets (maps recursively; lists and scalars whole).
-
-    Server-side apply changes only the fields it is given: live fields the archive does not
-    mention (a label a controller added, a Secret key added later) are left alone, so they are
-    not a change to report.
-    """
-    if isinstance(live, dict) and isinstance(desired, dict):
-        return {k: project(live[k], desired[k]) for k in desired if k in live}
-    return live
-
-
 def diff_objects(live: dict[str, Any], desired: dict[str, Any]) -> list[str]:
-    """Unified diff lines of what applying ``desired`` changes in ``live``; Secret values masked.
+    """Unified diff lines from ``live`` to ``desired`` (both sanitised); [] when they are equal.
 
-    [] when applying would change nothing (see :func:`project`).
+    Every difference counts — a key, label or list entry only the live object has is a removal,
+    since a restore makes the object equal to the archive. Secret values are masked (a value
+    that changes is ``*** (changed)``; added and removed keys show only their names).
     """
-    b = sanitise(desired)
-    a = project(sanitise(live), b)
+    a, b = sanitise(live), sanitise(desired)
     if a == b:
         return []
     changed = _secret_changes(a, b) if b.get("kind") == "Secret" else set()
@@ -244,3 +498,29 @@ def diff_objects(live: dict[str, Any], desired: dict[str, Any]) -> list[str]:
     return list(
         difflib.unified_diff(a_text.splitlines(), b_text.splitlines(), "live", "archive", lineterm="", n=2)
     )
+
+
+def replacement(desired: dict[str, Any], live: dict[str, Any]) -> dict[str, Any]:
+    """The full object to PUT so the live object becomes ``desired`` (a replace, not a merge).
+
+    What a backup never holds is kept as the live object has it: the server's metadata (uid,
+    resourceVersion — the update's precondition — creationTimestamp, generation, ownerReferences),
+    kubectl's last-applied annotation, and an Application's or ApplicationSet's ``status`` and an
+    Application's ``operation`` (server state: restore neither starts nor cancels a sync). An
+    AppProject's status is archive content (its project tokens) and is replaced like the spec.
+    """
+    obj = copy.deepcopy(desired)
+    meta = obj.setdefault("metadata", {})
+    live_meta = live.get("metadata") or {}
+    for name in ("resourceVersion", "uid", "creationTimestamp", "generation", "ownerReferences",
+                 "deletionTimestamp", "deletionGracePeriodSeconds"):
+        if name in live_meta:
+            meta[name] = copy.deepcopy(live_meta[name])
+    last_applied = (live_meta.get("annotations") or {}).get(LAST_APPLIED)
+    if last_applied is not None:
+        meta.setdefault("annotations", {})[LAST_APPLIED] = last_applied
+    if obj.get("kind") in ("Application", "ApplicationSet"):
+        for name in ("status", "operation"):
+            if name in live and name not in obj:
+                obj[name] = copy.deepcopy(live[name])
+    return obj

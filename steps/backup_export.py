@@ -1,12 +1,22 @@
 """backup-export: Argo CD's configuration → one sanitised, encrypted archive in S3.
 
-Reads, through the Kubernetes API (in-cluster service account; kubeconfig outside), from Argo CD's
-namespace: Applications, ApplicationSets, AppProjects (paged lists); Secrets labelled
-``argocd.argoproj.io/secret-type`` in (repository, repo-creds, cluster, repo-write,
-repo-write-creds); ``argocd-secret``, ``argocd-notifications-secret`` and the ConfigMaps
-``argocd-cm``, ``argocd-rbac-cm``, ``argocd-cmd-params-cm``, ``argocd-ssh-known-hosts-cm``,
-``argocd-tls-certs-cm``, ``argocd-gpg-keys-cm``, ``argocd-notifications-cm`` where present (by
-``get``, so RBAC may restrict them by resourceNames).
+Reads, through the Kubernetes API (in-cluster service account; kubeconfig outside):
+
+- from Argo CD's namespace: AppProjects; every Secret upstream's ``argocd admin export`` takes —
+  any ``argocd.argoproj.io/secret-type`` label whatever its value, the annotation ``managed-by:
+  argocd.argoproj.io``, ``argocd-secret`` — plus Secrets labelled ``app.kubernetes.io/part-of:
+  argocd`` and ``argocd-notifications-secret`` (one paged list, filtered here: RBAC and label
+  selectors cannot select by annotation); the ConfigMaps ``argocd-cm``, ``argocd-rbac-cm``,
+  ``argocd-cmd-params-cm``, ``argocd-ssh-known-hosts-cm``, ``argocd-tls-certs-cm``,
+  ``argocd-gpg-keys-cm``, ``argocd-notifications-cm`` where present (by ``get``, so RBAC may
+  restrict them by resourceNames);
+- Applications from Argo CD's namespace and every namespace ``application.namespaces`` in
+  ``argocd-cmd-params-cm`` enables, ApplicationSets likewise with
+  ``applicationsetcontroller.namespaces`` (Argo CD's own matching: globs, ``/regex/``). Plain
+  namespace names are listed one namespace at a time (a RoleBinding per namespace suffices); a
+  pattern needs one list across all namespaces, filtered here (a ClusterRoleBinding to the
+  ClusterRole ``imagebump-backup-app-reader``: get/list of these two kinds, nothing else; both
+  grants are the README's overlay, "Back up and restore Argo CD").
 
 Writes ``s3://BUCKET/PREFIX/CLUSTER/YYYY/MM/DD/HHMMSSZ.yaml.gz`` (gzip of a multi-document YAML,
 see :mod:`steps.archive`) with server-side encryption (``aws:kms`` with ``kms_key_id`` when given,
@@ -17,16 +27,18 @@ namespace. Then retention: archives of this cluster beyond the newest ``keep`` a
 ``keep_days`` (0 disables either rule; an archive is kept when either rule keeps it) are deleted
 with their index — never the one just written.
 
-It never skips: an empty namespace gives an archive with zero counts. S3 is reached with boto3's
-standard configuration (``AWS_REGION``, credentials, ``AWS_ENDPOINT_URL``). Secret values appear
-only inside the encrypted archive, never in logs or outputs.
+It never skips: an empty namespace gives an archive with zero counts; a namespace it may not
+read fails the backup (naming the grant), never a silently partial archive. S3 is reached with
+boto3's standard configuration (``AWS_REGION``, credentials, ``AWS_ENDPOINT_URL``). Secret values
+appear only inside the encrypted archive, never in logs or outputs.
 """
 
 # No `from __future__ import annotations`: Hera's runner reads real annotation objects.
 import logging
 import re
-from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -86,7 +98,7 @@ def export_backup(
     kms_key_id: str = "",
     keep: int = 30,
     keep_days: int = 0,
-    now: Optional[Callable[[], datetime]] = None,
+    now: Callable[[], datetime] | None = None,
     page_size: int = kube.DEFAULT_PAGE_SIZE,
 ) -> BackupExportOutput:
     """Collect, write (never overwriting) and prune; the body of :func:`run` and ``imagebump backup``.
@@ -99,7 +111,7 @@ def export_backup(
     """
     _validate(bucket=bucket, prefix=prefix, cluster=cluster, namespace=namespace, keep=keep,
               keep_days=keep_days)
-    created = (now or (lambda: datetime.now(timezone.utc)))().astimezone(timezone.utc)
+    created = (now or (lambda: datetime.now(UTC)))().astimezone(UTC)
     objects = collect(api, namespace, page_size=page_size)
     data = archive.build_archive(objects)
     base = f"{_prefix_path(prefix, cluster)}{created:%Y/%m/%d/%H%M%S}Z"
@@ -128,28 +140,90 @@ def export_backup(
     )
 
 
+#: The ClusterRole (get/list of applications and applicationsets only) the README's overlay adds:
+#: bound per namespace by a RoleBinding, or cluster-wide when the namespace settings hold patterns.
+APP_READER_ROLE = "imagebump-backup-app-reader"
+_README = "README, 'Back up and restore Argo CD'"
+
+
 def collect(api: kube.KubeApi, namespace: str, *, page_size: int = kube.DEFAULT_PAGE_SIZE) -> list[dict]:
-    """Every object a backup holds, sanitised, in archive order (kind, then name)."""
-    found: dict[tuple[str, str], dict] = {}
+    """Every object a backup holds, sanitised, in archive order (kind, namespace, name)."""
+    live = collect_live(api, namespace, page_size=page_size)
+    return sorted((archive.sanitise(o) for o in live), key=archive.sort_key)
 
-    def add(obj: dict) -> None:
-        clean = archive.sanitise(obj)
-        found[(clean["kind"], clean["metadata"]["name"])] = clean
 
-    for resource in (kube.APP_PROJECT, kube.APPLICATION_SET, kube.APPLICATION):
-        for obj in kube.list_all(api, resource, namespace, page_size=page_size):
-            add(obj)
-    for obj in kube.list_all(api, kube.SECRET, namespace, label_selector=archive.secret_type_selector(),
-                             page_size=page_size):
-        add(obj)
-    for resource, names in ((kube.SECRET, archive.NAMED_SECRETS), (kube.CONFIG_MAP, archive.CONFIG_MAPS)):
-        for name in names:
-            obj = api.get(resource, namespace, name)
-            if obj is None:
-                log.info("%s %s/%s not present; not in this backup", resource.kind, namespace, name)
-            else:
-                add(obj)
-    return sorted(found.values(), key=archive.sort_key)
+def collect_live(
+    api: kube.KubeApi,
+    namespace: str,
+    *,
+    page_size: int = kube.DEFAULT_PAGE_SIZE,
+    kinds: tuple[str, ...] = tuple(kube.RESOURCES),
+    cmd_params: dict | None = None,
+) -> list[dict]:
+    """The live Argo CD objects of ``kinds`` a backup takes, as the API server returns them.
+
+    ``cmd_params`` (an argocd-cmd-params-cm) decides the other namespaces of Applications and
+    ApplicationSets; by default the live one is read. Restore uses this to find what ``--prune``
+    may delete, with the archive's argocd-cmd-params-cm.
+    """
+    found: list[dict] = []
+    live_params = None
+    need_params = cmd_params is None and bool({"Application", "ApplicationSet"} & set(kinds))
+    for name in archive.CONFIG_MAPS:
+        if "ConfigMap" not in kinds and not (need_params and name == archive.CMD_PARAMS_CONFIG_MAP):
+            continue
+        obj = api.get(kube.CONFIG_MAP, namespace, name)
+        if obj is None:
+            log.info("ConfigMap %s/%s not present; not in this backup", namespace, name)
+            continue
+        if name == archive.CMD_PARAMS_CONFIG_MAP:
+            live_params = obj
+        if "ConfigMap" in kinds:
+            found.append(obj)
+    params = cmd_params if cmd_params is not None else live_params
+    if "Secret" in kinds:
+        found.extend(o for o in kube.list_all(api, kube.SECRET, namespace, page_size=page_size)
+                     if archive.is_argocd_secret(o))
+    if "AppProject" in kinds:
+        found.extend(kube.list_all(api, kube.APP_PROJECT, namespace, page_size=page_size))
+    for resource, setting in ((kube.APPLICATION_SET, archive.APPLICATIONSET_NAMESPACES_KEY),
+                              (kube.APPLICATION, archive.APPLICATION_NAMESPACES_KEY)):
+        if resource.kind in kinds:
+            patterns = archive.namespace_patterns(params, setting)
+            found.extend(_list_enabled(api, resource, namespace, patterns, setting, page_size))
+    return found
+
+
+def _list_enabled(api: kube.KubeApi, resource: kube.Resource, namespace: str, patterns: list[str],
+                  setting: str, page_size: int) -> list[dict]:
+    """``resource`` in Argo CD's namespace and every namespace ``patterns`` enable."""
+    if all(archive.is_literal(p) for p in patterns):
+        out: list[dict] = []
+        for ns in dict.fromkeys([namespace, *patterns]):
+            try:
+                out.extend(kube.list_all(api, resource, ns, page_size=page_size))
+            except PermissionDeniedError as exc:
+                if ns == namespace:
+                    raise
+                raise PermissionDeniedError(
+                    f"{exc}. {setting} in {archive.CMD_PARAMS_CONFIG_MAP} has Argo CD manage "
+                    f"{resource.plural} in namespace {ns}; for the backup-export step bind ClusterRole "
+                    f"{APP_READER_ROLE} there with a RoleBinding ({_README})"
+                ) from None
+        return out
+    try:
+        every = list(kube.list_all(api, resource, None, page_size=page_size))
+    except PermissionDeniedError as exc:
+        shown = ", ".join(p for p in patterns if not archive.is_literal(p))
+        raise PermissionDeniedError(
+            f"{exc}. {setting} in {archive.CMD_PARAMS_CONFIG_MAP} holds patterns ({shown}), which RBAC "
+            f"cannot grant namespace by namespace: bind ClusterRole {APP_READER_ROLE} (get/list of "
+            f"applications and applicationsets, nothing else) with a ClusterRoleBinding, or list the "
+            f"namespaces by name and bind it with a RoleBinding in each ({_README})"
+        ) from None
+    return [o for o in every
+            if archive.namespace_enabled((o.get("metadata") or {}).get("namespace") or "", namespace,
+                                         patterns, setting=setting)]
 
 
 def _validate(*, bucket: str, prefix: str, cluster: str, namespace: str, keep: int, keep_days: int) -> None:
@@ -232,12 +306,12 @@ def s3_error(exc: Exception, *, bucket: str, key: str = "", action: str, kms_key
     return ConfigError(f"cannot {action} {where}: {code or status}")
 
 
-def _archive_time(key: str) -> Optional[tuple[datetime, int]]:
+def _archive_time(key: str) -> tuple[datetime, int] | None:
     m = _ARCHIVE_RE.search(key)
     if not m:
         return None
     y, mo, d, h, mi, s, n = m.groups()
-    return datetime(int(y), int(mo), int(d), int(h), int(mi), int(s), tzinfo=timezone.utc), int(n or 0)
+    return datetime(int(y), int(mo), int(d), int(h), int(mi), int(s), tzinfo=UTC), int(n or 0)
 
 
 def select_expired(keys: list[str], *, keep: int, keep_days: int, now: datetime, protect: str) -> list[str]:

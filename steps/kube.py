@@ -1,6 +1,10 @@
-"""The narrow Kubernetes seam backup-export and restore use: list (paged), get, server-side apply.
+"""The narrow Kubernetes seam backup-export and restore use: list (paged, one namespace or the
+whole cluster), get, create, replace (update) and delete.
 
 :class:`KubeApi` is the whole surface, keyed by :class:`Resource` (kind, apiVersion, plural).
+A restore makes each object equal to the archive, so it creates (POST) what is missing and
+replaces (PUT, with the live ``resourceVersion`` as precondition) what differs — never a
+server-side apply, which would keep fields other managers own.
 :class:`KubernetesApi` implements it over the official ``kubernetes`` client's ``ApiClient``
 (its configuration, auth and TLS handling; in-cluster service account, else kubeconfig/context),
 sending plain REST requests so every kind — core or custom — takes one code path and objects come
@@ -8,7 +12,8 @@ back as the API server's JSON, ``apiVersion``/``kind`` included.
 
 API errors become our hierarchy (:func:`api_error`): 401/403 → :class:`PermissionDeniedError`
 naming the verb, resource, namespace and the identity to grant it to; 404 of a list → a missing
-CRD; 409/422 → :class:`ConfigError`; 429/5xx and connection errors → :class:`TransientError`.
+CRD; 409 of a write → :class:`ConflictError` (the object changed or appeared meanwhile: re-read
+and retry); 400/422 → :class:`ConfigError`; 429/5xx and connection errors → :class:`TransientError`.
 Messages never carry object contents (a Secret's data could be echoed back by the server).
 """
 
@@ -45,8 +50,11 @@ class Resource:
         """``secrets`` or ``applications.argoproj.io``, as RBAC and kubectl name them."""
         return f"{self.plural}.{self.group}" if self.group else self.plural
 
-    def path(self, namespace: str, name: str | None = None) -> str:
+    def path(self, namespace: str | None, name: str | None = None) -> str:
+        """The REST path; ``namespace`` None lists across every namespace (``/apis/G/V/PLURAL``)."""
         base = "/api/v1" if not self.group else f"/apis/{self.api_version}"
+        if namespace is None:
+            return f"{base}/{self.plural}"
         path = f"{base}/namespaces/{quote(namespace, safe='')}/{self.plural}"
         return f"{path}/{quote(name, safe='')}" if name else path
 
@@ -70,6 +78,10 @@ def resource_for(kind: str) -> Resource:
         raise ConfigError(f"unsupported kind {kind!r} (supported: {', '.join(RESOURCES)})") from None
 
 
+class ConflictError(TransientError):
+    """409: the object was changed (or created) since it was read; re-read it and try again."""
+
+
 @dataclass
 class Page:
     """One page of a list: its items and the token for the next page (None when last)."""
@@ -84,35 +96,47 @@ class KubeApi(Protocol):
     def list(
         self,
         resource: Resource,
-        namespace: str,
+        namespace: str | None,
         *,
         label_selector: str | None = None,
         limit: int | None = None,
         continue_token: str | None = None,
     ) -> Page:
-        """One page of objects (``limit``/``continue`` as the API server pages them)."""
+        """One page of objects in ``namespace`` (None: every namespace), paged by ``limit``/``continue``."""
         ...
 
     def get(self, resource: Resource, namespace: str, name: str) -> dict[str, Any] | None:
         """The object, or None when it does not exist."""
         ...
 
-    def apply(
-        self, resource: Resource, namespace: str, obj: dict[str, Any], *, force: bool = True
-    ) -> dict[str, Any]:
-        """Server-side apply ``obj`` (field manager ``imagebump``); returns the live object."""
+    def create(self, resource: Resource, namespace: str, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create ``obj`` exactly as given (POST); :class:`ConflictError` when it exists."""
+        ...
+
+    def replace(self, resource: Resource, namespace: str, obj: dict[str, Any]) -> dict[str, Any]:
+        """Replace the whole object (PUT) if its ``metadata.resourceVersion`` is still the live one,
+        else :class:`ConflictError`; fields ``obj`` leaves out are removed."""
+        ...
+
+    def delete(
+        self, resource: Resource, namespace: str, name: str, *, uid: str | None = None,
+        propagation: str | None = None,
+    ) -> bool:
+        """Delete the object if its uid is still ``uid``; False when it was already gone.
+
+        ``propagation`` is the DeleteOptions ``propagationPolicy`` (``Orphan`` keeps dependents)."""
         ...
 
 
 def list_all(
     api: KubeApi,
     resource: Resource,
-    namespace: str,
+    namespace: str | None,
     *,
     label_selector: str | None = None,
     page_size: int = DEFAULT_PAGE_SIZE,
 ) -> Iterator[dict[str, Any]]:
-    """Every object of ``resource`` in ``namespace``, following ``continue`` tokens."""
+    """Every object of ``resource`` in ``namespace`` (None: all), following ``continue`` tokens."""
     token: str | None = None
     while True:
         page = api.list(
@@ -127,36 +151,50 @@ def list_all(
 _USER_RE = re.compile(r'User "([^"]+)"')
 
 
+_VERBS_TO_GRANT = {
+    "list": "get/list",
+    "get": "get",
+    "create": "get/create",
+    "update": "get/update",
+    "delete": "get/delete",
+}
+
+
 def api_error(
     status: int,
     *,
     verb: str,
     resource: Resource,
-    namespace: str,
+    namespace: str | None,
     name: str | None = None,
     server_message: str = "",
 ) -> ImagebumpError:
     """Turn an API server status into our error: verb, resource, namespace, cause and fix.
 
     ``server_message`` is used only to find the identity refused (``User "…"``) and, for kinds
-    other than Secret, as the cause of a 409/422; it is never copied for Secrets.
+    other than Secret, as the cause of a 400/422; it is never copied for Secrets.
     """
     what = f"{resource.display} {name!r}" if name else resource.display
-    where = f"in namespace {namespace}"
+    where = f"in namespace {namespace}" if namespace else "in all namespaces"
     if status in (401, 403):
         match = _USER_RE.search(server_message)
         who = f"'{match.group(1)}'" if match else "the service account (or user) imagebump runs as"
-        verbs = {"list": "get/list", "get": "get", "patch": "get/patch (server-side apply)"}.get(verb, verb)
+        verbs = _VERBS_TO_GRANT.get(verb, verb)
         reason = "forbidden" if status == 403 else "unauthorized (credentials rejected)"
+        binding = "a Role + RoleBinding" if namespace else "a ClusterRole + ClusterRoleBinding"
         return PermissionDeniedError(
             f"cannot {verb} {what} {where}: {reason}; grant {verbs} on {resource.display} "
-            f"{where} to {who} (a Role + RoleBinding)"
+            f"{where} to {who} ({binding})"
             + ("" if status == 403 else ", or refresh the kubeconfig credentials")
         )
     if status == 404:
         return ConfigError(
             f"cannot {verb} {what} {where}: the API server does not serve {resource.display} "
             f"({resource.api_version}); is Argo CD installed (its CRDs) on this cluster?"
+        )
+    if status == 409 and verb in ("create", "update", "delete"):
+        return ConflictError(
+            f"cannot {verb} {what} {where}: it was changed or created meanwhile (409 Conflict); re-run"
         )
     if status in (409, 422, 400):
         cause = "" if resource.kind == "Secret" else f": {server_message[:300]}"
@@ -206,7 +244,7 @@ class KubernetesApi:
         *,
         verb: str,
         resource: Resource,
-        namespace: str,
+        namespace: str | None,
         name: str | None = None,
         query: list[tuple[str, str]] | None = None,
         body: dict[str, Any] | None = None,
@@ -234,9 +272,9 @@ class KubernetesApi:
             if isinstance(status, int) and status:
                 raise api_error(status, verb=verb, resource=resource, namespace=namespace, name=name,
                                 server_message=str(getattr(exc, "body", "") or "")) from None
+            where = f"in namespace {namespace}" if namespace else "in all namespaces"
             raise TransientError(
-                f"cannot {verb} {resource.display} in namespace {namespace}: "
-                f"API server unreachable ({type(exc).__name__})"
+                f"cannot {verb} {resource.display} {where}: API server unreachable ({type(exc).__name__})"
             ) from None
         if response.status == 404 and missing_ok:
             return None
@@ -253,7 +291,7 @@ class KubernetesApi:
     def list(
         self,
         resource: Resource,
-        namespace: str,
+        namespace: str | None,
         *,
         label_selector: str | None = None,
         limit: int | None = None,
@@ -284,16 +322,33 @@ class KubernetesApi:
             obj.setdefault("kind", resource.kind)
         return obj
 
-    def apply(
-        self, resource: Resource, namespace: str, obj: dict[str, Any], *, force: bool = True
-    ) -> dict[str, Any]:
-        name = obj["metadata"]["name"]
-        query = [("fieldManager", FIELD_MANAGER)]
-        if force:
-            query.append(("force", "true"))
-        # JSON is YAML: the client serialises a dict body as JSON for application/apply-patch+yaml.
+    def create(self, resource: Resource, namespace: str, obj: dict[str, Any]) -> dict[str, Any]:
         return self._request(
-            "PATCH", resource.path(namespace, name), verb="patch", resource=resource,
-            namespace=namespace, name=name, query=query, body=obj,
-            content_type="application/apply-patch+yaml",
+            "POST", resource.path(namespace), verb="create", resource=resource, namespace=namespace,
+            name=obj["metadata"]["name"], query=[("fieldManager", FIELD_MANAGER)], body=obj,
+            content_type="application/json",
         ) or {}
+
+    def replace(self, resource: Resource, namespace: str, obj: dict[str, Any]) -> dict[str, Any]:
+        name = obj["metadata"]["name"]
+        if not obj["metadata"].get("resourceVersion"):
+            raise ValueError("replace needs metadata.resourceVersion (the precondition)")
+        return self._request(
+            "PUT", resource.path(namespace, name), verb="update", resource=resource, namespace=namespace,
+            name=name, query=[("fieldManager", FIELD_MANAGER)], body=obj, content_type="application/json",
+        ) or {}
+
+    def delete(
+        self, resource: Resource, namespace: str, name: str, *, uid: str | None = None,
+        propagation: str | None = None,
+    ) -> bool:
+        options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if uid:
+            options["preconditions"] = {"uid": uid}
+        if propagation:
+            options["propagationPolicy"] = propagation
+        gone = self._request(
+            "DELETE", resource.path(namespace, name), verb="delete", resource=resource, namespace=namespace,
+            name=name, body=options, content_type="application/json", missing_ok=True,
+        )
+        return gone is not None

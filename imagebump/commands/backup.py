@@ -24,8 +24,9 @@ examples:
 def add_parser(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "backup",
-        help="back up Argo CD's Applications, projects, repo/cluster secrets and ConfigMaps to S3",
-        description="Export Argo CD's configuration from its namespace into one sanitised, gzip-compressed, "
+        help="back up Argo CD's Applications, ApplicationSets, projects, Secrets and ConfigMaps to S3",
+        description="Export Argo CD's configuration — its namespace, plus the Applications and ApplicationSets "
+        "of the namespaces argocd-cmd-params-cm enables — into one sanitised, gzip-compressed, "
         "server-side-encrypted archive at s3://BUCKET/PREFIX/CLUSTER/YYYY/MM/DD/HHMMSSZ.yaml.gz (never "
         "overwriting), with an index beside it; then delete archives beyond the retention.",
         epilog=EXAMPLE,

@@ -1,16 +1,22 @@
-"""``imagebump restore --from s3://…|FILE [--apply]``: read a backup back into Argo CD's namespace.
+"""``imagebump restore --from s3://…|FILE [--apply] [--prune]``: make Argo CD equal to a backup.
 
 Dry run by default: prints, object by object, what would be created, changed (with a diff against
-the live object; Secret values shown as ``***``) or left alone. ``--apply`` server-side-applies
-in a safe order (ConfigMaps and Secrets, AppProjects, then ApplicationSets and Applications).
+the live object showing every difference, removed keys included; Secret values shown as ``***``)
+or left alone, and the live Argo CD objects the archive does not hold. ``--apply`` creates what
+is missing and replaces what differs (each object becomes equal to the archive, not a merge) in a
+safe order (ConfigMaps and Secrets, AppProjects, ApplicationSets, Applications). ``--prune``
+deletes the live Argo CD objects the archive does not hold (Applications lose their finalizers
+first, so the workloads they deployed stay); without ``--apply`` it only lists them.
 
 The archive is checked before the cluster is contacted: its sha256 must match the index beside it
 (``X.index.json`` for ``X.yaml.gz``, or ``X.yaml.gz.index.json``) — a missing index is refused
-unless ``--no-verify`` — and it must be a readable gzip of valid YAML. A refused archive applies
-nothing. ``--namespace`` restores into another namespace (only ``metadata.namespace`` changes).
+unless ``--no-verify`` — and it must be a readable gzip of valid YAML. A plain ``argocd admin
+export`` file (not gzip, no index) is accepted as *unverified* and sanitised like our archives. A
+refused archive applies nothing. ``--namespace`` moves Argo CD's own namespace only; Applications
+and ApplicationSets of other namespaces go back to their own.
 
 Exit codes: 0 done (dry run or applied); 2 refused archive, bad input or missing permission;
-75 a transient failure.
+75 a transient failure (including an object that kept changing while it was replaced).
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ EXAMPLE = """\
 examples:
   imagebump restore --from s3://acme-argocd-backups/argocd-backups/prod/2026/01/02/030405Z.yaml.gz
   imagebump restore --from ./030405Z.yaml.gz --namespace argocd-staging --apply
+  imagebump restore --from s3://…/030405Z.yaml.gz --prune            # list what --apply would delete
+  imagebump restore --from ./argocd-export.yaml --apply             # a plain `argocd admin export` file
 """
 
 
@@ -29,15 +37,21 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "restore",
         help="show (or with --apply, apply) what restoring a backup archive would change",
         description="Restore Argo CD's configuration from a backup archive made by `imagebump backup` or the "
-        "backup-export step. Dry run unless --apply.",
+        "backup-export step (or a plain `argocd admin export` file): each object is made equal to the "
+        "archive. Dry run unless --apply.",
         epilog=EXAMPLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--from", dest="source", required=True, metavar="s3://BUCKET/KEY|FILE",
                         help="the archive (.yaml.gz) in S3 or on disk")
-    parser.add_argument("--apply", action="store_true", help="apply (server-side) instead of a dry run")
+    parser.add_argument("--apply", action="store_true",
+                        help="create and replace objects instead of a dry run")
+    parser.add_argument("--prune", action="store_true",
+                        help="also delete live Argo CD objects the archive does not hold (Applications lose "
+                        "their finalizers first); only listed unless --apply")
     parser.add_argument("--namespace", default=None,
-                        help="namespace to restore into (default: the one the backup was taken from)")
+                        help="Argo CD's namespace to restore into (default: the one the backup was taken "
+                        "from); objects of other namespaces go back to their own")
     parser.add_argument("--context", default=None, help="kubeconfig context (default: the current one)")
     parser.add_argument("--profile", default=None, help="AWS profile for s3:// sources")
     parser.add_argument("--no-verify", action="store_true",
@@ -58,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
         do_apply=args.apply,
         namespace=args.namespace,
         verify=not args.no_verify,
+        prune=args.prune,
     )
     print(report)
     return 0

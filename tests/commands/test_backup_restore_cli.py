@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from imagebump.cli import main
-from tests.fakes.kube import SECRET_VALUES, FakeKube, FakeKubeServer, seeded
+from tests.fakes.kube import BACKED_UP_SECRETS, SECRET_VALUES, FakeKube, FakeKubeServer, seeded
+
+TOTAL = 7 + len(BACKED_UP_SECRETS) + 4 + 3 + 55
 
 
 @pytest.fixture()
@@ -60,22 +62,36 @@ def test_backup_then_restore_dry_run_and_apply(env, bucket, source, target, caps
     lines = out.out.splitlines()
     url = lines[0].removeprefix("wrote ")
     assert url.startswith(f"s3://{bucket}/argocd-backups/prod/") and url.endswith("Z.yaml.gz")
-    assert "counts ConfigMap=7, Secret=7, AppProject=4, ApplicationSet=3, Application=55" in lines
+    assert f"counts ConfigMap=7, Secret={len(BACKED_UP_SECRETS)}, AppProject=4, ApplicationSet=3, Application=55" in lines
 
     assert main(["restore", "--from", url, "--context", "target", "--namespace", "argocd-dr"]) == 0
     out = capsys.readouterr()
     _no_secrets(out.out + out.err)
-    assert "would create  Secret/repository-one" in out.out
-    assert out.out.rstrip().endswith("dry run: 76 to create, 0 to change, 0 unchanged in namespace argocd-dr; "
+    assert "would create  Secret/repository-one -n argocd-dr" in out.out
+    assert out.out.rstrip().endswith(f"dry run: {TOTAL} to create, 0 to change, 0 unchanged in namespace argocd-dr; "
                                      "pass --apply to apply")
     assert target.fake.in_namespace("argocd-dr") == []
 
     assert main(["restore", "--from", url, "--context", "target", "--namespace", "argocd-dr", "--apply"]) == 0
     out = capsys.readouterr()
     _no_secrets(out.out + out.err)
-    assert "applied: 76 created, 0 changed, 0 unchanged in namespace argocd-dr" in out.out
-    assert len(target.fake.in_namespace("argocd-dr")) == 76
-    assert source.fake.calls and not [c for c in source.fake.calls if c[0] == "patch"]
+    assert f"applied: {TOTAL} created, 0 changed, 0 unchanged in namespace argocd-dr" in out.out
+    assert len(target.fake.in_namespace("argocd-dr")) == TOTAL
+    assert source.fake.calls and not source.fake.writes()
+
+    # Later: an Application appears that the backup does not hold. --prune lists it; --apply deletes it.
+    target.fake.seed({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+                      "metadata": {"name": "late", "namespace": "argocd-dr",
+                                   "finalizers": ["resources-finalizer.argocd.argoproj.io"]},
+                      "spec": {"project": "default"}})
+    argv = ["restore", "--from", url, "--context", "target", "--namespace", "argocd-dr", "--prune"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "would delete  Application/late -n argocd-dr" in out
+    assert target.fake.stored("Application", "argocd-dr", "late") is not None
+    assert main([*argv, "--apply"]) == 0
+    assert f"applied: 0 created, 0 changed, {TOTAL} unchanged, 1 deleted in namespace argocd-dr" in capsys.readouterr().out
+    assert target.fake.stored("Application", "argocd-dr", "late") is None and target.fake.cascaded == []
 
 
 def test_restore_refuses_a_corrupt_file(env, target, capsys):
@@ -85,6 +101,23 @@ def test_restore_refuses_a_corrupt_file(env, target, capsys):
     err = capsys.readouterr().err
     assert err.startswith(f"imagebump restore: error: archive {path} is corrupt: not a readable gzip file")
     assert target.fake.calls == []
+
+
+def test_restore_takes_a_plain_argocd_export_file(env, target, capsys):
+    path = env / "export.yaml"
+    path.write_text("apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: one\n"
+                    "spec:\n  project: default\noperation:\n  sync:\n    revision: abc\n---\n")
+    assert main(["restore", "--from", str(path), "--context", "target", "--apply"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"unverified: {path} is a plain `argocd admin export` file")
+    assert "operation" not in target.fake.stored("Application", "argocd", "one")
+
+
+def test_restore_refuses_a_bad_namespace(env, capsys):
+    path = env / "export.yaml"
+    path.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: argocd-cm\n")
+    assert main(["restore", "--from", str(path), "--namespace", "Not_A_Namespace"]) == 2
+    assert "namespace 'Not_A_Namespace' is not a valid Kubernetes namespace name" in capsys.readouterr().err
 
 
 def test_restore_without_index_hints_no_verify(env, capsys):

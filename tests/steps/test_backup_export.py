@@ -9,15 +9,18 @@ server-side apply. S3 is moto's real server (conditional puts, SSE headers, list
 
 from __future__ import annotations
 
+import base64
 import gzip
 import json
 import logging
 import os
+import re
+import shutil
 import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -27,11 +30,21 @@ from botocore.exceptions import ClientError
 from imagebump import __version__
 from steps import archive, backup_export, kube
 from steps.errors import ConfigError, PermissionDeniedError, TransientError
-from tests.fakes.kube import SECRET_VALUES, FakeKube, FakeKubeServer, seeded
+from tests.fakes.kube import (
+    BACKED_UP_SECRETS,
+    NOT_BACKED_UP_SECRETS,
+    PROJECT_TOKEN,
+    SECRET_VALUES,
+    FakeKube,
+    FakeKubeServer,
+    seeded,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
-EXPECTED_COUNTS = {"ConfigMap": 7, "Secret": 7, "AppProject": 4, "ApplicationSet": 3, "Application": 60}
-FROZEN = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+EXPECTED_COUNTS = {"ConfigMap": 7, "Secret": len(BACKED_UP_SECRETS), "AppProject": 4, "ApplicationSet": 3,
+                   "Application": 60}
+TOTAL = sum(EXPECTED_COUNTS.values())
+FROZEN = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
 
 def frozen(at: datetime = FROZEN):
@@ -101,21 +114,25 @@ def test_backup_writes_sanitised_archive_and_index(api, argocd, s3, bucket):
     }
 
     docs = _objects(s3, bucket, key)
-    assert [(d["kind"], d["metadata"]["name"]) for d in docs] == sorted(
-        ((d["kind"], d["metadata"]["name"]) for d in docs), key=lambda kn: (list(kube.RESOURCES).index(kn[0]), kn[1]))
+    assert [archive.key(d) for d in docs] == sorted(
+        (archive.key(d) for d in docs), key=lambda k: (list(kube.RESOURCES).index(k[0]), *k))
     names = {(d["kind"], d["metadata"]["name"]) for d in docs}
-    assert ("Secret", "argocd-redis") not in names, "unlabelled secrets are not Argo CD configuration"
-    assert ("Secret", "weird") not in names, "unknown secret-type label values are not taken"
     assert ("ConfigMap", "unrelated-cm") not in names
     assert {n for k, n in names if k == "ConfigMap"} == set(archive.CONFIG_MAPS)
-    assert {n for k, n in names if k == "Secret"} == {f"{t}-one" for t in archive.SECRET_TYPES} | set(
-        archive.NAMED_SECRETS)
+    assert {n for k, n in names if k == "Secret"} == set(BACKED_UP_SECRETS)
+    assert not {n for k, n in names if k == "Secret"} & set(NOT_BACKED_UP_SECRETS)
+    assert {d["metadata"]["namespace"] for d in docs} == {"argocd"}, "every object names its namespace"
     for doc in docs:
         meta = doc["metadata"]
-        assert "status" not in doc and "operation" not in doc
+        assert "operation" not in doc and "stringData" not in doc
+        if (doc["kind"], meta["name"]) != ("AppProject", PROJECT_TOKEN["project"]):
+            assert "status" not in doc, doc["kind"]
         assert not set(meta) & {"uid", "resourceVersion", "managedFields", "creationTimestamp", "generation",
                                 "selfLink", "ownerReferences"}, meta
         assert archive.LAST_APPLIED not in meta.get("annotations", {})
+    project = next(d for d in docs if (d["kind"], d["metadata"]["name"]) == ("AppProject", "team-a"))
+    token = {"iat": PROJECT_TOKEN["iat"], "id": PROJECT_TOKEN["id"]}
+    assert project["status"] == {"jwtTokensByRole": {"ci": {"items": [token]}}}, "what project token checks read"
     app = next(d for d in docs if d["metadata"]["name"] == "app-000")
     assert app["metadata"]["finalizers"] == ["resources-finalizer.argocd.argoproj.io"]
     assert app["metadata"]["annotations"] == {"notifications.argoproj.io/subscribe.on-sync-failed.slack": "alerts"}
@@ -124,9 +141,87 @@ def test_backup_writes_sanitised_archive_and_index(api, argocd, s3, bucket):
     app_lists = [c for c in argocd.calls if c[:2] == ("list", "applications")]
     assert len(app_lists) == 9
     assert app_lists[0][3]["continue"] is None and all(c[3]["continue"] for c in app_lists[1:])
+    # Secrets are selected by label OR annotation OR name: one full (paged) list, filtered here.
     secret_lists = [c for c in argocd.calls if c[:2] == ("list", "secrets")]
-    assert secret_lists[0][3]["labelSelector"] == (
-        "argocd.argoproj.io/secret-type in (repository,repo-creds,cluster,repo-write,repo-write-creds)")
+    assert secret_lists and all(c[3]["labelSelector"] is None for c in secret_lists)
+
+
+#: Which Secrets of Argo CD's namespace a backup takes. Upstream's rule is
+#: cmd/argocd/commands/admin/admin.go isArgoCDSecret (argo-cd v3.5.1; the same in v2.14.21 less the
+#: argocd-cm `repositories` references v3 dropped): the name argocd-secret, ANY value of the label
+#: argocd.argoproj.io/secret-type (values in common/common.go: cluster, repository, repo-creds,
+#: repository-write — util/db/repository_secrets.go getSecretType — repo-write-creds, scm-creds),
+#: or the annotation managed-by: argocd.argoproj.io (util/db/secrets.go addSecretMetadata). Ours
+#: adds app.kubernetes.io/part-of: argocd and argocd-notifications-secret.
+SECRET_SELECTION = [
+    ({"name": "argocd-secret"}, True, "upstream: by name"),
+    ({"labels": {"argocd.argoproj.io/secret-type": "repository"}}, True, "upstream: label"),
+    ({"labels": {"argocd.argoproj.io/secret-type": "repo-creds"}}, True, "upstream: label"),
+    ({"labels": {"argocd.argoproj.io/secret-type": "cluster"}}, True, "upstream: label"),
+    ({"labels": {"argocd.argoproj.io/secret-type": "repository-write"}}, True, "upstream: label (not repo-write)"),
+    ({"labels": {"argocd.argoproj.io/secret-type": "repo-write-creds"}}, True, "upstream: label"),
+    ({"labels": {"argocd.argoproj.io/secret-type": "scm-creds"}}, True, "upstream: label"),
+    ({"labels": {"argocd.argoproj.io/secret-type": "a-future-type"}}, True, "upstream: any label value"),
+    ({"labels": {"argocd.argoproj.io/secret-type": ""}}, True, "upstream: label present, empty value"),
+    ({"annotations": {"managed-by": "argocd.argoproj.io"}}, True, "upstream: annotation"),
+    ({"annotations": {"managed-by": "someone-else"}}, False, "upstream: other managers are not Argo CD's"),
+    ({"labels": {"app.kubernetes.io/part-of": "argocd"}}, True, "ours: $name:key references need this label"),
+    ({"labels": {"app.kubernetes.io/part-of": "other"}}, False, "ours: part of something else"),
+    ({"name": "argocd-notifications-secret"}, True, "ours: notifications"),
+    ({"name": "argocd-redis"}, False, "neither: redis password, unlabelled"),
+    ({}, False, "neither"),
+]
+
+
+@pytest.mark.parametrize(("meta", "taken", "why"), SECRET_SELECTION, ids=[w for _, _, w in SECRET_SELECTION])
+def test_secret_selection_follows_upstream_and_more(meta, taken, why):
+    secret = {"apiVersion": "v1", "kind": "Secret",
+              "metadata": {"name": meta.get("name", "s"), "namespace": "argocd",
+                           "labels": meta.get("labels", {}), "annotations": meta.get("annotations", {})}}
+    assert archive.is_argocd_secret(secret) is taken, why
+    assert "repository-write" in archive.SECRET_TYPES and "repo-write" not in archive.SECRET_TYPES
+
+
+#: Argo CD's namespace matching: util/security/application_namespaces.go IsNamespaceEnabled →
+#: util/glob/list.go MatchStringInList(REGEXP): "/…/" is a regexp2 regular expression found anywhere
+#: in the name, anything else a gobwas glob. Cases from util/security/application_namespaces_test.go
+#: and util/glob/glob_test.go (v3.5.1), plus glob syntax gobwas documents.
+NAMESPACE_MATCHING = [
+    ("argocd", [], True, "the server namespace is always enabled"),
+    ("allowed", ["allowed"], True, "a name"),
+    ("disallowed", ["allowed"], False, "another name"),
+    ("test-ns", ["test-*"], True, "a glob"),
+    ("hello", ["e*"], False, "globs match the whole name"),
+    ("e[[a*", ["e[[a*"], False, "a pattern that does not compile matches nothing (upstream: Invalid pattern)"),
+    ("disallowed", ["/^((?!disallowed).)*$/"], False, "regexp with a lookahead: fail"),
+    ("allowed", ["/^((?!disallowed).)*$/"], True, "regexp with a lookahead: pass"),
+    ("team-a-prod", ["/team-a/"], True, "regexp is a search, unanchored"),
+    ("team-b", ["team-[ab]"], True, "character class"),
+    ("team-c", ["team-[!ab]"], True, "negated class"),
+    ("team-a", ["team-[!ab]"], False, "negated class"),
+    ("dev-x", ["{dev,stg}-?"], True, "alternatives and ?"),
+    ("prod-x", ["{dev,stg}-?"], False, "alternatives"),
+    ("x", ["", "other", "*"], True, "blank entries dropped, * matches all"),
+]
+
+
+@pytest.mark.parametrize(("namespace", "patterns", "enabled", "why"), NAMESPACE_MATCHING,
+                         ids=[w for *_, w in NAMESPACE_MATCHING])
+def test_namespace_matching_follows_argo_cd(namespace, patterns, enabled, why):
+    assert archive.namespace_enabled(namespace, "argocd", patterns) is enabled, why
+
+
+def test_namespace_patterns_are_read_as_argo_cd_reads_them():
+    # admin.go getAdditionalNamespaces: split on ",", blanks dropped, each trimmed.
+    cm = {"data": {"application.namespaces": " team-a, team-* ,,/^x/ ", "applicationsetcontroller.namespaces": ""}}
+    assert archive.namespace_patterns(cm, "application.namespaces") == ["team-a", "team-*", "/^x/"]
+    assert archive.namespace_patterns(cm, "applicationsetcontroller.namespaces") == []
+    assert archive.namespace_patterns(None, "application.namespaces") == []
+
+
+def test_a_catastrophic_namespace_regex_is_refused_not_left_to_hang():
+    with pytest.raises(ConfigError, match=r"application.namespaces pattern /\^\(a\|aa\)\+\$/ .*simplify it"):
+        archive.namespace_enabled("a" * 55 + "!", "argocd", ["/^(a|aa)+$/"], setting="application.namespaces")
 
 
 def test_archive_bytes_are_deterministic(api, s3, bucket):
@@ -165,7 +260,7 @@ def test_second_backup_in_the_same_second_does_not_overwrite_the_first(api, argo
     assert first.counts["Application"] == 60 and second.counts["Application"] == 61
     first_key = first.url.split("/", 3)[3]
     assert archive.sha256(s3.get_object(Bucket=bucket, Key=first_key)["Body"].read()) == first.sha256
-    assert len(_objects(s3, bucket, first_key)) == 81
+    assert len(_objects(s3, bucket, first_key)) == TOTAL
     index_1 = json.loads(s3.get_object(Bucket=bucket, Key=second.index_url.split("/", 3)[3])["Body"].read())
     assert index_1["sha256"] == second.sha256 and index_1["archive"] == "030405Z-1.yaml.gz"
 
@@ -173,11 +268,11 @@ def test_second_backup_in_the_same_second_does_not_overwrite_the_first(api, argo
 def test_retention_keeps_the_newest_n_and_their_indexes(api, s3, bucket):
     urls = [
         backup_export.export_backup(api=api, s3=s3, bucket=bucket, keep=0,
-                                    now=frozen(datetime(2026, 1, day, 3, 0, 0, tzinfo=timezone.utc))).url
+                                    now=frozen(datetime(2026, 1, day, 3, 0, 0, tzinfo=UTC))).url
         for day in (1, 2, 3, 4)
     ]
     out = backup_export.export_backup(api=api, s3=s3, bucket=bucket, keep=2,
-                                      now=frozen(datetime(2026, 1, 5, 3, 0, 0, tzinfo=timezone.utc)))
+                                      now=frozen(datetime(2026, 1, 5, 3, 0, 0, tzinfo=UTC)))
     assert out.deleted == urls[:3]
     keys = _keys(s3, bucket)
     assert keys == [
@@ -191,9 +286,9 @@ def test_retention_keeps_the_newest_n_and_their_indexes(api, s3, bucket):
 def test_retention_never_deletes_the_archive_just_written(api, s3, bucket):
     """A clock that went backwards makes the new archive the 'oldest'; it still stays."""
     later = backup_export.export_backup(api=api, s3=s3, bucket=bucket,
-                                        now=frozen(datetime(2026, 3, 1, tzinfo=timezone.utc)))
+                                        now=frozen(datetime(2026, 3, 1, tzinfo=UTC)))
     out = backup_export.export_backup(api=api, s3=s3, bucket=bucket, keep=1,
-                                      now=frozen(datetime(2026, 1, 1, tzinfo=timezone.utc)))
+                                      now=frozen(datetime(2026, 1, 1, tzinfo=UTC)))
     assert out.deleted == []
     assert {later.url.split("/", 3)[3], out.url.split("/", 3)[3]} <= set(_keys(s3, bucket))
 
@@ -201,11 +296,11 @@ def test_retention_never_deletes_the_archive_just_written(api, s3, bucket):
 def test_retention_leaves_other_clusters_alone(api, s3, bucket):
     other = backup_export.export_backup(api=api, s3=s3, bucket=bucket, cluster="other", now=frozen())
     backup_export.export_backup(api=api, s3=s3, bucket=bucket, keep=1,
-                                now=frozen(datetime(2026, 2, 1, tzinfo=timezone.utc)))
+                                now=frozen(datetime(2026, 2, 1, tzinfo=UTC)))
     assert other.url.split("/", 3)[3] in _keys(s3, bucket)
 
 
-NOW = datetime(2026, 1, 31, 12, 0, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 1, 31, 12, 0, 0, tzinfo=UTC)
 KEYS = [f"p/c/2026/01/{d:02d}/120000Z.yaml.gz" for d in (1, 10, 20, 30)] + [
     "p/c/2026/01/30/120000Z-1.yaml.gz", "p/c/2026/01/30/120000Z-2.yaml.gz", "p/c/notes.txt",
     "p/c/2026/01/30/120000Z.index.json"]
@@ -234,8 +329,10 @@ def test_secret_values_never_in_logs_or_outputs(api, s3, bucket, caplog, outputs
     for value in SECRET_VALUES:
         assert value not in text
     # ...but they are in the (encrypted) archive, or a restore would be useless.
-    raw = gzip.decompress(s3.get_object(Bucket=bucket, Key=out.url.split("/", 3)[3])["Body"].read()).decode()
-    assert SECRET_VALUES[7] in raw  # stringData is kept as is
+    docs = _objects(s3, bucket, out.url.split("/", 3)[3])
+    decoded = " ".join(base64.b64decode(v).decode() for d in docs if d["kind"] == "Secret" for v in d["data"].values())
+    missing = [i for i, value in enumerate(SECRET_VALUES) if value not in decoded]
+    assert missing == [], "every planted Secret value is in the archive (as data)"
 
 
 def test_forbidden_list_names_verb_resource_namespace_and_grantee(api, argocd, s3, bucket):
@@ -332,3 +429,110 @@ def test_step_exit_code_on_forbidden(kubeconfig, argocd, moto, bucket, monkeypat
         backup_export.run(bucket=bucket)
     assert info.value.code == 2
     assert "cannot get configmaps 'argocd-cm' in namespace argocd: forbidden" in capsys.readouterr().err
+
+
+# --- Applications and ApplicationSets in other namespaces --------------------------------------
+def _with_params(fake: FakeKube, **data: str) -> FakeKube:
+    cm = fake.objects[("configmaps", "argocd", "argocd-cmd-params-cm")]
+    cm["data"] = {"server.insecure": "true", **data}
+    return fake
+
+
+def _backup_keys(api, s3, bucket) -> list[tuple[str, str, str]]:
+    out = backup_export.export_backup(api=api, s3=s3, bucket=bucket, now=frozen())
+    return [archive.key(d) for d in _objects(s3, bucket, out.url.split("/", 3)[3])]
+
+
+def test_applications_in_other_namespaces_are_backed_up_keyed_by_namespace(s3, bucket):
+    fake = seeded("argocd", apps=3, app_namespaces=("team-a", "team-b"))
+    same_name = {"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+                 "metadata": {"name": "app-000", "namespace": "team-b"}, "spec": {"project": "team-b"}}
+    fake.seed(same_name)  # the same name as an Application of argocd: a different object
+
+    keys = _backup_keys(fake, s3, bucket)
+
+    apps = {(ns, name) for kind, ns, name in keys if kind == "Application"}
+    assert apps == {("argocd", "app-000"), ("argocd", "app-001"), ("argocd", "app-002"),
+                    ("team-a", "team-a-app-0"), ("team-a", "team-a-app-1"),
+                    ("team-b", "team-b-app-0"), ("team-b", "team-b-app-1"), ("team-b", "app-000")}
+    assert ("Application", "not-managed", "stray") not in keys, "Argo CD does not manage that namespace"
+    sets = {ns for kind, ns, _ in keys if kind == "ApplicationSet"}
+    assert sets == {"argocd", "team-a"}, "applicationsetcontroller.namespaces is team-a only"
+    # Names, not patterns: one list per namespace, never across the cluster.
+    lists = {(c[1], c[2]) for c in fake.calls if c[0] == "list"}
+    assert ("applications", "*") not in lists and ("applications", "team-b") in lists
+    assert ("applicationsets", "team-b") not in lists
+
+
+def test_patterns_list_across_the_cluster_and_keep_what_argo_cd_manages(s3, bucket):
+    fake = _with_params(seeded("argocd", apps=2, app_namespaces=("team-a", "team-b")),
+                        **{"application.namespaces": "team-*", "applicationsetcontroller.namespaces": "/^team-a$/"})
+    keys = _backup_keys(fake, s3, bucket)
+    assert {ns for kind, ns, _ in keys if kind == "Application"} == {"argocd", "team-a", "team-b"}
+    assert {ns for kind, ns, _ in keys if kind == "ApplicationSet"} == {"argocd", "team-a"}
+    assert ("applications", "*") in {(c[1], c[2]) for c in fake.calls if c[0] == "list"}
+
+
+# --- RBAC: the grants the README documents, enforced by the fake ---------------------------------
+README = ROOT / "README.md"
+BACKUP_SA = "system:serviceaccount:imagebump:imagebump-backup"
+
+
+def _readme_block(marker: str) -> str:
+    text = README.read_text()
+    start = text.index(f"<!-- backup-rbac: {marker} -->")
+    fence = text.index("```yaml\n", start) + len("```yaml\n")
+    return text[fence:text.index("```", fence)]
+
+
+def _backup_grants(tmp_path: Path, overlay: str | None) -> set[tuple[str, str, str, str, str]]:
+    """imagebump-backup's effective grants from `kubectl kustomize` of manifests/ (+ the README overlay)."""
+    from tests.test_rbac import effective_permissions
+
+    shutil.copytree(ROOT / "manifests", tmp_path / "base", ignore=shutil.ignore_patterns("aws"))
+    resources = ["../base"]
+    (tmp_path / "overlay").mkdir()
+    if overlay is not None:
+        (tmp_path / "overlay" / "backup-app-namespaces.yaml").write_text(overlay)
+        resources.append("backup-app-namespaces.yaml")
+    (tmp_path / "overlay" / "kustomization.yaml").write_text(yaml.safe_dump({"resources": resources}))
+    rendered = subprocess.run(["kubectl", "kustomize", str(tmp_path / "overlay")], capture_output=True, text=True,
+                              timeout=120, check=True).stdout
+    docs = [d for d in yaml.safe_load_all(rendered) if d]
+    return effective_permissions(docs)["imagebump/imagebump-backup"]
+
+
+@pytest.mark.parametrize(
+    ("setting", "overlay", "error"),
+    [
+        pytest.param("team-a, team-b", "namespaces", None, id="names+rolebindings"),
+        pytest.param("team-a, team-b", None, "bind ClusterRole imagebump-backup-app-reader there with a "
+                     "RoleBinding", id="names-without-grant"),
+        pytest.param("team-*", "patterns", None, id="patterns+clusterrolebinding"),
+        pytest.param("team-*", "namespaces", "holds patterns (team-*), which RBAC cannot grant namespace by "
+                     "namespace: bind ClusterRole imagebump-backup-app-reader", id="patterns-with-rolebindings"),
+    ],
+)
+def test_the_documented_grants_are_what_the_backup_needs(tmp_path, s3, bucket, setting, overlay, error):
+    """The README's overlay, rendered by kubectl kustomize, enforced by the FAKE API server's RBAC."""
+    grants = _backup_grants(tmp_path, _readme_block(overlay) if overlay else None)
+    fake = _with_params(seeded("argocd", apps=2, app_namespaces=("team-a", "team-b")),
+                        **{"application.namespaces": setting, "applicationsetcontroller.namespaces": "team-a"})
+    fake.grants, fake.user = grants, BACKUP_SA
+    if error is None:
+        keys = _backup_keys(fake, s3, bucket)
+        assert {ns for kind, ns, _ in keys if kind == "Application"} == {"argocd", "team-a", "team-b"}
+    else:
+        with pytest.raises(PermissionDeniedError, match=re.escape(error)) as info:
+            _backup_keys(fake, s3, bucket)
+        assert BACKUP_SA in str(info.value)
+        assert _keys(s3, bucket) == [], "no partial archive"
+
+
+def test_the_documented_grants_add_only_reading_applications_and_sets(tmp_path):
+    base = _backup_grants(tmp_path / "a", None)
+    for marker in ("namespaces", "patterns"):
+        added = _backup_grants(tmp_path / marker, _readme_block(marker)) - base
+        assert added and {(group, resource, name, verb) for _, group, resource, name, verb in added} <= {
+            ("argoproj.io", resource, "*", verb)
+            for resource in ("applications", "applicationsets") for verb in ("get", "list")}, marker

@@ -2,7 +2,7 @@
 
 :mod:`tests.fakes.kube` stands in for the API server (no real one runs here; kmock 0.8 lacks
 paging, selectors and server-side apply). These tests check what the official client puts on the
-wire — paths, query parameters, content type, bearer token — and how statuses map to our errors.
+wire — paths, query parameters, bodies, bearer token — and how statuses map to our errors.
 """
 
 from __future__ import annotations
@@ -56,16 +56,43 @@ def test_get_returns_object_or_none(api):
     assert api.get(kube.CONFIG_MAP, "argocd", "nope") is None
 
 
-def test_apply_is_a_server_side_apply_patch(api, server, fake):
+def test_list_across_all_namespaces(api, server, fake):
+    fake.seed({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+               "metadata": {"name": "elsewhere", "namespace": "team-a"}, "spec": {"project": "default"}})
+    items = list(kube.list_all(api, kube.APPLICATION, None, page_size=4))
+    assert server.requests[-1].path == "/apis/argoproj.io/v1alpha1/applications"
+    assert [(i["metadata"]["namespace"], i["metadata"]["name"]) for i in items] == [
+        ("argocd", f"app-{i:03d}") for i in range(5)] + [("team-a", "elsewhere")]
+
+
+def test_create_replace_delete_on_the_wire(api, server, fake):
     obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "argocd-cm", "namespace": "other"},
            "data": {"url": "https://dr.example.com"}}
-    live = api.apply(kube.CONFIG_MAP, "other", obj)
+    live = api.create(kube.CONFIG_MAP, "other", obj)
     request = server.requests[-1]
-    assert (request.method, request.path) == ("PATCH", "/api/v1/namespaces/other/configmaps/argocd-cm")
-    assert request.content_type == "application/apply-patch+yaml"
-    assert request.query == {"fieldManager": ["imagebump"], "force": ["true"]}
-    assert request.body == obj
-    assert live["metadata"]["uid"] and fake.stored("ConfigMap", "other", "argocd-cm")["data"] == obj["data"]
+    assert (request.method, request.path) == ("POST", "/api/v1/namespaces/other/configmaps")
+    assert request.query == {"fieldManager": ["imagebump"]} and request.body == obj
+    with pytest.raises(kube.ConflictError, match="cannot create configmaps 'argocd-cm' in namespace other"):
+        api.create(kube.CONFIG_MAP, "other", obj)
+
+    replaced = {**obj, "metadata": {**obj["metadata"], "resourceVersion": live["metadata"]["resourceVersion"]},
+                "data": {"other": "key"}}
+    api.replace(kube.CONFIG_MAP, "other", replaced)
+    request = server.requests[-1]
+    assert (request.method, request.path) == ("PUT", "/api/v1/namespaces/other/configmaps/argocd-cm")
+    assert fake.stored("ConfigMap", "other", "argocd-cm")["data"] == {"other": "key"}, "a replace, not a merge"
+    with pytest.raises(kube.ConflictError, match="changed or created meanwhile"):
+        api.replace(kube.CONFIG_MAP, "other", replaced)  # the resourceVersion is stale now
+
+    with pytest.raises(kube.ConflictError):
+        api.delete(kube.CONFIG_MAP, "other", "argocd-cm", uid="not-its-uid")
+    assert api.delete(kube.CONFIG_MAP, "other", "argocd-cm", uid=live["metadata"]["uid"], propagation="Orphan")
+    request = server.requests[-1]
+    assert (request.method, request.path) == ("DELETE", "/api/v1/namespaces/other/configmaps/argocd-cm")
+    assert request.body["preconditions"] == {"uid": live["metadata"]["uid"]}
+    assert request.body["propagationPolicy"] == "Orphan"
+    assert fake.stored("ConfigMap", "other", "argocd-cm") is None
+    assert api.delete(kube.CONFIG_MAP, "other", "argocd-cm") is False, "already gone"
 
 
 @pytest.mark.parametrize(
@@ -76,11 +103,15 @@ def test_apply_is_a_server_side_apply_patch(api, server, fake):
         pytest.param("get", "configmaps", 403, lambda a: a.get(kube.CONFIG_MAP, "argocd", "argocd-cm"),
                      PermissionDeniedError, "cannot get configmaps 'argocd-cm' in namespace argocd: forbidden",
                      id="403-get"),
-        pytest.param("patch", "appprojects", 403,
-                     lambda a: a.apply(kube.APP_PROJECT, "argocd", {
+        pytest.param("create", "appprojects", 403,
+                     lambda a: a.create(kube.APP_PROJECT, "argocd", {
                          "apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject", "metadata": {"name": "p"}}),
-                     PermissionDeniedError, "grant get/patch (server-side apply) on appprojects.argoproj.io",
-                     id="403-apply"),
+                     PermissionDeniedError, "grant get/create on appprojects.argoproj.io in namespace argocd",
+                     id="403-create"),
+        pytest.param("list", "applications", 403, lambda a: a.list(kube.APPLICATION, None), PermissionDeniedError,
+                     "cannot list applications.argoproj.io in all namespaces: forbidden; grant get/list on "
+                     "applications.argoproj.io in all namespaces to 'system:serviceaccount:argocd:imagebump' "
+                     "(a ClusterRole + ClusterRoleBinding)", id="403-list-cluster-wide"),
         pytest.param("list", "applicationsets", 404, lambda a: a.list(kube.APPLICATION_SET, "argocd"),
                      ConfigError, "does not serve applicationsets.argoproj.io", id="404-missing-crd"),
         pytest.param("list", "applications", 500, lambda a: a.list(kube.APPLICATION, "argocd"),

@@ -130,7 +130,8 @@ def outputs_of(model: type[BaseModel], defaults: dict[str, str] | None = None) -
 def output(name: str, default: str = "") -> Parameter:
     """An output parameter the step writes itself (steps._runtime.emit_outputs).
 
-    ``default`` is used when the file is absent: a skipped or failed step (Argo 4.0.7+).
+    ``default`` is used when the step wrote no file (it failed) and, from Argo 3.7.16 / 4.0.7 on,
+    for references to the outputs of a skipped step (nothing here reads those).
     """
     return Parameter(
         name=name,

@@ -1,4 +1,4 @@
-"""Argo Events objects: EventBus (JetStream), EventSource (SQS) and Sensor (submit image-update).
+"""Argo Events objects: EventBus (JetStream), EventSource (SQS) and Sensor (create image-update Workflows).
 
 Built as plain dicts in the CRD's own shape, not through ``hera.events.models``: those follow
 the Argo Server API's JSON (no apiVersion/kind, int64 as strings, resources as base64), which
@@ -19,8 +19,26 @@ EVENTBUS = "default"  # the name Sensors and EventSources use when eventBusName 
 EVENTSOURCE = "ecr"
 EVENT_NAME = "push"  # key under spec.sqs; the Sensor's dependency refers to it
 SENSOR = "image-update"
-#: Pinned JetStream (NATS) version; must be one the Argo Events controller's config lists.
-JETSTREAM_VERSION = "2.10.10"
+TRIGGER = "create-image-update"
+DEAD_LETTER_TRIGGER = "dead-letter"
+
+#: The trigger's retries. Argo Events retries EVERY failed trigger, AlreadyExists included
+#: (v1.9.11 pkg/sensors/triggers/standard-k8s/standard-k8s.go returns the Create error as is;
+#: pkg/sensors/listener.go wraps the trigger in ``DoWithRetry``), while the trigger's one
+#: goroutine holds the next events (pkg/eventbus/jetstream/sensor/trigger_conn.go ``processMsgs``).
+#: So the retries are what a duplicate delivery costs: 3 attempts, sleeping 1 s then 2 s (each
+#: up to +20 % jitter; k8s.io/apimachinery wait.ExponentialBackoff) — at most 3.6 s. ``duration``
+#: must be a string: an integer is read as nanoseconds (pkg/shared/util/retry.go Convert2WaitBackoff).
+TRIGGER_RETRY = {"steps": 3, "duration": "1s", "factor": 2.0, "jitter": 0.2}
+#: Pinned JetStream (NATS) version. The controller deploys only versions its ConfigMap
+#: ``argo-events-controller-config`` lists (argo-events v1.9.11 pkg/reconciler/config.go
+#: ``GetJetStreamVersion``: anything else is "unsupported version", the EventBus never becomes ready
+#: and no Sensor is deployed). 2.10.29 is in the default config of v1.9.10 and v1.9.11
+#: (manifests/base/controller-manager/controller-config.yaml); v1.9.2-v1.9.9 list 2.10.10 instead.
+#: Upstream's own docs say to pin a version rather than ``latest`` (docs/eventbus/jetstream.md).
+JETSTREAM_VERSION = "2.10.29"
+#: The oldest Argo Events release whose default controller config lists JETSTREAM_VERSION.
+MIN_ARGO_EVENTS = "1.9.10"
 #: Placeholders patched per installation (docs/install.md, manifests/aws outputs).
 SQS_QUEUE = "imagebump-ecr-events"
 AWS_REGION = "us-west-2"
@@ -47,6 +65,7 @@ def eventbus() -> dict[str, Any]:
         "spec": {
             "jetstream": {
                 "version": JETSTREAM_VERSION,
+                "metadata": {"labels": dict(c.LABELS)},  # on the pods, so `-l part-of=imagebump` finds them
                 "replicas": 3,
                 "persistence": {"volumeSize": "5Gi", "accessMode": "ReadWriteOnce"},
             }
@@ -68,6 +87,7 @@ def eventsource(queue: str = SQS_QUEUE, region: str = AWS_REGION) -> dict[str, A
             "eventBusName": EVENTBUS,
             "replicas": 2,
             "template": {
+                "metadata": {"labels": dict(c.LABELS)},
                 "serviceAccountName": c.SA_EVENTSOURCE,
                 "securityContext": _POD_SECURITY_CONTEXT,
             },
@@ -90,7 +110,11 @@ def data_filters() -> list[dict[str, Any]]:
 
 
 def workflow_resource() -> dict[str, Any]:
-    """The Workflow the trigger creates; name and ``event`` are filled by trigger parameters."""
+    """The Workflow the trigger creates; name and ``event`` are filled by trigger parameters.
+
+    Only ``workflowTemplateRef`` and ``arguments``: the rest comes from the WorkflowTemplate, and
+    these two are what a controller in ``templateReferencing: Strict``/``Secure`` mode accepts.
+    """
     return {
         "apiVersion": API_VERSION,
         "kind": "Workflow",
@@ -106,9 +130,9 @@ def workflow_resource() -> dict[str, Any]:
     }
 
 
-def sensor() -> dict[str, Any]:
-    """Sensor: filters → submit ``image-update`` named from repository, tag and digest."""
-    parameters = [
+def trigger_parameters() -> list[dict[str, Any]]:
+    """Trigger parameters: the Workflow's name and its arguments, from :mod:`sensors.definition`."""
+    parameters: list[dict[str, Any]] = [
         {
             "src": {"dependencyName": EVENT_NAME, "dataTemplate": d.NAME_TEMPLATE},
             "dest": "metadata.name",
@@ -121,6 +145,20 @@ def sensor() -> dict[str, Any]:
                 "dest": f"spec.arguments.parameters.{index}.value",
             }
         )
+    return parameters
+
+
+def sensor() -> dict[str, Any]:
+    """Sensor: filters → create a Workflow from ``image-update``, named from repository, tag and digest.
+
+    A ``k8s`` trigger creating the Workflow object (no ``argo`` CLI in the sensor pod, so no
+    version skew between the CLI Argo Events bundles and the Workflows controller). A duplicate
+    delivery names the same Workflow, the API server answers AlreadyExists, the trigger retries
+    (:data:`TRIGGER_RETRY`, bounded to a few seconds) and then hands the event to the
+    ``dead-letter`` trigger, which writes it to the Sensor's log: one line per dropped event, so
+    a lost push (any other error) is visible, with its body, and counted in
+    ``argo_events_action_triggered_total{trigger_name="dead-letter"}``.
+    """
     return {
         "apiVersion": API_VERSION,
         "kind": "Sensor",
@@ -129,6 +167,7 @@ def sensor() -> dict[str, Any]:
             "eventBusName": EVENTBUS,
             "replicas": 2,
             "template": {
+                "metadata": {"labels": dict(c.LABELS)},
                 "serviceAccountName": c.SA_SENSOR,
                 "securityContext": _POD_SECURITY_CONTEXT,
             },
@@ -143,16 +182,23 @@ def sensor() -> dict[str, Any]:
             "triggers": [
                 {
                     "template": {
-                        "name": "submit-image-update",
-                        "argoWorkflow": {
-                            "operation": "submit",
+                        "name": TRIGGER,
+                        "k8s": {
+                            "operation": "create",
                             "source": {"resource": workflow_resource()},
-                            "parameters": parameters,
+                            "parameters": trigger_parameters(),
                         },
                     },
+                    # Ack the event only after the trigger (and, failing it, the dlqTrigger) ran.
+                    # The controller refuses a dlqTrigger unless both are atLeastOnce
+                    # (v1.9.11 pkg/reconciler/sensor/validate.go validateDlqTrigger).
                     "atLeastOnce": True,
-                    "retryStrategy": {"steps": 5, "duration": "2s", "factor": 2.0, "jitter": 0.2},
+                    "retryStrategy": dict(TRIGGER_RETRY),
                     "rateLimit": {"unit": "Second", "requestsPerUnit": 20},
+                    "dlqTrigger": {
+                        "template": {"name": DEAD_LETTER_TRIGGER, "log": {"intervalSeconds": 0}},
+                        "atLeastOnce": True,
+                    },
                 }
             ],
         },

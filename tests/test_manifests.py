@@ -4,7 +4,11 @@ core kinds), consistent with each other, and installable by the image the Docker
 from __future__ import annotations
 
 import copy
+import os
 import re
+import shutil
+import subprocess
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -179,7 +183,7 @@ def test_every_image_is_the_package_image_built_by_the_dockerfile():
     assert images == {imagebump.IMAGE}
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "pip install" in dockerfile and "COPY steps" in dockerfile
-    users = re.findall(r"^USER (\d+)", dockerfile, flags=re.M)
+    users = re.findall(r"^USER (\d+)", dockerfile, flags=re.MULTILINE)
     assert users == [f"{c.UID}:{c.UID}"] or users == [str(c.UID)]
     assert imagebump.IMAGE_REPOSITORY in dockerfile
 
@@ -200,3 +204,160 @@ def test_backup_export_wiring_follows_the_step_contract():
     assert outputs == {kebab(f) for f in backup_export.BackupExportOutput.model_fields}
     assert export["serviceAccountName"] == c.SA_BACKUP
     assert export["script"]["securityContext"]["readOnlyRootFilesystem"] is True
+
+
+# --- Parameters from ConfigMaps: what the Workflows controller does (issue 16, item 1) --------
+# Upstream facts, argo-workflows v4.0.10:
+# - workflow/controller/controller.go newTypedConfigMapInformer: the controller only watches
+#   ConfigMaps that carry the label key below (LabelSelector = the key).
+# - workflow/common/configmap.go GetConfigMapValue: a ConfigMap whose label value is not
+#   "Parameter" is refused ("needs to have the label ..."); a missing one or a missing key is an error.
+# - workflow/controller/operator.go setGlobalParameters: on any such error a parameter with
+#   valueFrom.default takes the default; one without fails the Workflow ("failed to set global
+#   parameters: ...") before any pod starts.
+CONFIGMAP_TYPE_LABEL = "workflows.argoproj.io/configmap-type"
+PARAMETER_LABEL_VALUE = "Parameter"
+
+
+class ControllerRefused(Exception):
+    """The Workflow is marked Failed at start with this message."""
+
+
+def _controller_config_map_value(configmaps: dict[str, dict], name: str, key: str) -> str:
+    """GetConfigMapValue over the informer's view (only ConfigMaps with the label key)."""
+    visible = {
+        n: cm for n, cm in configmaps.items() if CONFIGMAP_TYPE_LABEL in cm["metadata"].get("labels", {})
+    }
+    if name not in visible:
+        raise ControllerRefused(
+            f"ConfigMap '{name}' does not exist. Please make sure it has the label "
+            f"{CONFIGMAP_TYPE_LABEL}: {PARAMETER_LABEL_VALUE} to be detectable by the controller"
+        )
+    cm = visible[name]
+    if cm["metadata"]["labels"][CONFIGMAP_TYPE_LABEL] != PARAMETER_LABEL_VALUE:
+        raise ControllerRefused(
+            f"ConfigMap '{name}' needs to have the label {CONFIGMAP_TYPE_LABEL}: {PARAMETER_LABEL_VALUE} to load parameters"
+        )
+    if key not in cm.get("data", {}):
+        raise ControllerRefused(f"ConfigMap '{name}' does not have the key '{key}'")
+    return cm["data"][key]
+
+
+def controller_global_parameters(arguments: list[dict], configmaps: dict[str, dict]) -> dict[str, str]:
+    """setGlobalParameters for `value` and `valueFrom.configMapKeyRef` arguments."""
+    values = {}
+    for param in arguments:
+        if "value" in param:
+            values[param["name"]] = str(param["value"])
+            continue
+        ref = param["valueFrom"]["configMapKeyRef"]
+        try:
+            values[param["name"]] = _controller_config_map_value(configmaps, ref["name"], ref["key"])
+        except ControllerRefused as exc:
+            if "default" not in param["valueFrom"]:
+                raise ControllerRefused(
+                    f"failed to set global parameter {param['name']} from configmap with name {ref['name']} "
+                    f"and key {ref['key']}: {exc}"
+                ) from None
+            values[param["name"]] = param["valueFrom"]["default"]
+    return values
+
+
+def _backup_arguments() -> list[dict]:
+    cron = next(doc for _, doc in ARGO if doc["kind"] == "CronWorkflow")
+    return cron["spec"]["workflowSpec"]["arguments"]["parameters"]
+
+
+def _shipped_configmaps() -> dict[str, dict]:
+    return {doc["metadata"]["name"]: doc for _, doc in DOCUMENTS if doc["kind"] == "ConfigMap"}
+
+
+def test_configmaps_behind_parameters_carry_the_label_the_controller_selects():
+    referenced = {
+        p["valueFrom"]["configMapKeyRef"]["name"]
+        for _, doc in ARGO
+        for args in _walk(doc, "arguments")
+        for p in args.get("parameters", [])
+        if "configMapKeyRef" in p.get("valueFrom", {})
+    }
+    assert referenced == {c.BACKUP_CONFIGMAP}
+    for name in referenced:
+        labels = _shipped_configmaps()[name]["metadata"]["labels"]
+        assert labels[CONFIGMAP_TYPE_LABEL] == PARAMETER_LABEL_VALUE, name
+    assert c.PARAMETER_CONFIGMAP_LABELS == {CONFIGMAP_TYPE_LABEL: PARAMETER_LABEL_VALUE}
+
+
+def test_the_shipped_backup_configmap_starts_the_backup_with_its_values():
+    shipped = _shipped_configmaps()
+    values = controller_global_parameters(_backup_arguments(), shipped)
+    assert values == shipped[c.BACKUP_CONFIGMAP]["data"]
+
+
+def test_without_the_label_the_optional_settings_default_and_the_bucket_fails_clearly():
+    unlabelled = copy.deepcopy(_shipped_configmaps())
+    del unlabelled[c.BACKUP_CONFIGMAP]["metadata"]["labels"][CONFIGMAP_TYPE_LABEL]
+    with pytest.raises(ControllerRefused) as refused:
+        controller_global_parameters(_backup_arguments(), unlabelled)
+    message = str(refused.value)
+    assert "failed to set global parameter bucket" in message
+    assert f"{CONFIGMAP_TYPE_LABEL}: {PARAMETER_LABEL_VALUE}" in message
+
+
+def test_every_backup_setting_but_the_bucket_defaults_to_the_steps_own_default():
+    import inspect
+
+    from steps import backup_export
+
+    signature = inspect.signature(backup_export.run).parameters
+    for param in _backup_arguments():
+        default = param["valueFrom"].get("default")
+        if param["name"] in argocd_backup.REQUIRED:
+            assert default is None and signature[param["name"]].default is inspect.Parameter.empty
+            assert "Required" in param["description"] and c.BACKUP_CONFIGMAP in param["description"]
+        else:
+            assert default == str(signature[param["name"]].default), param["name"]
+    # Only the bucket set: every other setting falls back, nothing fails.
+    only_bucket = copy.deepcopy(_shipped_configmaps())
+    only_bucket[c.BACKUP_CONFIGMAP]["data"] = {"bucket": "my-argocd-backups"}
+    values = controller_global_parameters(_backup_arguments(), only_bucket)
+    assert values["bucket"] == "my-argocd-backups" and values["keep"] == "30"
+    del only_bucket[c.BACKUP_CONFIGMAP]["data"]["bucket"]
+    with pytest.raises(ControllerRefused, match="does not have the key 'bucket'"):
+        controller_global_parameters(_backup_arguments(), only_bucket)
+
+
+def _readme_overlay() -> str:
+    readme = (ROOT / "README.md").read_text()
+    blocks = [
+        textwrap.dedent(b)
+        for _, b in re.findall(r"^( *)```yaml\n(.*?)^\1```", readme, flags=re.DOTALL | re.MULTILINE)
+    ]
+    (overlay,) = [b for b in blocks if b.startswith("# my-imagebump/kustomization.yaml")]
+    return overlay
+
+
+def test_the_readme_overlay_keeps_the_parameter_label_through_kustomize(tmp_path):
+    """`behavior: merge` of the README's overlay, rendered by the real `kubectl kustomize`."""
+    overlay = _readme_overlay()
+    remote = re.search(r"^\s*- (https://github\.com/\S+//manifests\S*)", overlay, flags=re.MULTILINE)
+    assert remote, "the README's overlay no longer lists the manifests as a resource"
+    root = tmp_path / "my-imagebump"
+    root.mkdir()
+    # The README's own alternative to the remote URL: "or a path to manifests/".
+    local = os.path.relpath(MANIFESTS, root)
+    (root / "kustomization.yaml").write_text(overlay.replace(remote[1], local))
+    (root / "rules.yaml").write_text((ROOT / "examples" / "rules.yaml").read_text())
+    kubectl = shutil.which("kubectl")
+    assert kubectl, "kubectl (with kustomize) is needed: this test renders the README's overlay"
+    done = subprocess.run(
+        [kubectl, "kustomize", str(root)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    rendered = {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(done.stdout) if d}
+    backup = rendered[("ConfigMap", c.BACKUP_CONFIGMAP)]
+    assert backup["metadata"]["labels"][CONFIGMAP_TYPE_LABEL] == PARAMETER_LABEL_VALUE
+    configmaps = {name: doc for (kind, name), doc in rendered.items() if kind == "ConfigMap"}
+    cron = rendered[("CronWorkflow", argocd_backup.NAME)]
+    values = controller_global_parameters(cron["spec"]["workflowSpec"]["arguments"]["parameters"], configmaps)
+    assert values["bucket"] == "my-argocd-backups"  # the overlay's literal
+    assert values["namespace"] == c.ARGOCD_NAMESPACE  # the base's value, merged

@@ -4,9 +4,19 @@ Wiring only; the work is :func:`steps.backup_export.run`. Settings (bucket, pref
 namespace, KMS key, retention) come from the ConfigMap ``imagebump-backup`` as workflow
 parameters, so an operator changes them without re-rendering. Runs as its own ServiceAccount
 (``imagebump-backup``: read-only in Argo CD's namespace, S3 write through IRSA).
+
+The controller reads those parameters only from a ConfigMap labelled
+``workflows.argoproj.io/configmap-type: Parameter`` (:data:`workflows.common.PARAMETER_CONFIGMAP_LABELS`).
+Every setting but ``bucket`` has ``valueFrom.default`` = the step's own default, so a missing key
+(or a missing label) falls back to what ``imagebump backup`` would use. ``bucket`` has none on
+purpose: without it the controller fails the Workflow at start with a message naming the
+ConfigMap, the key and the label (argo-workflows v4.0.10 workflow/controller/operator.go
+``setGlobalParameters``) instead of a backup that writes somewhere unintended.
 """
 
 from __future__ import annotations
+
+import inspect
 
 from hera.workflows import CronWorkflow, Parameter, Steps, script
 from hera.workflows import models as m
@@ -20,11 +30,29 @@ SCHEDULE = "17 3 * * *"  # 03:17 UTC daily: off the hour, when schedulers pile u
 #: backup_export.run argument → key in the ConfigMap (same spelling, so the mapping is obvious).
 SETTINGS = ("bucket", "prefix", "cluster", "namespace", "kms_key_id", "keep", "keep_days")
 
+#: Settings that must be set in the ConfigMap: no default, so a missing one fails the Workflow at start.
+REQUIRED = ("bucket",)
+
+
+def setting_defaults() -> dict[str, str]:
+    """``valueFrom.default`` of each optional setting: :func:`steps.backup_export.run`'s own default."""
+    signature = inspect.signature(backup_export.run).parameters
+    return {name: str(signature[name].default) for name in SETTINGS if name not in REQUIRED}
+
 
 def _setting(name: str) -> Parameter:
+    default = setting_defaults().get(name)
+    where = (
+        f"key `{name}` of ConfigMap {c.BACKUP_CONFIGMAP} "
+        f"(labelled {', '.join(f'{k}: {v}' for k, v in c.PARAMETER_CONFIGMAP_LABELS.items())})"
+    )
     return Parameter(
         name=name,
-        value_from=m.ValueFrom(config_map_key_ref=m.ConfigMapKeySelector(name=c.BACKUP_CONFIGMAP, key=name)),
+        description=f"Required: {where}." if default is None else f"From {where}; default {default!r}.",
+        value_from=m.ValueFrom(
+            config_map_key_ref=m.ConfigMapKeySelector(name=c.BACKUP_CONFIGMAP, key=name),
+            default=default,
+        ),
     )
 
 
@@ -81,7 +109,11 @@ def settings_configmap() -> dict:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": c.BACKUP_CONFIGMAP, "namespace": c.NAMESPACE, "labels": dict(c.LABELS)},
+        "metadata": {
+            "name": c.BACKUP_CONFIGMAP,
+            "namespace": c.NAMESPACE,
+            "labels": {**c.LABELS, **c.PARAMETER_CONFIGMAP_LABELS},
+        },
         "data": {
             "bucket": "CHANGE-ME-imagebump-backups",
             "prefix": "argocd-backups",

@@ -17,7 +17,6 @@ from hera.workflows import (
     RetryStrategy,
 )
 from hera.workflows import models as m
-
 from pydantic import BaseModel
 
 from imagebump import IMAGE
@@ -47,10 +46,19 @@ RULES_KEY = "rules.yaml"
 RULES_DIR = "/etc/imagebump/rules"
 ENV_CONFIGMAP = "imagebump-env"  # optional plain settings: AWS_REGION, IMAGEBUMP_GITHUB_API_URL, ...
 GIT_SECRET = "imagebump-git"  # write token (key `token`): commit-pr only
+GIT_TOKEN_KEY = "token"  # → env IMAGEBUMP_GIT_TOKEN of commit-pr's main container
+GIT_APP_KEY_KEY = "app-private-key"  # GitHub App private key → file GIT_DIR/app-private-key
 GIT_DIR = "/etc/imagebump/git"
 GIT_READ_SECRET = "imagebump-git-read"  # optional read-only token (key `token`): edit-kustomize
 GIT_READ_DIR = "/etc/imagebump/git-read"
 BACKUP_CONFIGMAP = "imagebump-backup"
+
+#: The Workflows controller resolves ``valueFrom.configMapKeyRef`` of workflow parameters only from
+#: ConfigMaps carrying this label (argo-workflows v4.0.10: workflow/common/configmap.go
+#: ``GetConfigMapValue`` refuses any other ConfigMap; workflow/controller/controller.go
+#: ``newTypedConfigMapInformer`` watches only ConfigMaps with the label key). Without it every
+#: parameter without a ``valueFrom.default`` fails the Workflow at start.
+PARAMETER_CONFIGMAP_LABELS = {"workflows.argoproj.io/configmap-type": "Parameter"}
 
 OUTPUTS_DIR = DEFAULT_OUTPUTS_DIRECTORY  # /tmp/hera-outputs, on the /tmp emptyDir
 
@@ -122,7 +130,8 @@ def outputs_of(model: type[BaseModel], defaults: dict[str, str] | None = None) -
 def output(name: str, default: str = "") -> Parameter:
     """An output parameter the step writes itself (steps._runtime.emit_outputs).
 
-    ``default`` is used when the file is absent: a skipped or failed step (Argo 4.0.7+).
+    ``default`` is used when the step wrote no file (it failed) and, from Argo 3.7.16 / 4.0.7 on,
+    for references to the outputs of a skipped step (nothing here reads those).
     """
     return Parameter(
         name=name,

@@ -10,6 +10,19 @@ Wiring only; the work is in :mod:`steps`. Shape::
 
 Reads the rules ConfigMap (resolve-image only), the Git write token Secret (commit-pr only)
 and an optional read-token Secret (edit-kustomize only). Writes nothing itself.
+
+Deadlines sit where the work happens: every pod template has ``activeDeadlineSeconds`` (per
+attempt; Argo puts it on the pod, which is created only once the overlay's mutex is held) and a
+retry window (``backoff.maxDuration``). The Workflow-level deadline counts from the Workflow's
+start, so it includes time queued on an overlay's mutex (argo-workflows v4.0.10
+workflow/controller/operator.go ``getWorkflowDeadline`` and
+``failNodesWithoutCreatedPodsAfterDeadlineOrShutdown``); it is a backstop sized for a long
+queue (:data:`WORKFLOW_DEADLINE_SECONDS`), not a work budget.
+
+Metrics count final outcomes, not attempts: the controller evaluates a template's metrics for
+every failed retry attempt as well as for the final result (operator.go ``executeTemplate``), so
+the per-step counters are emitted only when ``status`` is ``Succeeded`` and a failure after all
+retries is counted once, by the ``update-target`` template (which is never retried).
 """
 
 from __future__ import annotations
@@ -18,6 +31,7 @@ from hera.workflows import (
     ConfigMapVolume,
     Env,
     Parameter,
+    SecretEnv,
     SecretVolume,
     Step,
     Steps,
@@ -51,6 +65,39 @@ IMAGE_HELP = (
 
 #: Metric label for the target's env; Prometheus label values must not be empty.
 ENV_LABEL = "{{=inputs.parameters.env != '' ? inputs.parameters.env : 'none'}}"
+
+#: Custom metrics as Prometheus shows them: the controller's exporter prefixes every custom metric
+#: with its namespace ``argo_workflows`` and adds no ``_total`` suffix of its own
+#: (argo-workflows v4.0.10 workflow/controller/controller.go ``metrics.New(..., `argo_workflows`)``,
+#: util/telemetry/exporter_prometheus.go ``WithNamespace``, ``WithoutCounterSuffixes``).
+METRIC_PREFIX = "argo_workflows_"
+UPDATES_METRIC = "imagebump_updates_total"
+DECISIONS_METRIC = "imagebump_decisions_total"
+LATENCY_METRIC = "imagebump_push_to_change_seconds"
+
+#: One help text per metric name: the controller refuses a second help for the same name.
+UPDATES_HELP = (
+    "Final outcome of each target update, by env: committed, pr-created, pr-updated or unchanged "
+    "(commit-pr succeeded), or error (edit-kustomize or commit-pr failed after all its retries, "
+    "or the update waited past the Workflow deadline). Retried attempts are not counted."
+)
+DECISIONS_HELP = (
+    "edit-kustomize's decision for each target, by env: update, current or stale. Counted once per "
+    "target when the step succeeds; a target whose edit failed after all retries is counted as "
+    "result=error in imagebump_updates_total."
+)
+LATENCY_HELP = "Seconds from the ECR push to the end of a successful commit-pr, by env."
+
+#: ``when`` of a per-step metric: only the final, successful result (the retry node's status).
+#: Failed attempts are evaluated too but have status Failed/Error. (Same form as upstream's
+#: docs/metrics.md example; ``when`` is govaluate with bare words read as strings.)
+FINAL_SUCCESS = "{{status}} == Succeeded"
+
+#: Workflow deadline: a backstop for a pod that never starts, not a budget for work. It counts
+#: from the Workflow's start, so it includes time queued behind other updates of the same
+#: overlay; 6 h covers 10 targets ahead in the queue that each hold the mutex as long as their
+#: retries and pod deadlines allow (35 min; tests/workflows/test_image_update.py computes it).
+WORKFLOW_DEADLINE_SECONDS = 6 * 3600
 
 
 def _env_input() -> Parameter:
@@ -111,12 +158,13 @@ def _edit_kustomize_template():
         metrics=m.Metrics(
             prometheus=[
                 m.Prometheus(
-                    name="imagebump_decisions_total",
-                    help="edit-kustomize decisions (update, current, stale, error) by env",
+                    name=DECISIONS_METRIC,
+                    help=DECISIONS_HELP,
                     labels=[
                         m.MetricLabel(key="decision", value="{{outputs.parameters.decision}}"),
                         m.MetricLabel(key="env", value=ENV_LABEL),
                     ],
+                    when=FINAL_SUCCESS,
                     counter=m.Counter(value="1"),
                 )
             ]
@@ -133,16 +181,32 @@ def _commit_pr_template():
         inputs=[_env_input()],
         # seconds-since-push (a CommitPrOutput field) feeds the latency histogram below.
         outputs=c.outputs_of(commit_pr.CommitPrOutput, {"action": "error", "pr-number": "0"}),
-        env=[*c.base_env(), Env(name="IMAGEBUMP_GIT_TOKEN_FILE", value=f"{c.GIT_DIR}/token")],
+        # The write token as an environment variable of the main container only. Argo mirrors
+        # every volume mount of the main container into its `wait` container (argo-workflows
+        # v4.0.10 workflow/controller/workflowpod.go addOutputArtifactsVolumes, under /mainctrfs),
+        # but not its environment: a mounted token would sit in the wait container too.
+        env=[
+            *c.base_env(),
+            SecretEnv(
+                name="IMAGEBUMP_GIT_TOKEN",
+                secret_name=c.GIT_SECRET,
+                secret_key=c.GIT_TOKEN_KEY,
+                optional=True,
+            ),
+        ],
         env_from=c.base_env_from(),
         volumes=[
             c.tmp_volume(),
+            # Only the GitHub App's private key, when one is used (IMAGEBUMP_GITHUB_APP_PRIVATE_KEY_FILE
+            # reads a file); the token key is not projected into this volume.
             SecretVolume(
                 name="git",
                 secret_name=c.GIT_SECRET,
                 mount_path=c.GIT_DIR,
                 read_only=True,
+                optional=True,
                 default_mode=0o440,
+                items=[m.KeyToPath(key=c.GIT_APP_KEY_KEY, path=c.GIT_APP_KEY_KEY)],
             ),
         ],
         security_context=c.CONTAINER_SECURITY_CONTEXT,
@@ -152,19 +216,20 @@ def _commit_pr_template():
         metrics=m.Metrics(
             prometheus=[
                 m.Prometheus(
-                    name="imagebump_updates_total",
-                    help="commit-pr results (committed, pr-created, pr-updated, unchanged, error) by env",
+                    name=UPDATES_METRIC,
+                    help=UPDATES_HELP,
                     labels=[
                         m.MetricLabel(key="result", value="{{outputs.parameters.action}}"),
                         m.MetricLabel(key="env", value=ENV_LABEL),
                     ],
+                    when=FINAL_SUCCESS,
                     counter=m.Counter(value="1"),
                 ),
                 m.Prometheus(
-                    name="imagebump_push_to_change_seconds",
-                    help="seconds from the ECR push to the end of commit-pr, by env",
+                    name=LATENCY_METRIC,
+                    help=LATENCY_HELP,
                     labels=[m.MetricLabel(key="env", value=ENV_LABEL)],
-                    when="'{{outputs.parameters.seconds-since-push}}' != ''",
+                    when=f"{FINAL_SUCCESS} && '{{{{outputs.parameters.seconds-since-push}}}}' != ''",
                     histogram=m.Histogram(
                         value="{{outputs.parameters.seconds-since-push}}", buckets=LATENCY_BUCKETS
                     ),
@@ -191,7 +256,7 @@ def build() -> WorkflowTemplate:
         ],
         service_account_name=c.SA_WORKFLOW,
         security_context=c.POD_SECURITY_CONTEXT,
-        active_deadline_seconds=3600,
+        active_deadline_seconds=WORKFLOW_DEADLINE_SECONDS,
         pod_gc=m.PodGC(strategy="OnPodSuccess", delete_delay_duration="10m"),
         ttl_strategy=m.TTLStrategy(seconds_after_success=86400, seconds_after_failure=7 * 86400),
         pod_metadata=m.Metadata(labels=dict(c.LABELS)),
@@ -210,6 +275,24 @@ def build() -> WorkflowTemplate:
                 Parameter(name="env", default=""),
             ],
             synchronization=m.Synchronization(mutexes=[m.Mutex(name=MUTEX_NAME)]),
+            # No deadline here: on a steps template `activeDeadlineSeconds` reaches no pod, and
+            # `timeout` would count the time queued on the mutex. The pods below carry theirs.
+            # Counted once per target (this template is not retried): a failure after all retries
+            # of edit-kustomize or commit-pr, or a wait past the Workflow deadline.
+            metrics=m.Metrics(
+                prometheus=[
+                    m.Prometheus(
+                        name=UPDATES_METRIC,
+                        help=UPDATES_HELP,
+                        labels=[
+                            m.MetricLabel(key="result", value="error"),
+                            m.MetricLabel(key="env", value=ENV_LABEL),
+                        ],
+                        when="{{status}} != Succeeded",
+                        counter=m.Counter(value="1"),
+                    )
+                ]
+            ),
         ) as update_target:
             edit(
                 name="edit-kustomize",

@@ -7,8 +7,8 @@ Plain dicts (core kinds need no Hera). Who gets what:
   create/patch ``workflowtaskresults``, nothing else.
 - ``imagebump-backup``: the executor's rights here, read-only on Argo CD's objects in its
   namespace (Applications, ApplicationSets, AppProjects, Secrets, ConfigMaps); S3 via IRSA.
-- ``imagebump-sensor``: submit Workflows from the ``image-update`` template, hold its
-  leader-election Lease (``events.argoproj.io/leader-election: k8s``).
+- ``imagebump-sensor``: create Workflows (the Sensor's ``k8s`` trigger), hold its leader-election
+  Lease (``events.argoproj.io/leader-election: k8s``).
 - ``imagebump-eventsource``: no Kubernetes rights; SQS via IRSA.
 
 The IRSA role ARNs are placeholders (``ACCOUNT_ID``); docs/install.md shows the patch.
@@ -31,6 +31,33 @@ IRSA_ROLES = {
 _EXECUTOR_RULES = [
     {"apiGroups": ["argoproj.io"], "resources": ["workflowtaskresults"], "verbs": ["create", "patch"]},
 ]
+
+
+#: The Sensor's Lease (argo-events v1.9.11 pkg/sensors/listener.go: ``sensor-<sensor name>``).
+SENSOR_LEASE = "sensor-image-update"
+
+
+def sensor_rules() -> list[dict]:
+    """What the Sensor's pod does with the Kubernetes API, and nothing more.
+
+    - ``k8s`` trigger, ``operation: create``: one Create of the Workflow (argo-events v1.9.11
+      pkg/sensors/triggers/standard-k8s/standard-k8s.go; no Get: ``liveObject`` is for
+      ``update`` only; no policy set, so no watch of the created Workflow). The Workflows
+      controller resolves the ``workflowTemplateRef`` itself, so the Sensor never reads templates.
+    - ``dead-letter`` (a ``log`` trigger): no API call.
+    - Kubernetes leader election (client-go ``LeaseLock``, pkg/shared/leaderelection): get and
+      update its own Lease; create cannot be limited by name (RBAC has no name at create time).
+    """
+    return [
+        {"apiGroups": ["argoproj.io"], "resources": ["workflows"], "verbs": ["create"]},
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": [SENSOR_LEASE],
+            "verbs": ["get", "update"],
+        },
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+    ]
 
 
 def _meta(name: str, namespace: str = c.NAMESPACE, **extra) -> dict:
@@ -86,29 +113,7 @@ def documents() -> list[dict]:
             "imagebump-executor",
             [c.SA_WORKFLOW, c.SA_ECR_READER, c.SA_BACKUP],
         ),
-        role(
-            "imagebump-sensor",
-            [
-                # Argo Events 1.9's submit runs `argo submit` (kube mode: GET of the template, then
-                # create), then LISTs workflows by its own labels to return the created object.
-                {
-                    "apiGroups": ["argoproj.io"],
-                    "resources": ["workflows"],
-                    "verbs": ["create", "list"],
-                },
-                {
-                    "apiGroups": ["argoproj.io"],
-                    "resources": ["workflowtemplates"],
-                    "resourceNames": ["image-update"],
-                    "verbs": ["get"],
-                },
-                {
-                    "apiGroups": ["coordination.k8s.io"],
-                    "resources": ["leases"],
-                    "verbs": ["get", "create", "update"],
-                },
-            ],
-        ),
+        role("imagebump-sensor", sensor_rules()),
         role_binding("imagebump-sensor", "imagebump-sensor", [c.SA_SENSOR]),
         role(
             "imagebump-backup-reader",

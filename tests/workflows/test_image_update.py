@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +18,8 @@ from steps.models import Target
 from tests.workflows import schemas
 from workflows import image_update
 from workflows.common import OUTPUTS_DIR
+
+ROOT = Path(__file__).resolve().parents[2]
 
 STEPS = {
     "resolve-image": (resolve_image, resolve_image.ResolveImageOutput),
@@ -143,7 +146,6 @@ def test_least_privilege_mounts(manifest, templates):
     [
         ("resolve-image", "IMAGEBUMP_RULES_FILE", "/etc/imagebump/rules/rules.yaml"),
         ("edit-kustomize", "IMAGEBUMP_GIT_READ_TOKEN_FILE", "/etc/imagebump/git-read/token"),
-        ("commit-pr", "IMAGEBUMP_GIT_TOKEN_FILE", "/etc/imagebump/git/token"),
     ],
 )
 def test_file_variables_point_into_the_mounts(templates, name, variable, path):
@@ -221,6 +223,347 @@ def test_metrics_count_results_by_env_and_time_push_to_change(templates):
             assert ref in declared
     edit = templates["edit-kustomize"]["metrics"]["prometheus"][0]
     assert {label["key"] for label in edit["labels"]} == {"decision", "env"}
+
+
+# --- Metrics: final outcomes, as the controller emits them (issue 16, item 4) ----------------
+# Upstream facts, argo-workflows v4.0.10:
+# - workflow/controller/operator.go executeTemplate: a template with retryStrategy runs under a
+#   Retry node whose children are the attempts. Its metrics are evaluated for every attempt that
+#   failed while another follows ("If retry node has not completed and last child node has
+#   completed, emit metrics for the last child node") and once more for the Retry node when it
+#   completes (with the last attempt's outputs). A template without retryStrategy: once, when
+#   its node completes.
+# - workflow/controller/steps.go prepareMetricScope: `status` is that node's phase; inputs and
+#   outputs are that node's. shouldExecute: `when` is govaluate, bare words read as strings.
+# - workflow/controller/controller.go metrics.New(..., `argo_workflows`) with
+#   util/telemetry/exporter_prometheus.go WithNamespace + WithoutCounterSuffixes: the series is
+#   the metric's name prefixed with `argo_workflows_`, nothing appended.
+EXPORTED_PREFIX = "argo_workflows_"
+
+
+def _eval_value(text: str, scope: dict[str, str]) -> str:
+    def one(match: re.Match) -> str:
+        expr = match[1].strip()
+        if expr.startswith("="):
+            # The one expression form used: `{{=inputs.parameters.env != '' ? inputs.parameters.env : 'none'}}`
+            cond = re.fullmatch(r"=\s*([\w.-]+) != '' \? \1 : '(\w+)'", expr)
+            assert cond, f"the metric model does not know the expression {expr!r}"
+            return scope[cond[1]] or cond[2]
+        assert expr in scope, f"{expr!r} is not in the metric scope"
+        return scope[expr]
+
+    return re.sub(r"\{\{(.*?)\}\}", one, text)
+
+
+def _when(text: str | None, scope: dict[str, str]) -> bool:
+    if not text:
+        return True
+    result = True
+    for clause in _eval_value(text, scope).split("&&"):
+        left, op, right = re.fullmatch(r"\s*(.*?)\s*(==|!=)\s*(.*?)\s*", clause).groups()
+        left, right = (v.strip("'") for v in (left, right))
+        result = result and ((left == right) if op == "==" else (left != right))
+    return result
+
+
+def _emit(template: dict[str, Any], scope: dict[str, str], series: dict[tuple, float]) -> None:
+    for metric in (template.get("metrics") or {}).get("prometheus", []):
+        if not _when(metric.get("when"), scope):
+            continue
+        labels = tuple(sorted((l["key"], _eval_value(l["value"], scope)) for l in metric.get("labels", [])))
+        if "counter" in metric:
+            key = (EXPORTED_PREFIX + metric["name"], labels)
+            series[key] = series.get(key, 0) + float(_eval_value(metric["counter"]["value"], scope))
+        else:
+            key = (EXPORTED_PREFIX + metric["name"] + "_count", labels)
+            series[key] = series.get(key, 0) + 1
+
+
+def _run_node(
+    template: dict[str, Any],
+    inputs: dict[str, str],
+    attempts: list[tuple[str, dict]],
+    series: dict[tuple, float],
+) -> str:
+    """Evaluate a pod template's metrics as the controller does for these attempts; return its phase."""
+    outputs_default = {
+        p["name"]: p["valueFrom"].get("default", "") for p in template["outputs"]["parameters"]
+    }
+
+    def scope(phase: str, written: dict) -> dict[str, str]:
+        values = {**outputs_default, **written}
+        return {
+            "status": phase,
+            **{f"inputs.parameters.{k}": v for k, v in inputs.items()},
+            **{f"outputs.parameters.{k}": v for k, v in values.items()},
+        }
+
+    assert "retryStrategy" in template
+    assert len(attempts) <= int(template["retryStrategy"]["limit"]) + 1
+    for phase, written in attempts[:-1]:
+        assert phase == "Failed"
+        _emit(template, scope(phase, written), series)  # a failed attempt, another follows
+    final_phase, written = attempts[-1]
+    _emit(template, scope(final_phase, written), series)  # the Retry node, completed
+    return final_phase
+
+
+def _run_target(
+    templates: dict[str, dict],
+    edit: list[tuple[str, dict]],
+    commit: list[tuple[str, dict]],
+    env: str = "staging",
+) -> dict[tuple, float]:
+    series: dict[tuple, float] = {}
+    phase = _run_node(templates["edit-kustomize"], {"env": env}, edit, series)
+    if phase == "Succeeded" and edit[-1][1].get("changed") == "true":
+        phase = _run_node(templates["commit-pr"], {"env": env}, commit, series)
+    update_target = templates["update-target"]
+    _emit(update_target, {"status": phase, "inputs.parameters.env": env}, series)  # never retried
+    return series
+
+
+FAILED = ("Failed", {})
+UPDATE = ("Succeeded", {"changed": "true", "decision": "update"})
+CURRENT = ("Succeeded", {"changed": "false", "decision": "current"})
+COMMITTED = ("Succeeded", {"action": "committed", "seconds-since-push": "12"})
+
+
+def _series(name: str, **labels: str) -> tuple:
+    return (EXPORTED_PREFIX + name, tuple(sorted(labels.items())))
+
+
+@pytest.mark.parametrize(
+    ("edit", "commit", "expected"),
+    [
+        pytest.param(
+            [FAILED, FAILED, UPDATE],
+            [FAILED, FAILED, FAILED, COMMITTED],
+            {
+                _series("imagebump_decisions_total", decision="update", env="staging"): 1,
+                _series("imagebump_updates_total", result="committed", env="staging"): 1,
+                _series("imagebump_push_to_change_seconds_count", env="staging"): 1,
+            },
+            id="retried-then-committed",
+        ),
+        pytest.param(
+            [UPDATE],
+            [FAILED] * 7,
+            {
+                _series("imagebump_decisions_total", decision="update", env="staging"): 1,
+                _series("imagebump_updates_total", result="error", env="staging"): 1,
+            },
+            id="commit-fails-after-all-retries",
+        ),
+        pytest.param(
+            [FAILED] * 5,
+            [],
+            {_series("imagebump_updates_total", result="error", env="staging"): 1},
+            id="edit-fails-after-all-retries",
+        ),
+        pytest.param(
+            [FAILED, CURRENT],
+            [],
+            {_series("imagebump_decisions_total", decision="current", env="staging"): 1},
+            id="already-current",
+        ),
+    ],
+)
+def test_counters_count_each_target_once_whatever_the_retries(templates, edit, commit, expected):
+    assert _run_target(templates, edit, commit) == expected
+
+
+def test_the_emission_model_counts_attempts_for_a_metric_without_a_final_only_guard(templates):
+    # The same model on the metric as it was before (no `when`): 7 failed attempts → 7 errors.
+    unguarded = json.loads(json.dumps(templates))
+    for metric in unguarded["commit-pr"]["metrics"]["prometheus"]:
+        metric.pop("when", None)
+    unguarded["update-target"].pop("metrics", None)
+    series = _run_target(unguarded, [UPDATE], [FAILED] * 7)
+    assert series[_series("imagebump_updates_total", result="error", env="staging")] == 7
+
+
+def test_one_help_per_metric_name_across_templates(manifest):
+    # The controller refuses a second help text for a name it already knows
+    # (workflow/metrics/metrics_custom.go matchExistingMetric).
+    helps: dict[str, set[str]] = {}
+    for template in manifest["spec"]["templates"]:
+        for metric in (template.get("metrics") or {}).get("prometheus", []):
+            helps.setdefault(metric["name"], set()).add(metric["help"])
+    assert set(helps) == {
+        "imagebump_updates_total",
+        "imagebump_decisions_total",
+        "imagebump_push_to_change_seconds",
+    }
+    assert all(len(texts) == 1 for texts in helps.values()), helps
+
+
+def test_readme_names_the_series_as_exported(manifest):
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Install on a cluster") :]
+    names = {
+        m["name"]
+        for t in manifest["spec"]["templates"]
+        for m in (t.get("metrics") or {}).get("prometheus", [])
+    }
+    for name in names:
+        assert f"`{EXPORTED_PREFIX}{name}" in section, name
+    # No bare, unprefixed series left for users to query in vain.
+    for name in names:
+        assert not re.search(rf"(?<![\w_]){name}\{{", section), name
+
+
+# --- Deadlines where the work happens (issue 16, item 5) --------------------------------------
+# Upstream facts, argo-workflows v4.0.10:
+# - workflow/controller/workflowpod.go createWorkflowPod: a template's activeDeadlineSeconds
+#   becomes its pod's (capped by what is left of the Workflow's deadline); nothing else reads it,
+#   so on a steps template it bounds nothing. The pod is created only once its parent's mutex is held.
+# - workflow/validate/validate.go: `timeout` is refused on steps/dag templates (and on a pod
+#   template it would count its Pending time from the node's start).
+# - workflow/controller/operator.go getWorkflowDeadline: startedAt + spec.activeDeadlineSeconds,
+#   so time spent Pending on a mutex counts; failNodesWithoutCreatedPodsAfterDeadlineOrShutdown
+#   then fails the waiting node: "Step exceeded its deadline". processNodeRetries starts no new
+#   attempt once backoff.maxDuration has passed since the first attempt started.
+#: How many worst-case holders of one overlay's mutex a Workflow can wait behind.
+QUEUE_DEPTH = 10
+
+
+def _seconds(duration: str) -> int:
+    match = re.fullmatch(r"(\d+)([smh])", duration)
+    assert match, duration
+    return int(match[1]) * {"s": 1, "m": 60, "h": 3600}[match[2]]
+
+
+def _worst_hold_seconds(templates: dict[str, dict], mutex_template: str) -> int:
+    """Longest time one target holds the mutex: each step's retry window plus a last attempt's deadline."""
+    total = 0
+    for group in templates[mutex_template]["steps"]:
+        for step in group:
+            pod = templates[step["template"]]
+            total += _seconds(pod["retryStrategy"]["backoff"]["maxDuration"]) + int(
+                pod["activeDeadlineSeconds"]
+            )
+    return total
+
+
+def test_deadlines_bound_the_work_not_the_queue(manifest, templates):
+    locked = [name for name, t in templates.items() if t.get("synchronization")]
+    assert locked == ["update-target"]
+    for name in locked:
+        assert "activeDeadlineSeconds" not in templates[name] and "timeout" not in templates[name]
+        for group in templates[name]["steps"]:
+            for step in group:
+                pod = templates[step["template"]]
+                assert "script" in pod and int(pod["activeDeadlineSeconds"]) > 0  # per attempt, on the pod
+                assert _seconds(pod["retryStrategy"]["backoff"]["maxDuration"]) > 0
+    hold = _worst_hold_seconds(templates, "update-target")
+    assert hold == 35 * 60
+    deadline = int(manifest["spec"]["activeDeadlineSeconds"])
+    assert deadline == image_update.WORKFLOW_DEADLINE_SECONDS
+    assert deadline >= QUEUE_DEPTH * hold
+    for name, template in templates.items():
+        if "script" in template:
+            assert int(template["activeDeadlineSeconds"]) < deadline, name
+
+
+def test_readme_says_what_happens_to_an_update_queued_past_the_deadline():
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Install on a cluster") :]
+    assert f"{image_update.WORKFLOW_DEADLINE_SECONDS // 3600} h" in section
+    assert "Step exceeded its deadline" in section
+    assert "argo resubmit" in section
+
+
+# --- Who holds the Git token (issue 16, item 7) -------------------------------------------------
+# argo-workflows v4.0.10 workflow/controller/workflowpod.go addOutputArtifactsVolumes: every
+# volumeMount of the main container is added to the `wait` container (and artifact-plugin
+# sidecars) under /mainctrfs; the main container's environment is not copied.
+MIRRORED_TO = {"wait"}
+
+
+def _holders(template: dict[str, Any], secret: str, key: str) -> set[str]:
+    script = template["script"]
+    holders: set[str] = set()
+    for env in script.get("env", []):
+        ref = (env.get("valueFrom") or {}).get("secretKeyRef")
+        if ref and ref["name"] == secret and ref["key"] == key:
+            holders.add("main")
+    for env_from in script.get("envFrom", []):
+        if (env_from.get("secretRef") or {}).get("name") == secret:
+            holders.add("main")
+    volumes = {v["name"]: v for v in template.get("volumes", [])}
+    for mount in script.get("volumeMounts", []):
+        source = volumes[mount["name"]].get("secret")
+        if source and source["secretName"] == secret:
+            projected = {item["key"] for item in source.get("items", [])} or {key}
+            if key in projected:
+                holders |= {"main", *MIRRORED_TO}
+    return holders
+
+
+def test_the_write_token_reaches_only_commit_prs_main_container(templates):
+    assert _holders(templates["commit-pr"], "imagebump-git", "token") == {"main"}
+    for name in ("resolve-image", "edit-kustomize"):
+        assert _holders(templates[name], "imagebump-git", "token") == set()
+    # A GitHub App key is read from a file, so it is mirrored into the wait container; the
+    # optional read token likewise. The README's rights table says so.
+    assert _holders(templates["commit-pr"], "imagebump-git", "app-private-key") == {"main", "wait"}
+    app_key = _mounted(templates["commit-pr"])["/etc/imagebump/git"]["secret"]
+    assert app_key["items"] == [{"key": "app-private-key", "path": "app-private-key"}]  # the README's path
+    assert app_key["optional"] is True
+    for name in STEPS:  # no step points at a token file any more
+        assert "IMAGEBUMP_GIT_TOKEN_FILE" not in {e["name"] for e in templates[name]["script"]["env"]}
+    assert _holders(templates["edit-kustomize"], "imagebump-git-read", "token") == {"main", "wait"}
+    readme = (ROOT / "README.md").read_text()
+    rights = readme[readme.index("### What runs with which rights") :]
+    assert "`wait` container" in rights and "IMAGEBUMP_GIT_TOKEN" in rights
+
+
+# --- The Argo Workflows version the manifests need (issue 16, item 6) -------------------------
+#: First Argo Workflows release whose CRDs accept the field (argoproj/argo-workflows,
+#: manifests/base/crds/full/argoproj.io_{workflowtemplates,cronworkflows}.yaml, read at v3.1.0,
+#: v3.2.0, v3.4.0, v3.5.0 and v3.6.0: each field is absent in the release before).
+FIELD_SINCE = {
+    "synchronization.mutexes": (3, 6),  # v3.5.0 knows only the single `mutex`
+    "CronWorkflow.schedules": (3, 6),  # v3.5.0 knows only `schedule`
+    "podGC.deleteDelayDuration": (3, 5),
+    "retryStrategy.expression": (3, 2),
+}
+
+
+def _fields_used() -> set[str]:
+    from workflows import argocd_backup
+
+    used = set()
+    for doc in (image_update.build().to_dict(), argocd_backup.build().to_dict()):
+        text = json.dumps(doc)
+        if '"mutexes"' in text:
+            used.add("synchronization.mutexes")
+        if doc["kind"] == "CronWorkflow" and "schedules" in doc["spec"]:
+            used.add("CronWorkflow.schedules")
+        if '"deleteDelayDuration"' in text:
+            used.add("podGC.deleteDelayDuration")
+        if '"expression"' in text:
+            used.add("retryStrategy.expression")
+    return used
+
+
+def test_the_stated_argo_workflows_minimum_is_what_the_manifests_use(templates):
+    used = _fields_used()
+    assert {"synchronization.mutexes", "CronWorkflow.schedules"} <= used
+    minimum = max(FIELD_SINCE[field] for field in used)
+    readme = (ROOT / "README.md").read_text()
+    prerequisites = readme[readme.index("### Prerequisites") : readme.index("### Step by step")]
+    assert f"Argo Workflows **{minimum[0]}.{minimum[1]}** or later" in prerequisites
+    assert not re.search(r"4\.0\.7\+|4\.0\.7 or later|\*\*4\.0", prerequisites)
+    # 4.0.7 (and 3.7.16) changed only how references to a SKIPPED step's outputs resolve
+    # (docs/upgrading.md, "Outputs of skipped and omitted steps and tasks now resolve"): nothing
+    # here references the outputs of a step that can be skipped.
+    for template in templates.values():
+        for group in template.get("steps") or []:
+            for step in group:
+                if step.get("when"):
+                    assert f"steps.{step['name']}.outputs" not in json.dumps(template), step["name"]
 
 
 def test_hera_runner_maps_template_inputs_onto_wrapped_step_functions():

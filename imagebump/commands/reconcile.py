@@ -113,15 +113,17 @@ def local_secrets(environ: Mapping[str, str] | None = None, *, require_write: bo
 
 def build_executor(*, secrets: Mapping[str, Mapping[str, str]], configmaps: Mapping[str, Mapping[str, str]],
                    env: Mapping[str, str], log: Callable[[dict[str, Any]], None],
-                   template: Path = DEFAULT_TEMPLATE, update_template: Path = DEFAULT_UPDATE_TEMPLATE) -> Any:
-    """The local executor for the rendered ``image-reconcile`` CronWorkflow (and ``image-update``)."""
+                   template: Path = DEFAULT_TEMPLATE, update_template: Path = DEFAULT_UPDATE_TEMPLATE,
+                   **options: Any) -> Any:
+    """The local executor for the rendered ``image-reconcile`` CronWorkflow (and ``image-update``);
+    ``options`` go to :class:`~workflows.local_executor.LocalExecutor` (``backoff_scale``, ``work_root``)."""
     from workflows.local_executor import LocalExecutor
 
     for path, what in ((template, "--template"), (update_template, "--update-template")):
         if not Path(path).is_file():
             raise ConfigError(f"{what} {path}: no such file; render it with `imagebump render`")
     return LocalExecutor(template, project_root=PROJECT_ROOT, secrets=secrets, configmaps=configmaps, env=env,
-                         log=log, workflow_templates=[update_template])
+                         log=log, workflow_templates=[update_template], **options)
 
 
 @dataclass

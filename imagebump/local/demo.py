@@ -304,6 +304,16 @@ class World:
             )
         return self._executor
 
+    def sweep_executor(self) -> Any:
+        """The local executor for the rendered ``image-reconcile`` CronWorkflow (it references the
+        ``image-update`` template), with the same Secrets, ConfigMaps and environment as events."""
+        from imagebump.commands.reconcile import build_executor
+
+        executor = self.executor()  # same settings; its mutexes are this process's, shared
+        return build_executor(secrets=executor.secrets, configmaps=executor.configmaps, env=executor.env,
+                              log=self._log, update_template=self.template, work_root=self.root / "steps",
+                              backoff_scale=self.backoff_scale)
+
     def _log(self, record: dict[str, Any]) -> None:
         record.setdefault("mono", time.monotonic())
         self.logs.append(record)

@@ -163,12 +163,27 @@ def repository_matches(repo_template: str, name: str) -> bool:
             if part != segment:
                 return False
             continue
-        # literal pieces around the variables of one segment; variables take 1+ characters
-        pieces = _VAR.split(part)
-        pattern = ".+".join(re.escape(p) for p in pieces)
-        if not re.fullmatch(pattern, segment, flags=re.DOTALL):
+        if not _pieces_fit(_VAR.split(part), segment):
             return False
     return True
+
+
+def _pieces_fit(pieces: list[str], segment: str) -> bool:
+    """Whether ``segment`` is ``pieces[0] X pieces[1] X … pieces[-1]`` with every X non-empty.
+
+    Whoever creates ECR repositories chooses their names, so no backtracking regular expression:
+    one left-to-right scan (the leftmost place of each middle piece is never worse than a later one).
+    """
+    first, last = pieces[0], pieces[-1]
+    if not segment.startswith(first):
+        return False
+    pos = len(first)
+    for piece in pieces[1:-1]:
+        found = segment.find(piece, pos + 1)  # a variable takes at least one character
+        if found < 0:
+            return False
+        pos = found + len(piece)
+    return len(segment) - len(last) >= pos + 1 and segment.endswith(last)
 
 
 def _natural(tag: str) -> tuple:

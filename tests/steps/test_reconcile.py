@@ -7,6 +7,7 @@ No ECR, no Git: tables of facts in, verdicts out. The sweep against moto's ECR a
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -67,6 +68,11 @@ def test_repository_prefix(template: str, prefix: str) -> None:
         pytest.param("team/app-$1", "team/app-", False, id="empty-variable"),
         pytest.param("$1/api", "any/api", True, id="variable-first"),
         pytest.param("team/a.b", "team/aXb", False, id="dot-is-literal"),
+        pytest.param("t/$1-$2", "t/a-b", True, id="two-variables-in-a-segment"),
+        pytest.param("t/$1-$2", "t/a-", False, id="second-variable-empty"),
+        pytest.param("t/$1$2", "t/a", False, id="adjacent-variables-need-two-characters"),
+        pytest.param("t/$1$2", "t/ab", True, id="adjacent-variables"),
+        pytest.param("t/x$1y$2z", "t/xAyyBz", True, id="pieces-found-leftmost"),
     ],
 )
 def test_repository_matches(template: str, name: str, matches: bool) -> None:
@@ -218,3 +224,22 @@ def test_table_lists_worst_first_and_totals() -> None:
     assert [line.split()[0] for line in lines[1:4]] == ["behind", "unknown", "current"]
     assert "1.4.2@sha256:222222222222…" in text and D2 not in text  # digests shortened for people
     assert lines[-1] == "3 target(s): 1 behind, 1 current, 0 ahead, 0 proposed, 1 unknown"
+
+
+def test_a_hostile_repository_name_cannot_make_matching_hang() -> None:
+    """Whoever creates ECR repositories chooses their names: matching is one scan, never backtracking
+    (a backtracking regular expression needs hours on this pair). A child process with a deadline
+    guards against a hang; nothing is timed."""
+    import subprocess
+    import sys
+
+    program = ("from steps.reconcile import repository_matches\n"
+               "template = 't/' + ''.join(f'a${i}' for i in range(1, 21)) + 'b'\n"
+               "print(repository_matches(template, 't/' + 'a' * 255))\n")
+    root = Path(__file__).resolve().parents[2]
+    try:
+        done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60,
+                              env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+    except subprocess.TimeoutExpired:
+        pytest.fail("repository_matches still running after 60s on a hostile name")
+    assert done.stdout.strip() == "False", done.stderr

@@ -61,8 +61,15 @@ def _reconcile_template():
         service_account_name=c.SA_ECR_READER,
         outputs=c.outputs_of(
             reconcile.ReconcileOutput,
-            {"targets": "[]", "report": "[]", "counts": "[]", "behind": "0", "ecr-calls": "0", "git-calls": "0",
-             "git-clones": "0"},
+            {
+                "targets": "[]",
+                "report": "[]",
+                "counts": "[]",
+                "behind": "0",
+                "ecr-calls": "0",
+                "git-calls": "0",
+                "git-clones": "0",
+            },
         ),
         env=[
             *c.base_env(),
@@ -97,7 +104,7 @@ def _reconcile_template():
 class _MeteredSuspend(Suspend):
     """A Suspend template that keeps its metrics: Hera 7.1's ``Suspend._build_template`` drops them."""
 
-    def _build_template(self):  # noqa: ANN202 - Hera's private hook
+    def _build_template(self):
         template = super()._build_template()
         template.metrics = self._build_metrics()
         return template
@@ -144,14 +151,24 @@ def build() -> CronWorkflow:
         failed_jobs_history_limit=5,
         entrypoint="main",
         arguments=[
-            Parameter(name="apply", value="true",
-                      description="`false`: only report (the sweep's table is in the reconcile pod's log)"),
-            Parameter(name="concurrency", value=str(reconcile.DEFAULT_CONCURRENCY),
-                      description="ECR calls and Git repositories the sweep works on at once"),
-            Parameter(name="limit", value=str(reconcile.DEFAULT_LIMIT),
-                      description="at most this many targets updated per sweep; the rest wait for the next"),
-            Parameter(name="full", value="false",
-                      description="`true`: the report output lists current targets too"),
+            Parameter(
+                name="apply",
+                value="true",
+                description="`false`: only report (the sweep's table is in the reconcile pod's log)",
+            ),
+            Parameter(
+                name="concurrency",
+                value=str(reconcile.DEFAULT_CONCURRENCY),
+                description="ECR calls and Git repositories the sweep works on at once",
+            ),
+            Parameter(
+                name="limit",
+                value=str(reconcile.DEFAULT_LIMIT),
+                description="at most this many targets updated per sweep; the rest wait for the next",
+            ),
+            Parameter(
+                name="full", value="false", description="`true`: the report output lists current targets too"
+            ),
         ],
         service_account_name=c.SA_WORKFLOW,
         security_context=c.POD_SECURITY_CONTEXT,

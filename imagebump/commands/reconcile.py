@@ -60,16 +60,34 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         ),
     )
     parser.add_argument("--rules", type=Path, help="rules file (the imagebump-rules ConfigMap's rules.yaml)")
-    parser.add_argument("--endpoint-url", help="AWS endpoint (e.g. moto's server); also AWS_ENDPOINT_URL for steps")
-    parser.add_argument("--apply", action="store_true", help="update the overlays that are behind (default: report)")
-    parser.add_argument("--concurrency", type=int, default=None,
-                        help="ECR calls and Git repositories worked on at once (default 8)")
+    parser.add_argument(
+        "--endpoint-url", help="AWS endpoint (e.g. moto's server); also AWS_ENDPOINT_URL for steps"
+    )
+    parser.add_argument(
+        "--apply", action="store_true", help="update the overlays that are behind (default: report)"
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=None,
+        help="ECR calls and Git repositories worked on at once (default 8)",
+    )
     parser.add_argument("--region", help="AWS region (default: AWS_REGION, else each rule's own)")
-    parser.add_argument("--template", type=Path, default=DEFAULT_TEMPLATE,
-                        help="rendered CronWorkflow (default manifests/workflows/image-reconcile.yaml)")
-    parser.add_argument("--update-template", type=Path, default=DEFAULT_UPDATE_TEMPLATE,
-                        help="rendered WorkflowTemplate it references (default manifests/workflows/image-update.yaml)")
-    parser.add_argument("--verbose", action="store_true", help="also print the executor's JSON log lines on stderr")
+    parser.add_argument(
+        "--template",
+        type=Path,
+        default=DEFAULT_TEMPLATE,
+        help="rendered CronWorkflow (default manifests/workflows/image-reconcile.yaml)",
+    )
+    parser.add_argument(
+        "--update-template",
+        type=Path,
+        default=DEFAULT_UPDATE_TEMPLATE,
+        help="rendered WorkflowTemplate it references (default manifests/workflows/image-update.yaml)",
+    )
+    parser.add_argument(
+        "--verbose", action="store_true", help="also print the executor's JSON log lines on stderr"
+    )
     parser.set_defaults(func=run)
     return parser
 
@@ -89,12 +107,15 @@ def git_token(name: str, environ: Mapping[str, str] | None = None) -> str | None
         try:
             return Path(path).read_text().strip() or None
         except OSError as exc:
-            raise ConfigError(f"{name}_FILE={path}: cannot read it ({exc.strerror}); point it at the token file") \
-                from None
+            raise ConfigError(
+                f"{name}_FILE={path}: cannot read it ({exc.strerror}); point it at the token file"
+            ) from None
     return None
 
 
-def local_secrets(environ: Mapping[str, str] | None = None, *, require_write: bool) -> dict[str, dict[str, str]]:
+def local_secrets(
+    environ: Mapping[str, str] | None = None, *, require_write: bool
+) -> dict[str, dict[str, str]]:
     """The Secrets the templates mount, from the environment: the write token (``imagebump-git``)
     and the read token (``imagebump-git-read``; the write token when no read token is given)."""
     write = git_token("IMAGEBUMP_GIT_TOKEN", environ)
@@ -111,10 +132,16 @@ def local_secrets(environ: Mapping[str, str] | None = None, *, require_write: bo
     return secrets
 
 
-def build_executor(*, secrets: Mapping[str, Mapping[str, str]], configmaps: Mapping[str, Mapping[str, str]],
-                   env: Mapping[str, str], log: Callable[[dict[str, Any]], None],
-                   template: Path = DEFAULT_TEMPLATE, update_template: Path = DEFAULT_UPDATE_TEMPLATE,
-                   **options: Any) -> Any:
+def build_executor(
+    *,
+    secrets: Mapping[str, Mapping[str, str]],
+    configmaps: Mapping[str, Mapping[str, str]],
+    env: Mapping[str, str],
+    log: Callable[[dict[str, Any]], None],
+    template: Path = DEFAULT_TEMPLATE,
+    update_template: Path = DEFAULT_UPDATE_TEMPLATE,
+    **options: Any,
+) -> Any:
     """The local executor for the rendered ``image-reconcile`` CronWorkflow (and ``image-update``);
     ``options`` go to :class:`~workflows.local_executor.LocalExecutor` (``backoff_scale``, ``work_root``)."""
     from workflows.local_executor import LocalExecutor
@@ -122,8 +149,16 @@ def build_executor(*, secrets: Mapping[str, Mapping[str, str]], configmaps: Mapp
     for path, what in ((template, "--template"), (update_template, "--update-template")):
         if not Path(path).is_file():
             raise ConfigError(f"{what} {path}: no such file; render it with `imagebump render`")
-    return LocalExecutor(template, project_root=PROJECT_ROOT, secrets=secrets, configmaps=configmaps, env=env,
-                         log=log, workflow_templates=[update_template], **options)
+    return LocalExecutor(
+        template,
+        project_root=PROJECT_ROOT,
+        secrets=secrets,
+        configmaps=configmaps,
+        env=env,
+        log=log,
+        workflow_templates=[update_template],
+        **options,
+    )
 
 
 @dataclass
@@ -147,8 +182,12 @@ class Sweep:
     def summary(self) -> dict[str, Any]:
         """The JSON the command prints."""
         keys = ("repo_url", "path", "env", "current", "newest", "state", "reason")
-        return {"targets": [{k: t.get(k, "") for k in keys} for t in self.report], "submitted": self.submitted,
-                **self.calls, "updates": self.updates}
+        return {
+            "targets": [{k: t.get(k, "") for k in keys} for t in self.report],
+            "submitted": self.submitted,
+            **self.calls,
+            "updates": self.updates,
+        }
 
 
 def _exit_of(node: Any) -> int:
@@ -177,13 +216,24 @@ def _outcome(result: Any, index: int) -> tuple[str, Any]:
     return "not run", None
 
 
-def run_sweep(executor: Any, *, apply: bool, concurrency: int | None = None, limit: int = LOCAL_LIMIT,
-              full: bool = True, name: str | None = None) -> Sweep:
+def run_sweep(
+    executor: Any,
+    *,
+    apply: bool,
+    concurrency: int | None = None,
+    limit: int = LOCAL_LIMIT,
+    full: bool = True,
+    name: str | None = None,
+) -> Sweep:
     """Run the CronWorkflow's template once; read what its reconcile step and update steps did."""
     from steps import reconcile
 
-    params = {"apply": "true" if apply else "false", "limit": str(limit), "full": "true" if full else "false",
-              "concurrency": str(concurrency or reconcile.DEFAULT_CONCURRENCY)}
+    params = {
+        "apply": "true" if apply else "false",
+        "limit": str(limit),
+        "full": "true" if full else "false",
+        "concurrency": str(concurrency or reconcile.DEFAULT_CONCURRENCY),
+    }
     started = time.monotonic()
     result = executor.run(params, name or f"image-reconcile-local-{int(time.time())}")
     sweep = Sweep(phase=result.phase, seconds=time.monotonic() - started)
@@ -191,26 +241,39 @@ def run_sweep(executor: Any, *, apply: bool, concurrency: int | None = None, lim
     if node is None or node.phase != "Succeeded":
         why = (node.message if node is not None else result.message) or "the sweep did not run"
         sweep.exit_code = _exit_of(node) if node is not None else EXIT_UNEXPECTED
-        sweep.message = f"the reconcile step {('ended ' + node.phase.lower()) if node else 'did not run'}: {why}"
+        sweep.message = (
+            f"the reconcile step {('ended ' + node.phase.lower()) if node else 'did not run'}: {why}"
+        )
         return sweep
     out = node.outputs
     try:
         sweep.report = json.loads(out.get("report") or "[]")
         targets = json.loads(out.get("targets") or "[]")
     except json.JSONDecodeError as exc:
-        sweep.exit_code, sweep.message = EXIT_UNEXPECTED, f"the reconcile step wrote unreadable outputs: {exc}"
+        sweep.exit_code, sweep.message = (
+            EXIT_UNEXPECTED,
+            f"the reconcile step wrote unreadable outputs: {exc}",
+        )
         return sweep
     sweep.reason = out.get("reason", "")
-    sweep.calls = {key.replace("-", "_"): int(out.get(key) or 0) for key in ("ecr-calls", "git-calls", "git-clones")}
+    sweep.calls = {
+        key.replace("-", "_"): int(out.get(key) or 0) for key in ("ecr-calls", "git-calls", "git-clones")
+    }
     if not apply:
         sweep.exit_code = EXIT_FAILURE if sweep.behind else EXIT_OK
         return sweep
     codes = []
     for i, target in enumerate(targets):
         outcome, failed = _outcome(result, i)
-        sweep.updates.append({"repo_url": target.get("repo_url"), "path": target.get("path"),
-                              "env": target.get("env", ""), "outcome": outcome,
-                              "ok": failed is None and outcome != "not run"})
+        sweep.updates.append(
+            {
+                "repo_url": target.get("repo_url"),
+                "path": target.get("path"),
+                "env": target.get("env", ""),
+                "outcome": outcome,
+                "ok": failed is None and outcome != "not run",
+            }
+        )
         if failed is not None:
             codes.append(_exit_of(failed))
     sweep.submitted = len(targets)
@@ -221,7 +284,9 @@ def run_sweep(executor: Any, *, apply: bool, concurrency: int | None = None, lim
         sweep.exit_code, sweep.message = EXIT_UNEXPECTED, f"the sweep ended {result.phase}: {result.message}"
     elif len(targets) < sweep.behind:
         sweep.exit_code = EXIT_TRANSIENT
-        sweep.message = f"{sweep.behind - len(targets)} target(s) behind were left for the next sweep (limit {limit})"
+        sweep.message = (
+            f"{sweep.behind - len(targets)} target(s) behind were left for the next sweep (limit {limit})"
+        )
     return sweep
 
 
@@ -261,9 +326,12 @@ def run(args: argparse.Namespace) -> int:
     log = json_logger(sys.stderr)
     region = args.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
     executor = build_executor(
-        secrets=secrets, configmaps={"imagebump-rules": {"rules.yaml": rules_text}},
+        secrets=secrets,
+        configmaps={"imagebump-rules": {"rules.yaml": rules_text}},
         env=step_environment(dict(os.environ), args.endpoint_url, region),
-        log=log if args.verbose else _quiet(log), template=args.template, update_template=args.update_template,
+        log=log if args.verbose else _quiet(log),
+        template=args.template,
+        update_template=args.update_template,
     )
     sweep = run_sweep(executor, apply=args.apply, concurrency=concurrency)
     if sweep.message and not sweep.report:
@@ -272,15 +340,21 @@ def run(args: argparse.Namespace) -> int:
     from steps.reconcile import TargetState, render_table
 
     sys.stderr.write(render_table([TargetState(**t) for t in sweep.report]))
-    tail = f"{sweep.calls.get('ecr_calls', 0)} ECR call(s), {sweep.calls.get('git_clones', 0)} clone(s), " \
-           f"{sweep.calls.get('git_calls', 0)} Git call(s) in {sweep.seconds:.1f}s"
+    tail = (
+        f"{sweep.calls.get('ecr_calls', 0)} ECR call(s), {sweep.calls.get('git_clones', 0)} clone(s), "
+        f"{sweep.calls.get('git_calls', 0)} Git call(s) in {sweep.seconds:.1f}s"
+    )
     if args.apply:
         done = sum(1 for u in sweep.updates if u["ok"])
-        print(f"applied: {sweep.submitted} target(s) behind submitted, {done} brought up to date; {tail}",
-              file=sys.stderr)
+        print(
+            f"applied: {sweep.submitted} target(s) behind submitted, {done} brought up to date; {tail}",
+            file=sys.stderr,
+        )
         for update in sweep.updates:
-            print(f"  {update['env'] or '-'} {update['repo_url']}/{update['path']}: {update['outcome']}",
-                  file=sys.stderr)
+            print(
+                f"  {update['env'] or '-'} {update['repo_url']}/{update['path']}: {update['outcome']}",
+                file=sys.stderr,
+            )
     else:
         print(f"dry run ({tail}); --apply updates the targets behind", file=sys.stderr)
     if sweep.message:
@@ -304,7 +378,9 @@ def parse_every(text: str) -> float:
         return float(value)
     parts = _DURATION.findall(value)
     if not parts or "".join(n + u for n, u in parts) != value:
-        raise ConfigError(f"--reconcile-every {text!r}: expected a duration like 10m, 30s or 1h (0 turns it off)")
+        raise ConfigError(
+            f"--reconcile-every {text!r}: expected a duration like 10m, 30s or 1h (0 turns it off)"
+        )
     return sum(float(n) * _UNITS[u] for n, u in parts)
 
 
@@ -317,8 +393,14 @@ class Sweeper:
     fails is logged and the next one runs on schedule. :meth:`stop` lets a running sweep finish.
     """
 
-    def __init__(self, executor: Any, interval: float, *, log: Callable[[dict[str, Any]], None],
-                 out: Callable[[str], None] = lambda line: print(line, flush=True)) -> None:
+    def __init__(
+        self,
+        executor: Any,
+        interval: float,
+        *,
+        log: Callable[[dict[str, Any]], None],
+        out: Callable[[str], None] = lambda line: print(line, flush=True),
+    ) -> None:
         self.executor = executor
         self.interval = interval
         self.log = log
@@ -343,17 +425,32 @@ class Sweeper:
     def sweep_once(self) -> Sweep | None:
         self.sweeps += 1
         try:
-            sweep = run_sweep(self.executor, apply=True, full=False,
-                              name=f"image-reconcile-local-{int(time.time())}-{self.sweeps}")
+            sweep = run_sweep(
+                self.executor,
+                apply=True,
+                full=False,
+                name=f"image-reconcile-local-{int(time.time())}-{self.sweeps}",
+            )
         except Exception as exc:  # noqa: BLE001 - one failed sweep must not stop the intake
             self.log({"event": "sweep-failed", "message": f"{type(exc).__name__}: {exc}"})
             return None
         outcomes = [u["outcome"] for u in sweep.updates]
-        line = (f"sweep {self.sweeps}: {sweep.behind} behind, {sweep.submitted} submitted"
-                + (f" ({', '.join(outcomes)})" if outcomes else "") + f"  ({sweep.seconds:.1f}s)")
+        line = (
+            f"sweep {self.sweeps}: {sweep.behind} behind, {sweep.submitted} submitted"
+            + (f" ({', '.join(outcomes)})" if outcomes else "")
+            + f"  ({sweep.seconds:.1f}s)"
+        )
         if sweep.message:
             line += f"  [{sweep.message}]"
         self.out(line)
-        self.log({"event": "sweep-finished", "behind": sweep.behind, "submitted": sweep.submitted,
-                  "exit_code": sweep.exit_code, "duration": round(sweep.seconds, 3), **sweep.calls})
+        self.log(
+            {
+                "event": "sweep-finished",
+                "behind": sweep.behind,
+                "submitted": sweep.submitted,
+                "exit_code": sweep.exit_code,
+                "duration": round(sweep.seconds, 3),
+                **sweep.calls,
+            }
+        )
         return sweep

@@ -50,11 +50,21 @@ def put(world: World, app: str, tag: str) -> str:
     """Push ``tag`` of ``app`` to ECR only: no event (moto's ECR emits none; nothing reaches SQS)."""
     name = repository(world, app)
     digest = "sha256:" + hashlib.sha256(f"{world.stack_name}/{name}:{tag}".encode()).hexdigest()
-    manifest = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
-                           "config": {"mediaType": "application/vnd.docker.container.image.v1+json", "size": 1,
-                                      "digest": "sha256:" + hashlib.sha256(digest.encode()).hexdigest()},
-                           "layers": []})
-    world.client("ecr").put_image(repositoryName=name, imageManifest=manifest, imageTag=tag, imageDigest=digest)
+    manifest = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+            "config": {
+                "mediaType": "application/vnd.docker.container.image.v1+json",
+                "size": 1,
+                "digest": "sha256:" + hashlib.sha256(digest.encode()).hexdigest(),
+            },
+            "layers": [],
+        }
+    )
+    world.client("ecr").put_image(
+        repositoryName=name, imageManifest=manifest, imageTag=tag, imageDigest=digest
+    )
     return digest
 
 
@@ -65,15 +75,20 @@ def world(moto, tmp_path: Path, monkeypatch):
         web = repository(w, "web")
         ecr.create_repository(repositoryName=web)
         files = manifests_files(f"{w.registry}/{web}", staging_tag="2.0.0", production_tag="2.0.0")
-        w.git.commit_files(MANIFESTS_REPO, {k.replace("/api/", "/web/"): v for k, v in files.items()
-                                            if "/overlays/" in k or "/base/" in k}, "add web", branch="main")
+        w.git.commit_files(
+            MANIFESTS_REPO,
+            {k.replace("/api/", "/web/"): v for k, v in files.items() if "/overlays/" in k or "/base/" in k},
+            "add web",
+            branch="main",
+        )
         # every overlay starts current: staging holds the newest tag, production pins its digest too
         api, web_digest = put(w, "api", "1.4.1"), put(w, "web", "2.0.0")
         pins = {}
         for app, tag, digest in (("api", "1.4.1", api), ("web", "2.0.0", web_digest)):
             text = w.read(overlay(app, "production"))
-            pins[overlay(app, "production")] = text.replace("newTag: 1.4.0", f"newTag: {tag}").rstrip("\n") \
-                + f"\n    digest: {digest}\n"
+            pins[overlay(app, "production")] = (
+                text.replace("newTag: 1.4.0", f"newTag: {tag}").rstrip("\n") + f"\n    digest: {digest}\n"
+            )
         w.git.commit_files(MANIFESTS_REPO, pins, "pin production digests", branch="main")
         monkeypatch.setenv("IMAGEBUMP_GIT_TOKEN", w.token)
         monkeypatch.delenv("IMAGEBUMP_GIT_READ_TOKEN", raising=False)
@@ -88,7 +103,9 @@ def world(moto, tmp_path: Path, monkeypatch):
 def cli(world: World, *extra: str, capsys) -> tuple[int, dict, str]:
     from imagebump.cli import main
 
-    code = main(["reconcile", "--rules", str(world.rules_path), "--endpoint-url", world.moto.endpoint_url, *extra])
+    code = main(
+        ["reconcile", "--rules", str(world.rules_path), "--endpoint-url", world.moto.endpoint_url, *extra]
+    )
     out, err = capsys.readouterr()
     return code, (json.loads(out) if out.strip() else {}), err
 
@@ -116,10 +133,23 @@ def test_lost_pushes_are_reflected_by_one_sweep_and_a_second_changes_nothing(wor
     #    cluster its message left SQS when it reached the EventBus, so nothing redelivers it
     time.sleep(1.1)
     api_newest = put(world, "api", "1.4.3")
-    event = {"version": "0", "id": "lost-in-a-failed-workflow", "detail-type": "ECR Image Action",
-             "source": "aws.ecr", "account": world.account, "time": "2026-12-03T00:00:00Z", "region": world.region,
-             "resources": [], "detail": {"result": "SUCCESS", "repository-name": world.repository,
-                                         "image-digest": api_newest, "action-type": "PUSH", "image-tag": "1.4.3"}}
+    event = {
+        "version": "0",
+        "id": "lost-in-a-failed-workflow",
+        "detail-type": "ECR Image Action",
+        "source": "aws.ecr",
+        "account": world.account,
+        "time": "2026-12-03T00:00:00Z",
+        "region": world.region,
+        "resources": [],
+        "detail": {
+            "result": "SUCCESS",
+            "repository-name": world.repository,
+            "image-digest": api_newest,
+            "action-type": "PUSH",
+            "image-tag": "1.4.3",
+        },
+    }
     world.git.fail_rate = 1.0
     failed = world.executor().run({"event": json.dumps(event)}, "image-update-failed-for-good")
     world.git.fail_rate = 0.0
@@ -129,8 +159,12 @@ def test_lost_pushes_are_reflected_by_one_sweep_and_a_second_changes_nothing(wor
     code, first, err = cli(world, "--apply", capsys=capsys)
 
     assert code == 0, err
-    assert states(first) == {("api", "staging"): "behind", ("api", "production"): "behind",
-                             ("web", "staging"): "behind", ("web", "production"): "behind"}
+    assert states(first) == {
+        ("api", "staging"): "behind",
+        ("api", "production"): "behind",
+        ("web", "staging"): "behind",
+        ("web", "production"): "behind",
+    }
     assert first["submitted"] == 4 and {"ecr_calls", "git_calls", "git_clones"} <= set(first)
     assert first["git_clones"] == 1  # one Git repository, four overlays
     assert 'newTag: "1.4.3"' in world.read(overlay("api", "staging"))
@@ -144,8 +178,12 @@ def test_lost_pushes_are_reflected_by_one_sweep_and_a_second_changes_nothing(wor
 
     assert code == 0, err
     assert second["submitted"] == 0
-    assert states(second) == {("api", "staging"): "current", ("api", "production"): "proposed",
-                              ("web", "staging"): "current", ("web", "production"): "proposed"}
+    assert states(second) == {
+        ("api", "staging"): "current",
+        ("api", "production"): "proposed",
+        ("web", "staging"): "current",
+        ("web", "production"): "proposed",
+    }
     assert refs(world) == before  # nothing pushed
 
 
@@ -168,7 +206,9 @@ def test_a_dry_run_reports_without_touching_and_exits_1(world: World, capsys) ->
 def test_an_overlay_pinned_ahead_is_never_touched(world: World, capsys) -> None:
     put(world, "web", "latest")  # the rules deny `latest`; staging was pinned to it by hand
     text = world.read(overlay("web", "staging")).replace('newTag: "2.0.0"', 'newTag: "latest"')
-    world.git.commit_files(MANIFESTS_REPO, {overlay("web", "staging"): text}, "pin web to latest", branch="main")
+    world.git.commit_files(
+        MANIFESTS_REPO, {overlay("web", "staging"): text}, "pin web to latest", branch="main"
+    )
     before = world.read(overlay("web", "staging"))
 
     code, summary, err = cli(world, "--apply", capsys=capsys)
@@ -199,8 +239,9 @@ def test_a_sweep_racing_an_event_for_the_same_overlay_yields_one_change(world: W
     sweeper = world.sweep_executor()
     results: dict[str, object] = {}
     threads = [
-        threading.Thread(target=lambda: results.update(event=run_until_done(world, 1, timeout=90,
-                                                                             visibility_timeout=5))),
+        threading.Thread(
+            target=lambda: results.update(event=run_until_done(world, 1, timeout=90, visibility_timeout=5))
+        ),
         threading.Thread(target=lambda: results.update(sweep=run_sweep(sweeper, apply=True))),
     ]
     for t in threads:
@@ -223,9 +264,24 @@ def test_run_local_sweeps_every_interval(world: World, capsys) -> None:
 
     put(world, "api", "1.4.2")  # no event at all
     box: dict[str, int] = {}
-    argv = ["run", "--local", "--queue-url", world.queue_url, "--endpoint-url", world.moto.endpoint_url,
-            "--rules", str(world.rules_path), "--wait-seconds", "1", "--visibility-timeout", "5",
-            "--reconcile-every", "1s", "--max-events", "1"]
+    argv = [
+        "run",
+        "--local",
+        "--queue-url",
+        world.queue_url,
+        "--endpoint-url",
+        world.moto.endpoint_url,
+        "--rules",
+        str(world.rules_path),
+        "--wait-seconds",
+        "1",
+        "--visibility-timeout",
+        "5",
+        "--reconcile-every",
+        "1s",
+        "--max-events",
+        "1",
+    ]
     thread = threading.Thread(target=lambda: box.update(code=main(argv)))
     thread.start()
     deadline = time.monotonic() + 90
@@ -240,18 +296,30 @@ def test_run_local_sweeps_every_interval(world: World, capsys) -> None:
     assert "sweep 1:" in out
 
 
-GOOD_RULES = ("- registryURI: 123456789012.dkr.ecr.us-west-2.amazonaws.com/team/$1\n"
-              "  githubRepository: https://github.com/o/r/apps/$1\n")
+GOOD_RULES = (
+    "- registryURI: 123456789012.dkr.ecr.us-west-2.amazonaws.com/team/$1\n"
+    "  githubRepository: https://github.com/o/r/apps/$1\n"
+)
 
 
 @pytest.mark.parametrize(
     ("rules", "argv", "env", "message"),
     [
         pytest.param(GOOD_RULES, ["--concurrency", "0"], {}, "--concurrency 0", id="concurrency"),
-        pytest.param(GOOD_RULES, ["--apply"], {"IMAGEBUMP_GIT_TOKEN": "", "IMAGEBUMP_GIT_TOKEN_FILE": ""},
-                     "IMAGEBUMP_GIT_TOKEN is not set", id="apply-without-a-token"),
-        pytest.param("- registryURI: nope\n  githubRepository: https://github.com/o/r/x\n", [], {},
-                     "rule 0: registryURI", id="bad-rules"),
+        pytest.param(
+            GOOD_RULES,
+            ["--apply"],
+            {"IMAGEBUMP_GIT_TOKEN": "", "IMAGEBUMP_GIT_TOKEN_FILE": ""},
+            "IMAGEBUMP_GIT_TOKEN is not set",
+            id="apply-without-a-token",
+        ),
+        pytest.param(
+            "- registryURI: nope\n  githubRepository: https://github.com/o/r/x\n",
+            [],
+            {},
+            "rule 0: registryURI",
+            id="bad-rules",
+        ),
         pytest.param(None, [], {}, "cannot read it", id="missing-rules-file"),
     ],
 )

@@ -29,8 +29,18 @@ D1, D2, D3 = ("sha256:" + c * 64 for c in "123")
 
 
 def target(tag: str | None = "1.4.2", digest: str | None = D2, pushed: datetime | None = T0, **kw) -> Target:
-    base = dict(rule=0, repo_url="https://github.com/org/gitops", path="apps/api/overlays/staging", env="staging",
-                image=IMAGE, tag=tag, digest=digest, pushed_at=pushed, mode="commit", provider="local")
+    base = {
+        "rule": 0,
+        "repo_url": "https://github.com/org/gitops",
+        "path": "apps/api/overlays/staging",
+        "env": "staging",
+        "image": IMAGE,
+        "tag": tag,
+        "digest": digest,
+        "pushed_at": pushed,
+        "mode": "commit",
+        "provider": "local",
+    }
     base.update(kw)
     return Target(**base)
 
@@ -96,8 +106,10 @@ def test_push_time_ties_are_broken_by_version_then_natural_order() -> None:
 
 def test_semver_picks_the_highest_version_and_ignores_other_tags() -> None:
     late_junk = target("latest-build", D3, T0 + timedelta(hours=1), order="semver")
-    rc, release = target("2.0.0-rc.1", D1, T0 + timedelta(minutes=9), order="semver"), target("1.10.0", D2, T0,
-                                                                                                order="semver")
+    rc, release = (
+        target("2.0.0-rc.1", D1, T0 + timedelta(minutes=9), order="semver"),
+        target("1.10.0", D2, T0, order="semver"),
+    )
     final = target("v2.0.0", D3, T0, order="semver")
     assert pick_newest([late_junk, rc, release])[0] is rc
     assert pick_newest([rc, release, final])[0] is final  # a release sorts above its pre-release
@@ -109,8 +121,11 @@ def test_semver_picks_the_highest_version_and_ignores_other_tags() -> None:
         pytest.param([], "no tag in ECR", id="nothing-allowed"),
         pytest.param([target(order="none")], "order: none", id="order-none-is-never-guessed"),
         pytest.param([target("main", order="semver")], "semantic version", id="semver-without-versions"),
-        pytest.param([target(order="semver"), target(rule=1, order="push-time")], "different orders",
-                     id="conflicting-orders"),
+        pytest.param(
+            [target(order="semver"), target(rule=1, order="push-time")],
+            "different orders",
+            id="conflicting-orders",
+        ),
     ],
 )
 def test_no_newest(candidates: list[Target], why: str) -> None:
@@ -121,19 +136,29 @@ def test_no_newest(candidates: list[Target], why: str) -> None:
 # --- the state of one target ----------------------------------------------------------------
 
 NEWEST = target("1.4.2", D2, T0)
-PR = dict(mode="pr")
+PR = {"mode": "pr"}
 
 CASES = [
-    pytest.param(dict(current=entry("1.4.2")), "current", id="holds-the-newest"),
-    pytest.param(dict(current=entry("1.4.1"), current_pushed_at=T0 - timedelta(days=1)), "behind", id="older"),
-    pytest.param(dict(current=entry("hotfix-7"), current_pushed_at=T0 + timedelta(hours=1)), "ahead",
-                 id="pinned-ahead"),
-    pytest.param(dict(current=entry("gone")), "behind", id="current-not-in-ecr-is-replaced-as-events-do"),
-    pytest.param(dict(current=None, current_error="no kustomization in apps/api"), "unknown", id="unreadable"),
-    pytest.param(dict(current=entry("abc1234"), same_image_tags={"1.4.2", "abc1234"}), "current",
-                 id="same-image-under-another-allowed-tag"),
-    pytest.param(dict(current=entry("1.4.0", D2)), "current", id="same-digest-already-deployed"),
-    pytest.param(dict(current=entry(None, None)), "behind", id="nothing-set-yet"),
+    pytest.param({"current": entry("1.4.2")}, "current", id="holds-the-newest"),
+    pytest.param(
+        {"current": entry("1.4.1"), "current_pushed_at": T0 - timedelta(days=1)}, "behind", id="older"
+    ),
+    pytest.param(
+        {"current": entry("hotfix-7"), "current_pushed_at": T0 + timedelta(hours=1)},
+        "ahead",
+        id="pinned-ahead",
+    ),
+    pytest.param({"current": entry("gone")}, "behind", id="current-not-in-ecr-is-replaced-as-events-do"),
+    pytest.param(
+        {"current": None, "current_error": "no kustomization in apps/api"}, "unknown", id="unreadable"
+    ),
+    pytest.param(
+        {"current": entry("abc1234"), "same_image_tags": {"1.4.2", "abc1234"}},
+        "current",
+        id="same-image-under-another-allowed-tag",
+    ),
+    pytest.param({"current": entry("1.4.0", D2)}, "current", id="same-digest-already-deployed"),
+    pytest.param({"current": entry(None, None)}, "behind", id="nothing-set-yet"),
 ]
 
 
@@ -168,7 +193,9 @@ def test_write_digest_pins_the_digest_of_the_tag_already_held() -> None:
 
 def test_the_file_keeps_its_own_tag_for_the_same_image() -> None:
     newest = target(write_digest=True)
-    verdict = decide(newest=newest, current=entry("abc1234"), same_image_tags={"1.4.2", "abc1234"}, current_pushed_at=T0)
+    verdict = decide(
+        newest=newest, current=entry("abc1234"), same_image_tags={"1.4.2", "abc1234"}, current_pushed_at=T0
+    )
     assert verdict.state == "behind" and verdict.update.tag == "abc1234" and verdict.newest == f"abc1234@{D2}"
 
 
@@ -189,16 +216,27 @@ PR_CASES = [
 
 @pytest.mark.parametrize(("proposed", "proposed_at", "state"), PR_CASES)
 def test_pr_mode_compares_with_the_living_branch(proposed, proposed_at, state: str) -> None:
-    verdict = decide(newest=target(**PR), current=entry("1.4.0"), current_pushed_at=T0 - timedelta(days=2),
-                     branch="imagebump/staging/x", proposed=proposed, proposed_pushed_at=proposed_at)
+    verdict = decide(
+        newest=target(**PR),
+        current=entry("1.4.0"),
+        current_pushed_at=T0 - timedelta(days=2),
+        branch="imagebump/staging/x",
+        proposed=proposed,
+        proposed_pushed_at=proposed_at,
+    )
     assert verdict.state == state, verdict.reason
     if proposed is not None:
         assert "imagebump/staging/x" in verdict.reason
 
 
 def test_commit_mode_ignores_any_branch() -> None:
-    verdict = decide(newest=NEWEST, current=entry("1.4.0"), current_pushed_at=T0 - timedelta(days=2),
-                     branch="imagebump/staging/x", proposed=entry("1.4.2"))
+    verdict = decide(
+        newest=NEWEST,
+        current=entry("1.4.0"),
+        current_pushed_at=T0 - timedelta(days=2),
+        branch="imagebump/staging/x",
+        proposed=entry("1.4.2"),
+    )
     assert verdict.state == "behind"
 
 
@@ -206,8 +244,15 @@ def test_commit_mode_ignores_any_branch() -> None:
 
 
 def _state(state: str, env: str = "staging", path: str = "apps/api") -> TargetState:
-    return TargetState(repo_url="https://github.com/org/gitops", path=path, env=env, current="1.4.1",
-                       newest=f"1.4.2@{D2}", state=state, reason=f"because {state}")
+    return TargetState(
+        repo_url="https://github.com/org/gitops",
+        path=path,
+        env=env,
+        current="1.4.1",
+        newest=f"1.4.2@{D2}",
+        state=state,
+        reason=f"because {state}",
+    )
 
 
 def test_counts_list_every_state_for_every_env() -> None:
@@ -218,7 +263,9 @@ def test_counts_list_every_state_for_every_env() -> None:
 
 
 def test_table_lists_worst_first_and_totals() -> None:
-    text = render_table([_state("current", path="a"), _state("behind", path="b"), _state("unknown", path="c")])
+    text = render_table(
+        [_state("current", path="a"), _state("behind", path="b"), _state("unknown", path="c")]
+    )
     lines = text.splitlines()
     assert lines[0].split()[:3] == ["STATE", "ENV", "OVERLAY"]
     assert [line.split()[0] for line in lines[1:4]] == ["behind", "unknown", "current"]
@@ -233,13 +280,21 @@ def test_a_hostile_repository_name_cannot_make_matching_hang() -> None:
     import subprocess
     import sys
 
-    program = ("from steps.reconcile import repository_matches\n"
-               "template = 't/' + ''.join(f'a${i}' for i in range(1, 21)) + 'b'\n"
-               "print(repository_matches(template, 't/' + 'a' * 255))\n")
+    program = (
+        "from steps.reconcile import repository_matches\n"
+        "template = 't/' + ''.join(f'a${i}' for i in range(1, 21)) + 'b'\n"
+        "print(repository_matches(template, 't/' + 'a' * 255))\n"
+    )
     root = Path(__file__).resolve().parents[2]
     try:
-        done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60,
-                              env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+        done = subprocess.run(
+            [sys.executable, "-c", program],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+        )
     except subprocess.TimeoutExpired:
         pytest.fail("repository_matches still running after 60s on a hostile name")
     assert done.stdout.strip() == "False", done.stderr

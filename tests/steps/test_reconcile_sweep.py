@@ -52,10 +52,18 @@ class Registry:
                 pass
             self.digests[(name, None)] = ""
         digest = "sha256:" + hashlib.sha256(f"{name}:{tag}:{uuid.uuid4()}".encode()).hexdigest()
-        manifest = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
-                               "config": {"mediaType": "application/vnd.docker.container.image.v1+json", "size": 1,
-                                          "digest": "sha256:" + hashlib.sha256(digest.encode()).hexdigest()},
-                               "layers": []})
+        manifest = json.dumps(
+            {
+                "schemaVersion": 2,
+                "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+                "config": {
+                    "mediaType": "application/vnd.docker.container.image.v1+json",
+                    "size": 1,
+                    "digest": "sha256:" + hashlib.sha256(digest.encode()).hexdigest(),
+                },
+                "layers": [],
+            }
+        )
         self.ecr.put_image(repositoryName=name, imageManifest=manifest, imageTag=tag, imageDigest=digest)
         self.digests[(name, tag)] = digest
         return digest
@@ -69,8 +77,14 @@ class Registry:
 
 
 def kustomization(image: str, tag: str | None, digest: str | None = None) -> str:
-    lines = ["apiVersion: kustomize.config.k8s.io/v1beta1", "kind: Kustomization", "resources:", "- ../../base",
-             "images:", f"- name: {image}"]
+    lines = [
+        "apiVersion: kustomize.config.k8s.io/v1beta1",
+        "kind: Kustomization",
+        "resources:",
+        "- ../../base",
+        "images:",
+        f"- name: {image}",
+    ]
     if tag:
         lines.append(f"  newTag: {tag}")
     if digest:
@@ -91,14 +105,16 @@ def registry(moto, monkeypatch) -> Registry:
 
 
 def two_rules(registry: Registry, git_url: str, *, order: str = "push-time") -> str:
-    return (f"- registryURI: {registry.registry}/{registry.prefix}/$1\n"
-            f"  githubRepository: {git_url}/apps/$1/overlays/staging\n"
-            f"  env: staging\n  mode: commit\n  provider: local\n  order: {order}\n"
-            "  denyImageTag: [latest]\n"
-            f"- registryURI: {registry.registry}/{registry.prefix}/$1\n"
-            f"  githubRepository: {git_url}/apps/$1/overlays/production\n"
-            f"  env: production\n  mode: pr\n  provider: local\n  writeDigest: true\n  order: {order}\n"
-            "  denyImageTag: [latest]\n")
+    return (
+        f"- registryURI: {registry.registry}/{registry.prefix}/$1\n"
+        f"  githubRepository: {git_url}/apps/$1/overlays/staging\n"
+        f"  env: staging\n  mode: commit\n  provider: local\n  order: {order}\n"
+        "  denyImageTag: [latest]\n"
+        f"- registryURI: {registry.registry}/{registry.prefix}/$1\n"
+        f"  githubRepository: {git_url}/apps/$1/overlays/production\n"
+        f"  env: production\n  mode: pr\n  provider: local\n  writeDigest: true\n  order: {order}\n"
+        "  denyImageTag: [latest]\n"
+    )
 
 
 def by_overlay(out) -> dict[str, object]:
@@ -116,27 +132,46 @@ def test_every_state_against_real_ecr_and_git(registry: Registry, make_remote, a
     d = registry.digests
     api, web, worker = (registry.uri(f"{p}/{name}") for name in ("api", "web", "worker"))
     cron = registry.uri(f"{p}n/cron")
-    remote = make_remote({
-        "apps/api/overlays/staging/kustomization.yaml": kustomization(api, "1.4.1"),
-        "apps/api/overlays/production/kustomization.yaml": kustomization(api, "1.4.0"),
-        "apps/web/overlays/staging/kustomization.yaml": kustomization(web, "latest"),  # pinned by hand
-        "apps/web/overlays/production/kustomization.yaml": kustomization(web, "2.0.0", d[(f"{p}/web", "2.0.0")]),
-        "apps/worker/overlays/staging/kustomization.yaml": kustomization(worker, "3.1.0"),
-        "apps/worker/overlays/production/kustomization.yaml": kustomization(worker, "3.1.0",
-                                                                            d[(f"{p}/worker", "3.1.0")]),
-        "jobs/cron/kustomization.yaml": kustomization(cron, "0.0.9"),
-    })
-    rules = load_rules(two_rules(registry, remote.url) + (
-        f"- registryURI: {registry.registry}/{p}n/$1\n  githubRepository: {remote.url}/jobs/$1\n"
-        "  mode: commit\n  provider: local\n  order: none\n"))
+    remote = make_remote(
+        {
+            "apps/api/overlays/staging/kustomization.yaml": kustomization(api, "1.4.1"),
+            "apps/api/overlays/production/kustomization.yaml": kustomization(api, "1.4.0"),
+            "apps/web/overlays/staging/kustomization.yaml": kustomization(web, "latest"),  # pinned by hand
+            "apps/web/overlays/production/kustomization.yaml": kustomization(
+                web, "2.0.0", d[(f"{p}/web", "2.0.0")]
+            ),
+            "apps/worker/overlays/staging/kustomization.yaml": kustomization(worker, "3.1.0"),
+            "apps/worker/overlays/production/kustomization.yaml": kustomization(
+                worker, "3.1.0", d[(f"{p}/worker", "3.1.0")]
+            ),
+            "jobs/cron/kustomization.yaml": kustomization(cron, "0.0.9"),
+        }
+    )
+    rules = load_rules(
+        two_rules(registry, remote.url)
+        + (
+            f"- registryURI: {registry.registry}/{p}n/$1\n  githubRepository: {remote.url}/jobs/$1\n"
+            "  mode: commit\n  provider: local\n  order: none\n"
+        )
+    )
     # a living proposal that already offers the newest (what an earlier event left)
     pushed_at = registry.ecr.describe_images(repositoryName=f"{p}/api", imageIds=[{"imageTag": "1.4.2"}])[
-        "imageDetails"][0]["imagePushedAt"]
-    newest_image = Image(account=registry.account, region=REGION, repository=f"{p}/api", tag="1.4.2",
-                         digest=api_newest, pushed_at=pushed_at)
+        "imageDetails"
+    ][0]["imagePushedAt"]
+    newest_image = Image(
+        account=registry.account,
+        region=REGION,
+        repository=f"{p}/api",
+        tag="1.4.2",
+        digest=api_newest,
+        pushed_at=pushed_at,
+    )
     production = next(t for t in rules.match(newest_image).targets if t.env == "production")
-    remote.commit_files({"apps/api/overlays/production/kustomization.yaml": kustomization(api, "1.4.2", api_newest)},
-                        "imagebump(production): api 1.4.0 → 1.4.2", branch=branch_name(production))
+    remote.commit_files(
+        {"apps/api/overlays/production/kustomization.yaml": kustomization(api, "1.4.2", api_newest)},
+        "imagebump(production): api 1.4.0 → 1.4.2",
+        branch=branch_name(production),
+    )
     sessions_before = remote.server.read_sessions(remote.name)
 
     out = sweep(rules, concurrency=4, auth=auth)
@@ -146,7 +181,9 @@ def test_every_state_against_real_ecr_and_git(registry: Registry, make_remote, a
     assert states["apps/api/overlays/production"] == ("proposed", "1.4.0", f"1.4.2@{api_newest}")
     assert states["apps/web/overlays/staging"][0] == "ahead"
     assert states["apps/web/overlays/production"][0] == "current"
-    assert states["apps/worker/overlays/staging"][0] == states["apps/worker/overlays/production"][0] == "current"
+    assert (
+        states["apps/worker/overlays/staging"][0] == states["apps/worker/overlays/production"][0] == "current"
+    )
     assert states["apps/ghost/overlays/staging"][0] == "unknown"
     assert "does not exist" in by_overlay(out)["apps/ghost/overlays/staging"].reason
     assert states["jobs/cron"] == ("unknown", "0.0.9", "")  # order: none is reported, never guessed
@@ -159,13 +196,16 @@ def test_every_state_against_real_ecr_and_git(registry: Registry, make_remote, a
     # cost: one listing + one DescribeImages per repository; ONE clone for 7 overlays
     assert out.ecr_calls == 1 + 5
     assert out.git_clones == 1
-    assert remote.server.read_sessions(remote.name) - sessions_before <= 5  # clone, checkout, ls-remote, 2 fetches
+    assert (
+        remote.server.read_sessions(remote.name) - sessions_before <= 5
+    )  # clone, checkout, ls-remote, 2 fetches
     counts = {(c.state, c.env): c.count for c in out.counts}
     assert counts[("behind", "staging")] == 1 and counts[("proposed", "production")] == 1
 
 
-def test_a_hundred_repositories_under_one_rule_are_enumerated(registry: Registry, make_remote,
-                                                              auth: GitAuth) -> None:
+def test_a_hundred_repositories_under_one_rule_are_enumerated(
+    registry: Registry, make_remote, auth: GitAuth
+) -> None:
     p = registry.prefix
     names = [f"svc{i:03d}" for i in range(100)]
     for i, name in enumerate(names):
@@ -175,12 +215,17 @@ def test_a_hundred_repositories_under_one_rule_are_enumerated(registry: Registry
     # look-alikes the rule must not reach
     for decoy in (f"{p}x/svc000", f"{p}/deep/svc", f"x{p}/svc000"):
         registry.push(decoy, "9.9.9")
-    remote = make_remote({f"apps/{n}/overlays/staging/kustomization.yaml": kustomization(registry.uri(f"{p}/{n}"),
-                                                                                        "1.0.0")
-                          for n in names})
-    rules = load_rules(f"- registryURI: {registry.registry}/{p}/$1\n"
-                       f"  githubRepository: {remote.url}/apps/$1/overlays/staging\n"
-                       "  env: staging\n  mode: commit\n  provider: local\n  order: semver\n")
+    remote = make_remote(
+        {
+            f"apps/{n}/overlays/staging/kustomization.yaml": kustomization(registry.uri(f"{p}/{n}"), "1.0.0")
+            for n in names
+        }
+    )
+    rules = load_rules(
+        f"- registryURI: {registry.registry}/{p}/$1\n"
+        f"  githubRepository: {remote.url}/apps/$1/overlays/staging\n"
+        "  env: staging\n  mode: commit\n  provider: local\n  order: semver\n"
+    )
 
     out = sweep(rules, concurrency=8, auth=auth)
 
@@ -191,7 +236,9 @@ def test_a_hundred_repositories_under_one_rule_are_enumerated(registry: Registry
     assert out.ecr_calls == 1 + 100 and out.git_clones == 1
 
 
-def test_every_page_of_ecr_is_followed(registry: Registry, make_remote, auth: GitAuth, moto, monkeypatch) -> None:
+def test_every_page_of_ecr_is_followed(
+    registry: Registry, make_remote, auth: GitAuth, moto, monkeypatch
+) -> None:
     """ECR pages its answers (moto does not): a paging proxy in front of moto cuts them into pages of 7."""
     p = registry.prefix
     names = [f"svc{i:02d}" for i in range(20)]
@@ -199,12 +246,17 @@ def test_every_page_of_ecr_is_followed(registry: Registry, make_remote, auth: Gi
         registry.push(f"{p}/{name}", "1.0.0")
     for tag in range(1, 16):  # one repository with 16 tags: three pages of images
         registry.push(f"{p}/svc00", f"1.0.{tag}")
-    remote = make_remote({f"apps/{n}/overlays/staging/kustomization.yaml": kustomization(registry.uri(f"{p}/{n}"),
-                                                                                        "1.0.0")
-                          for n in names})
-    rules = load_rules(f"- registryURI: {registry.registry}/{p}/$1\n"
-                       f"  githubRepository: {remote.url}/apps/$1/overlays/staging\n"
-                       "  mode: commit\n  provider: local\n  order: semver\n")
+    remote = make_remote(
+        {
+            f"apps/{n}/overlays/staging/kustomization.yaml": kustomization(registry.uri(f"{p}/{n}"), "1.0.0")
+            for n in names
+        }
+    )
+    rules = load_rules(
+        f"- registryURI: {registry.registry}/{p}/$1\n"
+        f"  githubRepository: {remote.url}/apps/$1/overlays/staging\n"
+        "  mode: commit\n  provider: local\n  order: semver\n"
+    )
     all_repositories = len(registry.ecr.describe_repositories()["repositories"])  # moto is shared: others too
 
     with PagingProxy(moto.endpoint_url, page_size=7) as proxy:
@@ -219,21 +271,28 @@ def test_every_page_of_ecr_is_followed(registry: Registry, make_remote, auth: Gi
     assert out.ecr_calls == proxy.calls["DescribeRepositories"] + proxy.calls["DescribeImages"]
 
 
-def test_one_clone_per_git_repository_however_many_overlays(registry: Registry, make_remote,
-                                                             auth: GitAuth) -> None:
+def test_one_clone_per_git_repository_however_many_overlays(
+    registry: Registry, make_remote, auth: GitAuth
+) -> None:
     p = registry.prefix
     names = [f"app{i}" for i in range(6)]
     for name in names:
         registry.push(f"{p}/{name}", "1.0.0")
-    small = make_remote({"apps/app0/overlays/staging/kustomization.yaml":
-                         kustomization(registry.uri(f"{p}/app0"), "1.0.0")})
-    large = make_remote({f"apps/{n}/overlays/staging/kustomization.yaml":
-                         kustomization(registry.uri(f"{p}/{n}"), "1.0.0") for n in names})
+    small = make_remote(
+        {"apps/app0/overlays/staging/kustomization.yaml": kustomization(registry.uri(f"{p}/app0"), "1.0.0")}
+    )
+    large = make_remote(
+        {
+            f"apps/{n}/overlays/staging/kustomization.yaml": kustomization(registry.uri(f"{p}/{n}"), "1.0.0")
+            for n in names
+        }
+    )
     rules = load_rules(
         f"- registryURI: {registry.registry}/{p}/app0\n  githubRepository: {small.url}/apps/app0/overlays/staging\n"
         "  mode: commit\n  provider: local\n"
         f"- registryURI: {registry.registry}/{p}/$1\n  githubRepository: {large.url}/apps/$1/overlays/staging\n"
-        "  mode: commit\n  provider: local\n")
+        "  mode: commit\n  provider: local\n"
+    )
 
     out = sweep(rules, concurrency=2, auth=auth)
 
@@ -243,20 +302,31 @@ def test_one_clone_per_git_repository_however_many_overlays(registry: Registry, 
 
 
 def test_an_older_living_proposal_is_updated_and_an_unreadable_repository_is_reported(
-        registry: Registry, make_remote, auth: GitAuth) -> None:
+    registry: Registry, make_remote, auth: GitAuth
+) -> None:
     p = registry.prefix
     registry.push(f"{p}/api", "1.4.1")
     time.sleep(1.1)
     newest = registry.push(f"{p}/api", "1.4.2")
     api = registry.uri(f"{p}/api")
-    remote = make_remote({"apps/api/overlays/staging/kustomization.yaml": kustomization(api, "1.4.0"),
-                          "apps/api/overlays/production/kustomization.yaml": kustomization(api, "1.4.0")})
+    remote = make_remote(
+        {
+            "apps/api/overlays/staging/kustomization.yaml": kustomization(api, "1.4.0"),
+            "apps/api/overlays/production/kustomization.yaml": kustomization(api, "1.4.0"),
+        }
+    )
     rules = load_rules(two_rules(registry, remote.url))
     image = Image(account=registry.account, region=REGION, repository=f"{p}/api", tag="1.4.2", digest=newest)
     production = next(t for t in rules.match(image).targets if t.env == "production")
-    remote.commit_files({"apps/api/overlays/production/kustomization.yaml":
-                         kustomization(api, "1.4.1", registry.digests[(f"{p}/api", "1.4.1")])},
-                        "an older proposal", branch=branch_name(production))
+    remote.commit_files(
+        {
+            "apps/api/overlays/production/kustomization.yaml": kustomization(
+                api, "1.4.1", registry.digests[(f"{p}/api", "1.4.1")]
+            )
+        },
+        "an older proposal",
+        branch=branch_name(production),
+    )
 
     out = sweep(rules, auth=auth)
     refused = sweep(rules, auth=GitAuth("not-the-token-" + uuid.uuid4().hex))

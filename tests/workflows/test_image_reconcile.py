@@ -61,7 +61,11 @@ def test_the_sweep_reads_ecr_as_the_ecr_reader_with_the_optional_read_token(temp
     assert env["IMAGEBUMP_GIT_READ_TOKEN_FILE"] == f"{c.GIT_READ_DIR}/token"
     assert "IMAGEBUMP_GIT_TOKEN_FILE" not in env  # never the write token
     volumes = {v["name"]: v for v in sweep["volumes"]}
-    assert volumes["git-read"]["secret"] == {"secretName": c.GIT_READ_SECRET, "optional": True, "defaultMode": 0o440}
+    assert volumes["git-read"]["secret"] == {
+        "secretName": c.GIT_READ_SECRET,
+        "optional": True,
+        "defaultMode": 0o440,
+    }
     assert volumes[c.RULES_CONFIGMAP]["configMap"]["name"] == c.RULES_CONFIGMAP
     assert sweep["script"]["securityContext"]["readOnlyRootFilesystem"] is True
 
@@ -85,8 +89,13 @@ def test_behind_targets_go_to_image_updates_update_target_by_template_ref(templa
     assert call["templateRef"] == {"name": "image-update", "template": "update-target"}
     # the same template an event runs: same mutex, same inputs
     referenced = update_templates["update-target"]
-    assert referenced["synchronization"]["mutexes"][0]["name"] == "{{inputs.parameters.repo-url}}/{{inputs.parameters.path}}"
-    assert {p["name"] for p in call["arguments"]["parameters"]} == {p["name"] for p in referenced["inputs"]["parameters"]}
+    assert (
+        referenced["synchronization"]["mutexes"][0]["name"]
+        == "{{inputs.parameters.repo-url}}/{{inputs.parameters.path}}"
+    )
+    assert {p["name"] for p in call["arguments"]["parameters"]} == {
+        p["name"] for p in referenced["inputs"]["parameters"]
+    }
     args = {p["name"]: p["value"] for p in fan_out["arguments"]["parameters"]}
     for field in re.findall(r"\{\{item\.(\w+)\}\}", json.dumps(args)):
         assert field in Target.model_fields
@@ -115,9 +124,14 @@ def test_no_template_of_the_sweep_holds_the_write_token(manifest):
 
 
 def test_the_local_executor_accepts_the_rendered_cron_workflow():
-    executor = LocalExecutor(CRON, project_root=ROOT, workflow_templates=[UPDATE],
-                             secrets={c.GIT_SECRET: {"token": "dummy-token"}},
-                             configmaps={c.RULES_CONFIGMAP: {c.RULES_KEY: ""}}, log=lambda record: None)
+    executor = LocalExecutor(
+        CRON,
+        project_root=ROOT,
+        workflow_templates=[UPDATE],
+        secrets={c.GIT_SECRET: {"token": "dummy-token"}},
+        configmaps={c.RULES_CONFIGMAP: {c.RULES_KEY: ""}},
+        log=lambda record: None,
+    )
     assert executor.kind == "CronWorkflow"
     assert set(executor.workflow_parameters) == {"apply", "concurrency", "limit", "full"}
     assert "steps.reconcile" in executor.preload_modules() and "steps.commit_pr" in executor.preload_modules()

@@ -31,9 +31,16 @@ def state(tmp_path: Path) -> Path:
     return path
 
 
-def make(state: Path, logs: list, caller: str | Path = CALLER, library: str | Path = LIBRARY) -> LocalExecutor:
-    return LocalExecutor(caller, project_root=ROOT, env={"STEPFNS_STATE_DIR": str(state)}, log=logs.append,
-                         workflow_templates=[library])
+def make(
+    state: Path, logs: list, caller: str | Path = CALLER, library: str | Path = LIBRARY
+) -> LocalExecutor:
+    return LocalExecutor(
+        caller,
+        project_root=ROOT,
+        env={"STEPFNS_STATE_DIR": str(state)},
+        log=logs.append,
+        workflow_templates=[library],
+    )
 
 
 def markers(state: Path) -> list[tuple[str, str]]:
@@ -61,18 +68,24 @@ def test_a_cron_workflow_runs_a_referenced_template_in_its_own_scope(state: Path
     assert len(result.nodes_for("update")) == 4 and result.node(".tick").phase == "Succeeded"
     # parallelism: 2 on main — never more than two of its items at once
     assert most_at_once(lines) <= 2
-    assert {r["mutex"] for r in logs if r.get("event") == "mutex-acquired"} == {f"overlay-{x}" for x in "abcd"}
+    assert {r["mutex"] for r in logs if r.get("event") == "mutex-acquired"} == {
+        f"overlay-{x}" for x in "abcd"
+    }
 
 
 def test_a_referenced_template_shares_the_mutex_with_runs_of_its_own_workflow_template(state: Path) -> None:
     """A sweep and an event for the same overlay: the referencing run and a run of the library take
     the same named lock, so they never interleave."""
     logs: list = []
-    caller, library = make(state, logs), LocalExecutor(LIBRARY, project_root=ROOT, log=logs.append,
-                                                       env={"STEPFNS_STATE_DIR": str(state)})
+    caller, library = (
+        make(state, logs),
+        LocalExecutor(LIBRARY, project_root=ROOT, log=logs.append, env={"STEPFNS_STATE_DIR": str(state)}),
+    )
     results = {}
-    threads = [threading.Thread(target=lambda: results.update(c=caller.run({"labels": "shared"}, "caller-2"))),
-               threading.Thread(target=lambda: results.update(l=library.run({"event": "shared"}, "library-2")))]
+    threads = [
+        threading.Thread(target=lambda: results.update(c=caller.run({"labels": "shared"}, "caller-2"))),
+        threading.Thread(target=lambda: results.update(l=library.run({"event": "shared"}, "library-2"))),
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -91,7 +104,11 @@ def _patched(path: Path, patch) -> str:
 
 
 def _tpl(doc: dict, name: str) -> dict:
-    templates = doc["spec"]["workflowSpec"]["templates"] if doc["kind"] == "CronWorkflow" else doc["spec"]["templates"]
+    templates = (
+        doc["spec"]["workflowSpec"]["templates"]
+        if doc["kind"] == "CronWorkflow"
+        else doc["spec"]["templates"]
+    )
     return next(t for t in templates if t["name"] == name)
 
 
@@ -100,22 +117,52 @@ def _ref(doc: dict) -> dict:
 
 
 REFUSED_CALLER = [
-    pytest.param(lambda d: _ref(d)["templateRef"].update(name="nope"), "templateRef.name", "'nope' is not",
-                 id="unknown-workflow-template"),
-    pytest.param(lambda d: _ref(d)["templateRef"].update(template="nope"), "templateRef.template", "no template",
-                 id="unknown-template"),
-    pytest.param(lambda d: _ref(d)["templateRef"].update(clusterScope=True), "templateRef.clusterScope", "",
-                 id="cluster-scope"),
-    pytest.param(lambda d: _ref(d).update(template="work"), "templateRef", "not both", id="template-and-templateRef"),
-    pytest.param(lambda d: _ref(d)["templateRef"].update(version="2"), "templateRef.version", "",
-                 id="unknown-templateRef-field"),
+    pytest.param(
+        lambda d: _ref(d)["templateRef"].update(name="nope"),
+        "templateRef.name",
+        "'nope' is not",
+        id="unknown-workflow-template",
+    ),
+    pytest.param(
+        lambda d: _ref(d)["templateRef"].update(template="nope"),
+        "templateRef.template",
+        "no template",
+        id="unknown-template",
+    ),
+    pytest.param(
+        lambda d: _ref(d)["templateRef"].update(clusterScope=True),
+        "templateRef.clusterScope",
+        "",
+        id="cluster-scope",
+    ),
+    pytest.param(
+        lambda d: _ref(d).update(template="work"), "templateRef", "not both", id="template-and-templateRef"
+    ),
+    pytest.param(
+        lambda d: _ref(d)["templateRef"].update(version="2"),
+        "templateRef.version",
+        "",
+        id="unknown-templateRef-field",
+    ),
     pytest.param(lambda d: _ref(d).update(inline={"suspend": {}}), "inline", "", id="inline-template"),
-    pytest.param(lambda d: _tpl(d, "tick")["suspend"].pop("duration"), "suspend", "manual resume",
-                 id="suspend-without-duration"),
-    pytest.param(lambda d: _tpl(d, "work").update(parallelism=2), "parallelism", "steps and dag",
-                 id="parallelism-on-a-script"),
-    pytest.param(lambda d: d["spec"].update(stopStrategy={"expression": "true"}), "spec.stopStrategy", "",
-                 id="cron-stop-strategy"),
+    pytest.param(
+        lambda d: _tpl(d, "tick")["suspend"].pop("duration"),
+        "suspend",
+        "manual resume",
+        id="suspend-without-duration",
+    ),
+    pytest.param(
+        lambda d: _tpl(d, "work").update(parallelism=2),
+        "parallelism",
+        "steps and dag",
+        id="parallelism-on-a-script",
+    ),
+    pytest.param(
+        lambda d: d["spec"].update(stopStrategy={"expression": "true"}),
+        "spec.stopStrategy",
+        "",
+        id="cron-stop-strategy",
+    ),
     pytest.param(lambda d: d["spec"].update(when="{{= true }}"), "spec.when", "", id="cron-when"),
 ]
 
@@ -130,14 +177,20 @@ def test_unsupported_forms_are_refused_at_construction(patch, field: str, detail
 
 def test_a_referenced_template_is_validated_strictly_too(state: Path) -> None:
     artifacts = _patched(LIBRARY, lambda d: _tpl(d, "work").update(outputs={"artifacts": [{"name": "a"}]}))
-    with pytest.raises(UnsupportedFeatureError, match=r"workflowtemplates\[library\]\.templates\[work\]\.outputs"):
+    with pytest.raises(
+        UnsupportedFeatureError, match=r"workflowtemplates\[library\]\.templates\[work\]\.outputs"
+    ):
         make(state, [], library=artifacts)
 
 
 def test_a_referenced_template_may_use_only_the_running_workflows_parameters(state: Path) -> None:
     """The referenced template runs under the caller: `event` is the library's parameter, not the caller's."""
-    uses_event = _patched(LIBRARY, lambda d: _tpl(d, "update")["steps"][0][0]["arguments"]["parameters"][0].update(
-        value="{{workflow.parameters.event}}"))
+    uses_event = _patched(
+        LIBRARY,
+        lambda d: _tpl(d, "update")["steps"][0][0]["arguments"]["parameters"][0].update(
+            value="{{workflow.parameters.event}}"
+        ),
+    )
     with pytest.raises(ConfigError, match=r"workflow\.parameters\.event.*names no spec.arguments parameter"):
         make(state, [], library=uses_event)
 

@@ -512,7 +512,7 @@ def _pushed_at(images: Sequence[Any], entry: ImagesEntry | None, image: str) -> 
 _REGULAR = ("100644", "100755")
 
 
-@dataclass
+@dataclass(eq=False)
 class _Item:
     """One target overlay on its way through the Git phase."""
 
@@ -764,10 +764,12 @@ def _sweep_repository(repo_url: str, items: list[_Item], *, auth: Any, calls: _C
             auth=auth,
         )
         head = repo.head()
-        on_clone = [i for i in items if i.sample.base_branch in (None, repo.branch)]
-        others: dict[str, list[_Item]] = {}
+        on_clone: list[_Item] = []
+        others: dict[str, list[_Item]] = {}  # base branch → its items (fetched into the same clone)
         for item in items:
-            if item not in on_clone:
+            if item.sample.base_branch in (None, repo.branch):
+                on_clone.append(item)
+            else:
                 others.setdefault(item.sample.base_branch or "", []).append(item)
         _read_at(repo, head, on_clone, fetch=False, calls=calls)
         for base, group in sorted(others.items()):

@@ -26,7 +26,7 @@ What each script template gets, mirroring its pod:
 Supported: ``steps`` and ``dag`` (``dependencies``; ``depends`` as ``a && b`` /
 ``a.Succeeded``) templates, ``script`` templates, ``suspend`` templates with a ``duration`` (the run
 waits that long; ``0`` is a node without a pod), ``templateRef`` to a template of another rendered
-WorkflowTemplate given in ``workflow_templates`` (see below), ``parallelism`` on a steps/dag
+WorkflowTemplate (given in ``workflow_templates``, or rendered next to the template; see below), ``parallelism`` on a steps/dag
 template (at most that many of its steps, tasks or items run at once), ``withParam`` / ``withItems`` with ``{{item}}`` /
 ``{{item.field}}``, ``when`` (``==``, ``!=``, ``&&``, ``||``, ``true``/``false``), input parameters
 (``value``/``default``), output parameters (``valueFrom.path`` for scripts, ``valueFrom.parameter``
@@ -49,7 +49,7 @@ does: the template and the templates it names run in that WorkflowTemplate's sco
 running workflow (its parameters, its ``spec.volumes``; the other WorkflowTemplate's own
 ``spec`` does not apply), and its mutexes are the same process-wide locks, so a run of the
 referenced WorkflowTemplate and a run that references it serialise on the same overlay. Refused:
-a name not given in ``workflow_templates``, a template it does not hold, ``clusterScope``, and a
+a name that is not one of those WorkflowTemplates, a template it does not hold, ``clusterScope``, and a
 step with both ``template`` and ``templateRef``.
 
 Ignored (they shape pods, not results): metrics, podGC, ttlStrategy, securityContext, resources,
@@ -366,6 +366,23 @@ def _load(template_yaml: str | Path) -> tuple[str, dict[str, Any]]:
     return source, doc
 
 
+def _siblings(source: str) -> list[tuple[str, dict[str, Any]]]:
+    """The rendered WorkflowTemplates in the directory of the file ``source`` (none for YAML text)."""
+    if source == "<string>":
+        return []
+    found = []
+    for path in sorted(Path(source).resolve().parent.glob("*.y*ml")):
+        if path.resolve() == Path(source).resolve() or path.suffix not in (".yaml", ".yml"):
+            continue
+        try:
+            doc = yaml.safe_load(path.read_text())
+        except (OSError, yaml.YAMLError):
+            continue  # not ours to judge: only a WorkflowTemplate a step names is used, and checked
+        if isinstance(doc, dict) and doc.get("kind") == "WorkflowTemplate":
+            found.append((str(path), doc))
+    return found
+
+
 # ---------------------------------------------------------------------------------------------
 # The executor
 # ---------------------------------------------------------------------------------------------
@@ -431,7 +448,9 @@ class LocalExecutor:
             from scratch; each is still its own process with its own session, directory and
             environment. Default: on, unless ``IMAGEBUMP_LOCAL_PREFORK=0``.
         workflow_templates: rendered WorkflowTemplates (paths or YAML text) that ``templateRef``
-            may name, by ``metadata.name``.
+            may name, by ``metadata.name``. Default (None): when ``template_yaml`` is a file, the
+            WorkflowTemplates rendered in the same directory — as a cluster finds them by name in
+            the namespace they were installed into (``manifests/workflows/``); otherwise none.
 
     Raises:
         UnsupportedFeatureError: the template uses something not implemented here.
@@ -452,7 +471,7 @@ class LocalExecutor:
         work_root: str | Path | None = None,
         backoff_scale: float = 1.0,
         prefork: bool | None = None,
-        workflow_templates: Sequence[str | Path] = (),
+        workflow_templates: Sequence[str | Path] | None = None,
     ) -> None:
         self.source, doc = _load(template_yaml)
         self.doc = doc
@@ -468,11 +487,19 @@ class LocalExecutor:
         self.templates: dict[str, dict[str, Any]] = {t["name"]: t for t in self.spec.get("templates") or []}
         # templateRef: the other WorkflowTemplates by name, and which scope each template belongs to
         self.referenced: dict[str, dict[str, dict[str, Any]]] = {}
-        for item in workflow_templates:
-            source, other = _load(item)
+        if workflow_templates is None:
+            others = _siblings(self.source)
+        else:
+            others = [_load(item) for item in workflow_templates]
+        self._ambiguous: dict[str, list[str]] = {}
+        sources: dict[str, str] = {}
+        for source, other in others:
             name = (other.get("metadata") or {}).get("name")
             if other["kind"] != "WorkflowTemplate" or not name:
                 raise ConfigError(f"{source}: workflow_templates takes named WorkflowTemplates, got {other['kind']}")
+            if name in sources:
+                self._ambiguous.setdefault(name, [sources[name]]).append(source)
+            sources[name] = source
             self.referenced[name] = {t["name"]: t for t in (other.get("spec") or {}).get("templates") or []}
         self._scope_of: dict[int, str] = {id(tpl): "" for tpl in self.templates.values()}
         for name, templates in self.referenced.items():
@@ -827,7 +854,10 @@ class LocalExecutor:
             given = ", ".join(sorted(self.referenced)) or "none"
             raise UnsupportedFeatureError(
                 f"{rw}.name", f"{name!r} is not a WorkflowTemplate given to the local executor (given: {given}); "
-                "pass its rendered YAML in workflow_templates")
+                "render it next to this template, or pass its rendered YAML in workflow_templates")
+        if name in self._ambiguous:
+            raise ConfigError(f"{rw}.name: {name!r} names several WorkflowTemplates "
+                              f"({', '.join(self._ambiguous[name])}); give the executor one")
         if template not in self.referenced[name]:
             held = ", ".join(sorted(self.referenced[name]))
             raise UnsupportedFeatureError(f"{rw}.template", f"WorkflowTemplate {name!r} has no template "

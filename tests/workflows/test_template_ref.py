@@ -198,3 +198,22 @@ def test_a_referenced_template_may_use_only_the_running_workflows_parameters(sta
 def test_only_named_workflow_templates_can_be_referenced(state: Path) -> None:
     with pytest.raises(ConfigError, match="named WorkflowTemplates"):
         make(state, [], library=CALLER)
+
+
+def test_without_a_list_the_workflow_templates_rendered_alongside_are_found(state: Path) -> None:
+    """As a cluster finds a WorkflowTemplate by name in its namespace, the executor finds it among the
+    templates rendered in the same directory (``manifests/workflows/``; here the test data)."""
+    logs: list = []
+    executor = LocalExecutor(
+        CALLER, project_root=ROOT, env={"STEPFNS_STATE_DIR": str(state)}, log=logs.append
+    )
+    assert "library" in executor.referenced
+    result = executor.run({"labels": "solo"}, "caller-3")
+    assert result.phase == "Succeeded" and [label for _, label in markers(state)] == ["solo", "solo"]
+
+
+def test_a_name_several_workflow_templates_carry_is_refused(state: Path) -> None:
+    with pytest.raises(ConfigError, match="names several WorkflowTemplates"):
+        LocalExecutor(
+            CALLER, project_root=ROOT, log=[].append, workflow_templates=[LIBRARY, LIBRARY.read_text()]
+        )

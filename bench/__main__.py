@@ -239,7 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         drew = report.chart(results, args.out / "results.png")
         if str(args.docs) != "-":
             args.docs.parent.mkdir(parents=True, exist_ok=True)
-            args.docs.write_text(report.markdown(results, command))
+            args.docs.write_text(report.markdown(results, results.get("command", command)))
 
     results = run(sizes, args.only, args.quick, checkpoint=write)
     print()

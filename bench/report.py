@@ -135,6 +135,11 @@ def markdown(r: dict[str, Any], command: str) -> str:
         "ratios rather than the absolute seconds.",
         "",
     ]
+    merged = [m for m in r.get("merged_runs", []) if m.get("command")]
+    if merged:
+        out += ["Some rows were measured later and merged in: "
+                + "; ".join(f"`{m['command']}` on {m.get('timestamp', '?')} (load average at end "
+                            f"{' '.join(m.get('loadavg_at_end') or [])})" for m in merged) + ".", ""]
     if not r.get("complete", True):
         out += ["**Partial results: the run had not finished when this was written.**", ""]
     if r.get("notes"):

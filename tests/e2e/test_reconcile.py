@@ -335,3 +335,13 @@ def test_bad_input_exits_2_with_a_message(rules, argv, env, message, tmp_path, m
     assert main(["reconcile", "--rules", str(path), *argv]) == 2
     out, err = capsys.readouterr()
     assert message in err and "Traceback" not in err and out == ""
+
+
+def test_the_demo_shows_a_lost_push_followed_by_one_sweep(capsys) -> None:
+    from imagebump.cli import main
+
+    assert main(["demo", "--lost-push", "--json"]) == 0, capsys.readouterr().err
+    summary = json.loads(capsys.readouterr().out)
+    sweep = summary["sweep"]
+    assert sweep["lost_tag"] == "1.5.0" and sweep["submitted"] == 2
+    assert sorted(u["outcome"] for u in sweep["updates"]) == ["committed", "pr-updated"]

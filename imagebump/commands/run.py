@@ -160,11 +160,15 @@ def run(args: argparse.Namespace) -> int:
     executor.warm()  # the steps' warm interpreter, before the first message
     sweeper = None
     if sweep_every > 0:  # the rendered image-reconcile CronWorkflow, on this process's schedule
-        sweep_executor = reconcile.build_executor(
-            secrets=reconcile.local_secrets(require_write=True),
-            configmaps={"imagebump-rules": {"rules.yaml": rules_text}},
-            env=step_environment(dict(os.environ), args.endpoint_url, region), log=log,
-        )
+        try:
+            sweep_executor = reconcile.build_executor(
+                secrets=reconcile.local_secrets(require_write=True),
+                configmaps={"imagebump-rules": {"rules.yaml": rules_text}},
+                env=step_environment(dict(os.environ), args.endpoint_url, region), log=log,
+            )
+        except ConfigError as exc:
+            raise ConfigError(f"cannot sweep every {args.reconcile_every}: {exc} "
+                              "(or turn the sweep off with --reconcile-every 0)") from None
         sweeper = reconcile.Sweeper(sweep_executor, sweep_every, log=log)
     sqs = boto3.client("sqs", endpoint_url=args.endpoint_url, region_name=region)
     sensor = LocalSensor(

@@ -1109,13 +1109,15 @@ class _Run:
         """A suspend with a duration: wait that long (never past the deadline); no process."""
         started = time.monotonic()
         seconds = parse_duration(tpl["suspend"]["duration"], "suspend.duration")
-        if deadline is not None:
-            seconds = min(seconds, max(0.0, deadline - started))
+        phase, message = SUCCEEDED, ""
+        if deadline is not None and started + seconds > deadline:
+            seconds = max(0.0, deadline - started)
+            phase, message = FAILED, "activeDeadlineSeconds exceeded while suspended"
         if seconds > 0:
             time.sleep(seconds)
-        node = self.add(NodeResult(node_name, tpl["name"], SUCCEEDED, None, {}, time.monotonic() - started, 1))
-        self.log(event="node-finished", node=node_name, template=tpl["name"], phase=SUCCEEDED,
-                 duration=round(node.duration, 3))
+        node = self.add(NodeResult(node_name, tpl["name"], phase, None, {}, time.monotonic() - started, 1, message))
+        self.log(event="node-finished", node=node_name, template=tpl["name"], phase=phase,
+                 duration=round(node.duration, 3), message=message or None)
         return node
 
     def run_group(self, tpl: dict[str, Any], scope: _Scope, node_name: str, deadline: float | None) -> NodeResult:

@@ -15,11 +15,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from bench import burst, e2e, floor, growth, report, waste
+from bench import burst, e2e, floor, growth, report, sweep, waste
 from bench.stats import loadavg, machine
 from bench.world import PROJECT_ROOT, open_world
 
-SCENARIOS = ("single", "bursts", "floor", "growth", "waste")
+SCENARIOS = ("single", "bursts", "floor", "growth", "waste", "sweep")
 
 
 @dataclass(frozen=True)
@@ -42,13 +42,16 @@ class Sizes:
     concurrency_events: int = 8
     import_reps: int = 5
     before_after_runs: int = 5
+    sweep_repositories: tuple[int, ...] = (10, 100, 1000)  # ECR repositories, two overlays each
+    sweep_reps: int = 2
 
 
 FULL = Sizes(pr_runs=3, probe_reps=3, concurrency_events=6, size_workflow_reps=1, import_reps=3,
              before_after_runs=4)
 QUICK = Sizes(apps=6, monorepo_files=5000, repo_sizes=(500, 5000), single_runs=2, pr_runs=1, probe_reps=2,
               bursts=((6, 6),), floor_runs=2, rule_counts=(10, 1000), size_reps=1, size_workflow_reps=1,
-              concurrency_levels=(1, 2), concurrency_events=2, import_reps=2, before_after_runs=1)
+              concurrency_levels=(1, 2), concurrency_events=2, import_reps=2, before_after_runs=1,
+              sweep_repositories=(10, 50), sweep_reps=1)
 
 
 def run(sizes: Sizes, only: Sequence[str], quick: bool, log: Any = print,
@@ -73,6 +76,14 @@ def run(sizes: Sizes, only: Sequence[str], quick: bool, log: Any = print,
         if checkpoint is not None:
             checkpoint(results)
 
+    if "sweep" in only:  # its own world: ECR repositories and GitOps repositories of each size
+        log(f"[sweep] reconcile sweeps at {list(sizes.sweep_repositories)} ECR repositories …")
+        results["sweep"] = sweep.run_sweeps(sizes.sweep_repositories, reps=sizes.sweep_reps, log=log)
+        save()
+        if list(only) == ["sweep"]:
+            results["complete"] = True
+            save()
+            return results
     cache_root = waste.new_cache_root()
     world_sizes = sizes.repo_sizes if "growth" in only else ()
     with open_world(apps=sizes.apps, monorepo_files=sizes.monorepo_files, sizes=world_sizes,
@@ -152,7 +163,7 @@ def run(sizes: Sizes, only: Sequence[str], quick: bool, log: Any = print,
 def merge(previous: dict[str, Any], new: dict[str, Any], command: str) -> dict[str, Any]:
     """``previous`` with the scenarios ``new`` ran replaced (bursts matched by their event count)."""
     out = json.loads(json.dumps(previous))
-    for key in ("single_event", "growth", "waste"):
+    for key in ("single_event", "growth", "waste", "sweep"):
         if key in new:
             out[key] = new[key]
     for key in ("bursts",):
@@ -228,7 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         drew = report.chart(results, args.out / "results.png")
         if str(args.docs) != "-":
             args.docs.parent.mkdir(parents=True, exist_ok=True)
-            args.docs.write_text(report.markdown(results, command))
+            args.docs.write_text(report.markdown(results, results.get("command", command)))
 
     results = run(sizes, args.only, args.quick, checkpoint=write)
     print()

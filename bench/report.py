@@ -69,6 +69,14 @@ def headline_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
     if conc:
         rows.append((f"concurrency {_joined([c['concurrency'] for c in conc], '{}')}: events/s "
                      f"({conc[0]['events']} events)", _joined([c["events_per_s"] for c in conc], "{:.2f}")))
+    sw = r.get("sweep")
+    if sw:
+        repos = _joined([x["repositories"] for x in sw], "{:,}")
+        rows.append((f"reconcile sweep (dry run) at {repos} ECR repositories, 2 overlays each: wall time",
+                     " / ".join(f"{x['wall_s']:.1f} s" for x in sw)))
+        rows.append((f"reconcile sweep at {repos} repositories: ECR calls; Git clones",
+                     " / ".join(str(x["ecr_calls"]) for x in sw) + "; "
+                     + " / ".join(str(x["git_clones"]) for x in sw)))
     w = r.get("waste", {}).get("before_after")
     if w:
         rows.append(("fix: steps forked from a warm interpreter vs a new Python per step: single event p50",
@@ -127,6 +135,11 @@ def markdown(r: dict[str, Any], command: str) -> str:
         "ratios rather than the absolute seconds.",
         "",
     ]
+    merged = [m for m in r.get("merged_runs", []) if m.get("command")]
+    if merged:
+        out += ["Some rows were measured later and merged in: "
+                + "; ".join(f"`{m['command']}` on {m.get('timestamp', '?')} (load average at end "
+                            f"{' '.join(m.get('loadavg_at_end') or [])})" for m in merged) + ".", ""]
     if not r.get("complete", True):
         out += ["**Partial results: the run had not finished when this was written.**", ""]
     if r.get("notes"):

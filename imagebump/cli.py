@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from imagebump import __version__
 
 #: Subcommand modules, in the order ``--help`` lists them.
-COMMANDS = ("demo", "run", "explain", "set_image", "render", "backup", "restore")
+COMMANDS = ("demo", "run", "reconcile", "explain", "set_image", "render", "backup", "restore")
 
 EXIT_UNEXPECTED = 3
 EXIT_INTERRUPTED = 130

@@ -172,3 +172,91 @@ def repository_account(repository: str, *, region: str, client: Any = None) -> s
     if not account:
         raise ConfigError(f"ECR did not say which account holds {repository!r}")
     return account
+
+
+# --- listing (the reconcile sweep) -------------------------------------------------------------
+
+#: The most ECR returns per page of DescribeRepositories / DescribeImages (its API reference).
+MAX_PAGE_SIZE = 1000
+
+
+def make_listing_client(region: str, *, max_pool_connections: int = 10) -> Any:
+    """A boto3 ECR client for sweeps: botocore's *adaptive* retry mode (client-side rate limiting
+    that backs off when ECR throttles), and a connection pool as large as the sweep's concurrency."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        "ecr",
+        region_name=region,
+        config=Config(retries={"mode": "adaptive", "max_attempts": 10}, connect_timeout=5, read_timeout=30,
+                      max_pool_connections=max(10, max_pool_connections)),
+    )
+
+
+class _RepositoryMissing(Exception):
+    """DescribeImages: the repository does not exist (any more)."""
+
+
+def _error_code(exc: Exception) -> str:
+    response = getattr(exc, "response", None)
+    return (response or {}).get("Error", {}).get("Code", "") if isinstance(response, dict) else ""
+
+
+def _pages(client: Any, operation: str, what: str, subject: str, on_call: Any, **kwargs: Any) -> Any:
+    """Every page of a paginated ECR operation; ``on_call()`` once per page (one API call each)."""
+    paginator = client.get_paginator(operation)
+    pages = paginator.paginate(**kwargs, PaginationConfig={"PageSize": MAX_PAGE_SIZE})
+    iterator = iter(pages)
+    while True:
+        try:
+            page = next(iterator)
+        except StopIteration:
+            return
+        except Exception as exc:  # noqa: BLE001 - classified below, unknown ones re-raised as they are
+            if on_call is not None:
+                on_call()
+            if _error_code(exc) == "RepositoryNotFoundException":
+                raise _RepositoryMissing(subject) from None
+            raise _classify(exc, what, subject) from None
+        if on_call is not None:
+            on_call()
+        yield page
+
+
+def list_repositories(registry_id: str, *, client: Any, prefix: str = "", on_call: Any = None) -> list[str]:
+    """Names of the repositories of registry ``registry_id`` that start with ``prefix`` (sorted).
+
+    DescribeRepositories cannot filter by prefix: every page is read, the filter is ours.
+
+    Raises:
+        PermissionDeniedError: the role may not list repositories (ecr:DescribeRepositories on ``*``).
+        TransientError: throttling beyond the retries, 5xx, connection failure.
+    """
+    names = []
+    for page in _pages(client, "describe_repositories", "DescribeRepositories", f"registry {registry_id}",
+                       on_call, registryId=registry_id):
+        for repo in page.get("repositories") or []:
+            name = repo.get("repositoryName") or ""
+            if name.startswith(prefix):
+                names.append(name)
+    return sorted(set(names))
+
+
+def list_images(repository: str, *, registry_id: str, client: Any, on_call: Any = None) -> list[EcrImage] | None:
+    """Every image of ``repository`` (tagged or not) with its tags and push time; None if the
+    repository does not exist (any more).
+
+    Raises:
+        PermissionDeniedError, TransientError: as :func:`describe_image`.
+    """
+    images = []
+    try:
+        for page in _pages(client, "describe_images", "DescribeImages", repository, on_call,
+                           repositoryName=repository, registryId=registry_id):
+            for detail in page.get("imageDetails") or []:
+                images.append(EcrImage(digest=detail["imageDigest"], tags=tuple(detail.get("imageTags") or ()),
+                                       pushed_at=detail.get("imagePushedAt")))
+    except _RepositoryMissing:
+        return None
+    return images

@@ -24,7 +24,10 @@ What each script template gets, mirroring its pod:
   ``/tmp/hera-outputs`` so a step never writes to the real ``/tmp``).
 
 Supported: ``steps`` and ``dag`` (``dependencies``; ``depends`` as ``a && b`` /
-``a.Succeeded``) templates, ``script`` templates, ``withParam`` / ``withItems`` with ``{{item}}`` /
+``a.Succeeded``) templates, ``script`` templates, ``suspend`` templates with a ``duration`` (the run
+waits that long; ``0`` is a node without a pod), ``templateRef`` to a template of another rendered
+WorkflowTemplate (given in ``workflow_templates``, or rendered next to the template; see below), ``parallelism`` on a steps/dag
+template (at most that many of its steps, tasks or items run at once), ``withParam`` / ``withItems`` with ``{{item}}`` /
 ``{{item.field}}``, ``when`` (``==``, ``!=``, ``&&``, ``||``, ``true``/``false``), input parameters
 (``value``/``default``), output parameters (``valueFrom.path`` for scripts, ``valueFrom.parameter``
 for steps/dag, ``valueFrom.default`` when missing or skipped), ``outputs.result`` (stdout),
@@ -36,12 +39,26 @@ across concurrently running workflows), ``retryStrategy`` (``limit``, ``retryPol
 ``lastRetry.status``), ``activeDeadlineSeconds`` (template and workflow: the process group is
 killed) and ``spec.arguments.parameters``.
 
+A ``CronWorkflow`` runs its ``workflowSpec`` once per :meth:`LocalExecutor.run`: scheduling is the
+caller's (``imagebump run --local --reconcile-every``), so ``schedules``, ``timezone``,
+``concurrencyPolicy``, ``startingDeadlineSeconds``, the history limits, ``suspend`` and
+``workflowMetadata`` are ignored; ``stopStrategy`` and ``when`` are refused.
+
+``templateRef`` (``{name, template}``) runs a template of another WorkflowTemplate the way Argo
+does: the template and the templates it names run in that WorkflowTemplate's scope, under the
+running workflow (its parameters, its ``spec.volumes``; the other WorkflowTemplate's own
+``spec`` does not apply), and its mutexes are the same process-wide locks, so a run of the
+referenced WorkflowTemplate and a run that references it serialise on the same overlay. Refused:
+a name that is not one of those WorkflowTemplates, a template it does not hold, ``clusterScope``, and a
+step with both ``template`` and ``templateRef``.
+
 Ignored (they shape pods, not results): metrics, podGC, ttlStrategy, securityContext, resources,
 serviceAccountName, automountServiceAccountToken, podSpecPatch, archiveLocation, metadata
 (labels, annotations), podMetadata, workflowMetadata, image, imagePullPolicy, imagePullSecrets,
 nodeSelector, tolerations, affinity, priorityClassName, workingDir, volumeClaimGC, descriptions.
 
-Anything else (``container``/``resource``/``http``/``suspend`` templates, artifacts, ``onExit``,
+Anything else (``container``/``resource``/``http`` templates, a ``suspend`` without a duration
+(it waits for a manual resume), artifacts, ``onExit``,
 hooks, semaphores, ``{{=expressions}}``, unknown ``{{variables}}``, ``when``/retry expressions it
 cannot evaluate, …) is refused when the executor is constructed, with an
 :class:`UnsupportedFeatureError` whose message starts ``not supported by the local executor: ``
@@ -54,6 +71,7 @@ every secret value the executor was given redacted).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -64,7 +82,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -327,6 +345,44 @@ def _under(path: PurePosixPath, root: PurePosixPath) -> bool:
     return path == root or root in path.parents
 
 
+def _load(template_yaml: str | Path) -> tuple[str, dict[str, Any]]:
+    """(source, document) of a rendered Workflow, WorkflowTemplate or CronWorkflow: a path or YAML text."""
+    if isinstance(template_yaml, Path) or (
+        isinstance(template_yaml, str) and "\n" not in template_yaml and template_yaml.endswith((".yaml", ".yml"))
+    ):
+        source = str(template_yaml)
+        try:
+            text = Path(template_yaml).read_text()
+        except OSError as exc:
+            raise ConfigError(f"{source}: cannot read it ({exc.strerror}); render it with `imagebump render`") from None
+    else:
+        source, text = "<string>", str(template_yaml)
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source}: not valid YAML: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("kind") not in _KINDS:
+        raise ConfigError(f"{source}: expected a WorkflowTemplate (kind: WorkflowTemplate, or a CronWorkflow)")
+    return source, doc
+
+
+def _siblings(source: str) -> list[tuple[str, dict[str, Any]]]:
+    """The rendered WorkflowTemplates in the directory of the file ``source`` (none for YAML text)."""
+    if source == "<string>":
+        return []
+    found = []
+    for path in sorted(Path(source).resolve().parent.glob("*.y*ml")):
+        if path.resolve() == Path(source).resolve() or path.suffix not in (".yaml", ".yml"):
+            continue
+        try:
+            doc = yaml.safe_load(path.read_text())
+        except (OSError, yaml.YAMLError):
+            continue  # not ours to judge: only a WorkflowTemplate a step names is used, and checked
+        if isinstance(doc, dict) and doc.get("kind") == "WorkflowTemplate":
+            found.append((str(path), doc))
+    return found
+
+
 # ---------------------------------------------------------------------------------------------
 # The executor
 # ---------------------------------------------------------------------------------------------
@@ -347,15 +403,21 @@ _IGNORED_TEMPLATE = {
 }
 _SUPPORTED_TEMPLATE = {
     "name", "inputs", "outputs", "steps", "dag", "script", "synchronization", "retryStrategy",
-    "activeDeadlineSeconds", "volumes",
+    "activeDeadlineSeconds", "volumes", "suspend", "parallelism",
 }
 _IGNORED_SCRIPT = {
     "image", "imagePullPolicy", "resources", "securityContext", "name", "workingDir",
     "terminationMessagePath", "terminationMessagePolicy", "resizePolicy",
 }
 _SUPPORTED_SCRIPT = {"command", "args", "source", "env", "envFrom", "volumeMounts"}
-_SUPPORTED_STEP = {"name", "template", "arguments", "withParam", "withItems", "when", "dependencies",
-                   "depends", "description"}
+_SUPPORTED_STEP = {"name", "template", "templateRef", "arguments", "withParam", "withItems", "when",
+                   "dependencies", "depends", "description"}
+#: CronWorkflow fields that only schedule runs (the caller schedules locally): ignored.
+_IGNORED_CRON = {
+    "schedules", "schedule", "timezone", "concurrencyPolicy", "startingDeadlineSeconds",
+    "successfulJobsHistoryLimit", "failedJobsHistoryLimit", "suspend", "workflowMetadata",
+}
+_KINDS = ("WorkflowTemplate", "Workflow", "CronWorkflow")
 
 
 @dataclass
@@ -385,6 +447,10 @@ class LocalExecutor:
             already imported Hera's runner and the steps' modules (:mod:`workflows.prefork`), not
             from scratch; each is still its own process with its own session, directory and
             environment. Default: on, unless ``IMAGEBUMP_LOCAL_PREFORK=0``.
+        workflow_templates: rendered WorkflowTemplates (paths or YAML text) that ``templateRef``
+            may name, by ``metadata.name``. Default (None): when ``template_yaml`` is a file, the
+            WorkflowTemplates rendered in the same directory — as a cluster finds them by name in
+            the namespace they were installed into (``manifests/workflows/``); otherwise none.
 
     Raises:
         UnsupportedFeatureError: the template uses something not implemented here.
@@ -405,25 +471,40 @@ class LocalExecutor:
         work_root: str | Path | None = None,
         backoff_scale: float = 1.0,
         prefork: bool | None = None,
+        workflow_templates: Sequence[str | Path] | None = None,
     ) -> None:
-        if isinstance(template_yaml, Path) or (
-            isinstance(template_yaml, str) and "\n" not in template_yaml and template_yaml.endswith((".yaml", ".yml"))
-        ):
-            self.source = str(template_yaml)
-            text = Path(template_yaml).read_text()
-        else:
-            self.source = "<string>"
-            text = str(template_yaml)
-        try:
-            doc = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{self.source}: not valid YAML: {exc}") from None
-        if not isinstance(doc, dict) or doc.get("kind") not in ("WorkflowTemplate", "Workflow"):
-            raise ConfigError(f"{self.source}: expected a WorkflowTemplate (kind: WorkflowTemplate)")
+        self.source, doc = _load(template_yaml)
         self.doc = doc
+        self.kind: str = doc["kind"]
         self.name = (doc.get("metadata") or {}).get("name") or (doc.get("metadata") or {}).get("generateName", "")
-        self.spec: dict[str, Any] = doc.get("spec") or {}
+        spec: dict[str, Any] = doc.get("spec") or {}
+        if self.kind == "CronWorkflow":
+            for key in spec:
+                if key != "workflowSpec" and key not in _IGNORED_CRON:
+                    raise UnsupportedFeatureError(f"spec.{key}", "the local executor runs a CronWorkflow once per call")
+            spec = spec.get("workflowSpec") or {}
+        self.spec: dict[str, Any] = spec
         self.templates: dict[str, dict[str, Any]] = {t["name"]: t for t in self.spec.get("templates") or []}
+        # templateRef: the other WorkflowTemplates by name, and which scope each template belongs to
+        self.referenced: dict[str, dict[str, dict[str, Any]]] = {}
+        if workflow_templates is None:
+            others = _siblings(self.source)
+        else:
+            others = [_load(item) for item in workflow_templates]
+        self._ambiguous: dict[str, list[str]] = {}
+        sources: dict[str, str] = {}
+        for source, other in others:
+            name = (other.get("metadata") or {}).get("name")
+            if other["kind"] != "WorkflowTemplate" or not name:
+                raise ConfigError(f"{source}: workflow_templates takes named WorkflowTemplates, got {other['kind']}")
+            if name in sources:
+                self._ambiguous.setdefault(name, [sources[name]]).append(source)
+            sources[name] = source
+            self.referenced[name] = {t["name"]: t for t in (other.get("spec") or {}).get("templates") or []}
+        self._scope_of: dict[int, str] = {id(tpl): "" for tpl in self.templates.values()}
+        for name, templates in self.referenced.items():
+            self._scope_of.update({id(tpl): name for tpl in templates.values()})
+        self._validated: set[int] = set()
         self.project_root = str(Path(project_root).resolve())
         self.secrets = {k: dict(v) for k, v in (secrets or {}).items()}
         self.configmaps = {k: dict(v) for k, v in (configmaps or {}).items()}
@@ -442,7 +523,8 @@ class LocalExecutor:
     def _preload(self) -> tuple[str, ...]:
         """Each ``python -m`` module and each ``-e module:function`` entrypoint of the templates."""
         modules: list[str] = []
-        for tpl in self.templates.values():
+        every = list(self.templates.values()) + [t for ts in self.referenced.values() for t in ts.values()]
+        for tpl in every:
             args = [str(a) for a in ((tpl.get("script") or {}).get("args") or [])]
             for flag, value in zip(args, args[1:]):
                 if flag == "-m":
@@ -540,13 +622,28 @@ class LocalExecutor:
             raise ConfigError(f"{where}: {kind} {name!r} has no key {key!r} (has: {', '.join(sorted(store[name])) or 'none'})")
 
     def _validate_template(self, name: str, tpl: dict[str, Any]) -> None:
-        where = f"templates[{name}]"
-        kinds = [k for k in ("steps", "dag", "script") if k in tpl]
+        self._validated.add(id(tpl))
+        scope = self._scope_of.get(id(tpl), "")
+        where = f"templates[{name}]" if not scope else f"workflowtemplates[{scope}].templates[{name}]"
+        kinds = [k for k in ("steps", "dag", "script", "suspend") if k in tpl]
         for key in tpl:
             if key not in _SUPPORTED_TEMPLATE and key not in _IGNORED_TEMPLATE:
                 raise UnsupportedFeatureError(f"{where}.{key}")
         if len(kinds) != 1:
-            raise UnsupportedFeatureError(where, "a template must be exactly one of steps, dag, script")
+            raise UnsupportedFeatureError(where, "a template must be exactly one of steps, dag, script, suspend")
+        if tpl.get("parallelism") is not None:
+            if kinds[0] not in ("steps", "dag"):
+                raise UnsupportedFeatureError(f"{where}.parallelism", "only on steps and dag templates")
+            if self._int(tpl["parallelism"], f"{where}.parallelism") < 1:
+                raise UnsupportedFeatureError(f"{where}.parallelism", "must be at least 1")
+        if "suspend" in tpl:
+            suspend = tpl["suspend"] or {}
+            self._check_keys(suspend, {"duration"}, f"{where}.suspend")
+            if suspend.get("duration") in (None, ""):
+                raise UnsupportedFeatureError(f"{where}.suspend", "no duration: it would wait for a manual resume")
+            parse_duration(suspend["duration"], f"{where}.suspend.duration")
+            if tpl.get("outputs"):
+                raise UnsupportedFeatureError(f"{where}.outputs", "outputs of a suspend template")
         inputs = tpl.get("inputs") or {}
         self._check_keys(inputs, {"parameters"}, f"{where}.inputs")
         input_names = set()
@@ -570,7 +667,7 @@ class LocalExecutor:
         step_outputs: set[str] = set()
         if "script" in tpl:
             self._validate_script(tpl, where, input_names)
-        else:
+        elif "suspend" not in tpl:
             step_outputs = self._validate_group(tpl, where, input_names)
         outputs = tpl.get("outputs") or {}
         self._check_keys(outputs, {"parameters"}, f"{where}.outputs")
@@ -691,22 +788,21 @@ class LocalExecutor:
                 graph[task["name"]] = set(deps)
             for ti, task in enumerate(tasks):
                 items.append((f"{where}.dag.tasks[{ti}]", task, _ancestors(graph, task["name"])))
+        scope = self._scope_of.get(id(tpl), "")
         for sw, step, visible in items:
             self._check_keys(step, _SUPPORTED_STEP, sw)
             if "steps" in tpl and ("dependencies" in step or "depends" in step):
                 raise UnsupportedFeatureError(f"{sw}.dependencies")
-            if step.get("template") not in self.templates:
-                if "templateRef" in step or "inline" in step:
-                    raise UnsupportedFeatureError(f"{sw}.templateRef")
-                raise ConfigError(f"{sw}: template {step.get('template')!r} is not defined")
+            callee = self._check_callee(step, scope, sw)
             has_items = "withParam" in step or "withItems" in step
             args = step.get("arguments") or {}
             self._check_keys(args, {"parameters"}, f"{sw}.arguments")
-            callee_inputs = {p["name"] for p in (self.templates[step["template"]].get("inputs") or {}).get("parameters") or []}
+            callee_name = callee["name"]
+            callee_inputs = {p["name"] for p in (callee.get("inputs") or {}).get("parameters") or []}
             for i, p in enumerate(args.get("parameters") or []):
                 self._check_keys(p, {"name", "value", "description"}, f"{sw}.arguments.parameters[{i}]")
                 if p["name"] not in callee_inputs:
-                    raise ConfigError(f"{sw}: argument {p['name']!r} is not an input of template {step['template']!r}")
+                    raise ConfigError(f"{sw}: argument {p['name']!r} is not an input of template {callee_name!r}")
                 self._check_vars(str(p.get("value", "")), f"{sw}.arguments.parameters[{i}].value", input_names,
                                  visible, has_items, prefix=prefix)
             if "withParam" in step:
@@ -721,6 +817,55 @@ class LocalExecutor:
                 except ValueError as exc:
                     raise UnsupportedFeatureError(f"{sw}.when", f"{when!r} ({exc})") from None
         return {s["name"] for _, s, _ in items}
+
+    # -- templateRef --------------------------------------------------------------------------
+
+    def callee(self, step: dict[str, Any], scope: str) -> dict[str, Any]:
+        """The template a step (or task) runs: ``template`` looked up in the caller's scope (its
+        WorkflowTemplate), or ``templateRef`` in the WorkflowTemplate it names. Validated already."""
+        ref = step.get("templateRef")
+        if ref is not None:
+            return self.referenced[ref["name"]][ref["template"]]
+        return (self.referenced[scope] if scope else self.templates)[step["template"]]
+
+    def _check_callee(self, step: dict[str, Any], scope: str, where: str) -> dict[str, Any]:
+        """Validate what a step names and return that template (validating a referenced one once)."""
+        if "inline" in step:
+            raise UnsupportedFeatureError(f"{where}.inline")
+        ref = step.get("templateRef")
+        if ref is None:
+            own = self.referenced[scope] if scope else self.templates
+            if step.get("template") not in own:
+                raise ConfigError(f"{where}: template {step.get('template')!r} is not defined")
+            callee = own[step["template"]]
+            if id(callee) not in self._validated:  # a template of a referenced WorkflowTemplate
+                self._validate_template(step["template"], callee)
+            return callee
+        rw = f"{where}.templateRef"
+        if "template" in step:
+            raise UnsupportedFeatureError(rw, "a step has either template or templateRef, not both")
+        if not isinstance(ref, dict):
+            raise UnsupportedFeatureError(rw, "expected {name, template}")
+        self._check_keys(ref, {"name", "template", "clusterScope"}, rw)
+        if ref.get("clusterScope"):
+            raise UnsupportedFeatureError(f"{rw}.clusterScope", "ClusterWorkflowTemplates")
+        name, template = ref.get("name"), ref.get("template")
+        if name not in self.referenced:
+            given = ", ".join(sorted(self.referenced)) or "none"
+            raise UnsupportedFeatureError(
+                f"{rw}.name", f"{name!r} is not a WorkflowTemplate given to the local executor (given: {given}); "
+                "render it next to this template, or pass its rendered YAML in workflow_templates")
+        if name in self._ambiguous:
+            raise ConfigError(f"{rw}.name: {name!r} names several WorkflowTemplates "
+                              f"({', '.join(self._ambiguous[name])}); give the executor one")
+        if template not in self.referenced[name]:
+            held = ", ".join(sorted(self.referenced[name]))
+            raise UnsupportedFeatureError(f"{rw}.template", f"WorkflowTemplate {name!r} has no template "
+                                                              f"{template!r} (it has: {held})")
+        callee = self.referenced[name][template]
+        if id(callee) not in self._validated:
+            self._validate_template(template, callee)
+        return callee
 
     def _task_dependencies(self, task: dict[str, Any], where: str) -> list[str]:
         deps = list(task.get("dependencies") or [])
@@ -806,12 +951,28 @@ class LocalExecutor:
         return run.execute()
 
 
+class _Gate:
+    """``parallelism``: at most ``limit`` units of work at once (a context manager per unit)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._slots = threading.BoundedSemaphore(limit)
+
+    def __enter__(self) -> _Gate:
+        self._slots.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._slots.release()
+
+
 @dataclass
 class _Scope:
     inputs: dict[str, str]
     steps: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> {"parameters":{}, "result":..}
     item: Any = None
     has_item: bool = False
+    where: str = ""  # the WorkflowTemplate whose templates `template:` names ('' = the one being run)
 
 
 class _Run:
@@ -921,7 +1082,7 @@ class _Run:
         if tpl.get("activeDeadlineSeconds") is not None:
             own = time.monotonic() + int(str(tpl["activeDeadlineSeconds"]))
             deadline = own if deadline is None else min(deadline, own)
-        scope = _Scope(inputs=inputs)
+        scope = _Scope(inputs=inputs, where=self.ex._scope_of.get(id(tpl), ""))
         locks: list[tuple[str, threading.Lock]] = []
         sync = tpl.get("synchronization") or {}
         names = [self.render(m["name"], scope) for m in list(sync.get("mutexes") or []) + (
@@ -936,20 +1097,40 @@ class _Run:
         try:
             if "script" in tpl:
                 return self.run_script(tpl, scope, node_name, deadline)
+            if "suspend" in tpl:
+                return self.run_suspend(tpl, node_name, deadline)
             return self.run_group(tpl, scope, node_name, deadline)
         finally:
             for mutex_name, lock in reversed(locks):
                 lock.release()
                 self.log(event="mutex-released", node=node_name, template=tpl["name"], mutex=mutex_name)
 
+    def run_suspend(self, tpl: dict[str, Any], node_name: str, deadline: float | None) -> NodeResult:
+        """A suspend with a duration: wait that long (never past the deadline); no process."""
+        started = time.monotonic()
+        seconds = parse_duration(tpl["suspend"]["duration"], "suspend.duration")
+        phase, message = SUCCEEDED, ""
+        if deadline is not None and started + seconds > deadline:
+            seconds = max(0.0, deadline - started)
+            phase, message = FAILED, "activeDeadlineSeconds exceeded while suspended"
+        if seconds > 0:
+            time.sleep(seconds)
+        node = self.add(NodeResult(node_name, tpl["name"], phase, None, {}, time.monotonic() - started, 1, message))
+        self.log(event="node-finished", node=node_name, template=tpl["name"], phase=phase,
+                 duration=round(node.duration, 3), message=message or None)
+        return node
+
     def run_group(self, tpl: dict[str, Any], scope: _Scope, node_name: str, deadline: float | None) -> NodeResult:
         started = time.monotonic()
         phase, message = SUCCEEDED, ""
+        # parallelism: at most N of this template's steps, tasks or items at once (a slot per leaf
+        # unit of work, never held by a step while its own items wait for slots)
+        gate = _Gate(int(tpl["parallelism"])) if tpl.get("parallelism") else None
         try:
             if "steps" in tpl:
                 for group in tpl["steps"] or []:
                     results = self.run_parallel(
-                        [(step, scope, f"{node_name}.{step['name']}", deadline) for step in group])
+                        [(step, scope, f"{node_name}.{step['name']}", deadline) for step in group], gate)
                     bad = [(s, r) for s, r in zip(group, results) if r[0] not in (SUCCEEDED, SKIPPED)]
                     for step, (_, outs) in zip(group, results):
                         scope.steps[step["name"]] = outs
@@ -958,7 +1139,7 @@ class _Run:
                         message = f"child {step['name']!r} {phase.lower()}"
                         break
             else:
-                phase, message = self.run_dag(tpl, scope, node_name, deadline)
+                phase, message = self.run_dag(tpl, scope, node_name, deadline, gate)
             outputs: dict[str, str] = {}
             if phase == SUCCEEDED:
                 for p in (tpl.get("outputs") or {}).get("parameters") or []:
@@ -977,7 +1158,8 @@ class _Run:
                  duration=round(node.duration, 3), message=message or None)
         return node
 
-    def run_dag(self, tpl: dict[str, Any], scope: _Scope, node_name: str, deadline: float | None) -> tuple[str, str]:
+    def run_dag(self, tpl: dict[str, Any], scope: _Scope, node_name: str, deadline: float | None,
+                gate: _Gate | None = None) -> tuple[str, str]:
         tasks = {t["name"]: t for t in (tpl["dag"] or {}).get("tasks") or []}
         deps = {n: set(self.ex._task_dependencies(t, n)) for n, t in tasks.items()}
         done: dict[str, str] = {}
@@ -993,7 +1175,7 @@ class _Run:
                 if not blocked:  # validation refuses cycles; never spin
                     raise _NodeError(f"{node_name}: dag tasks {sorted(set(tasks) - set(done))} can never run")
                 continue
-            results = self.run_parallel([(tasks[n], scope, f"{node_name}.{n}", deadline) for n in ready])
+            results = self.run_parallel([(tasks[n], scope, f"{node_name}.{n}", deadline) for n in ready], gate)
             for n, (p, outs) in zip(ready, results):
                 done[n] = p
                 scope.steps[n] = outs
@@ -1001,16 +1183,17 @@ class _Run:
                     phase, message = p, f"child {n!r} {p.lower()}"
         return phase, message
 
-    def run_parallel(self, calls: list[tuple[dict[str, Any], _Scope, str, float | None]]) -> list[tuple[str, dict]]:
+    def run_parallel(self, calls: list[tuple[dict[str, Any], _Scope, str, float | None]],
+                     gate: _Gate | None = None) -> list[tuple[str, dict]]:
         if len(calls) == 1:
-            return [self.run_step(*calls[0])]
+            return [self.run_step(*calls[0], gate)]
         with ThreadPoolExecutor(max_workers=len(calls), thread_name_prefix="step") as pool:
-            return list(pool.map(lambda c: self.run_step(*c), calls))
+            return list(pool.map(lambda c: self.run_step(*c, gate), calls))
 
     def run_step(self, step: dict[str, Any], scope: _Scope, node_name: str,
-                 deadline: float | None) -> tuple[str, dict[str, Any]]:
+                 deadline: float | None, gate: _Gate | None = None) -> tuple[str, dict[str, Any]]:
         """Run one step/task (expanding withParam/withItems); return (phase, outputs for lookups)."""
-        callee = self.ex.templates[step["template"]]
+        callee = self.ex.callee(step, scope.where)
         try:
             if "withParam" in step or "withItems" in step:
                 if "withItems" in step:
@@ -1024,13 +1207,13 @@ class _Run:
                     if not isinstance(items, list):
                         raise _NodeError(f"{node_name}: withParam is not a JSON list: {raw[:200]!r}")
                 children = [
-                    (step, _Scope(scope.inputs, scope.steps, item, True), f"{node_name}({i})", deadline)
+                    (step, _Scope(scope.inputs, scope.steps, item, True, scope.where), f"{node_name}({i})", deadline)
                     for i, item in enumerate(items)
                 ]
                 if not children:
                     self.add(NodeResult(node_name, callee["name"], SKIPPED, message="withParam is empty"))
                     return SKIPPED, {"parameters": self.skipped_outputs(callee), "result": None}
-                results = self._run_items(children)
+                results = self._run_items(children, gate)
                 phase = SUCCEEDED
                 for p, _ in results:
                     if p not in (SUCCEEDED, SKIPPED):
@@ -1040,7 +1223,8 @@ class _Run:
                 aggregated = {n: json.dumps([o["parameters"].get(n) for _, o in results]) for n in names}
                 return phase, {"parameters": aggregated,
                                "result": json.dumps([o.get("result") for _, o in results])}
-            return self._run_one(step, scope, node_name, deadline)
+            with gate if gate is not None else contextlib.nullcontext():
+                return self._run_one(step, scope, node_name, deadline)
         except _NodeError as exc:
             message = self.redact(str(exc))
             self.add(NodeResult(node_name, callee["name"], ERROR, message=message))
@@ -1048,24 +1232,29 @@ class _Run:
                      message=message)
             return ERROR, {"parameters": {}, "result": None}
 
-    def _run_items(self, children: list[tuple[dict, _Scope, str, float | None]]) -> list[tuple[str, dict]]:
+    def _run_items(self, children: list[tuple[dict, _Scope, str, float | None]],
+                   gate: _Gate | None = None) -> list[tuple[str, dict]]:
         if len(children) == 1:
-            return [self._run_one_safe(*children[0])]
-        with ThreadPoolExecutor(max_workers=len(children), thread_name_prefix="item") as pool:
-            return list(pool.map(lambda c: self._run_one_safe(*c), children))
+            return [self._run_one_safe(*children[0], gate)]
+        workers = len(children) if gate is None else min(len(children), gate.limit)
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="item") as pool:
+            return list(pool.map(lambda c: self._run_one_safe(*c, gate), children))
 
-    def _run_one_safe(self, step: dict, scope: _Scope, node_name: str, deadline: float | None) -> tuple[str, dict]:
+    def _run_one_safe(self, step: dict, scope: _Scope, node_name: str, deadline: float | None,
+                      gate: _Gate | None = None) -> tuple[str, dict]:
         try:
-            return self._run_one(step, scope, node_name, deadline)
+            with gate if gate is not None else contextlib.nullcontext():
+                return self._run_one(step, scope, node_name, deadline)
         except _NodeError as exc:
             message = self.redact(str(exc))
-            self.add(NodeResult(node_name, step["template"], ERROR, message=message, item=scope.item))
-            self.log(event="node-finished", node=node_name, template=step["template"], phase=ERROR, duration=0.0,
+            name = self.ex.callee(step, scope.where)["name"]
+            self.add(NodeResult(node_name, name, ERROR, message=message, item=scope.item))
+            self.log(event="node-finished", node=node_name, template=name, phase=ERROR, duration=0.0,
                      message=message)
             return ERROR, {"parameters": {}, "result": None}
 
     def _run_one(self, step: dict, scope: _Scope, node_name: str, deadline: float | None) -> tuple[str, dict]:
-        callee = self.ex.templates[step["template"]]
+        callee = self.ex.callee(step, scope.where)
         if "when" in step:
             when = self.render(step["when"], scope)
             try:

@@ -72,7 +72,7 @@ def _configmap(name: str, data: dict[str, str]) -> dict[str, Any]:
 def documents() -> dict[str, tuple[list[dict[str, Any]], str]]:
     """Relative path → (documents, source module) for everything generated."""
     from sensors import argo
-    from workflows import argocd_backup, image_update, rbac
+    from workflows import argocd_backup, image_reconcile, image_update, rbac
     from workflows import common as c
 
     return {
@@ -93,6 +93,7 @@ def documents() -> dict[str, tuple[list[dict[str, Any]], str]]:
         "config/imagebump-backup.yaml": ([argocd_backup.settings_configmap()], "workflows/argocd_backup.py"),
         "workflows/image-update.yaml": ([image_update.build().to_dict()], "workflows/image_update.py"),
         "workflows/argocd-backup.yaml": ([argocd_backup.build().to_dict()], "workflows/argocd_backup.py"),
+        "workflows/image-reconcile.yaml": ([image_reconcile.build().to_dict()], "workflows/image_reconcile.py"),
         "events/eventbus.yaml": ([argo.eventbus()], "sensors/argo.py"),
         "events/eventsource.yaml": ([argo.eventsource()], "sensors/argo.py"),
         "events/sensor.yaml": ([argo.sensor()], "sensors/argo.py"),

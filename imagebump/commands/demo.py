@@ -1,4 +1,4 @@
-"""``imagebump demo [--keep] [--json] [--verbose]``: one ECR push becomes a commit and a PR branch.
+"""``imagebump demo [--keep] [--json] [--verbose] [--lost-push]``: one ECR push becomes a commit and a PR branch.
 
 Runs everything on this machine, on 127.0.0.1 only, with nothing installed beyond this package
 and git: moto's AWS emulator (the queue, DLQ and EventBridge rule deployed from
@@ -8,6 +8,8 @@ WorkflowTemplate (:mod:`imagebump.local.demo`). It pushes one image and shows th
 matched targets, the staging commit's diff, the production pull-request branch's diff and the
 time of each step. Everything it started is stopped and its temporary directory removed
 (``--keep`` keeps the directory). ``--json`` prints a machine-readable summary instead.
+``--lost-push`` then pushes one more image with the sensor stopped, purges its event from the queue
+and runs one sweep (the rendered ``image-reconcile`` CronWorkflow): both overlays follow anyway.
 
 Exit codes: 0 the push became both changes; 1 it did not (the message says why, e.g. the
 workflow failed and its message is left for the dead-letter queue); 2 a missing prerequisite.
@@ -33,6 +35,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--verbose", "-v", action="store_true",
                         help="stream the sensor's and executor's JSON-line log to stderr")
     parser.add_argument("--tag", default="1.4.2", help="the tag of the image pushed (default 1.4.2)")
+    parser.add_argument("--lost-push", action="store_true",
+                        help="then push one more image with the sensor stopped, lose its event (queue "
+                             "purged) and run one sweep: nothing lost")
     parser.set_defaults(func=run)
     return parser
 
@@ -49,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
         tag=args.tag,
         log_sink=json_logger(sys.stderr) if args.verbose else None,
         progress=None if args.json else progress,
+        lost_push=args.lost_push,
     )
     if args.json:
         print(json.dumps(report.summary(), indent=2, default=str))

@@ -65,6 +65,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--visibility-timeout", type=int, default=300,
                         help="seconds a message stays invisible; extended while its workflow runs (default 300)")
     parser.add_argument("--max-events", type=int, help="exit after this many events were handled")
+    parser.add_argument("--reconcile-every", default="10m", metavar="DURATION",
+                        help="also sweep every DURATION (10m, 30s, 1h; 0 turns it off): overlays behind their "
+                             "newest allowed image are updated, so a push whose event was lost is reflected "
+                             "within one interval (default 10m; see `imagebump reconcile`)")
     parser.set_defaults(func=run)
     return parser
 
@@ -117,6 +121,9 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--rules is required: the rules file that maps images to overlays")
     if args.concurrency < 1:
         raise ConfigError(f"--concurrency {args.concurrency}: must be at least 1")
+    from imagebump.commands import reconcile
+
+    sweep_every = reconcile.parse_every(args.reconcile_every)
     try:
         rules_text = args.rules.read_text()
     except OSError as exc:
@@ -151,6 +158,18 @@ def run(args: argparse.Namespace) -> int:
         log=log,
     )
     executor.warm()  # the steps' warm interpreter, before the first message
+    sweeper = None
+    if sweep_every > 0:  # the rendered image-reconcile CronWorkflow, on this process's schedule
+        try:
+            sweep_executor = reconcile.build_executor(
+                secrets=reconcile.local_secrets(require_write=True),
+                configmaps={"imagebump-rules": {"rules.yaml": rules_text}},
+                env=step_environment(dict(os.environ), args.endpoint_url, region), log=log,
+            )
+        except ConfigError as exc:
+            raise ConfigError(f"cannot sweep every {args.reconcile_every}: {exc} "
+                              "(or turn the sweep off with --reconcile-every 0)") from None
+        sweeper = reconcile.Sweeper(sweep_executor, sweep_every, log=log)
     sqs = boto3.client("sqs", endpoint_url=args.endpoint_url, region_name=region)
     sensor = LocalSensor(
         args.queue_url,
@@ -162,8 +181,14 @@ def run(args: argparse.Namespace) -> int:
         log=log,
         on_result=lambda event, result: print(progress_line(event, result), flush=True),
     )
-    with _stop_on_signals(sensor):
-        stats = sensor.run(max_events=args.max_events)
+    if sweeper is not None:
+        sweeper.start()
+    try:
+        with _stop_on_signals(sensor):
+            stats = sensor.run(max_events=args.max_events)
+    finally:
+        if sweeper is not None:
+            sweeper.stop()  # a sweep that is running finishes
     print(
         f"stopped: {stats.received} received, {stats.succeeded} succeeded, {stats.failed} failed, "
         f"{stats.skipped} skipped, {stats.duplicates} duplicates, {stats.invalid} invalid",

@@ -304,6 +304,16 @@ class World:
             )
         return self._executor
 
+    def sweep_executor(self) -> Any:
+        """The local executor for the rendered ``image-reconcile`` CronWorkflow (it references the
+        ``image-update`` template), with the same Secrets, ConfigMaps and environment as events."""
+        from imagebump.commands.reconcile import build_executor
+
+        executor = self.executor()  # same settings; its mutexes are this process's, shared
+        return build_executor(secrets=executor.secrets, configmaps=executor.configmaps, env=executor.env,
+                              log=self._log, update_template=self.template, work_root=self.root / "steps",
+                              backoff_scale=self.backoff_scale)
+
     def _log(self, record: dict[str, Any]) -> None:
         record.setdefault("mono", time.monotonic())
         self.logs.append(record)
@@ -702,6 +712,8 @@ class DemoReport:
     details: list[str] = field(default_factory=list)
     endpoint_url: str = ""
     git_base_url: str = ""
+    #: ``--lost-push``: one push whose event was lost, then one sweep (empty when not asked)
+    sweep: dict[str, Any] = field(default_factory=dict)
 
     def step_seconds(self) -> dict[str, float]:
         """Stable keys for benchmarks: ``queue``, ``resolve-image``, ``edit-kustomize[ENV]``,
@@ -745,13 +757,17 @@ class DemoReport:
             "kept": self.kept or None,
             "aws_endpoint_url": self.endpoint_url,
             "git_base_url": self.git_base_url,
+            "sweep": self.sweep or None,
         }
 
 
 def run_demo(*, keep: bool = False, tag: str = "1.4.2", timeout: float = 120,
              log_sink: Callable[[dict[str, Any]], None] | None = None,
-             progress: Callable[[str], None] | None = None) -> DemoReport:
+             progress: Callable[[str], None] | None = None, lost_push: bool = False) -> DemoReport:
     """Build the world, push one image, run until its event is done, and collect what to show.
+
+    ``lost_push``: then push one more image while the sensor is stopped, purge the queue (its event
+    is lost), and run one sweep (``imagebump reconcile --apply``'s template): both overlays follow.
 
     Never raises for a failing pipeline: the report says ``ok=False`` with the reason. Raises
     :class:`steps.errors.ConfigError` when a prerequisite (git, git-http-backend) is missing.
@@ -774,6 +790,8 @@ def run_demo(*, keep: bool = False, tag: str = "1.4.2", timeout: float = 120,
             say("running the local sensor and executor until the event is done …")
             run = run_until_done(world, 1, timeout=timeout)
             fill_report(report, world, run, event_id, pushed, timeout=timeout)
+            if lost_push and report.ok:
+                _lose_a_push_then_sweep(report, world, say)
     finally:
         report.wall_seconds = time.monotonic() - wall
         if keep:
@@ -781,6 +799,25 @@ def run_demo(*, keep: bool = False, tag: str = "1.4.2", timeout: float = 120,
         else:
             shutil.rmtree(tmp, ignore_errors=True)
     return report
+
+
+def _lose_a_push_then_sweep(report: DemoReport, world: World, say: Callable[[str], None]) -> None:
+    """Push a newer image with the sensor stopped, purge its event from the queue, sweep once."""
+    from imagebump.commands.reconcile import run_sweep
+
+    lost = "1.5.0"
+    say(f"pushing {world.repository}:{lost} with the sensor stopped, purging the queue (its event is lost), "
+        "then one sweep …")
+    time.sleep(1.1)  # moto keeps push times in whole seconds: make this push the newest
+    push_image(world, lost)
+    world.client("sqs").purge_queue(QueueUrl=world.queue_url)
+    sweep = run_sweep(world.sweep_executor(), apply=True)
+    report.sweep = {"lost_tag": lost, "behind": sweep.behind, "submitted": sweep.submitted,
+                    "updates": sweep.updates, "seconds": round(sweep.seconds, 3), **sweep.calls,
+                    "message": sweep.message}
+    if sweep.exit_code != 0 or sweep.submitted != 2:
+        report.ok = False
+        report.error = f"the sweep after a lost push did not bring both overlays up: {sweep.message or sweep.updates}"
 
 
 def fill_report(report: DemoReport, world: World, run: RunReport, event_id: str, pushed: float, *,
@@ -901,9 +938,16 @@ def render_report(report: DemoReport) -> str:
         for name, seconds in report.timings:
             out.append(f"{name:<{width}}  {seconds:7.2f}")
         out.append(f"\n(setup {report.setup_seconds:.1f}s; whole demo {report.wall_seconds:.1f}s)")
+    if report.sweep:
+        s = report.sweep
+        section("6. A push whose event was lost, then one sweep (imagebump reconcile --apply)")
+        outcomes = ", ".join(f"{u['env']} {u['outcome']}" for u in s["updates"]) or "nothing to do"
+        out.append(f"pushed {s['lost_tag']}, queue purged → sweep: {s['behind']} behind → {outcomes} "
+                   f"({s['seconds']:.1f}s; {s.get('ecr_calls', 0)} ECR calls, {s.get('git_clones', 0)} clone)")
     section("Result")
     if report.ok:
-        out.append("OK: one ECR push became a staging commit and a production pull request branch.")
+        out.append("OK: one ECR push became a staging commit and a production pull request branch"
+                   + (", and a push whose event was lost followed within one sweep." if report.sweep else "."))
     else:
         out.append(f"FAILED: {report.error}")
     if report.kept:

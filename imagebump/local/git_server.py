@@ -144,6 +144,8 @@ class _Handler(BaseHTTPRequestHandler):
         if path_info is None:
             self._reply(404, b"404 Not Found\n", {"Content-Type": "text/plain"})
             return
+        if path_info.endswith("/info/refs") and "service=git-upload-pack" in query:
+            srv.count_session(path_info[1 : -len("/info/refs")].removesuffix(".git"))
         env = _git_env(srv.root)
         env.update({
             "GIT_PROJECT_ROOT": str(srv.root),
@@ -223,6 +225,12 @@ class _Server(ThreadingHTTPServer):
         self.backend = str(Path(_exec_path()) / "git-http-backend")
         self._random = random.Random(seed)
         self._lock = threading.Lock()
+        self.sessions: dict[str, int] = {}
+
+    def count_session(self, owner_repo: str) -> None:
+        """One more read session (clone, fetch or ls-remote: each starts with ``info/refs``)."""
+        with self._lock:
+            self.sessions[owner_repo] = self.sessions.get(owner_repo, 0) + 1
 
     def should_fail(self) -> bool:
         if self.fail_rate <= 0:
@@ -309,6 +317,15 @@ class GitHttpServer:
         return url
 
     # --- repositories ------------------------------------------------------------------------
+
+    def read_sessions(self, owner_repo: str) -> int:
+        """How many read sessions (clone, fetch, ls-remote; each one ``info/refs`` request for
+        ``git-upload-pack``) clients have opened on ``owner_repo`` so far — what a test counts to
+        prove work is done once per repository, not once per file."""
+        if self._server is None:
+            return 0
+        with self._server._lock:
+            return self._server.sessions.get(owner_repo, 0)
 
     def url(self, owner_repo: str) -> str:
         """Clone URL of ``OWNER/NAME`` (no credentials in it)."""

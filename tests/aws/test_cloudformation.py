@@ -138,3 +138,42 @@ def test_push_event_arrives_on_the_queue_and_others_do_not(moto, stack):
     assert body["source"] == "aws.ecr"
     assert body["detail-type"] == "ECR Image Action"
     assert body["detail"] == push["detail"]
+
+
+def _reader_policy(moto, stack) -> dict:
+    import ast
+
+    document = moto.client("iam").get_role_policy(RoleName=f"{stack['prefix']}-ecr-reader",
+                                                   PolicyName="read-image-metadata")["PolicyDocument"]
+    if isinstance(document, str):  # moto hands back the dict's repr
+        document = ast.literal_eval(document) if document.startswith("{'") else json.loads(document)
+    return document
+
+
+def _allows(document: dict, action: str, resource: str) -> bool:
+    """IAM's Allow matching for identity policies without conditions (wildcards * and ?)."""
+    from fnmatch import fnmatchcase
+
+    def listed(value) -> list[str]:
+        return [value] if isinstance(value, str) else list(value)
+
+    return any(
+        statement["Effect"] == "Allow"
+        and any(fnmatchcase(action, a) for a in listed(statement["Action"]))
+        and any(fnmatchcase(resource, r) for r in listed(statement["Resource"]))
+        for statement in document["Statement"]
+    )
+
+
+def test_the_ecr_reader_may_list_repositories_for_the_sweep_and_read_images_only_under_the_prefix(moto, stack):
+    """The reconcile sweep lists the registry (DescribeRepositories without names: resource "*")
+    and reads images (DescribeImages) only of repositories under RepositoryPrefix."""
+    policy = _reader_policy(moto, stack)
+    arn = "arn:aws:ecr:us-west-2:123456789012:repository/"
+    assert _allows(policy, "ecr:DescribeRepositories", "*")
+    assert _allows(policy, "ecr:DescribeImages", arn + "team/api")
+    assert _allows(policy, "ecr:ListImages", arn + "team/api")
+    assert not _allows(policy, "ecr:DescribeImages", arn + "other/api")
+    assert not _allows(policy, "ecr:ListImages", "*")
+    actions = {a for s in policy["Statement"] for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    assert actions == {"ecr:DescribeImages", "ecr:DescribeRepositories", "ecr:ListImages"}  # read-only

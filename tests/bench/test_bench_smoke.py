@@ -101,3 +101,15 @@ def test_report_renders_from_partial_results(tmp_path: Path) -> None:
     assert "| measure | result |" in report.markdown(results, "python -m bench")
     json.dumps(results)
     assert QUICK.single_runs < FULL.single_runs
+
+
+def test_sweep_shape_and_cost() -> None:
+    """The reconcile sweep scenario at its smallest: ECR calls = listing + one per repository, one clone."""
+    from bench import sweep
+
+    (row,) = sweep.run_sweeps((3,), reps=1, log=lambda *_: None)
+    assert (row["repositories"], row["overlays"]) == (3, 6)
+    assert row["ecr_calls"] == 1 + 3 and row["git_clones"] == 1
+    assert row["states"] == {"behind": 2, "current": 4}  # svc0000's two overlays hold the older tag
+    assert "reconcile sweep" in report.table({"timestamp": "t", "machine": machine(), "sweep": [row]})
+    assert QUICK.sweep_repositories[-1] <= 100 < FULL.sweep_repositories[-1] == 1000

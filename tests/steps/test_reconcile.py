@@ -1,0 +1,300 @@
+"""The reconcile step's pure core: which image is the newest, and what state each target is in.
+
+No ECR, no Git: tables of facts in, verdicts out. The sweep against moto's ECR and a real
+``git http-backend`` is in ``tests/steps/test_reconcile_sweep.py``.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from steps.models import ImagesEntry, Target
+from steps.reconcile import (
+    STATES,
+    TargetState,
+    count_states,
+    decide,
+    pick_newest,
+    render_table,
+    repository_matches,
+    repository_prefix,
+)
+
+IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/team/api"
+T0 = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+D1, D2, D3 = ("sha256:" + c * 64 for c in "123")
+
+
+def target(tag: str | None = "1.4.2", digest: str | None = D2, pushed: datetime | None = T0, **kw) -> Target:
+    base = {
+        "rule": 0,
+        "repo_url": "https://github.com/org/gitops",
+        "path": "apps/api/overlays/staging",
+        "env": "staging",
+        "image": IMAGE,
+        "tag": tag,
+        "digest": digest,
+        "pushed_at": pushed,
+        "mode": "commit",
+        "provider": "local",
+    }
+    base.update(kw)
+    return Target(**base)
+
+
+def entry(tag: str | None = None, digest: str | None = None, **kw) -> ImagesEntry:
+    return ImagesEntry(name=IMAGE, newTag=tag, digest=digest, **kw)
+
+
+# --- repositories a rule can match ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("template", "prefix"),
+    [
+        pytest.param("team/$1", "team/", id="one-variable"),
+        pytest.param("hoge/$1/$2/$3", "hoge/", id="three-variables"),
+        pytest.param("$1/api", "", id="variable-first"),
+        pytest.param("team/app-$1", "team/app-", id="variable-inside-a-segment"),
+        pytest.param("team/api", "team/api", id="fixed-name"),
+    ],
+)
+def test_repository_prefix(template: str, prefix: str) -> None:
+    assert repository_prefix(template) == prefix
+
+
+@pytest.mark.parametrize(
+    ("template", "name", "matches"),
+    [
+        pytest.param("team/$1", "team/api", True, id="one-segment"),
+        pytest.param("team/$1", "team/a/b", False, id="too-deep"),
+        pytest.param("team/$1", "teamx/api", False, id="prefix-lookalike"),
+        pytest.param("team/$1", "team", False, id="too-shallow"),
+        pytest.param("hoge/$1/$2", "hoge/a/b", True, id="two-segments"),
+        pytest.param("team/app-$1", "team/app-web", True, id="inside-a-segment"),
+        pytest.param("team/app-$1", "team/app-", False, id="empty-variable"),
+        pytest.param("$1/api", "any/api", True, id="variable-first"),
+        pytest.param("team/a.b", "team/aXb", False, id="dot-is-literal"),
+        pytest.param("t/$1-$2", "t/a-b", True, id="two-variables-in-a-segment"),
+        pytest.param("t/$1-$2", "t/a-", False, id="second-variable-empty"),
+        pytest.param("t/$1$2", "t/a", False, id="adjacent-variables-need-two-characters"),
+        pytest.param("t/$1$2", "t/ab", True, id="adjacent-variables"),
+        pytest.param("t/x$1y$2z", "t/xAyyBz", True, id="pieces-found-leftmost"),
+    ],
+)
+def test_repository_matches(template: str, name: str, matches: bool) -> None:
+    assert repository_matches(template, name) is matches
+
+
+# --- the newest allowed image ----------------------------------------------------------------
+
+
+def test_push_time_picks_the_latest_push() -> None:
+    older, newer = target("1.9.0", D1, T0), target("1.4.2", D2, T0 + timedelta(minutes=5))
+    assert pick_newest([older, newer])[0] is newer
+
+
+def test_push_time_ties_are_broken_by_version_then_natural_order() -> None:
+    # one image with several tags, or two pushes in the same instant: a stable choice
+    a, b, c = target("1.4.9", D1), target("1.4.10", D2), target("abc1234", D3)
+    assert pick_newest([a, c, b])[0] is b
+    assert pick_newest([a, c])[0] is a  # a version beats a plain tag
+
+
+def test_semver_picks_the_highest_version_and_ignores_other_tags() -> None:
+    late_junk = target("latest-build", D3, T0 + timedelta(hours=1), order="semver")
+    rc, release = (
+        target("2.0.0-rc.1", D1, T0 + timedelta(minutes=9), order="semver"),
+        target("1.10.0", D2, T0, order="semver"),
+    )
+    final = target("v2.0.0", D3, T0, order="semver")
+    assert pick_newest([late_junk, rc, release])[0] is rc
+    assert pick_newest([rc, release, final])[0] is final  # a release sorts above its pre-release
+
+
+@pytest.mark.parametrize(
+    ("candidates", "why"),
+    [
+        pytest.param([], "no tag in ECR", id="nothing-allowed"),
+        pytest.param([target(order="none")], "order: none", id="order-none-is-never-guessed"),
+        pytest.param([target("main", order="semver")], "semantic version", id="semver-without-versions"),
+        pytest.param(
+            [target(order="semver"), target(rule=1, order="push-time")],
+            "different orders",
+            id="conflicting-orders",
+        ),
+    ],
+)
+def test_no_newest(candidates: list[Target], why: str) -> None:
+    best, reason = pick_newest(candidates)
+    assert best is None and why in reason
+
+
+# --- the state of one target ----------------------------------------------------------------
+
+NEWEST = target("1.4.2", D2, T0)
+PR = {"mode": "pr"}
+
+CASES = [
+    pytest.param({"current": entry("1.4.2")}, "current", id="holds-the-newest"),
+    pytest.param(
+        {"current": entry("1.4.1"), "current_pushed_at": T0 - timedelta(days=1)}, "behind", id="older"
+    ),
+    pytest.param(
+        {"current": entry("hotfix-7"), "current_pushed_at": T0 + timedelta(hours=1)},
+        "ahead",
+        id="pinned-ahead",
+    ),
+    pytest.param({"current": entry("gone")}, "behind", id="current-not-in-ecr-is-replaced-as-events-do"),
+    pytest.param(
+        {"current": None, "current_error": "no kustomization in apps/api"}, "unknown", id="unreadable"
+    ),
+    pytest.param(
+        {"current": entry("abc1234"), "same_image_tags": {"1.4.2", "abc1234"}},
+        "current",
+        id="same-image-under-another-allowed-tag",
+    ),
+    pytest.param({"current": entry("1.4.0", D2)}, "current", id="same-digest-already-deployed"),
+    pytest.param({"current": entry(None, None)}, "behind", id="nothing-set-yet"),
+]
+
+
+@pytest.mark.parametrize(("facts", "state"), CASES)
+def test_decide(facts: dict, state: str) -> None:
+    verdict = decide(newest=NEWEST, **facts)
+    assert verdict.state == state, verdict.reason
+    assert (verdict.update is not None) == (state == "behind")
+    if state == "behind":
+        assert verdict.update.tag == "1.4.2" and verdict.update.digest == D2
+
+
+def test_ahead_names_both_images() -> None:
+    verdict = decide(newest=NEWEST, current=entry("hotfix-7"), current_pushed_at=T0 + timedelta(hours=1))
+    assert "hotfix-7" in verdict.reason and "1.4.2" in verdict.reason and "never touched" in verdict.reason
+    assert (verdict.current, verdict.newest) == ("hotfix-7", "1.4.2")
+
+
+def test_order_none_is_reported_with_what_the_overlay_holds() -> None:
+    best, why = pick_newest([target(order="none")])
+    verdict = decide(newest=best, why_no_newest=why, current=entry("1.4.1"))
+    assert (verdict.state, verdict.current, verdict.newest) == ("unknown", "1.4.1", "")
+    assert "order: none" in verdict.reason
+
+
+def test_write_digest_pins_the_digest_of_the_tag_already_held() -> None:
+    newest = target(write_digest=True)
+    verdict = decide(newest=newest, current=entry("1.4.2"), current_pushed_at=T0)
+    assert verdict.state == "behind" and verdict.newest == f"1.4.2@{D2}"
+    assert decide(newest=newest, current=entry("1.4.2", D2)).state == "current"
+
+
+def test_the_file_keeps_its_own_tag_for_the_same_image() -> None:
+    newest = target(write_digest=True)
+    verdict = decide(
+        newest=newest, current=entry("abc1234"), same_image_tags={"1.4.2", "abc1234"}, current_pushed_at=T0
+    )
+    assert verdict.state == "behind" and verdict.update.tag == "abc1234" and verdict.newest == f"abc1234@{D2}"
+
+
+def test_semver_order() -> None:
+    newest = target("1.9.0", order="semver")
+    assert decide(newest=newest, current=entry("1.10.0")).state == "ahead"
+    assert decide(newest=newest, current=entry("1.2.0")).state == "behind"
+    assert decide(newest=newest, current=entry("main")).state == "behind"  # not a version: replaced
+
+
+PR_CASES = [
+    pytest.param(None, None, "behind", id="no-living-proposal"),
+    pytest.param(entry("1.4.2"), None, "proposed", id="branch-proposes-the-newest"),
+    pytest.param(entry("1.4.1"), T0 - timedelta(days=1), "behind", id="branch-proposes-an-older-one"),
+    pytest.param(entry("1.5.0-manual"), T0 + timedelta(hours=2), "ahead", id="branch-proposes-a-newer-one"),
+]
+
+
+@pytest.mark.parametrize(("proposed", "proposed_at", "state"), PR_CASES)
+def test_pr_mode_compares_with_the_living_branch(proposed, proposed_at, state: str) -> None:
+    verdict = decide(
+        newest=target(**PR),
+        current=entry("1.4.0"),
+        current_pushed_at=T0 - timedelta(days=2),
+        branch="imagebump/staging/x",
+        proposed=proposed,
+        proposed_pushed_at=proposed_at,
+    )
+    assert verdict.state == state, verdict.reason
+    if proposed is not None:
+        assert "imagebump/staging/x" in verdict.reason
+
+
+def test_commit_mode_ignores_any_branch() -> None:
+    verdict = decide(
+        newest=NEWEST,
+        current=entry("1.4.0"),
+        current_pushed_at=T0 - timedelta(days=2),
+        branch="imagebump/staging/x",
+        proposed=entry("1.4.2"),
+    )
+    assert verdict.state == "behind"
+
+
+# --- what the sweep prints ----------------------------------------------------------------
+
+
+def _state(state: str, env: str = "staging", path: str = "apps/api") -> TargetState:
+    return TargetState(
+        repo_url="https://github.com/org/gitops",
+        path=path,
+        env=env,
+        current="1.4.1",
+        newest=f"1.4.2@{D2}",
+        state=state,
+        reason=f"because {state}",
+    )
+
+
+def test_counts_list_every_state_for_every_env() -> None:
+    counts = count_states([_state("behind"), _state("behind", path="b"), _state("current", env="")])
+    table = {(c.state, c.env): c.count for c in counts}
+    assert table[("behind", "staging")] == 2 and table[("current", "none")] == 1
+    assert len(counts) == 2 * len(STATES) and table[("ahead", "staging")] == 0  # zeros reset a gauge
+
+
+def test_table_lists_worst_first_and_totals() -> None:
+    text = render_table(
+        [_state("current", path="a"), _state("behind", path="b"), _state("unknown", path="c")]
+    )
+    lines = text.splitlines()
+    assert lines[0].split()[:3] == ["STATE", "ENV", "OVERLAY"]
+    assert [line.split()[0] for line in lines[1:4]] == ["behind", "unknown", "current"]
+    assert "1.4.2@sha256:222222222222…" in text and D2 not in text  # digests shortened for people
+    assert lines[-1] == "3 target(s): 1 behind, 1 current, 0 ahead, 0 proposed, 1 unknown"
+
+
+def test_a_hostile_repository_name_cannot_make_matching_hang() -> None:
+    """Whoever creates ECR repositories chooses their names: matching is one scan, never backtracking
+    (a backtracking regular expression needs hours on this pair). A child process with a deadline
+    guards against a hang; nothing is timed."""
+    import subprocess
+    import sys
+
+    program = (
+        "from steps.reconcile import repository_matches\n"
+        "template = 't/' + ''.join(f'a${i}' for i in range(1, 21)) + 'b'\n"
+        "print(repository_matches(template, 't/' + 'a' * 255))\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", program],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("repository_matches still running after 60s on a hostile name")
+    assert done.stdout.strip() == "False", done.stderr

@@ -1,0 +1,338 @@
+"""The reconcile sweep against real parts: moto's ECR (server mode) and a ``git http-backend`` remote
+with token auth. Only ECR's pagination, which moto does not emulate, is faked — by a paging proxy
+in front of moto (``tests/fixtures/ecr_pages.py``), in the one test that needs pages.
+
+moto stores push times in whole seconds: where the order of two pushes matters the test waits
+a second between them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+import uuid
+from dataclasses import dataclass, field
+
+import pytest
+
+from steps.branches import branch_name
+from steps.git import GitAuth
+from steps.models import Image
+from steps.reconcile import sweep
+from steps.rules import load_rules
+from tests.fixtures.ecr_pages import PagingProxy
+
+REGION = "us-west-2"
+
+pytestmark = pytest.mark.slow
+
+
+@dataclass
+class Registry:
+    """ECR repositories under one unique prefix of moto's shared registry."""
+
+    ecr: object
+    prefix: str = field(default_factory=lambda: f"rc{uuid.uuid4().hex[:8]}")
+    account: str = ""
+    digests: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    def create(self, name: str) -> str:
+        created = self.ecr.create_repository(repositoryName=name)["repository"]
+        self.account = created["registryId"]
+        return name
+
+    def push(self, name: str, tag: str) -> str:
+        """Put ``tag`` into ``name`` (created if needed); moto needs the digest given."""
+        if (name, None) not in self.digests:
+            try:
+                self.create(name)
+            except self.ecr.exceptions.RepositoryAlreadyExistsException:
+                pass
+            self.digests[(name, None)] = ""
+        digest = "sha256:" + hashlib.sha256(f"{name}:{tag}:{uuid.uuid4()}".encode()).hexdigest()
+        manifest = json.dumps(
+            {
+                "schemaVersion": 2,
+                "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+                "config": {
+                    "mediaType": "application/vnd.docker.container.image.v1+json",
+                    "size": 1,
+                    "digest": "sha256:" + hashlib.sha256(digest.encode()).hexdigest(),
+                },
+                "layers": [],
+            }
+        )
+        self.ecr.put_image(repositoryName=name, imageManifest=manifest, imageTag=tag, imageDigest=digest)
+        self.digests[(name, tag)] = digest
+        return digest
+
+    @property
+    def registry(self) -> str:
+        return f"{self.account}.dkr.ecr.{REGION}.amazonaws.com"
+
+    def uri(self, name: str) -> str:
+        return f"{self.registry}/{name}"
+
+
+def kustomization(image: str, tag: str | None, digest: str | None = None) -> str:
+    lines = [
+        "apiVersion: kustomize.config.k8s.io/v1beta1",
+        "kind: Kustomization",
+        "resources:",
+        "- ../../base",
+        "images:",
+        f"- name: {image}",
+    ]
+    if tag:
+        lines.append(f"  newTag: {tag}")
+    if digest:
+        lines.append(f"  digest: {digest}")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture()
+def auth(git_token: str) -> GitAuth:
+    """The read token of the session's git server (its repr never shows the token)."""
+    return GitAuth(git_token)
+
+
+@pytest.fixture()
+def registry(moto, monkeypatch) -> Registry:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto.endpoint_url)
+    return Registry(moto.client("ecr"))
+
+
+def two_rules(registry: Registry, git_url: str, *, order: str = "push-time") -> str:
+    return (
+        f"- registryURI: {registry.registry}/{registry.prefix}/$1\n"
+        f"  githubRepository: {git_url}/apps/$1/overlays/staging\n"
+        f"  env: staging\n  mode: commit\n  provider: local\n  order: {order}\n"
+        "  denyImageTag: [latest]\n"
+        f"- registryURI: {registry.registry}/{registry.prefix}/$1\n"
+        f"  githubRepository: {git_url}/apps/$1/overlays/production\n"
+        f"  env: production\n  mode: pr\n  provider: local\n  writeDigest: true\n  order: {order}\n"
+        "  denyImageTag: [latest]\n"
+    )
+
+
+def by_overlay(out) -> dict[str, object]:
+    return {t.path: t for t in out.report}
+
+
+def test_every_state_against_real_ecr_and_git(registry: Registry, make_remote, auth: GitAuth) -> None:
+    p = registry.prefix
+    for name, tag in (("api", "1.4.1"), ("web", "2.0.0"), ("worker", "3.1.0"), ("ghost", "1.0.0")):
+        registry.push(f"{p}/{name}", tag)
+    registry.push(f"{p}n/cron", "0.1.0")
+    time.sleep(1.1)  # moto's push times are whole seconds
+    api_newest = registry.push(f"{p}/api", "1.4.2")
+    registry.push(f"{p}/web", "latest")  # denied by the rules, pushed after the newest allowed
+    d = registry.digests
+    api, web, worker = (registry.uri(f"{p}/{name}") for name in ("api", "web", "worker"))
+    cron = registry.uri(f"{p}n/cron")
+    remote = make_remote(
+        {
+            "apps/api/overlays/staging/kustomization.yaml": kustomization(api, "1.4.1"),
+            "apps/api/overlays/production/kustomization.yaml": kustomization(api, "1.4.0"),
+            "apps/web/overlays/staging/kustomization.yaml": kustomization(web, "latest"),  # pinned by hand
+            "apps/web/overlays/production/kustomization.yaml": kustomization(
+                web, "2.0.0", d[(f"{p}/web", "2.0.0")]
+            ),
+            "apps/worker/overlays/staging/kustomization.yaml": kustomization(worker, "3.1.0"),
+            "apps/worker/overlays/production/kustomization.yaml": kustomization(
+                worker, "3.1.0", d[(f"{p}/worker", "3.1.0")]
+            ),
+            "jobs/cron/kustomization.yaml": kustomization(cron, "0.0.9"),
+        }
+    )
+    rules = load_rules(
+        two_rules(registry, remote.url)
+        + (
+            f"- registryURI: {registry.registry}/{p}n/$1\n  githubRepository: {remote.url}/jobs/$1\n"
+            "  mode: commit\n  provider: local\n  order: none\n"
+        )
+    )
+    # a living proposal that already offers the newest (what an earlier event left)
+    pushed_at = registry.ecr.describe_images(repositoryName=f"{p}/api", imageIds=[{"imageTag": "1.4.2"}])[
+        "imageDetails"
+    ][0]["imagePushedAt"]
+    newest_image = Image(
+        account=registry.account,
+        region=REGION,
+        repository=f"{p}/api",
+        tag="1.4.2",
+        digest=api_newest,
+        pushed_at=pushed_at,
+    )
+    production = next(t for t in rules.match(newest_image).targets if t.env == "production")
+    remote.commit_files(
+        {"apps/api/overlays/production/kustomization.yaml": kustomization(api, "1.4.2", api_newest)},
+        "imagebump(production): api 1.4.0 → 1.4.2",
+        branch=branch_name(production),
+    )
+    sessions_before = remote.server.read_sessions(remote.name)
+
+    out = sweep(rules, concurrency=4, auth=auth)
+
+    states = {path: (t.state, t.current, t.newest) for path, t in by_overlay(out).items()}
+    assert states["apps/api/overlays/staging"] == ("behind", "1.4.1", "1.4.2")
+    assert states["apps/api/overlays/production"] == ("proposed", "1.4.0", f"1.4.2@{api_newest}")
+    assert states["apps/web/overlays/staging"][0] == "ahead"
+    assert states["apps/web/overlays/production"][0] == "current"
+    assert (
+        states["apps/worker/overlays/staging"][0] == states["apps/worker/overlays/production"][0] == "current"
+    )
+    assert states["apps/ghost/overlays/staging"][0] == "unknown"
+    assert "does not exist" in by_overlay(out)["apps/ghost/overlays/staging"].reason
+    assert states["jobs/cron"] == ("unknown", "0.0.9", "")  # order: none is reported, never guessed
+    assert "order: none" in by_overlay(out)["jobs/cron"].reason
+    assert "never touched" in by_overlay(out)["apps/web/overlays/staging"].reason
+    # the behind target, exactly as resolve-image would have produced it for that push
+    staging = next(t for t in rules.match(newest_image).targets if t.env == "staging")
+    assert [t.model_dump() for t in out.targets] == [staging.model_dump()]
+    assert out.behind == 1
+    # cost: one listing + one DescribeImages per repository; ONE clone for 7 overlays
+    assert out.ecr_calls == 1 + 5
+    assert out.git_clones == 1
+    assert (
+        remote.server.read_sessions(remote.name) - sessions_before <= 5
+    )  # clone, checkout, ls-remote, 2 fetches
+    counts = {(c.state, c.env): c.count for c in out.counts}
+    assert counts[("behind", "staging")] == 1 and counts[("proposed", "production")] == 1
+
+
+def test_a_hundred_repositories_under_one_rule_are_enumerated(
+    registry: Registry, make_remote, auth: GitAuth
+) -> None:
+    p = registry.prefix
+    names = [f"svc{i:03d}" for i in range(100)]
+    for i, name in enumerate(names):
+        registry.push(f"{p}/{name}", "1.0.0")
+        if i % 2 == 0:
+            registry.push(f"{p}/{name}", "1.1.0")
+    # look-alikes the rule must not reach
+    for decoy in (f"{p}x/svc000", f"{p}/deep/svc", f"x{p}/svc000"):
+        registry.push(decoy, "9.9.9")
+    remote = make_remote(
+        {
+            f"apps/{n}/overlays/staging/kustomization.yaml": kustomization(registry.uri(f"{p}/{n}"), "1.0.0")
+            for n in names
+        }
+    )
+    rules = load_rules(
+        f"- registryURI: {registry.registry}/{p}/$1\n"
+        f"  githubRepository: {remote.url}/apps/$1/overlays/staging\n"
+        "  env: staging\n  mode: commit\n  provider: local\n  order: semver\n"
+    )
+
+    out = sweep(rules, concurrency=8, auth=auth)
+
+    assert sorted(t.path for t in out.report) == [f"apps/{n}/overlays/staging" for n in names]
+    behind = sorted(t.image.rsplit("/", 1)[1] for t in out.targets)
+    assert behind == names[::2] and {t.tag for t in out.targets} == {"1.1.0"}
+    assert {t.state for t in out.report if t.path.split("/")[1] in names[1::2]} == {"current"}
+    assert out.ecr_calls == 1 + 100 and out.git_clones == 1
+
+
+def test_every_page_of_ecr_is_followed(
+    registry: Registry, make_remote, auth: GitAuth, moto, monkeypatch
+) -> None:
+    """ECR pages its answers (moto does not): a paging proxy in front of moto cuts them into pages of 7."""
+    p = registry.prefix
+    names = [f"svc{i:02d}" for i in range(20)]
+    for name in names:
+        registry.push(f"{p}/{name}", "1.0.0")
+    for tag in range(1, 16):  # one repository with 16 tags: three pages of images
+        registry.push(f"{p}/svc00", f"1.0.{tag}")
+    remote = make_remote(
+        {
+            f"apps/{n}/overlays/staging/kustomization.yaml": kustomization(registry.uri(f"{p}/{n}"), "1.0.0")
+            for n in names
+        }
+    )
+    rules = load_rules(
+        f"- registryURI: {registry.registry}/{p}/$1\n"
+        f"  githubRepository: {remote.url}/apps/$1/overlays/staging\n"
+        "  mode: commit\n  provider: local\n  order: semver\n"
+    )
+    all_repositories = len(registry.ecr.describe_repositories()["repositories"])  # moto is shared: others too
+
+    with PagingProxy(moto.endpoint_url, page_size=7) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
+        out = sweep(rules, concurrency=4, auth=auth)
+
+    assert len(out.report) == 20
+    assert [(t.path, t.tag) for t in out.targets] == [("apps/svc00/overlays/staging", "1.0.15")]
+    listing_pages = math.ceil(all_repositories / 7)
+    assert proxy.calls["DescribeRepositories"] >= listing_pages  # every page, whatever else moto holds
+    assert proxy.calls["DescribeImages"] == 19 + 3
+    assert out.ecr_calls == proxy.calls["DescribeRepositories"] + proxy.calls["DescribeImages"]
+
+
+def test_one_clone_per_git_repository_however_many_overlays(
+    registry: Registry, make_remote, auth: GitAuth
+) -> None:
+    p = registry.prefix
+    names = [f"app{i}" for i in range(6)]
+    for name in names:
+        registry.push(f"{p}/{name}", "1.0.0")
+    small = make_remote(
+        {"apps/app0/overlays/staging/kustomization.yaml": kustomization(registry.uri(f"{p}/app0"), "1.0.0")}
+    )
+    large = make_remote(
+        {
+            f"apps/{n}/overlays/staging/kustomization.yaml": kustomization(registry.uri(f"{p}/{n}"), "1.0.0")
+            for n in names
+        }
+    )
+    rules = load_rules(
+        f"- registryURI: {registry.registry}/{p}/app0\n  githubRepository: {small.url}/apps/app0/overlays/staging\n"
+        "  mode: commit\n  provider: local\n"
+        f"- registryURI: {registry.registry}/{p}/$1\n  githubRepository: {large.url}/apps/$1/overlays/staging\n"
+        "  mode: commit\n  provider: local\n"
+    )
+
+    out = sweep(rules, concurrency=2, auth=auth)
+
+    assert len(out.report) == 7 and {t.state for t in out.report} == {"current"}
+    assert out.git_clones == 2
+    assert small.server.read_sessions(small.name) == large.server.read_sessions(large.name)  # 1 vs 6 overlays
+
+
+def test_an_older_living_proposal_is_updated_and_an_unreadable_repository_is_reported(
+    registry: Registry, make_remote, auth: GitAuth
+) -> None:
+    p = registry.prefix
+    registry.push(f"{p}/api", "1.4.1")
+    time.sleep(1.1)
+    newest = registry.push(f"{p}/api", "1.4.2")
+    api = registry.uri(f"{p}/api")
+    remote = make_remote(
+        {
+            "apps/api/overlays/staging/kustomization.yaml": kustomization(api, "1.4.0"),
+            "apps/api/overlays/production/kustomization.yaml": kustomization(api, "1.4.0"),
+        }
+    )
+    rules = load_rules(two_rules(registry, remote.url))
+    image = Image(account=registry.account, region=REGION, repository=f"{p}/api", tag="1.4.2", digest=newest)
+    production = next(t for t in rules.match(image).targets if t.env == "production")
+    remote.commit_files(
+        {
+            "apps/api/overlays/production/kustomization.yaml": kustomization(
+                api, "1.4.1", registry.digests[(f"{p}/api", "1.4.1")]
+            )
+        },
+        "an older proposal",
+        branch=branch_name(production),
+    )
+
+    out = sweep(rules, auth=auth)
+    refused = sweep(rules, auth=GitAuth("not-the-token-" + uuid.uuid4().hex))
+
+    states = {t.env: (t.state, t.reason) for t in out.report}
+    assert states["production"][0] == "behind" and "proposes the older 1.4.1" in states["production"][1]
+    assert {t.env for t in out.targets} == {"staging", "production"}
+    assert {t.state for t in refused.report} == {"unknown"} and refused.targets == []
+    assert all("token" in t.reason for t in refused.report), [t.reason for t in refused.report]

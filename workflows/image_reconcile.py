@@ -1,0 +1,243 @@
+"""CronWorkflow ``image-reconcile``: every 10 minutes, bring every overlay behind to its newest allowed image.
+
+Wiring only; the work is :func:`steps.reconcile.run` and, for each target it finds behind, the
+``update-target`` template of the ``image-update`` WorkflowTemplate, reused by ``templateRef`` —
+the same edit-kustomize and commit-pr code, under the same per-overlay mutex as events. Shape::
+
+    main (steps)
+      reconcile                              rules × ECR × Git → targets behind, counts
+      count-targets  withParam: counts       a gauge per (state, env); no pod (suspend 0s)
+      sweep-target   withParam: targets      when apply; one per overlay behind
+        update-target (templateRef image-update)   edit-kustomize → commit-pr, mutex "<repo_url>/<path>"
+
+Runs as the ECR-reader ServiceAccount for the sweep (ECR read through IRSA; the optional read
+token for the clone); update-target's steps keep their own ServiceAccounts and Secrets. No new
+Kubernetes rights: the controller resolves ``templateRef`` itself. ``concurrencyPolicy: Forbid``
+so sweeps never overlap; a starting deadline so a controller that was down does not run a backlog.
+
+Metrics (the controller exports them with the prefix ``argo_workflows_``):
+``imagebump_reconcile_targets{state,env}`` (gauge: targets per state at the last sweep) and
+``imagebump_reconcile_updates_total{env}`` (counter: targets a sweep found behind and updated —
+a push whose event was lost somewhere; worth an alert).
+"""
+
+from __future__ import annotations
+
+from hera.workflows import (
+    ConfigMapVolume,
+    CronWorkflow,
+    Env,
+    Parameter,
+    SecretVolume,
+    Step,
+    Steps,
+    Suspend,
+    script,
+)
+from hera.workflows import models as m
+
+from steps import reconcile
+from workflows import common as c
+from workflows import image_update
+
+NAME = "image-reconcile"
+#: Every 10 minutes: the bound on how long a push whose event was lost stays unreflected.
+SCHEDULE = "*/10 * * * *"
+#: A sweep that could not start within this many seconds of its slot is skipped (the next one comes).
+STARTING_DEADLINE_SECONDS = 300
+#: At most this many update-target pods at once (a first sweep may find hundreds behind).
+PARALLELISM = 8
+#: The referenced template: update-target of the image-update WorkflowTemplate.
+UPDATE_TEMPLATE = "update-target"
+
+ENV_LABEL = "{{=inputs.parameters.env != '' ? inputs.parameters.env : 'none'}}"
+
+
+def _reconcile_template():
+    return script(
+        name="reconcile",
+        constructor="runner",
+        image=c.IMAGE,
+        service_account_name=c.SA_ECR_READER,
+        outputs=c.outputs_of(
+            reconcile.ReconcileOutput,
+            {
+                "targets": "[]",
+                "report": "[]",
+                "counts": "[]",
+                "behind": "0",
+                "ecr-calls": "0",
+                "git-calls": "0",
+                "git-clones": "0",
+            },
+        ),
+        env=[
+            *c.base_env(),
+            Env(name="IMAGEBUMP_RULES_FILE", value=f"{c.RULES_DIR}/{c.RULES_KEY}"),
+            Env(name="IMAGEBUMP_GIT_READ_TOKEN_FILE", value=f"{c.GIT_READ_DIR}/token"),
+        ],
+        env_from=c.base_env_from(),
+        volumes=[
+            c.tmp_volume(),
+            ConfigMapVolume(
+                name=c.RULES_CONFIGMAP,
+                mount_path=c.RULES_DIR,
+                read_only=True,
+                items=[m.KeyToPath(key=c.RULES_KEY, path=c.RULES_KEY)],
+            ),
+            SecretVolume(
+                name="git-read",
+                secret_name=c.GIT_READ_SECRET,
+                mount_path=c.GIT_READ_DIR,
+                read_only=True,
+                optional=True,
+                default_mode=0o440,
+            ),
+        ],
+        security_context=c.CONTAINER_SECURITY_CONTEXT,
+        resources=c.resources(memory_limit="1Gi"),
+        retry_strategy=c.retry_transient(limit=2),
+        active_deadline_seconds=1200,
+    )(reconcile.run)
+
+
+class _MeteredSuspend(Suspend):
+    """A Suspend template that keeps its metrics: Hera 7.1's ``Suspend._build_template`` drops them."""
+
+    def _build_template(self):
+        template = super()._build_template()
+        template.metrics = self._build_metrics()
+        return template
+
+
+def _count_template() -> Suspend:
+    """A pod-less node per (state, env) that sets the gauge (a suspend of zero seconds: no pod)."""
+    return _MeteredSuspend(
+        name="count-targets",
+        duration="0",
+        inputs=[Parameter(name="state"), Parameter(name="env"), Parameter(name="count")],
+        metrics=m.Metrics(
+            prometheus=[
+                m.Prometheus(
+                    name="imagebump_reconcile_targets",
+                    help="targets per state (behind, current, ahead, proposed, unknown) and env at the last sweep",
+                    labels=[
+                        m.MetricLabel(key="state", value="{{inputs.parameters.state}}"),
+                        m.MetricLabel(key="env", value="{{inputs.parameters.env}}"),
+                    ],
+                    gauge=m.Gauge(value="{{inputs.parameters.count}}", realtime=False),
+                )
+            ]
+        ),
+    )
+
+
+def build() -> CronWorkflow:
+    """The ``image-reconcile`` CronWorkflow (Hera object; ``.to_dict()`` is the manifest)."""
+    with CronWorkflow(
+        name=NAME,
+        namespace=c.NAMESPACE,
+        labels=dict(c.LABELS),
+        annotations={
+            "workflows.argoproj.io/description": "Every overlay a rule maps an ECR repository to, compared with "
+            "the newest image ECR holds that the rule allows; those behind are updated by image-update's "
+            "update-target (a push whose event was lost is reflected within one sweep).",
+        },
+        schedules=[SCHEDULE],
+        timezone="UTC",
+        concurrency_policy="Forbid",
+        starting_deadline_seconds=STARTING_DEADLINE_SECONDS,
+        successful_jobs_history_limit=3,
+        failed_jobs_history_limit=5,
+        entrypoint="main",
+        arguments=[
+            Parameter(
+                name="apply",
+                value="true",
+                description="`false`: only report (the sweep's table is in the reconcile pod's log)",
+            ),
+            Parameter(
+                name="concurrency",
+                value=str(reconcile.DEFAULT_CONCURRENCY),
+                description="ECR calls and Git repositories the sweep works on at once",
+            ),
+            Parameter(
+                name="limit",
+                value=str(reconcile.DEFAULT_LIMIT),
+                description="at most this many targets updated per sweep; the rest wait for the next",
+            ),
+            Parameter(
+                name="full", value="false", description="`true`: the report output lists current targets too"
+            ),
+        ],
+        service_account_name=c.SA_WORKFLOW,
+        security_context=c.POD_SECURITY_CONTEXT,
+        active_deadline_seconds=3000,
+        pod_gc=m.PodGC(strategy="OnPodSuccess", delete_delay_duration="10m"),
+        ttl_strategy=m.TTLStrategy(seconds_after_success=3600, seconds_after_failure=7 * 86400),
+        pod_metadata=m.Metadata(labels=dict(c.LABELS)),
+        workflow_metadata=m.WorkflowMetadata(labels=dict(c.LABELS)),
+    ) as cw:
+        sweep = _reconcile_template()
+        count = _count_template()
+
+        with Steps(
+            name="sweep-target",
+            inputs=[
+                Parameter(name="target", description="one steps.models.Target, as JSON"),
+                Parameter(name="repo-url"),
+                Parameter(name="path"),
+                Parameter(name="env", default=""),
+            ],
+            metrics=m.Metrics(
+                prometheus=[
+                    m.Prometheus(
+                        name="imagebump_reconcile_updates_total",
+                        help="targets a sweep found behind and updated (a push whose event was lost), by env",
+                        labels=[m.MetricLabel(key="env", value=ENV_LABEL)],
+                        when="{{status}} == Succeeded",
+                        counter=m.Counter(value="1"),
+                    )
+                ]
+            ),
+        ) as sweep_target:
+            Step(
+                name=UPDATE_TEMPLATE,
+                template_ref=m.TemplateRef(name=image_update.NAME, template=UPDATE_TEMPLATE),
+                arguments={
+                    "target": "{{inputs.parameters.target}}",
+                    "repo-url": "{{inputs.parameters.repo-url}}",
+                    "path": "{{inputs.parameters.path}}",
+                    "env": "{{inputs.parameters.env}}",
+                },
+            )
+
+        with Steps(name="main", parallelism=PARALLELISM) as main:
+            sweep(
+                name="reconcile",
+                arguments={
+                    "concurrency": "{{workflow.parameters.concurrency}}",
+                    "limit": "{{workflow.parameters.limit}}",
+                    "full": "{{workflow.parameters.full}}",
+                },
+            )
+            with main.parallel():
+                Step(
+                    name="count-targets",
+                    template=count,
+                    arguments={"state": "{{item.state}}", "env": "{{item.env}}", "count": "{{item.count}}"},
+                    with_param="{{steps.reconcile.outputs.parameters.counts}}",
+                )
+                Step(
+                    name="sweep-target",
+                    template=sweep_target,
+                    arguments={
+                        "target": "{{item}}",
+                        "repo-url": "{{item.repo_url}}",
+                        "path": "{{item.path}}",
+                        "env": "{{item.env}}",
+                    },
+                    with_param="{{steps.reconcile.outputs.parameters.targets}}",
+                    when="{{workflow.parameters.apply}} == true",
+                )
+    return cw

@@ -8,9 +8,11 @@ filters (:mod:`sensors.definition`) and runs the rendered ``image-update`` Workf
 Inputs: ``--rules FILE`` becomes the ``imagebump-rules`` ConfigMap the template mounts into
 resolve-image; the Git token comes from ``IMAGEBUMP_GIT_TOKEN`` (or ``IMAGEBUMP_GIT_TOKEN_FILE``)
 in the environment — never from a flag — and becomes the ``imagebump-git`` Secret that only
-commit-pr mounts (``IMAGEBUMP_GIT_READ_TOKEN`` likewise becomes ``imagebump-git-read``).
+commit-pr mounts. One user on one machine: the same token also becomes the ``imagebump-git-read``
+Secret, so edit-kustomize reads private repositories with it, unless ``IMAGEBUMP_GIT_READ_TOKEN``
+(or ``IMAGEBUMP_GIT_READ_TOKEN_FILE``) gives a separate read token (:func:`local_secrets`).
 ``AWS_*`` and the other ``IMAGEBUMP_*`` settings pass through to the steps; ``--endpoint-url`` also
-sets ``AWS_ENDPOINT_URL`` for them.
+sets ``AWS_ENDPOINT_URL`` for them (boto3 also honours ``AWS_ENDPOINT_URL`` itself).
 
 Output: JSON-line logs on stderr (each record of a workflow carries its ``event_id``) and one
 progress line per event on stdout. Runs until SIGTERM/SIGINT (then finishes what is running and
@@ -27,6 +29,7 @@ import os
 import re
 import signal
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -49,8 +52,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         description=(
             "Long-poll an SQS queue of ECR push events and run the image-update WorkflowTemplate "
             "locally, each step in its own process and temporary directory. The Git token is read "
-            "from IMAGEBUMP_GIT_TOKEN (or IMAGEBUMP_GIT_TOKEN_FILE). On a cluster the intake is the "
-            "Argo Events Sensor instead (see README, 'Install on a cluster')."
+            "from IMAGEBUMP_GIT_TOKEN (or IMAGEBUMP_GIT_TOKEN_FILE), never from a flag; one user on one "
+            "machine, it also reads the repositories (edit-kustomize's clone) unless "
+            "IMAGEBUMP_GIT_READ_TOKEN (or IMAGEBUMP_GIT_READ_TOKEN_FILE) gives a separate read token. "
+            "AWS credentials and region come from the usual AWS settings; --endpoint-url or "
+            "AWS_ENDPOINT_URL points at another SQS/ECR endpoint (e.g. moto's server). "
+            "On a cluster the intake is the Argo Events Sensor instead (see README, 'Install on a cluster')."
         ),
     )
     parser.add_argument("--local", action="store_true", help="run locally (the only mode of this command)")
@@ -69,18 +76,39 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def _git_token(name: str) -> str | None:
-    if os.environ.get(name):
-        return os.environ[name]
-    path = os.environ.get(f"{name}_FILE")
+def _git_token(name: str, environ: Mapping[str, str]) -> str | None:
+    if environ.get(name, "").strip():
+        return environ[name].strip()
+    path = environ.get(f"{name}_FILE")
     if path:
         try:
-            return Path(path).read_text().strip()
+            token = Path(path).read_text().strip()
         except OSError as exc:
             raise ConfigError(
                 f"{name}_FILE={path}: cannot read it ({exc.strerror}); point it at the token file"
             ) from None
+        if not token:
+            raise ConfigError(f"{name}_FILE={path}: the file is empty; put the token in it")
+        return token
     return None
+
+
+def local_secrets(environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """The Secrets the template's steps mount, from this process's environment.
+
+    ``imagebump-git`` (commit-pr) holds ``IMAGEBUMP_GIT_TOKEN[_FILE]``, which is required.
+    ``imagebump-git-read`` (edit-kustomize) holds ``IMAGEBUMP_GIT_READ_TOKEN[_FILE]`` when given,
+    else the same write token: one user on one machine, whose token may read what it may push.
+    (On a cluster the read Secret is separate and optional; absent, the clone is anonymous.)
+    """
+    token = _git_token("IMAGEBUMP_GIT_TOKEN", environ)
+    if not token:
+        raise ConfigError(
+            "IMAGEBUMP_GIT_TOKEN is not set: export the Git write token (or IMAGEBUMP_GIT_TOKEN_FILE) "
+            "before `imagebump run --local`; it is never taken from a flag"
+        )
+    read_token = _git_token("IMAGEBUMP_GIT_READ_TOKEN", environ) or token
+    return {"imagebump-git": {"token": token}, "imagebump-git-read": {"token": read_token}}
 
 
 def _region(args: argparse.Namespace) -> str | None:
@@ -124,16 +152,7 @@ def run(args: argparse.Namespace) -> int:
     _check_rules(rules_text, str(args.rules))
     if not args.template.is_file():
         raise ConfigError(f"--template {args.template}: no such file; render it with `imagebump render`")
-    token = _git_token("IMAGEBUMP_GIT_TOKEN")
-    if not token:
-        raise ConfigError(
-            "IMAGEBUMP_GIT_TOKEN is not set: export the Git write token (or IMAGEBUMP_GIT_TOKEN_FILE) "
-            "before `imagebump run --local`; it is never taken from a flag"
-        )
-    secrets = {"imagebump-git": {"token": token}}
-    read_token = _git_token("IMAGEBUMP_GIT_READ_TOKEN")
-    if read_token:
-        secrets["imagebump-git-read"] = {"token": read_token}
+    secrets = local_secrets(os.environ)
 
     import boto3
 

@@ -179,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
         wait_seconds=args.wait_seconds,
         visibility_timeout=args.visibility_timeout,
         log=log,
-        on_result=lambda event, result: print(progress_line(event, result), flush=True),
+        on_result=lambda event, result: print(printable(progress_line(event, result)), flush=True),
     )
     with _stop_on_signals(sensor):
         stats = sensor.run(max_events=args.max_events)
@@ -260,6 +260,11 @@ def _target_outcome(result: Any, index: int) -> str:
     if failed is not None:
         return f"{failed.template} {failed.phase.lower()}: {failed.message[:120]}"
     return "not run"
+
+
+def printable(text: str) -> str:
+    """``text`` that any UTF-8 stream can take: lone surrogates (from JSON escapes) become U+FFFD."""
+    return re.sub("[\ud800-\udfff]", "\ufffd", text)
 
 
 def progress_line(event: dict[str, Any], result: Any) -> str:

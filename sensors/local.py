@@ -36,9 +36,16 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
+from steps._runtime import utc_timestamp
 from workflows.local_executor import ERROR, SUCCEEDED, WorkflowResult, json_logger
 
 MAX_MESSAGES_PER_RECEIVE = 10  # the SQS limit
+#: ``level`` of the sensor's records that are not ``info``.
+_LEVELS = {
+    "receive-failed": "warning", "delete-failed": "warning", "release-failed": "warning",
+    "heartbeat-failed": "warning", "message-invalid": "warning", "workflow-failed": "error",
+    "message-error": "error", "on-result-failed": "error",
+}
 
 
 class Executor(Protocol):
@@ -196,7 +203,9 @@ class LocalSensor:
     # -- internals ------------------------------------------------------------------------------
 
     def log(self, **record: Any) -> None:
-        record = {"ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "component": "sensor",
+        """One record in the format of every imagebump log (:mod:`steps._runtime`): ts, level, component."""
+        level = record.pop("level", None) or _LEVELS.get(record.get("event", ""), "info")
+        record = {"ts": utc_timestamp(), "level": level, "component": "sensor",
                   **{k: v for k, v in record.items() if v is not None}}
         try:
             self.log_sink(record)

@@ -42,6 +42,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit, urlunsplit
 
+from steps._runtime import register_secret
 from steps.errors import ConfigError, ImagebumpError, PermissionDeniedError, TransientError
 
 __all__ = [
@@ -95,6 +96,7 @@ class GitAuth:
             raise ConfigError("the git token contains a line break or NUL; check the token file")
         self._token = token
         self.username = username
+        register_secret(token, basic_users=(username,))  # never in a step's log records either
 
     def __repr__(self) -> str:
         return f"GitAuth(username={self.username!r}, token={_REDACTED!r})"

@@ -14,9 +14,10 @@ Secret, so edit-kustomize reads private repositories with it, unless ``IMAGEBUMP
 ``AWS_*`` and the other ``IMAGEBUMP_*`` settings pass through to the steps; ``--endpoint-url`` also
 sets ``AWS_ENDPOINT_URL`` for them (boto3 also honours ``AWS_ENDPOINT_URL`` itself).
 
-Output: JSON-line logs on stderr (each record of a workflow carries its ``event_id``) and one
-progress line per event on stdout. Runs until SIGTERM/SIGINT (then finishes what is running and
-exits 0) or ``--max-events``.
+Output: JSON-line logs on stderr — the sensor's, the executor's and every step's own records, in
+the one format of :mod:`steps._runtime` (each record of a workflow carries its ``event_id``) — and
+one progress line per event on stdout (plus a summary line when it stops). Runs until
+SIGTERM/SIGINT (then finishes what is running and exits 0) or ``--max-events``.
 
 Without ``--local`` it refuses: on a cluster the intake is the Argo Events Sensor.
 """
@@ -183,10 +184,11 @@ def run(args: argparse.Namespace) -> int:
     )
     with _stop_on_signals(sensor):
         stats = sensor.run(max_events=args.max_events)
+    # stdout: the human-readable lines; stderr stays JSON lines only (the sensor logged sensor-stopped)
     print(
         f"stopped: {stats.received} received, {stats.succeeded} succeeded, {stats.failed} failed, "
         f"{stats.skipped} skipped, {stats.duplicates} duplicates, {stats.invalid} invalid",
-        file=sys.stderr,
+        flush=True,
     )
     return 0
 

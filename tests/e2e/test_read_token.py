@@ -17,6 +17,7 @@ Real parts only: moto's server (ECR, EventBridge, SQS from the project's CloudFo
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -106,7 +107,7 @@ def _run_local(world: World, cwd: Path, **token_env: str) -> subprocess.Complete
 
 def test_run_local_with_only_the_write_token_reads_a_private_repository(moto, tmp_path: Path) -> None:
     with build_world(tmp_path, moto=moto) as world:
-        push_image(world, "1.4.2")
+        event_id = push_image(world, "1.4.2")
 
         proc = _run_local(world, tmp_path, IMAGEBUMP_GIT_TOKEN=world.token)
 
@@ -115,6 +116,12 @@ def test_run_local_with_only_the_write_token_reads_a_private_repository(moto, tm
         assert '"1.4.2"' in world.read(STAGING_FILE)
         assert world.queue_depth() == 0 and world.queue_depth(world.dlq_url) == 0
         assert world.token not in proc.stdout + proc.stderr
+        # stderr is the one JSON-line log: sensor, executor and the steps' own records
+        records = [json.loads(line) for line in proc.stderr.splitlines()]
+        assert {r["component"] for r in records} == {"sensor", "executor", "step"}
+        (committed,) = [r for r in records if r["component"] == "step" and r["message"].startswith("committed ")]
+        assert committed["step"] == "commit-pr" and committed["event_id"] == event_id
+        assert committed["target"].endswith("/" + STAGING_PATH)
 
 
 def test_run_local_read_token_overrides_the_write_token_for_reads(moto, tmp_path: Path) -> None:

@@ -341,3 +341,20 @@ def _log(work: Path) -> str:
     path = work / "imagebump.log"
     return path.read_text() if path.exists() else ""
 
+
+
+def test_reliability_points_at_tests_that_exist() -> None:
+    """RELIABILITY.md names the test behind each promise: every path and test it names exists."""
+    text = (ROOT / "RELIABILITY.md").read_text()
+    assert "### 1. Intake: what holds on each runtime" in text
+    referenced = re.findall(r"`(tests/[\w/]+\.py)(?:::(\w+))?", text)
+    assert referenced
+    for path, name in referenced:
+        source = ROOT / path
+        assert source.is_file(), f"RELIABILITY.md names {path}, which does not exist"
+        if name:
+            assert re.search(rf"^def {name}\(", source.read_text(), re.MULTILINE), f"{path}::{name} does not exist"
+    section = text[text.index("### 1."):text.index("### 2.")]
+    for name in re.findall(r"`(test_\w+)`", section):  # names given after a path in the same bullet
+        assert any(re.search(rf"^def {name}\(", p.read_text(), re.MULTILINE)
+                   for p in (ROOT / "tests").rglob("test_*.py")), f"RELIABILITY.md names {name}, which does not exist"

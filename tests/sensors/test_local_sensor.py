@@ -442,3 +442,41 @@ def test_progress_line_of_a_lone_surrogate_can_be_printed() -> None:
     event = {"id": "e\ud800", "detail": {"repository-name": "team/\ud800", "image-tag": "1"}}
     line = printable(progress_line(event, WorkflowResult("wf", "Failed", [], "boom")))
     assert line.encode("utf-8").decode() == "event e\ufffd team/\ufffd:1 → failed: boom  (0.0s)"
+
+
+@pytest.mark.parametrize(
+    ("env", "write", "read"),
+    [
+        pytest.param({"IMAGEBUMP_GIT_TOKEN": "w-token"}, "w-token", "w-token", id="write-token-also-reads"),
+        pytest.param({"IMAGEBUMP_GIT_TOKEN": "w-token", "IMAGEBUMP_GIT_READ_TOKEN": "r-token"}, "w-token", "r-token",
+                     id="read-token-overrides"),
+        pytest.param({"IMAGEBUMP_GIT_TOKEN_FILE": "FILE", "IMAGEBUMP_GIT_READ_TOKEN_FILE": "FILE"}, "from-file",
+                     "from-file", id="files"),
+    ],
+)
+def test_local_secrets(tmp_path, env, write, read) -> None:
+    from imagebump.commands.run import local_secrets
+
+    token_file = tmp_path / "token"
+    token_file.write_text("from-file\n")
+    environ = {k: str(token_file) if v == "FILE" else v for k, v in env.items()}
+    assert local_secrets(environ) == {"imagebump-git": {"token": write}, "imagebump-git-read": {"token": read}}
+
+
+def test_local_secrets_need_the_write_token() -> None:
+    from imagebump.commands.run import local_secrets
+    from steps.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="IMAGEBUMP_GIT_TOKEN is not set"):
+        local_secrets({"IMAGEBUMP_GIT_READ_TOKEN": "r-token"})
+
+
+def test_run_help_says_the_write_token_also_reads(capsys) -> None:
+    from imagebump.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["run", "--help"])
+    assert info.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "it also reads the repositories" in text and "IMAGEBUMP_GIT_READ_TOKEN" in text
+    assert "AWS_ENDPOINT_URL" in text

@@ -333,7 +333,8 @@ def test_run_without_a_cluster_runs_as_written(tmp_path: Path) -> None:
         assert jq.returncode == 0, jq.stderr
         records = [json.loads(line) for line in jq.stdout.splitlines()]
         assert {r["component"] for r in records} == {"sensor", "executor", "step"}
-        assert any(r["step"] == "commit-pr" and r["message"].startswith("committed ") for r in records), records
+        assert any(r["component"] == "step" and r["step"] == "commit-pr" and (r["message"] or "").startswith(
+            "committed ") for r in records), records
         assert all(set(r) == {"ts", "level", "component", "step", "event", "message"} for r in records)
 
 

@@ -143,7 +143,9 @@ def redact(text: str) -> str:
 
 # --- JSON-line logging -----------------------------------------------------------------------------
 
-_CONTEXT: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("imagebump_step", default=None)
+_CONTEXT: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
+    "imagebump_step", default=None
+)
 _PROCESS_CONTEXT: dict[str, str] = {}  # a step process runs one step: threads it starts see it too
 
 
@@ -196,7 +198,7 @@ _QUIET = ("botocore", "boto3", "urllib3", "httpx", "httpcore", "kubernetes", "hi
 
 def _level() -> int:
     name = os.environ.get("IMAGEBUMP_LOG_LEVEL", "INFO").strip().upper()
-    return getattr(logging, name, logging.INFO) if name in ("DEBUG", "INFO", "WARNING", "ERROR") else logging.INFO
+    return getattr(logging, name) if name in ("DEBUG", "INFO", "WARNING", "ERROR") else logging.INFO
 
 
 _configured_process = False

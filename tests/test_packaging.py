@@ -26,8 +26,12 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(out),
-                           str(ROOT)], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(out), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr
     (built,) = out.glob("imagebump-*.whl")
     return built
@@ -36,8 +40,12 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     target = tmp_path_factory.mktemp("site")
-    proc = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target),
-                           str(wheel)], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target), str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr
     return target
 
@@ -52,8 +60,9 @@ def _run(installed: Path, cwd: Path, code: str, **env: str) -> subprocess.Comple
     """Python with the plain install first on the path (ahead of the checkout's editable install)."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("IMAGEBUMP_", "PYTHON"))}
     environ.update(PYTHONPATH=str(installed), **env)
-    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=environ, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=cwd, env=environ, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_the_licence_is_an_spdx_expression(wheel: Path) -> None:
@@ -74,9 +83,11 @@ def test_the_demo_has_its_own_extra(wheel: Path) -> None:
 
 
 def test_a_plain_install_ships_what_run_and_demo_read(installed: Path, tmp_path: Path) -> None:
-    code = ("import json, imagebump, imagebump.commands.run as r, imagebump.local.demo as d; "
-            "print(json.dumps([imagebump.__file__, str(r.DEFAULT_TEMPLATE), str(d.CLOUDFORMATION_TEMPLATE), "
-            "r.DEFAULT_TEMPLATE.is_file(), d.CLOUDFORMATION_TEMPLATE.is_file(), d.WORKFLOW_TEMPLATE.is_file()]))")
+    code = (
+        "import json, imagebump, imagebump.commands.run as r, imagebump.local.demo as d; "
+        "print(json.dumps([imagebump.__file__, str(r.DEFAULT_TEMPLATE), str(d.CLOUDFORMATION_TEMPLATE), "
+        "r.DEFAULT_TEMPLATE.is_file(), d.CLOUDFORMATION_TEMPLATE.is_file(), d.WORKFLOW_TEMPLATE.is_file()]))"
+    )
     proc = _run(installed, tmp_path, code)
     assert proc.returncode == 0, proc.stderr
     module, template, stack, *present = json.loads(proc.stdout)

@@ -89,8 +89,15 @@ def readme_blocks(text: str) -> list[Block]:
                 body.append(lines[i])
                 i += 1
             own = SKIP.search(previous)
-            blocks.append(Block(section, i - len(body), language, textwrap.dedent("\n".join(body)),
-                                own.group("reason") if own and not own.group("section") else section_skip))
+            blocks.append(
+                Block(
+                    section,
+                    i - len(body),
+                    language,
+                    textwrap.dedent("\n".join(body)),
+                    own.group("reason") if own and not own.group("section") else section_skip,
+                )
+            )
         if line.strip():
             previous = line
         i += 1
@@ -135,8 +142,8 @@ def script(block: Block) -> str:
         parts += [
             command.text,
             f'__rc=$?; if [ "$__rc" -ne {command.expect} ]; then '
-            f"echo 'README.md line {command.line}: exited '\"$__rc\"', expected {command.expect}: {first}' >&2; "
-            "exit 97; fi",
+            f"echo 'README.md line {command.line}: exited '\"$__rc\"', expected {command.expect}: "
+            f"{first}' >&2; exit 97; fi",
         ]
     return "\n".join(parts) + "\n"
 
@@ -145,13 +152,20 @@ def user_environment(tmp_path: Path, **extra: str) -> dict[str, str]:
     """What the README tells a user to have: imagebump on PATH, and nothing of ours besides."""
     bin_dir = Path(sys.executable).parent
     if not (bin_dir / "imagebump").is_file():
-        pytest.fail(f"no imagebump next to {sys.executable}: install the project (pip install -e '.[test]', "
-                    "as ./dev test does) before running tests/test_readme.py")
+        pytest.fail(
+            f"no imagebump next to {sys.executable}: install the project (pip install -e '.[test]', "
+            "as ./dev test does) before running tests/test_readme.py"
+        )
     home, tmp = tmp_path / "home", tmp_path / "tmp"
     home.mkdir(exist_ok=True)
     tmp.mkdir(exist_ok=True)
-    return {"PATH": f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}", "HOME": str(home),
-            "LANG": "C.UTF-8", "TMPDIR": str(tmp), **extra}
+    return {
+        "PATH": f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+        "HOME": str(home),
+        "LANG": "C.UTF-8",
+        "TMPDIR": str(tmp),
+        **extra,
+    }
 
 
 def bash(block: Block, tmp_path: Path, name: str) -> list[str]:
@@ -171,15 +185,22 @@ def test_every_shell_block_is_run_or_visibly_excluded() -> None:
         if block.section in RUN_SECTIONS:
             assert block.skip is None, f"README.md line {block.line}: a block of {block.section!r} is skipped"
         else:
-            assert block.skip, (f"README.md line {block.line} ({block.section!r}): a shell block that "
-                                "tests/test_readme.py neither runs nor excludes with "
-                                "<!-- readme-test: skip: REASON -->")
+            assert block.skip, (
+                f"README.md line {block.line} ({block.section!r}): a shell block that "
+                "tests/test_readme.py neither runs nor excludes with "
+                "<!-- readme-test: skip: REASON -->"
+            )
 
 
 def test_the_block_parser_joins_continuations_and_reads_exit_markers() -> None:
-    block = Block("x", 10, "sh", "# a comment\nfoo \\\n  --bar\njq 'a\n  | b' f   # exits 3: why\n\nbaz", None)
+    block = Block(
+        "x", 10, "sh", "# a comment\nfoo \\\n  --bar\njq 'a\n  | b' f   # exits 3: why\n\nbaz", None
+    )
     assert [(c.text, c.expect, c.line) for c in commands(block)] == [
-        ("foo \\\n  --bar", 0, 12), ("jq 'a\n  | b' f   # exits 3: why", 3, 14), ("baz", 0, 17)]
+        ("foo \\\n  --bar", 0, 12),
+        ("jq 'a\n  | b' f   # exits 3: why", 3, 14),
+        ("baz", 0, 17),
+    ]
 
 
 def test_no_block_uses_a_fixed_temporary_path() -> None:
@@ -191,11 +212,13 @@ def test_every_command_has_a_row_in_the_exit_code_table() -> None:
     from imagebump.cli import COMMANDS
 
     text = README.read_text()
-    table = text[text.index("## Exit codes"):text.index("## Development")]
+    table = text[text.index("## Exit codes") : text.index("## Development")]
     codes = {int(c) for c in re.findall(r"^\| (\d+) \|", table, re.MULTILINE)}
     assert codes == {0, 1, 2, 3, 75, 130}
     for name in COMMANDS:
-        row = re.search(rf"^\| `imagebump {name.replace('_', '-')}[^`]*` \| ([\d, ]+) \|", table, re.MULTILINE)
+        row = re.search(
+            rf"^\| `imagebump {name.replace('_', '-')}[^`]*` \| ([\d, ]+) \|", table, re.MULTILINE
+        )
         assert row, f"README 'Exit codes' has no row for imagebump {name}"
         assert {int(c) for c in row.group(1).split(",")} <= codes
 
@@ -204,22 +227,38 @@ def test_every_command_has_a_row_in_the_exit_code_table() -> None:
 
 
 def _dirty() -> set[str]:
-    out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all", "--", "examples"], cwd=ROOT,
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all", "--", "examples"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return set(out.splitlines())
 
 
 def test_try_the_pieces_runs_as_written(tmp_path: Path) -> None:
     before = _dirty()
     (block,) = shell_blocks("Try the pieces")
-    proc = subprocess.run(bash(block, tmp_path, "pieces"), cwd=ROOT, env=user_environment(tmp_path),
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        bash(block, tmp_path, "pieces"),
+        cwd=ROOT,
+        env=user_environment(tmp_path),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
     assert proc.returncode == 0, proc.stderr
     # explain printed its JSON, set-image changed exactly the one line that had to change
     assert '"targets"' in proc.stdout
-    diff = [line for line in proc.stdout.splitlines() if line.startswith(("+ ", "- ", "+\t", "-\t", "+  ", "-  "))]
-    assert diff == ['-  newTag: "1.4.1"  # set by imagebump', '+  newTag: "1.4.2"  # set by imagebump'], proc.stdout
+    diff = [
+        line for line in proc.stdout.splitlines() if line.startswith(("+ ", "- ", "+\t", "-\t", "+  ", "-  "))
+    ]
+    assert diff == ['-  newTag: "1.4.1"  # set by imagebump', '+  newTag: "1.4.2"  # set by imagebump'], (
+        proc.stdout
+    )
     assert _dirty() == before  # the checkout's examples are untouched: the copy was edited
 
 
@@ -245,11 +284,24 @@ def _world(tmp_path: Path, moto, stack) -> LocalWorld:
     registry = f"{EVENT['account']}.dkr.ecr.{EVENT['region']}.amazonaws.com"
     ecr = moto.client("ecr")
     ecr.create_repository(repositoryName=detail["repository-name"])
-    manifest = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
-                           "config": {"mediaType": "application/vnd.docker.container.image.v1+json", "size": 1,
-                                      "digest": "sha256:" + "c" * 64}, "layers": []})
-    ecr.put_image(repositoryName=detail["repository-name"], imageManifest=manifest, imageTag=detail["image-tag"],
-                  imageDigest=detail["image-digest"])
+    manifest = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+            "config": {
+                "mediaType": "application/vnd.docker.container.image.v1+json",
+                "size": 1,
+                "digest": "sha256:" + "c" * 64,
+            },
+            "layers": [],
+        }
+    )
+    ecr.put_image(
+        repositoryName=detail["repository-name"],
+        imageManifest=manifest,
+        imageTag=detail["image-tag"],
+        imageDigest=detail["image-digest"],
+    )
     _, outputs = deploy_stack(moto, "imagebump")  # the README's queue: imagebump-ecr-events
 
     token = register("ibreadme_" + secrets.token_hex(20))
@@ -257,7 +309,8 @@ def _world(tmp_path: Path, moto, stack) -> LocalWorld:
     git.create_repo(MANIFESTS_REPO, manifests_files(f"{registry}/{detail['repository-name']}"))
     (tmp_path / "work").mkdir()
     (tmp_path / "work" / "rules.yaml").write_text(
-        default_rules(git.base_url, registry, repository=detail["repository-name"]))
+        default_rules(git.base_url, registry, repository=detail["repository-name"])
+    )
     return LocalWorld(moto, git, outputs["QueueUrl"], outputs["DeadLetterQueueUrl"], token)
 
 
@@ -267,8 +320,9 @@ def _children(pid: int) -> list[int]:
 
 
 def _depth(sqs, url: str) -> int:
-    attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=[
-        "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
+    attrs = sqs.get_queue_attributes(
+        QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+    )["Attributes"]
     return sum(int(v) for v in attrs.values())
 
 
@@ -281,13 +335,24 @@ def test_run_without_a_cluster_runs_as_written(tmp_path: Path) -> None:
         moto = stack.enter_context(isolated_moto(region=EVENT["region"]))
         world = _world(tmp_path, moto, stack)
         work = tmp_path / "work"
-        env = user_environment(tmp_path, AWS_ENDPOINT_URL=moto.endpoint_url, AWS_ACCESS_KEY_ID="testing",
-                               AWS_SECRET_ACCESS_KEY="testing")
+        env = user_environment(
+            tmp_path,
+            AWS_ENDPOINT_URL=moto.endpoint_url,
+            AWS_ACCESS_KEY_ID="testing",
+            AWS_SECRET_ACCESS_KEY="testing",
+        )
         sqs = moto.client("sqs")
         sqs.send_message(QueueUrl=world.queue_url, MessageBody=json.dumps(EVENT))  # what EventBridge delivers
 
-        proc = subprocess.Popen(bash(run_block, tmp_path, "run"), cwd=work, env=env, stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            bash(run_block, tmp_path, "run"),
+            cwd=work,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         stdout: list[str] = []
         progressed = threading.Event()
 
@@ -303,8 +368,11 @@ def test_run_without_a_cluster_runs_as_written(tmp_path: Path) -> None:
             proc.stdin.write(world.token + "\n")  # typed at the prompt  # type: ignore[union-attr]
             proc.stdin.close()  # type: ignore[union-attr]
             assert progressed.wait(180), f"no progress line; stdout={stdout} log={_log(work)[-3000:]}"
-            (imagebump,) = [pid for pid in _children(proc.pid)
-                            if b"imagebump" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+            (imagebump,) = [
+                pid
+                for pid in _children(proc.pid)
+                if b"imagebump" in Path(f"/proc/{pid}/cmdline").read_bytes()
+            ]
             os.kill(imagebump, signal.SIGTERM)  # "SIGTERM stops taking messages ... and exits 0"
             returncode = proc.wait(120)
         finally:
@@ -327,21 +395,31 @@ def test_run_without_a_cluster_runs_as_written(tmp_path: Path) -> None:
         for text in (out, stderr, log):
             assert world.token not in text
 
-        jq = subprocess.run(bash(jq_block, tmp_path, "jq"), cwd=work, env=env, stdin=subprocess.DEVNULL,
-                            capture_output=True, text=True, timeout=60)
+        jq = subprocess.run(
+            bash(jq_block, tmp_path, "jq"),
+            cwd=work,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
         assert jq.returncode == 0, jq.stderr
         records = [json.loads(line) for line in jq.stdout.splitlines()]
         assert {r["component"] for r in records} == {"sensor", "executor", "step"}
-        assert any(r["component"] == "step" and r["step"] == "commit-pr" and (r["message"] or "").startswith(
-            "committed ") for r in records), records
+        assert any(
+            r["component"] == "step"
+            and r["step"] == "commit-pr"
+            and (r["message"] or "").startswith("committed ")
+            for r in records
+        ), records
         assert all(set(r) == {"ts", "level", "component", "step", "event", "message"} for r in records)
 
 
 def _log(work: Path) -> str:
     path = work / "imagebump.log"
     return path.read_text() if path.exists() else ""
-
 
 
 def test_reliability_points_at_tests_that_exist() -> None:
@@ -354,8 +432,29 @@ def test_reliability_points_at_tests_that_exist() -> None:
         source = ROOT / path
         assert source.is_file(), f"RELIABILITY.md names {path}, which does not exist"
         if name:
-            assert re.search(rf"^def {name}\(", source.read_text(), re.MULTILINE), f"{path}::{name} does not exist"
-    section = text[text.index("### 1."):text.index("### 2.")]
+            assert re.search(rf"^def {name}\(", source.read_text(), re.MULTILINE), (
+                f"{path}::{name} does not exist"
+            )
+    section = text[text.index("### 1.") : text.index("### 2.")]
     for name in re.findall(r"`(test_\w+)`", section):  # names given after a path in the same bullet
-        assert any(re.search(rf"^def {name}\(", p.read_text(), re.MULTILINE)
-                   for p in (ROOT / "tests").rglob("test_*.py")), f"RELIABILITY.md names {name}, which does not exist"
+        assert any(
+            re.search(rf"^def {name}\(", p.read_text(), re.MULTILINE)
+            for p in (ROOT / "tests").rglob("test_*.py")
+        ), f"RELIABILITY.md names {name}, which does not exist"
+
+
+@pytest.mark.parametrize(
+    ("text", "code"),
+    [
+        pytest.param("true\nfalse\necho never", 97, id="a-command-that-fails-stops-the-block"),
+        pytest.param("false   # exits 1: documented", 0, id="a-documented-exit-code-passes"),
+        pytest.param("true   # exits 1: documented but wrong", 97, id="an-undocumented-success-fails"),
+    ],
+)
+def test_a_broken_command_fails_the_block(tmp_path: Path, text: str, code: int) -> None:
+    block = Block("x", 1, "sh", text, None)
+    proc = subprocess.run(bash(block, tmp_path, "broken"), capture_output=True, text=True, timeout=30)
+    assert proc.returncode == code, proc.stderr
+    assert "never" not in proc.stdout
+    if code:
+        assert "README.md line " in proc.stderr and "exited" in proc.stderr

@@ -37,14 +37,17 @@ def _files(registry: str, prefix: str) -> dict[str, str]:
         files[f"apps/{app}/base/kustomization.yaml"] = BASE
         files[f"apps/{app}/base/deployment.yaml"] = f"# {app}\n"
         files[f"apps/{app}/overlays/prod/kustomization.yaml"] = KUSTOMIZATION.format(
-            image=f"{registry}/{prefix}/{app}", tag=OLD)
+            image=f"{registry}/{prefix}/{app}", tag=OLD
+        )
     return files
 
 
 def _rules(registry: str, prefix: str, repo_url: str) -> str:
-    return (f"- registryURI: {registry}/{prefix}/$1\n"
-            f"  githubRepository: {repo_url}/apps/$1/overlays/prod\n"
-            "  env: prod\n  mode: commit\n  provider: local\n")
+    return (
+        f"- registryURI: {registry}/{prefix}/$1\n"
+        f"  githubRepository: {repo_url}/apps/$1/overlays/prod\n"
+        "  env: prod\n  mode: commit\n  provider: local\n"
+    )
 
 
 def test_run_local_with_only_the_write_token_lands_a_burst_of_27(moto, tmp_path: Path, request) -> None:
@@ -65,23 +68,58 @@ def test_run_local_with_only_the_write_token_lands_a_burst_of_27(moto, tmp_path:
             for name in repositories:
                 world.repository = name
                 digest = put_image(world, NEW)
-                entries.append({"Source": "aws.ecr", "DetailType": "ECR Image Action", "Detail": json.dumps({
-                    "result": "SUCCESS", "repository-name": name, "image-digest": digest, "action-type": "PUSH",
-                    "image-tag": NEW})})
+                entries.append(
+                    {
+                        "Source": "aws.ecr",
+                        "DetailType": "ECR Image Action",
+                        "Detail": json.dumps(
+                            {
+                                "result": "SUCCESS",
+                                "repository-name": name,
+                                "image-digest": digest,
+                                "action-type": "PUSH",
+                                "image-tag": NEW,
+                            }
+                        ),
+                    }
+                )
             events = world.client("events")
             for i in range(0, len(entries), 10):
-                assert not events.put_events(Entries=entries[i:i + 10]).get("FailedEntryCount")
+                assert not events.put_events(Entries=entries[i : i + 10]).get("FailedEntryCount")
 
             started = time.monotonic()
             proc = subprocess.run(
-                [sys.executable, "-m", "imagebump", "run", "--local", "--queue-url", world.queue_url,
-                 "--rules", str(world.rules_path), "--concurrency", "4", "--wait-seconds", "1",
-                 "--max-events", str(APPS)],
-                cwd=tmp_path, capture_output=True, text=True, timeout=900,
-                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "LANG": "C.UTF-8",
-                     "AWS_ENDPOINT_URL": moto.endpoint_url, "AWS_REGION": world.region,
-                     "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                     "IMAGEBUMP_GIT_TOKEN": world.token},
+                [
+                    sys.executable,
+                    "-m",
+                    "imagebump",
+                    "run",
+                    "--local",
+                    "--queue-url",
+                    world.queue_url,
+                    "--rules",
+                    str(world.rules_path),
+                    "--concurrency",
+                    "4",
+                    "--wait-seconds",
+                    "1",
+                    "--max-events",
+                    str(APPS),
+                ],
+                cwd=tmp_path,
+                capture_output=True,
+                text=True,
+                timeout=900,
+                env={
+                    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                    "HOME": str(tmp_path),
+                    "LANG": "C.UTF-8",
+                    "AWS_ENDPOINT_URL": moto.endpoint_url,
+                    "AWS_REGION": world.region,
+                    "AWS_ACCESS_KEY_ID": "testing",
+                    "AWS_SECRET_ACCESS_KEY": "testing",
+                    "IMAGEBUMP_GIT_TOKEN": world.token,
+                },
             )
             took = time.monotonic() - started
 
@@ -89,7 +127,9 @@ def test_run_local_with_only_the_write_token_lands_a_burst_of_27(moto, tmp_path:
             progress = [line for line in proc.stdout.splitlines() if line.startswith("event ")]
             assert len(progress) == APPS, proc.stdout
             assert all("→ 1 target: prod committed " in line for line in progress), proc.stdout
-            assert proc.stdout.splitlines()[-1].startswith(f"stopped: {APPS} received, {APPS} succeeded, 0 failed")
+            assert proc.stdout.splitlines()[-1].startswith(
+                f"stopped: {APPS} received, {APPS} succeeded, 0 failed"
+            )
             for i in range(APPS):
                 text = world.git.git(REPO, "show", f"main:apps/app{i:02d}/overlays/prod/kustomization.yaml")
                 assert f"newTag: {NEW}" in text, (i, text)
@@ -97,9 +137,15 @@ def test_run_local_with_only_the_write_token_lands_a_burst_of_27(moto, tmp_path:
             assert len([s for s in subjects if s.startswith("imagebump(prod)")]) == APPS
             assert world.queue_depth() == 0 and world.queue_depth(world.dlq_url) == 0
             assert world.token not in proc.stdout + proc.stderr
-            assert all(json.loads(line)["ts"] for line in proc.stderr.splitlines())  # the log: JSON lines only
+            assert all(
+                json.loads(line)["ts"] for line in proc.stderr.splitlines()
+            )  # the log: JSON lines only
             request.node.user_properties.append(
-                ("summary", f"run --local, only IMAGEBUMP_GIT_TOKEN: {APPS} pushes → {APPS} commits in {took:.1f}s"))
+                (
+                    "summary",
+                    f"run --local, only IMAGEBUMP_GIT_TOKEN: {APPS} pushes → {APPS} commits in {took:.1f}s",
+                )
+            )
         finally:
             for name in repositories:
                 try:

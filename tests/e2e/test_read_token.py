@@ -65,7 +65,8 @@ def test_cluster_without_the_read_secret_reads_a_public_repository_anonymously(m
 
 
 def test_cluster_without_the_read_secret_refuses_a_private_repository_once_naming_the_secret(
-        moto, tmp_path: Path) -> None:
+    moto, tmp_path: Path
+) -> None:
     with build_world(tmp_path, moto=moto) as world:
         world.set_step_secrets(_cluster_secrets(world))
         before = world.rev()
@@ -98,10 +99,32 @@ def _run_local(world: World, cwd: Path, **token_env: str) -> subprocess.Complete
         **token_env,
     }
     return subprocess.run(
-        [sys.executable, "-m", "imagebump", "run", "--local", "--queue-url", world.queue_url,
-         "--endpoint-url", world.moto.endpoint_url, "--region", world.region, "--rules", str(world.rules_path),
-         "--wait-seconds", "1", "--visibility-timeout", str(VISIBILITY), "--max-events", "1"],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=180,
+        [
+            sys.executable,
+            "-m",
+            "imagebump",
+            "run",
+            "--local",
+            "--queue-url",
+            world.queue_url,
+            "--endpoint-url",
+            world.moto.endpoint_url,
+            "--region",
+            world.region,
+            "--rules",
+            str(world.rules_path),
+            "--wait-seconds",
+            "1",
+            "--visibility-timeout",
+            str(VISIBILITY),
+            "--max-events",
+            "1",
+        ],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
 
 
@@ -119,7 +142,9 @@ def test_run_local_with_only_the_write_token_reads_a_private_repository(moto, tm
         # stderr is the one JSON-line log: sensor, executor and the steps' own records
         records = [json.loads(line) for line in proc.stderr.splitlines()]
         assert {r["component"] for r in records} == {"sensor", "executor", "step"}
-        (committed,) = [r for r in records if r["component"] == "step" and r["message"].startswith("committed ")]
+        (committed,) = [
+            r for r in records if r["component"] == "step" and r["message"].startswith("committed ")
+        ]
         assert committed["step"] == "commit-pr" and committed["event_id"] == event_id
         assert committed["target"].endswith("/" + STAGING_PATH)
 

@@ -35,13 +35,26 @@ def _records(stderr: str) -> list[dict]:
     return records
 
 
-def _runner(step: str, inputs: dict[str, str], tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+def _runner(
+    step: str, inputs: dict[str, str], tmp_path: Path, env: dict[str, str]
+) -> subprocess.CompletedProcess:
     args = tmp_path / f"{step}-args.json"
     args.write_text(json.dumps([{"name": k, "value": v} for k, v in inputs.items()]))
-    base = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PYTHONPATH": str(ROOT), "LANG": "C.UTF-8",
-            "hera__outputs_directory": str(tmp_path / f"{step}-outputs")}
-    return subprocess.run([sys.executable, "-m", "hera.workflows.runner", "-e", f"steps.{step}:run", str(args)],
-                          cwd=tmp_path, env={**base, **env}, capture_output=True, text=True, timeout=120)
+    base = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "PYTHONPATH": str(ROOT),
+        "LANG": "C.UTF-8",
+        "hera__outputs_directory": str(tmp_path / f"{step}-outputs"),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "hera.workflows.runner", "-e", f"steps.{step}:run", str(args)],
+        cwd=tmp_path,
+        env={**base, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_steps_log_json_lines_with_step_event_and_target(make_remote, git_token, tmp_path) -> None:
@@ -51,20 +64,32 @@ def test_steps_log_json_lines_with_step_event_and_target(make_remote, git_token,
     token_file = tmp_path / "token"
     token_file.write_text(git_token + "\n")
 
-    edit = _runner("edit_kustomize", {"target": tgt.model_dump_json()}, tmp_path,
-                   {"IMAGEBUMP_GIT_READ_TOKEN_FILE": str(token_file)})
+    edit = _runner(
+        "edit_kustomize",
+        {"target": tgt.model_dump_json()},
+        tmp_path,
+        {"IMAGEBUMP_GIT_READ_TOKEN_FILE": str(token_file)},
+    )
     assert edit.returncode == 0, edit.stderr
     plan = (tmp_path / "edit_kustomize-outputs" / "parameters" / "plan").read_text()
-    commit = _runner("commit_pr", {"target": tgt.model_dump_json(), "plan": plan}, tmp_path,
-                     {"IMAGEBUMP_GIT_TOKEN_FILE": str(token_file)})
+    commit = _runner(
+        "commit_pr",
+        {"target": tgt.model_dump_json(), "plan": plan},
+        tmp_path,
+        {"IMAGEBUMP_GIT_TOKEN_FILE": str(token_file)},
+    )
     assert commit.returncode == 0, commit.stderr
 
-    for proc, step, words in ((edit, "edit-kustomize", "overlays/prod/kustomization.yaml [api]"),
-                              (commit, "commit-pr", "committed ")):
+    for proc, step, words in (
+        (edit, "edit-kustomize", "overlays/prod/kustomization.yaml [api]"),
+        (commit, "commit-pr", "committed "),
+    ):
         records = _records(proc.stderr)
         assert records, f"{step} logged nothing"
         for record in records:
-            assert {"ts", "level", "component", "step", "event_id", "target", "logger", "message"} <= set(record)
+            assert {"ts", "level", "component", "step", "event_id", "target", "logger", "message"} <= set(
+                record
+            )
             assert (record["component"], record["step"], record["event_id"]) == ("step", step, EVENT_ID)
             assert record["target"] == f"{remote.url}/overlays/prod"
             assert record["ts"].endswith("Z")
@@ -76,22 +101,36 @@ def test_resolve_image_takes_the_event_id_from_the_event(tmp_path) -> None:
     event = json.loads((ROOT / "examples" / "push-event.json").read_text())
     rules = tmp_path / "rules.yaml"
     rules.write_text("[]\n")  # no rule: a skip with a reason, before any ECR call
-    proc = _runner("resolve_image", {"event": json.dumps(event), "image": ""}, tmp_path,
-                   {"IMAGEBUMP_RULES_FILE": str(rules), "AWS_ENDPOINT_URL": "http://127.0.0.1:9",
-                    "AWS_REGION": "us-west-2", "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x",
-                    "AWS_MAX_ATTEMPTS": "1"})
+    proc = _runner(
+        "resolve_image",
+        {"event": json.dumps(event), "image": ""},
+        tmp_path,
+        {
+            "IMAGEBUMP_RULES_FILE": str(rules),
+            "AWS_ENDPOINT_URL": "http://127.0.0.1:9",
+            "AWS_REGION": "us-west-2",
+            "AWS_ACCESS_KEY_ID": "x",
+            "AWS_SECRET_ACCESS_KEY": "x",
+            "AWS_MAX_ATTEMPTS": "1",
+        },
+    )
     records = _records(proc.stderr)
     assert records and all(r["step"] == "resolve-image" and r["event_id"] == event["id"] for r in records)
 
 
 def test_a_refused_step_logs_one_error_record_and_exits_2(tmp_path) -> None:
-    tgt = Target(rule=0, repo_url="http://127.0.0.1:9/o/r", path="../escape", image="x", tag="1",
-                 event_id="ev-1")
+    tgt = Target(
+        rule=0, repo_url="http://127.0.0.1:9/o/r", path="../escape", image="x", tag="1", event_id="ev-1"
+    )
     proc = _runner("edit_kustomize", {"target": tgt.model_dump_json()}, tmp_path, {})
     assert proc.returncode == 2
     (record,) = _records(proc.stderr)
     assert (record["level"], record["error"], record["exit_code"], record["event_id"]) == (
-        "error", "ConfigError", 2, "ev-1")
+        "error",
+        "ConfigError",
+        2,
+        "ev-1",
+    )
     assert record["message"].startswith("ConfigError: overlay path '../escape' must not contain '..'")
 
 
@@ -134,7 +173,9 @@ def test_secrets_are_redacted_from_every_record(monkeypatch, capsys, tmp_path) -
     for secret in (write, read, basic, app, "MIIE"):
         assert secret not in text
     assert [r["message"] for r in records[:3]] == [
-        "env *** file ***", "header Authorization: Basic ***", "url https://***@github.com/o/r.git?access_token=***&x=1",
+        "env *** file ***",
+        "header Authorization: Basic ***",
+        "url https://***@github.com/o/r.git?access_token=***&x=1",
     ]
     assert records[-1]["message"] == "ConfigError: refused with ***"
 
@@ -169,8 +210,10 @@ def test_in_process_calls_leave_logging_as_they_found_it(capsys) -> None:
 
 @pytest.mark.parametrize(
     ("seconds", "text"),
-    [pytest.param(0.0, "1970-01-01T00:00:00.000Z", id="epoch"),
-     pytest.param(1796270400.25, "2026-12-03T04:00:00.250Z", id="millis")],
+    [
+        pytest.param(0.0, "1970-01-01T00:00:00.000Z", id="epoch"),
+        pytest.param(1796270400.25, "2026-12-03T04:00:00.250Z", id="millis"),
+    ],
 )
 def test_timestamps(seconds, text) -> None:
     assert _runtime.utc_timestamp(seconds) == text

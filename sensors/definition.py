@@ -1,4 +1,4 @@
-"""The ONE definition of what the Sensor accepts, how it names Workflows and what it passes.
+r"""The ONE definition of what the Sensor accepts, how it names Workflows and what it passes.
 
 Both intakes read this module: :mod:`sensors.argo` renders it into the Argo Events Sensor, and
 the local sensor (:mod:`sensors.local`) applies it in Python, so cluster and laptop cannot drift.
@@ -9,17 +9,32 @@ Argo Events semantics reproduced here:
   so Sensor paths start with ``body.``. Python functions take the EventBridge event itself
   (the SQS message body) and strip that prefix.
 - A data filter of type ``string`` matches when ANY of its regular expressions is found in
-  the value (Go ``regexp.MatchString``: unanchored — hence ``^...$``); all filters must pass
-  (``dataLogicalOperator: and``); a missing field fails the filter.
+  the value (Go ``regexp.Match``: unanchored — hence ``^...$``); all filters must pass
+  (``dataLogicalOperator: and``); a missing field fails the filter. The value is
+  ``gjson.GetBytes(data, path).String()`` (argo-events ``pkg/sensors/dependencies/filter.go``,
+  ``filterData``): the FIRST of duplicate keys, strings unescaped as gjson does, ``null`` as ``""``.
+  The expressions are Go's: without the ``m`` flag ``$`` means end of text (Python's ``\Z``), so
+  ``"PUSH\n"`` does not match ``^PUSH$`` — :func:`accepts` translates them (:func:`_go_regex`).
 - The Workflow name is the Go/sprig template :data:`NAME_TEMPLATE`; :func:`workflow_name` is
-  the same computation in Python (tested against hand-computed SHA-256 values).
+  the same computation in Python (tested against hand-computed SHA-256 values). The template runs
+  over ``gjson.ParseBytes(data).Value()`` (argo-events ``pkg/sensors/triggers/params.go``,
+  ``getValueWithTemplate``): gjson's unescape turns every invalid UTF-16 surrogate escape
+  (``"\ud800"``, and a high surrogate followed by any other ``\u`` escape, which it swallows) into
+  U+FFFD (tidwall/gjson ``gjson.go``, ``unescape``), the LAST of duplicate keys wins, numbers are
+  float64 and non-string values print as Go's ``%s`` prints them. Pass the SQS body (``str``) to
+  compute names and filters exactly as the cluster does; a parsed ``dict`` is treated the same way
+  as far as a dict allows (lone surrogates become U+FFFD).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import json.decoder
+import json.scanner
 import re
+from decimal import Decimal
 from typing import Any
 
 #: Prefix the SQS EventSource puts before the message body in the event's data.
@@ -56,6 +71,211 @@ NAME_TEMPLATE = (
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
+# --- the event as gjson reads it -------------------------------------------------------------------
+
+_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+_STRING_BODY = re.compile(r'((?:[^"\\]|\\.)*)"', re.DOTALL)
+_HEX4 = re.compile(r"[0-9a-fA-F]{4}")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _rune(text: str) -> int:
+    """gjson ``runeit``: four hex digits (``strconv.ParseUint``; 0 when they are not hex)."""
+    return int(text, 16) if _HEX4.fullmatch(text) else 0
+
+
+def _gjson_unescape(raw: str) -> str:
+    """The body of a JSON string as gjson's ``unescape`` decodes it (tidwall/gjson gjson.go).
+
+    A ``\\uXXXX`` surrogate always consumes a following ``\\uXXXX`` escape; an invalid pair or a
+    lone surrogate becomes U+FFFD (Go's ``utf16.DecodeRune`` / ``utf8.EncodeRune``), where Python's
+    json keeps the lone surrogate (which cannot even be encoded as UTF-8).
+    """
+    out: list[str] = []
+    i, n = 0, len(raw)
+    while i < n:
+        c = raw[i]
+        if c != "\\":
+            out.append("\ufffd" if _SURROGATE.match(c) else c)
+            i += 1
+            continue
+        i += 1
+        if i >= n:
+            break
+        e = raw[i]
+        if e in _ESCAPES:
+            out.append(_ESCAPES[e])
+            i += 1
+            continue
+        if e != "u" or i + 5 > n:
+            break  # gjson stops at what it cannot unescape
+        r = _rune(raw[i + 1:i + 5])
+        i += 5
+        if 0xD800 <= r <= 0xDFFF and n - i >= 6 and raw[i] == "\\" and raw[i + 1] == "u":
+            r2 = _rune(raw[i + 2:i + 6])
+            i += 6
+            r = 0x10000 + ((r - 0xD800) << 10) + (r2 - 0xDC00) if (
+                0xD800 <= r < 0xDC00 and 0xDC00 <= r2 < 0xE000) else 0xFFFD
+        out.append("\ufffd" if 0xD800 <= r <= 0xDFFF else chr(r))
+    return "".join(out)
+
+
+def _gjson_scanstring(s: str, end: int, strict: bool = True) -> tuple[str, int]:
+    """``json.decoder.scanstring`` with gjson's unescaping (the body is valid JSON already)."""
+    m = _STRING_BODY.match(s, end)
+    if m is None:
+        raise json.JSONDecodeError("Unterminated string starting at", s, end - 1)
+    return _gjson_unescape(m.group(1)), m.end()
+
+
+def _gjson_decoder(first_key_wins: bool) -> json.JSONDecoder:
+    hook = (lambda pairs: dict(reversed(pairs))) if first_key_wins else None
+    decoder = json.JSONDecoder(object_pairs_hook=hook)
+    decoder.parse_string = _gjson_scanstring  # string values; keys stay as json decodes them
+    decoder.scan_once = json.scanner.py_make_scanner(decoder)
+    return decoder
+
+
+def gjson_loads(body: str, *, first_key_wins: bool = False) -> Any:
+    """The SQS body as gjson gives it to the Sensor.
+
+    ``first_key_wins=False``: ``ParseBytes(data).Value()``, what the name template sees (the last
+    of duplicate keys). ``True``: what ``GetBytes(data, path)`` finds, what filters see.
+    """
+    return _gjson_decoder(first_key_wins).decode(body)
+
+
+def _sanitise(value: Any) -> Any:
+    """A parsed event's strings with lone surrogates as U+FFFD (what gjson makes of them)."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {_sanitise(k): _sanitise(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_sanitise(v) for v in value]
+    return value
+
+
+def _event(event: dict[str, Any] | str, *, first_key_wins: bool = False) -> Any:
+    if isinstance(event, str):
+        try:
+            return gjson_loads(event, first_key_wins=first_key_wins)
+        except RecursionError:  # nesting deeper than the pure-Python scanner goes: json's own parser
+            return _sanitise(json.loads(event))
+    return _sanitise(event)
+
+
+# --- Go semantics for filter values and the name template --------------------------------------------
+
+
+def _digits(value: float) -> tuple[str, int]:
+    """Shortest round-trip decimal digits of ``value`` (no sign) and the decimal point position."""
+    sign, digits, exponent = Decimal(repr(abs(value))).as_tuple()
+    text = "".join(map(str, digits)).rstrip("0") or "0"
+    exponent += len(digits) - len(text)
+    return text, len(text) + int(exponent)
+
+
+def _go_float_f(value: float) -> str:
+    """``strconv.FormatFloat(v, 'f', -1, 64)``."""
+    if value == 0:
+        return "-0" if str(value).startswith("-") else "0"
+    digits, point = _digits(value)
+    if point <= 0:
+        text = "0." + "0" * -point + digits
+    elif point >= len(digits):
+        text = digits + "0" * (point - len(digits))
+    else:
+        text = digits[:point] + "." + digits[point:]
+    return ("-" if value < 0 else "") + text
+
+
+def _go_float_v(value: float) -> str:
+    """``fmt``'s ``%v`` of a float64: ``strconv.FormatFloat(v, 'g', -1, 64)``."""
+    if value == 0:
+        return "-0" if str(value).startswith("-") else "0"
+    digits, point = _digits(value)
+    exp = point - 1
+    if exp < -4 or exp >= 6:  # shortest: Go decides with precision 6
+        mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+        return f"{'-' if value < 0 else ''}{mantissa}e{'+' if exp >= 0 else '-'}{abs(exp):02d}"
+    return _go_float_f(value)
+
+
+def _go_s(value: Any) -> str:
+    """``fmt.Sprintf("%s", v)`` of a value of gjson's ``Value()`` (string, float64, bool, nil, map, slice)."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return "%!s(<nil>)"
+    if isinstance(value, bool):
+        return f"%!s(bool={'true' if value else 'false'})"
+    if isinstance(value, (int, float)):
+        return f"%!s(float64={_go_float_v(float(value))})"
+    if isinstance(value, dict):
+        return "map[" + " ".join(f"{k}:{_go_s(value[k])}" for k in sorted(value)) + "]"
+    if isinstance(value, list):
+        return "[" + " ".join(_go_s(v) for v in value) + "]"
+    return str(value)
+
+
+def _sprig_empty(value: Any) -> bool:
+    """sprig's ``empty`` (what ``default`` tests): nil, "", 0, false, empty map or list."""
+    if isinstance(value, (str, dict, list)):
+        return not value
+    return value is None or value is False or value == 0
+
+
+def _gjson_string(value: Any) -> str:
+    """``gjson.Result.String()`` of a found value, as a filter compares it."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return _go_float_f(value)
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)  # gjson: the raw JSON text
+
+
+@functools.lru_cache(maxsize=64)
+def _go_regex(pattern: str) -> re.Pattern[str]:
+    """A Go (RE2) expression as a Python one with the same meaning where our filters need it.
+
+    Go without the ``m`` flag: ``$`` and ``\\z`` match only at the end of the text, where Python's
+    ``$`` also matches before a final newline — so both become ``\\Z``. ``\\d``, ``\\w``, ``\\s``
+    and ``\\b`` are ASCII in Go (``re.ASCII``). Matching stays unanchored (``search``).
+    """
+    out: list[str] = []
+    i, n, in_class = 0, len(pattern), False
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            out.append(r"\Z" if (not in_class and pattern[i + 1:i + 2] == "z") else pattern[i:i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+            out.append(c)
+            i += 1
+            continue
+        if c == "[":
+            in_class = True
+            j = i + 1 + (pattern[i + 1:i + 2] == "^")
+            j += pattern[j:j + 1] == "]"  # a ']' first in a class is a literal, in Go as in Python
+            out.append(pattern[i:j])
+            i = j
+            continue
+        if c == "(" and pattern.startswith("(?", i) and re.match(r"\(\?[a-zA-Z-]*m", pattern[i:]):
+            raise ValueError(f"filter {pattern!r}: the m flag is not supported by the local sensor")
+        out.append(r"\Z" if c == "$" else c)
+        i += 1
+    return re.compile("".join(out), re.ASCII)
+
+
 def _lookup(event: dict[str, Any], path: str) -> tuple[bool, Any]:
     """Follow a ``body.``-prefixed dotted path (no gjson wildcards are used) into ``event``."""
     parts = path.split(".")
@@ -69,42 +289,47 @@ def _lookup(event: dict[str, Any], path: str) -> tuple[bool, Any]:
     return True, node
 
 
-def accepts(event: dict[str, Any]) -> tuple[bool, str]:
+def accepts(event: dict[str, Any] | str) -> tuple[bool, str]:
     """Would the Sensor trigger for this EventBridge event? Returns (accepted, reason).
 
-    ``reason`` names the first filter that failed, with the value seen, or is ``"accepted"``.
+    ``event`` is the SQS body (``str``, read as gjson reads it) or the parsed event. ``reason``
+    names the first filter that failed, with the value seen, or is ``"accepted"``.
     """
+    if isinstance(event, str):
+        event = _event(event, first_key_wins=True)
     if not isinstance(event, dict):
         return False, f"event is not a JSON object (got {type(event).__name__})"
     for path, pattern in FILTERS.items():
         found, value = _lookup(event, path)
         if not found:
             return False, f"{path} is missing (want {pattern})"
-        text = value if isinstance(value, str) else json.dumps(value)
-        if not re.search(pattern, text):
+        text = _gjson_string(value)
+        if not _go_regex(pattern).search(text):
             return False, f"{path} is {text!r} (want {pattern})"
     return True, "accepted"
 
 
 def _field(event: dict[str, Any], key: str) -> str:
-    """``index .Input.body.detail KEY | default ""`` for string-valued (or absent) fields."""
+    """``index .Input.body.detail KEY | default ""``, printed by ``printf "%s"``."""
     detail = event.get("detail")
     value = detail.get(key) if isinstance(detail, dict) else None
-    if value is None or value == "":
-        return ""
-    return value if isinstance(value, str) else json.dumps(value)
+    return "" if _sprig_empty(value) else _go_s(value)
 
 
-def name_key(event: dict[str, Any]) -> str:
-    """The string :data:`NAME_TEMPLATE` hashes: ``repository|tag|digest``."""
+def name_key(event: dict[str, Any] | str) -> str:
+    """The string :data:`NAME_TEMPLATE` hashes: ``repository|tag|digest`` (see :func:`workflow_name`)."""
+    event = _event(event)
+    if not isinstance(event, dict):
+        return "||"
     return "|".join(_field(event, k) for k in ("repository-name", "image-tag", "image-digest"))
 
 
-def workflow_name(event: dict[str, Any]) -> str:
+def workflow_name(event: dict[str, Any] | str) -> str:
     """The Workflow name the Sensor gives this event: deterministic and DNS-1123 valid.
 
     The same image (repository, tag, digest) always gets the same name, so the API server
-    refuses a second Workflow for a duplicate delivery.
+    refuses a second Workflow for a duplicate delivery. ``event`` is the SQS body (``str``: the
+    name is then exactly the cluster's, whatever the body holds) or the parsed event.
     """
     digest = hashlib.sha256(name_key(event).encode("utf-8")).hexdigest()
     name = NAME_PREFIX + digest[:NAME_HASH_LENGTH]

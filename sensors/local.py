@@ -15,7 +15,11 @@ outcome, so a crash or a failure loses nothing:
   already succeeded in this process;
 * leaves: a message whose body is not JSON (the queue's redrive policy dead-letters it), a
   Failed/Error workflow (visibility expires → redelivered → after ``maxReceiveCount`` the DLQ),
-  and a duplicate of a workflow still running (it comes back and is then deleted as duplicate).
+  and a message whose handling raised anything at all (logged as ``message-error`` with its id;
+  the sensor goes on with the others — one bad message never stops it).
+
+Filters and the Workflow name are computed from the raw body exactly as the cluster Sensor
+computes them (:mod:`sensors.definition`: gjson's unescaping, Go's regular expressions).
 
 :meth:`LocalSensor.stop` (what SIGTERM/SIGINT call) stops taking messages; running workflows
 finish and their messages are settled; messages received but not started are made visible again.
@@ -24,6 +28,7 @@ finish and their messages are settled; messages received but not started are mad
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -31,9 +36,16 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
+from steps._runtime import utc_timestamp
 from workflows.local_executor import ERROR, SUCCEEDED, WorkflowResult, json_logger
 
 MAX_MESSAGES_PER_RECEIVE = 10  # the SQS limit
+#: ``level`` of the sensor's records that are not ``info``.
+_LEVELS = {
+    "receive-failed": "warning", "delete-failed": "warning", "release-failed": "warning",
+    "heartbeat-failed": "warning", "message-invalid": "warning", "workflow-failed": "error",
+    "message-error": "error", "on-result-failed": "error",
+}
 
 
 class Executor(Protocol):
@@ -177,7 +189,7 @@ class LocalSensor:
                     if self._stop.is_set():
                         self._release(message, "sensor stopping")
                         continue
-                    future = self._handle(message, pool)
+                    future = self._handle_contained(message, pool)
                     if future is not None:
                         futures.add(future)
                 futures = {f for f in futures if not f.done()}
@@ -191,7 +203,9 @@ class LocalSensor:
     # -- internals ------------------------------------------------------------------------------
 
     def log(self, **record: Any) -> None:
-        record = {"ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "component": "sensor",
+        """One record in the format of every imagebump log (:mod:`steps._runtime`): ts, level, component."""
+        level = record.pop("level", None) or _LEVELS.get(record.get("event", ""), "info")
+        record = {"ts": utc_timestamp(), "level": level, "component": "sensor",
                   **{k: v for k, v in record.items() if v is not None}}
         try:
             self.log_sink(record)
@@ -243,6 +257,27 @@ class LocalSensor:
             return "is running (its own message is deleted when it succeeds, redelivered if it fails)"
         return ""
 
+    def _handle_contained(self, message: dict[str, Any], pool: ThreadPoolExecutor) -> Future | None:
+        """:meth:`_handle`, but whatever it raises stays with this one message.
+
+        The message is neither deleted nor released: it becomes visible again after its visibility
+        timeout and the queue's redrive policy dead-letters it after ``maxReceiveCount`` receives.
+        """
+        try:
+            return self._handle(message, pool)
+        except Exception as exc:  # noqa: BLE001 - one bad message never stops the sensor
+            with self._lock:
+                for name, item in list(self._running.items()):
+                    if item.receipt == message.get("ReceiptHandle"):
+                        del self._running[name]
+                self.stats.failed += 1
+            self.log(event="message-error", level="error", message_id=message.get("MessageId"),
+                     receive_count=(message.get("Attributes") or {}).get("ApproximateReceiveCount"),
+                     error=f"{type(exc).__name__}: {_printable(str(exc))[:500]}",
+                     reason="left on the queue: redelivered after its visibility timeout, dead-lettered "
+                            "after maxReceiveCount")
+            return None
+
     def _handle(self, message: dict[str, Any], pool: ThreadPoolExecutor) -> Future | None:
         message_id = message.get("MessageId")
         receive_count = (message.get("Attributes") or {}).get("ApproximateReceiveCount")
@@ -251,21 +286,23 @@ class LocalSensor:
             event = json.loads(body)
             if not isinstance(event, dict):
                 raise ValueError(f"a JSON {type(event).__name__}, not an object")
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, RecursionError) as exc:
             # Not an event at all (not even one to filter out): keep it for a human, via the DLQ.
             with self._lock:
                 self.stats.invalid += 1
             self.log(event="message-invalid", message_id=message_id, receive_count=receive_count,
                      reason=f"body is not JSON holding an event object ({exc}); left on the queue for its redrive policy (DLQ)")
             return None
-        event_id = event.get("id")
-        accepted, reason = self.definition.accepts(event)
+        event_id = event.get("id") if isinstance(event.get("id"), str) else None
+        if event_id is not None:
+            event_id = _printable(event_id)
+        accepted, reason = self.definition.accepts(body)  # as the cluster reads it (gjson, Go regexps)
         if not accepted:
             with self._lock:
                 self.stats.skipped += 1
             self._delete(message, event_id=event_id, outcome="skipped", reason=f"filtered out: {reason}")
             return None
-        name = self.definition.workflow_name(event)
+        name = self.definition.workflow_name(body)
         with self._lock:
             duplicate = self._succeeded_or_running(name)
             if duplicate:
@@ -333,6 +370,14 @@ class LocalSensor:
                                                        VisibilityTimeout=self.visibility_timeout)
                 except Exception as exc:  # noqa: BLE001 - worst case: a redelivery, deduplicated by name
                     self.log(event="heartbeat-failed", workflow=item.name, error=f"{type(exc).__name__}: {exc}")
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _printable(text: str) -> str:
+    """``text`` safe to write to a UTF-8 stream (a lone surrogate from a JSON escape becomes U+FFFD)."""
+    return _SURROGATE.sub("\ufffd", text)
 
 
 __all__ = ["LocalSensor", "SensorStats"]

@@ -6,16 +6,44 @@ parameters are files under ``$hera__outputs_directory/parameters/<name>`` that t
 declares with ``valueFrom.path`` (and a ``default`` for skipped steps). :func:`emit_outputs`
 writes those files from the output model, one per field, in kebab-case.
 
-:func:`step_entry` wraps a step's ``run`` so known errors become a one-line message on stderr and
-the exit code Argo's retryStrategy keys on (see :mod:`steps.errors`).
+:func:`step_entry` wraps a step's ``run``: it configures logging once (:func:`configure_logging`),
+and turns known errors into one log record and the exit code Argo's retryStrategy keys on (see
+:mod:`steps.errors`); anything else is logged with its traceback and exits 3.
+
+Logging: every record is one JSON object on one line of stderr (the pod log, or the local
+executor's log, which forwards it), with these keys:
+
+=============  =====================================================================================
+``ts``         UTC time, RFC 3339 with milliseconds (``2026-12-02T10:00:00.123Z``)
+``level``      ``debug`` / ``info`` / ``warning`` / ``error``
+``component``  ``step`` (the local sensor and executor write ``sensor`` / ``executor``)
+``step``       the step: ``resolve-image``, ``edit-kustomize``, ``commit-pr``, ``backup-export``
+``event_id``   the EventBridge event id the step works for (absent for a manual run)
+``target``     ``<repo_url>/<path>`` of the overlay (edit-kustomize, commit-pr)
+``logger``     the Python logger (``steps.commit_pr``, ``botocore.credentials``, …)
+``message``    the text, every secret redacted
+``error``,     on failure: the exception's class and the process's exit code; ``traceback`` for an
+``exit_code``  unexpected one
+=============  =====================================================================================
+
+Secrets are redacted from every record: the tokens in ``IMAGEBUMP_GIT_TOKEN`` /
+``IMAGEBUMP_GIT_READ_TOKEN`` (or their ``_FILE``), every token a :class:`steps.git.GitAuth` holds
+(:func:`register_secret`) with its HTTP Basic forms, ``Authorization`` values, passwords in URLs,
+``access_token=``-style query values, GitHub token shapes and PEM private keys.
 """
 
 from __future__ import annotations
 
+import base64
+import contextvars
 import functools
 import json
+import logging
 import os
+import re
 import sys
+import time
+import traceback
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
@@ -24,8 +52,13 @@ from pydantic import BaseModel
 from steps.errors import ImagebumpError
 
 DEFAULT_OUTPUTS_DIRECTORY = "/tmp/hera-outputs"
+#: Exit code of an unexpected error (the CLI's too: one table for every entry point).
+EXIT_UNEXPECTED = 3
+REDACTED = "***"
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+log = logging.getLogger(__name__)
 
 
 def outputs_directory() -> Path:
@@ -58,21 +91,208 @@ def emit_outputs(output: BaseModel) -> BaseModel:
     return output
 
 
-def step_entry(fn: F) -> F:
-    """Wrap a step's ``run``: write its outputs; map known errors to a message and exit code.
+# --- redaction ------------------------------------------------------------------------------------
 
-    ``functools.wraps`` keeps the signature, which Hera's runner reads to parse the inputs.
+_SECRETS: set[str] = set()
+_TOKEN_VARIABLES = ("IMAGEBUMP_GIT_TOKEN", "IMAGEBUMP_GIT_READ_TOKEN")
+_PATTERNS = [
+    (re.compile(r"(?i)(authorization:\s*\w+\s+)\S+"), rf"\1{REDACTED}"),
+    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s]+@"), rf"\1{REDACTED}@"),
+    (re.compile(r"(?i)([?&](?:access_token|private_token|token|password|secret|sig|signature)=)[^&\s#]+"),
+     rf"\1{REDACTED}"),
+    (re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"), REDACTED),
+    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)", re.DOTALL),
+     REDACTED),
+]
+
+
+def register_secret(secret: str, *, basic_users: tuple[str, ...] = ("x-access-token",)) -> None:
+    """Never log ``secret``, nor its base64 and HTTP Basic (``user:secret``) forms."""
+    secret = (secret or "").strip()
+    if len(secret) < 4:
+        return
+    forms = {secret}
+    for raw in (secret, *(f"{user}:{secret}" for user in basic_users)):
+        encoded = base64.b64encode(raw.encode()).decode()
+        forms.update({encoded, encoded.rstrip("=")})
+    _SECRETS.update(forms)
+
+
+def _secrets_from_environment() -> None:
+    for name in _TOKEN_VARIABLES:
+        register_secret(os.environ.get(name, ""))
+        path = os.environ.get(f"{name}_FILE", "").strip()
+        if path:
+            try:
+                register_secret(Path(path).read_text()[:4096])
+            except (OSError, UnicodeDecodeError):
+                pass  # absent (an optional Secret) or unreadable: the step reports it if it needs it
+
+
+def redact(text: str) -> str:
+    """``text`` with every registered secret and every secret-shaped value replaced by ``***``."""
+    if not text:
+        return text
+    for secret in sorted(_SECRETS, key=len, reverse=True):
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    for pattern, replacement in _PATTERNS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+# --- JSON-line logging -----------------------------------------------------------------------------
+
+_CONTEXT: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
+    "imagebump_step", default=None
+)
+_PROCESS_CONTEXT: dict[str, str] = {}  # a step process runs one step: threads it starts see it too
+
+
+def utc_timestamp(seconds: float | None = None) -> str:
+    """``2026-12-02T10:00:00.123Z``: the ``ts`` of every record (steps, executor, sensor)."""
+    seconds = time.time() if seconds is None else seconds
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{int(seconds % 1 * 1000):03d}Z"
+
+
+class JsonLineFormatter(logging.Formatter):
+    """One JSON object per record (keys in this module's docstring), secrets redacted."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        data: dict[str, Any] = {
+            "ts": utc_timestamp(record.created),
+            "level": record.levelname.lower(),
+            "component": "step",
+        }
+        data.update(_CONTEXT.get() or _PROCESS_CONTEXT)
+        data["logger"] = record.name
+        data["message"] = redact(record.getMessage())
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            data.update({k: redact(v) if isinstance(v, str) else v for k, v in fields.items()})
+        if record.exc_info:
+            data["traceback"] = redact("".join(traceback.format_exception(*record.exc_info)))
+        return json.dumps(data, default=str)
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is at the time (pytest swaps it per test)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setFormatter(JsonLineFormatter())
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:  # StreamHandler.__init__ assigns it
+        pass
+
+
+_HANDLER = _StderrHandler()
+#: Third-party loggers that are chatty at INFO (one line per HTTP request, credential lookups).
+_QUIET = ("botocore", "boto3", "urllib3", "httpx", "httpcore", "kubernetes", "hishel")
+
+
+def _level() -> int:
+    name = os.environ.get("IMAGEBUMP_LOG_LEVEL", "INFO").strip().upper()
+    return getattr(logging, name) if name in ("DEBUG", "INFO", "WARNING", "ERROR") else logging.INFO
+
+
+_configured_process = False
+
+
+def _nothing() -> None:
+    pass
+
+
+def configure_logging() -> Callable[[], None]:
+    """Send log records to stderr as JSON lines; returns what undoes it.
+
+    In a step process (nothing configured logging yet) it is done once, for the process: the root
+    logger at ``IMAGEBUMP_LOG_LEVEL`` (default INFO; chatty libraries at WARNING) and Python
+    warnings captured; nothing to undo. Where logging is configured already (a step called
+    in-process, as tests do) only the handler is added, and the returned callable removes it.
     """
+    global _configured_process
+    _secrets_from_environment()
+    root = logging.getLogger()
+    if _HANDLER in root.handlers:
+        return _nothing
+    embedded = bool(root.handlers)
+    _HANDLER.setLevel(_level())
+    root.addHandler(_HANDLER)
+    if embedded:
+        return functools.partial(root.removeHandler, _HANDLER)
+    _configured_process = True
+    root.setLevel(_level())
+    for name in _QUIET:
+        logging.getLogger(name).setLevel(max(logging.WARNING, _level()))
+    logging.captureWarnings(True)
+    return _nothing
+
+
+def _step_name(fn: Callable[..., Any]) -> str:
+    return kebab(fn.__module__.rsplit(".", 1)[-1])
+
+
+def _context(step: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, str]:
+    """``step``, ``event_id`` and ``target`` from the step's inputs (a Target, or a raw event)."""
+    context = {"step": step}
+    for value in (*args, *kwargs.values()):
+        event_id = getattr(value, "event_id", None)
+        if isinstance(event_id, str) and event_id:
+            context.setdefault("event_id", event_id)
+        key = getattr(value, "key", None)
+        if isinstance(key, str) and getattr(value, "repo_url", None):
+            context.setdefault("target", redact(key))
+    event = kwargs.get("event")
+    if "event_id" not in context and isinstance(event, str) and event.strip() and len(event) <= 262144:
+        try:
+            parsed = json.loads(event)
+        except (ValueError, RecursionError):
+            parsed = None
+        if isinstance(parsed, dict) and isinstance(parsed.get("id"), str):
+            context["event_id"] = parsed["id"][:200]
+    return context
+
+
+def step_entry(fn: F) -> F:
+    """Wrap a step's ``run``: configure logging, write its outputs, map errors to exit codes.
+
+    Known errors (:class:`~steps.errors.ImagebumpError`) become one ``error`` record and their exit
+    code (2 bad input, 75 transient); anything else an ``error`` record with the traceback and exit
+    3. ``functools.wraps`` keeps the signature, which Hera's runner reads to parse the inputs.
+    """
+    step = _step_name(fn)
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        undo = configure_logging()
+        context = _context(step, args, kwargs)
+        token = _CONTEXT.set(context)
+        if _configured_process and not _PROCESS_CONTEXT:
+            _PROCESS_CONTEXT.update(context)  # threads the step starts log with it too
         try:
-            result = fn(*args, **kwargs)
-        except ImagebumpError as exc:
-            print(f"imagebump: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-            raise SystemExit(exc.exit_code) from None
-        if isinstance(result, BaseModel):
-            emit_outputs(result)
-        return result
+            try:
+                result = fn(*args, **kwargs)
+            except ImagebumpError as exc:
+                log.error("%s: %s", type(exc).__name__, exc,
+                          extra={"fields": {"error": type(exc).__name__, "exit_code": exc.exit_code}})
+                raise SystemExit(exc.exit_code) from None
+            except Exception as exc:  # noqa: BLE001 - logged with its traceback, never a bare crash
+                log.error("unexpected error: %s: %s", type(exc).__name__, exc, exc_info=True,
+                          extra={"fields": {"error": type(exc).__name__, "exit_code": EXIT_UNEXPECTED}})
+                raise SystemExit(EXIT_UNEXPECTED) from None
+            if isinstance(result, BaseModel):
+                emit_outputs(result)
+            return result
+        finally:
+            _CONTEXT.reset(token)
+            for handler in logging.getLogger().handlers:
+                handler.flush()
+            undo()
 
     return wrapper  # type: ignore[return-value]

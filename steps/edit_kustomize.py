@@ -29,7 +29,7 @@ network trouble is a :class:`~steps.errors.TransientError`.
 """
 
 # No `from __future__ import annotations`: Hera's runner reads real annotation objects.
-import sys
+import logging
 import tempfile
 from datetime import datetime
 from pathlib import Path, PurePosixPath
@@ -40,6 +40,8 @@ from steps._runtime import step_entry
 from steps.branches import branch_name, proposed_entry
 from steps.errors import ConfigError, ImageNotFoundError, InvalidEventError, KustomizationError
 from steps.models import Decision, ImagesEntry, Plan, Target
+
+log = logging.getLogger(__name__)
 
 #: Modules this step imports only when it runs (a pod that is refused early never pays for them).
 #: A local executor that forks steps from a warm interpreter imports them ahead (workflows.zygote).
@@ -239,6 +241,6 @@ def run(target: Target) -> EditKustomizeOutput:
         if target.mode == "pr" and plan.changed:
             branch = branch_name(target)
             plan = _against_branch(target, plan, branch, _branch_entry(repo, branch, plan))
-    print(f"edit-kustomize: {target.repo_url} {plan.file} [{plan.image_name}]: "
-          f"{plan.decision}: {plan.reason}", file=sys.stderr, flush=True)
+    log.info("%s [%s] at %s: %s%s", plan.file, plan.image_name, plan.base_commit[:12], plan.decision,
+             f": {plan.reason}" if plan.reason else "")
     return EditKustomizeOutput(plan=plan, changed=plan.changed, decision=plan.decision, reason=plan.reason)

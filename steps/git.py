@@ -23,6 +23,13 @@ lease) and re-bases itself on the newest remote branch.
 Reads: ``IMAGEBUMP_GIT_TOKEN[_FILE]`` (write token), ``IMAGEBUMP_GIT_READ_TOKEN[_FILE]`` (read
 token), ``IMAGEBUMP_GIT_AUTHOR_NAME`` / ``IMAGEBUMP_GIT_AUTHOR_EMAIL`` (commit identity).
 Writes: only inside the destination directory given to :func:`clone`.
+
+The read token is optional. On a cluster it is the optional Secret ``imagebump-git-read``
+mounted where ``IMAGEBUMP_GIT_READ_TOKEN_FILE`` points; an absent optional Secret mounts an empty
+directory, so a read-token file that does not exist means "no read token": the clone is
+anonymous (public repositories). When the remote refuses an anonymous read (401, 403 or 404), the
+error is a :class:`~steps.errors.PermissionDeniedError` (exit 2, never retried) that names the fix:
+create the ``imagebump-git-read`` Secret for private repositories.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit, urlunsplit
 
+from steps._runtime import register_secret
 from steps.errors import ConfigError, ImagebumpError, PermissionDeniedError, TransientError
 
 __all__ = [
@@ -42,6 +50,8 @@ __all__ = [
     "GitAuth",
     "GitCommandError",
     "PushRejected",
+    "READ_SECRET",
+    "anonymous_read_fix",
     "clone",
     "default_branch",
     "ls_remote",
@@ -54,6 +64,8 @@ DEFAULT_AUTHOR_EMAIL = "imagebump@users.noreply.github.com"
 DEFAULT_TIMEOUT = 300.0
 _TOKEN_USER = "x-access-token"
 _REDACTED = "***"
+#: The optional Secret holding the read token on a cluster (key ``token``; workflows/common.py).
+READ_SECRET = "imagebump-git-read"
 
 
 class PushRejected(TransientError):
@@ -84,6 +96,7 @@ class GitAuth:
             raise ConfigError("the git token contains a line break or NUL; check the token file")
         self._token = token
         self.username = username
+        register_secret(token, basic_users=(username,))  # never in a step's log records either
 
     def __repr__(self) -> str:
         return f"GitAuth(username={self.username!r}, token={_REDACTED!r})"
@@ -127,6 +140,14 @@ class GitAuth:
         if not token and file_name:
             try:
                 token = Path(file_name).read_text().strip()
+            except FileNotFoundError:
+                if required:
+                    raise ConfigError(
+                        f"cannot read the git token file {file_name} ({name}_FILE): it does not exist; "
+                        "mount the secret there or fix the variable"
+                    ) from None
+                # An optional Secret that is absent mounts an empty directory: no read token.
+                return None
             except OSError as exc:
                 raise ConfigError(
                     f"cannot read the git token file {file_name} ({name}_FILE): {exc.strerror}; "
@@ -142,6 +163,18 @@ class GitAuth:
                 )
             return None
         return cls(token)
+
+
+def anonymous_read_fix() -> str:
+    """What to do when the remote refuses a read made without a token (names the Secret)."""
+    file_name = os.environ.get("IMAGEBUMP_GIT_READ_TOKEN_FILE", "").strip()
+    looked = f" ({file_name} does not exist)" if file_name else ""
+    return (
+        f"No read token is configured{looked}, so the clone was anonymous. For a private repository "
+        f"create the `{READ_SECRET}` Secret: kubectl -n imagebump create secret generic {READ_SECRET} "
+        "--from-file=token=./read-token (without a cluster: export IMAGEBUMP_GIT_TOKEN for "
+        "`imagebump run --local`, or IMAGEBUMP_GIT_READ_TOKEN)"
+    )
 
 
 def redact(text: str, auth: GitAuth | None = None) -> str:
@@ -267,7 +300,8 @@ def run_git(
     proc.stderr = redact(proc.stderr, auth)
     proc.args = [redact(str(a), auth) for a in argv]
     if check and proc.returncode != 0:
-        raise classify(proc.stderr, args=args, what=what, url=url, returncode=proc.returncode)
+        raise classify(proc.stderr, args=args, what=what, url=url, returncode=proc.returncode,
+                       anonymous=auth is None and _origin(url or "") is not None)
     return proc
 
 
@@ -330,13 +364,25 @@ def _push_branch(args: Sequence[str]) -> str | None:
 
 
 def classify(stderr: str, *, args: Sequence[str] = (), what: str | None = None,
-             url: str | None = None, returncode: int = 1) -> ImagebumpError:
-    """Map a failed git command's (redacted) stderr to the imagebump error that says what to do."""
+             url: str | None = None, returncode: int = 1, anonymous: bool = False) -> ImagebumpError:
+    """Map a failed git command's (redacted) stderr to the imagebump error that says what to do.
+
+    ``anonymous``: the command sent no token to an http(s) remote; a refusal (401, 403, 404) then
+    names the read-token Secret to create (:func:`anonymous_read_fix`).
+    """
     doing = what or _describe(args)
     where = f" ({url})" if url and url not in doing else ""
     detail = _remote_lines(stderr)
     branch = _push_branch(args)
     is_push = bool(args) and args[0] == "push"
+    if anonymous and not is_push:
+        status = ("401" if _AUTH.search(stderr) else "403" if re.search(r"returned error: 403", stderr)
+                  else "404" if _NOT_FOUND.search(stderr) else None)
+        if status is not None:
+            return PermissionDeniedError(
+                f"{doing}{where}: the remote refused an anonymous read (HTTP {status}): {detail}. "
+                + anonymous_read_fix()
+            )
     if is_push and _FORBIDDEN.search(stderr) and not _RACE.search(stderr):
         target = f"branch '{branch}'" if branch else "the branch"
         return PermissionDeniedError(
@@ -589,7 +635,8 @@ class ClonedRepo:
                         "origin", f"+refs/heads/{branch}:refs/remotes/origin/{branch}", check=False,
                         what=f"fetch of branch '{branch}' from {self.url}")
         if proc.returncode != 0:
-            err = classify(proc.stderr, args=["fetch"], what=f"fetch of branch '{branch}'", url=self.url)
+            err = classify(proc.stderr, args=["fetch"], what=f"fetch of branch '{branch}'", url=self.url,
+                           anonymous=self.auth is None and _origin(self.url or "") is not None)
             if isinstance(err, ConfigError) and not isinstance(err, PermissionDeniedError) \
                     and _NO_BRANCH.search(proc.stderr):
                 return None

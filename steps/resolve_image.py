@@ -16,8 +16,8 @@ have is a ConfigError too.
 """
 
 # No `from __future__ import annotations`: Hera's runner reads real annotation objects.
+import logging
 import os
-import sys
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -26,6 +26,8 @@ from steps._runtime import step_entry
 from steps.errors import ConfigError
 from steps.models import Image, Target
 from steps.rules import RuleSet, SkippedRule, load_rules_file
+
+log = logging.getLogger(__name__)
 
 #: Modules this step imports only when it runs (a pod that is refused early never pays for them).
 #: A local executor that forks steps from a warm interpreter imports them ahead (workflows.zygote).
@@ -146,5 +148,5 @@ def run(event: str = "", image: str = "") -> ResolveImageOutput:
     summary = out.reason or f"{len(out.targets)} target(s): " + ", ".join(
         f"{t.repo_url}/{t.path}" for t in out.targets
     )
-    print(f"resolve-image: {summary}", file=sys.stderr, flush=True)
+    log.info("%s", summary)
     return out

@@ -64,9 +64,14 @@ cannot evaluate, …) is refused when the executor is constructed, with an
 :class:`UnsupportedFeatureError` whose message starts ``not supported by the local executor: ``
 and names the field.
 
-Logs are JSON-line records passed to ``log`` (``workflow``, ``event_id``, ``node``, ``template``,
-``phase``, ``duration``, ``attempt``, ``exit_code``; a failed step adds its stderr tail with
-every secret value the executor was given redacted).
+Logs are JSON-line records passed to ``log``, in the format steps write on a cluster
+(:mod:`steps._runtime`), so one ``jq`` filter reads both: ``ts``, ``level``, ``component``
+(``executor``), ``event`` (what happened: ``workflow-started``, ``node-finished``, …), ``workflow``,
+``event_id``, ``node``, ``template``, ``step`` (the script template), ``phase``, ``duration``,
+``attempt``, ``exit_code``, ``message``; a failed step adds its stderr tail. Each step process's
+own records (its stderr, JSON lines with ``component: step``) are forwarded as they are, with
+``workflow``, ``node`` and ``attempt`` added; other stderr lines become ``step-stderr`` records.
+Every secret value the executor was given is redacted from all of them.
 """
 
 from __future__ import annotations
@@ -90,6 +95,7 @@ from typing import Any
 
 import yaml
 
+from steps._runtime import utc_timestamp
 from steps.errors import ConfigError
 from workflows.prefork import Zygote, ZygoteError, enabled_by_default
 from workflows.prefork import shared as shared_zygote
@@ -169,7 +175,10 @@ class WorkflowResult:
 
 
 def json_logger(stream: Any = None) -> Log:
-    """A ``log`` callable writing one JSON object per line to ``stream`` (default stderr)."""
+    """A ``log`` callable writing one JSON object per line to ``stream`` (default stderr).
+
+    Non-ASCII text is escaped (``\\uXXXX``), so any stream can take any record.
+    """
     lock = threading.Lock()
 
     def log(record: dict[str, Any]) -> None:
@@ -316,6 +325,27 @@ def _tail(text: str, lines: int = 20) -> str:
     """The last ``lines`` lines of ``text``, at most STDERR_TAIL_CHARS characters."""
     tail = "\n".join(text.rstrip("\n").splitlines()[-lines:])
     return tail[-STDERR_TAIL_CHARS:]
+
+
+def _json_record(line: str) -> dict[str, Any] | None:
+    """A step's JSON log line as a dict; None for anything else."""
+    if not line.startswith("{"):
+        return None
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) else None
+
+
+_WARN_EVENTS = {"attempt-failed", "retry-scheduled", "zygote-lost", "zygote-unavailable"}
+
+
+def _level_of(record: dict[str, Any]) -> str:
+    """The ``level`` of an executor record: failures are errors, retries warnings, the rest info."""
+    if record.get("phase") in (FAILED, ERROR) and record.get("event") in ("node-finished", "workflow-finished"):
+        return "error"
+    return "warning" if record.get("event") in _WARN_EVENTS else "info"
 
 
 def _ancestors(graph: dict[str, set[str]], name: str) -> set[str]:
@@ -555,7 +585,8 @@ class LocalExecutor:
         try:
             zygote.ensure_started()
         except ZygoteError as exc:
-            self.log({"event": "zygote-unavailable", "message": str(exc)})
+            self.log({"ts": utc_timestamp(), "level": "warning", "component": "executor",
+                      "event": "zygote-unavailable", "message": str(exc)})
 
     # -- validation (everything refused here, before any run) ---------------------------------
 
@@ -991,14 +1022,44 @@ class _Run:
 
     # logging
     def log(self, **record: Any) -> None:
-        base = {"ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "workflow": self.name}
+        level = record.pop("level", None) or _level_of(record)
+        base = {"ts": utc_timestamp(), "level": level, "component": "executor", "workflow": self.name}
         if self.event_id:
             base["event_id"] = self.event_id
         base.update({k: v for k, v in record.items() if v is not None})
+        self.emit(base)
+
+    def emit(self, record: dict[str, Any]) -> None:
         try:
-            self.ex.log(base)
+            self.ex.log(record)
         except Exception:  # noqa: BLE001 - a broken log sink must not break a run
             pass
+
+    def forward_step_log(self, stderr: str, tpl: dict[str, Any], node_name: str, attempt: int) -> None:
+        """Pass a step process's stderr on: its JSON records as they are, other lines grouped."""
+        extra = {"workflow": self.name, "node": node_name, "attempt": attempt}
+        loose: list[str] = []
+
+        def flush_loose() -> None:
+            if loose:
+                self.emit({"ts": utc_timestamp(), "level": "info", "component": "step", "step": tpl["name"],
+                           **({"event_id": self.event_id} if self.event_id else {}), "event": "step-stderr",
+                           "message": "\n".join(loose)[-STDERR_TAIL_CHARS:], **extra})
+                loose.clear()
+
+        for line in self.redact(stderr).splitlines():
+            record = _json_record(line)
+            if record is None:
+                if line.strip():
+                    loose.append(line)
+                continue
+            flush_loose()
+            record.setdefault("component", "step")
+            record.setdefault("step", tpl["name"])
+            if self.event_id:
+                record.setdefault("event_id", self.event_id)
+            self.emit({**record, **extra})
+        flush_loose()
 
     def redact(self, text: str) -> str:
         for value in self.ex._secret_values:
@@ -1303,8 +1364,8 @@ class _Run:
             outcome = self.attempt(tpl, scope, f"{node_name}", deadline, attempt)
             phase, exit_code, outputs, result, message, tail = outcome
             if phase != SUCCEEDED:
-                self.log(event="attempt-failed", node=node_name, template=tpl["name"], phase=phase, attempt=attempt,
-                         exit_code=exit_code, duration=round(time.monotonic() - a_start, 3),
+                self.log(event="attempt-failed", node=node_name, template=tpl["name"], step=tpl["name"], phase=phase,
+                         attempt=attempt, exit_code=exit_code, duration=round(time.monotonic() - a_start, 3),
                          message=message or None, stderr_tail=tail or None)
             if phase == SUCCEEDED or attempt > limit:
                 break
@@ -1328,16 +1389,16 @@ class _Run:
                 break
             if deadline is not None and time.monotonic() + wait >= deadline:
                 break
-            self.log(event="retry-scheduled", node=node_name, template=tpl["name"], attempt=attempt + 1,
-                     delay=round(wait, 3))
+            self.log(event="retry-scheduled", node=node_name, template=tpl["name"], step=tpl["name"],
+                     attempt=attempt + 1, delay=round(wait, 3))
             time.sleep(wait)
             waited += wait
             nominal_waited += nominal
         node = NodeResult(node_name, tpl["name"], phase, exit_code, outputs, time.monotonic() - started, attempt,
                           message, result=result)
         self.add(node)
-        self.log(event="node-finished", node=node_name, template=tpl["name"], phase=phase, exit_code=exit_code,
-                 attempts=attempt, duration=round(node.duration, 3), message=message or None,
+        self.log(event="node-finished", node=node_name, template=tpl["name"], step=tpl["name"], phase=phase,
+                 exit_code=exit_code, attempts=attempt, duration=round(node.duration, 3), message=message or None,
                  stderr_tail=tail if phase != SUCCEEDED and tail else None)
         return node
 
@@ -1361,14 +1422,20 @@ class _Run:
                 return FAILED, None, {}, None, "activeDeadlineSeconds exceeded before start", ""
             returncode, out, err, killed = self.spawn(argv, tmp, env, timeout, node_name, attempt)
             stdout = out.decode(errors="replace")
-            tail = _tail(self.redact(err.decode(errors="replace")))
+            stderr = err.decode(errors="replace")
+            if returncode is not None:
+                self.forward_step_log(stderr, tpl, node_name, attempt)
+            tail = _tail(self.redact(stderr))
             if returncode is None:
-                return ERROR, None, {}, None, self.redact(err.decode(errors="replace")), ""
+                return ERROR, None, {}, None, self.redact(stderr), ""
             if killed:
                 return (FAILED, returncode, {}, None,
                         f"activeDeadlineSeconds exceeded: process killed after {timeout:.1f}s", tail)
             if returncode != 0:
                 last = tail.strip().splitlines()[-1] if tail.strip() else ""
+                record = _json_record(last)  # a step's last word is its error record
+                if record is not None and isinstance(record.get("message"), str):
+                    last = record["message"]
                 return FAILED, returncode, {}, None, f"exit code {returncode}: {last}".strip(), tail
             outputs = {}
             for p in (tpl.get("outputs") or {}).get("parameters") or []:

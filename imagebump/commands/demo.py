@@ -11,8 +11,14 @@ time of each step. Everything it started is stopped and its temporary directory 
 ``--lost-push`` then pushes one more image with the sensor stopped, purges its event from the queue
 and runs one sweep (the rendered ``image-reconcile`` CronWorkflow): both overlays follow anyway.
 
+It needs moto's server, which a plain ``pip install imagebump`` does not bring: install the demo
+extra, ``pip install 'imagebump[demo]'`` (``./dev demo`` does, into ``.venv``). Without it the demo
+says so and exits 2.
+
 Exit codes: 0 the push became both changes; 1 it did not (the message says why, e.g. the
-workflow failed and its message is left for the dead-letter queue); 2 a missing prerequisite.
+workflow failed and its message is left for the dead-letter queue); 2 a missing prerequisite (the
+demo extra, git, git-http-backend); 3 an unexpected error; 75 the local AWS emulator failed for a
+while (e.g. its CloudFormation stack did not come up).
 """
 
 from __future__ import annotations
@@ -42,7 +48,28 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     return parser
 
 
+#: The extra that brings what the demo runs on (pyproject.toml, [project.optional-dependencies]).
+DEMO_EXTRA = "imagebump[demo]"
+
+
+def _require_demo_extra() -> None:
+    """Refuse with the fix when moto's server (the demo extra) cannot be imported."""
+    import importlib
+
+    from steps.errors import ConfigError
+
+    try:
+        importlib.import_module("moto.server")
+    except ImportError as exc:
+        missing = getattr(exc, "name", None) or "moto"
+        raise ConfigError(
+            f"the demo needs moto's AWS emulator, which is not installed ({missing!r} is missing): "
+            f"pip install '{DEMO_EXTRA}' (in a checkout, ./dev demo installs it into .venv)"
+        ) from None
+
+
 def run(args: argparse.Namespace) -> int:
+    _require_demo_extra()
     from imagebump.local.demo import render_report, run_demo
     from workflows.local_executor import json_logger
 

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from imagebump.commands.run import local_secrets
 from steps.errors import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK, EXIT_TRANSIENT, ConfigError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -95,41 +96,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 # ---------------------------------------------------------------------------------------------
 # Building and running the sweep (shared with `imagebump run --local --reconcile-every`)
 # ---------------------------------------------------------------------------------------------
-
-
-def git_token(name: str, environ: Mapping[str, str] | None = None) -> str | None:
-    """``NAME`` or the file ``NAME_FILE`` names; None when neither is set."""
-    environ = os.environ if environ is None else environ
-    if environ.get(name, "").strip():
-        return environ[name].strip()
-    path = environ.get(f"{name}_FILE", "").strip()
-    if path:
-        try:
-            return Path(path).read_text().strip() or None
-        except OSError as exc:
-            raise ConfigError(
-                f"{name}_FILE={path}: cannot read it ({exc.strerror}); point it at the token file"
-            ) from None
-    return None
-
-
-def local_secrets(
-    environ: Mapping[str, str] | None = None, *, require_write: bool
-) -> dict[str, dict[str, str]]:
-    """The Secrets the templates mount, from the environment: the write token (``imagebump-git``)
-    and the read token (``imagebump-git-read``; the write token when no read token is given)."""
-    write = git_token("IMAGEBUMP_GIT_TOKEN", environ)
-    if require_write and not write:
-        raise ConfigError(
-            "IMAGEBUMP_GIT_TOKEN is not set: --apply pushes, so export the Git write token "
-            "(or IMAGEBUMP_GIT_TOKEN_FILE) first; it is never taken from a flag"
-        )
-    read = git_token("IMAGEBUMP_GIT_READ_TOKEN", environ) or write
-    # Without a write token (a dry run) commit-pr never runs; its Secret is mounted empty.
-    secrets: dict[str, dict[str, str]] = {"imagebump-git": {"token": write} if write else {}}
-    if read:
-        secrets["imagebump-git-read"] = {"token": read}
-    return secrets
 
 
 def build_executor(
@@ -322,7 +288,7 @@ def run(args: argparse.Namespace) -> int:
         why = exc.strerror if isinstance(exc, OSError) else "not UTF-8"
         raise ConfigError(f"--rules {args.rules}: cannot read it ({why})") from None
     load_rules(rules_text, str(args.rules))  # a bad file is refused here, naming the rule and field
-    secrets = local_secrets(require_write=args.apply)
+    secrets = local_secrets(require_write=args.apply, why="`imagebump reconcile --apply` (it pushes)")
     log = json_logger(sys.stderr)
     region = args.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
     executor = build_executor(

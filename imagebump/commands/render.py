@@ -1,7 +1,7 @@
 """``imagebump render [--check] [--output DIR]``: write (or check) the generated manifests.
 
-Exit codes follow black: 0 written / already current, 1 ``--check`` found stale files (the
-unified diff is printed), 123 an internal error while rendering.
+Exit codes: 0 written / already current, 1 ``--check`` found stale files (the unified diff is
+printed), 2 bad usage, 3 an internal error while rendering (the table every imagebump command uses).
 """
 
 from __future__ import annotations

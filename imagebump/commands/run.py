@@ -8,13 +8,16 @@ filters (:mod:`sensors.definition`) and runs the rendered ``image-update`` Workf
 Inputs: ``--rules FILE`` becomes the ``imagebump-rules`` ConfigMap the template mounts into
 resolve-image; the Git token comes from ``IMAGEBUMP_GIT_TOKEN`` (or ``IMAGEBUMP_GIT_TOKEN_FILE``)
 in the environment — never from a flag — and becomes the ``imagebump-git`` Secret that only
-commit-pr mounts (``IMAGEBUMP_GIT_READ_TOKEN`` likewise becomes ``imagebump-git-read``).
+commit-pr mounts. One user on one machine: the same token also becomes the ``imagebump-git-read``
+Secret, so edit-kustomize reads private repositories with it, unless ``IMAGEBUMP_GIT_READ_TOKEN``
+(or ``IMAGEBUMP_GIT_READ_TOKEN_FILE``) gives a separate read token (:func:`local_secrets`).
 ``AWS_*`` and the other ``IMAGEBUMP_*`` settings pass through to the steps; ``--endpoint-url`` also
-sets ``AWS_ENDPOINT_URL`` for them.
+sets ``AWS_ENDPOINT_URL`` for them (boto3 also honours ``AWS_ENDPOINT_URL`` itself).
 
-Output: JSON-line logs on stderr (each record of a workflow carries its ``event_id``) and one
-progress line per event on stdout. Runs until SIGTERM/SIGINT (then finishes what is running and
-exits 0) or ``--max-events``.
+Output: JSON-line logs on stderr — the sensor's, the executor's and every step's own records, in
+the one format of :mod:`steps._runtime` (each record of a workflow carries its ``event_id``) — and
+one progress line per event on stdout (plus a summary line when it stops). Runs until
+SIGTERM/SIGINT (then finishes what is running and exits 0) or ``--max-events``.
 
 Without ``--local`` it refuses: on a cluster the intake is the Argo Events Sensor.
 """
@@ -27,6 +30,7 @@ import os
 import re
 import signal
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -49,8 +53,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         description=(
             "Long-poll an SQS queue of ECR push events and run the image-update WorkflowTemplate "
             "locally, each step in its own process and temporary directory. The Git token is read "
-            "from IMAGEBUMP_GIT_TOKEN (or IMAGEBUMP_GIT_TOKEN_FILE). On a cluster the intake is the "
-            "Argo Events Sensor instead (see README, 'Install on a cluster')."
+            "from IMAGEBUMP_GIT_TOKEN (or IMAGEBUMP_GIT_TOKEN_FILE), never from a flag; one user on one "
+            "machine, it also reads the repositories (edit-kustomize's clone) unless "
+            "IMAGEBUMP_GIT_READ_TOKEN (or IMAGEBUMP_GIT_READ_TOKEN_FILE) gives a separate read token. "
+            "AWS credentials and region come from the usual AWS settings; --endpoint-url or "
+            "AWS_ENDPOINT_URL points at another SQS/ECR endpoint (e.g. moto's server). "
+            "On a cluster the intake is the Argo Events Sensor instead (see README, 'Install on a cluster')."
         ),
     )
     parser.add_argument("--local", action="store_true", help="run locally (the only mode of this command)")
@@ -73,18 +81,46 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def _git_token(name: str) -> str | None:
-    if os.environ.get(name):
-        return os.environ[name]
-    path = os.environ.get(f"{name}_FILE")
+def _git_token(name: str, environ: Mapping[str, str]) -> str | None:
+    if environ.get(name, "").strip():
+        return environ[name].strip()
+    path = environ.get(f"{name}_FILE")
     if path:
         try:
-            return Path(path).read_text().strip()
+            token = Path(path).read_text().strip()
         except OSError as exc:
             raise ConfigError(
                 f"{name}_FILE={path}: cannot read it ({exc.strerror}); point it at the token file"
             ) from None
+        if not token:
+            raise ConfigError(f"{name}_FILE={path}: the file is empty; put the token in it")
+        return token
     return None
+
+
+def local_secrets(
+    environ: Mapping[str, str] | None = None, *, require_write: bool = True, why: str = "`imagebump run --local`"
+) -> dict[str, dict[str, str]]:
+    """The Secrets the templates' steps mount, from this process's environment.
+
+    ``imagebump-git`` (commit-pr) holds ``IMAGEBUMP_GIT_TOKEN[_FILE]`` (required unless
+    ``require_write`` is false: a dry-run sweep never runs commit-pr, so its Secret is then empty).
+    ``imagebump-git-read`` (edit-kustomize, reconcile) holds ``IMAGEBUMP_GIT_READ_TOKEN[_FILE]`` when
+    given, else the same write token: one user on one machine, whose token may read what it may push.
+    (On a cluster the read Secret is separate and optional; absent, the clone is anonymous.)
+    """
+    environ = os.environ if environ is None else environ
+    token = _git_token("IMAGEBUMP_GIT_TOKEN", environ)
+    if require_write and not token:
+        raise ConfigError(
+            f"IMAGEBUMP_GIT_TOKEN is not set: export the Git write token (or IMAGEBUMP_GIT_TOKEN_FILE) "
+            f"before {why}; it is never taken from a flag"
+        )
+    read_token = _git_token("IMAGEBUMP_GIT_READ_TOKEN", environ) or token
+    secrets: dict[str, dict[str, str]] = {"imagebump-git": {"token": token} if token else {}}
+    if read_token:
+        secrets["imagebump-git-read"] = {"token": read_token}
+    return secrets
 
 
 def _region(args: argparse.Namespace) -> str | None:
@@ -131,16 +167,7 @@ def run(args: argparse.Namespace) -> int:
     _check_rules(rules_text, str(args.rules))
     if not args.template.is_file():
         raise ConfigError(f"--template {args.template}: no such file; render it with `imagebump render`")
-    token = _git_token("IMAGEBUMP_GIT_TOKEN")
-    if not token:
-        raise ConfigError(
-            "IMAGEBUMP_GIT_TOKEN is not set: export the Git write token (or IMAGEBUMP_GIT_TOKEN_FILE) "
-            "before `imagebump run --local`; it is never taken from a flag"
-        )
-    secrets = {"imagebump-git": {"token": token}}
-    read_token = _git_token("IMAGEBUMP_GIT_READ_TOKEN")
-    if read_token:
-        secrets["imagebump-git-read"] = {"token": read_token}
+    secrets = local_secrets(os.environ)
 
     import boto3
 
@@ -162,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
     if sweep_every > 0:  # the rendered image-reconcile CronWorkflow, on this process's schedule
         try:
             sweep_executor = reconcile.build_executor(
-                secrets=reconcile.local_secrets(require_write=True),
+                secrets=secrets,
                 configmaps={"imagebump-rules": {"rules.yaml": rules_text}},
                 env=step_environment(dict(os.environ), args.endpoint_url, region), log=log,
             )
@@ -179,7 +206,7 @@ def run(args: argparse.Namespace) -> int:
         wait_seconds=args.wait_seconds,
         visibility_timeout=args.visibility_timeout,
         log=log,
-        on_result=lambda event, result: print(progress_line(event, result), flush=True),
+        on_result=lambda event, result: print(printable(progress_line(event, result)), flush=True),
     )
     if sweeper is not None:
         sweeper.start()
@@ -189,10 +216,11 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if sweeper is not None:
             sweeper.stop()  # a sweep that is running finishes
+    # stdout: the human-readable lines; stderr stays JSON lines only (the sensor logged sensor-stopped)
     print(
         f"stopped: {stats.received} received, {stats.succeeded} succeeded, {stats.failed} failed, "
         f"{stats.skipped} skipped, {stats.duplicates} duplicates, {stats.invalid} invalid",
-        file=sys.stderr,
+        flush=True,
     )
     return 0
 
@@ -266,6 +294,11 @@ def _target_outcome(result: Any, index: int) -> str:
     if failed is not None:
         return f"{failed.template} {failed.phase.lower()}: {failed.message[:120]}"
     return "not run"
+
+
+def printable(text: str) -> str:
+    """``text`` that any UTF-8 stream can take: lone surrogates (from JSON escapes) become U+FFFD."""
+    return re.sub("[\ud800-\udfff]", "\ufffd", text)
 
 
 def progress_line(event: dict[str, Any], result: Any) -> str:

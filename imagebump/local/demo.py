@@ -21,8 +21,10 @@ number of messages reached an outcome.
 
 Steps get only what the WorkflowTemplate gives them: AWS through an explicit environment
 passthrough (``AWS_ENDPOINT_URL`` = moto, fake credentials, ``AWS_REGION``), the rules as the
-``imagebump-rules`` ConfigMap, the Git token as the ``imagebump-git`` / ``imagebump-git-read``
-Secrets. The token is random per world and never printed.
+``imagebump-rules`` ConfigMap, the Git token as ``imagebump run --local`` gives it with only
+``IMAGEBUMP_GIT_TOKEN`` set (:func:`imagebump.commands.run.local_secrets`: the ``imagebump-git``
+Secret, and the same token as ``imagebump-git-read``). The token is random per world and never
+printed. ``anonymous_read=True`` makes the remote serve reads without a token (a public repository).
 
 :func:`run_demo` is the demo itself: build, push one image, run until done, and report the event,
 the targets, both diffs and the timings (:func:`render_report`, or :meth:`DemoReport.summary` as
@@ -174,6 +176,8 @@ class World:
     env_configmap: dict[str, str] = field(default_factory=dict)
     #: overrides of the Git tokens the steps get (tests: a wrong token)
     step_token: str | None = field(default=None, repr=False)
+    #: the Secrets the steps get instead (tests: a cluster without the optional read Secret)
+    step_secrets: dict[str, dict[str, str]] | None = field(default=None, repr=False)
     logs: list[dict[str, Any]] = field(default_factory=list, repr=False)
     log_sink: Callable[[dict[str, Any]], None] | None = field(default=None, repr=False)
     pushes: dict[str, float] = field(default_factory=dict)  # event id -> monotonic time of the ECR push
@@ -275,6 +279,11 @@ class World:
         self.step_token = token
         self._executor = None
 
+    def set_step_secrets(self, secrets: dict[str, dict[str, str]] | None) -> None:
+        """Give the steps exactly these Secrets (None: as ``imagebump run --local`` does)."""
+        self.step_secrets = secrets
+        self._executor = None
+
     def step_env(self) -> dict[str, str]:
         """The explicit environment passthrough every step gets (no secrets in it)."""
         return {
@@ -288,13 +297,16 @@ class World:
     def executor(self) -> Any:
         """The local executor for the rendered ``image-update`` template (built once, shared)."""
         if self._executor is None:
+            from imagebump.commands.run import local_secrets
             from workflows.local_executor import LocalExecutor
 
             token = self.step_token if self.step_token is not None else self.token
             self._executor = LocalExecutor(
                 self.template,
                 project_root=PROJECT_ROOT,
-                secrets={"imagebump-git": {"token": token}, "imagebump-git-read": {"token": token}},
+                # as `imagebump run --local` with only IMAGEBUMP_GIT_TOKEN: the write token also reads
+                secrets=(self.step_secrets if self.step_secrets is not None
+                         else local_secrets({"IMAGEBUMP_GIT_TOKEN": token})),
                 configmaps={"imagebump-rules": {"rules.yaml": self.rules_text},
                             "imagebump-env": {"AWS_REGION": self.region, **self.env_configmap}},
                 env=self.step_env(),
@@ -402,7 +414,7 @@ def deploy_stack(moto: Any, name_prefix: str, *, repository_prefix: str = "") ->
 def build_world(tmpdir: Path | str, *, moto: Any = None, rules: str | Callable[[World], str] | None = None,
                 files: dict[str, str] | None = None, max_receive_count: int | None = None,
                 log_sink: Callable[[dict[str, Any]], None] | None = None,
-                backoff_scale: float = 0.02) -> Iterator[World]:
+                backoff_scale: float = 0.02, anonymous_read: bool = False) -> Iterator[World]:
     """Start the whole local world under ``tmpdir``; stop it (servers, stack, repository) on exit.
 
     Args:
@@ -415,6 +427,7 @@ def build_world(tmpdir: Path | str, *, moto: Any = None, rules: str | Callable[[
         max_receive_count: shorten the stack queue's redrive policy (tests of the DLQ).
         log_sink: also receives every sensor/executor log record (e.g. JSON lines to stderr).
         backoff_scale: multiplies the template's retry backoffs (10s → 0.2s by default).
+        anonymous_read: the Git remote serves clones without a token (pushes still need it).
 
     Yields:
         A :class:`World`.
@@ -449,7 +462,7 @@ def build_world(tmpdir: Path | str, *, moto: Any = None, rules: str | Callable[[
         stack.callback(lambda: _quietly(cfn.delete_stack, StackName=stack_name))
 
         token = "ibdemo_" + secrets.token_hex(20)
-        git = stack.enter_context(GitHttpServer(root / "git", token))
+        git = stack.enter_context(GitHttpServer(root / "git", token, anonymous_read=anonymous_read))
         image = f"{account}.dkr.ecr.{REGION}.amazonaws.com/{repository}"
         if files is None:
             files = manifests_files(image)

@@ -10,6 +10,11 @@ GitHub answers), so clients see "authentication failed".
 ``fail_rate`` makes that fraction of requests answer ``503`` (seeded, so runs are repeatable) —
 for chaos tests of the retry paths.
 
+``anonymous_read=True`` serves reads (clone, fetch) without credentials, as a public repository
+on a Git host does; pushes still need the token. ``anonymous_status`` is what a request without
+credentials gets otherwise: ``401`` (default, with ``WWW-Authenticate``), or ``403`` / ``404`` as
+some hosts answer for private repositories.
+
 It reads and writes only under ``root``; it logs nothing (requests carry tokens). No pytest here:
 the demo imports it.
 """
@@ -133,13 +138,19 @@ class _Handler(BaseHTTPRequestHandler):
                         {"Content-Type": "text/plain", "Retry-After": "0"})
             return
         user = self._user()
-        if user is None:
-            self._reply(401, b"401 Unauthorized: send the token as HTTP Basic password\n", {
-                "Content-Type": "text/plain",
-                "WWW-Authenticate": f'Basic realm="{REALM}"',
-            })
-            return
         path, _, query = self.path.partition("?")
+        credentials = bool(self.headers.get("Authorization"))
+        if user is None and not (not credentials and srv.anonymous_read and _is_read(path, query)):
+            status = 401 if credentials else srv.anonymous_status
+            if status == 401:
+                self._reply(401, b"401 Unauthorized: send the token as HTTP Basic password\n", {
+                    "Content-Type": "text/plain",
+                    "WWW-Authenticate": f'Basic realm="{REALM}"',
+                })
+            else:
+                self._reply(status, f"{status} {'Forbidden' if status == 403 else 'Not Found'}\n".encode(),
+                            {"Content-Type": "text/plain"})
+            return
         path_info = _normalise_path(path)
         if path_info is None:
             self._reply(404, b"404 Not Found\n", {"Content-Type": "text/plain"})
@@ -155,11 +166,13 @@ class _Handler(BaseHTTPRequestHandler):
             "REQUEST_METHOD": self.command,
             "CONTENT_TYPE": self.headers.get("Content-Type", ""),
             "CONTENT_LENGTH": str(len(body)),
-            "REMOTE_USER": user,
+            "REMOTE_USER": user or "",  # dropped below for an anonymous read
             "REMOTE_ADDR": self.client_address[0],
             "SERVER_PROTOCOL": "HTTP/1.1",
             "GATEWAY_INTERFACE": "CGI/1.1",
         })
+        if user is None:
+            del env["REMOTE_USER"]
         if encoding := self.headers.get("Content-Encoding"):
             env["HTTP_CONTENT_ENCODING"] = encoding  # git clients gzip large POST bodies
         if protocol := self.headers.get("Git-Protocol"):
@@ -175,6 +188,11 @@ class _Handler(BaseHTTPRequestHandler):
         if proc.returncode != 0 and status == 200 and not payload:
             status = 500
         self._reply(status, payload, headers)
+
+
+def _is_read(path: str, query: str) -> bool:
+    """Does this request only read (upload-pack, dumb-HTTP files), never push (receive-pack)?"""
+    return "git-receive-pack" not in path and "service=git-receive-pack" not in query
 
 
 def _normalise_path(path: str) -> str | None:
@@ -217,10 +235,13 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 128
 
-    def __init__(self, root: Path, token: str, fail_rate: float, seed: int) -> None:
+    def __init__(self, root: Path, token: str, fail_rate: float, seed: int, anonymous_read: bool = False,
+                 anonymous_status: int = 401) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.root = root
         self.token = token
+        self.anonymous_read = anonymous_read
+        self.anonymous_status = anonymous_status
         self.fail_rate = fail_rate
         self.backend = str(Path(_exec_path()) / "git-http-backend")
         self._random = random.Random(seed)
@@ -247,13 +268,21 @@ class GitHttpServer:
         token: the password every request must send with HTTP Basic auth (any user name).
         fail_rate: fraction of requests answered with ``503`` (0 disables).
         seed: seed of the random source behind ``fail_rate``.
+        anonymous_read: serve clones and fetches without credentials (a public repository).
+        anonymous_status: the answer to a request without credentials that is not served
+            anonymously: 401 (default), 403 or 404.
 
     Use as a context manager, or call :meth:`start` / :meth:`stop`.
     """
 
-    def __init__(self, root: Path | str, token: str, fail_rate: float = 0.0, seed: int = 0) -> None:
+    def __init__(self, root: Path | str, token: str, fail_rate: float = 0.0, seed: int = 0, *,
+                 anonymous_read: bool = False, anonymous_status: int = 401) -> None:
         if not token:
             raise ValueError("GitHttpServer needs a non-empty token")
+        if anonymous_status not in (401, 403, 404):
+            raise ValueError("anonymous_status must be 401, 403 or 404")
+        self.anonymous_read = anonymous_read
+        self.anonymous_status = anonymous_status
         self.root = Path(root).resolve()
         self.root.mkdir(parents=True, exist_ok=True)
         self.token = token
@@ -269,7 +298,8 @@ class GitHttpServer:
 
     def start(self) -> GitHttpServer:
         if self._server is None:
-            self._server = _Server(self.root, self.token, self._fail_rate, self._seed)
+            self._server = _Server(self.root, self.token, self._fail_rate, self._seed,
+                                   self.anonymous_read, self.anonymous_status)
             self._thread = threading.Thread(
                 target=self._server.serve_forever, name="git-http-server", daemon=True
             )

@@ -146,3 +146,25 @@ def test_plain_git_client_round_trip(git_server, git_token, tmp_path: Path) -> N
     git("-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "big", cwd=work)
     git("push", "origin", "HEAD:main", cwd=work)
     assert git_server.git("plain/repo", "log", "--format=%s", "main").splitlines() == ["big", "initial commit"]
+
+
+@pytest.mark.parametrize(
+    ("anonymous_read", "anonymous_status", "service", "status"),
+    [
+        pytest.param(True, 401, "git-upload-pack", 200, id="public-read"),
+        pytest.param(True, 401, "git-receive-pack", 401, id="public-push-needs-token"),
+        pytest.param(False, 403, "git-upload-pack", 403, id="private-403"),
+        pytest.param(False, 404, "git-upload-pack", 404, id="private-404"),
+    ],
+)
+def test_anonymous_reads_and_refusals(tmp_path: Path, git_token, anonymous_read, anonymous_status, service,
+                                      status) -> None:
+    """A public repository serves reads without credentials; pushes and wrong tokens still get 401."""
+    with GitHttpServer(tmp_path / "remotes", git_token, anonymous_read=anonymous_read,
+                       anonymous_status=anonymous_status) as server:
+        url = server.create_repo("pub/repo", {"a.txt": "a\n"})
+        got, _, body = _get(f"{url}/info/refs?service={service}")
+        assert got == status
+        if status == 200:
+            assert b"refs/heads/main" in body
+        assert _get(f"{url}/info/refs?service={service}", "x", "wrong")[0] == 401

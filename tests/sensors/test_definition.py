@@ -236,3 +236,108 @@ def test_workflow_arguments_pass_the_raw_body():
     body = (EVENTS / "push.json").read_text()
     assert d.workflow_arguments(body) == {"event": body}
     assert set(d.PARAMETERS) == set(d.workflow_arguments(body))
+
+
+# --- the raw body as the cluster reads it: gjson's unescaping, Go's %s and regular expressions ------
+
+
+def _body(detail_json: str, action: str = '"PUSH"') -> str:
+    """An SQS body written by hand, so escapes reach the decoder exactly as written."""
+    return ('{"version":"0","id":"e1","detail-type":"ECR Image Action","source":"aws.ecr",'
+            '"detail":{"result":"SUCCESS","action-type":' + action + "," + detail_json + "}}")
+
+
+def _hash_name(key: str) -> str:
+    return "image-update-" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
+
+
+@pytest.mark.parametrize(
+    ("repository_json", "key_repository"),
+    [
+        # tidwall/gjson gjson.go `unescape`: utf8.EncodeRune writes U+FFFD for a lone surrogate
+        pytest.param(r'"\ud800"', "\ufffd", id="lone-high-surrogate"),
+        pytest.param(r'"a\udc00b"', "a\ufffdb", id="lone-low-surrogate"),
+        # a surrogate always consumes the next \u escape: utf16.DecodeRune of a bad pair is U+FFFD
+        pytest.param(r'"\ud800\u0041z"', "\ufffdz", id="high-surrogate-swallows-the-next-escape"),
+        pytest.param(r'"\ud83d\ude00"', "\U0001F600", id="valid-pair"),
+        pytest.param(r'"team\/api\u00e9"', "team/api\u00e9", id="plain-escapes"),
+    ],
+)
+def test_names_from_the_raw_body_follow_gjson(repository_json, key_repository):
+    body = _body('"repository-name":' + repository_json + ',"image-tag":"1.0","image-digest":"sha256:d"')
+    assert d.name_key(body) == f"{key_repository}|1.0|sha256:d"
+    assert d.workflow_name(body) == _hash_name(f"{key_repository}|1.0|sha256:d")
+    assert DNS_1123.match(d.workflow_name(body))
+
+
+def test_a_parsed_event_with_a_lone_surrogate_names_like_the_body():
+    body = _body(r'"repository-name":"\ud800","image-tag":"1.0"')
+    assert d.workflow_name(json.loads(body)) == d.workflow_name(body) == _hash_name("\ufffd|1.0|")
+
+
+@pytest.mark.parametrize(
+    ("tag_json", "key_tag"),
+    [
+        # sprig `default` treats 0, false, null, "" and empty collections as empty
+        pytest.param("0", "", id="zero"),
+        pytest.param("false", "", id="false"),
+        pytest.param("null", "", id="null"),
+        pytest.param("[]", "", id="empty-list"),
+        # fmt's %s of a non-string: %!s(TYPE=VALUE), float64 printed as %v ('g', shortest)
+        pytest.param("5", "%!s(float64=5)", id="int"),
+        pytest.param("1234567", "%!s(float64=1.234567e+06)", id="large-int"),
+        pytest.param("0.00001", "%!s(float64=1e-05)", id="small-float"),
+        pytest.param("true", "%!s(bool=true)", id="true"),
+        pytest.param('{"b":"x","a":1}', "map[a:%!s(float64=1) b:x]", id="object"),
+        pytest.param('["x",null]', "[x %!s(<nil>)]", id="list"),
+    ],
+)
+def test_non_string_fields_print_as_go_prints_them(tag_json, key_tag):
+    body = _body('"repository-name":"team/api","image-tag":' + tag_json)
+    assert d.name_key(body) == f"team/api|{key_tag}|"
+
+
+def test_duplicate_keys_filters_see_the_first_names_see_the_last():
+    # gjson.GetBytes (filters) stops at the first match; Value() (the name template) keeps the last
+    body = _body('"repository-name":"first","repository-name":"last","image-tag":"1"',
+                 action='"PUSH","action-type":"DELETE"')
+    assert d.accepts(body) == (True, "accepted")
+    assert d.name_key(body) == "last|1|"
+
+
+@pytest.mark.parametrize(
+    ("action_json", "accepted"),
+    [
+        pytest.param('"PUSH"', True, id="exact"),
+        pytest.param(r'"PUSH\n"', False, id="trailing-newline"),  # Go: $ is the end of the text
+        pytest.param(r'"PUSH\n\n"', False, id="two-newlines"),
+        pytest.param(r'"\nPUSH"', False, id="leading-newline"),
+        pytest.param(r'"PUSH\u0000"', False, id="trailing-nul"),
+    ],
+)
+def test_filters_use_go_end_of_text(action_json, accepted):
+    body = _body('"repository-name":"team/api","image-tag":"1"', action=action_json)
+    assert d.accepts(body)[0] is accepted
+    assert d.accepts(json.loads(body))[0] is accepted
+
+
+@pytest.mark.parametrize(
+    ("pattern", "text", "found"),
+    [
+        pytest.param("ecr", "aws.ecr.x", True, id="unanchored-stays-unanchored"),
+        pytest.param("^aws", "aws.ecr", True, id="start-anchor"),
+        pytest.param("ecr$", "aws.ecr\n", False, id="end-anchor-is-end-of-text"),
+        pytest.param(r"ecr\z", "aws.ecr\n", False, id="go-z-escape"),
+        pytest.param("[$]", "a$b", True, id="dollar-in-class-is-literal"),
+        pytest.param(r"a\$", "a$", True, id="escaped-dollar-is-literal"),
+        pytest.param("[]$]x", "]x", True, id="bracket-first-in-class"),
+        pytest.param(r"^\d+$", "\u0663", False, id="digits-are-ascii-in-go"),
+    ],
+)
+def test_go_regex_semantics(pattern, text, found):
+    assert bool(d._go_regex(pattern).search(text)) is found
+
+
+def test_every_filter_translates():
+    for pattern in d.FILTERS.values():
+        assert d._go_regex(pattern).pattern.endswith(r"\Z")

@@ -7,6 +7,7 @@ whose one step (``stepfns.handle_event``) records each event it sees.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import uuid
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from sensors import definition
 from sensors.local import LocalSensor, SensorStats
 from workflows.local_executor import LocalExecutor
 
@@ -253,6 +255,81 @@ def test_stop_finishes_running_work_and_loses_nothing(queues, make_sensor, state
     assert queues.count() == 2  # the unstarted messages are still on the queue
 
 
+# -- one bad message never stops the sensor ---------------------------------------------------
+
+
+def test_a_lone_surrogate_in_the_repository_name_does_not_stop_the_sensor(queues, make_sensor, state) -> None:
+    """``"\\ud800"`` is valid JSON; Python keeps the lone surrogate, which UTF-8 cannot encode. The
+    Sensor on a cluster reads it with gjson, which makes it U+FFFD: the name is computed the same way."""
+    poison = ecr_event("9.9.9")
+    poison["detail"]["repository-name"] = "\ud800"
+    body = json.dumps(poison)  # ensure_ascii: the body holds the escape "\\ud800", as SQS would carry it
+    assert "\\ud800" in body
+    queues.send(body)
+    good = ecr_event("1.0.0")
+    queues.send(good)
+    sensor = make_sensor(concurrency=1)
+
+    stats = run_with_watchdog(sensor, max_events=2)
+
+    assert (stats.received, stats.succeeded, stats.failed) == (2, 2, 0)
+    assert sorted(m.split()[0] for m in markers(state)) == ["1.0.0", "9.9.9"]
+    key = "\ufffd|9.9.9|" + poison["detail"]["image-digest"]
+    expected = "image-update-" + hashlib.sha256(key.encode()).hexdigest()[:16]
+    submitted = {r["event_id"]: r["workflow"] for r in sensor.logs if r.get("event") == "workflow-submitted"}
+    assert submitted[poison["id"]] == expected
+    assert queues.count() == 0
+
+
+class _PoisonedDefinition:
+    """Fault injection through the sensor's ``definition`` seam: the real :mod:`sensors.definition`,
+    except that naming a body that holds ``poison`` raises (as any unforeseen bug would)."""
+
+    def __getattr__(self, name: str):
+        return getattr(definition, name)
+
+    @staticmethod
+    def workflow_name(body: str) -> str:
+        if "poison" in body:
+            raise RuntimeError("boom while naming the workflow")
+        return definition.workflow_name(body)
+
+
+def test_any_exception_while_handling_a_message_is_contained(queues, make_sensor, state) -> None:
+    poison = ecr_event("poison-1")
+    queues.send(poison)
+    good = ecr_event("2.0.0")
+    queues.send(good)
+    sensor = make_sensor(concurrency=1, definition=_PoisonedDefinition())
+
+    first = run_with_watchdog(sensor, max_events=2)
+
+    assert (first.succeeded, first.failed) == (1, 1)
+    assert [m.split()[0] for m in markers(state)] == ["2.0.0"]
+    (error,) = [r for r in sensor.logs if r.get("event") == "message-error"]
+    assert error["message_id"] and error["error"] == "RuntimeError: boom while naming the workflow"
+    assert error["level"] == "error" and "redelivered" in error["reason"]
+    assert queues.count() == 1  # not deleted, not lost: it comes back after its visibility timeout
+
+    # ... and after maxReceiveCount (2) receives the queue's redrive policy dead-letters it
+    again = make_sensor(concurrency=1, definition=_PoisonedDefinition())
+    run_with_watchdog(again, stop_when=lambda s: queues.count(queues.dlq_url) > 0)
+    assert queues.count(queues.dlq_url) == 1 and queues.count() == 0
+
+
+def test_a_trailing_newline_does_not_pass_an_anchored_filter(queues, make_sensor, state) -> None:
+    """Go's ``$`` is the end of the text: the cluster Sensor does not trigger for ``"PUSH\\n"``."""
+    queues.send(ecr_event("3.0.0", action="PUSH\n"))
+    sensor = make_sensor()
+
+    stats = run_with_watchdog(sensor, max_events=1)
+
+    assert (stats.skipped, stats.succeeded) == (1, 0)
+    assert markers(state) == []
+    (deleted,) = [r for r in sensor.logs if r.get("event") == "message-deleted"]
+    assert deleted["reason"].startswith("filtered out: body.detail.action-type is 'PUSH\\n'")
+
+
 # -- `imagebump run --local` ------------------------------------------------------------------
 
 RULES = """\
@@ -356,3 +433,50 @@ def test_signals_stop_the_sensor(sig: str) -> None:
         os.kill(os.getpid(), getattr(signal, sig))
     assert sensor.stopped
     assert signal.getsignal(getattr(signal, sig)) is before  # handlers restored
+
+
+def test_progress_line_of_a_lone_surrogate_can_be_printed() -> None:
+    from imagebump.commands.run import printable, progress_line
+    from workflows.local_executor import WorkflowResult
+
+    event = {"id": "e\ud800", "detail": {"repository-name": "team/\ud800", "image-tag": "1"}}
+    line = printable(progress_line(event, WorkflowResult("wf", "Failed", [], "boom")))
+    assert line.encode("utf-8").decode() == "event e\ufffd team/\ufffd:1 → failed: boom  (0.0s)"
+
+
+@pytest.mark.parametrize(
+    ("env", "write", "read"),
+    [
+        pytest.param({"IMAGEBUMP_GIT_TOKEN": "w-token"}, "w-token", "w-token", id="write-token-also-reads"),
+        pytest.param({"IMAGEBUMP_GIT_TOKEN": "w-token", "IMAGEBUMP_GIT_READ_TOKEN": "r-token"}, "w-token", "r-token",
+                     id="read-token-overrides"),
+        pytest.param({"IMAGEBUMP_GIT_TOKEN_FILE": "FILE", "IMAGEBUMP_GIT_READ_TOKEN_FILE": "FILE"}, "from-file",
+                     "from-file", id="files"),
+    ],
+)
+def test_local_secrets(tmp_path, env, write, read) -> None:
+    from imagebump.commands.run import local_secrets
+
+    token_file = tmp_path / "token"
+    token_file.write_text("from-file\n")
+    environ = {k: str(token_file) if v == "FILE" else v for k, v in env.items()}
+    assert local_secrets(environ) == {"imagebump-git": {"token": write}, "imagebump-git-read": {"token": read}}
+
+
+def test_local_secrets_need_the_write_token() -> None:
+    from imagebump.commands.run import local_secrets
+    from steps.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="IMAGEBUMP_GIT_TOKEN is not set"):
+        local_secrets({"IMAGEBUMP_GIT_READ_TOKEN": "r-token"})
+
+
+def test_run_help_says_the_write_token_also_reads(capsys) -> None:
+    from imagebump.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["run", "--help"])
+    assert info.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "it also reads the repositories" in text and "IMAGEBUMP_GIT_READ_TOKEN" in text
+    assert "AWS_ENDPOINT_URL" in text

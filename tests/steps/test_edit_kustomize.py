@@ -382,3 +382,55 @@ def test_edit_kustomize_does_not_import_githubkit() -> None:
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
     assert proc.returncode == 0, proc.stderr
+
+
+# --- the optional read token: an absent Secret means an anonymous read ----------------------------
+
+
+@pytest.fixture()
+def absent_read_secret(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """What the pod sees when the optional ``imagebump-git-read`` Secret does not exist: the template
+    still points IMAGEBUMP_GIT_READ_TOKEN_FILE into the mount, which is an empty directory."""
+    mount = tmp_path / "etc-imagebump-git-read"
+    mount.mkdir()
+    for name in ("IMAGEBUMP_GIT_READ_TOKEN", "IMAGEBUMP_GIT_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("IMAGEBUMP_GIT_READ_TOKEN_FILE", str(mount / "token"))
+    return mount
+
+
+def _remote_target(url: str) -> Target:
+    return Target(rule=0, repo_url=url, path=OVERLAY, env="prod", image=_image(), tag="v2", order="none")
+
+
+def test_absent_read_secret_reads_a_public_repository_anonymously(tmp_path, git_token, absent_read_secret) -> None:
+    from imagebump.local.git_server import GitHttpServer
+
+    with GitHttpServer(tmp_path / "remotes", git_token, anonymous_read=True) as server:
+        url = server.create_repo("public/gitops", _files(_kustomization(_entry(_image()))))
+        out = plan_step(_remote_target(url))
+    assert (out.changed, out.decision, out.plan.new.newTag) == (True, "update", "v2")
+
+
+@pytest.mark.parametrize("status", [401, 403, 404])
+def test_absent_read_secret_on_a_private_repository_names_the_secret_to_create(
+        tmp_path, git_token, absent_read_secret, status) -> None:
+    """The refusal is terminal (exit 2: Argo's retryStrategy does not retry it) and says what to do."""
+    from imagebump.local.git_server import GitHttpServer
+
+    with GitHttpServer(tmp_path / "remotes", git_token, anonymous_status=status) as server:
+        url = server.create_repo("private/gitops", _files(_kustomization(_entry(_image()))))
+        with pytest.raises(PermissionDeniedError) as info:
+            plan_step(_remote_target(url))
+    message = str(info.value)
+    assert info.value.exit_code == 2
+    assert f"refused an anonymous read (HTTP {status})" in message
+    assert "kubectl -n imagebump create secret generic imagebump-git-read --from-file=token=" in message
+    assert str(absent_read_secret / "token") in message  # where the token was looked for
+
+
+def test_an_empty_read_token_file_is_an_error_not_anonymous(tmp_path, absent_read_secret, monkeypatch) -> None:
+    """A Secret that exists but holds nothing is a mistake worth naming, not a public repository."""
+    (absent_read_secret / "token").write_text("\n")
+    with pytest.raises(ConfigError, match="is empty"):
+        plan_step(_remote_target("http://127.0.0.1:9/o/r"))

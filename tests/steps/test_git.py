@@ -58,6 +58,8 @@ def _work_tree_files(path: Path) -> list[str]:
         pytest.param({"IMAGEBUMP_GIT_READ_TOKEN": "r"}, False, "r", id="read-env"),
         pytest.param({"IMAGEBUMP_GIT_READ_TOKEN_FILE": "FILE"}, False, "from-file", id="read-file"),
         pytest.param({}, False, None, id="read-falls-back-to-anonymous"),
+        pytest.param({"IMAGEBUMP_GIT_READ_TOKEN_FILE": "/nonexistent/git-read/token"}, False, None,
+                     id="read-file-of-an-absent-optional-secret-means-anonymous"),
         pytest.param({"IMAGEBUMP_GIT_TOKEN": "w"}, False, None, id="read-ignores-write-token"),
     ],
 )
@@ -149,7 +151,8 @@ def test_clone_url_with_dot_git_suffix(make_remote, auth, tmp_path) -> None:
 @pytest.mark.parametrize(
     ("which", "error", "match"),
     [
-        pytest.param("no-token", PermissionDeniedError, "token was rejected or is missing", id="no-token"),
+        pytest.param("no-token", PermissionDeniedError, r"refused an anonymous read \(HTTP 401\).*imagebump-git-read",
+                     id="no-token"),
         pytest.param("wrong-token", PermissionDeniedError, "token was rejected or is missing", id="wrong-token"),
         pytest.param("no-repo", ConfigError, "repository not found", id="no-repo"),
         pytest.param("no-branch", ConfigError, "branch 'nope' does not exist", id="no-branch"),

@@ -164,3 +164,17 @@ def crash(how: str = "raise") -> None:
         import signal
 
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def chatty(words: str = "hello from the step") -> None:
+    """Log ``words`` the way the real steps do (steps._runtime's JSON lines), then a plain line."""
+    import logging
+
+    from steps._runtime import step_entry
+
+    @step_entry
+    def run(words: str) -> None:
+        logging.getLogger("steps.chatty").info("%s", words)
+        print("a plain line on stderr", file=sys.stderr)
+
+    run(words=words)

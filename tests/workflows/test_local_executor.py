@@ -348,3 +348,23 @@ def test_runs_the_rendered_image_update_template_end_to_end(moto, make_remote, g
     assert commit.outputs["action"] == "committed"
     assert "newTag: 1.4.2" in remote.read("services/api/overlays/staging/kustomization.yaml")
     assert git_token not in json.dumps(logs)
+
+
+def test_step_records_are_forwarded_in_the_one_log_format(state: Path, logs: list[dict]) -> None:
+    """A step's JSON lines reach the executor's log as they are (plus workflow, node, attempt), its
+    other stderr lines as ``step-stderr`` records; every record has ts, level and component."""
+    result = make("logs.yaml", state, logs).run({}, "logs-1", event_id="ev-9")
+
+    assert result.phase == "Succeeded", result.message
+    (record,) = [r for r in logs if r.get("logger") == "steps.chatty"]
+    assert (record["component"], record["level"], record["message"]) == ("step", "info", "hello from the step")
+    assert (record["workflow"], record["node"], record["attempt"], record["event_id"]) == (
+        "logs-1", "logs-1.chatty", 1, "ev-9")
+    (plain,) = [r for r in logs if r.get("event") == "step-stderr"]
+    assert (plain["step"], plain["message"]) == ("chatty", "a plain line on stderr")
+    for r in logs:
+        assert {"ts", "level", "component"} <= set(r), r
+        assert r["level"] in ("debug", "info", "warning", "error")
+    finished = [r for r in logs if r.get("event") == "node-finished" and r.get("template") == "chatty"]
+    assert finished and finished[0]["component"] == "executor" and finished[0]["step"] == "chatty"
+

@@ -74,13 +74,18 @@ def test_check_reports_drift_with_a_unified_diff(tmp_path, capsys):
     assert sensor.read_text().count("replicas: 1") == 1  # --check writes nothing
 
 
-def test_internal_error_exits_123(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("check", [pytest.param(True, id="check"), pytest.param(False, id="write")])
+def test_internal_error_exits_3_like_every_command(tmp_path, monkeypatch, capsys, check):
+    """One exit-code table for the whole CLI: 3 is an unexpected error (README, "Exit codes")."""
     def broken():
         raise RuntimeError("boom")
 
     monkeypatch.setattr(render, "documents", broken)
-    assert main(["render", "--check", "--output", str(tmp_path)]) == 123
-    assert "internal error: RuntimeError: boom" in capsys.readouterr().err
+    argv = ["--check"] if check else []
+    assert main(["render", *argv, "--output", str(tmp_path)]) == 3
+    assert render.main([*argv, "--output", str(tmp_path)]) == 3
+    err = capsys.readouterr().err
+    assert "internal error: RuntimeError: boom" in err and "Traceback" not in err
 
 
 def test_module_entry_point(tmp_path):

@@ -54,8 +54,8 @@ sweep goes on with the others.
 # No `from __future__ import annotations`: Hera's runner reads real annotation objects.
 import os
 import re
+import logging
 import secrets
-import sys
 import tempfile
 import threading
 from collections import Counter
@@ -73,6 +73,8 @@ from steps._runtime import step_entry
 from steps.branches import branch_name
 from steps.errors import ConfigError, ImagebumpError, TransientError
 from steps.models import Image, ImagesEntry, Target
+
+log = logging.getLogger(__name__)
 
 #: Modules this step imports only when it runs (a local executor's warm interpreter imports them ahead).
 LAZY_IMPORTS = (
@@ -933,8 +935,9 @@ def run(
     out = sweep(
         rules, concurrency=concurrency, limit=limit, auth=git.GitAuth.from_env(write=False), full=full
     )
-    attention = [t for t in out.report if t.state != "current"]
-    if attention:  # the pod's log: what needs a look (the current ones are only counted)
-        print(render_table(attention), file=sys.stderr, end="", flush=True)
-    print(f"reconcile: {out.reason}", file=sys.stderr, flush=True)
+    for t in out.report:  # the pod's log: what needs a look (the current ones are only counted)
+        if t.state != "current":
+            log.info("%s %s/%s (%s): current %s, newest %s: %s", t.state, t.repo_url, t.path, t.env or "-",
+                     _short(t.current) or "-", _short(t.newest) or "-", t.reason)
+    log.info("reconcile: %s", out.reason)
     return out

@@ -31,6 +31,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,7 +41,7 @@ from tests.fixtures.aws import isolated_moto
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
-RUN_SECTIONS = ("Try the pieces", "Run without a cluster")
+RUN_SECTIONS = ("Try the pieces", "Run without a cluster", "Nothing lost")
 SHELL_LANGUAGES = {"sh", "bash", "shell", "console"}
 SKIP = re.compile(r"<!--\s*readme-test:\s*skip(?P<section>\s+section)?:\s*(?P<reason>\S.*?)\s*-->")
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*$")
@@ -284,24 +285,7 @@ def _world(tmp_path: Path, moto, stack) -> LocalWorld:
     registry = f"{EVENT['account']}.dkr.ecr.{EVENT['region']}.amazonaws.com"
     ecr = moto.client("ecr")
     ecr.create_repository(repositoryName=detail["repository-name"])
-    manifest = json.dumps(
-        {
-            "schemaVersion": 2,
-            "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
-            "config": {
-                "mediaType": "application/vnd.docker.container.image.v1+json",
-                "size": 1,
-                "digest": "sha256:" + "c" * 64,
-            },
-            "layers": [],
-        }
-    )
-    ecr.put_image(
-        repositoryName=detail["repository-name"],
-        imageManifest=manifest,
-        imageTag=detail["image-tag"],
-        imageDigest=detail["image-digest"],
-    )
+    _put_image(ecr, detail["repository-name"], detail["image-tag"], detail["image-digest"])
     _, outputs = deploy_stack(moto, "imagebump")  # the README's queue: imagebump-ecr-events
 
     token = register("ibreadme_" + secrets.token_hex(20))
@@ -312,6 +296,23 @@ def _world(tmp_path: Path, moto, stack) -> LocalWorld:
         default_rules(git.base_url, registry, repository=detail["repository-name"])
     )
     return LocalWorld(moto, git, outputs["QueueUrl"], outputs["DeadLetterQueueUrl"], token)
+
+
+def _put_image(ecr, repository: str, tag: str, digest: str) -> None:
+    """An image in moto's ECR (moto needs the digest given: it computes its own oddly)."""
+    manifest = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+            "config": {
+                "mediaType": "application/vnd.docker.container.image.v1+json",
+                "size": 1,
+                "digest": "sha256:" + digest[-64:],
+            },
+            "layers": [],
+        }
+    )
+    ecr.put_image(repositoryName=repository, imageManifest=manifest, imageTag=tag, imageDigest=digest)
 
 
 def _children(pid: int) -> list[int]:
@@ -416,6 +417,37 @@ def test_run_without_a_cluster_runs_as_written(tmp_path: Path) -> None:
         ), records
         assert all(set(r) == {"ts", "level", "component", "step", "event", "message"} for r in records)
 
+        # "Nothing lost": a push whose event never came (no message sent), then the README's sweep
+        time.sleep(1.1)  # ECR push times have whole seconds: the new image is strictly newer
+        _put_image(moto.client("ecr"), EVENT["detail"]["repository-name"], "1.4.3", "sha256:" + "d" * 64)
+        (sweep_block,) = shell_blocks("Nothing lost")
+        sweep = subprocess.run(
+            bash(sweep_block, tmp_path, "sweep"),
+            cwd=work,
+            env=env,
+            input=world.token + "\n",  # typed at the prompt
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+
+        assert sweep.returncode == 0, sweep.stderr[-3000:]
+        reports, rest, decoder = [], sweep.stdout.strip(), json.JSONDecoder()
+        while rest:  # one JSON document per command on stdout
+            report, end = decoder.raw_decode(rest)
+            reports.append(report)
+            rest = rest[end:].strip()
+        assert len(reports) == 2, sweep.stdout
+        dry, applied = reports
+        assert {(t["env"], t["state"], t["newest"].split("@")[0]) for t in dry["targets"]} == {
+            ("staging", "behind", "1.4.3"),
+            ("production", "behind", "1.4.3"),  # writeDigest: the digest too
+        }, dry
+        assert dry["submitted"] == 0 and applied["submitted"] == 2, (dry, applied)
+        staging = world.git.git("demo/manifests", "show", "main:apps/api/overlays/staging/kustomization.yaml")
+        assert 'newTag: "1.4.3"' in staging
+        assert world.token not in sweep.stdout + sweep.stderr
+
 
 def _log(work: Path) -> str:
     path = work / "imagebump.log"
@@ -425,7 +457,7 @@ def _log(work: Path) -> str:
 def test_reliability_points_at_tests_that_exist() -> None:
     """RELIABILITY.md names the test behind each promise: every path and test it names exists."""
     text = (ROOT / "RELIABILITY.md").read_text()
-    assert "### 1. Intake: what holds on each runtime" in text
+    assert re.search(r"^### 1\. .*what holds on each runtime", text, re.MULTILINE)
     referenced = re.findall(r"`(tests/[\w/]+\.py)(?:::(\w+))?", text)
     assert referenced
     for path, name in referenced:

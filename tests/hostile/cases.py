@@ -217,6 +217,8 @@ def yaml_bomb(indent: str = "") -> str:
 
 
 #: Catastrophic regular expressions: each must be refused at load, or matching must stay fast.
+#: With RE2 (issue 12) all of these load and match in linear time; the last three are the polynomial
+#: shapes the old backtracking check let through (40 s at 60 characters).
 REDOS_PATTERNS = [
     pytest.param("(a+)+$", id="redos-nested-plus"),
     pytest.param("(a*)*$", id="redos-nested-star"),
@@ -225,15 +227,36 @@ REDOS_PATTERNS = [
     pytest.param("(a|a)*$", id="redos-overlapping-alternation"),
     pytest.param("(a|a?)+$", id="redos-optional-alternation"),
     pytest.param("(\\w+\\d*)+-$", id="redos-word-digit"),
+    pytest.param(".*.*.*.*.*.*-", id="redos-polynomial-dot-star"),
+    pytest.param("[a-z]*" * 7 + "-", id="redos-polynomial-class-star"),
+    pytest.param("v?[0-9]*\\.?[0-9]*\\.?[0-9]*\\.?[0-9]*\\.?[0-9]*-", id="redos-polynomial-semver"),
 ]
 
+_BOMB_VALUE = "[" + ", ".join(_LAUGHS) + "]"  # a few hundred bytes, 10⁹ strings once expanded
+
 RULES_CASES = [
-    pytest.param(RULE + "  allowImageTag: ['regexp:(a+)+$']\n", Error(RulesError, r"rule 0: allowImageTag\[0\].*exponential"),
-                 id="rules-redos-allow"),
-    pytest.param(RULE + "  denyImageTag: ['regexp:(\\w+\\.?)*$']\n", Error(RulesError, r"rule 0: denyImageTag\[0\]"),
-                 id="rules-redos-deny"),
-    pytest.param(RULE.replace("team/$1", "team/$1:(v+)+$"), Error(RulesError, "rule 0: registryURI"),
-                 id="rules-redos-tag-pattern"),
+    # What RE2 cannot do (it would need backtracking) is refused at load, naming rule and field.
+    pytest.param(RULE + "  allowImageTag: ['regexp:(a)\\1']\n",
+                 Error(RulesError, r"rule 0: allowImageTag\[0\]: .*backreference"), id="rules-re2-backreference"),
+    pytest.param(RULE + "  denyImageTag: ['regexp:(?!v[0-9]).*']\n",
+                 Error(RulesError, r"rule 0: denyImageTag\[0\]: .*lookaround"), id="rules-re2-lookahead"),
+    pytest.param(RULE.replace("team/$1", "team/$1:(?<=v).*"), Error(RulesError, "rule 0: registryURI: .*lookaround"),
+                 id="rules-re2-lookbehind-tag-pattern"),
+    pytest.param(RULE + "  allowImageTag: ['regexp:a{4294967296}']\n",
+                 Error(RulesError, r"rule 0: allowImageTag\[0\]: .*4294967296"), id="rules-count-overflow"),
+    pytest.param(RULE + "  allowImageTag: ['regexp:" + "(?:(?:[a-z0-9]?){22}){22}" + "-']\n",
+                 Error(RulesError, r"rule 0: allowImageTag\[0\]: .*RE2 instructions"), id="rules-program-too-large"),
+    # A 'billion laughs' value in a field: refused at load, cheaply, naming rule and field.
+    pytest.param(RULE + f"  labels: [{_BOMB_VALUE}]\n", Error(RulesError, "rule 0: labels: YAML aliases expand"),
+                 id="rules-bomb-labels"),
+    pytest.param(RULE + f"  mode: {_BOMB_VALUE}\n", Error(RulesError, "rule 0: mode: YAML aliases expand"),
+                 id="rules-bomb-mode"),
+    pytest.param(RULE + f"  writeDigest: {_BOMB_VALUE}\n", Error(RulesError, "rule 0: writeDigest: YAML aliases"),
+                 id="rules-bomb-write-digest"),
+    pytest.param(RULE.replace(f"{REGISTRY}/team/$1", _BOMB_VALUE), Error(RulesError, "rule 0: registryURI: YAML"),
+                 id="rules-bomb-registry-uri"),
+    pytest.param(RULE.replace("/overlays/prod", "/overlays/prod?access_token=ghp_hostile0123456789"),
+                 Error(RulesError, r"githubRepository: .*access_token=\*\*\*"), id="rules-url-query-token"),
     pytest.param(RULE + "  allowImageTag: ['regexp:(unclosed']\n", Error(RulesError, "invalid regular expression"),
                  id="rules-bad-regex"),
     pytest.param("x-laughs:\n" + yaml_bomb("  ") + "rules:\n" + RULE.replace("- ", "  - ", 1).replace("\n  g", "\n    g"),

@@ -334,7 +334,27 @@ KUSTOMIZATION_CASES = [
                  id="kust-set-newline-tag"),
     pytest.param(KUSTOMIZATION, f"{REGISTRY}/team/api", "*anchor", Error(ConfigError, "invalid tag"),
                  id="kust-set-alias-tag"),
+    # tags YAML does not define: kustomize ignores them, an edit refuses them in one line (issue 12)
+    pytest.param(KUSTOMIZATION.replace("'1.0'", "!Ref '1.0'"), f"{REGISTRY}/team/api", "2.0",
+                 Error(KustomizationError, r"^kustomization.yaml: unknown YAML tag '!Ref' at line 7[^\n]*$"),
+                 id="kust-unknown-tag-ref"),
+    pytest.param(KUSTOMIZATION + "x: !!python/object/apply:os.system ['id']\n", f"{REGISTRY}/team/api", "2.0",
+                 Error(KustomizationError, r"^kustomization.yaml: unknown YAML tag 'tag:yaml.org,2002:python/object"),
+                 id="kust-unknown-tag-python"),
 ]
+
+#: set-image on a kustomization that is a symbolic link (overlay ``apps/api/overlays/prod`` of a git
+#: work tree that also holds ``shared/kustomization.yaml``): (link target, exit code). A link that
+#: leaves the repository or points into .git is refused; one that stays inside is edited through.
+SET_IMAGE_LINK_CASES = [
+    pytest.param("/etc/passwd", 2, id="set-image-link-etc-passwd"),
+    pytest.param("../" * 16 + "etc/passwd", 2, id="set-image-link-relative-outside"),
+    pytest.param("../../../../.git/config", 2, id="set-image-link-into-dot-git"),
+    pytest.param("../../../../shared/kustomization.yaml", 0, id="set-image-link-inside"),
+]
+
+#: The size the issue measured (27,000 entries, just under the 1 MiB limit): once 91 s an edit.
+LARGE_KUSTOMIZATION = KUSTOMIZATION + "".join(f"- name: team/app{i:05d}\n  newTag: '1.0'\n" for i in range(27_000))
 
 BOMB_KUSTOMIZATION = KUSTOMIZATION + "x-laughs:\n" + yaml_bomb("  ") + "  l9: [" + ", ".join(["*i"] * 10) + "]\n"
 PYTHON_TAG_KUSTOMIZATION = KUSTOMIZATION + "x-evil: !!python/object/apply:os.system ['touch MARKER']\n"

@@ -19,6 +19,7 @@ an invalid SQS message is dead-lettered, never silently deleted. The tables are 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -227,6 +228,52 @@ def test_kustomization_python_tag_is_never_constructed(tmp_path, monkeypatch) ->
     else:
         assert "!!python/object/apply:os.system" in result and "newTag: '2.0'" in result
     assert not (tmp_path / "MARKER").exists()
+
+
+def test_a_large_kustomization_is_read_and_edited_in_linear_time(tmp_path) -> None:
+    """27,000 entries (~1 MiB): reading, editing and adding once took 91 s each; bounded like a bomb."""
+    assert len(cases.LARGE_KUSTOMIZATION.encode()) <= kustomize.MAX_KUSTOMIZATION_BYTES
+    proc = run_bounded(
+        """
+        from steps.kustomize import get_image, set_image
+        text = PAYLOAD.read_text()
+        assert get_image(text, "team/app13500").newTag == "1.0"
+        edited = set_image(text, "team/app13500", tag="2.0")
+        assert edited.count("newTag: '2.0'") == 1 and len(edited) == len(text)
+        added = set_image(text, "team/new", tag="2.0", add=True)
+        assert added.startswith(text) and added.endswith("- name: team/new\\n  newTag: \\"2.0\\"\\n")
+        print("done")
+        """,
+        cases.LARGE_KUSTOMIZATION,
+        tmp_path,
+    )
+    assert proc.returncode == 0 and proc.stdout.strip() == "done", proc.stderr[-2000:]
+
+
+@pytest.mark.parametrize(("target", "code"), cases.SET_IMAGE_LINK_CASES)
+def test_set_image_cli_and_symbolic_links(target, code, tmp_path, capsys) -> None:
+    from imagebump.cli import main
+
+    repo = tmp_path / "gitops"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    shared = repo / "shared" / "kustomization.yaml"
+    shared.parent.mkdir()
+    shared.write_text(KUSTOMIZATION)
+    overlay = repo / OVERLAY
+    overlay.mkdir(parents=True)
+    (overlay / "kustomization.yaml").symlink_to(target)
+    real = (overlay / "kustomization.yaml").resolve()
+    before = real.read_bytes() if real.is_file() else None
+
+    assert main(["set-image", str(overlay), f"{REGISTRY}/team/api:2.0"]) == code
+
+    err = capsys.readouterr().err
+    assert (overlay / "kustomization.yaml").is_symlink() and os.readlink(overlay / "kustomization.yaml") == target
+    if code:
+        assert "symbolic link" in err and "Traceback" not in err
+        assert (real.read_bytes() if real.is_file() else None) == before
+    else:
+        assert shared.read_text() == KUSTOMIZATION.replace("'1.0'", "'2.0'")
 
 
 def test_set_image_cli_refuses_a_symlinked_multi_document_file(tmp_path, capsys) -> None:

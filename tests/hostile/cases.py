@@ -229,7 +229,7 @@ REDOS_PATTERNS = [
     pytest.param("(\\w+\\d*)+-$", id="redos-word-digit"),
     pytest.param(".*.*.*.*.*.*-", id="redos-polynomial-dot-star"),
     pytest.param("[a-z]*" * 7 + "-", id="redos-polynomial-class-star"),
-    pytest.param("v?[0-9]*\\.?[0-9]*\\.?[0-9]*\\.?[0-9]*\\.?[0-9]*-", id="redos-polynomial-semver"),
+    pytest.param("v?" + "[0-9]*\\.?" * 6 + "[0-9]*-", id="redos-polynomial-semver"),
 ]
 
 _BOMB_VALUE = "[" + ", ".join(_LAUGHS) + "]"  # a few hundred bytes, 10⁹ strings once expanded
@@ -246,15 +246,6 @@ RULES_CASES = [
                  Error(RulesError, r"rule 0: allowImageTag\[0\]: .*4294967296"), id="rules-count-overflow"),
     pytest.param(RULE + "  allowImageTag: ['regexp:" + "(?:(?:[a-z0-9]?){22}){22}" + "-']\n",
                  Error(RulesError, r"rule 0: allowImageTag\[0\]: .*RE2 instructions"), id="rules-program-too-large"),
-    # A 'billion laughs' value in a field: refused at load, cheaply, naming rule and field.
-    pytest.param(RULE + f"  labels: [{_BOMB_VALUE}]\n", Error(RulesError, "rule 0: labels: YAML aliases expand"),
-                 id="rules-bomb-labels"),
-    pytest.param(RULE + f"  mode: {_BOMB_VALUE}\n", Error(RulesError, "rule 0: mode: YAML aliases expand"),
-                 id="rules-bomb-mode"),
-    pytest.param(RULE + f"  writeDigest: {_BOMB_VALUE}\n", Error(RulesError, "rule 0: writeDigest: YAML aliases"),
-                 id="rules-bomb-write-digest"),
-    pytest.param(RULE.replace(f"{REGISTRY}/team/$1", _BOMB_VALUE), Error(RulesError, "rule 0: registryURI: YAML"),
-                 id="rules-bomb-registry-uri"),
     pytest.param(RULE.replace("/overlays/prod", "/overlays/prod?access_token=ghp_hostile0123456789"),
                  Error(RulesError, r"githubRepository: .*access_token=\*\*\*"), id="rules-url-query-token"),
     pytest.param(RULE + "  allowImageTag: ['regexp:(unclosed']\n", Error(RulesError, "invalid regular expression"),
@@ -294,6 +285,20 @@ RULES_CASES = [
                  id="rules-deny-shell-literal"),
     pytest.param(f"- registryURI: [{REGISTRY}/team/x]\n  githubRepository: https://github.com/o/r/p\n",
                  Error(RulesError, "registryURI: must be a string"), id="rules-wrong-type-list"),
+]
+
+#: A 'billion laughs' value in a field (a few hundred bytes): refused at load, cheaply, naming rule and
+#: field — never expanded into the error message (once 107 s and 5.5 GB). Run in a child process
+#: with a memory cap, so a regression fails instead of taking the test runner down.
+RULES_BOMB_CASES = [
+    pytest.param(RULE + f"  labels: [{_BOMB_VALUE}]\n", Error(RulesError, "rule 0: labels: YAML aliases expand"),
+                 id="rules-bomb-labels"),
+    pytest.param(RULE + f"  mode: {_BOMB_VALUE}\n", Error(RulesError, "rule 0: mode: YAML aliases expand"),
+                 id="rules-bomb-mode"),
+    pytest.param(RULE + f"  writeDigest: {_BOMB_VALUE}\n", Error(RulesError, "rule 0: writeDigest: YAML aliases"),
+                 id="rules-bomb-write-digest"),
+    pytest.param(RULE.replace(f"{REGISTRY}/team/$1", _BOMB_VALUE), Error(RulesError, "rule 0: registryURI: YAML"),
+                 id="rules-bomb-registry-uri"),
 ]
 
 # -- 4. kustomizations → steps.kustomize (pure) -------------------------------------------------------

@@ -86,7 +86,8 @@ def run_bounded(code: str, payload: str, tmp_path: Path) -> subprocess.Completed
 
 def test_corpus_size() -> None:
     total = (len(EVENT_CASES) + len(REFERENCE_CASES) + len(RULES_CASES) + len(REDOS_PATTERNS)
-             + len(KUSTOMIZATION_CASES) + len(REPO_CASES))
+             + len(KUSTOMIZATION_CASES) + len(REPO_CASES) + len(cases.RULES_BOMB_CASES)
+             + len(cases.SET_IMAGE_LINK_CASES))
     assert total >= 40
     assert events.MAX_BODY_BYTES == cases.MAX_BODY_BYTES
 
@@ -151,6 +152,26 @@ def test_rules_file(text, expected, tmp_path, monkeypatch) -> None:
     assert len(str(error)) < 600 and "lol, lol" not in str(error) and "ghp_" not in str(error), str(error)
 
 
+@pytest.mark.parametrize(("text", "expected"), cases.RULES_BOMB_CASES)
+def test_rules_alias_bomb_is_refused_cheaply(text, expected, tmp_path) -> None:
+    proc = run_bounded(
+        """
+        import resource
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+        from steps.rules import RulesError, load_rules
+        try:
+            load_rules(PAYLOAD.read_text())
+        except RulesError as exc:
+            print(exc)
+        """,
+        text,
+        tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    message = proc.stdout.strip()
+    assert re.search(expected.pattern, message) and len(message) < 600 and "lol" not in message, message
+
+
 @pytest.mark.parametrize("text", [p for p in RULES_CASES if p.id == "rules-python-object"][0].values[:1])
 def test_cli_explain_refuses_hostile_rules(text, tmp_path, capsys) -> None:
     from imagebump.cli import main
@@ -177,7 +198,8 @@ def test_catastrophic_regex_is_refused_or_bounded(pattern, tmp_path) -> None:
         from steps.models import Image
         from steps.rules import load_rules
         ruleset = load_rules(PAYLOAD.read_text())
-        for tag in ("a" * 127 + "-", "a" * 64 + "-" + "1" * 63, "a" * 127 + "!"[:0] + "_"):
+        for tag in ("a" * 127 + "-", "a" * 64 + "-" + "1" * 63, "a" * 127 + "!"[:0] + "_",
+                    "1" * 127 + "_", ("1." * 64)[:127] + "_"):
             ruleset.match(Image(account="123456789012", region="us-west-2", repository="team/api", tag=tag))
         print("bounded")
         """,

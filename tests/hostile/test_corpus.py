@@ -35,7 +35,6 @@ from steps.errors import ConfigError, ImagebumpError
 from steps.models import ImagesEntry, Plan, Target
 from tests.hostile import cases
 from tests.hostile.cases import (
-    DIGEST,
     EVENT_CASES,
     KUSTOMIZATION,
     KUSTOMIZATION_CASES,
@@ -47,7 +46,6 @@ from tests.hostile.cases import (
     RULE,
     RULES_CASES,
     Error,
-    Skipped,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,7 +76,7 @@ def run_bounded(code: str, payload: str, tmp_path: Path) -> subprocess.Completed
     data.write_text(payload, encoding="utf-8")
     program = f"import sys\nfrom pathlib import Path\nPAYLOAD = Path({str(data)!r})\n" + textwrap.dedent(code)
     try:
-        return subprocess.run([sys.executable, "-c", program], cwd=tmp_path, capture_output=True, text=True,
+        return subprocess.run([sys.executable, "-c", program], cwd=tmp_path, capture_output=True, text=True, check=False,
                               timeout=BOUND_SECONDS, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     except subprocess.TimeoutExpired:
         pytest.fail(f"still running after {BOUND_SECONDS}s: unbounded work on hostile input (see the case id)")
@@ -115,7 +113,7 @@ def test_cli_explain_refuses_hostile_events(body, expected, tmp_path, capsys) ->
 
     code = main(["explain", "--rules", str(rules_file), "--event", str(event_file)])
 
-    out, err = capsys.readouterr()
+    _out, err = capsys.readouterr()
     assert code == 2, err
     assert err.startswith("imagebump explain: error: ") and "Traceback" not in err
     assert re.search(expected.pattern, err), err
@@ -172,7 +170,7 @@ def test_rules_alias_bomb_is_refused_cheaply(text, expected, tmp_path) -> None:
     assert re.search(expected.pattern, message) and len(message) < 600 and "lol" not in message, message
 
 
-@pytest.mark.parametrize("text", [p for p in RULES_CASES if p.id == "rules-python-object"][0].values[:1])
+@pytest.mark.parametrize("text", next(p for p in RULES_CASES if p.id == "rules-python-object").values[:1])
 def test_cli_explain_refuses_hostile_rules(text, tmp_path, capsys) -> None:
     from imagebump.cli import main
 

@@ -466,11 +466,20 @@ def _gc_paused():
 class _Entry:
     """One ``images`` entry: its index, mapping node, and (built when used) its keys as nodes."""
 
-    __slots__ = ("_keys", "index", "name", "new_name", "node", "offset")
+    __slots__ = ("_keys", "aliased", "index", "name", "new_name", "node", "offset")
 
-    def __init__(self, index: int, node: _Mapping, offset: int, name: str | None, new_name: str | None) -> None:
+    def __init__(
+        self,
+        index: int,
+        node: _Mapping,
+        offset: int,
+        name: str | None,
+        new_name: str | None,
+        aliased: tuple[str, str] | None = None,
+    ) -> None:
         self.index, self.node, self.offset = index, node, offset
         self.name, self.new_name = name, new_name
+        self.aliased = aliased  # (field, anchor) of a value written as an alias, if any
         self._keys: dict[str, tuple[_Scalar, _Scalar]] | None = None
 
     @property
@@ -684,7 +693,7 @@ def _parse(text: str, source: str, *, check_size: bool = True, record: bool = Fa
         if item.__class__ is not _Mapping:
             where = f"images[{index}] at {_where(_node(item, offset).start_mark)}"
             raise KustomizationError(f"{source}: {where} is not a mapping; an entry is name/newName/newTag/digest")
-        name = new_name = None
+        name = new_name = aliased = None
         named = False
         for key, value in item.value:
             if key.__class__ is not scalar or key.value == "<<":
@@ -698,6 +707,10 @@ def _parse(text: str, source: str, *, check_size: bool = True, record: bool = Fa
                     "value, not a list or mapping"
                 )
             field = key.value
+            # an alias: the anchored value it stands for was written before this key (YAML defines
+            # an anchor before any alias to it)
+            if value.anchor is not None and aliased is None and value.start_mark.index < key.end_mark.index:
+                aliased = (field, value.anchor)
             if field == "name":
                 named = not _is_null(value)
                 name = value.value if named else None
@@ -707,7 +720,7 @@ def _parse(text: str, source: str, *, check_size: bool = True, record: bool = Fa
             raise KustomizationError(
                 f"{source}: images[{index}] at {_where(item.start_mark)} has no name; every images entry needs one"
             )
-        entries.append(_Entry(index, item, offset, name, new_name))
+        entries.append(_Entry(index, item, offset, name, new_name, aliased))
     return doc
 
 
@@ -848,7 +861,11 @@ def _value_end(text: str, key: _Scalar, value: _Scalar) -> int:
     """End index of a value; for an empty (null) value, just after the key's colon."""
     if value.start_mark.index == value.end_mark.index:
         return _colon_after(text, key)
-    return value.end_mark.index
+    end = value.end_mark.index
+    if value.style in ("|", ">"):  # a block scalar ends where the next line starts: end at its last line
+        while end > value.start_mark.index and text[end - 1] in "\r\n\x85\u2028\u2029":
+            end -= 1
+    return end
 
 
 def _entry_last_end(text: str, entry: _Entry, fields) -> int:
@@ -856,9 +873,16 @@ def _entry_last_end(text: str, entry: _Entry, fields) -> int:
 
 
 def _refuse_edit(doc: _Doc, entry: _Entry, what: str) -> None:
-    """Anchored nodes may be aliased elsewhere: editing them would change more than meant."""
+    """Anchored nodes may be aliased elsewhere: editing them would change more than meant; and an
+    entry whose value is an alias (``newTag: *t``) has no position of its own for it."""
     _refuse_anchor(doc.images, "images:", doc.source)
     _refuse_anchor(entry.node, what, doc.source)
+    if entry.aliased is not None:
+        field, anchor = entry.aliased
+        raise KustomizationError(
+            f"{doc.source}: {what} at {_where(entry.node.start_mark)} takes its {field} from the alias *{anchor}; "
+            "write the value out to edit the entry"
+        )
 
 
 def _set_value(sp: _Splicer, doc: _Doc, entry: _Entry, field: str, value: str) -> bool:

@@ -537,3 +537,107 @@ def test_a_flow_sequence_is_verified_over_the_whole_file(monkeypatch):
     sizes = _spy_parses(monkeypatch)
     assert set_image(text, "web", tag="2") == text.replace("web, newTag: '1'", "web, newTag: '2'")
     assert sizes == [len(text), len(text)]
+
+
+@pytest.mark.parametrize("style", ["|", ">", "|-"])
+def test_a_key_is_inserted_after_a_block_scalar_not_inside_it(style: str, verification: str):
+    text = f"images:\n- name: api\n  note: {style}\n    two\n    lines\n- name: web\n"
+    assert set_image(text, "api", tag="2") == text.replace("    lines\n", '    lines\n  newTag: "2"\n')
+
+
+def test_an_entry_that_takes_a_value_from_an_alias_is_refused_clearly():
+    text = "tag: &t 1.0\nimages:\n- name: api\n  newTag: *t\n"
+    assert get_image(text, "api").newTag == "1.0"
+    with pytest.raises(KustomizationError, match=r"images entry 'api' at line 3, column 3 takes its newTag from "
+                       r"the alias \*t; write the value out"):
+        set_image(text, "api", new_name="reg/api")
+
+
+def _random_kustomization(rng) -> tuple[str, list[str]]:
+    """A kustomization in one of many layouts people write: CRLF, comments, indentation, quoting,
+    key orders, flow entries, block scalars, blank lines, a trailing newline or not."""
+    eol = rng.choice(["\n", "\r\n"])
+    indent = rng.choice([0, 2])
+    lines = ["# header"] * (rng.random() < 0.3) + ["---"] * (rng.random() < 0.2)
+    lines += ["apiVersion: kustomize.config.k8s.io/v1beta1", "kind: Kustomization"]
+    if rng.random() < 0.5:
+        lines += ["resources:", " " * indent + "- deployment.yaml"]
+    lines.append("images:" + " # the images" * (rng.random() < 0.2))
+    names = rng.sample(["api", "web", "worker", "reg.io/x/api", "db"], rng.randint(1, 4))
+    for name in names:
+        if rng.random() < 0.2:
+            lines.append(" " * indent + f"- {{name: {name}, newTag: '1.0'}}")
+            continue
+        keys = [("name", name)]
+        if rng.random() < 0.5:
+            keys.append(("newName", rng.choice([f"reg.io/a/{name}", "'reg.io/b'"])))
+        if rng.random() < 0.7:
+            keys.append(("newTag", rng.choice(["1.0", "'1.1'", '"2"', "v3", "1.10", ""])))
+        if rng.random() < 0.4:
+            keys.append(("digest", D1))
+        dash = " " * indent + "-" + " " * rng.choice([1, 3])
+        if rng.random() < 0.15:
+            keys.append(("note", "|" + eol + " " * (len(dash) + 2) + "text"))
+        rng.shuffle(keys)
+        for i, (key, value) in enumerate(keys):
+            lines.append((dash if i == 0 else " " * len(dash)) + f"{key}: {value}".rstrip() + "  # c" * (
+                rng.random() < 0.15 and not value.startswith("|")))
+            if rng.random() < 0.1:
+                lines.append(" " * len(dash) + "# inner comment")
+        lines += [""] * (rng.random() < 0.2)
+    lines += ["namePrefix: p-"] * (rng.random() < 0.4) + ["# trailer"] * (rng.random() < 0.2)
+    return eol.join(lines) + eol * (rng.random() < 0.9), names
+
+
+def _meant(data: dict, name: str, new_name, tag, digest) -> dict:
+    """What the edit must mean, computed on plain data (kustomize's rules, '*' keeps)."""
+    images = data.setdefault("images", None) or []
+    data["images"] = images
+    entry = next((e for e in images if e.get("name") == name), None)
+    if entry is None:
+        images.append(entry := {"name": name})
+    if new_name not in (None, "*"):
+        entry["newName"] = new_name
+    if tag is not None:
+        if tag != "*":
+            entry["newTag"] = tag
+        if digest is None:
+            entry.pop("digest", None)
+    if digest is not None:
+        if digest != "*":
+            entry["digest"] = digest
+        if tag is None:
+            entry.pop("newTag", None)
+    return data
+
+
+def test_random_layouts_edit_as_meant_whichever_way_it_is_verified(monkeypatch):
+    """300 seeded layouts x edits: the same bytes with either verification, meaning what was meant as an
+    independent reader (ruamel's YAML 1.2 loader, the previous verifier) reads it."""
+    import random
+
+    from ruamel.yaml import YAML
+
+    def load(text: str):
+        return YAML(typ="safe", pure=True).load(text) or {}
+
+    window_ready = kustomize._window_ready
+    rng = random.Random(12)
+    proven_by_lines = 0
+    for _ in range(300):
+        text, names = _random_kustomization(rng)
+        name = rng.choice([*names, "newone"])
+        kwargs = {"new_name": rng.choice([None, None, "*", "reg.io/new/x"]),
+                  "tag": rng.choice([None, "2.0", "*", "yes", "1.10"]), "digest": rng.choice([None, None, D2, "*"])}
+        if all(v is None for v in kwargs.values()):
+            kwargs["tag"] = "3.0"
+        results = []
+        for ready in (window_ready, lambda doc: False):
+            monkeypatch.setattr(kustomize, "_window_ready", ready)
+            results.append(set_image(text, name, add=True, by_new_name=False, **kwargs))
+        assert results[0] == results[1], (text, name, kwargs)
+        assert load(results[0]) == _meant(load(text), name, **kwargs), (text, name, kwargs, results[0])
+        monkeypatch.setattr(kustomize, "_window_ready", window_ready)
+        doc = kustomize._parse(text, "k", record=True)
+        proven_by_lines += window_ready(doc) and results[0] != text
+    assert proven_by_lines > 150  # most edits are proven on the entry's own lines

@@ -11,16 +11,32 @@ Semantics (DESIGN.md, issue 2):
 - ``registryURI`` = ``ACCOUNT.dkr.ecr.REGION.amazonaws.com/REPO[:TAGPATTERN]``. The registry host
   is literal. In ``REPO`` everything is literal except ``$n``, which captures one path segment
   (``[^/]+``). ``TAGPATTERN`` is a regular expression that must match the whole tag; ``$n`` in it
-  captures ``[A-Za-z0-9]+``. A ``$n`` used twice must capture the same text both times.
+  captures ``[A-Za-z0-9]+``. A ``$n`` used twice must capture the same text both times: each
+  occurrence is captured on its own and the captures are compared after the match.
 - ``githubRepository`` = ``https://HOST/OWNER/REPO/PATH…`` (``http://host:port`` for a local
   remote). ``$n`` are substituted; the result must stay inside the repository (no ``..``, no
   ``.``, no empty segment) or that target is refused with a reason.
 - ``allowImageTag`` / ``denyImageTag``: ``regexp:RE`` (full match) or a literal tag; an empty
   allow list allows every tag; deny wins. A digest-only push has no tag: a rule with an allow list
   or a tag pattern refuses it.
-- Patterns that can backtrack exponentially on a 128-character tag are refused at load: a
-  repeated group holding a repeat (``(a+)+``, ``(a?){30}``) with no separator pinning each
-  round, or a repeated alternation whose branches overlap (``(a|a)*``, ``(a|a?)+``).
+
+Hostile input (issue 12): whoever pushes an image chooses the tag, whoever edits the rules chooses
+the patterns, so
+
+- every user pattern (``regexp:`` entries, the tag pattern, the repository part) is compiled by
+  RE2 (google-re2), whose matching time is linear in the tag's length by construction — there is
+  no backtracking to blow up. RE2 refuses what needs backtracking: backreferences (``\1``,
+  ``(?P=name)``), lookahead and lookbehind (``(?=``, ``(?!``, ``(?<=``, ``(?<!``), atomic groups and
+  possessive quantifiers, conditionals, ``(?#…)`` comments and the ``x``/``a``/``u``/``L`` flags;
+  they are refused at load with the rule and field named. So are counts over 1000
+  (``a{4294967296}``, which RE2 would otherwise read as literal text), Python's ``{,n}``, ``\Z``
+  (write ``$`` or ``\z``) and non-ASCII characters (tags are ASCII);
+- a rule's patterns together may compile to at most :data:`MAX_RULE_PROGRAM` RE2 instructions:
+  RE2's cost per tag character grows with the program, so this bounds any rule's matching time
+  for any tag (``python -m bench.hostile`` prints the worst case: a few milliseconds);
+- YAML aliases may not expand a file beyond :data:`MAX_ALIAS_EXPANSION` extra nodes (a "billion
+  laughs" file is refused before anything reads it), and an error message never prints more than
+  a short excerpt of a value (:func:`_excerpt`), with secrets in ``githubRepository`` redacted.
 
 Matching does not try every rule: each rule is indexed under its registry host, its number of path
 segments and its rarest literal path segment (``team/$1`` under ``team``; ``$1/api`` under ``api``),
@@ -30,13 +46,13 @@ so an event costs a few dict lookups plus the candidate rules, whatever the numb
 from __future__ import annotations
 
 import re
-import re._constants as _sre  # the parser is stable since 3.11 (it backs re itself)
-import re._parser as _sre_parse
+import reprlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+import re2
 from pydantic import BaseModel
 
 from steps.errors import RulesError
@@ -62,6 +78,16 @@ MODES = ("pr", "commit")
 ORDERS = ("push-time", "semver", "none")
 PROVIDERS = ("github", "local")
 
+#: The largest count a repetition may give (``{n}``, ``{n,}``, ``{n,m}``): RE2's own limit.
+MAX_REPEAT = 1000
+#: How many RE2 instructions all the tag patterns of one rule (tag pattern, allow and deny
+#: ``regexp:`` entries) may compile to. Matching costs at most about this many steps per tag
+#: character, so it bounds a rule's matching time whatever the tag (bench/hostile.py measures it).
+MAX_RULE_PROGRAM = 1000
+#: How many nodes YAML aliases may add to a rules file once expanded, beyond the nodes written
+#: (or as many as are written, for a very large file). A 'billion laughs' file adds 10⁹.
+MAX_ALIAS_EXPANSION = 100_000
+
 _REGISTRY_RE = re.compile(
     r"(?P<account>[0-9]{12})\.dkr\.ecr\.(?P<region>[a-z]{2}(?:-[a-z]+)+-[0-9]{1,2})\.amazonaws\.com"
 )
@@ -73,6 +99,8 @@ _NETLOC_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::[0-9]{1,5
 _OWNER_REPO_RE = re.compile(r"[A-Za-z0-9_.-]+")
 _BRANCH_BAD_RE = re.compile(r"(^[-/.])|(\.\.)|([\s~^:?*\[\\])|(@\{)|(/$)|(\.lock$)|(//)")
 _MAX_PATTERN_LEN = 1000
+#: ECR's limit on a repository name: a longer repository part can never match.
+_MAX_REPOSITORY_LEN = 256
 _TAG_CAPTURE = "[A-Za-z0-9]+"
 _SEGMENT_CAPTURE = "[^/]+"
 
@@ -101,237 +129,240 @@ class _Problem(Exception):
         self.message = message
 
 
+# --- showing values in messages ------------------------------------------------------------------
+
+#: Bounded repr: at most a few items per level, two levels, short strings. Aliases in YAML share
+#: objects, so a 591-byte file can hold a list whose plain repr is gigabytes; this never walks it.
+_REPR = reprlib.Repr()
+_REPR.maxlevel = 2
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 4
+_REPR.maxstring = _REPR.maxother = _REPR.maxlong = 80
+_EXCERPT_LEN = 120
+
+
+def _redact_url(text: str) -> str:
+    """``text`` with URL credentials (``user:pass@``, ``token@``), query values and fragments as ``***``.
+
+    ``git@`` (SSH's conventional user, not a secret) is kept.
+    """
+    text = re.sub(r"(?i)\b([a-z][a-z0-9+.-]*://)(?!git@)[^/@?#\s'\"]*@", r"\1***@", text)
+    text = re.sub(r"([?&;][^=&;#\s'\"]*=)[^&;#\s'\"]*", r"\1***", text)  # ?access_token=… → …=***
+    text = re.sub(r"\?(?![^&;#\s'\"]*=)[^&;#\s'\"]+", "?***", text)  # ?ghp_… (a bare value)
+    return re.sub(r"#[^\s'\"]*", "#***", text)
+
+
+def _excerpt(value: Any, *, secret_urls: bool = False) -> str:
+    """A short, bounded repr of ``value`` for a message (never the whole of a large value)."""
+    shown = _REPR.repr(value)
+    if secret_urls:
+        shown = _redact_url(shown)
+    if len(shown) > _EXCERPT_LEN:
+        shown = shown[: _EXCERPT_LEN - 3] + "..."
+    return shown
+
+
 # --- regular expressions --------------------------------------------------------------------
 
-
-_TAG_ALPHABET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
-_CATEGORIES = {
-    _sre.CATEGORY_DIGIT: frozenset("0123456789"),
-    _sre.CATEGORY_WORD: frozenset(c for c in _TAG_ALPHABET if c not in ".-"),
-    _sre.CATEGORY_SPACE: frozenset(),
-}
+_RE2_OPTIONS: dict[bool, Any] = {}
 
 
-def _charset(op: Any, av: Any) -> frozenset[str] | None:
-    """The tag characters one single-character item matches (None: not a single-character item)."""
-    if op == _sre.LITERAL:
-        return frozenset(c for c in (chr(av),) if c in _TAG_ALPHABET)
-    if op == _sre.NOT_LITERAL:
-        return _TAG_ALPHABET - {chr(av)}
-    if op == _sre.ANY:
-        return _TAG_ALPHABET
-    if op == _sre.IN:
-        chars: set[str] = set()
-        negate = False
-        for iop, iav in av:
-            if iop == _sre.NEGATE:
-                negate = True
-            elif iop == _sre.LITERAL:
-                chars.add(chr(iav))
-            elif iop == _sre.RANGE:
-                chars.update(c for c in _TAG_ALPHABET if iav[0] <= ord(c) <= iav[1])
-            elif iop == _sre.CATEGORY:
-                if iav in _CATEGORIES:
-                    chars.update(_CATEGORIES[iav])
-                else:  # a negated category (\D, \W, \S): whatever it is not
-                    pos = {
-                        _sre.CATEGORY_NOT_DIGIT: _sre.CATEGORY_DIGIT,
-                        _sre.CATEGORY_NOT_WORD: _sre.CATEGORY_WORD,
-                        _sre.CATEGORY_NOT_SPACE: _sre.CATEGORY_SPACE,
-                    }.get(iav)
-                    chars.update(_TAG_ALPHABET - _CATEGORIES[pos] if pos is not None else _TAG_ALPHABET)
-            else:
-                return _TAG_ALPHABET
-        chars &= _TAG_ALPHABET
-        return frozenset(_TAG_ALPHABET - chars if negate else chars)
+def _options(captures: bool) -> Any:
+    """RE2 options: Latin-1 (tags and repository names are ASCII), no logging to stderr."""
+    if captures not in _RE2_OPTIONS:
+        options = re2.Options()
+        options.encoding = re2.Options.Encoding.LATIN1
+        options.log_errors = False
+        options.never_capture = not captures
+        _RE2_OPTIONS[captures] = options
+    return _RE2_OPTIONS[captures]
+
+
+_LOOKAROUND = (
+    "uses lookaround ((?=, (?!, (?<=, (?<!), which RE2 does not support: user patterns are matched in "
+    "linear time, without backtracking; express it without lookaround (e.g. put the tags to refuse in "
+    "denyImageTag, which wins over allowImageTag)"
+)
+_BACKREF = (
+    "uses a backreference (\\1, (?P=name)), which RE2 does not support: user patterns are matched in "
+    "linear time, without backtracking; to require two parts of a tag to be equal, use the same $n "
+    "twice in the registryURI tag pattern"
+)
+_ATOMIC = (
+    "uses an atomic group or a possessive quantifier ((?>, *+, ++, ?+), which RE2 does not need or "
+    "support: it never backtracks; drop the '>' or the trailing '+'"
+)
+_CONDITIONAL = (
+    "uses a conditional group ((?(1)...)), which RE2 does not support; write the alternatives with |"
+)
+_COMMENT = "uses a (?#...) comment, which RE2 does not support; remove it"
+_PYTHON_FLAGS = (
+    "uses an inline flag RE2 does not support ((?x), (?a), (?u), (?L)); RE2 supports (?i), (?m), (?s), (?U)"
+)
+_SPECIAL_GROUPS = (
+    ("(?<=", _LOOKAROUND),
+    ("(?<!", _LOOKAROUND),
+    ("(?=", _LOOKAROUND),
+    ("(?!", _LOOKAROUND),
+    ("(?P=", _BACKREF),
+    ("(?P>", _BACKREF),
+    ("(?>", _ATOMIC),
+    ("(?(", _CONDITIONAL),
+    ("(?#", _COMMENT),
+)
+_COUNT_RE = re.compile(r"\{([0-9]*)(,([0-9]*))?\}")
+_FLAGS_RE = re.compile(r"\(\?([a-zA-Z]*)[-a-zA-Z]*[:)]")
+
+
+def _refusal(pattern: str) -> str | None:
+    r"""Why RE2 cannot take ``pattern`` as Python's ``re`` means it, or None (RE2 reports the rest).
+
+    Finds, outside character classes where it matters: backreferences, lookaround, atomic and
+    possessive forms, conditionals, comments, Python-only flags, ``\Z``, counts over
+    :data:`MAX_REPEAT` (RE2 reads ``a{4294967296}`` as literal text instead of refusing it), and
+    Python's ``{,n}`` (RE2 reads it as literal text).
+    """
+    i, n, in_class = 0, len(pattern), False
+    while i < n:
+        c = pattern[i]
+        if not c.isascii():
+            return (
+                f"holds the non-ASCII character {c!r}: image tags are ASCII (letters, digits, '_', '.', '-'), "
+                "so write the pattern in ASCII"
+            )
+        if c == "\\":
+            nxt = pattern[i + 1 : i + 2]
+            if nxt and nxt in "123456789":
+                return _BACKREF
+            if nxt == "Z":
+                return "uses \\Z, which RE2 does not know: write $ (or \\z) for the end of the tag"
+            i += 2
+            continue
+        if in_class:
+            if pattern.startswith("[:", i):  # a POSIX class inside a class: [[:alpha:]]
+                close = pattern.find(":]", i + 2)
+                i = close + 2 if close >= 0 else i + 1
+                continue
+            if c == "]":
+                in_class = False
+            i += 1
+            continue
+        if c == "[":
+            in_class = True
+            i += 1
+            if pattern.startswith("^", i):
+                i += 1
+            if pattern.startswith("]", i):  # a ']' first in a class is literal
+                i += 1
+            continue
+        if c == "(" and pattern.startswith("(?", i):
+            for opening, why in _SPECIAL_GROUPS:
+                if pattern.startswith(opening, i):
+                    return why
+            flags = _FLAGS_RE.match(pattern, i)
+            if flags and set(flags.group(0)) & set("xauL"):
+                return _PYTHON_FLAGS
+        if c in "*+?" and pattern.startswith("+", i + 1):
+            return _ATOMIC
+        if c == "{":
+            count = _COUNT_RE.match(pattern, i)
+            if count:
+                low, comma, high = count.group(1), count.group(2), count.group(3)
+                if not low and comma is not None:
+                    return (
+                        f"uses {count.group(0)}, which Python reads as {{0,{high}}} but RE2 as literal text; "
+                        f"write {{0,{high}}}"
+                        if high
+                        else f"uses {count.group(0)}: write * instead"
+                    )
+                for number in (low, high):
+                    if number and int(number) > MAX_REPEAT:
+                        return (
+                            f"repeats {int(number)} times ({count.group(0)}), more than the {MAX_REPEAT} "
+                            "RE2 allows (a tag has at most 128 characters)"
+                        )
+                if low and high and int(high) < int(low):
+                    return f"has the empty range {count.group(0)}: the larger count goes second"
+                if low and pattern.startswith("+", count.end()):
+                    return _ATOMIC
+        i += 1
     return None
 
 
-def _variable(av: Any) -> bool:
-    """Whether a repeat's count varies (``?``, ``*``, ``+``, ``{n,m}``), unlike ``{n}``."""
-    return av[0] != av[1]
+def _re2_error(exc: Exception) -> str:
+    message = exc.args[0] if exc.args else str(exc)
+    if isinstance(message, bytes):
+        message = message.decode("utf-8", "replace")
+    return str(message)
 
 
-def _repeated_chars(items: Any) -> frozenset[str]:
-    """Union of what the repeats inside ``items`` can consume (conservative: all for complex bodies)."""
-    found: set[str] = set()
-    for op, av in items:
-        if op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT) and _variable(av):
-            sub = av[2]
-            cs = _charset(*sub[0]) if len(sub) == 1 else None
-            found |= cs if cs is not None else _TAG_ALPHABET
-        elif op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT):
-            found |= _repeated_chars(av[2])
-        elif op == _sre.SUBPATTERN:
-            found |= _repeated_chars(av[-1])
-        elif op == _sre.BRANCH:
-            for b in av[1]:
-                found |= _repeated_chars(b)
-    return frozenset(found)
+@dataclass(slots=True)
+class _Budget:
+    """The RE2 instructions one rule's tag patterns have used so far (see MAX_RULE_PROGRAM)."""
+
+    used: int = 0
+
+    def spend(self, compiled: Any, field_name: str, pattern: str) -> None:
+        self.used += compiled.programsize
+        if self.used > MAX_RULE_PROGRAM:
+            raise _Problem(
+                field_name,
+                f"regular expression {_excerpt(pattern)} brings this rule's patterns to {self.used} RE2 "
+                f"instructions, over the {MAX_RULE_PROGRAM} a rule may use (matching time grows with them); "
+                "simplify large counted repetitions such as {0,100} or nested ones such as (a{0,9}){0,9}",
+            )
 
 
-def _required_chars(items: Any) -> list[frozenset[str]]:
-    """Character sets of the single characters a sequence must match, outside any repeat."""
-    sets: list[frozenset[str]] = []
-    for op, av in items:
-        cs = _charset(op, av)
-        if cs is not None:
-            sets.append(cs)
-        elif op == _sre.SUBPATTERN:
-            sets += _required_chars(av[-1])
-    return sets
+def _compile(
+    pattern: str,
+    field_name: str,
+    cache: dict[tuple[str, bool], Any],
+    *,
+    captures: bool = False,
+    user_text: str | None = None,
+) -> Any:
+    """Compile ``pattern`` with RE2 (linear-time matching), or raise a _Problem naming ``field_name``.
 
-
-def _has_repeat(items: Any) -> bool:
-    """Whether ``items`` holds a repeat whose count varies (``a?`` and ``a{1,3}`` included)."""
-    for op, av in items:
-        if op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT) and (_variable(av) or _has_repeat(av[2])):
-            return True
-        if op == _sre.SUBPATTERN and _has_repeat(av[-1]):
-            return True
-        if op == _sre.BRANCH and any(_has_repeat(b) for b in av[1]):
-            return True
-    return False
-
-
-_ZERO_WIDTH = (_sre.AT, _sre.ASSERT, _sre.ASSERT_NOT)
-
-
-def _first(items: Any) -> tuple[frozenset[str], bool]:
-    """(characters a match of ``items`` can start with, whether it can match the empty string).
-
-    Conservative: anything not understood may start with any tag character.
+    ``user_text`` is what the user wrote (the tag pattern before ``$n`` became groups): checks and
+    messages are about it.
     """
-    firsts: set[str] = set()
-    for op, av in items:
-        cs = _charset(op, av)
-        if cs is not None:
-            return frozenset(firsts | cs), False
-        if op in _ZERO_WIDTH:
-            continue
-        if op == _sre.SUBPATTERN:
-            sub, nullable = _first(av[-1])
-        elif op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT):
-            sub, nullable = _first(av[2])
-            nullable = nullable or av[0] == 0
-        elif op == _sre.BRANCH:
-            pairs = [_first(b) for b in av[1]]
-            sub = frozenset().union(*(f for f, _ in pairs))
-            nullable = any(n for _, n in pairs)
-        else:  # back-references, atomic groups, ...: anything
-            return _TAG_ALPHABET, False
-        firsts |= sub
-        if not nullable:
-            return frozenset(firsts), False
-    return frozenset(firsts), True
-
-
-def _ambiguous_branch(items: Any) -> bool:
-    """Whether ``items`` holds an alternation two of whose branches can start alike, or match nothing.
-
-    Repeated, such an alternation (``(a|a)*``, ``(a|a?)+``, ``(a|ab)+``) can match one text in
-    exponentially many ways. Branches that start with different characters (``(foo|bar)+``) pick
-    themselves from the next character and are fine.
-    """
-    for op, av in items:
-        if op == _sre.BRANCH:
-            seen: set[str] = set()
-            for b in av[1]:
-                chars, nullable = _first(b)
-                if nullable or chars & seen:
-                    return True
-                seen |= chars
-            if any(_ambiguous_branch(b) for b in av[1]):
-                return True
-        elif op == _sre.SUBPATTERN and _ambiguous_branch(av[-1]):
-            return True
-        elif op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT) and _ambiguous_branch(av[2]):
-            return True
-    return False
-
-
-_NESTED = (
-    "nests quantifiers (like (a+)+ or (a?){30}) and can take exponential time on a near-miss tag; "
-    "rewrite it without a repeated group that itself repeats (e.g. [a-z]+ instead of ([a-z]+)+)"
-)
-_ALTERNATION = (
-    "repeats an alternation whose branches can match the same text or nothing (like (a|a)* or "
-    "(a|a?)+) and can take exponential time on a near-miss tag; use a character class such as "
-    "[ab]+, make the branches start with different characters, or list the tags separately"
-)
-
-
-def _catastrophic(pattern: str) -> str | None:
-    r"""Why ``pattern`` can backtrack exponentially, or None.
-
-    Refused, inside a group repeated more than once (``*``, ``+``, ``{n,}``, ``{n,m}``, ``{n}``
-    with n > 1):
-
-    - a repeat of varying count (``(a+)+``, ``(\w+\.?)*``, ``(.+-)+``, ``(a?){30}``), unless a
-      required character the inner repeats cannot consume pins where each round ends:
-      ``(\d+\.){3}`` and ``(?:[a-z]+-)*`` are accepted;
-    - an alternation whose branches can start with the same character or match nothing
-      (``(a|a)*``, ``(a|a?)+``). ``(foo|bar)+`` is accepted.
-    """
-
-    def walk(items: Any) -> str | None:
-        for op, av in items:
-            if op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT):
-                lo, hi, sub = av
-                if hi > 1:
-                    if _ambiguous_branch(sub):
-                        return _ALTERNATION
-                    if _has_repeat(sub):
-                        consumed = _repeated_chars(sub)
-                        if not any(cs and not (cs & consumed) for cs in _required_chars(sub)):
-                            return _NESTED
-                found = walk(sub)
-            elif op == _sre.SUBPATTERN:
-                found = walk(av[-1])
-            elif op == _sre.BRANCH:
-                found = next((r for r in map(walk, av[1]) if r), None)
-            elif op in (_sre.ASSERT, _sre.ASSERT_NOT):
-                found = walk(av[1])
-            else:
-                found = None
-            if found:
-                return found
-        return None
-
-    try:
-        return walk(_sre_parse.parse(pattern).data)
-    except Exception:  # noqa: BLE001 - compile() reports syntax errors with a better message
-        return None
-
-
-def _compile(pattern: str, field_name: str, cache: dict[str, re.Pattern[str]]) -> re.Pattern[str]:
-    cached = cache.get(pattern)
+    written = pattern if user_text is None else user_text
+    key = (pattern, captures)
+    cached = cache.get(key)
     if cached is not None:
         return cached
-    if len(pattern) > _MAX_PATTERN_LEN:
+    if len(written) > _MAX_PATTERN_LEN:
         raise _Problem(
-            field_name, f"regular expression is {len(pattern)} characters, over {_MAX_PATTERN_LEN}"
+            field_name, f"regular expression is {len(written)} characters, over {_MAX_PATTERN_LEN}"
         )
+    why = _refusal(written)
+    if why:
+        raise _Problem(field_name, f"regular expression {_excerpt(written)} {why}")
     try:
-        compiled = re.compile(pattern)
-    except re.error as exc:
-        raise _Problem(field_name, f"invalid regular expression {pattern!r}: {exc}") from None
-    problem = _catastrophic(pattern)
-    if problem:
-        raise _Problem(field_name, f"regular expression {pattern!r} {problem}")
-    cache[pattern] = compiled
+        compiled = re2.compile(pattern.encode("latin-1"), _options(captures))
+    except re2.error as exc:
+        raise _Problem(
+            field_name,
+            f"invalid regular expression {_excerpt(written)}: {_re2_error(exc)} "
+            "(RE2 syntax: https://github.com/google/re2/wiki/Syntax)",
+        ) from None
+    cache[key] = compiled
     return compiled
 
 
-def _tag_pattern_regex(pattern: str) -> tuple[str, list[int]]:
-    """Turn the tag pattern of registryURI into a regex: ``$n`` → ``(?P<_cN>[A-Za-z0-9]+)``.
+def _group(num: int, occurrence: int) -> str:
+    return f"_c{num}_{occurrence}"
 
-    A ``$n`` used twice in the tag becomes a back-reference; a ``$n`` also used in the repository
-    part is checked for equality by :meth:`Rule.evaluate`. ``$`` not followed by a digit, and
-    anything inside ``[...]`` or after ``\\``, stays regex syntax.
+
+def _tag_pattern_regex(pattern: str) -> tuple[str, dict[int, list[str]]]:
+    """Turn the tag pattern of registryURI into a regex: each ``$n`` → ``(?P<_cN_K>[A-Za-z0-9]+)``.
+
+    Every occurrence gets its own group (RE2 has no back-references); :meth:`Rule.evaluate`
+    compares the captures of a ``$n`` used twice, and with the repository part's. ``$`` not
+    followed by a digit, and anything inside ``[...]`` or after ``\\``, stays regex syntax.
+    Returns the regex and, per variable, its group names in order.
     """
     out: list[str] = []
-    seen: list[int] = []
+    groups: dict[int, list[str]] = {}
     i, n, in_class = 0, len(pattern), False
     while i < n:
         c = pattern[i]
@@ -363,16 +394,31 @@ def _tag_pattern_regex(pattern: str) -> tuple[str, list[int]]:
             num = int(m[1])
             if num == 0:
                 raise _Problem("registryURI", "$0 is not a capture; captures are numbered from $1")
-            if num in seen:
-                out.append(f"(?P=_c{num})")
-            else:
-                out.append(f"(?P<_c{num}>{_TAG_CAPTURE})")
-                seen.append(num)
+            names = groups.setdefault(num, [])
+            names.append(_group(num, len(names)))
+            out.append(f"(?P<{names[-1]}>{_TAG_CAPTURE})")
             i = m.end()
             continue
         out.append(c)
         i += 1
-    return "".join(out), seen
+    return "".join(out), groups
+
+
+def _group_indices(compiled: Any, groups: dict[int, list[str]]) -> dict[int, tuple[int, ...]]:
+    """``$n`` → the indices of its groups in ``compiled`` (RE2 names groups in bytes here)."""
+    index = {name.decode() if isinstance(name, bytes) else name: i for name, i in compiled.groupindex.items()}
+    return {num: tuple(index[name] for name in names) for num, names in groups.items()}
+
+
+def _captures(match: Any, groups: dict[int, tuple[int, ...]], into: dict[int, str]) -> str | None:
+    """Add the captures of ``match`` to ``into``; a ``$n`` that captured two texts → the reason."""
+    for num, indices in groups.items():
+        for i in indices:
+            value = match.group(i)
+            if num in into and into[num] != value:
+                return f"${num} captured both {into[num]!r} and {value!r}"
+            into[num] = value
+    return None
 
 
 # --- one rule ---------------------------------------------------------------------------------
@@ -380,16 +426,58 @@ def _tag_pattern_regex(pattern: str) -> tuple[str, list[int]]:
 
 @dataclass(frozen=True, slots=True)
 class _TagFilter:
+    """One ``allowImageTag`` / ``denyImageTag`` entry: a literal tag, or ``regexp:RE`` (RE2, full match)."""
+
     text: str
-    regex: re.Pattern[str] | None
+    regex: Any | None  # a compiled RE2 pattern
 
     def matches(self, tag: str) -> bool:
-        return bool(self.regex.fullmatch(tag)) if self.regex is not None else tag == self.text
+        return self.regex.fullmatch(tag) is not None if self.regex is not None else tag == self.text
+
+
+@dataclass(frozen=True, slots=True)
+class _TagList:
+    """A compiled allow or deny list: literals in a dict (one lookup), patterns in file order."""
+
+    entries: tuple[_TagFilter, ...] = ()
+    literals: dict[str, int] = field(default_factory=dict)  # literal tag -> its index in entries
+    patterns: tuple[tuple[int, Any], ...] = ()  # (index in entries, RE2 pattern)
+
+    @classmethod
+    def of(cls, entries: tuple[_TagFilter, ...]) -> _TagList:
+        literals: dict[str, int] = {}
+        patterns = []
+        for i, entry in enumerate(entries):
+            if entry.regex is None:
+                literals.setdefault(entry.text, i)
+            else:
+                patterns.append((i, entry.regex))
+        return cls(entries, literals, tuple(patterns))
+
+    def first_match(self, tag: str) -> _TagFilter | None:
+        """The first entry (in file order) that matches ``tag``, or None."""
+        best = self.literals.get(tag)
+        for i, regex in self.patterns:
+            if best is not None and i > best:
+                break
+            if regex.fullmatch(tag) is not None:
+                best = i
+                break
+        return None if best is None else self.entries[best]
+
+    def describe(self, limit: int = 5) -> str:
+        shown = ", ".join(e.text for e in self.entries[:limit])
+        more = len(self.entries) - limit
+        return shown + (f" and {more} more" if more > 0 else "")
 
 
 @dataclass(slots=True)
 class Rule:
-    """One compiled rule. ``index`` is its 0-based position in the file."""
+    """One compiled rule. ``index`` is its 0-based position in the file.
+
+    Every pattern in it (``repo_regex``, ``tag_regex``, the ``regexp:`` entries of ``allow`` and
+    ``deny``) is an RE2 pattern (:meth:`patterns` lists them): linear-time matching.
+    """
 
     index: int
     registry_uri: str
@@ -397,11 +485,11 @@ class Rule:
     account: str
     region: str
     repo_template: str
-    repo_regex: re.Pattern[str]
+    repo_regex: Any  # RE2; each $n occurrence is its own group, see repo_groups
     segments: int
     literal_segments: tuple[tuple[int, str], ...]
     tag_pattern: str | None
-    tag_regex: re.Pattern[str] | None
+    tag_regex: Any | None  # RE2; each $n occurrence is its own group, see tag_groups
     repo_vars: tuple[int, ...]
     tag_vars: tuple[int, ...]
     git_scheme: str
@@ -418,10 +506,44 @@ class Rule:
     labels: tuple[str, ...] = ()
     reviewers: tuple[str, ...] = ()
     provider: str = "github"
+    repo_groups: dict[int, tuple[int, ...]] = field(default_factory=dict)  # $n -> group indices
+    tag_groups: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    _allow: _TagList = field(default_factory=_TagList)
+    _deny: _TagList = field(default_factory=_TagList)
+
+    def __post_init__(self) -> None:
+        self._allow = _TagList.of(self.allow)
+        self._deny = _TagList.of(self.deny)
 
     @property
     def host(self) -> str:
         return f"{self.account}.dkr.ecr.{self.region}.amazonaws.com"
+
+    @property
+    def repository_prefix(self) -> str:
+        """The fixed start of every repository this rule matches: ``hoge/fuga/`` for ``hoge/fuga/$1/$2``.
+
+        The whole repository for a rule without ``$n``. A repository that does not start with it
+        cannot match (a cheap filter before :meth:`match_repository`, e.g. over ECR's listing).
+        """
+        m = _VAR_RE.search(self.repo_template)
+        return self.repo_template[: m.start()] if m else self.repo_template
+
+    def patterns(self) -> tuple[Any, ...]:
+        """Every compiled pattern of this rule (all RE2): repository, tag pattern, allow and deny."""
+        found = [self.repo_regex]
+        if self.tag_regex is not None:
+            found.append(self.tag_regex)
+        found += [f.regex for f in (*self.allow, *self.deny) if f.regex is not None]
+        return tuple(found)
+
+    def match_repository(self, repository: str) -> dict[int, str] | None:
+        """The ``$n`` captures of the repository part for ``repository``, or None if it does not match."""
+        m = self.repo_regex.fullmatch(repository)
+        if m is None:
+            return None
+        captures: dict[int, str] = {}
+        return None if _captures(m, self.repo_groups, captures) else captures
 
     def evaluate(self, image: Image) -> Target | str:
         """The target this rule yields for ``image``, or the reason it yields none."""
@@ -431,9 +553,9 @@ class Rule:
             )
             return f"registry {registry} is not {self.host} (registryURI {self.registry_uri})"
         m = self.repo_regex.fullmatch(image.repository)
-        if not m:
+        captures: dict[int, str] = {}
+        if m is None or _captures(m, self.repo_groups, captures):
             return f"repository {image.repository} does not match {self.host}/{self.repo_template}"
-        captures = {int(k[2:]): v for k, v in m.groupdict().items()}
         if image.tag is None:
             if self.tag_regex is not None:
                 return f"digest-only push (no tag): registryURI has the tag pattern {self.tag_pattern!r}"
@@ -442,20 +564,24 @@ class Rule:
         else:
             if self.tag_regex is not None:
                 tm = self.tag_regex.fullmatch(image.tag)
-                if not tm:
+                if tm is None:
                     pattern = self.tag_pattern
                     return f"tag {image.tag!r} does not match the tag pattern '{pattern}' of registryURI"
-                for k, v in tm.groupdict().items():
-                    num = int(k[2:])
-                    if num in captures and captures[num] != v:
-                        return f"${num} is {captures[num]!r} in the repository but {v!r} in the tag"
-                    captures[num] = v
-            for entry in self.deny:
-                if entry.matches(image.tag):
-                    return f"tag {image.tag!r} is denied by denyImageTag entry '{entry.text}'"
-            if self.allow and not any(entry.matches(image.tag) for entry in self.allow):
-                allowed = ", ".join(e.text for e in self.allow)
-                return f"tag {image.tag!r} is not allowed by allowImageTag ({allowed})"
+                in_tag: dict[int, str] = {}
+                why = _captures(tm, self.tag_groups, in_tag)
+                if why:
+                    return (
+                        f"tag {image.tag!r}: {why} in the tag pattern '{self.tag_pattern}' (a $n must agree)"
+                    )
+                for num, value in in_tag.items():
+                    if num in captures and captures[num] != value:
+                        return f"${num} is {captures[num]!r} in the repository but {value!r} in the tag"
+                    captures[num] = value
+            denied = self._deny.first_match(image.tag)
+            if denied is not None:
+                return f"tag {image.tag!r} is denied by denyImageTag entry '{denied.text}'"
+            if self.allow and self._allow.first_match(image.tag) is None:
+                return f"tag {image.tag!r} is not allowed by allowImageTag ({self._allow.describe()})"
         location = _VAR_RE.sub(lambda v: captures[int(v[1])], self.git_path_template)
         where = _repo_and_path(location)
         if isinstance(where, str):
@@ -506,9 +632,14 @@ def _repo_and_path(location: str) -> tuple[str, str] | str:
     return f"{owner}/{repo}", "/".join(parts[2:]) or "."
 
 
+def _shown(value: Any, name: str) -> str:
+    """``value`` as a message may show it: a bounded excerpt, URL secrets redacted."""
+    return _excerpt(value, secret_urls=name.startswith("githubRepository"))
+
+
 def _str(value: Any, name: str) -> str:
     if not isinstance(value, str):
-        raise _Problem(name, f"must be a string, got {_kind(value)} {value!r} (quote it)")
+        raise _Problem(name, f"must be a string, got {_kind(value)} {_shown(value, name)} (quote it)")
     return value
 
 
@@ -516,16 +647,18 @@ def _str_list(value: Any, name: str) -> list[str]:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise _Problem(name, f"must be a list, got {_kind(value)} {value!r}")
+        raise _Problem(name, f"must be a list, got {_kind(value)} {_shown(value, name)}")
     for i, item in enumerate(value):
         if not isinstance(item, str):
-            raise _Problem(f"{name}[{i}]", f"must be a string, got {_kind(item)} {item!r} (quote it)")
+            raise _Problem(
+                f"{name}[{i}]", f"must be a string, got {_kind(item)} {_shown(item, name)} (quote it)"
+            )
     return list(value)
 
 
 def _choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
     if not isinstance(value, str) or value not in choices:
-        raise _Problem(name, f"must be one of {', '.join(choices)}, got {value!r}")
+        raise _Problem(name, f"must be one of {', '.join(choices)}, got {_shown(value, name)}")
     return value
 
 
@@ -542,30 +675,55 @@ def _kind(value: Any) -> str:
     }.get(type(value), type(value).__name__)
 
 
-def _tag_filters(value: Any, name: str, cache: dict[str, re.Pattern[str]]) -> tuple[_TagFilter, ...]:
+def _tag_filters(
+    value: Any, name: str, cache: dict[tuple[str, bool], Any], budget: _Budget
+) -> tuple[_TagFilter, ...]:
     filters = []
     for i, item in enumerate(_str_list(value, name)):
         if item.startswith("regexp:"):
-            filters.append(_TagFilter(item, _compile(item[len("regexp:") :], f"{name}[{i}]", cache)))
+            source = item[len("regexp:") :]
+            compiled = _compile(source, f"{name}[{i}]", cache)
+            budget.spend(compiled, f"{name}[{i}]", source)
+            filters.append(_TagFilter(item, compiled))
         elif _TAG_LITERAL_RE.fullmatch(item) and item.isascii():
             filters.append(_TagFilter(item, None))
         else:
             raise _Problem(
                 f"{name}[{i}]",
-                f"{item!r} is not a valid image tag, so it can never match; for a pattern write 'regexp:RE'",
+                f"{_excerpt(item)} is not a valid image tag, so it can never match; for a pattern write 'regexp:RE'",
             )
     return tuple(filters)
 
 
-def _compile_rule(index: int, raw: Any, cache: dict[str, re.Pattern[str]]) -> Rule:
+def _repository_regex(repo_template: str) -> tuple[str, dict[int, list[str]]]:
+    """The repository part as a regex: literal text, each ``$n`` occurrence its own segment group."""
+    groups: dict[int, list[str]] = {}
+    parts: list[str] = []
+    pos = 0
+    for vm in _VAR_RE.finditer(repo_template):
+        num = int(vm[1])
+        if num == 0:
+            raise _Problem("registryURI", "$0 is not a capture; captures are numbered from $1")
+        parts.append(re2.escape(repo_template[pos : vm.start()]))
+        names = groups.setdefault(num, [])
+        names.append(_group(num, len(names)))
+        parts.append(f"(?P<{names[-1]}>{_SEGMENT_CAPTURE})")
+        pos = vm.end()
+    parts.append(re2.escape(repo_template[pos:]))
+    return "".join(parts), groups
+
+
+def _compile_rule(index: int, raw: Any, cache: dict[tuple[str, bool], Any]) -> Rule:
     if not isinstance(raw, dict):
         raise _Problem("(rule)", f"must be a mapping with registryURI and githubRepository, got {_kind(raw)}")
     for key in raw:
         if key not in KNOWN_FIELDS:
-            raise _Problem(str(key), f"unknown field; known fields: {', '.join(KNOWN_FIELDS)}")
+            shown = key if isinstance(key, str) and len(key) <= 60 else _excerpt(key)
+            raise _Problem(shown, f"unknown field; known fields: {', '.join(KNOWN_FIELDS)}")
     for key in REQUIRED_FIELDS:
-        if raw.get(key) in (None, ""):
+        if raw.get(key) is None or raw.get(key) == "":
             raise _Problem(key, "is required")
+    budget = _Budget()
 
     # registryURI
     uri = _str(raw["registryURI"], "registryURI").strip()
@@ -574,58 +732,53 @@ def _compile_rule(index: int, raw: Any, cache: dict[str, re.Pattern[str]]) -> Ru
     if not hm:
         raise _Problem(
             "registryURI",
-            f"{uri!r}: the registry must be the literal host ACCOUNT.dkr.ecr.REGION.amazonaws.com "
+            f"{_excerpt(uri)}: the registry must be the literal host ACCOUNT.dkr.ecr.REGION.amazonaws.com "
             "(12-digit account, region like ap-northeast-1)",
         )
     repo_template, has_tag, tag_pattern = rest.partition(":")
     if not sep or not repo_template:
-        raise _Problem("registryURI", f"{uri!r} has no repository after the registry host")
+        raise _Problem("registryURI", f"{_excerpt(uri)} has no repository after the registry host")
     literal = _VAR_RE.sub("x", repo_template)
     if (
         not _REPO_LITERAL_RE.fullmatch(literal)
         or "//" in literal
         or literal.startswith("/")
         or literal.endswith("/")
+        or len(literal) > _MAX_REPOSITORY_LEN
     ):
         raise _Problem(
             "registryURI",
-            f"repository part {repo_template!r} can never match an ECR repository name "
-            "(lowercase letters, digits, '.', '_', '-', segments separated by '/'; $n for one segment)",
+            f"repository part {_excerpt(repo_template)} can never match an ECR repository name "
+            f"(at most {_MAX_REPOSITORY_LEN} lowercase letters, digits, '.', '_', '-', segments separated "
+            "by '/'; $n for one segment)",
         )
-    repo_vars: list[int] = []
-    regex_parts: list[str] = []
-    pos = 0
-    for vm in _VAR_RE.finditer(repo_template):
-        num = int(vm[1])
-        if num == 0:
-            raise _Problem("registryURI", "$0 is not a capture; captures are numbered from $1")
-        regex_parts.append(re.escape(repo_template[pos : vm.start()]))
-        if num in repo_vars:
-            regex_parts.append(f"(?P=_c{num})")
-        else:
-            regex_parts.append(f"(?P<_c{num}>{_SEGMENT_CAPTURE})")
-            repo_vars.append(num)
-        pos = vm.end()
-    regex_parts.append(re.escape(repo_template[pos:]))
-    repo_regex = re.compile("".join(regex_parts))
+    repo_source, repo_groups = _repository_regex(repo_template)
+    repo_regex = _compile(repo_source, "registryURI", cache, captures=True, user_text=repo_template)
+    repo_vars = list(repo_groups)
+    repo_group_indices = _group_indices(repo_regex, repo_groups)
     segments = repo_template.split("/")
     literal_segments = tuple((i, s) for i, s in enumerate(segments) if "$" not in s)
 
     tag_regex = None
-    tag_vars: list[int] = []
+    tag_groups: dict[int, list[str]] = {}
+    tag_group_indices: dict[int, tuple[int, ...]] = {}
     if has_tag:
         if not tag_pattern:
-            raise _Problem("registryURI", f"{uri!r} ends with ':' but has no tag pattern after it")
-        source, tag_vars = _tag_pattern_regex(tag_pattern)
-        tag_regex = _compile(source, "registryURI", cache)
+            raise _Problem("registryURI", f"{_excerpt(uri)} ends with ':' but has no tag pattern after it")
+        source, tag_groups = _tag_pattern_regex(tag_pattern)
+        tag_regex = _compile(source, "registryURI", cache, captures=True, user_text=tag_pattern)
+        budget.spend(tag_regex, "registryURI", tag_pattern)
+        tag_group_indices = _group_indices(tag_regex, tag_groups)
+    tag_vars = list(tag_groups)
     captured = set(repo_vars) | set(tag_vars)
 
-    # githubRepository
+    # githubRepository (shown redacted: a token in it must not reach a log)
     git = _str(raw["githubRepository"], "githubRepository").strip()
+    shown_git = _shown(git, "githubRepository")
     gm = _GIT_URL_RE.fullmatch(git)
     if not gm:
         raise _Problem(
-            "githubRepository", f"{git!r} must be https://HOST/OWNER/REPO/PATH (or http://HOST:PORT/…)"
+            "githubRepository", f"{shown_git} must be https://HOST/OWNER/REPO/PATH (or http://HOST:PORT/…)"
         )
     netloc = gm["netloc"]
     if "@" in netloc:
@@ -633,41 +786,49 @@ def _compile_rule(index: int, raw: Any, cache: dict[str, re.Pattern[str]]) -> Ru
             "githubRepository",
             "must not contain credentials (user@ or token@): tokens come from the environment",
         )
+    if "?" in git or "#" in git:
+        raise _Problem(
+            "githubRepository",
+            f"{shown_git} must not contain a query or fragment (tokens come from the environment, "
+            "never from the URL)",
+        )
     if not _NETLOC_RE.fullmatch(netloc):
-        raise _Problem("githubRepository", f"host {netloc!r} is not a valid HOST[:PORT]")
+        raise _Problem(
+            "githubRepository", f"host {_shown(netloc, 'githubRepository')} is not a valid HOST[:PORT]"
+        )
     git_path = gm["path"] or ""
     if git_path.endswith("/") and len(git_path) > 1:
         git_path = git_path[:-1]
     if len(git_path.split("/")) < 3:
         raise _Problem(
-            "githubRepository", f"{git!r} must name the repository as https://HOST/OWNER/REPO[/PATH]"
+            "githubRepository", f"{shown_git} must name the repository as https://HOST/OWNER/REPO[/PATH]"
         )
     for vm in _VAR_RE.finditer(git_path):
         num = int(vm[1])
         if num not in captured:
             raise _Problem(
                 "githubRepository",
-                f"${num} is not captured by registryURI {uri!r} (it captures: "
+                f"${num} is not captured by registryURI {_excerpt(uri)} (it captures: "
                 f"{', '.join(f'${n}' for n in sorted(captured)) or 'nothing'})",
             )
-    if "?" in git_path or "#" in git_path:
-        raise _Problem("githubRepository", f"{git!r} must not contain a query or fragment")
 
     base_branch = raw.get("baseBranch")
     if base_branch is not None:
         base_branch = _str(base_branch, "baseBranch")
         if not base_branch or _BRANCH_BAD_RE.search(base_branch):
-            raise _Problem("baseBranch", f"{base_branch!r} is not a valid branch name")
+            raise _Problem("baseBranch", f"{_excerpt(base_branch)} is not a valid branch name")
     image_name = raw.get("imageName")
     if image_name is not None:
         image_name = _str(image_name, "imageName")
         if not image_name.strip() or any(c.isspace() for c in image_name):
-            raise _Problem("imageName", f"{image_name!r} is not an image name (no spaces)")
+            raise _Problem("imageName", f"{_excerpt(image_name)} is not an image name (no spaces)")
     write_digest = raw.get("writeDigest", False)
     if write_digest is None:
         write_digest = False
     if not isinstance(write_digest, bool):
-        raise _Problem("writeDigest", f"must be true or false, got {_kind(write_digest)} {write_digest!r}")
+        raise _Problem(
+            "writeDigest", f"must be true or false, got {_kind(write_digest)} {_excerpt(write_digest)}"
+        )
     env = raw.get("env")
     env = "" if env is None else _str(env, "env")
 
@@ -688,8 +849,8 @@ def _compile_rule(index: int, raw: Any, cache: dict[str, re.Pattern[str]]) -> Ru
         git_scheme=gm["scheme"],
         git_netloc=netloc,
         git_path_template=git_path,
-        allow=_tag_filters(raw.get("allowImageTag"), "allowImageTag", cache),
-        deny=_tag_filters(raw.get("denyImageTag"), "denyImageTag", cache),
+        allow=_tag_filters(raw.get("allowImageTag"), "allowImageTag", cache, budget),
+        deny=_tag_filters(raw.get("denyImageTag"), "denyImageTag", cache, budget),
         env=env,
         mode=_choice(raw.get("mode", "pr"), "mode", MODES),
         base_branch=base_branch,
@@ -699,6 +860,8 @@ def _compile_rule(index: int, raw: Any, cache: dict[str, re.Pattern[str]]) -> Ru
         labels=tuple(_str_list(raw.get("labels"), "labels")),
         reviewers=tuple(_str_list(raw.get("reviewers"), "reviewers")),
         provider=_choice(raw.get("provider", "github"), "provider", PROVIDERS),
+        repo_groups=repo_group_indices,
+        tag_groups=tag_group_indices,
     )
 
 
@@ -795,45 +958,160 @@ def _yaml_error(exc: Exception) -> str:
 
 
 def _loader() -> type:
-    """PyYAML's safe loader (the C one when built: ~10x faster on 10,000 rules), duplicate keys refused."""
-    global _LOADER
-    if _LOADER is not None:
-        return _LOADER
+    """PyYAML's safe loader (the C one when built: ~10x faster on 10,000 rules)."""
     import yaml
 
-    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-    class Loader(base):  # type: ignore[misc, valid-type]
-        pass
 
-    def construct_mapping(loader: Any, node: Any, deep: bool = False) -> Any:
-        loader.flatten_mapping(node)
-        seen: set[Any] = set()
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+def _children(node: Any) -> list[Any]:
+    import yaml
+
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return node.value
+    return []
+
+
+def _check_duplicate_keys(root: Any, loader: Any) -> None:
+    """Refuse a mapping that repeats a key, among the keys written in it (merged keys may be overridden).
+
+    Runs on the composed nodes, before ``<<`` merge keys are applied, so ``- <<: *base`` followed by
+    one key of ``base`` is the standard override it is, while ``env: a`` twice is refused.
+    """
+    import yaml
+
+    seen_nodes: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen_nodes:
+            continue
+        seen_nodes.add(id(node))
+        stack.extend(_children(node))
+        if not isinstance(node, yaml.MappingNode):
+            continue
+        keys: set[Any] = set()
         for key_node, _ in node.value:
-            key = loader.construct_object(key_node, deep=deep)
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == _MERGE_TAG:
+                continue
+            key = loader.construct_object(key_node)
             try:
-                duplicate = key in seen
-                seen.add(key)
+                duplicate = key in keys
+                keys.add(key)
             except TypeError:
                 raise yaml.constructor.ConstructorError(
                     None, None, "found an unhashable key", key_node.start_mark
                 ) from None
             if duplicate:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"found duplicate key {key!r}", key_node.start_mark
+                    None, None, f"found duplicate key {_excerpt(key)}", key_node.start_mark
                 )
-        return loader.construct_mapping(node, deep)
-
-    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
-    _LOADER = Loader
-    return Loader
 
 
-_LOADER: type | None = None
+def _expanded_sizes(root: Any, source: str) -> dict[int, int]:
+    """Each node's size with every alias written out, by node identity — without expanding anything.
+
+    One pass over the composed nodes (aliases share nodes; sizes are memoised), so a 'billion
+    laughs' file costs a few hundred steps. A node that contains an alias to itself is refused.
+    """
+    cap = 1 << 62
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if done:
+            on_path.discard(key)
+            sizes[key] = min(cap, 1 + sum(sizes[id(child)] for child in _children(node)))
+            continue
+        if key in sizes:
+            continue
+        on_path.add(key)
+        stack.append((node, True))
+        for child in _children(node):
+            if id(child) in on_path:
+                mark = child.start_mark
+                raise RulesError(
+                    f"{source}: the YAML node at line {mark.line + 1} column {mark.column + 1} contains an "
+                    "alias to itself (a recursive document); write the values out"
+                )
+            if id(child) not in sizes:
+                stack.append((child, False))
+    return sizes
+
+
+def _check_aliases(root: Any, source: str, rules_node: Any) -> None:
+    """Refuse aliases that add more than MAX_ALIAS_EXPANSION nodes (or the written count, if larger).
+
+    The message names the rule and the field that hold the largest expansion, and never the value.
+    """
+    import yaml
+
+    sizes = _expanded_sizes(root, source)
+    written = len(sizes)
+    added = sizes[id(root)] - written
+    limit = max(MAX_ALIAS_EXPANSION, written)
+    if added <= limit:
+        return
+    total = sizes[id(root)]
+    where = ""
+    if isinstance(rules_node, yaml.SequenceNode) and rules_node.value:
+        index, item = max(enumerate(rules_node.value), key=lambda p: sizes[id(p[1])])
+        where = f"rule {index}: "
+        if isinstance(item, yaml.MappingNode) and item.value:
+            key_node, _ = max(item.value, key=lambda pair: sizes[id(pair[1])])
+            name = key_node.value if isinstance(key_node, yaml.ScalarNode) else "(key)"
+            where += f"{name if len(name) <= 60 else _excerpt(name)}: "
+    raise RulesError(
+        f"{source}: {where}YAML aliases expand this file to "
+        f"{total if total < (1 << 62) else 'astronomically many'} nodes from {written} written (more than "
+        f"{limit} added: a 'billion laughs' file); write the values out without anchors and aliases"
+    )
+
+
+def _top_level(root: Any, source: str) -> Any:
+    """The node holding the list of rules (the root, or the value of ``rules:``); shape errors raised."""
+    import yaml
+
+    if isinstance(root, yaml.MappingNode):
+        keys = [k.value if isinstance(k, yaml.ScalarNode) else _excerpt(k.tag) for k, _ in root.value]
+        extra = sorted(_excerpt(k) if len(k) > 60 else k for k in keys if k != "rules")
+        if extra or "rules" not in keys:
+            raise RulesError(
+                f"{source}: a mapping at the top must hold only 'rules:' (a list of rules); "
+                f"found {', '.join(extra) or 'no rules key'}"
+            )
+        return next(v for k, v in root.value if isinstance(k, yaml.ScalarNode) and k.value == "rules")
+    return root
+
+
+def _load_yaml(text: str, source: str) -> Any:
+    """Compose ``text``, check duplicate keys (before merges) and alias expansion, then construct."""
+
+    loader = _loader()(text)
+    try:
+        root = loader.get_single_node()
+        if root is None:
+            return None
+        rules_node = _top_level(root, source)
+        _check_aliases(root, source, rules_node)
+        _check_duplicate_keys(root, loader)
+        return loader.construct_document(root)
+    finally:
+        loader.dispose()
 
 
 def load_rules(text: str, source: str = "rules.yaml") -> RuleSet:
     """Parse and compile a whole rules file. A bad file is rejected whole.
+
+    YAML merge keys (``- <<: *base``) are standard and work; a key written twice in one mapping is
+    refused. Aliases may not expand the file beyond :data:`MAX_ALIAS_EXPANSION` extra nodes.
 
     Raises:
         RulesError: ``SOURCE: rule N: FIELD: problem`` (or ``SOURCE: problem`` for the file).
@@ -841,22 +1119,20 @@ def load_rules(text: str, source: str = "rules.yaml") -> RuleSet:
     import yaml
 
     try:
-        data = yaml.load(text, Loader=_loader())  # noqa: S506 - a SafeLoader subclass
+        data = _load_yaml(text, source)
     except yaml.YAMLError as exc:
         raise RulesError(f"{source}: not valid YAML: {_yaml_error(exc)}") from None
+    except RecursionError:
+        raise RulesError(
+            f"{source}: the YAML is nested too deeply to read; a rules file is a few levels deep"
+        ) from None
     if isinstance(data, dict):
-        extra = sorted(str(k) for k in data if k != "rules")
-        if extra or "rules" not in data:
-            raise RulesError(
-                f"{source}: a mapping at the top must hold only 'rules:' (a list of rules); "
-                f"found {', '.join(extra) or 'no rules key'}"
-            )
-        data = data["rules"]
+        data = data["rules"]  # _top_level checked it holds only that
     if data is None:
         raise RulesError(f"{source}: no rules: expected a list of rules (or 'rules:' holding one)")
     if not isinstance(data, list):
         raise RulesError(f"{source}: expected a list of rules (or 'rules:' holding one), got {_kind(data)}")
-    cache: dict[str, re.Pattern[str]] = {}
+    cache: dict[tuple[str, bool], Any] = {}
     rules = []
     for index, raw in enumerate(data):
         try:

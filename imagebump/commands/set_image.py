@@ -3,11 +3,18 @@
 Reads the kustomization at PATH (the file, or the directory holding it), applies the pure edit of
 :func:`steps.kustomize.set_image` and writes the file back only if it changed — atomically (a
 temporary file in the same directory, then ``os.replace``) and with its mode kept. SPEC is
-kustomize's own ``NAME[=NEWNAME][:TAG][@DIGEST]``.
+kustomize's own ``NAME[=NEWNAME][:TAG][@DIGEST]``, ``*`` keeping a part as the file has it; the
+entry is found by ``name``, as ``kustomize edit set image`` finds it.
+
+Symbolic links (the pipeline's rule, :meth:`steps.git.ClonedRepo.read`): a kustomization that is a
+link, or sits under one, is followed only while it stays inside the repository — the git work
+tree holding PATH, or outside a git work tree the directory given — and is then edited through:
+the file the link points to changes, the link stays a link. A link that leaves is refused.
 
 Exit codes: 0 changed or already current; 1 the image is not in the file (the message lists the
 ones that are; nothing written) unless ``--add``; 2 bad input (invalid YAML, tag or digest, no
-kustomization found; nothing written).
+kustomization found, a link out of the repository, a file or directory that cannot be written;
+nothing written).
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ examples:
   imagebump set-image overlays/prod api:1.4.2
   imagebump set-image overlays/prod/kustomization.yaml api=123456789012.dkr.ecr.us-west-2.amazonaws.com/api:1.4.2
   imagebump set-image overlays/prod api@sha256:<64 hex>
+  imagebump set-image overlays/prod 'api=*:1.4.3'     # keep newName, set the tag
   imagebump set-image overlays/prod worker:2.0 --add
 """
 
@@ -29,12 +37,16 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "set-image",
         help="set an image's tag/digest/newName in a kustomization, changing only the lines that must change",
         description="Set newName/newTag/digest of one images entry of a kustomization, in place. "
-        "A tag alone removes an existing digest; a digest alone removes newTag.",
+        "The entry is found by name, as kustomize does. A tag alone removes an existing digest; a "
+        "digest alone removes newTag; '*' keeps a part as the file has it. A symbolic link is edited "
+        "through while it stays inside the repository (or the directory given), refused otherwise.",
         epilog=EXAMPLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("path", metavar="PATH", help="a kustomization file, or the directory that holds it")
-    parser.add_argument("spec", metavar="SPEC", help="NAME[=NEWNAME][:TAG][@DIGEST] (kustomize's syntax)")
+    parser.add_argument(
+        "spec", metavar="SPEC", help="NAME[=NEWNAME][:TAG][@DIGEST] (kustomize's syntax; '*' keeps a part)"
+    )
     parser.add_argument("--add", action="store_true", help="append the image to images: if it is not there")
     parser.set_defaults(func=run)
     return parser
@@ -49,6 +61,45 @@ def _describe(entry) -> str:
     if entry.digest:
         ref += f"@{entry.digest[:19]}…"
     return ref or "(unset)"
+
+
+def _boundary(given, path):
+    """The directory an edit must stay inside: the git work tree holding ``path``, else the directory given.
+
+    Found lexically (no link followed on the way up): a ``.git`` directory or file (worktrees and
+    submodules have a file) marks the top of a work tree.
+    """
+    import os
+    from pathlib import Path
+
+    start = Path(os.path.abspath(path)).parent
+    for directory in (start, *start.parents):
+        if (directory / ".git").exists():
+            return directory, True
+    return Path(os.path.abspath(given if given.is_dir() else given.parent)), False
+
+
+def _real_target(given, path):
+    """The file to write: ``path`` with every link resolved, refused if it leaves the boundary.
+
+    Raises:
+        ConfigError: the kustomization (or a directory on its way) is a link out of the boundary,
+            or into ``.git``.
+    """
+    from steps.errors import ConfigError
+
+    boundary, in_git = _boundary(given, path)
+    root = boundary.resolve()
+    real = path.resolve(strict=True)
+    where = f"the repository {boundary}" if in_git else f"the directory given, {boundary} (not a git work tree)"
+    if not real.is_relative_to(root):
+        raise ConfigError(
+            f"{path} leaves {where} through a symbolic link (to {real}); refusing to edit a file outside it. "
+            "Edit that file where it lives, or replace the link by a copy"
+        )
+    if in_git and real.is_relative_to(root / ".git"):
+        raise ConfigError(f"{path} points into .git through a symbolic link; refusing")
+    return real
 
 
 def run(args: argparse.Namespace) -> int:
@@ -66,44 +117,52 @@ def run(args: argparse.Namespace) -> int:
     else:
         raise ConfigError(f"{given}: no such file or directory; pass a kustomization file or its directory")
     shown = str(path)
+    target = _real_target(given, path)
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = target.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{shown}: not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8") from None
     except OSError as exc:
         raise ConfigError(f"{shown}: cannot read: {exc.strerror}") from None
 
-    old = get_image(text, spec.name, source=shown)
+    old = get_image(text, spec.name, by_new_name=False, source=shown)
     try:
         new_text = set_image(
-            text, spec.name, new_name=spec.new_name, tag=spec.tag, digest=spec.digest, add=args.add, source=shown
+            text, spec.name, new_name=spec.new_name, tag=spec.tag, digest=spec.digest, add=args.add,
+            by_new_name=False, source=shown,
         )
     except ImageNotFoundError as exc:
         print(f"imagebump set-image: {exc} or pass --add", file=sys.stderr)
         return 1
+    name = old.name if old is not None else spec.name  # the entry that was (or will be) changed
     if new_text is text or new_text == text:
-        print(f"{shown}: {spec.name} already current ({_describe(old)})")
+        print(f"{shown}: {name} already current ({_describe(old)})")
         return 0
-    _write_atomically(path, new_text.encode("utf-8"))
-    new = get_image(new_text, spec.name, source=shown)
+    _write_atomically(target, new_text.encode("utf-8"), shown)
+    new = get_image(new_text, name, by_new_name=False, source=shown)
     if old is None:
-        print(f"{shown}: {spec.name} added ({_describe(new)})")
+        print(f"{shown}: {name} added ({_describe(new)})")
     else:
-        print(f"{shown}: {spec.name} {_describe(old)} → {_describe(new)}")
+        print(f"{shown}: {name} {_describe(old)} → {_describe(new)}")
     return 0
 
 
-def _write_atomically(path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` in one rename, keeping its permission bits."""
+def _write_atomically(path, data: bytes, shown: str) -> None:
+    """Replace the file ``path`` (links already resolved) with ``data`` in one rename, keeping its mode.
+
+    Raises:
+        ConfigError: the directory or file cannot be written (nothing changed).
+    """
     import os
     import stat
     import tempfile
 
     from steps.errors import ConfigError
 
-    mode = stat.S_IMODE(path.stat().st_mode)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = None
     try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
@@ -111,8 +170,13 @@ def _write_atomically(path, data: bytes) -> None:
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise ConfigError(f"{path}: cannot write: {exc.strerror}") from None
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        reason = exc.strerror or str(exc)
+        raise ConfigError(
+            f"{shown}: cannot write {path.parent if tmp is None else path}: {reason}; nothing was changed "
+            "(set-image writes a temporary file beside the kustomization, then renames it over)"
+        ) from None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -131,3 +132,177 @@ def test_keeps_mode_bytes_and_leaves_no_temp_files(tmp_path: Path, capsys: pytes
     assert path.read_bytes() == (EDIT / "crlf-line-endings" / "expected" / "kustomization.yaml").read_bytes()
     assert stat.S_IMODE(path.stat().st_mode) == 0o640
     assert sorted(p.name for p in path.parent.iterdir()) == ["deployment.yaml", "kustomization.yaml"]
+
+
+# --- issue 12: symbolic links, kustomize's '*', name-only matching, unknown tags, unwritable ----------
+
+
+def _git_repo(root: Path) -> Path:
+    """A real git work tree (``git init``): set-image finds its top by the ``.git`` it holds."""
+    root.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    return root
+
+
+def test_a_link_out_of_the_repository_is_refused_and_nothing_changes(tmp_path: Path, capsys) -> None:
+    outside = tmp_path / "outside" / "kustomization.yaml"
+    outside.parent.mkdir()
+    outside.write_text(KUSTOMIZATION)
+    repo = _git_repo(tmp_path / "repo")
+    overlay = repo / "overlays" / "prod"
+    overlay.mkdir(parents=True)
+    link = overlay / "kustomization.yaml"
+    link.symlink_to(outside)
+    before = outside.read_bytes()
+
+    assert main(["set-image", str(overlay), "worker:9.9.9"]) == 2
+
+    err = capsys.readouterr().err
+    assert "leaves the repository" in err and "symbolic link" in err and "Traceback" not in err
+    assert outside.read_bytes() == before
+    assert link.is_symlink() and os.readlink(link) == str(outside)
+    assert sorted(p.name for p in overlay.iterdir()) == ["kustomization.yaml"]
+
+
+def test_a_link_inside_the_repository_is_edited_through_and_stays_a_link(tmp_path: Path, capsys) -> None:
+    repo = _git_repo(tmp_path / "repo")
+    shared = repo / "shared" / "kustomization.yaml"
+    shared.parent.mkdir()
+    shared.write_text(KUSTOMIZATION)
+    overlay = repo / "overlays" / "prod"
+    overlay.mkdir(parents=True)
+    (overlay / "kustomization.yaml").symlink_to("../../shared/kustomization.yaml")
+
+    assert main(["set-image", str(overlay), "worker:1.4.2"]) == 0
+
+    assert "worker 1.4.1 → 1.4.2" in capsys.readouterr().out
+    link = overlay / "kustomization.yaml"
+    assert link.is_symlink() and os.readlink(link) == "../../shared/kustomization.yaml"
+    assert shared.read_text() == KUSTOMIZATION.replace("1.4.1", "1.4.2")
+    assert sorted(p.name for p in shared.parent.iterdir()) == ["kustomization.yaml"]
+
+
+def test_an_overlay_directory_linked_out_of_the_repository_is_refused(tmp_path: Path, capsys) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "kustomization.yaml").write_text(KUSTOMIZATION)
+    repo = _git_repo(tmp_path / "repo")
+    (repo / "overlays").mkdir()
+    (repo / "overlays" / "prod").symlink_to(elsewhere, target_is_directory=True)
+
+    assert main(["set-image", str(repo / "overlays" / "prod"), "worker:9"]) == 2
+    assert "leaves the repository" in capsys.readouterr().err
+    assert (elsewhere / "kustomization.yaml").read_text() == KUSTOMIZATION
+
+
+@pytest.mark.parametrize(
+    ("link", "code"),
+    [
+        pytest.param("real/kustomization.yaml", 0, id="inside-the-directory-given"),
+        pytest.param("../sibling/kustomization.yaml", 2, id="out-of-the-directory-given"),
+    ],
+)
+def test_outside_a_git_work_tree_the_directory_given_is_the_boundary(tmp_path: Path, capsys, link: str, code: int):
+    given = tmp_path / "overlay"
+    for directory in (given / "real", tmp_path / "sibling"):
+        directory.mkdir(parents=True)
+        (directory / "kustomization.yaml").write_text(KUSTOMIZATION)
+    (given / "kustomization.yaml").symlink_to(link)
+
+    assert main(["set-image", str(given), "worker:1.4.2"]) == code
+
+    target = (given / link).resolve()
+    assert (given / "kustomization.yaml").is_symlink()
+    if code == 0:
+        assert target.read_text() == KUSTOMIZATION.replace("1.4.1", "1.4.2")
+    else:
+        assert "leaves the directory given" in capsys.readouterr().err
+        assert target.read_text() == KUSTOMIZATION
+
+
+NAMED = "images:\n- name: api\n  newName: reg.example.com/team/api\n  newTag: 1.0.0\n  digest: " + D2 + "\n"
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        pytest.param("api=*:1.5.0", "images:\n- name: api\n  newName: reg.example.com/team/api\n  newTag: 1.5.0\n",
+                     id="keep-new-name-set-tag"),
+        pytest.param("api=reg.example.com/new:*", "images:\n- name: api\n  newName: reg.example.com/new\n"
+                     "  newTag: 1.0.0\n", id="set-new-name-keep-tag"),
+        pytest.param("api:2.0.0@*", NAMED.replace("1.0.0", "2.0.0"), id="set-tag-keep-digest"),
+        pytest.param(f"api:*@{D2.replace('2f', '3e')}", NAMED.replace(D2, D2.replace("2f", "3e")),
+                     id="keep-tag-set-digest"),
+        pytest.param("api=*:*@*", NAMED, id="keep-everything"),
+    ],
+)
+def test_kustomize_star_keeps_that_part(tmp_path: Path, spec: str, expected: str) -> None:
+    """kustomize's ``*``: "preserve the appropriate values from the kustomization file" (setimage.go)."""
+    path = tmp_path / "kustomization.yaml"
+    path.write_text(NAMED)
+    assert main(["set-image", str(path), spec]) == 0
+    assert path.read_text() == expected
+
+
+def test_star_cannot_be_the_name(tmp_path: Path, capsys) -> None:
+    (tmp_path / "kustomization.yaml").write_text(NAMED)
+    assert main(["set-image", str(tmp_path), "*:1.0"]) == 2
+    assert "NAME cannot be '*'" in capsys.readouterr().err
+
+
+def test_add_matches_name_only_as_kustomize_does(tmp_path: Path, capsys) -> None:
+    """``{name: foo, newName: bar}`` is not the entry ``bar``: ``bar:123 --add`` adds one."""
+    path = tmp_path / "kustomization.yaml"
+    text = "images:\n- name: foo\n  newName: bar\n  newTag: '1'\n"
+    path.write_text(text)
+
+    assert main(["set-image", str(tmp_path), "bar:123"]) == 1
+    assert "image 'bar' not in" in capsys.readouterr().err and path.read_text() == text
+
+    assert main(["set-image", str(tmp_path), "bar:123", "--add"]) == 0
+    assert f"{path}: bar added (123)" in capsys.readouterr().out
+    assert path.read_text() == text + '- name: bar\n  newTag: "123"\n'
+
+
+@pytest.mark.parametrize(
+    ("value", "tag"),
+    [
+        pytest.param("!Ref foo", "'!Ref'", id="cloudformation-style"),
+        pytest.param("!!python/object/apply:os.system ['touch MARKER']", "'tag:yaml.org,2002:python/object/apply",
+                     id="python-object"),
+    ],
+)
+def test_an_unknown_yaml_tag_is_one_clear_line(tmp_path: Path, capsys, monkeypatch, value: str, tag: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "kustomization.yaml"
+    path.write_text(f"images:\n- name: api\n  newTag: '1'\nx-other: {value}\n")
+    before = _snapshot(path)
+    assert main(["set-image", str(path), "api:2"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"imagebump set-image: error: {path}: unknown YAML tag {tag}")
+    assert "line 4, column 10" in err and len(err.strip().splitlines()) == 1, err
+    assert _snapshot(path) == before and not (tmp_path / "MARKER").exists()
+
+
+def _make_unwritable(directory: Path):
+    """Really unwritable: mode 555 for a normal user; for root (who ignores modes) the immutable flag."""
+    if os.geteuid() != 0:
+        directory.chmod(0o555)
+        return lambda: directory.chmod(0o755)
+    subprocess.run(["chattr", "+i", str(directory)], check=True)  # fails loudly where chattr cannot
+    return lambda: subprocess.run(["chattr", "-i", str(directory)], check=True)
+
+
+def test_an_unwritable_directory_exits_2_and_changes_nothing(overlay: Path, capsys) -> None:
+    path = overlay / "kustomization.yaml"
+    before = _snapshot(path)
+    restore = _make_unwritable(overlay)
+    try:
+        assert main(["set-image", "overlays/prod", "worker:1.4.2"]) == 2
+    finally:
+        restore()
+    err = capsys.readouterr().err
+    assert err.startswith("imagebump set-image: error: overlays/prod/kustomization.yaml: cannot write")
+    assert "Traceback" not in err and "unexpected" not in err
+    assert _snapshot(path) == before
+    assert sorted(p.name for p in overlay.iterdir()) == ["kustomization.yaml"]

@@ -217,6 +217,8 @@ def yaml_bomb(indent: str = "") -> str:
 
 
 #: Catastrophic regular expressions: each must be refused at load, or matching must stay fast.
+#: With RE2 (issue 12) all of these load and match in linear time; the last three are the polynomial
+#: shapes the old backtracking check let through (40 s at 60 characters).
 REDOS_PATTERNS = [
     pytest.param("(a+)+$", id="redos-nested-plus"),
     pytest.param("(a*)*$", id="redos-nested-star"),
@@ -225,15 +227,27 @@ REDOS_PATTERNS = [
     pytest.param("(a|a)*$", id="redos-overlapping-alternation"),
     pytest.param("(a|a?)+$", id="redos-optional-alternation"),
     pytest.param("(\\w+\\d*)+-$", id="redos-word-digit"),
+    pytest.param(".*.*.*.*.*.*-", id="redos-polynomial-dot-star"),
+    pytest.param("[a-z]*" * 7 + "-", id="redos-polynomial-class-star"),
+    pytest.param("v?" + "[0-9]*\\.?" * 6 + "[0-9]*-", id="redos-polynomial-semver"),
 ]
 
+_BOMB_VALUE = "[" + ", ".join(_LAUGHS) + "]"  # a few hundred bytes, 10⁹ strings once expanded
+
 RULES_CASES = [
-    pytest.param(RULE + "  allowImageTag: ['regexp:(a+)+$']\n", Error(RulesError, r"rule 0: allowImageTag\[0\].*exponential"),
-                 id="rules-redos-allow"),
-    pytest.param(RULE + "  denyImageTag: ['regexp:(\\w+\\.?)*$']\n", Error(RulesError, r"rule 0: denyImageTag\[0\]"),
-                 id="rules-redos-deny"),
-    pytest.param(RULE.replace("team/$1", "team/$1:(v+)+$"), Error(RulesError, "rule 0: registryURI"),
-                 id="rules-redos-tag-pattern"),
+    # What RE2 cannot do (it would need backtracking) is refused at load, naming rule and field.
+    pytest.param(RULE + "  allowImageTag: ['regexp:(a)\\1']\n",
+                 Error(RulesError, r"rule 0: allowImageTag\[0\]: .*backreference"), id="rules-re2-backreference"),
+    pytest.param(RULE + "  denyImageTag: ['regexp:(?!v[0-9]).*']\n",
+                 Error(RulesError, r"rule 0: denyImageTag\[0\]: .*lookaround"), id="rules-re2-lookahead"),
+    pytest.param(RULE.replace("team/$1", "team/$1:(?<=v).*"), Error(RulesError, "rule 0: registryURI: .*lookaround"),
+                 id="rules-re2-lookbehind-tag-pattern"),
+    pytest.param(RULE + "  allowImageTag: ['regexp:a{4294967296}']\n",
+                 Error(RulesError, r"rule 0: allowImageTag\[0\]: .*4294967296"), id="rules-count-overflow"),
+    pytest.param(RULE + "  allowImageTag: ['regexp:" + "(?:(?:[a-z0-9]?){22}){22}" + "-']\n",
+                 Error(RulesError, r"rule 0: allowImageTag\[0\]: .*RE2 instructions"), id="rules-program-too-large"),
+    pytest.param(RULE.replace("/overlays/prod", "/overlays/prod?access_token=ghp_hostile0123456789"),
+                 Error(RulesError, r"githubRepository: .*access_token=\*\*\*"), id="rules-url-query-token"),
     pytest.param(RULE + "  allowImageTag: ['regexp:(unclosed']\n", Error(RulesError, "invalid regular expression"),
                  id="rules-bad-regex"),
     pytest.param("x-laughs:\n" + yaml_bomb("  ") + "rules:\n" + RULE.replace("- ", "  - ", 1).replace("\n  g", "\n    g"),
@@ -271,6 +285,20 @@ RULES_CASES = [
                  id="rules-deny-shell-literal"),
     pytest.param(f"- registryURI: [{REGISTRY}/team/x]\n  githubRepository: https://github.com/o/r/p\n",
                  Error(RulesError, "registryURI: must be a string"), id="rules-wrong-type-list"),
+]
+
+#: A 'billion laughs' value in a field (a few hundred bytes): refused at load, cheaply, naming rule and
+#: field — never expanded into the error message (once 107 s and 5.5 GB). Run in a child process
+#: with a memory cap, so a regression fails instead of taking the test runner down.
+RULES_BOMB_CASES = [
+    pytest.param(RULE + f"  labels: [{_BOMB_VALUE}]\n", Error(RulesError, "rule 0: labels: YAML aliases expand"),
+                 id="rules-bomb-labels"),
+    pytest.param(RULE + f"  mode: {_BOMB_VALUE}\n", Error(RulesError, "rule 0: mode: YAML aliases expand"),
+                 id="rules-bomb-mode"),
+    pytest.param(RULE + f"  writeDigest: {_BOMB_VALUE}\n", Error(RulesError, "rule 0: writeDigest: YAML aliases"),
+                 id="rules-bomb-write-digest"),
+    pytest.param(RULE.replace(f"{REGISTRY}/team/$1", _BOMB_VALUE), Error(RulesError, "rule 0: registryURI: YAML"),
+                 id="rules-bomb-registry-uri"),
 ]
 
 # -- 4. kustomizations → steps.kustomize (pure) -------------------------------------------------------
@@ -311,7 +339,27 @@ KUSTOMIZATION_CASES = [
                  id="kust-set-newline-tag"),
     pytest.param(KUSTOMIZATION, f"{REGISTRY}/team/api", "*anchor", Error(ConfigError, "invalid tag"),
                  id="kust-set-alias-tag"),
+    # tags YAML does not define: kustomize ignores them, an edit refuses them in one line (issue 12)
+    pytest.param(KUSTOMIZATION.replace("'1.0'", "!Ref '1.0'"), f"{REGISTRY}/team/api", "2.0",
+                 Error(KustomizationError, r"^kustomization.yaml: unknown YAML tag '!Ref' at line 7[^\n]*$"),
+                 id="kust-unknown-tag-ref"),
+    pytest.param(KUSTOMIZATION + "x: !!python/object/apply:os.system ['id']\n", f"{REGISTRY}/team/api", "2.0",
+                 Error(KustomizationError, r"^kustomization.yaml: unknown YAML tag 'tag:yaml.org,2002:python/object"),
+                 id="kust-unknown-tag-python"),
 ]
+
+#: set-image on a kustomization that is a symbolic link (overlay ``apps/api/overlays/prod`` of a git
+#: work tree that also holds ``shared/kustomization.yaml``): (link target, exit code). A link that
+#: leaves the repository or points into .git is refused; one that stays inside is edited through.
+SET_IMAGE_LINK_CASES = [
+    pytest.param("/etc/passwd", 2, id="set-image-link-etc-passwd"),
+    pytest.param("../" * 16 + "etc/passwd", 2, id="set-image-link-relative-outside"),
+    pytest.param("../../../../.git/config", 2, id="set-image-link-into-dot-git"),
+    pytest.param("../../../../shared/kustomization.yaml", 0, id="set-image-link-inside"),
+]
+
+#: The size the issue measured (27,000 entries, just under the 1 MiB limit): once 91 s an edit.
+LARGE_KUSTOMIZATION = KUSTOMIZATION + "".join(f"- name: team/app{i:05d}\n  newTag: '1.0'\n" for i in range(27_000))
 
 BOMB_KUSTOMIZATION = KUSTOMIZATION + "x-laughs:\n" + yaml_bomb("  ") + "  l9: [" + ", ".join(["*i"] * 10) + "]\n"
 PYTHON_TAG_KUSTOMIZATION = KUSTOMIZATION + "x-evil: !!python/object/apply:os.system ['touch MARKER']\n"

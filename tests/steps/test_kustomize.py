@@ -406,3 +406,238 @@ def test_removing_the_dash_line_key_keeps_comments_before_the_next_key():
 def test_add_refuses_after_document_end_marker():
     with pytest.raises(KustomizationError, match=r"ends with '\.\.\.' at line 2"):
         set_image("resources: []\n...\n", "api", tag="1", add=True)
+
+
+# --- issue 12: verification both ways, kustomize's '*', name-only matching, unknown tags, linear ----------
+
+
+@pytest.fixture(params=["entry-lines", "whole-file"])
+def verification(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a test with both ways an edit is proven: the changed entry's lines, or every event of the file."""
+    if request.param == "whole-file":
+        monkeypatch.setattr(kustomize, "_window_ready", lambda doc: False)
+    return request.param
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=c) for c in CASES])
+def test_golden_edit_is_byte_exact_whichever_way_it_is_verified(case: str, verification: str):
+    meta, original, expected = _case(case)
+    assert _apply(meta, original).encode("utf-8") == expected
+
+
+@pytest.mark.parametrize(
+    ("corrupt", "text", "kwargs"),
+    [
+        pytest.param(lambda t: t.replace("newTag: 2.0.0", "newTag: 2.0.1"), BASE, {"tag": "2.0.0"}, id="wrong-value"),
+        pytest.param(lambda t: t.replace("\n  newTag: 2.0.0", "\n  newTag: 2.0.0\n  x: y"), BASE, {"tag": "2.0.0"},
+                     id="extra-key"),
+        pytest.param(lambda t: t.replace("other: 1", "other: 2"), BASE + "other: 1\n", {"tag": "2.0.0"},
+                     id="change-outside-the-entry"),
+        pytest.param(lambda t: t.replace("- name: web", "  name: web"), BASE + "- name: web\n", {"tag": "2.0.0"},
+                     id="next-entry-swallowed"),
+        pytest.param(lambda t: t.replace("name: web", "name: wex"), BASE, {"name": "web", "tag": "3.0.0", "add": True},
+                     id="added-entry-changed"),
+        pytest.param(lambda t: t.replace("images:\n", "images:\n- x\n"), BASE, {"name": "web", "tag": "3.0.0",
+                     "add": True}, id="added-before-the-entries"),
+    ],
+)
+def test_a_wrong_splice_is_caught_whichever_way_it_is_verified(monkeypatch, verification, corrupt, text, kwargs):
+    """The proof is real: a splice that changes more, or other, than meant raises instead of returning it."""
+    apply = kustomize._Splicer.apply
+    monkeypatch.setattr(kustomize._Splicer, "apply", lambda self: corrupt(apply(self)))
+    kwargs = dict(kwargs)
+    name = kwargs.pop("name", "api")
+    with pytest.raises(KustomizationError, match="did not read back as intended|produced invalid YAML"):
+        set_image(text, name, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        pytest.param({"new_name": "*", "tag": "2"}, "images:\n- name: api\n  newName: reg/api\n  newTag: '2'\n",
+                     id="keep-new-name"),
+        pytest.param({"new_name": "reg/new", "tag": "*"},
+                     "images:\n- name: api\n  newName: reg/new\n  newTag: '1'\n", id="keep-tag-drop-digest"),
+        pytest.param({"tag": "2", "digest": "*"}, f"images:\n- name: api\n  newName: reg/api\n  newTag: '2'\n"
+                     f"  digest: {D1}\n", id="keep-digest"),
+        pytest.param({"new_name": "*", "tag": "*", "digest": "*"}, None, id="keep-all-is-no-change"),
+    ],
+)
+def test_star_keeps_what_the_file_has(kwargs: dict, expected: str | None):
+    text = f"images:\n- name: api\n  newName: reg/api\n  newTag: '1'\n  digest: {D1}\n"
+    result = set_image(text, "api", **kwargs)
+    assert result is text if expected is None else result == expected
+
+
+def test_star_with_add_writes_only_what_is_given():
+    """kustomize replaces a '*' with nothing for a new entry (setimage.go ``replaceNewName(v, "")``)."""
+    assert set_image("images: []\n", "api", new_name="*", tag="1.2", add=True) == 'images: [{name: api, newTag: "1.2"}]\n'
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        pytest.param("api=*:v1", ImageSpec("api", "*", "v1"), id="keep-new-name"),
+        pytest.param("api=reg/api:*", ImageSpec("api", "reg/api", "*"), id="keep-tag"),
+        pytest.param("api=reg/api@*", ImageSpec("api", "reg/api", None, "*"), id="keep-digest"),
+        pytest.param(f"api:*@{D1}", ImageSpec("api", tag="*", digest=D1), id="keep-tag-set-digest"),
+        pytest.param("api=*:*", ImageSpec("api", "*", "*"), id="keep-both"),
+    ],
+)
+def test_parse_image_spec_takes_kustomizes_star(spec: str, expected: ImageSpec):
+    assert parse_image_spec(spec) == expected
+    assert str(expected) == spec
+
+
+def test_match_by_name_only_or_also_by_new_name():
+    text = "images:\n- name: foo\n  newName: bar\n  newTag: '1'\n"
+    assert get_image(text, "bar").name == "foo"  # the pipeline: name, else newName
+    assert get_image(text, "bar", by_new_name=False) is None  # kustomize: name only
+    assert set_image(text, "bar", tag="2", add=True, by_new_name=False) == text + '- name: bar\n  newTag: "2"\n'
+    assert set_image(text, "bar", tag="2", add=True) == text.replace("'1'", "'2'")
+
+
+@pytest.mark.parametrize("value", ["!Ref foo", "!!python/name:os.system ''", "!!binaryish x", "!custom {a: 1}"])
+def test_an_unknown_tag_is_refused_by_an_edit_in_one_line(value: str):
+    text = f"images:\n- name: api\n  newTag: '1'\nextra: {value}\n"
+    assert get_image(text, "api").newTag == "1"  # reading ignores it, as kustomize does
+    with pytest.raises(KustomizationError) as info:
+        set_image(text, "api", tag="2")
+    assert "unknown YAML tag" in str(info.value) and "line 4, column 8" in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_known_tags_are_fine():
+    text = "images:\n- name: !!str api\n  newTag: !!str 1\nreplicas: !!int 3\n"
+    assert set_image(text, "api", tag="2") == text.replace("!!str 1", '"2"')
+
+
+def _spy_parses(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    sizes: list[int] = []
+    events = kustomize._events
+    monkeypatch.setattr(kustomize, "_events", lambda text: (sizes.append(len(text)), events(text))[1])
+    return sizes
+
+
+def test_an_edit_parses_the_file_once_and_rereads_only_the_entry(monkeypatch):
+    """Linear in the file (issue 12): one libyaml pass over it, then the changed entry's lines (plus
+    libyaml's C-only count of the result's events); the timings are in bench/hostile.py."""
+    text = "images:\n" + "".join(f"- name: app{i}\n  newTag: '1.0'\n" for i in range(5000))
+    sizes = _spy_parses(monkeypatch)
+    result = set_image(text, "app2500", tag="2.0")
+    assert result == text.replace("app2500\n  newTag: '1.0'", "app2500\n  newTag: '2.0'")
+    assert sizes[0] == len(text) and len(sizes) == 2 and sizes[1] < 100, sizes
+    sizes.clear()
+    set_image(text, "new", tag="2.0", add=True)
+    assert sizes[0] == len(text) and len(sizes) == 2 and sizes[1] < 100, sizes
+
+
+def test_a_flow_sequence_is_verified_over_the_whole_file(monkeypatch):
+    text = "images: [{name: api, newTag: '1'}, {name: web, newTag: '1'}]\n"
+    sizes = _spy_parses(monkeypatch)
+    assert set_image(text, "web", tag="2") == text.replace("web, newTag: '1'", "web, newTag: '2'")
+    assert sizes == [len(text), len(text)]
+
+
+@pytest.mark.parametrize("style", ["|", ">", "|-"])
+def test_a_key_is_inserted_after_a_block_scalar_not_inside_it(style: str, verification: str):
+    text = f"images:\n- name: api\n  note: {style}\n    two\n    lines\n- name: web\n"
+    assert set_image(text, "api", tag="2") == text.replace("    lines\n", '    lines\n  newTag: "2"\n')
+
+
+def test_an_entry_that_takes_a_value_from_an_alias_is_refused_clearly():
+    text = "tag: &t 1.0\nimages:\n- name: api\n  newTag: *t\n"
+    assert get_image(text, "api").newTag == "1.0"
+    with pytest.raises(KustomizationError, match=r"images entry 'api' at line 3, column 3 takes its newTag from "
+                       r"the alias \*t; write the value out"):
+        set_image(text, "api", new_name="reg/api")
+
+
+def _random_kustomization(rng) -> tuple[str, list[str]]:
+    """A kustomization in one of many layouts people write: CRLF, comments, indentation, quoting,
+    key orders, flow entries, block scalars, blank lines, a trailing newline or not."""
+    eol = rng.choice(["\n", "\r\n"])
+    indent = rng.choice([0, 2])
+    lines = ["# header"] * (rng.random() < 0.3) + ["---"] * (rng.random() < 0.2)
+    lines += ["apiVersion: kustomize.config.k8s.io/v1beta1", "kind: Kustomization"]
+    if rng.random() < 0.5:
+        lines += ["resources:", " " * indent + "- deployment.yaml"]
+    lines.append("images:" + " # the images" * (rng.random() < 0.2))
+    names = rng.sample(["api", "web", "worker", "reg.io/x/api", "db"], rng.randint(1, 4))
+    for name in names:
+        if rng.random() < 0.2:
+            lines.append(" " * indent + f"- {{name: {name}, newTag: '1.0'}}")
+            continue
+        keys = [("name", name)]
+        if rng.random() < 0.5:
+            keys.append(("newName", rng.choice([f"reg.io/a/{name}", "'reg.io/b'"])))
+        if rng.random() < 0.7:
+            keys.append(("newTag", rng.choice(["1.0", "'1.1'", '"2"', "v3", "1.10", ""])))
+        if rng.random() < 0.4:
+            keys.append(("digest", D1))
+        dash = " " * indent + "-" + " " * rng.choice([1, 3])
+        if rng.random() < 0.15:
+            keys.append(("note", "|" + eol + " " * (len(dash) + 2) + "text"))
+        rng.shuffle(keys)
+        for i, (key, value) in enumerate(keys):
+            lines.append((dash if i == 0 else " " * len(dash)) + f"{key}: {value}".rstrip() + "  # c" * (
+                rng.random() < 0.15 and not value.startswith("|")))
+            if rng.random() < 0.1:
+                lines.append(" " * len(dash) + "# inner comment")
+        lines += [""] * (rng.random() < 0.2)
+    lines += ["namePrefix: p-"] * (rng.random() < 0.4) + ["# trailer"] * (rng.random() < 0.2)
+    return eol.join(lines) + eol * (rng.random() < 0.9), names
+
+
+def _meant(data: dict, name: str, new_name, tag, digest) -> dict:
+    """What the edit must mean, computed on plain data (kustomize's rules, '*' keeps)."""
+    images = data.setdefault("images", None) or []
+    data["images"] = images
+    entry = next((e for e in images if e.get("name") == name), None)
+    if entry is None:
+        images.append(entry := {"name": name})
+    if new_name not in (None, "*"):
+        entry["newName"] = new_name
+    if tag is not None:
+        if tag != "*":
+            entry["newTag"] = tag
+        if digest is None:
+            entry.pop("digest", None)
+    if digest is not None:
+        if digest != "*":
+            entry["digest"] = digest
+        if tag is None:
+            entry.pop("newTag", None)
+    return data
+
+
+def test_random_layouts_edit_as_meant_whichever_way_it_is_verified(monkeypatch):
+    """300 seeded layouts x edits: the same bytes with either verification, meaning what was meant as an
+    independent reader (ruamel's YAML 1.2 loader, the previous verifier) reads it."""
+    import random
+
+    from ruamel.yaml import YAML
+
+    def load(text: str):
+        return YAML(typ="safe", pure=True).load(text) or {}
+
+    window_ready = kustomize._window_ready
+    rng = random.Random(12)
+    proven_by_lines = 0
+    for _ in range(300):
+        text, names = _random_kustomization(rng)
+        name = rng.choice([*names, "newone"])
+        kwargs = {"new_name": rng.choice([None, None, "*", "reg.io/new/x"]),
+                  "tag": rng.choice([None, "2.0", "*", "yes", "1.10"]), "digest": rng.choice([None, None, D2, "*"])}
+        if all(v is None for v in kwargs.values()):
+            kwargs["tag"] = "3.0"
+        results = []
+        for ready in (window_ready, lambda doc: False):
+            monkeypatch.setattr(kustomize, "_window_ready", ready)
+            results.append(set_image(text, name, add=True, by_new_name=False, **kwargs))
+        assert results[0] == results[1], (text, name, kwargs)
+        assert load(results[0]) == _meant(load(text), name, **kwargs), (text, name, kwargs, results[0])
+        monkeypatch.setattr(kustomize, "_window_ready", window_ready)
+        doc = kustomize._parse(text, "k", record=True)
+        proven_by_lines += window_ready(doc) and results[0] != text
+    assert proven_by_lines > 150  # most edits are proven on the entry's own lines

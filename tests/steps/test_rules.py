@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +14,7 @@ from steps.events import parse_image_reference
 from steps.models import Image
 from steps.rules import RuleSet, load_rules, load_rules_file
 
+ROOT = Path(__file__).resolve().parents[2]
 RULES = Path(__file__).parent.parent / "testdata" / "rules"
 IN_HOUSE = RULES / "in-house.yaml"
 REG = "123456789012.dkr.ecr.ap-northeast-1.amazonaws.com"
@@ -422,45 +426,53 @@ BAD_RULES = [
     pytest.param(
         rule("allowImageTag: [1.10]"), "rule 1: allowImageTag[0]: must be a string", id="allow-float"
     ),
+    # RE2 refuses what needs backtracking: each is named, with the rule and the field (issue 12).
     pytest.param(
-        rule("allowImageTag: ['regexp:(a+)+']"),
-        "rule 1: allowImageTag[0]: regular expression '(a+)+' nests",
-        id="redos-allow",
+        rule("allowImageTag: ['regexp:(a)\\1']"),
+        "rule 1: allowImageTag[0]: regular expression '(a)\\\\1' uses a backreference",
+        id="re2-backreference",
     ),
     pytest.param(
-        rule("denyImageTag: ['regexp:(\\w+\\.?)*x']"),
-        "rule 1: denyImageTag[0]: regular expression",
-        id="redos-deny",
+        rule("denyImageTag: ['x', 'regexp:(?P<v>a)-(?P=v)']"),
+        "rule 1: denyImageTag[1]: regular expression '(?P<v>a)-(?P=v)' uses a backreference",
+        id="re2-named-backreference",
     ),
     pytest.param(
-        rule(uri=f"{REG}/team/api:(.*)*"), "rule 1: registryURI: regular expression", id="redos-tag-pattern"
+        rule("allowImageTag: ['regexp:(?!latest$).*']"), "rule 1: allowImageTag[0]: regular expression", id="re2-lookahead"
     ),
-    # Repeated alternations whose branches overlap backtrack exponentially too (hostile corpus).
+    pytest.param(rule("allowImageTag: ['regexp:(?=v)v1']"), "uses lookaround", id="re2-positive-lookahead"),
+    pytest.param(rule("denyImageTag: ['regexp:.*(?<=-rc)']"), "denyImageTag[0]: regular expression", id="re2-lookbehind"),
+    pytest.param(rule("denyImageTag: ['regexp:.*(?<!-rc)']"), "uses lookaround", id="re2-negative-lookbehind"),
+    pytest.param(rule(uri=f"{REG}/team/api:(?=v).*"), "rule 1: registryURI: regular expression", id="re2-lookahead-tag"),
+    pytest.param(rule("allowImageTag: ['regexp:(?>a+)b']"), "atomic group or a possessive", id="re2-atomic"),
+    pytest.param(rule("allowImageTag: ['regexp:a++b']"), "atomic group or a possessive", id="re2-possessive"),
+    pytest.param(rule("allowImageTag: ['regexp:(a)?(?(1)b|c)']"), "conditional group", id="re2-conditional"),
+    pytest.param(rule("allowImageTag: ['regexp:(?x) a b']"), "inline flag RE2 does not support", id="re2-verbose"),
+    pytest.param(rule("allowImageTag: ['regexp:v1\\Z']"), "write $ (or \\z)", id="python-end-of-string"),
+    pytest.param(rule("allowImageTag: ['regexp:a{,3}']"), "write {0,3}", id="python-empty-lower-count"),
     pytest.param(
-        rule("allowImageTag: ['regexp:(a|a)*$']"),
-        "rule 1: allowImageTag[0]: regular expression '(a|a)*$' repeats an alternation",
-        id="redos-overlapping-alternation",
-    ),
-    pytest.param(
-        rule("allowImageTag: ['x', 'regexp:(a|a?)+$']"),
-        "rule 1: allowImageTag[1]: regular expression '(a|a?)+$' repeats an alternation",
-        id="redos-optional-alternation",
-    ),
-    pytest.param(
-        rule("denyImageTag: ['regexp:(v|v1)+']"), "use a character class", id="redos-prefix-alternation-hint"
-    ),
-    pytest.param(
-        rule(uri=f"{REG}/team/api:(a|a)*$"),
-        "rule 1: registryURI: regular expression '(a|a)*$' repeats an alternation",
-        id="redos-alternation-tag-pattern",
+        rule("allowImageTag: ['regexp:a{4294967296}']"),
+        "rule 1: allowImageTag[0]: regular expression 'a{4294967296}' repeats 4294967296 times",
+        id="count-overflow",
     ),
     pytest.param(
-        rule("allowImageTag: ['regexp:(a?){30}$']"),
-        "rule 1: allowImageTag[0]: regular expression '(a?){30}$' nests",
-        id="redos-bounded-optional",
+        rule(uri=f"{REG}/team/api:v{{2,99999999999999999999}}"),
+        "rule 1: registryURI: regular expression",
+        id="count-overflow-tag-pattern",
+    ),
+    pytest.param(rule("allowImageTag: ['regexp:a{1001}']"), "more than the 1000 RE2 allows", id="count-over-1000"),
+    pytest.param(rule("allowImageTag: ['regexp:a{3,2}']"), "empty range {3,2}", id="count-reversed"),
+    pytest.param(rule("allowImageTag: ['regexp:v1\u00e9']"), "non-ASCII character", id="non-ascii"),
+    pytest.param(
+        rule("allowImageTag: ['regexp:(?:(?:[a-z0-9]?){22}){22}-']"),
+        "rule 1: allowImageTag[0]: regular expression '(?:(?:[a-z0-9]?){22}){22}-' brings this rule's "
+        "patterns to",
+        id="program-budget-one-pattern",
     ),
     pytest.param(
-        rule("allowImageTag: ['regexp:(a?a?)+$']"), "rule 1: allowImageTag[0]: regular expression", id="redos-optionals"
+        rule("allowImageTag: ['regexp:(?:[a-z]{0,60}){0,5}', 'regexp:(?:[0-9]{0,60}){0,5}']"),
+        "rule 1: allowImageTag[1]: regular expression",
+        id="program-budget-whole-rule",
     ),
     pytest.param(
         rule(uri=f"{REG}/team/api:v(["),
@@ -506,7 +518,7 @@ BAD_RULES = [
     ),
     pytest.param(
         rule(git="https://github.com/o/r/a?ref=$1"),
-        "rule 1: githubRepository: 'https://github.com/o/r/a?ref=$1' must not",
+        "rule 1: githubRepository: 'https://github.com/o/r/a?ref=***' must not contain a query",
         id="query",
     ),
     pytest.param(
@@ -555,10 +567,242 @@ def test_empty_list_is_valid() -> None:
         pytest.param(r"(foo|bar)+", id="alternation-distinct-starts"),
         pytest.param(r"v[0-9]+(-(rc|beta)[0-9]+)?", id="optional-alternation-not-repeated"),
         pytest.param(r"(-?[0-9])+", id="optional-before-required"),
+        pytest.param(r"[[:alpha:]]+-[0-9]{1,3}", id="posix-class-and-count"),
+        pytest.param(r"v}+", id="literal-brace-then-plus"),
+        pytest.param(r"(?i)V[0-9]+", id="case-insensitive-flag"),
     ],
 )
 def test_safe_patterns_are_accepted(pattern: str) -> None:
     load_rules(rule(f"allowImageTag: ['regexp:{pattern}']"))
+
+
+# --- linear-time matching (issue 12) ------------------------------------------------------------
+
+def _is_re2(pattern: object) -> bool:
+    return type(pattern).__module__ == "re2" and not isinstance(pattern, re.Pattern)
+
+
+A127 = "a" * 127
+
+
+def lrule(extra: str = "", *, uri: str = f"{REG}/team/$1") -> str:
+    """Rule 0 (team/$1, no pattern) plus rule 1 with ``extra``, into another overlay."""
+    return rule(extra, uri=uri, git="https://github.com/o/r/other/$1")
+
+
+#: (rules, a near-miss tag of 128 characters that almost matches then fails, a matching tag, patterns)
+LINEAR = [
+    # The three shapes the issue measured (the old shape check let them through: polynomial time).
+    pytest.param(
+        lrule("allowImageTag: ['regexp:.*.*.*.*.*.*-']"), A127 + "a", A127 + "-", 3, id="dot-star-six-times"
+    ),
+    pytest.param(
+        lrule(uri=f"{REG}/team/$1:" + "[a-z]*" * 7 + "-"), A127 + "0", A127 + "-", 3, id="class-star-seven-times"
+    ),
+    pytest.param(
+        lrule("allowImageTag: ['regexp:v?" + "[0-9]*\\.?" * 6 + "[0-9]*-?[0-9a-z]*']"),
+        "1" * 127 + "_",
+        "1" * 127 + "a",
+        3,
+        id="semver-optional-dots",
+    ),
+    # What the old check refused as exponential is fine for RE2: accepted, and linear.
+    pytest.param(lrule("allowImageTag: ['regexp:(a+)+$']"), A127 + "b", "a" * 128, 3, id="nested-plus"),
+    pytest.param(lrule("denyImageTag: ['regexp:(\\w+\\.?)*x']"), "a" * 128, A127 + "x", 3, id="word-dot-star"),
+    pytest.param(
+        lrule("allowImageTag: ['regexp:(a|a?)+$', 'regexp:(.*a){20}']"), A127 + "b", "a" * 128, 4, id="alternations"
+    ),
+    pytest.param(lrule(uri=f"{REG}/team/$1:(a|a)*$"), A127 + "b", "a" * 128, 3, id="alternation-tag-pattern"),
+]
+
+
+@pytest.mark.parametrize(("rules_yaml", "near_miss", "matching", "count"), LINEAR)
+def test_user_patterns_are_compiled_by_re2_and_match_correctly(
+    rules_yaml: str, near_miss: str, matching: str, count: int
+) -> None:
+    """Every compiled user pattern is RE2's (linear in the tag); the timings are in bench/hostile.py."""
+    ruleset = load_rules(rules_yaml)
+    patterns = [p for r in ruleset.rules for p in r.patterns()]
+    assert len(patterns) == count  # the repository parts, the tag patterns, every regexp: entry
+    assert all(_is_re2(p) for p in patterns), patterns
+    api = f"{REG}/team/api"
+    assert len(near_miss) == len(matching) == 128
+    near = ruleset.match(image(f"{api}:{near_miss}"), all_reasons=True)
+    hit = ruleset.match(image(f"{api}:{matching}"), all_reasons=True)
+    if "denyImageTag" in rules_yaml:  # a deny pattern: the near miss passes, the match is denied
+        assert [t.rule for t in near.targets] == [0, 1] and [t.rule for t in hit.targets] == [0]
+    else:
+        assert [t.rule for t in near.targets] == [0]  # only the plain rule 0 takes the near miss
+        assert [t.rule for t in hit.targets] == [0, 1]
+
+
+def test_every_rule_pattern_of_the_design_examples_is_re2(in_house: RuleSet) -> None:
+    for ruleset in (in_house, load_rules_file(RULES / "example.yaml")):
+        for r in ruleset.rules:
+            assert r.patterns() and all(_is_re2(p) for p in r.patterns())
+
+
+@pytest.mark.parametrize(
+    ("uri", "tag", "expected"),
+    [
+        pytest.param("app:$1-$1", "prod-prod", "prod", id="twice-in-tag-agree"),
+        pytest.param("app:$1-$1", "prod-stg", "$1 captured both 'prod' and 'stg'", id="twice-in-tag-differ"),
+        pytest.param("app:$1-[0-9]+-$1", "eu-7-eu", "eu", id="twice-around-a-pattern"),
+        pytest.param("$1/app:$1\\..*", "prod.3", "prod", id="repository-and-tag-agree"),
+    ],
+)
+def test_a_repeated_capture_is_compared_explicitly(uri: str, tag: str, expected: str) -> None:
+    rules = load_rules(f"- registryURI: '{REG}/{uri}'\n  githubRepository: https://github.com/o/r/$1\n")
+    repository = "prod/app" if uri.startswith("$1/") else "app"
+    match = rules.match(image(f"{REG}/{repository}:{tag}"), all_reasons=True)
+    if match.targets:
+        assert [t.path for t in match.targets] == [expected]
+    else:
+        assert expected in match.skipped[0].reason
+
+
+def test_repository_prefix_and_match_repository() -> None:
+    rules = load_rules(
+        f"- registryURI: {REG}/hoge/fuga/$1/$2\n  githubRepository: https://github.com/o/r/$1/$2\n"
+        f"- registryURI: {REG}/team/api\n  githubRepository: https://github.com/o/r/api\n"
+        f"- registryURI: {REG}/$1/$1\n  githubRepository: https://github.com/o/r/$1\n"
+    )
+    first, literal, twice = rules.rules
+    assert (first.repository_prefix, literal.repository_prefix, twice.repository_prefix) == ("hoge/fuga/", "team/api", "")
+    assert first.match_repository("hoge/fuga/a/b") == {1: "a", 2: "b"}
+    assert first.match_repository("hoge/fuga/a") is None
+    assert literal.match_repository("team/api") == {}
+    assert twice.match_repository("x/x") == {1: "x"} and twice.match_repository("x/y") is None
+
+
+def test_a_huge_count_exits_2_naming_rule_and_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``regexp:a{4294967296}`` was an OverflowError (exit 3); now a clear error, exit 2."""
+    from imagebump.cli import main
+
+    rules_file = tmp_path / "rules.yaml"
+    rules_file.write_text(rule("allowImageTag: ['regexp:a{4294967296}']"))
+    assert main(["explain", "--rules", str(rules_file), f"{REG}/team/api:1"]) == 2
+    err = capsys.readouterr().err
+    assert "rule 1: allowImageTag[0]: regular expression 'a{4294967296}' repeats 4294967296 times" in err
+    assert "Traceback" not in err and "OverflowError" not in err
+
+
+# --- YAML: merge keys, alias bombs, secrets in messages ------------------------------------------
+
+
+def test_merge_keys_load_with_the_written_key_overriding() -> None:
+    rules = load_rules(
+        "- &base\n"
+        f"  registryURI: {REG}/team/$1\n"
+        "  githubRepository: https://github.com/o/r/apps/$1/overlays/staging\n"
+        "  env: staging\n"
+        "  denyImageTag: [latest]\n"
+        "- <<: *base\n"
+        "  githubRepository: https://github.com/o/r/apps/$1/overlays/prod\n"
+        "  env: production\n"
+        "- <<: [{mode: commit}, *base]\n"
+        "  env: dev\n"
+    )
+    staging, prod, dev = rules.rules
+    assert (staging.env, prod.env, dev.env) == ("staging", "production", "dev")
+    assert prod.git_path_template.endswith("/overlays/prod") and prod.registry_uri == staging.registry_uri
+    assert [f.text for f in prod.deny] == ["latest"] and (dev.mode, prod.mode) == ("commit", "pr")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param(f"- registryURI: {REG}/a\n  githubRepository: https://github.com/o/r\n  env: a\n  env: b\n", id="plain"),
+        pytest.param(
+            f"- &b {{registryURI: '{REG}/a', githubRepository: 'https://github.com/o/r'}}\n- <<: *b\n  env: a\n  env: b\n",
+            id="after-a-merge",
+        ),
+    ],
+)
+def test_a_key_written_twice_is_still_refused(text: str) -> None:
+    with pytest.raises(RulesError, match="not valid YAML: found duplicate key 'env' at line"):
+        load_rules(text)
+
+
+_LEVELS = ["&a [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]"] + [
+    f"&{n} [{', '.join([f'*{p}'] * 10)}]" for p, n in zip("abcdefgh", "bcdefghi")
+]
+#: A few hundred bytes whose plain repr is 10⁹ strings ('billion laughs').
+BOMB = "[" + ", ".join(_LEVELS) + "]"
+
+
+def _load_in_child(text: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """load_rules in a child with a deadline and a memory cap: a regression fails, it does not hang the suite."""
+    payload = tmp_path / "rules.yaml"
+    payload.write_text(text)
+    code = (
+        "import resource, sys\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))\n"
+        "from steps.rules import load_rules, RulesError\n"
+        "try:\n"
+        f"    load_rules(open({str(payload)!r}).read())\n"
+        "except RulesError as exc:\n"
+        "    print(exc)\n"
+    )
+    try:
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                              cwd=ROOT, check=False)
+    except subprocess.TimeoutExpired:
+        pytest.fail("loading a 'billion laughs' rules file did not finish in 60 s")
+
+
+@pytest.mark.parametrize(
+    ("field", "line"),
+    [
+        pytest.param("labels", f"  labels: [{BOMB}]\n", id="labels"),
+        pytest.param("registryURI", None, id="registryURI"),
+        pytest.param("mode", f"  mode: {BOMB}\n", id="mode"),
+        pytest.param("writeDigest", f"  writeDigest: {BOMB}\n", id="writeDigest"),
+    ],
+)
+def test_an_alias_bomb_is_refused_at_load_naming_rule_and_field(field: str, line: str | None, tmp_path: Path) -> None:
+    """A 'billion laughs' value once took 107 s and 5.5 GB to print in the error; now: refused cheaply."""
+    if field == "registryURI":
+        text = f"- registryURI: {BOMB}\n  githubRepository: https://github.com/o/r/apps/x\n"
+    else:
+        text = f"- registryURI: {REG}/team/$1\n  githubRepository: https://github.com/o/r/apps/$1\n" + line
+    assert len(text.encode()) < 700
+    proc = _load_in_child(text, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    message = proc.stdout.strip()
+    assert message.startswith(f"rules.yaml: rule 0: {field}: YAML aliases expand"), message
+    assert "billion laughs" in message and len(message) < 400 and "lol" not in message
+
+
+@pytest.mark.parametrize("field", ["labels", "mode", "writeDigest", "registryURI"])
+def test_a_large_value_is_shown_as_a_short_excerpt(field: str) -> None:
+    """Under the alias limit (10⁴ nodes), a wrong value is still only excerpted in the message."""
+    value = "[" + ", ".join(_LEVELS[:4]) + "]"
+    text = f"- registryURI: {REG}/team/$1\n  githubRepository: https://github.com/o/r/apps/$1\n"
+    if field == "registryURI":
+        text = f"- registryURI: {value}\n  githubRepository: https://github.com/o/r/apps/x\n"
+    else:
+        text += f"  {field}: {'[' + value + ']' if field == 'labels' else value}\n"
+    with pytest.raises(RulesError, match=rf"rule 0: {field}(\[0\])?: must be") as info:
+        load_rules(text)
+    assert len(str(info.value)) < 400
+
+
+@pytest.mark.parametrize(
+    "git",
+    [
+        pytest.param("https://github.com/o/r/apps/$1?access_token=ghp_SECRET0123456789", id="query"),
+        pytest.param("https://github.com/o/r/apps/$1?ghp_SECRET0123456789", id="bare-query"),
+        pytest.param("https://github.com/o/r/apps/$1#ghp_SECRET0123456789", id="fragment"),
+        pytest.param("https://github.com?access_token=ghp_SECRET0123456789/o/r", id="query-in-host"),
+        pytest.param("ssh://user:ghp_SECRET0123456789@github.com/o/r", id="ssh-password"),
+        pytest.param("ftp://ghp_SECRET0123456789@github.com/o/r", id="token-as-user"),
+    ],
+)
+def test_a_secret_in_github_repository_is_redacted(git: str) -> None:
+    with pytest.raises(RulesError, match="rule 0: githubRepository: ") as info:
+        load_rules(f"- registryURI: {REG}/team/$1\n  githubRepository: '{git}'\n")
+    assert "ghp_SECRET0123456789" not in str(info.value) and "***" in str(info.value), str(info.value)
 
 
 # --- many rules ---------------------------------------------------------------------------------

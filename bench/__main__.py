@@ -46,16 +46,33 @@ class Sizes:
     sweep_reps: int = 2
 
 
-FULL = Sizes(pr_runs=3, probe_reps=3, concurrency_events=6, size_workflow_reps=1, import_reps=3,
-             before_after_runs=4)
-QUICK = Sizes(apps=6, monorepo_files=5000, repo_sizes=(500, 5000), single_runs=2, pr_runs=1, probe_reps=2,
-              bursts=((6, 6),), floor_runs=2, rule_counts=(10, 1000), size_reps=1, size_workflow_reps=1,
-              concurrency_levels=(1, 2), concurrency_events=2, import_reps=2, before_after_runs=1,
-              sweep_repositories=(10, 50), sweep_reps=1)
+FULL = Sizes(
+    pr_runs=3, probe_reps=3, concurrency_events=6, size_workflow_reps=1, import_reps=3, before_after_runs=4
+)
+QUICK = Sizes(
+    apps=6,
+    monorepo_files=5000,
+    repo_sizes=(500, 5000),
+    single_runs=2,
+    pr_runs=1,
+    probe_reps=2,
+    bursts=((6, 6),),
+    floor_runs=2,
+    rule_counts=(10, 1000),
+    size_reps=1,
+    size_workflow_reps=1,
+    concurrency_levels=(1, 2),
+    concurrency_events=2,
+    import_reps=2,
+    before_after_runs=1,
+    sweep_repositories=(10, 50),
+    sweep_reps=1,
+)
 
 
-def run(sizes: Sizes, only: Sequence[str], quick: bool, log: Any = print,
-        checkpoint: Any = None) -> dict[str, Any]:
+def run(
+    sizes: Sizes, only: Sequence[str], quick: bool, log: Any = print, checkpoint: Any = None
+) -> dict[str, Any]:
     """Run the chosen scenarios; ``checkpoint(results)`` is called after each one (partial results).
 
     The 200-event burst goes last: it is the longest, and everything else is already saved when it runs.
@@ -86,8 +103,10 @@ def run(sizes: Sizes, only: Sequence[str], quick: bool, log: Any = print,
             return results
     cache_root = waste.new_cache_root()
     world_sizes = sizes.repo_sizes if "growth" in only else ()
-    with open_world(apps=sizes.apps, monorepo_files=sizes.monorepo_files, sizes=world_sizes,
-                    log=log) as world:
+    with open_world(
+        apps=sizes.apps, monorepo_files=sizes.monorepo_files, sizes=world_sizes, log=log
+    ) as world:
+
         def factory(sink: Any) -> Any:
             return world.executor(log=sink)
 
@@ -122,8 +141,11 @@ def run(sizes: Sizes, only: Sequence[str], quick: bool, log: Any = print,
             log(f"[floor] {sizes.floor_runs} plain-git commits …")
             results.setdefault("floor", {})["single"] = floor.run_sequential(world, sizes.floor_runs)
             if "single_event" in results:
-                results["ratios"]["single_p50"] = round(results["single_event"]["latency_s"]["p50"]
-                                                        / results["floor"]["single"]["total_s"]["p50"], 2)
+                results["ratios"]["single_p50"] = round(
+                    results["single_event"]["latency_s"]["p50"]
+                    / results["floor"]["single"]["total_s"]["p50"],
+                    2,
+                )
             save()
         later = []
         if "bursts" in only:
@@ -137,13 +159,17 @@ def run(sizes: Sizes, only: Sequence[str], quick: bool, log: Any = print,
             g: dict[str, Any] = {"rules": growth.run_rules(sizes.rule_counts)}
             results["growth"] = g
             log(f"[growth] repository sizes {list(sizes.repo_sizes)} …")
-            g["repo_sizes"] = growth.run_repo_sizes(world, reps=sizes.size_reps,
-                                                    workflow_reps=sizes.size_workflow_reps)
+            g["repo_sizes"] = growth.run_repo_sizes(
+                world, reps=sizes.size_reps, workflow_reps=sizes.size_workflow_reps
+            )
             save()
-            log(f"[growth] concurrency {list(sizes.concurrency_levels)} "
-                f"({sizes.concurrency_events} events each) …")
-            g["concurrency"] = burst.run_concurrency(world, factory, levels=sizes.concurrency_levels,
-                                                     events=sizes.concurrency_events)
+            log(
+                f"[growth] concurrency {list(sizes.concurrency_levels)} "
+                f"({sizes.concurrency_events} events each) …"
+            )
+            g["concurrency"] = burst.run_concurrency(
+                world, factory, levels=sizes.concurrency_levels, events=sizes.concurrency_events
+            )
             save()
         if "waste" in only:
             log("[waste] imports per step process …")
@@ -176,13 +202,20 @@ def merge(previous: dict[str, Any], new: dict[str, Any], command: str) -> dict[s
             floor_out["single"] = new["floor"]["single"]
         if "bursts" in new["floor"]:
             done = {n["events"] for n in new["floor"]["bursts"]}
-            floor_out["bursts"] = sorted([b for b in floor_out.get("bursts", []) if b["events"] not in done]
-                                         + new["floor"]["bursts"], key=lambda b: b["events"])
+            floor_out["bursts"] = sorted(
+                [b for b in floor_out.get("bursts", []) if b["events"] not in done] + new["floor"]["bursts"],
+                key=lambda b: b["events"],
+            )
     out.setdefault("ratios", {}).update(new.get("ratios", {}))
-    out.setdefault("merged_runs", []).append({"command": command, "timestamp": new["timestamp"],
-                                              "duration_s": new.get("duration_s"),
-                                              "loadavg_at_end": new.get("loadavg_at_end"),
-                                              "complete": new.get("complete")})
+    out.setdefault("merged_runs", []).append(
+        {
+            "command": command,
+            "timestamp": new["timestamp"],
+            "duration_s": new.get("duration_s"),
+            "loadavg_at_end": new.get("loadavg_at_end"),
+            "complete": new.get("complete"),
+        }
+    )
     out["complete"] = bool(previous.get("complete", True) or new.get("complete"))
     return out
 
@@ -190,19 +223,38 @@ def merge(previous: dict[str, Any], new: dict[str, Any], command: str) -> dict[s
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smoke sizes (about two minutes)")
-    parser.add_argument("--only", nargs="+", choices=SCENARIOS, default=list(SCENARIOS),
-                        help="scenarios to run")
-    parser.add_argument("--out", type=Path, default=PROJECT_ROOT / "bench",
-                        help="where results.json and results.png go (default bench/)")
-    parser.add_argument("--docs", type=Path, default=PROJECT_ROOT / "docs" / "benchmarks.md",
-                        help="the Markdown summary to write (default docs/benchmarks.md; '-' for none)")
-    parser.add_argument("--burst", action="append", metavar="EVENTS:OVERLAYS",
-                        help="bursts to run instead of the default ones (repeatable), e.g. 200:20")
-    parser.add_argument("--merge", action="store_true",
-                        help="merge into the existing OUT/results.json instead of replacing it "
-                             "(re-run one scenario, e.g. --only bursts --burst 200:20 --merge)")
-    parser.add_argument("--render", action="store_true",
-                        help="run nothing: redraw results.png, the docs and the table from OUT/results.json")
+    parser.add_argument(
+        "--only", nargs="+", choices=SCENARIOS, default=list(SCENARIOS), help="scenarios to run"
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=PROJECT_ROOT / "bench",
+        help="where results.json and results.png go (default bench/)",
+    )
+    parser.add_argument(
+        "--docs",
+        type=Path,
+        default=PROJECT_ROOT / "docs" / "benchmarks.md",
+        help="the Markdown summary to write (default docs/benchmarks.md; '-' for none)",
+    )
+    parser.add_argument(
+        "--burst",
+        action="append",
+        metavar="EVENTS:OVERLAYS",
+        help="bursts to run instead of the default ones (repeatable), e.g. 200:20",
+    )
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="merge into the existing OUT/results.json instead of replacing it "
+        "(re-run one scenario, e.g. --only bursts --burst 200:20 --merge)",
+    )
+    parser.add_argument(
+        "--render",
+        action="store_true",
+        help="run nothing: redraw results.png, the docs and the table from OUT/results.json",
+    )
     args = parser.parse_args(argv)
     if args.render:
         results = json.loads((args.out / "results.json").read_text())
@@ -220,9 +272,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ValueError:
             parser.error("--burst takes EVENTS:OVERLAYS, e.g. 200:20")
         sizes = replace(sizes, bursts=chosen)
-    command = "python -m bench" + (" --quick" if args.quick else "") + (
-        f" --only {' '.join(args.only)}" if list(args.only) != list(SCENARIOS) else "") + "".join(
-        f" --burst {b}" for b in args.burst or ())
+    command = (
+        "python -m bench"
+        + (" --quick" if args.quick else "")
+        + (f" --only {' '.join(args.only)}" if list(args.only) != list(SCENARIOS) else "")
+        + "".join(f" --burst {b}" for b in args.burst or ())
+    )
     previous = None
     if args.merge and (args.out / "results.json").is_file():
         previous = json.loads((args.out / "results.json").read_text())
@@ -245,9 +300,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     print(report.table(results))
     print()
-    print(f"wrote {args.out / 'results.json'}" + (f", {args.out / 'results.png'}" if drew else
-          " (no chart: pip install -e '.[bench]' for matplotlib)")
-          + ("" if str(args.docs) == "-" else f", {args.docs}"))
+    print(
+        f"wrote {args.out / 'results.json'}"
+        + (
+            f", {args.out / 'results.png'}"
+            if drew
+            else " (no chart: pip install -e '.[bench]' for matplotlib)"
+        )
+        + ("" if str(args.docs) == "-" else f", {args.docs}")
+    )
     return 0
 
 

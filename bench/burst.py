@@ -17,8 +17,9 @@ from bench.stats import summary
 from bench.world import SensorLoop, World
 
 
-def run_burst(world: World, executor_factory: Any, *, events: int, overlays: int,
-              concurrency: int) -> dict[str, Any]:
+def run_burst(
+    world: World, executor_factory: Any, *, events: int, overlays: int, concurrency: int
+) -> dict[str, Any]:
     """Send ``events`` at once over ``overlays`` overlays; wait until all are done."""
     overlays = min(overlays, len(world.apps))
     batch = [world.event_for(f"mono/{world.apps[i % overlays]}") for i in range(events)]
@@ -49,7 +50,8 @@ def run_burst(world: World, executor_factory: Any, *, events: int, overlays: int
     }
 
 
-def run_concurrency(world: World, executor_factory: Any, *, levels: tuple[int, ...],
-                    events: int) -> list[dict[str, Any]]:
+def run_concurrency(
+    world: World, executor_factory: Any, *, levels: tuple[int, ...], events: int
+) -> list[dict[str, Any]]:
     """The same burst (``events`` over as many overlays) at each concurrency level."""
     return [run_burst(world, executor_factory, events=events, overlays=events, concurrency=c) for c in levels]

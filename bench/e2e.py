@@ -24,10 +24,13 @@ from bench.world import OVERLAY, PYTHON, SensorLoop, World, python_env
 STEPS = ("resolve-image", "edit-kustomize", "commit-pr")
 #: What each step's process imports: its module plus the modules it imports lazily while running
 #: (boto3 is not here: it is part of the ECR phase).
-STEP_MODULES = {"resolve-image": "steps.resolve_image, steps.ecr, steps.events",
-                "edit-kustomize": ("steps.edit_kustomize, steps.git, steps.kustomize, steps.order, "
-                                   "steps.events, steps.ecr"),
-                "commit-pr": "steps.commit_pr"}
+STEP_MODULES = {
+    "resolve-image": "steps.resolve_image, steps.ecr, steps.events",
+    "edit-kustomize": (
+        "steps.edit_kustomize, steps.git, steps.kustomize, steps.order, steps.events, steps.ecr"
+    ),
+    "commit-pr": "steps.commit_pr",
+}
 
 
 def run_sequential(world: World, executor: Any, repository: str, runs: int) -> dict[str, Any]:
@@ -74,7 +77,9 @@ def process_times(code: str, reps: int, env: dict[str, str] | None = None) -> li
     return times
 
 
-def forked_times(world: World, zygote: Any, args: list[str], reps: int) -> tuple[list[float], list[dict[str, float]]]:
+def forked_times(
+    world: World, zygote: Any, args: list[str], reps: int
+) -> tuple[list[float], list[dict[str, float]]]:
     """Fork ``python -m bench.probe_child ARGS`` from the executor's ``zygote`` ``reps`` times:
     (wall seconds of each start-to-exit round trip, what each child measured inside)."""
     import json
@@ -92,8 +97,9 @@ def forked_times(world: World, zygote: Any, args: list[str], reps: int) -> tuple
     return walls, inside
 
 
-def probe_phases(world: World, reps: int = 5, app: str = "app01",
-                 steps: tuple[str, ...] = STEPS) -> dict[str, Any]:
+def probe_phases(
+    world: World, reps: int = 5, app: str = "app01", steps: tuple[str, ...] = STEPS
+) -> dict[str, Any]:
     """Time the phases inside the steps, each on its own, in the same world.
 
     Process start and imports are reported as the minimum of ``reps`` processes (forked from the
@@ -131,8 +137,9 @@ def probe_phases(world: World, reps: int = 5, app: str = "app01",
     url = world.monorepo_url
     overlay = OVERLAY.format(app=app)
     file = f"{overlay}/kustomization.yaml"
-    phases: dict[str, list[float]] = {k: [] for k in ("clone", "edit", "commit", "push", "pr_branch_push",
-                                                       "ecr_describe")}
+    phases: dict[str, list[float]] = {
+        k: [] for k in ("clone", "edit", "commit", "push", "pr_branch_push", "ecr_describe")
+    }
     image = None
     for i in range(reps):
         with tempfile.TemporaryDirectory(prefix="bench-probe-") as tmp:
@@ -159,8 +166,10 @@ def probe_phases(world: World, reps: int = 5, app: str = "app01",
         phases["push"].append(t4 - t3)
         phases["pr_branch_push"].append(t5 - t4)
     # ECR as a step meets it: a fresh process that imports boto3, builds a client and asks once.
-    ecr_code = ("from steps import ecr; c = ecr.make_client('us-west-2'); "
-                f"ecr.describe_image('mono/{app}', region='us-west-2', tag='0.0.0', client=c)")
+    ecr_code = (
+        "from steps import ecr; c = ecr.make_client('us-west-2'); "
+        f"ecr.describe_image('mono/{app}', region='us-west-2', tag='0.0.0', client=c)"
+    )
     ecr_env = {**python_env(), **world.step_env}
     ecr_base = min(process_times("from steps import ecr", reps, ecr_env))
     out["ecr_lookup_fresh_process_s"] = round(min(process_times(ecr_code, reps, ecr_env)) - ecr_base, 3)
@@ -174,19 +183,24 @@ def probe_phases(world: World, reps: int = 5, app: str = "app01",
     from steps.rules import load_rules
 
     t = time.perf_counter()
-    load_rules(world.rules_text).match
+    _ = load_rules(world.rules_text).match
     out["rules_load_s"] = round(time.perf_counter() - t, 4)
     out["phases_s"] = {k: summary(v, 4) for k, v in phases.items()}
     # Put the probed overlay back to the initial image so later scenarios start from a known state.
     if image:
         from bench.world import INITIAL_TAG, KUSTOMIZATION
 
-        world.git.commit_files("bench/monorepo", {file: KUSTOMIZATION.format(image=image, tag=INITIAL_TAG)},
-                               "bench: reset probe overlay")
+        world.git.commit_files(
+            "bench/monorepo",
+            {file: KUSTOMIZATION.format(image=image, tag=INITIAL_TAG)},
+            "bench: reset probe overlay",
+        )
     return out
 
 
-def breakdown(seq: dict[str, Any], probes: dict[str, Any], forked: bool = True) -> dict[str, dict[str, float]]:
+def breakdown(
+    seq: dict[str, Any], probes: dict[str, Any], forked: bool = True
+) -> dict[str, dict[str, float]]:
     """Per step: node p50 split into process start, imports, the measured work, and the rest.
 
     ``forked``: the steps were forked from the executor's warm interpreter (the default), so start
@@ -203,8 +217,11 @@ def breakdown(seq: dict[str, Any], probes: dict[str, Any], forked: bool = True) 
         ecr_first, ecr_label = probes["ecr_lookup_fresh_process_s"], "ecr (boto3 import, client, {} call{})"
     work = {
         "resolve-image": {ecr_label.format(1, ""): ecr_first, "rules": probes["rules_load_s"]},
-        "edit-kustomize": {"clone": ph["clone"], "edit": ph["edit"],
-                           ecr_label.format(2, "s"): ecr_first + ph["ecr_describe"]},
+        "edit-kustomize": {
+            "clone": ph["clone"],
+            "edit": ph["edit"],
+            ecr_label.format(2, "s"): ecr_first + ph["ecr_describe"],
+        },
         "commit-pr": {"clone": ph["clone"], "edit+commit": ph["edit"] + ph["commit"], "push": ph["push"]},
     }
     out: dict[str, dict[str, float]] = {}
@@ -220,10 +237,18 @@ def breakdown(seq: dict[str, Any], probes: dict[str, Any], forked: bool = True) 
     # PR mode (provider local: the proposal is the pushed branch, no forge API call to time here)
     pr_node = (seq.get("pr_mode") or {}).get("steps_s", {}).get("commit-pr", {}).get("p50")
     if pr_node is not None and "commit-pr" in imports:
-        parts = {"process start": start, "imports": imports["commit-pr"], "clone": ph["clone"],
-                 "edit+commit": ph["edit"] + ph["commit"], "PR (branch push)": ph["pr_branch_push"]}
-        out["commit-pr (PR)"] = {**{k: round(v, 3) for k, v in parts.items()},
-                                 "other": round(pr_node - sum(parts.values()), 3), "total": pr_node}
+        parts = {
+            "process start": start,
+            "imports": imports["commit-pr"],
+            "clone": ph["clone"],
+            "edit+commit": ph["edit"] + ph["commit"],
+            "PR (branch push)": ph["pr_branch_push"],
+        }
+        out["commit-pr (PR)"] = {
+            **{k: round(v, 3) for k, v in parts.items()},
+            "other": round(pr_node - sum(parts.values()), 3),
+            "total": pr_node,
+        }
     return out
 
 
@@ -239,7 +264,10 @@ def refine_breakdown(results: dict[str, Any]) -> None:
     imports = results.get("waste", {}).get("imports")
     if not single or not imports or "probes" not in single:
         return
-    start = min(single["probes"]["process_start_s"]["min"], imports["process_start_s"].get("fresh", imports["process_start_s"].get("local")))
+    start = min(
+        single["probes"]["process_start_s"]["min"],
+        imports["process_start_s"].get("fresh", imports["process_start_s"].get("local")),
+    )
     for step, probe in single["probes"]["imports"].items():
         row = imports["steps"].get(step, {})
         waste_total = row.get("fresh_process_s", row.get("local_executor_today_s"))

@@ -29,24 +29,35 @@ _TAG = re.compile(r"(?m)^(\s*newTag:\s*).*$")
 
 def _env(token: str) -> dict[str, str]:
     header = "Authorization: Basic " + base64.b64encode(f"x-access-token:{token}".encode()).decode()
-    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": tempfile.gettempdir(), "LC_ALL": "C",
-            "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0",
-            "GIT_CONFIG_COUNT": "4",
-            "GIT_CONFIG_KEY_0": "http.extraHeader", "GIT_CONFIG_VALUE_0": header,
-            "GIT_CONFIG_KEY_1": "user.name", "GIT_CONFIG_VALUE_1": "floor",
-            "GIT_CONFIG_KEY_2": "user.email", "GIT_CONFIG_VALUE_2": "floor@example.com",
-            "GIT_CONFIG_KEY_3": "advice.detachedHead", "GIT_CONFIG_VALUE_3": "false"}
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": tempfile.gettempdir(),
+        "LC_ALL": "C",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_TERMINAL_PROMPT": "0",
+        "GIT_CONFIG_COUNT": "4",
+        "GIT_CONFIG_KEY_0": "http.extraHeader",
+        "GIT_CONFIG_VALUE_0": header,
+        "GIT_CONFIG_KEY_1": "user.name",
+        "GIT_CONFIG_VALUE_1": "floor",
+        "GIT_CONFIG_KEY_2": "user.email",
+        "GIT_CONFIG_VALUE_2": "floor@example.com",
+        "GIT_CONFIG_KEY_3": "advice.detachedHead",
+        "GIT_CONFIG_VALUE_3": "false",
+    }
 
 
 def _git(args: list[str], env: dict[str, str], cwd: Path | None = None, check: bool = True) -> int:
-    proc = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True)
+    proc = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, check=False)
     if check and proc.returncode != 0:
         raise RuntimeError(f"git {' '.join(args[:2])} failed: {proc.stderr.decode(errors='replace')[-300:]}")
     return proc.returncode
 
 
-def plain_commit(url: str, token: str, overlay: str, tag: str, *, partial: bool = True,
-                 sparse_index: bool = False) -> dict[str, float]:
+def plain_commit(
+    url: str, token: str, overlay: str, tag: str, *, partial: bool = True, sparse_index: bool = False
+) -> dict[str, float]:
     """Set ``newTag: TAG`` in OVERLAY/kustomization.yaml and push it to main; phase seconds.
 
     ``partial=False`` makes a full clone; ``sparse_index=True`` adds ``--sparse-index`` to the cone
@@ -57,10 +68,27 @@ def plain_commit(url: str, token: str, overlay: str, tag: str, *, partial: bool 
         work = Path(tmp) / "repo"
         t0 = time.perf_counter()
         if partial:
-            _git(["clone", "--quiet", "--filter=blob:none", "--depth", "1", "--no-checkout",
-                  "--single-branch", "--branch", "main", url, str(work)], env)
-            _git(["sparse-checkout", "set", "--cone", *(["--sparse-index"] if sparse_index else []), overlay],
-                 env, work)
+            _git(
+                [
+                    "clone",
+                    "--quiet",
+                    "--filter=blob:none",
+                    "--depth",
+                    "1",
+                    "--no-checkout",
+                    "--single-branch",
+                    "--branch",
+                    "main",
+                    url,
+                    str(work),
+                ],
+                env,
+            )
+            _git(
+                ["sparse-checkout", "set", "--cone", *(["--sparse-index"] if sparse_index else []), overlay],
+                env,
+                work,
+            )
             _git(["checkout", "--quiet"], env, work)
         else:
             _git(["clone", "--quiet", "--single-branch", "--branch", "main", url, str(work)], env)
@@ -104,7 +132,13 @@ def run_burst(world: World, *, events: int, overlays: int, concurrency: int) -> 
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
         results = list(pool.map(one, jobs))
     drain = time.perf_counter() - start
-    return {"events": events, "overlays": overlays, "concurrency": concurrency, "drain_s": round(drain, 3),
-            "events_per_s": round(events / drain, 3), "latency_s": summary(done),
-            "commit_s": summary([r["total"] for r in results]),
-            "push_retries": int(sum(r["attempts"] - 1 for r in results))}
+    return {
+        "events": events,
+        "overlays": overlays,
+        "concurrency": concurrency,
+        "drain_s": round(drain, 3),
+        "events_per_s": round(events / drain, 3),
+        "latency_s": summary(done),
+        "commit_s": summary([r["total"] for r in results]),
+        "push_retries": int(sum(r["attempts"] - 1 for r in results)),
+    }

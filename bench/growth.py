@@ -16,7 +16,7 @@ from __future__ import annotations
 import tempfile
 import time
 import timeit
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +40,9 @@ def rules_text(n: int) -> str:
             lines.append(f"- registryURI: {HOST}/{team}/svc{i}")
             lines.append(f"  githubRepository: {GITHUB}/repo{i % 7}/services/svc{i}/overlays/prod")
         if i % 3 == 0:
-            lines.append("  allowImageTag:\n  - regexp:^[0-9a-f]{7,40}$\n"
-                         "  - regexp:^v?[0-9]+\\.[0-9]+\\.[0-9]+$")
+            lines.append(
+                "  allowImageTag:\n  - regexp:^[0-9a-f]{7,40}$\n  - regexp:^v?[0-9]+\\.[0-9]+\\.[0-9]+$"
+            )
         lines.append("  denyImageTag:\n  - latest")
         lines.append(f"  env: env{i % 3}")
     return "\n".join(lines) + "\n"
@@ -59,14 +60,30 @@ def run_rules(counts: tuple[int, ...], number: int = 2000) -> list[dict[str, Any
         load = time.perf_counter() - t
         mid = n // 2
         repo = f"team{mid % 50}/svc{mid}" if mid % 10 else f"team{mid % 50}/x/svc{mid}"
-        hit = Image(account="123456789012", region="us-west-2", repository=repo, tag="1.2.3",
-                    pushed_at=datetime.now(timezone.utc))
+        hit = Image(
+            account="123456789012",
+            region="us-west-2",
+            repository=repo,
+            tag="1.2.3",
+            pushed_at=datetime.now(UTC),
+        )
         miss = Image(account="123456789012", region="us-west-2", repository="nobody/nothing", tag="1.2.3")
         targets = len(ruleset.match(hit).targets)
-        hit_us = min(timeit.repeat(lambda: ruleset.match(hit), number=number, repeat=3)) / number * 1e6
-        miss_us = min(timeit.repeat(lambda: ruleset.match(miss), number=number, repeat=3)) / number * 1e6
-        out.append({"rules": n, "load_ms": round(load * 1e3, 2), "match_hit_us": round(hit_us, 2),
-                    "match_miss_us": round(miss_us, 2), "targets_for_hit": targets})
+        hit_us = (
+            min(timeit.repeat(lambda r=ruleset, i=hit: r.match(i), number=number, repeat=3)) / number * 1e6
+        )
+        miss_us = (
+            min(timeit.repeat(lambda r=ruleset, i=miss: r.match(i), number=number, repeat=3)) / number * 1e6
+        )
+        out.append(
+            {
+                "rules": n,
+                "load_ms": round(load * 1e3, 2),
+                "match_hit_us": round(hit_us, 2),
+                "match_miss_us": round(miss_us, 2),
+                "targets_for_hit": targets,
+            }
+        )
     return out
 
 
@@ -77,8 +94,13 @@ def _our_git(world: World, owner_repo: str, tag: str) -> dict[str, float]:
     file = f"{overlay}/kustomization.yaml"
     with tempfile.TemporaryDirectory(prefix="bench-size-") as tmp:
         t0 = time.perf_counter()
-        repo = git.clone(world.git.url(owner_repo), Path(tmp) / "repo", branch="main", paths=[overlay],
-                         auth=world.git_auth())
+        repo = git.clone(
+            world.git.url(owner_repo),
+            Path(tmp) / "repo",
+            branch="main",
+            paths=[overlay],
+            auth=world.git_auth(),
+        )
         t1 = time.perf_counter()
         text = repo.read(file)
         name = kustomize.read_images(text)[0].name
@@ -96,10 +118,13 @@ def run_repo_sizes(world: World, *, reps: int, workflow_reps: int) -> list[dict[
         overlay = OVERLAY.format(app="app00")
         ours = [_our_git(world, owner_repo, f"5.{n}.{i}") for i in range(reps)]
         partial = [floor.plain_commit(url, world.token, overlay, f"6.{n}.{i}") for i in range(reps)]
-        indexed = [floor.plain_commit(url, world.token, overlay, f"3.{n}.{i}", sparse_index=True)
-                   for i in range(reps)]
-        full = [floor.plain_commit(url, world.token, overlay, f"4.{n}.{i}", partial=False)
-                for i in range(reps)]
+        indexed = [
+            floor.plain_commit(url, world.token, overlay, f"3.{n}.{i}", sparse_index=True)
+            for i in range(reps)
+        ]
+        full = [
+            floor.plain_commit(url, world.token, overlay, f"4.{n}.{i}", partial=False) for i in range(reps)
+        ]
         steps: dict[str, list[float]] = {"edit-kustomize": [], "commit-pr": []}
         executor = world.executor()
         for i in range(workflow_reps):
@@ -121,7 +146,8 @@ def run_repo_sizes(world: World, *, reps: int, workflow_reps: int) -> list[dict[
             "workflow_commit_s": summary(steps["commit-pr"]),
         }
         if steps["edit-kustomize"] and steps["commit-pr"]:
-            row["workflow_edit_plus_commit_p50_s"] = round(percentile(steps["edit-kustomize"], 50)
-                                                           + percentile(steps["commit-pr"], 50), 3)
+            row["workflow_edit_plus_commit_p50_s"] = round(
+                percentile(steps["edit-kustomize"], 50) + percentile(steps["commit-pr"], 50), 3
+            )
         out.append(row)
     return out

@@ -44,7 +44,12 @@ def _allow(pattern: str) -> str:
 
 PATTERN_CASES: list[tuple[str, str, list[str], str]] = [
     ("issue: regexp:.*.*.*.*.*.*-", _allow(".*.*.*.*.*.*-"), [A127 + "a", "-" * 127 + "a"], A127 + "-"),
-    ("issue: [a-z]* x7 tag pattern", _rule(tag_pattern="[a-z]*" * 7 + "-"), [A127 + "0", A127 + "_"], A127 + "-"),
+    (
+        "issue: [a-z]* x7 tag pattern",
+        _rule(tag_pattern="[a-z]*" * 7 + "-"),
+        [A127 + "0", A127 + "_"],
+        A127 + "-",
+    ),
     (
         "issue: semver, optional dots",
         _allow("v?" + "[0-9]*\\.?" * 6 + "[0-9]*-?[0-9a-z]*"),
@@ -95,9 +100,11 @@ def run_patterns(reps: int = 5) -> list[dict[str, Any]]:
     for name, text, near_misses, matching in PATTERN_CASES:
         tags = [*near_misses, matching]
         assert all(len(tag) == 128 for tag in tags), name
-        images = [Image(account="123456789012", region="us-west-2", repository="team/api", tag=t) for t in tags]
+        images = [
+            Image(account="123456789012", region="us-west-2", repository="team/api", tag=t) for t in tags
+        ]
         first = worst = 0.0
-        for rep in range(reps):
+        for _rep in range(reps):
             ruleset = load_rules(text)  # fresh RE2 objects: their lazily built DFA starts empty
             for i, image in enumerate(images):
                 started = time.perf_counter()
@@ -107,20 +114,22 @@ def run_patterns(reps: int = 5) -> list[dict[str, Any]]:
                 if i == 0:
                     first = max(first, took)
         rule = ruleset.rules[0]
-        results.append({
-            "pattern": name,
-            "re2_instructions": sum(p.programsize for p in rule.patterns()[1:]),
-            "engines": sorted({type(p).__module__ for p in rule.patterns()}),
-            "first_match_ms": _ms(first),
-            "worst_match_ms": _ms(worst),
-            "matched": bool(ruleset.match(images[-1]).targets),
-        })
+        results.append(
+            {
+                "pattern": name,
+                "re2_instructions": sum(p.programsize for p in rule.patterns()[1:]),
+                "engines": sorted({type(p).__module__ for p in rule.patterns()}),
+                "first_match_ms": _ms(first),
+                "worst_match_ms": _ms(worst),
+                "matched": bool(ruleset.match(images[-1]).targets),
+            }
+        )
     return results
 
 
 def kustomization(entries: int) -> str:
     return "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nimages:\n" + "".join(
-        f"- name: team/app{i:05d}\n  newTag: \"1.0\"\n" for i in range(entries)
+        f'- name: team/app{i:05d}\n  newTag: "1.0"\n' for i in range(entries)
     )
 
 
@@ -169,16 +178,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("rules: matching a 128-character tag (RE2; the bar is 10 ms per rule)")
     print(f"  {'pattern':44} {'RE2 instr':>9} {'first ms':>9} {'worst ms':>9}  matched")
     for row in patterns:
-        print(f"  {row['pattern']:44} {row['re2_instructions']:>9} {row['first_match_ms']:>9.3f} "
-              f"{row['worst_match_ms']:>9.3f}  {row['matched']}")
+        print(
+            f"  {row['pattern']:44} {row['re2_instructions']:>9} {row['first_match_ms']:>9.3f} "
+            f"{row['worst_match_ms']:>9.3f}  {row['matched']}"
+        )
     print(f"  worst of all: {max(r['worst_match_ms'] for r in patterns):.3f} ms")
     sizes = (270, 2_700) if args.quick else (2_700, 27_000)
     edits = run_kustomizations(sizes, reps=1 if args.quick else 3)
     print("kustomization: best of runs, seconds")
     for row in edits:
         old = f"   (ruamel, one parse: {row['ruamel_one_parse_s']} s)" if "ruamel_one_parse_s" in row else ""
-        print(f"  {row['entries']:>6} entries {row['bytes'] / 1024:>7.0f} KiB  read {row['read_s']:.3f}  "
-              f"edit {row['edit_s']:.3f}  add {row['add_s']:.3f}{old}")
+        print(
+            f"  {row['entries']:>6} entries {row['bytes'] / 1024:>7.0f} KiB  read {row['read_s']:.3f}  "
+            f"edit {row['edit_s']:.3f}  add {row['add_s']:.3f}{old}"
+        )
     if args.json:
         with open(args.json, "w") as handle:
             json.dump({"patterns": patterns, "kustomizations": edits}, handle, indent=2)

@@ -30,58 +30,110 @@ def headline_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
     ratios = r.get("ratios", {})
     s = r.get("single_event")
     if s:
-        rows.append((f"single event → commit, end to end, p50 / p95 / max ({s['runs']} runs)",
-                     _lat(s["latency_s"])))
+        rows.append(
+            (f"single event → commit, end to end, p50 / p95 / max ({s['runs']} runs)", _lat(s["latency_s"]))
+        )
         if s.get("pr_mode"):
             p = s["pr_mode"]
-            rows.append((f"single event → PR branch, end to end, p50 / p95 / max ({p['runs']} runs)",
-                         _lat(p["latency_s"])))
+            rows.append(
+                (
+                    f"single event → PR branch, end to end, p50 / p95 / max ({p['runs']} runs)",
+                    _lat(p["latency_s"]),
+                )
+            )
     fl = r.get("floor", {})
     if fl.get("single"):
-        rows.append(("floor: plain git partial sparse clone + edit + commit + push, p50",
-                     _f(fl["single"]["total_s"]["p50"])))
+        rows.append(
+            (
+                "floor: plain git partial sparse clone + edit + commit + push, p50",
+                _f(fl["single"]["total_s"]["p50"]),
+            )
+        )
         if "single_p50" in ratios:
             rows.append(("ours / floor, single event p50", f"{ratios['single_p50']:.1f}×"))
     floors = {b["events"]: b for b in fl.get("bursts", [])}
     for b in r.get("bursts", []):
         n = b["events"]
-        rows.append((f"burst of {n} events over {b['overlays']} overlays (concurrency {b['concurrency']}): "
-                     "drain, events/s", f"{b['drain_s']:.1f} s, {b['events_per_s']:.2f}/s"))
+        rows.append(
+            (
+                f"burst of {n} events over {b['overlays']} overlays (concurrency {b['concurrency']}): "
+                "drain, events/s",
+                f"{b['drain_s']:.1f} s, {b['events_per_s']:.2f}/s",
+            )
+        )
         rows.append((f"burst of {n}: latency per event, p50 / p95 / max", _lat(b["latency_s"])))
         if n in floors:
-            rows.append((f"burst of {n} by plain git (same concurrency): drain; ours / floor",
-                         f"{floors[n]['drain_s']:.1f} s; {ratios.get(f'burst_{n}', 0):.1f}×"))
+            rows.append(
+                (
+                    f"burst of {n} by plain git (same concurrency): drain; ours / floor",
+                    f"{floors[n]['drain_s']:.1f} s; {ratios.get(f'burst_{n}', 0):.1f}×",
+                )
+            )
     growth = r.get("growth", {})
     rules = growth.get("rules")
     if rules:
-        rows.append(("rules matching per event at " + _joined([x["rules"] for x in rules], "{:,}") + " rules",
-                     _joined([x["match_hit_us"] for x in rules], "{:.0f}") + " µs"))
+        rows.append(
+            (
+                "rules matching per event at " + _joined([x["rules"] for x in rules], "{:,}") + " rules",
+                _joined([x["match_hit_us"] for x in rules], "{:.0f}") + " µs",
+            )
+        )
     sizes = growth.get("repo_sizes")
     if sizes:
         files = _joined([x["files"] for x in sizes], "{:,}")
-        rows.append((f"edit-kustomize + commit-pr steps, p50, at {files} files",
-                     " / ".join(_f(x.get("workflow_edit_plus_commit_p50_s")) for x in sizes)))
-        rows.append((f"our git layer (partial sparse clone, edit, commit, push) at {files} files",
-                     " / ".join(_f(x["our_git_s"].get("p50")) for x in sizes)))
-        rows.append((f"plain git with a full clone at {files} files",
-                     " / ".join(_f(x["floor_full_clone_s"].get("p50")) for x in sizes)))
+        rows.append(
+            (
+                f"edit-kustomize + commit-pr steps, p50, at {files} files",
+                " / ".join(_f(x.get("workflow_edit_plus_commit_p50_s")) for x in sizes),
+            )
+        )
+        rows.append(
+            (
+                f"our git layer (partial sparse clone, edit, commit, push) at {files} files",
+                " / ".join(_f(x["our_git_s"].get("p50")) for x in sizes),
+            )
+        )
+        rows.append(
+            (
+                f"plain git with a full clone at {files} files",
+                " / ".join(_f(x["floor_full_clone_s"].get("p50")) for x in sizes),
+            )
+        )
     conc = growth.get("concurrency")
     if conc:
-        rows.append((f"concurrency {_joined([c['concurrency'] for c in conc], '{}')}: events/s "
-                     f"({conc[0]['events']} events)", _joined([c["events_per_s"] for c in conc], "{:.2f}")))
+        rows.append(
+            (
+                f"concurrency {_joined([c['concurrency'] for c in conc], '{}')}: events/s "
+                f"({conc[0]['events']} events)",
+                _joined([c["events_per_s"] for c in conc], "{:.2f}"),
+            )
+        )
     sw = r.get("sweep")
     if sw:
         repos = _joined([x["repositories"] for x in sw], "{:,}")
-        rows.append((f"reconcile sweep (dry run) at {repos} ECR repositories, 2 overlays each: wall time",
-                     " / ".join(f"{x['wall_s']:.1f} s" for x in sw)))
-        rows.append((f"reconcile sweep at {repos} repositories: ECR calls; Git clones",
-                     " / ".join(str(x["ecr_calls"]) for x in sw) + "; "
-                     + " / ".join(str(x["git_clones"]) for x in sw)))
+        rows.append(
+            (
+                f"reconcile sweep (dry run) at {repos} ECR repositories, 2 overlays each: wall time",
+                " / ".join(f"{x['wall_s']:.1f} s" for x in sw),
+            )
+        )
+        rows.append(
+            (
+                f"reconcile sweep at {repos} repositories: ECR calls; Git clones",
+                " / ".join(str(x["ecr_calls"]) for x in sw)
+                + "; "
+                + " / ".join(str(x["git_clones"]) for x in sw),
+            )
+        )
     w = r.get("waste", {}).get("before_after")
     if w:
-        rows.append(("fix: steps forked from a warm interpreter vs a new Python per step: single event p50",
-                     f"{w['before']['latency_s']['p50']:.2f} s → {w['after']['latency_s']['p50']:.2f} s "
-                     f"({w['p50_speedup']:.1f}×)"))
+        rows.append(
+            (
+                "fix: steps forked from a warm interpreter vs a new Python per step: single event p50",
+                f"{w['before']['latency_s']['p50']:.2f} s → {w['after']['latency_s']['p50']:.2f} s "
+                f"({w['p50_speedup']:.1f}×)",
+            )
+        )
     return rows
 
 
@@ -89,8 +141,11 @@ def _breakdown_lines(r: dict[str, Any]) -> list[str]:
     bd = r.get("single_event", {}).get("breakdown")
     if not bd:
         return []
-    lines = ["", "single event, per step (p50 s; process start = fork from the warm interpreter; "
-             "'other' = the rest: Hera's runner, pydantic, outputs, git processes):"]
+    lines = [
+        "",
+        "single event, per step (p50 s; process start = fork from the warm interpreter; "
+        "'other' = the rest: Hera's runner, pydantic, outputs, git processes):",
+    ]
     for step, parts in bd.items():
         lines.append(f"  {step:<15} " + ", ".join(f"{k} {v:.2f}" for k, v in parts.items()))
     return lines
@@ -137,9 +192,16 @@ def markdown(r: dict[str, Any], command: str) -> str:
     ]
     merged = [m for m in r.get("merged_runs", []) if m.get("command")]
     if merged:
-        out += ["Some rows were measured later and merged in: "
-                + "; ".join(f"`{m['command']}` on {m.get('timestamp', '?')} (load average at end "
-                            f"{' '.join(m.get('loadavg_at_end') or [])})" for m in merged) + ".", ""]
+        out += [
+            "Some rows were measured later and merged in: "
+            + "; ".join(
+                f"`{m['command']}` on {m.get('timestamp', '?')} (load average at end "
+                f"{' '.join(m.get('loadavg_at_end') or [])})"
+                for m in merged
+            )
+            + ".",
+            "",
+        ]
     if not r.get("complete", True):
         out += ["**Partial results: the run had not finished when this was written.**", ""]
     if r.get("notes"):
@@ -148,16 +210,26 @@ def markdown(r: dict[str, Any], command: str) -> str:
     out += [f"| {a} | {b} |" for a, b in headline_rows(r)]
     bd = r.get("single_event", {}).get("breakdown")
     if bd:
-        out += ["", "Single event, where the time goes (p50 seconds per step):", "",
-                "| step | process start | imports | work | other | total |", "|---|---|---|---|---|---|"]
+        out += [
+            "",
+            "Single event, where the time goes (p50 seconds per step):",
+            "",
+            "| step | process start | imports | work | other | total |",
+            "|---|---|---|---|---|---|",
+        ]
         for step, parts in bd.items():
             work = ", ".join(f"{k} {v:.2f}" for k, v in parts.items() if k not in _WORK_EXCLUDED)
-            out.append(f"| {step} | {parts['process start']:.2f} | {parts['imports']:.2f} | {work} "
-                       f"| {parts['other']:.2f} | {parts['total']:.2f} |")
-    out += ["", "Reproduce: `pip install -e '.[bench]' && python -m bench` (`--quick` for a smoke-sized "
-            "run). The run is CPU-bound (three step processes and their git processes per event), so its "
-            "length follows the machine's load.",
-            ""]
+            out.append(
+                f"| {step} | {parts['process start']:.2f} | {parts['imports']:.2f} | {work} "
+                f"| {parts['other']:.2f} | {parts['total']:.2f} |"
+            )
+    out += [
+        "",
+        "Reproduce: `pip install -e '.[bench]' && python -m bench` (`--quick` for a smoke-sized "
+        "run). The run is CPU-bound (three step processes and their git processes per event), so its "
+        "length follows the machine's load.",
+        "",
+    ]
     return "\n".join(out)
 
 
@@ -171,8 +243,11 @@ def chart(r: dict[str, Any], path: Path) -> bool:
     except ImportError:
         return False
     fig, axes = plt.subplots(2, 3, figsize=(16, 9))
-    fig.suptitle(f"imagebump benchmarks — {r['timestamp']} — {r['machine'].get('cpus')} CPUs"
-                 + (" (quick)" if r.get("quick") else "") + ("" if r.get("complete", True) else " (partial)"))
+    fig.suptitle(
+        f"imagebump benchmarks — {r['timestamp']} — {r['machine'].get('cpus')} CPUs"
+        + (" (quick)" if r.get("quick") else "")
+        + ("" if r.get("complete", True) else " (partial)")
+    )
     _single_panel(axes[0][0], r)
     _breakdown_panel(axes[0][1], r, matplotlib)
     _bursts_panel(axes[0][2], r)
@@ -223,8 +298,13 @@ def _bursts_panel(ax: Any, r: dict[str, Any]) -> None:
     if bursts:
         x = list(range(len(bursts)))
         ax.bar([i - 0.2 for i in x], [b["drain_s"] for b in bursts], width=0.4, label="imagebump")
-        ax.bar([i + 0.2 for i in x], [floors.get(b["events"], {}).get("drain_s", 0) for b in bursts],
-               width=0.4, label="plain git", color="#c44e52")
+        ax.bar(
+            [i + 0.2 for i in x],
+            [floors.get(b["events"], {}).get("drain_s", 0) for b in bursts],
+            width=0.4,
+            label="plain git",
+            color="#c44e52",
+        )
         ax.set_xticks(x, [f"{b['events']} events / {b['overlays']} overlays" for b in bursts])
         ax.legend()
     ax.set_title("bursts: time to drain (s)")
@@ -246,12 +326,18 @@ def _sizes_panel(ax: Any, r: dict[str, Any]) -> None:
     sizes = r.get("growth", {}).get("repo_sizes")
     if sizes:
         xs = [x["files"] for x in sizes]
-        ax.plot(xs, [x.get("workflow_edit_plus_commit_p50_s") or 0 for x in sizes], marker="o",
-                label="edit+commit steps (ours)")
-        for key, label in (("our_git_s", "our git layer only"),
-                           ("floor_partial_s", "plain git, partial sparse"),
-                           ("floor_partial_sparse_index_s", "plain git, partial sparse + sparse index"),
-                           ("floor_full_clone_s", "plain git, full clone")):
+        ax.plot(
+            xs,
+            [x.get("workflow_edit_plus_commit_p50_s") or 0 for x in sizes],
+            marker="o",
+            label="edit+commit steps (ours)",
+        )
+        for key, label in (
+            ("our_git_s", "our git layer only"),
+            ("floor_partial_s", "plain git, partial sparse"),
+            ("floor_partial_sparse_index_s", "plain git, partial sparse + sparse index"),
+            ("floor_full_clone_s", "plain git, full clone"),
+        ):
             if all(key in x for x in sizes):
                 ax.plot(xs, [x[key].get("p50", 0) for x in sizes], marker="o", label=label)
         ax.set_xscale("log")
@@ -267,8 +353,9 @@ def _concurrency_panel(ax: Any, r: dict[str, Any]) -> None:
         ax.plot(xs, [c["events_per_s"] for c in conc], marker="o", label="events/s")
         ax.set_ylim(bottom=0)
         ax2 = ax.twinx()
-        ax2.plot(xs, [c["latency_s"]["p50"] for c in conc], marker="s", color="#dd8452",
-                 label="latency p50 (s)")
+        ax2.plot(
+            xs, [c["latency_s"]["p50"] for c in conc], marker="s", color="#dd8452", label="latency p50 (s)"
+        )
         ax2.set_ylabel("latency p50 (s)")
         ax2.set_ylim(bottom=0)
         ax.set_xscale("log", base=2)

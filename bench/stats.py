@@ -29,10 +29,14 @@ def summary(values: Sequence[float], digits: int = 3) -> dict[str, Any]:
     vals = list(values)
     if not vals:
         return {"n": 0}
-    return {"n": len(vals), "p50": round(percentile(vals, 50), digits),
-            "p95": round(percentile(vals, 95), digits),
-            "max": round(max(vals), digits), "min": round(min(vals), digits),
-            "mean": round(sum(vals) / len(vals), digits)}
+    return {
+        "n": len(vals),
+        "p50": round(percentile(vals, 50), digits),
+        "p95": round(percentile(vals, 95), digits),
+        "max": round(max(vals), digits),
+        "min": round(min(vals), digits),
+        "mean": round(sum(vals) / len(vals), digits),
+    }
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
@@ -48,7 +52,9 @@ def machine() -> dict[str, Any]:
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
-        "git": subprocess.run(["git", "--version"], capture_output=True, text=True).stdout.strip(),
+        "git": subprocess.run(
+            ["git", "--version"], capture_output=True, text=True, check=False
+        ).stdout.strip(),
     }
     try:
         for line in open("/proc/cpuinfo"):

@@ -25,17 +25,20 @@ from pathlib import Path
 from typing import Any
 
 from bench import e2e
-from bench.world import PYTHON, TEMPLATE, World, python_env
+from bench.world import PYTHON, World, python_env
 
 #: What commit-pr needs in mode commit / provider local (no GitHub API).
 COMMIT_MODE_NEEDS = (
-    "imagebump, pydantic, steps._runtime, steps.git, steps.kustomize, steps.models, steps.errors")
+    "imagebump, pydantic, steps._runtime, steps.git, steps.kustomize, steps.models, steps.errors"
+)
 #: Imported to warm a bytecode cache: the steps, their lazy imports, the runner, boto3's ECR client.
-WARM_CODE = ("import hera.workflows.runner, steps.resolve_image, steps.edit_kustomize, "
-             "steps.commit_pr, steps.ecr, steps.events, steps.rules, steps.order, steps.kustomize, "
-             "steps.git, "
-             "boto3; boto3.client('ecr', region_name='us-west-2'); "
-             "import botocore.config, botocore.retries.standard")
+WARM_CODE = (
+    "import hera.workflows.runner, steps.resolve_image, steps.edit_kustomize, "
+    "steps.commit_pr, steps.ecr, steps.events, steps.rules, steps.order, steps.kustomize, "
+    "steps.git, "
+    "boto3; boto3.client('ecr', region_name='us-west-2'); "
+    "import botocore.config, botocore.retries.standard"
+)
 
 
 def warm_cache(prefix: Path) -> None:
@@ -65,11 +68,13 @@ def run_imports(reps: int, cache_root: Path, steps: tuple[str, ...] = e2e.STEPS)
             "fresh_process_s": min(e2e.process_times(with_runner, reps)),
             "precompiled_s": min(e2e.process_times(with_runner, reps, warm_env)),
             "precompiled_no_hera_runner_s": min(
-                e2e.process_times(f"import pydantic, {module}", reps, warm_env)),
+                e2e.process_times(f"import pydantic, {module}", reps, warm_env)
+            ),
         }
         if step == "commit-pr":
             row["precompiled_no_hera_no_github_s"] = min(
-                e2e.process_times(f"import {COMMIT_MODE_NEEDS}", reps, warm_env))
+                e2e.process_times(f"import {COMMIT_MODE_NEEDS}", reps, warm_env)
+            )
         out["steps"][step] = {k: round(v, 3) for k, v in row.items()}
     return out
 
@@ -81,11 +86,16 @@ def run_before_after(world: World, *, runs: int, repository: str = "mono/app03")
 
     def short(r: dict[str, Any]) -> dict[str, Any]:
         return {k: r[k] for k in ("latency_s", "steps_s", "failed", "outcomes")}
+
     b, a = before["latency_s"].get("p50"), after["latency_s"].get("p50")
-    return {"runs": runs, "before": short(before), "after": short(after),
-            "before_is": "every step a new Python process (prefork=False)",
-            "after_is": "every step forked from the executor's warm interpreter (the default)",
-            "p50_speedup": round(b / a, 2) if a else None}
+    return {
+        "runs": runs,
+        "before": short(before),
+        "after": short(after),
+        "before_is": "every step a new Python process (prefork=False)",
+        "after_is": "every step forked from the executor's warm interpreter (the default)",
+        "p50_speedup": round(b / a, 2) if a else None,
+    }
 
 
 def new_cache_root() -> Path:

@@ -63,8 +63,10 @@ def app_name(i: int) -> str:
 
 def filler(i: int) -> str:
     """A small, distinct file (a ConfigMap-like YAML) so the repository has real objects."""
-    return (f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: filler-{i}\n"
-            f"data:\n  index: \"{i}\"\n  note: benchmark padding file {i}\n")
+    return (
+        f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: filler-{i}\n"
+        f'data:\n  index: "{i}"\n  note: benchmark padding file {i}\n'
+    )
 
 
 def fast_import(git_dir: Path, files: dict[str, str], message: str, branch: str = "main") -> None:
@@ -79,21 +81,33 @@ def fast_import(git_dir: Path, files: dict[str, str], message: str, branch: str 
         data = text.encode()
         chunks.append(f"M 100644 inline {path}\ndata {len(data)}\n".encode() + data + b"\n")
     chunks.append(b"\n")
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(git_dir), "GIT_CONFIG_NOSYSTEM": "1",
-           "GIT_CONFIG_GLOBAL": os.devnull, "LC_ALL": "C"}
-    subprocess.run(["git", "--git-dir", str(git_dir), "fast-import", "--quiet", "--force"],
-                   input=b"".join(chunks), env=env, check=True, capture_output=True)
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(git_dir),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "LC_ALL": "C",
+    }
+    subprocess.run(
+        ["git", "--git-dir", str(git_dir), "fast-import", "--quiet", "--force"],
+        input=b"".join(chunks),
+        env=env,
+        check=True,
+        capture_output=True,
+    )
 
 
-def repo_files(n_files: int, apps: list[str], account: str,
-               extra_overlays: dict[str, str] | None = None) -> dict[str, str]:
+def repo_files(
+    n_files: int, apps: list[str], account: str, extra_overlays: dict[str, str] | None = None
+) -> dict[str, str]:
     """A monorepo tree of exactly ``n_files`` files: one base + one prod overlay per app, then padding."""
     files: dict[str, str] = {"README.md": "# benchmark monorepo\n"}
     for app in apps:
         files[f"apps/{app}/base/kustomization.yaml"] = BASE
         files[f"apps/{app}/base/deployment.yaml"] = f"# {app}\n"
         files[f"{OVERLAY.format(app=app)}/kustomization.yaml"] = KUSTOMIZATION.format(
-            image=image_uri(account, f"mono/{app}"), tag=INITIAL_TAG)
+            image=image_uri(account, f"mono/{app}"), tag=INITIAL_TAG
+        )
     for path, image in (extra_overlays or {}).items():
         files[f"{path}/kustomization.yaml"] = KUSTOMIZATION.format(image=image, tag=INITIAL_TAG)
     i = 0
@@ -113,11 +127,23 @@ def digest_of(repository: str, tag: str) -> str:
 
 def ecr_event(account: str, repository: str, tag: str, digest: str) -> dict[str, Any]:
     """The raw EventBridge event of an ECR push (the SQS message body)."""
-    return {"version": "0", "id": str(uuid.uuid4()), "detail-type": "ECR Image Action", "source": "aws.ecr",
-            "account": account, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "region": REGION,
-            "resources": [],
-            "detail": {"result": "SUCCESS", "repository-name": repository, "image-digest": digest,
-                       "action-type": "PUSH", "image-tag": tag}}
+    return {
+        "version": "0",
+        "id": str(uuid.uuid4()),
+        "detail-type": "ECR Image Action",
+        "source": "aws.ecr",
+        "account": account,
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "region": REGION,
+        "resources": [],
+        "detail": {
+            "result": "SUCCESS",
+            "repository-name": repository,
+            "image-digest": digest,
+            "action-type": "PUSH",
+            "image-tag": tag,
+        },
+    }
 
 
 @dataclass
@@ -155,13 +181,21 @@ class World:
         """``put_image`` into moto's ECR; returns (tag, digest)."""
         tag = tag or self.next_tag(repository)
         digest = digest_of(repository, tag)
-        manifest = json.dumps({"schemaVersion": 2,
-                               "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
-                               "config": {"digest": digest, "size": 1,
-                                          "mediaType": "application/vnd.docker.container.image.v1+json"},
-                               "layers": []})
-        self.ecr.put_image(repositoryName=repository, imageManifest=manifest, imageTag=tag,
-                           imageDigest=digest)
+        manifest = json.dumps(
+            {
+                "schemaVersion": 2,
+                "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+                "config": {
+                    "digest": digest,
+                    "size": 1,
+                    "mediaType": "application/vnd.docker.container.image.v1+json",
+                },
+                "layers": [],
+            }
+        )
+        self.ecr.put_image(
+            repositoryName=repository, imageManifest=manifest, imageTag=tag, imageDigest=digest
+        )
         return tag, digest
 
     def event_for(self, repository: str) -> dict[str, Any]:
@@ -176,19 +210,33 @@ class World:
         """
         events_client = self.events
         for i in range(0, len(events), 10):
-            batch = events[i:i + 10]
-            response = events_client.put_events(Entries=[{
-                "Source": e["source"], "DetailType": e["detail-type"], "Detail": json.dumps(e["detail"]),
-                "Resources": [f"arn:aws:ecr:{REGION}:{self.account}:repository/"
-                              f"{e['detail']['repository-name']}"],
-            } for e in batch])
+            batch = events[i : i + 10]
+            response = events_client.put_events(
+                Entries=[
+                    {
+                        "Source": e["source"],
+                        "DetailType": e["detail-type"],
+                        "Detail": json.dumps(e["detail"]),
+                        "Resources": [
+                            f"arn:aws:ecr:{REGION}:{self.account}:repository/{e['detail']['repository-name']}"
+                        ],
+                    }
+                    for e in batch
+                ]
+            )
             if response.get("FailedEntryCount"):
                 raise RuntimeError(f"EventBridge refused events: {response['Entries']}")
             for e, entry in zip(batch, response["Entries"]):
                 e["id"] = entry["EventId"]
 
-    def executor(self, *, template_text: str | None = None, extra_env: dict[str, str] | None = None,
-                 log: Any = None, prefork: bool | None = None) -> Any:
+    def executor(
+        self,
+        *,
+        template_text: str | None = None,
+        extra_env: dict[str, str] | None = None,
+        log: Any = None,
+        prefork: bool | None = None,
+    ) -> Any:
         """A LocalExecutor over the rendered template (or a variant of its text).
 
         ``prefork``: as :class:`LocalExecutor` (default on: steps forked from a warm interpreter);
@@ -243,8 +291,14 @@ def _rules(world_url: str, size_repos: dict[int, str], account: str, base_url: s
 
 
 @contextmanager
-def open_world(*, apps: int = 20, monorepo_files: int = 5000, sizes: tuple[int, ...] = (),
-               pr_apps: int = 1, log: Any = print) -> Iterator[World]:
+def open_world(
+    *,
+    apps: int = 20,
+    monorepo_files: int = 5000,
+    sizes: tuple[int, ...] = (),
+    pr_apps: int = 1,
+    log: Any = print,
+) -> Iterator[World]:
     """Start the services and build the repositories, ECR repositories, queue and rules.
 
     Args:
@@ -269,8 +323,11 @@ def open_world(*, apps: int = 20, monorepo_files: int = 5000, sizes: tuple[int, 
         sqs = moto.client("sqs")
         app_names = [app_name(i) for i in range(apps)]
         pr_names = [f"pr{i:02d}" for i in range(pr_apps)]
-        for name in [f"mono/{a}" for a in app_names] + [f"prmode/{p}" for p in pr_names] + \
-                [f"size/f{n}" for n in sizes]:
+        for name in (
+            [f"mono/{a}" for a in app_names]
+            + [f"prmode/{p}" for p in pr_names]
+            + [f"size/f{n}" for n in sizes]
+        ):
             ecr.create_repository(repositoryName=name)
         described = ecr.describe_repositories(repositoryNames=[f"mono/{app_names[0]}"])
         account = described["repositories"][0]["registryId"]
@@ -295,20 +352,38 @@ def open_world(*, apps: int = 20, monorepo_files: int = 5000, sizes: tuple[int, 
         _, outputs = deploy_stack(moto, f"bench-{uuid.uuid4().hex[:6]}")
         queue_url = outputs["QueueUrl"]
         world = World(
-            root=root, git=server, moto=moto, token=token, account=account, apps=app_names,
-            queue_url=queue_url, rules_text=_rules(world_url, size_repos, account, server.base_url),
-            step_env={"AWS_ENDPOINT_URL": moto.endpoint_url, "AWS_REGION": REGION,
-                      "AWS_DEFAULT_REGION": REGION,
-                      "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"},
-            ecr=ecr, sqs=sqs, events=moto.client("events"), sizes=size_repos,
+            root=root,
+            git=server,
+            moto=moto,
+            token=token,
+            account=account,
+            apps=app_names,
+            queue_url=queue_url,
+            rules_text=_rules(world_url, size_repos, account, server.base_url),
+            step_env={
+                "AWS_ENDPOINT_URL": moto.endpoint_url,
+                "AWS_REGION": REGION,
+                "AWS_DEFAULT_REGION": REGION,
+                "AWS_ACCESS_KEY_ID": "testing",
+                "AWS_SECRET_ACCESS_KEY": "testing",
+            },
+            ecr=ecr,
+            sqs=sqs,
+            events=moto.client("events"),
+            sizes=size_repos,
         )
         world.pr_apps = pr_names  # type: ignore[attr-defined]
         os.environ.update(world.step_env)  # in-process probes (steps.ecr) reach moto like the steps do
-        for name in [f"mono/{a}" for a in app_names] + [f"prmode/{p}" for p in pr_names] + \
-                [f"size/f{n}" for n in sizes]:
+        for name in (
+            [f"mono/{a}" for a in app_names]
+            + [f"prmode/{p}" for p in pr_names]
+            + [f"size/f{n}" for n in sizes]
+        ):
             world.push_image(name, INITIAL_TAG)
-        log(f"world ready in {time.monotonic() - t0:.1f}s: monorepo {monorepo_files} files / {apps} overlays"
-            + (f", size repos {list(sizes)}" if sizes else ""))
+        log(
+            f"world ready in {time.monotonic() - t0:.1f}s: monorepo {monorepo_files} files / {apps} overlays"
+            + (f", size repos {list(sizes)}" if sizes else "")
+        )
         yield world
 
 
@@ -339,30 +414,43 @@ class SensorLoop:
         self._cond = threading.Condition()
         self.records: list[dict[str, Any]] = []
         self.sensor = LocalSensor(
-            world.queue_url, executor, sqs_client=world.moto.client("sqs"), concurrency=concurrency,
-            wait_seconds=1, visibility_timeout=600, log=self.records.append, on_result=self._on_result,
+            world.queue_url,
+            executor,
+            sqs_client=world.moto.client("sqs"),
+            concurrency=concurrency,
+            wait_seconds=1,
+            visibility_timeout=600,
+            log=self.records.append,
+            on_result=self._on_result,
         )
         self._thread = threading.Thread(target=self.sensor.run, name="bench-sensor", daemon=True)
 
     def _on_result(self, event: dict[str, Any], result: Any) -> None:
         done = time.monotonic()
-        nodes = [(n.template, n.phase, n.duration, n.attempts) for n in result.nodes
-                 if n.template in ("resolve-image", "edit-kustomize", "commit-pr")]
+        nodes = [
+            (n.template, n.phase, n.duration, n.attempts)
+            for n in result.nodes
+            if n.template in ("resolve-image", "edit-kustomize", "commit-pr")
+        ]
         commit = next((n for n in result.nodes if n.template == "commit-pr" and n.phase == "Succeeded"), None)
         edit = next((n for n in result.nodes if n.template == "edit-kustomize"), None)
-        outcome = (commit.outputs.get("action", "") if commit else
-                   (f"edit:{edit.outputs.get('decision', '')}" if edit else result.phase))
+        outcome = (
+            commit.outputs.get("action", "")
+            if commit
+            else (f"edit:{edit.outputs.get('decision', '')}" if edit else result.phase)
+        )
         with self._cond:
             eid = str(event.get("id"))
-            self.completions[eid] = Completion(eid, self.sent.get(eid, done), done, result.phase,
-                                               result.duration, nodes, outcome)
+            self.completions[eid] = Completion(
+                eid, self.sent.get(eid, done), done, result.phase, result.duration, nodes, outcome
+            )
             self._cond.notify_all()
 
     def __enter__(self) -> SensorLoop:
         self._thread.start()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.sensor.stop()
         self._thread.join(timeout=600)
 
@@ -373,7 +461,7 @@ class SensorLoop:
         kept under that id and matched when :meth:`wait` is called.
         """
         for i in range(0, len(events), 10):
-            batch = events[i:i + 10]
+            batch = events[i : i + 10]
             now = time.monotonic()
             self.world.send(batch)
             with self._cond:
@@ -390,16 +478,21 @@ class SensorLoop:
                 if left <= 0:
                     missing = [e for e in event_ids if e not in self.completions]
                     raise TimeoutError(
-                        f"{len(missing)} of {len(event_ids)} events not done after {timeout:.0f}s")
+                        f"{len(missing)} of {len(event_ids)} events not done after {timeout:.0f}s"
+                    )
                 self._cond.wait(min(left, 1.0))
             return [self.completions[e] for e in event_ids]
 
 
 def python_env() -> dict[str, str]:
     """The environment a step process gets from the local executor (minus secrets), for probes."""
-    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(PROJECT_ROOT),
-            "LANG": os.environ.get("LANG", "C.UTF-8"), "PYTHONDONTWRITEBYTECODE": "1",
-            "HOME": tempfile.gettempdir()}
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "PYTHONPATH": str(PROJECT_ROOT),
+        "LANG": os.environ.get("LANG", "C.UTF-8"),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "HOME": tempfile.gettempdir(),
+    }
 
 
 PYTHON = sys.executable

@@ -60,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"imagebump {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except Exception as exc:  # noqa: BLE001 - the last line of defence: a message, not a traceback
+    except Exception as exc:
         if os.environ.get("IMAGEBUMP_DEBUG"):
             raise
         print(

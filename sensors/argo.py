@@ -138,7 +138,7 @@ def trigger_parameters() -> list[dict[str, Any]]:
             "dest": "metadata.name",
         }
     ]
-    for index, (name, key) in enumerate(d.PARAMETERS.items()):
+    for index, (_name, key) in enumerate(d.PARAMETERS.items()):
         parameters.append(
             {
                 "src": {"dependencyName": EVENT_NAME, "dataKey": key},

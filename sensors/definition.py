@@ -109,13 +109,16 @@ def _gjson_unescape(raw: str) -> str:
             continue
         if e != "u" or i + 5 > n:
             break  # gjson stops at what it cannot unescape
-        r = _rune(raw[i + 1:i + 5])
+        r = _rune(raw[i + 1 : i + 5])
         i += 5
         if 0xD800 <= r <= 0xDFFF and n - i >= 6 and raw[i] == "\\" and raw[i + 1] == "u":
-            r2 = _rune(raw[i + 2:i + 6])
+            r2 = _rune(raw[i + 2 : i + 6])
             i += 6
-            r = 0x10000 + ((r - 0xD800) << 10) + (r2 - 0xDC00) if (
-                0xD800 <= r < 0xDC00 and 0xDC00 <= r2 < 0xE000) else 0xFFFD
+            r = (
+                0x10000 + ((r - 0xD800) << 10) + (r2 - 0xDC00)
+                if (0xD800 <= r < 0xDC00 and 0xDC00 <= r2 < 0xE000)
+                else 0xFFFD
+            )
         out.append("\ufffd" if 0xD800 <= r <= 0xDFFF else chr(r))
     return "".join(out)
 
@@ -254,7 +257,7 @@ def _go_regex(pattern: str) -> re.Pattern[str]:
     while i < n:
         c = pattern[i]
         if c == "\\":
-            out.append(r"\Z" if (not in_class and pattern[i + 1:i + 2] == "z") else pattern[i:i + 2])
+            out.append(r"\Z" if (not in_class and pattern[i + 1 : i + 2] == "z") else pattern[i : i + 2])
             i += 2
             continue
         if in_class:
@@ -264,8 +267,8 @@ def _go_regex(pattern: str) -> re.Pattern[str]:
             continue
         if c == "[":
             in_class = True
-            j = i + 1 + (pattern[i + 1:i + 2] == "^")
-            j += pattern[j:j + 1] == "]"  # a ']' first in a class is a literal, in Go as in Python
+            j = i + 1 + (pattern[i + 1 : i + 2] == "^")
+            j += pattern[j : j + 1] == "]"  # a ']' first in a class is a literal, in Go as in Python
             out.append(pattern[i:j])
             i = j
             continue

@@ -42,15 +42,21 @@ from workflows.local_executor import ERROR, SUCCEEDED, WorkflowResult, json_logg
 MAX_MESSAGES_PER_RECEIVE = 10  # the SQS limit
 #: ``level`` of the sensor's records that are not ``info``.
 _LEVELS = {
-    "receive-failed": "warning", "delete-failed": "warning", "release-failed": "warning",
-    "heartbeat-failed": "warning", "message-invalid": "warning", "workflow-failed": "error",
-    "message-error": "error", "on-result-failed": "error",
+    "receive-failed": "warning",
+    "delete-failed": "warning",
+    "release-failed": "warning",
+    "heartbeat-failed": "warning",
+    "message-invalid": "warning",
+    "workflow-failed": "error",
+    "message-error": "error",
+    "on-result-failed": "error",
 }
 
 
 class Executor(Protocol):
-    def run(self, parameters: dict[str, str], workflow_name: str, *, event_id: str | None = None) -> WorkflowResult:
-        ...
+    def run(
+        self, parameters: dict[str, str], workflow_name: str, *, event_id: str | None = None
+    ) -> WorkflowResult: ...
 
 
 @dataclass
@@ -155,8 +161,9 @@ class LocalSensor:
     def stopping(self) -> bool:
         return self._stop.is_set()
 
-    def run(self, stop_when: Callable[[SensorStats], bool] | None = None,
-            max_events: int | None = None) -> SensorStats:
+    def run(
+        self, stop_when: Callable[[SensorStats], bool] | None = None, max_events: int | None = None
+    ) -> SensorStats:
         """Poll until :meth:`stop`, ``stop_when(stats)`` is true, or ``max_events`` were handled.
 
         Returns the counts; running workflows always finish before it returns.
@@ -205,8 +212,12 @@ class LocalSensor:
     def log(self, **record: Any) -> None:
         """One record in the format of every imagebump log (:mod:`steps._runtime`): ts, level, component."""
         level = record.pop("level", None) or _LEVELS.get(record.get("event", ""), "info")
-        record = {"ts": utc_timestamp(), "level": level, "component": "sensor",
-                  **{k: v for k, v in record.items() if v is not None}}
+        record = {
+            "ts": utc_timestamp(),
+            "level": level,
+            "component": "sensor",
+            **{k: v for k, v in record.items() if v is not None},
+        }
         try:
             self.log_sink(record)
         except Exception:  # noqa: BLE001 - a broken log sink must not stop the sensor
@@ -235,14 +246,19 @@ class LocalSensor:
             self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
             self.log(event="message-deleted", message_id=message.get("MessageId"), **record)
         except Exception as exc:  # noqa: BLE001 - it will be redelivered and deduplicated
-            self.log(event="delete-failed", message_id=message.get("MessageId"),
-                     error=f"{type(exc).__name__}: {exc}", **record)
+            self.log(
+                event="delete-failed",
+                message_id=message.get("MessageId"),
+                error=f"{type(exc).__name__}: {exc}",
+                **record,
+            )
 
     def _release(self, message: dict[str, Any], reason: str) -> None:
         """Make a received-but-not-started message visible again at once."""
         try:
-            self.sqs.change_message_visibility(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"],
-                                               VisibilityTimeout=0)
+            self.sqs.change_message_visibility(
+                QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
+            )
         except Exception as exc:  # noqa: BLE001 - it becomes visible when its timeout expires anyway
             self.log(event="release-failed", message_id=message.get("MessageId"), error=str(exc))
         with self._lock:
@@ -271,11 +287,15 @@ class LocalSensor:
                     if item.receipt == message.get("ReceiptHandle"):
                         del self._running[name]
                 self.stats.failed += 1
-            self.log(event="message-error", level="error", message_id=message.get("MessageId"),
-                     receive_count=(message.get("Attributes") or {}).get("ApproximateReceiveCount"),
-                     error=f"{type(exc).__name__}: {_printable(str(exc))[:500]}",
-                     reason="left on the queue: redelivered after its visibility timeout, dead-lettered "
-                            "after maxReceiveCount")
+            self.log(
+                event="message-error",
+                level="error",
+                message_id=message.get("MessageId"),
+                receive_count=(message.get("Attributes") or {}).get("ApproximateReceiveCount"),
+                error=f"{type(exc).__name__}: {_printable(str(exc))[:500]}",
+                reason="left on the queue: redelivered after its visibility timeout, dead-lettered "
+                "after maxReceiveCount",
+            )
             return None
 
     def _handle(self, message: dict[str, Any], pool: ThreadPoolExecutor) -> Future | None:
@@ -290,8 +310,12 @@ class LocalSensor:
             # Not an event at all (not even one to filter out): keep it for a human, via the DLQ.
             with self._lock:
                 self.stats.invalid += 1
-            self.log(event="message-invalid", message_id=message_id, receive_count=receive_count,
-                     reason=f"body is not JSON holding an event object ({exc}); left on the queue for its redrive policy (DLQ)")
+            self.log(
+                event="message-invalid",
+                message_id=message_id,
+                receive_count=receive_count,
+                reason=f"body is not JSON holding an event object ({exc}); left on the queue for its redrive policy (DLQ)",
+            )
             return None
         event_id = event.get("id") if isinstance(event.get("id"), str) else None
         if event_id is not None:
@@ -314,8 +338,13 @@ class LocalSensor:
             # duplicate of a RUNNING workflow is safe: if that run fails, its own message comes back.
             # (Leaving it would spend one of the queue's maxReceiveCount receives per poll, and a
             # long run could push a duplicate into the DLQ.)
-            self._delete(message, event_id=event_id, workflow=name, outcome="duplicate",
-                         reason=f"workflow {name} {duplicate}")
+            self._delete(
+                message,
+                event_id=event_id,
+                workflow=name,
+                outcome="duplicate",
+                reason=f"workflow {name} {duplicate}",
+            )
             return None
         try:
             arguments = self.definition.workflow_arguments(body)
@@ -323,15 +352,30 @@ class LocalSensor:
             with self._lock:
                 self._running.pop(name, None)
                 self.stats.invalid += 1
-            self.log(event="message-invalid", message_id=message_id, event_id=event_id,
-                     reason=f"no workflow arguments: {exc}; left for the redrive policy")
+            self.log(
+                event="message-invalid",
+                message_id=message_id,
+                event_id=event_id,
+                reason=f"no workflow arguments: {exc}; left for the redrive policy",
+            )
             return None
-        self.log(event="workflow-submitted", message_id=message_id, event_id=event_id, workflow=name,
-                 receive_count=receive_count)
+        self.log(
+            event="workflow-submitted",
+            message_id=message_id,
+            event_id=event_id,
+            workflow=name,
+            receive_count=receive_count,
+        )
         return pool.submit(self._run_workflow, message, event, name, arguments, event_id)
 
-    def _run_workflow(self, message: dict[str, Any], event: dict[str, Any], name: str,
-                      arguments: dict[str, str], event_id: str | None) -> None:
+    def _run_workflow(
+        self,
+        message: dict[str, Any],
+        event: dict[str, Any],
+        name: str,
+        arguments: dict[str, str],
+        event_id: str | None,
+    ) -> None:
         try:
             executor = self._executor or self._executor_factory()  # type: ignore[misc]
             result = executor.run(arguments, name, event_id=event_id)
@@ -339,13 +383,24 @@ class LocalSensor:
             result = WorkflowResult(name, ERROR, [], f"{type(exc).__name__}: {exc}")
         try:
             if result.phase == SUCCEEDED:
-                self._delete(message, event_id=event_id, workflow=name, outcome="succeeded",
-                             duration=round(result.duration, 3))
+                self._delete(
+                    message,
+                    event_id=event_id,
+                    workflow=name,
+                    outcome="succeeded",
+                    duration=round(result.duration, 3),
+                )
             else:
-                self.log(event="workflow-failed", message_id=message.get("MessageId"), event_id=event_id,
-                         workflow=name, phase=result.phase, message=result.message,
-                         reason="message left on the queue: redelivered after its visibility timeout, "
-                                "dead-lettered after maxReceiveCount")
+                self.log(
+                    event="workflow-failed",
+                    message_id=message.get("MessageId"),
+                    event_id=event_id,
+                    workflow=name,
+                    phase=result.phase,
+                    message=result.message,
+                    reason="message left on the queue: redelivered after its visibility timeout, "
+                    "dead-lettered after maxReceiveCount",
+                )
             if self.on_result is not None:
                 try:
                     self.on_result(event, result)
@@ -366,10 +421,15 @@ class LocalSensor:
                 in_flight = list(self._running.values())
             for item in in_flight:
                 try:
-                    self.sqs.change_message_visibility(QueueUrl=self.queue_url, ReceiptHandle=item.receipt,
-                                                       VisibilityTimeout=self.visibility_timeout)
+                    self.sqs.change_message_visibility(
+                        QueueUrl=self.queue_url,
+                        ReceiptHandle=item.receipt,
+                        VisibilityTimeout=self.visibility_timeout,
+                    )
                 except Exception as exc:  # noqa: BLE001 - worst case: a redelivery, deduplicated by name
-                    self.log(event="heartbeat-failed", workflow=item.name, error=f"{type(exc).__name__}: {exc}")
+                    self.log(
+                        event="heartbeat-failed", workflow=item.name, error=f"{type(exc).__name__}: {exc}"
+                    )
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

@@ -44,8 +44,9 @@ import re
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -98,11 +99,17 @@ _TOKEN_VARIABLES = ("IMAGEBUMP_GIT_TOKEN", "IMAGEBUMP_GIT_READ_TOKEN")
 _PATTERNS = [
     (re.compile(r"(?i)(authorization:\s*\w+\s+)\S+"), rf"\1{REDACTED}"),
     (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s]+@"), rf"\1{REDACTED}@"),
-    (re.compile(r"(?i)([?&](?:access_token|private_token|token|password|secret|sig|signature)=)[^&\s#]+"),
-     rf"\1{REDACTED}"),
+    (
+        re.compile(r"(?i)([?&](?:access_token|private_token|token|password|secret|sig|signature)=)[^&\s#]+"),
+        rf"\1{REDACTED}",
+    ),
     (re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"), REDACTED),
-    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)", re.DOTALL),
-     REDACTED),
+    (
+        re.compile(
+            r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)", re.DOTALL
+        ),
+        REDACTED,
+    ),
 ]
 
 
@@ -279,12 +286,21 @@ def step_entry(fn: F) -> F:
             try:
                 result = fn(*args, **kwargs)
             except ImagebumpError as exc:
-                log.error("%s: %s", type(exc).__name__, exc,
-                          extra={"fields": {"error": type(exc).__name__, "exit_code": exc.exit_code}})
+                log.error(
+                    "%s: %s",
+                    type(exc).__name__,
+                    exc,
+                    extra={"fields": {"error": type(exc).__name__, "exit_code": exc.exit_code}},
+                )
                 raise SystemExit(exc.exit_code) from None
-            except Exception as exc:  # noqa: BLE001 - logged with its traceback, never a bare crash
-                log.error("unexpected error: %s: %s", type(exc).__name__, exc, exc_info=True,
-                          extra={"fields": {"error": type(exc).__name__, "exit_code": EXIT_UNEXPECTED}})
+            except Exception as exc:
+                log.error(
+                    "unexpected error: %s: %s",
+                    type(exc).__name__,
+                    exc,
+                    exc_info=True,
+                    extra={"fields": {"error": type(exc).__name__, "exit_code": EXIT_UNEXPECTED}},
+                )
                 raise SystemExit(EXIT_UNEXPECTED) from None
             if isinstance(result, BaseModel):
                 emit_outputs(result)

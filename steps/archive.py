@@ -147,7 +147,9 @@ def is_literal(pattern: str) -> bool:
     return bool(_NAMESPACE_RE.fullmatch(pattern))
 
 
-def namespace_enabled(namespace: str, argocd_namespace: str, patterns: list[str], *, setting: str = "") -> bool:
+def namespace_enabled(
+    namespace: str, argocd_namespace: str, patterns: list[str], *, setting: str = ""
+) -> bool:
     """Argo CD's rule (util/security/application_namespaces.go IsNamespaceEnabled).
 
     Argo CD's own namespace always; else a pattern matches: ``/RE/`` is a regular expression
@@ -403,7 +405,9 @@ def read_archive(data: bytes, source: str) -> list[dict[str, Any]]:
     try:
         text = gzip.decompress(data).decode("utf-8")
     except (OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
-        raise ConfigError(f"archive {source} is corrupt: not a readable gzip file ({exc}); nothing was applied") from None
+        raise ConfigError(
+            f"archive {source} is corrupt: not a readable gzip file ({exc}); nothing was applied"
+        ) from None
     return _documents(text, f"archive {source} is corrupt")
 
 
@@ -444,7 +448,9 @@ def _documents(text: str, what: str) -> list[dict[str, Any]]:
             )
         namespace = meta.get("namespace")
         if namespace is not None and not (isinstance(namespace, str) and _NAMESPACE_RE.fullmatch(namespace)):
-            raise ConfigError(f"{what}: document {i + 1} ({kind}/{name}) has an invalid namespace; nothing was applied")
+            raise ConfigError(
+                f"{what}: document {i + 1} ({kind}/{name}) has an invalid namespace; nothing was applied"
+            )
         k = key(doc)
         if k in seen:
             raise ConfigError(f"{what}: {show(k)} appears twice; nothing was applied")
@@ -512,8 +518,15 @@ def replacement(desired: dict[str, Any], live: dict[str, Any]) -> dict[str, Any]
     obj = copy.deepcopy(desired)
     meta = obj.setdefault("metadata", {})
     live_meta = live.get("metadata") or {}
-    for name in ("resourceVersion", "uid", "creationTimestamp", "generation", "ownerReferences",
-                 "deletionTimestamp", "deletionGracePeriodSeconds"):
+    for name in (
+        "resourceVersion",
+        "uid",
+        "creationTimestamp",
+        "generation",
+        "ownerReferences",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+    ):
         if name in live_meta:
             meta[name] = copy.deepcopy(live_meta[name])
     last_applied = (live_meta.get("annotations") or {}).get(LAST_APPLIED)

@@ -109,8 +109,9 @@ def export_backup(
         now: clock seam (UTC); tests freeze it to prove same-second backups do not collide.
         page_size: ``limit`` of each list request.
     """
-    _validate(bucket=bucket, prefix=prefix, cluster=cluster, namespace=namespace, keep=keep,
-              keep_days=keep_days)
+    _validate(
+        bucket=bucket, prefix=prefix, cluster=cluster, namespace=namespace, keep=keep, keep_days=keep_days
+    )
     created = (now or (lambda: datetime.now(UTC)))().astimezone(UTC)
     objects = collect(api, namespace, page_size=page_size)
     data = archive.build_archive(objects)
@@ -119,18 +120,40 @@ def export_backup(
     index_key = key[: -len(".yaml.gz")] + ".index.json"
     from imagebump import __version__
 
-    index = archive.make_index(data, objects, cluster=cluster, namespace=namespace, created=created,
-                               version=__version__, archive=key.rpartition("/")[2])
+    index = archive.make_index(
+        data,
+        objects,
+        cluster=cluster,
+        namespace=namespace,
+        created=created,
+        version=__version__,
+        archive=key.rpartition("/")[2],
+    )
     try:
-        _put(s3, bucket, index_key, archive.json_bytes(index), kms_key_id=kms_key_id,
-             content_type="application/json")
+        _put(
+            s3,
+            bucket,
+            index_key,
+            archive.json_bytes(index),
+            kms_key_id=kms_key_id,
+            content_type="application/json",
+        )
     except _Taken:  # an index without its archive: never replace it, but say so
-        raise ConfigError(f"s3://{bucket}/{index_key} already exists although its archive did not; "
-                          f"the archive s3://{bucket}/{key} has no index — inspect the bucket") from None
-    log.info("wrote s3://%s/%s (%d bytes, sha256 %s, %s)", bucket, key, len(data), index["sha256"],
-             ", ".join(f"{k}={v}" for k, v in index["counts"].items()))
-    deleted = prune(s3, bucket, _prefix_path(prefix, cluster), keep=keep, keep_days=keep_days,
-                    now=created, protect=key)
+        raise ConfigError(
+            f"s3://{bucket}/{index_key} already exists although its archive did not; "
+            f"the archive s3://{bucket}/{key} has no index — inspect the bucket"
+        ) from None
+    log.info(
+        "wrote s3://%s/%s (%d bytes, sha256 %s, %s)",
+        bucket,
+        key,
+        len(data),
+        index["sha256"],
+        ", ".join(f"{k}={v}" for k, v in index["counts"].items()),
+    )
+    deleted = prune(
+        s3, bucket, _prefix_path(prefix, cluster), keep=keep, keep_days=keep_days, now=created, protect=key
+    )
     return BackupExportOutput(
         url=f"s3://{bucket}/{key}",
         sha256=index["sha256"],
@@ -182,20 +205,31 @@ def collect_live(
             found.append(obj)
     params = cmd_params if cmd_params is not None else live_params
     if "Secret" in kinds:
-        found.extend(o for o in kube.list_all(api, kube.SECRET, namespace, page_size=page_size)
-                     if archive.is_argocd_secret(o))
+        found.extend(
+            o
+            for o in kube.list_all(api, kube.SECRET, namespace, page_size=page_size)
+            if archive.is_argocd_secret(o)
+        )
     if "AppProject" in kinds:
         found.extend(kube.list_all(api, kube.APP_PROJECT, namespace, page_size=page_size))
-    for resource, setting in ((kube.APPLICATION_SET, archive.APPLICATIONSET_NAMESPACES_KEY),
-                              (kube.APPLICATION, archive.APPLICATION_NAMESPACES_KEY)):
+    for resource, setting in (
+        (kube.APPLICATION_SET, archive.APPLICATIONSET_NAMESPACES_KEY),
+        (kube.APPLICATION, archive.APPLICATION_NAMESPACES_KEY),
+    ):
         if resource.kind in kinds:
             patterns = archive.namespace_patterns(params, setting)
             found.extend(_list_enabled(api, resource, namespace, patterns, setting, page_size))
     return found
 
 
-def _list_enabled(api: kube.KubeApi, resource: kube.Resource, namespace: str, patterns: list[str],
-                  setting: str, page_size: int) -> list[dict]:
+def _list_enabled(
+    api: kube.KubeApi,
+    resource: kube.Resource,
+    namespace: str,
+    patterns: list[str],
+    setting: str,
+    page_size: int,
+) -> list[dict]:
     """``resource`` in Argo CD's namespace and every namespace ``patterns`` enable."""
     if all(archive.is_literal(p) for p in patterns):
         out: list[dict] = []
@@ -221,9 +255,13 @@ def _list_enabled(api: kube.KubeApi, resource: kube.Resource, namespace: str, pa
             f"applications and applicationsets, nothing else) with a ClusterRoleBinding, or list the "
             f"namespaces by name and bind it with a RoleBinding in each ({_README})"
         ) from None
-    return [o for o in every
-            if archive.namespace_enabled((o.get("metadata") or {}).get("namespace") or "", namespace,
-                                         patterns, setting=setting)]
+    return [
+        o
+        for o in every
+        if archive.namespace_enabled(
+            (o.get("metadata") or {}).get("namespace") or "", namespace, patterns, setting=setting
+        )
+    ]
 
 
 def _validate(*, bucket: str, prefix: str, cluster: str, namespace: str, keep: int, keep_days: int) -> None:
@@ -286,8 +324,10 @@ def s3_error(exc: Exception, *, bucket: str, key: str = "", action: str, kms_key
     status = getattr(exc, "response", {}).get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
     where = f"s3://{bucket}/{key}" if key else f"s3://{bucket}"
     if code == "NoSuchBucket":
-        return ConfigError(f"cannot {action} {where}: bucket {bucket!r} does not exist (NoSuchBucket); "
-                           "create it or pass the right --bucket")
+        return ConfigError(
+            f"cannot {action} {where}: bucket {bucket!r} does not exist (NoSuchBucket); "
+            "create it or pass the right --bucket"
+        )
     if code == "NoSuchKey" or code == "404":
         return ConfigError(f"cannot {action} {where}: no such object (check the URL)")
     if code.startswith("KMS") or "kms" in message.lower() or (code == "InvalidArgument" and kms_key_id):
@@ -296,11 +336,20 @@ def s3_error(exc: Exception, *, bucket: str, key: str = "", action: str, kms_key
             f"cannot {action} {where}: {key_text} is not usable ({code}); check the key exists, is "
             "enabled, and the caller may kms:GenerateDataKey and kms:Decrypt with it"
         )
-    if code in ("AccessDenied", "AllAccessDisabled", "InvalidAccessKeyId", "SignatureDoesNotMatch") or status == 403:
-        perm = {"write": "s3:PutObject", "read": "s3:GetObject", "list": "s3:ListBucket",
-                "delete": "s3:DeleteObject"}.get(action, "access")
-        return PermissionDeniedError(f"cannot {action} {where}: access denied ({code}); grant {perm} on "
-                                     f"bucket {bucket!r} to the role imagebump runs as")
+    if (
+        code in ("AccessDenied", "AllAccessDisabled", "InvalidAccessKeyId", "SignatureDoesNotMatch")
+        or status == 403
+    ):
+        perm = {
+            "write": "s3:PutObject",
+            "read": "s3:GetObject",
+            "list": "s3:ListBucket",
+            "delete": "s3:DeleteObject",
+        }.get(action, "access")
+        return PermissionDeniedError(
+            f"cannot {action} {where}: access denied ({code}); grant {perm} on "
+            f"bucket {bucket!r} to the role imagebump runs as"
+        )
     if code in ("SlowDown", "ServiceUnavailable", "InternalError", "RequestTimeout") or status >= 500:
         return TransientError(f"cannot {action} {where}: S3 answered {code or status}; retry later")
     return ConfigError(f"cannot {action} {where}: {code or status}")
@@ -330,7 +379,9 @@ def select_expired(keys: list[str], *, keep: int, keep_days: int, now: datetime,
     return list(reversed(expired))
 
 
-def prune(s3: Any, bucket: str, prefix: str, *, keep: int, keep_days: int, now: datetime, protect: str) -> list[str]:
+def prune(
+    s3: Any, bucket: str, prefix: str, *, keep: int, keep_days: int, now: datetime, protect: str
+) -> list[str]:
     """Delete expired archives (and their indexes) under ``prefix``; the s3:// URLs deleted."""
     from botocore.exceptions import ClientError
 

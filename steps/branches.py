@@ -29,8 +29,9 @@ def branch_name(target: Target) -> str:
     branch as configured — never on tag or digest), a valid git ref, at most 120 characters; the
     hash keeps two targets apart when their slugs collide after shortening.
     """
-    identity = "\n".join([target.env, target.path.strip("/"), target.image, target.image_name or "",
-                          target.base_branch or ""])
+    identity = "\n".join(
+        [target.env, target.path.strip("/"), target.image, target.image_name or "", target.base_branch or ""]
+    )
     digest = hashlib.sha256(identity.encode()).hexdigest()[:8]
     repository = target.image.split("/", 1)[1] if "/" in target.image else target.image
     env = _slug(target.env, 24) if target.env else "default"
@@ -56,7 +57,9 @@ def proposed_entry(repo, rev: str, file: str, image_name: str) -> ImagesEntry | 
     mode, kind, _rest = listing.split(None, 2)
     if kind != "blob" or mode not in ("100644", "100755"):
         return None
-    text = repo.git("cat-file", "blob", f"{rev}:{file}", what=f"reading {file} at {rev[:12]} of {repo.url}").stdout
+    text = repo.git(
+        "cat-file", "blob", f"{rev}:{file}", what=f"reading {file} at {rev[:12]} of {repo.url}"
+    ).stdout
     try:
         return get_image(text, image_name, source=file)
     except KustomizationError:

@@ -67,7 +67,7 @@ import string
 import tempfile
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
@@ -97,9 +97,26 @@ DEFAULT_TEMPLATE = "{subject}\n\n{details}"
 DEFAULT_PUSH_ATTEMPTS = 10
 
 TEMPLATE_FIELDS = (
-    "subject", "details", "image", "image_name", "old_tag", "new_tag", "old_digest", "new_digest",
-    "old", "new", "pushed_at", "env", "path", "file", "repo_url", "base_branch", "event_id", "rule",
-    "mode", "version",
+    "subject",
+    "details",
+    "image",
+    "image_name",
+    "old_tag",
+    "new_tag",
+    "old_digest",
+    "new_digest",
+    "old",
+    "new",
+    "pushed_at",
+    "env",
+    "path",
+    "file",
+    "repo_url",
+    "base_branch",
+    "event_id",
+    "rule",
+    "mode",
+    "version",
 )
 
 
@@ -159,13 +176,17 @@ def validate_template(template: str) -> None:
     try:
         parsed = list(string.Formatter().parse(template))
     except ValueError as exc:
-        raise ConfigError(f"{TEMPLATE_ENV} is not a valid str.format template ({exc}); fields: {known}") from None
+        raise ConfigError(
+            f"{TEMPLATE_ENV} is not a valid str.format template ({exc}); fields: {known}"
+        ) from None
     for _literal, field_name, _spec, _conv in parsed:
         if field_name is None:
             continue
         root = re.split(r"[.\[]", field_name, maxsplit=1)[0]
         if root == "" or root.isdigit():
-            raise ConfigError(f"{TEMPLATE_ENV} uses a positional field {{{field_name}}}; name one of: {known}")
+            raise ConfigError(
+                f"{TEMPLATE_ENV} uses a positional field {{{field_name}}}; name one of: {known}"
+            )
         if root not in TEMPLATE_FIELDS:
             raise ConfigError(f"{TEMPLATE_ENV} uses unknown field {{{root}}}; known fields: {known}")
     try:
@@ -194,8 +215,13 @@ def message_fields(target: Target, plan: Plan, old: ImagesEntry | None, base_bra
     new = plan.new
     pushed = target.pushed_at.isoformat() if target.pushed_at else ""
     env = target.env or ""
-    subject = f"imagebump({env or 'default'}): {plan.image_name} {_short(old)} → {_short(new)} in {target.path}"
-    arrow = lambda a, b: f"{a or '(none)'} → {b or '(none)'}"  # noqa: E731
+    subject = (
+        f"imagebump({env or 'default'}): {plan.image_name} {_short(old)} → {_short(new)} in {target.path}"
+    )
+
+    def arrow(a, b):
+        return f"{a or '(none)'} → {b or '(none)'}"
+
     old_tag, old_digest = (old.newTag, old.digest) if old else (None, None)
     lines = [f"Image:    {target.image}"]
     if old_tag or new.newTag:
@@ -267,7 +293,9 @@ def _same(current: ImagesEntry, new: ImagesEntry) -> bool:
     """Does the file's entry already say what the plan wants?"""
     if new.newName is not None and current.newName != new.newName:
         return False
-    return (current.newTag or None) == (new.newTag or None) and (current.digest or None) == (new.digest or None)
+    return (current.newTag or None) == (new.newTag or None) and (current.digest or None) == (
+        new.digest or None
+    )
 
 
 @dataclass(frozen=True)
@@ -287,26 +315,49 @@ def reapply(text: str, target: Target, plan: Plan) -> Applied:
     current = get_image(text, plan.image_name, source=plan.file)
     if current is not None and _same(current, plan.new):
         return Applied(None, current, f"{plan.file} already sets {plan.image_name} to {_short(plan.new)}")
-    if current is not None and plan.old is not None and not _same(current, plan.old) and target.order != "none":
+    if (
+        current is not None
+        and plan.old is not None
+        and not _same(current, plan.old)
+        and target.order != "none"
+    ):
         now, planned, wanted = _short(current), _short(plan.old), _short(plan.new)
         if target.order == "semver":
             from steps.order import decide
 
             decision, why = decide(
-                current_tag=current.newTag, current_digest=current.digest, current_pushed_at=None,
-                new_tag=plan.new.newTag, new_digest=plan.new.digest, new_pushed_at=target.pushed_at,
+                current_tag=current.newTag,
+                current_digest=current.digest,
+                current_pushed_at=None,
+                new_tag=plan.new.newTag,
+                new_digest=plan.new.digest,
+                new_pushed_at=target.pushed_at,
                 order=target.order,
             )
             if decision != "update":
-                return Applied(None, current, f"{plan.file} changed since the plan ({planned} → {now}); "
-                                              f"not setting {wanted}: {why}")
+                return Applied(
+                    None,
+                    current,
+                    f"{plan.file} changed since the plan ({planned} → {now}); not setting {wanted}: {why}",
+                )
         else:
-            return Applied(None, current, (
-                f"{plan.file} changed since the plan: {plan.image_name} is now {now} (planned from {planned}); "
-                f"not replacing it with {wanted} without knowing which was pushed later (order: push-time); "
-                "the next push re-plans"))
-    new_text = set_image(text, plan.image_name, new_name=plan.new.newName, tag=plan.new.newTag,
-                         digest=plan.new.digest, source=plan.file)
+            return Applied(
+                None,
+                current,
+                (
+                    f"{plan.file} changed since the plan: {plan.image_name} is now {now} (planned from {planned}); "
+                    f"not replacing it with {wanted} without knowing which was pushed later (order: push-time); "
+                    "the next push re-plans"
+                ),
+            )
+    new_text = set_image(
+        text,
+        plan.image_name,
+        new_name=plan.new.newName,
+        tag=plan.new.newTag,
+        digest=plan.new.digest,
+        source=plan.file,
+    )
     if new_text == text:
         return Applied(None, current, f"{plan.file} already sets {plan.image_name} to {_short(plan.new)}")
     return Applied(new_text, current, "")
@@ -334,9 +385,11 @@ def guard_branch(plan: Plan, branch: str, proposed: ImagesEntry | None) -> str |
     wanted = _short(plan.new)
     if not _same_entry(proposed, plan.pr_entry):
         seen = _short(plan.pr_entry) if plan.pr_entry else "no proposal"
-        return (f"{branch} changed since the plan: it now proposes {plan.image_name} {_short(proposed)} "
-                f"(the plan saw {seen}); not replacing it with {wanted} without knowing which is newer; "
-                "a newer event re-plans")
+        return (
+            f"{branch} changed since the plan: it now proposes {plan.image_name} {_short(proposed)} "
+            f"(the plan saw {seen}); not replacing it with {wanted} without knowing which is newer; "
+            "a newer event re-plans"
+        )
     if plan.pr_decision in ("current", "stale"):
         return plan.pr_reason or f"{branch} already proposes {_short(proposed)}; not proposing {wanted}"
     return None
@@ -388,17 +441,25 @@ def _read(repo: "git.ClonedRepo", plan: Plan, target: Target, base: str) -> str:
     return text
 
 
-def _commit_mode(target: Target, plan: Plan, settings: Settings, auth: "git.GitAuth", base: str,
-                 workdir: Path) -> CommitPrOutput:
-    repo = git.clone(target.repo_url, workdir / "repo", branch=base, paths=(str(PurePosixPath(plan.file).parent),),
-                     auth=auth)
+def _commit_mode(
+    target: Target, plan: Plan, settings: Settings, auth: "git.GitAuth", base: str, workdir: Path
+) -> CommitPrOutput:
+    repo = git.clone(
+        target.repo_url,
+        workdir / "repo",
+        branch=base,
+        paths=(str(PurePosixPath(plan.file).parent),),
+        auth=auth,
+    )
     for attempt in range(1, settings.push_attempts + 1):
         applied = reapply(_read(repo, plan, target, base), target, plan)
         if applied.text is None:
             return CommitPrOutput(action="unchanged", reason=applied.reason, commit_sha=repo.head())
         repo.write(plan.file, applied.text)
         fields = message_fields(target, plan, applied.current, base)
-        sha = repo.commit(commit_message(settings.template, fields), settings.author_name, settings.author_email)
+        sha = repo.commit(
+            commit_message(settings.template, fields), settings.author_name, settings.author_email
+        )
         if sha is None:  # the editor changed bytes git does not see (cannot happen; be safe)
             return CommitPrOutput(action="unchanged", reason=f"{plan.file}: no difference to commit")
         try:
@@ -410,8 +471,13 @@ def _commit_mode(target: Target, plan: Plan, settings: Settings, auth: "git.GitA
                     "the step will be retried"
                 ) from None
             delay = _backoff(attempt)
-            log.info("push to %s rejected (non-fast-forward), attempt %d/%d; re-applying on the new base in %.2fs",
-                     base, attempt, settings.push_attempts, delay)
+            log.info(
+                "push to %s rejected (non-fast-forward), attempt %d/%d; re-applying on the new base in %.2fs",
+                base,
+                attempt,
+                settings.push_attempts,
+                delay,
+            )
             time.sleep(delay)
             repo.fetch_and_reset(base)
             continue
@@ -447,8 +513,9 @@ class _OpenPr:
     def __call__(self) -> "forges.PullRequest | None":
         """Only asked when the branch exists on the remote."""
         if self.forge is None:
-            return forges.PullRequest(number=0, url=self.local.url(self.branch), state="open", head=self.branch,
-                                      base=self.base)
+            return forges.PullRequest(
+                number=0, url=self.local.url(self.branch), state="open", head=self.branch, base=self.base
+            )
         if not self._looked:
             self._found, self._looked = self.forge.find_open_pr(self.branch, self.base), True
         return self._found
@@ -457,8 +524,15 @@ class _OpenPr:
         self._looked, self._found = False, None
 
 
-def _propose(repo: "git.ClonedRepo", target: Target, plan: Plan, settings: Settings, base: str,
-             branch: str, open_pr: _OpenPr) -> "_Proposal | CommitPrOutput":
+def _propose(
+    repo: "git.ClonedRepo",
+    target: Target,
+    plan: Plan,
+    settings: Settings,
+    base: str,
+    branch: str,
+    open_pr: _OpenPr,
+) -> "_Proposal | CommitPrOutput":
     """Build the branch's one commit on the newest base and force-push it with a lease.
 
     Before pushing, a living proposal on the branch (its pull request is open; for ``provider:
@@ -477,7 +551,9 @@ def _propose(repo: "git.ClonedRepo", target: Target, plan: Plan, settings: Setti
         message = commit_message(settings.template, fields)
         sha = repo.commit(message, settings.author_name, settings.author_email)
         if sha is None:
-            return CommitPrOutput(action="unchanged", reason=f"{plan.file}: no difference to commit", branch=branch)
+            return CommitPrOutput(
+                action="unchanged", reason=f"{plan.file}: no difference to commit", branch=branch
+            )
         remote_sha = repo.fetch(branch)  # what the lease expects (None: the branch must not exist)
         if remote_sha and _tree(repo, remote_sha) == _tree(repo, "HEAD"):
             # The branch already proposes exactly this tree on this base: no new commit.
@@ -487,26 +563,48 @@ def _propose(repo: "git.ClonedRepo", target: Target, plan: Plan, settings: Setti
             why = guard_branch(plan, branch, proposed_entry(repo, remote_sha, plan.file, plan.image_name))
             if why:
                 log.info("not updating %s: %s", branch, why)
-                return CommitPrOutput(action="unchanged", commit_sha=remote_sha, pr_url=living.url,
-                                      pr_number=living.number, branch=branch, reason=why)
+                return CommitPrOutput(
+                    action="unchanged",
+                    commit_sha=remote_sha,
+                    pr_url=living.url,
+                    pr_number=living.number,
+                    branch=branch,
+                    reason=why,
+                )
         try:
             repo.push(f"HEAD:refs/heads/{branch}", force_with_lease=(branch, remote_sha or ""))
             return _Proposal(sha, remote_sha is not None, True, fields, message)
         except git.PushRejected as exc:
             if attempt == settings.push_attempts:
-                raise TransientError(f"branch {branch} of {target.repo_url} kept moving ({exc}); retried") from None
+                raise TransientError(
+                    f"branch {branch} of {target.repo_url} kept moving ({exc}); retried"
+                ) from None
             time.sleep(_backoff(attempt))
             repo.fetch_and_reset(base)
     raise AssertionError("unreachable")
 
 
-def _pr_mode(target: Target, plan: Plan, settings: Settings, auth: "git.GitAuth",
-             gh_settings: "gh.GitHubSettings | None", base: str, workdir: Path) -> CommitPrOutput:
+def _pr_mode(
+    target: Target,
+    plan: Plan,
+    settings: Settings,
+    auth: "git.GitAuth",
+    gh_settings: "gh.GitHubSettings | None",
+    base: str,
+    workdir: Path,
+) -> CommitPrOutput:
     branch = branch_name(target)
-    github = None if target.provider == "local" else forges.GitHubForge.for_repo_url(target.repo_url, gh_settings)
+    github = (
+        None if target.provider == "local" else forges.GitHubForge.for_repo_url(target.repo_url, gh_settings)
+    )
     open_pr = _OpenPr(target, github, branch, base)
-    repo = git.clone(target.repo_url, workdir / "repo", branch=base, paths=(str(PurePosixPath(plan.file).parent),),
-                     auth=auth)
+    repo = git.clone(
+        target.repo_url,
+        workdir / "repo",
+        branch=base,
+        paths=(str(PurePosixPath(plan.file).parent),),
+        auth=auth,
+    )
     proposal = _propose(repo, target, plan, settings, base, branch, open_pr)
     if isinstance(proposal, CommitPrOutput):
         return proposal
@@ -520,10 +618,18 @@ def _pr_mode(target: Target, plan: Plan, settings: Settings, auth: "git.GitAuth"
         existing = open_pr()  # looked up before the push when the branch existed, else now
     if existing is not None:
         # LocalForge knows no PR text: the branch is all there is.
-        same_text = isinstance(forge, forges.LocalForge) or (existing.title == title and existing.body == body)
+        same_text = isinstance(forge, forges.LocalForge) or (
+            existing.title == title and existing.body == body
+        )
         if not proposal.pushed and same_text:
-            return CommitPrOutput(action="unchanged", commit_sha=sha, pr_url=existing.url, pr_number=existing.number,
-                                  branch=branch, reason=f"{branch} and its pull request already propose this change")
+            return CommitPrOutput(
+                action="unchanged",
+                commit_sha=sha,
+                pr_url=existing.url,
+                pr_number=existing.number,
+                branch=branch,
+                reason=f"{branch} and its pull request already propose this change",
+            )
         pr = forge.update_pr(existing.number, title=title, body=body)
         action: Action = "pr-updated"
     else:
@@ -536,14 +642,22 @@ def _pr_mode(target: Target, plan: Plan, settings: Settings, auth: "git.GitAuth"
             # A concurrent run (or a retried POST that did land) opened it: adopt it.
             found = forge.find_open_pr(branch, base)
             if found is None:
-                raise TransientError(f"GitHub says a PR for {branch} exists but none is open; retried") from None
+                raise TransientError(
+                    f"GitHub says a PR for {branch} exists but none is open; retried"
+                ) from None
             pr = forge.update_pr(found.number, title=title, body=body)
             action = "pr-updated"
     forge.add_labels(pr.number, list(target.labels))
     forge.request_reviewers(pr.number, list(target.reviewers))
     log.info("%s %s for %s", action, pr.url or branch, fields["subject"])
-    return CommitPrOutput(action=action, commit_sha=sha, pr_url=pr.url, pr_number=pr.number, branch=branch,
-                          reason=fields["subject"])
+    return CommitPrOutput(
+        action=action,
+        commit_sha=sha,
+        pr_url=pr.url,
+        pr_number=pr.number,
+        branch=branch,
+        reason=fields["subject"],
+    )
 
 
 def land(target: Target, plan: Plan) -> CommitPrOutput:
@@ -559,8 +673,11 @@ def land(target: Target, plan: Plan) -> CommitPrOutput:
     settings = Settings.from_env()
     _check_input(target, plan)
     if not plan.changed:
-        return CommitPrOutput(action="unchanged", reason=plan.reason or "the plan changes nothing",
-                              branch=branch_name(target) if target.mode == "pr" else "")
+        return CommitPrOutput(
+            action="unchanged",
+            reason=plan.reason or "the plan changes nothing",
+            branch=branch_name(target) if target.mode == "pr" else "",
+        )
     auth, gh_settings = _credentials(target)
     if auth is None:
         assert gh_settings is not None
@@ -577,7 +694,7 @@ def run(target: Target, plan: Plan) -> CommitPrOutput:
     """The commit-pr step: :func:`land` under the step runtime."""
     output = land(target, plan)
     if target.pushed_at is not None:
-        pushed = target.pushed_at if target.pushed_at.tzinfo else target.pushed_at.replace(tzinfo=timezone.utc)
-        elapsed = (datetime.now(timezone.utc) - pushed).total_seconds()
+        pushed = target.pushed_at if target.pushed_at.tzinfo else target.pushed_at.replace(tzinfo=UTC)
+        elapsed = (datetime.now(UTC) - pushed).total_seconds()
         output.seconds_since_push = f"{max(elapsed, 0.0):.3f}"
     return output

@@ -189,8 +189,12 @@ def make_listing_client(region: str, *, max_pool_connections: int = 10) -> Any:
     return boto3.client(
         "ecr",
         region_name=region,
-        config=Config(retries={"mode": "adaptive", "max_attempts": 10}, connect_timeout=5, read_timeout=30,
-                      max_pool_connections=max(10, max_pool_connections)),
+        config=Config(
+            retries={"mode": "adaptive", "max_attempts": 10},
+            connect_timeout=5,
+            read_timeout=30,
+            max_pool_connections=max(10, max_pool_connections),
+        ),
     )
 
 
@@ -234,8 +238,14 @@ def list_repositories(registry_id: str, *, client: Any, prefix: str = "", on_cal
         TransientError: throttling beyond the retries, 5xx, connection failure.
     """
     names = []
-    for page in _pages(client, "describe_repositories", "DescribeRepositories", f"registry {registry_id}",
-                       on_call, registryId=registry_id):
+    for page in _pages(
+        client,
+        "describe_repositories",
+        "DescribeRepositories",
+        f"registry {registry_id}",
+        on_call,
+        registryId=registry_id,
+    ):
         for repo in page.get("repositories") or []:
             name = repo.get("repositoryName") or ""
             if name.startswith(prefix):
@@ -243,7 +253,9 @@ def list_repositories(registry_id: str, *, client: Any, prefix: str = "", on_cal
     return sorted(set(names))
 
 
-def list_images(repository: str, *, registry_id: str, client: Any, on_call: Any = None) -> list[EcrImage] | None:
+def list_images(
+    repository: str, *, registry_id: str, client: Any, on_call: Any = None
+) -> list[EcrImage] | None:
     """Every image of ``repository`` (tagged or not) with its tags and push time; None if the
     repository does not exist (any more).
 
@@ -252,11 +264,23 @@ def list_images(repository: str, *, registry_id: str, client: Any, on_call: Any 
     """
     images = []
     try:
-        for page in _pages(client, "describe_images", "DescribeImages", repository, on_call,
-                           repositoryName=repository, registryId=registry_id):
+        for page in _pages(
+            client,
+            "describe_images",
+            "DescribeImages",
+            repository,
+            on_call,
+            repositoryName=repository,
+            registryId=registry_id,
+        ):
             for detail in page.get("imageDetails") or []:
-                images.append(EcrImage(digest=detail["imageDigest"], tags=tuple(detail.get("imageTags") or ()),
-                                       pushed_at=detail.get("imagePushedAt")))
+                images.append(
+                    EcrImage(
+                        digest=detail["imageDigest"],
+                        tags=tuple(detail.get("imageTags") or ()),
+                        pushed_at=detail.get("imagePushedAt"),
+                    )
+                )
     except _RepositoryMissing:
         return None
     return images

@@ -45,7 +45,16 @@ log = logging.getLogger(__name__)
 
 #: Modules this step imports only when it runs (a pod that is refused early never pays for them).
 #: A local executor that forks steps from a warm interpreter imports them ahead (workflows.zygote).
-LAZY_IMPORTS = ("steps.git", "steps.kustomize", "steps.ecr", "steps.events", "steps.order", "boto3", "botocore.config", "botocore.exceptions")
+LAZY_IMPORTS = (
+    "steps.git",
+    "steps.kustomize",
+    "steps.ecr",
+    "steps.events",
+    "steps.order",
+    "boto3",
+    "botocore.config",
+    "botocore.exceptions",
+)
 
 
 class EditKustomizeOutput(BaseModel):
@@ -107,12 +116,22 @@ def _push_times(target: Target, old: ImagesEntry) -> tuple[datetime | None, date
 
     current_at = None
     if (old.newName or old.name) == target.image:
-        found = describe_image(repository, region=region, registry_id=account,
-                               digest=old.digest or None, tag=None if old.digest else old.newTag)
+        found = describe_image(
+            repository,
+            region=region,
+            registry_id=account,
+            digest=old.digest or None,
+            tag=None if old.digest else old.newTag,
+        )
         current_at = found.pushed_at if found else None
     if new_at is None and (target.digest or target.tag):
-        found = describe_image(repository, region=region, registry_id=account,
-                               digest=target.digest or None, tag=None if target.digest else target.tag)
+        found = describe_image(
+            repository,
+            region=region,
+            registry_id=account,
+            digest=target.digest or None,
+            tag=None if target.digest else target.tag,
+        )
         new_at = found.pushed_at if found else None
     return current_at, new_at
 
@@ -133,8 +152,13 @@ def _plan(target: Target, text: str, file: str, base_commit: str, base_branch: s
     new = _new_entry(target, old)
     current_at, new_at = _push_times(target, old)
     decision, reason = decide(
-        current_tag=old.newTag, current_digest=old.digest, current_pushed_at=current_at,
-        new_tag=target.tag, new_digest=target.digest, new_pushed_at=new_at, order=target.order,
+        current_tag=old.newTag,
+        current_digest=old.digest,
+        current_pushed_at=current_at,
+        new_tag=target.tag,
+        new_digest=target.digest,
+        new_pushed_at=new_at,
+        order=target.order,
     )
     changed = False
     if decision == "update":
@@ -144,8 +168,15 @@ def _plan(target: Target, text: str, file: str, base_commit: str, base_branch: s
             ref = (new.newTag or "") + (f"@{new.digest}" if new.digest else "")
             decision, reason = "current", f"{file} already sets {old.name} to {ref}"
     return Plan(
-        changed=changed, decision=decision, reason=reason, file=file, image_name=old.name,
-        old=old, new=new, base_commit=base_commit, base_branch=base_branch,
+        changed=changed,
+        decision=decision,
+        reason=reason,
+        file=file,
+        image_name=old.name,
+        old=old,
+        new=new,
+        base_commit=base_commit,
+        base_branch=base_branch,
     )
 
 
@@ -178,22 +209,34 @@ def _against_branch(target: Target, plan: Plan, branch: str, proposed: ImagesEnt
     else:
         current_at, new_at = _push_times(target, proposed)
         verdict, why = decide(
-            current_tag=proposed.newTag, current_digest=proposed.digest, current_pushed_at=current_at,
-            new_tag=target.tag, new_digest=target.digest, new_pushed_at=new_at, order=target.order,
+            current_tag=proposed.newTag,
+            current_digest=proposed.digest,
+            current_pushed_at=current_at,
+            new_tag=target.tag,
+            new_digest=target.digest,
+            new_pushed_at=new_at,
+            order=target.order,
         )
         if verdict == "current":
             why = f"the open PR branch {branch} already proposes the same image as {new_ref}: {why}"
         elif verdict == "stale":
-            why = (f"the open PR branch {branch} proposes {branch_ref}, newer than {new_ref} "
-                   f"(order: {target.order}); not proposing {new_ref}: {why}")
+            why = (
+                f"the open PR branch {branch} proposes {branch_ref}, newer than {new_ref} "
+                f"(order: {target.order}); not proposing {new_ref}: {why}"
+            )
         else:
             return plan.model_copy(update={"pr_decision": verdict, "pr_reason": f"PR branch {branch}: {why}"})
     plan = plan.model_copy(update={"pr_decision": verdict, "pr_reason": why})
     if target.provider == "local":  # the branch is the proposal: final
         return plan.model_copy(update={"changed": False, "decision": verdict, "reason": why})
     # github: only commit-pr can ask whether the branch's pull request is still open
-    return plan.model_copy(update={"reason": (
-        f"{plan.reason}; but {why} — commit-pr skips unless that branch's pull request was closed or merged")})
+    return plan.model_copy(
+        update={
+            "reason": (
+                f"{plan.reason}; but {why} — commit-pr skips unless that branch's pull request was closed or merged"
+            )
+        }
+    )
 
 
 def _branch_entry(repo, branch: str, plan: Plan) -> ImagesEntry | None:
@@ -234,13 +277,25 @@ def run(target: Target) -> EditKustomizeOutput:
         raise ConfigError(f"target for {target.image} has neither a tag nor a digest; nothing to set")
     auth = git.GitAuth.from_env(write=False)
     with tempfile.TemporaryDirectory(prefix="edit-kustomize-") as scratch:
-        repo = git.clone(target.repo_url, Path(scratch) / "repo", branch=target.base_branch,
-                         paths=[overlay] if overlay else [], sparse=True, auth=auth)
+        repo = git.clone(
+            target.repo_url,
+            Path(scratch) / "repo",
+            branch=target.base_branch,
+            paths=[overlay] if overlay else [],
+            sparse=True,
+            auth=auth,
+        )
         file, text = _read_overlay(repo, overlay)
         plan = _plan(target, text, file, repo.head(), repo.branch)
         if target.mode == "pr" and plan.changed:
             branch = branch_name(target)
             plan = _against_branch(target, plan, branch, _branch_entry(repo, branch, plan))
-    log.info("%s [%s] at %s: %s%s", plan.file, plan.image_name, plan.base_commit[:12], plan.decision,
-             f": {plan.reason}" if plan.reason else "")
+    log.info(
+        "%s [%s] at %s: %s%s",
+        plan.file,
+        plan.image_name,
+        plan.base_commit[:12],
+        plan.decision,
+        f": {plan.reason}" if plan.reason else "",
+    )
     return EditKustomizeOutput(plan=plan, changed=plan.changed, decision=plan.decision, reason=plan.reason)

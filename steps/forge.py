@@ -90,8 +90,9 @@ class GitHubForge:
         self._secrets = secrets
 
     @classmethod
-    def for_repo_url(cls, repo_url: str, settings: gh.GitHubSettings | None = None,
-                     retry: gh.RetryPolicy | None = None) -> GitHubForge:
+    def for_repo_url(
+        cls, repo_url: str, settings: gh.GitHubSettings | None = None, retry: gh.RetryPolicy | None = None
+    ) -> GitHubForge:
         """A forge for ``https://HOST/OWNER/REPO``, authenticated from ``settings`` (default: env)."""
         _host, owner, repo = gh.parse_repo_url(repo_url)
         settings = settings or gh.GitHubSettings.from_env()
@@ -129,14 +130,25 @@ class GitHubForge:
         # GitHub filters by head, but check: a fork's branch of the same name is not ours.
         mine = [p for p in pulls if p.head.ref == head and p.state == "open"]
         if len(mine) > 1:
-            log.warning("%d open PRs for %s in %s; using the oldest (#%d)", len(mine), head, self.full_name,
-                        min(p.number for p in mine))
+            log.warning(
+                "%d open PRs for %s in %s; using the oldest (#%d)",
+                len(mine),
+                head,
+                self.full_name,
+                min(p.number for p in mine),
+            )
         return self._pr(min(mine, key=lambda p: p.number)) if mine else None
 
     def create_pr(self, *, head: str, base: str, title: str, body: str) -> PullRequest:
         try:
             resp = self.client.rest.pulls.create(
-                self.owner, self.repo, head=head, base=base, title=title, body=body, maintainer_can_modify=True
+                self.owner,
+                self.repo,
+                head=head,
+                base=base,
+                title=title,
+                body=body,
+                maintainer_can_modify=True,
             )
             return self._pr(resp.parsed_data)
         except RequestFailed as exc:
@@ -161,7 +173,9 @@ class GitHubForge:
         if not labels:
             return
         try:
-            self.client.rest.issues.add_labels(self.owner, self.repo, number, labels=list(labels)).parsed_data
+            _ = self.client.rest.issues.add_labels(
+                self.owner, self.repo, number, labels=list(labels)
+            ).parsed_data
         except GitHubException as exc:
             raise self._fail(exc, f"labelling pull request #{number}") from None
 
@@ -170,14 +184,19 @@ class GitHubForge:
         if not users and not teams:
             return
         try:
-            self.client.rest.pulls.request_reviewers(
+            _ = self.client.rest.pulls.request_reviewers(
                 self.owner, self.repo, number, reviewers=users, team_reviewers=teams
             ).parsed_data
         except RequestFailed as exc:
             # 422: a reviewer is not a collaborator (or is the author). The PR stands; say so loudly.
             if exc.response.status_code == 422:
-                log.warning("could not request reviewers %s on %s#%d: %s", reviewers, self.full_name, number,
-                            gh.error_text(exc))
+                log.warning(
+                    "could not request reviewers %s on %s#%d: %s",
+                    reviewers,
+                    self.full_name,
+                    number,
+                    gh.error_text(exc),
+                )
                 return
             raise self._fail(exc, f"requesting reviewers on pull request #{number}") from None
         except GitHubException as exc:
@@ -193,7 +212,7 @@ def split_reviewers(reviewers: list[str]) -> tuple[list[str], list[str]]:
         if not reviewer:
             continue
         if reviewer.startswith("team:"):
-            teams.append(reviewer[len("team:"):])
+            teams.append(reviewer[len("team:") :])
         elif "/" in reviewer:
             teams.append(reviewer.split("/", 1)[1])
         else:
@@ -226,13 +245,22 @@ class LocalForge:
 
     def create_pr(self, *, head: str, base: str, title: str, body: str) -> PullRequest:
         log.info("local forge: branch %s is the proposal for %s (no API to open a PR)", head, base)
-        return PullRequest(number=0, url=self.url(head), state="open", head=head, base=base, title=title, body=body)
+        return PullRequest(
+            number=0, url=self.url(head), state="open", head=head, base=base, title=title, body=body
+        )
 
     def update_pr(self, number: int, *, title: str, body: str) -> PullRequest:
         # Nothing to update but the branch itself, which commit-pr has pushed.
         found = self._found
-        return PullRequest(number=0, url=found.url if found else "", state="open",
-                           head=found.head if found else "", base=found.base if found else "", title=title, body=body)
+        return PullRequest(
+            number=0,
+            url=found.url if found else "",
+            state="open",
+            head=found.head if found else "",
+            base=found.base if found else "",
+            title=title,
+            body=body,
+        )
 
     def add_labels(self, number: int, labels: list[str]) -> None:
         if labels:

@@ -46,11 +46,11 @@ from steps._runtime import register_secret
 from steps.errors import ConfigError, ImagebumpError, PermissionDeniedError, TransientError
 
 __all__ = [
+    "READ_SECRET",
     "ClonedRepo",
     "GitAuth",
     "GitCommandError",
     "PushRejected",
-    "READ_SECRET",
     "anonymous_read_fix",
     "clone",
     "default_branch",
@@ -217,18 +217,24 @@ _KEEP_GIT_VARS = {"GIT_SSL_CAINFO", "GIT_SSL_CAPATH", "GIT_SSL_NO_VERIFY"}
 
 
 def _git_env(auth: GitAuth | None, url: str | None, extra: Mapping[str, str] | None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not (k.startswith("GIT_") and k not in _KEEP_GIT_VARS)
-           and not k.startswith("IMAGEBUMP_GIT_") and k not in ("SSH_ASKPASS", "CURL_CA_BUNDLE_DEBUG")}
-    env.update({
-        "LC_ALL": "C",
-        "LANGUAGE": "C",
-        "GIT_TERMINAL_PROMPT": "0",
-        "GIT_ASKPASS": "",  # set but empty: git skips askpass altogether
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "GIT_TRACE_REDACT": "1",
-    })
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not (k.startswith("GIT_") and k not in _KEEP_GIT_VARS)
+        and not k.startswith("IMAGEBUMP_GIT_")
+        and k not in ("SSH_ASKPASS", "CURL_CA_BUNDLE_DEBUG")
+    }
+    env.update(
+        {
+            "LC_ALL": "C",
+            "LANGUAGE": "C",
+            "GIT_TERMINAL_PROMPT": "0",
+            "GIT_ASKPASS": "",  # set but empty: git skips askpass altogether
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": os.devnull,
+            "GIT_TRACE_REDACT": "1",
+        }
+    )
     config: list[tuple[str, str]] = [
         ("credential.helper", ""),  # no helper may store or supply credentials
         ("protocol.version", "2"),
@@ -286,8 +292,16 @@ def run_git(
     argv = ["git", *args]
     try:
         proc = subprocess.run(
-            argv, cwd=cwd, env=_git_env(auth, url, env), input=input,
-            capture_output=True, text=True, encoding="utf-8", errors="replace", timeout=timeout,
+            argv,
+            cwd=cwd,
+            env=_git_env(auth, url, env),
+            input=input,
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            errors="replace",
+            timeout=timeout,
+            check=False,
         )
     except subprocess.TimeoutExpired:
         raise TransientError(
@@ -300,8 +314,14 @@ def run_git(
     proc.stderr = redact(proc.stderr, auth)
     proc.args = [redact(str(a), auth) for a in argv]
     if check and proc.returncode != 0:
-        raise classify(proc.stderr, args=args, what=what, url=url, returncode=proc.returncode,
-                       anonymous=auth is None and _origin(url or "") is not None)
+        raise classify(
+            proc.stderr,
+            args=args,
+            what=what,
+            url=url,
+            returncode=proc.returncode,
+            anonymous=auth is None and _origin(url or "") is not None,
+        )
     return proc
 
 
@@ -363,8 +383,15 @@ def _push_branch(args: Sequence[str]) -> str | None:
     return dst.removeprefix("refs/heads/")
 
 
-def classify(stderr: str, *, args: Sequence[str] = (), what: str | None = None,
-             url: str | None = None, returncode: int = 1, anonymous: bool = False) -> ImagebumpError:
+def classify(
+    stderr: str,
+    *,
+    args: Sequence[str] = (),
+    what: str | None = None,
+    url: str | None = None,
+    returncode: int = 1,
+    anonymous: bool = False,
+) -> ImagebumpError:
     """Map a failed git command's (redacted) stderr to the imagebump error that says what to do.
 
     ``anonymous``: the command sent no token to an http(s) remote; a refusal (401, 403, 404) then
@@ -376,8 +403,15 @@ def classify(stderr: str, *, args: Sequence[str] = (), what: str | None = None,
     branch = _push_branch(args)
     is_push = bool(args) and args[0] == "push"
     if anonymous and not is_push:
-        status = ("401" if _AUTH.search(stderr) else "403" if re.search(r"returned error: 403", stderr)
-                  else "404" if _NOT_FOUND.search(stderr) else None)
+        status = (
+            "401"
+            if _AUTH.search(stderr)
+            else "403"
+            if re.search(r"returned error: 403", stderr)
+            else "404"
+            if _NOT_FOUND.search(stderr)
+            else None
+        )
         if status is not None:
             return PermissionDeniedError(
                 f"{doing}{where}: the remote refused an anonymous read (HTTP {status}): {detail}. "
@@ -404,8 +438,7 @@ def classify(stderr: str, *, args: Sequence[str] = (), what: str | None = None,
     if re.search(r"returned error: 403", stderr):
         return PermissionDeniedError(
             f"{doing}{where}: access denied (HTTP 403): {detail}. A human must grant the token's "
-            "owner access to this repository"
-            + (" or use mode: pr" if is_push else "")
+            "owner access to this repository" + (" or use mode: pr" if is_push else "")
         )
     if m := _NO_BRANCH.search(stderr):
         name = next(g for g in m.groups() if g)
@@ -429,11 +462,15 @@ def classify(stderr: str, *, args: Sequence[str] = (), what: str | None = None,
 def default_branch(repo_url: str, auth: GitAuth | None = None) -> str:
     """The branch the remote's ``HEAD`` points to (``git ls-remote --symref URL HEAD``)."""
     _check_url(repo_url)
-    proc = run_git(["ls-remote", "--symref", repo_url, "HEAD"], auth=auth, url=repo_url,
-                   what=f"reading the default branch of {repo_url}")
+    proc = run_git(
+        ["ls-remote", "--symref", repo_url, "HEAD"],
+        auth=auth,
+        url=repo_url,
+        what=f"reading the default branch of {repo_url}",
+    )
     for line in proc.stdout.splitlines():
         if line.startswith("ref: ") and line.endswith("\tHEAD"):
-            return line[len("ref: "):-len("\tHEAD")].removeprefix("refs/heads/")
+            return line[len("ref: ") : -len("\tHEAD")].removeprefix("refs/heads/")
     raise ConfigError(
         f"the remote {repo_url} has no default branch (empty repository?); set baseBranch in the rule"
     )
@@ -443,8 +480,9 @@ def ls_remote(repo_url: str, ref: str, auth: GitAuth | None = None) -> str | Non
     """The sha the remote's ``ref`` (a branch name or full ref) points to, or None if absent."""
     _check_url(repo_url)
     full = ref if ref.startswith("refs/") else f"refs/heads/{ref}"
-    proc = run_git(["ls-remote", repo_url, full], auth=auth, url=repo_url,
-                   what=f"looking up {full} in {repo_url}")
+    proc = run_git(
+        ["ls-remote", repo_url, full], auth=auth, url=repo_url, what=f"looking up {full} in {repo_url}"
+    )
     for line in proc.stdout.splitlines():
         sha, _, name = line.partition("\t")
         if name == full:
@@ -495,20 +533,37 @@ def clone(
     dest = Path(dest)
     cone = _clean_paths(paths)
     use_sparse = bool(cone) if sparse is None else sparse
-    args = ["clone", "--quiet", "--filter=blob:none", "--depth", "1", "--no-checkout", "--single-branch",
-            "--no-tags"]
+    args = [
+        "clone",
+        "--quiet",
+        "--filter=blob:none",
+        "--depth",
+        "1",
+        "--no-checkout",
+        "--single-branch",
+        "--no-tags",
+    ]
     if branch:
         args += ["--branch", branch]
-    run_git([*args, "--", repo_url, str(dest)], auth=auth, url=repo_url,
-            what=f"clone of {repo_url}" + (f" branch '{branch}'" if branch else ""))
+    run_git(
+        [*args, "--", repo_url, str(dest)],
+        auth=auth,
+        url=repo_url,
+        what=f"clone of {repo_url}" + (f" branch '{branch}'" if branch else ""),
+    )
     repo = ClonedRepo(dest, branch or "", auth, url=repo_url)
     if not branch:
         repo.branch = run_git(["symbolic-ref", "--short", "HEAD"], dest).stdout.strip()
     if use_sparse:
         # --sparse-index: the index holds only the cone, so checkout and commit do not grow with
         # the repository's file count (measured in bench/: 50,000 files, 1.5 s -> 0.3 s).
-        run_git(["sparse-checkout", "set", "--cone", "--sparse-index", "--", *cone], dest, auth, url=repo_url,
-                what=f"sparse checkout of {repo_url}")
+        run_git(
+            ["sparse-checkout", "set", "--cone", "--sparse-index", "--", *cone],
+            dest,
+            auth,
+            url=repo_url,
+            what=f"sparse checkout of {repo_url}",
+        )
     repo._checkout()
     return repo
 
@@ -523,8 +578,9 @@ class ClonedRepo:
         url: the remote's URL.
     """
 
-    def __init__(self, path: Path | str, branch: str, auth: GitAuth | None = None,
-                 url: str | None = None) -> None:
+    def __init__(
+        self, path: Path | str, branch: str, auth: GitAuth | None = None, url: str | None = None
+    ) -> None:
         self.path = Path(path)
         self.branch = branch
         self.auth = auth
@@ -534,12 +590,16 @@ class ClonedRepo:
     def __repr__(self) -> str:
         return f"ClonedRepo(path={str(self.path)!r}, branch={self.branch!r}, url={self.url!r})"
 
-    def git(self, *args: str, check: bool = True, input: str | None = None,
-            env: Mapping[str, str] | None = None,
-            what: str | None = None) -> subprocess.CompletedProcess[str]:
+    def git(
+        self,
+        *args: str,
+        check: bool = True,
+        input: str | None = None,
+        env: Mapping[str, str] | None = None,
+        what: str | None = None,
+    ) -> subprocess.CompletedProcess[str]:
         """Run a git command in this work tree, with this clone's auth."""
-        return run_git(list(args), self.path, self.auth, check, url=self.url, input=input, env=env,
-                       what=what)
+        return run_git(list(args), self.path, self.auth, check, url=self.url, input=input, env=env, what=what)
 
     def _checkout(self) -> None:
         self.git("checkout", "--quiet", what=f"checkout of {self.url} branch '{self.branch}'")
@@ -583,8 +643,9 @@ class ClonedRepo:
         """The sha of ``HEAD``."""
         return self.git("rev-parse", "HEAD").stdout.strip()
 
-    def commit(self, message: str, author_name: str | None = None,
-               author_email: str | None = None) -> str | None:
+    def commit(
+        self, message: str, author_name: str | None = None, author_email: str | None = None
+    ) -> str | None:
         """Commit the files written through :meth:`write`; None when nothing changed.
 
         Identity: ``author_name`` / ``author_email``, else ``IMAGEBUMP_GIT_AUTHOR_NAME`` /
@@ -600,8 +661,18 @@ class ClonedRepo:
             self.git("add", "--sparse", "--", *sorted(self._written))
         if self.git("diff", "--cached", "--quiet", check=False).returncode == 0:
             return None
-        self.git("-c", f"user.name={name}", "-c", f"user.email={email}",
-                 "commit", "--quiet", "--no-verify", "-F", "-", input=message)
+        self.git(
+            "-c",
+            f"user.name={name}",
+            "-c",
+            f"user.email={email}",
+            "commit",
+            "--quiet",
+            "--no-verify",
+            "-F",
+            "-",
+            input=message,
+        )
         self._written.clear()
         return self.head()
 
@@ -625,20 +696,42 @@ class ClonedRepo:
         proc = self.git(*args, check=False, what=f"push of {refspec} to {self.url}")
         if proc.returncode != 0:
             # --porcelain puts the per-ref status on stdout; classify on both streams.
-            raise classify(proc.stderr + "\n" + proc.stdout, args=args,
-                           what=f"push of {refspec}", url=self.url, returncode=proc.returncode)
+            raise classify(
+                proc.stderr + "\n" + proc.stdout,
+                args=args,
+                what=f"push of {refspec}",
+                url=self.url,
+                returncode=proc.returncode,
+            )
 
     def fetch(self, branch: str | None = None) -> str | None:
         """Fetch the newest ``branch`` (default: the base) shallowly; its sha, or None if absent."""
         branch = branch or self.branch
-        proc = self.git("fetch", "--quiet", "--filter=blob:none", "--depth", "1", "--no-tags",
-                        "origin", f"+refs/heads/{branch}:refs/remotes/origin/{branch}", check=False,
-                        what=f"fetch of branch '{branch}' from {self.url}")
+        proc = self.git(
+            "fetch",
+            "--quiet",
+            "--filter=blob:none",
+            "--depth",
+            "1",
+            "--no-tags",
+            "origin",
+            f"+refs/heads/{branch}:refs/remotes/origin/{branch}",
+            check=False,
+            what=f"fetch of branch '{branch}' from {self.url}",
+        )
         if proc.returncode != 0:
-            err = classify(proc.stderr, args=["fetch"], what=f"fetch of branch '{branch}'", url=self.url,
-                           anonymous=self.auth is None and _origin(self.url or "") is not None)
-            if isinstance(err, ConfigError) and not isinstance(err, PermissionDeniedError) \
-                    and _NO_BRANCH.search(proc.stderr):
+            err = classify(
+                proc.stderr,
+                args=["fetch"],
+                what=f"fetch of branch '{branch}'",
+                url=self.url,
+                anonymous=self.auth is None and _origin(self.url or "") is not None,
+            )
+            if (
+                isinstance(err, ConfigError)
+                and not isinstance(err, PermissionDeniedError)
+                and _NO_BRANCH.search(proc.stderr)
+            ):
                 return None
             raise err
         return self.git("rev-parse", f"refs/remotes/origin/{branch}").stdout.strip()

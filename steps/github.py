@@ -39,7 +39,7 @@ import random
 import re
 import threading
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -78,7 +78,9 @@ def read_secret(name: str, env: dict[str, str] | None = None) -> str | None:
         try:
             text = Path(path).read_text().strip()
         except OSError as exc:
-            raise ConfigError(f"cannot read {name}_FILE {path!r}: {exc.strerror}; mount the secret there") from None
+            raise ConfigError(
+                f"cannot read {name}_FILE {path!r}: {exc.strerror}; mount the secret there"
+            ) from None
         return text or None
     return None
 
@@ -98,7 +100,9 @@ def redact(text: str, secrets: list[str | None] | tuple[str | None, ...]) -> str
 
 # --------------------------------------------------------------------------- repository URLs
 
-_REPO_URL = re.compile(r"^(?P<scheme>https?)://(?P<host>[^/@\s]+)/(?P<owner>[^/\s]+)/(?P<repo>[^/\s]+?)(?:\.git)?/?$")
+_REPO_URL = re.compile(
+    r"^(?P<scheme>https?)://(?P<host>[^/@\s]+)/(?P<owner>[^/\s]+)/(?P<repo>[^/\s]+?)(?:\.git)?/?$"
+)
 
 
 def parse_repo_url(repo_url: str) -> tuple[str, str, str]:
@@ -152,8 +156,15 @@ class GitHubSettings:
         app_id = env.get(APP_ID_ENV) or None
         key_file = env.get(APP_KEY_FILE_ENV) or None
         installation = env.get(APP_INSTALLATION_ENV) or None
-        app_given = [name for name, v in ((APP_ID_ENV, app_id), (APP_KEY_FILE_ENV, key_file),
-                                          (APP_INSTALLATION_ENV, installation)) if v]
+        app_given = [
+            name
+            for name, v in (
+                (APP_ID_ENV, app_id),
+                (APP_KEY_FILE_ENV, key_file),
+                (APP_INSTALLATION_ENV, installation),
+            )
+            if v
+        ]
         if app_given and len(app_given) != 3:
             missing = sorted({APP_ID_ENV, APP_KEY_FILE_ENV, APP_INSTALLATION_ENV} - set(app_given))
             raise ConfigError(f"GitHub App auth is half configured: set {', '.join(missing)} too (or none)")
@@ -195,8 +206,9 @@ class RetryPolicy:
         max_delay: cap of one backoff.
     """
 
-    def __init__(self, max_retries: int = 4, max_wait: float = 90.0, base_delay: float = 0.5,
-                 max_delay: float = 15.0) -> None:
+    def __init__(
+        self, max_retries: int = 4, max_wait: float = 90.0, base_delay: float = 0.5, max_delay: float = 15.0
+    ) -> None:
         self.max_retries = max_retries
         self.max_wait = max_wait
         self.base_delay = base_delay
@@ -212,18 +224,29 @@ class RetryPolicy:
         if isinstance(exc, RateLimitExceeded):
             wait = exc.retry_after.total_seconds()
             if wait > self.max_wait:
-                log.warning("GitHub rate limit: reset in %.0fs is longer than %.0fs; giving up", wait, self.max_wait)
+                log.warning(
+                    "GitHub rate limit: reset in %.0fs is longer than %.0fs; giving up", wait, self.max_wait
+                )
                 return RetryOption(False)
             # Retry-After is a minimum; a little jitter keeps parallel steps from arriving together.
             wait = max(wait, 0.05) + random.uniform(0, 0.25)
-            log.warning("GitHub rate limit on %s %s; retrying in %.1fs", exc.request.method,
-                        exc.request.url.path, wait)
+            log.warning(
+                "GitHub rate limit on %s %s; retrying in %.1fs",
+                exc.request.method,
+                exc.request.url.path,
+                wait,
+            )
             return RetryOption(True, timedelta(seconds=wait))
         if isinstance(exc, RequestFailed):
             if exc.response.status_code >= 500:
                 wait = self.backoff(retry_count)
-                log.warning("GitHub %s on %s %s; retrying in %.1fs", exc.response.status_code,
-                            exc.request.method, exc.request.url.path, wait)
+                log.warning(
+                    "GitHub %s on %s %s; retrying in %.1fs",
+                    exc.response.status_code,
+                    exc.request.method,
+                    exc.request.url.path,
+                    wait,
+                )
                 return RetryOption(True, timedelta(seconds=wait))
             return RetryOption(False)
         if isinstance(exc, RequestError):  # timeouts, connection refused/reset
@@ -280,7 +303,9 @@ def translate(exc: GitHubException, what: str, secrets: tuple[str | None, ...] =
         else:
             err = ConfigError(f"{what}: GitHub refused {req} with HTTP {status} ({detail})")
     elif isinstance(exc, RequestTimeout):
-        err = TransientError(f"{what}: GitHub request timed out ({exc.request.method} {exc.request.url.path})")
+        err = TransientError(
+            f"{what}: GitHub request timed out ({exc.request.method} {exc.request.url.path})"
+        )
     elif isinstance(exc, RequestError):
         err = TransientError(f"{what}: cannot reach GitHub ({type(exc.exc).__name__}: {exc.exc})")
     else:
@@ -298,7 +323,7 @@ def _b64url(data: bytes) -> str:
 
 def app_jwt(app_id: str, private_key: str, now: datetime | None = None) -> str:
     """An RS256 JWT authenticating as the App (iat 60 s in the past, valid 9 minutes)."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     iat = int((now - timedelta(seconds=60)).timestamp())
     claims = {"iat": iat, "exp": iat + 9 * 60, "iss": str(app_id)}
     try:
@@ -334,7 +359,7 @@ class _BearerAuth(httpx.Auth):
     def __init__(self, token: str) -> None:
         self._token = token
 
-    def auth_flow(self, request: httpx.Request):  # noqa: D102
+    def auth_flow(self, request: httpx.Request):
         request.headers["Authorization"] = f"Bearer {self._token}"
         yield request
 
@@ -355,7 +380,7 @@ def installation_token(settings: GitHubSettings, *, retry: RetryPolicy | None = 
     key = (settings.api_url, str(settings.app_id), int(settings.app_installation_id or 0))
     with _TOKEN_LOCK:
         cached = _TOKEN_CACHE.get(key)
-        if cached and cached[1] - timedelta(minutes=1) > datetime.now(timezone.utc):
+        if cached and cached[1] - timedelta(minutes=1) > datetime.now(UTC):
             return cached[0]
         jwt_token = app_jwt(str(settings.app_id), str(settings.app_private_key))
         gh = GitHub(_BearerAuthStrategy(jwt_token), **_client_options(settings, retry))
@@ -364,7 +389,7 @@ def installation_token(settings: GitHubSettings, *, retry: RetryPolicy | None = 
             data = resp.parsed_data
         except GitHubException as exc:
             raise translate(exc, f"GitHub App {settings.app_id} installation token", (jwt_token,)) from None
-        expires = datetime.strptime(data.expires_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+        expires = datetime.strptime(data.expires_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
         _TOKEN_CACHE[key] = (data.token, expires)
         log.info("minted GitHub App installation token (expires %s)", data.expires_at)
         return data.token

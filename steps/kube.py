@@ -119,7 +119,12 @@ class KubeApi(Protocol):
         ...
 
     def delete(
-        self, resource: Resource, namespace: str, name: str, *, uid: str | None = None,
+        self,
+        resource: Resource,
+        namespace: str,
+        name: str,
+        *,
+        uid: str | None = None,
         propagation: str | None = None,
     ) -> bool:
         """Delete the object if its uid is still ``uid``; False when it was already gone.
@@ -226,7 +231,9 @@ class KubernetesApi:
             path = kubeconfig or os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
             try:
                 config.load_kube_config(
-                    config_file=path, context=context or None, client_configuration=configuration,
+                    config_file=path,
+                    context=context or None,
+                    client_configuration=configuration,
                     persist_config=False,
                 )
             except (config.ConfigException, OSError) as exc:
@@ -270,8 +277,14 @@ class KubernetesApi:
         except Exception as exc:  # urllib3 connection/TLS errors and kubernetes' ApiException
             status = getattr(exc, "status", None)
             if isinstance(status, int) and status:
-                raise api_error(status, verb=verb, resource=resource, namespace=namespace, name=name,
-                                server_message=str(getattr(exc, "body", "") or "")) from None
+                raise api_error(
+                    status,
+                    verb=verb,
+                    resource=resource,
+                    namespace=namespace,
+                    name=name,
+                    server_message=str(getattr(exc, "body", "") or ""),
+                ) from None
             where = f"in namespace {namespace}" if namespace else "in all namespaces"
             raise TransientError(
                 f"cannot {verb} {resource.display} {where}: API server unreachable ({type(exc).__name__})"
@@ -284,8 +297,14 @@ class KubernetesApi:
                 message = str(json.loads(data or b"{}").get("message", ""))
             except (ValueError, AttributeError):
                 pass
-            raise api_error(response.status, verb=verb, resource=resource, namespace=namespace,
-                            name=name, server_message=message)
+            raise api_error(
+                response.status,
+                verb=verb,
+                resource=resource,
+                namespace=namespace,
+                name=name,
+                server_message=message,
+            )
         return json.loads(data) if data else {}
 
     def list(
@@ -304,8 +323,17 @@ class KubernetesApi:
             query.append(("limit", str(limit)))
         if continue_token:
             query.append(("continue", continue_token))
-        body = self._request("GET", resource.path(namespace), verb="list", resource=resource,
-                             namespace=namespace, query=query) or {}
+        body = (
+            self._request(
+                "GET",
+                resource.path(namespace),
+                verb="list",
+                resource=resource,
+                namespace=namespace,
+                query=query,
+            )
+            or {}
+        )
         items = []
         for item in body.get("items") or []:
             # Lists of core kinds leave out each item's apiVersion/kind; put them back.
@@ -315,31 +343,62 @@ class KubernetesApi:
         return Page(items=items, continue_token=(body.get("metadata") or {}).get("continue") or None)
 
     def get(self, resource: Resource, namespace: str, name: str) -> dict[str, Any] | None:
-        obj = self._request("GET", resource.path(namespace, name), verb="get", resource=resource,
-                            namespace=namespace, name=name, missing_ok=True)
+        obj = self._request(
+            "GET",
+            resource.path(namespace, name),
+            verb="get",
+            resource=resource,
+            namespace=namespace,
+            name=name,
+            missing_ok=True,
+        )
         if obj is not None:
             obj.setdefault("apiVersion", resource.api_version)
             obj.setdefault("kind", resource.kind)
         return obj
 
     def create(self, resource: Resource, namespace: str, obj: dict[str, Any]) -> dict[str, Any]:
-        return self._request(
-            "POST", resource.path(namespace), verb="create", resource=resource, namespace=namespace,
-            name=obj["metadata"]["name"], query=[("fieldManager", FIELD_MANAGER)], body=obj,
-            content_type="application/json",
-        ) or {}
+        return (
+            self._request(
+                "POST",
+                resource.path(namespace),
+                verb="create",
+                resource=resource,
+                namespace=namespace,
+                name=obj["metadata"]["name"],
+                query=[("fieldManager", FIELD_MANAGER)],
+                body=obj,
+                content_type="application/json",
+            )
+            or {}
+        )
 
     def replace(self, resource: Resource, namespace: str, obj: dict[str, Any]) -> dict[str, Any]:
         name = obj["metadata"]["name"]
         if not obj["metadata"].get("resourceVersion"):
             raise ValueError("replace needs metadata.resourceVersion (the precondition)")
-        return self._request(
-            "PUT", resource.path(namespace, name), verb="update", resource=resource, namespace=namespace,
-            name=name, query=[("fieldManager", FIELD_MANAGER)], body=obj, content_type="application/json",
-        ) or {}
+        return (
+            self._request(
+                "PUT",
+                resource.path(namespace, name),
+                verb="update",
+                resource=resource,
+                namespace=namespace,
+                name=name,
+                query=[("fieldManager", FIELD_MANAGER)],
+                body=obj,
+                content_type="application/json",
+            )
+            or {}
+        )
 
     def delete(
-        self, resource: Resource, namespace: str, name: str, *, uid: str | None = None,
+        self,
+        resource: Resource,
+        namespace: str,
+        name: str,
+        *,
+        uid: str | None = None,
         propagation: str | None = None,
     ) -> bool:
         options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
@@ -348,7 +407,14 @@ class KubernetesApi:
         if propagation:
             options["propagationPolicy"] = propagation
         gone = self._request(
-            "DELETE", resource.path(namespace, name), verb="delete", resource=resource, namespace=namespace,
-            name=name, body=options, content_type="application/json", missing_ok=True,
+            "DELETE",
+            resource.path(namespace, name),
+            verb="delete",
+            resource=resource,
+            namespace=namespace,
+            name=name,
+            body=options,
+            content_type="application/json",
+            missing_ok=True,
         )
         return gone is not None

@@ -214,7 +214,9 @@ def find_kustomization(directory: Path) -> Path:
     """
     directory = Path(directory)
     if not directory.is_dir():
-        raise KustomizationError(f"{directory}: not a directory; pass an overlay directory or its kustomization file")
+        raise KustomizationError(
+            f"{directory}: not a directory; pass an overlay directory or its kustomization file"
+        )
     found = [directory / name for name in KUSTOMIZATION_FILES if (directory / name).is_file()]
     # On a case-insensitive filesystem "Kustomization" and "kustomization.yaml" differ anyway.
     if not found:
@@ -223,7 +225,9 @@ def find_kustomization(directory: Path) -> Path:
         )
     if len(found) > 1:
         names = ", ".join(p.name for p in found)
-        raise KustomizationError(f"ambiguous: found multiple kustomization files in {directory}: {names}; keep one")
+        raise KustomizationError(
+            f"ambiguous: found multiple kustomization files in {directory}: {names}; keep one"
+        )
     return found[0]
 
 
@@ -486,7 +490,9 @@ class _Entry:
     def keys(self) -> dict[str, tuple[_Scalar, _Scalar]]:
         """field -> (key node, value node), in file order."""
         if self._keys is None:
-            self._keys = {k.value: (_Scalar(k, self.offset), _Scalar(v, self.offset)) for k, v in self.node.value}
+            self._keys = {
+                k.value: (_Scalar(k, self.offset), _Scalar(v, self.offset)) for k, v in self.node.value
+            }
         return self._keys
 
     @property
@@ -692,7 +698,9 @@ def _parse(text: str, source: str, *, check_size: bool = True, record: bool = Fa
     for index, item in enumerate(doc.images.value):
         if item.__class__ is not _Mapping:
             where = f"images[{index}] at {_where(_node(item, offset).start_mark)}"
-            raise KustomizationError(f"{source}: {where} is not a mapping; an entry is name/newName/newTag/digest")
+            raise KustomizationError(
+                f"{source}: {where} is not a mapping; an entry is name/newName/newTag/digest"
+            )
         name = new_name = aliased = None
         named = False
         for key, value in item.value:
@@ -934,7 +942,9 @@ def _remove_key(sp: _Splicer, doc: _Doc, entry: _Entry, field: str) -> None:
         )
 
 
-def _insert_keys(sp: _Splicer, doc: _Doc, entry: _Entry, pairs: list[tuple[str, str]], keep: list[str]) -> None:
+def _insert_keys(
+    sp: _Splicer, doc: _Doc, entry: _Entry, pairs: list[tuple[str, str]], keep: list[str]
+) -> None:
     if not pairs:
         return
     text = doc.text
@@ -981,7 +991,9 @@ def _add_entry(sp: _Splicer, doc: _Doc, pairs: list[tuple[str, str]]) -> _Change
     src = doc.source
     flow_entry = "{" + ", ".join(f"{k}: {_format(v, None, True)}" for k, v in pairs) + "}"
     if doc.root is not None and doc.root.flow_style:
-        raise KustomizationError(f"{src}: the kustomization is one flow mapping ({{...}}); write it in block style to add images")
+        raise KustomizationError(
+            f"{src}: the kustomization is one flow mapping ({{...}}); write it in block style to add images"
+        )
     if doc.images is not None:
         seq = doc.images
         _refuse_anchor(seq, "images:", src)
@@ -1154,7 +1166,9 @@ def _set_image(
         if not add:
             found = [e.value("name") for e in doc.entries]
             listed = f"found: {', '.join(found)}" if found else "it has no images entries"
-            raise ImageNotFoundError(f"image {name!r} not in {source} ({listed}); add it under images:", found=found)
+            raise ImageNotFoundError(
+                f"image {name!r} not in {source} ({listed}); add it under images:", found=found
+            )
         validate_image_name(name)
         pairs = [("name", name)] + [(f, desired[f]) for f in _FIELDS[1:] if desired.get(f) is not None]
         change = _add_entry(sp, doc, pairs)

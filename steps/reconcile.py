@@ -52,9 +52,9 @@ sweep goes on with the others.
 """
 
 # No `from __future__ import annotations`: Hera's runner reads real annotation objects.
+import logging
 import os
 import re
-import logging
 import secrets
 import tempfile
 import threading
@@ -937,7 +937,15 @@ def run(
     )
     for t in out.report:  # the pod's log: what needs a look (the current ones are only counted)
         if t.state != "current":
-            log.info("%s %s/%s (%s): current %s, newest %s: %s", t.state, t.repo_url, t.path, t.env or "-",
-                     _short(t.current) or "-", _short(t.newest) or "-", t.reason)
+            log.info(
+                "%s %s/%s (%s): current %s, newest %s: %s",
+                t.state,
+                t.repo_url,
+                t.path,
+                t.env or "-",
+                _short(t.current) or "-",
+                _short(t.newest) or "-",
+                t.reason,
+            )
     log.info("reconcile: %s", out.reason)
     return out

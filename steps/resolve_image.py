@@ -31,11 +31,19 @@ log = logging.getLogger(__name__)
 
 #: Modules this step imports only when it runs (a pod that is refused early never pays for them).
 #: A local executor that forks steps from a warm interpreter imports them ahead (workflows.zygote).
-LAZY_IMPORTS = ("steps.ecr", "steps.events", "steps.rules", "yaml", "boto3", "botocore.config", "botocore.exceptions")
+LAZY_IMPORTS = (
+    "steps.ecr",
+    "steps.events",
+    "steps.rules",
+    "yaml",
+    "boto3",
+    "botocore.config",
+    "botocore.exceptions",
+)
 
 DEFAULT_RULES_FILE = "/etc/imagebump/rules/rules.yaml"
 
-__all__ = ["ResolveImageOutput", "SkippedRule", "run", "resolve"]
+__all__ = ["ResolveImageOutput", "SkippedRule", "resolve", "run"]
 
 
 class ResolveImageOutput(BaseModel):

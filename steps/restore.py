@@ -104,7 +104,7 @@ def index_candidates(name: str) -> list[str]:
 
 
 def split_s3_url(url: str) -> tuple[str, str]:
-    rest = url[len("s3://"):]
+    rest = url[len("s3://") :]
     bucket, _, key = rest.partition("/")
     if not bucket or not key:
         raise ConfigError(f"{url!r} is not an s3://BUCKET/KEY URL of a backup archive")
@@ -170,10 +170,14 @@ def _read_s3(source: str, s3: Any) -> tuple[bytes, bytes | None, str]:
     return data, None, ""
 
 
-def desired_objects(loaded: Loaded, namespace: str | None = None) -> tuple[str, dict[archive.Key, dict[str, Any]]]:
+def desired_objects(
+    loaded: Loaded, namespace: str | None = None
+) -> tuple[str, dict[archive.Key, dict[str, Any]]]:
     """Argo CD's target namespace and the archive's objects as they should be live, by key."""
     if namespace is not None and not archive.is_literal(namespace):
-        raise ConfigError(f"namespace {namespace!r} is not a valid Kubernetes namespace name; pass --namespace NAME")
+        raise ConfigError(
+            f"namespace {namespace!r} is not a valid Kubernetes namespace name; pass --namespace NAME"
+        )
     source_ns = _source_namespace(loaded)
     target = namespace or source_ns or DEFAULT_NAMESPACE
     desired: dict[archive.Key, dict[str, Any]] = {}
@@ -215,11 +219,15 @@ def plan(
             result.entries.append(Entry(kind, name, CREATE, obj, namespace=ns))
             continue
         diff = archive.diff_objects(live, obj)
-        result.entries.append(Entry(kind, name, CHANGE if diff else UNCHANGED, obj, diff, namespace=ns, live=live))
+        result.entries.append(
+            Entry(kind, name, CHANGE if diff else UNCHANGED, obj, diff, namespace=ns, live=live)
+        )
     params = desired.get(("ConfigMap", target, archive.CMD_PARAMS_CONFIG_MAP))
-    extras = [o for o in collect_live(api, target, kinds=archive.PRUNE_ORDER, cmd_params=params,
-                                      page_size=page_size)
-              if archive.key(o) not in desired]
+    extras = [
+        o
+        for o in collect_live(api, target, kinds=archive.PRUNE_ORDER, cmd_params=params, page_size=page_size)
+        if archive.key(o) not in desired
+    ]
     for live in sorted(extras, key=_prune_key):
         kind, ns, name = archive.key(live)
         result.entries.append(Entry(kind, name, DELETE if prune else EXTRA, live, namespace=ns, live=live))
@@ -248,10 +256,20 @@ def _source_namespace(loaded: Loaded) -> str | None:
 
 
 _VERBS = {
-    False: {CREATE: "would create", CHANGE: "would change", UNCHANGED: "unchanged", DELETE: "would delete",
-            EXTRA: "not in archive"},
-    True: {CREATE: "created", CHANGE: "changed", UNCHANGED: "unchanged", DELETE: "deleted",
-           EXTRA: "not in archive"},
+    False: {
+        CREATE: "would create",
+        CHANGE: "would change",
+        UNCHANGED: "unchanged",
+        DELETE: "would delete",
+        EXTRA: "not in archive",
+    },
+    True: {
+        CREATE: "created",
+        CHANGE: "changed",
+        UNCHANGED: "unchanged",
+        DELETE: "deleted",
+        EXTRA: "not in archive",
+    },
 }
 
 
@@ -274,16 +292,22 @@ def render(result: Plan, *, applied: bool = False) -> str:
     where = f"in namespace {result.namespace}" + (f" (and {', '.join(others)})" if others else "")
     extra = result.count(EXTRA)
     if applied:
-        parts = [f"{result.count(CREATE)} created", f"{result.count(CHANGE)} changed",
-                 f"{result.count(UNCHANGED)} unchanged"]
+        parts = [
+            f"{result.count(CREATE)} created",
+            f"{result.count(CHANGE)} changed",
+            f"{result.count(UNCHANGED)} unchanged",
+        ]
         if result.prune:
             parts.append(f"{result.count(DELETE)} deleted")
         if extra:
             parts.append(f"{extra} not in the archive (kept)")
         summary = f"applied: {', '.join(parts)} {where}"
     else:
-        parts = [f"{result.count(CREATE)} to create", f"{result.count(CHANGE)} to change",
-                 f"{result.count(UNCHANGED)} unchanged"]
+        parts = [
+            f"{result.count(CREATE)} to create",
+            f"{result.count(CHANGE)} to change",
+            f"{result.count(UNCHANGED)} unchanged",
+        ]
         if result.prune:
             parts.append(f"{result.count(DELETE)} to delete")
         if extra:
@@ -296,8 +320,9 @@ def render(result: Plan, *, applied: bool = False) -> str:
 def apply(api: kube.KubeApi, result: Plan, *, on_applied: Callable[[Entry], None] | None = None) -> int:
     """Make every archived object equal to the archive, then prune; how many objects were written."""
     written = 0
-    for entry in sorted((e for e in result.entries if e.action in (CREATE, CHANGE)),
-                        key=lambda e: archive.sort_key(e.obj)):
+    for entry in sorted(
+        (e for e in result.entries if e.action in (CREATE, CHANGE)), key=lambda e: archive.sort_key(e.obj)
+    ):
         _make_equal(api, entry)
         log.info("%s %s", "created" if entry.action == CREATE else "replaced", archive.show(entry.key))
         written += 1
@@ -341,8 +366,13 @@ def _prune(api: kube.KubeApi, entry: Entry) -> None:
                 stripped = copy.deepcopy(live)
                 stripped["metadata"]["finalizers"] = []
                 live = api.replace(resource, entry.namespace, stripped)
-            api.delete(resource, entry.namespace, entry.name, uid=meta.get("uid"),
-                       propagation="Orphan" if entry.kind == "ApplicationSet" else None)
+            api.delete(
+                resource,
+                entry.namespace,
+                entry.name,
+                uid=meta.get("uid"),
+                propagation="Orphan" if entry.kind == "ApplicationSet" else None,
+            )
             return
         except kube.ConflictError:
             if attempt == _ATTEMPTS - 1:

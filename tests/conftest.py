@@ -45,8 +45,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         # The original failure stays readable, with every registered secret masked. (A failing
         # test that takes ``git_token`` as an argument lands here too: pytest's long traceback
         # prints the test's arguments.)
-        report.longrepr = (f"a registered secret appeared in: {', '.join(leaks)} (never print tokens)"
-                           + (f"\n\n--- the report, secrets masked ---\n{redact(original)}" if original else ""))
+        report.longrepr = f"a registered secret appeared in: {', '.join(leaks)} (never print tokens)" + (
+            f"\n\n--- the report, secrets masked ---\n{redact(original)}" if original else ""
+        )
 
 
 @pytest.fixture()

@@ -31,6 +31,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         capture_output=True,
         text=True,
         timeout=600,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr
     (built,) = out.glob("imagebump-*.whl")
@@ -45,6 +46,7 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
         capture_output=True,
         text=True,
         timeout=600,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr
     return target
@@ -61,7 +63,13 @@ def _run(installed: Path, cwd: Path, code: str, **env: str) -> subprocess.Comple
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("IMAGEBUMP_", "PYTHON"))}
     environ.update(PYTHONPATH=str(installed), **env)
     return subprocess.run(
-        [sys.executable, "-c", code], cwd=cwd, env=environ, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", code],
+        cwd=cwd,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
 
 

@@ -249,6 +249,7 @@ def test_try_the_pieces_runs_as_written(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         timeout=300,
+        check=False,
     )
 
     assert proc.returncode == 0, proc.stderr
@@ -404,6 +405,7 @@ def test_run_without_a_cluster_runs_as_written(tmp_path: Path) -> None:
             capture_output=True,
             text=True,
             timeout=60,
+            check=False,
         )
 
         assert jq.returncode == 0, jq.stderr
@@ -429,6 +431,7 @@ def test_run_without_a_cluster_runs_as_written(tmp_path: Path) -> None:
             capture_output=True,
             text=True,
             timeout=600,
+            check=False,
         )
 
         assert sweep.returncode == 0, sweep.stderr[-3000:]
@@ -485,7 +488,9 @@ def test_reliability_points_at_tests_that_exist() -> None:
 )
 def test_a_broken_command_fails_the_block(tmp_path: Path, text: str, code: int) -> None:
     block = Block("x", 1, "sh", text, None)
-    proc = subprocess.run(bash(block, tmp_path, "broken"), capture_output=True, text=True, timeout=30)
+    proc = subprocess.run(
+        bash(block, tmp_path, "broken"), capture_output=True, text=True, timeout=30, check=False
+    )
     assert proc.returncode == code, proc.stderr
     assert "never" not in proc.stdout
     if code:

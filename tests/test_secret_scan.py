@@ -14,8 +14,11 @@ from tests.secret_scan import find_leaks, redact, register
     ("text", "leaks"),
     [
         pytest.param("push failed for https://example/ibt_s3cret", True, id="token"),
-        pytest.param("Authorization: Basic " + base64.b64encode(b"x-access-token:ibt_s3cret").decode(), True,
-                     id="basic-header"),
+        pytest.param(
+            "Authorization: Basic " + base64.b64encode(b"x-access-token:ibt_s3cret").decode(),
+            True,
+            id="basic-header",
+        ),
         pytest.param("push failed for https://***@example/", False, id="redacted"),
         pytest.param("", False, id="empty"),
     ],

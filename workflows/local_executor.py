@@ -343,7 +343,10 @@ _WARN_EVENTS = {"attempt-failed", "retry-scheduled", "zygote-lost", "zygote-unav
 
 def _level_of(record: dict[str, Any]) -> str:
     """The ``level`` of an executor record: failures are errors, retries warnings, the rest info."""
-    if record.get("phase") in (FAILED, ERROR) and record.get("event") in ("node-finished", "workflow-finished"):
+    if record.get("phase") in (FAILED, ERROR) and record.get("event") in (
+        "node-finished",
+        "workflow-finished",
+    ):
         return "error"
     return "warning" if record.get("event") in _WARN_EVENTS else "info"
 
@@ -378,13 +381,17 @@ def _under(path: PurePosixPath, root: PurePosixPath) -> bool:
 def _load(template_yaml: str | Path) -> tuple[str, dict[str, Any]]:
     """(source, document) of a rendered Workflow, WorkflowTemplate or CronWorkflow: a path or YAML text."""
     if isinstance(template_yaml, Path) or (
-        isinstance(template_yaml, str) and "\n" not in template_yaml and template_yaml.endswith((".yaml", ".yml"))
+        isinstance(template_yaml, str)
+        and "\n" not in template_yaml
+        and template_yaml.endswith((".yaml", ".yml"))
     ):
         source = str(template_yaml)
         try:
             text = Path(template_yaml).read_text()
         except OSError as exc:
-            raise ConfigError(f"{source}: cannot read it ({exc.strerror}); render it with `imagebump render`") from None
+            raise ConfigError(
+                f"{source}: cannot read it ({exc.strerror}); render it with `imagebump render`"
+            ) from None
     else:
         source, text = "<string>", str(template_yaml)
     try:
@@ -392,7 +399,9 @@ def _load(template_yaml: str | Path) -> tuple[str, dict[str, Any]]:
     except yaml.YAMLError as exc:
         raise ConfigError(f"{source}: not valid YAML: {exc}") from None
     if not isinstance(doc, dict) or doc.get("kind") not in _KINDS:
-        raise ConfigError(f"{source}: expected a WorkflowTemplate (kind: WorkflowTemplate, or a CronWorkflow)")
+        raise ConfigError(
+            f"{source}: expected a WorkflowTemplate (kind: WorkflowTemplate, or a CronWorkflow)"
+        )
     return source, doc
 
 
@@ -418,34 +427,100 @@ def _siblings(source: str) -> list[tuple[str, dict[str, Any]]]:
 # ---------------------------------------------------------------------------------------------
 
 _IGNORED_SPEC = {
-    "metrics", "podGC", "ttlStrategy", "securityContext", "serviceAccountName", "podSpecPatch",
-    "archiveLocation", "podMetadata", "workflowMetadata", "automountServiceAccountToken",
-    "imagePullSecrets", "nodeSelector", "tolerations", "affinity", "priorityClassName",
-    "volumeClaimGC", "podDisruptionBudget", "executor", "artifactGC", "schedulerName",
-    "hostNetwork", "dnsPolicy", "dnsConfig", "podPriorityClassName", "workflowTemplateRef",
+    "metrics",
+    "podGC",
+    "ttlStrategy",
+    "securityContext",
+    "serviceAccountName",
+    "podSpecPatch",
+    "archiveLocation",
+    "podMetadata",
+    "workflowMetadata",
+    "automountServiceAccountToken",
+    "imagePullSecrets",
+    "nodeSelector",
+    "tolerations",
+    "affinity",
+    "priorityClassName",
+    "volumeClaimGC",
+    "podDisruptionBudget",
+    "executor",
+    "artifactGC",
+    "schedulerName",
+    "hostNetwork",
+    "dnsPolicy",
+    "dnsConfig",
+    "podPriorityClassName",
+    "workflowTemplateRef",
 }
 _SUPPORTED_SPEC = {"entrypoint", "arguments", "templates", "activeDeadlineSeconds", "volumes"}
 
 _IGNORED_TEMPLATE = {
-    "metrics", "securityContext", "serviceAccountName", "podSpecPatch", "archiveLocation",
-    "metadata", "automountServiceAccountToken", "nodeSelector", "tolerations", "affinity",
-    "priorityClassName", "schedulerName", "executor", "failFast", "hostAliases",
+    "metrics",
+    "securityContext",
+    "serviceAccountName",
+    "podSpecPatch",
+    "archiveLocation",
+    "metadata",
+    "automountServiceAccountToken",
+    "nodeSelector",
+    "tolerations",
+    "affinity",
+    "priorityClassName",
+    "schedulerName",
+    "executor",
+    "failFast",
+    "hostAliases",
 }
 _SUPPORTED_TEMPLATE = {
-    "name", "inputs", "outputs", "steps", "dag", "script", "synchronization", "retryStrategy",
-    "activeDeadlineSeconds", "volumes", "suspend", "parallelism",
+    "name",
+    "inputs",
+    "outputs",
+    "steps",
+    "dag",
+    "script",
+    "synchronization",
+    "retryStrategy",
+    "activeDeadlineSeconds",
+    "volumes",
+    "suspend",
+    "parallelism",
 }
 _IGNORED_SCRIPT = {
-    "image", "imagePullPolicy", "resources", "securityContext", "name", "workingDir",
-    "terminationMessagePath", "terminationMessagePolicy", "resizePolicy",
+    "image",
+    "imagePullPolicy",
+    "resources",
+    "securityContext",
+    "name",
+    "workingDir",
+    "terminationMessagePath",
+    "terminationMessagePolicy",
+    "resizePolicy",
 }
 _SUPPORTED_SCRIPT = {"command", "args", "source", "env", "envFrom", "volumeMounts"}
-_SUPPORTED_STEP = {"name", "template", "templateRef", "arguments", "withParam", "withItems", "when",
-                   "dependencies", "depends", "description"}
+_SUPPORTED_STEP = {
+    "name",
+    "template",
+    "templateRef",
+    "arguments",
+    "withParam",
+    "withItems",
+    "when",
+    "dependencies",
+    "depends",
+    "description",
+}
 #: CronWorkflow fields that only schedule runs (the caller schedules locally): ignored.
 _IGNORED_CRON = {
-    "schedules", "schedule", "timezone", "concurrencyPolicy", "startingDeadlineSeconds",
-    "successfulJobsHistoryLimit", "failedJobsHistoryLimit", "suspend", "workflowMetadata",
+    "schedules",
+    "schedule",
+    "timezone",
+    "concurrencyPolicy",
+    "startingDeadlineSeconds",
+    "successfulJobsHistoryLimit",
+    "failedJobsHistoryLimit",
+    "suspend",
+    "workflowMetadata",
 }
 _KINDS = ("WorkflowTemplate", "Workflow", "CronWorkflow")
 
@@ -506,12 +581,16 @@ class LocalExecutor:
         self.source, doc = _load(template_yaml)
         self.doc = doc
         self.kind: str = doc["kind"]
-        self.name = (doc.get("metadata") or {}).get("name") or (doc.get("metadata") or {}).get("generateName", "")
+        self.name = (doc.get("metadata") or {}).get("name") or (doc.get("metadata") or {}).get(
+            "generateName", ""
+        )
         spec: dict[str, Any] = doc.get("spec") or {}
         if self.kind == "CronWorkflow":
             for key in spec:
                 if key != "workflowSpec" and key not in _IGNORED_CRON:
-                    raise UnsupportedFeatureError(f"spec.{key}", "the local executor runs a CronWorkflow once per call")
+                    raise UnsupportedFeatureError(
+                        f"spec.{key}", "the local executor runs a CronWorkflow once per call"
+                    )
             spec = spec.get("workflowSpec") or {}
         self.spec: dict[str, Any] = spec
         self.templates: dict[str, dict[str, Any]] = {t["name"]: t for t in self.spec.get("templates") or []}
@@ -526,7 +605,9 @@ class LocalExecutor:
         for source, other in others:
             name = (other.get("metadata") or {}).get("name")
             if other["kind"] != "WorkflowTemplate" or not name:
-                raise ConfigError(f"{source}: workflow_templates takes named WorkflowTemplates, got {other['kind']}")
+                raise ConfigError(
+                    f"{source}: workflow_templates takes named WorkflowTemplates, got {other['kind']}"
+                )
             if name in sources:
                 self._ambiguous.setdefault(name, [sources[name]]).append(source)
             sources[name] = source
@@ -585,8 +666,15 @@ class LocalExecutor:
         try:
             zygote.ensure_started()
         except ZygoteError as exc:
-            self.log({"ts": utc_timestamp(), "level": "warning", "component": "executor",
-                      "event": "zygote-unavailable", "message": str(exc)})
+            self.log(
+                {
+                    "ts": utc_timestamp(),
+                    "level": "warning",
+                    "component": "executor",
+                    "event": "zygote-unavailable",
+                    "message": str(exc),
+                }
+            )
 
     # -- validation (everything refused here, before any run) ---------------------------------
 
@@ -605,7 +693,9 @@ class LocalExecutor:
                 raise UnsupportedFeatureError(f"spec.arguments.{key}")
         self.workflow_parameters: dict[str, str | None] = {}
         for i, p in enumerate(args.get("parameters") or []):
-            self._check_keys(p, {"name", "value", "default", "description", "enum"}, f"spec.arguments.parameters[{i}]")
+            self._check_keys(
+                p, {"name", "value", "default", "description", "enum"}, f"spec.arguments.parameters[{i}]"
+            )
             value = p.get("value", p.get("default"))
             self.workflow_parameters[p["name"]] = None if value is None else str(value)
         self._check_volumes(spec.get("volumes") or [], "spec.volumes")
@@ -613,7 +703,9 @@ class LocalExecutor:
             self._validate_template(name, tpl)
 
     @staticmethod
-    def _check_keys(obj: Mapping[str, Any], allowed: set[str], where: str, ignored: set[str] = frozenset()) -> None:
+    def _check_keys(
+        obj: Mapping[str, Any], allowed: set[str], where: str, ignored: set[str] = frozenset()
+    ) -> None:
         for key in obj:
             if key not in allowed and key not in ignored:
                 raise UnsupportedFeatureError(f"{where}.{key}")
@@ -629,10 +721,14 @@ class LocalExecutor:
         for i, vol in enumerate(volumes):
             kinds = set(vol) - {"name"}
             if kinds - {"secret", "configMap", "emptyDir"} or len(kinds) != 1:
-                raise UnsupportedFeatureError(f"{where}[{i}]", f"volume kinds {sorted(kinds)} (only secret, configMap, emptyDir)")
+                raise UnsupportedFeatureError(
+                    f"{where}[{i}]", f"volume kinds {sorted(kinds)} (only secret, configMap, emptyDir)"
+                )
             if "secret" in vol:
                 src = vol["secret"]
-                self._check_keys(src, {"secretName", "items", "optional", "defaultMode"}, f"{where}[{i}].secret")
+                self._check_keys(
+                    src, {"secretName", "items", "optional", "defaultMode"}, f"{where}[{i}].secret"
+                )
                 self._require("secret", src.get("secretName"), None, src.get("optional"), where)
             if "configMap" in vol:
                 src = vol["configMap"]
@@ -650,7 +746,9 @@ class LocalExecutor:
                 f"executor; pass it in {arg}={{{name!r}: {{...}}}}"
             )
         if key is not None and key not in store[name]:
-            raise ConfigError(f"{where}: {kind} {name!r} has no key {key!r} (has: {', '.join(sorted(store[name])) or 'none'})")
+            raise ConfigError(
+                f"{where}: {kind} {name!r} has no key {key!r} (has: {', '.join(sorted(store[name])) or 'none'})"
+            )
 
     def _validate_template(self, name: str, tpl: dict[str, Any]) -> None:
         self._validated.add(id(tpl))
@@ -661,7 +759,9 @@ class LocalExecutor:
             if key not in _SUPPORTED_TEMPLATE and key not in _IGNORED_TEMPLATE:
                 raise UnsupportedFeatureError(f"{where}.{key}")
         if len(kinds) != 1:
-            raise UnsupportedFeatureError(where, "a template must be exactly one of steps, dag, script, suspend")
+            raise UnsupportedFeatureError(
+                where, "a template must be exactly one of steps, dag, script, suspend"
+            )
         if tpl.get("parallelism") is not None:
             if kinds[0] not in ("steps", "dag"):
                 raise UnsupportedFeatureError(f"{where}.parallelism", "only on steps and dag templates")
@@ -671,7 +771,9 @@ class LocalExecutor:
             suspend = tpl["suspend"] or {}
             self._check_keys(suspend, {"duration"}, f"{where}.suspend")
             if suspend.get("duration") in (None, ""):
-                raise UnsupportedFeatureError(f"{where}.suspend", "no duration: it would wait for a manual resume")
+                raise UnsupportedFeatureError(
+                    f"{where}.suspend", "no duration: it would wait for a manual resume"
+                )
             parse_duration(suspend["duration"], f"{where}.suspend.duration")
             if tpl.get("outputs"):
                 raise UnsupportedFeatureError(f"{where}.outputs", "outputs of a suspend template")
@@ -679,7 +781,9 @@ class LocalExecutor:
         self._check_keys(inputs, {"parameters"}, f"{where}.inputs")
         input_names = set()
         for i, p in enumerate(inputs.get("parameters") or []):
-            self._check_keys(p, {"name", "value", "default", "description", "enum"}, f"{where}.inputs.parameters[{i}]")
+            self._check_keys(
+                p, {"name", "value", "default", "description", "enum"}, f"{where}.inputs.parameters[{i}]"
+            )
             input_names.add(p["name"])
         if tpl.get("activeDeadlineSeconds") is not None:
             self._int(tpl["activeDeadlineSeconds"], f"{where}.activeDeadlineSeconds")
@@ -691,7 +795,9 @@ class LocalExecutor:
                 self._check_keys(m, {"name", "namespace"}, f"{where}.synchronization.mutexes[{j}]")
                 if m.get("namespace"):
                     raise UnsupportedFeatureError(f"{where}.synchronization.mutexes[{j}].namespace")
-                self._check_vars(str(m.get("name", "")), f"{where}.synchronization", input_names, set(), False)
+                self._check_vars(
+                    str(m.get("name", "")), f"{where}.synchronization", input_names, set(), False
+                )
         if tpl.get("retryStrategy") is not None:
             self._validate_retry(tpl["retryStrategy"], f"{where}.retryStrategy")
         self._check_volumes(tpl.get("volumes") or [], f"{where}.volumes")
@@ -716,9 +822,17 @@ class LocalExecutor:
             else:
                 self._check_keys(vf, {"parameter", "default"}, f"{pw}.valueFrom")
                 if "parameter" not in vf:
-                    raise UnsupportedFeatureError(f"{pw}.valueFrom", "steps/dag outputs need valueFrom.parameter")
-                self._check_vars(str(vf["parameter"]), f"{pw}.valueFrom.parameter", input_names, step_outputs, False,
-                                 prefix="steps" if "steps" in tpl else "tasks")
+                    raise UnsupportedFeatureError(
+                        f"{pw}.valueFrom", "steps/dag outputs need valueFrom.parameter"
+                    )
+                self._check_vars(
+                    str(vf["parameter"]),
+                    f"{pw}.valueFrom.parameter",
+                    input_names,
+                    step_outputs,
+                    False,
+                    prefix="steps" if "steps" in tpl else "tasks",
+                )
 
     def _validate_retry(self, retry: dict[str, Any], where: str) -> None:
         self._check_keys(retry, {"limit", "retryPolicy", "backoff", "expression"}, where)
@@ -739,9 +853,13 @@ class LocalExecutor:
         if retry.get("expression"):
             try:
                 for code, status in ((0, "Failed"), (2, "Failed"), (75, "Error")):
-                    evaluate_condition(retry["expression"], lambda t: _retry_operand(t, code, status))
+                    evaluate_condition(
+                        retry["expression"], lambda t, c=code, s=status: _retry_operand(t, c, s)
+                    )
             except (ValueError, TypeError) as exc:
-                raise UnsupportedFeatureError(f"{where}.expression", f"{retry['expression']!r} ({exc})") from None
+                raise UnsupportedFeatureError(
+                    f"{where}.expression", f"{retry['expression']!r} ({exc})"
+                ) from None
 
     def _validate_script(self, tpl: dict[str, Any], where: str, input_names: set[str]) -> None:
         script = tpl["script"]
@@ -752,7 +870,9 @@ class LocalExecutor:
         command = list(script.get("command") or [])
         if command[:1] not in (["python"], ["python3"]) or len(command) != 1:
             raise UnsupportedFeatureError(f"{sw}.command", f"{command!r} (only [python])")
-        self._check_vars(str(script.get("source", "")), f"{sw}.source", input_names, set(), False, allow_all_inputs=True)
+        self._check_vars(
+            str(script.get("source", "")), f"{sw}.source", input_names, set(), False, allow_all_inputs=True
+        )
         for a in script.get("args") or []:
             self._check_vars(str(a), f"{sw}.args", input_names, set(), False)
         volume_names = {v["name"] for v in (tpl.get("volumes") or []) + (self.spec.get("volumes") or [])}
@@ -769,7 +889,10 @@ class LocalExecutor:
             vf = e.get("valueFrom")
             if vf is not None:
                 self._check_keys(vf, {"secretKeyRef", "configMapKeyRef"}, f"{ew}.valueFrom")
-                for kind, ref in (("secret", vf.get("secretKeyRef")), ("configmap", vf.get("configMapKeyRef"))):
+                for kind, ref in (
+                    ("secret", vf.get("secretKeyRef")),
+                    ("configmap", vf.get("configMapKeyRef")),
+                ):
                     if ref is not None:
                         self._check_keys(ref, {"name", "key", "optional"}, ew)
                         self._require(kind, ref.get("name"), ref.get("key"), ref.get("optional"), ew)
@@ -833,11 +956,21 @@ class LocalExecutor:
             for i, p in enumerate(args.get("parameters") or []):
                 self._check_keys(p, {"name", "value", "description"}, f"{sw}.arguments.parameters[{i}]")
                 if p["name"] not in callee_inputs:
-                    raise ConfigError(f"{sw}: argument {p['name']!r} is not an input of template {callee_name!r}")
-                self._check_vars(str(p.get("value", "")), f"{sw}.arguments.parameters[{i}].value", input_names,
-                                 visible, has_items, prefix=prefix)
+                    raise ConfigError(
+                        f"{sw}: argument {p['name']!r} is not an input of template {callee_name!r}"
+                    )
+                self._check_vars(
+                    str(p.get("value", "")),
+                    f"{sw}.arguments.parameters[{i}].value",
+                    input_names,
+                    visible,
+                    has_items,
+                    prefix=prefix,
+                )
             if "withParam" in step:
-                self._check_vars(str(step["withParam"]), f"{sw}.withParam", input_names, visible, False, prefix=prefix)
+                self._check_vars(
+                    str(step["withParam"]), f"{sw}.withParam", input_names, visible, False, prefix=prefix
+                )
             if "withItems" in step and not isinstance(step["withItems"], list):
                 raise UnsupportedFeatureError(f"{sw}.withItems", "expected a list")
             if "when" in step:
@@ -884,15 +1017,20 @@ class LocalExecutor:
         if name not in self.referenced:
             given = ", ".join(sorted(self.referenced)) or "none"
             raise UnsupportedFeatureError(
-                f"{rw}.name", f"{name!r} is not a WorkflowTemplate given to the local executor (given: {given}); "
-                "render it next to this template, or pass its rendered YAML in workflow_templates")
+                f"{rw}.name",
+                f"{name!r} is not a WorkflowTemplate given to the local executor (given: {given}); "
+                "render it next to this template, or pass its rendered YAML in workflow_templates",
+            )
         if name in self._ambiguous:
-            raise ConfigError(f"{rw}.name: {name!r} names several WorkflowTemplates "
-                              f"({', '.join(self._ambiguous[name])}); give the executor one")
+            raise ConfigError(
+                f"{rw}.name: {name!r} names several WorkflowTemplates "
+                f"({', '.join(self._ambiguous[name])}); give the executor one"
+            )
         if template not in self.referenced[name]:
             held = ", ".join(sorted(self.referenced[name]))
-            raise UnsupportedFeatureError(f"{rw}.template", f"WorkflowTemplate {name!r} has no template "
-                                                              f"{template!r} (it has: {held})")
+            raise UnsupportedFeatureError(
+                f"{rw}.template", f"WorkflowTemplate {name!r} has no template {template!r} (it has: {held})"
+            )
         callee = self.referenced[name][template]
         if id(callee) not in self._validated:
             self._validate_template(template, callee)
@@ -905,7 +1043,9 @@ class LocalExecutor:
             for part in re.split(r"\s*&&\s*", str(depends).strip()):
                 m = re.fullmatch(r"([A-Za-z0-9_-]+)(?:\.Succeeded)?", part)
                 if not m:
-                    raise UnsupportedFeatureError(f"{where}.depends", f"{depends!r} (only 'a && b.Succeeded')")
+                    raise UnsupportedFeatureError(
+                        f"{where}.depends", f"{depends!r} (only 'a && b.Succeeded')"
+                    )
                 deps.append(m.group(1))
         return deps
 
@@ -940,10 +1080,17 @@ class LocalExecutor:
                 continue
             if parts[0] == "item" and has_item and len(parts) <= 2:
                 continue
-            if parts[0] in ("steps", "tasks") and parts[0] == prefix and len(parts) >= 4 and parts[2] == "outputs":
+            if (
+                parts[0] in ("steps", "tasks")
+                and parts[0] == prefix
+                and len(parts) >= 4
+                and parts[2] == "outputs"
+            ):
                 if parts[1] not in visible_steps:
                     raise ConfigError(f"{where}: {{{{{var}}}}} names no earlier step/task")
-                if (len(parts) == 5 and parts[3] == "parameters") or (len(parts) == 4 and parts[3] == "result"):
+                if (len(parts) == 5 and parts[3] == "parameters") or (
+                    len(parts) == 4 and parts[3] == "result"
+                ):
                     continue
             raise UnsupportedFeatureError(where, f"variable {{{{{var}}}}}")
 
@@ -1042,9 +1189,18 @@ class _Run:
 
         def flush_loose() -> None:
             if loose:
-                self.emit({"ts": utc_timestamp(), "level": "info", "component": "step", "step": tpl["name"],
-                           **({"event_id": self.event_id} if self.event_id else {}), "event": "step-stderr",
-                           "message": "\n".join(loose)[-STDERR_TAIL_CHARS:], **extra})
+                self.emit(
+                    {
+                        "ts": utc_timestamp(),
+                        "level": "info",
+                        "component": "step",
+                        "step": tpl["name"],
+                        **({"event_id": self.event_id} if self.event_id else {}),
+                        "event": "step-stderr",
+                        "message": "\n".join(loose)[-STDERR_TAIL_CHARS:],
+                        **extra,
+                    }
+                )
                 loose.clear()
 
         for line in self.redact(stderr).splitlines():
@@ -1115,7 +1271,9 @@ class _Run:
                 return outs["result"]
             value = outs["parameters"].get(parts[4])
             if value is None:
-                raise _NodeError(f"{{{{{var}}}}}: step {parts[1]!r} has no output {parts[4]!r} (and no default)")
+                raise _NodeError(
+                    f"{{{{{var}}}}}: step {parts[1]!r} has no output {parts[4]!r} (and no default)"
+                )
             return value
         raise _NodeError(f"{NOT_SUPPORTED}variable {{{{{var}}}}}")
 
@@ -1132,22 +1290,29 @@ class _Run:
             elif "default" in p:
                 inputs[p["name"]] = str(p["default"])
             else:
-                raise _NodeError(f"{where}: input parameter {p['name']!r} of template {tpl['name']!r} has no value")
+                raise _NodeError(
+                    f"{where}: input parameter {p['name']!r} of template {tpl['name']!r} has no value"
+                )
             if p.get("enum") and inputs[p["name"]] not in [str(e) for e in p["enum"]]:
-                raise _NodeError(f"{where}: input {p['name']!r}={inputs[p['name']]!r} not in enum {p['enum']}")
+                raise _NodeError(
+                    f"{where}: input {p['name']!r}={inputs[p['name']]!r} not in enum {p['enum']}"
+                )
         return inputs
 
     # templates
-    def run_template(self, tpl: dict[str, Any], inputs: dict[str, str], node_name: str,
-                     deadline: float | None) -> NodeResult:
+    def run_template(
+        self, tpl: dict[str, Any], inputs: dict[str, str], node_name: str, deadline: float | None
+    ) -> NodeResult:
         if tpl.get("activeDeadlineSeconds") is not None:
             own = time.monotonic() + int(str(tpl["activeDeadlineSeconds"]))
             deadline = own if deadline is None else min(deadline, own)
         scope = _Scope(inputs=inputs, where=self.ex._scope_of.get(id(tpl), ""))
         locks: list[tuple[str, threading.Lock]] = []
         sync = tpl.get("synchronization") or {}
-        names = [self.render(m["name"], scope) for m in list(sync.get("mutexes") or []) + (
-            [sync["mutex"]] if sync.get("mutex") else [])]
+        names = [
+            self.render(m["name"], scope)
+            for m in list(sync.get("mutexes") or []) + ([sync["mutex"]] if sync.get("mutex") else [])
+        ]
         for mutex_name in sorted(set(names)):  # sorted: two templates never deadlock on order
             lock = _mutex(mutex_name)
             if not lock.acquire(blocking=False):
@@ -1176,12 +1341,22 @@ class _Run:
             phase, message = FAILED, "activeDeadlineSeconds exceeded while suspended"
         if seconds > 0:
             time.sleep(seconds)
-        node = self.add(NodeResult(node_name, tpl["name"], phase, None, {}, time.monotonic() - started, 1, message))
-        self.log(event="node-finished", node=node_name, template=tpl["name"], phase=phase,
-                 duration=round(node.duration, 3), message=message or None)
+        node = self.add(
+            NodeResult(node_name, tpl["name"], phase, None, {}, time.monotonic() - started, 1, message)
+        )
+        self.log(
+            event="node-finished",
+            node=node_name,
+            template=tpl["name"],
+            phase=phase,
+            duration=round(node.duration, 3),
+            message=message or None,
+        )
         return node
 
-    def run_group(self, tpl: dict[str, Any], scope: _Scope, node_name: str, deadline: float | None) -> NodeResult:
+    def run_group(
+        self, tpl: dict[str, Any], scope: _Scope, node_name: str, deadline: float | None
+    ) -> NodeResult:
         started = time.monotonic()
         phase, message = SUCCEEDED, ""
         # parallelism: at most N of this template's steps, tasks or items at once (a slot per leaf
@@ -1191,7 +1366,8 @@ class _Run:
             if "steps" in tpl:
                 for group in tpl["steps"] or []:
                     results = self.run_parallel(
-                        [(step, scope, f"{node_name}.{step['name']}", deadline) for step in group], gate)
+                        [(step, scope, f"{node_name}.{step['name']}", deadline) for step in group], gate
+                    )
                     bad = [(s, r) for s, r in zip(group, results) if r[0] not in (SUCCEEDED, SKIPPED)]
                     for step, (_, outs) in zip(group, results):
                         scope.steps[step["name"]] = outs
@@ -1213,14 +1389,27 @@ class _Run:
                         outputs[p["name"]] = str(vf["default"])
         except _NodeError as exc:
             phase, message, outputs = ERROR, self.redact(str(exc)), {}
-        node = self.add(NodeResult(node_name, tpl["name"], phase, None, outputs, time.monotonic() - started,
-                                   1, message))
-        self.log(event="node-finished", node=node_name, template=tpl["name"], phase=phase,
-                 duration=round(node.duration, 3), message=message or None)
+        node = self.add(
+            NodeResult(node_name, tpl["name"], phase, None, outputs, time.monotonic() - started, 1, message)
+        )
+        self.log(
+            event="node-finished",
+            node=node_name,
+            template=tpl["name"],
+            phase=phase,
+            duration=round(node.duration, 3),
+            message=message or None,
+        )
         return node
 
-    def run_dag(self, tpl: dict[str, Any], scope: _Scope, node_name: str, deadline: float | None,
-                gate: _Gate | None = None) -> tuple[str, str]:
+    def run_dag(
+        self,
+        tpl: dict[str, Any],
+        scope: _Scope,
+        node_name: str,
+        deadline: float | None,
+        gate: _Gate | None = None,
+    ) -> tuple[str, str]:
         tasks = {t["name"]: t for t in (tpl["dag"] or {}).get("tasks") or []}
         deps = {n: set(self.ex._task_dependencies(t, n)) for n, t in tasks.items()}
         done: dict[str, str] = {}
@@ -1236,7 +1425,9 @@ class _Run:
                 if not blocked:  # validation refuses cycles; never spin
                     raise _NodeError(f"{node_name}: dag tasks {sorted(set(tasks) - set(done))} can never run")
                 continue
-            results = self.run_parallel([(tasks[n], scope, f"{node_name}.{n}", deadline) for n in ready], gate)
+            results = self.run_parallel(
+                [(tasks[n], scope, f"{node_name}.{n}", deadline) for n in ready], gate
+            )
             for n, (p, outs) in zip(ready, results):
                 done[n] = p
                 scope.steps[n] = outs
@@ -1244,15 +1435,22 @@ class _Run:
                     phase, message = p, f"child {n!r} {p.lower()}"
         return phase, message
 
-    def run_parallel(self, calls: list[tuple[dict[str, Any], _Scope, str, float | None]],
-                     gate: _Gate | None = None) -> list[tuple[str, dict]]:
+    def run_parallel(
+        self, calls: list[tuple[dict[str, Any], _Scope, str, float | None]], gate: _Gate | None = None
+    ) -> list[tuple[str, dict]]:
         if len(calls) == 1:
             return [self.run_step(*calls[0], gate)]
         with ThreadPoolExecutor(max_workers=len(calls), thread_name_prefix="step") as pool:
             return list(pool.map(lambda c: self.run_step(*c, gate), calls))
 
-    def run_step(self, step: dict[str, Any], scope: _Scope, node_name: str,
-                 deadline: float | None, gate: _Gate | None = None) -> tuple[str, dict[str, Any]]:
+    def run_step(
+        self,
+        step: dict[str, Any],
+        scope: _Scope,
+        node_name: str,
+        deadline: float | None,
+        gate: _Gate | None = None,
+    ) -> tuple[str, dict[str, Any]]:
         """Run one step/task (expanding withParam/withItems); return (phase, outputs for lookups)."""
         callee = self.ex.callee(step, scope.where)
         try:
@@ -1264,11 +1462,18 @@ class _Run:
                     try:
                         items = json.loads(raw)
                     except json.JSONDecodeError:
-                        raise _NodeError(f"{node_name}: withParam is not a JSON list: {raw[:200]!r}") from None
+                        raise _NodeError(
+                            f"{node_name}: withParam is not a JSON list: {raw[:200]!r}"
+                        ) from None
                     if not isinstance(items, list):
                         raise _NodeError(f"{node_name}: withParam is not a JSON list: {raw[:200]!r}")
                 children = [
-                    (step, _Scope(scope.inputs, scope.steps, item, True, scope.where), f"{node_name}({i})", deadline)
+                    (
+                        step,
+                        _Scope(scope.inputs, scope.steps, item, True, scope.where),
+                        f"{node_name}({i})",
+                        deadline,
+                    )
                     for i, item in enumerate(items)
                 ]
                 if not children:
@@ -1282,27 +1487,37 @@ class _Run:
                         break
                 names = {p["name"] for p in (callee.get("outputs") or {}).get("parameters") or []}
                 aggregated = {n: json.dumps([o["parameters"].get(n) for _, o in results]) for n in names}
-                return phase, {"parameters": aggregated,
-                               "result": json.dumps([o.get("result") for _, o in results])}
+                return phase, {
+                    "parameters": aggregated,
+                    "result": json.dumps([o.get("result") for _, o in results]),
+                }
             with gate if gate is not None else contextlib.nullcontext():
                 return self._run_one(step, scope, node_name, deadline)
         except _NodeError as exc:
             message = self.redact(str(exc))
             self.add(NodeResult(node_name, callee["name"], ERROR, message=message))
-            self.log(event="node-finished", node=node_name, template=callee["name"], phase=ERROR, duration=0.0,
-                     message=message)
+            self.log(
+                event="node-finished",
+                node=node_name,
+                template=callee["name"],
+                phase=ERROR,
+                duration=0.0,
+                message=message,
+            )
             return ERROR, {"parameters": {}, "result": None}
 
-    def _run_items(self, children: list[tuple[dict, _Scope, str, float | None]],
-                   gate: _Gate | None = None) -> list[tuple[str, dict]]:
+    def _run_items(
+        self, children: list[tuple[dict, _Scope, str, float | None]], gate: _Gate | None = None
+    ) -> list[tuple[str, dict]]:
         if len(children) == 1:
             return [self._run_one_safe(*children[0], gate)]
         workers = len(children) if gate is None else min(len(children), gate.limit)
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="item") as pool:
             return list(pool.map(lambda c: self._run_one_safe(*c, gate), children))
 
-    def _run_one_safe(self, step: dict, scope: _Scope, node_name: str, deadline: float | None,
-                      gate: _Gate | None = None) -> tuple[str, dict]:
+    def _run_one_safe(
+        self, step: dict, scope: _Scope, node_name: str, deadline: float | None, gate: _Gate | None = None
+    ) -> tuple[str, dict]:
         try:
             with gate if gate is not None else contextlib.nullcontext():
                 return self._run_one(step, scope, node_name, deadline)
@@ -1310,8 +1525,14 @@ class _Run:
             message = self.redact(str(exc))
             name = self.ex.callee(step, scope.where)["name"]
             self.add(NodeResult(node_name, name, ERROR, message=message, item=scope.item))
-            self.log(event="node-finished", node=node_name, template=name, phase=ERROR, duration=0.0,
-                     message=message)
+            self.log(
+                event="node-finished",
+                node=node_name,
+                template=name,
+                phase=ERROR,
+                duration=0.0,
+                message=message,
+            )
             return ERROR, {"parameters": {}, "result": None}
 
     def _run_one(self, step: dict, scope: _Scope, node_name: str, deadline: float | None) -> tuple[str, dict]:
@@ -1323,14 +1544,29 @@ class _Run:
             except ValueError as exc:
                 raise _NodeError(f"{node_name}: cannot evaluate when {when!r}: {exc}") from None
             if not go:
-                node = self.add(NodeResult(node_name, callee["name"], SKIPPED, message=f"when {when!r} evaluated false",
-                                           item=scope.item if scope.has_item else None,
-                                           outputs=self.skipped_outputs(callee)))
-                self.log(event="node-finished", node=node_name, template=callee["name"], phase=SKIPPED,
-                         duration=0.0, message=node.message)
+                node = self.add(
+                    NodeResult(
+                        node_name,
+                        callee["name"],
+                        SKIPPED,
+                        message=f"when {when!r} evaluated false",
+                        item=scope.item if scope.has_item else None,
+                        outputs=self.skipped_outputs(callee),
+                    )
+                )
+                self.log(
+                    event="node-finished",
+                    node=node_name,
+                    template=callee["name"],
+                    phase=SKIPPED,
+                    duration=0.0,
+                    message=node.message,
+                )
                 return SKIPPED, {"parameters": dict(node.outputs), "result": None}
-        given = {p["name"]: self.render(p.get("value", ""), scope)
-                 for p in (step.get("arguments") or {}).get("parameters") or []}
+        given = {
+            p["name"]: self.render(p.get("value", ""), scope)
+            for p in (step.get("arguments") or {}).get("parameters") or []
+        }
         inputs = self.bind_inputs(callee, given, node_name)
         node = self.run_template(callee, inputs, node_name, deadline)
         if scope.has_item:
@@ -1347,13 +1583,19 @@ class _Run:
         return outs
 
     # scripts
-    def run_script(self, tpl: dict[str, Any], scope: _Scope, node_name: str, deadline: float | None) -> NodeResult:
+    def run_script(
+        self, tpl: dict[str, Any], scope: _Scope, node_name: str, deadline: float | None
+    ) -> NodeResult:
         retry = tpl.get("retryStrategy") or {}
         limit = int(str(retry.get("limit", 0))) if retry else 0
         backoff = retry.get("backoff") or {}
         delay = parse_duration(backoff["duration"], "backoff.duration") if backoff.get("duration") else 0.0
         factor = float(str(backoff.get("factor", 1) or 1))
-        max_duration = parse_duration(backoff["maxDuration"], "backoff.maxDuration") if backoff.get("maxDuration") else None
+        max_duration = (
+            parse_duration(backoff["maxDuration"], "backoff.maxDuration")
+            if backoff.get("maxDuration")
+            else None
+        )
         cap = parse_duration(backoff["cap"], "backoff.cap") if backoff.get("cap") else None
         started = time.monotonic()
         attempt = 0
@@ -1364,9 +1606,18 @@ class _Run:
             outcome = self.attempt(tpl, scope, f"{node_name}", deadline, attempt)
             phase, exit_code, outputs, result, message, tail = outcome
             if phase != SUCCEEDED:
-                self.log(event="attempt-failed", node=node_name, template=tpl["name"], step=tpl["name"], phase=phase,
-                         attempt=attempt, exit_code=exit_code, duration=round(time.monotonic() - a_start, 3),
-                         message=message or None, stderr_tail=tail or None)
+                self.log(
+                    event="attempt-failed",
+                    node=node_name,
+                    template=tpl["name"],
+                    step=tpl["name"],
+                    phase=phase,
+                    attempt=attempt,
+                    exit_code=exit_code,
+                    duration=round(time.monotonic() - a_start, 3),
+                    message=message or None,
+                    stderr_tail=tail or None,
+                )
             if phase == SUCCEEDED or attempt > limit:
                 break
             if phase == ERROR and retry.get("retryPolicy") == "OnFailure":
@@ -1375,7 +1626,9 @@ class _Run:
                 break
             if retry.get("expression"):
                 status = phase
-                if not evaluate_condition(retry["expression"], lambda t: _retry_operand(t, exit_code, status)):
+                if not evaluate_condition(
+                    retry["expression"], lambda t, c=exit_code, s=status: _retry_operand(t, c, s)
+                ):
                     message += f" (not retried: retryStrategy.expression {retry['expression']!r} is false)"
                     break
             nominal = delay * (factor ** (attempt - 1))
@@ -1389,21 +1642,46 @@ class _Run:
                 break
             if deadline is not None and time.monotonic() + wait >= deadline:
                 break
-            self.log(event="retry-scheduled", node=node_name, template=tpl["name"], step=tpl["name"],
-                     attempt=attempt + 1, delay=round(wait, 3))
+            self.log(
+                event="retry-scheduled",
+                node=node_name,
+                template=tpl["name"],
+                step=tpl["name"],
+                attempt=attempt + 1,
+                delay=round(wait, 3),
+            )
             time.sleep(wait)
             waited += wait
             nominal_waited += nominal
-        node = NodeResult(node_name, tpl["name"], phase, exit_code, outputs, time.monotonic() - started, attempt,
-                          message, result=result)
+        node = NodeResult(
+            node_name,
+            tpl["name"],
+            phase,
+            exit_code,
+            outputs,
+            time.monotonic() - started,
+            attempt,
+            message,
+            result=result,
+        )
         self.add(node)
-        self.log(event="node-finished", node=node_name, template=tpl["name"], step=tpl["name"], phase=phase,
-                 exit_code=exit_code, attempts=attempt, duration=round(node.duration, 3), message=message or None,
-                 stderr_tail=tail if phase != SUCCEEDED and tail else None)
+        self.log(
+            event="node-finished",
+            node=node_name,
+            template=tpl["name"],
+            step=tpl["name"],
+            phase=phase,
+            exit_code=exit_code,
+            attempts=attempt,
+            duration=round(node.duration, 3),
+            message=message or None,
+            stderr_tail=tail if phase != SUCCEEDED and tail else None,
+        )
         return node
 
-    def attempt(self, tpl: dict[str, Any], scope: _Scope, node_name: str, deadline: float | None,
-                attempt: int) -> tuple[str, int | None, dict[str, str], str | None, str, str]:
+    def attempt(
+        self, tpl: dict[str, Any], scope: _Scope, node_name: str, deadline: float | None, attempt: int
+    ) -> tuple[str, int | None, dict[str, str], str | None, str, str]:
         """One process run of a script template: (phase, exit code, outputs, result, message, stderr tail)."""
         script = tpl["script"]
         with tempfile.TemporaryDirectory(prefix="imagebump-step-", dir=self.ex.work_root) as tmp:
@@ -1414,7 +1692,11 @@ class _Run:
                 script_path = self.map_path(STAGING_SCRIPT, root, mounts)
                 script_path.parent.mkdir(parents=True, exist_ok=True)
                 script_path.write_text(self.render(script.get("source", ""), scope))
-                argv = [self.ex.python] + [self.render(a, scope) for a in script.get("args") or []] + [str(script_path)]
+                argv = (
+                    [self.ex.python]
+                    + [self.render(a, scope) for a in script.get("args") or []]
+                    + [str(script_path)]
+                )
             except _NodeError as exc:
                 return ERROR, None, {}, None, self.redact(str(exc)), ""
             timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
@@ -1429,8 +1711,14 @@ class _Run:
             if returncode is None:
                 return ERROR, None, {}, None, self.redact(stderr), ""
             if killed:
-                return (FAILED, returncode, {}, None,
-                        f"activeDeadlineSeconds exceeded: process killed after {timeout:.1f}s", tail)
+                return (
+                    FAILED,
+                    returncode,
+                    {},
+                    None,
+                    f"activeDeadlineSeconds exceeded: process killed after {timeout:.1f}s",
+                    tail,
+                )
             if returncode != 0:
                 last = tail.strip().splitlines()[-1] if tail.strip() else ""
                 record = _json_record(last)  # a step's last word is its error record
@@ -1446,12 +1734,25 @@ class _Run:
                 elif "default" in vf:
                     outputs[p["name"]] = str(vf["default"])
                 else:
-                    return (ERROR, 0, {}, None,
-                            f"output parameter {p['name']!r}: {vf['path']} was not written and has no default", tail)
+                    return (
+                        ERROR,
+                        0,
+                        {},
+                        None,
+                        f"output parameter {p['name']!r}: {vf['path']} was not written and has no default",
+                        tail,
+                    )
             return SUCCEEDED, 0, outputs, stdout.rstrip("\n"), "", tail
 
-    def spawn(self, argv: list[str], cwd: str, env: dict[str, str], timeout: float | None, node_name: str,
-              attempt: int) -> tuple[int | None, bytes, bytes, bool]:
+    def spawn(
+        self,
+        argv: list[str],
+        cwd: str,
+        env: dict[str, str],
+        timeout: float | None,
+        node_name: str,
+        attempt: int,
+    ) -> tuple[int | None, bytes, bytes, bool]:
         """Run ``argv`` as the step's process: (return code or None if unknown, stdout, stderr, killed).
 
         A ``python -m MODULE`` command is forked from the warm zygote when prefork is on (see
@@ -1468,8 +1769,15 @@ class _Run:
                 self.log(event="zygote-unavailable", node=node_name, attempt=attempt, message=str(exc))
             else:
                 return outcome.returncode, outcome.stdout, outcome.stderr, outcome.timed_out
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
         killed = False
         try:
             out, err = proc.communicate(timeout=timeout)
@@ -1484,7 +1792,9 @@ class _Run:
 
     def mount_points(self, tpl: dict[str, Any]) -> list[PurePosixPath]:
         points = [_container_path(m["mountPath"]) for m in tpl["script"].get("volumeMounts") or []]
-        return sorted(points + [PurePosixPath(p) for p in IMPLICIT_MOUNTS], key=lambda p: len(p.parts), reverse=True)
+        return sorted(
+            points + [PurePosixPath(p) for p in IMPLICIT_MOUNTS], key=lambda p: len(p.parts), reverse=True
+        )
 
     def map_path(self, container_path: str, root: Path, mounts: list[PurePosixPath]) -> Path:
         p = _container_path(container_path)
@@ -1500,7 +1810,9 @@ class _Run:
         p = _container_path(value)
         for m in mounts:
             if _under(p, m):
-                return str(root / "mounts" / str(p).lstrip("/")) + ("/" if value.endswith("/") and len(value) > 1 else "")
+                return str(root / "mounts" / str(p).lstrip("/")) + (
+                    "/" if value.endswith("/") and len(value) > 1 else ""
+                )
         return value
 
     def materialise(self, tpl: dict[str, Any], root: Path) -> list[PurePosixPath]:
@@ -1519,8 +1831,10 @@ class _Run:
                 data = store.get(name)
                 if data is None:
                     if not src.get("optional"):
-                        raise _NodeError(f"volume {m['name']!r}: {'secret' if 'secret' in vol else 'configmap'} "
-                                         f"{name!r} was not given to the local executor")
+                        raise _NodeError(
+                            f"volume {m['name']!r}: {'secret' if 'secret' in vol else 'configmap'} "
+                            f"{name!r} was not given to the local executor"
+                        )
                     data = {}
                 if src.get("items"):
                     for it in src["items"]:
@@ -1546,7 +1860,9 @@ class _Run:
                     path.chmod(0o600)
         return mounts
 
-    def environment(self, tpl: dict[str, Any], scope: _Scope, root: Path, mounts: list[PurePosixPath]) -> dict[str, str]:
+    def environment(
+        self, tpl: dict[str, Any], scope: _Scope, root: Path, mounts: list[PurePosixPath]
+    ) -> dict[str, str]:
         base = {
             "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
             "PYTHONPATH": self.ex.project_root,
@@ -1578,7 +1894,9 @@ class _Run:
                 if value is None:
                     if ref.get("optional"):
                         continue
-                    raise _NodeError(f"env {e['name']}: {ref['name']!r}/{ref['key']!r} was not given to the local executor")
+                    raise _NodeError(
+                        f"env {e['name']}: {ref['name']!r}/{ref['key']!r} was not given to the local executor"
+                    )
                 declared[e["name"]] = value
             else:
                 declared[e["name"]] = ""
@@ -1593,11 +1911,11 @@ def clear_mutexes() -> None:
 
 
 __all__ = [
+    "NOT_SUPPORTED",
     "LocalExecutor",
     "NodeResult",
-    "WorkflowResult",
     "UnsupportedFeatureError",
-    "NOT_SUPPORTED",
+    "WorkflowResult",
     "evaluate_condition",
     "json_logger",
     "parse_duration",

@@ -107,8 +107,9 @@ class Zygote:
             only the environment each request names.
     """
 
-    def __init__(self, python: str, pythonpath: str, preload: Iterable[str],
-                 base_env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, python: str, pythonpath: str, preload: Iterable[str], base_env: Mapping[str, str] | None = None
+    ) -> None:
         self.python = python
         self.pythonpath = pythonpath
         self.preload = tuple(dict.fromkeys(preload))
@@ -150,8 +151,13 @@ class Zygote:
         try:
             proc = subprocess.Popen(
                 [self.python, "-m", "workflows.zygote", str(child.fileno()), *self.preload],
-                env=self.env, cwd="/", pass_fds=[child.fileno()], stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                env=self.env,
+                cwd="/",
+                pass_fds=[child.fileno()],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
             )
         finally:
             child.close()
@@ -165,8 +171,11 @@ class Zygote:
             proc.kill()
             proc.wait()
             parent.close()
-            raise ZygoteError(f"the step zygote ({self.python} -m workflows.zygote) did not start "
-                              f"(exit code {proc.poll()})", started=False)
+            raise ZygoteError(
+                f"the step zygote ({self.python} -m workflows.zygote) did not start "
+                f"(exit code {proc.poll()})",
+                started=False,
+            )
         ready = json.loads(line)
         if not ready.get("ready"):
             proc.wait()
@@ -178,8 +187,9 @@ class Zygote:
         self.failed_preload = list(ready.get("failed") or [])
         self._proc, self._sock = proc, parent
         self.starts += 1
-        threading.Thread(target=self._read, args=(proc, parent, reader), name="zygote-reader",
-                         daemon=True).start()
+        threading.Thread(
+            target=self._read, args=(proc, parent, reader), name="zygote-reader", daemon=True
+        ).start()
 
     def _read(self, proc: subprocess.Popen[bytes], sock: socket.socket, reader) -> None:
         try:
@@ -250,7 +260,9 @@ class Zygote:
 
     # -- running ---------------------------------------------------------------------------
 
-    def run(self, argv: list[str], *, cwd: str, env: Mapping[str, str], timeout: float | None = None) -> Outcome:
+    def run(
+        self, argv: list[str], *, cwd: str, env: Mapping[str, str], timeout: float | None = None
+    ) -> Outcome:
         """Fork a child that runs ``argv``; wait for it (killing its process group at ``timeout``) and
         for its stdout and stderr to close, as :meth:`subprocess.Popen.communicate` does.
 
@@ -291,7 +303,9 @@ class Zygote:
             stdout, stderr = (r.result() for r in readers)
             return Outcome(pending.status, timed_out, pending.pid, stdout, stderr)
         except OSError as exc:
-            raise ZygoteError(f"the step zygote is not reachable: {exc}", started=pending.pid is not None) from None
+            raise ZygoteError(
+                f"the step zygote is not reachable: {exc}", started=pending.pid is not None
+            ) from None
         finally:
             with self._lock:
                 self._pending.pop(request_id, None)

@@ -94,7 +94,10 @@ def documents() -> dict[str, tuple[list[dict[str, Any]], str]]:
         "config/imagebump-backup.yaml": ([argocd_backup.settings_configmap()], "workflows/argocd_backup.py"),
         "workflows/image-update.yaml": ([image_update.build().to_dict()], "workflows/image_update.py"),
         "workflows/argocd-backup.yaml": ([argocd_backup.build().to_dict()], "workflows/argocd_backup.py"),
-        "workflows/image-reconcile.yaml": ([image_reconcile.build().to_dict()], "workflows/image_reconcile.py"),
+        "workflows/image-reconcile.yaml": (
+            [image_reconcile.build().to_dict()],
+            "workflows/image_reconcile.py",
+        ),
         "events/eventbus.yaml": ([argo.eventbus()], "sensors/argo.py"),
         "events/eventsource.yaml": ([argo.eventsource()], "sensors/argo.py"),
         "events/sensor.yaml": ([argo.sensor()], "sensors/argo.py"),

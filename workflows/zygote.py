@@ -141,8 +141,14 @@ def serve(fd: int, modules: list[str]) -> int:
     # new processes instead.
     threads = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
     if threads:
-        _send(sock, {"ready": False, "error": f"an import started threads ({', '.join(threads)}); "
-                                              "forking from this interpreter would not be safe"})
+        _send(
+            sock,
+            {
+                "ready": False,
+                "error": f"an import started threads ({', '.join(threads)}); "
+                "forking from this interpreter would not be safe",
+            },
+        )
         return 1
     import gc
 

@@ -34,11 +34,15 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     )
     parser.add_argument("--bucket", required=True, help="S3 bucket to write to")
     parser.add_argument("--prefix", default="argocd-backups", help="key prefix (default: %(default)s)")
-    parser.add_argument("--cluster", default="in-cluster", help="cluster name in the key (default: %(default)s)")
+    parser.add_argument(
+        "--cluster", default="in-cluster", help="cluster name in the key (default: %(default)s)"
+    )
     parser.add_argument("--namespace", default="argocd", help="Argo CD's namespace (default: %(default)s)")
     parser.add_argument("--kms-key-id", default="", help="KMS key for SSE-KMS (default: SSE-S3, AES256)")
     parser.add_argument("--keep", type=int, default=30, help="keep the newest N archives (0: no count rule)")
-    parser.add_argument("--keep-days", type=int, default=0, help="keep archives newer than D days (0: no age rule)")
+    parser.add_argument(
+        "--keep-days", type=int, default=0, help="keep archives newer than D days (0: no age rule)"
+    )
     parser.add_argument("--context", default=None, help="kubeconfig context (default: the current one)")
     parser.add_argument("--profile", default=None, help="AWS profile (default: the standard AWS environment)")
     parser.set_defaults(func=run)
@@ -55,7 +59,9 @@ def s3_client(profile: str | None):
     try:
         return boto3.Session(profile_name=profile).client("s3")
     except ProfileNotFound:
-        raise ConfigError(f"AWS profile {profile!r} not found in ~/.aws/config; pass an existing --profile") from None
+        raise ConfigError(
+            f"AWS profile {profile!r} not found in ~/.aws/config; pass an existing --profile"
+        ) from None
 
 
 def run(args: argparse.Namespace) -> int:

@@ -35,15 +35,25 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         description="Start moto, a git http-backend remote and the local sensor/executor on 127.0.0.1, "
         "push one image, and show what imagebump did with it. Cleans up after itself.",
     )
-    parser.add_argument("--keep", action="store_true",
-                        help="keep the temporary directory (bare repository, rules) and print its path")
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the temporary directory (bare repository, rules) and print its path",
+    )
     parser.add_argument("--json", action="store_true", help="print a machine-readable summary instead")
-    parser.add_argument("--verbose", "-v", action="store_true",
-                        help="stream the sensor's and executor's JSON-line log to stderr")
+    parser.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="stream the sensor's and executor's JSON-line log to stderr",
+    )
     parser.add_argument("--tag", default="1.4.2", help="the tag of the image pushed (default 1.4.2)")
-    parser.add_argument("--lost-push", action="store_true",
-                        help="then push one more image with the sensor stopped, lose its event (queue "
-                             "purged) and run one sweep: nothing lost")
+    parser.add_argument(
+        "--lost-push",
+        action="store_true",
+        help="then push one more image with the sensor stopped, lose its event (queue "
+        "purged) and run one sweep: nothing lost",
+    )
     parser.set_defaults(func=run)
     return parser
 
@@ -89,7 +99,9 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(render_report(report))
     sys.stdout.flush()
     if not report.ok:
-        print(f"imagebump demo: error: {report.error.splitlines()[0] if report.error else 'failed'}",
-              file=sys.stderr)
+        print(
+            f"imagebump demo: error: {report.error.splitlines()[0] if report.error else 'failed'}",
+            file=sys.stderr,
+        )
         return 1
     return 0

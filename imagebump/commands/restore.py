@@ -42,20 +42,35 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         epilog=EXAMPLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--from", dest="source", required=True, metavar="s3://BUCKET/KEY|FILE",
-                        help="the archive (.yaml.gz) in S3 or on disk")
-    parser.add_argument("--apply", action="store_true",
-                        help="create and replace objects instead of a dry run")
-    parser.add_argument("--prune", action="store_true",
-                        help="also delete live Argo CD objects the archive does not hold (Applications lose "
-                        "their finalizers first); only listed unless --apply")
-    parser.add_argument("--namespace", default=None,
-                        help="Argo CD's namespace to restore into (default: the one the backup was taken "
-                        "from); objects of other namespaces go back to their own")
+    parser.add_argument(
+        "--from",
+        dest="source",
+        required=True,
+        metavar="s3://BUCKET/KEY|FILE",
+        help="the archive (.yaml.gz) in S3 or on disk",
+    )
+    parser.add_argument(
+        "--apply", action="store_true", help="create and replace objects instead of a dry run"
+    )
+    parser.add_argument(
+        "--prune",
+        action="store_true",
+        help="also delete live Argo CD objects the archive does not hold (Applications lose "
+        "their finalizers first); only listed unless --apply",
+    )
+    parser.add_argument(
+        "--namespace",
+        default=None,
+        help="Argo CD's namespace to restore into (default: the one the backup was taken "
+        "from); objects of other namespaces go back to their own",
+    )
     parser.add_argument("--context", default=None, help="kubeconfig context (default: the current one)")
     parser.add_argument("--profile", default=None, help="AWS profile for s3:// sources")
-    parser.add_argument("--no-verify", action="store_true",
-                        help="restore an archive that has no index (skips only the sha256 check)")
+    parser.add_argument(
+        "--no-verify",
+        action="store_true",
+        help="restore an archive that has no index (skips only the sha256 check)",
+    )
     parser.set_defaults(func=run)
     return parser
 

@@ -41,7 +41,10 @@ DEFAULT_TEMPLATE = PROJECT_ROOT / "manifests" / "workflows" / "image-update.yaml
 
 #: Variables that are secrets: they reach steps only as the template's Secret mounts.
 _SECRET_VARIABLES = {
-    "IMAGEBUMP_GIT_TOKEN", "IMAGEBUMP_GIT_TOKEN_FILE", "IMAGEBUMP_GIT_READ_TOKEN", "IMAGEBUMP_GIT_READ_TOKEN_FILE",
+    "IMAGEBUMP_GIT_TOKEN",
+    "IMAGEBUMP_GIT_TOKEN_FILE",
+    "IMAGEBUMP_GIT_READ_TOKEN",
+    "IMAGEBUMP_GIT_READ_TOKEN_FILE",
 }
 _PASSTHROUGH_PREFIXES = ("AWS_", "IMAGEBUMP_")
 
@@ -63,20 +66,34 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--local", action="store_true", help="run locally (the only mode of this command)")
     parser.add_argument("--queue-url", help="SQS queue URL that EventBridge delivers ECR push events to")
-    parser.add_argument("--endpoint-url", help="AWS endpoint (e.g. moto's server); also AWS_ENDPOINT_URL for steps")
+    parser.add_argument(
+        "--endpoint-url", help="AWS endpoint (e.g. moto's server); also AWS_ENDPOINT_URL for steps"
+    )
     parser.add_argument("--rules", type=Path, help="rules file, mounted as the imagebump-rules ConfigMap")
     parser.add_argument("--concurrency", type=int, default=4, help="workflows at once (default 4)")
-    parser.add_argument("--template", type=Path, default=DEFAULT_TEMPLATE,
-                        help="rendered WorkflowTemplate (default manifests/workflows/image-update.yaml)")
+    parser.add_argument(
+        "--template",
+        type=Path,
+        default=DEFAULT_TEMPLATE,
+        help="rendered WorkflowTemplate (default manifests/workflows/image-update.yaml)",
+    )
     parser.add_argument("--region", help="AWS region (default: AWS_REGION, or the queue URL's)")
     parser.add_argument("--wait-seconds", type=int, default=20, help="SQS long-poll wait (default 20)")
-    parser.add_argument("--visibility-timeout", type=int, default=300,
-                        help="seconds a message stays invisible; extended while its workflow runs (default 300)")
+    parser.add_argument(
+        "--visibility-timeout",
+        type=int,
+        default=300,
+        help="seconds a message stays invisible; extended while its workflow runs (default 300)",
+    )
     parser.add_argument("--max-events", type=int, help="exit after this many events were handled")
-    parser.add_argument("--reconcile-every", default="10m", metavar="DURATION",
-                        help="also sweep every DURATION (10m, 30s, 1h; 0 turns it off): overlays behind their "
-                             "newest allowed image are updated, so a push whose event was lost is reflected "
-                             "within one interval (default 10m; see `imagebump reconcile`)")
+    parser.add_argument(
+        "--reconcile-every",
+        default="10m",
+        metavar="DURATION",
+        help="also sweep every DURATION (10m, 30s, 1h; 0 turns it off): overlays behind their "
+        "newest allowed image are updated, so a push whose event was lost is reflected "
+        "within one interval (default 10m; see `imagebump reconcile`)",
+    )
     parser.set_defaults(func=run)
     return parser
 
@@ -99,7 +116,10 @@ def _git_token(name: str, environ: Mapping[str, str]) -> str | None:
 
 
 def local_secrets(
-    environ: Mapping[str, str] | None = None, *, require_write: bool = True, why: str = "`imagebump run --local`"
+    environ: Mapping[str, str] | None = None,
+    *,
+    require_write: bool = True,
+    why: str = "`imagebump run --local`",
 ) -> dict[str, dict[str, str]]:
     """The Secrets the templates' steps mount, from this process's environment.
 
@@ -135,7 +155,9 @@ def _region(args: argparse.Namespace) -> str | None:
 
 def step_environment(environ: dict[str, str], endpoint_url: str | None, region: str | None) -> dict[str, str]:
     """What every step gets from this process: ``AWS_*`` and non-secret ``IMAGEBUMP_*``."""
-    env = {k: v for k, v in environ.items() if k.startswith(_PASSTHROUGH_PREFIXES) and k not in _SECRET_VARIABLES}
+    env = {
+        k: v for k, v in environ.items() if k.startswith(_PASSTHROUGH_PREFIXES) and k not in _SECRET_VARIABLES
+    }
     if endpoint_url:
         env["AWS_ENDPOINT_URL"] = endpoint_url
     if region:
@@ -191,11 +213,14 @@ def run(args: argparse.Namespace) -> int:
             sweep_executor = reconcile.build_executor(
                 secrets=secrets,
                 configmaps={"imagebump-rules": {"rules.yaml": rules_text}},
-                env=step_environment(dict(os.environ), args.endpoint_url, region), log=log,
+                env=step_environment(dict(os.environ), args.endpoint_url, region),
+                log=log,
             )
         except ConfigError as exc:
-            raise ConfigError(f"cannot sweep every {args.reconcile_every}: {exc} "
-                              "(or turn the sweep off with --reconcile-every 0)") from None
+            raise ConfigError(
+                f"cannot sweep every {args.reconcile_every}: {exc} "
+                "(or turn the sweep off with --reconcile-every 0)"
+            ) from None
         sweeper = reconcile.Sweeper(sweep_executor, sweep_every, log=log)
     sqs = boto3.client("sqs", endpoint_url=args.endpoint_url, region_name=region)
     sensor = LocalSensor(
@@ -234,7 +259,7 @@ def _check_rules(text: str, source: str) -> None:
     load_rules(text, source)
 
 
-class _stop_on_signals:  # noqa: N801 - used as a context manager
+class _stop_on_signals:
     """SIGTERM/SIGINT → ``sensor.stop()`` (only in the main thread; elsewhere a no-op)."""
 
     def __init__(self, sensor: Any) -> None:
@@ -249,7 +274,7 @@ class _stop_on_signals:  # noqa: N801 - used as a context manager
         for sig in (signal.SIGTERM, signal.SIGINT):
             self.previous[sig] = signal.signal(sig, lambda signum, frame: self.sensor.stop())
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         for sig, handler in self.previous.items():
             signal.signal(sig, handler)
 

@@ -91,7 +91,9 @@ def _real_target(given, path):
     boundary, in_git = _boundary(given, path)
     root = boundary.resolve()
     real = path.resolve(strict=True)
-    where = f"the repository {boundary}" if in_git else f"the directory given, {boundary} (not a git work tree)"
+    where = (
+        f"the repository {boundary}" if in_git else f"the directory given, {boundary} (not a git work tree)"
+    )
     if not real.is_relative_to(root):
         raise ConfigError(
             f"{path} leaves {where} through a symbolic link (to {real}); refusing to edit a file outside it. "
@@ -121,15 +123,23 @@ def run(args: argparse.Namespace) -> int:
     try:
         text = target.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"{shown}: not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8") from None
+        raise ConfigError(
+            f"{shown}: not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8"
+        ) from None
     except OSError as exc:
         raise ConfigError(f"{shown}: cannot read: {exc.strerror}") from None
 
     old = get_image(text, spec.name, by_new_name=False, source=shown)
     try:
         new_text = set_image(
-            text, spec.name, new_name=spec.new_name, tag=spec.tag, digest=spec.digest, add=args.add,
-            by_new_name=False, source=shown,
+            text,
+            spec.name,
+            new_name=spec.new_name,
+            tag=spec.tag,
+            digest=spec.digest,
+            add=args.add,
+            by_new_name=False,
+            source=shown,
         )
     except ImageNotFoundError as exc:
         print(f"imagebump set-image: {exc} or pass --add", file=sys.stderr)

@@ -60,8 +60,11 @@ STAGING_PATH = f"apps/{APP}/overlays/staging"
 PRODUCTION_PATH = f"apps/{APP}/overlays/production"
 #: A syntactically valid OIDC issuer for the IRSA roles the stack also creates (moto ignores it).
 DEMO_OIDC_PROVIDER = "oidc.eks.us-west-2.amazonaws.com/id/IMAGEBUMPDEMO0000000000000000000"
-FAKE_AWS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_SESSION_TOKEN": "testing"}
+FAKE_AWS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+}
 
 STEP_TEMPLATES = ("resolve-image", "edit-kustomize", "commit-pr")
 
@@ -69,8 +72,9 @@ STEP_TEMPLATES = ("resolve-image", "edit-kustomize", "commit-pr")
 # ============================================================================ the manifests
 
 
-def manifests_files(image: str, *, staging_tag: str = "1.4.1",
-                    production_tag: str = "1.4.0") -> dict[str, str]:
+def manifests_files(
+    image: str, *, staging_tag: str = "1.4.1", production_tag: str = "1.4.0"
+) -> dict[str, str]:
     """The demo repository: a base Deployment of ``image`` and a staging and a production overlay."""
     base = f"apps/{APP}/base"
     return {
@@ -121,8 +125,14 @@ def manifests_files(image: str, *, staging_tag: str = "1.4.1",
     }
 
 
-def default_rules(git_base_url: str, registry: str, *, repository: str = ECR_REPOSITORY,
-                  owner_repo: str = MANIFESTS_REPO, provider: str = "local") -> str:
+def default_rules(
+    git_base_url: str,
+    registry: str,
+    *,
+    repository: str = ECR_REPOSITORY,
+    owner_repo: str = MANIFESTS_REPO,
+    provider: str = "local",
+) -> str:
     """Rules: every push of ``repository`` → a staging commit and a production proposal."""
     prefix, _, _ = repository.rpartition("/")
     uri = f"{registry}/{prefix}/$1" if prefix else f"{registry}/$1"
@@ -208,8 +218,16 @@ class World:
     def dlq_messages(self) -> list[dict[str, Any]]:
         """Peek at the dead-letter queue (bodies parsed; messages become visible again at once)."""
         sqs = self.client("sqs")
-        out = sqs.receive_message(QueueUrl=self.dlq_url, MaxNumberOfMessages=10, WaitTimeSeconds=0,
-                                  VisibilityTimeout=0, AttributeNames=["All"]).get("Messages") or []
+        out = (
+            sqs.receive_message(
+                QueueUrl=self.dlq_url,
+                MaxNumberOfMessages=10,
+                WaitTimeSeconds=0,
+                VisibilityTimeout=0,
+                AttributeNames=["All"],
+            ).get("Messages")
+            or []
+        )
         bodies = []
         for message in out:
             try:
@@ -221,11 +239,15 @@ class World:
     def set_max_receive_count(self, count: int) -> None:
         """Shorten the queue's redrive policy (tests: dead-letter after ``count`` receives)."""
         sqs = self.client("sqs")
-        arn = sqs.get_queue_attributes(QueueUrl=self.dlq_url,
-                                       AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-        sqs.set_queue_attributes(QueueUrl=self.queue_url, Attributes={
-            "RedrivePolicy": json.dumps({"deadLetterTargetArn": arn, "maxReceiveCount": str(count)}),
-        })
+        arn = sqs.get_queue_attributes(QueueUrl=self.dlq_url, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
+        sqs.set_queue_attributes(
+            QueueUrl=self.queue_url,
+            Attributes={
+                "RedrivePolicy": json.dumps({"deadLetterTargetArn": arn, "maxReceiveCount": str(count)}),
+            },
+        )
 
     # --- Git ---------------------------------------------------------------------------------
 
@@ -305,10 +327,15 @@ class World:
                 self.template,
                 project_root=PROJECT_ROOT,
                 # as `imagebump run --local` with only IMAGEBUMP_GIT_TOKEN: the write token also reads
-                secrets=(self.step_secrets if self.step_secrets is not None
-                         else local_secrets({"IMAGEBUMP_GIT_TOKEN": token})),
-                configmaps={"imagebump-rules": {"rules.yaml": self.rules_text},
-                            "imagebump-env": {"AWS_REGION": self.region, **self.env_configmap}},
+                secrets=(
+                    self.step_secrets
+                    if self.step_secrets is not None
+                    else local_secrets({"IMAGEBUMP_GIT_TOKEN": token})
+                ),
+                configmaps={
+                    "imagebump-rules": {"rules.yaml": self.rules_text},
+                    "imagebump-env": {"AWS_REGION": self.region, **self.env_configmap},
+                },
                 env=self.step_env(),
                 log=self._log,
                 work_root=self.root / "steps",
@@ -322,9 +349,15 @@ class World:
         from imagebump.commands.reconcile import build_executor
 
         executor = self.executor()  # same settings; its mutexes are this process's, shared
-        return build_executor(secrets=executor.secrets, configmaps=executor.configmaps, env=executor.env,
-                              log=self._log, update_template=self.template, work_root=self.root / "steps",
-                              backoff_scale=self.backoff_scale)
+        return build_executor(
+            secrets=executor.secrets,
+            configmaps=executor.configmaps,
+            env=executor.env,
+            log=self._log,
+            update_template=self.template,
+            work_root=self.root / "steps",
+            backoff_scale=self.backoff_scale,
+        )
 
     def _log(self, record: dict[str, Any]) -> None:
         record.setdefault("mono", time.monotonic())
@@ -337,15 +370,21 @@ def _check_prerequisites() -> None:
     from steps.errors import ConfigError
 
     if shutil.which("git") is None:
-        raise ConfigError("git is not installed: the demo serves a Git repository with git http-backend; "
-                          "install git (e.g. apt-get install -y git)")
-    exec_path = subprocess.run(["git", "--exec-path"], capture_output=True, text=True).stdout.strip()
+        raise ConfigError(
+            "git is not installed: the demo serves a Git repository with git http-backend; "
+            "install git (e.g. apt-get install -y git)"
+        )
+    exec_path = subprocess.run(
+        ["git", "--exec-path"], capture_output=True, text=True, check=False
+    ).stdout.strip()
     if not (Path(exec_path) / "git-http-backend").exists():
         raise ConfigError(f"git-http-backend is missing from {exec_path}: it ships with git; reinstall git")
     for path in (CLOUDFORMATION_TEMPLATE, WORKFLOW_TEMPLATE):
         if not path.is_file():
-            raise ConfigError(f"{path.relative_to(PROJECT_ROOT)} is missing: run the demo from a full "
-                              "checkout (render the WorkflowTemplate with `imagebump render`)")
+            raise ConfigError(
+                f"{path.relative_to(PROJECT_ROOT)} is missing: run the demo from a full "
+                "checkout (render the WorkflowTemplate with `imagebump render`)"
+            )
 
 
 @contextmanager
@@ -403,18 +442,27 @@ def deploy_stack(moto: Any, name_prefix: str, *, repository_prefix: str = "") ->
         if status == "CREATE_COMPLETE":
             break
         if not status.endswith("IN_PROGRESS") or time.monotonic() > deadline:
-            raise TransientError(f"CloudFormation stack {stack} ended {status}: "
-                                 f"{description.get('StackStatusReason', 'no reason given')}")
+            raise TransientError(
+                f"CloudFormation stack {stack} ended {status}: "
+                f"{description.get('StackStatusReason', 'no reason given')}"
+            )
         time.sleep(0.2)
     outputs = {o["OutputKey"]: o["OutputValue"] for o in description.get("Outputs", [])}
     return stack, outputs
 
 
 @contextmanager
-def build_world(tmpdir: Path | str, *, moto: Any = None, rules: str | Callable[[World], str] | None = None,
-                files: dict[str, str] | None = None, max_receive_count: int | None = None,
-                log_sink: Callable[[dict[str, Any]], None] | None = None,
-                backoff_scale: float = 0.02, anonymous_read: bool = False) -> Iterator[World]:
+def build_world(
+    tmpdir: Path | str,
+    *,
+    moto: Any = None,
+    rules: str | Callable[[World], str] | None = None,
+    files: dict[str, str] | None = None,
+    max_receive_count: int | None = None,
+    log_sink: Callable[[dict[str, Any]], None] | None = None,
+    backoff_scale: float = 0.02,
+    anonymous_read: bool = False,
+) -> Iterator[World]:
     """Start the whole local world under ``tmpdir``; stop it (servers, stack, repository) on exit.
 
     Args:
@@ -456,8 +504,9 @@ def build_world(tmpdir: Path | str, *, moto: Any = None, rules: str | Callable[[
 
         # the rule only forwards this world's repository (RepositoryPrefix), so worlds sharing
         # moto's EventBridge do not see each other's pushes
-        stack_name, outputs = deploy_stack(server, f"imagebump-{suffix}",
-                                           repository_prefix=repository.rsplit("/", 1)[0] + "/")
+        stack_name, outputs = deploy_stack(
+            server, f"imagebump-{suffix}", repository_prefix=repository.rsplit("/", 1)[0] + "/"
+        )
         cfn = server.client("cloudformation")
         stack.callback(lambda: _quietly(cfn.delete_stack, StackName=stack_name))
 
@@ -469,10 +518,22 @@ def build_world(tmpdir: Path | str, *, moto: Any = None, rules: str | Callable[[
         manifests_url = git.create_repo(MANIFESTS_REPO, files)
 
         world = World(
-            root=root, moto=server, git=git, token=token, stack_name=stack_name, stack_outputs=outputs,
-            queue_url=outputs["QueueUrl"], dlq_url=outputs["DeadLetterQueueUrl"], account=account,
-            region=REGION, repository=repository, manifests=MANIFESTS_REPO, manifests_url=manifests_url,
-            rules_path=root / "rules.yaml", backoff_scale=backoff_scale, log_sink=log_sink,
+            root=root,
+            moto=server,
+            git=git,
+            token=token,
+            stack_name=stack_name,
+            stack_outputs=outputs,
+            queue_url=outputs["QueueUrl"],
+            dlq_url=outputs["DeadLetterQueueUrl"],
+            account=account,
+            region=REGION,
+            repository=repository,
+            manifests=MANIFESTS_REPO,
+            manifests_url=manifests_url,
+            rules_path=root / "rules.yaml",
+            backoff_scale=backoff_scale,
+            log_sink=log_sink,
         )
         if callable(rules):
             rules = rules(world)
@@ -502,28 +563,44 @@ def digest_of(world: World, tag: str) -> str:
 def put_image(world: World, tag: str, digest: str | None = None) -> str:
     """Push ``tag`` to the world's ECR repository (moto needs the digest given); return the digest."""
     digest = digest or digest_of(world, tag)
-    manifest = json.dumps({
-        "schemaVersion": 2,
-        "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
-        "config": {"mediaType": "application/vnd.docker.container.image.v1+json", "size": 1469,
-                   "digest": "sha256:" + hashlib.sha256(digest.encode()).hexdigest()},
-        "layers": [],
-    })
-    world.client("ecr").put_image(repositoryName=world.repository, imageManifest=manifest,
-                                  imageTag=tag, imageDigest=digest)
+    manifest = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+            "config": {
+                "mediaType": "application/vnd.docker.container.image.v1+json",
+                "size": 1469,
+                "digest": "sha256:" + hashlib.sha256(digest.encode()).hexdigest(),
+            },
+            "layers": [],
+        }
+    )
+    world.client("ecr").put_image(
+        repositoryName=world.repository, imageManifest=manifest, imageTag=tag, imageDigest=digest
+    )
     return digest
 
 
 def send_push_event(world: World, tag: str | None, digest: str) -> str:
     """Send the ECR push event through EventBridge (``put_events``); return the event id."""
-    detail = {"result": "SUCCESS", "repository-name": world.repository, "image-digest": digest,
-              "action-type": "PUSH"}
+    detail = {
+        "result": "SUCCESS",
+        "repository-name": world.repository,
+        "image-digest": digest,
+        "action-type": "PUSH",
+    }
     if tag:
         detail["image-tag"] = tag
-    response = world.client("events").put_events(Entries=[{
-        "Source": "aws.ecr", "DetailType": "ECR Image Action", "Detail": json.dumps(detail),
-        "Resources": [f"arn:aws:ecr:{world.region}:{world.account}:repository/{world.repository}"],
-    }])
+    response = world.client("events").put_events(
+        Entries=[
+            {
+                "Source": "aws.ecr",
+                "DetailType": "ECR Image Action",
+                "Detail": json.dumps(detail),
+                "Resources": [f"arn:aws:ecr:{world.region}:{world.account}:repository/{world.repository}"],
+            }
+        ]
+    )
     if response.get("FailedEntryCount"):
         from steps.errors import TransientError
 
@@ -566,20 +643,39 @@ class RunReport:
     seconds: float
 
 
-def make_sensor(world: World, *, concurrency: int = 2, visibility_timeout: int = 30,
-                on_result: Callable[[dict[str, Any], Any], None] | None = None) -> Any:
+def make_sensor(
+    world: World,
+    *,
+    concurrency: int = 2,
+    visibility_timeout: int = 30,
+    on_result: Callable[[dict[str, Any], Any], None] | None = None,
+) -> Any:
     """A :class:`sensors.local.LocalSensor` on the world's queue with its executor (1 s long polls)."""
     from sensors.local import LocalSensor
 
-    return LocalSensor(world.queue_url, world.executor(), sqs_client=world.client("sqs"),
-                       concurrency=concurrency, wait_seconds=1, visibility_timeout=visibility_timeout,
-                       heartbeat_seconds=max(0.5, visibility_timeout / 3), log=world._log,
-                       on_result=on_result)
+    return LocalSensor(
+        world.queue_url,
+        world.executor(),
+        sqs_client=world.client("sqs"),
+        concurrency=concurrency,
+        wait_seconds=1,
+        visibility_timeout=visibility_timeout,
+        heartbeat_seconds=max(0.5, visibility_timeout / 3),
+        log=world._log,
+        on_result=on_result,
+    )
 
 
-def run_until(world: World, *, timeout: float = 60, max_events: int | None = None,
-              stop_when: Callable[[Any], bool] | None = None, concurrency: int = 2,
-              visibility_timeout: int = 30, sensor: Any = None) -> RunReport:
+def run_until(
+    world: World,
+    *,
+    timeout: float = 60,
+    max_events: int | None = None,
+    stop_when: Callable[[Any], bool] | None = None,
+    concurrency: int = 2,
+    visibility_timeout: int = 30,
+    sensor: Any = None,
+) -> RunReport:
     """Run the local sensor until ``max_events`` messages were handled, ``stop_when(stats)``, or
     ``timeout`` seconds (then it is stopped; running workflows still finish)."""
     outcomes: list[Outcome] = []
@@ -590,8 +686,9 @@ def run_until(world: World, *, timeout: float = 60, max_events: int | None = Non
             outcomes.append(Outcome(event, result, time.monotonic()))
 
     if sensor is None:
-        sensor = make_sensor(world, concurrency=concurrency, visibility_timeout=visibility_timeout,
-                             on_result=record)
+        sensor = make_sensor(
+            world, concurrency=concurrency, visibility_timeout=visibility_timeout, on_result=record
+        )
     else:
         sensor.on_result = record
     timed_out = threading.Event()
@@ -652,8 +749,13 @@ def target_results(result: Any) -> list[TargetResult]:
     for i, t in enumerate(targets):
         prefix = f".update-target({i})."
         nodes = {n.template: n for n in result.nodes if prefix in n.name and n.template in STEP_TEMPLATES}
-        tr = TargetResult(env=t.get("env", ""), repo_url=t["repo_url"], path=t["path"],
-                          mode=t.get("mode", ""), provider=t.get("provider", ""))
+        tr = TargetResult(
+            env=t.get("env", ""),
+            repo_url=t["repo_url"],
+            path=t["path"],
+            mode=t.get("mode", ""),
+            provider=t.get("provider", ""),
+        )
         edit, commit = nodes.get("edit-kustomize"), nodes.get("commit-pr")
         for node in (edit, commit):
             if node is None:
@@ -733,10 +835,13 @@ class DemoReport:
         ``commit-pr[ENV]``, ``workflow``, ``end-to-end``."""
         out: dict[str, float] = {}
         for name, seconds in self.timings:
-            key = (name.replace(" [", "[").split(" ")[0] if name[:1].isalpha() and "[" in name else name)
-            key = {"push → event picked up from SQS": "queue", "workflow (all steps)": "workflow",
-                   "end to end: ECR push → Git change": "end-to-end",
-                   "end to end: ECR push → workflow ended": "end-to-end"}.get(key, key)
+            key = name.replace(" [", "[").split(" ")[0] if name[:1].isalpha() and "[" in name else name
+            key = {
+                "push → event picked up from SQS": "queue",
+                "workflow (all steps)": "workflow",
+                "end to end: ECR push → Git change": "end-to-end",
+                "end to end: ECR push → workflow ended": "end-to-end",
+            }.get(key, key)
             out[key] = round(seconds, 3)
         return out
 
@@ -751,9 +856,20 @@ class DemoReport:
             "event": self.event or None,
             "image": self.image,
             "targets": [
-                {"env": t.env, "repo_url": t.repo_url, "path": t.path, "mode": t.mode, "provider": t.provider,
-                 "decision": t.decision, "action": t.action, "commit_sha": t.commit_sha, "branch": t.branch,
-                 "pr_url": t.pr_url, "reason": t.reason, "steps": t.steps}
+                {
+                    "env": t.env,
+                    "repo_url": t.repo_url,
+                    "path": t.path,
+                    "mode": t.mode,
+                    "provider": t.provider,
+                    "decision": t.decision,
+                    "action": t.action,
+                    "commit_sha": t.commit_sha,
+                    "branch": t.branch,
+                    "pr_url": t.pr_url,
+                    "reason": t.reason,
+                    "steps": t.steps,
+                }
                 for t in self.targets
             ],
             "actions": {t.env or t.path: t.action for t in self.targets},
@@ -774,9 +890,15 @@ class DemoReport:
         }
 
 
-def run_demo(*, keep: bool = False, tag: str = "1.4.2", timeout: float = 120,
-             log_sink: Callable[[dict[str, Any]], None] | None = None,
-             progress: Callable[[str], None] | None = None, lost_push: bool = False) -> DemoReport:
+def run_demo(
+    *,
+    keep: bool = False,
+    tag: str = "1.4.2",
+    timeout: float = 120,
+    log_sink: Callable[[dict[str, Any]], None] | None = None,
+    progress: Callable[[str], None] | None = None,
+    lost_push: bool = False,
+) -> DemoReport:
     """Build the world, push one image, run until its event is done, and collect what to show.
 
     ``lost_push``: then push one more image while the sensor is stopped, purge the queue (its event
@@ -790,8 +912,10 @@ def run_demo(*, keep: bool = False, tag: str = "1.4.2", timeout: float = 120,
     tmp = Path(tempfile.mkdtemp(prefix="imagebump-demo-"))
     report = DemoReport(ok=False)
     try:
-        say("starting moto (AWS emulator), deploying manifests/aws/cloudformation.yaml, "
-            "serving demo/manifests over git http-backend …")
+        say(
+            "starting moto (AWS emulator), deploying manifests/aws/cloudformation.yaml, "
+            "serving demo/manifests over git http-backend …"
+        )
         with quiet_request_logs(), build_world(tmp, log_sink=log_sink) as world:
             world.executor().warm()  # as `imagebump run --local` does before its first message
             report.setup_seconds = time.monotonic() - wall
@@ -819,22 +943,33 @@ def _lose_a_push_then_sweep(report: DemoReport, world: World, say: Callable[[str
     from imagebump.commands.reconcile import run_sweep
 
     lost = "1.5.0"
-    say(f"pushing {world.repository}:{lost} with the sensor stopped, purging the queue (its event is lost), "
-        "then one sweep …")
+    say(
+        f"pushing {world.repository}:{lost} with the sensor stopped, purging the queue (its event is lost), "
+        "then one sweep …"
+    )
     time.sleep(1.1)  # moto keeps push times in whole seconds: make this push the newest
     push_image(world, lost)
     world.client("sqs").purge_queue(QueueUrl=world.queue_url)
     sweep = run_sweep(world.sweep_executor(), apply=True)
-    report.sweep = {"lost_tag": lost, "behind": sweep.behind, "submitted": sweep.submitted,
-                    "updates": sweep.updates, "seconds": round(sweep.seconds, 3), **sweep.calls,
-                    "message": sweep.message}
+    report.sweep = {
+        "lost_tag": lost,
+        "behind": sweep.behind,
+        "submitted": sweep.submitted,
+        "updates": sweep.updates,
+        "seconds": round(sweep.seconds, 3),
+        **sweep.calls,
+        "message": sweep.message,
+    }
     if sweep.exit_code != 0 or sweep.submitted != 2:
         report.ok = False
-        report.error = f"the sweep after a lost push did not bring both overlays up: {sweep.message or sweep.updates}"
+        report.error = (
+            f"the sweep after a lost push did not bring both overlays up: {sweep.message or sweep.updates}"
+        )
 
 
-def fill_report(report: DemoReport, world: World, run: RunReport, event_id: str, pushed: float, *,
-                timeout: float) -> None:
+def fill_report(
+    report: DemoReport, world: World, run: RunReport, event_id: str, pushed: float, *, timeout: float
+) -> None:
     """Fill ``report`` from one run of the sensor: the event, targets, diffs, timings, or the error."""
     outcome = next((o for o in run.outcomes if o.event_id == event_id), None)
     if outcome is None:
@@ -852,14 +987,22 @@ def fill_report(report: DemoReport, world: World, run: RunReport, event_id: str,
     if resolve is not None and resolve.outputs.get("image"):
         try:
             image = json.loads(resolve.outputs["image"])
-            report.image = f"{image.get('account')}.dkr.ecr.{image.get('region')}.amazonaws.com/" \
-                           f"{image.get('repository')}:{image.get('tag')}@{image.get('digest')}"
+            report.image = (
+                f"{image.get('account')}.dkr.ecr.{image.get('region')}.amazonaws.com/"
+                f"{image.get('repository')}:{image.get('tag')}@{image.get('digest')}"
+            )
         except (ValueError, AttributeError):
             report.image = resolve.outputs["image"]
     report.targets = target_results(result)
     # timings: queue pickup, each step, workflow, end to end
-    submitted = next((r["mono"] for r in world.logs
-                      if r.get("event") == "workflow-submitted" and r.get("event_id") == event_id), None)
+    submitted = next(
+        (
+            r["mono"]
+            for r in world.logs
+            if r.get("event") == "workflow-submitted" and r.get("event_id") == event_id
+        ),
+        None,
+    )
     if submitted is not None:
         report.timings.append(("push → event picked up from SQS", submitted - pushed))
     if resolve is not None:
@@ -955,12 +1098,16 @@ def render_report(report: DemoReport) -> str:
         s = report.sweep
         section("6. A push whose event was lost, then one sweep (imagebump reconcile --apply)")
         outcomes = ", ".join(f"{u['env']} {u['outcome']}" for u in s["updates"]) or "nothing to do"
-        out.append(f"pushed {s['lost_tag']}, queue purged → sweep: {s['behind']} behind → {outcomes} "
-                   f"({s['seconds']:.1f}s; {s.get('ecr_calls', 0)} ECR calls, {s.get('git_clones', 0)} clone)")
+        out.append(
+            f"pushed {s['lost_tag']}, queue purged → sweep: {s['behind']} behind → {outcomes} "
+            f"({s['seconds']:.1f}s; {s.get('ecr_calls', 0)} ECR calls, {s.get('git_clones', 0)} clone)"
+        )
     section("Result")
     if report.ok:
-        out.append("OK: one ECR push became a staging commit and a production pull request branch"
-                   + (", and a push whose event was lost followed within one sweep." if report.sweep else "."))
+        out.append(
+            "OK: one ECR push became a staging commit and a production pull request branch"
+            + (", and a push whose event was lost followed within one sweep." if report.sweep else ".")
+        )
     else:
         out.append(f"FAILED: {report.error}")
     if report.kept:
@@ -971,9 +1118,25 @@ def render_report(report: DemoReport) -> str:
 
 
 __all__ = [
-    "World", "build_world", "push_image", "put_image", "send_push_event", "digest_of", "run_until",
-    "run_until_done", "make_sensor", "RunReport", "Outcome", "TargetResult", "target_results",
-    "failure_details", "DemoReport", "fill_report", "run_demo", "render_report", "default_rules",
-    "manifests_files",
+    "DemoReport",
+    "Outcome",
+    "RunReport",
+    "TargetResult",
+    "World",
+    "build_world",
+    "default_rules",
     "deploy_stack",
+    "digest_of",
+    "failure_details",
+    "fill_report",
+    "make_sensor",
+    "manifests_files",
+    "push_image",
+    "put_image",
+    "render_report",
+    "run_demo",
+    "run_until",
+    "run_until_done",
+    "send_push_event",
+    "target_results",
 ]

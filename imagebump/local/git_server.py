@@ -35,14 +35,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-__all__ = ["GitHttpServer", "REALM"]
+__all__ = ["REALM", "GitHttpServer"]
 
 REALM = "imagebump"
 _OWNER_REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 # The paths git http-backend serves below a repository.
-_SERVICE_SUFFIX = re.compile(
-    r"/(info/refs|git-upload-pack|git-receive-pack|HEAD|objects/.+|info/.+)$"
-)
+_SERVICE_SUFFIX = re.compile(r"/(info/refs|git-upload-pack|git-receive-pack|HEAD|objects/.+|info/.+)$")
 _BACKEND_TIMEOUT = 300
 
 _REPO_CONFIG = {
@@ -79,13 +77,13 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.0"  # one request per connection: simple and robust for CGI
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         """Log nothing: request lines may be sensitive and tests read stderr."""
 
-    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+    def do_GET(self) -> None:
         self._serve()
 
-    def do_POST(self) -> None:  # noqa: N802 - stdlib naming
+    def do_POST(self) -> None:
         self._serve()
 
     # --- helpers -----------------------------------------------------------------------------
@@ -134,8 +132,11 @@ class _Handler(BaseHTTPRequestHandler):
         srv = self.server
         body = self._read_body() if self.command == "POST" else b""
         if srv.should_fail():
-            self._reply(503, b"503 Service Unavailable (injected by fail_rate)\n",
-                        {"Content-Type": "text/plain", "Retry-After": "0"})
+            self._reply(
+                503,
+                b"503 Service Unavailable (injected by fail_rate)\n",
+                {"Content-Type": "text/plain", "Retry-After": "0"},
+            )
             return
         user = self._user()
         path, _, query = self.path.partition("?")
@@ -143,13 +144,20 @@ class _Handler(BaseHTTPRequestHandler):
         if user is None and not (not credentials and srv.anonymous_read and _is_read(path, query)):
             status = 401 if credentials else srv.anonymous_status
             if status == 401:
-                self._reply(401, b"401 Unauthorized: send the token as HTTP Basic password\n", {
-                    "Content-Type": "text/plain",
-                    "WWW-Authenticate": f'Basic realm="{REALM}"',
-                })
+                self._reply(
+                    401,
+                    b"401 Unauthorized: send the token as HTTP Basic password\n",
+                    {
+                        "Content-Type": "text/plain",
+                        "WWW-Authenticate": f'Basic realm="{REALM}"',
+                    },
+                )
             else:
-                self._reply(status, f"{status} {'Forbidden' if status == 403 else 'Not Found'}\n".encode(),
-                            {"Content-Type": "text/plain"})
+                self._reply(
+                    status,
+                    f"{status} {'Forbidden' if status == 403 else 'Not Found'}\n".encode(),
+                    {"Content-Type": "text/plain"},
+                )
             return
         path_info = _normalise_path(path)
         if path_info is None:
@@ -158,19 +166,21 @@ class _Handler(BaseHTTPRequestHandler):
         if path_info.endswith("/info/refs") and "service=git-upload-pack" in query:
             srv.count_session(path_info[1 : -len("/info/refs")].removesuffix(".git"))
         env = _git_env(srv.root)
-        env.update({
-            "GIT_PROJECT_ROOT": str(srv.root),
-            "GIT_HTTP_EXPORT_ALL": "1",
-            "PATH_INFO": path_info,
-            "QUERY_STRING": query,
-            "REQUEST_METHOD": self.command,
-            "CONTENT_TYPE": self.headers.get("Content-Type", ""),
-            "CONTENT_LENGTH": str(len(body)),
-            "REMOTE_USER": user or "",  # dropped below for an anonymous read
-            "REMOTE_ADDR": self.client_address[0],
-            "SERVER_PROTOCOL": "HTTP/1.1",
-            "GATEWAY_INTERFACE": "CGI/1.1",
-        })
+        env.update(
+            {
+                "GIT_PROJECT_ROOT": str(srv.root),
+                "GIT_HTTP_EXPORT_ALL": "1",
+                "PATH_INFO": path_info,
+                "QUERY_STRING": query,
+                "REQUEST_METHOD": self.command,
+                "CONTENT_TYPE": self.headers.get("Content-Type", ""),
+                "CONTENT_LENGTH": str(len(body)),
+                "REMOTE_USER": user or "",  # dropped below for an anonymous read
+                "REMOTE_ADDR": self.client_address[0],
+                "SERVER_PROTOCOL": "HTTP/1.1",
+                "GATEWAY_INTERFACE": "CGI/1.1",
+            }
+        )
         if user is None:
             del env["REMOTE_USER"]
         if encoding := self.headers.get("Content-Encoding"):
@@ -179,7 +189,7 @@ class _Handler(BaseHTTPRequestHandler):
             env["GIT_PROTOCOL"] = protocol  # protocol v2: needed for partial-clone filters
         try:
             proc = subprocess.run(
-                [srv.backend], input=body, env=env, capture_output=True, timeout=_BACKEND_TIMEOUT
+                [srv.backend], input=body, env=env, capture_output=True, timeout=_BACKEND_TIMEOUT, check=False
             )
         except subprocess.TimeoutExpired:
             self._reply(504, b"504 git http-backend timed out\n", {"Content-Type": "text/plain"})
@@ -235,8 +245,15 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 128
 
-    def __init__(self, root: Path, token: str, fail_rate: float, seed: int, anonymous_read: bool = False,
-                 anonymous_status: int = 401) -> None:
+    def __init__(
+        self,
+        root: Path,
+        token: str,
+        fail_rate: float,
+        seed: int,
+        anonymous_read: bool = False,
+        anonymous_status: int = 401,
+    ) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.root = root
         self.token = token
@@ -275,8 +292,16 @@ class GitHttpServer:
     Use as a context manager, or call :meth:`start` / :meth:`stop`.
     """
 
-    def __init__(self, root: Path | str, token: str, fail_rate: float = 0.0, seed: int = 0, *,
-                 anonymous_read: bool = False, anonymous_status: int = 401) -> None:
+    def __init__(
+        self,
+        root: Path | str,
+        token: str,
+        fail_rate: float = 0.0,
+        seed: int = 0,
+        *,
+        anonymous_read: bool = False,
+        anonymous_status: int = 401,
+    ) -> None:
         if not token:
             raise ValueError("GitHttpServer needs a non-empty token")
         if anonymous_status not in (401, 403, 404):
@@ -298,8 +323,9 @@ class GitHttpServer:
 
     def start(self) -> GitHttpServer:
         if self._server is None:
-            self._server = _Server(self.root, self.token, self._fail_rate, self._seed,
-                                   self.anonymous_read, self.anonymous_status)
+            self._server = _Server(
+                self.root, self.token, self._fail_rate, self._seed, self.anonymous_read, self.anonymous_status
+            )
             self._thread = threading.Thread(
                 target=self._server.serve_forever, name="git-http-server", daemon=True
             )
@@ -365,14 +391,18 @@ class GitHttpServer:
         """Path of the bare repository of ``OWNER/NAME``."""
         return self.root / f"{_check_name(owner_repo)}.git"
 
-    def git(self, owner_repo: str, *args: str, input: bytes | None = None,
-            env: Mapping[str, str] | None = None) -> str:
+    def git(
+        self, owner_repo: str, *args: str, input: bytes | None = None, env: Mapping[str, str] | None = None
+    ) -> str:
         """Run a local git command in the bare repository; return stdout (raises on failure)."""
         full_env = _git_env(self.root)
         full_env.update(env or {})
         proc = subprocess.run(
             ["git", "--git-dir", str(self.bare_path(owner_repo)), *args],
-            input=input, env=full_env, capture_output=True, check=False,
+            input=input,
+            env=full_env,
+            capture_output=True,
+            check=False,
         )
         if proc.returncode != 0:
             raise RuntimeError(
@@ -380,8 +410,13 @@ class GitHttpServer:
             )
         return proc.stdout.decode()
 
-    def create_repo(self, owner_repo: str, files: Mapping[str, str] | None = None,
-                    branch: str = "main", message: str = "initial commit") -> str:
+    def create_repo(
+        self,
+        owner_repo: str,
+        files: Mapping[str, str] | None = None,
+        branch: str = "main",
+        message: str = "initial commit",
+    ) -> str:
         """Create a bare repository with one commit of ``files`` on ``branch`` (HEAD → it).
 
         Returns:
@@ -394,16 +429,24 @@ class GitHttpServer:
         bare.parent.mkdir(parents=True, exist_ok=True)
         subprocess.run(
             ["git", "init", "--quiet", "--bare", f"--initial-branch={branch}", str(bare)],
-            env=_git_env(self.root), check=True, capture_output=True,
+            env=_git_env(self.root),
+            check=True,
+            capture_output=True,
         )
         for key, value in _REPO_CONFIG.items():
             self.git(owner_repo, "config", key, value)
         self.commit_files(owner_repo, dict(files or {}), message, branch=branch)
         return self.url(owner_repo) if self._server else str(bare)
 
-    def commit_files(self, owner_repo: str, files: Mapping[str, str | None], message: str,
-                     branch: str = "main", author: str = "Someone Else <someone@example.com>",
-                     symlinks: Mapping[str, str] | None = None) -> str:
+    def commit_files(
+        self,
+        owner_repo: str,
+        files: Mapping[str, str | None],
+        message: str,
+        branch: str = "main",
+        author: str = "Someone Else <someone@example.com>",
+        symlinks: Mapping[str, str] | None = None,
+    ) -> str:
         """Commit ``files`` (path → text; None deletes) on top of ``branch`` inside the bare repo.
 
         This is "someone else pushed meanwhile": no clone, plumbing on a temporary index, and an
@@ -420,8 +463,10 @@ class GitHttpServer:
         with tempfile.TemporaryDirectory(prefix="git-index-") as tmp:
             index_env = {
                 "GIT_INDEX_FILE": str(Path(tmp) / "index"),
-                "GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email,
-                "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email,
+                "GIT_AUTHOR_NAME": name,
+                "GIT_AUTHOR_EMAIL": email,
+                "GIT_COMMITTER_NAME": name,
+                "GIT_COMMITTER_EMAIL": email,
             }
             if parent:
                 self.git(owner_repo, "read-tree", parent, env=index_env)
@@ -438,12 +483,14 @@ class GitHttpServer:
                 blob = self.git(owner_repo, "hash-object", "-w", "--stdin", input=link.encode()).strip()
                 lines.append(f"120000 {blob}\t{path.strip('/')}\n")
             if lines:
-                self.git(owner_repo, "update-index", "--index-info", input="".join(lines).encode(),
-                         env=index_env)
+                self.git(
+                    owner_repo, "update-index", "--index-info", input="".join(lines).encode(), env=index_env
+                )
             tree = self.git(owner_repo, "write-tree", env=index_env).strip()
             parents = ["-p", parent] if parent else []
-            sha = self.git(owner_repo, "commit-tree", tree, *parents, "-F", "-",
-                           input=message.encode(), env=index_env).strip()
+            sha = self.git(
+                owner_repo, "commit-tree", tree, *parents, "-F", "-", input=message.encode(), env=index_env
+            ).strip()
         self.git(owner_repo, "update-ref", ref, sha, parent or "0" * 40)
         return sha
 
@@ -465,8 +512,7 @@ class GitHttpServer:
 
 def _check_name(owner_repo: str) -> str:
     owner_repo = owner_repo.strip("/")
-    if owner_repo.endswith(".git"):
-        owner_repo = owner_repo[:-4]
+    owner_repo = owner_repo.removesuffix(".git")
     if not _OWNER_REPO.match(owner_repo) or ".." in owner_repo.split("/"):
         raise ValueError(f"repository name must be OWNER/NAME, got {owner_repo!r}")
     return owner_repo

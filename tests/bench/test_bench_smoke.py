@@ -83,7 +83,11 @@ def test_growth_shapes(world: World) -> None:
 def test_waste_imports(tmp_path: Path) -> None:
     result = waste.run_imports(1, tmp_path, steps=("edit-kustomize",))
     assert set(result["steps"]["edit-kustomize"]) == {
-        "as_shipped_image_s", "fresh_process_s", "precompiled_s", "precompiled_no_hera_runner_s"}
+        "as_shipped_image_s",
+        "fresh_process_s",
+        "precompiled_s",
+        "precompiled_no_hera_runner_s",
+    }
 
 
 def test_before_after_runs_both_ways(world: World) -> None:
@@ -94,9 +98,14 @@ def test_before_after_runs_both_ways(world: World) -> None:
 
 
 def test_report_renders_from_partial_results(tmp_path: Path) -> None:
-    results = {"timestamp": "t", "quick": True, "machine": machine(), "ratios": {}, "duration_s": 1.0,
-               "growth": {"rules": [{"rules": 10, "load_ms": 1.0, "match_hit_us": 2.0,
-                                     "match_miss_us": 1.0}]}}
+    results = {
+        "timestamp": "t",
+        "quick": True,
+        "machine": machine(),
+        "ratios": {},
+        "duration_s": 1.0,
+        "growth": {"rules": [{"rules": 10, "load_ms": 1.0, "match_hit_us": 2.0, "match_miss_us": 1.0}]},
+    }
     assert "rules matching" in report.table(results)
     assert "| measure | result |" in report.markdown(results, "python -m bench")
     json.dumps(results)

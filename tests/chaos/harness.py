@@ -52,8 +52,9 @@ class FlakyGitHub(GitHubFake):
         self._rng = random.Random(seed)
         self.injected: Counter[str] = Counter()
 
-    def handle(self, method: str, path: str, query: dict[str, list[str]], body: Any,
-               auth: str | None) -> tuple[int, dict[str, str], Any]:
+    def handle(
+        self, method: str, path: str, query: dict[str, list[str]], body: Any, auth: str | None
+    ) -> tuple[int, dict[str, str], Any]:
         with self._lock:
             roll = self._rng.random()
             late = self._rng.random() < 1 / 3
@@ -132,16 +133,15 @@ class Delivery:
     event_id: str = ""
 
 
-
-
 def group_of(index: int) -> str:
     """Of every ten overlays 4 commit, 3 PR through GitHub, 3 PR with the local provider.
 
     Interleaved, so that the first overlays (the ones that get an extra push when the event
     count does not divide evenly) cover every group.
     """
-    return ("commit", "ghpr", "localpr", "commit", "ghpr", "localpr", "commit", "ghpr", "localpr",
-            "commit")[index % 10]
+    return ("commit", "ghpr", "localpr", "commit", "ghpr", "localpr", "commit", "ghpr", "localpr", "commit")[
+        index % 10
+    ]
 
 
 def rules_yaml(account: str, prefix: str, repo_url: str) -> str:
@@ -161,11 +161,18 @@ def rules_yaml(account: str, prefix: str, repo_url: str) -> str:
 
 
 def _manifest(digest: str) -> str:
-    return json.dumps({
-        "schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
-        "config": {"digest": digest, "size": 1, "mediaType": "application/vnd.docker.container.image.v1+json"},
-        "layers": [],
-    })
+    return json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+            "config": {
+                "digest": digest,
+                "size": 1,
+                "mediaType": "application/vnd.docker.container.image.v1+json",
+            },
+            "layers": [],
+        }
+    )
 
 
 def _next_second() -> None:
@@ -189,8 +196,12 @@ def push_images(ecr: Any, overlays: list[Overlay], per_overlay: list[int]) -> st
                 continue
             tag = f"1.0.{round_}"
             digest = "sha256:" + hashlib.sha256(f"{overlay.repository}:{tag}".encode()).hexdigest()
-            ecr.put_image(repositoryName=overlay.repository, imageManifest=_manifest(digest), imageTag=tag,
-                          imageDigest=digest)
+            ecr.put_image(
+                repositoryName=overlay.repository,
+                imageManifest=_manifest(digest),
+                imageTag=tag,
+                imageDigest=digest,
+            )
             overlay.images.append(Pushed(overlay.repository, tag, digest, round_))
         _next_second()
     for overlay in overlays:
@@ -237,10 +248,21 @@ def late_older(deliveries: list[Delivery]) -> int:
 
 def event_entry(d: Delivery, bus: str) -> dict[str, Any]:
     """The put_events entry AWS ECR would emit for this push (EventBridge adds id and account)."""
-    detail = {"result": "SUCCESS", "repository-name": d.image.repository, "image-digest": d.image.digest,
-              "action-type": "PUSH", "image-tag": d.image.tag}
-    return {"Source": "aws.ecr", "DetailType": "ECR Image Action", "Detail": json.dumps(detail),
-            "EventBusName": bus, "Time": d.image.pushed_at, "Resources": []}
+    detail = {
+        "result": "SUCCESS",
+        "repository-name": d.image.repository,
+        "image-digest": d.image.digest,
+        "action-type": "PUSH",
+        "image-tag": d.image.tag,
+    }
+    return {
+        "Source": "aws.ecr",
+        "DetailType": "ECR Image Action",
+        "Detail": json.dumps(detail),
+        "EventBusName": bus,
+        "Time": d.image.pushed_at,
+        "Resources": [],
+    }
 
 
 @dataclass
@@ -260,8 +282,12 @@ class Queues:
         """Every dead-lettered event (bodies parsed), removing them."""
         out: list[dict[str, Any]] = []
         while True:
-            msgs = self.sqs.receive_message(QueueUrl=self.dlq_url, MaxNumberOfMessages=10, WaitTimeSeconds=0,
-                                            VisibilityTimeout=60).get("Messages") or []
+            msgs = (
+                self.sqs.receive_message(
+                    QueueUrl=self.dlq_url, MaxNumberOfMessages=10, WaitTimeSeconds=0, VisibilityTimeout=60
+                ).get("Messages")
+                or []
+            )
             if not msgs:
                 return out
             for m in msgs:
@@ -273,15 +299,25 @@ def make_queues(moto: Any, name: str, visibility: int, max_receive: int) -> tupl
     """Queue + DLQ, and an EventBridge bus whose rule routes ECR push events to the queue."""
     sqs, events = moto.client("sqs"), moto.client("events")
     dlq_url = sqs.create_queue(QueueName=f"{name}-dlq")["QueueUrl"]
-    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    url = sqs.create_queue(QueueName=name, Attributes={
-        "VisibilityTimeout": str(visibility),
-        "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(max_receive)}),
-    })["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    url = sqs.create_queue(
+        QueueName=name,
+        Attributes={
+            "VisibilityTimeout": str(visibility),
+            "RedrivePolicy": json.dumps(
+                {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(max_receive)}
+            ),
+        },
+    )["QueueUrl"]
     arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     events.create_event_bus(Name=name)
-    pattern = {"source": ["aws.ecr"], "detail-type": ["ECR Image Action"],
-               "detail": {"action-type": ["PUSH"], "result": ["SUCCESS"]}}
+    pattern = {
+        "source": ["aws.ecr"],
+        "detail-type": ["ECR Image Action"],
+        "detail": {"action-type": ["PUSH"], "result": ["SUCCESS"]},
+    }
     events.put_rule(Name=f"{name}-ecr-push", EventBusName=name, EventPattern=json.dumps(pattern))
     events.put_targets(Rule=f"{name}-ecr-push", EventBusName=name, Targets=[{"Id": "sqs", "Arn": arn}])
     return Queues(sqs, url, dlq_url), name
@@ -295,8 +331,19 @@ def make_queues(moto: Any, name: str, visibility: int, max_receive: int) -> tupl
 class SensorProcess:
     """``python -m tests.chaos.sensor_proc`` in its own session, logs and results in files."""
 
-    def __init__(self, label: str, workdir: Path, *, queue_url: str, endpoint_url: str, rules: Path,
-                 env: dict[str, str], concurrency: int, visibility: int, backoff_scale: float) -> None:
+    def __init__(
+        self,
+        label: str,
+        workdir: Path,
+        *,
+        queue_url: str,
+        endpoint_url: str,
+        rules: Path,
+        env: dict[str, str],
+        concurrency: int,
+        visibility: int,
+        backoff_scale: float,
+    ) -> None:
         self.label = label
         self.dir = workdir / label
         self.dir.mkdir(parents=True)
@@ -305,11 +352,32 @@ class SensorProcess:
         self.work_root = self.dir / "steps"
         self._log = self.log_path.open("wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.chaos.sensor_proc", "--queue-url", queue_url,
-             "--endpoint-url", endpoint_url, "--rules", str(rules), "--results", str(self.results),
-             "--work-root", str(self.work_root), "--concurrency", str(concurrency),
-             "--visibility-timeout", str(visibility), "--backoff-scale", str(backoff_scale)],
-            cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "tests.chaos.sensor_proc",
+                "--queue-url",
+                queue_url,
+                "--endpoint-url",
+                endpoint_url,
+                "--rules",
+                str(rules),
+                "--results",
+                str(self.results),
+                "--work-root",
+                str(self.work_root),
+                "--concurrency",
+                str(concurrency),
+                "--visibility-timeout",
+                str(visibility),
+                "--backoff-scale",
+                str(backoff_scale),
+            ],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )
 

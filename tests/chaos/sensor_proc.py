@@ -40,14 +40,16 @@ def result_record(event: dict[str, Any], result: Any) -> dict[str, Any]:
     for node in result.nodes:
         if node.template not in ("resolve-image", "edit-kustomize", "commit-pr"):
             continue
-        nodes.append({
-            "name": node.name,
-            "template": node.template,
-            "phase": node.phase,
-            "attempts": node.attempts,
-            "message": (node.message or "")[:300],
-            "outputs": {k: v for k, v in node.outputs.items() if k in _KEPT_OUTPUTS},
-        })
+        nodes.append(
+            {
+                "name": node.name,
+                "template": node.template,
+                "phase": node.phase,
+                "attempts": node.attempts,
+                "message": (node.message or "")[:300],
+                "outputs": {k: v for k, v in node.outputs.items() if k in _KEPT_OUTPUTS},
+            }
+        )
     detail = event.get("detail") if isinstance(event.get("detail"), dict) else {}
     return {
         "event_id": event.get("id"),
@@ -107,8 +109,13 @@ def main(argv: list[str] | None = None) -> int:
 
     sqs = boto3.client("sqs", endpoint_url=args.endpoint_url, region_name=args.region)
     sensor = LocalSensor(
-        args.queue_url, executor, sqs_client=sqs, concurrency=args.concurrency,
-        wait_seconds=args.wait_seconds, visibility_timeout=args.visibility_timeout, log=log,
+        args.queue_url,
+        executor,
+        sqs_client=sqs,
+        concurrency=args.concurrency,
+        wait_seconds=args.wait_seconds,
+        visibility_timeout=args.visibility_timeout,
+        log=log,
         on_result=on_result,
     )
     with _stop_on_signals(sensor):

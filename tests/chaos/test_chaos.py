@@ -99,8 +99,12 @@ def _blobs(bare: Path, specs: list[str]) -> dict[str, str | None]:
     """``{"REV:PATH": text or None}`` read with one ``git cat-file --batch``."""
     if not specs:
         return {}
-    proc = subprocess.run(["git", "--git-dir", str(bare), "cat-file", "--batch"],
-                          input=("\n".join(specs) + "\n").encode(), capture_output=True, check=True)
+    proc = subprocess.run(
+        ["git", "--git-dir", str(bare), "cat-file", "--batch"],
+        input=("\n".join(specs) + "\n").encode(),
+        capture_output=True,
+        check=True,
+    )
     out, pos, found = proc.stdout, 0, {}
     for spec in specs:
         end = out.index(b"\n", pos)
@@ -110,7 +114,7 @@ def _blobs(bare: Path, specs: list[str]) -> dict[str, str | None]:
             found[spec] = None
             continue
         size = int(header.split()[2])
-        found[spec] = out[pos:pos + size].decode()
+        found[spec] = out[pos : pos + size].decode()
         pos += size + 1
     return found
 
@@ -123,8 +127,9 @@ def _tag(text: str | None, overlay: Overlay) -> str | None:
 
 
 def _git(bare: Path, *args: str) -> str:
-    return subprocess.run(["git", "--git-dir", str(bare), *args], capture_output=True, text=True,
-                          check=True).stdout
+    return subprocess.run(
+        ["git", "--git-dir", str(bare), *args], capture_output=True, text=True, check=True
+    ).stdout
 
 
 def _dedupe(seq: list[int]) -> list[int]:
@@ -153,8 +158,12 @@ Z = "0" * 40
 @pytest.mark.parametrize(
     ("updates", "chains", "problems"),
     [
-        pytest.param([("b", "c", "r"), (Z, "a", "r"), ("a", "b", "r")], {"r": ["a", "b", "c"]}, 0,
-                     id="created-logged-out-of-order"),
+        pytest.param(
+            [("b", "c", "r"), (Z, "a", "r"), ("a", "b", "r")],
+            {"r": ["a", "b", "c"]},
+            0,
+            id="created-logged-out-of-order",
+        ),
         pytest.param([("b", "c", "m"), ("a", "b", "m")], {"m": ["b", "c"]}, 0, id="pre-existing-ref"),
         pytest.param([("a", "b", "m"), ("a", "c", "m")], {"m": ["b"]}, 1, id="moved-without-lease"),
     ],
@@ -172,21 +181,47 @@ def _record(*nodes: tuple[str, str, dict]) -> dict:
 @pytest.mark.parametrize(
     ("record", "kind"),
     [
-        pytest.param(_record(("resolve-image", "Succeeded", {"targets": "[]", "reason": "no rule"})), "skipped",
-                     id="no-target"),
-        pytest.param(_record(("resolve-image", "Succeeded", {"targets": "[{}]"}),
-                             ("edit-kustomize", "Succeeded", {"decision": "stale", "reason": "older"}),
-                             ("commit-pr", "Skipped", {})), "skipped", id="stale"),
-        pytest.param(_record(("resolve-image", "Succeeded", {"targets": "[{}]"}),
-                             ("edit-kustomize", "Succeeded", {"decision": "current"}),
-                             ("commit-pr", "Skipped", {})), "unchanged", id="current"),
-        pytest.param(_record(("resolve-image", "Succeeded", {"targets": "[{}]"}),
-                             ("edit-kustomize", "Succeeded", {"decision": "update"}),
-                             ("commit-pr", "Succeeded", {"action": "pr-updated"})), "updated", id="pr-updated"),
-        pytest.param(_record(("resolve-image", "Succeeded", {"targets": "[{}]"}),
-                             ("edit-kustomize", "Succeeded", {"decision": "update"}),
-                             ("commit-pr", "Succeeded", {"action": "unchanged", "reason": "landed"})),
-                     "unchanged", id="landed-meanwhile"),
+        pytest.param(
+            _record(("resolve-image", "Succeeded", {"targets": "[]", "reason": "no rule"})),
+            "skipped",
+            id="no-target",
+        ),
+        pytest.param(
+            _record(
+                ("resolve-image", "Succeeded", {"targets": "[{}]"}),
+                ("edit-kustomize", "Succeeded", {"decision": "stale", "reason": "older"}),
+                ("commit-pr", "Skipped", {}),
+            ),
+            "skipped",
+            id="stale",
+        ),
+        pytest.param(
+            _record(
+                ("resolve-image", "Succeeded", {"targets": "[{}]"}),
+                ("edit-kustomize", "Succeeded", {"decision": "current"}),
+                ("commit-pr", "Skipped", {}),
+            ),
+            "unchanged",
+            id="current",
+        ),
+        pytest.param(
+            _record(
+                ("resolve-image", "Succeeded", {"targets": "[{}]"}),
+                ("edit-kustomize", "Succeeded", {"decision": "update"}),
+                ("commit-pr", "Succeeded", {"action": "pr-updated"}),
+            ),
+            "updated",
+            id="pr-updated",
+        ),
+        pytest.param(
+            _record(
+                ("resolve-image", "Succeeded", {"targets": "[{}]"}),
+                ("edit-kustomize", "Succeeded", {"decision": "update"}),
+                ("commit-pr", "Succeeded", {"action": "unchanged", "reason": "landed"}),
+            ),
+            "unchanged",
+            id="landed-meanwhile",
+        ),
     ],
 )
 def test_classify(record: dict, kind: str) -> None:
@@ -209,8 +244,9 @@ def test_plan_always_has_an_older_image_arriving_after_a_newer() -> None:
 
 
 @pytest.mark.slow
-def test_chaos(moto, tmp_path: Path, git_token: str, capsys: pytest.CaptureFixture[str],
-               request: pytest.FixtureRequest) -> None:
+def test_chaos(
+    moto, tmp_path: Path, git_token: str, capsys: pytest.CaptureFixture[str], request: pytest.FixtureRequest
+) -> None:
     started = time.monotonic()
     rng = random.Random(SEED)
     run_id = uuid.uuid4().hex[:8]
@@ -239,7 +275,9 @@ def test_chaos(moto, tmp_path: Path, git_token: str, capsys: pytest.CaptureFixtu
         def ahead(owner: str, repo: str, base: str, head: str) -> int | None:
             head = head.split(":", 1)[-1]
             try:
-                return int(_git(git_server.bare_path(f"{owner}/{repo}"), "rev-list", "--count", f"{base}..{head}"))
+                return int(
+                    _git(git_server.bare_path(f"{owner}/{repo}"), "rev-list", "--count", f"{base}..{head}")
+                )
             except subprocess.CalledProcessError:
                 return None
 
@@ -249,17 +287,30 @@ def test_chaos(moto, tmp_path: Path, git_token: str, capsys: pytest.CaptureFixtu
         queues, bus = make_queues(moto, prefix, VISIBILITY, MAX_RECEIVE)
         deliveries = plan_deliveries(overlays, DUPLICATE_SHARE, rng)
         env = {
-            "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"), "LANG": "C.UTF-8",
-            "HOME": str(tmp_path), "PYTHONPATH": str(ROOT),
-            "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_REGION": "us-west-2", "AWS_DEFAULT_REGION": "us-west-2",
-            "IMAGEBUMP_GIT_TOKEN": git_token, "IMAGEBUMP_GITHUB_API_URL": github.url,
+            "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+            "LANG": "C.UTF-8",
+            "HOME": str(tmp_path),
+            "PYTHONPATH": str(ROOT),
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_REGION": "us-west-2",
+            "AWS_DEFAULT_REGION": "us-west-2",
+            "IMAGEBUMP_GIT_TOKEN": git_token,
+            "IMAGEBUMP_GITHUB_API_URL": github.url,
         }
 
         def start_sensor(label: str) -> SensorProcess:
-            sensor = SensorProcess(label, tmp_path / "sensors", queue_url=queues.url,
-                                   endpoint_url=moto.endpoint_url, rules=rules, env=env,
-                                   concurrency=CONCURRENCY, visibility=VISIBILITY, backoff_scale=BACKOFF_SCALE)
+            sensor = SensorProcess(
+                label,
+                tmp_path / "sensors",
+                queue_url=queues.url,
+                endpoint_url=moto.endpoint_url,
+                rules=rules,
+                env=env,
+                concurrency=CONCURRENCY,
+                visibility=VISIBILITY,
+                backoff_scale=BACKOFF_SCALE,
+            )
             sensors.append(sensor)
             return sensor
 
@@ -275,10 +326,12 @@ def test_chaos(moto, tmp_path: Path, git_token: str, capsys: pytest.CaptureFixtu
         quiet = 0
         while True:
             if time.monotonic() - started > DEADLINE:
-                pytest.fail(f"chaos run exceeded {DEADLINE:.0f}s: sent {sent}/{len(deliveries)}, queue depth "
-                            f"{queues.depth()}, finished {[s.finished() for s in sensors]}")
+                pytest.fail(
+                    f"chaos run exceeded {DEADLINE:.0f}s: sent {sent}/{len(deliveries)}, queue depth "
+                    f"{queues.depth()}, finished {[s.finished() for s in sensors]}"
+                )
             if sent < len(deliveries) and queues.depth() < QUEUE_LOW:
-                batch = deliveries[sent:sent + 10]
+                batch = deliveries[sent : sent + 10]
                 reply = events.put_events(Entries=[event_entry(d, bus) for d in batch])
                 assert reply.get("FailedEntryCount", 0) == 0, reply
                 for d, entry in zip(batch, reply["Entries"]):
@@ -347,35 +400,49 @@ def test_chaos(moto, tmp_path: Path, git_token: str, capsys: pytest.CaptureFixtu
         # --- what the repository holds --------------------------------------------------------------
         problems: list[str] = []
         branches = [b for b in _git(bare, "for-each-ref", "--format=%(refname)", "refs/heads/").split()]
-        pr_branches = [b.removeprefix("refs/heads/") for b in branches if b.startswith("refs/heads/imagebump/")]
+        pr_branches = [
+            b.removeprefix("refs/heads/") for b in branches if b.startswith("refs/heads/imagebump/")
+        ]
         slug = {o.name: o.path.replace("/", "-") for o in overlays}
         branches_of: dict[str, list[str]] = {
             o.name: [b for b in pr_branches if f"/{slug[o.name]}/" in b] for o in overlays
         }
-        heads = _blobs(bare, [f"main:{o.file}" for o in overlays]
-                       + [f"{b}:{o.file}" for o in overlays for b in branches_of[o.name]])
+        heads = _blobs(
+            bare,
+            [f"main:{o.file}" for o in overlays]
+            + [f"{b}:{o.file}" for o in overlays for b in branches_of[o.name]],
+        )
         for o in overlays:
             main_tag = _tag(heads[f"main:{o.file}"], o)
             if o.mode == "commit":
                 if main_tag != o.newest.tag:
-                    problems.append(f"{o.name} (commit): main holds {main_tag}, newest pushed is {o.newest.tag}")
+                    problems.append(
+                        f"{o.name} (commit): main holds {main_tag}, newest pushed is {o.newest.tag}"
+                    )
                 if branches_of[o.name]:
                     problems.append(f"{o.name} (commit): unexpected branches {branches_of[o.name]}")
                 continue
             if main_tag != o.images[0].tag:
-                problems.append(f"{o.name} ({o.group}): mode pr wrote the base branch (main holds {main_tag})")
+                problems.append(
+                    f"{o.name} ({o.group}): mode pr wrote the base branch (main holds {main_tag})"
+                )
             if len(branches_of[o.name]) != 1:
-                problems.append(f"{o.name} ({o.group}): {len(branches_of[o.name])} branches {branches_of[o.name]}")
+                problems.append(
+                    f"{o.name} ({o.group}): {len(branches_of[o.name])} branches {branches_of[o.name]}"
+                )
                 continue
             (branch,) = branches_of[o.name]
             branch_tag = _tag(heads[f"{branch}:{o.file}"], o)
             if branch_tag != o.newest.tag:
-                problems.append(f"{o.name} ({o.group}): PR branch holds {branch_tag}, newest pushed is "
-                                f"{o.newest.tag}")
+                problems.append(
+                    f"{o.name} ({o.group}): PR branch holds {branch_tag}, newest pushed is {o.newest.tag}"
+                )
             if o.group == "ghpr":
                 pulls = [p for p in github.pulls if p.head == branch]
                 if len(pulls) != 1 or pulls[0].state != "open":
-                    problems.append(f"{o.name} (ghpr): PRs for {branch}: {[(p.number, p.state) for p in pulls]}")
+                    problems.append(
+                        f"{o.name} (ghpr): PRs for {branch}: {[(p.number, p.state) for p in pulls]}"
+                    )
 
         # --- downgrades: base branch history and every PR branch's updates ----------------------------
         downgrades: list[str] = []
@@ -389,9 +456,15 @@ def test_chaos(moto, tmp_path: Path, git_token: str, capsys: pytest.CaptureFixtu
         chains, chain_problems = ref_chains([u for u in updates if len(u) == 3])  # type: ignore[misc]
         problems += chain_problems
         owner_of = {b: o for o in overlays for b in branches_of[o.name]}
-        branch_texts = _blobs(bare, [f"{sha}:{owner_of[ref.removeprefix('refs/heads/')].file}"
-                                     for ref, chain in chains.items() if ref.removeprefix("refs/heads/") in owner_of
-                                     for sha in chain])
+        branch_texts = _blobs(
+            bare,
+            [
+                f"{sha}:{owner_of[ref.removeprefix('refs/heads/')].file}"
+                for ref, chain in chains.items()
+                if ref.removeprefix("refs/heads/") in owner_of
+                for sha in chain
+            ],
+        )
         branch_updates = 0
         for ref, chain in chains.items():
             o = owner_of.get(ref.removeprefix("refs/heads/"))
@@ -400,15 +473,18 @@ def test_chaos(moto, tmp_path: Path, git_token: str, capsys: pytest.CaptureFixtu
             branch_updates += len(chain)
             seq = _dedupe([o.seq_of(_tag(branch_texts[f"{sha}:{o.file}"], o)) for sha in chain])
             for a, b in monotonic_violations(seq):
-                downgrades.append(f"{o.name} {ref.removeprefix('refs/heads/')}: 1.0.{a} → 1.0.{b} (updates {seq})")
+                downgrades.append(
+                    f"{o.name} {ref.removeprefix('refs/heads/')}: 1.0.{a} → 1.0.{b} (updates {seq})"
+                )
 
         # --- duplicate PRs ------------------------------------------------------------------------------
         open_heads = Counter(p.head for p in github.open_pulls())
         duplicate_prs = [f"{h}: {n} open PRs" for h, n in open_heads.items() if n > 1]
         per_target = Counter(owner_of[p.head].name for p in github.pulls if p.head in owner_of)
         duplicate_prs += [f"{name}: {n} PRs created" for name, n in per_target.items() if n > 1]
-        duplicate_prs += [f"{p.head}: PR #{p.number} for no known target" for p in github.pulls
-                          if p.head not in owner_of]
+        duplicate_prs += [
+            f"{p.head}: PR #{p.number} for no known target" for p in github.pulls if p.head not in owner_of
+        ]
 
         report = [
             f"chaos: {EVENTS} pushes for {OVERLAYS} overlays + {len(deliveries) - EVENTS} duplicate deliveries "

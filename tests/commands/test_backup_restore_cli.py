@@ -46,7 +46,9 @@ def env(moto, monkeypatch, tmp_path, source, target) -> Path:
 @pytest.fixture()
 def bucket(moto) -> str:
     name = f"cli-{uuid.uuid4().hex[:12]}"
-    moto.client("s3").create_bucket(Bucket=name, CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
+    moto.client("s3").create_bucket(
+        Bucket=name, CreateBucketConfiguration={"LocationConstraint": "us-west-2"}
+    )
     return name
 
 
@@ -56,20 +58,26 @@ def _no_secrets(text: str) -> None:
 
 
 def test_backup_then_restore_dry_run_and_apply(env, bucket, source, target, capsys):
-    assert main(["backup", "--bucket", bucket, "--cluster", "prod", "--context", "source", "--keep", "5"]) == 0
+    assert (
+        main(["backup", "--bucket", bucket, "--cluster", "prod", "--context", "source", "--keep", "5"]) == 0
+    )
     out = capsys.readouterr()
     _no_secrets(out.out + out.err)
     lines = out.out.splitlines()
     url = lines[0].removeprefix("wrote ")
     assert url.startswith(f"s3://{bucket}/argocd-backups/prod/") and url.endswith("Z.yaml.gz")
-    assert f"counts ConfigMap=7, Secret={len(BACKED_UP_SECRETS)}, AppProject=4, ApplicationSet=3, Application=55" in lines
+    assert (
+        f"counts ConfigMap=7, Secret={len(BACKED_UP_SECRETS)}, AppProject=4, ApplicationSet=3, Application=55"
+        in lines
+    )
 
     assert main(["restore", "--from", url, "--context", "target", "--namespace", "argocd-dr"]) == 0
     out = capsys.readouterr()
     _no_secrets(out.out + out.err)
     assert "would create  Secret/repository-one -n argocd-dr" in out.out
-    assert out.out.rstrip().endswith(f"dry run: {TOTAL} to create, 0 to change, 0 unchanged in namespace argocd-dr; "
-                                     "pass --apply to apply")
+    assert out.out.rstrip().endswith(
+        f"dry run: {TOTAL} to create, 0 to change, 0 unchanged in namespace argocd-dr; pass --apply to apply"
+    )
     assert target.fake.in_namespace("argocd-dr") == []
 
     assert main(["restore", "--from", url, "--context", "target", "--namespace", "argocd-dr", "--apply"]) == 0
@@ -80,17 +88,28 @@ def test_backup_then_restore_dry_run_and_apply(env, bucket, source, target, caps
     assert source.fake.calls and not source.fake.writes()
 
     # Later: an Application appears that the backup does not hold. --prune lists it; --apply deletes it.
-    target.fake.seed({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
-                      "metadata": {"name": "late", "namespace": "argocd-dr",
-                                   "finalizers": ["resources-finalizer.argocd.argoproj.io"]},
-                      "spec": {"project": "default"}})
+    target.fake.seed(
+        {
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "Application",
+            "metadata": {
+                "name": "late",
+                "namespace": "argocd-dr",
+                "finalizers": ["resources-finalizer.argocd.argoproj.io"],
+            },
+            "spec": {"project": "default"},
+        }
+    )
     argv = ["restore", "--from", url, "--context", "target", "--namespace", "argocd-dr", "--prune"]
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "would delete  Application/late -n argocd-dr" in out
     assert target.fake.stored("Application", "argocd-dr", "late") is not None
     assert main([*argv, "--apply"]) == 0
-    assert f"applied: 0 created, 0 changed, {TOTAL} unchanged, 1 deleted in namespace argocd-dr" in capsys.readouterr().out
+    assert (
+        f"applied: 0 created, 0 changed, {TOTAL} unchanged, 1 deleted in namespace argocd-dr"
+        in capsys.readouterr().out
+    )
     assert target.fake.stored("Application", "argocd-dr", "late") is None and target.fake.cascaded == []
 
 
@@ -105,8 +124,10 @@ def test_restore_refuses_a_corrupt_file(env, target, capsys):
 
 def test_restore_takes_a_plain_argocd_export_file(env, target, capsys):
     path = env / "export.yaml"
-    path.write_text("apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: one\n"
-                    "spec:\n  project: default\noperation:\n  sync:\n    revision: abc\n---\n")
+    path.write_text(
+        "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: one\n"
+        "spec:\n  project: default\noperation:\n  sync:\n    revision: abc\n---\n"
+    )
     assert main(["restore", "--from", str(path), "--context", "target", "--apply"]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"unverified: {path} is a plain `argocd admin export` file")
@@ -131,18 +152,30 @@ def test_backup_forbidden_is_a_clear_message(env, bucket, source, capsys):
     source.fake.forbid("list", "secrets")
     assert main(["backup", "--bucket", bucket, "--context", "source"]) == 2
     err = capsys.readouterr().err
-    assert "imagebump backup: error: cannot list secrets in namespace argocd: forbidden; grant get/list" in err
+    assert (
+        "imagebump backup: error: cannot list secrets in namespace argocd: forbidden; grant get/list" in err
+    )
 
 
 @pytest.mark.parametrize(
     ("argv", "text"),
     [
-        pytest.param(["backup", "--bucket", "no-such-bucket-cli", "--context", "source"],
-                     "bucket 'no-such-bucket-cli' does not exist (NoSuchBucket)", id="missing-bucket"),
-        pytest.param(["backup", "--bucket", "b-ok", "--context", "source", "--profile", "nope-profile"],
-                     "AWS profile 'nope-profile' not found", id="missing-profile"),
-        pytest.param(["backup", "--bucket", "b-ok", "--context", "missing"], "context 'missing'", id="missing-context"),
-        pytest.param(["restore", "--from", "s3://only-bucket"], "is not an s3://BUCKET/KEY URL", id="bad-url"),
+        pytest.param(
+            ["backup", "--bucket", "no-such-bucket-cli", "--context", "source"],
+            "bucket 'no-such-bucket-cli' does not exist (NoSuchBucket)",
+            id="missing-bucket",
+        ),
+        pytest.param(
+            ["backup", "--bucket", "b-ok", "--context", "source", "--profile", "nope-profile"],
+            "AWS profile 'nope-profile' not found",
+            id="missing-profile",
+        ),
+        pytest.param(
+            ["backup", "--bucket", "b-ok", "--context", "missing"], "context 'missing'", id="missing-context"
+        ),
+        pytest.param(
+            ["restore", "--from", "s3://only-bucket"], "is not an s3://BUCKET/KEY URL", id="bad-url"
+        ),
     ],
 )
 def test_bad_input_exits_2_with_a_message(env, argv, text, capsys):

@@ -82,7 +82,9 @@ def test_add(overlay: Path, capsys: pytest.CaptureFixture[str]):
     [
         pytest.param("images: [\n", "web:1", "invalid YAML at line 2", id="bad-yaml"),
         pytest.param("images:\n- name: web\n---\na: 1\n", "web:1", "2 YAML documents", id="multi-document"),
-        pytest.param("images:\n- name: web\n  name: x\n", "web:1", "duplicate key 'name'", id="duplicate-key"),
+        pytest.param(
+            "images:\n- name: web\n  name: x\n", "web:1", "duplicate key 'name'", id="duplicate-key"
+        ),
         pytest.param(KUSTOMIZATION, "web:.bad", "invalid tag '.bad'", id="bad-tag"),
         pytest.param(KUSTOMIZATION, "web@sha256:abc", "invalid digest", id="bad-digest"),
         pytest.param(KUSTOMIZATION, "web", "nothing to set", id="nothing-to-set"),
@@ -202,7 +204,9 @@ def test_an_overlay_directory_linked_out_of_the_repository_is_refused(tmp_path: 
         pytest.param("../sibling/kustomization.yaml", 2, id="out-of-the-directory-given"),
     ],
 )
-def test_outside_a_git_work_tree_the_directory_given_is_the_boundary(tmp_path: Path, capsys, link: str, code: int):
+def test_outside_a_git_work_tree_the_directory_given_is_the_boundary(
+    tmp_path: Path, capsys, link: str, code: int
+):
     given = tmp_path / "overlay"
     for directory in (given / "real", tmp_path / "sibling"):
         directory.mkdir(parents=True)
@@ -226,13 +230,22 @@ NAMED = "images:\n- name: api\n  newName: reg.example.com/team/api\n  newTag: 1.
 @pytest.mark.parametrize(
     ("spec", "expected"),
     [
-        pytest.param("api=*:1.5.0", "images:\n- name: api\n  newName: reg.example.com/team/api\n  newTag: 1.5.0\n",
-                     id="keep-new-name-set-tag"),
-        pytest.param("api=reg.example.com/new:*", "images:\n- name: api\n  newName: reg.example.com/new\n"
-                     "  newTag: 1.0.0\n", id="set-new-name-keep-tag"),
+        pytest.param(
+            "api=*:1.5.0",
+            "images:\n- name: api\n  newName: reg.example.com/team/api\n  newTag: 1.5.0\n",
+            id="keep-new-name-set-tag",
+        ),
+        pytest.param(
+            "api=reg.example.com/new:*",
+            "images:\n- name: api\n  newName: reg.example.com/new\n  newTag: 1.0.0\n",
+            id="set-new-name-keep-tag",
+        ),
         pytest.param("api:2.0.0@*", NAMED.replace("1.0.0", "2.0.0"), id="set-tag-keep-digest"),
-        pytest.param(f"api:*@{D2.replace('2f', '3e')}", NAMED.replace(D2, D2.replace("2f", "3e")),
-                     id="keep-tag-set-digest"),
+        pytest.param(
+            f"api:*@{D2.replace('2f', '3e')}",
+            NAMED.replace(D2, D2.replace("2f", "3e")),
+            id="keep-tag-set-digest",
+        ),
         pytest.param("api=*:*@*", NAMED, id="keep-everything"),
     ],
 )
@@ -268,11 +281,16 @@ def test_add_matches_name_only_as_kustomize_does(tmp_path: Path, capsys) -> None
     ("value", "tag"),
     [
         pytest.param("!Ref foo", "'!Ref'", id="cloudformation-style"),
-        pytest.param("!!python/object/apply:os.system ['touch MARKER']", "'tag:yaml.org,2002:python/object/apply",
-                     id="python-object"),
+        pytest.param(
+            "!!python/object/apply:os.system ['touch MARKER']",
+            "'tag:yaml.org,2002:python/object/apply",
+            id="python-object",
+        ),
     ],
 )
-def test_an_unknown_yaml_tag_is_one_clear_line(tmp_path: Path, capsys, monkeypatch, value: str, tag: str) -> None:
+def test_an_unknown_yaml_tag_is_one_clear_line(
+    tmp_path: Path, capsys, monkeypatch, value: str, tag: str
+) -> None:
     monkeypatch.chdir(tmp_path)
     path = tmp_path / "kustomization.yaml"
     path.write_text(f"images:\n- name: api\n  newTag: '1'\nx-other: {value}\n")

@@ -28,8 +28,9 @@ def _refuses_connections(url: str) -> bool:
         return True
 
 
-def test_demo_runs_twice_in_a_row_prints_both_diffs_and_cleans_up(capsys, tmp_path: Path,
-                                                                  monkeypatch) -> None:
+def test_demo_runs_twice_in_a_row_prints_both_diffs_and_cleans_up(
+    capsys, tmp_path: Path, monkeypatch
+) -> None:
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the demo's temp dir lands here
 
     first = main(["demo"])
@@ -59,9 +60,16 @@ def test_demo_runs_twice_in_a_row_prints_both_diffs_and_cleans_up(capsys, tmp_pa
     assert summary["branch"].startswith("imagebump/production/")
     assert '+  newTag: "1.4.2"' in summary["staging_diff"]
     assert "+    newTag: 1.4.2" in summary["production_diff"]
-    assert {"queue", "resolve-image", "edit-kustomize[staging]", "commit-pr[staging]",
-            "edit-kustomize[production]", "commit-pr[production]", "workflow",
-            "end-to-end"} <= set(summary["step_seconds"])
+    assert {
+        "queue",
+        "resolve-image",
+        "edit-kustomize[staging]",
+        "commit-pr[staging]",
+        "edit-kustomize[production]",
+        "commit-pr[production]",
+        "workflow",
+        "end-to-end",
+    } <= set(summary["step_seconds"])
     assert summary["total_seconds"] > 0
     # --keep keeps the temporary directory (bare repository, rules), nothing else
     kept = Path(summary["kept"])

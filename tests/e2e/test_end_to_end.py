@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from imagebump.local.demo import (
-    DemoReport,
     PRODUCTION_PATH,
     STAGING_PATH,
+    DemoReport,
     World,
     build_world,
     default_rules,
@@ -88,16 +88,18 @@ def test_push_becomes_a_commit_and_a_pr_branch(world: World) -> None:
 def deliver_again(world: World) -> str:
     """Send the message now on the queue once more, byte for byte (an SQS/EventBridge redelivery)."""
     sqs = world.client("sqs")
-    (message,) = sqs.receive_message(QueueUrl=world.queue_url, MaxNumberOfMessages=1, WaitTimeSeconds=1,
-                                     VisibilityTimeout=0)["Messages"]
+    (message,) = sqs.receive_message(
+        QueueUrl=world.queue_url, MaxNumberOfMessages=1, WaitTimeSeconds=1, VisibilityTimeout=0
+    )["Messages"]
     sqs.send_message(QueueUrl=world.queue_url, MessageBody=message["Body"])
     return message["Body"]
 
 
 def test_same_event_three_times_gives_one_commit_and_one_pr_github(world: World) -> None:
     """Provider github through the API fake; the third delivery reaches a restarted sensor."""
-    world.set_rules(default_rules(world.git.base_url, world.registry, repository=world.repository,
-                                  provider="github"))
+    world.set_rules(
+        default_rules(world.git.base_url, world.registry, repository=world.repository, provider="github")
+    )
     with GitHubFake({world.token}) as github:
         world.set_env_config({"IMAGEBUMP_GITHUB_API_URL": github.url})
         push_image(world, "2.0.0")
@@ -163,8 +165,12 @@ def test_step_that_keeps_failing_ends_in_the_dlq(moto, tmp_path: Path) -> None:
         world.set_step_token("wrong-token-" + "x" * 20)  # every Git request answers 401
         event_id = push_image(world, "3.0.0")
 
-        report = run_until(world, timeout=90, visibility_timeout=2,
-                           stop_when=lambda stats: world.queue_depth(world.dlq_url) > 0)
+        report = run_until(
+            world,
+            timeout=90,
+            visibility_timeout=2,
+            stop_when=lambda stats: world.queue_depth(world.dlq_url) > 0,
+        )
 
         assert not report.timed_out
         assert report.stats.failed == 2 and report.stats.succeeded == 0  # maxReceiveCount 2, then the DLQ
@@ -197,8 +203,9 @@ def test_stop_mid_run_loses_nothing(world: World) -> None:
     thread = threading.Thread(target=lambda: done.update(report=run_until(world, timeout=60, sensor=sensor)))
     thread.start()
     deadline = time.monotonic() + 30
-    while not any(r.get("event") == "node-finished" and r.get("template") == "resolve-image"
-                  for r in world.logs):
+    while not any(
+        r.get("event") == "node-finished" and r.get("template") == "resolve-image" for r in world.logs
+    ):
         assert time.monotonic() < deadline, "no workflow started"
         time.sleep(0.05)
     sensor.stop()  # what the SIGTERM handler of `imagebump run --local` does

@@ -125,6 +125,7 @@ def _run_local(world: World, cwd: Path, **token_env: str) -> subprocess.Complete
         capture_output=True,
         text=True,
         timeout=180,
+        check=False,
     )
 
 

@@ -61,8 +61,15 @@ Grant = tuple[str, str, str, str, str]  # namespace ("*" = cluster-wide), apiGro
 
 
 def _status(code: int, reason: str, message: str) -> dict[str, Any]:
-    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-            "message": message, "reason": reason, "code": code}
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
 
 
 class FakeStatus(Exception):
@@ -142,7 +149,9 @@ class FakeKube:
         resource = kube.resource_for(obj["kind"])
         namespace = obj["metadata"]["namespace"]
         with self._lock:
-            return copy.deepcopy(self._create(resource, namespace, copy.deepcopy(obj), manager, keep_status=True))
+            return copy.deepcopy(
+                self._create(resource, namespace, copy.deepcopy(obj), manager, keep_status=True)
+            )
 
     def names(self, kind: str, namespace: str) -> list[str]:
         plural = kube.resource_for(kind).plural
@@ -161,17 +170,22 @@ class FakeKube:
         return [c for c in self.calls if c[0] in ("create", "update", "delete", "patch")]
 
     # --- the API --------------------------------------------------------------------------
-    def _check(self, verb: str, resource: kube.Resource, namespace: str | None, name: str | None = None) -> None:
+    def _check(
+        self, verb: str, resource: kube.Resource, namespace: str | None, name: str | None = None
+    ) -> None:
         code = self.failures.get((verb, resource.plural))
         if code is None and self.grants is not None and not self._granted(verb, resource, namespace, name):
             code = 403
         if code == 403:
             where = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"
-            raise FakeStatus(_status(
-                403, "Forbidden",
-                f'{resource.display} is forbidden: User "{self.user}" cannot {verb} resource '
-                f'"{resource.plural}" in API group "{resource.group}"{where}',
-            ))
+            raise FakeStatus(
+                _status(
+                    403,
+                    "Forbidden",
+                    f'{resource.display} is forbidden: User "{self.user}" cannot {verb} resource '
+                    f'"{resource.plural}" in API group "{resource.group}"{where}',
+                )
+            )
         if code == 404:
             raise FakeStatus(_status(404, "NotFound", "the server could not find the requested resource"))
         if code:
@@ -192,15 +206,31 @@ class FakeKube:
         self._rv += 1
         return str(self._rv)
 
-    def _create(self, resource: kube.Resource, namespace: str, obj: dict[str, Any], manager: str, *,
-                keep_status: bool = False) -> dict:
+    def _create(
+        self,
+        resource: kube.Resource,
+        namespace: str,
+        obj: dict[str, Any],
+        manager: str,
+        *,
+        keep_status: bool = False,
+    ) -> dict:
         _fold_string_data(obj)
         meta = obj.setdefault("metadata", {})
         meta.update(
-            namespace=namespace, uid=str(uuid.uuid4()), resourceVersion=self._next_rv(),
+            namespace=namespace,
+            uid=str(uuid.uuid4()),
+            resourceVersion=self._next_rv(),
             creationTimestamp="2026-01-02T03:04:05Z",
-            managedFields=[{"manager": manager, "operation": "Apply", "apiVersion": resource.api_version,
-                            "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {}}}],
+            managedFields=[
+                {
+                    "manager": manager,
+                    "operation": "Apply",
+                    "apiVersion": resource.api_version,
+                    "fieldsType": "FieldsV1",
+                    "fieldsV1": {"f:metadata": {}},
+                }
+            ],
         )
         if resource.group:
             meta["generation"] = 1
@@ -213,17 +243,32 @@ class FakeKube:
         self.objects[(resource.plural, namespace, meta["name"])] = obj
         return obj
 
-    def list_raw(self, resource: kube.Resource, namespace: str | None, *, label_selector: str | None = None,
-                 limit: int | None = None, continue_token: str | None = None) -> dict[str, Any]:
+    def list_raw(
+        self,
+        resource: kube.Resource,
+        namespace: str | None,
+        *,
+        label_selector: str | None = None,
+        limit: int | None = None,
+        continue_token: str | None = None,
+    ) -> dict[str, Any]:
         """The list as the API server returns it (items without apiVersion/kind for core kinds)."""
         with self._lock:
-            self.calls.append(("list", resource.plural, namespace or "*",
-                               {"labelSelector": label_selector, "limit": limit, "continue": continue_token}))
+            self.calls.append(
+                (
+                    "list",
+                    resource.plural,
+                    namespace or "*",
+                    {"labelSelector": label_selector, "limit": limit, "continue": continue_token},
+                )
+            )
             self._check("list", resource, namespace)
             terms = _parse_selector(label_selector or "")
             items = [
-                o for (p, ns, _), o in sorted(self.objects.items())
-                if p == resource.plural and (namespace is None or ns == namespace)
+                o
+                for (p, ns, _), o in sorted(self.objects.items())
+                if p == resource.plural
+                and (namespace is None or ns == namespace)
                 and _matches(o["metadata"].get("labels") or {}, terms)
             ]
             if continue_token:
@@ -237,7 +282,8 @@ class FakeKube:
                 items = items[:limit]
                 last = items[-1]["metadata"]
                 token = base64.urlsafe_b64encode(
-                    json.dumps({"after": [last["namespace"], last["name"]]}).encode()).decode()
+                    json.dumps({"after": [last["namespace"], last["name"]]}).encode()
+                ).decode()
             out = []
             for o in items:
                 o = copy.deepcopy(o)
@@ -248,8 +294,12 @@ class FakeKube:
             meta: dict[str, Any] = {"resourceVersion": str(self._rv)}
             if token:
                 meta["continue"] = token
-            return {"apiVersion": resource.api_version, "kind": f"{resource.kind}List", "metadata": meta,
-                    "items": out}
+            return {
+                "apiVersion": resource.api_version,
+                "kind": f"{resource.kind}List",
+                "metadata": meta,
+                "items": out,
+            }
 
     def get_raw(self, resource: kube.Resource, namespace: str, name: str) -> dict[str, Any] | None:
         with self._lock:
@@ -258,30 +308,50 @@ class FakeKube:
             obj = self.objects.get((resource.plural, namespace, name))
             return copy.deepcopy(obj) if obj else None
 
-    def _validate_write(self, resource: kube.Resource, namespace: str, name: str, obj: dict[str, Any]) -> None:
+    def _validate_write(
+        self, resource: kube.Resource, namespace: str, name: str, obj: dict[str, Any]
+    ) -> None:
         meta = obj.get("metadata") or {}
         if meta.get("name") != name or meta.get("namespace", namespace) != namespace:
-            raise FakeStatus(_status(400, "BadRequest", "the name/namespace of the object does not match the URL"))
+            raise FakeStatus(
+                _status(400, "BadRequest", "the name/namespace of the object does not match the URL")
+            )
         if obj.get("kind") != resource.kind or obj.get("apiVersion") != resource.api_version:
             raise FakeStatus(_status(400, "BadRequest", "apiVersion/kind do not match the URL"))
 
-    def create_raw(self, resource: kube.Resource, namespace: str, obj: dict[str, Any], *,
-                   field_manager: str | None) -> dict[str, Any]:
+    def create_raw(
+        self, resource: kube.Resource, namespace: str, obj: dict[str, Any], *, field_manager: str | None
+    ) -> dict[str, Any]:
         name = (obj.get("metadata") or {}).get("name", "")
         with self._lock:
-            self.calls.append(("create", resource.plural, namespace, {"name": name, "obj": copy.deepcopy(obj)}))
+            self.calls.append(
+                ("create", resource.plural, namespace, {"name": name, "obj": copy.deepcopy(obj)})
+            )
             self._check("create", resource, namespace, name)
             self._validate_write(resource, namespace, name, obj)
             if obj["metadata"].get("resourceVersion"):
-                raise FakeStatus(_status(400, "BadRequest", "resourceVersion should not be set on objects to be created"))
+                raise FakeStatus(
+                    _status(400, "BadRequest", "resourceVersion should not be set on objects to be created")
+                )
             if (resource.plural, namespace, name) in self.objects:
                 raise FakeStatus(_status(409, "AlreadyExists", f'{resource.display} "{name}" already exists'))
-            return copy.deepcopy(self._create(resource, namespace, copy.deepcopy(obj), field_manager or "unknown"))
+            return copy.deepcopy(
+                self._create(resource, namespace, copy.deepcopy(obj), field_manager or "unknown")
+            )
 
-    def replace_raw(self, resource: kube.Resource, namespace: str, name: str, obj: dict[str, Any], *,
-                    field_manager: str | None) -> dict[str, Any]:
+    def replace_raw(
+        self,
+        resource: kube.Resource,
+        namespace: str,
+        name: str,
+        obj: dict[str, Any],
+        *,
+        field_manager: str | None,
+    ) -> dict[str, Any]:
         with self._lock:
-            self.calls.append(("update", resource.plural, namespace, {"name": name, "obj": copy.deepcopy(obj)}))
+            self.calls.append(
+                ("update", resource.plural, namespace, {"name": name, "obj": copy.deepcopy(obj)})
+            )
             self._check("update", resource, namespace, name)
             self._validate_write(resource, namespace, name, obj)
             key = (resource.plural, namespace, name)
@@ -290,8 +360,14 @@ class FakeKube:
                 raise FakeStatus(_status(404, "NotFound", f'{resource.display} "{name}" not found'))
             meta = obj.get("metadata") or {}
             if meta.get("resourceVersion") != live["metadata"]["resourceVersion"]:
-                raise FakeStatus(_status(409, "Conflict", f'Operation cannot be fulfilled on {resource.display} '
-                                         f'"{name}": the object has been modified'))
+                raise FakeStatus(
+                    _status(
+                        409,
+                        "Conflict",
+                        f"Operation cannot be fulfilled on {resource.display} "
+                        f'"{name}": the object has been modified',
+                    )
+                )
             if meta.get("uid") not in (None, live["metadata"]["uid"]):
                 raise FakeStatus(_status(409, "Conflict", "Precondition failed: UID mismatch"))
             new = copy.deepcopy(obj)
@@ -310,26 +386,34 @@ class FakeKube:
             if resource.group:
                 generation = live["metadata"].get("generation", 1)
                 new_meta["generation"] = generation + (1 if new.get("spec") != live.get("spec") else 0)
-            new_meta["resourceVersion"] = self._next_rv() if new != live else live["metadata"]["resourceVersion"]
+            new_meta["resourceVersion"] = (
+                self._next_rv() if new != live else live["metadata"]["resourceVersion"]
+            )
             self.objects[key] = new
             if new_meta.get("deletionTimestamp") and not new_meta.get("finalizers"):
                 self._remove(resource, namespace, name, propagation=None)
             return copy.deepcopy(new)
 
-    def delete_raw(self, resource: kube.Resource, namespace: str, name: str, *, uid: str | None,
-                   propagation: str | None) -> dict[str, Any] | None:
+    def delete_raw(
+        self, resource: kube.Resource, namespace: str, name: str, *, uid: str | None, propagation: str | None
+    ) -> dict[str, Any] | None:
         with self._lock:
-            self.calls.append(("delete", resource.plural, namespace,
-                               {"name": name, "uid": uid, "propagation": propagation}))
+            self.calls.append(
+                ("delete", resource.plural, namespace, {"name": name, "uid": uid, "propagation": propagation})
+            )
             self._check("delete", resource, namespace, name)
             live = self.objects.get((resource.plural, namespace, name))
             if live is None:
                 return None
             if uid and uid != live["metadata"]["uid"]:
-                raise FakeStatus(_status(409, "Conflict", "Precondition failed: UID in precondition does not match"))
+                raise FakeStatus(
+                    _status(409, "Conflict", "Precondition failed: UID in precondition does not match")
+                )
             return self._mark_deleted(resource, namespace, name, propagation)
 
-    def _mark_deleted(self, resource: kube.Resource, namespace: str, name: str, propagation: str | None) -> dict:
+    def _mark_deleted(
+        self, resource: kube.Resource, namespace: str, name: str, propagation: str | None
+    ) -> dict:
         live = self.objects[(resource.plural, namespace, name)]
         finalizers = live["metadata"].get("finalizers") or []
         if finalizers:
@@ -359,8 +443,16 @@ class FakeKube:
             elif (plural, ns, dep_name) in self.objects:
                 self._mark_deleted(by_plural[plural], ns, dep_name, None)
 
-    def apply_raw(self, resource: kube.Resource, namespace: str, name: str, obj: dict[str, Any], *,
-                  field_manager: str | None, force: bool) -> dict[str, Any]:
+    def apply_raw(
+        self,
+        resource: kube.Resource,
+        namespace: str,
+        name: str,
+        obj: dict[str, Any],
+        *,
+        field_manager: str | None,
+        force: bool,
+    ) -> dict[str, Any]:
         """Server-side apply (simplified), as kubectl apply --server-side sends it."""
         with self._lock:
             self.calls.append(("patch", resource.plural, namespace, {"name": name, "force": force}))
@@ -398,16 +490,36 @@ class FakeKube:
             return copy.deepcopy(merged)
 
     # KubeApi protocol (in-memory use): Status → our errors, exactly as the adapter maps them.
-    def _raise(self, exc: FakeStatus, verb: str, resource: kube.Resource, namespace: str | None,
-               name: str | None = None) -> None:
-        raise kube.api_error(exc.body["code"], verb=verb, resource=resource, namespace=namespace, name=name,
-                             server_message=exc.body["message"]) from None
+    def _raise(
+        self,
+        exc: FakeStatus,
+        verb: str,
+        resource: kube.Resource,
+        namespace: str | None,
+        name: str | None = None,
+    ) -> None:
+        raise kube.api_error(
+            exc.body["code"],
+            verb=verb,
+            resource=resource,
+            namespace=namespace,
+            name=name,
+            server_message=exc.body["message"],
+        ) from None
 
-    def list(self, resource: kube.Resource, namespace: str | None, *, label_selector: str | None = None,
-             limit: int | None = None, continue_token: str | None = None) -> kube.Page:
+    def list(
+        self,
+        resource: kube.Resource,
+        namespace: str | None,
+        *,
+        label_selector: str | None = None,
+        limit: int | None = None,
+        continue_token: str | None = None,
+    ) -> kube.Page:
         try:
-            body = self.list_raw(resource, namespace, label_selector=label_selector, limit=limit,
-                                 continue_token=continue_token)
+            body = self.list_raw(
+                resource, namespace, label_selector=label_selector, limit=limit, continue_token=continue_token
+            )
         except FakeStatus as exc:
             self._raise(exc, "list", resource, namespace)
         items = [{"apiVersion": resource.api_version, "kind": resource.kind, **o} for o in body["items"]]
@@ -435,8 +547,15 @@ class FakeKube:
             self._raise(exc, "update", resource, namespace, name)
             raise  # unreachable
 
-    def delete(self, resource: kube.Resource, namespace: str, name: str, *, uid: str | None = None,
-               propagation: str | None = None) -> bool:
+    def delete(
+        self,
+        resource: kube.Resource,
+        namespace: str,
+        name: str,
+        *,
+        uid: str | None = None,
+        propagation: str | None = None,
+    ) -> bool:
         try:
             return self.delete_raw(resource, namespace, name, uid=uid, propagation=propagation) is not None
         except FakeStatus as exc:
@@ -444,8 +563,10 @@ class FakeKube:
             raise  # unreachable
 
 
-_PATH = re.compile(r"^/(?:api/v1|apis/(?P<gv>[^/]+/[^/]+))(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>[^/]+)"
-                   r"(?:/(?P<name>[^/]+))?$")
+_PATH = re.compile(
+    r"^/(?:api/v1|apis/(?P<gv>[^/]+/[^/]+))(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>[^/]+)"
+    r"(?:/(?P<name>[^/]+))?$"
+)
 
 
 @dataclass
@@ -460,22 +581,37 @@ class Recorded:
 
 def _discovery() -> dict[str, Any]:
     """Legacy discovery documents (what kubectl maps kinds to resources with) for our five kinds."""
+
     def resource_list(group_version: str) -> dict[str, Any]:
         return {
-            "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version,
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": group_version,
             "resources": [
-                {"name": r.plural, "singularName": r.kind.lower(), "namespaced": True, "kind": r.kind,
-                 "verbs": ["create", "delete", "get", "list", "patch", "update"]}
-                for r in kube.RESOURCES.values() if r.api_version == group_version
+                {
+                    "name": r.plural,
+                    "singularName": r.kind.lower(),
+                    "namespaced": True,
+                    "kind": r.kind,
+                    "verbs": ["create", "delete", "get", "list", "patch", "update"],
+                }
+                for r in kube.RESOURCES.values()
+                if r.api_version == group_version
             ],
         }
 
-    group = {"name": "argoproj.io", "versions": [{"groupVersion": "argoproj.io/v1alpha1", "version": "v1alpha1"}],
-             "preferredVersion": {"groupVersion": "argoproj.io/v1alpha1", "version": "v1alpha1"}}
+    group = {
+        "name": "argoproj.io",
+        "versions": [{"groupVersion": "argoproj.io/v1alpha1", "version": "v1alpha1"}],
+        "preferredVersion": {"groupVersion": "argoproj.io/v1alpha1", "version": "v1alpha1"},
+    }
     return {
         "/version": {"major": "1", "minor": "32", "gitVersion": "v1.32.0", "platform": "linux/amd64"},
-        "/api": {"kind": "APIVersions", "versions": ["v1"],
-                 "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]},
+        "/api": {
+            "kind": "APIVersions",
+            "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}],
+        },
         "/apis": {"kind": "APIGroupList", "apiVersion": "v1", "groups": [group]},
         "/apis/argoproj.io": {"kind": "APIGroup", "apiVersion": "v1", **group},
         "/api/v1": resource_list("v1"),
@@ -493,15 +629,27 @@ def _openapi_v3(group_version_path: str) -> dict[str, Any]:
         gvk = {"group": r.group, "version": r.api_version.rpartition("/")[2], "kind": r.kind}
         param = {"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": True}}
         paths[f"{base}/namespaces/{{namespace}}/{r.plural}/{{name}}"] = {
-            "patch": {"x-kubernetes-action": "patch", "x-kubernetes-group-version-kind": gvk,
-                      "parameters": [param], "responses": {"200": {"description": "OK"}}},
+            "patch": {
+                "x-kubernetes-action": "patch",
+                "x-kubernetes-group-version-kind": gvk,
+                "parameters": [param],
+                "responses": {"200": {"description": "OK"}},
+            },
         }
         paths[f"{base}/namespaces/{{namespace}}/{r.plural}"] = {
-            "post": {"x-kubernetes-action": "post", "x-kubernetes-group-version-kind": gvk,
-                     "parameters": [param], "responses": {"200": {"description": "OK"}}},
+            "post": {
+                "x-kubernetes-action": "post",
+                "x-kubernetes-group-version-kind": gvk,
+                "parameters": [param],
+                "responses": {"200": {"description": "OK"}},
+            },
         }
-    return {"openapi": "3.0.0", "info": {"title": "Kubernetes (imagebump fake)", "version": "v1.32.0"},
-            "paths": paths, "components": {"schemas": {}}}
+    return {
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes (imagebump fake)", "version": "v1.32.0"},
+        "paths": paths,
+        "components": {"schemas": {}},
+    }
 
 
 class FakeKubeServer:
@@ -513,15 +661,21 @@ class FakeKubeServer:
     token to a plain-HTTP server, and this fake serves no TLS.
     """
 
-    def __init__(self, kube_fake: FakeKube, *, validator: Callable[[dict[str, Any]], list[str]] | None = None,
-                 anonymous: bool = False) -> None:
+    def __init__(
+        self,
+        kube_fake: FakeKube,
+        *,
+        validator: Callable[[dict[str, Any]], list[str]] | None = None,
+        anonymous: bool = False,
+    ) -> None:
         self.fake = kube_fake
         self.validator = validator
         self.anonymous = anonymous
         self.requests: list[Recorded] = []
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
 
     @property
     def url(self) -> str:
@@ -539,10 +693,14 @@ class FakeKubeServer:
 
     def write_kubeconfig(self, path: Path, *, context: str = "fake", namespace: str = "argocd") -> Path:
         config = {
-            "apiVersion": "v1", "kind": "Config", "current-context": context,
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": context,
             "clusters": [{"name": context, "cluster": {"server": self.url}}],
             "users": [{"name": context, "user": {"token": TOKEN}}],
-            "contexts": [{"name": context, "context": {"cluster": context, "user": context, "namespace": namespace}}],
+            "contexts": [
+                {"name": context, "context": {"cluster": context, "user": context, "namespace": namespace}}
+            ],
         }
         path.write_text(yaml.safe_dump(config))
         return path
@@ -573,31 +731,57 @@ class FakeKubeServer:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b""
                 body = yaml.safe_load(raw) if raw else None
-                server.requests.append(Recorded(method, parts.path, query, self.headers.get("Content-Type", ""),
-                                                self.headers.get("Authorization", ""), body))
+                server.requests.append(
+                    Recorded(
+                        method,
+                        parts.path,
+                        query,
+                        self.headers.get("Content-Type", ""),
+                        self.headers.get("Authorization", ""),
+                        body,
+                    )
+                )
                 if self.headers.get("Authorization") != f"Bearer {TOKEN}" and not server.anonymous:
                     return self._send(401, _status(401, "Unauthorized", "Unauthorized"))
                 if method == "GET" and parts.path in discovery:
                     return self._send(200, discovery[parts.path])
                 if method == "GET" and parts.path == "/openapi/v3":
-                    return self._send(200, {"paths": {
-                        gv: {"serverRelativeURL": f"/openapi/v3/{gv}?hash=0"}
-                        for gv in ("api/v1", "apis/argoproj.io/v1alpha1")}})
+                    return self._send(
+                        200,
+                        {
+                            "paths": {
+                                gv: {"serverRelativeURL": f"/openapi/v3/{gv}?hash=0"}
+                                for gv in ("api/v1", "apis/argoproj.io/v1alpha1")
+                            }
+                        },
+                    )
                 if method == "GET" and parts.path.startswith("/openapi/v3/"):
                     return self._send(200, _openapi_v3(parts.path.removeprefix("/openapi/v3/")))
                 m = _PATH.match(parts.path)
                 resource = by_plural.get(m.group("plural")) if m else None
                 if not m or resource is None or (m.group("gv") or "v1") != resource.api_version:
-                    return self._send(404, _status(404, "NotFound", "the server could not find the requested resource"))
+                    return self._send(
+                        404, _status(404, "NotFound", "the server could not find the requested resource")
+                    )
                 ns = unquote(m.group("ns")) if m.group("ns") else None
                 name = unquote(m.group("name") or "") or None
-                first = lambda k: (query.get(k) or [None])[0]
+
+                def first(k, query=query):
+                    return (query.get(k) or [None])[0]
+
                 try:
                     if method == "GET" and name is None:
                         limit = first("limit")
-                        return self._send(200, server.fake.list_raw(
-                            resource, ns, label_selector=first("labelSelector"),
-                            limit=int(limit) if limit else None, continue_token=first("continue")))
+                        return self._send(
+                            200,
+                            server.fake.list_raw(
+                                resource,
+                                ns,
+                                label_selector=first("labelSelector"),
+                                limit=int(limit) if limit else None,
+                                continue_token=first("continue"),
+                            ),
+                        )
                     if ns is None:
                         return self._send(405, _status(405, "MethodNotAllowed", "namespaced resource"))
                     if method in ("POST", "PUT", "PATCH") and first("fieldValidation") == "Strict":
@@ -607,26 +791,54 @@ class FakeKubeServer:
                     if method == "GET":
                         obj = server.fake.get_raw(resource, ns, name)
                         if obj is None:
-                            return self._send(404, _status(404, "NotFound", f'{resource.display} "{name}" not found'))
+                            return self._send(
+                                404, _status(404, "NotFound", f'{resource.display} "{name}" not found')
+                            )
                         return self._send(200, obj)
                     if method == "POST" and name is None:
-                        return self._send(201, server.fake.create_raw(
-                            resource, ns, body or {}, field_manager=first("fieldManager")))
+                        return self._send(
+                            201,
+                            server.fake.create_raw(
+                                resource, ns, body or {}, field_manager=first("fieldManager")
+                            ),
+                        )
                     if method == "PUT" and name:
-                        return self._send(200, server.fake.replace_raw(
-                            resource, ns, name, body or {}, field_manager=first("fieldManager")))
+                        return self._send(
+                            200,
+                            server.fake.replace_raw(
+                                resource, ns, name, body or {}, field_manager=first("fieldManager")
+                            ),
+                        )
                     if method == "DELETE" and name:
                         options = body or {}
                         gone = server.fake.delete_raw(
-                            resource, ns, name, uid=(options.get("preconditions") or {}).get("uid"),
-                            propagation=options.get("propagationPolicy"))
+                            resource,
+                            ns,
+                            name,
+                            uid=(options.get("preconditions") or {}).get("uid"),
+                            propagation=options.get("propagationPolicy"),
+                        )
                         if gone is None:
-                            return self._send(404, _status(404, "NotFound", f'{resource.display} "{name}" not found'))
+                            return self._send(
+                                404, _status(404, "NotFound", f'{resource.display} "{name}" not found')
+                            )
                         return self._send(200, gone)
-                    if method == "PATCH" and name and self.headers.get("Content-Type") == "application/apply-patch+yaml":
-                        return self._send(200, server.fake.apply_raw(
-                            resource, ns, name, body or {}, field_manager=first("fieldManager"),
-                            force=first("force") == "true"))
+                    if (
+                        method == "PATCH"
+                        and name
+                        and self.headers.get("Content-Type") == "application/apply-patch+yaml"
+                    ):
+                        return self._send(
+                            200,
+                            server.fake.apply_raw(
+                                resource,
+                                ns,
+                                name,
+                                body or {},
+                                field_manager=first("fieldManager"),
+                                force=first("force") == "true",
+                            ),
+                        )
                     return self._send(405, _status(405, "MethodNotAllowed", "not supported by the fake"))
                 except FakeStatus as exc:
                     return self._send(exc.body["code"], exc.body)
@@ -694,18 +906,32 @@ def _b64(text: str) -> str:
 
 
 def _app(name: str, namespace: str, project: str, i: int, *, finalizer: bool = True) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "namespace": namespace, "labels": {"team": "a" if i % 2 else "b"},
-                            "annotations": {
-                                "kubectl.kubernetes.io/last-applied-configuration": '{"spec": {}}',
-                                "notifications.argoproj.io/subscribe.on-sync-failed.slack": "alerts"}}
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": namespace,
+        "labels": {"team": "a" if i % 2 else "b"},
+        "annotations": {
+            "kubectl.kubernetes.io/last-applied-configuration": '{"spec": {}}',
+            "notifications.argoproj.io/subscribe.on-sync-failed.slack": "alerts",
+        },
+    }
     if finalizer:
         meta["finalizers"] = [APP_FINALIZER]
-    return {"apiVersion": "argoproj.io/v1alpha1", "kind": "Application", "metadata": meta,
-            "spec": {"project": project,
-                     "source": {"repoURL": "https://git.example.com/org/apps", "path": f"apps/{name}",
-                                "targetRevision": "main"},
-                     "destination": {"server": "https://kubernetes.default.svc", "namespace": f"ns-{name}"},
-                     "syncPolicy": {"automated": {"prune": True, "selfHeal": True}}}}
+    return {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Application",
+        "metadata": meta,
+        "spec": {
+            "project": project,
+            "source": {
+                "repoURL": "https://git.example.com/org/apps",
+                "path": f"apps/{name}",
+                "targetRevision": "main",
+            },
+            "destination": {"server": "https://kubernetes.default.svc", "namespace": f"ns-{name}"},
+            "syncPolicy": {"automated": {"prune": True, "selfHeal": True}},
+        },
+    }
 
 
 #: A project role token: the AppProject lists it in spec.roles[].jwtTokens and, as argocd-server
@@ -713,7 +939,9 @@ def _app(name: str, namespace: str, project: str, i: int, *, finalizer: bool = T
 PROJECT_TOKEN = {"project": "team-a", "role": "ci", "iat": 1767225600, "id": "6f1c1e2a-ci-token"}
 
 
-def argocd_objects(namespace: str = "argocd", *, apps: int = 60, app_namespaces: tuple[str, ...] = ()) -> list[dict]:
+def argocd_objects(
+    namespace: str = "argocd", *, apps: int = 60, app_namespaces: tuple[str, ...] = ()
+) -> list[dict]:
     """A realistic Argo CD installation: ≥ 50 Applications, projects, sets, every Secret kind, every CM.
 
     ``app_namespaces``: other namespaces Argo CD manages Applications (and, the first of them,
@@ -725,39 +953,69 @@ def argocd_objects(namespace: str = "argocd", *, apps: int = 60, app_namespaces:
     objs: list[dict[str, Any]] = []
     for name in ("default", "platform", "team-a", "team-b"):
         project: dict[str, Any] = {
-            "apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject", "metadata": {"name": name, "namespace": ns},
-            "spec": {"sourceRepos": ["*"], "destinations": [{"server": "*", "namespace": "*"}],
-                     "clusterResourceWhitelist": [{"group": "*", "kind": "*"}]}}
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "AppProject",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {
+                "sourceRepos": ["*"],
+                "destinations": [{"server": "*", "namespace": "*"}],
+                "clusterResourceWhitelist": [{"group": "*", "kind": "*"}],
+            },
+        }
         if app_namespaces:
             project["spec"]["sourceNamespaces"] = list(app_namespaces)
         if name == PROJECT_TOKEN["project"]:
             token = {"iat": PROJECT_TOKEN["iat"], "id": PROJECT_TOKEN["id"]}
-            project["spec"]["roles"] = [{"name": PROJECT_TOKEN["role"],
-                                         "policies": [f"p, proj:{name}:ci, applications, sync, {name}/*, allow"],
-                                         "jwtTokens": [dict(token)]}]
+            project["spec"]["roles"] = [
+                {
+                    "name": PROJECT_TOKEN["role"],
+                    "policies": [f"p, proj:{name}:ci, applications, sync, {name}/*, allow"],
+                    "jwtTokens": [dict(token)],
+                }
+            ]
             project["status"] = {"jwtTokensByRole": {PROJECT_TOKEN["role"]: {"items": [dict(token)]}}}
         objs.append(project)
     for set_ns in (ns, *app_namespaces[:1]):
         for name in ("clusters-addons", "preview-envs", "tenants"):
-            objs.append({"apiVersion": "argoproj.io/v1alpha1", "kind": "ApplicationSet",
-                         "metadata": {"name": name, "namespace": set_ns},
-                         "spec": {"generators": [{"clusters": {}}],
-                                  "template": {"metadata": {"name": "{{name}}-" + name},
-                                               "spec": {"project": "platform",
-                                                        "source": {"repoURL": "https://git.example.com/o/r",
-                                                                   "path": name, "targetRevision": "main"},
-                                                        "destination": {"server": "{{server}}",
-                                                                        "namespace": name}}}},
-                         "status": {"conditions": [{"type": "ResourcesUpToDate", "status": "True"}]}})
+            objs.append(
+                {
+                    "apiVersion": "argoproj.io/v1alpha1",
+                    "kind": "ApplicationSet",
+                    "metadata": {"name": name, "namespace": set_ns},
+                    "spec": {
+                        "generators": [{"clusters": {}}],
+                        "template": {
+                            "metadata": {"name": "{{name}}-" + name},
+                            "spec": {
+                                "project": "platform",
+                                "source": {
+                                    "repoURL": "https://git.example.com/o/r",
+                                    "path": name,
+                                    "targetRevision": "main",
+                                },
+                                "destination": {"server": "{{server}}", "namespace": name},
+                            },
+                        },
+                    },
+                    "status": {"conditions": [{"type": "ResourcesUpToDate", "status": "True"}]},
+                }
+            )
     projects = ["default", "platform", "team-a", "team-b"]
     for i in range(apps):
         app = _app(f"app-{i:03d}", ns, projects[i % 4], i)
         if i == 7:
             app["operation"] = {"sync": {"revision": "abc"}}
         if i < 3:
-            app["metadata"]["ownerReferences"] = [{"apiVersion": "argoproj.io/v1alpha1", "kind": "ApplicationSet",
-                                                   "name": "tenants", "uid": str(uuid.uuid4()),
-                                                   "controller": True, "blockOwnerDeletion": True}]
+            app["metadata"]["ownerReferences"] = [
+                {
+                    "apiVersion": "argoproj.io/v1alpha1",
+                    "kind": "ApplicationSet",
+                    "name": "tenants",
+                    "uid": str(uuid.uuid4()),
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ]
         objs.append(app)
     for j, other in enumerate(app_namespaces):
         for i in range(2):
@@ -765,66 +1023,148 @@ def argocd_objects(namespace: str = "argocd", *, apps: int = 60, app_namespaces:
     if app_namespaces:  # Argo CD does not manage this namespace: not backed up, never pruned
         objs.append(_app("stray", "not-managed", "default", 0))
     secret_types = {
-        "repository": {"type": "git", "url": "https://git.example.com/org/apps", "password": SECRET_VALUES[0],
-                       "username": "bot"},
+        "repository": {
+            "type": "git",
+            "url": "https://git.example.com/org/apps",
+            "password": SECRET_VALUES[0],
+            "username": "bot",
+        },
         "repo-creds": {"type": "git", "url": "https://git.example.com/org", "password": SECRET_VALUES[1]},
-        "cluster": {"name": "prod", "server": "https://prod.example.com",
-                    "config": json.dumps({"bearerToken": SECRET_VALUES[2]})},
+        "cluster": {
+            "name": "prod",
+            "server": "https://prod.example.com",
+            "config": json.dumps({"bearerToken": SECRET_VALUES[2]}),
+        },
         "repository-write": {"url": "git@git.example.com:org/apps.git", "sshPrivateKey": SECRET_VALUES[3]},
         "repo-write-creds": {"url": "https://git.example.com/org", "password": SECRET_VALUES[4]},
         "scm-creds": {"githubAppPrivateKey": SECRET_VALUES[8]},
         "future-type": {"token": SECRET_VALUES[9]},
     }
     for stype, data in secret_types.items():
-        objs.append({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                     "metadata": {"name": f"{stype}-one", "namespace": ns,
-                                  "labels": {"argocd.argoproj.io/secret-type": stype},
-                                  # kubectl apply leaves the whole object, values too, in this annotation
-                                  "annotations": {"kubectl.kubernetes.io/last-applied-configuration":
-                                                  json.dumps({"stringData": data})}},
-                     "data": {k: _b64(v) for k, v in data.items()}})
-    objs.append({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                 "metadata": {"name": "managed-by-only", "namespace": ns,
-                              "annotations": {"managed-by": "argocd.argoproj.io"}},
-                 "data": {"password": _b64(SECRET_VALUES[10])}})
-    objs.append({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                 "metadata": {"name": "oidc-client", "namespace": ns,
-                              "labels": {"app.kubernetes.io/part-of": "argocd"}},
-                 "data": {"clientSecret": _b64(SECRET_VALUES[11])}})
-    objs.append({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                 "metadata": {"name": "argocd-secret", "namespace": ns,
-                              "labels": {"app.kubernetes.io/part-of": "argocd"}},
-                 "data": {"server.secretkey": _b64(SECRET_VALUES[5]), "admin.password": _b64(SECRET_VALUES[6])}})
-    objs.append({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                 "metadata": {"name": "argocd-notifications-secret", "namespace": ns},
-                 "stringData": {"slack-token": SECRET_VALUES[7]}})
+        objs.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "type": "Opaque",
+                "metadata": {
+                    "name": f"{stype}-one",
+                    "namespace": ns,
+                    "labels": {"argocd.argoproj.io/secret-type": stype},
+                    # kubectl apply leaves the whole object, values too, in this annotation
+                    "annotations": {
+                        "kubectl.kubernetes.io/last-applied-configuration": json.dumps({"stringData": data})
+                    },
+                },
+                "data": {k: _b64(v) for k, v in data.items()},
+            }
+        )
+    objs.append(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "Opaque",
+            "metadata": {
+                "name": "managed-by-only",
+                "namespace": ns,
+                "annotations": {"managed-by": "argocd.argoproj.io"},
+            },
+            "data": {"password": _b64(SECRET_VALUES[10])},
+        }
+    )
+    objs.append(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "Opaque",
+            "metadata": {
+                "name": "oidc-client",
+                "namespace": ns,
+                "labels": {"app.kubernetes.io/part-of": "argocd"},
+            },
+            "data": {"clientSecret": _b64(SECRET_VALUES[11])},
+        }
+    )
+    objs.append(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "Opaque",
+            "metadata": {
+                "name": "argocd-secret",
+                "namespace": ns,
+                "labels": {"app.kubernetes.io/part-of": "argocd"},
+            },
+            "data": {"server.secretkey": _b64(SECRET_VALUES[5]), "admin.password": _b64(SECRET_VALUES[6])},
+        }
+    )
+    objs.append(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "Opaque",
+            "metadata": {"name": "argocd-notifications-secret", "namespace": ns},
+            "stringData": {"slack-token": SECRET_VALUES[7]},
+        }
+    )
     # Not part of a backup:
-    objs.append({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                 "metadata": {"name": "argocd-redis", "namespace": ns}, "data": {"auth": _b64("redis-pass")}})
-    objs.append({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
-                 "metadata": {"name": "unrelated-tls", "namespace": ns, "labels": {"app": "web"}},
-                 "data": {"tls.crt": _b64("crt"), "tls.key": _b64("key")}})
-    objs.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "unrelated-cm", "namespace": ns},
-                 "data": {"a": "b"}})
+    objs.append(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "Opaque",
+            "metadata": {"name": "argocd-redis", "namespace": ns},
+            "data": {"auth": _b64("redis-pass")},
+        }
+    )
+    objs.append(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "kubernetes.io/tls",
+            "metadata": {"name": "unrelated-tls", "namespace": ns, "labels": {"app": "web"}},
+            "data": {"tls.crt": _b64("crt"), "tls.key": _b64("key")},
+        }
+    )
+    objs.append(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "unrelated-cm", "namespace": ns},
+            "data": {"a": "b"},
+        }
+    )
     params = {"server.insecure": "true"}
     if app_namespaces:
         params[APPLICATION_NAMESPACES] = ", ".join(app_namespaces)
         params[APPLICATIONSET_NAMESPACES] = app_namespaces[0]
     cm_data = {
-        "argocd-cm": {"url": "https://argocd.example.com", "timeout.reconciliation": "180s",
-                      "oidc.config": "clientSecret: $oidc-client:clientSecret\n"},
+        "argocd-cm": {
+            "url": "https://argocd.example.com",
+            "timeout.reconciliation": "180s",
+            "oidc.config": "clientSecret: $oidc-client:clientSecret\n",
+        },
         "argocd-rbac-cm": {"policy.default": "role:readonly", "policy.csv": "g, admins, role:admin\n"},
         "argocd-cmd-params-cm": params,
         "argocd-ssh-known-hosts-cm": {"ssh_known_hosts": "github.com ssh-ed25519 AAAAC3Nza...\n"},
-        "argocd-tls-certs-cm": {"git.example.com": "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"},
+        "argocd-tls-certs-cm": {
+            "git.example.com": "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+        },
         "argocd-gpg-keys-cm": {"ABCDEF0123456789": "-----BEGIN PGP PUBLIC KEY BLOCK-----\n...\n"},
         "argocd-notifications-cm": {"service.slack": "token: $slack-token\n"},
     }
     for name, data in cm_data.items():
-        objs.append({"apiVersion": "v1", "kind": "ConfigMap",
-                     "metadata": {"name": name, "namespace": ns,
-                                  "labels": {"app.kubernetes.io/part-of": "argocd"}},
-                     "data": data})
+        objs.append(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {
+                    "name": name,
+                    "namespace": ns,
+                    "labels": {"app.kubernetes.io/part-of": "argocd"},
+                },
+                "data": data,
+            }
+        )
     return objs
 
 

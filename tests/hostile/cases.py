@@ -50,8 +50,10 @@ def event(**changes) -> str:
     """The sample push with top-level changes; ``detail__KEY`` changes a detail field (None deletes)."""
     ev = copy.deepcopy(BASE_EVENT)
     for key, value in changes.items():
-        target, name = (ev["detail"], key[len("detail__"):]) if key.startswith("detail__") else (ev, key)
-        name = name.replace("_", "-") if target is ev["detail"] else name.replace("detail_type", "detail-type")
+        target, name = (ev["detail"], key[len("detail__") :]) if key.startswith("detail__") else (ev, key)
+        name = (
+            name.replace("_", "-") if target is ev["detail"] else name.replace("detail_type", "detail-type")
+        )
         if value is None:
             target.pop(name, None)
         else:
@@ -79,98 +81,224 @@ EVENT_CASES = [
     pytest.param("this is not json", Error(InvalidEventError, "not JSON"), id="body-not-json"),
     pytest.param(event()[:-7], Error(InvalidEventError, "not JSON"), id="body-truncated-json"),
     pytest.param(b"\xff\xfe{\x00}", Error(InvalidEventError, "not UTF-8"), id="body-invalid-utf8"),
-    pytest.param("[" * 50000 + "]" * 50000, Error(InvalidEventError, "not JSON|nested"), id="body-deeply-nested"),
-    pytest.param('{"a": NaN, "source": "aws.ecr"', Error(InvalidEventError, "not JSON"), id="body-json-nan-unclosed"),
+    pytest.param(
+        "[" * 50000 + "]" * 50000, Error(InvalidEventError, "not JSON|nested"), id="body-deeply-nested"
+    ),
+    pytest.param(
+        '{"a": NaN, "source": "aws.ecr"', Error(InvalidEventError, "not JSON"), id="body-json-nan-unclosed"
+    ),
     # oversized (> 256 KiB, SQS's limit)
-    pytest.param(event(padding=_padding), Error(InvalidEventError, "bytes, over the 262144-byte limit"),
-                 id="body-oversized-str"),
-    pytest.param(event(padding=_padding).encode(), Error(InvalidEventError, "over the 262144-byte limit"),
-                 id="body-oversized-bytes"),
-    pytest.param(event(padding=_multibyte), Error(InvalidEventError, "over the 262144-byte limit"),
-                 id="body-oversized-multibyte"),
+    pytest.param(
+        event(padding=_padding),
+        Error(InvalidEventError, "bytes, over the 262144-byte limit"),
+        id="body-oversized-str",
+    ),
+    pytest.param(
+        event(padding=_padding).encode(),
+        Error(InvalidEventError, "over the 262144-byte limit"),
+        id="body-oversized-bytes",
+    ),
+    pytest.param(
+        event(padding=_multibyte),
+        Error(InvalidEventError, "over the 262144-byte limit"),
+        id="body-oversized-multibyte",
+    ),
     # wrong types
     pytest.param("[]", Error(InvalidEventError, "JSON object.*got array"), id="type-array"),
     pytest.param('"PUSH"', Error(InvalidEventError, "JSON object.*got string"), id="type-string"),
     pytest.param("null", Error(InvalidEventError, "JSON object.*got null"), id="type-null"),
     pytest.param("42", Error(InvalidEventError, "JSON object.*got number"), id="type-number"),
-    pytest.param(event(detail="PUSH"), Error(InvalidEventError, "'detail' must be an object"), id="type-detail-string"),
-    pytest.param(detail(repository_name=42), Error(InvalidEventError, "repository-name.*got number"),
-                 id="type-repository-number"),
-    pytest.param(detail(repository_name=["team/api"]), Error(InvalidEventError, "repository-name.*got array"),
-                 id="type-repository-list"),
-    pytest.param(detail(image_tag=True), Error(InvalidEventError, "image-tag.*got boolean"), id="type-tag-bool"),
-    pytest.param(detail(image_tag={"$ne": ""}), Error(InvalidEventError, "image-tag.*got object"), id="type-tag-object"),
+    pytest.param(
+        event(detail="PUSH"), Error(InvalidEventError, "'detail' must be an object"), id="type-detail-string"
+    ),
+    pytest.param(
+        detail(repository_name=42),
+        Error(InvalidEventError, "repository-name.*got number"),
+        id="type-repository-number",
+    ),
+    pytest.param(
+        detail(repository_name=["team/api"]),
+        Error(InvalidEventError, "repository-name.*got array"),
+        id="type-repository-list",
+    ),
+    pytest.param(
+        detail(image_tag=True), Error(InvalidEventError, "image-tag.*got boolean"), id="type-tag-bool"
+    ),
+    pytest.param(
+        detail(image_tag={"$ne": ""}), Error(InvalidEventError, "image-tag.*got object"), id="type-tag-object"
+    ),
     pytest.param(event(id={"a": 1}), Error(InvalidEventError, "'id' must be a string"), id="type-id-object"),
-    pytest.param(event(region=["us-west-2"]), Error(InvalidEventError, "'region'.*got array"), id="type-region-list"),
-    pytest.param(detail(repository_name=None), Error(InvalidEventError, "repository-name' is missing"),
-                 id="missing-repository"),
-    pytest.param(detail(image_tag=None, image_digest=None), Error(InvalidEventError, "image-digest' is missing"),
-                 id="missing-tag-and-digest"),
+    pytest.param(
+        event(region=["us-west-2"]), Error(InvalidEventError, "'region'.*got array"), id="type-region-list"
+    ),
+    pytest.param(
+        detail(repository_name=None),
+        Error(InvalidEventError, "repository-name' is missing"),
+        id="missing-repository",
+    ),
+    pytest.param(
+        detail(image_tag=None, image_digest=None),
+        Error(InvalidEventError, "image-digest' is missing"),
+        id="missing-tag-and-digest",
+    ),
     pytest.param(event(time="yesterday; rm -rf /"), Error(InvalidEventError, "ISO 8601"), id="bad-time"),
     pytest.param(event(account="12345678901x"), Error(InvalidEventError, "account id"), id="bad-account"),
-    pytest.param(event(region="us-west-2/../../x"), Error(InvalidEventError, "region name"), id="bad-region-path"),
+    pytest.param(
+        event(region="us-west-2/../../x"), Error(InvalidEventError, "region name"), id="bad-region-path"
+    ),
     # unicode tricks in the repository name
-    pytest.param(detail(repository_name="ｔｅａｍ/ａｐｉ"), Error(InvalidEventError, "not a valid ECR repository name"),
-                 id="repo-fullwidth"),
-    pytest.param(detail(repository_name="tеam/api"), Error(InvalidEventError, "not a valid ECR repository name"),
-                 id="repo-cyrillic-homoglyph"),
-    pytest.param(detail(repository_name="team/\u200bapi"), Error(InvalidEventError, "not a valid ECR repository name"),
-                 id="repo-zero-width-space"),
-    pytest.param(detail(repository_name="team/api\u202egpj.exe"),
-                 Error(InvalidEventError, "not a valid ECR repository name"), id="repo-rtl-override"),
-    pytest.param(detail(repository_name="team/api\u0000"), Error(InvalidEventError, "not a valid ECR repository name"),
-                 id="repo-nul"),
-    pytest.param(detail(repository_name="team/api\n"), Error(InvalidEventError, "not a valid ECR repository name"),
-                 id="repo-trailing-newline"),
+    pytest.param(
+        detail(repository_name="ｔｅａｍ/ａｐｉ"),
+        Error(InvalidEventError, "not a valid ECR repository name"),
+        id="repo-fullwidth",
+    ),
+    pytest.param(
+        detail(repository_name="tеam/api"),
+        Error(InvalidEventError, "not a valid ECR repository name"),
+        id="repo-cyrillic-homoglyph",
+    ),
+    pytest.param(
+        detail(repository_name="team/\u200bapi"),
+        Error(InvalidEventError, "not a valid ECR repository name"),
+        id="repo-zero-width-space",
+    ),
+    pytest.param(
+        detail(repository_name="team/api\u202egpj.exe"),
+        Error(InvalidEventError, "not a valid ECR repository name"),
+        id="repo-rtl-override",
+    ),
+    pytest.param(
+        detail(repository_name="team/api\u0000"),
+        Error(InvalidEventError, "not a valid ECR repository name"),
+        id="repo-nul",
+    ),
+    pytest.param(
+        detail(repository_name="team/api\n"),
+        Error(InvalidEventError, "not a valid ECR repository name"),
+        id="repo-trailing-newline",
+    ),
     # shell / YAML / path metacharacters in the repository name
-    pytest.param(detail(repository_name=SHELL), Error(InvalidEventError, "not a valid ECR repository name"),
-                 id="repo-shell-subst"),
-    pytest.param(detail(repository_name="team/api;reboot"), Error(InvalidEventError, "not a valid ECR repository name"),
-                 id="repo-semicolon"),
-    pytest.param(detail(repository_name="team/`id`"), Error(InvalidEventError, "not a valid ECR repository name"),
-                 id="repo-backticks"),
-    pytest.param(detail(repository_name="team/../../etc"), Error(InvalidEventError, "not a valid ECR repository name"),
-                 id="repo-dot-dot"),
-    pytest.param(detail(repository_name="%2e%2e/%2e%2e/etc"),
-                 Error(InvalidEventError, "not a valid ECR repository name"), id="repo-percent-encoded-dot-dot"),
-    pytest.param(detail(repository_name="team/api: x"), Error(InvalidEventError, "not a valid ECR repository name"),
-                 id="repo-yaml-colon"),
-    pytest.param(detail(repository_name="team/api #x"), Error(InvalidEventError, "not a valid ECR repository name"),
-                 id="repo-yaml-comment"),
-    pytest.param(detail(repository_name="*anchor"), Error(InvalidEventError, "not a valid ECR repository name"),
-                 id="repo-yaml-alias"),
-    pytest.param(detail(repository_name=YAML_BANG), Error(InvalidEventError, "not a valid ECR repository name"),
-                 id="repo-yaml-python-tag"),
+    pytest.param(
+        detail(repository_name=SHELL),
+        Error(InvalidEventError, "not a valid ECR repository name"),
+        id="repo-shell-subst",
+    ),
+    pytest.param(
+        detail(repository_name="team/api;reboot"),
+        Error(InvalidEventError, "not a valid ECR repository name"),
+        id="repo-semicolon",
+    ),
+    pytest.param(
+        detail(repository_name="team/`id`"),
+        Error(InvalidEventError, "not a valid ECR repository name"),
+        id="repo-backticks",
+    ),
+    pytest.param(
+        detail(repository_name="team/../../etc"),
+        Error(InvalidEventError, "not a valid ECR repository name"),
+        id="repo-dot-dot",
+    ),
+    pytest.param(
+        detail(repository_name="%2e%2e/%2e%2e/etc"),
+        Error(InvalidEventError, "not a valid ECR repository name"),
+        id="repo-percent-encoded-dot-dot",
+    ),
+    pytest.param(
+        detail(repository_name="team/api: x"),
+        Error(InvalidEventError, "not a valid ECR repository name"),
+        id="repo-yaml-colon",
+    ),
+    pytest.param(
+        detail(repository_name="team/api #x"),
+        Error(InvalidEventError, "not a valid ECR repository name"),
+        id="repo-yaml-comment",
+    ),
+    pytest.param(
+        detail(repository_name="*anchor"),
+        Error(InvalidEventError, "not a valid ECR repository name"),
+        id="repo-yaml-alias",
+    ),
+    pytest.param(
+        detail(repository_name=YAML_BANG),
+        Error(InvalidEventError, "not a valid ECR repository name"),
+        id="repo-yaml-python-tag",
+    ),
     # ... and in the tag
-    pytest.param(detail(image_tag=SHELL), Error(InvalidEventError, "not a valid image tag"), id="tag-shell-subst"),
-    pytest.param(detail(image_tag="1.0;rm -rf /"), Error(InvalidEventError, "not a valid image tag"), id="tag-semicolon"),
-    pytest.param(detail(image_tag="`reboot`"), Error(InvalidEventError, "not a valid image tag"), id="tag-backticks"),
-    pytest.param(detail(image_tag="../../etc/passwd"), Error(InvalidEventError, "not a valid image tag"),
-                 id="tag-dot-dot"),
-    pytest.param(detail(image_tag="%2e%2e%2f"), Error(InvalidEventError, "not a valid image tag"), id="tag-percent"),
-    pytest.param(detail(image_tag="1.0: x"), Error(InvalidEventError, "not a valid image tag"), id="tag-yaml-colon"),
-    pytest.param(detail(image_tag="#1"), Error(InvalidEventError, "not a valid image tag"), id="tag-yaml-comment"),
-    pytest.param(detail(image_tag="*anchor"), Error(InvalidEventError, "not a valid image tag"), id="tag-yaml-alias"),
-    pytest.param(detail(image_tag=YAML_BANG), Error(InvalidEventError, "not a valid image tag"), id="tag-yaml-python"),
-    pytest.param(detail(image_tag="1.0\nimages: []"), Error(InvalidEventError, "not a valid image tag"),
-                 id="tag-newline-injection"),
-    pytest.param(detail(image_tag="--upload-pack=touch /tmp/x"), Error(InvalidEventError, "not a valid image tag"),
-                 id="tag-option-injection"),
-    pytest.param(detail(image_tag="1.0\u200b"), Error(InvalidEventError, "not a valid image tag"), id="tag-zero-width"),
-    pytest.param(detail(image_tag="１.０"), Error(InvalidEventError, "not a valid image tag"), id="tag-fullwidth"),
-    pytest.param(detail(image_tag="1.0\u202e"), Error(InvalidEventError, "not a valid image tag"), id="tag-rtl"),
-    pytest.param(detail(image_tag="1.0\x00"), Error(InvalidEventError, "not a valid image tag"), id="tag-nul"),
-    pytest.param(detail(image_tag="a" * 129), Error(InvalidEventError, "not a valid image tag"), id="tag-too-long"),
-    pytest.param(detail(image_digest="sha256:../../" + "a" * 58), Error(InvalidEventError, "not a valid image digest"),
-                 id="digest-path"),
-    pytest.param(detail(image_digest="sha256:" + "A" * 64), Error(InvalidEventError, "not a valid image digest"),
-                 id="digest-uppercase"),
+    pytest.param(
+        detail(image_tag=SHELL), Error(InvalidEventError, "not a valid image tag"), id="tag-shell-subst"
+    ),
+    pytest.param(
+        detail(image_tag="1.0;rm -rf /"),
+        Error(InvalidEventError, "not a valid image tag"),
+        id="tag-semicolon",
+    ),
+    pytest.param(
+        detail(image_tag="`reboot`"), Error(InvalidEventError, "not a valid image tag"), id="tag-backticks"
+    ),
+    pytest.param(
+        detail(image_tag="../../etc/passwd"),
+        Error(InvalidEventError, "not a valid image tag"),
+        id="tag-dot-dot",
+    ),
+    pytest.param(
+        detail(image_tag="%2e%2e%2f"), Error(InvalidEventError, "not a valid image tag"), id="tag-percent"
+    ),
+    pytest.param(
+        detail(image_tag="1.0: x"), Error(InvalidEventError, "not a valid image tag"), id="tag-yaml-colon"
+    ),
+    pytest.param(
+        detail(image_tag="#1"), Error(InvalidEventError, "not a valid image tag"), id="tag-yaml-comment"
+    ),
+    pytest.param(
+        detail(image_tag="*anchor"), Error(InvalidEventError, "not a valid image tag"), id="tag-yaml-alias"
+    ),
+    pytest.param(
+        detail(image_tag=YAML_BANG), Error(InvalidEventError, "not a valid image tag"), id="tag-yaml-python"
+    ),
+    pytest.param(
+        detail(image_tag="1.0\nimages: []"),
+        Error(InvalidEventError, "not a valid image tag"),
+        id="tag-newline-injection",
+    ),
+    pytest.param(
+        detail(image_tag="--upload-pack=touch /tmp/x"),
+        Error(InvalidEventError, "not a valid image tag"),
+        id="tag-option-injection",
+    ),
+    pytest.param(
+        detail(image_tag="1.0\u200b"), Error(InvalidEventError, "not a valid image tag"), id="tag-zero-width"
+    ),
+    pytest.param(
+        detail(image_tag="１.０"), Error(InvalidEventError, "not a valid image tag"), id="tag-fullwidth"
+    ),
+    pytest.param(
+        detail(image_tag="1.0\u202e"), Error(InvalidEventError, "not a valid image tag"), id="tag-rtl"
+    ),
+    pytest.param(
+        detail(image_tag="1.0\x00"), Error(InvalidEventError, "not a valid image tag"), id="tag-nul"
+    ),
+    pytest.param(
+        detail(image_tag="a" * 129), Error(InvalidEventError, "not a valid image tag"), id="tag-too-long"
+    ),
+    pytest.param(
+        detail(image_digest="sha256:../../" + "a" * 58),
+        Error(InvalidEventError, "not a valid image digest"),
+        id="digest-path",
+    ),
+    pytest.param(
+        detail(image_digest="sha256:" + "A" * 64),
+        Error(InvalidEventError, "not a valid image digest"),
+        id="digest-uppercase",
+    ),
     # valid events that are not pushes: a skip with a reason, never an error
     pytest.param(event(source="aws.ecr\u200b"), Skipped("not an ECR event"), id="skip-source-zero-width"),
     pytest.param(event(source="аws.ecr"), Skipped("not an ECR event"), id="skip-source-homoglyph"),
     pytest.param(detail(action_type="PUSH "), Skipped("is not a push"), id="skip-action-trailing-space"),
-    pytest.param(detail(action_type="DELETE", repository_name=SHELL), Skipped("is not a push"),
-                 id="skip-delete-with-hostile-name"),
+    pytest.param(
+        detail(action_type="DELETE", repository_name=SHELL),
+        Skipped("is not a push"),
+        id="skip-delete-with-hostile-name",
+    ),
     pytest.param(detail(result="SUCCESS\u0000"), Skipped("not 'SUCCESS'"), id="skip-result-nul"),
 ]
 
@@ -179,24 +307,52 @@ EVENT_CASES = [
 REFERENCE_CASES = [
     pytest.param("", Error(InvalidEventError, "empty"), id="ref-empty"),
     pytest.param(SHELL, Error(InvalidEventError, "not an ECR image reference"), id="ref-shell"),
-    pytest.param(f"{REGISTRY}/team/api:{SHELL}", Error(InvalidEventError, "not an ECR image reference|tag"),
-                 id="ref-tag-shell"),
-    pytest.param(f"{REGISTRY}/team/api:--upload-pack=x", Error(InvalidEventError, "not a valid image tag"),
-                 id="ref-tag-option"),
-    pytest.param(f"{REGISTRY}/ｔｅａｍ/api:1.0", Error(InvalidEventError, "not a valid ECR repository name"),
-                 id="ref-repo-fullwidth"),
-    pytest.param(f"{ACCOUNT}.dkr.ecr.{REGION}.аmazonaws.com/team/api:1.0",
-                 Error(InvalidEventError, "not an ECR image reference"), id="ref-host-homoglyph"),
-    pytest.param(f"{REGISTRY}/team/../../etc:1.0", Error(InvalidEventError, "not a valid ECR repository name"),
-                 id="ref-repo-dot-dot"),
-    pytest.param(f"{REGISTRY}/team/api:1.0\x00", Error(InvalidEventError, "not a valid image tag"), id="ref-tag-nul"),
-    pytest.param(f"{REGISTRY}/team/api", Error(InvalidEventError, "neither a tag nor a digest"), id="ref-no-tag"),
-    pytest.param(f"https://{REGISTRY}/team/api:1.0", Error(InvalidEventError, "not an ECR image reference"),
-                 id="ref-with-scheme"),
-    pytest.param(f"user:secret@{REGISTRY}/team/api:1.0", Error(InvalidEventError, "not an ECR image reference"),
-                 id="ref-with-credentials"),
-    pytest.param(f"{REGISTRY}/team/api@sha256:{'g' * 64}", Error(InvalidEventError, "not a valid image digest"),
-                 id="ref-bad-digest"),
+    pytest.param(
+        f"{REGISTRY}/team/api:{SHELL}",
+        Error(InvalidEventError, "not an ECR image reference|tag"),
+        id="ref-tag-shell",
+    ),
+    pytest.param(
+        f"{REGISTRY}/team/api:--upload-pack=x",
+        Error(InvalidEventError, "not a valid image tag"),
+        id="ref-tag-option",
+    ),
+    pytest.param(
+        f"{REGISTRY}/ｔｅａｍ/api:1.0",
+        Error(InvalidEventError, "not a valid ECR repository name"),
+        id="ref-repo-fullwidth",
+    ),
+    pytest.param(
+        f"{ACCOUNT}.dkr.ecr.{REGION}.аmazonaws.com/team/api:1.0",
+        Error(InvalidEventError, "not an ECR image reference"),
+        id="ref-host-homoglyph",
+    ),
+    pytest.param(
+        f"{REGISTRY}/team/../../etc:1.0",
+        Error(InvalidEventError, "not a valid ECR repository name"),
+        id="ref-repo-dot-dot",
+    ),
+    pytest.param(
+        f"{REGISTRY}/team/api:1.0\x00", Error(InvalidEventError, "not a valid image tag"), id="ref-tag-nul"
+    ),
+    pytest.param(
+        f"{REGISTRY}/team/api", Error(InvalidEventError, "neither a tag nor a digest"), id="ref-no-tag"
+    ),
+    pytest.param(
+        f"https://{REGISTRY}/team/api:1.0",
+        Error(InvalidEventError, "not an ECR image reference"),
+        id="ref-with-scheme",
+    ),
+    pytest.param(
+        f"user:secret@{REGISTRY}/team/api:1.0",
+        Error(InvalidEventError, "not an ECR image reference"),
+        id="ref-with-credentials",
+    ),
+    pytest.param(
+        f"{REGISTRY}/team/api@sha256:{'g' * 64}",
+        Error(InvalidEventError, "not a valid image digest"),
+        id="ref-bad-digest",
+    ),
 ]
 
 # -- 3. rules files → steps.rules.load_rules ----------------------------------------------------
@@ -236,69 +392,158 @@ _BOMB_VALUE = "[" + ", ".join(_LAUGHS) + "]"  # a few hundred bytes, 10⁹ strin
 
 RULES_CASES = [
     # What RE2 cannot do (it would need backtracking) is refused at load, naming rule and field.
-    pytest.param(RULE + "  allowImageTag: ['regexp:(a)\\1']\n",
-                 Error(RulesError, r"rule 0: allowImageTag\[0\]: .*backreference"), id="rules-re2-backreference"),
-    pytest.param(RULE + "  denyImageTag: ['regexp:(?!v[0-9]).*']\n",
-                 Error(RulesError, r"rule 0: denyImageTag\[0\]: .*lookaround"), id="rules-re2-lookahead"),
-    pytest.param(RULE.replace("team/$1", "team/$1:(?<=v).*"), Error(RulesError, "rule 0: registryURI: .*lookaround"),
-                 id="rules-re2-lookbehind-tag-pattern"),
-    pytest.param(RULE + "  allowImageTag: ['regexp:a{4294967296}']\n",
-                 Error(RulesError, r"rule 0: allowImageTag\[0\]: .*4294967296"), id="rules-count-overflow"),
-    pytest.param(RULE + "  allowImageTag: ['regexp:" + "(?:(?:[a-z0-9]?){22}){22}" + "-']\n",
-                 Error(RulesError, r"rule 0: allowImageTag\[0\]: .*RE2 instructions"), id="rules-program-too-large"),
-    pytest.param(RULE.replace("/overlays/prod", "/overlays/prod?access_token=ghp_hostile0123456789"),
-                 Error(RulesError, r"githubRepository: .*access_token=\*\*\*"), id="rules-url-query-token"),
-    pytest.param(RULE + "  allowImageTag: ['regexp:(unclosed']\n", Error(RulesError, "invalid regular expression"),
-                 id="rules-bad-regex"),
-    pytest.param("x-laughs:\n" + yaml_bomb("  ") + "rules:\n" + RULE.replace("- ", "  - ", 1).replace("\n  g", "\n    g"),
-                 Error(RulesError, "only 'rules:'"), id="rules-billion-laughs-beside"),
-    pytest.param("- &r\n" + yaml_bomb("  ") + "  registryURI: x\n", Error(RulesError, "rule 0"),
-                 id="rules-billion-laughs-in-rule"),
-    pytest.param(RULE + "  labels: &l [" + ", ".join(["x"] * 10) + "]\n  reviewers: [*l, *l, *l, *l, *l]\n",
-                 Error(RulesError, r"reviewers\[0\]: must be a string"), id="rules-alias-list-in-list"),
-    pytest.param(RULE + "  env: staging\n  env: production\n", Error(RulesError, "duplicate key 'env'"),
-                 id="rules-duplicate-field"),
-    pytest.param("rules: []\nrules:\n" + RULE, Error(RulesError, "duplicate key 'rules'"), id="rules-duplicate-top-key"),
-    pytest.param(RULE + "---\n" + RULE, Error(RulesError, "not valid YAML|single document|documents"),
-                 id="rules-multi-document"),
-    pytest.param("- !!python/object/apply:os.system ['touch MARKER']\n", Error(RulesError, "not valid YAML"),
-                 id="rules-python-object"),
-    pytest.param(RULE + "  env: !!python/name:os.system\n", Error(RulesError, "not valid YAML"), id="rules-python-name"),
+    pytest.param(
+        RULE + "  allowImageTag: ['regexp:(a)\\1']\n",
+        Error(RulesError, r"rule 0: allowImageTag\[0\]: .*backreference"),
+        id="rules-re2-backreference",
+    ),
+    pytest.param(
+        RULE + "  denyImageTag: ['regexp:(?!v[0-9]).*']\n",
+        Error(RulesError, r"rule 0: denyImageTag\[0\]: .*lookaround"),
+        id="rules-re2-lookahead",
+    ),
+    pytest.param(
+        RULE.replace("team/$1", "team/$1:(?<=v).*"),
+        Error(RulesError, "rule 0: registryURI: .*lookaround"),
+        id="rules-re2-lookbehind-tag-pattern",
+    ),
+    pytest.param(
+        RULE + "  allowImageTag: ['regexp:a{4294967296}']\n",
+        Error(RulesError, r"rule 0: allowImageTag\[0\]: .*4294967296"),
+        id="rules-count-overflow",
+    ),
+    pytest.param(
+        RULE + "  allowImageTag: ['regexp:" + "(?:(?:[a-z0-9]?){22}){22}" + "-']\n",
+        Error(RulesError, r"rule 0: allowImageTag\[0\]: .*RE2 instructions"),
+        id="rules-program-too-large",
+    ),
+    pytest.param(
+        RULE.replace("/overlays/prod", "/overlays/prod?access_token=ghp_hostile0123456789"),
+        Error(RulesError, r"githubRepository: .*access_token=\*\*\*"),
+        id="rules-url-query-token",
+    ),
+    pytest.param(
+        RULE + "  allowImageTag: ['regexp:(unclosed']\n",
+        Error(RulesError, "invalid regular expression"),
+        id="rules-bad-regex",
+    ),
+    pytest.param(
+        "x-laughs:\n"
+        + yaml_bomb("  ")
+        + "rules:\n"
+        + RULE.replace("- ", "  - ", 1).replace("\n  g", "\n    g"),
+        Error(RulesError, "only 'rules:'"),
+        id="rules-billion-laughs-beside",
+    ),
+    pytest.param(
+        "- &r\n" + yaml_bomb("  ") + "  registryURI: x\n",
+        Error(RulesError, "rule 0"),
+        id="rules-billion-laughs-in-rule",
+    ),
+    pytest.param(
+        RULE + "  labels: &l [" + ", ".join(["x"] * 10) + "]\n  reviewers: [*l, *l, *l, *l, *l]\n",
+        Error(RulesError, r"reviewers\[0\]: must be a string"),
+        id="rules-alias-list-in-list",
+    ),
+    pytest.param(
+        RULE + "  env: staging\n  env: production\n",
+        Error(RulesError, "duplicate key 'env'"),
+        id="rules-duplicate-field",
+    ),
+    pytest.param(
+        "rules: []\nrules:\n" + RULE, Error(RulesError, "duplicate key 'rules'"), id="rules-duplicate-top-key"
+    ),
+    pytest.param(
+        RULE + "---\n" + RULE,
+        Error(RulesError, "not valid YAML|single document|documents"),
+        id="rules-multi-document",
+    ),
+    pytest.param(
+        "- !!python/object/apply:os.system ['touch MARKER']\n",
+        Error(RulesError, "not valid YAML"),
+        id="rules-python-object",
+    ),
+    pytest.param(
+        RULE + "  env: !!python/name:os.system\n", Error(RulesError, "not valid YAML"), id="rules-python-name"
+    ),
     pytest.param(RULE + "  env: \x00\n", Error(RulesError, "not valid YAML"), id="rules-nul"),
-    pytest.param(RULE.replace("https://github.com", "https://ghp_secret@github.com"),
-                 Error(RulesError, "must not contain credentials"), id="rules-url-credentials"),
-    pytest.param(RULE.replace("https://github.com/org/gitops/services/$1/overlays/prod", "file:///etc/passwd"),
-                 Error(RulesError, "githubRepository"), id="rules-url-file-scheme"),
-    pytest.param(RULE.replace("https://github.com/org/gitops/services/$1/overlays/prod", "'ext::sh -c touch% /tmp/x'"),
-                 Error(RulesError, "githubRepository"), id="rules-url-ext-transport"),
-    pytest.param(RULE.replace(f"{REGISTRY}", f"{ACCOUNT}.dkr.ecr.{REGION}.аmazonaws.com"),
-                 Error(RulesError, "rule 0: registryURI"), id="rules-registry-homoglyph"),
-    pytest.param(RULE.replace("team/$1", "ｔｅａｍ/$1"), Error(RulesError, "rule 0: registryURI"),
-                 id="rules-repository-fullwidth"),
-    pytest.param(RULE + "  baseBranch: --upload-pack=touch /tmp/x\n", Error(RulesError, "baseBranch"),
-                 id="rules-branch-option"),
-    pytest.param(RULE + "  baseBranch: ../../etc\n", Error(RulesError, "baseBranch"), id="rules-branch-dot-dot"),
-    pytest.param(RULE + f"  mode: '{SHELL}'\n", Error(RulesError, "mode: must be one of"), id="rules-mode-shell"),
-    pytest.param(RULE + "  writeDigest: 'yes'\n", Error(RulesError, "writeDigest: must be true or false"),
-                 id="rules-wrong-type-bool"),
-    pytest.param(RULE + f"  denyImageTag: ['{SHELL}']\n", Error(RulesError, r"denyImageTag\[0\]"),
-                 id="rules-deny-shell-literal"),
-    pytest.param(f"- registryURI: [{REGISTRY}/team/x]\n  githubRepository: https://github.com/o/r/p\n",
-                 Error(RulesError, "registryURI: must be a string"), id="rules-wrong-type-list"),
+    pytest.param(
+        RULE.replace("https://github.com", "https://ghp_secret@github.com"),
+        Error(RulesError, "must not contain credentials"),
+        id="rules-url-credentials",
+    ),
+    pytest.param(
+        RULE.replace("https://github.com/org/gitops/services/$1/overlays/prod", "file:///etc/passwd"),
+        Error(RulesError, "githubRepository"),
+        id="rules-url-file-scheme",
+    ),
+    pytest.param(
+        RULE.replace("https://github.com/org/gitops/services/$1/overlays/prod", "'ext::sh -c touch% /tmp/x'"),
+        Error(RulesError, "githubRepository"),
+        id="rules-url-ext-transport",
+    ),
+    pytest.param(
+        RULE.replace(f"{REGISTRY}", f"{ACCOUNT}.dkr.ecr.{REGION}.аmazonaws.com"),
+        Error(RulesError, "rule 0: registryURI"),
+        id="rules-registry-homoglyph",
+    ),
+    pytest.param(
+        RULE.replace("team/$1", "ｔｅａｍ/$1"),
+        Error(RulesError, "rule 0: registryURI"),
+        id="rules-repository-fullwidth",
+    ),
+    pytest.param(
+        RULE + "  baseBranch: --upload-pack=touch /tmp/x\n",
+        Error(RulesError, "baseBranch"),
+        id="rules-branch-option",
+    ),
+    pytest.param(
+        RULE + "  baseBranch: ../../etc\n", Error(RulesError, "baseBranch"), id="rules-branch-dot-dot"
+    ),
+    pytest.param(
+        RULE + f"  mode: '{SHELL}'\n", Error(RulesError, "mode: must be one of"), id="rules-mode-shell"
+    ),
+    pytest.param(
+        RULE + "  writeDigest: 'yes'\n",
+        Error(RulesError, "writeDigest: must be true or false"),
+        id="rules-wrong-type-bool",
+    ),
+    pytest.param(
+        RULE + f"  denyImageTag: ['{SHELL}']\n",
+        Error(RulesError, r"denyImageTag\[0\]"),
+        id="rules-deny-shell-literal",
+    ),
+    pytest.param(
+        f"- registryURI: [{REGISTRY}/team/x]\n  githubRepository: https://github.com/o/r/p\n",
+        Error(RulesError, "registryURI: must be a string"),
+        id="rules-wrong-type-list",
+    ),
 ]
 
 #: A 'billion laughs' value in a field (a few hundred bytes): refused at load, cheaply, naming rule and
 #: field — never expanded into the error message (once 107 s and 5.5 GB). Run in a child process
 #: with a memory cap, so a regression fails instead of taking the test runner down.
 RULES_BOMB_CASES = [
-    pytest.param(RULE + f"  labels: [{_BOMB_VALUE}]\n", Error(RulesError, "rule 0: labels: YAML aliases expand"),
-                 id="rules-bomb-labels"),
-    pytest.param(RULE + f"  mode: {_BOMB_VALUE}\n", Error(RulesError, "rule 0: mode: YAML aliases expand"),
-                 id="rules-bomb-mode"),
-    pytest.param(RULE + f"  writeDigest: {_BOMB_VALUE}\n", Error(RulesError, "rule 0: writeDigest: YAML aliases"),
-                 id="rules-bomb-write-digest"),
-    pytest.param(RULE.replace(f"{REGISTRY}/team/$1", _BOMB_VALUE), Error(RulesError, "rule 0: registryURI: YAML"),
-                 id="rules-bomb-registry-uri"),
+    pytest.param(
+        RULE + f"  labels: [{_BOMB_VALUE}]\n",
+        Error(RulesError, "rule 0: labels: YAML aliases expand"),
+        id="rules-bomb-labels",
+    ),
+    pytest.param(
+        RULE + f"  mode: {_BOMB_VALUE}\n",
+        Error(RulesError, "rule 0: mode: YAML aliases expand"),
+        id="rules-bomb-mode",
+    ),
+    pytest.param(
+        RULE + f"  writeDigest: {_BOMB_VALUE}\n",
+        Error(RulesError, "rule 0: writeDigest: YAML aliases"),
+        id="rules-bomb-write-digest",
+    ),
+    pytest.param(
+        RULE.replace(f"{REGISTRY}/team/$1", _BOMB_VALUE),
+        Error(RulesError, "rule 0: registryURI: YAML"),
+        id="rules-bomb-registry-uri",
+    ),
 ]
 
 # -- 4. kustomizations → steps.kustomize (pure) -------------------------------------------------------
@@ -315,37 +560,105 @@ KUSTOMIZATION = (
 
 #: (kustomization text, image name to set, tag) → expected error. set_image and get_image both run.
 KUSTOMIZATION_CASES = [
-    pytest.param(KUSTOMIZATION + "images: []\n", f"{REGISTRY}/team/api", "2.0",
-                 Error(KustomizationError, "duplicate key 'images'"), id="kust-duplicate-images"),
-    pytest.param(KUSTOMIZATION + "  newTag: '3.0'\n", f"{REGISTRY}/team/api", "2.0",
-                 Error(KustomizationError, "duplicate key 'newTag'"), id="kust-duplicate-newtag"),
-    pytest.param(KUSTOMIZATION + "---\n" + KUSTOMIZATION, f"{REGISTRY}/team/api", "2.0",
-                 Error(KustomizationError, "2 YAML documents"), id="kust-multi-document"),
-    pytest.param("---\n---\n" + KUSTOMIZATION, f"{REGISTRY}/team/api", "2.0",
-                 Error(KustomizationError, "YAML documents"), id="kust-empty-leading-documents"),
-    pytest.param("- " + KUSTOMIZATION.replace("\n", "\n  "), f"{REGISTRY}/team/api", "2.0",
-                 Error(KustomizationError, "not a mapping"), id="kust-top-level-list"),
-    pytest.param(KUSTOMIZATION.replace("kind:", "kind:\x00"), f"{REGISTRY}/team/api", "2.0",
-                 Error(KustomizationError, "invalid YAML"), id="kust-nul"),
-    pytest.param(KUSTOMIZATION.replace("images:\n", "images: &i\n") + "x: *i\n", f"{REGISTRY}/team/api", "2.0",
-                 Error(KustomizationError, "anchor"), id="kust-anchored-images"),
-    pytest.param(KUSTOMIZATION.replace("team/api", "tеam/api"), f"{REGISTRY}/team/api", "2.0",
-                 Error(KustomizationError, "not in kustomization.yaml"), id="kust-homoglyph-entry-not-matched"),
-    pytest.param(KUSTOMIZATION.replace("team/api", "team/api\u200b"), f"{REGISTRY}/team/api", "2.0",
-                 Error(KustomizationError, "not in kustomization.yaml"), id="kust-zero-width-entry-not-matched"),
-    pytest.param(KUSTOMIZATION, f"{REGISTRY}/team/api", SHELL, Error(ConfigError, "invalid tag"),
-                 id="kust-set-shell-tag"),
-    pytest.param(KUSTOMIZATION, f"{REGISTRY}/team/api", "1.0\nimages: []", Error(ConfigError, "invalid tag"),
-                 id="kust-set-newline-tag"),
-    pytest.param(KUSTOMIZATION, f"{REGISTRY}/team/api", "*anchor", Error(ConfigError, "invalid tag"),
-                 id="kust-set-alias-tag"),
+    pytest.param(
+        KUSTOMIZATION + "images: []\n",
+        f"{REGISTRY}/team/api",
+        "2.0",
+        Error(KustomizationError, "duplicate key 'images'"),
+        id="kust-duplicate-images",
+    ),
+    pytest.param(
+        KUSTOMIZATION + "  newTag: '3.0'\n",
+        f"{REGISTRY}/team/api",
+        "2.0",
+        Error(KustomizationError, "duplicate key 'newTag'"),
+        id="kust-duplicate-newtag",
+    ),
+    pytest.param(
+        KUSTOMIZATION + "---\n" + KUSTOMIZATION,
+        f"{REGISTRY}/team/api",
+        "2.0",
+        Error(KustomizationError, "2 YAML documents"),
+        id="kust-multi-document",
+    ),
+    pytest.param(
+        "---\n---\n" + KUSTOMIZATION,
+        f"{REGISTRY}/team/api",
+        "2.0",
+        Error(KustomizationError, "YAML documents"),
+        id="kust-empty-leading-documents",
+    ),
+    pytest.param(
+        "- " + KUSTOMIZATION.replace("\n", "\n  "),
+        f"{REGISTRY}/team/api",
+        "2.0",
+        Error(KustomizationError, "not a mapping"),
+        id="kust-top-level-list",
+    ),
+    pytest.param(
+        KUSTOMIZATION.replace("kind:", "kind:\x00"),
+        f"{REGISTRY}/team/api",
+        "2.0",
+        Error(KustomizationError, "invalid YAML"),
+        id="kust-nul",
+    ),
+    pytest.param(
+        KUSTOMIZATION.replace("images:\n", "images: &i\n") + "x: *i\n",
+        f"{REGISTRY}/team/api",
+        "2.0",
+        Error(KustomizationError, "anchor"),
+        id="kust-anchored-images",
+    ),
+    pytest.param(
+        KUSTOMIZATION.replace("team/api", "tеam/api"),
+        f"{REGISTRY}/team/api",
+        "2.0",
+        Error(KustomizationError, "not in kustomization.yaml"),
+        id="kust-homoglyph-entry-not-matched",
+    ),
+    pytest.param(
+        KUSTOMIZATION.replace("team/api", "team/api\u200b"),
+        f"{REGISTRY}/team/api",
+        "2.0",
+        Error(KustomizationError, "not in kustomization.yaml"),
+        id="kust-zero-width-entry-not-matched",
+    ),
+    pytest.param(
+        KUSTOMIZATION,
+        f"{REGISTRY}/team/api",
+        SHELL,
+        Error(ConfigError, "invalid tag"),
+        id="kust-set-shell-tag",
+    ),
+    pytest.param(
+        KUSTOMIZATION,
+        f"{REGISTRY}/team/api",
+        "1.0\nimages: []",
+        Error(ConfigError, "invalid tag"),
+        id="kust-set-newline-tag",
+    ),
+    pytest.param(
+        KUSTOMIZATION,
+        f"{REGISTRY}/team/api",
+        "*anchor",
+        Error(ConfigError, "invalid tag"),
+        id="kust-set-alias-tag",
+    ),
     # tags YAML does not define: kustomize ignores them, an edit refuses them in one line (issue 12)
-    pytest.param(KUSTOMIZATION.replace("'1.0'", "!Ref '1.0'"), f"{REGISTRY}/team/api", "2.0",
-                 Error(KustomizationError, r"^kustomization.yaml: unknown YAML tag '!Ref' at line 7[^\n]*$"),
-                 id="kust-unknown-tag-ref"),
-    pytest.param(KUSTOMIZATION + "x: !!python/object/apply:os.system ['id']\n", f"{REGISTRY}/team/api", "2.0",
-                 Error(KustomizationError, r"^kustomization.yaml: unknown YAML tag 'tag:yaml.org,2002:python/object"),
-                 id="kust-unknown-tag-python"),
+    pytest.param(
+        KUSTOMIZATION.replace("'1.0'", "!Ref '1.0'"),
+        f"{REGISTRY}/team/api",
+        "2.0",
+        Error(KustomizationError, r"^kustomization.yaml: unknown YAML tag '!Ref' at line 7[^\n]*$"),
+        id="kust-unknown-tag-ref",
+    ),
+    pytest.param(
+        KUSTOMIZATION + "x: !!python/object/apply:os.system ['id']\n",
+        f"{REGISTRY}/team/api",
+        "2.0",
+        Error(KustomizationError, r"^kustomization.yaml: unknown YAML tag 'tag:yaml.org,2002:python/object"),
+        id="kust-unknown-tag-python",
+    ),
 ]
 
 #: set-image on a kustomization that is a symbolic link (overlay ``apps/api/overlays/prod`` of a git
@@ -359,9 +672,13 @@ SET_IMAGE_LINK_CASES = [
 ]
 
 #: The size the issue measured (27,000 entries, just under the 1 MiB limit): once 91 s an edit.
-LARGE_KUSTOMIZATION = KUSTOMIZATION + "".join(f"- name: team/app{i:05d}\n  newTag: '1.0'\n" for i in range(27_000))
+LARGE_KUSTOMIZATION = KUSTOMIZATION + "".join(
+    f"- name: team/app{i:05d}\n  newTag: '1.0'\n" for i in range(27_000)
+)
 
-BOMB_KUSTOMIZATION = KUSTOMIZATION + "x-laughs:\n" + yaml_bomb("  ") + "  l9: [" + ", ".join(["*i"] * 10) + "]\n"
+BOMB_KUSTOMIZATION = (
+    KUSTOMIZATION + "x-laughs:\n" + yaml_bomb("  ") + "  l9: [" + ", ".join(["*i"] * 10) + "]\n"
+)
 PYTHON_TAG_KUSTOMIZATION = KUSTOMIZATION + "x-evil: !!python/object/apply:os.system ['touch MARKER']\n"
 
 # -- 5. git-level: edit-kustomize / commit-pr against a real remote -----------------------------------
@@ -370,37 +687,101 @@ OVERLAY = "apps/api/overlays/prod"
 
 #: (files, symlinks, overlay path) → the expected error from edit_kustomize.run (nothing pushed).
 REPO_CASES = [
-    pytest.param({}, {f"{OVERLAY}/kustomization.yaml": "/etc/passwd"}, OVERLAY,
-                 Error(ConfigError, "symbolic link"), id="repo-kustomization-symlink-etc-passwd"),
-    pytest.param({}, {f"{OVERLAY}/kustomization.yaml": "../" * 16 + "etc/passwd"}, OVERLAY,
-                 Error(ConfigError, "symbolic link"), id="repo-kustomization-symlink-relative-outside"),
+    pytest.param(
+        {},
+        {f"{OVERLAY}/kustomization.yaml": "/etc/passwd"},
+        OVERLAY,
+        Error(ConfigError, "symbolic link"),
+        id="repo-kustomization-symlink-etc-passwd",
+    ),
+    pytest.param(
+        {},
+        {f"{OVERLAY}/kustomization.yaml": "../" * 16 + "etc/passwd"},
+        OVERLAY,
+        Error(ConfigError, "symbolic link"),
+        id="repo-kustomization-symlink-relative-outside",
+    ),
     # a dangling link out of the repository is no kustomization at all (is_file() is false): refused
-    pytest.param({}, {f"{OVERLAY}/kustomization.yaml": "../../../../../outside/kustomization.yaml"}, OVERLAY,
-                 Error(KustomizationError, "no kustomization|symbolic link"), id="repo-kustomization-symlink-dangling"),
-    pytest.param({}, {OVERLAY: "/etc"}, OVERLAY, Error(ConfigError, "symbolic link"), id="repo-overlay-symlink-etc"),
-    pytest.param({}, {OVERLAY: "../../../.."}, OVERLAY, Error(ConfigError, "symbolic link"),
-                 id="repo-overlay-symlink-parent"),
-    pytest.param({f"{OVERLAY}/kustomization.yaml": KUSTOMIZATION}, {}, "../outside", Error(ConfigError, "'..'"),
-                 id="repo-path-dot-dot"),
-    pytest.param({f"{OVERLAY}/kustomization.yaml": KUSTOMIZATION}, {}, "/etc", Error(ConfigError, "relative"),
-                 id="repo-path-absolute"),
-    pytest.param({f"{OVERLAY}/kustomization.yaml": KUSTOMIZATION}, {}, "%2e%2e/%2e%2e/etc",
-                 Error(KustomizationError, "does not exist"), id="repo-path-percent-encoded"),
-    pytest.param({f"{OVERLAY}/kustomization.yaml": KUSTOMIZATION}, {}, SHELL,
-                 Error(KustomizationError, "does not exist"), id="repo-path-shell"),
-    pytest.param({f"{OVERLAY}/kustomization.yaml": KUSTOMIZATION}, {}, "--upload-pack=touch x",
-                 Error(KustomizationError, "does not exist"), id="repo-path-option"),
-    pytest.param({f"{OVERLAY}/kustomization.yaml": KUSTOMIZATION + "images: []\n"}, {}, OVERLAY,
-                 Error(KustomizationError, "duplicate key"), id="repo-duplicate-keys"),
-    pytest.param({f"{OVERLAY}/kustomization.yaml": KUSTOMIZATION + "---\n" + KUSTOMIZATION}, {}, OVERLAY,
-                 Error(KustomizationError, "YAML documents"), id="repo-multi-document"),
-    pytest.param({f"{OVERLAY}/kustomization.yaml": KUSTOMIZATION.encode().decode() + "x: \x00\n"}, {}, OVERLAY,
-                 Error(KustomizationError, "invalid YAML"), id="repo-nul-byte"),
+    pytest.param(
+        {},
+        {f"{OVERLAY}/kustomization.yaml": "../../../../../outside/kustomization.yaml"},
+        OVERLAY,
+        Error(KustomizationError, "no kustomization|symbolic link"),
+        id="repo-kustomization-symlink-dangling",
+    ),
+    pytest.param(
+        {}, {OVERLAY: "/etc"}, OVERLAY, Error(ConfigError, "symbolic link"), id="repo-overlay-symlink-etc"
+    ),
+    pytest.param(
+        {},
+        {OVERLAY: "../../../.."},
+        OVERLAY,
+        Error(ConfigError, "symbolic link"),
+        id="repo-overlay-symlink-parent",
+    ),
+    pytest.param(
+        {f"{OVERLAY}/kustomization.yaml": KUSTOMIZATION},
+        {},
+        "../outside",
+        Error(ConfigError, "'..'"),
+        id="repo-path-dot-dot",
+    ),
+    pytest.param(
+        {f"{OVERLAY}/kustomization.yaml": KUSTOMIZATION},
+        {},
+        "/etc",
+        Error(ConfigError, "relative"),
+        id="repo-path-absolute",
+    ),
+    pytest.param(
+        {f"{OVERLAY}/kustomization.yaml": KUSTOMIZATION},
+        {},
+        "%2e%2e/%2e%2e/etc",
+        Error(KustomizationError, "does not exist"),
+        id="repo-path-percent-encoded",
+    ),
+    pytest.param(
+        {f"{OVERLAY}/kustomization.yaml": KUSTOMIZATION},
+        {},
+        SHELL,
+        Error(KustomizationError, "does not exist"),
+        id="repo-path-shell",
+    ),
+    pytest.param(
+        {f"{OVERLAY}/kustomization.yaml": KUSTOMIZATION},
+        {},
+        "--upload-pack=touch x",
+        Error(KustomizationError, "does not exist"),
+        id="repo-path-option",
+    ),
+    pytest.param(
+        {f"{OVERLAY}/kustomization.yaml": KUSTOMIZATION + "images: []\n"},
+        {},
+        OVERLAY,
+        Error(KustomizationError, "duplicate key"),
+        id="repo-duplicate-keys",
+    ),
+    pytest.param(
+        {f"{OVERLAY}/kustomization.yaml": KUSTOMIZATION + "---\n" + KUSTOMIZATION},
+        {},
+        OVERLAY,
+        Error(KustomizationError, "YAML documents"),
+        id="repo-multi-document",
+    ),
+    pytest.param(
+        {f"{OVERLAY}/kustomization.yaml": KUSTOMIZATION.encode().decode() + "x: \x00\n"},
+        {},
+        OVERLAY,
+        Error(KustomizationError, "invalid YAML"),
+        id="repo-nul-byte",
+    ),
 ]
 
 #: A kustomization larger than any real one (5 MiB of harmless comment lines). Its entry already
 #: holds the pushed tag, so a reader without a size limit only pays for parsing it once.
-HUGE_KUSTOMIZATION = KUSTOMIZATION.replace("'1.0'", "'2.0'") + ("# " + "x" * 98 + "\n") * (5 * 1024 * 1024 // 101)
+HUGE_KUSTOMIZATION = KUSTOMIZATION.replace("'1.0'", "'2.0'") + ("# " + "x" * 98 + "\n") * (
+    5 * 1024 * 1024 // 101
+)
 SIZE_PATTERN = r"(?i)too (large|big)|larger than|bytes|KiB|MiB|size"
 
 # -- 6. the local sensor: invalid bodies go to the DLQ, never silently deleted ------------------------

@@ -76,16 +76,32 @@ def run_bounded(code: str, payload: str, tmp_path: Path) -> subprocess.Completed
     data.write_text(payload, encoding="utf-8")
     program = f"import sys\nfrom pathlib import Path\nPAYLOAD = Path({str(data)!r})\n" + textwrap.dedent(code)
     try:
-        return subprocess.run([sys.executable, "-c", program], cwd=tmp_path, capture_output=True, text=True, check=False,
-                              timeout=BOUND_SECONDS, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+        return subprocess.run(
+            [sys.executable, "-c", program],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=BOUND_SECONDS,
+            env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        )
     except subprocess.TimeoutExpired:
-        pytest.fail(f"still running after {BOUND_SECONDS}s: unbounded work on hostile input (see the case id)")
+        pytest.fail(
+            f"still running after {BOUND_SECONDS}s: unbounded work on hostile input (see the case id)"
+        )
 
 
 def test_corpus_size() -> None:
-    total = (len(EVENT_CASES) + len(REFERENCE_CASES) + len(RULES_CASES) + len(REDOS_PATTERNS)
-             + len(KUSTOMIZATION_CASES) + len(REPO_CASES) + len(cases.RULES_BOMB_CASES)
-             + len(cases.SET_IMAGE_LINK_CASES))
+    total = (
+        len(EVENT_CASES)
+        + len(REFERENCE_CASES)
+        + len(RULES_CASES)
+        + len(REDOS_PATTERNS)
+        + len(KUSTOMIZATION_CASES)
+        + len(REPO_CASES)
+        + len(cases.RULES_BOMB_CASES)
+        + len(cases.SET_IMAGE_LINK_CASES)
+    )
     assert total >= 40
     assert events.MAX_BODY_BYTES == cases.MAX_BODY_BYTES
 
@@ -98,11 +114,24 @@ def test_event_body(body, expected) -> None:
     check(events.parse_event, expected, body)
 
 
-@pytest.mark.parametrize(("body", "expected"), [
-    p for p in EVENT_CASES if isinstance(p.values[1], Error) and p.id in {
-        "body-not-json", "body-oversized-bytes", "type-array", "repo-shell-subst", "tag-newline-injection",
-        "repo-rtl-override", "body-invalid-utf8"}
-])
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        p
+        for p in EVENT_CASES
+        if isinstance(p.values[1], Error)
+        and p.id
+        in {
+            "body-not-json",
+            "body-oversized-bytes",
+            "type-array",
+            "repo-shell-subst",
+            "tag-newline-injection",
+            "repo-rtl-override",
+            "body-invalid-utf8",
+        }
+    ],
+)
 def test_cli_explain_refuses_hostile_events(body, expected, tmp_path, capsys) -> None:
     from imagebump.cli import main
 
@@ -288,7 +317,9 @@ def test_set_image_cli_and_symbolic_links(target, code, tmp_path, capsys) -> Non
     assert main(["set-image", str(overlay), f"{REGISTRY}/team/api:2.0"]) == code
 
     err = capsys.readouterr().err
-    assert (overlay / "kustomization.yaml").is_symlink() and os.readlink(overlay / "kustomization.yaml") == target
+    assert (overlay / "kustomization.yaml").is_symlink() and os.readlink(
+        overlay / "kustomization.yaml"
+    ) == target
     if code:
         assert "symbolic link" in err and "Traceback" not in err
         assert (real.read_bytes() if real.is_file() else None) == before
@@ -325,13 +356,16 @@ def _refs(remote) -> str:
 
 def _target(remote, *, path: str = OVERLAY, tag: str | None = "2.0", **extra) -> Target:
     fields = {"order": "none", "mode": "commit", "provider": "local", **extra}
-    return Target(rule=0, repo_url=remote.url, path=path, env="prod", image=f"{REGISTRY}/team/api", tag=tag,
-                  **fields)
+    return Target(
+        rule=0, repo_url=remote.url, path=path, env="prod", image=f"{REGISTRY}/team/api", tag=tag, **fields
+    )
 
 
 @pytest.mark.parametrize(("files", "symlinks", "path", "expected"), REPO_CASES)
 def test_repository(files, symlinks, path, expected, make_remote, step_env) -> None:
-    remote = make_remote({"README.md": "# gitops\n", "apps/api/base/kustomization.yaml": "resources: []\n", **files})
+    remote = make_remote(
+        {"README.md": "# gitops\n", "apps/api/base/kustomization.yaml": "resources: []\n", **files}
+    )
     if symlinks:
         remote.commit_files({}, "hostile links", symlinks=symlinks)
     before = _refs(remote)
@@ -343,32 +377,90 @@ def test_repository(files, symlinks, path, expected, make_remote, step_env) -> N
 
 
 def _plan(file: str, tag: str = "2.0", digest: str | None = None) -> Plan:
-    return Plan(changed=True, decision="update", reason="hostile", file=file, image_name=f"{REGISTRY}/team/api",
-                old=ImagesEntry(name=f"{REGISTRY}/team/api", newTag="1.0"),
-                new=ImagesEntry(name=f"{REGISTRY}/team/api", newTag=tag, digest=digest), base_commit="", base_branch="")
+    return Plan(
+        changed=True,
+        decision="update",
+        reason="hostile",
+        file=file,
+        image_name=f"{REGISTRY}/team/api",
+        old=ImagesEntry(name=f"{REGISTRY}/team/api", newTag="1.0"),
+        new=ImagesEntry(name=f"{REGISTRY}/team/api", newTag=tag, digest=digest),
+        base_commit="",
+        base_branch="",
+    )
 
 
 COMMIT_CASES = [
-    pytest.param({}, _plan(f"{OVERLAY}/kustomization.yaml", tag="$(rm -rf /)"), {},
-                 Error(ConfigError, "invalid tag"), id="commit-shell-tag"),
-    pytest.param({}, _plan(f"{OVERLAY}/kustomization.yaml", tag="1.0\nimages: []"), {},
-                 Error(ConfigError, "invalid tag"), id="commit-newline-tag"),
-    pytest.param({}, _plan(f"{OVERLAY}/kustomization.yaml", digest="sha256:" + "Z" * 64), {},
-                 Error(ConfigError, "invalid digest"), id="commit-bad-digest"),
-    pytest.param({}, _plan("../../etc/passwd"), {}, Error(ConfigError, "relative path inside the repository"),
-                 id="commit-file-dot-dot"),
-    pytest.param({}, _plan("/etc/passwd"), {}, Error(ConfigError, "relative path inside the repository"),
-                 id="commit-file-absolute"),
-    pytest.param({f"{OVERLAY}/kustomization.yaml": "/etc/passwd"}, _plan(f"{OVERLAY}/kustomization.yaml"), {},
-                 Error(ConfigError, "symbolic link"), id="commit-file-symlink-out"),
-    pytest.param({OVERLAY: "/etc"}, _plan(f"{OVERLAY}/kustomization.yaml"), {},
-                 Error(ConfigError, "symbolic link"), id="commit-overlay-symlink-out"),
-    pytest.param({}, _plan(f"{OVERLAY}/.git/config"), {}, Error(ConfigError, "\\.git|does not exist"),
-                 id="commit-file-into-dot-git"),
-    pytest.param({}, _plan(f"{OVERLAY}/kustomization.yaml"), {"base_branch": "--upload-pack=touch MARKER"},
-                 Error(ConfigError, "upload-pack|branch"), id="commit-branch-option"),
-    pytest.param({}, _plan(f"{OVERLAY}/kustomization.yaml"), {"base_branch": "--upload-pack=touch${IFS}MARKER"},
-                 Error(ConfigError, "upload-pack|branch"), id="commit-branch-option-no-space"),
+    pytest.param(
+        {},
+        _plan(f"{OVERLAY}/kustomization.yaml", tag="$(rm -rf /)"),
+        {},
+        Error(ConfigError, "invalid tag"),
+        id="commit-shell-tag",
+    ),
+    pytest.param(
+        {},
+        _plan(f"{OVERLAY}/kustomization.yaml", tag="1.0\nimages: []"),
+        {},
+        Error(ConfigError, "invalid tag"),
+        id="commit-newline-tag",
+    ),
+    pytest.param(
+        {},
+        _plan(f"{OVERLAY}/kustomization.yaml", digest="sha256:" + "Z" * 64),
+        {},
+        Error(ConfigError, "invalid digest"),
+        id="commit-bad-digest",
+    ),
+    pytest.param(
+        {},
+        _plan("../../etc/passwd"),
+        {},
+        Error(ConfigError, "relative path inside the repository"),
+        id="commit-file-dot-dot",
+    ),
+    pytest.param(
+        {},
+        _plan("/etc/passwd"),
+        {},
+        Error(ConfigError, "relative path inside the repository"),
+        id="commit-file-absolute",
+    ),
+    pytest.param(
+        {f"{OVERLAY}/kustomization.yaml": "/etc/passwd"},
+        _plan(f"{OVERLAY}/kustomization.yaml"),
+        {},
+        Error(ConfigError, "symbolic link"),
+        id="commit-file-symlink-out",
+    ),
+    pytest.param(
+        {OVERLAY: "/etc"},
+        _plan(f"{OVERLAY}/kustomization.yaml"),
+        {},
+        Error(ConfigError, "symbolic link"),
+        id="commit-overlay-symlink-out",
+    ),
+    pytest.param(
+        {},
+        _plan(f"{OVERLAY}/.git/config"),
+        {},
+        Error(ConfigError, "\\.git|does not exist"),
+        id="commit-file-into-dot-git",
+    ),
+    pytest.param(
+        {},
+        _plan(f"{OVERLAY}/kustomization.yaml"),
+        {"base_branch": "--upload-pack=touch MARKER"},
+        Error(ConfigError, "upload-pack|branch"),
+        id="commit-branch-option",
+    ),
+    pytest.param(
+        {},
+        _plan(f"{OVERLAY}/kustomization.yaml"),
+        {"base_branch": "--upload-pack=touch${IFS}MARKER"},
+        Error(ConfigError, "upload-pack|branch"),
+        id="commit-branch-option-no-space",
+    ),
 ]
 
 
@@ -413,14 +505,19 @@ def test_hostile_bodies_end_in_the_dlq(moto, tmp_path, git_token) -> None:
     name = f"hostile-{uuid.uuid4().hex[:10]}"
     dlq = sqs.create_queue(QueueName=f"{name}-dlq")["QueueUrl"]
     dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    queue = sqs.create_queue(QueueName=name, Attributes={
-        "VisibilityTimeout": "1",
-        "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "1"}),
-    })["QueueUrl"]
+    queue = sqs.create_queue(
+        QueueName=name,
+        Attributes={
+            "VisibilityTimeout": "1",
+            "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "1"}),
+        },
+    )["QueueUrl"]
 
     def count(url: str) -> int:
-        attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=[
-            "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
+        attrs = sqs.get_queue_attributes(
+            QueueUrl=url,
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
         return int(attrs["ApproximateNumberOfMessages"]) + int(attrs["ApproximateNumberOfMessagesNotVisible"])
 
     try:
@@ -435,15 +532,29 @@ def test_hostile_bodies_end_in_the_dlq(moto, tmp_path, git_token) -> None:
             assert "size" in str(exc).lower() or "long" in str(exc).lower(), exc
         logs: list[dict] = []
         executor = LocalExecutor(
-            ROOT / "manifests" / "workflows" / "image-update.yaml", project_root=ROOT,
+            ROOT / "manifests" / "workflows" / "image-update.yaml",
+            project_root=ROOT,
             secrets={"imagebump-git": {"token": git_token}},
             configmaps={"imagebump-rules": {"rules.yaml": RULE}},
-            env={"AWS_ENDPOINT_URL": moto.endpoint_url, "AWS_REGION": cases.REGION,
-                 "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"},
-            log=logs.append, work_root=tmp_path,
+            env={
+                "AWS_ENDPOINT_URL": moto.endpoint_url,
+                "AWS_REGION": cases.REGION,
+                "AWS_ACCESS_KEY_ID": "testing",
+                "AWS_SECRET_ACCESS_KEY": "testing",
+            },
+            log=logs.append,
+            work_root=tmp_path,
         )
-        sensor = LocalSensor(queue, executor, sqs_client=sqs, concurrency=2, wait_seconds=1, visibility_timeout=1,
-                             heartbeat_seconds=0.5, log=logs.append)
+        sensor = LocalSensor(
+            queue,
+            executor,
+            sqs_client=sqs,
+            concurrency=2,
+            wait_seconds=1,
+            visibility_timeout=1,
+            heartbeat_seconds=0.5,
+            log=logs.append,
+        )
         watchdog = threading.Timer(120, sensor.stop)
         watchdog.start()
         try:
@@ -456,9 +567,15 @@ def test_hostile_bodies_end_in_the_dlq(moto, tmp_path, git_token) -> None:
         assert (stats.succeeded, stats.skipped) == (0, 0)
         assert count(dlq) == expected
         assert count(queue) == 0
-        failed = [r for r in logs if r.get("event") == "node-finished" and r.get("template") == "resolve-image"]
-        assert failed and all(r["phase"] == "Failed" and r.get("exit_code") == 2 and "InvalidEventError"
-                              in r.get("stderr_tail", "") for r in failed), failed
+        failed = [
+            r for r in logs if r.get("event") == "node-finished" and r.get("template") == "resolve-image"
+        ]
+        assert failed and all(
+            r["phase"] == "Failed"
+            and r.get("exit_code") == 2
+            and "InvalidEventError" in r.get("stderr_tail", "")
+            for r in failed
+        ), failed
     finally:
         for url in (queue, dlq):
             sqs.delete_queue(QueueUrl=url)

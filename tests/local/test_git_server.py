@@ -117,8 +117,14 @@ def test_commit_files_adds_changes_and_deletes(git_server) -> None:
     sha = git_server.commit_files("commits/repo", {"a.txt": "2\n", "b.txt": None, "c/d.txt": "d\n"}, "second")
     assert git_server.git("commits/repo", "rev-parse", "main^").strip() == first
     assert git_server.git("commits/repo", "rev-parse", "main").strip() == sha
-    assert git_server.git("commits/repo", "ls-tree", "-r", "--name-only", "main").split() == ["a.txt", "c/d.txt"]
-    assert git_server.git("commits/repo", "log", "--format=%s", "main").splitlines() == ["second", "initial commit"]
+    assert git_server.git("commits/repo", "ls-tree", "-r", "--name-only", "main").split() == [
+        "a.txt",
+        "c/d.txt",
+    ]
+    assert git_server.git("commits/repo", "log", "--format=%s", "main").splitlines() == [
+        "second",
+        "initial commit",
+    ]
 
 
 def test_repr_hides_token(tmp_path: Path) -> None:
@@ -131,9 +137,17 @@ def test_plain_git_client_round_trip(git_server, git_token, tmp_path: Path) -> N
     """A stock git client (extraHeader auth) clones partially and pushes a >1 MiB (chunked) body."""
     url = git_server.create_repo("plain/repo", {"a.txt": "a\n"})
     header = "Authorization: Basic " + base64.b64encode(f"x:{git_token}".encode()).decode()
-    env = {"PATH": "/usr/bin:/bin", "LC_ALL": "C", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
-           "HOME": str(tmp_path), "GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_COUNT": "1",
-           "GIT_CONFIG_KEY_0": "http.extraHeader", "GIT_CONFIG_VALUE_0": header}
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "LC_ALL": "C",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+        "HOME": str(tmp_path),
+        "GIT_TERMINAL_PROMPT": "0",
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": "http.extraHeader",
+        "GIT_CONFIG_VALUE_0": header,
+    }
 
     def git(*args: str, cwd: Path = tmp_path) -> None:
         subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True)
@@ -145,7 +159,10 @@ def test_plain_git_client_round_trip(git_server, git_token, tmp_path: Path) -> N
     git("add", "big.bin", cwd=work)
     git("-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "big", cwd=work)
     git("push", "origin", "HEAD:main", cwd=work)
-    assert git_server.git("plain/repo", "log", "--format=%s", "main").splitlines() == ["big", "initial commit"]
+    assert git_server.git("plain/repo", "log", "--format=%s", "main").splitlines() == [
+        "big",
+        "initial commit",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -157,11 +174,13 @@ def test_plain_git_client_round_trip(git_server, git_token, tmp_path: Path) -> N
         pytest.param(False, 404, "git-upload-pack", 404, id="private-404"),
     ],
 )
-def test_anonymous_reads_and_refusals(tmp_path: Path, git_token, anonymous_read, anonymous_status, service,
-                                      status) -> None:
+def test_anonymous_reads_and_refusals(
+    tmp_path: Path, git_token, anonymous_read, anonymous_status, service, status
+) -> None:
     """A public repository serves reads without credentials; pushes and wrong tokens still get 401."""
-    with GitHttpServer(tmp_path / "remotes", git_token, anonymous_read=anonymous_read,
-                       anonymous_status=anonymous_status) as server:
+    with GitHttpServer(
+        tmp_path / "remotes", git_token, anonymous_read=anonymous_read, anonymous_status=anonymous_status
+    ) as server:
         url = server.create_repo("pub/repo", {"a.txt": "a\n"})
         got, _, body = _get(f"{url}/info/refs?service={service}")
         assert got == status

@@ -51,7 +51,9 @@ class Queues:
         self.sqs = sqs
         name = f"imagebump-{uuid.uuid4().hex[:10]}"
         self.dlq_url = sqs.create_queue(QueueName=f"{name}-dlq")["QueueUrl"]
-        dlq_arn = sqs.get_queue_attributes(QueueUrl=self.dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        dlq_arn = sqs.get_queue_attributes(QueueUrl=self.dlq_url, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
         self.url = sqs.create_queue(
             QueueName=name,
             Attributes={
@@ -61,7 +63,9 @@ class Queues:
         )["QueueUrl"]
 
     def send(self, body: dict | str) -> None:
-        self.sqs.send_message(QueueUrl=self.url, MessageBody=body if isinstance(body, str) else json.dumps(body))
+        self.sqs.send_message(
+            QueueUrl=self.url, MessageBody=body if isinstance(body, str) else json.dumps(body)
+        )
 
     def count(self, url: str | None = None) -> int:
         attrs = self.sqs.get_queue_attributes(
@@ -95,11 +99,20 @@ def make_sensor(queues: Queues, state: Path) -> Callable[..., LocalSensor]:
     sensors: list[LocalSensor] = []
 
     def make(**kwargs) -> LocalSensor:
-        executor = LocalExecutor(TEMPLATE, project_root=ROOT, env={"STEPFNS_STATE_DIR": str(state)},
-                                 log=logs.append)
+        executor = LocalExecutor(
+            TEMPLATE, project_root=ROOT, env={"STEPFNS_STATE_DIR": str(state)}, log=logs.append
+        )
         kwargs.setdefault("concurrency", 2)
-        sensor = LocalSensor(queues.url, executor, sqs_client=queues.sqs, wait_seconds=1,
-                             visibility_timeout=VISIBILITY, heartbeat_seconds=0.5, log=logs.append, **kwargs)
+        sensor = LocalSensor(
+            queues.url,
+            executor,
+            sqs_client=queues.sqs,
+            wait_seconds=1,
+            visibility_timeout=VISIBILITY,
+            heartbeat_seconds=0.5,
+            log=logs.append,
+            **kwargs,
+        )
         sensor.logs = logs  # type: ignore[attr-defined]
         sensors.append(sensor)
         return sensor
@@ -137,7 +150,9 @@ def test_accepted_event_runs_and_is_deleted_after_success(queues, make_sensor, s
     assert queues.count() == 0
     assert results[0].phase == "Succeeded" and results[0].node(".handle").outputs["tag"] == "1.4.2"
     # the executor's records carry the event id
-    assert any(r.get("event_id") == event["id"] and r.get("event") == "workflow-finished" for r in sensor.logs)
+    assert any(
+        r.get("event_id") == event["id"] and r.get("event") == "workflow-finished" for r in sensor.logs
+    )
 
 
 @pytest.mark.parametrize(
@@ -360,7 +375,9 @@ def test_run_local_needs_the_token_from_the_environment(tmp_path, monkeypatch, c
     assert "IMAGEBUMP_GIT_TOKEN is not set" in capsys.readouterr().err
 
 
-def test_run_local_handles_events_and_prints_progress(queues, moto, state, tmp_path, monkeypatch, capsys) -> None:
+def test_run_local_handles_events_and_prints_progress(
+    queues, moto, state, tmp_path, monkeypatch, capsys
+) -> None:
     from imagebump.cli import main
 
     rules = tmp_path / "rules.yaml"
@@ -371,15 +388,34 @@ def test_run_local_handles_events_and_prints_progress(queues, moto, state, tmp_p
     queues.send(event)
     queues.send(ecr_event("1.0", action="DELETE"))
 
-    code = main(["run", "--local", "--queue-url", queues.url, "--endpoint-url", moto.endpoint_url,
-                 "--rules", str(rules), "--template", str(TEMPLATE), "--wait-seconds", "1",
-                 "--visibility-timeout", str(VISIBILITY), "--max-events", "2"])
+    code = main(
+        [
+            "run",
+            "--local",
+            "--queue-url",
+            queues.url,
+            "--endpoint-url",
+            moto.endpoint_url,
+            "--rules",
+            str(rules),
+            "--template",
+            str(TEMPLATE),
+            "--wait-seconds",
+            "1",
+            "--visibility-timeout",
+            str(VISIBILITY),
+            "--max-events",
+            "2",
+        ]
+    )
 
     out, err = capsys.readouterr()
     assert code == 0, err
     assert out.startswith(f"event {event['id'][:8]}… team/api:1.4.2 → succeeded")
     records = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
-    assert {r["event_id"] for r in records if r.get("workflow", "").startswith("image-update-")} == {event["id"]}
+    assert {r["event_id"] for r in records if r.get("workflow", "").startswith("image-update-")} == {
+        event["id"]
+    }
     assert "tok-abcdef-123" not in err
     assert queues.count() == 0
 
@@ -389,19 +425,45 @@ def test_progress_line_for_image_update() -> None:
     from workflows.local_executor import NodeResult, WorkflowResult
 
     wf = "image-update-0123"
-    targets = [{"env": "staging", "path": "s"}, {"env": "production", "path": "p"}, {"env": "qa", "path": "q"}]
+    targets = [
+        {"env": "staging", "path": "s"},
+        {"env": "production", "path": "p"},
+        {"env": "qa", "path": "q"},
+    ]
     nodes = [
-        NodeResult(f"{wf}.resolve-image", "resolve-image", "Succeeded", outputs={"targets": json.dumps(targets)}),
-        NodeResult(f"{wf}.update-target(0).edit-kustomize", "edit-kustomize", "Succeeded",
-                   outputs={"decision": "update"}),
-        NodeResult(f"{wf}.update-target(0).commit-pr", "commit-pr", "Succeeded",
-                   outputs={"action": "committed", "commit-sha": "abc1234def"}),
-        NodeResult(f"{wf}.update-target(1).edit-kustomize", "edit-kustomize", "Succeeded",
-                   outputs={"decision": "update"}),
-        NodeResult(f"{wf}.update-target(1).commit-pr", "commit-pr", "Succeeded",
-                   outputs={"action": "pr-updated", "branch": "imagebump/production/p"}),
-        NodeResult(f"{wf}.update-target(2).edit-kustomize", "edit-kustomize", "Succeeded",
-                   outputs={"decision": "stale", "reason": "1.3 is older than 1.4"}),
+        NodeResult(
+            f"{wf}.resolve-image", "resolve-image", "Succeeded", outputs={"targets": json.dumps(targets)}
+        ),
+        NodeResult(
+            f"{wf}.update-target(0).edit-kustomize",
+            "edit-kustomize",
+            "Succeeded",
+            outputs={"decision": "update"},
+        ),
+        NodeResult(
+            f"{wf}.update-target(0).commit-pr",
+            "commit-pr",
+            "Succeeded",
+            outputs={"action": "committed", "commit-sha": "abc1234def"},
+        ),
+        NodeResult(
+            f"{wf}.update-target(1).edit-kustomize",
+            "edit-kustomize",
+            "Succeeded",
+            outputs={"decision": "update"},
+        ),
+        NodeResult(
+            f"{wf}.update-target(1).commit-pr",
+            "commit-pr",
+            "Succeeded",
+            outputs={"action": "pr-updated", "branch": "imagebump/production/p"},
+        ),
+        NodeResult(
+            f"{wf}.update-target(2).edit-kustomize",
+            "edit-kustomize",
+            "Succeeded",
+            outputs={"decision": "stale", "reason": "1.3 is older than 1.4"},
+        ),
         NodeResult(f"{wf}.update-target(2).commit-pr", "commit-pr", "Skipped"),
     ]
     event = {"id": "13cde686-aaaa", "detail": {"repository-name": "team/api", "image-tag": "1.4.2"}}
@@ -448,10 +510,18 @@ def test_progress_line_of_a_lone_surrogate_can_be_printed() -> None:
     ("env", "write", "read"),
     [
         pytest.param({"IMAGEBUMP_GIT_TOKEN": "w-token"}, "w-token", "w-token", id="write-token-also-reads"),
-        pytest.param({"IMAGEBUMP_GIT_TOKEN": "w-token", "IMAGEBUMP_GIT_READ_TOKEN": "r-token"}, "w-token", "r-token",
-                     id="read-token-overrides"),
-        pytest.param({"IMAGEBUMP_GIT_TOKEN_FILE": "FILE", "IMAGEBUMP_GIT_READ_TOKEN_FILE": "FILE"}, "from-file",
-                     "from-file", id="files"),
+        pytest.param(
+            {"IMAGEBUMP_GIT_TOKEN": "w-token", "IMAGEBUMP_GIT_READ_TOKEN": "r-token"},
+            "w-token",
+            "r-token",
+            id="read-token-overrides",
+        ),
+        pytest.param(
+            {"IMAGEBUMP_GIT_TOKEN_FILE": "FILE", "IMAGEBUMP_GIT_READ_TOKEN_FILE": "FILE"},
+            "from-file",
+            "from-file",
+            id="files",
+        ),
     ],
 )
 def test_local_secrets(tmp_path, env, write, read) -> None:
@@ -460,7 +530,10 @@ def test_local_secrets(tmp_path, env, write, read) -> None:
     token_file = tmp_path / "token"
     token_file.write_text("from-file\n")
     environ = {k: str(token_file) if v == "FILE" else v for k, v in env.items()}
-    assert local_secrets(environ) == {"imagebump-git": {"token": write}, "imagebump-git-read": {"token": read}}
+    assert local_secrets(environ) == {
+        "imagebump-git": {"token": write},
+        "imagebump-git-read": {"token": read},
+    }
 
 
 def test_local_secrets_need_the_write_token() -> None:

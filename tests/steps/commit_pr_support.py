@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from steps.models import ImagesEntry, Plan, Target
 
@@ -29,19 +29,45 @@ def overlay_files(*paths: str, tag: str = "1.0.0") -> dict[str, str]:
     return {f"{p}/kustomization.yaml": kustomization(tag) for p in paths}
 
 
-def target(repo_url: str, path: str = "overlays/prod", *, tag: str = "1.1.0", mode: str = "commit",
-           provider: str = "local", env: str = "prod", order: str = "push-time", **extra) -> Target:
+def target(
+    repo_url: str,
+    path: str = "overlays/prod",
+    *,
+    tag: str = "1.1.0",
+    mode: str = "commit",
+    provider: str = "local",
+    env: str = "prod",
+    order: str = "push-time",
+    **extra,
+) -> Target:
     return Target(
-        rule=0, repo_url=repo_url, path=path, env=env, image=IMAGE, tag=tag, mode=mode, provider=provider,
-        order=order, pushed_at=datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc),
-        event_id="6f0e8b2c-1111-2222-3333-444455556666", **extra,
+        rule=0,
+        repo_url=repo_url,
+        path=path,
+        env=env,
+        image=IMAGE,
+        tag=tag,
+        mode=mode,
+        provider=provider,
+        order=order,
+        pushed_at=datetime(2026, 12, 1, 12, 0, tzinfo=UTC),
+        event_id="6f0e8b2c-1111-2222-3333-444455556666",
+        **extra,
     )
 
 
-def plan(path: str = "overlays/prod", *, old: str | None = "1.0.0", new: str = "1.1.0",
-         new_digest: str | None = None, changed: bool = True) -> Plan:
+def plan(
+    path: str = "overlays/prod",
+    *,
+    old: str | None = "1.0.0",
+    new: str = "1.1.0",
+    new_digest: str | None = None,
+    changed: bool = True,
+) -> Plan:
     return Plan(
-        changed=changed, decision="update" if changed else "current", file=f"{path}/kustomization.yaml",
+        changed=changed,
+        decision="update" if changed else "current",
+        file=f"{path}/kustomization.yaml",
         image_name="api",
         old=ImagesEntry(name="api", newName=IMAGE, newTag=old) if old else None,
         new=ImagesEntry(name="api", newName=IMAGE, newTag=new, digest=new_digest),
@@ -55,5 +81,8 @@ def write_app_key(path) -> None:
     from cryptography.hazmat.primitives.asymmetric import rsa
 
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                       serialization.NoEncryption()))
+    path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )

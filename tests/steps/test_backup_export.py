@@ -41,8 +41,13 @@ from tests.fakes.kube import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-EXPECTED_COUNTS = {"ConfigMap": 7, "Secret": len(BACKED_UP_SECRETS), "AppProject": 4, "ApplicationSet": 3,
-                   "Application": 60}
+EXPECTED_COUNTS = {
+    "ConfigMap": 7,
+    "Secret": len(BACKED_UP_SECRETS),
+    "AppProject": 4,
+    "ApplicationSet": 3,
+    "Application": 60,
+}
 TOTAL = sum(EXPECTED_COUNTS.values())
 FROZEN = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -93,8 +98,9 @@ def _keys(s3, bucket: str) -> list[str]:
 
 
 def test_backup_writes_sanitised_archive_and_index(api, argocd, s3, bucket):
-    out = backup_export.export_backup(api=api, s3=s3, bucket=bucket, cluster="prod-eu", now=frozen(),
-                                      page_size=7)
+    out = backup_export.export_backup(
+        api=api, s3=s3, bucket=bucket, cluster="prod-eu", now=frozen(), page_size=7
+    )
 
     key = "argocd-backups/prod-eu/2026/01/02/030405Z.yaml.gz"
     assert out.url == f"s3://{bucket}/{key}"
@@ -105,17 +111,28 @@ def test_backup_writes_sanitised_archive_and_index(api, argocd, s3, bucket):
     head = s3.head_object(Bucket=bucket, Key=key)
     assert head["ServerSideEncryption"] == "AES256"
 
-    index = json.loads(s3.get_object(Bucket=bucket, Key="argocd-backups/prod-eu/2026/01/02/030405Z.index.json")
-                       ["Body"].read())
+    index = json.loads(
+        s3.get_object(Bucket=bucket, Key="argocd-backups/prod-eu/2026/01/02/030405Z.index.json")[
+            "Body"
+        ].read()
+    )
     assert index == {
-        "format": archive.FORMAT, "archive": "030405Z.yaml.gz", "sha256": out.sha256, "size": len(data),
-        "counts": EXPECTED_COUNTS, "created": "2026-01-02T03:04:05Z", "cluster": "prod-eu",
-        "namespace": "argocd", "tool": "imagebump", "version": __version__,
+        "format": archive.FORMAT,
+        "archive": "030405Z.yaml.gz",
+        "sha256": out.sha256,
+        "size": len(data),
+        "counts": EXPECTED_COUNTS,
+        "created": "2026-01-02T03:04:05Z",
+        "cluster": "prod-eu",
+        "namespace": "argocd",
+        "tool": "imagebump",
+        "version": __version__,
     }
 
     docs = _objects(s3, bucket, key)
     assert [archive.key(d) for d in docs] == sorted(
-        (archive.key(d) for d in docs), key=lambda k: (list(kube.RESOURCES).index(k[0]), *k))
+        (archive.key(d) for d in docs), key=lambda k: (list(kube.RESOURCES).index(k[0]), *k)
+    )
     names = {(d["kind"], d["metadata"]["name"]) for d in docs}
     assert ("ConfigMap", "unrelated-cm") not in names
     assert {n for k, n in names if k == "ConfigMap"} == set(archive.CONFIG_MAPS)
@@ -127,15 +144,26 @@ def test_backup_writes_sanitised_archive_and_index(api, argocd, s3, bucket):
         assert "operation" not in doc and "stringData" not in doc
         if (doc["kind"], meta["name"]) != ("AppProject", PROJECT_TOKEN["project"]):
             assert "status" not in doc, doc["kind"]
-        assert not set(meta) & {"uid", "resourceVersion", "managedFields", "creationTimestamp", "generation",
-                                "selfLink", "ownerReferences"}, meta
+        assert not set(meta) & {
+            "uid",
+            "resourceVersion",
+            "managedFields",
+            "creationTimestamp",
+            "generation",
+            "selfLink",
+            "ownerReferences",
+        }, meta
         assert archive.LAST_APPLIED not in meta.get("annotations", {})
     project = next(d for d in docs if (d["kind"], d["metadata"]["name"]) == ("AppProject", "team-a"))
     token = {"iat": PROJECT_TOKEN["iat"], "id": PROJECT_TOKEN["id"]}
-    assert project["status"] == {"jwtTokensByRole": {"ci": {"items": [token]}}}, "what project token checks read"
+    assert project["status"] == {"jwtTokensByRole": {"ci": {"items": [token]}}}, (
+        "what project token checks read"
+    )
     app = next(d for d in docs if d["metadata"]["name"] == "app-000")
     assert app["metadata"]["finalizers"] == ["resources-finalizer.argocd.argoproj.io"]
-    assert app["metadata"]["annotations"] == {"notifications.argoproj.io/subscribe.on-sync-failed.slack": "alerts"}
+    assert app["metadata"]["annotations"] == {
+        "notifications.argoproj.io/subscribe.on-sync-failed.slack": "alerts"
+    }
 
     # Lists are paged: 60 Applications in pages of 7 means 9 list calls following continue tokens.
     app_lists = [c for c in argocd.calls if c[:2] == ("list", "applications")]
@@ -158,7 +186,11 @@ SECRET_SELECTION = [
     ({"labels": {"argocd.argoproj.io/secret-type": "repository"}}, True, "upstream: label"),
     ({"labels": {"argocd.argoproj.io/secret-type": "repo-creds"}}, True, "upstream: label"),
     ({"labels": {"argocd.argoproj.io/secret-type": "cluster"}}, True, "upstream: label"),
-    ({"labels": {"argocd.argoproj.io/secret-type": "repository-write"}}, True, "upstream: label (not repo-write)"),
+    (
+        {"labels": {"argocd.argoproj.io/secret-type": "repository-write"}},
+        True,
+        "upstream: label (not repo-write)",
+    ),
     ({"labels": {"argocd.argoproj.io/secret-type": "repo-write-creds"}}, True, "upstream: label"),
     ({"labels": {"argocd.argoproj.io/secret-type": "scm-creds"}}, True, "upstream: label"),
     ({"labels": {"argocd.argoproj.io/secret-type": "a-future-type"}}, True, "upstream: any label value"),
@@ -175,9 +207,16 @@ SECRET_SELECTION = [
 
 @pytest.mark.parametrize(("meta", "taken", "why"), SECRET_SELECTION, ids=[w for _, _, w in SECRET_SELECTION])
 def test_secret_selection_follows_upstream_and_more(meta, taken, why):
-    secret = {"apiVersion": "v1", "kind": "Secret",
-              "metadata": {"name": meta.get("name", "s"), "namespace": "argocd",
-                           "labels": meta.get("labels", {}), "annotations": meta.get("annotations", {})}}
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": meta.get("name", "s"),
+            "namespace": "argocd",
+            "labels": meta.get("labels", {}),
+            "annotations": meta.get("annotations", {}),
+        },
+    }
     assert archive.is_argocd_secret(secret) is taken, why
     assert "repository-write" in archive.SECRET_TYPES and "repo-write" not in archive.SECRET_TYPES
 
@@ -192,7 +231,12 @@ NAMESPACE_MATCHING = [
     ("disallowed", ["allowed"], False, "another name"),
     ("test-ns", ["test-*"], True, "a glob"),
     ("hello", ["e*"], False, "globs match the whole name"),
-    ("e[[a*", ["e[[a*"], False, "a pattern that does not compile matches nothing (upstream: Invalid pattern)"),
+    (
+        "e[[a*",
+        ["e[[a*"],
+        False,
+        "a pattern that does not compile matches nothing (upstream: Invalid pattern)",
+    ),
     ("disallowed", ["/^((?!disallowed).)*$/"], False, "regexp with a lookahead: fail"),
     ("allowed", ["/^((?!disallowed).)*$/"], True, "regexp with a lookahead: pass"),
     ("team-a-prod", ["/team-a/"], True, "regexp is a search, unanchored"),
@@ -205,15 +249,21 @@ NAMESPACE_MATCHING = [
 ]
 
 
-@pytest.mark.parametrize(("namespace", "patterns", "enabled", "why"), NAMESPACE_MATCHING,
-                         ids=[w for *_, w in NAMESPACE_MATCHING])
+@pytest.mark.parametrize(
+    ("namespace", "patterns", "enabled", "why"), NAMESPACE_MATCHING, ids=[w for *_, w in NAMESPACE_MATCHING]
+)
 def test_namespace_matching_follows_argo_cd(namespace, patterns, enabled, why):
     assert archive.namespace_enabled(namespace, "argocd", patterns) is enabled, why
 
 
 def test_namespace_patterns_are_read_as_argo_cd_reads_them():
     # admin.go getAdditionalNamespaces: split on ",", blanks dropped, each trimmed.
-    cm = {"data": {"application.namespaces": " team-a, team-* ,,/^x/ ", "applicationsetcontroller.namespaces": ""}}
+    cm = {
+        "data": {
+            "application.namespaces": " team-a, team-* ,,/^x/ ",
+            "applicationsetcontroller.namespaces": "",
+        }
+    }
     assert archive.namespace_patterns(cm, "application.namespaces") == ["team-a", "team-*", "/^x/"]
     assert archive.namespace_patterns(cm, "applicationsetcontroller.namespaces") == []
     assert archive.namespace_patterns(None, "application.namespaces") == []
@@ -250,8 +300,14 @@ def test_moto_refuses_a_conditional_put_over_an_existing_key(s3, bucket):
 
 def test_second_backup_in_the_same_second_does_not_overwrite_the_first(api, argocd, s3, bucket):
     first = backup_export.export_backup(api=api, s3=s3, bucket=bucket, now=frozen())
-    argocd.seed({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
-                 "metadata": {"name": "late-app", "namespace": "argocd"}, "spec": {"project": "default"}})
+    argocd.seed(
+        {
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "Application",
+            "metadata": {"name": "late-app", "namespace": "argocd"},
+            "spec": {"project": "default"},
+        }
+    )
     second = backup_export.export_backup(api=api, s3=s3, bucket=bucket, now=frozen())
     third = backup_export.export_backup(api=api, s3=s3, bucket=bucket, now=frozen())
 
@@ -267,12 +323,14 @@ def test_second_backup_in_the_same_second_does_not_overwrite_the_first(api, argo
 
 def test_retention_keeps_the_newest_n_and_their_indexes(api, s3, bucket):
     urls = [
-        backup_export.export_backup(api=api, s3=s3, bucket=bucket, keep=0,
-                                    now=frozen(datetime(2026, 1, day, 3, 0, 0, tzinfo=UTC))).url
+        backup_export.export_backup(
+            api=api, s3=s3, bucket=bucket, keep=0, now=frozen(datetime(2026, 1, day, 3, 0, 0, tzinfo=UTC))
+        ).url
         for day in (1, 2, 3, 4)
     ]
-    out = backup_export.export_backup(api=api, s3=s3, bucket=bucket, keep=2,
-                                      now=frozen(datetime(2026, 1, 5, 3, 0, 0, tzinfo=UTC)))
+    out = backup_export.export_backup(
+        api=api, s3=s3, bucket=bucket, keep=2, now=frozen(datetime(2026, 1, 5, 3, 0, 0, tzinfo=UTC))
+    )
     assert out.deleted == urls[:3]
     keys = _keys(s3, bucket)
     assert keys == [
@@ -285,25 +343,31 @@ def test_retention_keeps_the_newest_n_and_their_indexes(api, s3, bucket):
 
 def test_retention_never_deletes_the_archive_just_written(api, s3, bucket):
     """A clock that went backwards makes the new archive the 'oldest'; it still stays."""
-    later = backup_export.export_backup(api=api, s3=s3, bucket=bucket,
-                                        now=frozen(datetime(2026, 3, 1, tzinfo=UTC)))
-    out = backup_export.export_backup(api=api, s3=s3, bucket=bucket, keep=1,
-                                      now=frozen(datetime(2026, 1, 1, tzinfo=UTC)))
+    later = backup_export.export_backup(
+        api=api, s3=s3, bucket=bucket, now=frozen(datetime(2026, 3, 1, tzinfo=UTC))
+    )
+    out = backup_export.export_backup(
+        api=api, s3=s3, bucket=bucket, keep=1, now=frozen(datetime(2026, 1, 1, tzinfo=UTC))
+    )
     assert out.deleted == []
     assert {later.url.split("/", 3)[3], out.url.split("/", 3)[3]} <= set(_keys(s3, bucket))
 
 
 def test_retention_leaves_other_clusters_alone(api, s3, bucket):
     other = backup_export.export_backup(api=api, s3=s3, bucket=bucket, cluster="other", now=frozen())
-    backup_export.export_backup(api=api, s3=s3, bucket=bucket, keep=1,
-                                now=frozen(datetime(2026, 2, 1, tzinfo=UTC)))
+    backup_export.export_backup(
+        api=api, s3=s3, bucket=bucket, keep=1, now=frozen(datetime(2026, 2, 1, tzinfo=UTC))
+    )
     assert other.url.split("/", 3)[3] in _keys(s3, bucket)
 
 
 NOW = datetime(2026, 1, 31, 12, 0, 0, tzinfo=UTC)
 KEYS = [f"p/c/2026/01/{d:02d}/120000Z.yaml.gz" for d in (1, 10, 20, 30)] + [
-    "p/c/2026/01/30/120000Z-1.yaml.gz", "p/c/2026/01/30/120000Z-2.yaml.gz", "p/c/notes.txt",
-    "p/c/2026/01/30/120000Z.index.json"]
+    "p/c/2026/01/30/120000Z-1.yaml.gz",
+    "p/c/2026/01/30/120000Z-2.yaml.gz",
+    "p/c/notes.txt",
+    "p/c/2026/01/30/120000Z.index.json",
+]
 
 
 @pytest.mark.parametrize(
@@ -330,7 +394,9 @@ def test_secret_values_never_in_logs_or_outputs(api, s3, bucket, caplog, outputs
         assert value not in text
     # ...but they are in the (encrypted) archive, or a restore would be useless.
     docs = _objects(s3, bucket, out.url.split("/", 3)[3])
-    decoded = " ".join(base64.b64decode(v).decode() for d in docs if d["kind"] == "Secret" for v in d["data"].values())
+    decoded = " ".join(
+        base64.b64decode(v).decode() for d in docs if d["kind"] == "Secret" for v in d["data"].values()
+    )
     missing = [i for i, value in enumerate(SECRET_VALUES) if value not in decoded]
     assert missing == [], "every planted Secret value is in the archive (as data)"
 
@@ -341,13 +407,16 @@ def test_forbidden_list_names_verb_resource_namespace_and_grantee(api, argocd, s
         backup_export.export_backup(api=api, s3=s3, bucket=bucket, now=frozen())
     assert str(info.value) == (
         "cannot list secrets in namespace argocd: forbidden; grant get/list on secrets in namespace argocd "
-        "to 'system:serviceaccount:argocd:imagebump' (a Role + RoleBinding)")
+        "to 'system:serviceaccount:argocd:imagebump' (a Role + RoleBinding)"
+    )
     assert _keys(s3, bucket) == [], "nothing written when the export is incomplete"
 
 
 def test_forbidden_custom_resource_names_its_group(api, argocd, s3, bucket):
     argocd.forbid("list", "applicationsets")
-    with pytest.raises(PermissionDeniedError, match=r"cannot list applicationsets\.argoproj\.io in namespace argocd"):
+    with pytest.raises(
+        PermissionDeniedError, match=r"cannot list applicationsets\.argoproj\.io in namespace argocd"
+    ):
         backup_export.export_backup(api=api, s3=s3, bucket=bucket, now=frozen())
 
 
@@ -357,22 +426,46 @@ def test_missing_bucket_is_named(api, s3):
 
 
 def _client_error(code: str, message: str = "", status: int = 400) -> ClientError:
-    return ClientError({"Error": {"Code": code, "Message": message},
-                        "ResponseMetadata": {"HTTPStatusCode": status}}, "PutObject")
+    return ClientError(
+        {"Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": status}},
+        "PutObject",
+    )
 
 
 @pytest.mark.parametrize(
     ("error", "kms", "kind", "text"),
     [
-        pytest.param(_client_error("NoSuchBucket", status=404), "", ConfigError, "bucket 'b' does not exist",
-                     id="no-bucket"),
-        pytest.param(_client_error("AccessDenied", "Access Denied", 403), "", PermissionDeniedError,
-                     "grant s3:PutObject on bucket 'b'", id="access-denied"),
-        pytest.param(_client_error("KMS.NotFoundException", "Invalid keyId k1"), "k1", PermissionDeniedError,
-                     "KMS key 'k1' is not usable (KMS.NotFoundException)", id="kms-not-found"),
-        pytest.param(_client_error("AccessDenied", "User is not authorized to perform kms:GenerateDataKey", 403),
-                     "k1", PermissionDeniedError, "KMS key 'k1' is not usable", id="kms-access-denied"),
-        pytest.param(_client_error("SlowDown", status=503), "", TransientError, "retry later", id="slow-down"),
+        pytest.param(
+            _client_error("NoSuchBucket", status=404),
+            "",
+            ConfigError,
+            "bucket 'b' does not exist",
+            id="no-bucket",
+        ),
+        pytest.param(
+            _client_error("AccessDenied", "Access Denied", 403),
+            "",
+            PermissionDeniedError,
+            "grant s3:PutObject on bucket 'b'",
+            id="access-denied",
+        ),
+        pytest.param(
+            _client_error("KMS.NotFoundException", "Invalid keyId k1"),
+            "k1",
+            PermissionDeniedError,
+            "KMS key 'k1' is not usable (KMS.NotFoundException)",
+            id="kms-not-found",
+        ),
+        pytest.param(
+            _client_error("AccessDenied", "User is not authorized to perform kms:GenerateDataKey", 403),
+            "k1",
+            PermissionDeniedError,
+            "KMS key 'k1' is not usable",
+            id="kms-access-denied",
+        ),
+        pytest.param(
+            _client_error("SlowDown", status=503), "", TransientError, "retry later", id="slow-down"
+        ),
     ],
 )
 def test_s3_errors_name_bucket_or_key(error, kms, kind, text):
@@ -399,16 +492,36 @@ def test_bad_input_is_refused_before_any_io(kwargs, text):
 def test_runs_under_heras_runner(kubeconfig, moto, bucket, tmp_path):
     """The step as its pod runs it: `python -m hera.workflows.runner -e steps.backup_export:run`."""
     args = tmp_path / "args.json"
-    args.write_text(json.dumps([
-        {"name": "bucket", "value": bucket}, {"name": "prefix", "value": "argocd-backups"},
-        {"name": "cluster", "value": "ci"}, {"name": "namespace", "value": "argocd"},
-        {"name": "kms_key_id", "value": ""}, {"name": "keep", "value": "30"}, {"name": "keep_days", "value": "0"},
-    ]))
+    args.write_text(
+        json.dumps(
+            [
+                {"name": "bucket", "value": bucket},
+                {"name": "prefix", "value": "argocd-backups"},
+                {"name": "cluster", "value": "ci"},
+                {"name": "namespace", "value": "argocd"},
+                {"name": "kms_key_id", "value": ""},
+                {"name": "keep", "value": "30"},
+                {"name": "keep_days", "value": "0"},
+            ]
+        )
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBERNETES_", "AWS_PROFILE"))}
-    env.update(PYTHONPATH=str(ROOT), KUBECONFIG=str(kubeconfig), AWS_ENDPOINT_URL=moto.endpoint_url,
-               AWS_REGION="us-west-2", hera__outputs_directory=str(tmp_path / "out"))
-    proc = subprocess.run([sys.executable, "-m", "hera.workflows.runner", "-e", "steps.backup_export:run",
-                           str(args)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    env.update(
+        PYTHONPATH=str(ROOT),
+        KUBECONFIG=str(kubeconfig),
+        AWS_ENDPOINT_URL=moto.endpoint_url,
+        AWS_REGION="us-west-2",
+        hera__outputs_directory=str(tmp_path / "out"),
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "hera.workflows.runner", "-e", "steps.backup_export:run", str(args)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     params = tmp_path / "out" / "parameters"
     url = (params / "url").read_text()
@@ -445,16 +558,27 @@ def _backup_keys(api, s3, bucket) -> list[tuple[str, str, str]]:
 
 def test_applications_in_other_namespaces_are_backed_up_keyed_by_namespace(s3, bucket):
     fake = seeded("argocd", apps=3, app_namespaces=("team-a", "team-b"))
-    same_name = {"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
-                 "metadata": {"name": "app-000", "namespace": "team-b"}, "spec": {"project": "team-b"}}
+    same_name = {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Application",
+        "metadata": {"name": "app-000", "namespace": "team-b"},
+        "spec": {"project": "team-b"},
+    }
     fake.seed(same_name)  # the same name as an Application of argocd: a different object
 
     keys = _backup_keys(fake, s3, bucket)
 
     apps = {(ns, name) for kind, ns, name in keys if kind == "Application"}
-    assert apps == {("argocd", "app-000"), ("argocd", "app-001"), ("argocd", "app-002"),
-                    ("team-a", "team-a-app-0"), ("team-a", "team-a-app-1"),
-                    ("team-b", "team-b-app-0"), ("team-b", "team-b-app-1"), ("team-b", "app-000")}
+    assert apps == {
+        ("argocd", "app-000"),
+        ("argocd", "app-001"),
+        ("argocd", "app-002"),
+        ("team-a", "team-a-app-0"),
+        ("team-a", "team-a-app-1"),
+        ("team-b", "team-b-app-0"),
+        ("team-b", "team-b-app-1"),
+        ("team-b", "app-000"),
+    }
     assert ("Application", "not-managed", "stray") not in keys, "Argo CD does not manage that namespace"
     sets = {ns for kind, ns, _ in keys if kind == "ApplicationSet"}
     assert sets == {"argocd", "team-a"}, "applicationsetcontroller.namespaces is team-a only"
@@ -465,8 +589,10 @@ def test_applications_in_other_namespaces_are_backed_up_keyed_by_namespace(s3, b
 
 
 def test_patterns_list_across_the_cluster_and_keep_what_argo_cd_manages(s3, bucket):
-    fake = _with_params(seeded("argocd", apps=2, app_namespaces=("team-a", "team-b")),
-                        **{"application.namespaces": "team-*", "applicationsetcontroller.namespaces": "/^team-a$/"})
+    fake = _with_params(
+        seeded("argocd", apps=2, app_namespaces=("team-a", "team-b")),
+        **{"application.namespaces": "team-*", "applicationsetcontroller.namespaces": "/^team-a$/"},
+    )
     keys = _backup_keys(fake, s3, bucket)
     assert {ns for kind, ns, _ in keys if kind == "Application"} == {"argocd", "team-a", "team-b"}
     assert {ns for kind, ns, _ in keys if kind == "ApplicationSet"} == {"argocd", "team-a"}
@@ -482,7 +608,7 @@ def _readme_block(marker: str) -> str:
     text = README.read_text()
     start = text.index(f"<!-- backup-rbac: {marker} -->")
     fence = text.index("```yaml\n", start) + len("```yaml\n")
-    return text[fence:text.index("```", fence)]
+    return text[fence : text.index("```", fence)]
 
 
 def _backup_grants(tmp_path: Path, overlay: str | None) -> set[tuple[str, str, str, str, str]]:
@@ -496,8 +622,13 @@ def _backup_grants(tmp_path: Path, overlay: str | None) -> set[tuple[str, str, s
         (tmp_path / "overlay" / "backup-app-namespaces.yaml").write_text(overlay)
         resources.append("backup-app-namespaces.yaml")
     (tmp_path / "overlay" / "kustomization.yaml").write_text(yaml.safe_dump({"resources": resources}))
-    rendered = subprocess.run(["kubectl", "kustomize", str(tmp_path / "overlay")], capture_output=True, text=True,
-                              timeout=120, check=True).stdout
+    rendered = subprocess.run(
+        ["kubectl", "kustomize", str(tmp_path / "overlay")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
     docs = [d for d in yaml.safe_load_all(rendered) if d]
     return effective_permissions(docs)["imagebump/imagebump-backup"]
 
@@ -506,18 +637,29 @@ def _backup_grants(tmp_path: Path, overlay: str | None) -> set[tuple[str, str, s
     ("setting", "overlay", "error"),
     [
         pytest.param("team-a, team-b", "namespaces", None, id="names+rolebindings"),
-        pytest.param("team-a, team-b", None, "bind ClusterRole imagebump-backup-app-reader there with a "
-                     "RoleBinding", id="names-without-grant"),
+        pytest.param(
+            "team-a, team-b",
+            None,
+            "bind ClusterRole imagebump-backup-app-reader there with a RoleBinding",
+            id="names-without-grant",
+        ),
         pytest.param("team-*", "patterns", None, id="patterns+clusterrolebinding"),
-        pytest.param("team-*", "namespaces", "holds patterns (team-*), which RBAC cannot grant namespace by "
-                     "namespace: bind ClusterRole imagebump-backup-app-reader", id="patterns-with-rolebindings"),
+        pytest.param(
+            "team-*",
+            "namespaces",
+            "holds patterns (team-*), which RBAC cannot grant namespace by "
+            "namespace: bind ClusterRole imagebump-backup-app-reader",
+            id="patterns-with-rolebindings",
+        ),
     ],
 )
 def test_the_documented_grants_are_what_the_backup_needs(tmp_path, s3, bucket, setting, overlay, error):
     """The README's overlay, rendered by kubectl kustomize, enforced by the FAKE API server's RBAC."""
     grants = _backup_grants(tmp_path, _readme_block(overlay) if overlay else None)
-    fake = _with_params(seeded("argocd", apps=2, app_namespaces=("team-a", "team-b")),
-                        **{"application.namespaces": setting, "applicationsetcontroller.namespaces": "team-a"})
+    fake = _with_params(
+        seeded("argocd", apps=2, app_namespaces=("team-a", "team-b")),
+        **{"application.namespaces": setting, "applicationsetcontroller.namespaces": "team-a"},
+    )
     fake.grants, fake.user = grants, BACKUP_SA
     if error is None:
         keys = _backup_keys(fake, s3, bucket)
@@ -535,4 +677,6 @@ def test_the_documented_grants_add_only_reading_applications_and_sets(tmp_path):
         added = _backup_grants(tmp_path / marker, _readme_block(marker)) - base
         assert added and {(group, resource, name, verb) for _, group, resource, name, verb in added} <= {
             ("argoproj.io", resource, "*", verb)
-            for resource in ("applications", "applicationsets") for verb in ("get", "list")}, marker
+            for resource in ("applications", "applicationsets")
+            for verb in ("get", "list")
+        }, marker

@@ -12,20 +12,39 @@ from pathlib import Path
 import pytest
 
 from steps import commit_pr
-from steps.commit_pr import (Settings, branch_name, commit_message, guard_branch, message_fields, reapply,
-                             validate_template)
-from steps.errors import ConfigError, ImageNotFoundError, PermissionDeniedError
 from steps import github as gh
+from steps.commit_pr import (
+    Settings,
+    branch_name,
+    commit_message,
+    guard_branch,
+    message_fields,
+    reapply,
+    validate_template,
+)
+from steps.errors import ConfigError, ImageNotFoundError, PermissionDeniedError
 from steps.models import ImagesEntry
-from tests.steps.commit_pr_support import DIGEST_A, IMAGE, kustomization, overlay_files, plan, target, write_app_key
+from tests.steps.commit_pr_support import (
+    DIGEST_A,
+    IMAGE,
+    kustomization,
+    overlay_files,
+    plan,
+    target,
+    write_app_key,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)
 def _env(git_env: str, outputs_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("IMAGEBUMP_GIT_AUTHOR_NAME", "IMAGEBUMP_GIT_AUTHOR_EMAIL", "IMAGEBUMP_COMMIT_MESSAGE_TEMPLATE",
-                 "IMAGEBUMP_PUSH_ATTEMPTS"):
+    for name in (
+        "IMAGEBUMP_GIT_AUTHOR_NAME",
+        "IMAGEBUMP_GIT_AUTHOR_EMAIL",
+        "IMAGEBUMP_COMMIT_MESSAGE_TEMPLATE",
+        "IMAGEBUMP_PUSH_ATTEMPTS",
+    ):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -44,11 +63,14 @@ def test_branch_name_is_stable_across_events_and_a_valid_ref() -> None:
     subprocess.run(["git", "check-ref-format", f"refs/heads/{a}"], check=True)
 
 
-@pytest.mark.parametrize("other", [
-    pytest.param({"env": "staging"}, id="env"),
-    pytest.param({"path": "overlays/dev"}, id="path"),
-    pytest.param({"image_name": "api-canary"}, id="image-name"),
-])
+@pytest.mark.parametrize(
+    "other",
+    [
+        pytest.param({"env": "staging"}, id="env"),
+        pytest.param({"path": "overlays/dev"}, id="path"),
+        pytest.param({"image_name": "api-canary"}, id="image-name"),
+    ],
+)
 def test_branch_name_differs_per_target(other: dict) -> None:
     assert branch_name(_t()) != branch_name(_t(**other))
 
@@ -59,23 +81,31 @@ def test_branch_name_of_odd_input_is_bounded_and_valid() -> None:
     subprocess.run(["git", "check-ref-format", f"refs/heads/{name}"], check=True)
 
 
-@pytest.mark.parametrize("template, message", [
-    pytest.param("{subject} {oops}", "unknown field {oops}", id="unknown-field"),
-    pytest.param("{0}", "positional field", id="positional"),
-    pytest.param("{subject", "not a valid str.format template", id="syntax"),
-    pytest.param("{new_tag:>>>}", "cannot be formatted", id="bad-spec"),
-])
+@pytest.mark.parametrize(
+    "template, message",
+    [
+        pytest.param("{subject} {oops}", "unknown field {oops}", id="unknown-field"),
+        pytest.param("{0}", "positional field", id="positional"),
+        pytest.param("{subject", "not a valid str.format template", id="syntax"),
+        pytest.param("{new_tag:>>>}", "cannot be formatted", id="bad-spec"),
+    ],
+)
 def test_validate_template_refuses(template: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         validate_template(template)
 
 
-@pytest.mark.parametrize("env, message", [
-    pytest.param({"IMAGEBUMP_GIT_AUTHOR_EMAIL": "not-an-email"}, "IMAGEBUMP_GIT_AUTHOR_EMAIL", id="email"),
-    pytest.param({"IMAGEBUMP_GIT_AUTHOR_NAME": "a <b>"}, "IMAGEBUMP_GIT_AUTHOR_NAME", id="name"),
-    pytest.param({"IMAGEBUMP_PUSH_ATTEMPTS": "0"}, "IMAGEBUMP_PUSH_ATTEMPTS", id="attempts"),
-    pytest.param({"IMAGEBUMP_COMMIT_MESSAGE_TEMPLATE": "{nope}"}, "unknown field", id="template"),
-])
+@pytest.mark.parametrize(
+    "env, message",
+    [
+        pytest.param(
+            {"IMAGEBUMP_GIT_AUTHOR_EMAIL": "not-an-email"}, "IMAGEBUMP_GIT_AUTHOR_EMAIL", id="email"
+        ),
+        pytest.param({"IMAGEBUMP_GIT_AUTHOR_NAME": "a <b>"}, "IMAGEBUMP_GIT_AUTHOR_NAME", id="name"),
+        pytest.param({"IMAGEBUMP_PUSH_ATTEMPTS": "0"}, "IMAGEBUMP_PUSH_ATTEMPTS", id="attempts"),
+        pytest.param({"IMAGEBUMP_COMMIT_MESSAGE_TEMPLATE": "{nope}"}, "unknown field", id="template"),
+    ],
+)
 def test_settings_refuse_bad_env(env: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         Settings.from_env(env)
@@ -86,21 +116,32 @@ def test_default_message_says_what_a_reviewer_needs() -> None:
     fields = message_fields(t, p, p.old, "main")
     text = commit_message(commit_pr.DEFAULT_TEMPLATE, fields)
     assert text.splitlines()[0] == "imagebump(prod): api 1.0.0 → 1.1.0 in overlays/prod"
-    for needle in (IMAGE, "1.0.0 → 1.1.0", f"(none) → {DIGEST_A}", "2026-12-01T12:00:00+00:00", "prod",
-                   "overlays/prod/kustomization.yaml", t.event_id, "Produced by imagebump 0.1.0"):
+    for needle in (
+        IMAGE,
+        "1.0.0 → 1.1.0",
+        f"(none) → {DIGEST_A}",
+        "2026-12-01T12:00:00+00:00",
+        "prod",
+        "overlays/prod/kustomization.yaml",
+        t.event_id,
+        "Produced by imagebump 0.1.0",
+    ):
         assert needle in text
     custom = commit_message("bump {image_name} to {new} ({event_id})", fields)
     assert custom == f"bump api to 1.1.0 ({t.event_id})\n"
 
 
-@pytest.mark.parametrize("file_tag, order, expect_text, reason", [
-    pytest.param("1.1.0", "push-time", False, "already sets api to 1.1.0", id="already-landed"),
-    pytest.param("1.0.5", "push-time", False, "changed since the plan", id="moved-push-time"),
-    pytest.param("1.2.0", "semver", False, "older version than the current 1.2.0", id="newer-semver"),
-    pytest.param("1.0.5", "semver", True, "", id="older-semver-redecided"),
-    pytest.param("1.0.5", "none", True, "", id="order-none"),
-    pytest.param("1.0.0", "push-time", True, "", id="as-planned"),
-])
+@pytest.mark.parametrize(
+    "file_tag, order, expect_text, reason",
+    [
+        pytest.param("1.1.0", "push-time", False, "already sets api to 1.1.0", id="already-landed"),
+        pytest.param("1.0.5", "push-time", False, "changed since the plan", id="moved-push-time"),
+        pytest.param("1.2.0", "semver", False, "older version than the current 1.2.0", id="newer-semver"),
+        pytest.param("1.0.5", "semver", True, "", id="older-semver-redecided"),
+        pytest.param("1.0.5", "none", True, "", id="order-none"),
+        pytest.param("1.0.0", "push-time", True, "", id="as-planned"),
+    ],
+)
 def test_reapply_rechecks_the_file(file_tag: str, order: str, expect_text: bool, reason: str) -> None:
     applied = reapply(kustomization(file_tag), _t(order=order), plan())
     assert (applied.text is not None) == expect_text
@@ -120,24 +161,40 @@ def _entry(tag: str) -> ImagesEntry:
     return ImagesEntry(name="api", newName=IMAGE, newTag=tag)
 
 
-def _looked(branch: str, seen: str | None, new: str = "1.1.0", decision: str | None = "update", why: str = ""):
+def _looked(
+    branch: str, seen: str | None, new: str = "1.1.0", decision: str | None = "update", why: str = ""
+):
     """A plan whose edit-kustomize looked at ``branch`` and saw ``seen`` proposed there."""
-    return plan(new=new).model_copy(update={"pr_branch": branch, "pr_entry": _entry(seen) if seen else None,
-                                            "pr_decision": decision if seen else None, "pr_reason": why})
+    return plan(new=new).model_copy(
+        update={
+            "pr_branch": branch,
+            "pr_entry": _entry(seen) if seen else None,
+            "pr_decision": decision if seen else None,
+            "pr_reason": why,
+        }
+    )
 
 
-@pytest.mark.parametrize("plan_seen, decision, now, refused, reason", [
-    pytest.param(None, None, None, False, "", id="no-branch-then-or-now"),
-    pytest.param("1.0.5", "update", "1.0.5", False, "", id="older-proposal-as-planned"),
-    pytest.param("1.1.0", "current", "1.1.0", False, "", id="same-entry-rebuilt-on-new-base"),
-    pytest.param("1.0.5", "update", "1.3.0", True, "now proposes api 1.3.0 (the plan saw 1.0.5)", id="moved"),
-    pytest.param(None, None, "1.3.0", True, "(the plan saw no proposal)", id="appeared"),
-    pytest.param("1.3.0", "stale", "1.3.0", True, "newer", id="stale-verdict-stands"),
-])
+@pytest.mark.parametrize(
+    "plan_seen, decision, now, refused, reason",
+    [
+        pytest.param(None, None, None, False, "", id="no-branch-then-or-now"),
+        pytest.param("1.0.5", "update", "1.0.5", False, "", id="older-proposal-as-planned"),
+        pytest.param("1.1.0", "current", "1.1.0", False, "", id="same-entry-rebuilt-on-new-base"),
+        pytest.param(
+            "1.0.5", "update", "1.3.0", True, "now proposes api 1.3.0 (the plan saw 1.0.5)", id="moved"
+        ),
+        pytest.param(None, None, "1.3.0", True, "(the plan saw no proposal)", id="appeared"),
+        pytest.param("1.3.0", "stale", "1.3.0", True, "newer", id="stale-verdict-stands"),
+    ],
+)
 def test_guard_branch(plan_seen, decision, now, refused, reason) -> None:
     branch = branch_name(_t(mode="pr"))
-    why = guard_branch(_looked(branch, plan_seen, decision=decision, why="it proposes a newer one"), branch,
-                       _entry(now) if now else None)
+    why = guard_branch(
+        _looked(branch, plan_seen, decision=decision, why="it proposes a newer one"),
+        branch,
+        _entry(now) if now else None,
+    )
     assert (why is not None) == refused, why
     assert reason in (why or "")
     if refused and "plan saw" in reason:
@@ -191,11 +248,14 @@ def test_commit_mode_does_not_downgrade_when_the_file_moved_on(make_remote) -> N
 def test_protected_branch_is_permission_denied_and_not_retried(make_remote, tmp_path: Path) -> None:
     remote = make_remote(overlay_files("overlays/prod"))
     counter = tmp_path / "hook-calls"
-    remote.install_hook("pre-receive", f"""#!/bin/sh
+    remote.install_hook(
+        "pre-receive",
+        f"""#!/bin/sh
 echo x >> {counter}
 echo "GH006: Protected branch update failed for refs/heads/main." >&2
 exit 1
-""")
+""",
+    )
     with pytest.raises(PermissionDeniedError) as info:
         commit_pr.land(target(remote.url), plan())
     text = str(info.value)
@@ -226,7 +286,7 @@ def test_eight_concurrent_writers_all_land(make_remote) -> None:
     for path in paths:
         assert remote.read(f"{path}/kustomization.yaml") == kustomization("1.1.0")
     assert len(remote.log()) == 1 + len(paths)
-    assert len({getattr(r, "commit_sha") for r in results.values()}) == len(paths)
+    assert len({r.commit_sha for r in results.values()}) == len(paths)
 
 
 # ------------------------------------------------------------------------------ mode: pr, local
@@ -258,22 +318,27 @@ def test_pr_mode_replaces_foreign_commits_on_its_branch(make_remote) -> None:
     remote = make_remote(overlay_files("overlays/prod"))
     t = target(remote.url, mode="pr")
     first = commit_pr.run(t, plan())
-    remote.commit_files({"overlays/prod/kustomization.yaml": "# hand edit\n"}, "a human's fixup", branch=first.branch)
+    remote.commit_files(
+        {"overlays/prod/kustomization.yaml": "# hand edit\n"}, "a human's fixup", branch=first.branch
+    )
     out = commit_pr.run(t, plan())
     assert out.action == "pr-updated"
     assert remote.read("overlays/prod/kustomization.yaml", ref=first.branch) == kustomization("1.1.0")
     assert remote.log(first.branch)[1:] == remote.log()  # one commit on top of the newest base
 
 
-@pytest.mark.parametrize("seen", [pytest.param("1.2.0", id="moved-since-the-plan"),
-                                  pytest.param(None, id="appeared-since-the-plan")])
+@pytest.mark.parametrize(
+    "seen",
+    [pytest.param("1.2.0", id="moved-since-the-plan"), pytest.param(None, id="appeared-since-the-plan")],
+)
 def test_pr_mode_never_overwrites_a_proposal_the_plan_did_not_see(make_remote, seen) -> None:
     remote = make_remote(overlay_files("overlays/prod"))
     t = target(remote.url, mode="pr", tag="1.4.0")
     branch = branch_name(t)
     remote.git("branch", branch, "main")
-    moved = remote.commit_files({"overlays/prod/kustomization.yaml": kustomization("1.3.0")}, "another run",
-                                branch=branch)
+    moved = remote.commit_files(
+        {"overlays/prod/kustomization.yaml": kustomization("1.3.0")}, "another run", branch=branch
+    )
     out = commit_pr.run(t, _looked(branch, seen, new="1.4.0"))
     assert out.action == "unchanged" and out.branch == branch
     assert "1.3.0" in out.reason and "1.4.0" in out.reason
@@ -286,7 +351,9 @@ def test_pr_mode_updates_the_proposal_the_plan_saw(make_remote) -> None:
     t = target(remote.url, mode="pr", tag="1.4.0")
     branch = branch_name(t)
     remote.git("branch", branch, "main")
-    remote.commit_files({"overlays/prod/kustomization.yaml": kustomization("1.3.0")}, "earlier", branch=branch)
+    remote.commit_files(
+        {"overlays/prod/kustomization.yaml": kustomization("1.3.0")}, "earlier", branch=branch
+    )
     out = commit_pr.run(t, _looked(branch, "1.3.0", new="1.4.0"))
     assert out.action == "pr-updated"
     assert remote.read("overlays/prod/kustomization.yaml", ref=branch) == kustomization("1.4.0")
@@ -348,14 +415,24 @@ def gh_remote(make_remote, github_env):
 
 def test_pr_mode_github_create_then_same_input_is_one_commit_one_pr(gh_remote) -> None:
     remote, fake = gh_remote
-    t = target(remote.url, mode="pr", provider="github", labels=["imagebump", "prod"], reviewers=["alice", "acme/sre"])
+    t = target(
+        remote.url,
+        mode="pr",
+        provider="github",
+        labels=["imagebump", "prod"],
+        reviewers=["alice", "acme/sre"],
+    )
     first = commit_pr.run(t, plan())
     assert first.action == "pr-created" and first.pr_number == 1
     pull = fake.pull(1)
     assert pull.head == first.branch and pull.base == "main"
     assert pull.title == "imagebump(prod): api 1.0.0 → 1.1.0 in overlays/prod"
     assert "`1.0.0` → `1.1.0`" in pull.body and t.event_id in pull.body
-    assert pull.labels == ["imagebump", "prod"] and pull.reviewers == ["alice"] and pull.team_reviewers == ["sre"]
+    assert (
+        pull.labels == ["imagebump", "prod"]
+        and pull.reviewers == ["alice"]
+        and pull.team_reviewers == ["sre"]
+    )
 
     second = commit_pr.run(t, plan())
     assert second.action == "unchanged" and second.pr_number == 1 and second.commit_sha == first.commit_sha
@@ -386,8 +463,13 @@ def test_pr_mode_github_open_pr_with_a_newer_proposal_is_kept_until_closed(gh_re
     remote, fake = gh_remote
     newer = commit_pr.run(target(remote.url, mode="pr", provider="github", tag="1.2.0"), plan(new="1.2.0"))
     branch = newer.branch
-    late = _looked(branch, "1.2.0", new="1.1.0", decision="stale",
-                   why=f"the open PR branch {branch} proposes 1.2.0, newer than 1.1.0")
+    late = _looked(
+        branch,
+        "1.2.0",
+        new="1.1.0",
+        decision="stale",
+        why=f"the open PR branch {branch} proposes 1.2.0, newer than 1.1.0",
+    )
     t = target(remote.url, mode="pr", provider="github")
 
     kept = commit_pr.run(t, late)
@@ -419,7 +501,8 @@ def test_pr_mode_github_retries_5xx_and_rate_limit(gh_remote) -> None:
 
 
 def test_pr_mode_github_app_auth_uses_the_installation_token_for_git_and_api(
-        gh_remote, git_token: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    gh_remote, git_token: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     remote, fake = gh_remote
     write_app_key(tmp_path / "app.pem")
     fake.app_ids.add("777")
@@ -449,26 +532,51 @@ def test_pr_mode_github_bad_api_url_fails_before_any_push(make_remote, github_en
 # --------------------------------------------------------------------------- through Hera's runner
 
 
-def test_runner_subprocess_writes_outputs_without_the_token(make_remote, git_token: str, tmp_path: Path) -> None:
+def test_runner_subprocess_writes_outputs_without_the_token(
+    make_remote, git_token: str, tmp_path: Path
+) -> None:
     remote = make_remote(overlay_files("overlays/prod"))
     args = tmp_path / "args.json"
-    args.write_text(json.dumps([
-        {"name": "target", "value": target(remote.url).model_dump_json()},
-        {"name": "plan", "value": plan().model_dump_json()},
-    ]))
+    args.write_text(
+        json.dumps(
+            [
+                {"name": "target", "value": target(remote.url).model_dump_json()},
+                {"name": "plan", "value": plan().model_dump_json()},
+            ]
+        )
+    )
     outputs = tmp_path / "outputs"
     env = {k: v for k, v in os.environ.items() if not k.startswith("IMAGEBUMP_")}
-    env.update({"PYTHONPATH": str(REPO_ROOT), "hera__outputs_directory": str(outputs),
-                "IMAGEBUMP_GIT_TOKEN": git_token})
-    proc = subprocess.run([sys.executable, "-m", "hera.workflows.runner", "-e", "steps.commit_pr:run", str(args)],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    env.update(
+        {
+            "PYTHONPATH": str(REPO_ROOT),
+            "hera__outputs_directory": str(outputs),
+            "IMAGEBUMP_GIT_TOKEN": git_token,
+        }
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "hera.workflows.runner", "-e", "steps.commit_pr:run", str(args)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     params = outputs / "parameters"
     assert (params / "action").read_text() == "committed"
     assert (params / "commit-sha").read_text() == remote.rev()
     assert (params / "pr-number").read_text() == "0"
-    assert {p.name for p in params.iterdir()} == {"action", "commit-sha", "pr-url", "pr-number", "branch", "reason",
-                                                "seconds-since-push"}
+    assert {p.name for p in params.iterdir()} == {
+        "action",
+        "commit-sha",
+        "pr-url",
+        "pr-number",
+        "branch",
+        "reason",
+        "seconds-since-push",
+    }
     assert float((params / "seconds-since-push").read_text()) > 0  # the target carries its push time
     everything = proc.stdout + proc.stderr + "".join(p.read_text() for p in params.iterdir())
     assert git_token not in everything
@@ -477,14 +585,30 @@ def test_runner_subprocess_writes_outputs_without_the_token(make_remote, git_tok
 def test_runner_subprocess_maps_config_errors_to_exit_2(make_remote, tmp_path: Path) -> None:
     remote = make_remote(overlay_files("overlays/prod"))
     args = tmp_path / "args.json"
-    args.write_text(json.dumps([
-        {"name": "target", "value": target(remote.url).model_dump_json()},
-        {"name": "plan", "value": plan().model_dump_json()},
-    ]))
+    args.write_text(
+        json.dumps(
+            [
+                {"name": "target", "value": target(remote.url).model_dump_json()},
+                {"name": "plan", "value": plan().model_dump_json()},
+            ]
+        )
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith("IMAGEBUMP_")}
-    env.update({"PYTHONPATH": str(REPO_ROOT), "hera__outputs_directory": str(tmp_path / "out"),
-                "IMAGEBUMP_COMMIT_MESSAGE_TEMPLATE": "{bogus}"})
-    proc = subprocess.run([sys.executable, "-m", "hera.workflows.runner", "-e", "steps.commit_pr:run", str(args)],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    env.update(
+        {
+            "PYTHONPATH": str(REPO_ROOT),
+            "hera__outputs_directory": str(tmp_path / "out"),
+            "IMAGEBUMP_COMMIT_MESSAGE_TEMPLATE": "{bogus}",
+        }
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "hera.workflows.runner", "-e", "steps.commit_pr:run", str(args)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 2
     assert "unknown field {bogus}" in proc.stderr and "Traceback" not in proc.stderr

@@ -12,7 +12,7 @@ import os
 import secrets
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -65,10 +65,19 @@ def _files(text: str, name: str = "kustomization.yaml", overlay: str = OVERLAY) 
     }
 
 
-def _target(remote, *, image: str | None = None, tag: str | None = "v2", path: str = OVERLAY, **extra) -> Target:
+def _target(
+    remote, *, image: str | None = None, tag: str | None = "v2", path: str = OVERLAY, **extra
+) -> Target:
     fields = {"order": "none", **extra}
-    return Target(rule=0, repo_url=remote.url if remote else "http://127.0.0.1:9/o/r", path=path, env="prod",
-                  image=image or _image(), tag=tag, **fields)
+    return Target(
+        rule=0,
+        repo_url=remote.url if remote else "http://127.0.0.1:9/o/r",
+        path=path,
+        env="prod",
+        image=image or _image(),
+        tag=tag,
+        **fields,
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -125,8 +134,9 @@ def test_entry_found_by_new_name_and_explicit_image_name(make_remote) -> None:
         pytest.param(None, "v1", DIGEST_2, True, "v1", DIGEST_2, True, id="same-tag-pins-digest"),
     ],
 )
-def test_new_entry_follows_setter_semantics(make_remote, old_digest, tag, digest, write_digest, new_tag,
-                                            new_digest, changed) -> None:
+def test_new_entry_follows_setter_semantics(
+    make_remote, old_digest, tag, digest, write_digest, new_tag, new_digest, changed
+) -> None:
     remote = make_remote(_files(_kustomization(_entry(_image(), "v1", old_digest))))
     out = plan_step(_target(remote, tag=tag, digest=digest, write_digest=write_digest))
     assert (out.plan.new.newTag, out.plan.new.digest) == (new_tag, new_digest)
@@ -150,8 +160,9 @@ def test_overlay_at_repository_root(make_remote) -> None:
 def test_base_branch_default_and_explicit(make_remote) -> None:
     remote = make_remote(_files(_kustomization(_entry(_image()))), branch="trunk")
     assert plan_step(_target(remote)).plan.base_branch == "trunk"
-    release = remote.commit_files({f"{OVERLAY}/kustomization.yaml": _kustomization(_entry(_image(), "v2"))},
-                                  branch="release")
+    release = remote.commit_files(
+        {f"{OVERLAY}/kustomization.yaml": _kustomization(_entry(_image(), "v2"))}, branch="release"
+    )
     out = plan_step(_target(remote, base_branch="release"))
     assert (out.plan.base_branch, out.plan.base_commit, out.decision) == ("release", release, "current")
 
@@ -160,12 +171,22 @@ def test_base_branch_default_and_explicit(make_remote) -> None:
 
 
 def _ecr_push(moto, repository: str, tag: str) -> str:
-    manifest = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
-                           "config": {"digest": "sha256:" + secrets.token_hex(32), "size": 1,
-                                      "mediaType": "application/vnd.docker.container.image.v1+json"},
-                           "layers": []})
+    manifest = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+            "config": {
+                "digest": "sha256:" + secrets.token_hex(32),
+                "size": 1,
+                "mediaType": "application/vnd.docker.container.image.v1+json",
+            },
+            "layers": [],
+        }
+    )
     digest = "sha256:" + hashlib.sha256(manifest.encode()).hexdigest()
-    moto.client("ecr").put_image(repositoryName=repository, imageManifest=manifest, imageTag=tag, imageDigest=digest)
+    moto.client("ecr").put_image(
+        repositoryName=repository, imageManifest=manifest, imageTag=tag, imageDigest=digest
+    )
     return digest
 
 
@@ -184,13 +205,14 @@ def ecr_repository(moto) -> str:
         pytest.param(timedelta(days=-365), False, "update", id="current-unknown-to-ecr-updates"),
     ],
 )
-def test_push_time_order_from_ecr(make_remote, moto, ecr_repository, pushed_at_offset, current_in_ecr,
-                                  decision) -> None:
+def test_push_time_order_from_ecr(
+    make_remote, moto, ecr_repository, pushed_at_offset, current_in_ecr, decision
+) -> None:
     image = _image(ecr_repository)
     if current_in_ecr:
         _ecr_push(moto, ecr_repository, "v1")
     remote = make_remote(_files(_kustomization(_entry("api", "v1", new_name=image))))
-    pushed_at = datetime.now(timezone.utc) + pushed_at_offset
+    pushed_at = datetime.now(UTC) + pushed_at_offset
     out = plan_step(_target(remote, image=image, tag="v2", order="push-time", pushed_at=pushed_at))
     assert out.decision == decision, out.reason
     assert out.changed is (decision == "update")
@@ -210,8 +232,15 @@ def test_push_time_of_the_new_image_is_looked_up_when_missing(make_remote, moto,
 def test_current_entry_from_another_registry_has_unknown_push_time(make_remote, ecr_repository) -> None:
     image = _image(ecr_repository)
     remote = make_remote(_files(_kustomization(_entry(image, "v1", new_name="ghcr.io/other/api"))))
-    out = plan_step(_target(remote, image=image, image_name=image, order="push-time",
-                            pushed_at=datetime(2000, 1, 1, tzinfo=timezone.utc)))
+    out = plan_step(
+        _target(
+            remote,
+            image=image,
+            image_name=image,
+            order="push-time",
+            pushed_at=datetime(2000, 1, 1, tzinfo=UTC),
+        )
+    )
     assert out.decision == "update" and "unknown" in out.reason
 
 
@@ -224,17 +253,30 @@ def test_image_not_in_file(make_remote) -> None:
         plan_step(_target(remote))
     assert info.value.found == ["web", "worker"]
     message = str(info.value)
-    assert f"{OVERLAY}/kustomization.yaml" in message and "web, worker" in message and "add it under images:" in message
+    assert (
+        f"{OVERLAY}/kustomization.yaml" in message
+        and "web, worker" in message
+        and "add it under images:" in message
+    )
 
 
 @pytest.mark.parametrize(
     ("files", "match"),
     [
         pytest.param({"README.md": "x\n"}, "does not exist", id="no-overlay-dir"),
-        pytest.param({f"{OVERLAY}/deployment.yaml": "kind: Deployment\n"}, "no kustomization", id="no-kustomization"),
-        pytest.param({f"{OVERLAY}/kustomization.yaml": "images: [\n", f"{OVERLAY}/x": ""}, "kustomization.yaml", id="bad-yaml"),
-        pytest.param({f"{OVERLAY}/kustomization.yaml": "a: 1\n", f"{OVERLAY}/kustomization.yml": "a: 1\n"},
-                     "multiple", id="several-kustomizations"),
+        pytest.param(
+            {f"{OVERLAY}/deployment.yaml": "kind: Deployment\n"}, "no kustomization", id="no-kustomization"
+        ),
+        pytest.param(
+            {f"{OVERLAY}/kustomization.yaml": "images: [\n", f"{OVERLAY}/x": ""},
+            "kustomization.yaml",
+            id="bad-yaml",
+        ),
+        pytest.param(
+            {f"{OVERLAY}/kustomization.yaml": "a: 1\n", f"{OVERLAY}/kustomization.yml": "a: 1\n"},
+            "multiple",
+            id="several-kustomizations",
+        ),
     ],
 )
 def test_kustomization_problems(make_remote, files, match) -> None:
@@ -310,8 +352,15 @@ def test_runs_through_hera_runner(make_remote, tmp_path, git_token, current, cha
     outputs = tmp_path / "outputs"
     env = {k: v for k, v in os.environ.items() if not k.startswith("IMAGEBUMP_")}
     env.update(PYTHONPATH=str(ROOT), hera__outputs_directory=str(outputs), IMAGEBUMP_GIT_READ_TOKEN=git_token)
-    proc = subprocess.run([sys.executable, "-m", "hera.workflows.runner", "-e", "steps.edit_kustomize:run", str(args)],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "hera.workflows.runner", "-e", "steps.edit_kustomize:run", str(args)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     params = outputs / "parameters"
     assert (params / "changed").read_text() == changed
@@ -333,20 +382,35 @@ def test_runs_through_hera_runner(make_remote, tmp_path, git_token, current, cha
         pytest.param("v2", timedelta(0), "local", "current", False, "current", id="branch-equal-is-current"),
         pytest.param("v3", timedelta(days=1), "local", "update", True, "update", id="branch-older-updates"),
         pytest.param("", timedelta(0), "local", "update", True, None, id="branch-without-entry-updates"),
-        pytest.param("v3", timedelta(days=-1), "github", "update", True, "stale",
-                     id="github-branch-newer-left-to-commit-pr"),
+        pytest.param(
+            "v3",
+            timedelta(days=-1),
+            "github",
+            "update",
+            True,
+            "stale",
+            id="github-branch-newer-left-to-commit-pr",
+        ),
     ],
 )
 def test_pr_mode_measures_the_update_against_the_proposal_branch(
-        make_remote, moto, ecr_repository, branch_tag, new_offset, provider, decision, changed, pr_decision) -> None:
+    make_remote, moto, ecr_repository, branch_tag, new_offset, provider, decision, changed, pr_decision
+) -> None:
     from steps.branches import branch_name
 
     image = _image(ecr_repository)
     _ecr_push(moto, ecr_repository, "v3")  # pushed now; the base's v1 is unknown to ECR
     file = f"{OVERLAY}/kustomization.yaml"
     remote = make_remote(_files(_kustomization(_entry("api", "v1", new_name=image))))
-    target = _target(remote, image=image, tag="v2", order="push-time", mode="pr", provider=provider,
-                     pushed_at=datetime.now(timezone.utc) + new_offset)
+    target = _target(
+        remote,
+        image=image,
+        tag="v2",
+        order="push-time",
+        mode="pr",
+        provider=provider,
+        pushed_at=datetime.now(UTC) + new_offset,
+    )
     branch = branch_name(target)
     if branch_tag is not None:
         remote.git("branch", branch, "main")
@@ -376,11 +440,20 @@ def test_commit_mode_does_not_look_at_a_proposal_branch(make_remote) -> None:
 
 
 def test_edit_kustomize_does_not_import_githubkit() -> None:
-    code = ("import sys, steps.edit_kustomize; assert 'githubkit' not in sys.modules; "
-            "from steps.commit_pr import branch_name; from steps.branches import branch_name as b; "
-            "assert branch_name is b")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
+    code = (
+        "import sys, steps.edit_kustomize; assert 'githubkit' not in sys.modules; "
+        "from steps.commit_pr import branch_name; from steps.branches import branch_name as b; "
+        "assert branch_name is b"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
 
 
@@ -403,7 +476,9 @@ def _remote_target(url: str) -> Target:
     return Target(rule=0, repo_url=url, path=OVERLAY, env="prod", image=_image(), tag="v2", order="none")
 
 
-def test_absent_read_secret_reads_a_public_repository_anonymously(tmp_path, git_token, absent_read_secret) -> None:
+def test_absent_read_secret_reads_a_public_repository_anonymously(
+    tmp_path, git_token, absent_read_secret
+) -> None:
     from imagebump.local.git_server import GitHttpServer
 
     with GitHttpServer(tmp_path / "remotes", git_token, anonymous_read=True) as server:
@@ -414,7 +489,8 @@ def test_absent_read_secret_reads_a_public_repository_anonymously(tmp_path, git_
 
 @pytest.mark.parametrize("status", [401, 403, 404])
 def test_absent_read_secret_on_a_private_repository_names_the_secret_to_create(
-        tmp_path, git_token, absent_read_secret, status) -> None:
+    tmp_path, git_token, absent_read_secret, status
+) -> None:
     """The refusal is terminal (exit 2: Argo's retryStrategy does not retry it) and says what to do."""
     from imagebump.local.git_server import GitHttpServer
 
@@ -429,7 +505,9 @@ def test_absent_read_secret_on_a_private_repository_names_the_secret_to_create(
     assert str(absent_read_secret / "token") in message  # where the token was looked for
 
 
-def test_an_empty_read_token_file_is_an_error_not_anonymous(tmp_path, absent_read_secret, monkeypatch) -> None:
+def test_an_empty_read_token_file_is_an_error_not_anonymous(
+    tmp_path, absent_read_secret, monkeypatch
+) -> None:
     """A Secret that exists but holds nothing is a mistake worth naming, not a public repository."""
     (absent_read_secret / "token").write_text("\n")
     with pytest.raises(ConfigError, match="is empty"):

@@ -32,8 +32,11 @@ def auth(git_token: str) -> GitAuth:
 
 
 def _secret_forms(token: str) -> list[str]:
-    return [token, base64.b64encode(f"x-access-token:{token}".encode()).decode(),
-            base64.b64encode(token.encode()).decode()]
+    return [
+        token,
+        base64.b64encode(f"x-access-token:{token}".encode()).decode(),
+        base64.b64encode(token.encode()).decode(),
+    ]
 
 
 def _assert_no_secret(text: str, token: str) -> None:
@@ -42,8 +45,11 @@ def _assert_no_secret(text: str, token: str) -> None:
 
 
 def _work_tree_files(path: Path) -> list[str]:
-    return sorted(p.relative_to(path).as_posix() for p in path.rglob("*")
-                  if p.is_file() and ".git" not in p.relative_to(path).parts)
+    return sorted(
+        p.relative_to(path).as_posix()
+        for p in path.rglob("*")
+        if p.is_file() and ".git" not in p.relative_to(path).parts
+    )
 
 
 # --- auth from the environment ------------------------------------------------------------------
@@ -54,12 +60,18 @@ def _work_tree_files(path: Path) -> list[str]:
     [
         pytest.param({"IMAGEBUMP_GIT_TOKEN": "w"}, True, "w", id="write-env"),
         pytest.param({"IMAGEBUMP_GIT_TOKEN_FILE": "FILE"}, True, "from-file", id="write-file"),
-        pytest.param({"IMAGEBUMP_GIT_TOKEN": "w", "IMAGEBUMP_GIT_TOKEN_FILE": "FILE"}, True, "w", id="env-wins"),
+        pytest.param(
+            {"IMAGEBUMP_GIT_TOKEN": "w", "IMAGEBUMP_GIT_TOKEN_FILE": "FILE"}, True, "w", id="env-wins"
+        ),
         pytest.param({"IMAGEBUMP_GIT_READ_TOKEN": "r"}, False, "r", id="read-env"),
         pytest.param({"IMAGEBUMP_GIT_READ_TOKEN_FILE": "FILE"}, False, "from-file", id="read-file"),
         pytest.param({}, False, None, id="read-falls-back-to-anonymous"),
-        pytest.param({"IMAGEBUMP_GIT_READ_TOKEN_FILE": "/nonexistent/git-read/token"}, False, None,
-                     id="read-file-of-an-absent-optional-secret-means-anonymous"),
+        pytest.param(
+            {"IMAGEBUMP_GIT_READ_TOKEN_FILE": "/nonexistent/git-read/token"},
+            False,
+            None,
+            id="read-file-of-an-absent-optional-secret-means-anonymous",
+        ),
         pytest.param({"IMAGEBUMP_GIT_TOKEN": "w"}, False, None, id="read-ignores-write-token"),
     ],
 )
@@ -79,8 +91,11 @@ def test_auth_from_env(monkeypatch, tmp_path, env, write, expected) -> None:
     ("env", "match"),
     [
         pytest.param({}, "set IMAGEBUMP_GIT_TOKEN or IMAGEBUMP_GIT_TOKEN_FILE", id="write-missing"),
-        pytest.param({"IMAGEBUMP_GIT_TOKEN_FILE": "/nonexistent/token"}, "cannot read the git token file",
-                     id="file-missing"),
+        pytest.param(
+            {"IMAGEBUMP_GIT_TOKEN_FILE": "/nonexistent/token"},
+            "cannot read the git token file",
+            id="file-missing",
+        ),
         pytest.param({"IMAGEBUMP_GIT_TOKEN_FILE": "EMPTY"}, "is empty", id="file-empty"),
     ],
 )
@@ -151,9 +166,15 @@ def test_clone_url_with_dot_git_suffix(make_remote, auth, tmp_path) -> None:
 @pytest.mark.parametrize(
     ("which", "error", "match"),
     [
-        pytest.param("no-token", PermissionDeniedError, r"refused an anonymous read \(HTTP 401\).*imagebump-git-read",
-                     id="no-token"),
-        pytest.param("wrong-token", PermissionDeniedError, "token was rejected or is missing", id="wrong-token"),
+        pytest.param(
+            "no-token",
+            PermissionDeniedError,
+            r"refused an anonymous read \(HTTP 401\).*imagebump-git-read",
+            id="no-token",
+        ),
+        pytest.param(
+            "wrong-token", PermissionDeniedError, "token was rejected or is missing", id="wrong-token"
+        ),
         pytest.param("no-repo", ConfigError, "repository not found", id="no-repo"),
         pytest.param("no-branch", ConfigError, "branch 'nope' does not exist", id="no-branch"),
     ],
@@ -229,7 +250,9 @@ def test_token_never_lands_in_the_clone_or_in_outputs(make_remote, auth, git_tok
 
 def test_auth_header_is_scoped_to_the_remote_origin(auth) -> None:
     env = git._git_env(auth, "https://git.example.com/o/r", None)
-    keys = {env[f"GIT_CONFIG_KEY_{i}"]: env[f"GIT_CONFIG_VALUE_{i}"] for i in range(int(env["GIT_CONFIG_COUNT"]))}
+    keys = {
+        env[f"GIT_CONFIG_KEY_{i}"]: env[f"GIT_CONFIG_VALUE_{i}"] for i in range(int(env["GIT_CONFIG_COUNT"]))
+    }
     assert keys["http.https://git.example.com/.extraHeader"] == auth.header
     assert "http.extraHeader" not in keys
     assert env["GIT_TERMINAL_PROMPT"] == "0" and env["GIT_ASKPASS"] == ""
@@ -337,8 +360,9 @@ def test_non_fast_forward_is_push_rejected_then_fetch_and_reset_retries(make_rem
     repo = git.clone(remote.url, tmp_path / "w", paths=[PROD], auth=auth)
     repo.write(f"{PROD}/kustomization.yaml", "images:\n- name: api\n  newTag: v2\n")
     repo.commit("ours")
-    theirs = remote.commit_files({"apps/api/overlays/stg/kustomization.yaml": "images:\n- name: api\n  newTag: v9\n"},
-                                 "theirs")
+    theirs = remote.commit_files(
+        {"apps/api/overlays/stg/kustomization.yaml": "images:\n- name: api\n  newTag: v9\n"}, "theirs"
+    )
     with pytest.raises(PushRejected, match="branch 'main'.*remote moved on") as info:
         repo.push("HEAD:main")
     assert isinstance(info.value, TransientError)
@@ -405,8 +429,10 @@ def test_push_with_wrong_token_is_permission_denied(make_remote, auth, tmp_path)
 
 def test_eight_concurrent_writers_all_land(make_remote, auth, tmp_path) -> None:
     """8 writers, different overlays, one branch: rebase-and-retry loses nothing."""
-    files = {f"apps/svc{i}/overlays/prod/kustomization.yaml": f"images:\n- name: svc{i}\n  newTag: v1\n"
-             for i in range(8)}
+    files = {
+        f"apps/svc{i}/overlays/prod/kustomization.yaml": f"images:\n- name: svc{i}\n  newTag: v1\n"
+        for i in range(8)
+    }
     remote = make_remote(files)
     errors: list[BaseException] = []
     start = threading.Barrier(8)
@@ -447,38 +473,99 @@ def test_eight_concurrent_writers_all_land(make_remote, auth, tmp_path) -> None:
 @pytest.mark.parametrize(
     ("stderr", "args", "error"),
     [
-        pytest.param(" ! [rejected]        main -> main (fetch first)\nerror: failed to push some refs",
-                     ["push", "origin", "HEAD:main"], PushRejected, id="fetch-first"),
-        pytest.param(" ! [rejected]        main -> main (non-fast-forward)", ["push", "origin", "HEAD:main"],
-                     PushRejected, id="non-fast-forward"),
-        pytest.param(" ! [rejected]        x -> x (stale info)", ["push", "origin", "HEAD:x"], PushRejected,
-                     id="stale-lease"),
-        pytest.param(" ! [remote rejected] main -> main (cannot lock ref 'refs/heads/main': is at 1 but "
-                     "expected 2)", ["push", "origin", "HEAD:main"], PushRejected, id="lost-ref-lock-race"),
-        pytest.param(" ! [remote rejected] main -> main (failed to update ref)", ["push", "origin", "HEAD:main"],
-                     PushRejected, id="failed-to-update-ref"),
-        pytest.param("remote: error: GH006: Protected branch update failed for refs/heads/main.\n"
-                     " ! [remote rejected] main -> main (protected branch hook declined)",
-                     ["push", "origin", "HEAD:main"], PermissionDeniedError, id="github-protected"),
-        pytest.param(" ! [remote rejected] main -> main (pre-receive hook declined)",
-                     ["push", "origin", "HEAD:main"], PermissionDeniedError, id="hook-declined"),
-        pytest.param("remote: Permission to o/r.git denied to bot.\nfatal: unable to access "
-                     "'https://github.com/o/r/': The requested URL returned error: 403",
-                     ["push", "origin", "HEAD:main"], PermissionDeniedError, id="push-403"),
-        pytest.param("fatal: unable to access 'https://h/o/r/': The requested URL returned error: 403",
-                     ["clone"], PermissionDeniedError, id="clone-403"),
-        pytest.param("remote: Invalid username or password.\nfatal: Authentication failed for 'https://h/o/r/'",
-                     ["clone"], PermissionDeniedError, id="auth-failed"),
-        pytest.param("remote: Repository not found.\nfatal: repository 'https://h/o/r/' not found", ["clone"],
-                     ConfigError, id="not-found"),
-        pytest.param("warning: Could not find remote branch dev to clone.\nfatal: Remote branch dev not found "
-                     "in upstream origin", ["clone"], ConfigError, id="no-branch"),
-        pytest.param("fatal: unable to access 'https://h/o/r/': The requested URL returned error: 502", ["fetch"],
-                     TransientError, id="502"),
-        pytest.param("fatal: unable to access 'https://h/': Could not resolve host: h", ["clone"], TransientError,
-                     id="dns"),
-        pytest.param("error: RPC failed; curl 18 transfer closed\nfatal: early EOF", ["clone"], TransientError,
-                     id="early-eof"),
+        pytest.param(
+            " ! [rejected]        main -> main (fetch first)\nerror: failed to push some refs",
+            ["push", "origin", "HEAD:main"],
+            PushRejected,
+            id="fetch-first",
+        ),
+        pytest.param(
+            " ! [rejected]        main -> main (non-fast-forward)",
+            ["push", "origin", "HEAD:main"],
+            PushRejected,
+            id="non-fast-forward",
+        ),
+        pytest.param(
+            " ! [rejected]        x -> x (stale info)",
+            ["push", "origin", "HEAD:x"],
+            PushRejected,
+            id="stale-lease",
+        ),
+        pytest.param(
+            " ! [remote rejected] main -> main (cannot lock ref 'refs/heads/main': is at 1 but expected 2)",
+            ["push", "origin", "HEAD:main"],
+            PushRejected,
+            id="lost-ref-lock-race",
+        ),
+        pytest.param(
+            " ! [remote rejected] main -> main (failed to update ref)",
+            ["push", "origin", "HEAD:main"],
+            PushRejected,
+            id="failed-to-update-ref",
+        ),
+        pytest.param(
+            "remote: error: GH006: Protected branch update failed for refs/heads/main.\n"
+            " ! [remote rejected] main -> main (protected branch hook declined)",
+            ["push", "origin", "HEAD:main"],
+            PermissionDeniedError,
+            id="github-protected",
+        ),
+        pytest.param(
+            " ! [remote rejected] main -> main (pre-receive hook declined)",
+            ["push", "origin", "HEAD:main"],
+            PermissionDeniedError,
+            id="hook-declined",
+        ),
+        pytest.param(
+            "remote: Permission to o/r.git denied to bot.\nfatal: unable to access "
+            "'https://github.com/o/r/': The requested URL returned error: 403",
+            ["push", "origin", "HEAD:main"],
+            PermissionDeniedError,
+            id="push-403",
+        ),
+        pytest.param(
+            "fatal: unable to access 'https://h/o/r/': The requested URL returned error: 403",
+            ["clone"],
+            PermissionDeniedError,
+            id="clone-403",
+        ),
+        pytest.param(
+            "remote: Invalid username or password.\nfatal: Authentication failed for 'https://h/o/r/'",
+            ["clone"],
+            PermissionDeniedError,
+            id="auth-failed",
+        ),
+        pytest.param(
+            "remote: Repository not found.\nfatal: repository 'https://h/o/r/' not found",
+            ["clone"],
+            ConfigError,
+            id="not-found",
+        ),
+        pytest.param(
+            "warning: Could not find remote branch dev to clone.\nfatal: Remote branch dev not found "
+            "in upstream origin",
+            ["clone"],
+            ConfigError,
+            id="no-branch",
+        ),
+        pytest.param(
+            "fatal: unable to access 'https://h/o/r/': The requested URL returned error: 502",
+            ["fetch"],
+            TransientError,
+            id="502",
+        ),
+        pytest.param(
+            "fatal: unable to access 'https://h/': Could not resolve host: h",
+            ["clone"],
+            TransientError,
+            id="dns",
+        ),
+        pytest.param(
+            "error: RPC failed; curl 18 transfer closed\nfatal: early EOF",
+            ["clone"],
+            TransientError,
+            id="early-eof",
+        ),
         pytest.param("fatal: something nobody has seen", ["status"], GitCommandError, id="unknown"),
     ],
 )

@@ -28,21 +28,29 @@ def forge(github_fake: GitHubFake) -> GitHubForge:
 # --------------------------------------------------------------------------------- pure helpers
 
 
-@pytest.mark.parametrize("url, expected", [
-    pytest.param("https://github.com/acme/gitops", ("github.com", "acme", "gitops"), id="github"),
-    pytest.param("https://ghe.corp/acme/gitops.git", ("ghe.corp", "acme", "gitops"), id="dot-git"),
-    pytest.param("http://127.0.0.1:8080/acme/gitops/", ("127.0.0.1:8080", "acme", "gitops"), id="local-port"),
-])
+@pytest.mark.parametrize(
+    "url, expected",
+    [
+        pytest.param("https://github.com/acme/gitops", ("github.com", "acme", "gitops"), id="github"),
+        pytest.param("https://ghe.corp/acme/gitops.git", ("ghe.corp", "acme", "gitops"), id="dot-git"),
+        pytest.param(
+            "http://127.0.0.1:8080/acme/gitops/", ("127.0.0.1:8080", "acme", "gitops"), id="local-port"
+        ),
+    ],
+)
 def test_parse_repo_url(url: str, expected: tuple[str, str, str]) -> None:
     assert gh.parse_repo_url(url) == expected
 
 
-@pytest.mark.parametrize("url", [
-    pytest.param("https://github.com/acme", id="no-repo"),
-    pytest.param("https://github.com/acme/gitops/tree/main", id="extra-path"),
-    pytest.param("https://user:ghp_secret@github.com/acme/gitops", id="credentials"),
-    pytest.param("git@github.com:acme/gitops.git", id="ssh"),
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        pytest.param("https://github.com/acme", id="no-repo"),
+        pytest.param("https://github.com/acme/gitops/tree/main", id="extra-path"),
+        pytest.param("https://user:ghp_secret@github.com/acme/gitops", id="credentials"),
+        pytest.param("git@github.com:acme/gitops.git", id="ssh"),
+    ],
+)
 def test_parse_repo_url_refuses(url: str) -> None:
     with pytest.raises(ConfigError, match="https://HOST/OWNER/REPO") as info:
         gh.parse_repo_url(url)
@@ -51,16 +59,30 @@ def test_parse_repo_url_refuses(url: str) -> None:
 
 def test_split_reviewers() -> None:
     assert split_reviewers(["alice", "@bob", "acme/sre", "team:platform", " "]) == (
-        ["alice", "bob"], ["sre", "platform"])
+        ["alice", "bob"],
+        ["sre", "platform"],
+    )
 
 
-@pytest.mark.parametrize("env, message", [
-    pytest.param({}, "no GitHub credentials", id="nothing"),
-    pytest.param({"IMAGEBUMP_GIT_TOKEN": "t", "IMAGEBUMP_GITHUB_API_URL": "ftp://x"}, "not an http", id="url"),
-    pytest.param({"IMAGEBUMP_GITHUB_APP_ID": "1"}, "half configured", id="half-app"),
-    pytest.param({"IMAGEBUMP_GITHUB_APP_ID": "1", "IMAGEBUMP_GITHUB_APP_INSTALLATION_ID": "2",
-                  "IMAGEBUMP_GITHUB_APP_PRIVATE_KEY_FILE": "/nonexistent/key.pem"}, "cannot read", id="no-key"),
-])
+@pytest.mark.parametrize(
+    "env, message",
+    [
+        pytest.param({}, "no GitHub credentials", id="nothing"),
+        pytest.param(
+            {"IMAGEBUMP_GIT_TOKEN": "t", "IMAGEBUMP_GITHUB_API_URL": "ftp://x"}, "not an http", id="url"
+        ),
+        pytest.param({"IMAGEBUMP_GITHUB_APP_ID": "1"}, "half configured", id="half-app"),
+        pytest.param(
+            {
+                "IMAGEBUMP_GITHUB_APP_ID": "1",
+                "IMAGEBUMP_GITHUB_APP_INSTALLATION_ID": "2",
+                "IMAGEBUMP_GITHUB_APP_PRIVATE_KEY_FILE": "/nonexistent/key.pem",
+            },
+            "cannot read",
+            id="no-key",
+        ),
+    ],
+)
 def test_settings_refuse(env: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         gh.GitHubSettings.from_env(env)
@@ -68,8 +90,12 @@ def test_settings_refuse(env: dict, message: str) -> None:
 
 def test_settings_from_env_token_file_and_ghe_url(tmp_path: Path) -> None:
     (tmp_path / "token").write_text("ghp_fromfile\n")
-    settings = gh.GitHubSettings.from_env({"IMAGEBUMP_GIT_TOKEN_FILE": str(tmp_path / "token"),
-                                           "IMAGEBUMP_GITHUB_API_URL": "https://ghe.corp/api/v3/"})
+    settings = gh.GitHubSettings.from_env(
+        {
+            "IMAGEBUMP_GIT_TOKEN_FILE": str(tmp_path / "token"),
+            "IMAGEBUMP_GITHUB_API_URL": "https://ghe.corp/api/v3/",
+        }
+    )
     assert settings.token == "ghp_fromfile" and settings.api_url == "https://ghe.corp/api/v3"
     assert "ghp_fromfile" not in repr(settings) and not settings.uses_app
 
@@ -91,10 +117,16 @@ def test_create_find_update_label_review(forge: GitHubForge, github_fake: GitHub
     forge.add_labels(1, ["imagebump", "prod"])
     forge.request_reviewers(1, ["alice", "acme/sre"])
     pull = github_fake.pull(1)
-    assert pull.labels == ["imagebump", "prod"] and pull.reviewers == ["alice"] and pull.team_reviewers == ["sre"]
+    assert (
+        pull.labels == ["imagebump", "prod"]
+        and pull.reviewers == ["alice"]
+        and pull.team_reviewers == ["sre"]
+    )
 
 
-def test_closed_pr_is_not_found_and_a_new_one_can_be_opened(forge: GitHubForge, github_fake: GitHubFake) -> None:
+def test_closed_pr_is_not_found_and_a_new_one_can_be_opened(
+    forge: GitHubForge, github_fake: GitHubFake
+) -> None:
     forge.create_pr(head="b", base="main", title="t", body="")
     github_fake.close(1, merged=True)
     assert forge.find_open_pr("b", "main") is None
@@ -124,7 +156,9 @@ def test_server_error_persisting_is_transient(forge: GitHubForge, github_fake: G
 
 
 @pytest.mark.parametrize("status", [pytest.param(403, id="403"), pytest.param(429, id="429")])
-def test_secondary_rate_limit_honours_retry_after(forge: GitHubForge, github_fake: GitHubFake, status: int) -> None:
+def test_secondary_rate_limit_honours_retry_after(
+    forge: GitHubForge, github_fake: GitHubFake, status: int
+) -> None:
     github_fake.rate_limit("GET", r"/repos/acme/gitops/pulls", status=status, retry_after=1)
     assert forge.find_open_pr("b", "main") is None
     assert [c.status for c in github_fake.calls_to("GET", r"/repos/acme/gitops/pulls")] == [status, 200]
@@ -136,7 +170,9 @@ def test_primary_rate_limit_waits_for_a_near_reset(forge: GitHubForge, github_fa
     assert forge.update_pr(1, title="t2", body="").title == "t2"
 
 
-def test_rate_limit_reset_far_away_fails_as_transient_at_once(forge: GitHubForge, github_fake: GitHubFake) -> None:
+def test_rate_limit_reset_far_away_fails_as_transient_at_once(
+    forge: GitHubForge, github_fake: GitHubFake
+) -> None:
     github_fake.rate_limit("GET", r"/repos/acme/gitops/pulls", retry_after=None, reset_in=3600)
     with pytest.raises(TransientError, match="rate limit"):
         forge.find_open_pr("b", "main")
@@ -151,11 +187,16 @@ def test_bad_token_is_permission_denied_without_the_token(github_fake: GitHubFak
     assert "ghp_wrong_token_123" not in str(info.value) and "Bad credentials" in str(info.value)
 
 
-def test_reviewer_refused_is_a_warning_not_a_failure(forge: GitHubForge, github_fake: GitHubFake,
-                                                     caplog: pytest.LogCaptureFixture) -> None:
+def test_reviewer_refused_is_a_warning_not_a_failure(
+    forge: GitHubForge, github_fake: GitHubFake, caplog: pytest.LogCaptureFixture
+) -> None:
     forge.create_pr(head="b", base="main", title="t", body="")
-    github_fake.fail("POST", r"/repos/acme/gitops/pulls/1/requested_reviewers", 422,
-                     message="Reviews may only be requested from collaborators.")
+    github_fake.fail(
+        "POST",
+        r"/repos/acme/gitops/pulls/1/requested_reviewers",
+        422,
+        message="Reviews may only be requested from collaborators.",
+    )
     forge.request_reviewers(1, ["stranger"])
     assert "collaborators" in caplog.text
 
@@ -176,8 +217,9 @@ def app_env(github_fake: GitHubFake, tmp_path: Path, monkeypatch: pytest.MonkeyP
     from cryptography.hazmat.primitives.asymmetric import rsa
 
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                            serialization.NoEncryption())
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
     (tmp_path / "app.pem").write_bytes(pem)
     github_fake.app_ids.add("777")
     monkeypatch.setenv("IMAGEBUMP_GITHUB_API_URL", github_fake.url)

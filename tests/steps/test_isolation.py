@@ -53,14 +53,19 @@ def kustomization(name: str) -> str:
     )
 
 
-def run_step(module: str, params: dict[str, str], *, env: dict[str, str], cwd: Path, outputs: Path,
-             args_file: Path) -> dict[str, str]:
+def run_step(
+    module: str, params: dict[str, str], *, env: dict[str, str], cwd: Path, outputs: Path, args_file: Path
+) -> dict[str, str]:
     """One step as a pod runs it; returns its output parameters."""
     args_file.write_text(json.dumps([{"name": k, "value": v} for k, v in params.items()]))
     proc = subprocess.run(
         [sys.executable, "-m", "hera.workflows.runner", "-e", f"steps.{module}:run", str(args_file)],
-        cwd=cwd, env={**env, "hera__outputs_directory": str(outputs)}, capture_output=True, text=True,
+        cwd=cwd,
+        env={**env, "hera__outputs_directory": str(outputs)},
+        capture_output=True,
+        text=True,
         timeout=DEADLINE,
+        check=False,
     )
     assert proc.returncode == 0, f"{module}: {proc.stderr}"
     return {p.name: p.read_text() for p in (outputs / "parameters").iterdir()}
@@ -103,8 +108,13 @@ def test_concurrent_runs_for_two_overlays_are_isolated(make_remote, git_token, t
     for d in (shared_tmp, shared_cwd, home):
         d.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("IMAGEBUMP_", "hera__"))}
-    env.update(PYTHONPATH=str(ROOT), TMPDIR=str(shared_tmp), HOME=str(home), IMAGEBUMP_GIT_TOKEN=git_token,
-               IMAGEBUMP_GIT_READ_TOKEN=git_token)
+    env.update(
+        PYTHONPATH=str(ROOT),
+        TMPDIR=str(shared_tmp),
+        HOME=str(home),
+        IMAGEBUMP_GIT_TOKEN=git_token,
+        IMAGEBUMP_GIT_READ_TOKEN=git_token,
+    )
 
     results: dict[str, dict[str, str]] = {}
     errors: list[BaseException] = []
@@ -113,15 +123,35 @@ def test_concurrent_runs_for_two_overlays_are_isolated(make_remote, git_token, t
         overlay, name = OVERLAYS[index], ("api", "web")[index]
         private = tmp_path / f"run{index}"  # per-run outputs: the pod's own /tmp/hera-outputs
         private.mkdir()
-        target = Target(rule=index, repo_url=remote.url, path=overlay, env="prod", image=f"{REGISTRY}/team/{name}",
-                        tag=f"2.{index}", order="none", mode="pr", provider="local")
+        target = Target(
+            rule=index,
+            repo_url=remote.url,
+            path=overlay,
+            env="prod",
+            image=f"{REGISTRY}/team/{name}",
+            tag=f"2.{index}",
+            order="none",
+            mode="pr",
+            provider="local",
+        )
         try:
-            planned = run_step("edit_kustomize", {"target": target.model_dump_json()}, env=env, cwd=shared_cwd,
-                               outputs=private / "edit", args_file=private / "edit.json")
+            planned = run_step(
+                "edit_kustomize",
+                {"target": target.model_dump_json()},
+                env=env,
+                cwd=shared_cwd,
+                outputs=private / "edit",
+                args_file=private / "edit.json",
+            )
             assert planned["changed"] == "true"
-            results[overlay] = run_step("commit_pr", {"target": target.model_dump_json(), "plan": planned["plan"]},
-                                        env=env, cwd=shared_cwd, outputs=private / "commit",
-                                        args_file=private / "commit.json")
+            results[overlay] = run_step(
+                "commit_pr",
+                {"target": target.model_dump_json(), "plan": planned["plan"]},
+                env=env,
+                cwd=shared_cwd,
+                outputs=private / "commit",
+                args_file=private / "commit.json",
+            )
         except BaseException as exc:  # noqa: BLE001 - reported by the main thread
             errors.append(exc)
 
@@ -171,7 +201,9 @@ def test_concurrent_runs_for_two_overlays_are_isolated(make_remote, git_token, t
         branch = out["branch"]
         assert f"newTag: '2.{index}'" in remote.read(f"{overlay}/kustomization.yaml", ref=branch)
         other = OVERLAYS[1 - index]
-        assert remote.read(f"{other}/kustomization.yaml", ref=branch) == remote.read(f"{other}/kustomization.yaml")
+        assert remote.read(f"{other}/kustomization.yaml", ref=branch) == remote.read(
+            f"{other}/kustomization.yaml"
+        )
         changed = remote.git("diff", "--name-only", main_before, branch).split()
         assert changed == [f"{overlay}/kustomization.yaml"]
 

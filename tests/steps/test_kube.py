@@ -47,7 +47,8 @@ def test_list_sends_selector_limit_continue_and_token(api, server):
     assert server.requests[-1].path == "/api/v1/namespaces/argocd/secrets"
     assert server.requests[-1].query == {"labelSelector": ["argocd.argoproj.io/secret-type in (cluster)"]}
     assert [(i["kind"], i["apiVersion"], i["metadata"]["name"]) for i in page.items] == [
-        ("Secret", "v1", "cluster-one")], "core list items get their kind back"
+        ("Secret", "v1", "cluster-one")
+    ], "core list items get their kind back"
     assert page.continue_token is None
 
 
@@ -57,17 +58,28 @@ def test_get_returns_object_or_none(api):
 
 
 def test_list_across_all_namespaces(api, server, fake):
-    fake.seed({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
-               "metadata": {"name": "elsewhere", "namespace": "team-a"}, "spec": {"project": "default"}})
+    fake.seed(
+        {
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "Application",
+            "metadata": {"name": "elsewhere", "namespace": "team-a"},
+            "spec": {"project": "default"},
+        }
+    )
     items = list(kube.list_all(api, kube.APPLICATION, None, page_size=4))
     assert server.requests[-1].path == "/apis/argoproj.io/v1alpha1/applications"
     assert [(i["metadata"]["namespace"], i["metadata"]["name"]) for i in items] == [
-        ("argocd", f"app-{i:03d}") for i in range(5)] + [("team-a", "elsewhere")]
+        ("argocd", f"app-{i:03d}") for i in range(5)
+    ] + [("team-a", "elsewhere")]
 
 
 def test_create_replace_delete_on_the_wire(api, server, fake):
-    obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "argocd-cm", "namespace": "other"},
-           "data": {"url": "https://dr.example.com"}}
+    obj = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "argocd-cm", "namespace": "other"},
+        "data": {"url": "https://dr.example.com"},
+    }
     live = api.create(kube.CONFIG_MAP, "other", obj)
     request = server.requests[-1]
     assert (request.method, request.path) == ("POST", "/api/v1/namespaces/other/configmaps")
@@ -75,18 +87,25 @@ def test_create_replace_delete_on_the_wire(api, server, fake):
     with pytest.raises(kube.ConflictError, match="cannot create configmaps 'argocd-cm' in namespace other"):
         api.create(kube.CONFIG_MAP, "other", obj)
 
-    replaced = {**obj, "metadata": {**obj["metadata"], "resourceVersion": live["metadata"]["resourceVersion"]},
-                "data": {"other": "key"}}
+    replaced = {
+        **obj,
+        "metadata": {**obj["metadata"], "resourceVersion": live["metadata"]["resourceVersion"]},
+        "data": {"other": "key"},
+    }
     api.replace(kube.CONFIG_MAP, "other", replaced)
     request = server.requests[-1]
     assert (request.method, request.path) == ("PUT", "/api/v1/namespaces/other/configmaps/argocd-cm")
-    assert fake.stored("ConfigMap", "other", "argocd-cm")["data"] == {"other": "key"}, "a replace, not a merge"
+    assert fake.stored("ConfigMap", "other", "argocd-cm")["data"] == {"other": "key"}, (
+        "a replace, not a merge"
+    )
     with pytest.raises(kube.ConflictError, match="changed or created meanwhile"):
         api.replace(kube.CONFIG_MAP, "other", replaced)  # the resourceVersion is stale now
 
     with pytest.raises(kube.ConflictError):
         api.delete(kube.CONFIG_MAP, "other", "argocd-cm", uid="not-its-uid")
-    assert api.delete(kube.CONFIG_MAP, "other", "argocd-cm", uid=live["metadata"]["uid"], propagation="Orphan")
+    assert api.delete(
+        kube.CONFIG_MAP, "other", "argocd-cm", uid=live["metadata"]["uid"], propagation="Orphan"
+    )
     request = server.requests[-1]
     assert (request.method, request.path) == ("DELETE", "/api/v1/namespaces/other/configmaps/argocd-cm")
     assert request.body["preconditions"] == {"uid": live["metadata"]["uid"]}
@@ -98,24 +117,66 @@ def test_create_replace_delete_on_the_wire(api, server, fake):
 @pytest.mark.parametrize(
     ("verb", "plural", "code", "call", "error", "text"),
     [
-        pytest.param("list", "secrets", 403, lambda a: a.list(kube.SECRET, "argocd"), PermissionDeniedError,
-                     "cannot list secrets in namespace argocd: forbidden; grant get/list on secrets", id="403-list"),
-        pytest.param("get", "configmaps", 403, lambda a: a.get(kube.CONFIG_MAP, "argocd", "argocd-cm"),
-                     PermissionDeniedError, "cannot get configmaps 'argocd-cm' in namespace argocd: forbidden",
-                     id="403-get"),
-        pytest.param("create", "appprojects", 403,
-                     lambda a: a.create(kube.APP_PROJECT, "argocd", {
-                         "apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject", "metadata": {"name": "p"}}),
-                     PermissionDeniedError, "grant get/create on appprojects.argoproj.io in namespace argocd",
-                     id="403-create"),
-        pytest.param("list", "applications", 403, lambda a: a.list(kube.APPLICATION, None), PermissionDeniedError,
-                     "cannot list applications.argoproj.io in all namespaces: forbidden; grant get/list on "
-                     "applications.argoproj.io in all namespaces to 'system:serviceaccount:argocd:imagebump' "
-                     "(a ClusterRole + ClusterRoleBinding)", id="403-list-cluster-wide"),
-        pytest.param("list", "applicationsets", 404, lambda a: a.list(kube.APPLICATION_SET, "argocd"),
-                     ConfigError, "does not serve applicationsets.argoproj.io", id="404-missing-crd"),
-        pytest.param("list", "applications", 500, lambda a: a.list(kube.APPLICATION, "argocd"),
-                     TransientError, "answered 500; retry later", id="500"),
+        pytest.param(
+            "list",
+            "secrets",
+            403,
+            lambda a: a.list(kube.SECRET, "argocd"),
+            PermissionDeniedError,
+            "cannot list secrets in namespace argocd: forbidden; grant get/list on secrets",
+            id="403-list",
+        ),
+        pytest.param(
+            "get",
+            "configmaps",
+            403,
+            lambda a: a.get(kube.CONFIG_MAP, "argocd", "argocd-cm"),
+            PermissionDeniedError,
+            "cannot get configmaps 'argocd-cm' in namespace argocd: forbidden",
+            id="403-get",
+        ),
+        pytest.param(
+            "create",
+            "appprojects",
+            403,
+            lambda a: a.create(
+                kube.APP_PROJECT,
+                "argocd",
+                {"apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject", "metadata": {"name": "p"}},
+            ),
+            PermissionDeniedError,
+            "grant get/create on appprojects.argoproj.io in namespace argocd",
+            id="403-create",
+        ),
+        pytest.param(
+            "list",
+            "applications",
+            403,
+            lambda a: a.list(kube.APPLICATION, None),
+            PermissionDeniedError,
+            "cannot list applications.argoproj.io in all namespaces: forbidden; grant get/list on "
+            "applications.argoproj.io in all namespaces to 'system:serviceaccount:argocd:imagebump' "
+            "(a ClusterRole + ClusterRoleBinding)",
+            id="403-list-cluster-wide",
+        ),
+        pytest.param(
+            "list",
+            "applicationsets",
+            404,
+            lambda a: a.list(kube.APPLICATION_SET, "argocd"),
+            ConfigError,
+            "does not serve applicationsets.argoproj.io",
+            id="404-missing-crd",
+        ),
+        pytest.param(
+            "list",
+            "applications",
+            500,
+            lambda a: a.list(kube.APPLICATION, "argocd"),
+            TransientError,
+            "answered 500; retry later",
+            id="500",
+        ),
     ],
 )
 def test_statuses_become_our_errors(api, fake, verb, plural, code, call, error, text):
@@ -134,7 +195,8 @@ def test_unreachable_api_server_is_transient(tmp_path):
     kc.write_text(
         "apiVersion: v1\nkind: Config\ncurrent-context: x\n"
         f"clusters: [{{name: x, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\n"
-        "users: [{name: x, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: x, user: x}}]\n")
+        "users: [{name: x, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: x, user: x}}]\n"
+    )
     api = kube.KubernetesApi.from_config(kubeconfig=str(kc))
     with pytest.raises(TransientError, match="API server unreachable"):
         api.list(kube.SECRET, "argocd")

@@ -79,7 +79,9 @@ def test_setting_current_values_returns_identical_text(case: str, side: str):
 
 def _render(directory: Path) -> list[dict]:
     if not Path(KUBECTL).exists():  # a missing kubectl must fail the run, not skip it
-        pytest.fail(f"{KUBECTL} not found: install kubectl (with kustomize v5) to run the golden render tests")
+        pytest.fail(
+            f"{KUBECTL} not found: install kubectl (with kustomize v5) to run the golden render tests"
+        )
     proc = subprocess.run(
         [KUBECTL, "kustomize", str(directory)], capture_output=True, text=True, timeout=120, check=False
     )
@@ -135,7 +137,9 @@ def test_anchor_elsewhere_in_the_file_is_fine():
 
 
 def test_read_images_and_get_image():
-    text = f"images:\n- name: api\n  newName: reg/api\n  newTag: '1.10'\n  digest: {D1}\n- {{name: web, x: y}}\n"
+    text = (
+        f"images:\n- name: api\n  newName: reg/api\n  newTag: '1.10'\n  digest: {D1}\n- {{name: web, x: y}}\n"
+    )
     entries = read_images(text)
     assert [e.name for e in entries] == ["api", "web"]
     assert entries[0].newTag == "1.10" and entries[0].digest == D1
@@ -156,59 +160,106 @@ def test_add_to_an_empty_file():
     ("text", "kwargs", "error", "message"),
     [
         pytest.param(
-            "images:\n- name: web\n- name: worker\n", {"tag": "1"}, ImageNotFoundError,
-            "image 'api' not in kustomization.yaml (found: web, worker); add it under images:", id="not-found-lists-names",
+            "images:\n- name: web\n- name: worker\n",
+            {"tag": "1"},
+            ImageNotFoundError,
+            "image 'api' not in kustomization.yaml (found: web, worker); add it under images:",
+            id="not-found-lists-names",
         ),
         pytest.param(
-            "resources: [a]\n", {"tag": "1"}, ImageNotFoundError, "it has no images entries", id="not-found-no-images",
-        ),
-        pytest.param("images: [\n", {"tag": "1"}, KustomizationError, "invalid YAML at line 2", id="bad-yaml"),
-        pytest.param(
-            "images:\n- name: api\n\tnewTag: 1\n", {"tag": "1"}, KustomizationError,
-            "indent with spaces", id="tab-indentation",
-        ),
-        pytest.param(
-            "images:\n- name: api\n---\nkind: Other\n", {"tag": "1"}, KustomizationError,
-            "2 YAML documents", id="multi-document",
+            "resources: [a]\n",
+            {"tag": "1"},
+            ImageNotFoundError,
+            "it has no images entries",
+            id="not-found-no-images",
         ),
         pytest.param(
-            "images:\n- name: api\n  newTag: a\n  newTag: b\n", {"tag": "1"}, KustomizationError,
-            "duplicate key 'newTag' at line 4", id="duplicate-keys",
+            "images: [\n", {"tag": "1"}, KustomizationError, "invalid YAML at line 2", id="bad-yaml"
         ),
         pytest.param(
-            "images: []\nimages: []\n", {"tag": "1"}, KustomizationError, "duplicate key 'images'", id="duplicate-top-key",
+            "images:\n- name: api\n\tnewTag: 1\n",
+            {"tag": "1"},
+            KustomizationError,
+            "indent with spaces",
+            id="tab-indentation",
         ),
         pytest.param(
-            "images:\n- &e {name: api, newTag: a}\nother: [*e]\n", {"tag": "1"}, KustomizationError,
-            "anchor &e", id="aliased-entry",
+            "images:\n- name: api\n---\nkind: Other\n",
+            {"tag": "1"},
+            KustomizationError,
+            "2 YAML documents",
+            id="multi-document",
         ),
         pytest.param(
-            "images:\n- name: api\n  newTag: &t a\nother: *t\n", {"tag": "1"}, KustomizationError,
-            "anchor &t", id="aliased-value",
+            "images:\n- name: api\n  newTag: a\n  newTag: b\n",
+            {"tag": "1"},
+            KustomizationError,
+            "duplicate key 'newTag' at line 4",
+            id="duplicate-keys",
         ),
         pytest.param(
-            "base: &b {newTag: a}\nimages:\n- <<: *b\n  name: api\n", {"tag": "1"}, KustomizationError,
-            "merge key", id="merge-key",
+            "images: []\nimages: []\n",
+            {"tag": "1"},
+            KustomizationError,
+            "duplicate key 'images'",
+            id="duplicate-top-key",
+        ),
+        pytest.param(
+            "images:\n- &e {name: api, newTag: a}\nother: [*e]\n",
+            {"tag": "1"},
+            KustomizationError,
+            "anchor &e",
+            id="aliased-entry",
+        ),
+        pytest.param(
+            "images:\n- name: api\n  newTag: &t a\nother: *t\n",
+            {"tag": "1"},
+            KustomizationError,
+            "anchor &t",
+            id="aliased-value",
+        ),
+        pytest.param(
+            "base: &b {newTag: a}\nimages:\n- <<: *b\n  name: api\n",
+            {"tag": "1"},
+            KustomizationError,
+            "merge key",
+            id="merge-key",
         ),
         pytest.param("- a\n- b\n", {"tag": "1"}, KustomizationError, "not a mapping", id="top-level-list"),
-        pytest.param("images: api\n", {"tag": "1"}, KustomizationError, "is not a list", id="images-not-a-list"),
-        pytest.param("images:\n- newTag: a\n", {"tag": "1"}, KustomizationError, "has no name", id="entry-without-name"),
         pytest.param(
-            "images:\n- name: api\n- name: api\n", {"tag": "1"}, KustomizationError,
-            "is the name of 2 images entries", id="ambiguous-name",
+            "images: api\n", {"tag": "1"}, KustomizationError, "is not a list", id="images-not-a-list"
         ),
         pytest.param(
-            "images:\n- name: api\n  newTag: |\n    a\n", {"tag": "1"}, KustomizationError,
-            "block scalar", id="block-scalar",
+            "images:\n- newTag: a\n", {"tag": "1"}, KustomizationError, "has no name", id="entry-without-name"
+        ),
+        pytest.param(
+            "images:\n- name: api\n- name: api\n",
+            {"tag": "1"},
+            KustomizationError,
+            "is the name of 2 images entries",
+            id="ambiguous-name",
+        ),
+        pytest.param(
+            "images:\n- name: api\n  newTag: |\n    a\n",
+            {"tag": "1"},
+            KustomizationError,
+            "block scalar",
+            id="block-scalar",
         ),
         pytest.param(BASE, {"tag": "-bad"}, ConfigError, "invalid tag", id="invalid-tag"),
         pytest.param(BASE, {"tag": "a" * 129}, ConfigError, "invalid tag", id="tag-too-long"),
         pytest.param(BASE, {"digest": "sha256:abc"}, ConfigError, "invalid digest", id="short-digest"),
-        pytest.param(BASE, {"digest": "md5:" + "a" * 64}, ConfigError, "invalid digest", id="wrong-algorithm"),
+        pytest.param(
+            BASE, {"digest": "md5:" + "a" * 64}, ConfigError, "invalid digest", id="wrong-algorithm"
+        ),
         pytest.param(BASE, {"new_name": "a b"}, ConfigError, "invalid new name", id="invalid-new-name"),
         pytest.param(BASE, {}, ConfigError, "nothing to set", id="nothing-to-set"),
         pytest.param(
-            "{resources: [a]}\n", {"tag": "1", "add": True}, KustomizationError, "flow mapping", id="add-to-flow-root",
+            "{resources: [a]}\n",
+            {"tag": "1", "add": True},
+            KustomizationError,
+            "flow mapping",
+            id="add-to-flow-root",
         ),
     ],
 )
@@ -236,7 +287,8 @@ def test_reading_bad_yaml_raises_kustomization_error():
 IMAGES = "images:\n- name: api\n  newTag: '1.0'\n"
 #: 'Billion laughs': 9 levels of 10 aliases, 10⁹ strings once expanded, a few hundred bytes written.
 LAUGHS = "x:\n  l0: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
-    f"  l{i + 1}: &{n} [{', '.join([f'*{p}'] * 10)}]\n" for i, (p, n) in enumerate(zip("abcdefgh", "bcdefghi"))
+    f"  l{i + 1}: &{n} [{', '.join([f'*{p}'] * 10)}]\n"
+    for i, (p, n) in enumerate(zip("abcdefgh", "bcdefghi"))
 )
 READERS = [
     pytest.param(lambda text, source: read_images(text, source=source), id="read_images"),
@@ -273,7 +325,9 @@ def test_the_size_limit_counts_utf8_bytes_and_allows_the_limit_itself(monkeypatc
 
 @pytest.mark.parametrize("call", READERS)
 def test_billion_laughs_is_refused_without_expanding(call):
-    with pytest.raises(KustomizationError, match=r"aliases that expand to more than 10000 nodes.*billion laughs"):
+    with pytest.raises(
+        KustomizationError, match=r"aliases that expand to more than 10000 nodes.*billion laughs"
+    ):
         call(IMAGES + LAUGHS, "kustomization.yaml")
 
 
@@ -308,9 +362,15 @@ def test_recursive_aliases_are_refused(text):
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        pytest.param("x: " + "[" * 100_000 + "]" * 100_000 + "\n", "nested more than 64 deep", id="flow-sequences"),
-        pytest.param("x: " + "{a: " * 1000 + "1" + "}" * 1000 + "\n", "nested more than 64 deep", id="flow-mappings"),
-        pytest.param("".join(" " * i + "k:\n" for i in range(1200)), "nested too deeply", id="block-mappings"),
+        pytest.param(
+            "x: " + "[" * 100_000 + "]" * 100_000 + "\n", "nested more than 64 deep", id="flow-sequences"
+        ),
+        pytest.param(
+            "x: " + "{a: " * 1000 + "1" + "}" * 1000 + "\n", "nested more than 64 deep", id="flow-mappings"
+        ),
+        pytest.param(
+            "".join(" " * i + "k:\n" for i in range(1200)), "nested too deeply", id="block-mappings"
+        ),
     ],
 )
 def test_deep_nesting_is_refused_quickly(text, message):
@@ -331,7 +391,9 @@ def test_deep_nesting_is_refused_quickly(text, message):
         pytest.param("host:5000/app", ImageSpec("host:5000/app"), id="registry-port-no-tag"),
         pytest.param("api=reg.io/team/api", ImageSpec("api", new_name="reg.io/team/api"), id="new-name"),
         pytest.param(
-            f"api=reg.io:443/api:v2@{D2}", ImageSpec("api", "reg.io:443/api", "v2", D2), id="new-name-tag-digest"
+            f"api=reg.io:443/api:v2@{D2}",
+            ImageSpec("api", "reg.io:443/api", "v2", D2),
+            id="new-name-tag-digest",
         ),
         pytest.param("a/b/c:_x-1.2", ImageSpec("a/b/c", tag="_x-1.2"), id="underscore-tag"),
     ],
@@ -428,20 +490,44 @@ def test_golden_edit_is_byte_exact_whichever_way_it_is_verified(case: str, verif
 @pytest.mark.parametrize(
     ("corrupt", "text", "kwargs"),
     [
-        pytest.param(lambda t: t.replace("newTag: 2.0.0", "newTag: 2.0.1"), BASE, {"tag": "2.0.0"}, id="wrong-value"),
-        pytest.param(lambda t: t.replace("\n  newTag: 2.0.0", "\n  newTag: 2.0.0\n  x: y"), BASE, {"tag": "2.0.0"},
-                     id="extra-key"),
-        pytest.param(lambda t: t.replace("other: 1", "other: 2"), BASE + "other: 1\n", {"tag": "2.0.0"},
-                     id="change-outside-the-entry"),
-        pytest.param(lambda t: t.replace("- name: web", "  name: web"), BASE + "- name: web\n", {"tag": "2.0.0"},
-                     id="next-entry-swallowed"),
-        pytest.param(lambda t: t.replace("name: web", "name: wex"), BASE, {"name": "web", "tag": "3.0.0", "add": True},
-                     id="added-entry-changed"),
-        pytest.param(lambda t: t.replace("images:\n", "images:\n- x\n"), BASE, {"name": "web", "tag": "3.0.0",
-                     "add": True}, id="added-before-the-entries"),
+        pytest.param(
+            lambda t: t.replace("newTag: 2.0.0", "newTag: 2.0.1"), BASE, {"tag": "2.0.0"}, id="wrong-value"
+        ),
+        pytest.param(
+            lambda t: t.replace("\n  newTag: 2.0.0", "\n  newTag: 2.0.0\n  x: y"),
+            BASE,
+            {"tag": "2.0.0"},
+            id="extra-key",
+        ),
+        pytest.param(
+            lambda t: t.replace("other: 1", "other: 2"),
+            BASE + "other: 1\n",
+            {"tag": "2.0.0"},
+            id="change-outside-the-entry",
+        ),
+        pytest.param(
+            lambda t: t.replace("- name: web", "  name: web"),
+            BASE + "- name: web\n",
+            {"tag": "2.0.0"},
+            id="next-entry-swallowed",
+        ),
+        pytest.param(
+            lambda t: t.replace("name: web", "name: wex"),
+            BASE,
+            {"name": "web", "tag": "3.0.0", "add": True},
+            id="added-entry-changed",
+        ),
+        pytest.param(
+            lambda t: t.replace("images:\n", "images:\n- x\n"),
+            BASE,
+            {"name": "web", "tag": "3.0.0", "add": True},
+            id="added-before-the-entries",
+        ),
     ],
 )
-def test_a_wrong_splice_is_caught_whichever_way_it_is_verified(monkeypatch, verification, corrupt, text, kwargs):
+def test_a_wrong_splice_is_caught_whichever_way_it_is_verified(
+    monkeypatch, verification, corrupt, text, kwargs
+):
     """The proof is real: a splice that changes more, or other, than meant raises instead of returning it."""
     apply = kustomize._Splicer.apply
     monkeypatch.setattr(kustomize._Splicer, "apply", lambda self: corrupt(apply(self)))
@@ -454,12 +540,21 @@ def test_a_wrong_splice_is_caught_whichever_way_it_is_verified(monkeypatch, veri
 @pytest.mark.parametrize(
     ("kwargs", "expected"),
     [
-        pytest.param({"new_name": "*", "tag": "2"}, "images:\n- name: api\n  newName: reg/api\n  newTag: '2'\n",
-                     id="keep-new-name"),
-        pytest.param({"new_name": "reg/new", "tag": "*"},
-                     "images:\n- name: api\n  newName: reg/new\n  newTag: '1'\n", id="keep-tag-drop-digest"),
-        pytest.param({"tag": "2", "digest": "*"}, f"images:\n- name: api\n  newName: reg/api\n  newTag: '2'\n"
-                     f"  digest: {D1}\n", id="keep-digest"),
+        pytest.param(
+            {"new_name": "*", "tag": "2"},
+            "images:\n- name: api\n  newName: reg/api\n  newTag: '2'\n",
+            id="keep-new-name",
+        ),
+        pytest.param(
+            {"new_name": "reg/new", "tag": "*"},
+            "images:\n- name: api\n  newName: reg/new\n  newTag: '1'\n",
+            id="keep-tag-drop-digest",
+        ),
+        pytest.param(
+            {"tag": "2", "digest": "*"},
+            f"images:\n- name: api\n  newName: reg/api\n  newTag: '2'\n  digest: {D1}\n",
+            id="keep-digest",
+        ),
         pytest.param({"new_name": "*", "tag": "*", "digest": "*"}, None, id="keep-all-is-no-change"),
     ],
 )
@@ -471,7 +566,10 @@ def test_star_keeps_what_the_file_has(kwargs: dict, expected: str | None):
 
 def test_star_with_add_writes_only_what_is_given():
     """kustomize replaces a '*' with nothing for a new entry (setimage.go ``replaceNewName(v, "")``)."""
-    assert set_image("images: []\n", "api", new_name="*", tag="1.2", add=True) == 'images: [{name: api, newTag: "1.2"}]\n'
+    assert (
+        set_image("images: []\n", "api", new_name="*", tag="1.2", add=True)
+        == 'images: [{name: api, newTag: "1.2"}]\n'
+    )
 
 
 @pytest.mark.parametrize(
@@ -493,11 +591,15 @@ def test_match_by_name_only_or_also_by_new_name():
     text = "images:\n- name: foo\n  newName: bar\n  newTag: '1'\n"
     assert get_image(text, "bar").name == "foo"  # the pipeline: name, else newName
     assert get_image(text, "bar", by_new_name=False) is None  # kustomize: name only
-    assert set_image(text, "bar", tag="2", add=True, by_new_name=False) == text + '- name: bar\n  newTag: "2"\n'
+    assert (
+        set_image(text, "bar", tag="2", add=True, by_new_name=False) == text + '- name: bar\n  newTag: "2"\n'
+    )
     assert set_image(text, "bar", tag="2", add=True) == text.replace("'1'", "'2'")
 
 
-@pytest.mark.parametrize("value", ["!Ref foo", "!!python/name:os.system ''", "!!binaryish x", "!custom {a: 1}"])
+@pytest.mark.parametrize(
+    "value", ["!Ref foo", "!!python/name:os.system ''", "!!binaryish x", "!custom {a: 1}"]
+)
 def test_an_unknown_tag_is_refused_by_an_edit_in_one_line(value: str):
     text = f"images:\n- name: api\n  newTag: '1'\nextra: {value}\n"
     assert get_image(text, "api").newTag == "1"  # reading ignores it, as kustomize does
@@ -548,8 +650,11 @@ def test_a_key_is_inserted_after_a_block_scalar_not_inside_it(style: str, verifi
 def test_an_entry_that_takes_a_value_from_an_alias_is_refused_clearly():
     text = "tag: &t 1.0\nimages:\n- name: api\n  newTag: *t\n"
     assert get_image(text, "api").newTag == "1.0"
-    with pytest.raises(KustomizationError, match=r"images entry 'api' at line 3, column 3 takes its newTag from "
-                       r"the alias \*t; write the value out"):
+    with pytest.raises(
+        KustomizationError,
+        match=r"images entry 'api' at line 3, column 3 takes its newTag from "
+        r"the alias \*t; write the value out",
+    ):
         set_image(text, "api", new_name="reg/api")
 
 
@@ -580,8 +685,11 @@ def _random_kustomization(rng) -> tuple[str, list[str]]:
             keys.append(("note", "|" + eol + " " * (len(dash) + 2) + "text"))
         rng.shuffle(keys)
         for i, (key, value) in enumerate(keys):
-            lines.append((dash if i == 0 else " " * len(dash)) + f"{key}: {value}".rstrip() + "  # c" * (
-                rng.random() < 0.15 and not value.startswith("|")))
+            lines.append(
+                (dash if i == 0 else " " * len(dash))
+                + f"{key}: {value}".rstrip()
+                + "  # c" * (rng.random() < 0.15 and not value.startswith("|"))
+            )
             if rng.random() < 0.1:
                 lines.append(" " * len(dash) + "# inner comment")
         lines += [""] * (rng.random() < 0.2)
@@ -627,8 +735,11 @@ def test_random_layouts_edit_as_meant_whichever_way_it_is_verified(monkeypatch):
     for _ in range(300):
         text, names = _random_kustomization(rng)
         name = rng.choice([*names, "newone"])
-        kwargs = {"new_name": rng.choice([None, None, "*", "reg.io/new/x"]),
-                  "tag": rng.choice([None, "2.0", "*", "yes", "1.10"]), "digest": rng.choice([None, None, D2, "*"])}
+        kwargs = {
+            "new_name": rng.choice([None, None, "*", "reg.io/new/x"]),
+            "tag": rng.choice([None, "2.0", "*", "yes", "1.10"]),
+            "digest": rng.choice([None, None, D2, "*"]),
+        }
         if all(v is None for v in kwargs.values()):
             kwargs["tag"] = "3.0"
         results = []

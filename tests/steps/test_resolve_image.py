@@ -286,6 +286,7 @@ def test_through_hera_runner(registry: Registry, moto: MotoServer, tmp_path: Pat
         capture_output=True,
         text=True,
         timeout=120,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr
     files = outputs(out_dir)
@@ -308,6 +309,7 @@ def test_through_hera_runner_bad_input_exits_2(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         timeout=120,
+        check=False,
     )
     assert proc.returncode == 2
     assert "exactly one of" in proc.stderr and "Traceback" not in proc.stderr

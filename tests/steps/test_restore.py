@@ -26,7 +26,9 @@ from steps.errors import ConfigError, PermissionDeniedError
 from tests.fakes.kube import BACKED_UP_SECRETS, SECRET_VALUES, FakeKube, FakeKubeServer, seeded
 
 FROZEN = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
-TOTAL = 7 + len(BACKED_UP_SECRETS) + 4 + 3 + 60  # ConfigMaps, Secrets, AppProjects, ApplicationSets, Applications
+TOTAL = (
+    7 + len(BACKED_UP_SECRETS) + 4 + 3 + 60
+)  # ConfigMaps, Secrets, AppProjects, ApplicationSets, Applications
 
 
 class Cluster:
@@ -89,8 +91,12 @@ def _backed_up(fake: FakeKube) -> list[dict]:
 
 
 @pytest.mark.parametrize("target", [None, "argocd-dr"], ids=["same-namespace", "other-namespace"])
-def test_round_trip_into_an_empty_namespace_yields_the_same_objects(source, empty, backup, s3, target, capsys):
-    plan, report = restore.restore(backup.url, api_factory=empty.factory, s3=s3, do_apply=True, namespace=target)
+def test_round_trip_into_an_empty_namespace_yields_the_same_objects(
+    source, empty, backup, s3, target, capsys
+):
+    plan, report = restore.restore(
+        backup.url, api_factory=empty.factory, s3=s3, do_apply=True, namespace=target
+    )
 
     ns = target or "argocd"
     assert plan.count(restore.CREATE) == TOTAL and plan.count(restore.CHANGE) == 0
@@ -99,10 +105,15 @@ def test_round_trip_into_an_empty_namespace_yields_the_same_objects(source, empt
     assert len(restored) == TOTAL
     assert restored == expected
     app = empty.fake.stored("Application", ns, "app-001")
-    assert app["spec"]["destination"] == {"server": "https://kubernetes.default.svc", "namespace": "ns-app-001"}
+    assert app["spec"]["destination"] == {
+        "server": "https://kubernetes.default.svc",
+        "namespace": "ns-app-001",
+    }
     assert report.endswith(f"applied: {TOTAL} created, 0 changed, 0 unchanged in namespace {ns}")
 
-    again, report = restore.restore(backup.url, api_factory=empty.factory, s3=s3, namespace=target, prune=True)
+    again, report = restore.restore(
+        backup.url, api_factory=empty.factory, s3=s3, namespace=target, prune=True
+    )
     assert again.count(restore.UNCHANGED) == TOTAL, "restoring what is there changes nothing"
     assert again.count(restore.DELETE) == 0
 
@@ -120,7 +131,8 @@ def test_dry_run_applies_nothing_and_says_what_it_would_do(empty, backup, s3):
     assert empty.patches() == []
     assert "would create  Application/app-059 -n argocd" in report
     assert report.splitlines()[-1] == (
-        f"dry run: {TOTAL} to create, 0 to change, 0 unchanged in namespace argocd; pass --apply to apply")
+        f"dry run: {TOTAL} to create, 0 to change, 0 unchanged in namespace argocd; pass --apply to apply"
+    )
 
 
 def test_dry_run_diff_against_live_masks_secret_values(source, backup, s3, capsys, caplog):
@@ -138,8 +150,12 @@ def test_dry_run_diff_against_live_masks_secret_values(source, backup, s3, capsy
     out = capsys.readouterr().out
 
     changed = {(e.kind, e.name) for e in plan.entries if e.action == restore.CHANGE}
-    assert changed == {("Secret", "repository-one"), ("ConfigMap", "argocd-cm"), ("Application", "app-004"),
-                       ("Application", "app-005")}
+    assert changed == {
+        ("Secret", "repository-one"),
+        ("ConfigMap", "argocd-cm"),
+        ("Application", "app-004"),
+        ("Application", "app-005"),
+    }
     assert plan.count(restore.UNCHANGED) == TOTAL - 4
     assert "-  timeout.reconciliation: 999s" in out and "+  timeout.reconciliation: 180s" in out
     assert "-    targetRevision: v2" in out and "+    targetRevision: main" in out
@@ -170,7 +186,9 @@ def test_tampered_archive_is_refused_and_nothing_is_applied(empty, backup, s3):
     assert empty.factory_calls == 0 and empty.fake.calls == [] and empty.server.requests == []
 
 
-def _write(tmp_path: Path, name: str, data: bytes, *, index: bool = True, index_name: str | None = None) -> Path:
+def _write(
+    tmp_path: Path, name: str, data: bytes, *, index: bool = True, index_name: str | None = None
+) -> Path:
     path = tmp_path / name
     path.write_bytes(data)
     if index:
@@ -184,9 +202,14 @@ def _write(tmp_path: Path, name: str, data: bytes, *, index: bool = True, index_
     [
         pytest.param(b"this is not gzip at all", "is corrupt: not a readable gzip file", id="not-gzip"),
         pytest.param(gzip.compress(b"x" * 100)[:-9], "is corrupt: not a readable gzip file", id="truncated"),
-        pytest.param(gzip.compress(b"kind: ConfigMap\n  bad: [indent\n"), "is corrupt: invalid YAML", id="bad-yaml"),
-        pytest.param(gzip.compress(b"---\nkind: Pod\nmetadata: {name: p}\n"), "document 1 is not a ConfigMap",
-                     id="foreign-kind"),
+        pytest.param(
+            gzip.compress(b"kind: ConfigMap\n  bad: [indent\n"), "is corrupt: invalid YAML", id="bad-yaml"
+        ),
+        pytest.param(
+            gzip.compress(b"---\nkind: Pod\nmetadata: {name: p}\n"),
+            "document 1 is not a ConfigMap",
+            id="foreign-kind",
+        ),
     ],
 )
 def test_corrupt_archive_is_refused_and_nothing_is_applied(empty, tmp_path, data, text):
@@ -226,14 +249,18 @@ def test_missing_s3_object_is_named(empty, backup, s3):
 
 def test_forbidden_apply_names_verb_and_resource(empty, backup, s3):
     empty.fake.forbid("create", "secrets")
-    with pytest.raises(PermissionDeniedError, match=r"cannot create secrets '[\w-]+' in namespace argocd: forbidden"):
+    with pytest.raises(
+        PermissionDeniedError, match=r"cannot create secrets '[\w-]+' in namespace argocd: forbidden"
+    ):
         restore.restore(backup.url, api_factory=empty.factory, s3=s3, do_apply=True)
 
 
 @pytest.mark.parametrize(
     ("name", "expected"),
     [
-        pytest.param("a/030405Z.yaml.gz", ["a/030405Z.index.json", "a/030405Z.yaml.gz.index.json"], id="archive"),
+        pytest.param(
+            "a/030405Z.yaml.gz", ["a/030405Z.index.json", "a/030405Z.yaml.gz.index.json"], id="archive"
+        ),
         pytest.param("dump.bin", ["dump.bin.index.json"], id="other-name"),
     ],
 )
@@ -242,8 +269,12 @@ def test_index_candidates(name, expected):
 
 
 def test_diff_objects_masks_secrets_and_is_empty_for_equal_objects():
-    live = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "uid": "1", "resourceVersion": "9"},
-            "data": {"k": "c2VjcmV0"}}
+    live = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "s", "uid": "1", "resourceVersion": "9"},
+        "data": {"k": "c2VjcmV0"},
+    }
     assert archive.diff_objects(live, {**live, "metadata": {"name": "s"}}) == []
     lines = archive.diff_objects(live, {**live, "data": {"k": "b3RoZXI="}})
     assert "-  k: '***'" in lines and "+  k: '*** (changed)'" in lines
@@ -281,19 +312,30 @@ def test_round_trip_three_namespaces_every_secret_kind_prune_only_with_apply(fle
     assert {name for kind, _, name in archived if kind == "Secret"} == set(BACKED_UP_SECRETS)
 
     # After the backup: a live key, a live label, and an Application the backup never saw.
-    fake.objects[("secrets", "argocd", "repository-one")]["data"]["extra"] = base64.b64encode(b"later").decode()
+    fake.objects[("secrets", "argocd", "repository-one")]["data"]["extra"] = base64.b64encode(
+        b"later"
+    ).decode()
     fake.objects[("applications", "team-a", "team-a-app-0")]["metadata"]["labels"]["added"] = "later"
-    fake.seed({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
-               "metadata": {"name": "late", "namespace": "team-b",
-                            "finalizers": ["resources-finalizer.argocd.argoproj.io"]},
-               "spec": {"project": "team-b", "destination": {"server": "https://kubernetes.default.svc"}}})
+    fake.seed(
+        {
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "Application",
+            "metadata": {
+                "name": "late",
+                "namespace": "team-b",
+                "finalizers": ["resources-finalizer.argocd.argoproj.io"],
+            },
+            "spec": {"project": "team-b", "destination": {"server": "https://kubernetes.default.svc"}},
+        }
+    )
 
     plan, report = restore.restore(fleet_backup.url, api_factory=fleet.factory, s3=s3)
     assert fake.writes() == [], "a dry run writes nothing"
     assert {(e.key, e.action) for e in plan.entries if e.action != restore.UNCHANGED} == {
         (("Secret", "argocd", "repository-one"), restore.CHANGE),
         (("Application", "team-a", "team-a-app-0"), restore.CHANGE),
-        (("Application", "team-b", "late"), restore.EXTRA)}
+        (("Application", "team-b", "late"), restore.EXTRA),
+    }
     assert "-  extra: '***'" in report and "-    added: later" in report
     assert "not in archive  Application/late -n team-b (kept; --prune deletes it)" in report
 
@@ -306,16 +348,24 @@ def test_round_trip_three_namespaces_every_secret_kind_prune_only_with_apply(fle
     fake.calls.clear()
     plan, report = restore.restore(fleet_backup.url, api_factory=fleet.factory, s3=s3, prune=True)
     assert fake.writes() == [], "--prune without --apply only lists"
-    assert ("would delete  Application/late -n team-b (finalizers resources-finalizer.argocd.argoproj.io "
-            "removed first: its resources stay)") in report
+    assert (
+        "would delete  Application/late -n team-b (finalizers resources-finalizer.argocd.argoproj.io "
+        "removed first: its resources stay)"
+    ) in report
     assert report.splitlines()[-1] == (
         f"dry run: 0 to create, 0 to change, {len(archived)} unchanged, 1 to delete in namespace argocd "
-        "(and team-a, team-b); pass --apply to apply")
+        "(and team-a, team-b); pass --apply to apply"
+    )
 
-    plan, report = restore.restore(fleet_backup.url, api_factory=fleet.factory, s3=s3, prune=True, do_apply=True)
+    plan, report = restore.restore(
+        fleet_backup.url, api_factory=fleet.factory, s3=s3, prune=True, do_apply=True
+    )
     assert fake.stored("Application", "team-b", "late") is None
     writes = [(c[0], c[1], c[2], c[3]["name"]) for c in fake.writes()]
-    assert writes == [("update", "applications", "team-b", "late"), ("delete", "applications", "team-b", "late")]
+    assert writes == [
+        ("update", "applications", "team-b", "late"),
+        ("delete", "applications", "team-b", "late"),
+    ]
     update = next(c for c in fake.writes() if c[0] == "update")
     assert update[3]["obj"]["metadata"]["finalizers"] == [], "the finalizer goes before the delete"
     assert fake.cascaded == [], "Argo CD was never asked to delete the workloads"
@@ -327,13 +377,18 @@ def test_round_trip_three_namespaces_every_secret_kind_prune_only_with_apply(fle
 
 
 def test_restore_into_an_empty_cluster_puts_each_object_in_its_own_namespace(fleet_backup, empty, s3):
-    plan, _ = restore.restore(fleet_backup.url, api_factory=empty.factory, s3=s3, do_apply=True,
-                              namespace="argocd-dr")
+    plan, _ = restore.restore(
+        fleet_backup.url, api_factory=empty.factory, s3=s3, do_apply=True, namespace="argocd-dr"
+    )
     assert plan.namespace == "argocd-dr"
     assert {archive.key(o)[1] for o in empty.fake.everything() if o["kind"] == "Application"} == {
-        "argocd-dr", *APP_NAMESPACES}, "--namespace moves only Argo CD's own namespace"
+        "argocd-dr",
+        *APP_NAMESPACES,
+    }, "--namespace moves only Argo CD's own namespace"
     assert {archive.key(o)[1] for o in empty.fake.everything() if o["kind"] != "Application"} == {
-        "argocd-dr", "team-a"}
+        "argocd-dr",
+        "team-a",
+    }
     assert empty.fake.stored("Application", "team-b", "team-b-app-1") is not None
 
 
@@ -361,7 +416,9 @@ def project_token_accepted(fake: FakeKube, namespace: str, token: str) -> bool:
     project = fake.stored("AppProject", namespace, m.group(1)) if m else None
     if project is None:
         return False
-    items = (((project.get("status") or {}).get("jwtTokensByRole") or {}).get(m.group(2)) or {}).get("items") or []
+    items = (((project.get("status") or {}).get("jwtTokensByRole") or {}).get(m.group(2)) or {}).get(
+        "items"
+    ) or []
     jti, iat = claims.get("jti", ""), claims.get("iat")
     return any((jti and t.get("id") == jti) or t.get("iat") == iat for t in items)
 
@@ -371,9 +428,13 @@ def _project_token(key: str, *, jti: str | None = None) -> str:
 
     from tests.fakes.kube import PROJECT_TOKEN
 
-    claims = {"iss": "argocd", "sub": f"proj:{PROJECT_TOKEN['project']}:{PROJECT_TOKEN['role']}",
-              "iat": PROJECT_TOKEN["iat"] if jti is None else PROJECT_TOKEN["iat"] + 1,
-              "nbf": PROJECT_TOKEN["iat"], "jti": jti or PROJECT_TOKEN["id"]}
+    claims = {
+        "iss": "argocd",
+        "sub": f"proj:{PROJECT_TOKEN['project']}:{PROJECT_TOKEN['role']}",
+        "iat": PROJECT_TOKEN["iat"] if jti is None else PROJECT_TOKEN["iat"] + 1,
+        "nbf": PROJECT_TOKEN["iat"],
+        "jti": jti or PROJECT_TOKEN["id"],
+    }
     return jwt.encode(claims, key.encode(), algorithm="HS256")
 
 
@@ -381,7 +442,9 @@ def test_a_project_token_is_valid_right_after_restore(source, empty, backup, s3)
     token = _project_token(SECRET_VALUES[5])
     assert project_token_accepted(source.fake, "argocd", token), "valid on the source cluster"
     assert not project_token_accepted(source.fake, "argocd", _project_token(SECRET_VALUES[5], jti="revoked"))
-    assert not project_token_accepted(source.fake, "argocd", _project_token("another-server-key-0123456789-xx"))
+    assert not project_token_accepted(
+        source.fake, "argocd", _project_token("another-server-key-0123456789-xx")
+    )
     assert not project_token_accepted(empty.fake, "argocd", token), "nothing restored yet"
 
     restore.restore(backup.url, api_factory=empty.factory, s3=s3, do_apply=True)
@@ -390,8 +453,11 @@ def test_a_project_token_is_valid_right_after_restore(source, empty, backup, s3)
 
 def test_project_tokens_are_rebuilt_from_spec_when_an_archive_lacks_the_status(empty, tmp_path):
     """An archive made before status was kept (or a hand-made one): restore completes the status."""
-    docs = [archive.sanitise(o) for o in seeded("argocd", apps=1).everything()
-            if o["kind"] in ("AppProject", "Secret") and archive.is_argocd_secret(o) or o["kind"] == "AppProject"]
+    docs = [
+        archive.sanitise(o)
+        for o in seeded("argocd", apps=1).everything()
+        if o["kind"] in ("AppProject", "Secret") and archive.is_argocd_secret(o) or o["kind"] == "AppProject"
+    ]
     for doc in docs:
         doc.pop("status", None)
     path = tmp_path / "old.yaml.gz"
@@ -404,11 +470,24 @@ def test_project_tokens_are_rebuilt_from_spec_when_an_archive_lacks_the_status(e
 def test_pruning_an_applicationset_orphans_its_applications(source, backup, s3):
     fake = source.fake
     owned = fake.objects[("applications", "argocd", "app-010")]
-    late = fake.seed({"apiVersion": "argoproj.io/v1alpha1", "kind": "ApplicationSet",
-                      "metadata": {"name": "late-set", "namespace": "argocd"}, "spec": {"generators": []}})
-    owned["metadata"]["ownerReferences"] = [{"apiVersion": "argoproj.io/v1alpha1", "kind": "ApplicationSet",
-                                             "name": "late-set", "uid": late["metadata"]["uid"],
-                                             "controller": True, "blockOwnerDeletion": True}]
+    late = fake.seed(
+        {
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "ApplicationSet",
+            "metadata": {"name": "late-set", "namespace": "argocd"},
+            "spec": {"generators": []},
+        }
+    )
+    owned["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "ApplicationSet",
+            "name": "late-set",
+            "uid": late["metadata"]["uid"],
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
 
     restore.restore(backup.url, api_factory=source.factory, s3=s3, prune=True, do_apply=True)
     assert fake.stored("ApplicationSet", "argocd", "late-set") is None
@@ -429,17 +508,46 @@ PRUNE_ORDER = ("ApplicationSet", "Application", "AppProject", "Secret")
 def test_prune_order_and_kinds(source, backup, s3):
     fake = source.fake
     for obj in (
-        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "late-repo", "namespace": "argocd",
-                                                            "labels": {archive.SECRET_TYPE_LABEL: "repository"}}},
-        {"apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject",
-         "metadata": {"name": "late-project", "namespace": "argocd"}, "spec": {}},
-        {"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
-         "metadata": {"name": "late-app", "namespace": "argocd", "finalizers": ["resources-finalizer.argocd.argoproj.io"]},
-         "spec": {"project": "late-project"}},
-        {"apiVersion": "argoproj.io/v1alpha1", "kind": "ApplicationSet",
-         "metadata": {"name": "late-set", "namespace": "argocd"}, "spec": {"generators": []}},
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "argocd-late-cm", "namespace": "argocd",
-                                                               "labels": {"app.kubernetes.io/part-of": "argocd"}}},
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {
+                "name": "late-repo",
+                "namespace": "argocd",
+                "labels": {archive.SECRET_TYPE_LABEL: "repository"},
+            },
+        },
+        {
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "AppProject",
+            "metadata": {"name": "late-project", "namespace": "argocd"},
+            "spec": {},
+        },
+        {
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "Application",
+            "metadata": {
+                "name": "late-app",
+                "namespace": "argocd",
+                "finalizers": ["resources-finalizer.argocd.argoproj.io"],
+            },
+            "spec": {"project": "late-project"},
+        },
+        {
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "ApplicationSet",
+            "metadata": {"name": "late-set", "namespace": "argocd"},
+            "spec": {"generators": []},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": "argocd-late-cm",
+                "namespace": "argocd",
+                "labels": {"app.kubernetes.io/part-of": "argocd"},
+            },
+        },
     ):
         fake.seed(obj)
     fake.calls.clear()
@@ -462,7 +570,9 @@ def test_replace_keeps_what_a_backup_never_holds(source, backup, s3):
     after = fake.stored("Application", "argocd", "app-001")
     assert after["spec"]["source"]["targetRevision"] == "main"
     assert after["status"] == {"sync": {"status": "OutOfSync"}}, "server state stays"
-    assert after["operation"] == {"sync": {"revision": "in-flight"}}, "restore neither starts nor cancels a sync"
+    assert after["operation"] == {"sync": {"revision": "in-flight"}}, (
+        "restore neither starts nor cancels a sync"
+    )
     assert after["metadata"]["ownerReferences"] == owner
 
 
@@ -498,8 +608,11 @@ def _argocd_export(fake: FakeKube, namespace: str = "argocd") -> str:
         labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
         if obj["kind"] == "ConfigMap" and meta["name"] not in upstream_cms:
             continue
-        if obj["kind"] == "Secret" and not (meta["name"] == "argocd-secret" or archive.SECRET_TYPE_LABEL in labels
-                                            or annotations.get("managed-by") == "argocd.argoproj.io"):
+        if obj["kind"] == "Secret" and not (
+            meta["name"] == "argocd-secret"
+            or archive.SECRET_TYPE_LABEL in labels
+            or annotations.get("managed-by") == "argocd.argoproj.io"
+        ):
             continue
         if meta["namespace"] == "not-managed":
             continue
@@ -533,8 +646,11 @@ def test_a_plain_argocd_export_file_is_restored_unverified_and_sanitised(empty, 
 def test_a_file_that_is_neither_is_refused_naming_both(empty, tmp_path):
     path = tmp_path / "notes.txt"
     path.write_text("just some notes\n")
-    with pytest.raises(ConfigError, match="is not a plain `argocd admin export` file: document 1 is not a "
-                       "ConfigMap, Secret, AppProject, ApplicationSet or Application"):
+    with pytest.raises(
+        ConfigError,
+        match="is not a plain `argocd admin export` file: document 1 is not a "
+        "ConfigMap, Secret, AppProject, ApplicationSet or Application",
+    ):
         restore.restore(str(path), api_factory=empty.factory, do_apply=True)
     assert empty.factory_calls == 0
 
@@ -554,12 +670,16 @@ def _strict_validator():
 
     def validate(obj: dict) -> list[str]:
         if obj.get("kind") in crds:
-            return [f"{'.'.join(map(str, e.absolute_path)) or '(root)'}: {e.message[:200]}"
-                    for e in crds[obj["kind"]].iter_errors(obj)]
+            return [
+                f"{'.'.join(map(str, e.absolute_path)) or '(root)'}: {e.message[:200]}"
+                for e in crds[obj["kind"]].iter_errors(obj)
+            ]
         try:
             kubernetes_validate.validate(obj, "1.33.0", strict=True)
         except kubernetes_validate.ValidationError as exc:
-            return [f"{obj.get('kind')}: {'.'.join(map(str, exc.path))} invalid"]  # never the value: a Secret's
+            return [
+                f"{obj.get('kind')}: {'.'.join(map(str, exc.path))} invalid"
+            ]  # never the value: a Secret's
         return []
 
     return validate
@@ -587,9 +707,20 @@ def test_the_readme_kubectl_command_restores_an_archive(fleet_backup, s3, tmp_pa
     target = FakeKube()
     with FakeKubeServer(target, validator=validate, anonymous=True) as server:
         kubeconfig = server.write_kubeconfig(tmp_path / "kc-kubectl")
-        run = subprocess.run(["bash", "-c", 'gunzip -c "$1" | kubectl apply --server-side --force-conflicts -f -',
-                              "restore", str(path)], env={**os.environ, "KUBECONFIG": str(kubeconfig)},
-                             capture_output=True, text=True, timeout=300, check=False)
+        run = subprocess.run(
+            [
+                "bash",
+                "-c",
+                'gunzip -c "$1" | kubectl apply --server-side --force-conflicts -f -',
+                "restore",
+                str(path),
+            ],
+            env={**os.environ, "KUBECONFIG": str(kubeconfig)},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
         assert run.returncode == 0, run.stderr[-2000:]
         strict_patches = [r for r in server.requests if r.method == "PATCH"]
         assert len(strict_patches) == len(archived)
@@ -606,7 +737,12 @@ def test_the_readme_kubectl_command_restores_an_archive(fleet_backup, s3, tmp_pa
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump_all(bad))
     with FakeKubeServer(FakeKube(), validator=validate, anonymous=True) as server:
         kubeconfig = server.write_kubeconfig(tmp_path / "kc-bad")
-        run = subprocess.run(["kubectl", "apply", "--server-side", "-f", str(tmp_path / "bad.yaml")],
-                             env={**os.environ, "KUBECONFIG": str(kubeconfig)}, capture_output=True, text=True,
-                             timeout=300, check=False)
+        run = subprocess.run(
+            ["kubectl", "apply", "--server-side", "-f", str(tmp_path / "bad.yaml")],
+            env={**os.environ, "KUBECONFIG": str(kubeconfig)},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
     assert run.returncode != 0 and "projekt" in run.stderr

@@ -438,16 +438,28 @@ BAD_RULES = [
         id="re2-named-backreference",
     ),
     pytest.param(
-        rule("allowImageTag: ['regexp:(?!latest$).*']"), "rule 1: allowImageTag[0]: regular expression", id="re2-lookahead"
+        rule("allowImageTag: ['regexp:(?!latest$).*']"),
+        "rule 1: allowImageTag[0]: regular expression",
+        id="re2-lookahead",
     ),
     pytest.param(rule("allowImageTag: ['regexp:(?=v)v1']"), "uses lookaround", id="re2-positive-lookahead"),
-    pytest.param(rule("denyImageTag: ['regexp:.*(?<=-rc)']"), "denyImageTag[0]: regular expression", id="re2-lookbehind"),
-    pytest.param(rule("denyImageTag: ['regexp:.*(?<!-rc)']"), "uses lookaround", id="re2-negative-lookbehind"),
-    pytest.param(rule(uri=f"{REG}/team/api:(?=v).*"), "rule 1: registryURI: regular expression", id="re2-lookahead-tag"),
+    pytest.param(
+        rule("denyImageTag: ['regexp:.*(?<=-rc)']"),
+        "denyImageTag[0]: regular expression",
+        id="re2-lookbehind",
+    ),
+    pytest.param(
+        rule("denyImageTag: ['regexp:.*(?<!-rc)']"), "uses lookaround", id="re2-negative-lookbehind"
+    ),
+    pytest.param(
+        rule(uri=f"{REG}/team/api:(?=v).*"), "rule 1: registryURI: regular expression", id="re2-lookahead-tag"
+    ),
     pytest.param(rule("allowImageTag: ['regexp:(?>a+)b']"), "atomic group or a possessive", id="re2-atomic"),
     pytest.param(rule("allowImageTag: ['regexp:a++b']"), "atomic group or a possessive", id="re2-possessive"),
     pytest.param(rule("allowImageTag: ['regexp:(a)?(?(1)b|c)']"), "conditional group", id="re2-conditional"),
-    pytest.param(rule("allowImageTag: ['regexp:(?x) a b']"), "inline flag RE2 does not support", id="re2-verbose"),
+    pytest.param(
+        rule("allowImageTag: ['regexp:(?x) a b']"), "inline flag RE2 does not support", id="re2-verbose"
+    ),
     pytest.param(rule("allowImageTag: ['regexp:v1\\Z']"), "write $ (or \\z)", id="python-end-of-string"),
     pytest.param(rule("allowImageTag: ['regexp:a{,3}']"), "write {0,3}", id="python-empty-lower-count"),
     pytest.param(
@@ -460,7 +472,9 @@ BAD_RULES = [
         "rule 1: registryURI: regular expression",
         id="count-overflow-tag-pattern",
     ),
-    pytest.param(rule("allowImageTag: ['regexp:a{1001}']"), "more than the 1000 RE2 allows", id="count-over-1000"),
+    pytest.param(
+        rule("allowImageTag: ['regexp:a{1001}']"), "more than the 1000 RE2 allows", id="count-over-1000"
+    ),
     pytest.param(rule("allowImageTag: ['regexp:a{3,2}']"), "empty range {3,2}", id="count-reversed"),
     pytest.param(rule("allowImageTag: ['regexp:v1\u00e9']"), "non-ASCII character", id="non-ascii"),
     pytest.param(
@@ -578,6 +592,7 @@ def test_safe_patterns_are_accepted(pattern: str) -> None:
 
 # --- linear-time matching (issue 12) ------------------------------------------------------------
 
+
 def _is_re2(pattern: object) -> bool:
     return type(pattern).__module__ == "re2" and not isinstance(pattern, re.Pattern)
 
@@ -597,7 +612,11 @@ LINEAR = [
         lrule("allowImageTag: ['regexp:.*.*.*.*.*.*-']"), A127 + "a", A127 + "-", 3, id="dot-star-six-times"
     ),
     pytest.param(
-        lrule(uri=f"{REG}/team/$1:" + "[a-z]*" * 7 + "-"), A127 + "0", A127 + "-", 3, id="class-star-seven-times"
+        lrule(uri=f"{REG}/team/$1:" + "[a-z]*" * 7 + "-"),
+        A127 + "0",
+        A127 + "-",
+        3,
+        id="class-star-seven-times",
     ),
     pytest.param(
         lrule("allowImageTag: ['regexp:v?" + "[0-9]*\\.?" * 6 + "[0-9]*-?[0-9a-z]*']"),
@@ -608,9 +627,15 @@ LINEAR = [
     ),
     # What the old check refused as exponential is fine for RE2: accepted, and linear.
     pytest.param(lrule("allowImageTag: ['regexp:(a+)+$']"), A127 + "b", "a" * 128, 3, id="nested-plus"),
-    pytest.param(lrule("denyImageTag: ['regexp:(\\w+\\.?)*x']"), "a" * 128, A127 + "x", 3, id="word-dot-star"),
     pytest.param(
-        lrule("allowImageTag: ['regexp:(a|a?)+$', 'regexp:(.*a){20}']"), A127 + "b", "a" * 128, 4, id="alternations"
+        lrule("denyImageTag: ['regexp:(\\w+\\.?)*x']"), "a" * 128, A127 + "x", 3, id="word-dot-star"
+    ),
+    pytest.param(
+        lrule("allowImageTag: ['regexp:(a|a?)+$', 'regexp:(.*a){20}']"),
+        A127 + "b",
+        "a" * 128,
+        4,
+        id="alternations",
     ),
     pytest.param(lrule(uri=f"{REG}/team/$1:(a|a)*$"), A127 + "b", "a" * 128, 3, id="alternation-tag-pattern"),
 ]
@@ -668,14 +693,20 @@ def test_repository_prefix_and_match_repository() -> None:
         f"- registryURI: {REG}/$1/$1\n  githubRepository: https://github.com/o/r/$1\n"
     )
     first, literal, twice = rules.rules
-    assert (first.repository_prefix, literal.repository_prefix, twice.repository_prefix) == ("hoge/fuga/", "team/api", "")
+    assert (first.repository_prefix, literal.repository_prefix, twice.repository_prefix) == (
+        "hoge/fuga/",
+        "team/api",
+        "",
+    )
     assert first.match_repository("hoge/fuga/a/b") == {1: "a", 2: "b"}
     assert first.match_repository("hoge/fuga/a") is None
     assert literal.match_repository("team/api") == {}
     assert twice.match_repository("x/x") == {1: "x"} and twice.match_repository("x/y") is None
 
 
-def test_a_huge_count_exits_2_naming_rule_and_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_huge_count_exits_2_naming_rule_and_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """``regexp:a{4294967296}`` was an OverflowError (exit 3); now a clear error, exit 2."""
     from imagebump.cli import main
 
@@ -712,7 +743,10 @@ def test_merge_keys_load_with_the_written_key_overriding() -> None:
 @pytest.mark.parametrize(
     "text",
     [
-        pytest.param(f"- registryURI: {REG}/a\n  githubRepository: https://github.com/o/r\n  env: a\n  env: b\n", id="plain"),
+        pytest.param(
+            f"- registryURI: {REG}/a\n  githubRepository: https://github.com/o/r\n  env: a\n  env: b\n",
+            id="plain",
+        ),
         pytest.param(
             f"- &b {{registryURI: '{REG}/a', githubRepository: 'https://github.com/o/r'}}\n- <<: *b\n  env: a\n  env: b\n",
             id="after-a-merge",
@@ -745,8 +779,9 @@ def _load_in_child(text: str, tmp_path: Path) -> subprocess.CompletedProcess[str
         "    print(exc)\n"
     )
     try:
-        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                              cwd=ROOT, check=False)
+        return subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT, check=False
+        )
     except subprocess.TimeoutExpired:
         pytest.fail("loading a 'billion laughs' rules file did not finish in 60 s")
 
@@ -760,7 +795,9 @@ def _load_in_child(text: str, tmp_path: Path) -> subprocess.CompletedProcess[str
         pytest.param("writeDigest", f"  writeDigest: {BOMB}\n", id="writeDigest"),
     ],
 )
-def test_an_alias_bomb_is_refused_at_load_naming_rule_and_field(field: str, line: str | None, tmp_path: Path) -> None:
+def test_an_alias_bomb_is_refused_at_load_naming_rule_and_field(
+    field: str, line: str | None, tmp_path: Path
+) -> None:
     """A 'billion laughs' value once took 107 s and 5.5 GB to print in the error; now: refused cheaply."""
     if field == "registryURI":
         text = f"- registryURI: {BOMB}\n  githubRepository: https://github.com/o/r/apps/x\n"

@@ -54,6 +54,7 @@ def _runner(
         capture_output=True,
         text=True,
         timeout=120,
+        check=False,
     )
 
 

@@ -66,8 +66,9 @@ def recorder(monkeypatch: pytest.MonkeyPatch) -> Recorder:
 
 
 @pytest.fixture()
-def run_recorded(recorder: Recorder, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture,
-                 outputs_dir: Path) -> Callable[..., object]:
+def run_recorded(
+    recorder: Recorder, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture, outputs_dir: Path
+) -> Callable[..., object]:
     caplog.set_level(logging.DEBUG)
 
     def call(t, p):
@@ -104,21 +105,40 @@ def _assert_clean(recorder: Recorder, *tokens: str) -> None:
             assert form not in haystack, "a token form leaked"
 
 
-def test_successful_runs_leak_nothing(make_remote, git_env: str, github_env: GitHubFake, git_token: str,
-                                      recorder: Recorder, run_recorded) -> None:
+def test_successful_runs_leak_nothing(
+    make_remote, git_env: str, github_env: GitHubFake, git_token: str, recorder: Recorder, run_recorded
+) -> None:
     remote = make_remote(overlay_files("overlays/prod", "overlays/dev"))
     assert run_recorded(target(remote.url), plan()).action == "committed"
-    assert run_recorded(target(remote.url, "overlays/dev", mode="pr", provider="github",
-                               labels=["x"], reviewers=["alice"]), plan("overlays/dev")).action == "pr-created"
-    assert run_recorded(target(remote.url, "overlays/dev", mode="pr", provider="local", env="dev"),
-                        plan("overlays/dev")).action == "pr-created"
+    assert (
+        run_recorded(
+            target(
+                remote.url, "overlays/dev", mode="pr", provider="github", labels=["x"], reviewers=["alice"]
+            ),
+            plan("overlays/dev"),
+        ).action
+        == "pr-created"
+    )
+    assert (
+        run_recorded(
+            target(remote.url, "overlays/dev", mode="pr", provider="local", env="dev"), plan("overlays/dev")
+        ).action
+        == "pr-created"
+    )
     assert recorder.git_dirs_seen >= 6
     assert any("HTTP Request" in t for t in recorder.texts)  # httpx did log at this level
     _assert_clean(recorder, git_token)
 
 
-def test_failing_runs_leak_nothing(make_remote, git_env: str, github_env: GitHubFake, git_token: str, recorder: Recorder,
-                                   run_recorded, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failing_runs_leak_nothing(
+    make_remote,
+    git_env: str,
+    github_env: GitHubFake,
+    git_token: str,
+    recorder: Recorder,
+    run_recorded,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     remote = make_remote(overlay_files("overlays/prod"))
     # A pre-receive hook refuses the push.
     remote.protect()

@@ -96,7 +96,12 @@ def show_env() -> None:
     _out("rules", Path(rules_file).read_text() if rules_file else "")
     _out("rules-file", rules_file)
     token_file = os.environ.get("IMAGEBUMP_GIT_TOKEN_FILE", "")
-    _out("token-file-ok", json.dumps(bool(token_file) and Path(token_file).read_text() == os.environ.get("IMAGEBUMP_GIT_TOKEN")))
+    _out(
+        "token-file-ok",
+        json.dumps(
+            bool(token_file) and Path(token_file).read_text() == os.environ.get("IMAGEBUMP_GIT_TOKEN")
+        ),
+    )
     _out("outputs-dir", os.environ["hera__outputs_directory"])
 
 

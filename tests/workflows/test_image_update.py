@@ -270,7 +270,9 @@ def _emit(template: dict[str, Any], scope: dict[str, str], series: dict[tuple, f
     for metric in (template.get("metrics") or {}).get("prometheus", []):
         if not _when(metric.get("when"), scope):
             continue
-        labels = tuple(sorted((l["key"], _eval_value(l["value"], scope)) for l in metric.get("labels", [])))
+        labels = tuple(
+            sorted((lab["key"], _eval_value(lab["value"], scope)) for lab in metric.get("labels", []))
+        )
         if "counter" in metric:
             key = (EXPORTED_PREFIX + metric["name"], labels)
             series[key] = series.get(key, 0) + float(_eval_value(metric["counter"]["value"], scope))

@@ -167,8 +167,13 @@ def test_env_secrets_and_mounts_are_rewritten_into_the_step(state: Path, logs: l
 
 
 def test_secrets_are_redacted_from_stderr_tails(state: Path, logs: list[dict]) -> None:
-    executor = make("secrets.yaml", state, logs, secrets={"imagebump-git": {"token": "s3cr3t-token-value"}},
-                    configmaps={"imagebump-rules": {"rules.yaml": ""}})
+    executor = make(
+        "secrets.yaml",
+        state,
+        logs,
+        secrets={"imagebump-git": {"token": "s3cr3t-token-value"}},
+        configmaps={"imagebump-rules": {"rules.yaml": ""}},
+    )
     result = executor.run({"fail": "yes"}, "secrets-2")
 
     assert result.phase == "Failed"
@@ -198,26 +203,61 @@ def _tpl(doc: dict, name: str) -> dict:
 
 
 UNSUPPORTED = [
-    pytest.param(lambda d: d["spec"]["templates"].append({"name": "c", "container": {"image": "x"}}),
-                 "templates[c].container", id="container-template"),
-    pytest.param(lambda d: d["spec"]["templates"].append({"name": "r", "resource": {"action": "create"}}),
-                 "templates[r].resource", id="resource-template"),
+    pytest.param(
+        lambda d: d["spec"]["templates"].append({"name": "c", "container": {"image": "x"}}),
+        "templates[c].container",
+        id="container-template",
+    ),
+    pytest.param(
+        lambda d: d["spec"]["templates"].append({"name": "r", "resource": {"action": "create"}}),
+        "templates[r].resource",
+        id="resource-template",
+    ),
     pytest.param(lambda d: d["spec"].update(onExit="exit-handler"), "spec.onExit", id="onExit"),
-    pytest.param(lambda d: _tpl(d, "greet")["outputs"].update(artifacts=[{"name": "a", "path": "/tmp/a"}]),
-                 "templates[greet].outputs.artifacts", id="artifacts"),
-    pytest.param(lambda d: _tpl(d, "main")["steps"][0][0]["arguments"]["parameters"][0].update(
-        value="{{workflow.uid}}"), "variable {{workflow.uid}}", id="unknown-variable"),
-    pytest.param(lambda d: _tpl(d, "main")["steps"][0][0]["arguments"]["parameters"][0].update(
-        value="{{=sprig.upper('a')}}"), "expression", id="expression-variable"),
-    pytest.param(lambda d: _tpl(d, "per-item")["steps"][1][0].update(
-        when="{{steps.greet.outputs.parameters.flag}} =~ tr.*"), "when", id="when-regex"),
-    pytest.param(lambda d: _tpl(d, "greet").update(retryStrategy={"limit": 1, "expression": "lastRetry.message == 'x'"}),
-                 "retryStrategy.expression", id="retry-expression"),
-    pytest.param(lambda d: _tpl(d, "greet").update(synchronization={"semaphores": [{"configMapKeyRef": {}}]}),
-                 "synchronization.semaphores", id="semaphore"),
+    pytest.param(
+        lambda d: _tpl(d, "greet")["outputs"].update(artifacts=[{"name": "a", "path": "/tmp/a"}]),
+        "templates[greet].outputs.artifacts",
+        id="artifacts",
+    ),
+    pytest.param(
+        lambda d: _tpl(d, "main")["steps"][0][0]["arguments"]["parameters"][0].update(
+            value="{{workflow.uid}}"
+        ),
+        "variable {{workflow.uid}}",
+        id="unknown-variable",
+    ),
+    pytest.param(
+        lambda d: _tpl(d, "main")["steps"][0][0]["arguments"]["parameters"][0].update(
+            value="{{=sprig.upper('a')}}"
+        ),
+        "expression",
+        id="expression-variable",
+    ),
+    pytest.param(
+        lambda d: _tpl(d, "per-item")["steps"][1][0].update(
+            when="{{steps.greet.outputs.parameters.flag}} =~ tr.*"
+        ),
+        "when",
+        id="when-regex",
+    ),
+    pytest.param(
+        lambda d: _tpl(d, "greet").update(
+            retryStrategy={"limit": 1, "expression": "lastRetry.message == 'x'"}
+        ),
+        "retryStrategy.expression",
+        id="retry-expression",
+    ),
+    pytest.param(
+        lambda d: _tpl(d, "greet").update(synchronization={"semaphores": [{"configMapKeyRef": {}}]}),
+        "synchronization.semaphores",
+        id="semaphore",
+    ),
     pytest.param(lambda d: _tpl(d, "greet")["script"].update(command=["bash"]), "script.command", id="bash"),
-    pytest.param(lambda d: _tpl(d, "main")["steps"][0][0].update(continueOn={"failed": True}),
-                 "continueOn", id="continueOn"),
+    pytest.param(
+        lambda d: _tpl(d, "main")["steps"][0][0].update(continueOn={"failed": True}),
+        "continueOn",
+        id="continueOn",
+    ),
 ]
 
 
@@ -257,8 +297,12 @@ def test_evaluate_condition(text: str, expected: bool) -> None:
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [pytest.param("10s", 10, id="s"), pytest.param("1m30s", 90, id="m-s"), pytest.param("100ms", 0.1, id="ms"),
-     pytest.param("5", 5, id="bare")],
+    [
+        pytest.param("10s", 10, id="s"),
+        pytest.param("1m30s", 90, id="m-s"),
+        pytest.param("100ms", 0.1, id="ms"),
+        pytest.param("5", 5, id="bare"),
+    ],
 )
 def test_parse_duration(text: str, seconds: float) -> None:
     assert parse_duration(text, "x") == pytest.approx(seconds)
@@ -270,7 +314,9 @@ IMAGE_UPDATE = ROOT / "manifests" / "workflows" / "image-update.yaml"
 def test_accepts_the_rendered_image_update_template(logs: list[dict]) -> None:
     doc = yaml.safe_load(IMAGE_UPDATE.read_text())
     secrets, configmaps = _references(doc)
-    executor = LocalExecutor(IMAGE_UPDATE, project_root=ROOT, secrets=secrets, configmaps=configmaps, log=logs.append)
+    executor = LocalExecutor(
+        IMAGE_UPDATE, project_root=ROOT, secrets=secrets, configmaps=configmaps, log=logs.append
+    )
     assert "event" in executor.workflow_parameters
 
 
@@ -284,7 +330,9 @@ def _references(doc: dict) -> tuple[dict, dict]:
             if "secretKeyRef" in node:
                 secrets.setdefault(node["secretKeyRef"]["name"], {})[node["secretKeyRef"]["key"]] = "dummy"
             if "configMapKeyRef" in node:
-                configmaps.setdefault(node["configMapKeyRef"]["name"], {})[node["configMapKeyRef"]["key"]] = "dummy"
+                configmaps.setdefault(node["configMapKeyRef"]["name"], {})[node["configMapKeyRef"]["key"]] = (
+                    "dummy"
+                )
             if "secretName" in node:
                 secrets.setdefault(node["secretName"], {})
             if "configMap" in node and isinstance(node["configMap"], dict) and "name" in node["configMap"]:
@@ -313,31 +361,67 @@ images:
 @pytest.mark.slow
 def test_runs_the_rendered_image_update_template_end_to_end(moto, make_remote, git_token, logs) -> None:
     """The very YAML a cluster gets: an ECR push becomes a commit (commit mode), no Kubernetes."""
-    remote = make_remote({"services/api/overlays/staging/kustomization.yaml": KUSTOMIZATION,
-                          "services/api/base/kustomization.yaml": "resources: []\n"})
+    remote = make_remote(
+        {
+            "services/api/overlays/staging/kustomization.yaml": KUSTOMIZATION,
+            "services/api/base/kustomization.yaml": "resources: []\n",
+        }
+    )
     ecr = moto.client("ecr")
     repo = f"team/api{uuid.uuid4().hex[:6]}"
     ecr.create_repository(repositoryName=repo)
     digest = "sha256:" + hashlib.sha256(repo.encode()).hexdigest()
-    manifest = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
-                           "config": {"digest": digest, "size": 1, "mediaType": "application/vnd.docker.container.image.v1+json"},
-                           "layers": []})
+    manifest = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+            "config": {
+                "digest": digest,
+                "size": 1,
+                "mediaType": "application/vnd.docker.container.image.v1+json",
+            },
+            "layers": [],
+        }
+    )
     ecr.put_image(repositoryName=repo, imageManifest=manifest, imageTag="1.4.2", imageDigest=digest)
     account = ecr.describe_repositories(repositoryNames=[repo])["repositories"][0]["registryId"]
-    rules = (f"- githubRepository: {remote.url}/services/api/overlays/staging\n"
-             f"  registryURI: {account}.dkr.ecr.us-west-2.amazonaws.com/{repo}\n"
-             f"  imageName: 123456789012.dkr.ecr.us-west-2.amazonaws.com/team/api\n"
-             "  env: staging\n  mode: commit\n  provider: local\n")
-    event = {"version": "0", "id": str(uuid.uuid4()), "detail-type": "ECR Image Action", "source": "aws.ecr",
-             "account": account, "time": "2026-12-02T10:00:00Z", "region": "us-west-2", "resources": [],
-             "detail": {"result": "SUCCESS", "repository-name": repo, "image-digest": digest,
-                        "action-type": "PUSH", "image-tag": "1.4.2"}}
+    rules = (
+        f"- githubRepository: {remote.url}/services/api/overlays/staging\n"
+        f"  registryURI: {account}.dkr.ecr.us-west-2.amazonaws.com/{repo}\n"
+        f"  imageName: 123456789012.dkr.ecr.us-west-2.amazonaws.com/team/api\n"
+        "  env: staging\n  mode: commit\n  provider: local\n"
+    )
+    event = {
+        "version": "0",
+        "id": str(uuid.uuid4()),
+        "detail-type": "ECR Image Action",
+        "source": "aws.ecr",
+        "account": account,
+        "time": "2026-12-02T10:00:00Z",
+        "region": "us-west-2",
+        "resources": [],
+        "detail": {
+            "result": "SUCCESS",
+            "repository-name": repo,
+            "image-digest": digest,
+            "action-type": "PUSH",
+            "image-tag": "1.4.2",
+        },
+    }
     executor = LocalExecutor(
-        IMAGE_UPDATE, project_root=ROOT, log=logs.append, backoff_scale=0.01,
+        IMAGE_UPDATE,
+        project_root=ROOT,
+        log=logs.append,
+        backoff_scale=0.01,
         secrets={"imagebump-git": {"token": git_token}, "imagebump-git-read": {"token": git_token}},
         configmaps={"imagebump-rules": {"rules.yaml": rules}},
-        env={"AWS_ENDPOINT_URL": moto.endpoint_url, "AWS_REGION": "us-west-2", "AWS_DEFAULT_REGION": "us-west-2",
-             "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"},
+        env={
+            "AWS_ENDPOINT_URL": moto.endpoint_url,
+            "AWS_REGION": "us-west-2",
+            "AWS_DEFAULT_REGION": "us-west-2",
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+        },
     )
 
     result = executor.run({"event": json.dumps(event)}, "image-update-e2e", event_id=event["id"])
@@ -357,9 +441,17 @@ def test_step_records_are_forwarded_in_the_one_log_format(state: Path, logs: lis
 
     assert result.phase == "Succeeded", result.message
     (record,) = [r for r in logs if r.get("logger") == "steps.chatty"]
-    assert (record["component"], record["level"], record["message"]) == ("step", "info", "hello from the step")
+    assert (record["component"], record["level"], record["message"]) == (
+        "step",
+        "info",
+        "hello from the step",
+    )
     assert (record["workflow"], record["node"], record["attempt"], record["event_id"]) == (
-        "logs-1", "logs-1.chatty", 1, "ev-9")
+        "logs-1",
+        "logs-1.chatty",
+        1,
+        "ev-9",
+    )
     (plain,) = [r for r in logs if r.get("event") == "step-stderr"]
     assert (plain["step"], plain["message"]) == ("chatty", "a plain line on stderr")
     for r in logs:
@@ -367,4 +459,3 @@ def test_step_records_are_forwarded_in_the_one_log_format(state: Path, logs: lis
         assert r["level"] in ("debug", "info", "warning", "error")
     finished = [r for r in logs if r.get("event") == "node-finished" and r.get("template") == "chatty"]
     assert finished and finished[0]["component"] == "executor" and finished[0]["step"] == "chatty"
-

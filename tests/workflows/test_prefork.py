@@ -31,8 +31,15 @@ PROBE = ROOT / "tests" / "testdata" / "executor" / "probe.yaml"
 def _executor(tmp_path: Path, logs: list[dict], prefork: bool, **kwargs) -> LocalExecutor:
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
-    return LocalExecutor(PROBE, project_root=ROOT, env={"PASSED_THROUGH": "1"}, log=logs.append,
-                         work_root=work, prefork=prefork, **kwargs)
+    return LocalExecutor(
+        PROBE,
+        project_root=ROOT,
+        env={"PASSED_THROUGH": "1"},
+        log=logs.append,
+        work_root=work,
+        prefork=prefork,
+        **kwargs,
+    )
 
 
 def _long_deadline() -> str:
@@ -97,13 +104,17 @@ def test_each_step_is_its_own_fresh_process(tmp_path: Path, prefork: bool, monke
 
 
 @pytest.mark.parametrize("prefork", [True, False], ids=["forked", "new-process"])
-@pytest.mark.parametrize("how, code, text", [
-    ("raise", 1, "RuntimeError: boom from a step"),
-    ("exit-text", 1, "stopping: a message, not a code"),
-    ("kill", -9, ""),
-])
-def test_a_crashing_step_ends_the_same_way_forked_or_not(tmp_path: Path, prefork: bool, how: str, code: int,
-                                                           text: str) -> None:
+@pytest.mark.parametrize(
+    "how, code, text",
+    [
+        ("raise", 1, "RuntimeError: boom from a step"),
+        ("exit-text", 1, "stopping: a message, not a code"),
+        ("kill", -9, ""),
+    ],
+)
+def test_a_crashing_step_ends_the_same_way_forked_or_not(
+    tmp_path: Path, prefork: bool, how: str, code: int, text: str
+) -> None:
     logs: list[dict] = []
     result = _executor(tmp_path, logs, prefork).run({"crash": how}, f"crash-{how}")
 
@@ -122,8 +133,13 @@ def test_a_killed_zygote_loses_only_the_running_step_and_is_restarted(tmp_path: 
     state = tmp_path / "state"
     state.mkdir()
     zygote = Zygote(sys.executable, str(ROOT), ["hera.workflows.runner", "tests.workflows.stepfns"])
-    executor = LocalExecutor(_long_deadline(), project_root=ROOT,
-                             env={"STEPFNS_STATE_DIR": str(state)}, log=lambda r: None, prefork=True)
+    executor = LocalExecutor(
+        _long_deadline(),
+        project_root=ROOT,
+        env={"STEPFNS_STATE_DIR": str(state)},
+        log=lambda r: None,
+        prefork=True,
+    )
     executor.zygote = lambda: zygote  # this test's own zygote, not the process-wide one
     try:
         import threading
@@ -172,8 +188,9 @@ def test_no_step_outlives_a_killed_executor(tmp_path: Path) -> None:
         z = ex.zygote()
         ex.run({{}}, "orphan-1")
     """)
-    proc = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     marker = state / "sleep-started"
     deadline = time.monotonic() + 60
     while not marker.exists() and time.monotonic() < deadline and proc.poll() is None:
@@ -201,9 +218,12 @@ def test_tempfile_cached_by_an_import_is_not_shared(tmp_path: Path) -> None:
         for i in range(2):
             own = tmp_path / f"step-{i}"
             own.mkdir()
-            outcome = zygote.run([sys.executable, "-m", "tests.workflows.show_tmp"], cwd=str(own),
-                                 env={"TMPDIR": str(own), "PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)},
-                                 timeout=30)
+            outcome = zygote.run(
+                [sys.executable, "-m", "tests.workflows.show_tmp"],
+                cwd=str(own),
+                env={"TMPDIR": str(own), "PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)},
+                timeout=30,
+            )
             assert outcome.returncode == 0, outcome.stderr
             assert outcome.stderr == b""
             outs.append(json.loads(outcome.stdout))
@@ -214,16 +234,19 @@ def test_tempfile_cached_by_an_import_is_not_shared(tmp_path: Path) -> None:
         zygote.close()
 
 
-@pytest.mark.parametrize("argv, env, expected", [
-    (["PY", "-m", "hera.workflows.runner", "-e", "steps.x:run", "/s"], {"PYTHONPATH": "ROOT"}, True),
-    (["PY", "-m", "mod"], {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"}, True),
-    (["PY", "-m", "mod"], {"PYTHONHASHSEED": "0"}, False),  # changes how the interpreter starts
-    (["PY", "-m", "mod"], {"PYTHONPATH": "/elsewhere"}, False),
-    (["PY", "-X", "dev", "-m", "mod"], {}, False),
-    (["PY", "script.py"], {}, False),
-    (["/other/python", "-m", "mod"], {}, False),
-    (["PY", "-m"], {}, False),
-])
+@pytest.mark.parametrize(
+    "argv, env, expected",
+    [
+        (["PY", "-m", "hera.workflows.runner", "-e", "steps.x:run", "/s"], {"PYTHONPATH": "ROOT"}, True),
+        (["PY", "-m", "mod"], {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"}, True),
+        (["PY", "-m", "mod"], {"PYTHONHASHSEED": "0"}, False),  # changes how the interpreter starts
+        (["PY", "-m", "mod"], {"PYTHONPATH": "/elsewhere"}, False),
+        (["PY", "-X", "dev", "-m", "mod"], {}, False),
+        (["PY", "script.py"], {}, False),
+        (["/other/python", "-m", "mod"], {}, False),
+        (["PY", "-m"], {}, False),
+    ],
+)
 def test_only_plain_python_dash_m_commands_are_forked(argv, env, expected) -> None:
     zygote = Zygote("PY", "ROOT", [])
     assert zygote.eligible(argv, env) is expected
@@ -243,25 +266,42 @@ def test_the_image_update_steps_and_their_lazy_imports_are_imported_ahead(tmp_pa
     module and what each lists in ``LAZY_IMPORTS`` (boto3 …), so a forked step imports nothing
     heavy itself; a fresh process, for contrast, starts with none of them."""
     template = ROOT / "manifests" / "workflows" / "image-update.yaml"
-    executor = LocalExecutor(template, project_root=ROOT, log=lambda r: None, prefork=True,
-                             configmaps={"imagebump-rules": {"rules.yaml": "[]"}},
-                             secrets={"imagebump-git": {"token": "t0ken-unused"},
-                                      "imagebump-git-read": {"token": "t0ken-unused"}})
+    executor = LocalExecutor(
+        template,
+        project_root=ROOT,
+        log=lambda r: None,
+        prefork=True,
+        configmaps={"imagebump-rules": {"rules.yaml": "[]"}},
+        secrets={"imagebump-git": {"token": "t0ken-unused"}, "imagebump-git-read": {"token": "t0ken-unused"}},
+    )
     assert executor.preload_modules() == [
-        "hera.workflows.runner", "steps.resolve_image", "steps.edit_kustomize", "steps.commit_pr"]
+        "hera.workflows.runner",
+        "steps.resolve_image",
+        "steps.edit_kustomize",
+        "steps.commit_pr",
+    ]
     zygote = Zygote(sys.executable, str(ROOT), executor.preload_modules())
     names = ["hera.workflows.runner", "steps.commit_pr", "steps.ecr", "steps.git", "boto3", "githubkit"]
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)}
     try:
-        outcome = zygote.run([sys.executable, "-m", "tests.workflows.show_modules", *names], cwd=str(tmp_path),
-                             env=env, timeout=60)
+        outcome = zygote.run(
+            [sys.executable, "-m", "tests.workflows.show_modules", *names],
+            cwd=str(tmp_path),
+            env=env,
+            timeout=60,
+        )
         assert outcome.returncode == 0, outcome.stderr
         assert zygote.failed_preload == []
         assert json.loads(outcome.stdout) == dict.fromkeys(names, True)
     finally:
         zygote.close()
-    fresh = subprocess.run([sys.executable, "-m", "tests.workflows.show_modules", *names], cwd=ROOT, env=env,
-                           capture_output=True, check=True)
+    fresh = subprocess.run(
+        [sys.executable, "-m", "tests.workflows.show_modules", *names],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        check=True,
+    )
     assert not any(json.loads(fresh.stdout).values())
 
 
@@ -274,8 +314,12 @@ def test_many_steps_forked_at_once_each_get_their_own_output(tmp_path: Path) -> 
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)}
 
     def one(i: int):
-        return zygote.run([sys.executable, "-m", "tests.workflows.echo_env", str(i)], cwd=str(tmp_path),
-                          env={**env, "ECHO_ID": f"id-{i}"}, timeout=120)
+        return zygote.run(
+            [sys.executable, "-m", "tests.workflows.echo_env", str(i)],
+            cwd=str(tmp_path),
+            env={**env, "ECHO_ID": f"id-{i}"},
+            timeout=120,
+        )
 
     try:
         with ThreadPoolExecutor(40) as pool:
@@ -311,7 +355,9 @@ def test_warm_starts_the_zygote_before_the_first_step(tmp_path: Path) -> None:
     _executor(tmp_path, logs, False).warm()  # prefork off: nothing to start, nothing raised
 
 
-def test_a_zygote_whose_imports_start_a_thread_refuses_and_steps_start_fresh(tmp_path: Path, monkeypatch) -> None:
+def test_a_zygote_whose_imports_start_a_thread_refuses_and_steps_start_fresh(
+    tmp_path: Path, monkeypatch
+) -> None:
     """fork() copies only the calling thread, so a zygote in which an import started a thread
     refuses to serve; the executor logs it and starts the step as a new process instead, and
     does not try the zygote again for every step."""
@@ -326,8 +372,13 @@ def test_a_zygote_whose_imports_start_a_thread_refuses_and_steps_start_fresh(tmp
         spawned.append(argv)
         return subprocess.Popen(argv, **kwargs)
 
-    monkeypatch.setattr(prefork, "subprocess", types.SimpleNamespace(
-        Popen=popen, DEVNULL=subprocess.DEVNULL, TimeoutExpired=subprocess.TimeoutExpired))
+    monkeypatch.setattr(
+        prefork,
+        "subprocess",
+        types.SimpleNamespace(
+            Popen=popen, DEVNULL=subprocess.DEVNULL, TimeoutExpired=subprocess.TimeoutExpired
+        ),
+    )
     zygote = Zygote(sys.executable, str(ROOT), ["tests.workflows.thread_at_import"])
     with pytest.raises(ZygoteError, match="started-by-import") as caught:
         zygote.ensure_started()

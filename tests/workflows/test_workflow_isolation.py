@@ -58,19 +58,39 @@ images:
 
 def _push(ecr, repository: str, tag: str) -> str:
     digest = "sha256:" + hashlib.sha256(f"{repository}:{tag}".encode()).hexdigest()
-    manifest = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
-                           "config": {"digest": digest, "size": 1,
-                                      "mediaType": "application/vnd.docker.container.image.v1+json"},
-                           "layers": []})
+    manifest = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+            "config": {
+                "digest": digest,
+                "size": 1,
+                "mediaType": "application/vnd.docker.container.image.v1+json",
+            },
+            "layers": [],
+        }
+    )
     ecr.put_image(repositoryName=repository, imageManifest=manifest, imageTag=tag, imageDigest=digest)
     return digest
 
 
 def _event(repository: str, tag: str, digest: str) -> dict:
-    return {"version": "0", "id": str(uuid.uuid4()), "detail-type": "ECR Image Action", "source": "aws.ecr",
-            "time": "2026-12-02T10:00:00Z", "region": "us-west-2", "resources": [],
-            "detail": {"result": "SUCCESS", "repository-name": repository, "image-digest": digest,
-                       "action-type": "PUSH", "image-tag": tag}}
+    return {
+        "version": "0",
+        "id": str(uuid.uuid4()),
+        "detail-type": "ECR Image Action",
+        "source": "aws.ecr",
+        "time": "2026-12-02T10:00:00Z",
+        "region": "us-west-2",
+        "resources": [],
+        "detail": {
+            "result": "SUCCESS",
+            "repository-name": repository,
+            "image-digest": digest,
+            "action-type": "PUSH",
+            "image-tag": tag,
+        },
+    }
 
 
 def _processes_under(root: Path) -> dict[int, Path]:
@@ -120,36 +140,54 @@ def test_concurrent_workflows_for_two_overlays_of_one_repository_never_share_fil
     files = {"README.md": "two overlays\n"}
     for service in SERVICES:
         files[f"services/{service}/base/kustomization.yaml"] = "resources: []\n"
-        files[f"services/{service}/overlays/stg/kustomization.yaml"] = KUSTOMIZATION.format(image=images[service])
+        files[f"services/{service}/overlays/stg/kustomization.yaml"] = KUSTOMIZATION.format(
+            image=images[service]
+        )
     remote = make_remote(files)
     gate = tmp_path / "gate"
     gate.mkdir()
     remote.install_hook("pre-receive", HOLD_HOOK.format(gate=gate))
-    rules = (f"- githubRepository: {remote.url}/services/$1/overlays/stg\n"
-             f"  registryURI: {account}.dkr.ecr.us-west-2.amazonaws.com/{prefix}/$1\n"
-             "  env: stg\n  mode: commit\n  provider: local\n")
+    rules = (
+        f"- githubRepository: {remote.url}/services/$1/overlays/stg\n"
+        f"  registryURI: {account}.dkr.ecr.us-west-2.amazonaws.com/{prefix}/$1\n"
+        "  env: stg\n  mode: commit\n  provider: local\n"
+    )
     work_root = tmp_path / "steps"
     work_root.mkdir()
     logs: list[dict] = []
     executor = LocalExecutor(
-        IMAGE_UPDATE, project_root=ROOT, log=logs.append, backoff_scale=0.01, work_root=work_root,
+        IMAGE_UPDATE,
+        project_root=ROOT,
+        log=logs.append,
+        backoff_scale=0.01,
+        work_root=work_root,
         secrets={"imagebump-git": {"token": git_token}, "imagebump-git-read": {"token": git_token}},
         configmaps={"imagebump-rules": {"rules.yaml": rules}},
-        env={"AWS_ENDPOINT_URL": moto.endpoint_url, "AWS_REGION": "us-west-2", "AWS_DEFAULT_REGION": "us-west-2",
-             "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"},
+        env={
+            "AWS_ENDPOINT_URL": moto.endpoint_url,
+            "AWS_REGION": "us-west-2",
+            "AWS_DEFAULT_REGION": "us-west-2",
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+        },
     )
     results: dict[str, WorkflowResult] = {}
 
     def run(service: str) -> None:
         event = events[service]
-        results[service] = executor.run({"event": json.dumps(event)}, f"isolation-{service}", event_id=event["id"])
+        results[service] = executor.run(
+            {"event": json.dumps(event)}, f"isolation-{service}", event_id=event["id"]
+        )
 
     threads = [threading.Thread(target=run, args=(s,), name=f"wf-{s}") for s in SERVICES]
     for thread in threads:
         thread.start()
     try:
-        _wait_for(lambda: len(list(gate.glob("arrived-*"))) >= 2 or len(results) == 2, 180,
-                  "both commit-pr steps to reach their push")
+        _wait_for(
+            lambda: len(list(gate.glob("arrived-*"))) >= 2 or len(results) == 2,
+            180,
+            "both commit-pr steps to reach their push",
+        )
         assert len(results) < 2, {s: (r.phase, r.message) for s, r in results.items()}
 
         # --- both commit-pr steps are alive now, each holding a clone: look from outside ---------
@@ -157,7 +195,9 @@ def test_concurrent_workflows_for_two_overlays_of_one_repository_never_share_fil
         assert len(step_dirs) == 2, step_dirs
         assert all(p.stat().st_mode & 0o777 == 0o700 for p in step_dirs)
         processes = _processes_under(work_root)
-        owner = {pid: next(d for d in step_dirs if cwd == d or d in cwd.parents) for pid, cwd in processes.items()}
+        owner = {
+            pid: next(d for d in step_dirs if cwd == d or d in cwd.parents) for pid, cwd in processes.items()
+        }
         assert set(owner.values()) == set(step_dirs), "each step directory has its own live process"
         for pid, mine in owner.items():
             env = _environ(pid)
@@ -167,7 +207,10 @@ def test_concurrent_workflows_for_two_overlays_of_one_repository_never_share_fil
             for key in ("HOME", "TMPDIR"):
                 if key in env:
                     assert Path(env[key]) == mine or mine in Path(env[key]).parents, (pid, key, env[key])
-            assert not [k for k, v in env.items() if str(other) in v], (pid, "names the other step's directory")
+            assert not [k for k, v in env.items() if str(other) in v], (
+                pid,
+                "names the other step's directory",
+            )
 
         seen: dict[Path, set[str]] = {}
         for directory in step_dirs:
@@ -189,7 +232,9 @@ def test_concurrent_workflows_for_two_overlays_of_one_repository_never_share_fil
     # --- afterwards: both landed, each only its own change; nothing left on disk ------------------
     for service in SERVICES:
         result = results[service]
-        failed = [(n.name, n.phase, n.message) for n in result.nodes if n.phase not in ("Succeeded", "Skipped")]
+        failed = [
+            (n.name, n.phase, n.message) for n in result.nodes if n.phase not in ("Succeeded", "Skipped")
+        ]
         assert result.phase == "Succeeded", failed
         assert result.node(".commit-pr").outputs["action"] == "committed"
     assert list(work_root.iterdir()) == []

@@ -49,6 +49,7 @@ from ruamel.yaml.resolver import VersionedResolver
 from yaml import events as _ev
 
 from steps.errors import ConfigError, ImageNotFoundError, KustomizationError
+from steps.events import validate_digest, validate_tag
 from steps.models import ImagesEntry
 
 __all__ = [
@@ -73,9 +74,6 @@ MAX_KUSTOMIZATION_BYTES = 1 << 20
 #: laughs" document adds 10⁹ from a few hundred bytes; go-yaml (kustomize) refuses those too.
 MAX_ALIAS_EXPANSION = 10_000
 
-#: ECR's tag grammar (also Docker's).
-TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
-DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
 #: An image name as kustomize and container runtimes take it: ``[host[:port]/]path``.
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(?::[0-9]+)?(?:/[A-Za-z0-9._-]+)*")
 
@@ -136,23 +134,6 @@ def _split_reference(ref: str) -> tuple[str, str | None, str | None]:
     return ref, tag, digest
 
 
-def validate_tag(tag: str) -> str:
-    """Return ``tag`` if it is a valid image tag, else raise :class:`ConfigError`."""
-    if not isinstance(tag, str) or not TAG_RE.fullmatch(tag):
-        raise ConfigError(
-            f"invalid tag {tag!r}: a tag is 1-128 of letters, digits, '_', '.', '-' "
-            "and cannot start with '.' or '-'"
-        )
-    return tag
-
-
-def validate_digest(digest: str) -> str:
-    """Return ``digest`` if it is ``sha256:`` + 64 lowercase hex digits, else raise."""
-    if not isinstance(digest, str) or not DIGEST_RE.fullmatch(digest):
-        raise ConfigError(f"invalid digest {digest!r}: expected 'sha256:' followed by 64 hex digits")
-    return digest
-
-
 def validate_image_name(name: str, what: str = "image name") -> str:
     """Return ``name`` if it is a plausible ``[host[:port]/]path`` image name, else raise."""
     if not isinstance(name, str) or not NAME_RE.fullmatch(name):
@@ -196,9 +177,9 @@ def parse_image_spec(spec: str) -> ImageSpec:
         )
     validate_image_name(name)
     if tag is not None and tag != KEEP:
-        validate_tag(tag)
+        validate_tag(tag, error=ConfigError)
     if digest is not None and digest != KEEP:
-        validate_digest(digest)
+        validate_digest(digest, error=ConfigError)
     return ImageSpec(name=name, new_name=new_name, tag=tag, digest=digest)
 
 
@@ -1132,9 +1113,9 @@ def _set_image(
     if tag is None and digest is None and new_name is None:
         raise ConfigError(f"nothing to set for image {name!r}: give a tag, a digest or a new name")
     if tag is not None and tag != KEEP:
-        validate_tag(tag)
+        validate_tag(tag, error=ConfigError)
     if digest is not None and digest != KEEP:
-        validate_digest(digest)
+        validate_digest(digest, error=ConfigError)
     if new_name is not None and new_name != KEEP:
         validate_image_name(new_name, "new name")
 

@@ -881,3 +881,84 @@ def test_ten_thousand_rules_load_and_match_correctly() -> None:
     # And it finds what a full scan finds.
     for ref in (f"{REG}/team9999/web:1", f"{REG}/svc/app9997:prod-abcdef0", f"{REG}/acme/app9998:1"):
         assert rules.match(image(ref)).targets == rules.match(image(ref), all_reasons=True).targets
+
+
+# --- repositories a rule can match (moved from test_reconcile: one home, Rule) ----------------
+
+
+def _rule_for(template: str):
+    """The compiled rule whose registryURI has the repository part ``template``."""
+    text = f"- registryURI: '{REG}/{template}'\n  githubRepository: https://github.com/o/r/apps\n"
+    (rule,) = load_rules(text).rules
+    return rule
+
+
+def repository_prefix(template: str) -> str:
+    return _rule_for(template).repository_prefix
+
+
+def repository_matches(template: str, name: str) -> bool:
+    return _rule_for(template).match_repository(name) is not None
+
+
+@pytest.mark.parametrize(
+    ("template", "prefix"),
+    [
+        pytest.param("team/$1", "team/", id="one-variable"),
+        pytest.param("hoge/$1/$2/$3", "hoge/", id="three-variables"),
+        pytest.param("$1/api", "", id="variable-first"),
+        pytest.param("team/app-$1", "team/app-", id="variable-inside-a-segment"),
+        pytest.param("team/api", "team/api", id="fixed-name"),
+    ],
+)
+def test_repository_prefix(template: str, prefix: str) -> None:
+    assert repository_prefix(template) == prefix
+
+
+@pytest.mark.parametrize(
+    ("template", "name", "matches"),
+    [
+        pytest.param("team/$1", "team/api", True, id="one-segment"),
+        pytest.param("team/$1", "team/a/b", False, id="too-deep"),
+        pytest.param("team/$1", "teamx/api", False, id="prefix-lookalike"),
+        pytest.param("team/$1", "team", False, id="too-shallow"),
+        pytest.param("hoge/$1/$2", "hoge/a/b", True, id="two-segments"),
+        pytest.param("team/app-$1", "team/app-web", True, id="inside-a-segment"),
+        pytest.param("team/app-$1", "team/app-", False, id="empty-variable"),
+        pytest.param("$1/api", "any/api", True, id="variable-first"),
+        pytest.param("team/a.b", "team/aXb", False, id="dot-is-literal"),
+        pytest.param("t/$1-$2", "t/a-b", True, id="two-variables-in-a-segment"),
+        pytest.param("t/$1-$2", "t/a-", False, id="second-variable-empty"),
+        pytest.param("t/$1$2", "t/a", False, id="adjacent-variables-need-two-characters"),
+        pytest.param("t/$1$2", "t/ab", True, id="adjacent-variables"),
+        pytest.param("t/x$1y$2z", "t/xAyyBz", True, id="pieces-found-leftmost"),
+    ],
+)
+def test_repository_matches(template: str, name: str, matches: bool) -> None:
+    assert repository_matches(template, name) is matches
+
+
+def test_a_hostile_repository_name_cannot_make_matching_hang() -> None:
+    """Whoever creates ECR repositories chooses their names: matching is one scan, never backtracking
+    (a backtracking regular expression needs hours on this pair). A child process with a deadline
+    guards against a hang; nothing is timed."""
+    program = (
+        "from steps.rules import load_rules\n"
+        "template = 't/' + ''.join(f'a${i}' for i in range(1, 21)) + 'b'\n"
+        f"registry = {REG!r}\n"
+        "(rule,) = load_rules(f'- registryURI: {registry}/{template}\\n  githubRepository: https://github.com/o/r\\n').rules\n"
+        "print(rule.match_repository('t/' + 'a' * 255) is not None)\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", program],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("Rule.match_repository still running after 60s on a hostile name")
+    assert done.stdout.strip() == "False", done.stderr

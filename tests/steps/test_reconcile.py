@@ -228,3 +228,22 @@ def test_table_lists_worst_first_and_totals() -> None:
     assert [line.split()[0] for line in lines[1:4]] == ["behind", "unknown", "current"]
     assert "1.4.2@sha256:222222222222…" in text and D2 not in text  # digests shortened for people
     assert lines[-1] == "3 target(s): 1 behind, 1 current, 0 ahead, 0 proposed, 1 unknown"
+
+
+def test_the_pure_core_reads_neither_ecr_nor_git() -> None:
+    """decide and pick_newest live in steps.reconcile_decide, which imports no I/O module (issue 14)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    program = (
+        "import sys, steps.reconcile_decide\n"
+        "io = ('boto3', 'botocore', 'steps.ecr', 'steps.git', 'steps.kustomize', 'steps.rules')\n"
+        "print(sorted(m for m in io if m in sys.modules))\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", program], check=False, capture_output=True, text=True, cwd=root, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -962,3 +962,118 @@ def test_a_hostile_repository_name_cannot_make_matching_hang() -> None:
     except subprocess.TimeoutExpired:
         pytest.fail("Rule.match_repository still running after 60s on a hostile name")
     assert done.stdout.strip() == "False", done.stderr
+
+
+# --- the declared schema (issue 14): one model, the YAML keys as aliases, closed choices ------------
+
+
+def test_the_schema_declares_every_yaml_key_as_an_alias() -> None:
+    from steps.rules import KNOWN_FIELDS, REQUIRED_FIELDS, RuleSpec
+
+    assert KNOWN_FIELDS == (
+        "registryURI",
+        "githubRepository",
+        "allowImageTag",
+        "denyImageTag",
+        "env",
+        "mode",
+        "baseBranch",
+        "imageName",
+        "writeDigest",
+        "order",
+        "labels",
+        "reviewers",
+        "provider",
+    )
+    assert REQUIRED_FIELDS == ("registryURI", "githubRepository")
+    spec = RuleSpec.model_validate(
+        {
+            "registryURI": f" {REG}/team/$1 ",
+            "githubRepository": "https://github.com/o/r/apps/$1",
+            "writeDigest": True,
+            "baseBranch": "release",
+            "imageName": "api",
+            "allowImageTag": ["regexp:v.*"],
+        }
+    )
+    assert (spec.registry_uri, spec.write_digest, spec.base_branch, spec.image_name) == (
+        f"{REG}/team/$1",
+        True,
+        "release",
+        "api",
+    )
+    assert spec.allow_image_tag == ["regexp:v.*"] and spec.deny_image_tag == []
+    with pytest.raises(ValueError):  # the Python names are not YAML keys: a user writes the aliases
+        RuleSpec.model_validate({"registry_uri": f"{REG}/a", "github_repository": "https://github.com/o/r"})
+
+
+@pytest.mark.parametrize(
+    ("field", "choices"),
+    [
+        pytest.param("mode", ("pr", "commit"), id="mode"),
+        pytest.param("order", ("push-time", "semver", "none"), id="order"),
+        pytest.param("provider", ("github", "local"), id="provider"),
+    ],
+)
+def test_closed_choices_accept_each_choice_and_name_them_all_when_refusing(
+    field: str, choices: tuple
+) -> None:
+    for choice in choices:
+        (compiled,) = load_rules(rule(f"{field}: {choice}").replace(GOOD_RULE, "")).rules
+        assert getattr(compiled, field) == choice
+    for wrong in ("PR", "Semver", "''", "[pr]", "1", "null"):
+        with pytest.raises(RulesError) as info:
+            load_rules(rule(f"{field}: {wrong}"))
+        assert f"rule 1: {field}: must be one of {', '.join(choices)}, got " in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("extra", "fragment"),
+    [
+        pytest.param(
+            "writeDigest: 1", "writeDigest: must be true or false, got number 1", id="bool-not-number"
+        ),
+        pytest.param(
+            "writeDigest: 'true'", "writeDigest: must be true or false, got string", id="bool-not-str"
+        ),
+        pytest.param("env: [a]", "env: must be a string, got list", id="str-not-list"),
+        pytest.param("labels: {a: 1}", "labels: must be a list, got mapping", id="list-not-mapping"),
+        pytest.param("1: x", "rule 1: 1: unknown field; known fields: registryURI,", id="non-string-key"),
+        pytest.param("registryURI: ''", "duplicate key", id="duplicate-required"),
+    ],
+)
+def test_strict_types_are_named_with_field_and_fix(extra: str, fragment: str) -> None:
+    with pytest.raises(RulesError) as info:
+        load_rules(rule(extra))
+    assert fragment in str(info.value), str(info.value)
+
+
+def test_null_optional_fields_mean_their_defaults() -> None:
+    (compiled,) = load_rules(
+        rule("env:\nlabels:\nreviewers:\nwriteDigest:\nallowImageTag:\nbaseBranch:").replace(GOOD_RULE, "")
+    ).rules
+    assert (compiled.env, compiled.labels, compiled.write_digest, compiled.allow, compiled.base_branch) == (
+        "",
+        (),
+        False,
+        (),
+        None,
+    )
+
+
+def test_a_huge_aliased_value_is_shown_as_a_short_excerpt() -> None:
+    """pydantic's own error text prints the input; the message is built from a bounded excerpt instead,
+    and the model hides inputs from its own text too."""
+    from pydantic import ValidationError
+
+    from steps.rules import RuleSpec
+
+    big = "x" * 50_000
+    text = rule(f"env: &e ['{big}', '{big}']\nlabels: *e")
+    with pytest.raises(RulesError) as info:
+        load_rules(text)
+    message = str(info.value)
+    assert "rule 1: env: must be a string, got list" in message and len(message) < 400
+    with pytest.raises(ValidationError) as raw:
+        RuleSpec.model_validate({"registryURI": big, "githubRepository": 7, "mode": big})
+    assert big not in str(raw.value) and "input_value" not in str(raw.value)

@@ -27,7 +27,7 @@ precedence). Only tagged images are candidates: ECR leaves an image untagged whe
 a newer push, and multi-platform pushes leave their per-platform manifests untagged, so an untagged
 image is never "the newest release" (a digest-only push is still handled by its event).
 
-Each target gets a state (:func:`decide`, pure):
+Each target gets a state (:func:`~steps.reconcile_decide.decide`, pure):
 
 * ``behind``: the overlay holds an older image (by the rule's order) than the newest allowed, and
   no living proposal already offers it — handed to update-target;
@@ -44,6 +44,13 @@ reason says so), ``report`` (one line per target; with ``full: false`` only the 
 not current), ``counts`` (targets per state and env: the gauge), ``behind``, ``ecr-calls``,
 ``git-calls``, ``git-clones`` (what the sweep cost) and ``reason`` (a summary). It pushes nothing:
 the update-target steps do, under the same per-overlay mutex as events.
+
+Layout (gather → decide → act): :mod:`steps.reconcile_ecr` gathers from ECR,
+:mod:`steps.reconcile_git` reads Git (one partial sparse clone per repository),
+:mod:`steps.reconcile_decide` is the pure core (:func:`pick_newest`, :func:`decide`, table-tested
+without ECR or git), :mod:`steps.reconcile_report` renders the report and the counts; this module is
+the step (its input, :class:`ReconcileOutput`, :func:`sweep` and :func:`run`). It acts by its
+outputs only.
 
 Errors: a bad rules file or a refused ECR listing (no ``ecr:DescribeRepositories``) is a
 :class:`~steps.errors.ConfigError`; ECR failing for now is a :class:`~steps.errors.TransientError`.

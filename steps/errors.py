@@ -70,3 +70,16 @@ class TransientError(ImagebumpError):
     """A failure that may pass: network error, 5xx, rate limit, a push that lost a race."""
 
     exit_code = EXIT_TRANSIENT
+
+
+class RuleFieldError(RulesError):
+    """One field of one rule is wrong (raised while a rule compiles).
+
+    :func:`steps.rules.load_rules` catches it and raises :class:`RulesError` as
+    ``SOURCE: rule N: FIELD: problem``; it never leaves the rules package on its own.
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message

@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from steps.errors import InvalidEventError
+from steps.errors import ImagebumpError, InvalidEventError
 from steps.models import Image
 
 #: SQS's (and EventBridge's) maximum message size.
@@ -29,8 +29,10 @@ MAX_BODY_BYTES = 262144
 # ECR's own grammars (CreateRepository / PutImage API reference). fullmatch + ASCII-only classes,
 # so Unicode look-alikes and trailing newlines never pass.
 _REPOSITORY_RE = re.compile(r"(?:[a-z0-9]+(?:[._-][a-z0-9]+)*/)*[a-z0-9]+(?:[._-][a-z0-9]+)*")
-_TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
-_DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
+#: An image tag (ECR's grammar, also Docker's): the one pattern; :func:`validate_tag` is the one check.
+TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+#: An image digest: :func:`validate_digest` is the one check.
+DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
 _ACCOUNT_RE = re.compile(r"[0-9]{12}")
 _REGION_RE = re.compile(r"[a-z]{2}(?:-[a-z]+)+-[0-9]{1,2}")
 _REGISTRY_RE = re.compile(r"(?P<account>[0-9]{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com")
@@ -76,25 +78,33 @@ def validate_repository_name(name: Any, *, field: str = "repository") -> str:
     return name
 
 
-def validate_tag(tag: Any, *, field: str = "tag") -> str:
-    """Return ``tag`` if it is a valid image tag (``[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}``)."""
+def validate_tag(tag: Any, *, field: str = "tag", error: type[ImagebumpError] = InvalidEventError) -> str:
+    """Return ``tag`` if it is a valid image tag (:data:`TAG_RE`), else raise ``error``.
+
+    The one check of a tag (events, image references, ``set-image`` specs, edits): the caller picks
+    the error class — :class:`InvalidEventError` for an event, :class:`ConfigError` for a user's
+    argument — and names the field.
+    """
     if not isinstance(tag, str):
-        raise InvalidEventError(f"{field} must be a string, got {_type_name(tag)}")
-    if not tag.isascii() or not _TAG_RE.fullmatch(tag):
-        raise InvalidEventError(
-            f"{field} {tag!r} is not a valid image tag: 1 to 128 of A-Z a-z 0-9 _ . -, "
+        raise error(f"{field} must be a string, got {_type_name(tag)}")
+    if not tag.isascii() or not TAG_RE.fullmatch(tag):
+        raise error(
+            f"invalid {field} {tag!r}: not a valid image tag: 1 to 128 of A-Z a-z 0-9 _ . -, "
             "not starting with '.' or '-'"
         )
     return tag
 
 
-def validate_digest(digest: Any, *, field: str = "digest") -> str:
-    """Return ``digest`` if it is ``sha256:`` followed by 64 lowercase hex digits."""
+def validate_digest(
+    digest: Any, *, field: str = "digest", error: type[ImagebumpError] = InvalidEventError
+) -> str:
+    """Return ``digest`` if it is ``sha256:`` followed by 64 lowercase hex digits, else raise ``error``."""
     if not isinstance(digest, str):
-        raise InvalidEventError(f"{field} must be a string, got {_type_name(digest)}")
-    if not digest.isascii() or not _DIGEST_RE.fullmatch(digest):
-        raise InvalidEventError(
-            f"{field} {digest!r} is not a valid image digest: expected 'sha256:' and 64 lowercase hex digits"
+        raise error(f"{field} must be a string, got {_type_name(digest)}")
+    if not digest.isascii() or not DIGEST_RE.fullmatch(digest):
+        raise error(
+            f"invalid {field} {digest!r}: not a valid image digest: expected 'sha256:' and 64 lowercase "
+            "hex digits"
         )
     return digest
 

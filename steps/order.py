@@ -24,13 +24,19 @@ from datetime import UTC, datetime
 
 from steps.models import Decision
 
+__all__ = ["SemVer", "compare_semver", "decide", "parse_semver"]
+
 _SEMVER_RE = re.compile(
     r"v?(?P<major>0|[1-9][0-9]*)\.(?P<minor>0|[1-9][0-9]*)\.(?P<patch>0|[1-9][0-9]*)"
     r"(?:-(?P<pre>[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?(?:\+(?P<build>[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?"
 )
 
 
-def parse_semver(tag: str | None) -> tuple[int, int, int, tuple[tuple[int, int | str], ...] | None] | None:
+#: A parsed version (:func:`parse_semver`): major, minor, patch, pre-release identifiers (None: a release).
+SemVer = tuple[int, int, int, tuple[tuple[int, int | str], ...] | None]
+
+
+def parse_semver(tag: str | None) -> SemVer | None:
     """``v1.2.3-rc.1`` → a key that sorts by SemVer precedence; None if ``tag`` is not a version.
 
     Build metadata is ignored; a pre-release sorts before its release; numeric identifiers sort
@@ -52,7 +58,8 @@ def parse_semver(tag: str | None) -> tuple[int, int, int, tuple[tuple[int, int |
     return int(m["major"]), int(m["minor"]), int(m["patch"]), key
 
 
-def _semver_cmp(a: tuple, b: tuple) -> int:
+def compare_semver(a: SemVer, b: SemVer) -> int:
+    """SemVer 2.0.0 precedence of two :func:`parse_semver` results: -1, 0 or 1 (like ``cmp``)."""
     if a[:3] != b[:3]:
         return -1 if a[:3] < b[:3] else 1
     pa, pb = a[3], b[3]
@@ -129,7 +136,7 @@ def decide(
                 "update",
                 f"current tag {current_tag or '(none)'} is not a semantic version; replacing it with {new}",
             )
-        c = _semver_cmp(new_v, cur_v)
+        c = compare_semver(new_v, cur_v)
         if c < 0:
             return "stale", f"{new_tag} is an older version than the current {current_tag}; keeping {cur}"
         if c == 0 and new_tag != current_tag:

@@ -356,3 +356,33 @@ def test_validators(validate: Any, value: str, ok: bool) -> None:
     else:
         with pytest.raises(InvalidEventError):
             validate(value)
+
+
+@pytest.mark.parametrize(
+    ("validate", "value", "what"),
+    [
+        pytest.param(validate_tag, ".hidden", "not a valid image tag", id="tag"),
+        pytest.param(validate_tag, "1.0\u200b", "not a valid image tag", id="tag-zero-width"),
+        pytest.param(
+            validate_digest, "sha256:" + "A" * 64, "not a valid image digest", id="digest-uppercase"
+        ),
+    ],
+)
+def test_one_check_for_tags_and_digests_whose_error_class_the_caller_picks(
+    validate: Any, value: str, what: str
+) -> None:
+    """One pattern and one check (issue 14): an event's tag is an InvalidEventError, a user's
+    ``set-image`` argument a ConfigError that is not an event error; both name the field and value."""
+    from steps.errors import ConfigError
+    from steps.kustomize import parse_image_spec
+
+    with pytest.raises(InvalidEventError, match=what):
+        validate(value, field="event field 'detail.image-tag'")
+    with pytest.raises(ConfigError) as info:
+        validate(value, field="tag", error=ConfigError)
+    assert not isinstance(info.value, InvalidEventError)
+    assert str(info.value).startswith(f"invalid tag {value!r}: {what}")
+    separator = ":" if validate is validate_tag else "@"
+    with pytest.raises(ConfigError, match=what) as spec:  # set-image's spec goes through the same check
+        parse_image_spec(f"api{separator}{value}")
+    assert not isinstance(spec.value, InvalidEventError)

@@ -17,16 +17,21 @@ import yaml
 
 from steps import kustomize
 from steps.errors import ConfigError, ImageNotFoundError, KustomizationError
-from steps.kustomize import (
+from steps.kustomize import (  # noqa: F401  (patched by tests)
     KUSTOMIZATION_FILES,
     MAX_ALIAS_EXPANSION,
     MAX_KUSTOMIZATION_BYTES,
     ImageSpec,
+    _yaml,
+    edit,
     find_kustomization,
     get_image,
     parse_image_spec,
     read_images,
+    reader,
     set_image,
+    splice,
+    verify,
 )
 
 EDIT = Path(__file__).resolve().parents[1] / "testdata" / "edit"
@@ -308,7 +313,7 @@ def test_a_kustomization_over_the_size_limit_is_refused_before_parsing(call):
 def test_the_size_limit_counts_utf8_bytes_and_allows_the_limit_itself(monkeypatch):
     assert MAX_KUSTOMIZATION_BYTES == 1 << 20
     limit = 4096  # the same code with a smaller limit: parsing 1 MiB takes seconds
-    monkeypatch.setattr(kustomize, "MAX_KUSTOMIZATION_BYTES", limit)
+    monkeypatch.setattr(kustomize._yaml, "MAX_KUSTOMIZATION_BYTES", limit)
     pad = limit - len(IMAGES.encode()) - len("# \n")
     at_limit = IMAGES + "# " + "x" * pad + "\n"
     assert len(at_limit.encode()) == limit
@@ -333,7 +338,7 @@ def test_billion_laughs_is_refused_without_expanding(call):
 
 def test_aliases_up_to_the_expansion_limit_are_fine(monkeypatch):
     assert MAX_ALIAS_EXPANSION == 10_000
-    monkeypatch.setattr(kustomize, "MAX_ALIAS_EXPANSION", 100)  # the same code, a smaller document
+    monkeypatch.setattr(kustomize.reader, "MAX_ALIAS_EXPANSION", 100)  # the same code, a smaller document
     text = IMAGES + "x: &x [" + ", ".join(["a"] * 49) + "]\ny: *x\n"  # *x adds the list's 50 nodes again
     z = "z: *x\n"
     assert set_image(text + z, "api", tag="2.0") == (text + z).replace("'1.0'", "'2.0'")
@@ -342,7 +347,7 @@ def test_aliases_up_to_the_expansion_limit_are_fine(monkeypatch):
 
 
 def test_a_large_document_without_aliases_is_not_an_alias_bomb(monkeypatch):
-    monkeypatch.setattr(kustomize, "MAX_ALIAS_EXPANSION", 100)
+    monkeypatch.setattr(kustomize.reader, "MAX_ALIAS_EXPANSION", 100)
     text = IMAGES + "x: [" + ", ".join(["a"] * 300) + "]\n"
     assert get_image(text, "api").newTag == "1.0"
 
@@ -477,7 +482,7 @@ def test_add_refuses_after_document_end_marker():
 def verification(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Run a test with both ways an edit is proven: the changed entry's lines, or every event of the file."""
     if request.param == "whole-file":
-        monkeypatch.setattr(kustomize, "_window_ready", lambda doc: False)
+        monkeypatch.setattr(kustomize.edit, "_window_ready", lambda doc: False)
     return request.param
 
 
@@ -529,8 +534,8 @@ def test_a_wrong_splice_is_caught_whichever_way_it_is_verified(
     monkeypatch, verification, corrupt, text, kwargs
 ):
     """The proof is real: a splice that changes more, or other, than meant raises instead of returning it."""
-    apply = kustomize._Splicer.apply
-    monkeypatch.setattr(kustomize._Splicer, "apply", lambda self: corrupt(apply(self)))
+    apply = kustomize.splice._Splicer.apply
+    monkeypatch.setattr(kustomize.splice._Splicer, "apply", lambda self: corrupt(apply(self)))
     kwargs = dict(kwargs)
     name = kwargs.pop("name", "api")
     with pytest.raises(KustomizationError, match="did not read back as intended|produced invalid YAML"):
@@ -616,8 +621,9 @@ def test_known_tags_are_fine():
 
 def _spy_parses(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     sizes: list[int] = []
-    events = kustomize._events
-    monkeypatch.setattr(kustomize, "_events", lambda text: (sizes.append(len(text)), events(text))[1])
+    events = kustomize._yaml._events
+    for module in (kustomize.reader, kustomize.verify):  # every module that parses
+        monkeypatch.setattr(module, "_events", lambda text: (sizes.append(len(text)), events(text))[1])
     return sizes
 
 
@@ -729,7 +735,7 @@ def test_random_layouts_edit_as_meant_whichever_way_it_is_verified(monkeypatch):
     def load(text: str):
         return YAML(typ="safe", pure=True).load(text) or {}
 
-    window_ready = kustomize._window_ready
+    window_ready = kustomize.verify._window_ready
     rng = random.Random(12)
     proven_by_lines = 0
     for _ in range(300):
@@ -744,11 +750,11 @@ def test_random_layouts_edit_as_meant_whichever_way_it_is_verified(monkeypatch):
             kwargs["tag"] = "3.0"
         results = []
         for ready in (window_ready, lambda doc: False):
-            monkeypatch.setattr(kustomize, "_window_ready", ready)
+            monkeypatch.setattr(kustomize.edit, "_window_ready", ready)
             results.append(set_image(text, name, add=True, by_new_name=False, **kwargs))
         assert results[0] == results[1], (text, name, kwargs)
         assert load(results[0]) == _meant(load(text), name, **kwargs), (text, name, kwargs, results[0])
-        monkeypatch.setattr(kustomize, "_window_ready", window_ready)
-        doc = kustomize._parse(text, "k", record=True)
+        monkeypatch.setattr(kustomize.edit, "_window_ready", window_ready)
+        doc = kustomize.reader._parse(text, "k", record=True)
         proven_by_lines += window_ready(doc) and results[0] != text
     assert proven_by_lines > 150  # most edits are proven on the entry's own lines

@@ -881,3 +881,199 @@ def test_ten_thousand_rules_load_and_match_correctly() -> None:
     # And it finds what a full scan finds.
     for ref in (f"{REG}/team9999/web:1", f"{REG}/svc/app9997:prod-abcdef0", f"{REG}/acme/app9998:1"):
         assert rules.match(image(ref)).targets == rules.match(image(ref), all_reasons=True).targets
+
+
+# --- repositories a rule can match (moved from test_reconcile: one home, Rule) ----------------
+
+
+def _rule_for(template: str):
+    """The compiled rule whose registryURI has the repository part ``template``."""
+    text = f"- registryURI: '{REG}/{template}'\n  githubRepository: https://github.com/o/r/apps\n"
+    (rule,) = load_rules(text).rules
+    return rule
+
+
+def repository_prefix(template: str) -> str:
+    return _rule_for(template).repository_prefix
+
+
+def repository_matches(template: str, name: str) -> bool:
+    return _rule_for(template).match_repository(name) is not None
+
+
+@pytest.mark.parametrize(
+    ("template", "prefix"),
+    [
+        pytest.param("team/$1", "team/", id="one-variable"),
+        pytest.param("hoge/$1/$2/$3", "hoge/", id="three-variables"),
+        pytest.param("$1/api", "", id="variable-first"),
+        pytest.param("team/app-$1", "team/app-", id="variable-inside-a-segment"),
+        pytest.param("team/api", "team/api", id="fixed-name"),
+    ],
+)
+def test_repository_prefix(template: str, prefix: str) -> None:
+    assert repository_prefix(template) == prefix
+
+
+@pytest.mark.parametrize(
+    ("template", "name", "matches"),
+    [
+        pytest.param("team/$1", "team/api", True, id="one-segment"),
+        pytest.param("team/$1", "team/a/b", False, id="too-deep"),
+        pytest.param("team/$1", "teamx/api", False, id="prefix-lookalike"),
+        pytest.param("team/$1", "team", False, id="too-shallow"),
+        pytest.param("hoge/$1/$2", "hoge/a/b", True, id="two-segments"),
+        pytest.param("team/app-$1", "team/app-web", True, id="inside-a-segment"),
+        pytest.param("team/app-$1", "team/app-", False, id="empty-variable"),
+        pytest.param("$1/api", "any/api", True, id="variable-first"),
+        pytest.param("team/a.b", "team/aXb", False, id="dot-is-literal"),
+        pytest.param("t/$1-$2", "t/a-b", True, id="two-variables-in-a-segment"),
+        pytest.param("t/$1-$2", "t/a-", False, id="second-variable-empty"),
+        pytest.param("t/$1$2", "t/a", False, id="adjacent-variables-need-two-characters"),
+        pytest.param("t/$1$2", "t/ab", True, id="adjacent-variables"),
+        pytest.param("t/x$1y$2z", "t/xAyyBz", True, id="pieces-found-leftmost"),
+    ],
+)
+def test_repository_matches(template: str, name: str, matches: bool) -> None:
+    assert repository_matches(template, name) is matches
+
+
+def test_a_hostile_repository_name_cannot_make_matching_hang() -> None:
+    """Whoever creates ECR repositories chooses their names: matching is one scan, never backtracking
+    (a backtracking regular expression needs hours on this pair). A child process with a deadline
+    guards against a hang; nothing is timed."""
+    program = (
+        "from steps.rules import load_rules\n"
+        "template = 't/' + ''.join(f'a${i}' for i in range(1, 21)) + 'b'\n"
+        f"registry = {REG!r}\n"
+        "(rule,) = load_rules(f'- registryURI: {registry}/{template}\\n  githubRepository: https://github.com/o/r\\n').rules\n"
+        "print(rule.match_repository('t/' + 'a' * 255) is not None)\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", program],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("Rule.match_repository still running after 60s on a hostile name")
+    assert done.stdout.strip() == "False", done.stderr
+
+
+# --- the declared schema (issue 14): one model, the YAML keys as aliases, closed choices ------------
+
+
+def test_the_schema_declares_every_yaml_key_as_an_alias() -> None:
+    from steps.rules import KNOWN_FIELDS, REQUIRED_FIELDS, RuleSpec
+
+    assert KNOWN_FIELDS == (
+        "registryURI",
+        "githubRepository",
+        "allowImageTag",
+        "denyImageTag",
+        "env",
+        "mode",
+        "baseBranch",
+        "imageName",
+        "writeDigest",
+        "order",
+        "labels",
+        "reviewers",
+        "provider",
+    )
+    assert REQUIRED_FIELDS == ("registryURI", "githubRepository")
+    spec = RuleSpec.model_validate(
+        {
+            "registryURI": f" {REG}/team/$1 ",
+            "githubRepository": "https://github.com/o/r/apps/$1",
+            "writeDigest": True,
+            "baseBranch": "release",
+            "imageName": "api",
+            "allowImageTag": ["regexp:v.*"],
+        }
+    )
+    assert (spec.registry_uri, spec.write_digest, spec.base_branch, spec.image_name) == (
+        f"{REG}/team/$1",
+        True,
+        "release",
+        "api",
+    )
+    assert spec.allow_image_tag == ["regexp:v.*"] and spec.deny_image_tag == []
+    with pytest.raises(ValueError):  # the Python names are not YAML keys: a user writes the aliases
+        RuleSpec.model_validate({"registry_uri": f"{REG}/a", "github_repository": "https://github.com/o/r"})
+
+
+@pytest.mark.parametrize(
+    ("field", "choices"),
+    [
+        pytest.param("mode", ("pr", "commit"), id="mode"),
+        pytest.param("order", ("push-time", "semver", "none"), id="order"),
+        pytest.param("provider", ("github", "local"), id="provider"),
+    ],
+)
+def test_closed_choices_accept_each_choice_and_name_them_all_when_refusing(
+    field: str, choices: tuple
+) -> None:
+    for choice in choices:
+        (compiled,) = load_rules(rule(f"{field}: {choice}").replace(GOOD_RULE, "")).rules
+        assert getattr(compiled, field) == choice
+    for wrong in ("PR", "Semver", "''", "[pr]", "1", "null"):
+        with pytest.raises(RulesError) as info:
+            load_rules(rule(f"{field}: {wrong}"))
+        assert f"rule 1: {field}: must be one of {', '.join(choices)}, got " in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("extra", "fragment"),
+    [
+        pytest.param(
+            "writeDigest: 1", "writeDigest: must be true or false, got number 1", id="bool-not-number"
+        ),
+        pytest.param(
+            "writeDigest: 'true'", "writeDigest: must be true or false, got string", id="bool-not-str"
+        ),
+        pytest.param("env: [a]", "env: must be a string, got list", id="str-not-list"),
+        pytest.param("labels: {a: 1}", "labels: must be a list, got mapping", id="list-not-mapping"),
+        pytest.param("1: x", "rule 1: 1: unknown field; known fields: registryURI,", id="non-string-key"),
+        pytest.param("registryURI: ''", "duplicate key", id="duplicate-required"),
+    ],
+)
+def test_strict_types_are_named_with_field_and_fix(extra: str, fragment: str) -> None:
+    with pytest.raises(RulesError) as info:
+        load_rules(rule(extra))
+    assert fragment in str(info.value), str(info.value)
+
+
+def test_null_optional_fields_mean_their_defaults() -> None:
+    (compiled,) = load_rules(
+        rule("env:\nlabels:\nreviewers:\nwriteDigest:\nallowImageTag:\nbaseBranch:").replace(GOOD_RULE, "")
+    ).rules
+    assert (compiled.env, compiled.labels, compiled.write_digest, compiled.allow, compiled.base_branch) == (
+        "",
+        (),
+        False,
+        (),
+        None,
+    )
+
+
+def test_a_huge_aliased_value_is_shown_as_a_short_excerpt() -> None:
+    """pydantic's own error text prints the input; the message is built from a bounded excerpt instead,
+    and the model hides inputs from its own text too."""
+    from pydantic import ValidationError
+
+    from steps.rules import RuleSpec
+
+    big = "x" * 50_000
+    text = rule(f"env: &e ['{big}', '{big}']\nlabels: *e")
+    with pytest.raises(RulesError) as info:
+        load_rules(text)
+    message = str(info.value)
+    assert "rule 1: env: must be a string, got list" in message and len(message) < 400
+    with pytest.raises(ValidationError) as raw:
+        RuleSpec.model_validate({"registryURI": big, "githubRepository": 7, "mode": big})
+    assert big not in str(raw.value) and "input_value" not in str(raw.value)

@@ -1,0 +1,344 @@
+"""Reading a kustomization for positions: one pass over libyaml's events builds the ``images`` entries.
+
+:func:`_parse` is the one entry every reader and the editor go through: it refuses, while it reads
+and without expanding anything, aliases that refer to themselves or add more than
+:data:`MAX_ALIAS_EXPANSION` nodes, and duplicate keys. :func:`read_images`
+and :func:`get_image` are the public readers. Pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import yaml
+from yaml import events as _ev
+
+from steps.errors import KustomizationError
+from steps.kustomize._yaml import (
+    _KNOWN_TAGS,
+    _MAX_DEPTH,
+    _check_size,
+    _events,
+    _gc_paused,
+    _is_null,
+    _Mapping,
+    _Node,
+    _node,
+    _Scalar,
+    _Sequence,
+    _too_deep,
+    _where,
+    _yaml_error,
+)
+from steps.models import ImagesEntry
+
+#: How many nodes YAML aliases may add once expanded (beyond the nodes written out). A "billion
+#: laughs" document adds 10⁹ from a few hundred bytes; go-yaml (kustomize) refuses those too.
+MAX_ALIAS_EXPANSION = 10_000
+
+
+class _Entry:
+    """One ``images`` entry: its index, mapping node, and (built when used) its keys as nodes."""
+
+    __slots__ = ("_keys", "aliased", "index", "name", "new_name", "node", "offset")
+
+    def __init__(
+        self,
+        index: int,
+        node: _Mapping,
+        offset: int,
+        name: str | None,
+        new_name: str | None,
+        aliased: tuple[str, str] | None = None,
+    ) -> None:
+        self.index, self.node, self.offset = index, node, offset
+        self.name, self.new_name = name, new_name
+        self.aliased = aliased  # (field, anchor) of a value written as an alias, if any
+        self._keys: dict[str, tuple[_Scalar, _Scalar]] | None = None
+
+    @property
+    def keys(self) -> dict[str, tuple[_Scalar, _Scalar]]:
+        """field -> (key node, value node), in file order."""
+        if self._keys is None:
+            self._keys = {
+                k.value: (_Scalar(k, self.offset), _Scalar(v, self.offset)) for k, v in self.node.value
+            }
+        return self._keys
+
+    @property
+    def flow(self) -> bool:
+        return self.node.flow_style
+
+    def value(self, field: str) -> str | None:
+        if field == "name":
+            return self.name
+        if field == "newName":
+            return self.new_name
+        pair = self.keys.get(field)
+        if pair is None or _is_null(pair[1].event):
+            return None
+        return pair[1].value
+
+    def to_model(self) -> ImagesEntry:
+        data = {key: self.value(key) for key in self.keys}
+        return ImagesEntry(**data)
+
+
+@dataclass
+class _Doc:
+    text: str
+    source: str
+    root: _Mapping | None
+    images_key: _Scalar | None
+    images: _Sequence | None  # None when absent or null
+    images_null: _Scalar | None  # the value node of `images:` when it is null
+    entries: list[_Entry]
+    #: Filled when parsed for an edit: every event of the document.
+    events: list | None = None
+    unknown_tag: tuple[str, _Node] | None = None
+    null_root: _Scalar | None = None  # the document's null, when it is one (`---` alone)
+    #: Indices of scalar events that hold the root (a null document) or the value of `images:`.
+    scalar_index: dict[int, int] | None = None  # id(event) -> index, for those few
+
+
+def _compose(text: str, source: str, *, record: bool):
+    """One pass over the events: (root node or scalar event or None, events or None, indices, unknown tag).
+
+    Refuses (KustomizationError) several documents, collections nested over :data:`_MAX_DEPTH`,
+    a key written twice in one mapping, undefined and self-referencing aliases, and aliases that
+    expand to more than :data:`MAX_ALIAS_EXPANSION` extra nodes — counting, never expanding.
+    With ``record``, also returns every event, to compare an edit's result with (:func:`_verify`).
+    Scalars stay bare events (most nodes are scalars; a wrapper each would double the cost).
+    """
+    get, offset = _events(text)
+    events: list | None = [] if record else None
+    anchors: dict[str, object] = {}
+    # An open collection: [node, pending key (mappings), keys seen (mappings)]
+    stack: list[list] = []
+    roots: list = []
+    scalar_index: dict[int, int] = {}  # the root's and its direct values' scalars -> event index
+    documents = written = 0
+    unknown: tuple[str, _Node] | None = None
+    cap = 1 << 62
+    count = -1
+    known = _KNOWN_TAGS
+    scalar_event, map_start, seq_start = _ev.ScalarEvent, _ev.MappingStartEvent, _ev.SequenceStartEvent
+    map_end, seq_end, alias_event = _ev.MappingEndEvent, _ev.SequenceEndEvent, _ev.AliasEvent
+    mapping_class, sequence_class = _Mapping, _Sequence
+
+    while True:
+        event = get()
+        count += 1
+        if record:
+            events.append(event)
+        kind = event.__class__
+        if kind is scalar_event:
+            node = event
+            size = 1
+            written += 1
+            if event.anchor is not None:
+                anchors[event.anchor] = node
+            if event.tag is not None and event.tag not in known and unknown is None:
+                unknown = (event.tag, _Scalar(event, offset))
+            if len(stack) <= 1:
+                scalar_index[id(event)] = count
+        elif kind is map_start or kind is seq_start:
+            if len(stack) >= _MAX_DEPTH:
+                raise _too_deep(source, f" at {_where(event.start_mark)}")
+            node = (mapping_class if kind is map_start else sequence_class)(event, offset, count)
+            written += 1
+            if event.anchor is not None:
+                anchors[event.anchor] = node
+            if event.tag is not None and event.tag not in known and unknown is None:
+                unknown = (event.tag, node)
+            stack.append([node, None, {}])
+            continue
+        elif kind is map_end or kind is seq_end:
+            node = stack.pop()[0]
+            node.end = event.end_mark.index + offset
+            node.last = count
+            size = node.size
+        elif kind is alias_event:
+            node = anchors.get(event.anchor)
+            if node is None:
+                raise KustomizationError(
+                    f"{source}: invalid YAML at {_where(event.start_mark)}: found undefined alias "
+                    f"*{event.anchor}; define the anchor before using it"
+                )
+            if node.__class__ is scalar_event:
+                size = 1
+            else:
+                if any(frame[0] is node for frame in stack):
+                    raise KustomizationError(
+                        f"{source}: the node &{event.anchor} at {_where(node.start_mark)} contains an alias "
+                        "to itself (a recursive document); kustomize refuses it too — write the values out"
+                    )
+                size = node.size
+        elif kind is _ev.DocumentStartEvent:
+            documents += 1
+            continue
+        elif kind is _ev.StreamEndEvent:
+            break
+        else:
+            continue
+        # attach the node to its parent
+        if not stack:
+            roots.append(node)
+            continue
+        frame = stack[-1]
+        parent = frame[0]
+        size += parent.size
+        parent.size = size if size < cap else cap  # noqa: FURB136 - min() costs a call per node
+        if parent.__class__ is sequence_class:
+            parent.value.append(node)
+        elif frame[1] is None:
+            frame[1] = node
+            if node.__class__ is scalar_event:
+                key = node.value
+                if key != "<<":
+                    first = frame[2].get(key)
+                    if first is not None:
+                        raise KustomizationError(
+                            f"{source}: duplicate key {key!r} at {_where(node.start_mark)} "
+                            f"(first at {_where(first.start_mark)}); remove one of them"
+                        )
+                    frame[2][key] = node
+        else:
+            parent.value.append((frame[1], node))
+            frame[1] = None
+
+    if documents > 1:
+        raise KustomizationError(
+            f"{source}: {documents} YAML documents (separated by '---'); a kustomization is one document, "
+            "move the others to their own files"
+        )
+    root = roots[0] if roots else None
+    root_size = 1 if root is None or root.__class__ is scalar_event else root.size
+    if root_size - written > MAX_ALIAS_EXPANSION:
+        raise KustomizationError(
+            f"{source}: uses YAML aliases that expand to more than {MAX_ALIAS_EXPANSION} nodes "
+            f"({root_size if root_size < cap else 'astronomically many'} once expanded, from "
+            f"{written} written: a 'billion laughs' document); kustomize refuses it too — "
+            "write the values out without anchors and aliases"
+        )
+    return root, events, scalar_index, unknown, offset
+
+
+def _parse(text: str, source: str, *, check_size: bool = True, record: bool = False) -> _Doc:
+    if not isinstance(text, str):
+        raise TypeError("text must be str")
+    if check_size:
+        _check_size(text, source)
+    try:
+        root, events, scalar_index, unknown, offset = _compose(text, source, record=record)
+    except yaml.YAMLError as exc:
+        raise _yaml_error(exc, source) from None
+    scalar = _ev.ScalarEvent
+    null_root = None
+    if root is not None and root.__class__ is scalar:
+        if not _is_null(root):
+            raise KustomizationError(
+                f"{source}: the top level is a scalar, not a mapping; "
+                "a kustomization is a mapping (apiVersion, kind, resources, images, ...)"
+            )
+        root, null_root = None, _Scalar(root, offset)
+    if root is not None and root.__class__ is not _Mapping:
+        raise KustomizationError(
+            f"{source}: the top level is a sequence, not a mapping; "
+            "a kustomization is a mapping (apiVersion, kind, resources, images, ...)"
+        )
+    doc = _Doc(text, source, root, None, None, None, [], events, unknown, null_root, scalar_index)
+    if root is None:
+        return doc
+    for key, value in root.value:
+        if key.__class__ is scalar and key.value == "images":
+            doc.images_key = _Scalar(key, offset)
+            if value.__class__ is scalar and _is_null(value):
+                doc.images_null = _Scalar(value, offset)
+            elif value.__class__ is _Sequence:
+                doc.images = value
+            else:
+                raise KustomizationError(
+                    f"{source}: images: at {_where(_node(value, offset).start_mark)} is not a list; "
+                    "write it as a list of entries (- name: ...)"
+                )
+    if doc.images is None:
+        return doc
+    entries = doc.entries
+    for index, item in enumerate(doc.images.value):
+        if item.__class__ is not _Mapping:
+            where = f"images[{index}] at {_where(_node(item, offset).start_mark)}"
+            raise KustomizationError(
+                f"{source}: {where} is not a mapping; an entry is name/newName/newTag/digest"
+            )
+        name = new_name = aliased = None
+        named = False
+        for key, value in item.value:
+            if key.__class__ is not scalar or key.value == "<<":
+                raise KustomizationError(
+                    f"{source}: images[{index}] at {_where(item.start_mark)} uses a merge key or complex key; "
+                    "write the entry out in full"
+                )
+            if value.__class__ is not scalar:
+                raise KustomizationError(
+                    f"{source}: images[{index}] at {_where(item.start_mark)}: {key.value} must be a single "
+                    "value, not a list or mapping"
+                )
+            field = key.value
+            # an alias: the anchored value it stands for was written before this key (YAML defines
+            # an anchor before any alias to it)
+            if value.anchor is not None and aliased is None and value.start_mark.index < key.end_mark.index:
+                aliased = (field, value.anchor)
+            if field == "name":
+                named = not _is_null(value)
+                name = value.value if named else None
+            elif field == "newName" and not _is_null(value):
+                new_name = value.value
+        if not named:
+            raise KustomizationError(
+                f"{source}: images[{index}] at {_where(item.start_mark)} has no name; every images entry needs one"
+            )
+        entries.append(_Entry(index, item, offset, name, new_name, aliased))
+    return doc
+
+
+def _find(doc: _Doc, name: str, *, by_new_name: bool = True) -> _Entry | None:
+    """The entry whose ``name`` is ``name`` (kustomize's own match), else — ``by_new_name`` — whose ``newName`` is."""
+    for field in ("name", "new_name") if by_new_name else ("name",):
+        hits: list[_Entry] = []
+        for e in doc.entries:  # an aliased entry (`- *x`) is the same node twice: count it once
+            if getattr(e, field) == name and all(h.node is not e.node for h in hits):
+                hits.append(e)
+        if len(hits) > 1:
+            lines = ", ".join(str(e.node.line + 1) for e in hits)
+            shown = "newName" if field == "new_name" else field
+            raise KustomizationError(
+                f"{doc.source}: image {name!r} is the {shown} of {len(hits)} images entries "
+                f"(lines {lines}); keep one"
+            )
+        if hits:
+            return hits[0]
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# Reading
+
+
+def read_images(text: str, *, source: str = "kustomization.yaml") -> list[ImagesEntry]:
+    """Return the ``images`` entries of a kustomization, in file order (values as written).
+
+    Raises:
+        KustomizationError: invalid YAML, several documents, duplicate keys, malformed entries.
+    """
+    with _gc_paused():
+        return [entry.to_model() for entry in _parse(text, source).entries]
+
+
+def get_image(
+    text: str, name: str, *, by_new_name: bool = True, source: str = "kustomization.yaml"
+) -> ImagesEntry | None:
+    """Return the entry whose ``name`` (else, ``by_new_name``, whose ``newName``) is ``name``, or None."""
+    with _gc_paused():
+        entry = _find(_parse(text, source), name, by_new_name=by_new_name)
+        return entry.to_model() if entry else None

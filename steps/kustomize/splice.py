@@ -1,0 +1,197 @@
+"""The line editor's tools: formatting a scalar as YAML must read it, and splicing the original text.
+
+:class:`_Splicer` replaces spans, inserts key lines after an entry's last line with the entry's own
+indentation, and deletes a removed key's lines; nothing is re-dumped, so comments, quoting, key
+order, CRLF and a BOM stay as written. Pure.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from steps.errors import KustomizationError
+from steps.kustomize._yaml import _LINE_BREAK, _STR_TAG, _refuse_anchor, _resolve, _Scalar, _where
+from steps.kustomize.reader import _Doc, _Entry
+
+# --------------------------------------------------------------------------------------------
+# Formatting scalars
+
+
+def _is_plain_safe(value: str, flow: bool) -> bool:
+    """Whether ``value`` written plain reads back as this very string in YAML 1.1 and 1.2."""
+    if not value or value != value.strip() or value[0] in "-?:,[]{}#&*!|>'\"%@`":
+        return False
+    if ": " in value or " #" in value or value.endswith(":") or _LINE_BREAK.search(value):
+        return False
+    if flow and any(c in value for c in ",[]{}"):
+        return False
+    return _resolve(value, 0) == _STR_TAG and _resolve(value, 1) == _STR_TAG
+
+
+def _format(value: str, style: str | None, flow: bool) -> str:
+    """Write ``value`` in ``style`` (None = plain, ``'`` or ``"``) if valid, else double-quoted."""
+    if style == "'":
+        return "'" + value.replace("'", "''") + "'"
+    if style is None and _is_plain_safe(value, flow):
+        return value
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+# --------------------------------------------------------------------------------------------
+# Splicing
+
+
+class _Splicer:
+    """Collects (start, end, replacement) edits on the original text and applies them at once."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.edits: list[tuple[int, int, int, str]] = []  # start, end, sequence, text
+
+    def replace(self, start: int, end: int, new: str) -> None:
+        self.edits.append((start, end, len(self.edits), new))
+
+    def insert(self, at: int, new: str) -> None:
+        self.replace(at, at, new)
+
+    def apply(self) -> str:
+        edits = sorted(self.edits)
+        for (_, e1, _, _), (s2, _, _, _) in itertools.pairwise(edits):
+            if s2 < e1:
+                raise KustomizationError("internal error: overlapping edits; this is a bug, please report it")
+        out, pos = [], 0
+        for start, end, _, new in edits:
+            out.append(self.text[pos:start])
+            out.append(new)
+            pos = end
+        out.append(self.text[pos:])
+        return "".join(out)
+
+
+def _line_start(text: str, pos: int) -> int:
+    start = pos
+    while start > 0 and text[start - 1] not in "\n\r\x85\u2028\u2029":
+        start -= 1
+    return start
+
+
+def _line_content_end(text: str, pos: int) -> int:
+    """Index of the line break ending the line that holds ``pos`` (or len(text))."""
+    m = _LINE_BREAK.search(text, pos)
+    return m.start() if m else len(text)
+
+
+def _line_full_end(text: str, pos: int) -> int:
+    """Index just after the line break ending the line that holds ``pos``."""
+    m = _LINE_BREAK.search(text, pos)
+    return m.end() if m else len(text)
+
+
+def _eol(text: str, near: int = 0) -> str:
+    m = _LINE_BREAK.search(text, near) or _LINE_BREAK.search(text)
+    return m.group(0) if m else "\n"
+
+
+def _colon_after(text: str, key: _Scalar) -> int:
+    """Index just after the ``:`` that follows a key."""
+    i = key.end_mark.index
+    while i < len(text) and text[i] in " \t":
+        i += 1
+    if i >= len(text) or text[i] != ":":
+        raise KustomizationError(
+            f"unsupported key syntax at {_where(key.start_mark)}; write 'key: value' on one line"
+        )
+    return i + 1
+
+
+def _value_end(text: str, key: _Scalar, value: _Scalar) -> int:
+    """End index of a value; for an empty (null) value, just after the key's colon."""
+    if value.start_mark.index == value.end_mark.index:
+        return _colon_after(text, key)
+    end = value.end_mark.index
+    if value.style in ("|", ">"):  # a block scalar ends where the next line starts: end at its last line
+        while end > value.start_mark.index and text[end - 1] in "\r\n\x85\u2028\u2029":
+            end -= 1
+    return end
+
+
+def _entry_last_end(text: str, entry: _Entry, fields) -> int:
+    return max(_value_end(text, *entry.keys[f]) for f in fields)
+
+
+def _refuse_edit(doc: _Doc, entry: _Entry, what: str) -> None:
+    """Anchored nodes may be aliased elsewhere: editing them would change more than meant; and an
+    entry whose value is an alias (``newTag: *t``) has no position of its own for it."""
+    _refuse_anchor(doc.images, "images:", doc.source)
+    _refuse_anchor(entry.node, what, doc.source)
+    if entry.aliased is not None:
+        field, anchor = entry.aliased
+        raise KustomizationError(
+            f"{doc.source}: {what} at {_where(entry.node.start_mark)} takes its {field} from the alias *{anchor}; "
+            "write the value out to edit the entry"
+        )
+
+
+def _set_value(sp: _Splicer, doc: _Doc, entry: _Entry, field: str, value: str) -> bool:
+    key, node = entry.keys[field]
+    if node.tag == _STR_TAG and node.value == value:
+        return False
+    _refuse_anchor(node, f"{field} of image {entry.value('name')!r}", doc.source)
+    if node.style in ("|", ">"):
+        raise KustomizationError(
+            f"{doc.source}: {field} of image {entry.value('name')!r} at {_where(node.start_mark)} is a block "
+            "scalar (| or >); write it on one line as 'field: value'"
+        )
+    if node.start_mark.index == node.end_mark.index:  # `newTag:` with nothing after it
+        sp.insert(_colon_after(doc.text, key), " " + _format(value, None, entry.flow))
+    else:
+        sp.replace(node.start_mark.index, node.end_mark.index, _format(value, node.style, entry.flow))
+    return True
+
+
+def _remove_key(sp: _Splicer, doc: _Doc, entry: _Entry, field: str) -> None:
+    text = doc.text
+    key, node = entry.keys[field]
+    _refuse_anchor(node, f"{field} of image {entry.value('name')!r}", doc.source)
+    order = [k.value for k, _ in entry.node.value]
+    i = order.index(field)
+    end = _value_end(text, key, node)
+    if entry.flow:
+        if i > 0:  # drop ", field: value" after the previous value
+            prev_key, prev_node = entry.keys[order[i - 1]]
+            sp.replace(_value_end(text, prev_key, prev_node), end, "")
+        else:  # first key: drop "field: value, " up to the next key
+            sp.replace(key.start_mark.index, entry.keys[order[1]][0].start_mark.index, "")
+        return
+    line_start = _line_start(text, key.start_mark.index)
+    before = text[line_start : key.start_mark.index]
+    if before.strip() == "":  # the key starts its line: delete whole lines
+        sp.replace(line_start, _line_full_end(text, end), "")
+    elif i == 0 and before.strip() == "-":  # `- field: value` on the dash line: pull the next key up
+        next_start = entry.keys[order[1]][0].start_mark.index
+        between_start = _line_full_end(text, end)
+        between_end = _line_start(text, next_start)
+        if between_start < between_end:  # comment/blank lines before the next key: keep them, above
+            sp.insert(line_start, text[between_start:between_end])
+        sp.replace(key.start_mark.index, next_start, "")
+    else:
+        raise KustomizationError(
+            f"{doc.source}: cannot remove {field} at {_where(key.start_mark)}: unexpected layout; "
+            "put each key of the images entry on its own line"
+        )
+
+
+def _insert_keys(
+    sp: _Splicer, doc: _Doc, entry: _Entry, pairs: list[tuple[str, str]], keep: list[str]
+) -> None:
+    if not pairs:
+        return
+    text = doc.text
+    last = _entry_last_end(text, entry, keep)
+    if entry.flow:
+        sp.insert(last, "".join(f", {k}: {_format(v, None, True)}" for k, v in pairs))
+        return
+    at = _line_content_end(text, last)
+    eol = _eol(text, last)
+    indent = " " * entry.node.start_mark.column
+    sp.insert(at, "".join(f"{eol}{indent}{k}: {_format(v, None, False)}" for k, v in pairs))

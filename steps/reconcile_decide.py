@@ -1,0 +1,217 @@
+"""reconcile's pure core: the newest allowed image of an overlay, and the state of each target.
+
+Reads and writes nothing: every fact (ECR's candidates, the overlay's images entry, the proposal
+branch's entry, push times) was gathered before (:mod:`steps.reconcile_ecr`,
+:mod:`steps.reconcile_git`). :func:`pick_newest` chooses by the rule's order; :func:`decide` says
+``behind`` / ``current`` / ``ahead`` / ``proposed`` / ``unknown`` with a reason, through the one
+never-downgrade comparison (:func:`steps.order.decide`). Table-tested in
+``tests/steps/test_reconcile.py`` without ECR or git. Imports only ``steps.models`` and
+``steps.order``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import cmp_to_key
+from typing import Any, Literal
+
+from steps.models import ImagesEntry, Target
+from steps.order import compare_semver, parse_semver
+from steps.order import decide as order_decide
+
+State = Literal["behind", "current", "ahead", "proposed", "unknown"]
+STATES: tuple[str, ...] = ("behind", "current", "ahead", "proposed", "unknown")
+
+
+def _natural(tag: str) -> tuple:
+    """``1.10`` after ``1.9``: digits compare as numbers (a deterministic tie-break)."""
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"([0-9]+)", tag) if p)
+
+
+def _utc(t: datetime | None) -> datetime:
+    if t is None:
+        return datetime.min.replace(tzinfo=UTC)
+    return t if t.tzinfo else t.replace(tzinfo=UTC)
+
+
+def pick_newest(candidates: Sequence[Target]) -> tuple[Target | None, str]:
+    """The newest of one overlay's candidates by their rule's order, or None and why.
+
+    ``push-time``: the latest ECR push; ties (one image with several tags, or two pushes in the same
+    instant) go to the higher version, then the naturally larger tag, so the choice is stable.
+    ``semver``: the highest Semantic Versioning precedence among tags that are versions.
+    ``none``: never guessed.
+    """
+    if not candidates:
+        return None, "no tag in ECR that the rules allow"
+    orders = sorted({c.order for c in candidates})
+    rules = sorted({c.rule for c in candidates})
+    if len(orders) > 1:
+        return None, (
+            f"rules {', '.join(map(str, rules))} map images to this overlay with different orders "
+            f"({', '.join(orders)}); give them one order"
+        )
+    order = orders[0]
+    if order == "none":
+        return None, (
+            f"rule {rules[0]} has order: none, so no image is 'the newest': the sweep cannot "
+            "reconcile this target (its events still update it); use push-time or semver"
+        )
+    if order == "semver":
+        versions = [(parse_semver(c.tag), c) for c in candidates]
+        versions = [(v, c) for v, c in versions if v is not None]
+        if not versions:
+            return None, "rule orders by semver but no allowed tag in ECR is a semantic version"
+
+        def cmp(a: tuple, b: tuple) -> int:
+            c = compare_semver(a[0], b[0])
+            if c:
+                return c
+            ka, kb = (
+                (_utc(a[1].pushed_at), _natural(a[1].tag or "")),
+                (_utc(b[1].pushed_at), _natural(b[1].tag or "")),
+            )
+            return (ka > kb) - (ka < kb)
+
+        return max(versions, key=cmp_to_key(cmp))[1], ""
+
+    def key(c: Target) -> tuple:
+        v = parse_semver(c.tag)
+        return (_utc(c.pushed_at), v is not None, _natural(c.tag or ""), c.digest or "")
+
+    return max(candidates, key=key), ""
+
+
+def _ref(tag: str | None, digest: str | None) -> str:
+    return (tag or "") + (f"@{digest}" if digest else "")
+
+
+def _short(ref: str) -> str:
+    """``1.4.2@sha256:0123456789ab…`` for tables."""
+    tag, at, digest = ref.partition("@")
+    return f"{tag}@{digest[:19]}…" if at and len(digest) > 19 else ref
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What :func:`decide` says about one target."""
+
+    state: State
+    reason: str
+    current: str = ""
+    newest: str = ""
+    update: Target | None = None  # behind: the target to hand to update-target
+
+
+def _written(
+    newest: Target, current: ImagesEntry, same_image_tags: Iterable[str]
+) -> tuple[str | None, str | None]:
+    """(tag, digest) as update-target would write them: the file's own tag if it names the same
+    image; the digest only with ``writeDigest`` (or when there is no tag)."""
+    tag = newest.tag
+    if current.newTag and current.newTag in set(same_image_tags):
+        tag = current.newTag  # another allowed tag of the very same image: no tag churn
+    digest = newest.digest if (newest.write_digest or not tag) else None
+    return tag, digest
+
+
+def _says(entry: ImagesEntry, tag: str | None, digest: str | None) -> bool:
+    return (entry.newTag or None) == (tag or None) and (entry.digest or None) == (digest or None)
+
+
+def decide(
+    *,
+    newest: Target | None,
+    why_no_newest: str = "",
+    same_image_tags: Iterable[str] = (),
+    current: ImagesEntry | None,
+    current_error: str = "",
+    current_pushed_at: datetime | None = None,
+    branch: str = "",
+    proposed: ImagesEntry | None = None,
+    proposed_pushed_at: datetime | None = None,
+) -> Verdict:
+    """The state of one target. Pure: every fact was read before.
+
+    Args:
+        newest: the newest allowed image as a Target (:func:`pick_newest`), None if there is none.
+        why_no_newest: why there is none (``order: none``, no version tag, ...).
+        same_image_tags: every allowed tag of the newest image's digest (the file may use another).
+        current: the overlay's images entry; None when unreadable (``current_error`` says why).
+        current_pushed_at: ECR push time of what the overlay holds (None: unknown, not needed).
+        branch: mode pr: the target's proposal branch ('' when not looked at).
+        proposed: the entry that branch proposes (None: no branch, file or entry).
+        proposed_pushed_at: ECR push time of the proposed image.
+    """
+    if current is None:
+        return Verdict("unknown", current_error or "the overlay's images entry could not be read")
+    held = _ref(current.newTag, current.digest)
+    if newest is None:
+        return Verdict("unknown", why_no_newest or "no newest image", current=held)
+    tag, digest = _written(newest, current, same_image_tags)
+    new = _ref(tag, digest)
+    if current.digest and current.digest == newest.digest:
+        return Verdict("current", f"pins digest {current.digest[:19]}, the newest allowed image", held, new)
+    verdict, why = order_decide(
+        current_tag=current.newTag,
+        current_digest=current.digest,
+        current_pushed_at=current_pushed_at,
+        new_tag=tag,
+        new_digest=digest,
+        new_pushed_at=newest.pushed_at,
+        order=newest.order,
+    )
+    if verdict == "current":
+        return Verdict("current", f"holds the newest allowed image: {why}", held, new)
+    if verdict == "stale":
+        return Verdict(
+            "ahead",
+            f"holds something newer than the newest allowed {_short(new)}: {why}; never touched",
+            held,
+            new,
+        )
+    update = newest.model_copy(update={"tag": tag})
+    if newest.mode == "pr" and proposed is not None:
+        offered = _ref(proposed.newTag, proposed.digest) or "(unset)"
+        if _says(proposed, tag, digest) and (proposed.newName or None) == (current.newName or None):
+            return Verdict("proposed", f"the PR branch {branch} already proposes {_short(new)}", held, new)
+        again, why2 = order_decide(
+            current_tag=proposed.newTag,
+            current_digest=proposed.digest,
+            current_pushed_at=proposed_pushed_at,
+            new_tag=tag,
+            new_digest=digest,
+            new_pushed_at=newest.pushed_at,
+            order=newest.order,
+        )
+        if again == "current":
+            return Verdict(
+                "proposed", f"the PR branch {branch} already proposes the same image: {why2}", held, new
+            )
+        if again == "stale":
+            return Verdict(
+                "ahead",
+                f"the PR branch {branch} proposes {_short(offered)}, newer than the newest "
+                f"allowed {_short(new)}: {why2}; never touched",
+                held,
+                new,
+            )
+        why = f"{why}; the PR branch {branch} proposes the older {_short(offered)}"
+    return Verdict("behind", why, held, new, update)
+
+
+def pushed_at(images: Sequence[Any], entry: ImagesEntry | None, image: str) -> datetime | None:
+    """ECR push time of what ``entry`` names, from the listing we already have (None: unknown)."""
+    if entry is None or (entry.newName or entry.name) != image:
+        return None
+    for found in images:
+        if entry.digest and found.digest == entry.digest:
+            return found.pushed_at
+    if entry.newTag and not entry.digest:
+        for found in images:
+            if entry.newTag in found.tags:
+                return found.pushed_at
+    return None

@@ -1,0 +1,62 @@
+"""reconcile's report: one row per target (:class:`TargetState`), the gauge's counts, the table.
+
+Pure. :func:`render_table` is the human view ``imagebump reconcile`` prints on stderr;
+:func:`count_states` the ``counts`` output (every state for every env, zeros too).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+from pydantic import BaseModel, Field
+
+from steps.reconcile_decide import STATES, State, _short
+
+
+class TargetState(BaseModel):
+    """One target of the sweep: where, what the overlay holds, the newest allowed, and the verdict."""
+
+    repo_url: str
+    path: str
+    env: str = ""
+    current: str = Field(default="", description="the overlay's newTag[@digest] ('' when unreadable)")
+    newest: str = Field(default="", description="the newest allowed image as it would be written")
+    state: State
+    reason: str = ""
+
+
+class StateCount(BaseModel):
+    state: State
+    env: str
+    count: int
+
+
+def count_states(report: Iterable[TargetState]) -> list[StateCount]:
+    """Targets per (state, env), every state listed for every env seen (zeros too: gauges reset)."""
+    seen = Counter((t.state, t.env or "none") for t in report)
+    envs = sorted({env for _, env in seen})
+    return [StateCount(state=s, env=e, count=seen.get((s, e), 0)) for e in envs for s in STATES]
+
+
+def render_table(report: Sequence[TargetState]) -> str:
+    """The human view (stderr): one line per target, worst first, then a count per state."""
+    rank = {s: i for i, s in enumerate(("behind", "unknown", "ahead", "proposed", "current"))}
+    rows = sorted(report, key=lambda t: (rank[t.state], t.repo_url, t.path))
+    head = ("STATE", "ENV", "OVERLAY", "CURRENT", "NEWEST", "REASON")
+    lines = [
+        (
+            t.state,
+            t.env or "-",
+            f"{t.repo_url}/{t.path}",
+            _short(t.current) or "-",
+            _short(t.newest) or "-",
+            t.reason,
+        )
+        for t in rows
+    ]
+    widths = [max(len(r[i]) for r in [head, *lines]) for i in range(5)]
+    out = ["  ".join(c.ljust(w) for c, w in zip(r[:5], widths)) + "  " + r[5] for r in [head, *lines]]
+    totals = Counter(t.state for t in report)
+    out.append(f"{len(report)} target(s): " + ", ".join(f"{totals.get(s, 0)} {s}" for s in STATES))
+    return "\n".join(line.rstrip() for line in out) + "\n"

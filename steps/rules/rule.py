@@ -1,0 +1,331 @@
+"""One rule, compiled: :class:`Rule` (patterns, index keys) and what it yields for an image.
+
+:func:`compile_rule` turns a validated :class:`~steps.rules.schema.RuleSpec` into a :class:`Rule`:
+the registry host (literal ``ACCOUNT.dkr.ecr.REGION.amazonaws.com``), the repository part and the
+tag pattern through the ONE ``$n`` compiler (:func:`~steps.rules.patterns.dollar_regex`), the
+allow and deny lists, and ``githubRepository``'s shape (no credentials, query or fragment; every
+``$n`` it uses captured by registryURI). :meth:`Rule.evaluate` is pure: a target, or the reason
+the rule yields none. :attr:`Rule.repository_prefix` and :meth:`Rule.match_repository` are the
+one home of "may this ECR repository belong to this rule" (reconcile filters ECR's listing with
+them).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote
+
+from steps.errors import RuleFieldError as _Problem
+from steps.models import Image, Target
+from steps.rules._show import excerpt as _excerpt
+from steps.rules._show import shown as _shown
+from steps.rules.patterns import (
+    VAR_RE,
+    Budget,
+    TagFilter,
+    TagList,
+    collect_captures,
+    compile_pattern,
+    dollar_regex,
+    group_indices,
+    tag_filters,
+)
+from steps.rules.schema import Mode, Order, Provider, RuleSpec, parse_rule
+
+_REGISTRY_RE = re.compile(
+    r"(?P<account>[0-9]{12})\.dkr\.ecr\.(?P<region>[a-z]{2}(?:-[a-z]+)+-[0-9]{1,2})\.amazonaws\.com"
+)
+_REPO_LITERAL_RE = re.compile(r"[a-z0-9._/-]*")
+_GIT_URL_RE = re.compile(r"(?P<scheme>https?)://(?P<netloc>[^/]*)(?P<path>/.*)?")
+_NETLOC_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::[0-9]{1,5})?")
+_OWNER_REPO_RE = re.compile(r"[A-Za-z0-9_.-]+")
+#: ECR's limit on a repository name: a longer repository part can never match.
+_MAX_REPOSITORY_LEN = 256
+
+
+@dataclass(slots=True)
+class Rule:
+    """One compiled rule. ``index`` is its 0-based position in the file.
+
+    Every pattern in it (``repo_regex``, ``tag_regex``, the ``regexp:`` entries of ``allow`` and
+    ``deny``) is an RE2 pattern (:meth:`patterns` lists them): linear-time matching.
+    """
+
+    index: int
+    registry_uri: str
+    github_repository: str
+    account: str
+    region: str
+    repo_template: str
+    repo_regex: Any  # RE2; each $n occurrence is its own group, see repo_groups
+    segments: int
+    literal_segments: tuple[tuple[int, str], ...]
+    tag_pattern: str | None
+    tag_regex: Any | None  # RE2; each $n occurrence is its own group, see tag_groups
+    repo_vars: tuple[int, ...]
+    tag_vars: tuple[int, ...]
+    git_scheme: str
+    git_netloc: str
+    git_path_template: str
+    allow: tuple[TagFilter, ...] = ()
+    deny: tuple[TagFilter, ...] = ()
+    env: str = ""
+    mode: Mode = "pr"
+    base_branch: str | None = None
+    image_name: str | None = None
+    write_digest: bool = False
+    order: Order = "push-time"
+    labels: tuple[str, ...] = ()
+    reviewers: tuple[str, ...] = ()
+    provider: Provider = "github"
+    repo_groups: dict[int, tuple[int, ...]] = field(default_factory=dict)  # $n -> group indices
+    tag_groups: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    _allow: TagList = field(default_factory=TagList)
+    _deny: TagList = field(default_factory=TagList)
+
+    def __post_init__(self) -> None:
+        self._allow = TagList.of(self.allow)
+        self._deny = TagList.of(self.deny)
+
+    @property
+    def host(self) -> str:
+        return f"{self.account}.dkr.ecr.{self.region}.amazonaws.com"
+
+    @property
+    def repository_prefix(self) -> str:
+        """The fixed start of every repository this rule matches: ``hoge/fuga/`` for ``hoge/fuga/$1/$2``.
+
+        The whole repository for a rule without ``$n``. A repository that does not start with it
+        cannot match (a cheap filter before :meth:`match_repository`, e.g. over ECR's listing).
+        """
+        m = VAR_RE.search(self.repo_template)
+        return self.repo_template[: m.start()] if m else self.repo_template
+
+    def patterns(self) -> tuple[Any, ...]:
+        """Every compiled pattern of this rule (all RE2): repository, tag pattern, allow and deny."""
+        found = [self.repo_regex]
+        if self.tag_regex is not None:
+            found.append(self.tag_regex)
+        found += [f.regex for f in (*self.allow, *self.deny) if f.regex is not None]
+        return tuple(found)
+
+    def match_repository(self, repository: str) -> dict[int, str] | None:
+        """The ``$n`` captures of the repository part for ``repository``, or None if it does not match."""
+        m = self.repo_regex.fullmatch(repository)
+        if m is None:
+            return None
+        captures: dict[int, str] = {}
+        return None if collect_captures(m, self.repo_groups, captures) else captures
+
+    def evaluate(self, image: Image) -> Target | str:
+        """The target this rule yields for ``image``, or the reason it yields none."""
+        if image.region != self.region or (image.account and image.account != self.account):
+            registry = (
+                image.registry if image.account else f"(unknown account).dkr.ecr.{image.region}.amazonaws.com"
+            )
+            return f"registry {registry} is not {self.host} (registryURI {self.registry_uri})"
+        m = self.repo_regex.fullmatch(image.repository)
+        captures: dict[int, str] = {}
+        if m is None or collect_captures(m, self.repo_groups, captures):
+            return f"repository {image.repository} does not match {self.host}/{self.repo_template}"
+        if image.tag is None:
+            if self.tag_regex is not None:
+                return f"digest-only push (no tag): registryURI has the tag pattern {self.tag_pattern!r}"
+            if self.allow:
+                return "digest-only push (no tag): the rule has an allowImageTag list"
+        else:
+            if self.tag_regex is not None:
+                tm = self.tag_regex.fullmatch(image.tag)
+                if tm is None:
+                    pattern = self.tag_pattern
+                    return f"tag {image.tag!r} does not match the tag pattern '{pattern}' of registryURI"
+                in_tag: dict[int, str] = {}
+                why = collect_captures(tm, self.tag_groups, in_tag)
+                if why:
+                    return (
+                        f"tag {image.tag!r}: {why} in the tag pattern '{self.tag_pattern}' (a $n must agree)"
+                    )
+                for num, value in in_tag.items():
+                    if num in captures and captures[num] != value:
+                        return f"${num} is {captures[num]!r} in the repository but {value!r} in the tag"
+                    captures[num] = value
+            denied = self._deny.first_match(image.tag)
+            if denied is not None:
+                return f"tag {image.tag!r} is denied by denyImageTag entry '{denied.text}'"
+            if self.allow and self._allow.first_match(image.tag) is None:
+                return f"tag {image.tag!r} is not allowed by allowImageTag ({self._allow.describe()})"
+        location = VAR_RE.sub(lambda v: captures[int(v[1])], self.git_path_template)
+        where = _repo_and_path(location)
+        if isinstance(where, str):
+            return f"githubRepository {self.git_scheme}://{self.git_netloc}{location}: {where}"
+        owner_repo, path = where
+        uri = image.uri if image.account else f"{self.host}/{image.repository}"
+        return Target(
+            rule=self.index,
+            repo_url=f"{self.git_scheme}://{self.git_netloc}/{owner_repo}",
+            path=path,
+            env=self.env,
+            image=uri,
+            tag=image.tag,
+            digest=image.digest,
+            pushed_at=image.pushed_at,
+            event_id=image.event_id,
+            mode=self.mode,
+            base_branch=self.base_branch,
+            image_name=self.image_name,
+            write_digest=self.write_digest,
+            order=self.order,
+            labels=list(self.labels),
+            reviewers=list(self.reviewers),
+            provider=self.provider,
+        )
+
+
+def _repo_and_path(location: str) -> tuple[str, str] | str:
+    """``/OWNER/REPO/a/b`` → ``("OWNER/REPO", "a/b")`` (``"."`` for the root), or a reason."""
+    parts = location.split("/")[1:]
+    if len(parts) < 2:
+        return "expected /OWNER/REPO after the host"
+    for i, part in enumerate(parts):
+        decoded = unquote(part)
+        if part == "":
+            return (
+                "has an empty path segment (//): the overlay path must be relative and inside the repository"
+            )
+        if decoded in (".", ".."):
+            return f"path segment {part!r} would leave or re-enter the repository: use a plain relative path"
+        if "\\" in decoded or "/" in decoded or "\x00" in decoded:
+            return f"path segment {part!r} holds a separator or control character"
+        if i < 2 and not _OWNER_REPO_RE.fullmatch(part):
+            return f"{'owner' if i == 0 else 'repository'} {part!r} is not a valid GitHub name"
+    owner, repo = parts[0], parts[1].removesuffix(".git")
+    if not repo:
+        return "the repository name is empty"
+    return f"{owner}/{repo}", "/".join(parts[2:]) or "."
+
+
+def compile_rule(index: int, raw: Any, cache: dict[tuple[str, bool], Any]) -> Rule:
+    """Validate (:func:`~steps.rules.schema.parse_rule`) and compile rule ``index`` as YAML gave it.
+
+    Raises:
+        RuleFieldError: the field at fault and the problem (load_rules adds source and index).
+    """
+    spec: RuleSpec = parse_rule(raw)
+    budget = Budget()
+
+    # registryURI
+    uri = spec.registry_uri
+    host, sep, rest = uri.partition("/")
+    hm = _REGISTRY_RE.fullmatch(host)
+    if not hm:
+        raise _Problem(
+            "registryURI",
+            f"{_excerpt(uri)}: the registry must be the literal host ACCOUNT.dkr.ecr.REGION.amazonaws.com "
+            "(12-digit account, region like ap-northeast-1)",
+        )
+    repo_template, has_tag, tag_pattern = rest.partition(":")
+    if not sep or not repo_template:
+        raise _Problem("registryURI", f"{_excerpt(uri)} has no repository after the registry host")
+    literal = VAR_RE.sub("x", repo_template)
+    if (
+        not _REPO_LITERAL_RE.fullmatch(literal)
+        or "//" in literal
+        or literal.startswith("/")
+        or literal.endswith("/")
+        or len(literal) > _MAX_REPOSITORY_LEN
+    ):
+        raise _Problem(
+            "registryURI",
+            f"repository part {_excerpt(repo_template)} can never match an ECR repository name "
+            f"(at most {_MAX_REPOSITORY_LEN} lowercase letters, digits, '.', '_', '-', segments separated "
+            "by '/'; $n for one segment)",
+        )
+    repo_source, repo_groups = dollar_regex(repo_template, literal=True)
+    repo_regex = compile_pattern(repo_source, "registryURI", cache, captures=True, user_text=repo_template)
+    segments = repo_template.split("/")
+
+    tag_regex = None
+    tag_groups: dict[int, list[str]] = {}
+    tag_group_indices: dict[int, tuple[int, ...]] = {}
+    if has_tag:
+        if not tag_pattern:
+            raise _Problem("registryURI", f"{_excerpt(uri)} ends with ':' but has no tag pattern after it")
+        source, tag_groups = dollar_regex(tag_pattern, literal=False)
+        tag_regex = compile_pattern(source, "registryURI", cache, captures=True, user_text=tag_pattern)
+        budget.spend(tag_regex, "registryURI", tag_pattern)
+        tag_group_indices = group_indices(tag_regex, tag_groups)
+    captured = set(repo_groups) | set(tag_groups)
+
+    # githubRepository (shown redacted: a token in it must not reach a log)
+    git = spec.github_repository
+    shown_git = _shown(git, "githubRepository")
+    gm = _GIT_URL_RE.fullmatch(git)
+    if not gm:
+        raise _Problem(
+            "githubRepository", f"{shown_git} must be https://HOST/OWNER/REPO/PATH (or http://HOST:PORT/…)"
+        )
+    netloc = gm["netloc"]
+    if "@" in netloc:
+        raise _Problem(
+            "githubRepository",
+            "must not contain credentials (user@ or token@): tokens come from the environment",
+        )
+    if "?" in git or "#" in git:
+        raise _Problem(
+            "githubRepository",
+            f"{shown_git} must not contain a query or fragment (tokens come from the environment, "
+            "never from the URL)",
+        )
+    if not _NETLOC_RE.fullmatch(netloc):
+        raise _Problem(
+            "githubRepository", f"host {_shown(netloc, 'githubRepository')} is not a valid HOST[:PORT]"
+        )
+    git_path = gm["path"] or ""
+    if git_path.endswith("/") and len(git_path) > 1:
+        git_path = git_path[:-1]
+    if len(git_path.split("/")) < 3:
+        raise _Problem(
+            "githubRepository", f"{shown_git} must name the repository as https://HOST/OWNER/REPO[/PATH]"
+        )
+    for vm in VAR_RE.finditer(git_path):
+        num = int(vm[1])
+        if num not in captured:
+            raise _Problem(
+                "githubRepository",
+                f"${num} is not captured by registryURI {_excerpt(uri)} (it captures: "
+                f"{', '.join(f'${n}' for n in sorted(captured)) or 'nothing'})",
+            )
+
+    return Rule(
+        index=index,
+        registry_uri=uri,
+        github_repository=git,
+        account=hm["account"],
+        region=hm["region"],
+        repo_template=repo_template,
+        repo_regex=repo_regex,
+        segments=len(segments),
+        literal_segments=tuple((i, s) for i, s in enumerate(segments) if "$" not in s),
+        tag_pattern=tag_pattern or None,
+        tag_regex=tag_regex,
+        repo_vars=tuple(repo_groups),
+        tag_vars=tuple(tag_groups),
+        git_scheme=gm["scheme"],
+        git_netloc=netloc,
+        git_path_template=git_path,
+        allow=tag_filters(spec.allow_image_tag, "allowImageTag", cache, budget),
+        deny=tag_filters(spec.deny_image_tag, "denyImageTag", cache, budget),
+        env=spec.env,
+        mode=spec.mode,
+        base_branch=spec.base_branch,
+        image_name=spec.image_name,
+        write_digest=spec.write_digest,
+        order=spec.order,
+        labels=tuple(spec.labels),
+        reviewers=tuple(spec.reviewers),
+        provider=spec.provider,
+        repo_groups=group_indices(repo_regex, repo_groups),
+        tag_groups=tag_group_indices,
+    )

@@ -1,0 +1,151 @@
+"""The rules schema: ONE pydantic model, :class:`RuleSpec`, declares every field a rule may have.
+
+Field aliases are the YAML keys users write (``registryURI``, ``writeDigest``, …); closed choices
+are ``Literal`` types (``mode``, ``order``, ``provider``); the model is strict (``writeDigest:
+'yes'`` is not a boolean, ``env: 1`` is not a string) and forbids unknown keys. :func:`parse_rule`
+validates one rule and turns pydantic's first error into the project's message, naming the field
+and how to fix it (``mode: must be one of pr, commit, got 'merge'``). A message shows a value only
+through a bounded excerpt (:mod:`steps.rules._show`): pydantic's own text, which prints inputs,
+is never used (and ``hide_input_in_errors`` keeps it from printing them if anyone did).
+
+What needs more than one field or a compiled pattern (the registry host, ``$n`` captures,
+``githubRepository``'s shape) is checked when the rule compiles (:mod:`steps.rules.rule`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
+
+from steps.errors import RuleFieldError
+from steps.rules._show import excerpt, key_shown, kind, shown
+
+Mode = Literal["pr", "commit"]
+Order = Literal["push-time", "semver", "none"]
+Provider = Literal["github", "local"]
+
+_BRANCH_BAD_RE = re.compile(r"(^[-/.])|(\.\.)|([\s~^:?*\[\\])|(@\{)|(/$)|(\.lock$)|(//)")
+_CUSTOM = "rule_field"
+_UNKNOWN_KEY = ("extra_forbidden", "invalid_key")
+
+
+def _problem(message: str) -> PydanticCustomError:
+    """A field problem in the project's words (the message is already bounded)."""
+    return PydanticCustomError(_CUSTOM, "{message}", {"message": message})
+
+
+class RuleSpec(BaseModel):
+    """One rule as written (in the in-house format), validated; fields in the order messages list them."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, hide_input_in_errors=True)
+
+    registry_uri: Annotated[str, Field(alias="registryURI", min_length=1)]
+    github_repository: Annotated[str, Field(alias="githubRepository", min_length=1)]
+    allow_image_tag: list[str] = Field(default_factory=list, alias="allowImageTag")
+    deny_image_tag: list[str] = Field(default_factory=list, alias="denyImageTag")
+    env: str = ""
+    mode: Mode = "pr"
+    base_branch: str | None = Field(default=None, alias="baseBranch")
+    image_name: str | None = Field(default=None, alias="imageName")
+    write_digest: bool = Field(default=False, alias="writeDigest")
+    order: Order = "push-time"
+    labels: list[str] = Field(default_factory=list)
+    reviewers: list[str] = Field(default_factory=list)
+    provider: Provider = "github"
+
+    @field_validator(
+        "allow_image_tag", "deny_image_tag", "env", "write_digest", "labels", "reviewers", mode="before"
+    )
+    @classmethod
+    def _null_is_unset(cls, value: Any, info: ValidationInfo) -> Any:
+        """``env:`` with no value (YAML null) means the default, as leaving the key out does."""
+        if value is None:
+            return cls.model_fields[info.field_name].get_default(call_default_factory=True)
+        return value
+
+    @field_validator("registry_uri", "github_repository")
+    @classmethod
+    def _strip(cls, value: str) -> str:
+        return value.strip()
+
+    @field_validator("base_branch")
+    @classmethod
+    def _branch(cls, value: str | None) -> str | None:
+        if value is not None and (not value or _BRANCH_BAD_RE.search(value)):
+            raise _problem(f"{excerpt(value)} is not a valid branch name")
+        return value
+
+    @field_validator("image_name")
+    @classmethod
+    def _image_name(cls, value: str | None) -> str | None:
+        if value is not None and (not value.strip() or any(c.isspace() for c in value)):
+            raise _problem(f"{excerpt(value)} is not an image name (no spaces)")
+        return value
+
+
+def _choices(annotation: Any) -> tuple[str, ...]:
+    return tuple(get_args(annotation))
+
+
+#: The YAML keys a rule may hold, in the order messages list them.
+KNOWN_FIELDS: tuple[str, ...] = tuple(f.alias or name for name, f in RuleSpec.model_fields.items())
+REQUIRED_FIELDS: tuple[str, ...] = tuple(
+    f.alias or n for n, f in RuleSpec.model_fields.items() if f.is_required()
+)
+MODES = _choices(Mode)
+ORDERS = _choices(Order)
+PROVIDERS = _choices(Provider)
+_CHOICES = {"mode": MODES, "order": ORDERS, "provider": PROVIDERS}
+
+
+def _field_name(loc: tuple[Any, ...]) -> str:
+    """``("labels", 0)`` → ``labels[0]``; an unknown key as written (bounded)."""
+    if not loc:
+        return "(rule)"
+    name = key_shown(loc[0])
+    return name + "".join(f"[{part}]" for part in loc[1:])
+
+
+def _message(error: dict[str, Any]) -> RuleFieldError:
+    """pydantic's error → ``FIELD``, ``problem`` in the project's words (the value bounded)."""
+    loc, kind_of, value = tuple(error["loc"]), error["type"], error.get("input")
+    name = _field_name(loc)
+    top = loc[0] if loc else None
+    if kind_of in _UNKNOWN_KEY:  # invalid_key: a key that is not a string (``1: x``)
+        return RuleFieldError(name, f"unknown field; known fields: {', '.join(KNOWN_FIELDS)}")
+    if kind_of in ("model_type", "model_attributes_type", "dict_type"):
+        return RuleFieldError(
+            "(rule)", f"must be a mapping with registryURI and githubRepository, got {kind(value)}"
+        )
+    if top in REQUIRED_FIELDS and (
+        kind_of in ("missing", "string_too_short") or (kind_of == "string_type" and value is None)
+    ):
+        return RuleFieldError(name, "is required")
+    if kind_of == _CUSTOM:
+        return RuleFieldError(name, error["ctx"]["message"])
+    if kind_of == "string_type":
+        return RuleFieldError(name, f"must be a string, got {kind(value)} {shown(value, name)} (quote it)")
+    if kind_of == "list_type":
+        return RuleFieldError(name, f"must be a list, got {kind(value)} {shown(value, name)}")
+    if kind_of == "bool_type":
+        return RuleFieldError(name, f"must be true or false, got {kind(value)} {excerpt(value)}")
+    if kind_of == "literal_error" and top in _CHOICES:
+        return RuleFieldError(name, f"must be one of {', '.join(_CHOICES[top])}, got {shown(value, name)}")
+    return RuleFieldError(name, f"{error['msg']}, got {kind(value)} {shown(value, name)}")
+
+
+def parse_rule(raw: Any) -> RuleSpec:
+    """Validate one rule as YAML gave it.
+
+    Raises:
+        RuleFieldError: the first problem (an unknown key before the others), field named.
+    """
+    try:
+        return RuleSpec.model_validate(raw)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)
+        first = min(range(len(errors)), key=lambda i: (errors[i]["type"] not in _UNKNOWN_KEY, i))
+        raise _message(errors[first]) from None

@@ -40,7 +40,7 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from steps._runtime import step_entry
 from steps.branches import branch_name
@@ -65,6 +65,23 @@ LAZY_IMPORTS = (
     "botocore.config",
     "botocore.exceptions",
 )
+
+
+class EditKustomizeInput(BaseModel):
+    """The step's input: the target, with its overlay path normalised; checked before any I/O."""
+
+    model_config = ConfigDict(frozen=True)
+
+    target: Target
+    overlay: str = Field(description="the overlay directory inside the repository ('' = the root)")
+
+    @classmethod
+    def of(cls, target: Target) -> "EditKustomizeInput":
+        """Raises ConfigError for a path that leaves the repository or a target with nothing to set."""
+        overlay = _overlay_path(target.path)
+        if not (target.tag or target.digest):
+            raise ConfigError(f"target for {target.image} has neither a tag nor a digest; nothing to set")
+        return cls(target=target, overlay=overlay)
 
 
 class EditKustomizeOutput(BaseModel):
@@ -198,9 +215,7 @@ def run(target: Target) -> EditKustomizeOutput:
     from steps.never_downgrade import against_branch, branch_lookups, lookups
     from steps.proposals import branch_entry
 
-    overlay = _overlay_path(target.path)
-    if not (target.tag or target.digest):
-        raise ConfigError(f"target for {target.image} has neither a tag nor a digest; nothing to set")
+    overlay = EditKustomizeInput.of(target).overlay
     auth = git.GitAuth.from_env(write=False)
     with tempfile.TemporaryDirectory(prefix="edit-kustomize-") as scratch:
         repo = git.clone(

@@ -27,20 +27,20 @@ executor's log, which forwards it), with these keys:
 =============  =====================================================================================
 
 Secrets are redacted from every record: the tokens in ``IMAGEBUMP_GIT_TOKEN`` /
-``IMAGEBUMP_GIT_READ_TOKEN`` (or their ``_FILE``), every token a :class:`steps.git.GitAuth` holds
-(:func:`register_secret`) with its HTTP Basic forms, ``Authorization`` values, passwords in URLs,
-``access_token=``-style query values, GitHub token shapes and PEM private keys.
+``IMAGEBUMP_GIT_READ_TOKEN`` (or their ``_FILE``), every token a :class:`steps.git_auth.GitAuth` holds with its HTTP Basic forms,
+``Authorization`` values, passwords in URLs, ``access_token=``-style query values, GitHub token
+shapes and PEM private keys — all through :mod:`steps.redact`, the one redaction.
+
+:func:`imagebump_version` is the package version every step reports (never imported from the CLI).
 """
 
 from __future__ import annotations
 
-import base64
 import contextvars
 import functools
 import json
 import logging
 import os
-import re
 import sys
 import time
 import traceback
@@ -51,11 +51,12 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from steps.errors import ImagebumpError
+from steps.redact import redact
+from steps.settings import register_secrets_from_environment
 
 DEFAULT_OUTPUTS_DIRECTORY = "/tmp/hera-outputs"
 #: Exit code of an unexpected error (the CLI's too: one table for every entry point).
 EXIT_UNEXPECTED = 3
-REDACTED = "***"
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -92,60 +93,22 @@ def emit_outputs(output: BaseModel) -> BaseModel:
     return output
 
 
-# --- redaction ------------------------------------------------------------------------------------
+# --- secrets: redaction lives in steps.redact, reading in steps.settings -------------------------------
 
-_SECRETS: set[str] = set()
 _TOKEN_VARIABLES = ("IMAGEBUMP_GIT_TOKEN", "IMAGEBUMP_GIT_READ_TOKEN")
-_PATTERNS = [
-    (re.compile(r"(?i)(authorization:\s*\w+\s+)\S+"), rf"\1{REDACTED}"),
-    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s]+@"), rf"\1{REDACTED}@"),
-    (
-        re.compile(r"(?i)([?&](?:access_token|private_token|token|password|secret|sig|signature)=)[^&\s#]+"),
-        rf"\1{REDACTED}",
-    ),
-    (re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"), REDACTED),
-    (
-        re.compile(
-            r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)", re.DOTALL
-        ),
-        REDACTED,
-    ),
-]
 
 
-def register_secret(secret: str, *, basic_users: tuple[str, ...] = ("x-access-token",)) -> None:
-    """Never log ``secret``, nor its base64 and HTTP Basic (``user:secret``) forms."""
-    secret = (secret or "").strip()
-    if len(secret) < 4:
-        return
-    forms = {secret}
-    for raw in (secret, *(f"{user}:{secret}" for user in basic_users)):
-        encoded = base64.b64encode(raw.encode()).decode()
-        forms.update({encoded, encoded.rstrip("=")})
-    _SECRETS.update(forms)
+def imagebump_version() -> str:
+    """imagebump's installed version (package metadata), or ``0+unknown`` when not installed.
 
+    Steps never import the CLI package for it (``steps/`` imports nothing above itself).
+    """
+    from importlib.metadata import PackageNotFoundError, version
 
-def _secrets_from_environment() -> None:
-    for name in _TOKEN_VARIABLES:
-        register_secret(os.environ.get(name, ""))
-        path = os.environ.get(f"{name}_FILE", "").strip()
-        if path:
-            try:
-                register_secret(Path(path).read_text()[:4096])
-            except (OSError, UnicodeDecodeError):
-                pass  # absent (an optional Secret) or unreadable: the step reports it if it needs it
-
-
-def redact(text: str) -> str:
-    """``text`` with every registered secret and every secret-shaped value replaced by ``***``."""
-    if not text:
-        return text
-    for secret in sorted(_SECRETS, key=len, reverse=True):
-        if secret in text:
-            text = text.replace(secret, REDACTED)
-    for pattern, replacement in _PATTERNS:
-        text = pattern.sub(replacement, text)
-    return text
+    try:
+        return version("imagebump")
+    except PackageNotFoundError:
+        return "0+unknown"
 
 
 # --- JSON-line logging -----------------------------------------------------------------------------
@@ -224,7 +187,7 @@ def configure_logging() -> Callable[[], None]:
     in-process, as tests do) only the handler is added, and the returned callable removes it.
     """
     global _configured_process
-    _secrets_from_environment()
+    register_secrets_from_environment(_TOKEN_VARIABLES)
     root = logging.getLogger()
     if _HANDLER in root.handlers:
         return _nothing

@@ -1,7 +1,8 @@
 """The one proposal branch of a target (``mode: pr``): a pure name, no I/O, no GitHub import.
 
 Shared by edit-kustomize (which reads the branch to avoid planning a downgrade of a living
-proposal) and commit-pr (which force-updates it). Reads and writes nothing.
+proposal), commit-pr (which force-updates it) and reconcile. Reads and writes nothing: reading
+what a branch proposes is :mod:`steps.proposals`, judging it :mod:`steps.never_downgrade`.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from steps.models import ImagesEntry, Target
+from steps.models import Target
 
 BRANCH_PREFIX = "imagebump"
 MAX_BRANCH_LENGTH = 120
@@ -39,28 +40,3 @@ def branch_name(target: Target) -> str:
     image = _slug(repository.replace("/", "-"), 32)
     name = f"{BRANCH_PREFIX}/{env}/{path}/{image}-{digest}"
     return name[:MAX_BRANCH_LENGTH]
-
-
-def proposed_entry(repo, rev: str, file: str, image_name: str) -> ImagesEntry | None:
-    """The ``images`` entry ``image_name`` in ``file`` at ``rev`` of a :class:`steps.git.ClonedRepo`.
-
-    Reads the object store only (a partial clone downloads just this blob); nothing is checked
-    out. None when the file is absent, not a regular file, not a readable kustomization, or has no
-    such entry: no proposal to protect there.
-    """
-    from steps.errors import KustomizationError
-    from steps.kustomize import get_image
-
-    listing = repo.git("ls-tree", rev, "--", file).stdout.strip()
-    if not listing:
-        return None
-    mode, kind, _rest = listing.split(None, 2)
-    if kind != "blob" or mode not in ("100644", "100755"):
-        return None
-    text = repo.git(
-        "cat-file", "blob", f"{rev}:{file}", what=f"reading {file} at {rev[:12]} of {repo.url}"
-    ).stdout
-    try:
-        return get_image(text, image_name, source=file)
-    except KustomizationError:
-        return None

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from steps.errors import ConfigError, PermissionDeniedError, TransientError
+from steps.errors import ConfigError, PermissionDeniedError, RepositoryMissing, TransientError
 
 _TRANSIENT_CODES = {
     "ThrottlingException",
@@ -198,10 +198,6 @@ def make_listing_client(region: str, *, max_pool_connections: int = 10) -> Any:
     )
 
 
-class _RepositoryMissing(Exception):
-    """DescribeImages: the repository does not exist (any more)."""
-
-
 def _error_code(exc: Exception) -> str:
     response = getattr(exc, "response", None)
     return (response or {}).get("Error", {}).get("Code", "") if isinstance(response, dict) else ""
@@ -221,7 +217,7 @@ def _pages(client: Any, operation: str, what: str, subject: str, on_call: Any, *
             if on_call is not None:
                 on_call()
             if _error_code(exc) == "RepositoryNotFoundException":
-                raise _RepositoryMissing(subject) from None
+                raise RepositoryMissing(subject) from None
             raise _classify(exc, what, subject) from None
         if on_call is not None:
             on_call()
@@ -281,6 +277,6 @@ def list_images(
                         pushed_at=detail.get("imagePushedAt"),
                     )
                 )
-    except _RepositoryMissing:
+    except RepositoryMissing:
         return None
     return images

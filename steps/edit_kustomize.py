@@ -14,8 +14,13 @@ branch), ``changed`` (``true``/``false``), ``decision`` (``update``/``current``/
 Skips (``changed: false``) when the overlay already holds the image (``current``) or holds a newer
 one (``stale``).
 
+Shape: gather (clone, read the overlay, ask ECR the push times :func:`steps.never_downgrade.lookups`
+names) → :func:`decide`, the pure core → act (the outputs). The never-downgrade decisions
+themselves are :mod:`steps.never_downgrade`'s.
+
 ``mode: pr``: an update is also measured against the target's proposal branch
-(:func:`steps.branches.branch_name`, fetched shallowly into the same partial clone): when the branch
+(:func:`steps.branches.branch_name`, fetched shallowly into the same partial clone and read
+by :mod:`steps.proposals`): when the branch
 already proposes the new image (``current``) or a newer one by the rule's order (``stale``, push
 times from ECR as for the base), nothing is proposed — never a downgrade of a living proposal. For
 ``provider: local`` the branch *is* the proposal and the decision is final. For ``provider: github``
@@ -33,13 +38,17 @@ import logging
 import tempfile
 from datetime import datetime
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from steps._runtime import step_entry
-from steps.branches import branch_name, proposed_entry
-from steps.errors import ConfigError, ImageNotFoundError, InvalidEventError, KustomizationError
-from steps.models import Decision, ImagesEntry, Plan, Target
+from steps.branches import branch_name
+from steps.errors import ConfigError, ImageNotFoundError, KustomizationError
+from steps.models import Decision, ImagesEntry, Plan, Target, image_ref
+
+if TYPE_CHECKING:
+    from steps.never_downgrade import ImageKey, PushTimes
 
 log = logging.getLogger(__name__)
 
@@ -51,10 +60,28 @@ LAZY_IMPORTS = (
     "steps.ecr",
     "steps.events",
     "steps.order",
+    "steps.never_downgrade",
     "boto3",
     "botocore.config",
     "botocore.exceptions",
 )
+
+
+class EditKustomizeInput(BaseModel):
+    """The step's input: the target, with its overlay path normalised; checked before any I/O."""
+
+    model_config = ConfigDict(frozen=True)
+
+    target: Target
+    overlay: str = Field(description="the overlay directory inside the repository ('' = the root)")
+
+    @classmethod
+    def of(cls, target: Target) -> "EditKustomizeInput":
+        """Raises ConfigError for a path that leaves the repository or a target with nothing to set."""
+        overlay = _overlay_path(target.path)
+        if not (target.tag or target.digest):
+            raise ConfigError(f"target for {target.image} has neither a tag nor a digest; nothing to set")
+        return cls(target=target, overlay=overlay)
 
 
 class EditKustomizeOutput(BaseModel):
@@ -90,56 +117,9 @@ def _new_entry(target: Target, old: ImagesEntry) -> ImagesEntry:
     return ImagesEntry(**data, newTag=tag, digest=digest)
 
 
-def _ecr_coordinates(image: str) -> tuple[str, str, str] | None:
-    from steps.events import parse_repository_uri
-
-    try:
-        return parse_repository_uri(image)
-    except InvalidEventError:
-        return None
-
-
-def _push_times(target: Target, old: ImagesEntry) -> tuple[datetime | None, datetime | None]:
-    """(current, new) ECR push times; None where unknown or not needed."""
-    new_at = target.pushed_at
-    if target.order != "push-time":
-        return None, new_at
-    if old.newTag == target.tag and (old.digest == target.digest or not target.digest):
-        return None, new_at  # same image reference: no lookup needed
-    if not (old.newTag or old.digest):
-        return None, new_at
-    coords = _ecr_coordinates(target.image)
-    if coords is None:
-        return None, new_at
-    account, region, repository = coords
-    from steps.ecr import describe_image
-
-    current_at = None
-    if (old.newName or old.name) == target.image:
-        found = describe_image(
-            repository,
-            region=region,
-            registry_id=account,
-            digest=old.digest or None,
-            tag=None if old.digest else old.newTag,
-        )
-        current_at = found.pushed_at if found else None
-    if new_at is None and (target.digest or target.tag):
-        found = describe_image(
-            repository,
-            region=region,
-            registry_id=account,
-            digest=target.digest or None,
-            tag=None if target.digest else target.tag,
-        )
-        new_at = found.pushed_at if found else None
-    return current_at, new_at
-
-
-def _plan(target: Target, text: str, file: str, base_commit: str, base_branch: str) -> Plan:
-    """The pure core: decide on the kustomization text and describe the edit."""
+def find_entry(text: str, target: Target, file: str) -> ImagesEntry:
+    """The overlay's entry for the target's image (pure); ImageNotFoundError naming the ones there."""
     from steps import kustomize
-    from steps.order import decide
 
     wanted = target.image_name or target.image
     old = kustomize.get_image(text, wanted, source=file)
@@ -149,24 +129,31 @@ def _plan(target: Target, text: str, file: str, base_commit: str, base_branch: s
         raise ImageNotFoundError(
             f"image {wanted!r} not in {file} ({listed}); add it under images:", found=found
         )
+    return old
+
+
+def decide(
+    target: Target, text: str, file: str, base_commit: str, base_branch: str, known: "PushTimes"
+) -> Plan:
+    """The pure core: the plan for ``target`` on the kustomization ``text``, given ECR's push times.
+
+    ``known`` holds what :func:`steps.never_downgrade.lookups` asked of ECR for this entry.
+    """
+    from steps import kustomize
+    from steps.never_downgrade import decide_base
+
+    old = find_entry(text, target, file)
     new = _new_entry(target, old)
-    current_at, new_at = _push_times(target, old)
-    decision, reason = decide(
-        current_tag=old.newTag,
-        current_digest=old.digest,
-        current_pushed_at=current_at,
-        new_tag=target.tag,
-        new_digest=target.digest,
-        new_pushed_at=new_at,
-        order=target.order,
-    )
+    decision, reason = decide_base(target, old, known)
     changed = False
     if decision == "update":
         edited = kustomize.set_image(text, old.name, tag=new.newTag, digest=new.digest, source=file)
         changed = edited != text
         if not changed:
-            ref = (new.newTag or "") + (f"@{new.digest}" if new.digest else "")
-            decision, reason = "current", f"{file} already sets {old.name} to {ref}"
+            decision, reason = (
+                "current",
+                f"{file} already sets {old.name} to {image_ref(new.newTag, new.digest)}",
+            )
     return Plan(
         changed=changed,
         decision=decision,
@@ -180,72 +167,22 @@ def _plan(target: Target, text: str, file: str, base_commit: str, base_branch: s
     )
 
 
-def _proposes(entry: ImagesEntry, new: ImagesEntry) -> bool:
-    """Does ``entry`` already say what ``new`` says (name, tag and digest)?"""
-    if new.newName is not None and entry.newName != new.newName:
-        return False
-    return (entry.newTag or None) == (new.newTag or None) and (entry.digest or None) == (new.digest or None)
+# --- gather: git and ECR ----------------------------------------------------------------------------
 
 
-def _ref(entry: ImagesEntry) -> str:
-    return (entry.newTag or "") + (f"@{entry.digest}" if entry.digest else "") or "(unset)"
+def _ask_ecr(target: Target, keys: "list[ImageKey]") -> "dict[ImageKey, datetime | None]":
+    """ECR's push time of each image in ``keys`` (what a decision needs; nothing asked when empty)."""
+    if not keys:
+        return {}
+    from steps.ecr import describe_image
+    from steps.events import parse_repository_uri
 
-
-def _against_branch(target: Target, plan: Plan, branch: str, proposed: ImagesEntry | None) -> Plan:
-    """Measure a planned update against what the proposal ``branch`` proposes (``mode: pr``).
-
-    Pure but for ECR push-time look-ups. ``proposed`` is the branch's entry (None: no branch, or
-    the branch has no such entry — nothing to protect). Returns the plan with ``pr_*`` filled in;
-    for ``provider: local`` a ``current``/``stale`` verdict is final (``changed: false``).
-    """
-    from steps.order import decide
-
-    plan = plan.model_copy(update={"pr_branch": branch, "pr_entry": proposed})
-    if not plan.changed or proposed is None:
-        return plan
-    new_ref, branch_ref = _ref(plan.new), _ref(proposed)
-    if _proposes(proposed, plan.new):
-        verdict, why = "current", f"the open PR branch {branch} already proposes {plan.image_name} {new_ref}"
-    else:
-        current_at, new_at = _push_times(target, proposed)
-        verdict, why = decide(
-            current_tag=proposed.newTag,
-            current_digest=proposed.digest,
-            current_pushed_at=current_at,
-            new_tag=target.tag,
-            new_digest=target.digest,
-            new_pushed_at=new_at,
-            order=target.order,
-        )
-        if verdict == "current":
-            why = f"the open PR branch {branch} already proposes the same image as {new_ref}: {why}"
-        elif verdict == "stale":
-            why = (
-                f"the open PR branch {branch} proposes {branch_ref}, newer than {new_ref} "
-                f"(order: {target.order}); not proposing {new_ref}: {why}"
-            )
-        else:
-            return plan.model_copy(update={"pr_decision": verdict, "pr_reason": f"PR branch {branch}: {why}"})
-    plan = plan.model_copy(update={"pr_decision": verdict, "pr_reason": why})
-    if target.provider == "local":  # the branch is the proposal: final
-        return plan.model_copy(update={"changed": False, "decision": verdict, "reason": why})
-    # github: only commit-pr can ask whether the branch's pull request is still open
-    return plan.model_copy(
-        update={
-            "reason": (
-                f"{plan.reason}; but {why} — commit-pr skips unless that branch's pull request was closed or merged"
-            )
-        }
-    )
-
-
-def _branch_entry(repo, branch: str, plan: Plan) -> ImagesEntry | None:
-    """The entry the remote ``branch`` proposes in ``plan.file`` (None: no branch, file or entry).
-
-    Fetched shallowly into ``repo`` (the partial clone downloads only that one blob).
-    """
-    sha = repo.fetch(branch)
-    return proposed_entry(repo, sha, plan.file, plan.image_name) if sha else None
+    account, region, repository = parse_repository_uri(target.image)
+    known: dict[ImageKey, datetime | None] = {}
+    for tag, digest in dict.fromkeys(keys):
+        found = describe_image(repository, region=region, registry_id=account, digest=digest, tag=tag)
+        known[(tag, digest)] = found.pushed_at if found else None
+    return known
 
 
 def _read_overlay(repo, overlay: str) -> tuple[str, str]:
@@ -269,12 +206,16 @@ def _read_overlay(repo, overlay: str) -> tuple[str, str]:
 
 @step_entry
 def run(target: Target) -> EditKustomizeOutput:
-    """Clone the target's overlay, decide update/current/stale and output the plan; push nothing."""
-    from steps import git
+    """Clone the target's overlay, decide update/current/stale and output the plan; push nothing.
 
-    overlay = _overlay_path(target.path)
-    if not (target.tag or target.digest):
-        raise ConfigError(f"target for {target.image} has neither a tag nor a digest; nothing to set")
+    Gather (clone, read, ECR push times) → :func:`decide` (pure) → for ``mode: pr`` gather the
+    proposal branch's entry → :func:`steps.never_downgrade.against_branch` (pure) → output.
+    """
+    from steps import git
+    from steps.never_downgrade import against_branch, branch_lookups, lookups
+    from steps.proposals import branch_entry
+
+    overlay = EditKustomizeInput.of(target).overlay
     auth = git.GitAuth.from_env(write=False)
     with tempfile.TemporaryDirectory(prefix="edit-kustomize-") as scratch:
         repo = git.clone(
@@ -286,10 +227,13 @@ def run(target: Target) -> EditKustomizeOutput:
             auth=auth,
         )
         file, text = _read_overlay(repo, overlay)
-        plan = _plan(target, text, file, repo.head(), repo.branch)
+        known = _ask_ecr(target, lookups(target, find_entry(text, target, file)))
+        plan = decide(target, text, file, repo.head(), repo.branch, known)
         if target.mode == "pr" and plan.changed:
             branch = branch_name(target)
-            plan = _against_branch(target, plan, branch, _branch_entry(repo, branch, plan))
+            proposed = branch_entry(repo, branch, plan.file, plan.image_name)
+            known = _ask_ecr(target, branch_lookups(target, plan, proposed))
+            plan = against_branch(target, plan, branch, proposed, known)
     log.info(
         "%s [%s] at %s: %s%s",
         plan.file,

@@ -12,7 +12,15 @@ and the step runner) turn these into a short message and an exit code, never a t
     │   ├── KustomizationError a kustomization that cannot be read or edited
     │   │   └── ImageNotFoundError  the image is not in the file (names the ones that are)
     │   └── PermissionDeniedError   the remote refused for lack of rights (protected branch, 403)
-    └── TransientError         the world broke for a while: network, 5xx, push race. Retried.
+    ├── TransientError         the world broke for a while: network, 5xx, push race. Retried.
+    │   └── PushRejected       git: the remote branch moved on (non-fast-forward, stale lease)
+    ├── GitCommandError        git failed for a reason imagebump does not recognise
+    ├── NoCommitsBetween       GitHub: the PR's head adds nothing to its base (commit-pr: unchanged)
+    ├── PullRequestExists      GitHub: a concurrent run opened the PR first (commit-pr adopts it)
+    └── RepositoryMissing      ECR: a listed repository vanished mid-listing (the lister skips it)
+
+Every exception class the steps raise or catch lives here; the modules that raised them first
+(``steps.git``, ``steps.forge``) re-export them under their old names.
 
 Exit codes of a step process (what Argo's ``retryStrategy`` keys on): ``EXIT_CONFIG`` (2) is
 terminal, ``EXIT_TRANSIENT`` (75, EX_TEMPFAIL) is retried; any other non-zero exit is an
@@ -83,3 +91,23 @@ class RuleFieldError(RulesError):
         super().__init__(f"{field}: {message}")
         self.field = field
         self.message = message
+
+
+class PushRejected(TransientError):
+    """The remote branch moved on (non-fast-forward, fetch first, stale lease): fetch and retry."""
+
+
+class GitCommandError(ImagebumpError):
+    """A git command failed for a reason imagebump does not recognise (message is redacted)."""
+
+
+class NoCommitsBetween(ImagebumpError):
+    """GitHub's 422 "No commits between BASE and HEAD": the branch proposes nothing new."""
+
+
+class PullRequestExists(ImagebumpError):
+    """GitHub's 422 "A pull request already exists for OWNER:BRANCH" (a concurrent creator won)."""
+
+
+class RepositoryMissing(ImagebumpError):
+    """An ECR repository that was listed a moment ago is gone (``RepositoryNotFoundException``)."""

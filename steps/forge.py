@@ -23,17 +23,19 @@ from githubkit import GitHub
 from githubkit.exception import GitHubException, RequestFailed
 
 from steps import github as gh
-from steps.errors import ImagebumpError
+from steps.errors import ImagebumpError, NoCommitsBetween, PullRequestExists
+
+__all__ = [
+    "Forge",
+    "GitHubForge",
+    "LocalForge",
+    "NoCommitsBetween",
+    "PullRequest",
+    "PullRequestExists",
+    "split_reviewers",
+]
 
 log = logging.getLogger(__name__)
-
-
-class NoCommitsBetween(ImagebumpError):
-    """GitHub's 422 "No commits between BASE and HEAD": the branch proposes nothing new."""
-
-
-class PullRequestExists(ImagebumpError):
-    """GitHub's 422 "A pull request already exists for OWNER:BRANCH" (a concurrent creator won)."""
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,8 @@ from githubkit.exception import (
 from githubkit.retry import RetryOption
 
 from steps.errors import ConfigError, ImagebumpError, PermissionDeniedError, TransientError
+from steps.redact import redact
+from steps.settings import read_secret
 
 log = logging.getLogger(__name__)
 
@@ -65,37 +67,6 @@ APP_ID_ENV = "IMAGEBUMP_GITHUB_APP_ID"
 APP_KEY_FILE_ENV = "IMAGEBUMP_GITHUB_APP_PRIVATE_KEY_FILE"
 APP_INSTALLATION_ENV = "IMAGEBUMP_GITHUB_APP_INSTALLATION_ID"
 USER_AGENT = "imagebump"
-
-
-def read_secret(name: str, env: dict[str, str] | None = None) -> str | None:
-    """``$NAME`` or the contents of the file ``$NAME_FILE`` (stripped); None when neither is set."""
-    env = os.environ if env is None else env
-    value = env.get(name)
-    if value:
-        return value.strip()
-    path = env.get(f"{name}_FILE")
-    if path:
-        try:
-            text = Path(path).read_text().strip()
-        except OSError as exc:
-            raise ConfigError(
-                f"cannot read {name}_FILE {path!r}: {exc.strerror}; mount the secret there"
-            ) from None
-        return text or None
-    return None
-
-
-def redact(text: str, secrets: list[str | None] | tuple[str | None, ...]) -> str:
-    """Replace every secret (and its base64 forms, as in Basic auth headers) with ``***``."""
-    for secret in secrets:
-        if not secret:
-            continue
-        forms = {secret}
-        for user in ("", "x-access-token:", "imagebump:", "git:", "oauth2:"):
-            forms.add(base64.b64encode(f"{user}{secret}".encode()).decode())
-        for form in sorted(forms, key=len, reverse=True):
-            text = text.replace(form, "***")
-    return text
 
 
 # --------------------------------------------------------------------------- repository URLs
@@ -183,7 +154,7 @@ class GitHubSettings:
                 installation_id = int(installation)  # type: ignore[arg-type]
             except ValueError:
                 raise ConfigError(f"{APP_INSTALLATION_ENV}={installation!r} is not a number") from None
-        token = read_secret(TOKEN_ENV, env)
+        token = read_secret(TOKEN_ENV, env, label="the token file")
         if not app_given and not token:
             raise ConfigError(
                 f"no GitHub credentials: set {TOKEN_ENV} (or {TOKEN_ENV}_FILE), or the GitHub App trio "

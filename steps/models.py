@@ -2,6 +2,10 @@
 
 ``Image`` leaves resolve-image, a list of ``Target`` fans out (``withParam``), each target's
 ``Plan`` leaves edit-kustomize and enters commit-pr. They are plain data: no I/O here.
+
+Also the one way an image reference is written for people (:func:`image_ref`, :func:`short_digest`,
+:func:`entry_ref`): ``name:tag@digest``, a tag or a short digest, and what "no image" reads as;
+and the one comparison of two ``images`` entries (:func:`entry_sets`, :func:`same_entry`).
 """
 
 from __future__ import annotations
@@ -14,6 +18,54 @@ from pydantic import BaseModel, ConfigDict, Field
 Mode = Literal["pr", "commit"]
 Order = Literal["push-time", "semver", "none"]
 Provider = Literal["github", "local"]
+
+
+def short_digest(digest: str | None, *, mark: str = "") -> str:
+    """``sha256:0123456789ab`` (the algorithm and 12 hex digits), ``mark`` appended when cut; "" for none."""
+    if not digest:
+        return ""
+    algorithm, _, hexpart = digest.partition(":")
+    short = f"{algorithm}:{hexpart[:12]}" if hexpart else digest[:19]
+    return short + mark if len(short) < len(digest) else digest
+
+
+def image_ref(
+    tag: str | None = None,
+    digest: str | None = None,
+    *,
+    name: str = "",
+    short: bool = False,
+    one: bool = False,
+    mark: str = "",
+    none: str = "(none)",
+) -> str:
+    """An image reference for people: ``name:tag@digest`` and its shorter forms.
+
+    Args:
+        tag, digest: what the reference pins (either may be absent).
+        name: the image's name or repository URI ("" for the version alone: ``tag@digest``).
+        short: the digest as :func:`short_digest` (with ``mark`` when cut, e.g. ``"…"``).
+        one: the tag if there is one, else the digest (never both).
+        mark: appended to a digest :func:`short_digest` cut.
+        none: what a reference with neither tag nor digest reads as (with a ``name``: the name).
+
+    Without a ``name`` a digest-only reference is the digest alone (no leading ``@``).
+
+    >>> image_ref("1.4.2", "sha256:" + "a" * 64, name="api", short=True, mark="…")
+    'api:1.4.2@sha256:aaaaaaaaaaaa…'
+    >>> image_ref(None, "sha256:" + "a" * 64, one=True, short=True)
+    'sha256:aaaaaaaaaaaa'
+    >>> image_ref(None, None, none="(unset)")
+    '(unset)'
+    """
+    if one and tag:
+        digest = None
+    shown = short_digest(digest, mark=mark) if short else (digest or "")
+    if not tag and not shown:
+        return name or none
+    if not tag:
+        return f"{name}@{shown}" if name else shown
+    return (f"{name}:{tag}" if name else tag) + (f"@{shown}" if shown else "")
 
 
 class Image(BaseModel):
@@ -44,12 +96,7 @@ class Image(BaseModel):
     @property
     def reference(self) -> str:
         """``uri[:tag][@digest]`` — what ``docker pull`` takes."""
-        ref = self.uri
-        if self.tag:
-            ref += f":{self.tag}"
-        if self.digest:
-            ref += f"@{self.digest}"
-        return ref
+        return image_ref(self.tag, self.digest, name=self.uri)
 
 
 class Target(BaseModel):
@@ -92,6 +139,28 @@ class ImagesEntry(BaseModel):
     newName: str | None = None
     newTag: str | None = None
     digest: str | None = None
+
+
+def entry_ref(entry: ImagesEntry | None, *, none: str = "(none)") -> str:
+    """An entry's version for people: its tag, else its short digest; ``(unset)`` when it pins neither."""
+    if entry is None:
+        return none
+    return image_ref(entry.newTag, entry.digest, one=True, short=True, none="(unset)")
+
+
+def entry_sets(entry: ImagesEntry, wanted: ImagesEntry) -> bool:
+    """Does ``entry`` already say what ``wanted`` says: its ``newName`` (when ``wanted`` sets one),
+    tag and digest (an empty value is no value)?"""
+    if wanted.newName is not None and entry.newName != wanted.newName:
+        return False
+    return (entry.newTag or None, entry.digest or None) == (wanted.newTag or None, wanted.digest or None)
+
+
+def same_entry(a: ImagesEntry | None, b: ImagesEntry | None) -> bool:
+    """Are two (possibly absent) entries the same proposal: same ``newName``, tag and digest?"""
+    if a is None or b is None:
+        return a is b
+    return (a.newName, a.newTag or None, a.digest or None) == (b.newName, b.newTag or None, b.digest or None)
 
 
 Decision = Literal["update", "current", "stale"]

@@ -20,11 +20,11 @@ import logging
 import os
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from steps._runtime import step_entry
 from steps.errors import ConfigError
-from steps.models import Image, Target
+from steps.models import Image, Target, image_ref
 from steps.rules import RuleSet, SkippedRule, load_rules_file
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ LAZY_IMPORTS = (
 
 DEFAULT_RULES_FILE = "/etc/imagebump/rules/rules.yaml"
 
-__all__ = ["ResolveImageOutput", "SkippedRule", "resolve", "run"]
+__all__ = ["ResolveImageInput", "ResolveImageOutput", "SkippedRule", "decide", "resolve", "run"]
 
 
 class ResolveImageOutput(BaseModel):
@@ -59,48 +59,42 @@ def rules_file() -> str:
     return os.environ.get("IMAGEBUMP_RULES_FILE") or DEFAULT_RULES_FILE
 
 
-def _short(digest: str | None) -> str:
-    return digest or "(none)"
+class ResolveImageInput(BaseModel):
+    """The step's input: exactly one of an ECR push event (the SQS body) and an image reference."""
+
+    model_config = ConfigDict(frozen=True)
+
+    event: str = ""
+    image: str = ""
+
+    @classmethod
+    def of(cls, event: str = "", image: str = "") -> "ResolveImageInput":
+        """Checked before any I/O. Raises ConfigError unless exactly one is given."""
+        if bool(event.strip()) == bool(image.strip()):
+            raise ConfigError(
+                "give exactly one of the parameters 'event' (an ECR push event) and 'image' "
+                f"(ACCOUNT.dkr.ecr.REGION.amazonaws.com/REPO:TAG); got {'both' if event.strip() else 'neither'}"
+            )
+        return cls(event=event, image=image)
+
+    @property
+    def manual(self) -> bool:
+        return bool(self.image.strip())
 
 
-def resolve(*, event: str = "", image: str = "", rules: RuleSet, client: Any = None) -> ResolveImageOutput:
-    """The pure-ish core of :func:`run`: parse, ask ECR, match. ``client`` is an ECR client or None.
-
-    Raises:
-        ConfigError: bad input (see the module docstring).
-        TransientError: ECR failed for now.
+def decide(img: Image, *, manual: bool, account: str, found: Any, rules: RuleSet) -> ResolveImageOutput:
+    """The pure core: what ECR said about the pushed image (``found``, a :class:`steps.ecr.EcrImage`
+    or None) → the targets, or a skip with its reason (a ConfigError for a manual reference).
     """
-    from steps import ecr
-    from steps.events import Skip, parse_event, parse_image_reference
-
-    if bool(event.strip()) == bool(image.strip()):
-        raise ConfigError(
-            "give exactly one of the parameters 'event' (an ECR push event) and 'image' "
-            f"(ACCOUNT.dkr.ecr.REGION.amazonaws.com/REPO:TAG); got {'both' if event.strip() else 'neither'}"
-        )
-    manual = bool(image.strip())
-    parsed = parse_image_reference(image) if manual else parse_event(event)
-    if isinstance(parsed, Skip):
-        return ResolveImageOutput(reason=parsed.reason, event_id=parsed.event_id or "")
-    img: Image = parsed
     event_id = img.event_id or ""
-
-    client = client or ecr.make_client(img.region)
-    update: dict[str, Any] = {}
-    if not img.account:
-        update["account"] = ecr.repository_account(img.repository, region=img.region, client=client)
-    account = update.get("account", img.account)
+    update: dict[str, Any] = {} if account == img.account else {"account": account}
 
     def skip(reason: str) -> ResolveImageOutput:
         if manual:
             raise ConfigError(reason)
         return ResolveImageOutput(image=img.model_copy(update=update), reason=reason, event_id=event_id)
 
-    region = img.region
     if img.tag:
-        found = ecr.describe_image(
-            img.repository, region=img.region, tag=img.tag, registry_id=account, client=client
-        )
         if found is None:
             where = f"image {img.repository}:{img.tag} is not in ECR (registry {account}, {img.region})"
             return skip(f"{where}: check the tag" if manual else f"{where} any more: deleted since the push?")
@@ -114,24 +108,17 @@ def resolve(*, event: str = "", image: str = "", rules: RuleSet, client: Any = N
                 f"tag {img.tag} moved from {img.digest} to {found.digest} since the push; "
                 "a newer event handles it"
             )
-    else:
-        found = ecr.describe_image(
-            img.repository, region=img.region, digest=img.digest, registry_id=account, client=client
+    elif found is None:
+        where = (
+            f"image {image_ref(None, img.digest, name=img.repository)} is not in ECR "
+            f"(registry {account}, {img.region})"
         )
-        if found is None:
-            where = (
-                f"image {img.repository}@{_short(img.digest)} is not in ECR (registry {account}, {region})"
-            )
-            return skip(
-                f"{where}: check the digest" if manual else f"{where} any more: deleted since the push?"
-            )
+        return skip(f"{where}: check the digest" if manual else f"{where} any more: deleted since the push?")
     update["digest"] = found.digest
     if found.pushed_at is not None:
         update["pushed_at"] = found.pushed_at
-    resolved = img.model_copy(update=update)
     # model_copy does not validate: re-validate so a bad value from ECR cannot slip through.
-    resolved = Image.model_validate(resolved.model_dump())
-
+    resolved = Image.model_validate(img.model_copy(update=update).model_dump())
     match = rules.match(resolved)
     reason = ""
     if not match.targets:
@@ -145,12 +132,38 @@ def resolve(*, event: str = "", image: str = "", rules: RuleSet, client: Any = N
     )
 
 
+def resolve(*, event: str = "", image: str = "", rules: RuleSet, client: Any = None) -> ResolveImageOutput:
+    """Gather → decide: parse the input, ask ECR, then :func:`decide`. ``client``: an ECR client or None.
+
+    Raises:
+        ConfigError: bad input (see the module docstring).
+        TransientError: ECR failed for now.
+    """
+    from steps import ecr
+    from steps.events import Skip, parse_event, parse_image_reference
+
+    given = ResolveImageInput.of(event=event, image=image)
+    parsed = parse_image_reference(image) if given.manual else parse_event(event)
+    if isinstance(parsed, Skip):
+        return ResolveImageOutput(reason=parsed.reason, event_id=parsed.event_id or "")
+    img: Image = parsed
+    client = client or ecr.make_client(img.region)
+    account = img.account or ecr.repository_account(img.repository, region=img.region, client=client)
+    found = ecr.describe_image(
+        img.repository,
+        region=img.region,
+        tag=img.tag or None,
+        digest=None if img.tag else img.digest,
+        registry_id=account,
+        client=client,
+    )
+    return decide(img, manual=given.manual, account=account, found=found, rules=rules)
+
+
 @step_entry
 def run(event: str = "", image: str = "") -> ResolveImageOutput:
     """Resolve an ECR push event (``event``) or an image reference (``image``) into targets."""
-    if bool(event.strip()) == bool(image.strip()):
-        # validate before any I/O (the rules file is a mounted file, ECR is the network)
-        return resolve(event=event, image=image, rules=RuleSet([]))
+    ResolveImageInput.of(event=event, image=image)  # before any I/O (the rules file, ECR)
     rules = load_rules_file(rules_file())
     out = resolve(event=event, image=image, rules=rules)
     summary = out.reason or f"{len(out.targets)} target(s): " + ", ".join(

@@ -13,17 +13,13 @@ import pytest
 
 from steps import commit_pr
 from steps import github as gh
-from steps.commit_pr import (
-    Settings,
-    branch_name,
-    commit_message,
-    guard_branch,
-    message_fields,
-    reapply,
-    validate_template,
-)
+from steps.branches import MAX_BRANCH_LENGTH, branch_name
+from steps.commit_message import DEFAULT_TEMPLATE, commit_message, message_fields, validate_template
+from steps.commit_pr import reapply
 from steps.errors import ConfigError, ImageNotFoundError, PermissionDeniedError
 from steps.models import ImagesEntry
+from steps.never_downgrade import guard_branch
+from steps.settings import CommitPrSettings as Settings
 from tests.steps.commit_pr_support import (
     DIGEST_A,
     IMAGE,
@@ -59,7 +55,7 @@ def test_branch_name_is_stable_across_events_and_a_valid_ref() -> None:
     a = branch_name(_t(tag="1.1.0"))
     assert a == branch_name(_t(tag="9.9.9"))  # the tag never enters the name
     assert a.startswith("imagebump/prod/overlays-prod/team-api-")
-    assert len(a) <= commit_pr.MAX_BRANCH_LENGTH
+    assert len(a) <= MAX_BRANCH_LENGTH
     subprocess.run(["git", "check-ref-format", f"refs/heads/{a}"], check=True)
 
 
@@ -77,7 +73,7 @@ def test_branch_name_differs_per_target(other: dict) -> None:
 
 def test_branch_name_of_odd_input_is_bounded_and_valid() -> None:
     name = branch_name(_t(env="Prod..EU/..", path="a/" + "Very Long Dir.lock/" * 20))
-    assert len(name) <= commit_pr.MAX_BRANCH_LENGTH and ".." not in name
+    assert len(name) <= MAX_BRANCH_LENGTH and ".." not in name
     subprocess.run(["git", "check-ref-format", f"refs/heads/{name}"], check=True)
 
 
@@ -114,7 +110,7 @@ def test_settings_refuse_bad_env(env: dict, message: str) -> None:
 def test_default_message_says_what_a_reviewer_needs() -> None:
     t, p = _t(), plan(new_digest=DIGEST_A)
     fields = message_fields(t, p, p.old, "main")
-    text = commit_message(commit_pr.DEFAULT_TEMPLATE, fields)
+    text = commit_message(DEFAULT_TEMPLATE, fields)
     assert text.splitlines()[0] == "imagebump(prod): api 1.0.0 → 1.1.0 in overlays/prod"
     for needle in (
         IMAGE,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from imagebump.local.git_server import GitHttpServer
-from steps import git
+from steps import git, git_auth
 from steps.errors import ConfigError, PermissionDeniedError, TransientError
 from steps.git import ClonedRepo, GitAuth, GitCommandError, PushRejected
 
@@ -249,7 +249,7 @@ def test_token_never_lands_in_the_clone_or_in_outputs(make_remote, auth, git_tok
 
 
 def test_auth_header_is_scoped_to_the_remote_origin(auth) -> None:
-    env = git._git_env(auth, "https://git.example.com/o/r", None)
+    env = git_auth.git_env(auth, "https://git.example.com/o/r", None)
     keys = {
         env[f"GIT_CONFIG_KEY_{i}"]: env[f"GIT_CONFIG_VALUE_{i}"] for i in range(int(env["GIT_CONFIG_COUNT"]))
     }

@@ -1,0 +1,68 @@
+"""commit-pr, ``mode: commit``: one commit on the base branch, pushed; lost races retried.
+
+Act half of commit-pr for ``mode: commit``: clone the newest base (partial, sparse on the
+overlay), re-apply the plan with the pure :func:`steps.commit_pr.reapply`, commit and push to the
+base branch. A non-fast-forward rejection fetches the new base, re-applies and pushes again, at
+most ``push_attempts`` times with jittered exponential backoff, then fails as transient.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path, PurePosixPath
+
+from steps import git
+from steps.commit_message import commit_message, message_fields
+from steps.commit_pr import CommitPrOutput, backoff, read_overlay_file, reapply
+from steps.errors import PushRejected, TransientError
+from steps.models import Plan, Target
+from steps.settings import CommitPrSettings
+
+log = logging.getLogger(__name__)
+
+
+def land_commit(
+    target: Target, plan: Plan, settings: CommitPrSettings, auth: git.GitAuth, base: str, workdir: Path
+) -> CommitPrOutput:
+    """``mode: commit``: commit on the newest base and push; a lost race re-applies and retries."""
+    repo = git.clone(
+        target.repo_url,
+        workdir / "repo",
+        branch=base,
+        paths=(str(PurePosixPath(plan.file).parent),),
+        auth=auth,
+    )
+    for attempt in range(1, settings.push_attempts + 1):
+        applied = reapply(read_overlay_file(repo, plan, target, base), target, plan)
+        if applied.text is None:
+            return CommitPrOutput(action="unchanged", reason=applied.reason, commit_sha=repo.head())
+        repo.write(plan.file, applied.text)
+        fields = message_fields(target, plan, applied.current, base)
+        sha = repo.commit(
+            commit_message(settings.template, fields), settings.author_name, settings.author_email
+        )
+        if sha is None:  # the editor changed bytes git does not see (cannot happen; be safe)
+            return CommitPrOutput(action="unchanged", reason=f"{plan.file}: no difference to commit")
+        try:
+            repo.push(f"HEAD:refs/heads/{base}")
+        except PushRejected as exc:
+            if attempt == settings.push_attempts:
+                raise TransientError(
+                    f"push to {base} of {target.repo_url} lost the race {attempt} times (last: {exc}); "
+                    "the step will be retried"
+                ) from None
+            delay = backoff(attempt)
+            log.info(
+                "push to %s rejected (non-fast-forward), attempt %d/%d; re-applying on the new base in %.2fs",
+                base,
+                attempt,
+                settings.push_attempts,
+                delay,
+            )
+            time.sleep(delay)
+            repo.fetch_and_reset(base)
+            continue
+        log.info("committed %s to %s: %s", sha[:12], base, fields["subject"])
+        return CommitPrOutput(action="committed", commit_sha=sha, reason=fields["subject"])
+    raise AssertionError("unreachable")

@@ -1,0 +1,91 @@
+"""The one redaction of imagebump: no secret reaches a log record, an output or an error text.
+
+Two sources of secrets:
+
+- *registered* secrets (:func:`register_secret`): every token the process holds — the git tokens
+  from the environment (``steps._runtime`` registers them when a step starts), each
+  :class:`steps.git_auth.GitAuth`, GitHub tokens — with their base64 and HTTP Basic
+  (``user:secret``) forms;
+- secret-*shaped* text: ``Authorization`` header values, passwords in URLs, ``access_token=``-style
+  query values, GitHub token shapes and PEM private keys.
+
+:func:`redact` replaces both with ``***``. ``shapes=False`` keeps to the credential shapes that
+can occur in git's output (the header and URL passwords): git's stdout carries repository file
+content that callers parse, and must not be rewritten beyond the credentials.
+
+Imports nothing of imagebump; everything in ``steps`` may import it. (``steps.rules._redact_url``
+masks a URL's userinfo inside a rules-file excerpt; it is the rules engineer's and predates this.)
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Iterable
+
+REDACTED = "***"
+#: The user names a token is paired with in HTTP Basic auth by the hosts imagebump talks to.
+BASIC_USERS = ("x-access-token", "imagebump", "git", "oauth2")
+
+_SECRETS: set[str] = set()
+
+_CREDENTIALS = [
+    (re.compile(r"(?i)(authorization:\s*\w+\s+)\S+"), rf"\1{REDACTED}"),
+    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s]+@"), rf"\1{REDACTED}@"),
+]
+_SHAPES = [
+    (
+        re.compile(r"(?i)([?&](?:access_token|private_token|token|password|secret|sig|signature)=)[^&\s#]+"),
+        rf"\1{REDACTED}",
+    ),
+    (re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"), REDACTED),
+    (
+        re.compile(
+            r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)", re.DOTALL
+        ),
+        REDACTED,
+    ),
+]
+
+
+def secret_forms(secret: str, basic_users: Iterable[str] = BASIC_USERS) -> list[str]:
+    """``secret`` and every encoding of it that may show up in text, longest first.
+
+    Raw, base64 (padded and not), and base64 of ``user:secret`` for each of ``basic_users``.
+    A secret under 4 characters yields nothing (replacing it would mangle ordinary text).
+    """
+    secret = (secret or "").strip()
+    if len(secret) < 4:
+        return []
+    forms = {secret}
+    for raw in (secret, *(f"{user}:{secret}" for user in basic_users)):
+        encoded = base64.b64encode(raw.encode()).decode()
+        forms.update({encoded, encoded.rstrip("=")})
+    return sorted(forms, key=len, reverse=True)
+
+
+def register_secret(secret: str, *, basic_users: Iterable[str] = BASIC_USERS) -> None:
+    """Never show ``secret`` (nor its base64 and HTTP Basic forms) in any redacted text again."""
+    _SECRETS.update(secret_forms(secret, basic_users))
+
+
+def redact(text: str, secrets: Iterable[str | None] = (), *, shapes: bool = True) -> str:
+    """``text`` with registered secrets, ``secrets`` and secret-shaped values replaced by ``***``.
+
+    Args:
+        text: any text (a message, a log record, a command's output).
+        secrets: more secrets to remove (with their encoded forms) besides the registered ones.
+        shapes: also mask query tokens, GitHub token shapes and PEM keys (not only headers and
+            URL passwords). False for git's output, which carries file content callers parse.
+    """
+    if not text:
+        return text
+    forms = set(_SECRETS)
+    for secret in secrets:
+        forms.update(secret_forms(secret or ""))
+    for form in sorted(forms, key=len, reverse=True):
+        if form in text:
+            text = text.replace(form, REDACTED)
+    for pattern, replacement in _CREDENTIALS + (_SHAPES if shapes else []):
+        text = pattern.sub(replacement, text)
+    return text

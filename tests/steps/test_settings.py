@@ -1,0 +1,71 @@
+"""steps.settings (``$NAME`` / ``$NAME_FILE``) and steps.redact: the one home of each, as tables."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from steps import redact, settings
+from steps.errors import ConfigError
+
+
+@pytest.mark.parametrize(
+    ("env", "kwargs", "expected"),
+    [
+        pytest.param({"X_TOKEN": " t0ken-value \n"}, {}, "t0ken-value", id="variable-stripped"),
+        pytest.param({"X_TOKEN": "v1-value", "X_TOKEN_FILE": "FILE"}, {}, "v1-value", id="variable-wins"),
+        pytest.param({"X_TOKEN_FILE": "FILE"}, {}, "from-the-file", id="file"),
+        pytest.param({}, {}, None, id="neither"),
+        pytest.param({"X_TOKEN_FILE": "ABSENT"}, {"absent_file_is_unset": True}, None, id="optional-absent"),
+        pytest.param({"X_TOKEN_FILE": "EMPTY"}, {}, None, id="empty-is-unset"),
+    ],
+)
+def test_read_secret(tmp_path, env, kwargs, expected) -> None:
+    (tmp_path / "file").write_text("from-the-file\n")
+    (tmp_path / "empty").write_text("\n")
+    paths = {"FILE": tmp_path / "file", "ABSENT": tmp_path / "absent", "EMPTY": tmp_path / "empty"}
+    env = {k: str(paths.get(v, v)) for k, v in env.items()}
+    assert settings.read_secret("X_TOKEN", env, **kwargs) == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "kwargs", "message"),
+    [
+        pytest.param(
+            "absent", {}, r"cannot read the secret file .*absent \(X_TOKEN_FILE\): it does not exist; mount"
+        ),
+        pytest.param("empty", {"empty_file_is_error": True}, r"\(X_TOKEN_FILE\) is empty"),
+        pytest.param(
+            ".", {"label": "the git token file"}, r"cannot read the git token file .* \(X_TOKEN_FILE\)"
+        ),
+    ],
+)
+def test_read_secret_errors_name_the_variable_and_the_fix(tmp_path, name, kwargs, message) -> None:
+    (tmp_path / "empty").write_text("")
+    with pytest.raises(ConfigError, match=message):
+        settings.read_secret("X_TOKEN", {"X_TOKEN_FILE": str(tmp_path / name)}, **kwargs)
+
+
+def test_a_secret_read_is_redacted_everywhere_after(tmp_path) -> None:
+    (tmp_path / "token").write_text("s3cr3t-from-a-file\n")
+    settings.read_secret("X_TOKEN", {"X_TOKEN_FILE": str(tmp_path / "token")})
+    basic = base64.b64encode(b"x-access-token:s3cr3t-from-a-file").decode()
+    text = redact.redact(f"token s3cr3t-from-a-file, header Basic {basic}")
+    assert "s3cr3t" not in text and basic not in text
+
+
+@pytest.mark.parametrize(
+    ("text", "shapes", "expected"),
+    [
+        pytest.param("Authorization: Bearer abc.def", False, "Authorization: Bearer ***", id="header"),
+        pytest.param("https://user:pw@host/o/r", False, "https://***@host/o/r", id="url-password"),
+        pytest.param("x?access_token=abc&y=1", True, "x?access_token=***&y=1", id="query"),
+        pytest.param(
+            "x?access_token=abc&y=1", False, "x?access_token=abc&y=1", id="query-kept-in-git-output"
+        ),
+        pytest.param("ghp_" + "a" * 36, True, "***", id="github-shape"),
+    ],
+)
+def test_redact(text, shapes, expected) -> None:
+    assert redact.redact(text, shapes=shapes) == expected

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
-from steps.models import Decision
+from steps.models import Decision, image_ref
 
 __all__ = ["SemVer", "compare_semver", "decide", "parse_semver"]
 
@@ -73,9 +73,7 @@ def compare_semver(a: SemVer, b: SemVer) -> int:
 
 
 def _describe(tag: str | None, digest: str | None) -> str:
-    if tag and digest:
-        return f"{tag}@{digest[:19]}"
-    return tag or (digest[:19] if digest else "(none)")
+    return image_ref(tag, digest, short=True)
 
 
 def _utc(t: datetime) -> datetime:

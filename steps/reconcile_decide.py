@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from functools import cmp_to_key
 from typing import Any, Literal
 
-from steps.models import ImagesEntry, Target
+from steps.models import ImagesEntry, Target, entry_sets, image_ref
 from steps.order import compare_semver, parse_semver
 from steps.order import decide as order_decide
 
@@ -86,7 +86,7 @@ def pick_newest(candidates: Sequence[Target]) -> tuple[Target | None, str]:
 
 
 def _ref(tag: str | None, digest: str | None) -> str:
-    return (tag or "") + (f"@{digest}" if digest else "")
+    return image_ref(tag, digest, none="")
 
 
 def _short(ref: str) -> str:
@@ -119,7 +119,7 @@ def _written(
 
 
 def _says(entry: ImagesEntry, tag: str | None, digest: str | None) -> bool:
-    return (entry.newTag or None) == (tag or None) and (entry.digest or None) == (digest or None)
+    return entry_sets(entry, ImagesEntry(name=entry.name, newTag=tag, digest=digest))
 
 
 def decide(

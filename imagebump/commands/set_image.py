@@ -53,14 +53,13 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def _describe(entry) -> str:
+    from steps.models import image_ref
+
     if entry is None:
         return "(absent)"
-    ref = entry.newName or ""
-    if entry.newTag:
-        ref += f":{entry.newTag}" if ref else entry.newTag
-    if entry.digest:
-        ref += f"@{entry.digest[:19]}…"
-    return ref or "(unset)"
+    return image_ref(
+        entry.newTag, entry.digest, name=entry.newName or "", short=True, mark="…", none="(unset)"
+    )
 
 
 def _boundary(given, path):

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from steps.errors import ConfigError
 from steps.events import validate_digest, validate_tag
+from steps.models import image_ref
 
 #: An image name as kustomize and container runtimes take it: ``[host[:port]/]path``.
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(?::[0-9]+)?(?:/[A-Za-z0-9._-]+)*")
@@ -32,14 +33,9 @@ class ImageSpec:
     digest: str | None = None
 
     def __str__(self) -> str:
-        spec = self.name
-        if self.new_name:
-            spec += f"={self.new_name}"
-        if self.tag:
-            spec += f":{self.tag}"
-        if self.digest:
-            spec += f"@{self.digest}"
-        return spec
+        return image_ref(
+            self.tag, self.digest, name=f"{self.name}={self.new_name}" if self.new_name else self.name
+        )
 
 
 def _split_reference(ref: str) -> tuple[str, str | None, str | None]:

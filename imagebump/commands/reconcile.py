@@ -109,8 +109,8 @@ def build_executor(
     **options: Any,
 ) -> Any:
     """The local executor for the rendered ``image-reconcile`` CronWorkflow (and ``image-update``);
-    ``options`` go to :class:`~workflows.local_executor.LocalExecutor` (``backoff_scale``, ``work_root``)."""
-    from workflows.local_executor import LocalExecutor
+    ``options`` go to :class:`~workflows.local.executor.LocalExecutor` (``backoff_scale``, ``work_root``)."""
+    from workflows.local.executor import LocalExecutor
 
     for path, what in ((template, "--template"), (update_template, "--update-template")):
         if not Path(path).is_file():
@@ -275,7 +275,7 @@ def run(args: argparse.Namespace) -> int:
     from imagebump.commands.run import step_environment
     from steps import reconcile
     from steps.rules import load_rules
-    from workflows.local_executor import json_logger
+    from workflows.local.logs import json_logger
 
     if not args.rules:
         raise ConfigError("--rules is required: the rules file that maps ECR repositories to overlays")

@@ -18,7 +18,7 @@ from steps.models import Target
 from tests.workflows import schemas
 from workflows import image_reconcile
 from workflows import names as n
-from workflows.local_executor import LocalExecutor
+from workflows.local.executor import LocalExecutor
 
 ROOT = Path(__file__).resolve().parents[2]
 CRON = ROOT / "manifests" / "workflows" / "image-reconcile.yaml"

@@ -16,15 +16,11 @@ import pytest
 import yaml
 
 from steps.errors import ConfigError
-from workflows.local_executor import (
-    NOT_SUPPORTED,
-    LocalExecutor,
-    UnsupportedFeatureError,
-    evaluate_condition,
-    parse_duration,
-)
+from workflows.local.errors import NOT_SUPPORTED, UnsupportedFeatureError
+from workflows.local.executor import LocalExecutor
+from workflows.local.expressions import evaluate_condition, parse_duration
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DATA = ROOT / "tests" / "testdata" / "executor"
 
 

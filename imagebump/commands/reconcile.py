@@ -166,8 +166,7 @@ def _exit_of(node: Any) -> int:
 
 def _outcome(result: Any, index: int) -> tuple[str, Any]:
     """What update-target did for the ``index``-th target: (outcome, the failed node or None)."""
-    prefix = f".sweep-target({index})."
-    nodes = {n.template: n for n in result.nodes if prefix in n.name}
+    nodes = result.item_nodes("sweep-target", index)
     edit, commit = nodes.get("edit-kustomize"), nodes.get("commit-pr")
     failed = next((n for n in (commit, edit) if n is not None and n.phase in ("Failed", "Error")), None)
     if failed is not None:
@@ -176,7 +175,7 @@ def _outcome(result: Any, index: int) -> tuple[str, Any]:
         return commit.outputs.get("action", "done"), None
     if edit is not None and edit.phase == "Succeeded":
         return f"unchanged ({edit.outputs.get('decision', '')}: {edit.outputs.get('reason', '')})", None
-    mutex = next((n for n in result.nodes if n.name.endswith(f".sweep-target({index})")), None)
+    mutex = result.item_node("sweep-target", index)
     if mutex is not None and mutex.phase in ("Failed", "Error"):
         return f"update-target {mutex.phase.lower()}: {mutex.message[:200]}", mutex
     return "not run", None

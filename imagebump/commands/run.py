@@ -299,8 +299,7 @@ def _target_label(target: dict[str, Any]) -> str:
 
 
 def _target_outcome(result: Any, index: int) -> str:
-    prefix = f".update-target({index})"
-    nodes = {n.template: n for n in result.nodes if prefix + "." in n.name or n.name.endswith(prefix)}
+    nodes = result.item_nodes("update-target", index)
     commit, edit = nodes.get("commit-pr"), nodes.get("edit-kustomize")
     if commit is not None and commit.phase == "Succeeded":
         action = commit.outputs.get("action", "")

@@ -12,14 +12,14 @@ from __future__ import annotations
 from typing import Any
 
 from sensors import definition as d
-from workflows import common as c
+from workflows import names as n
 
 API_VERSION = "argoproj.io/v1alpha1"
 EVENTBUS = "default"  # the name Sensors and EventSources use when eventBusName is unset
 EVENTSOURCE = "ecr"
 EVENT_NAME = "push"  # key under spec.sqs; the Sensor's dependency refers to it
-SENSOR = "image-update"
-TRIGGER = "create-image-update"
+SENSOR = n.SENSOR
+TRIGGER = f"create-{n.IMAGE_UPDATE}"
 DEAD_LETTER_TRIGGER = "dead-letter"
 
 #: The trigger's retries. Argo Events retries EVERY failed trigger, AlreadyExists included
@@ -43,17 +43,9 @@ MIN_ARGO_EVENTS = "1.9.10"
 SQS_QUEUE = "imagebump-ecr-events"
 AWS_REGION = "us-west-2"
 
-_POD_SECURITY_CONTEXT = {
-    "runAsNonRoot": True,
-    "runAsUser": c.UID,
-    "runAsGroup": c.UID,
-    "fsGroup": c.UID,
-    "seccompProfile": {"type": "RuntimeDefault"},
-}
-
 
 def _meta(name: str, **extra: Any) -> dict[str, Any]:
-    return {"name": name, "namespace": c.NAMESPACE, "labels": dict(c.LABELS), **extra}
+    return {"name": name, "namespace": n.NAMESPACE, "labels": dict(n.LABELS), **extra}
 
 
 def eventbus() -> dict[str, Any]:
@@ -65,7 +57,7 @@ def eventbus() -> dict[str, Any]:
         "spec": {
             "jetstream": {
                 "version": JETSTREAM_VERSION,
-                "metadata": {"labels": dict(c.LABELS)},  # on the pods, so `-l part-of=imagebump` finds them
+                "metadata": {"labels": dict(n.LABELS)},  # on the pods, so `-l part-of=imagebump` finds them
                 "replicas": 3,
                 "persistence": {"volumeSize": "5Gi", "accessMode": "ReadWriteOnce"},
             }
@@ -87,9 +79,9 @@ def eventsource(queue: str = SQS_QUEUE, region: str = AWS_REGION) -> dict[str, A
             "eventBusName": EVENTBUS,
             "replicas": 2,
             "template": {
-                "metadata": {"labels": dict(c.LABELS)},
-                "serviceAccountName": c.SA_EVENTSOURCE,
-                "securityContext": _POD_SECURITY_CONTEXT,
+                "metadata": {"labels": dict(n.LABELS)},
+                "serviceAccountName": n.SA_EVENTSOURCE,
+                "securityContext": n.pod_security_context(),
             },
             "sqs": {
                 EVENT_NAME: {
@@ -120,8 +112,8 @@ def workflow_resource() -> dict[str, Any]:
         "kind": "Workflow",
         "metadata": {
             "name": f"{d.NAME_PREFIX}placeholder",  # replaced by the name parameter
-            "namespace": c.NAMESPACE,
-            "labels": {**c.LABELS, "imagebump.io/trigger": "sensor"},
+            "namespace": n.NAMESPACE,
+            "labels": {**n.LABELS, "imagebump.io/trigger": "sensor"},
         },
         "spec": {
             "workflowTemplateRef": {"name": d.WORKFLOW_TEMPLATE},
@@ -167,9 +159,9 @@ def sensor() -> dict[str, Any]:
             "eventBusName": EVENTBUS,
             "replicas": 2,
             "template": {
-                "metadata": {"labels": dict(c.LABELS)},
-                "serviceAccountName": c.SA_SENSOR,
-                "securityContext": _POD_SECURITY_CONTEXT,
+                "metadata": {"labels": dict(n.LABELS)},
+                "serviceAccountName": n.SA_SENSOR,
+                "securityContext": n.pod_security_context(),
             },
             "dependencies": [
                 {

@@ -37,6 +37,8 @@ import re
 from decimal import Decimal
 from typing import Any
 
+from workflows import names
+
 #: Prefix the SQS EventSource puts before the message body in the event's data.
 BODY = "body"
 
@@ -52,8 +54,8 @@ FILTERS: dict[str, str] = {
 PARAMETERS: dict[str, str] = {"event": "body"}
 
 #: The WorkflowTemplate a Sensor trigger submits.
-WORKFLOW_TEMPLATE = "image-update"
-NAME_PREFIX = "image-update-"
+WORKFLOW_TEMPLATE = names.IMAGE_UPDATE
+NAME_PREFIX = f"{WORKFLOW_TEMPLATE}-"
 NAME_HASH_LENGTH = 16
 
 #: Go template + sprig over ``.Input`` (the event data). Hyphenated keys need ``index``; a

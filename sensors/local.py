@@ -37,7 +37,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from steps._runtime import utc_timestamp
-from workflows.local_executor import ERROR, SUCCEEDED, WorkflowResult, json_logger
+from workflows.local.logs import json_logger
+from workflows.local.results import ERROR, SUCCEEDED, WorkflowResult
 
 MAX_MESSAGES_PER_RECEIVE = 10  # the SQS limit
 #: ``level`` of the sensor's records that are not ``info``.
@@ -92,7 +93,7 @@ class LocalSensor:
 
     Args:
         queue_url: the queue EventBridge delivers ECR push events to.
-        executor: a :class:`workflows.local_executor.LocalExecutor` (thread-safe; shared), or
+        executor: a :class:`workflows.local.executor.LocalExecutor` (thread-safe; shared), or
         executor_factory: a callable returning one per workflow run.
         sqs_client: a boto3 SQS client (real AWS or ``endpoint_url``); default ``boto3.client("sqs")``.
         concurrency: workflows running at once.

@@ -19,7 +19,7 @@ import yaml
 import imagebump
 from tests.workflows import schemas
 from workflows import argocd_backup
-from workflows import common as c
+from workflows import names as n
 
 ROOT = Path(__file__).resolve().parent.parent
 MANIFESTS = ROOT / "manifests"
@@ -102,7 +102,7 @@ def test_a_misspelled_field_is_caught_in_a_core_kind():
 def test_every_object_names_its_namespace():
     for _, doc in DOCUMENTS:
         if doc["kind"] != "Namespace":
-            assert doc["metadata"].get("namespace") in (c.NAMESPACE, c.ARGOCD_NAMESPACE), _id((_, doc))
+            assert doc["metadata"].get("namespace") in (n.NAMESPACE, n.ARGOCD_NAMESPACE), _id((_, doc))
 
 
 def _walk(node: Any, key: str) -> list[Any]:
@@ -133,7 +133,7 @@ def test_configmaps_referenced_by_templates_are_shipped():
         referenced |= {ref["name"] for ref in _walk(doc, "configMapKeyRef")}
         referenced |= {ref["name"] for ref in _walk(doc, "configMap")}
     assert referenced <= shipped
-    backup = next(doc for _, doc in DOCUMENTS if doc["metadata"]["name"] == c.BACKUP_CONFIGMAP)
+    backup = next(doc for _, doc in DOCUMENTS if doc["metadata"]["name"] == n.BACKUP_CONFIGMAP)
     assert set(argocd_backup.SETTINGS) == set(backup["data"])
 
 
@@ -141,13 +141,13 @@ def test_rbac_is_least_privilege():
     roles = {
         (d["metadata"]["namespace"], d["metadata"]["name"]): d for _, d in DOCUMENTS if d["kind"] == "Role"
     }
-    executor = roles[(c.NAMESPACE, "imagebump-executor")]
+    executor = roles[(n.NAMESPACE, "imagebump-executor")]
     assert executor["rules"] == [
         {"apiGroups": ["argoproj.io"], "resources": ["workflowtaskresults"], "verbs": ["create", "patch"]}
     ]
-    backup = roles[(c.ARGOCD_NAMESPACE, "imagebump-backup-reader")]
+    backup = roles[(n.ARGOCD_NAMESPACE, "imagebump-backup-reader")]
     assert {v for rule in backup["rules"] for v in rule["verbs"]} == {"get", "list"}
-    sensor = roles[(c.NAMESPACE, "imagebump-sensor")]
+    sensor = roles[(n.NAMESPACE, "imagebump-sensor")]
     leases = [r for r in sensor["rules"] if r["resources"] == ["leases"]]
     assert leases and leases[0]["apiGroups"] == ["coordination.k8s.io"]
     workflows = [r for r in sensor["rules"] if r["resources"] == ["workflows"]]
@@ -175,7 +175,7 @@ def test_cron_workflow_is_daily_utc_and_never_overlaps():
     assert cron["concurrencyPolicy"] == "Forbid"
     assert cron["startingDeadlineSeconds"] > 0
     assert cron["successfulJobsHistoryLimit"] > 0 and cron["failedJobsHistoryLimit"] > 0
-    assert cron["workflowSpec"]["serviceAccountName"] == c.SA_BACKUP
+    assert cron["workflowSpec"]["serviceAccountName"] == n.SA_BACKUP
 
 
 def test_every_image_is_the_package_image_built_by_the_dockerfile():
@@ -184,7 +184,7 @@ def test_every_image_is_the_package_image_built_by_the_dockerfile():
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "pip install" in dockerfile and "COPY steps" in dockerfile
     users = re.findall(r"^USER (\d+)", dockerfile, flags=re.MULTILINE)
-    assert users == [f"{c.UID}:{c.UID}"] or users == [str(c.UID)]
+    assert users == [f"{n.UID}:{n.UID}"] or users == [str(n.UID)]
     assert imagebump.IMAGE_REPOSITORY in dockerfile
 
 
@@ -202,7 +202,7 @@ def test_backup_export_wiring_follows_the_step_contract():
     assert inputs == set(inspect.signature(backup_export.run).parameters)
     outputs = {p["name"] for p in export["outputs"]["parameters"]}
     assert outputs == {kebab(f) for f in backup_export.BackupExportOutput.model_fields}
-    assert export["serviceAccountName"] == c.SA_BACKUP
+    assert export["serviceAccountName"] == n.SA_BACKUP
     assert export["script"]["securityContext"]["readOnlyRootFilesystem"] is True
 
 
@@ -280,22 +280,22 @@ def test_configmaps_behind_parameters_carry_the_label_the_controller_selects():
         for p in args.get("parameters", [])
         if "configMapKeyRef" in p.get("valueFrom", {})
     }
-    assert referenced == {c.BACKUP_CONFIGMAP}
+    assert referenced == {n.BACKUP_CONFIGMAP}
     for name in referenced:
         labels = _shipped_configmaps()[name]["metadata"]["labels"]
         assert labels[CONFIGMAP_TYPE_LABEL] == PARAMETER_LABEL_VALUE, name
-    assert c.PARAMETER_CONFIGMAP_LABELS == {CONFIGMAP_TYPE_LABEL: PARAMETER_LABEL_VALUE}
+    assert n.PARAMETER_CONFIGMAP_LABELS == {CONFIGMAP_TYPE_LABEL: PARAMETER_LABEL_VALUE}
 
 
 def test_the_shipped_backup_configmap_starts_the_backup_with_its_values():
     shipped = _shipped_configmaps()
     values = controller_global_parameters(_backup_arguments(), shipped)
-    assert values == shipped[c.BACKUP_CONFIGMAP]["data"]
+    assert values == shipped[n.BACKUP_CONFIGMAP]["data"]
 
 
 def test_without_the_label_the_optional_settings_default_and_the_bucket_fails_clearly():
     unlabelled = copy.deepcopy(_shipped_configmaps())
-    del unlabelled[c.BACKUP_CONFIGMAP]["metadata"]["labels"][CONFIGMAP_TYPE_LABEL]
+    del unlabelled[n.BACKUP_CONFIGMAP]["metadata"]["labels"][CONFIGMAP_TYPE_LABEL]
     with pytest.raises(ControllerRefused) as refused:
         controller_global_parameters(_backup_arguments(), unlabelled)
     message = str(refused.value)
@@ -313,15 +313,15 @@ def test_every_backup_setting_but_the_bucket_defaults_to_the_steps_own_default()
         default = param["valueFrom"].get("default")
         if param["name"] in argocd_backup.REQUIRED:
             assert default is None and signature[param["name"]].default is inspect.Parameter.empty
-            assert "Required" in param["description"] and c.BACKUP_CONFIGMAP in param["description"]
+            assert "Required" in param["description"] and n.BACKUP_CONFIGMAP in param["description"]
         else:
             assert default == str(signature[param["name"]].default), param["name"]
     # Only the bucket set: every other setting falls back, nothing fails.
     only_bucket = copy.deepcopy(_shipped_configmaps())
-    only_bucket[c.BACKUP_CONFIGMAP]["data"] = {"bucket": "my-argocd-backups"}
+    only_bucket[n.BACKUP_CONFIGMAP]["data"] = {"bucket": "my-argocd-backups"}
     values = controller_global_parameters(_backup_arguments(), only_bucket)
     assert values["bucket"] == "my-argocd-backups" and values["keep"] == "30"
-    del only_bucket[c.BACKUP_CONFIGMAP]["data"]["bucket"]
+    del only_bucket[n.BACKUP_CONFIGMAP]["data"]["bucket"]
     with pytest.raises(ControllerRefused, match="does not have the key 'bucket'"):
         controller_global_parameters(_backup_arguments(), only_bucket)
 
@@ -354,10 +354,10 @@ def test_the_readme_overlay_keeps_the_parameter_label_through_kustomize(tmp_path
     )
     assert done.returncode == 0, done.stderr
     rendered = {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(done.stdout) if d}
-    backup = rendered[("ConfigMap", c.BACKUP_CONFIGMAP)]
+    backup = rendered[("ConfigMap", n.BACKUP_CONFIGMAP)]
     assert backup["metadata"]["labels"][CONFIGMAP_TYPE_LABEL] == PARAMETER_LABEL_VALUE
     configmaps = {name: doc for (kind, name), doc in rendered.items() if kind == "ConfigMap"}
     cron = rendered[("CronWorkflow", argocd_backup.NAME)]
     values = controller_global_parameters(cron["spec"]["workflowSpec"]["arguments"]["parameters"], configmaps)
     assert values["bucket"] == "my-argocd-backups"  # the overlay's literal
-    assert values["namespace"] == c.ARGOCD_NAMESPACE  # the base's value, merged
+    assert values["namespace"] == n.ARGOCD_NAMESPACE  # the base's value, merged

@@ -23,8 +23,9 @@ from hera.workflows import models as m
 
 from steps import backup_export
 from workflows import common as c
+from workflows import names as n
 
-NAME = "argocd-backup"
+NAME = n.ARGOCD_BACKUP
 SCHEDULE = "17 3 * * *"  # 03:17 UTC daily: off the hour, when schedulers pile up
 
 #: backup_export.run argument → key in the ConfigMap (same spelling, so the mapping is obvious).
@@ -43,14 +44,14 @@ def setting_defaults() -> dict[str, str]:
 def _setting(name: str) -> Parameter:
     default = setting_defaults().get(name)
     where = (
-        f"key `{name}` of ConfigMap {c.BACKUP_CONFIGMAP} "
-        f"(labelled {', '.join(f'{k}: {v}' for k, v in c.PARAMETER_CONFIGMAP_LABELS.items())})"
+        f"key `{name}` of ConfigMap {n.BACKUP_CONFIGMAP} "
+        f"(labelled {', '.join(f'{k}: {v}' for k, v in n.PARAMETER_CONFIGMAP_LABELS.items())})"
     )
     return Parameter(
         name=name,
         description=f"Required: {where}." if default is None else f"From {where}; default {default!r}.",
         value_from=m.ValueFrom(
-            config_map_key_ref=m.ConfigMapKeySelector(name=c.BACKUP_CONFIGMAP, key=name),
+            config_map_key_ref=m.ConfigMapKeySelector(name=n.BACKUP_CONFIGMAP, key=name),
             default=default,
         ),
     )
@@ -61,7 +62,7 @@ def _backup_export_template():
         name="backup-export",
         constructor="runner",
         image=c.IMAGE,
-        service_account_name=c.SA_BACKUP,
+        service_account_name=n.SA_BACKUP,
         outputs=c.outputs_of(backup_export.BackupExportOutput, {"counts": "{}", "deleted": "[]"}),
         env=c.base_env(),
         env_from=c.base_env_from(),
@@ -77,8 +78,8 @@ def build() -> CronWorkflow:
     """The ``argocd-backup`` CronWorkflow (Hera object; ``.to_dict()`` is the manifest)."""
     with CronWorkflow(
         name=NAME,
-        namespace=c.NAMESPACE,
-        labels=dict(c.LABELS),
+        namespace=n.NAMESPACE,
+        labels=dict(n.LABELS),
         annotations={"workflows.argoproj.io/description": "Daily export of Argo CD's configuration to S3."},
         schedules=[SCHEDULE],
         timezone="UTC",
@@ -88,12 +89,12 @@ def build() -> CronWorkflow:
         failed_jobs_history_limit=7,
         entrypoint="main",
         arguments=[_setting(name) for name in SETTINGS],
-        service_account_name=c.SA_BACKUP,
+        service_account_name=n.SA_BACKUP,
         security_context=c.POD_SECURITY_CONTEXT,
         active_deadline_seconds=3600,
         pod_gc=m.PodGC(strategy="OnPodSuccess", delete_delay_duration="10m"),
         ttl_strategy=m.TTLStrategy(seconds_after_success=86400, seconds_after_failure=7 * 86400),
-        pod_metadata=m.Metadata(labels=dict(c.LABELS)),
+        pod_metadata=m.Metadata(labels=dict(n.LABELS)),
     ) as cw:
         export = _backup_export_template()
         with Steps(name="main"):
@@ -110,15 +111,15 @@ def settings_configmap() -> dict:
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {
-            "name": c.BACKUP_CONFIGMAP,
-            "namespace": c.NAMESPACE,
-            "labels": {**c.LABELS, **c.PARAMETER_CONFIGMAP_LABELS},
+            "name": n.BACKUP_CONFIGMAP,
+            "namespace": n.NAMESPACE,
+            "labels": {**n.LABELS, **n.PARAMETER_CONFIGMAP_LABELS},
         },
         "data": {
             "bucket": "CHANGE-ME-imagebump-backups",
             "prefix": "argocd-backups",
             "cluster": "in-cluster",
-            "namespace": c.ARGOCD_NAMESPACE,
+            "namespace": n.ARGOCD_NAMESPACE,
             "kms_key_id": "",
             "keep": "30",
             "keep_days": "0",

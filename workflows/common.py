@@ -1,4 +1,4 @@
-"""Wiring shared by every Hera definition: image, names, pod hardening, retries, volumes.
+"""Wiring shared by every Hera definition: image, pod hardening, retries, volumes, outputs.
 
 Nothing here runs in a pod. The constants are the contract between the rendered manifests
 (`manifests/`), the RBAC and AWS side, and the step code's environment variables.
@@ -20,65 +20,19 @@ from hera.workflows import models as m
 from pydantic import BaseModel
 
 from imagebump import IMAGE
-from steps._runtime import DEFAULT_OUTPUTS_DIRECTORY, kebab
+from steps._runtime import kebab
 from steps.errors import EXIT_CONFIG
+from workflows import names as n
 
 # Every step template renders `image: IMAGE` even when a definition forgets to pass it.
 global_config.image = IMAGE
 
-#: Namespace every imagebump object lives in (Argo Workflows and Argo Events must watch it).
-NAMESPACE = "imagebump"
-#: Argo CD's namespace, read by backup-export.
-ARGOCD_NAMESPACE = "argocd"
+# The names live in workflows/names.py (no Hera there, so sensors and the local runtime can read
+# them); they are re-exported here for the definitions that spell them ``c.NAME``.
+OUTPUTS_DIR = n.OUTPUTS_DIR
 
-LABELS = {"app.kubernetes.io/part-of": "imagebump"}
-
-# ServiceAccounts, one per privilege set (see workflows/rbac.py and manifests/aws/).
-SA_WORKFLOW = "imagebump-workflow"  # commit-pr and the workflow's own pods: no cloud role
-SA_ECR_READER = "imagebump-ecr-reader"  # resolve-image, edit-kustomize: ECR read via IRSA
-SA_BACKUP = "imagebump-backup"  # backup-export: S3 write + Argo CD read
-SA_SENSOR = "imagebump-sensor"  # the Sensor: create Workflows, hold a Lease
-SA_EVENTSOURCE = "imagebump-eventsource"  # the SQS EventSource: SQS receive via IRSA
-
-# Configuration objects the templates mount (names are documented in docs/install.md).
-RULES_CONFIGMAP = "imagebump-rules"
-RULES_KEY = "rules.yaml"
-RULES_DIR = "/etc/imagebump/rules"
-ENV_CONFIGMAP = "imagebump-env"  # optional plain settings: AWS_REGION, IMAGEBUMP_GITHUB_API_URL, ...
-GIT_SECRET = "imagebump-git"  # write token (key `token`): commit-pr only
-GIT_TOKEN_KEY = "token"  # → env IMAGEBUMP_GIT_TOKEN of commit-pr's main container
-GIT_APP_KEY_KEY = "app-private-key"  # GitHub App private key → file GIT_DIR/app-private-key
-GIT_DIR = "/etc/imagebump/git"
-GIT_READ_SECRET = "imagebump-git-read"  # optional read-only token (key `token`): edit-kustomize
-GIT_READ_DIR = "/etc/imagebump/git-read"
-BACKUP_CONFIGMAP = "imagebump-backup"
-
-#: The Workflows controller resolves ``valueFrom.configMapKeyRef`` of workflow parameters only from
-#: ConfigMaps carrying this label (argo-workflows v4.0.10: workflow/common/configmap.go
-#: ``GetConfigMapValue`` refuses any other ConfigMap; workflow/controller/controller.go
-#: ``newTypedConfigMapInformer`` watches only ConfigMaps with the label key). Without it every
-#: parameter without a ``valueFrom.default`` fails the Workflow at start.
-PARAMETER_CONFIGMAP_LABELS = {"workflows.argoproj.io/configmap-type": "Parameter"}
-
-OUTPUTS_DIR = DEFAULT_OUTPUTS_DIRECTORY  # /tmp/hera-outputs, on the /tmp emptyDir
-
-UID = 10001
-
-POD_SECURITY_CONTEXT = m.PodSecurityContext(
-    run_as_non_root=True,
-    run_as_user=UID,
-    run_as_group=UID,
-    fs_group=UID,
-    seccomp_profile=m.SeccompProfile(type="RuntimeDefault"),
-)
-
-CONTAINER_SECURITY_CONTEXT = m.SecurityContext(
-    run_as_non_root=True,
-    run_as_user=UID,
-    read_only_root_filesystem=True,
-    allow_privilege_escalation=False,
-    capabilities=m.Capabilities(drop=["ALL"]),
-)
+POD_SECURITY_CONTEXT = m.PodSecurityContext.model_validate(n.pod_security_context())
+CONTAINER_SECURITY_CONTEXT = m.SecurityContext.model_validate(n.container_security_context())
 
 
 def tmp_volume() -> EmptyDirVolume:
@@ -89,7 +43,7 @@ def tmp_volume() -> EmptyDirVolume:
 def base_env() -> list[Env]:
     """Environment every step gets: where outputs go, a writable HOME, no bytecode writes."""
     return [
-        Env(name="hera__outputs_directory", value=OUTPUTS_DIR),
+        Env(name="hera__outputs_directory", value=n.OUTPUTS_DIR),
         Env(name="HOME", value="/tmp"),
         Env(name="PYTHONDONTWRITEBYTECODE", value="1"),
     ]
@@ -97,7 +51,7 @@ def base_env() -> list[Env]:
 
 def base_env_from() -> list[ConfigMapEnvFrom]:
     """Optional non-secret settings (AWS_REGION, IMAGEBUMP_GITHUB_API_URL, GitHub App id, ...)."""
-    return [ConfigMapEnvFrom(name=ENV_CONFIGMAP, optional=True)]
+    return [ConfigMapEnvFrom(name=n.ENV_CONFIGMAP, optional=True)]
 
 
 def resources(cpu: str = "100m", memory: str = "128Mi", memory_limit: str = "512Mi") -> Resources:
@@ -135,5 +89,5 @@ def output(name: str, default: str = "") -> Parameter:
     """
     return Parameter(
         name=name,
-        value_from=m.ValueFrom(path=f"{OUTPUTS_DIR}/parameters/{name}", default=default),
+        value_from=m.ValueFrom(path=f"{n.OUTPUTS_DIR}/parameters/{name}", default=default),
     )

@@ -39,8 +39,9 @@ from hera.workflows import models as m
 from steps import reconcile
 from workflows import common as c
 from workflows import image_update
+from workflows import names as n
 
-NAME = "image-reconcile"
+NAME = n.IMAGE_RECONCILE
 #: Every 10 minutes: the bound on how long a push whose event was lost stays unreflected.
 SCHEDULE = "*/10 * * * *"
 #: A sweep that could not start within this many seconds of its slot is skipped (the next one comes).
@@ -58,7 +59,7 @@ def _reconcile_template():
         name="reconcile",
         constructor="runner",
         image=c.IMAGE,
-        service_account_name=c.SA_ECR_READER,
+        service_account_name=n.SA_ECR_READER,
         outputs=c.outputs_of(
             reconcile.ReconcileOutput,
             {
@@ -73,22 +74,22 @@ def _reconcile_template():
         ),
         env=[
             *c.base_env(),
-            Env(name="IMAGEBUMP_RULES_FILE", value=f"{c.RULES_DIR}/{c.RULES_KEY}"),
-            Env(name="IMAGEBUMP_GIT_READ_TOKEN_FILE", value=f"{c.GIT_READ_DIR}/token"),
+            Env(name="IMAGEBUMP_RULES_FILE", value=f"{n.RULES_DIR}/{n.RULES_KEY}"),
+            Env(name="IMAGEBUMP_GIT_READ_TOKEN_FILE", value=f"{n.GIT_READ_DIR}/token"),
         ],
         env_from=c.base_env_from(),
         volumes=[
             c.tmp_volume(),
             ConfigMapVolume(
-                name=c.RULES_CONFIGMAP,
-                mount_path=c.RULES_DIR,
+                name=n.RULES_CONFIGMAP,
+                mount_path=n.RULES_DIR,
                 read_only=True,
-                items=[m.KeyToPath(key=c.RULES_KEY, path=c.RULES_KEY)],
+                items=[m.KeyToPath(key=n.RULES_KEY, path=n.RULES_KEY)],
             ),
             SecretVolume(
                 name="git-read",
-                secret_name=c.GIT_READ_SECRET,
-                mount_path=c.GIT_READ_DIR,
+                secret_name=n.GIT_READ_SECRET,
+                mount_path=n.GIT_READ_DIR,
                 read_only=True,
                 optional=True,
                 default_mode=0o440,
@@ -136,8 +137,8 @@ def build() -> CronWorkflow:
     """The ``image-reconcile`` CronWorkflow (Hera object; ``.to_dict()`` is the manifest)."""
     with CronWorkflow(
         name=NAME,
-        namespace=c.NAMESPACE,
-        labels=dict(c.LABELS),
+        namespace=n.NAMESPACE,
+        labels=dict(n.LABELS),
         annotations={
             "workflows.argoproj.io/description": "Every overlay a rule maps an ECR repository to, compared with "
             "the newest image ECR holds that the rule allows; those behind are updated by image-update's "
@@ -170,13 +171,13 @@ def build() -> CronWorkflow:
                 name="full", value="false", description="`true`: the report output lists current targets too"
             ),
         ],
-        service_account_name=c.SA_WORKFLOW,
+        service_account_name=n.SA_WORKFLOW,
         security_context=c.POD_SECURITY_CONTEXT,
         active_deadline_seconds=3000,
         pod_gc=m.PodGC(strategy="OnPodSuccess", delete_delay_duration="10m"),
         ttl_strategy=m.TTLStrategy(seconds_after_success=3600, seconds_after_failure=7 * 86400),
-        pod_metadata=m.Metadata(labels=dict(c.LABELS)),
-        workflow_metadata=m.WorkflowMetadata(labels=dict(c.LABELS)),
+        pod_metadata=m.Metadata(labels=dict(n.LABELS)),
+        workflow_metadata=m.WorkflowMetadata(labels=dict(n.LABELS)),
     ) as cw:
         sweep = _reconcile_template()
         count = _count_template()

@@ -42,8 +42,9 @@ from hera.workflows import models as m
 
 from steps import commit_pr, edit_kustomize, resolve_image
 from workflows import common as c
+from workflows import names as n
 
-NAME = "image-update"
+NAME = n.IMAGE_UPDATE
 
 #: What serialises writers: one overlay of one repository (= steps.models.Target.key).
 #: Argo ≥ 3.6 splits lock keys as `<ns>/Mutex/<name>` with SplitN(3), so '/' and ':' in the
@@ -110,17 +111,17 @@ def _resolve_image_template():
         name="resolve-image",
         constructor="runner",
         image=c.IMAGE,
-        service_account_name=c.SA_ECR_READER,
+        service_account_name=n.SA_ECR_READER,
         outputs=c.outputs_of(resolve_image.ResolveImageOutput, {"targets": "[]", "skipped": "[]"}),
-        env=[*c.base_env(), Env(name="IMAGEBUMP_RULES_FILE", value=f"{c.RULES_DIR}/{c.RULES_KEY}")],
+        env=[*c.base_env(), Env(name="IMAGEBUMP_RULES_FILE", value=f"{n.RULES_DIR}/{n.RULES_KEY}")],
         env_from=c.base_env_from(),
         volumes=[
             c.tmp_volume(),
             ConfigMapVolume(
-                name=c.RULES_CONFIGMAP,
-                mount_path=c.RULES_DIR,
+                name=n.RULES_CONFIGMAP,
+                mount_path=n.RULES_DIR,
                 read_only=True,
-                items=[m.KeyToPath(key=c.RULES_KEY, path=c.RULES_KEY)],
+                items=[m.KeyToPath(key=n.RULES_KEY, path=n.RULES_KEY)],
             ),
         ],
         security_context=c.CONTAINER_SECURITY_CONTEXT,
@@ -135,17 +136,17 @@ def _edit_kustomize_template():
         name="edit-kustomize",
         constructor="runner",
         image=c.IMAGE,
-        service_account_name=c.SA_ECR_READER,
+        service_account_name=n.SA_ECR_READER,
         inputs=[_env_input()],
         outputs=c.outputs_of(edit_kustomize.EditKustomizeOutput, {"changed": "false", "decision": "error"}),
-        env=[*c.base_env(), Env(name="IMAGEBUMP_GIT_READ_TOKEN_FILE", value=f"{c.GIT_READ_DIR}/token")],
+        env=[*c.base_env(), Env(name="IMAGEBUMP_GIT_READ_TOKEN_FILE", value=f"{n.GIT_READ_DIR}/token")],
         env_from=c.base_env_from(),
         volumes=[
             c.tmp_volume(),
             SecretVolume(
                 name="git-read",
-                secret_name=c.GIT_READ_SECRET,
-                mount_path=c.GIT_READ_DIR,
+                secret_name=n.GIT_READ_SECRET,
+                mount_path=n.GIT_READ_DIR,
                 read_only=True,
                 optional=True,
                 default_mode=0o440,
@@ -177,7 +178,7 @@ def _commit_pr_template():
         name="commit-pr",
         constructor="runner",
         image=c.IMAGE,
-        service_account_name=c.SA_WORKFLOW,
+        service_account_name=n.SA_WORKFLOW,
         inputs=[_env_input()],
         # seconds-since-push (a CommitPrOutput field) feeds the latency histogram below.
         outputs=c.outputs_of(commit_pr.CommitPrOutput, {"action": "error", "pr-number": "0"}),
@@ -189,8 +190,8 @@ def _commit_pr_template():
             *c.base_env(),
             SecretEnv(
                 name="IMAGEBUMP_GIT_TOKEN",
-                secret_name=c.GIT_SECRET,
-                secret_key=c.GIT_TOKEN_KEY,
+                secret_name=n.GIT_SECRET,
+                secret_key=n.GIT_TOKEN_KEY,
                 optional=True,
             ),
         ],
@@ -201,12 +202,12 @@ def _commit_pr_template():
             # reads a file); the token key is not projected into this volume.
             SecretVolume(
                 name="git",
-                secret_name=c.GIT_SECRET,
-                mount_path=c.GIT_DIR,
+                secret_name=n.GIT_SECRET,
+                mount_path=n.GIT_DIR,
                 read_only=True,
                 optional=True,
                 default_mode=0o440,
-                items=[m.KeyToPath(key=c.GIT_APP_KEY_KEY, path=c.GIT_APP_KEY_KEY)],
+                items=[m.KeyToPath(key=n.GIT_APP_KEY_KEY, path=n.GIT_APP_KEY_KEY)],
             ),
         ],
         security_context=c.CONTAINER_SECURITY_CONTEXT,
@@ -243,8 +244,8 @@ def build() -> WorkflowTemplate:
     """The ``image-update`` WorkflowTemplate (Hera object; ``.to_dict()`` is the manifest)."""
     with WorkflowTemplate(
         name=NAME,
-        namespace=c.NAMESPACE,
-        labels=dict(c.LABELS),
+        namespace=n.NAMESPACE,
+        labels=dict(n.LABELS),
         annotations={
             "workflows.argoproj.io/description": "An ECR image push becomes a commit or pull request "
             "in the kustomization of every overlay a rule maps it to.",
@@ -254,13 +255,13 @@ def build() -> WorkflowTemplate:
             Parameter(name="event", value="", description=EVENT_HELP),
             Parameter(name="image", value="", description=IMAGE_HELP),
         ],
-        service_account_name=c.SA_WORKFLOW,
+        service_account_name=n.SA_WORKFLOW,
         security_context=c.POD_SECURITY_CONTEXT,
         active_deadline_seconds=WORKFLOW_DEADLINE_SECONDS,
         pod_gc=m.PodGC(strategy="OnPodSuccess", delete_delay_duration="10m"),
         ttl_strategy=m.TTLStrategy(seconds_after_success=86400, seconds_after_failure=7 * 86400),
-        pod_metadata=m.Metadata(labels=dict(c.LABELS)),
-        workflow_metadata=m.WorkflowMetadata(labels=dict(c.LABELS)),
+        pod_metadata=m.Metadata(labels=dict(n.LABELS)),
+        workflow_metadata=m.WorkflowMetadata(labels=dict(n.LABELS)),
     ) as wt:
         resolve = _resolve_image_template()
         edit = _edit_kustomize_template()

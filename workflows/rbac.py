@@ -17,15 +17,15 @@ The IRSA role ARNs are placeholders (``ACCOUNT_ID``); docs/install.md shows the 
 from __future__ import annotations
 
 from steps import archive
-from workflows import common as c
+from workflows import names as n
 
 IRSA_ANNOTATION = "eks.amazonaws.com/role-arn"
 
 #: ServiceAccount → IAM role name created by manifests/aws/cloudformation.yaml.
 IRSA_ROLES = {
-    c.SA_ECR_READER: "imagebump-ecr-reader",
-    c.SA_BACKUP: "imagebump-backup",
-    c.SA_EVENTSOURCE: "imagebump-eventsource",
+    n.SA_ECR_READER: "imagebump-ecr-reader",
+    n.SA_BACKUP: "imagebump-backup",
+    n.SA_EVENTSOURCE: "imagebump-eventsource",
 }
 
 _EXECUTOR_RULES = [
@@ -34,7 +34,7 @@ _EXECUTOR_RULES = [
 
 
 #: The Sensor's Lease (argo-events v1.9.11 pkg/sensors/listener.go: ``sensor-<sensor name>``).
-SENSOR_LEASE = "sensor-image-update"
+SENSOR_LEASE = f"sensor-{n.SENSOR}"
 
 
 def sensor_rules() -> list[dict]:
@@ -60,15 +60,15 @@ def sensor_rules() -> list[dict]:
     ]
 
 
-def _meta(name: str, namespace: str = c.NAMESPACE, **extra) -> dict:
-    return {"name": name, "namespace": namespace, "labels": dict(c.LABELS), **extra}
+def _meta(name: str, namespace: str = n.NAMESPACE, **extra) -> dict:
+    return {"name": name, "namespace": namespace, "labels": dict(n.LABELS), **extra}
 
 
 def namespace() -> dict:
     return {
         "apiVersion": "v1",
         "kind": "Namespace",
-        "metadata": {"name": c.NAMESPACE, "labels": dict(c.LABELS)},
+        "metadata": {"name": n.NAMESPACE, "labels": dict(n.LABELS)},
     }
 
 
@@ -77,12 +77,12 @@ def service_account(name: str) -> dict:
     if name in IRSA_ROLES:
         extra["annotations"] = {IRSA_ANNOTATION: f"arn:aws:iam::ACCOUNT_ID:role/{IRSA_ROLES[name]}"}
     sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(name, **extra)}
-    if name == c.SA_EVENTSOURCE:
+    if name == n.SA_EVENTSOURCE:
         sa["automountServiceAccountToken"] = False  # talks to SQS only; IRSA uses its own projected token
     return sa
 
 
-def role(name: str, rules: list[dict], namespace: str = c.NAMESPACE) -> dict:
+def role(name: str, rules: list[dict], namespace: str = n.NAMESPACE) -> dict:
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
@@ -91,19 +91,19 @@ def role(name: str, rules: list[dict], namespace: str = c.NAMESPACE) -> dict:
     }
 
 
-def role_binding(name: str, role_name: str, subjects: list[str], namespace: str = c.NAMESPACE) -> dict:
+def role_binding(name: str, role_name: str, subjects: list[str], namespace: str = n.NAMESPACE) -> dict:
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "RoleBinding",
         "metadata": _meta(name, namespace),
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role_name},
-        "subjects": [{"kind": "ServiceAccount", "name": s, "namespace": c.NAMESPACE} for s in subjects],
+        "subjects": [{"kind": "ServiceAccount", "name": s, "namespace": n.NAMESPACE} for s in subjects],
     }
 
 
 def documents() -> list[dict]:
     """Every RBAC object, in apply order."""
-    accounts = [c.SA_WORKFLOW, c.SA_ECR_READER, c.SA_BACKUP, c.SA_SENSOR, c.SA_EVENTSOURCE]
+    accounts = [n.SA_WORKFLOW, n.SA_ECR_READER, n.SA_BACKUP, n.SA_SENSOR, n.SA_EVENTSOURCE]
     return [
         namespace(),
         *(service_account(name) for name in accounts),
@@ -111,10 +111,10 @@ def documents() -> list[dict]:
         role_binding(
             "imagebump-executor",
             "imagebump-executor",
-            [c.SA_WORKFLOW, c.SA_ECR_READER, c.SA_BACKUP],
+            [n.SA_WORKFLOW, n.SA_ECR_READER, n.SA_BACKUP],
         ),
         role("imagebump-sensor", sensor_rules()),
-        role_binding("imagebump-sensor", "imagebump-sensor", [c.SA_SENSOR]),
+        role_binding("imagebump-sensor", "imagebump-sensor", [n.SA_SENSOR]),
         role(
             "imagebump-backup-reader",
             [
@@ -132,12 +132,12 @@ def documents() -> list[dict]:
                     "verbs": ["get"],
                 },
             ],
-            namespace=c.ARGOCD_NAMESPACE,
+            namespace=n.ARGOCD_NAMESPACE,
         ),
         role_binding(
             "imagebump-backup-reader",
             "imagebump-backup-reader",
-            [c.SA_BACKUP],
-            namespace=c.ARGOCD_NAMESPACE,
+            [n.SA_BACKUP],
+            namespace=n.ARGOCD_NAMESPACE,
         ),
     ]

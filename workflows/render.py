@@ -60,12 +60,12 @@ def dump(documents: Sequence[dict[str, Any]], source: str) -> str:
 
 
 def _configmap(name: str, data: dict[str, str]) -> dict[str, Any]:
-    from workflows import common as c
+    from workflows import names as n
 
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": c.NAMESPACE, "labels": dict(c.LABELS)},
+        "metadata": {"name": name, "namespace": n.NAMESPACE, "labels": dict(n.LABELS)},
         "data": data,
     }
 
@@ -74,18 +74,18 @@ def documents() -> dict[str, tuple[list[dict[str, Any]], str]]:
     """Relative path → (documents, source module) for everything generated."""
     from sensors import argo
     from workflows import argocd_backup, image_reconcile, image_update, rbac
-    from workflows import common as c
+    from workflows import names as n
 
     return {
         "rbac.yaml": (rbac.documents(), "workflows/rbac.py"),
         "config/imagebump-rules.yaml": (
-            [_configmap(c.RULES_CONFIGMAP, {c.RULES_KEY: EXAMPLE_RULES})],
+            [_configmap(n.RULES_CONFIGMAP, {n.RULES_KEY: EXAMPLE_RULES})],
             "workflows/render.py",
         ),
         "config/imagebump-env.yaml": (
             [
                 _configmap(
-                    c.ENV_CONFIGMAP,
+                    n.ENV_CONFIGMAP,
                     {"AWS_REGION": argo.AWS_REGION, "IMAGEBUMP_GITHUB_API_URL": "https://api.github.com"},
                 )
             ],

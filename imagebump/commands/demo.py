@@ -81,7 +81,7 @@ def _require_demo_extra() -> None:
 def run(args: argparse.Namespace) -> int:
     _require_demo_extra()
     from imagebump.local.demo import render_report, run_demo
-    from workflows.local_executor import json_logger
+    from workflows.local.logs import json_logger
 
     def progress(message: str) -> None:
         print(f"imagebump demo: {message}", file=sys.stderr, flush=True)

@@ -109,8 +109,8 @@ def build_executor(
     **options: Any,
 ) -> Any:
     """The local executor for the rendered ``image-reconcile`` CronWorkflow (and ``image-update``);
-    ``options`` go to :class:`~workflows.local_executor.LocalExecutor` (``backoff_scale``, ``work_root``)."""
-    from workflows.local_executor import LocalExecutor
+    ``options`` go to :class:`~workflows.local.executor.LocalExecutor` (``backoff_scale``, ``work_root``)."""
+    from workflows.local.executor import LocalExecutor
 
     for path, what in ((template, "--template"), (update_template, "--update-template")):
         if not Path(path).is_file():
@@ -166,8 +166,7 @@ def _exit_of(node: Any) -> int:
 
 def _outcome(result: Any, index: int) -> tuple[str, Any]:
     """What update-target did for the ``index``-th target: (outcome, the failed node or None)."""
-    prefix = f".sweep-target({index})."
-    nodes = {n.template: n for n in result.nodes if prefix in n.name}
+    nodes = result.item_nodes("sweep-target", index)
     edit, commit = nodes.get("edit-kustomize"), nodes.get("commit-pr")
     failed = next((n for n in (commit, edit) if n is not None and n.phase in ("Failed", "Error")), None)
     if failed is not None:
@@ -176,7 +175,7 @@ def _outcome(result: Any, index: int) -> tuple[str, Any]:
         return commit.outputs.get("action", "done"), None
     if edit is not None and edit.phase == "Succeeded":
         return f"unchanged ({edit.outputs.get('decision', '')}: {edit.outputs.get('reason', '')})", None
-    mutex = next((n for n in result.nodes if n.name.endswith(f".sweep-target({index})")), None)
+    mutex = result.item_node("sweep-target", index)
     if mutex is not None and mutex.phase in ("Failed", "Error"):
         return f"update-target {mutex.phase.lower()}: {mutex.message[:200]}", mutex
     return "not run", None
@@ -275,7 +274,7 @@ def run(args: argparse.Namespace) -> int:
     from imagebump.commands.run import step_environment
     from steps import reconcile
     from steps.rules import load_rules
-    from workflows.local_executor import json_logger
+    from workflows.local.logs import json_logger
 
     if not args.rules:
         raise ConfigError("--rules is required: the rules file that maps ECR repositories to overlays")

@@ -3,7 +3,7 @@
 For development and small installs without a cluster. It reads ECR push events from an SQS
 queue (real AWS, or any ``--endpoint-url`` such as moto's server), applies the cluster Sensor's
 filters (:mod:`sensors.definition`) and runs the rendered ``image-update`` WorkflowTemplate with
-:class:`workflows.local_executor.LocalExecutor`, each step in its own process and temp dir.
+:class:`workflows.local.executor.LocalExecutor`, each step in its own process and temp dir.
 
 Inputs: ``--rules FILE`` becomes the ``imagebump-rules`` ConfigMap the template mounts into
 resolve-image; the Git token comes from ``IMAGEBUMP_GIT_TOKEN`` (or ``IMAGEBUMP_GIT_TOKEN_FILE``)
@@ -194,7 +194,8 @@ def run(args: argparse.Namespace) -> int:
     import boto3
 
     from sensors.local import LocalSensor
-    from workflows.local_executor import LocalExecutor, json_logger
+    from workflows.local.executor import LocalExecutor
+    from workflows.local.logs import json_logger
 
     region = _region(args)
     log = json_logger(sys.stderr)
@@ -298,8 +299,7 @@ def _target_label(target: dict[str, Any]) -> str:
 
 
 def _target_outcome(result: Any, index: int) -> str:
-    prefix = f".update-target({index})"
-    nodes = {n.template: n for n in result.nodes if prefix + "." in n.name or n.name.endswith(prefix)}
+    nodes = result.item_nodes("update-target", index)
     commit, edit = nodes.get("commit-pr"), nodes.get("edit-kustomize")
     if commit is not None and commit.phase == "Succeeded":
         action = commit.outputs.get("action", "")

@@ -1,7 +1,7 @@
 """A local sensor process for the chaos test: ``imagebump run --local`` plus three test knobs.
 
 It builds exactly what :func:`imagebump.commands.run.run` builds — the rendered ``image-update``
-WorkflowTemplate run by :class:`workflows.local_executor.LocalExecutor` behind
+WorkflowTemplate run by :class:`workflows.local.executor.LocalExecutor` behind
 :class:`sensors.local.LocalSensor`, the rules as the ``imagebump-rules`` ConfigMap, the Git token
 from ``IMAGEBUMP_GIT_TOKEN`` as the ``imagebump-git`` / ``imagebump-git-read`` Secrets, and
 ``AWS_*`` / ``IMAGEBUMP_*`` passed through with :func:`imagebump.commands.run.step_environment` —
@@ -82,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from imagebump.commands.run import DEFAULT_TEMPLATE, PROJECT_ROOT, _stop_on_signals, step_environment
     from sensors.local import LocalSensor
-    from workflows.local_executor import LocalExecutor, json_logger
+    from workflows.local.executor import LocalExecutor
+    from workflows.local.logs import json_logger
 
     token = os.environ["IMAGEBUMP_GIT_TOKEN"]
     log = json_logger(sys.stderr)

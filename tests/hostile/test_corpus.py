@@ -499,7 +499,7 @@ def test_huge_kustomization_is_refused(make_remote, step_env) -> None:
 def test_hostile_bodies_end_in_the_dlq(moto, tmp_path, git_token) -> None:
     """Real template, real executor, moto's SQS with a DLQ: nothing hostile is deleted silently."""
     from sensors.local import LocalSensor
-    from workflows.local_executor import LocalExecutor
+    from workflows.local.executor import LocalExecutor
 
     sqs = moto.client("sqs")
     name = f"hostile-{uuid.uuid4().hex[:10]}"

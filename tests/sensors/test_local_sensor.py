@@ -18,7 +18,7 @@ import pytest
 
 from sensors import definition
 from sensors.local import LocalSensor, SensorStats
-from workflows.local_executor import LocalExecutor
+from workflows.local.executor import LocalExecutor
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "tests" / "testdata" / "executor" / "sensor.yaml"
@@ -422,7 +422,7 @@ def test_run_local_handles_events_and_prints_progress(
 
 def test_progress_line_for_image_update() -> None:
     from imagebump.commands.run import progress_line
-    from workflows.local_executor import NodeResult, WorkflowResult
+    from workflows.local.results import NodeResult, WorkflowResult
 
     wf = "image-update-0123"
     targets = [
@@ -499,7 +499,7 @@ def test_signals_stop_the_sensor(sig: str) -> None:
 
 def test_progress_line_of_a_lone_surrogate_can_be_printed() -> None:
     from imagebump.commands.run import printable, progress_line
-    from workflows.local_executor import WorkflowResult
+    from workflows.local.results import WorkflowResult
 
     event = {"id": "e\ud800", "detail": {"repository-name": "team/\ud800", "image-tag": "1"}}
     line = printable(progress_line(event, WorkflowResult("wf", "Failed", [], "boom")))

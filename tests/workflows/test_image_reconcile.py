@@ -16,9 +16,9 @@ from steps import reconcile
 from steps._runtime import kebab
 from steps.models import Target
 from tests.workflows import schemas
-from workflows import common as c
 from workflows import image_reconcile
-from workflows.local_executor import LocalExecutor
+from workflows import names as n
+from workflows.local.executor import LocalExecutor
 
 ROOT = Path(__file__).resolve().parents[2]
 CRON = ROOT / "manifests" / "workflows" / "image-reconcile.yaml"
@@ -55,18 +55,18 @@ def test_every_ten_minutes_never_overlapping_with_a_starting_deadline(manifest):
 
 def test_the_sweep_reads_ecr_as_the_ecr_reader_with_the_optional_read_token(templates):
     sweep = templates["reconcile"]
-    assert sweep["serviceAccountName"] == c.SA_ECR_READER
+    assert sweep["serviceAccountName"] == n.SA_ECR_READER
     assert sweep["script"]["args"] == ["-m", "hera.workflows.runner", "-e", "steps.reconcile:run"]
     env = {e["name"]: e.get("value") for e in sweep["script"]["env"]}
-    assert env["IMAGEBUMP_GIT_READ_TOKEN_FILE"] == f"{c.GIT_READ_DIR}/token"
+    assert env["IMAGEBUMP_GIT_READ_TOKEN_FILE"] == f"{n.GIT_READ_DIR}/token"
     assert "IMAGEBUMP_GIT_TOKEN_FILE" not in env  # never the write token
     volumes = {v["name"]: v for v in sweep["volumes"]}
     assert volumes["git-read"]["secret"] == {
-        "secretName": c.GIT_READ_SECRET,
+        "secretName": n.GIT_READ_SECRET,
         "optional": True,
         "defaultMode": 0o440,
     }
-    assert volumes[c.RULES_CONFIGMAP]["configMap"]["name"] == c.RULES_CONFIGMAP
+    assert volumes[n.RULES_CONFIGMAP]["configMap"]["name"] == n.RULES_CONFIGMAP
     assert sweep["script"]["securityContext"]["readOnlyRootFilesystem"] is True
 
 
@@ -120,7 +120,7 @@ def test_metrics_a_gauge_per_state_and_env_and_a_counter_of_updates(templates):
 def test_no_template_of_the_sweep_holds_the_write_token(manifest):
     """Only commit-pr (in image-update, reached by templateRef) mounts the write token."""
     secrets = re.findall(r'"secretName": "([^"]+)"', json.dumps(manifest))
-    assert secrets == [c.GIT_READ_SECRET]
+    assert secrets == [n.GIT_READ_SECRET]
 
 
 def test_the_local_executor_accepts_the_rendered_cron_workflow():
@@ -128,8 +128,8 @@ def test_the_local_executor_accepts_the_rendered_cron_workflow():
         CRON,
         project_root=ROOT,
         workflow_templates=[UPDATE],
-        secrets={c.GIT_SECRET: {"token": "dummy-token"}},
-        configmaps={c.RULES_CONFIGMAP: {c.RULES_KEY: ""}},
+        secrets={n.GIT_SECRET: {"token": "dummy-token"}},
+        configmaps={n.RULES_CONFIGMAP: {n.RULES_KEY: ""}},
         log=lambda record: None,
     )
     assert executor.kind == "CronWorkflow"

@@ -1,7 +1,7 @@
 """Two workflows for two overlays of one repository, at once: neither sees the other's files.
 
 The rendered ``image-update`` WorkflowTemplate runs twice concurrently through one
-:class:`workflows.local_executor.LocalExecutor` (as the local sensor runs it), for two overlays of
+:class:`workflows.local.executor.LocalExecutor` (as the local sensor runs it), for two overlays of
 the same Git repository, both ``mode: commit`` to the same branch. A ``pre-receive`` hook on the
 real ``git http-backend`` remote holds both pushes until the test has looked: at that moment both
 commit-pr steps are alive, each with a clone on disk, and the test inspects them from outside —
@@ -31,7 +31,8 @@ from pathlib import Path
 
 import pytest
 
-from workflows.local_executor import LocalExecutor, WorkflowResult
+from workflows.local.executor import LocalExecutor
+from workflows.local.results import WorkflowResult
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE_UPDATE = ROOT / "manifests" / "workflows" / "image-update.yaml"

@@ -1,6 +1,7 @@
-"""A warm interpreter that forks step processes: the server half of :mod:`workflows.prefork`.
+"""The fork server: a warm interpreter that forks step processes (client: :mod:`.forkserver_client`).
 
-Started by :class:`workflows.prefork.Zygote` as ``python -m workflows.zygote FD MODULE...``. It
+Started by :class:`~workflows.local.forkserver_client.ForkServerClient` as
+``python -m workflows.local.forkserver_server FD MODULE...``. It
 imports the modules named (Hera's runner, the steps' modules: what every step process would
 otherwise import again, 1–2 s of CPU each time) and the ones each of them lists in a module-level
 ``LAZY_IMPORTS`` tuple (what a step imports only while it runs, e.g. boto3), then serves requests on the Unix socket ``FD``.
@@ -41,7 +42,7 @@ import signal
 import socket
 import sys
 
-from workflows.prefork import kill_group  # the client's helper; it imports only the stdlib
+from workflows.local.forkserver_client import kill_group  # the client's helper; it imports only the stdlib
 
 
 def _child(request: dict, fds: list[int], keep_closed: list[int]) -> None:

@@ -1,7 +1,7 @@
-"""Step processes forked from the warm zygote are still fresh, isolated processes (``workflows.prefork``).
+"""Step processes forked from the warm zygote are still fresh, isolated processes (``workflows.local.forkserver_client``).
 
 The local executor starts ``python -m hera.workflows.runner`` steps by forking a Python process
-that has already imported Hera's runner and the steps (``workflows/zygote.py``). That must not
+that has already imported Hera's runner and the steps (the fork server, ``workflows/local/forkserver_server.py``). That must not
 bring back what our users were hurt by — steps sharing a temp dir, an environment or state — so
 these tests run real steps (``tests/workflows/stepfns.py``) both ways, forked and as new
 processes, and compare what each step saw of itself. Nothing is faked: real processes, real
@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from workflows.local_executor import LocalExecutor
-from workflows.prefork import Zygote
+from workflows.local.executor import LocalExecutor
+from workflows.local.forkserver_client import ForkServerClient
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PROBE = ROOT / "tests" / "testdata" / "executor" / "probe.yaml"
 
 
@@ -91,7 +91,7 @@ def test_each_step_is_its_own_fresh_process(tmp_path: Path, prefork: bool, monke
     assert not any(Path(o["cwd"]).exists() for o in seen)
     assert list((tmp_path / "work").iterdir()) == []
 
-    zygote = executor.zygote()
+    zygote = executor.fork_server()
     parents = {int(o["ppid"]) for o in seen}
     if prefork:
         assert zygote is not None and zygote.alive()
@@ -132,7 +132,7 @@ def test_a_killed_zygote_loses_only_the_running_step_and_is_restarted(tmp_path: 
     beside a retry); the next run starts a new zygote and forks from it."""
     state = tmp_path / "state"
     state.mkdir()
-    zygote = Zygote(sys.executable, str(ROOT), ["hera.workflows.runner", "tests.workflows.stepfns"])
+    zygote = ForkServerClient(sys.executable, str(ROOT), ["hera.workflows.runner", "tests.workflows.stepfns"])
     executor = LocalExecutor(
         _long_deadline(),
         project_root=ROOT,
@@ -140,7 +140,7 @@ def test_a_killed_zygote_loses_only_the_running_step_and_is_restarted(tmp_path: 
         log=lambda r: None,
         prefork=True,
     )
-    executor.zygote = lambda: zygote  # this test's own zygote, not the process-wide one
+    executor.fork_server = lambda: zygote  # this test's own zygote, not the process-wide one
     try:
         import threading
 
@@ -164,7 +164,7 @@ def test_a_killed_zygote_loses_only_the_running_step_and_is_restarted(tmp_path: 
         assert not (state / "sleep-finished").exists()
 
         again = _executor(tmp_path, [], True)
-        again.zygote = lambda: zygote
+        again.fork_server = lambda: zygote
         ok = again.run({"crash": "none"}, "lost-2")
         assert ok.phase == "Succeeded", ok.message
         assert {int(n.outputs["ppid"]) for n in ok.nodes_for("probe")} == {zygote._proc.pid}
@@ -181,11 +181,11 @@ def test_no_step_outlives_a_killed_executor(tmp_path: Path) -> None:
     script = textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(ROOT)!r})
-        from workflows.local_executor import LocalExecutor
+        from workflows.local.executor import LocalExecutor
         ex = LocalExecutor({_long_deadline()!r},
                            project_root={str(ROOT)!r}, env={{"STEPFNS_STATE_DIR": {str(state)!r}}},
                            log=lambda r: None, prefork=True)
-        z = ex.zygote()
+        z = ex.fork_server()
         ex.run({{}}, "orphan-1")
     """)
     proc = subprocess.Popen(
@@ -212,7 +212,9 @@ def test_no_step_outlives_a_killed_executor(tmp_path: Path) -> None:
 def test_tempfile_cached_by_an_import_is_not_shared(tmp_path: Path) -> None:
     """A module that asks ``tempfile`` for its directory at import time (in the zygote, once) must
     not make every forked step use that directory: each step gets its own ``TMPDIR``."""
-    zygote = Zygote(sys.executable, str(ROOT), ["tests.workflows.warm_tmp", "tests.workflows.show_tmp"])
+    zygote = ForkServerClient(
+        sys.executable, str(ROOT), ["tests.workflows.warm_tmp", "tests.workflows.show_tmp"]
+    )
     try:
         outs = []
         for i in range(2):
@@ -248,7 +250,7 @@ def test_tempfile_cached_by_an_import_is_not_shared(tmp_path: Path) -> None:
     ],
 )
 def test_only_plain_python_dash_m_commands_are_forked(argv, env, expected) -> None:
-    zygote = Zygote("PY", "ROOT", [])
+    zygote = ForkServerClient("PY", "ROOT", [])
     assert zygote.eligible(argv, env) is expected
 
 
@@ -258,7 +260,7 @@ def test_prefork_is_on_by_default_and_can_be_turned_off(monkeypatch, tmp_path: P
     assert _executor(tmp_path, logs, None).prefork is True
     monkeypatch.setenv("IMAGEBUMP_LOCAL_PREFORK", "0")
     assert _executor(tmp_path, logs, None).prefork is False
-    assert _executor(tmp_path, logs, None).zygote() is None
+    assert _executor(tmp_path, logs, None).fork_server() is None
 
 
 def test_the_image_update_steps_and_their_lazy_imports_are_imported_ahead(tmp_path: Path) -> None:
@@ -280,7 +282,7 @@ def test_the_image_update_steps_and_their_lazy_imports_are_imported_ahead(tmp_pa
         "steps.edit_kustomize",
         "steps.commit_pr",
     ]
-    zygote = Zygote(sys.executable, str(ROOT), executor.preload_modules())
+    zygote = ForkServerClient(sys.executable, str(ROOT), executor.preload_modules())
     names = ["hera.workflows.runner", "steps.commit_pr", "steps.ecr", "steps.git", "boto3", "githubkit"]
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)}
     try:
@@ -310,7 +312,7 @@ def test_many_steps_forked_at_once_each_get_their_own_output(tmp_path: Path) -> 
     environment and exit code — nothing crossed between requests."""
     from concurrent.futures import ThreadPoolExecutor
 
-    zygote = Zygote(sys.executable, str(ROOT), ["tests.workflows.echo_env"])
+    zygote = ForkServerClient(sys.executable, str(ROOT), ["tests.workflows.echo_env"])
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)}
 
     def one(i: int):
@@ -338,8 +340,8 @@ def test_warm_starts_the_zygote_before_the_first_step(tmp_path: Path) -> None:
     event does not wait for the imports; the first step is then forked from that same process."""
     logs: list[dict] = []
     executor = _executor(tmp_path, logs, True)
-    zygote = Zygote(sys.executable, str(ROOT), executor.preload_modules())
-    executor.zygote = lambda: zygote
+    zygote = ForkServerClient(sys.executable, str(ROOT), executor.preload_modules())
+    executor.fork_server = lambda: zygote
     try:
         assert not zygote.alive()
         executor.warm()
@@ -363,8 +365,8 @@ def test_a_zygote_whose_imports_start_a_thread_refuses_and_steps_start_fresh(
     does not try the zygote again for every step."""
     import types
 
-    from workflows import prefork
-    from workflows.prefork import ZygoteError
+    from workflows.local import forkserver_client
+    from workflows.local.forkserver_client import ForkServerError
 
     spawned: list[list[str]] = []
 
@@ -373,20 +375,20 @@ def test_a_zygote_whose_imports_start_a_thread_refuses_and_steps_start_fresh(
         return subprocess.Popen(argv, **kwargs)
 
     monkeypatch.setattr(
-        prefork,
+        forkserver_client,
         "subprocess",
         types.SimpleNamespace(
             Popen=popen, DEVNULL=subprocess.DEVNULL, TimeoutExpired=subprocess.TimeoutExpired
         ),
     )
-    zygote = Zygote(sys.executable, str(ROOT), ["tests.workflows.thread_at_import"])
-    with pytest.raises(ZygoteError, match="started-by-import") as caught:
+    zygote = ForkServerClient(sys.executable, str(ROOT), ["tests.workflows.thread_at_import"])
+    with pytest.raises(ForkServerError, match="started-by-import") as caught:
         zygote.ensure_started()
     assert caught.value.started is False
 
     logs: list[dict] = []
     executor = _executor(tmp_path, logs, True)
-    executor.zygote = lambda: zygote
+    executor.fork_server = lambda: zygote
     result = executor.run({"crash": "none"}, "fallback-1")
     assert result.phase == "Succeeded", result.message
     assert {int(n.outputs["ppid"]) for n in result.nodes_for("probe")} == {os.getpid()}

@@ -16,15 +16,10 @@ import pytest
 import yaml
 
 from steps.errors import ConfigError
-from workflows.local_executor import (
-    NOT_SUPPORTED,
-    LocalExecutor,
-    UnsupportedFeatureError,
-    evaluate_condition,
-    parse_duration,
-)
+from workflows.local.errors import NOT_SUPPORTED, UnsupportedFeatureError
+from workflows.local.executor import LocalExecutor
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DATA = ROOT / "tests" / "testdata" / "executor"
 
 
@@ -278,34 +273,6 @@ def test_dag_cycle_is_refused(logs: list[dict]) -> None:
 
     with pytest.raises(ConfigError, match="dependency cycle"):
         LocalExecutor(_patched("isolation.yaml", cycle), project_root=ROOT, log=logs.append)
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        pytest.param("true", True, id="true"),
-        pytest.param("false", False, id="false"),
-        pytest.param("true == true", True, id="eq"),
-        pytest.param("'a' != 'a'", False, id="ne-quoted"),
-        pytest.param("false == true || 1 == 1", True, id="or"),
-        pytest.param("true == true && 1 == 2", False, id="and"),
-    ],
-)
-def test_evaluate_condition(text: str, expected: bool) -> None:
-    assert evaluate_condition(text) is expected
-
-
-@pytest.mark.parametrize(
-    ("text", "seconds"),
-    [
-        pytest.param("10s", 10, id="s"),
-        pytest.param("1m30s", 90, id="m-s"),
-        pytest.param("100ms", 0.1, id="ms"),
-        pytest.param("5", 5, id="bare"),
-    ],
-)
-def test_parse_duration(text: str, seconds: float) -> None:
-    assert parse_duration(text, "x") == pytest.approx(seconds)
 
 
 IMAGE_UPDATE = ROOT / "manifests" / "workflows" / "image-update.yaml"

@@ -1,4 +1,4 @@
-"""Start ``python -m MODULE ...`` step processes from a warm interpreter instead of from scratch.
+"""The fork server's client: start ``python -m MODULE ...`` step processes from a warm interpreter.
 
 Every step of the WorkflowTemplate runs ``python -m hera.workflows.runner -e steps.x:run``. In a
 pod that costs a Python start plus 1–2 s of imports (Hera's runner imports all of
@@ -6,8 +6,8 @@ pod that costs a Python start plus 1–2 s of imports (Hera's runner imports all
 pod anyway. The local executor pays it for every step of every event on one machine, where it
 was ~75% of an event's time (``python -m bench``, scenario "waste").
 
-So the local executor asks a *zygote* (:mod:`workflows.zygote`) — a Python process that has done
-those imports once — to ``fork()`` a child that becomes the command: its own process, session,
+So the local executor asks a fork server (:mod:`workflows.local.forkserver_server`; "the step
+zygote" in logs and messages) — a Python process that has done those imports once — to ``fork()`` a child that becomes the command: its own process, session,
 working directory, stdout/stderr files and exactly the environment given, with ``MODULE`` run as
 ``__main__`` the way ``python -m`` runs it. The template's command is unchanged; what changes is
 only how its interpreter is started (as gunicorn's ``--preload``, Android's zygote or
@@ -15,10 +15,11 @@ only how its interpreter is started (as gunicorn's ``--preload``, Android's zygo
 
 Only commands that are exactly ``<the executor's python> -m MODULE ...``, with no ``PYTHON*``
 environment beyond ``PYTHONPATH`` (the zygote's own), ``PYTHONDONTWRITEBYTECODE`` and
-``PYTHONUNBUFFERED``, are eligible (:meth:`Zygote.eligible`); anything else is started as a new
+``PYTHONUNBUFFERED``, are eligible (:meth:`ForkServerClient.eligible`); anything else is started as a new
 process as before. ``IMAGEBUMP_LOCAL_PREFORK=0`` (or ``LocalExecutor(prefork=False)``) turns it off.
 
-One zygote serves every executor of a process with the same interpreter and project (see
+This module is the client (:class:`ForkServerClient`); the launcher that uses it is
+:class:`workflows.local.launchers.ForkServerLauncher`. One fork server serves every executor of a process with the same interpreter and project (see
 :func:`shared`); it is started on first use, restarted if it dies, and it kills its children and
 exits when this process ends.
 """
@@ -40,7 +41,7 @@ _HARMLESS_PYTHON_ENV = frozenset({"PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED"}
 READY_TIMEOUT = 120.0
 
 
-class ZygoteError(RuntimeError):
+class ForkServerError(RuntimeError):
     """The zygote could not start, could not fork, or died while the command ran.
 
     ``started`` tells which: False — nothing ran, the caller may start the command as a new process
@@ -62,7 +63,7 @@ class _Pending:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class ForkedOutcome:
     """How a forked command ended: ``returncode`` as :class:`subprocess.Popen`'s; ``timed_out``
     when ``timeout`` passed and its process group was killed."""
 
@@ -96,8 +97,8 @@ class _Drain:
         return b"".join(self.chunks)
 
 
-class Zygote:
-    """A client for one :mod:`workflows.zygote` process.
+class ForkServerClient:
+    """A client for one :mod:`workflows.local.forkserver_server` process.
 
     Args:
         python: the interpreter to run (the one that replaces ``python`` in templates).
@@ -145,12 +146,12 @@ class Zygote:
 
     def _start(self) -> None:
         if self.refused:
-            raise ZygoteError(self.refused, started=False)
+            raise ForkServerError(self.refused, started=False)
         # SEQPACKET: one request (and its two descriptors) per message, never glued to the next
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             proc = subprocess.Popen(
-                [self.python, "-m", "workflows.zygote", str(child.fileno()), *self.preload],
+                [self.python, "-m", "workflows.local.forkserver_server", str(child.fileno()), *self.preload],
                 env=self.env,
                 cwd="/",
                 pass_fds=[child.fileno()],
@@ -171,8 +172,8 @@ class Zygote:
             proc.kill()
             proc.wait()
             parent.close()
-            raise ZygoteError(
-                f"the step zygote ({self.python} -m workflows.zygote) did not start "
+            raise ForkServerError(
+                f"the step zygote ({self.python} -m workflows.local.forkserver_server) did not start "
                 f"(exit code {proc.poll()})",
                 started=False,
             )
@@ -182,7 +183,7 @@ class Zygote:
             parent.close()
             # Not transient: do not pay for the imports again on every step.
             self.refused = f"the step zygote refused to start: {ready.get('error')}"
-            raise ZygoteError(self.refused, started=False)
+            raise ForkServerError(self.refused, started=False)
         parent.settimeout(None)
         self.failed_preload = list(ready.get("failed") or [])
         self._proc, self._sock = proc, parent
@@ -256,18 +257,18 @@ class Zygote:
             try:
                 self._start()
             except OSError as exc:
-                raise ZygoteError(f"the step zygote could not be started: {exc}", started=False) from None
+                raise ForkServerError(f"the step zygote could not be started: {exc}", started=False) from None
 
     # -- running ---------------------------------------------------------------------------
 
     def run(
         self, argv: list[str], *, cwd: str, env: Mapping[str, str], timeout: float | None = None
-    ) -> Outcome:
+    ) -> ForkedOutcome:
         """Fork a child that runs ``argv``; wait for it (killing its process group at ``timeout``) and
         for its stdout and stderr to close, as :meth:`subprocess.Popen.communicate` does.
 
         Raises:
-            ZygoteError: the zygote could not be started, could not fork, or died before the
+            ForkServerError: the zygote could not be started, could not fork, or died before the
                 command ended (its outcome is unknown; the caller treats it as a failed start).
         """
         with self._lock:
@@ -292,18 +293,18 @@ class Zygote:
             deadline = None if timeout is None else time.monotonic() + timeout
             pending.started.wait()
             if pending.pid is None:
-                raise ZygoteError(pending.error or "the step zygote did not fork", started=False)
+                raise ForkServerError(pending.error or "the step zygote did not fork", started=False)
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             timed_out = not pending.done.wait(remaining)
             if timed_out:
                 kill_group(pending.pid)
                 pending.done.wait()
             if pending.status is None:
-                raise ZygoteError(pending.error or "the step zygote lost the process", started=True)
+                raise ForkServerError(pending.error or "the step zygote lost the process", started=True)
             stdout, stderr = (r.result() for r in readers)
-            return Outcome(pending.status, timed_out, pending.pid, stdout, stderr)
+            return ForkedOutcome(pending.status, timed_out, pending.pid, stdout, stderr)
         except OSError as exc:
-            raise ZygoteError(
+            raise ForkServerError(
                 f"the step zygote is not reachable: {exc}", started=pending.pid is not None
             ) from None
         finally:
@@ -321,11 +322,11 @@ def kill_group(pid: int) -> None:
             continue
 
 
-_SHARED: dict[tuple[str, str], Zygote] = {}
+_SHARED: dict[tuple[str, str], ForkServerClient] = {}
 _SHARED_LOCK = threading.Lock()
 
 
-def shared(python: str, pythonpath: str, preload: Iterable[str]) -> Zygote:
+def shared(python: str, pythonpath: str, preload: Iterable[str]) -> ForkServerClient:
     """The zygote of this process for ``(python, pythonpath)``; created (not started) on first call.
 
     ``preload`` counts only the first time; a module imported later is imported by the child.
@@ -334,7 +335,7 @@ def shared(python: str, pythonpath: str, preload: Iterable[str]) -> Zygote:
     with _SHARED_LOCK:
         zygote = _SHARED.get(key)
         if zygote is None:
-            zygote = _SHARED[key] = Zygote(python, pythonpath, preload)
+            zygote = _SHARED[key] = ForkServerClient(python, pythonpath, preload)
         return zygote
 
 
@@ -343,4 +344,11 @@ def enabled_by_default() -> bool:
     return os.environ.get("IMAGEBUMP_LOCAL_PREFORK", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
-__all__ = ["Outcome", "Zygote", "ZygoteError", "enabled_by_default", "kill_group", "shared"]
+__all__ = [
+    "ForkedOutcome",
+    "ForkServerClient",
+    "ForkServerError",
+    "enabled_by_default",
+    "kill_group",
+    "shared",
+]

@@ -16,9 +16,10 @@ import pytest
 import yaml
 
 from steps.errors import ConfigError
-from workflows.local_executor import NOT_SUPPORTED, LocalExecutor, UnsupportedFeatureError
+from workflows.local.errors import NOT_SUPPORTED, UnsupportedFeatureError
+from workflows.local.executor import LocalExecutor
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DATA = ROOT / "tests" / "testdata" / "executor"
 CALLER = DATA / "ref-caller.yaml"
 LIBRARY = DATA / "ref-library.yaml"

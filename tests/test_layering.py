@@ -1,0 +1,123 @@
+"""Import rules that keep the layers apart (issue 14), read from the source with ``ast``.
+
+- ``sensors/`` reads results, never the interpreter or the sandbox (not even through another
+  module): the local sensor depends on :mod:`workflows.local.results` and :mod:`workflows.local.logs`.
+- ``workflows/*.py`` at the top level are declarations (Hera definitions, render, rbac, names):
+  none imports the local runtime :mod:`workflows.local`. The one exception is the re-export
+  ``workflows/local_executor.py`` kept for ``imagebump/local/demo.py`` and ``bench/world.py``
+  until they import :mod:`workflows.local.executor` themselves.
+- :mod:`workflows.names` and ``sensors/`` do not import Hera (checked statically, through every
+  project module they import, and by importing them in a fresh interpreter).
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("imagebump", "steps", "workflows", "sensors")
+#: The re-export left for callers this change could not edit (see the module docstring).
+REEXPORTS = {"workflows.local_executor"}
+
+
+def _file_of(module: str) -> Path | None:
+    base = ROOT.joinpath(*module.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def _module_of(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+@functools.cache
+def _direct_imports(module: str) -> frozenset[str]:
+    """Every module ``module``'s source imports (anywhere in it), absolute, project or not."""
+    path = _file_of(module)
+    assert path is not None, module
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            found.add(source)
+            found.update(
+                f"{source}.{alias.name}" for alias in node.names if _file_of(f"{source}.{alias.name}")
+            )
+    # importing a.b.c runs a/__init__ and a/b/__init__ first
+    found.update(".".join(m.split(".")[:i]) for m in list(found) for i in range(1, m.count(".") + 1))
+    return frozenset(found)
+
+
+def _closure(module: str) -> set[str]:
+    """``module`` and everything it imports, transitively through project modules."""
+    seen, stack = set(), [module]
+    while stack:
+        current = stack.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        if current.split(".")[0] in PACKAGES and _file_of(current):
+            stack.extend(_direct_imports(current))
+    return seen
+
+
+def _modules(folder: str, recursive: bool = False) -> list[str]:
+    paths = (ROOT / folder).rglob("*.py") if recursive else (ROOT / folder).glob("*.py")
+    return sorted(_module_of(p) for p in paths)
+
+
+SENSORS = _modules("sensors")
+TOP_LEVEL_WORKFLOWS = [m for m in _modules("workflows") if m not in REEXPORTS]
+
+
+@pytest.mark.parametrize("module", SENSORS)
+def test_sensors_do_not_import_the_interpreter_or_the_sandbox(module: str) -> None:
+    forbidden = {"workflows.local.interpreter", "workflows.local.sandbox"}
+    assert not (_closure(module) & forbidden), f"{module} loads {sorted(_closure(module) & forbidden)}"
+
+
+@pytest.mark.parametrize("module", TOP_LEVEL_WORKFLOWS)
+def test_top_level_workflows_do_not_import_the_local_runtime(module: str) -> None:
+    runtime = sorted(
+        m for m in _closure(module) if m == "workflows.local" or m.startswith("workflows.local.")
+    )
+    assert not runtime, f"{module} (a declaration) imports the local runtime: {runtime}"
+
+
+@pytest.mark.parametrize("module", ["workflows", "workflows.names", *SENSORS])
+def test_names_and_sensors_do_not_import_hera(module: str) -> None:
+    hera = sorted(m for m in _closure(module) if m == "hera" or m.startswith("hera."))
+    assert not hera, f"{module} imports Hera: {hera}"
+
+
+def test_importing_names_and_sensors_loads_no_hera() -> None:
+    """The same rule at run time, where a third-party import could pull Hera in indirectly."""
+    code = (
+        "import sys, workflows, workflows.names, " + ", ".join(SENSORS) + "\n"
+        "print(sorted(m for m in sys.modules if m == 'hera' or m.startswith('hera.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_rules_can_fail() -> None:
+    """The checker sees what it must forbid (a rule that could not fail would prove nothing)."""
+    assert "workflows.local.interpreter" in _closure("workflows.local.executor")
+    assert "hera.workflows" in _closure("workflows.common")
+    assert "workflows.local.executor" in _closure("workflows.local_executor")

@@ -1,0 +1,84 @@
+"""The names every manifest, the RBAC, the sensors and the local runtime agree on — no Hera here.
+
+Namespace, labels, ServiceAccounts, the ConfigMaps and Secrets the templates mount, the names of
+the WorkflowTemplate and CronWorkflows, and the pod hardening, as plain data. Importing this module
+must stay cheap and side-effect free: :mod:`workflows.common` (which loads Hera and sets
+``global_config.image``) builds its Hera models from these values, and :mod:`sensors` and the
+local runtime read them without loading Hera (tests/test_layering.py checks that).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from steps._runtime import DEFAULT_OUTPUTS_DIRECTORY
+
+#: Namespace every imagebump object lives in (Argo Workflows and Argo Events must watch it).
+NAMESPACE = "imagebump"
+#: Argo CD's namespace, read by backup-export.
+ARGOCD_NAMESPACE = "argocd"
+
+LABELS = {"app.kubernetes.io/part-of": "imagebump"}
+
+# The templates (their metadata.name; the rendered files are manifests/workflows/<name>.yaml).
+IMAGE_UPDATE = "image-update"  # WorkflowTemplate: an ECR push → one Git change per overlay
+IMAGE_RECONCILE = "image-reconcile"  # CronWorkflow: the sweep
+ARGOCD_BACKUP = "argocd-backup"  # CronWorkflow: Argo CD's configuration → S3
+#: The Sensor that creates ``image-update`` Workflows is named after that template; its leader
+#: election Lease is ``sensor-<name>`` (argo-events v1.9.11 pkg/sensors/listener.go).
+SENSOR = IMAGE_UPDATE
+
+# ServiceAccounts, one per privilege set (see workflows/rbac.py and manifests/aws/).
+SA_WORKFLOW = "imagebump-workflow"  # commit-pr and the workflow's own pods: no cloud role
+SA_ECR_READER = "imagebump-ecr-reader"  # resolve-image, edit-kustomize: ECR read via IRSA
+SA_BACKUP = "imagebump-backup"  # backup-export: S3 write + Argo CD read
+SA_SENSOR = "imagebump-sensor"  # the Sensor: create Workflows, hold a Lease
+SA_EVENTSOURCE = "imagebump-eventsource"  # the SQS EventSource: SQS receive via IRSA
+
+# Configuration objects the templates mount (names are documented in docs/install.md).
+RULES_CONFIGMAP = "imagebump-rules"
+RULES_KEY = "rules.yaml"
+RULES_DIR = "/etc/imagebump/rules"
+ENV_CONFIGMAP = "imagebump-env"  # optional plain settings: AWS_REGION, IMAGEBUMP_GITHUB_API_URL, ...
+GIT_SECRET = "imagebump-git"  # write token (key `token`): commit-pr only
+GIT_TOKEN_KEY = "token"  # → env IMAGEBUMP_GIT_TOKEN of commit-pr's main container
+GIT_APP_KEY_KEY = "app-private-key"  # GitHub App private key → file GIT_DIR/app-private-key
+GIT_DIR = "/etc/imagebump/git"
+GIT_READ_SECRET = "imagebump-git-read"  # optional read-only token (key `token`): edit-kustomize
+GIT_READ_DIR = "/etc/imagebump/git-read"
+BACKUP_CONFIGMAP = "imagebump-backup"
+
+#: The Workflows controller resolves ``valueFrom.configMapKeyRef`` of workflow parameters only from
+#: ConfigMaps carrying this label (argo-workflows v4.0.10: workflow/common/configmap.go
+#: ``GetConfigMapValue`` refuses any other ConfigMap; workflow/controller/controller.go
+#: ``newTypedConfigMapInformer`` watches only ConfigMaps with the label key). Without it every
+#: parameter without a ``valueFrom.default`` fails the Workflow at start.
+PARAMETER_CONFIGMAP_LABELS = {"workflows.argoproj.io/configmap-type": "Parameter"}
+
+#: Where a step writes its output parameters (Hera's runner): /tmp/hera-outputs, on the /tmp emptyDir.
+OUTPUTS_DIR = DEFAULT_OUTPUTS_DIRECTORY
+
+#: The user and group every imagebump pod runs as.
+UID = 10001
+
+
+def pod_security_context() -> dict[str, Any]:
+    """The pod-level securityContext of every imagebump pod, in the manifest's (camelCase) shape."""
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": UID,
+        "runAsGroup": UID,
+        "fsGroup": UID,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def container_security_context() -> dict[str, Any]:
+    """The container-level securityContext of every step container (read-only root, no privileges)."""
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": UID,
+        "readOnlyRootFilesystem": True,
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+    }

@@ -88,7 +88,7 @@ log = logging.getLogger(__name__)
 
 #: Modules this step imports only when it acts (a step refused by its input or settings never pays
 #: for git, githubkit or the YAML editor). A local executor that forks steps from a warm
-#: interpreter imports them ahead (workflows.zygote).
+#: interpreter imports them ahead (workflows.local.forkserver_server).
 LAZY_IMPORTS = (
     "steps.commit_mode",
     "steps.pr_mode",

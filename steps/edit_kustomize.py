@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: Modules this step imports only when it runs (a pod that is refused early never pays for them).
-#: A local executor that forks steps from a warm interpreter imports them ahead (workflows.zygote).
+#: A local executor that forks steps from a warm interpreter imports them ahead (workflows.local.forkserver_server).
 LAZY_IMPORTS = (
     "steps.git",
     "steps.kustomize",

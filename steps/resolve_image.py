@@ -30,7 +30,7 @@ from steps.rules import RuleSet, SkippedRule, load_rules_file
 log = logging.getLogger(__name__)
 
 #: Modules this step imports only when it runs (a pod that is refused early never pays for them).
-#: A local executor that forks steps from a warm interpreter imports them ahead (workflows.zygote).
+#: A local executor that forks steps from a warm interpreter imports them ahead (workflows.local.forkserver_server).
 LAZY_IMPORTS = (
     "steps.ecr",
     "steps.events",

@@ -99,20 +99,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _git_token(name: str, environ: Mapping[str, str]) -> str | None:
-    if environ.get(name, "").strip():
-        return environ[name].strip()
-    path = environ.get(f"{name}_FILE")
-    if path:
-        try:
-            token = Path(path).read_text().strip()
-        except OSError as exc:
-            raise ConfigError(
-                f"{name}_FILE={path}: cannot read it ({exc.strerror}); point it at the token file"
-            ) from None
-        if not token:
-            raise ConfigError(f"{name}_FILE={path}: the file is empty; put the token in it")
-        return token
-    return None
+    from steps.settings import read_secret
+
+    return read_secret(
+        name, environ, label="the token file", empty_file_is_error=True, fix="point it at the token file"
+    )
 
 
 def local_secrets(

@@ -1,0 +1,181 @@
+"""A step's process entry point that accepts exactly what Hera's runner accepts, without Hera.
+
+PROTOTYPE for issue 15 (research branch ``speedresearch``): not wired into any template yet.
+
+Hera renders every step as ``python -m hera.workflows.runner -e steps.<x>:run`` with the script
+``source: '{{inputs.parameters}}'``; Argo's executor writes that source to a file and appends its
+path to the arguments. Hera's runner (hera 7.1.0, ``hera/workflows/_runner/util.py`` ``_run``)
+then imports all of ``hera.workflows`` (its generated Argo models, ``requests``, ``yaml``, …:
+0.6–1.4 s here) to call one function. This module does the same call for what our steps use,
+importing only the step's module and pydantic:
+
+``python -m steps._entry -e MODULE:FUNCTION ARGS_PATH``
+
+* argv: the same flags as Hera's (``--entrypoint``/``-e`` and the positional path, parsed by
+  :mod:`argparse` as Hera does, so a usage error exits 2 with argparse's message as there);
+* inputs: ``ARGS_PATH`` holds Argo's ``{{inputs.parameters}}`` — a JSON list of objects; items
+  without both ``name`` and ``value`` are skipped; an empty file or ``null`` is no inputs. Each
+  parameter of the function (signature as :func:`inspect.signature` shows it, through
+  ``functools.wraps``) takes the value of the input of the same name, missing ones are a
+  ``KeyError`` as in Hera (the templates render every input). A ``str`` (or ``str | None``)
+  parameter gets the string as is; any other annotation gets ``json.loads(value)`` validated by
+  ``pydantic.TypeAdapter(annotation)`` (the string itself when it is not JSON), as Hera's
+  ``_parse`` + ``validate_call`` do; inputs that are not parameters (``env``) are ignored;
+* outputs: nothing of its own: our steps write ``$hera__outputs_directory/parameters/<name>``
+  themselves (:func:`steps._runtime.emit_outputs`); the return value is printed to stdout as
+  Hera prints it (a string as is, anything else ``json.dumps`` with pydantic models as
+  ``model_dump(by_alias=True, mode="json")``; nothing for a falsy result) — Argo's ``result``;
+* exit codes: whatever the step raises as ``SystemExit`` (0, 2, 3, 75 from
+  :func:`steps._runtime.step_entry`) passes through unchanged; an uncaught exception is a
+  traceback and exit 1, as in Hera. One deliberate difference: inputs that do not validate
+  (a user's ``concurrency=abc``) are one JSON error record and exit 2 (bad input, not retried)
+  where Hera's runner prints a pydantic traceback and exits 1 (retried four times).
+
+Not supported (refused with exit 3 before the step runs, so a step that starts using them is
+noticed): Hera's ``Annotated[..., Parameter/Artifact]`` inputs and ``Input``/``Output`` classes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import inspect
+import json
+import sys
+import typing
+from pathlib import Path
+from typing import Any
+
+EXIT_BAD_INPUT = 2  # steps.errors.EXIT_CONFIG (not imported: this module imports nothing of ours early)
+EXIT_UNSUPPORTED = 3
+
+
+def _parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--entrypoint", "-e", type=str, required=True)
+    parser.add_argument("args_path", type=Path)
+    return parser.parse_args(argv)
+
+
+def read_inputs(path: Path) -> dict[str, str]:
+    """Argo's ``{{inputs.parameters}}`` file → ``{name: value}`` (Hera's rules, see module doc)."""
+    items = json.loads(path.read_text() or "[]") or []
+    if not isinstance(items, list):
+        raise TypeError(f"{path}: expected a JSON list of parameters, got {type(items).__name__}")
+    inputs: dict[str, str] = {}
+    for item in items:
+        if isinstance(item, dict) and "name" in item and "value" in item:
+            inputs[str(item["name"])] = item["value"]
+    return inputs
+
+
+def _is_str(annotation: Any) -> bool:
+    if annotation is str:
+        return True
+    args = typing.get_args(annotation)
+    return bool(args) and all(a in (str, type(None)) for a in args)
+
+
+def _unsupported(function: Any) -> str | None:
+    sig = inspect.signature(function)
+    for name, param in sig.parameters.items():
+        if typing.get_origin(param.annotation) is typing.Annotated:
+            return f"parameter {name!r} is Annotated (Hera Parameter/Artifact): run it with Hera's runner"
+        if isinstance(param.annotation, str):
+            return f"parameter {name!r} has a string annotation (from __future__ import annotations?)"
+        if param.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            return f"parameter {name!r} is *args/**kwargs"
+    for cls in getattr(sig.return_annotation, "__mro__", ()):
+        if cls.__module__.startswith("hera."):
+            return "the return annotation is a Hera Output class: run it with Hera's runner"
+    return None
+
+
+def function_kwargs(function: Any, inputs: dict[str, str]) -> dict[str, Any]:
+    """The keyword arguments Hera's runner would call ``function`` with (validated)."""
+    from pydantic import TypeAdapter
+
+    kwargs: dict[str, Any] = {}
+    for name, param in inspect.signature(function).parameters.items():
+        value = inputs[name]  # KeyError, as Hera's _map_function_annotations
+        annotation = param.annotation
+        if _is_str(annotation):
+            kwargs[name] = value
+            continue
+        try:
+            loaded: Any = json.loads(value)
+        except (json.JSONDecodeError, TypeError):
+            loaded = value
+        if annotation is inspect.Parameter.empty:
+            kwargs[name] = loaded
+            continue
+        try:
+            kwargs[name] = TypeAdapter(annotation).validate_python(loaded)
+        except ValueError as exc:  # pydantic.ValidationError
+            errors = getattr(exc, "errors", lambda: [])()
+            first = errors[0] if errors else {"msg": str(exc), "loc": ()}
+            where = ".".join(str(part) for part in (name, *first.get("loc", ())))
+            raise BadInput(f"input {where}: {first['msg']} (got {value[:80]!r})") from None
+    return kwargs
+
+
+class BadInput(ValueError):
+    """An input parameter that does not validate against the step function's annotation."""
+
+
+def serialize(value: Any) -> str:
+    """What Hera's ``hera.shared.serialization.serialize`` prints for a step's return value."""
+    if isinstance(value, str):
+        return value
+
+    def default(o: Any) -> Any:
+        dump = getattr(o, "model_dump", None)
+        if dump is None:
+            raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
+        return dump(by_alias=True, mode="json")
+
+    return json.dumps(value, default=default)
+
+
+def _bad_input(step: str, exc: Exception) -> None:
+    record = {
+        "level": "error",
+        "component": "step",
+        "step": step,
+        "logger": __name__,
+        "message": f"bad input: {exc}"[:2000],
+        "error": type(exc).__name__,
+        "exit_code": EXIT_BAD_INPUT,
+    }
+    try:
+        from steps._runtime import redact, utc_timestamp
+
+        record = {"ts": utc_timestamp(), **record, "message": redact(record["message"])}
+    except ImportError:  # pragma: no cover - steps._runtime is always there in the image
+        pass
+    sys.stderr.write(json.dumps(record) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse_args(argv)
+    module_name, function_name = args.entrypoint.split(":")
+    function = getattr(importlib.import_module(module_name), function_name)
+    function = getattr(function, "wrapped_function", function)  # a Hera @script, as Hera unwraps it
+    reason = _unsupported(function)
+    if reason:
+        sys.stderr.write(f"steps._entry: {args.entrypoint}: {reason}\n")
+        return EXIT_UNSUPPORTED
+    inputs = read_inputs(args.args_path)
+    try:
+        kwargs = function_kwargs(function, inputs)
+    except BadInput as exc:
+        _bad_input(module_name.rsplit(".", 1)[-1].replace("_", "-"), exc)
+        return EXIT_BAD_INPUT
+    result = function(**kwargs)
+    if result:
+        print(serialize(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -70,3 +70,10 @@ class TransientError(ImagebumpError):
     """A failure that may pass: network error, 5xx, rate limit, a push that lost a race."""
 
     exit_code = EXIT_TRANSIENT
+
+
+class ConflictError(TransientError):
+    """409: the object was changed (or created) since it was read; re-read it and try again.
+
+    Raised by :mod:`steps.kube` (Kubernetes API writes) and caught by :mod:`steps.restore`.
+    """

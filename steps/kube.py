@@ -27,7 +27,13 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import quote
 
-from steps.errors import ConfigError, ImagebumpError, PermissionDeniedError, TransientError
+from steps.errors import (
+    ConfigError,
+    ConflictError,
+    ImagebumpError,
+    PermissionDeniedError,
+    TransientError,
+)
 
 FIELD_MANAGER = "imagebump"
 DEFAULT_PAGE_SIZE = 250
@@ -76,10 +82,6 @@ def resource_for(kind: str) -> Resource:
         return RESOURCES[kind]
     except KeyError:
         raise ConfigError(f"unsupported kind {kind!r} (supported: {', '.join(RESOURCES)})") from None
-
-
-class ConflictError(TransientError):
-    """409: the object was changed (or created) since it was read; re-read it and try again."""
 
 
 @dataclass

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from steps import archive, backup_export, kube, restore
+from steps import archive, backup_export, kube, object_diff, restore
+from steps import s3 as s3io
 from steps.errors import ConfigError, PermissionDeniedError
 from tests.fakes.kube import BACKED_UP_SECRETS, SECRET_VALUES, FakeKube, FakeKubeServer, seeded
 
@@ -76,7 +77,7 @@ def backup(source, s3, request) -> backup_export.BackupExportOutput:
 
 
 def _key(url: str) -> tuple[str, str]:
-    return restore.split_s3_url(url)
+    return s3io.split_url(url)
 
 
 def _backed_up(fake: FakeKube) -> list[dict]:
@@ -275,8 +276,8 @@ def test_diff_objects_masks_secrets_and_is_empty_for_equal_objects():
         "metadata": {"name": "s", "uid": "1", "resourceVersion": "9"},
         "data": {"k": "c2VjcmV0"},
     }
-    assert archive.diff_objects(live, {**live, "metadata": {"name": "s"}}) == []
-    lines = archive.diff_objects(live, {**live, "data": {"k": "b3RoZXI="}})
+    assert object_diff.diff_objects(live, {**live, "metadata": {"name": "s"}}) == []
+    lines = object_diff.diff_objects(live, {**live, "data": {"k": "b3RoZXI="}})
     assert "-  k: '***'" in lines and "+  k: '*** (changed)'" in lines
     assert not any("c2VjcmV0" in x or "b3RoZXI=" in x for x in lines)
 

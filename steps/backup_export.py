@@ -47,7 +47,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from steps import archive, kube, retention
+from steps import archive, kube, kube_client, retention
 from steps import s3 as s3io
 from steps._runtime import step_entry
 from steps.backup_settings import DEFAULTS, BackupSettings
@@ -89,7 +89,7 @@ def run(
         keep=keep,
         keep_days=keep_days,
     )
-    api = kube.KubernetesApi.from_config()
+    api = kube_client.KubernetesApi.from_config()
     return export_backup(api=api, s3=boto3.client("s3"), settings=settings)
 
 
@@ -115,7 +115,7 @@ def export_backup(
     """Collect, write (never overwriting) and prune; the body of :func:`run` and ``imagebump backup``.
 
     Args:
-        api: the Kubernetes seam (:class:`steps.kube.KubernetesApi` in production).
+        api: the Kubernetes seam (:class:`steps.kube_client.KubernetesApi` in production).
         s3: a boto3 S3 client.
         settings: what to back up where; or give its fields as keywords (``bucket=…``), checked the
             same way before any I/O.

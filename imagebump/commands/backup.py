@@ -91,10 +91,10 @@ def s3_client(profile: str | None):
 
 
 def run(args: argparse.Namespace) -> int:
-    from steps import backup_export, kube
+    from steps import backup_export, kube_client
 
     settings = settings_of(args)  # bad input is refused before the cluster or S3 is reached
-    api = kube.KubernetesApi.from_config(context=args.context)
+    api = kube_client.KubernetesApi.from_config(context=args.context)
     out = backup_export.export_backup(api=api, s3=s3_client(args.profile), settings=settings)
     print(f"wrote {out.url}")
     print(f"index {out.index_url}")

@@ -2,7 +2,7 @@
 
 The Kubernetes side is :mod:`tests.fakes.kube` — an in-memory fake of the narrow surface we use
 (paged list, get, server-side apply), served on 127.0.0.1 so the real adapter
-(:class:`steps.kube.KubernetesApi`, the official client loaded from a kubeconfig) does the
+(:class:`steps.kube_client.KubernetesApi`, the official client loaded from a kubeconfig) does the
 talking. A fake because no API server runs here and kmock 0.8 lacks paging, label selectors and
 server-side apply. S3 is moto's real server (conditional puts, SSE headers, listing, deletes).
 """
@@ -28,7 +28,7 @@ import yaml
 from botocore.exceptions import ClientError
 
 from imagebump import __version__
-from steps import archive, argocd_namespaces, backup_export, kube, retention
+from steps import archive, argocd_namespaces, backup_export, kube, kube_client, retention
 from steps import s3 as s3io
 from steps.errors import ConfigError, PermissionDeniedError, TransientError
 from tests.fakes.kube import (
@@ -86,8 +86,8 @@ def kubeconfig(kube_server: FakeKubeServer, tmp_path: Path) -> Path:
 
 
 @pytest.fixture()
-def api(kubeconfig: Path) -> kube.KubernetesApi:
-    return kube.KubernetesApi.from_config(kubeconfig=str(kubeconfig))
+def api(kubeconfig: Path) -> kube_client.KubernetesApi:
+    return kube_client.KubernetesApi.from_config(kubeconfig=str(kubeconfig))
 
 
 def _objects(s3, bucket: str, key: str) -> list[dict]:
@@ -272,7 +272,9 @@ def test_namespace_patterns_are_read_as_argo_cd_reads_them():
 
 def test_a_catastrophic_namespace_regex_is_refused_not_left_to_hang():
     with pytest.raises(ConfigError, match=r"application.namespaces pattern /\^\(a\|aa\)\+\$/ .*simplify it"):
-        argocd_namespaces.namespace_enabled("a" * 55 + "!", "argocd", ["/^(a|aa)+$/"], setting="application.namespaces")
+        argocd_namespaces.namespace_enabled(
+            "a" * 55 + "!", "argocd", ["/^(a|aa)+$/"], setting="application.namespaces"
+        )
 
 
 def test_archive_bytes_are_deterministic(api, s3, bucket):

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from steps import archive, backup_export, kube, object_diff, restore
+from steps import archive, backup_export, kube, kube_client, object_diff, restore
 from steps import s3 as s3io
 from steps.errors import ConfigError, PermissionDeniedError
 from tests.fakes.kube import BACKED_UP_SECRETS, SECRET_VALUES, FakeKube, FakeKubeServer, seeded
@@ -35,11 +35,11 @@ TOTAL = (
 class Cluster:
     """A fake API server plus a real adapter pointed at it."""
 
-    def __init__(self, fake: FakeKube, server: FakeKubeServer, api: kube.KubernetesApi) -> None:
+    def __init__(self, fake: FakeKube, server: FakeKubeServer, api: kube_client.KubernetesApi) -> None:
         self.fake, self.server, self.api = fake, server, api
         self.factory_calls = 0
 
-    def factory(self) -> kube.KubernetesApi:
+    def factory(self) -> kube_client.KubernetesApi:
         self.factory_calls += 1
         return self.api
 
@@ -50,7 +50,9 @@ class Cluster:
 
 def _cluster(fake: FakeKube, tmp_path: Path, name: str) -> Iterator[Cluster]:
     with FakeKubeServer(fake) as server:
-        api = kube.KubernetesApi.from_config(kubeconfig=str(server.write_kubeconfig(tmp_path / f"kc-{name}")))
+        api = kube_client.KubernetesApi.from_config(
+            kubeconfig=str(server.write_kubeconfig(tmp_path / f"kc-{name}"))
+        )
         yield Cluster(fake, server, api)
 
 

@@ -49,6 +49,11 @@ def overlay(*, image: str, tag: str) -> str:
     return builders.kustomization([(image, tag)])
 
 
+#: The overlay as a ``str.format`` template (``{image}``, ``{tag}``): kept for
+#: tests/e2e/test_burst_run_local.py until it calls :func:`overlay`; the same text.
+KUSTOMIZATION = overlay(image="IMAGE", tag="TAG").replace("IMAGE", "{image}").replace("TAG", "{tag}")
+
+
 def app_name(i: int) -> str:
     return f"app{i:02d}"
 

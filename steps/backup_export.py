@@ -49,7 +49,7 @@ from pydantic import BaseModel, Field
 
 from steps import archive, kube, kube_client, retention
 from steps import s3 as s3io
-from steps._runtime import step_entry
+from steps._runtime import imagebump_version, step_entry
 from steps.backup_settings import DEFAULTS, BackupSettings
 from steps.errors import ConfigError
 from steps.live import collect_live
@@ -91,16 +91,6 @@ def run(
     )
     api = kube_client.KubernetesApi.from_config()
     return export_backup(api=api, s3=boto3.client("s3"), settings=settings)
-
-
-def imagebump_version() -> str:
-    """The installed imagebump's version, for the index (steps/ never imports the CLI package)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("imagebump")
-    except PackageNotFoundError:
-        return "0+unknown"
 
 
 def export_backup(

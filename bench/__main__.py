@@ -15,11 +15,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from bench import burst, e2e, floor, growth, report, sweep, waste
+from bench import burst, coldstart, e2e, floor, growth, report, sweep, waste
 from bench.stats import loadavg, machine
 from bench.world import PROJECT_ROOT, open_world
 
-SCENARIOS = ("single", "bursts", "floor", "growth", "waste", "sweep")
+SCENARIOS = ("single", "bursts", "floor", "growth", "waste", "sweep", "coldstart")
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,8 @@ class Sizes:
     before_after_runs: int = 5
     sweep_repositories: tuple[int, ...] = (10, 100, 1000)  # ECR repositories, two overlays each
     sweep_reps: int = 2
+    coldstart_runs: int = 7  # per step and runner (bench.coldstart)
+    coldstart_event_runs: int = 7  # events per runner with fresh processes
 
 
 FULL = Sizes(
@@ -67,6 +69,8 @@ QUICK = Sizes(
     before_after_runs=1,
     sweep_repositories=(10, 50),
     sweep_reps=1,
+    coldstart_runs=2,
+    coldstart_event_runs=2,
 )
 
 
@@ -93,6 +97,16 @@ def run(
         if checkpoint is not None:
             checkpoint(results)
 
+    if "coldstart" in only:  # its own small world; first, before the big world loads the machine
+        log(f"[coldstart] exec → first line per step, {sizes.coldstart_runs} runs per runner …")
+        results["cold_start"] = coldstart.run(
+            sizes.coldstart_runs, sizes.coldstart_event_runs, event=True, log=log
+        )
+        save()
+        if list(only) == ["coldstart"]:
+            results["complete"] = True
+            save()
+            return results
     if "sweep" in only:  # its own world: ECR repositories and GitOps repositories of each size
         log(f"[sweep] reconcile sweeps at {list(sizes.sweep_repositories)} ECR repositories …")
         results["sweep"] = sweep.run_sweeps(sizes.sweep_repositories, reps=sizes.sweep_reps, log=log)
@@ -189,7 +203,7 @@ def run(
 def merge(previous: dict[str, Any], new: dict[str, Any], command: str) -> dict[str, Any]:
     """``previous`` with the scenarios ``new`` ran replaced (bursts matched by their event count)."""
     out = json.loads(json.dumps(previous))
-    for key in ("single_event", "growth", "waste", "sweep"):
+    for key in ("single_event", "growth", "waste", "sweep", "cold_start"):
         if key in new:
             out[key] = new[key]
     for key in ("bursts",):

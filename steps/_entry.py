@@ -1,13 +1,13 @@
 """A step's process entry point that accepts exactly what Hera's runner accepts, without Hera.
 
-PROTOTYPE for issue 15 (research branch ``speedresearch``): not wired into any template yet.
-
-Hera renders every step as ``python -m hera.workflows.runner -e steps.<x>:run`` with the script
-``source: '{{inputs.parameters}}'``; Argo's executor writes that source to a file and appends its
-path to the arguments. Hera's runner (hera 7.1.0, ``hera/workflows/_runner/util.py`` ``_run``)
-then imports all of ``hera.workflows`` (its generated Argo models, ``requests``, ``yaml``, …:
-0.6–1.4 s here) to call one function. This module does the same call for what our steps use,
-importing only the step's module and pydantic:
+Every step template runs it (issue 15): Hera's runner constructor renders the template
+(``source: '{{inputs.parameters}}'``, inputs from the function's signature), with this module in
+the arguments instead of ``hera.workflows.runner`` (:class:`workflows.common.StepRunner`); Argo's
+executor writes that source to a file and appends its path to the arguments. Hera's runner (hera
+7.1.0, ``hera/workflows/_runner/util.py`` ``_run``) imports all of ``hera.workflows`` (its
+generated Argo models, ``requests``, ``yaml``, …: 0.6–2 s of a pod's cold start here, bench/README.md)
+to call one function. This module does the same call for what our steps use, importing only the
+step's module and pydantic (tests/steps/test_entry.py runs every step through both and compares):
 
 ``python -m steps._entry -e MODULE:FUNCTION ARGS_PATH``
 

@@ -1,7 +1,8 @@
 """What every step needs from its runtime, without importing Hera.
 
-A step runs as ``python -m hera.workflows.runner -e steps.<module>:run ARGS.json``. Hera prints the
-return value (our pydantic output model, as JSON) as the template's ``result``; named output
+A step runs as ``python -m steps._entry -e steps.<module>:run ARGS.json`` (what Hera's runner
+accepts, without importing Hera: :mod:`steps._entry`). The entry prints the return value (our
+pydantic output model, as JSON, as Hera's runner does) as the template's ``result``; named output
 parameters are files under ``$hera__outputs_directory/parameters/<name>`` that the template
 declares with ``valueFrom.path`` (and a ``default`` for skipped steps). :func:`emit_outputs`
 writes those files from the output model, one per field, in kebab-case.
@@ -234,7 +235,7 @@ def step_entry(fn: F) -> F:
 
     Known errors (:class:`~steps.errors.ImagebumpError`) become one ``error`` record and their exit
     code (2 bad input, 75 transient); anything else an ``error`` record with the traceback and exit
-    3. ``functools.wraps`` keeps the signature, which Hera's runner reads to parse the inputs.
+    3. ``functools.wraps`` keeps the signature, which the entry (or Hera's runner) reads to parse the inputs.
     """
     step = _step_name(fn)
 

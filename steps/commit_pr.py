@@ -119,12 +119,12 @@ class CommitPrInput(BaseModel):
         Raises:
             ConfigError: naming the field and the fix.
         """
-        from steps import github as gh
+        from steps.repo_url import parse_repo_url
 
         file = PurePosixPath(plan.file)
         if file.is_absolute() or ".." in file.parts or not plan.file.strip():
             raise ConfigError(f"plan.file {plan.file!r} must be a relative path inside the repository")
-        gh.parse_repo_url(target.repo_url)  # https://HOST/OWNER/REPO, no credentials
+        parse_repo_url(target.repo_url)  # https://HOST/OWNER/REPO, no credentials
         return cls(target=target, plan=plan)
 
 
@@ -204,11 +204,12 @@ def _credentials(target: Target) -> "tuple[git.GitAuth | None, gh.GitHubSettings
     installation token when no git token is set. Both are validated here, before any I/O.
     """
     from steps import git
-    from steps import github as gh
 
     auth = git.GitAuth.from_env(write=True, required=False)
     settings = None
     if target.provider == "github" and (target.mode == "pr" or auth is None):
+        from steps import github as gh  # the API client (githubkit, httpx): only where the API is used
+
         settings = gh.GitHubSettings.from_env()  # ConfigError naming both ways when neither is set
     if auth is None and not (settings and settings.uses_app):
         git.GitAuth.from_env(write=True, required=True)  # raises the "no git token" ConfigError
@@ -234,10 +235,11 @@ def land(target: Target, plan: Plan) -> CommitPrOutput:
             branch=branch_name(target) if target.mode == "pr" else "",
         )
     from steps import git
-    from steps import github as gh
 
     auth, gh_settings = _credentials(target)
     if auth is None:
+        from steps import github as gh  # a GitHub App's installation token (the API) pushes
+
         assert gh_settings is not None
         auth = git.GitAuth(gh.installation_token(gh_settings))  # the App's token pushes too
     base = target.base_branch or plan.base_branch or git.default_branch(target.repo_url, auth=auth)

@@ -56,6 +56,7 @@ from githubkit.retry import RetryOption
 
 from steps.errors import ConfigError, ImagebumpError, PermissionDeniedError, TransientError
 from steps.redact import redact
+from steps.repo_url import parse_repo_url as parse_repo_url  # re-exported (it lives apart from githubkit)
 from steps.settings import read_secret
 
 log = logging.getLogger(__name__)
@@ -67,30 +68,6 @@ APP_ID_ENV = "IMAGEBUMP_GITHUB_APP_ID"
 APP_KEY_FILE_ENV = "IMAGEBUMP_GITHUB_APP_PRIVATE_KEY_FILE"
 APP_INSTALLATION_ENV = "IMAGEBUMP_GITHUB_APP_INSTALLATION_ID"
 USER_AGENT = "imagebump"
-
-
-# --------------------------------------------------------------------------- repository URLs
-
-_REPO_URL = re.compile(
-    r"^(?P<scheme>https?)://(?P<host>[^/@\s]+)/(?P<owner>[^/\s]+)/(?P<repo>[^/\s]+?)(?:\.git)?/?$"
-)
-
-
-def parse_repo_url(repo_url: str) -> tuple[str, str, str]:
-    """``https://HOST/OWNER/REPO[.git]`` → ``(host, owner, repo)``.
-
-    Raises:
-        ConfigError: the URL is not of that shape (credentials in the URL are refused too).
-    """
-    match = _REPO_URL.match(repo_url.strip())
-    if not match:
-        # Never echo a URL that may carry credentials.
-        shown = repo_url if "@" not in repo_url else "<url with credentials>"
-        raise ConfigError(
-            f"repository URL {shown!r} is not https://HOST/OWNER/REPO; "
-            "fix the rule's repository (no credentials, no extra path)"
-        )
-    return match["host"], match["owner"], match["repo"]
 
 
 # --------------------------------------------------------------------------- settings

@@ -197,7 +197,7 @@ def test_backup_export_wiring_follows_the_step_contract():
     cron = next(doc for _, doc in ARGO if doc["kind"] == "CronWorkflow")["spec"]["workflowSpec"]
     templates = {t["name"]: t for t in cron["templates"]}
     export = templates["backup-export"]
-    assert export["script"]["args"] == ["-m", "hera.workflows.runner", "-e", "steps.backup_export:run"]
+    assert export["script"]["args"] == ["-m", "steps._entry", "-e", "steps.backup_export:run"]
     inputs = {p["name"] for p in export["inputs"]["parameters"]}
     assert inputs == set(inspect.signature(backup_export.run).parameters)
     outputs = {p["name"] for p in export["outputs"]["parameters"]}

@@ -58,7 +58,7 @@ def _setting(name: str) -> Parameter:
 def _backup_export_template():
     return script(
         name="backup-export",
-        constructor="runner",
+        constructor=c.step_runner(),
         image=c.IMAGE,
         service_account_name=n.SA_BACKUP,
         outputs=c.outputs_of(backup_export.BackupExportOutput, {"counts": "{}", "deleted": "[]"}),

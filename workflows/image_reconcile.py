@@ -57,7 +57,7 @@ ENV_LABEL = "{{=inputs.parameters.env != '' ? inputs.parameters.env : 'none'}}"
 def _reconcile_template():
     return script(
         name="reconcile",
-        constructor="runner",
+        constructor=c.step_runner(),
         image=c.IMAGE,
         service_account_name=n.SA_ECR_READER,
         outputs=c.outputs_of(

@@ -109,7 +109,7 @@ def _env_input() -> Parameter:
 def _resolve_image_template():
     return script(
         name="resolve-image",
-        constructor="runner",
+        constructor=c.step_runner(),
         image=c.IMAGE,
         service_account_name=n.SA_ECR_READER,
         outputs=c.outputs_of(resolve_image.ResolveImageOutput, {"targets": "[]", "skipped": "[]"}),
@@ -134,7 +134,7 @@ def _resolve_image_template():
 def _edit_kustomize_template():
     return script(
         name="edit-kustomize",
-        constructor="runner",
+        constructor=c.step_runner(),
         image=c.IMAGE,
         service_account_name=n.SA_ECR_READER,
         inputs=[_env_input()],
@@ -176,7 +176,7 @@ def _edit_kustomize_template():
 def _commit_pr_template():
     return script(
         name="commit-pr",
-        constructor="runner",
+        constructor=c.step_runner(),
         image=c.IMAGE,
         service_account_name=n.SA_WORKFLOW,
         inputs=[_env_input()],

@@ -56,7 +56,7 @@ def test_every_ten_minutes_never_overlapping_with_a_starting_deadline(manifest):
 def test_the_sweep_reads_ecr_as_the_ecr_reader_with_the_optional_read_token(templates):
     sweep = templates["reconcile"]
     assert sweep["serviceAccountName"] == n.SA_ECR_READER
-    assert sweep["script"]["args"] == ["-m", "hera.workflows.runner", "-e", "steps.reconcile:run"]
+    assert sweep["script"]["args"] == ["-m", "steps._entry", "-e", "steps.reconcile:run"]
     env = {e["name"]: e.get("value") for e in sweep["script"]["env"]}
     assert env["IMAGEBUMP_GIT_READ_TOKEN_FILE"] == f"{n.GIT_READ_DIR}/token"
     assert "IMAGEBUMP_GIT_TOKEN_FILE" not in env  # never the write token

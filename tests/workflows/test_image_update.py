@@ -87,12 +87,14 @@ def test_mutex_is_keyed_by_repository_and_overlay(templates):
 
 
 @pytest.mark.parametrize("name", sorted(STEPS))
-def test_step_runs_the_step_function_through_hera_runner(templates, name):
+def test_step_runs_the_step_function_through_the_step_entry(templates, name):
     module, _ = STEPS[name]
     script = templates[name]["script"]
     assert script["image"] == imagebump.IMAGE
     assert script["command"] == ["python"]
-    assert script["args"] == ["-m", "hera.workflows.runner", "-e", f"{module.__name__}:run"]
+    # Hera's runner constructor (inputs, source, outputs) with our entry module (steps._entry).
+    assert script["args"] == ["-m", "steps._entry", "-e", f"{module.__name__}:run"]
+    assert script["source"] == "{{inputs.parameters}}"
     # Hera derived the inputs from the (functools.wraps-wrapped) signature.
     declared = {p["name"] for p in templates[name]["inputs"]["parameters"]}
     assert set(inspect.signature(module.run).parameters) <= declared

@@ -8,9 +8,9 @@ Argo: no scheduler, no persistence, no API. The pieces: :mod:`documents` (readin
 
 What each script template gets, mirroring its pod:
 
-* its own process running the template's own command (``python -m hera.workflows.runner -e
+* its own process running the template's own command (``python -m steps._entry -e
   steps.x:run <script>``; ``python`` is this interpreter) — forked from a warm interpreter that has
-  imported Hera's runner and the steps already (:mod:`.forkserver_client`; ``prefork=False`` or
+  imported the step entry and the steps already (:mod:`.forkserver_client`; ``prefork=False`` or
   ``IMAGEBUMP_LOCAL_PREFORK=0`` starts a new interpreter instead) — the rendered ``source`` (Hera's
   ``{{inputs.parameters}}``: the JSON list of ALL declared inputs, defaults included) written to
   ``<tmp>/mounts/argo/staging/script`` and appended to the arguments as Argo does;
@@ -116,7 +116,7 @@ class LocalExecutor:
         backoff_scale: multiplies every retry backoff (tests and the demo use e.g. 0.01 so a
             template's ``10s`` backoff does not make them wait minutes); 1.0 is Argo's timing.
         prefork: start ``python -m MODULE`` step processes by forking a warm interpreter that has
-            already imported Hera's runner and the steps' modules (the fork server,
+            already imported the step entry and the steps' modules (the fork server,
             :mod:`.forkserver_client`), not from scratch; each is still its own process with its own
             session, directory and environment. Default: on, unless ``IMAGEBUMP_LOCAL_PREFORK=0``.
         workflow_templates: rendered WorkflowTemplates (paths or YAML text) that ``templateRef``

@@ -264,9 +264,10 @@ def test_prefork_is_on_by_default_and_can_be_turned_off(monkeypatch, tmp_path: P
 
 
 def test_the_image_update_steps_and_their_lazy_imports_are_imported_ahead(tmp_path: Path) -> None:
-    """The zygote for the rendered ``image-update`` template imports Hera's runner, each step's
-    module and what each lists in ``LAZY_IMPORTS`` (boto3 …), so a forked step imports nothing
-    heavy itself; a fresh process, for contrast, starts with none of them."""
+    """The zygote for the rendered ``image-update`` template imports the step entry (steps._entry),
+    each step's module and what each lists in ``LAZY_IMPORTS`` (boto3 …), so a forked step imports
+    nothing heavy itself — and never all of ``hera.workflows`` (the executor is not a step, but the
+    interpreter steps are forked from is theirs); a fresh process, for contrast, starts with none of them."""
     template = ROOT / "manifests" / "workflows" / "image-update.yaml"
     executor = LocalExecutor(
         template,
@@ -277,13 +278,13 @@ def test_the_image_update_steps_and_their_lazy_imports_are_imported_ahead(tmp_pa
         secrets={"imagebump-git": {"token": "t0ken-unused"}, "imagebump-git-read": {"token": "t0ken-unused"}},
     )
     assert executor.preload_modules() == [
-        "hera.workflows.runner",
+        "steps._entry",
         "steps.resolve_image",
         "steps.edit_kustomize",
         "steps.commit_pr",
     ]
     zygote = ForkServerClient(sys.executable, str(ROOT), executor.preload_modules())
-    names = ["hera.workflows.runner", "steps.commit_pr", "steps.ecr", "steps.git", "boto3", "githubkit"]
+    names = ["steps._entry", "steps.commit_pr", "steps.ecr", "steps.git", "boto3", "githubkit"]
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)}
     try:
         outcome = zygote.run(
@@ -295,6 +296,13 @@ def test_the_image_update_steps_and_their_lazy_imports_are_imported_ahead(tmp_pa
         assert outcome.returncode == 0, outcome.stderr
         assert zygote.failed_preload == []
         assert json.loads(outcome.stdout) == dict.fromkeys(names, True)
+        hera = zygote.run(
+            [sys.executable, "-m", "tests.workflows.show_modules", "hera", "hera.workflows"],
+            cwd=str(tmp_path),
+            env=env,
+            timeout=60,
+        )
+        assert json.loads(hera.stdout) == {"hera": False, "hera.workflows": False}, hera.stderr
     finally:
         zygote.close()
     fresh = subprocess.run(

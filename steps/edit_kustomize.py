@@ -170,19 +170,37 @@ def decide(
 # --- gather: git and ECR ----------------------------------------------------------------------------
 
 
-def _ask_ecr(target: Target, keys: "list[ImageKey]") -> "dict[ImageKey, datetime | None]":
-    """ECR's push time of each image in ``keys`` (what a decision needs; nothing asked when empty)."""
-    if not keys:
-        return {}
-    from steps.ecr import describe_image
-    from steps.events import parse_repository_uri
+class _Ecr:
+    """ECR as this step asks it: one client, built on the first question and passed explicitly to
+    every lookup (the base's entry and, ``mode: pr``, the proposal branch's), never one per call.
 
-    account, region, repository = parse_repository_uri(target.image)
-    known: dict[ImageKey, datetime | None] = {}
-    for tag, digest in dict.fromkeys(keys):
-        found = describe_image(repository, region=region, registry_id=account, digest=digest, tag=tag)
-        known[(tag, digest)] = found.pushed_at if found else None
-    return known
+    The pushed image's own push time travels in the target (resolve-image asked ECR for it), so a
+    lookup here is for an image the overlay or the branch holds now.
+    """
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+        self.client = None
+        self.calls = 0
+
+    def ask(self, keys: "list[ImageKey]") -> "dict[ImageKey, datetime | None]":
+        """ECR's push time of each image in ``keys`` (nothing asked when empty)."""
+        if not keys:
+            return {}
+        from steps.ecr import describe_image, make_client
+        from steps.events import parse_repository_uri
+
+        account, region, repository = parse_repository_uri(self.target.image)
+        if self.client is None:
+            self.client = make_client(region)
+        known: dict[ImageKey, datetime | None] = {}
+        for tag, digest in dict.fromkeys(keys):
+            self.calls += 1
+            found = describe_image(
+                repository, region=region, registry_id=account, digest=digest, tag=tag, client=self.client
+            )
+            known[(tag, digest)] = found.pushed_at if found else None
+        return known
 
 
 def _read_overlay(repo, overlay: str) -> tuple[str, str]:
@@ -227,12 +245,13 @@ def run(target: Target) -> EditKustomizeOutput:
             auth=auth,
         )
         file, text = _read_overlay(repo, overlay)
-        known = _ask_ecr(target, lookups(target, find_entry(text, target, file)))
-        plan = decide(target, text, file, repo.head(), repo.branch, known)
+        ecr = _Ecr(target)
+        known = ecr.ask(lookups(target, find_entry(text, target, file)))
+        plan = decide(target, text, file, repo.cloned_head(), repo.branch, known)
         if target.mode == "pr" and plan.changed:
             branch = branch_name(target)
             proposed = branch_entry(repo, branch, plan.file, plan.image_name)
-            known = _ask_ecr(target, branch_lookups(target, plan, proposed))
+            known = ecr.ask(branch_lookups(target, plan, proposed))
             plan = against_branch(target, plan, branch, proposed, known)
     log.info(
         "%s [%s] at %s: %s%s",

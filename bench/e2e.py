@@ -188,11 +188,11 @@ def probe_phases(
     out["phases_s"] = {k: summary(v, 4) for k, v in phases.items()}
     # Put the probed overlay back to the initial image so later scenarios start from a known state.
     if image:
-        from bench.world import INITIAL_TAG, KUSTOMIZATION
+        from bench.world import INITIAL_TAG, overlay
 
         world.git.commit_files(
             "bench/monorepo",
-            {file: KUSTOMIZATION.format(image=image, tag=INITIAL_TAG)},
+            {file: overlay(image=image, tag=INITIAL_TAG)},
             "bench: reset probe overlay",
         )
     return out

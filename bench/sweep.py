@@ -22,7 +22,8 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from bench.world import BASE, KUSTOMIZATION, PROJECT_ROOT, REGION, digest_of, fast_import, image_uri
+from bench.world import BASE, PROJECT_ROOT, REGION, digest_of, fast_import, image_uri, overlay
+from imagebump.local import builders
 
 
 def _rules(account: str, prefix: str, git_url: str) -> str:
@@ -47,11 +48,7 @@ def _build(moto: Any, server: Any, n: int, log: Any) -> tuple[str, str]:
         account = ecr.create_repository(repositoryName=repository)["repository"]["registryId"]
         for tag in ("1.0.0", "1.1.0"):
             digest = digest_of(repository, tag)
-            manifest = (
-                '{"schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",'
-                f' "config": {{"digest": "{digest}", "size": 1, "mediaType": '
-                '"application/vnd.docker.container.image.v1+json"}, "layers": []}'
-            )
+            manifest = builders.image_manifest(digest)
             ecr.put_image(repositoryName=repository, imageManifest=manifest, imageTag=tag, imageDigest=digest)
     owner_repo = f"bench/gitops-{prefix}"
     server.create_repo(owner_repo, {"README.md": "init\n"})
@@ -61,9 +58,7 @@ def _build(moto: Any, server: Any, n: int, log: Any) -> tuple[str, str]:
         tag = "1.0.0" if i % 10 == 0 else "1.1.0"  # a tenth behind
         files[f"apps/{name}/base/kustomization.yaml"] = BASE
         for env in ("staging", "production"):
-            files[f"apps/{name}/overlays/{env}/kustomization.yaml"] = KUSTOMIZATION.format(
-                image=image, tag=tag
-            )
+            files[f"apps/{name}/overlays/{env}/kustomization.yaml"] = overlay(image=image, tag=tag)
     fast_import(server.bare_path(owner_repo), files, f"{n} services")
     log(
         f"[sweep] {n} ECR repositories (2 tags each) and {2 * n} overlays ready in "
@@ -77,9 +72,9 @@ def run_sweeps(
 ) -> list[dict[str, Any]]:
     """One world (moto + git server); per size: build, then ``reps`` dry-run sweeps."""
     from imagebump.commands.reconcile import build_executor, run_sweep
-    from imagebump.local.demo import quiet_request_logs
     from imagebump.local.git_server import GitHttpServer
     from imagebump.local.moto import moto_server
+    from imagebump.local.stack import quiet_request_logs
 
     rows = []
     with ExitStack() as stack:

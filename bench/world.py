@@ -15,8 +15,6 @@ directory. Nothing here asserts on time.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import secrets
 import subprocess
@@ -31,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from imagebump.local import builders
+
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = PROJECT_ROOT / "manifests" / "workflows" / "image-update.yaml"
 REGION = "us-west-2"
@@ -40,21 +40,18 @@ MONOREPO = f"{OWNER}/monorepo"
 OVERLAY = "apps/{app}/overlays/prod"
 INITIAL_TAG = "0.0.0"
 
-KUSTOMIZATION = """\
-apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-- ../../base
-images:
-- name: {image}
-  newTag: {tag}
-"""
-BASE = """\
-apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-- deployment.yaml
-"""
+#: An app's base; its overlay is :func:`overlay` (both from the shared builder).
+BASE = builders.kustomization(resources=["deployment.yaml"])
+
+
+def overlay(*, image: str, tag: str) -> str:
+    """An app overlay: ``../../base`` with one ``images`` entry."""
+    return builders.kustomization([(image, tag)])
+
+
+#: The overlay as a ``str.format`` template (``{image}``, ``{tag}``): kept for
+#: tests/e2e/test_burst_run_local.py until it calls :func:`overlay`; the same text.
+KUSTOMIZATION = overlay(image="IMAGE", tag="TAG").replace("IMAGE", "{image}").replace("TAG", "{tag}")
 
 
 def app_name(i: int) -> str:
@@ -105,11 +102,11 @@ def repo_files(
     for app in apps:
         files[f"apps/{app}/base/kustomization.yaml"] = BASE
         files[f"apps/{app}/base/deployment.yaml"] = f"# {app}\n"
-        files[f"{OVERLAY.format(app=app)}/kustomization.yaml"] = KUSTOMIZATION.format(
+        files[f"{OVERLAY.format(app=app)}/kustomization.yaml"] = overlay(
             image=image_uri(account, f"mono/{app}"), tag=INITIAL_TAG
         )
     for path, image in (extra_overlays or {}).items():
-        files[f"{path}/kustomization.yaml"] = KUSTOMIZATION.format(image=image, tag=INITIAL_TAG)
+        files[f"{path}/kustomization.yaml"] = overlay(image=image, tag=INITIAL_TAG)
     i = 0
     while len(files) < n_files:
         files[f"padding/dir{i // 100:04d}/file{i:06d}.yaml"] = filler(i)
@@ -122,28 +119,12 @@ def image_uri(account: str, repository: str) -> str:
 
 
 def digest_of(repository: str, tag: str) -> str:
-    return "sha256:" + hashlib.sha256(f"{repository}:{tag}".encode()).hexdigest()
+    return builders.digest_for(f"{repository}:{tag}")
 
 
 def ecr_event(account: str, repository: str, tag: str, digest: str) -> dict[str, Any]:
     """The raw EventBridge event of an ECR push (the SQS message body)."""
-    return {
-        "version": "0",
-        "id": str(uuid.uuid4()),
-        "detail-type": "ECR Image Action",
-        "source": "aws.ecr",
-        "account": account,
-        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "region": REGION,
-        "resources": [],
-        "detail": {
-            "result": "SUCCESS",
-            "repository-name": repository,
-            "image-digest": digest,
-            "action-type": "PUSH",
-            "image-tag": tag,
-        },
-    }
+    return builders.ecr_push_event(repository, digest, tag, account=account, region=REGION)
 
 
 @dataclass
@@ -181,20 +162,11 @@ class World:
         """``put_image`` into moto's ECR; returns (tag, digest)."""
         tag = tag or self.next_tag(repository)
         digest = digest_of(repository, tag)
-        manifest = json.dumps(
-            {
-                "schemaVersion": 2,
-                "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
-                "config": {
-                    "digest": digest,
-                    "size": 1,
-                    "mediaType": "application/vnd.docker.container.image.v1+json",
-                },
-                "layers": [],
-            }
-        )
         self.ecr.put_image(
-            repositoryName=repository, imageManifest=manifest, imageTag=tag, imageDigest=digest
+            repositoryName=repository,
+            imageManifest=builders.image_manifest(digest),
+            imageTag=tag,
+            imageDigest=digest,
         )
         return tag, digest
 
@@ -211,19 +183,7 @@ class World:
         events_client = self.events
         for i in range(0, len(events), 10):
             batch = events[i : i + 10]
-            response = events_client.put_events(
-                Entries=[
-                    {
-                        "Source": e["source"],
-                        "DetailType": e["detail-type"],
-                        "Detail": json.dumps(e["detail"]),
-                        "Resources": [
-                            f"arn:aws:ecr:{REGION}:{self.account}:repository/{e['detail']['repository-name']}"
-                        ],
-                    }
-                    for e in batch
-                ]
-            )
+            response = events_client.put_events(Entries=[builders.event_bridge_entry(e) for e in batch])
             if response.get("FailedEntryCount"):
                 raise RuntimeError(f"EventBridge refused events: {response['Entries']}")
             for e, entry in zip(batch, response["Entries"]):
@@ -308,9 +268,9 @@ def open_world(
         pr_apps: overlays ``apps/prNN`` updated in PR mode (ECR ``prmode/prNN``).
         log: progress printer.
     """
-    from imagebump.local.demo import deploy_stack, quiet_request_logs
     from imagebump.local.git_server import GitHttpServer
     from imagebump.local.moto import moto_server
+    from imagebump.local.stack import deploy_stack, quiet_request_logs
 
     with ExitStack() as stack:
         root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="imagebump-bench-")))

@@ -13,27 +13,26 @@ no namespace, Applications keep ``status`` and ``operation``) is read by :func:`
 sanitised exactly as our own objects are.
 
 Nothing here does I/O. Secret values never leave these functions except inside the archive
-bytes: :func:`diff_objects` and :func:`mask` replace them with ``***``.
+bytes. Where a namespace pattern matches: :mod:`steps.argocd_namespaces`; comparing an archived
+object with the live one: :mod:`steps.object_diff`.
 """
 
 from __future__ import annotations
 
 import base64
 import copy
-import difflib
 import gzip
 import hashlib
 import json
 import logging
-import re
 import zlib
 from collections import Counter
 from datetime import datetime
 from typing import Any
 
-import regex
 import yaml
 
+from steps.argocd_namespaces import CMD_PARAMS_CONFIG_MAP, is_literal
 from steps.errors import ConfigError
 from steps.kube import RESOURCES
 
@@ -60,11 +59,6 @@ PART_OF_ARGOCD = "argocd"
 ARGOCD_SECRET = "argocd-secret"
 #: Secrets taken by name (argocd-secret: isArgoCDSecret; the notifications secret: ours).
 NAMED_SECRETS = (ARGOCD_SECRET, "argocd-notifications-secret")
-CMD_PARAMS_CONFIG_MAP = "argocd-cmd-params-cm"
-#: Keys of argocd-cmd-params-cm naming the other namespaces (comma-separated globs or /regex/)
-#: whose Applications / ApplicationSets Argo CD manages (admin.go getAdditionalNamespaces).
-APPLICATION_NAMESPACES_KEY = "application.namespaces"
-APPLICATIONSET_NAMESPACES_KEY = "applicationsetcontroller.namespaces"
 CONFIG_MAPS = (
     "argocd-cm",
     "argocd-rbac-cm",
@@ -96,12 +90,6 @@ _SERVER_METADATA = (
     "ownerReferences",
 )
 _KIND_ORDER = {kind: i for i, kind in enumerate(RESOURCES)}
-_MASK = "***"
-_NAMESPACE_RE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
-#: A /regex/ namespace pattern gets this long to decide on one namespace name (≤ 63 characters);
-#: longer means catastrophic backtracking, refused rather than left to hang the step.
-_REGEX_TIMEOUT = 1.0
-
 Key = tuple[str, str, str]  # kind, namespace, name
 
 
@@ -134,116 +122,6 @@ def is_argocd_secret(obj: dict[str, Any]) -> bool:
         or annotations.get(MANAGED_BY_ANNOTATION) == MANAGED_BY_ARGOCD
         or labels.get(PART_OF_LABEL) == PART_OF_ARGOCD
     )
-
-
-def namespace_patterns(cmd_params: dict[str, Any] | None, setting: str) -> list[str]:
-    """The comma-separated patterns of ``setting`` in argocd-cmd-params-cm (blanks dropped)."""
-    data = (cmd_params or {}).get("data") or {}
-    return [p.strip() for p in str(data.get(setting) or "").split(",") if p.strip()]
-
-
-def is_literal(pattern: str) -> bool:
-    """A plain namespace name (no glob syntax, not a /regex/): RBAC can grant exactly it."""
-    return bool(_NAMESPACE_RE.fullmatch(pattern))
-
-
-def namespace_enabled(
-    namespace: str, argocd_namespace: str, patterns: list[str], *, setting: str = ""
-) -> bool:
-    """Argo CD's rule (util/security/application_namespaces.go IsNamespaceEnabled).
-
-    Argo CD's own namespace always; else a pattern matches: ``/RE/`` is a regular expression
-    searched anywhere in the name (util/glob/list.go MatchStringInList, util/regex: regexp2's
-    MatchString), anything else a glob over the whole name (gobwas/glob, no separators). A pattern
-    that does not compile matches nothing, as upstream (which logs and returns false).
-    """
-    if namespace == argocd_namespace:
-        return True
-    for pattern in patterns:
-        if len(pattern) > 1 and pattern.startswith("/") and pattern.endswith("/"):
-            if _regex_search(pattern, namespace, setting):
-                return True
-            continue
-        compiled = _glob(pattern)
-        if compiled is not None and compiled.fullmatch(namespace):
-            return True
-    return False
-
-
-def _regex_search(pattern: str, namespace: str, setting: str) -> bool:
-    try:
-        compiled = regex.compile(pattern[1:-1])
-    except (regex.error, ValueError, OverflowError):
-        log.warning("%s pattern %s is not a valid regular expression; it matches nothing", setting, pattern)
-        return False
-    try:
-        return compiled.search(namespace, timeout=_REGEX_TIMEOUT) is not None
-    except TimeoutError:
-        raise ConfigError(
-            f"{setting or 'namespace'} pattern {pattern} in {CMD_PARAMS_CONFIG_MAP} takes over "
-            f"{_REGEX_TIMEOUT:g} s on namespace {namespace!r} (catastrophic backtracking); simplify it"
-        ) from None
-
-
-def _glob(pattern: str) -> re.Pattern[str] | None:
-    """gobwas/glob syntax without separators: ``*``, ``?``, ``[abc]``, ``[!a-z]``, ``{a,b}``, ``\\x``.
-
-    Translated to a regular expression of literal characters, classes and alternations only (no
-    nested quantifiers), so matching is linear; None when the pattern is malformed.
-    """
-    out: list[str] = []
-    depth = 0
-    i, n = 0, len(pattern)
-    while i < n:
-        c = pattern[i]
-        if c == "\\":
-            if i + 1 >= n:
-                return None
-            out.append(re.escape(pattern[i + 1]))
-            i += 2
-            continue
-        if c == "*":
-            out.append(".*")
-        elif c == "?":
-            out.append(".")
-        elif c == "[":
-            end = pattern.find("]", i + 1)
-            if end == -1 or end == i + 1:
-                return None
-            body = pattern[i + 1 : end]
-            negate = body.startswith("!")
-            body = body[1:] if negate else body
-            if not body:
-                return None
-            parts = []
-            j = 0
-            while j < len(body):
-                if j + 2 < len(body) and body[j + 1] == "-":
-                    parts.append(f"{re.escape(body[j])}-{re.escape(body[j + 2])}")
-                    j += 3
-                else:
-                    parts.append(re.escape(body[j]))
-                    j += 1
-            out.append(f"[{'^' if negate else ''}{''.join(parts)}]")
-            i = end + 1
-            continue
-        elif c == "{":
-            depth += 1
-            out.append("(?:")
-        elif c == "}" and depth:
-            depth -= 1
-            out.append(")")
-        elif c == "," and depth:
-            out.append("|")
-        else:
-            out.append(re.escape(c))
-        i += 1
-    if depth:
-        return None
-    try:
-        return re.compile("".join(out), re.DOTALL)
-    except re.error:
-        return None
 
 
 # --- sanitising -----------------------------------------------------------------------------------
@@ -447,7 +325,7 @@ def _documents(text: str, what: str) -> list[dict[str, Any]]:
                 f"expected {RESOURCES[kind].api_version}; nothing was applied"
             )
         namespace = meta.get("namespace")
-        if namespace is not None and not (isinstance(namespace, str) and _NAMESPACE_RE.fullmatch(namespace)):
+        if namespace is not None and not (isinstance(namespace, str) and is_literal(namespace)):
             raise ConfigError(
                 f"{what}: document {i + 1} ({kind}/{name}) has an invalid namespace; nothing was applied"
             )
@@ -463,77 +341,3 @@ def retarget(obj: dict[str, Any], namespace: str) -> dict[str, Any]:
     moved = copy.deepcopy(obj)
     moved.setdefault("metadata", {})["namespace"] = namespace
     return moved
-
-
-# --- comparing ------------------------------------------------------------------------------------
-def mask(obj: dict[str, Any], *, changed: frozenset[str] | set[str] = frozenset()) -> dict[str, Any]:
-    """A copy whose Secret values are ``***`` (``*** (changed)`` for the keys in ``changed``)."""
-    if obj.get("kind") != "Secret":
-        return obj
-    masked = copy.deepcopy(obj)
-    for section in ("data", "stringData"):
-        values = masked.get(section)
-        if isinstance(values, dict):
-            masked[section] = {
-                k: f"{_MASK} (changed)" if f"{section}.{k}" in changed else _MASK for k in values
-            }
-    return masked
-
-
-def _secret_changes(live: dict[str, Any], desired: dict[str, Any]) -> set[str]:
-    changed = set()
-    for section in ("data", "stringData"):
-        a, b = live.get(section) or {}, desired.get(section) or {}
-        changed |= {f"{section}.{k}" for k in a.keys() & b.keys() if a[k] != b[k]}
-    return changed
-
-
-def diff_objects(live: dict[str, Any], desired: dict[str, Any]) -> list[str]:
-    """Unified diff lines from ``live`` to ``desired`` (both sanitised); [] when they are equal.
-
-    Every difference counts — a key, label or list entry only the live object has is a removal,
-    since a restore makes the object equal to the archive. Secret values are masked (a value
-    that changes is ``*** (changed)``; added and removed keys show only their names).
-    """
-    a, b = sanitise(live), sanitise(desired)
-    if a == b:
-        return []
-    changed = _secret_changes(a, b) if b.get("kind") == "Secret" else set()
-    a_text = yaml.safe_dump(mask(a), sort_keys=True, default_flow_style=False)
-    b_text = yaml.safe_dump(mask(b, changed=changed), sort_keys=True, default_flow_style=False)
-    return list(
-        difflib.unified_diff(a_text.splitlines(), b_text.splitlines(), "live", "archive", lineterm="", n=2)
-    )
-
-
-def replacement(desired: dict[str, Any], live: dict[str, Any]) -> dict[str, Any]:
-    """The full object to PUT so the live object becomes ``desired`` (a replace, not a merge).
-
-    What a backup never holds is kept as the live object has it: the server's metadata (uid,
-    resourceVersion — the update's precondition — creationTimestamp, generation, ownerReferences),
-    kubectl's last-applied annotation, and an Application's or ApplicationSet's ``status`` and an
-    Application's ``operation`` (server state: restore neither starts nor cancels a sync). An
-    AppProject's status is archive content (its project tokens) and is replaced like the spec.
-    """
-    obj = copy.deepcopy(desired)
-    meta = obj.setdefault("metadata", {})
-    live_meta = live.get("metadata") or {}
-    for name in (
-        "resourceVersion",
-        "uid",
-        "creationTimestamp",
-        "generation",
-        "ownerReferences",
-        "deletionTimestamp",
-        "deletionGracePeriodSeconds",
-    ):
-        if name in live_meta:
-            meta[name] = copy.deepcopy(live_meta[name])
-    last_applied = (live_meta.get("annotations") or {}).get(LAST_APPLIED)
-    if last_applied is not None:
-        meta.setdefault("annotations", {})[LAST_APPLIED] = last_applied
-    if obj.get("kind") in ("Application", "ApplicationSet"):
-        for name in ("status", "operation"):
-            if name in live and name not in obj:
-                obj[name] = copy.deepcopy(live[name])
-    return obj

@@ -111,3 +111,10 @@ class PullRequestExists(ImagebumpError):
 
 class RepositoryMissing(ImagebumpError):
     """An ECR repository that was listed a moment ago is gone (``RepositoryNotFoundException``)."""
+
+
+class ConflictError(TransientError):
+    """409: the object was changed (or created) since it was read; re-read it and try again.
+
+    Raised by :mod:`steps.kube` (Kubernetes API writes) and caught by :mod:`steps.restore`.
+    """

@@ -32,6 +32,11 @@ Secrets, AppProjects, ApplicationSets, Applications. Then prune: ApplicationSets
 Applications (their finalizers removed first, so Argo CD does not cascade-delete the workloads
 they deployed; as upstream's ``argocd admin import --prune``), AppProjects, Secrets. ConfigMaps
 are never pruned.
+
+**Layout.** Gather → decide → act: :func:`load` reads and checks the archive (S3 through
+:mod:`steps.s3`), :func:`plan` reads the live objects (:mod:`steps.live`), the pure
+:func:`steps.restore_plan.decide` says what to do with each, :func:`apply` does it, and
+:func:`steps.restore_report.render` writes the report. Never imports :mod:`steps.backup_export`.
 """
 
 from __future__ import annotations
@@ -39,59 +44,51 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from steps import archive, kube
-from steps.errors import ConfigError
+from steps import archive, kube, object_diff
+from steps import s3 as s3io
+from steps.errors import ConfigError, ConflictError
+from steps.live import collect_live
+from steps.restore_plan import (
+    CHANGE,
+    CREATE,
+    DEFAULT_NAMESPACE,
+    DELETE,
+    EXTRA,
+    UNCHANGED,
+    Entry,
+    Loaded,
+    Plan,
+    decide,
+    desired_objects,
+)
+from steps.restore_report import render
+
+__all__ = [  # the plan's types and decision live in steps.restore_plan; restore.CREATE etc. still work
+    "CHANGE",
+    "CREATE",
+    "DEFAULT_NAMESPACE",
+    "DELETE",
+    "EXTRA",
+    "UNCHANGED",
+    "Entry",
+    "Loaded",
+    "Plan",
+    "apply",
+    "decide",
+    "desired_objects",
+    "index_candidates",
+    "load",
+    "plan",
+    "render",
+    "restore",
+]
 
 log = logging.getLogger(__name__)
 
-CREATE, CHANGE, UNCHANGED, DELETE, EXTRA = "create", "change", "unchanged", "delete", "extra"
-DEFAULT_NAMESPACE = "argocd"
 _ATTEMPTS = 3
-
-
-@dataclass
-class Loaded:
-    """An archive read and checked: its objects (sanitised), its index (or None), its source."""
-
-    objects: list[dict[str, Any]]
-    index: dict[str, Any] | None
-    source: str
-    plain: bool = False  # a plain `argocd admin export` file: no index, nothing verified
-
-
-@dataclass
-class Entry:
-    kind: str
-    name: str
-    action: str
-    obj: dict[str, Any]
-    diff: list[str] = field(default_factory=list)
-    namespace: str = ""
-    live: dict[str, Any] | None = None
-
-    @property
-    def key(self) -> archive.Key:
-        return (self.kind, self.namespace, self.name)
-
-
-@dataclass
-class Plan:
-    namespace: str
-    entries: list[Entry] = field(default_factory=list)
-    prune: bool = False
-    unverified: str = ""
-
-    def count(self, action: str) -> int:
-        return sum(1 for e in self.entries if e.action == action)
-
-    def namespaces(self) -> list[str]:
-        """Every namespace the plan touches, Argo CD's first."""
-        others = sorted({e.namespace for e in self.entries} - {self.namespace})
-        return [self.namespace, *others]
 
 
 def index_candidates(name: str) -> list[str]:
@@ -101,14 +98,6 @@ def index_candidates(name: str) -> list[str]:
         out.append(name[: -len(".yaml.gz")] + ".index.json")
     out.append(name + ".index.json")
     return out
-
-
-def split_s3_url(url: str) -> tuple[str, str]:
-    rest = url[len("s3://") :]
-    bucket, _, key = rest.partition("/")
-    if not bucket or not key:
-        raise ConfigError(f"{url!r} is not an s3://BUCKET/KEY URL of a backup archive")
-    return bucket, key
 
 
 def load(source: str, *, s3: Any = None, verify: bool = True) -> Loaded:
@@ -150,47 +139,14 @@ def _read_file(source: str) -> tuple[bytes, bytes | None, str]:
 
 
 def _read_s3(source: str, s3: Any) -> tuple[bytes, bytes | None, str]:
-    from botocore.exceptions import ClientError
-
-    from steps.backup_export import s3_error
-
-    bucket, key = split_s3_url(source)
-    try:
-        data = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
-    except ClientError as exc:
-        raise s3_error(exc, bucket=bucket, key=key, action="read") from None
+    bucket, key = s3io.split_url(source)
+    data = s3io.read(s3, bucket, key)
+    assert data is not None  # not missing_ok: a missing archive raised
     for candidate in index_candidates(key):
-        try:
-            text = s3.get_object(Bucket=bucket, Key=candidate)["Body"].read()
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
-                continue
-            raise s3_error(exc, bucket=bucket, key=candidate, action="read") from None
-        return data, text, f"s3://{bucket}/{candidate}"
+        text = s3io.read(s3, bucket, candidate, missing_ok=True)
+        if text is not None:
+            return data, text, f"s3://{bucket}/{candidate}"
     return data, None, ""
-
-
-def desired_objects(
-    loaded: Loaded, namespace: str | None = None
-) -> tuple[str, dict[archive.Key, dict[str, Any]]]:
-    """Argo CD's target namespace and the archive's objects as they should be live, by key."""
-    if namespace is not None and not archive.is_literal(namespace):
-        raise ConfigError(
-            f"namespace {namespace!r} is not a valid Kubernetes namespace name; pass --namespace NAME"
-        )
-    source_ns = _source_namespace(loaded)
-    target = namespace or source_ns or DEFAULT_NAMESPACE
-    desired: dict[archive.Key, dict[str, Any]] = {}
-    for obj in loaded.objects:
-        ns = (obj.get("metadata") or {}).get("namespace")
-        if not ns or ns == source_ns:
-            obj = archive.retarget(obj, target)
-        obj = archive.with_project_tokens(obj)
-        k = archive.key(obj)
-        if k in desired:
-            raise ConfigError(f"archive {loaded.source} holds {archive.show(k)} twice; nothing was applied")
-        desired[k] = obj
-    return target, desired
 
 
 def plan(
@@ -202,8 +158,6 @@ def plan(
     page_size: int = kube.DEFAULT_PAGE_SIZE,
 ) -> Plan:
     """What a restore would do, object by object (reads the cluster, writes nothing)."""
-    from steps.backup_export import collect_live
-
     target, desired = desired_objects(loaded, namespace)
     result = Plan(namespace=target, prune=prune)
     if loaded.plain:
@@ -212,109 +166,13 @@ def plan(
             "its objects were sanitised as an imagebump archive's are (no operation, no status but "
             "project tokens, no server fields)"
         )
-    for k, obj in sorted(desired.items(), key=lambda item: archive.sort_key(item[1])):
-        kind, ns, name = k
-        live = api.get(kube.resource_for(kind), ns, name)
-        if live is None:
-            result.entries.append(Entry(kind, name, CREATE, obj, namespace=ns))
-            continue
-        diff = archive.diff_objects(live, obj)
-        result.entries.append(
-            Entry(kind, name, CHANGE if diff else UNCHANGED, obj, diff, namespace=ns, live=live)
-        )
+    # gather: each archived object's live twin, and the live objects of the pruned kinds
+    live = {k: api.get(kube.resource_for(k[0]), k[1], k[2]) for k in desired}
     params = desired.get(("ConfigMap", target, archive.CMD_PARAMS_CONFIG_MAP))
-    extras = [
-        o
-        for o in collect_live(api, target, kinds=archive.PRUNE_ORDER, cmd_params=params, page_size=page_size)
-        if archive.key(o) not in desired
-    ]
-    for live in sorted(extras, key=_prune_key):
-        kind, ns, name = archive.key(live)
-        result.entries.append(Entry(kind, name, DELETE if prune else EXTRA, live, namespace=ns, live=live))
+    others = collect_live(api, target, kinds=archive.PRUNE_ORDER, cmd_params=params, page_size=page_size)
+    # decide (pure)
+    result.entries = decide(desired, live, others, prune=prune)
     return result
-
-
-def _prune_key(obj: dict[str, Any]) -> tuple[int, str, str]:
-    kind, ns, name = archive.key(obj)
-    return (archive.PRUNE_ORDER.index(kind), ns, name)
-
-
-def _source_namespace(loaded: Loaded) -> str | None:
-    """The archive's Argo CD namespace: the index's; else that of its ConfigMaps/Secrets/projects.
-
-    None for a plain export, whose objects of Argo CD's namespace name no namespace.
-    """
-    if loaded.index and loaded.index.get("namespace"):
-        return str(loaded.index["namespace"])
-    for obj in loaded.objects:
-        ns = (obj.get("metadata") or {}).get("namespace")
-        if obj.get("kind") in ("ConfigMap", "Secret", "AppProject") and ns:
-            return str(ns)
-    if loaded.plain:
-        return None
-    raise ConfigError(f"archive {loaded.source} names no namespace; pass --namespace NS")
-
-
-_VERBS = {
-    False: {
-        CREATE: "would create",
-        CHANGE: "would change",
-        UNCHANGED: "unchanged",
-        DELETE: "would delete",
-        EXTRA: "not in archive",
-    },
-    True: {
-        CREATE: "created",
-        CHANGE: "changed",
-        UNCHANGED: "unchanged",
-        DELETE: "deleted",
-        EXTRA: "not in archive",
-    },
-}
-
-
-def render(result: Plan, *, applied: bool = False) -> str:
-    """Human-readable report of a plan: one line per object, diffs indented, a summary line."""
-    lines = [result.unverified] if result.unverified else []
-    verbs = _VERBS[applied]
-    for entry in result.entries:
-        line = f"{verbs[entry.action]:>14}  {archive.show(entry.key)}"
-        finalizers = ((entry.live or {}).get("metadata") or {}).get("finalizers")
-        if entry.action == DELETE and entry.kind == "Application" and finalizers:
-            line += f" (finalizers {', '.join(finalizers)} removed first: its resources stay)"
-        elif entry.action == DELETE and entry.kind == "ApplicationSet":
-            line += " (its Applications are orphaned, not deleted)"
-        elif entry.action == EXTRA:
-            line += " (kept; --prune deletes it)"
-        lines.append(line)
-        lines.extend(f"                {line}" for line in entry.diff)
-    others = result.namespaces()[1:]
-    where = f"in namespace {result.namespace}" + (f" (and {', '.join(others)})" if others else "")
-    extra = result.count(EXTRA)
-    if applied:
-        parts = [
-            f"{result.count(CREATE)} created",
-            f"{result.count(CHANGE)} changed",
-            f"{result.count(UNCHANGED)} unchanged",
-        ]
-        if result.prune:
-            parts.append(f"{result.count(DELETE)} deleted")
-        if extra:
-            parts.append(f"{extra} not in the archive (kept)")
-        summary = f"applied: {', '.join(parts)} {where}"
-    else:
-        parts = [
-            f"{result.count(CREATE)} to create",
-            f"{result.count(CHANGE)} to change",
-            f"{result.count(UNCHANGED)} unchanged",
-        ]
-        if result.prune:
-            parts.append(f"{result.count(DELETE)} to delete")
-        if extra:
-            parts.append(f"{extra} not in the archive (kept; pass --prune to delete)")
-        summary = f"dry run: {', '.join(parts)} {where}; pass --apply to apply"
-    lines.append(summary)
-    return "\n".join(lines)
 
 
 def apply(api: kube.KubeApi, result: Plan, *, on_applied: Callable[[Entry], None] | None = None) -> int:
@@ -344,10 +202,10 @@ def _make_equal(api: kube.KubeApi, entry: Entry) -> None:
         try:
             if live is None:
                 api.create(resource, entry.namespace, entry.obj)
-            elif archive.diff_objects(live, entry.obj):
-                api.replace(resource, entry.namespace, archive.replacement(entry.obj, live))
+            elif object_diff.diff_objects(live, entry.obj):
+                api.replace(resource, entry.namespace, object_diff.replacement(entry.obj, live))
             return
-        except kube.ConflictError:
+        except ConflictError:
             if attempt == _ATTEMPTS - 1:
                 raise
             live = api.get(resource, entry.namespace, entry.name)
@@ -374,7 +232,7 @@ def _prune(api: kube.KubeApi, entry: Entry) -> None:
                 propagation="Orphan" if entry.kind == "ApplicationSet" else None,
             )
             return
-        except kube.ConflictError:
+        except ConflictError:
             if attempt == _ATTEMPTS - 1:
                 raise
             live = api.get(resource, entry.namespace, entry.name)

@@ -121,3 +121,25 @@ def test_the_rules_can_fail() -> None:
     assert "workflows.local.interpreter" in _closure("workflows.local.executor")
     assert "hera.workflows" in _closure("workflows.common")
     assert "workflows.local.executor" in _closure("workflows.local_executor")
+
+
+STEPS = _modules("steps", recursive=True)
+
+
+@pytest.mark.parametrize("module", STEPS)
+def test_steps_import_nothing_above_them(module: str) -> None:
+    """``steps/`` is the bottom layer: it never imports the CLI, the declarations or the sensors."""
+    above = sorted(m for m in _closure(module) if m.split(".")[0] in {"imagebump", "workflows", "sensors"})
+    assert not above, f"{module} imports {above}"
+
+
+@pytest.mark.parametrize(
+    "package",
+    sorted({_module_of(p) for pkg in PACKAGES for p in (ROOT / pkg).rglob("__init__.py")} | {"bench"}),
+)
+def test_every_package_says_what_lives_there(package: str) -> None:
+    """Each package's docstring is a paragraph (what lives there and what it may import)."""
+    path = _file_of(package)
+    assert path is not None
+    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+    assert len(doc.split()) >= 12, f"{package}: its __init__ needs a docstring saying what lives there"

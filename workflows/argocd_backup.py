@@ -16,12 +16,11 @@ ConfigMap, the key and the label (argo-workflows v4.0.10 workflow/controller/ope
 
 from __future__ import annotations
 
-import inspect
-
 from hera.workflows import CronWorkflow, Parameter, Steps, script
 from hera.workflows import models as m
 
 from steps import backup_export
+from steps.backup_settings import DEFAULTS, BackupSettings
 from workflows import common as c
 from workflows import names as n
 
@@ -29,7 +28,7 @@ NAME = n.ARGOCD_BACKUP
 SCHEDULE = "17 3 * * *"  # 03:17 UTC daily: off the hour, when schedulers pile up
 
 #: backup_export.run argument → key in the ConfigMap (same spelling, so the mapping is obvious).
-SETTINGS = ("bucket", "prefix", "cluster", "namespace", "kms_key_id", "keep", "keep_days")
+SETTINGS = tuple(BackupSettings.model_fields)
 
 #: Settings that must be set in the ConfigMap: no default, so a missing one fails the Workflow at start.
 REQUIRED = ("bucket",)
@@ -37,8 +36,7 @@ REQUIRED = ("bucket",)
 
 def setting_defaults() -> dict[str, str]:
     """``valueFrom.default`` of each optional setting: :func:`steps.backup_export.run`'s own default."""
-    signature = inspect.signature(backup_export.run).parameters
-    return {name: str(signature[name].default) for name in SETTINGS if name not in REQUIRED}
+    return {name: str(DEFAULTS[name]) for name in SETTINGS if name not in REQUIRED}
 
 
 def _setting(name: str) -> Parameter:
@@ -117,11 +115,6 @@ def settings_configmap() -> dict:
         },
         "data": {
             "bucket": "CHANGE-ME-imagebump-backups",
-            "prefix": "argocd-backups",
-            "cluster": "in-cluster",
-            "namespace": n.ARGOCD_NAMESPACE,
-            "kms_key_id": "",
-            "keep": "30",
-            "keep_days": "0",
+            **setting_defaults(),
         },
     }

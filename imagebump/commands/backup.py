@@ -21,6 +21,30 @@ examples:
 """
 
 
+#: The flags that are backup settings (``--kms-key-id`` → ``kms_key_id``).
+SETTINGS = ("bucket", "prefix", "cluster", "namespace", "kms_key_id", "keep", "keep_days")
+
+
+class _Help(argparse.RawDescriptionHelpFormatter):
+    """Shows each setting's default from :class:`steps.backup_settings.BackupSettings`, read only when
+    help is printed."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = super()._get_help_string(action) or ""
+        if action.dest in SETTINGS and "%(default)s" in text:
+            from steps.backup_settings import DEFAULTS
+
+            text = text.replace("%(default)s", str(DEFAULTS[action.dest]))
+        return text
+
+
+def settings_of(args: argparse.Namespace):
+    """The :class:`~steps.backup_settings.BackupSettings` the flags give (unset flags: its defaults)."""
+    from steps.backup_settings import BackupSettings
+
+    return BackupSettings.parse(**{n: getattr(args, n) for n in SETTINGS if getattr(args, n) is not None})
+
+
 def add_parser(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "backup",
@@ -30,18 +54,20 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "server-side-encrypted archive at s3://BUCKET/PREFIX/CLUSTER/YYYY/MM/DD/HHMMSSZ.yaml.gz (never "
         "overwriting), with an index beside it; then delete archives beyond the retention.",
         epilog=EXAMPLE,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_Help,
     )
     parser.add_argument("--bucket", required=True, help="S3 bucket to write to")
-    parser.add_argument("--prefix", default="argocd-backups", help="key prefix (default: %(default)s)")
+    # Defaults are BackupSettings' (steps.backup_settings), filled in by `run` and shown by _Help, so
+    # building the parser does not import pydantic (every `imagebump` invocation builds it).
+    parser.add_argument("--prefix", help="key prefix (default: %(default)s)")
+    parser.add_argument("--cluster", help="cluster name in the key (default: %(default)s)")
+    parser.add_argument("--namespace", help="Argo CD's namespace (default: %(default)s)")
+    parser.add_argument("--kms-key-id", help="KMS key for SSE-KMS (default: SSE-S3, AES256)")
     parser.add_argument(
-        "--cluster", default="in-cluster", help="cluster name in the key (default: %(default)s)"
+        "--keep", type=int, help="keep the newest N archives (0: no count rule; default: %(default)s)"
     )
-    parser.add_argument("--namespace", default="argocd", help="Argo CD's namespace (default: %(default)s)")
-    parser.add_argument("--kms-key-id", default="", help="KMS key for SSE-KMS (default: SSE-S3, AES256)")
-    parser.add_argument("--keep", type=int, default=30, help="keep the newest N archives (0: no count rule)")
     parser.add_argument(
-        "--keep-days", type=int, default=0, help="keep archives newer than D days (0: no age rule)"
+        "--keep-days", type=int, help="keep archives newer than D days (0: no age rule; default: %(default)s)"
     )
     parser.add_argument("--context", default=None, help="kubeconfig context (default: the current one)")
     parser.add_argument("--profile", default=None, help="AWS profile (default: the standard AWS environment)")
@@ -65,20 +91,11 @@ def s3_client(profile: str | None):
 
 
 def run(args: argparse.Namespace) -> int:
-    from steps import backup_export, kube
+    from steps import backup_export, kube_client
 
-    api = kube.KubernetesApi.from_config(context=args.context)
-    out = backup_export.export_backup(
-        api=api,
-        s3=s3_client(args.profile),
-        bucket=args.bucket,
-        prefix=args.prefix,
-        cluster=args.cluster,
-        namespace=args.namespace,
-        kms_key_id=args.kms_key_id,
-        keep=args.keep,
-        keep_days=args.keep_days,
-    )
+    settings = settings_of(args)  # bad input is refused before the cluster or S3 is reached
+    api = kube_client.KubernetesApi.from_config(context=args.context)
+    out = backup_export.export_backup(api=api, s3=s3_client(args.profile), settings=settings)
     print(f"wrote {out.url}")
     print(f"index {out.index_url}")
     print(f"sha256 {out.sha256}")

@@ -77,12 +77,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from imagebump.commands.backup import s3_client
-    from steps import kube, restore
+    from steps import kube_client, restore
 
     s3 = s3_client(args.profile) if args.source.startswith("s3://") else None
     _, report = restore.restore(
         args.source,
-        api_factory=lambda: kube.KubernetesApi.from_config(context=args.context),
+        api_factory=lambda: kube_client.KubernetesApi.from_config(context=args.context),
         s3=s3,
         do_apply=args.apply,
         namespace=args.namespace,

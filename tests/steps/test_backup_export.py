@@ -2,7 +2,7 @@
 
 The Kubernetes side is :mod:`tests.fakes.kube` — an in-memory fake of the narrow surface we use
 (paged list, get, server-side apply), served on 127.0.0.1 so the real adapter
-(:class:`steps.kube.KubernetesApi`, the official client loaded from a kubeconfig) does the
+(:class:`steps.kube_client.KubernetesApi`, the official client loaded from a kubeconfig) does the
 talking. A fake because no API server runs here and kmock 0.8 lacks paging, label selectors and
 server-side apply. S3 is moto's real server (conditional puts, SSE headers, listing, deletes).
 """
@@ -28,7 +28,8 @@ import yaml
 from botocore.exceptions import ClientError
 
 from imagebump import __version__
-from steps import archive, backup_export, kube
+from steps import archive, argocd_namespaces, backup_export, kube, kube_client, retention
+from steps import s3 as s3io
 from steps.errors import ConfigError, PermissionDeniedError, TransientError
 from tests.fakes.kube import (
     BACKED_UP_SECRETS,
@@ -85,8 +86,8 @@ def kubeconfig(kube_server: FakeKubeServer, tmp_path: Path) -> Path:
 
 
 @pytest.fixture()
-def api(kubeconfig: Path) -> kube.KubernetesApi:
-    return kube.KubernetesApi.from_config(kubeconfig=str(kubeconfig))
+def api(kubeconfig: Path) -> kube_client.KubernetesApi:
+    return kube_client.KubernetesApi.from_config(kubeconfig=str(kubeconfig))
 
 
 def _objects(s3, bucket: str, key: str) -> list[dict]:
@@ -253,7 +254,7 @@ NAMESPACE_MATCHING = [
     ("namespace", "patterns", "enabled", "why"), NAMESPACE_MATCHING, ids=[w for *_, w in NAMESPACE_MATCHING]
 )
 def test_namespace_matching_follows_argo_cd(namespace, patterns, enabled, why):
-    assert archive.namespace_enabled(namespace, "argocd", patterns) is enabled, why
+    assert argocd_namespaces.namespace_enabled(namespace, "argocd", patterns) is enabled, why
 
 
 def test_namespace_patterns_are_read_as_argo_cd_reads_them():
@@ -264,14 +265,16 @@ def test_namespace_patterns_are_read_as_argo_cd_reads_them():
             "applicationsetcontroller.namespaces": "",
         }
     }
-    assert archive.namespace_patterns(cm, "application.namespaces") == ["team-a", "team-*", "/^x/"]
-    assert archive.namespace_patterns(cm, "applicationsetcontroller.namespaces") == []
-    assert archive.namespace_patterns(None, "application.namespaces") == []
+    assert argocd_namespaces.namespace_patterns(cm, "application.namespaces") == ["team-a", "team-*", "/^x/"]
+    assert argocd_namespaces.namespace_patterns(cm, "applicationsetcontroller.namespaces") == []
+    assert argocd_namespaces.namespace_patterns(None, "application.namespaces") == []
 
 
 def test_a_catastrophic_namespace_regex_is_refused_not_left_to_hang():
     with pytest.raises(ConfigError, match=r"application.namespaces pattern /\^\(a\|aa\)\+\$/ .*simplify it"):
-        archive.namespace_enabled("a" * 55 + "!", "argocd", ["/^(a|aa)+$/"], setting="application.namespaces")
+        argocd_namespaces.namespace_enabled(
+            "a" * 55 + "!", "argocd", ["/^(a|aa)+$/"], setting="application.namespaces"
+        )
 
 
 def test_archive_bytes_are_deterministic(api, s3, bucket):
@@ -381,7 +384,7 @@ KEYS = [f"p/c/2026/01/{d:02d}/120000Z.yaml.gz" for d in (1, 10, 20, 30)] + [
     ],
 )
 def test_select_expired(keep, keep_days, protect, expected):
-    got = backup_export.select_expired(KEYS, keep=keep, keep_days=keep_days, now=NOW, protect=protect)
+    got = retention.select_expired(KEYS, keep=keep, keep_days=keep_days, now=NOW, protect=protect)
     assert sorted(got) == sorted(expected)
 
 
@@ -469,7 +472,7 @@ def _client_error(code: str, message: str = "", status: int = 400) -> ClientErro
     ],
 )
 def test_s3_errors_name_bucket_or_key(error, kms, kind, text):
-    exc = backup_export.s3_error(error, bucket="b", key="x/y.yaml.gz", action="write", kms_key_id=kms)
+    exc = s3io.s3_error(error, bucket="b", key="x/y.yaml.gz", action="write", kms_key_id=kms)
     assert type(exc) is kind
     assert text in str(exc)
 

@@ -1,4 +1,4 @@
-"""The real-client adapter (steps.kube.KubernetesApi) against the FAKE API server over HTTP.
+"""The real-client adapter (steps.kube_client.KubernetesApi) against the FAKE API server over HTTP.
 
 :mod:`tests.fakes.kube` stands in for the API server (no real one runs here; kmock 0.8 lacks
 paging, selectors and server-side apply). These tests check what the official client puts on the
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from steps import kube
+from steps import kube, kube_client
 from steps.errors import ConfigError, PermissionDeniedError, TransientError
 from tests.fakes.kube import FakeKube, FakeKubeServer, seeded
 
@@ -30,8 +30,8 @@ def server(fake: FakeKube) -> Iterator[FakeKubeServer]:
 
 
 @pytest.fixture()
-def api(server: FakeKubeServer, tmp_path: Path) -> kube.KubernetesApi:
-    return kube.KubernetesApi.from_config(kubeconfig=str(server.write_kubeconfig(tmp_path / "kc")))
+def api(server: FakeKubeServer, tmp_path: Path) -> kube_client.KubernetesApi:
+    return kube_client.KubernetesApi.from_config(kubeconfig=str(server.write_kubeconfig(tmp_path / "kc")))
 
 
 def test_list_sends_selector_limit_continue_and_token(api, server):
@@ -197,7 +197,7 @@ def test_unreachable_api_server_is_transient(tmp_path):
         f"clusters: [{{name: x, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\n"
         "users: [{name: x, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: x, user: x}}]\n"
     )
-    api = kube.KubernetesApi.from_config(kubeconfig=str(kc))
+    api = kube_client.KubernetesApi.from_config(kubeconfig=str(kc))
     with pytest.raises(TransientError, match="API server unreachable"):
         api.list(kube.SECRET, "argocd")
 
@@ -205,6 +205,6 @@ def test_unreachable_api_server_is_transient(tmp_path):
 def test_bad_kubeconfig_or_context_is_a_config_error(tmp_path, server):
     kc = server.write_kubeconfig(tmp_path / "kc")
     with pytest.raises(ConfigError, match="context 'nope'"):
-        kube.KubernetesApi.from_config(context="nope", kubeconfig=str(kc))
+        kube_client.KubernetesApi.from_config(context="nope", kubeconfig=str(kc))
     with pytest.raises(ConfigError, match="cannot load Kubernetes configuration"):
-        kube.KubernetesApi.from_config(kubeconfig=str(tmp_path / "missing"))
+        kube_client.KubernetesApi.from_config(kubeconfig=str(tmp_path / "missing"))

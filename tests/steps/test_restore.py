@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from steps import archive, backup_export, kube, restore
+from steps import archive, backup_export, kube, kube_client, object_diff, restore
+from steps import s3 as s3io
 from steps.errors import ConfigError, PermissionDeniedError
 from tests.fakes.kube import BACKED_UP_SECRETS, SECRET_VALUES, FakeKube, FakeKubeServer, seeded
 
@@ -34,11 +35,11 @@ TOTAL = (
 class Cluster:
     """A fake API server plus a real adapter pointed at it."""
 
-    def __init__(self, fake: FakeKube, server: FakeKubeServer, api: kube.KubernetesApi) -> None:
+    def __init__(self, fake: FakeKube, server: FakeKubeServer, api: kube_client.KubernetesApi) -> None:
         self.fake, self.server, self.api = fake, server, api
         self.factory_calls = 0
 
-    def factory(self) -> kube.KubernetesApi:
+    def factory(self) -> kube_client.KubernetesApi:
         self.factory_calls += 1
         return self.api
 
@@ -49,7 +50,9 @@ class Cluster:
 
 def _cluster(fake: FakeKube, tmp_path: Path, name: str) -> Iterator[Cluster]:
     with FakeKubeServer(fake) as server:
-        api = kube.KubernetesApi.from_config(kubeconfig=str(server.write_kubeconfig(tmp_path / f"kc-{name}")))
+        api = kube_client.KubernetesApi.from_config(
+            kubeconfig=str(server.write_kubeconfig(tmp_path / f"kc-{name}"))
+        )
         yield Cluster(fake, server, api)
 
 
@@ -76,7 +79,7 @@ def backup(source, s3, request) -> backup_export.BackupExportOutput:
 
 
 def _key(url: str) -> tuple[str, str]:
-    return restore.split_s3_url(url)
+    return s3io.split_url(url)
 
 
 def _backed_up(fake: FakeKube) -> list[dict]:
@@ -275,8 +278,8 @@ def test_diff_objects_masks_secrets_and_is_empty_for_equal_objects():
         "metadata": {"name": "s", "uid": "1", "resourceVersion": "9"},
         "data": {"k": "c2VjcmV0"},
     }
-    assert archive.diff_objects(live, {**live, "metadata": {"name": "s"}}) == []
-    lines = archive.diff_objects(live, {**live, "data": {"k": "b3RoZXI="}})
+    assert object_diff.diff_objects(live, {**live, "metadata": {"name": "s"}}) == []
+    lines = object_diff.diff_objects(live, {**live, "data": {"k": "b3RoZXI="}})
     assert "-  k: '***'" in lines and "+  k: '*** (changed)'" in lines
     assert not any("c2VjcmV0" in x or "b3RoZXI=" in x for x in lines)
 

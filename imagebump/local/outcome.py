@@ -1,0 +1,200 @@
+"""Reading a finished ``image-update`` workflow: what each target's steps did. Pure.
+
+The executor's result is a list of nodes (template, name, phase, outputs, duration); a target's
+nodes carry ``.update-target(i)`` in their name (:func:`target_nodes`). :func:`target_results`
+and :func:`failure_details` feed the demo's report; :func:`progress_line` is ``imagebump run
+--local``'s one line per event. Imports nothing of the project.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+STEP_TEMPLATES = ("resolve-image", "edit-kustomize", "commit-pr")
+
+
+def node(result: Any, template: str) -> Any:
+    """The first node of ``template`` (e.g. ``resolve-image``), or None."""
+    return next((n for n in result.nodes if n.template == template), None)
+
+
+def targets(result: Any) -> list[dict[str, Any]]:
+    """The targets resolve-image output ([] when it did not succeed or its output is not JSON)."""
+    resolve = node(result, "resolve-image")
+    if resolve is None:
+        return []
+    try:
+        found = json.loads(resolve.outputs.get("targets") or "[]")
+    except ValueError:
+        return []
+    return found if isinstance(found, list) else []
+
+
+def in_target(name: str, index: int) -> bool:
+    """Whether the node ``name`` belongs to target ``index`` (``….update-target(i)`` or below it)."""
+    prefix = f".update-target({index})"
+    return prefix + "." in name or name.endswith(prefix)
+
+
+def target_nodes(result: Any, index: int) -> dict[str, Any]:
+    """Target ``index``'s step nodes by template (``edit-kustomize``, ``commit-pr``)."""
+    return {n.template: n for n in result.nodes if in_target(n.name, index) and n.template in STEP_TEMPLATES}
+
+
+def image_label(event: dict[str, Any]) -> str:
+    """``team/api:1.4.2`` (or ``team/api@sha256:…`` for a push without a tag) from a push event."""
+    detail = event.get("detail") if isinstance(event.get("detail"), dict) else {}
+    repo = detail.get("repository-name") or "?"
+    if detail.get("image-tag"):
+        return f"{repo}:{detail['image-tag']}"
+    digest = detail.get("image-digest") or ""
+    return f"{repo}@{digest[:19]}…" if digest else repo
+
+
+@dataclass
+class TargetResult:
+    """One target of one workflow: what the rule said and what the steps did."""
+
+    env: str
+    repo_url: str
+    path: str
+    mode: str
+    provider: str
+    decision: str = ""
+    reason: str = ""
+    action: str = ""
+    commit_sha: str = ""
+    branch: str = ""
+    pr_url: str = ""
+    phase: str = ""
+    message: str = ""
+    steps: dict[str, float] = field(default_factory=dict)
+
+
+def target_results(result: Any) -> list[TargetResult]:
+    """The targets resolve-image output, each with its edit-kustomize / commit-pr outcome."""
+    resolve = node(result, "resolve-image")
+    if resolve is None or resolve.phase != "Succeeded":
+        return []
+    out = []
+    for i, t in enumerate(targets(result)):
+        nodes = target_nodes(result, i)
+        tr = TargetResult(
+            env=t.get("env", ""),
+            repo_url=t["repo_url"],
+            path=t["path"],
+            mode=t.get("mode", ""),
+            provider=t.get("provider", ""),
+        )
+        edit, commit = nodes.get("edit-kustomize"), nodes.get("commit-pr")
+        for step in (edit, commit):
+            if step is None:
+                continue
+            if step.phase != "Skipped":
+                tr.steps[step.template] = round(step.duration, 3)
+            if step.phase in ("Failed", "Error") and not tr.message:
+                tr.phase, tr.message = step.phase, f"{step.template}: {step.message}"
+        if edit is not None:
+            tr.decision = edit.outputs.get("decision", "")
+            tr.reason = edit.outputs.get("reason", "")
+        if commit is not None and commit.phase == "Succeeded":
+            tr.action = commit.outputs.get("action", "")
+            tr.commit_sha = commit.outputs.get("commit-sha", "")
+            tr.branch = commit.outputs.get("branch", "")
+            tr.pr_url = commit.outputs.get("pr-url", "")
+            tr.reason = commit.outputs.get("reason", "") or tr.reason
+        elif edit is not None and edit.phase == "Succeeded":
+            tr.action = "unchanged"
+        if not tr.phase:
+            last = commit or edit
+            tr.phase = "Succeeded" if tr.action else (last.phase if last is not None else "")
+        out.append(tr)
+    return out
+
+
+def failure_details(result: Any) -> list[str]:
+    """Failed/Errored steps of a workflow, one line each: ``step [env] (failed, N attempts): message``."""
+    envs = {i: t.get("env") or t.get("path") or str(i) for i, t in enumerate(targets(result))}
+    lines = []
+    for step in result.nodes:
+        if step.phase in ("Failed", "Error") and step.template in STEP_TEMPLATES:
+            env = next((e for i, e in envs.items() if in_target(step.name, i)), "")
+            where = f"{step.template} [{env}]" if env else step.template
+            attempts = f"{step.attempts} attempt{'s' if step.attempts != 1 else ''}"
+            lines.append(f"{where} ({step.phase.lower()}, {attempts}): {step.message}")
+    if not lines and result.message:
+        lines.append(result.message)
+    return lines
+
+
+def resolved_image(result: Any) -> str:
+    """``ACCOUNT.dkr.ecr.REGION.amazonaws.com/REPO:TAG@DIGEST`` from resolve-image's ``image`` output."""
+    resolve = node(result, "resolve-image")
+    if resolve is None or not resolve.outputs.get("image"):
+        return ""
+    try:
+        image = json.loads(resolve.outputs["image"])
+        return (
+            f"{image.get('account')}.dkr.ecr.{image.get('region')}.amazonaws.com/"
+            f"{image.get('repository')}:{image.get('tag')}@{image.get('digest')}"
+        )
+    except (ValueError, AttributeError):
+        return resolve.outputs["image"]
+
+
+# --- `imagebump run --local`'s progress line ----------------------------------------------------
+def target_label(target: dict[str, Any]) -> str:
+    return target.get("env") or target.get("path") or "target"
+
+
+def target_outcome(result: Any, index: int) -> str:
+    """One target's outcome in a few words: ``committed abc1234``, ``pr-updated URL``, ``unchanged``…"""
+    nodes = target_nodes(result, index)
+    commit, edit = nodes.get("commit-pr"), nodes.get("edit-kustomize")
+    if commit is not None and commit.phase == "Succeeded":
+        action = commit.outputs.get("action", "")
+        if action == "committed":
+            return f"committed {commit.outputs.get('commit-sha', '')[:7]}".strip()
+        if action.startswith("pr-"):
+            where = commit.outputs.get("pr-url") or commit.outputs.get("branch", "")
+            return f"{action} {where}".strip()
+        return action or "done"
+    if edit is not None and edit.phase == "Succeeded" and (commit is None or commit.phase == "Skipped"):
+        decision = edit.outputs.get("decision", "")
+        reason = edit.outputs.get("reason", "")
+        if decision == "current":
+            return "unchanged"
+        return f"skipped ({decision}{': ' + reason if reason else ''})" if decision else "unchanged"
+    failed = next((n for n in (commit, edit) if n is not None and n.phase in ("Failed", "Error")), None)
+    if failed is not None:
+        return f"{failed.template} {failed.phase.lower()}: {failed.message[:120]}"
+    return "not run"
+
+
+def printable(text: str) -> str:
+    """``text`` that any UTF-8 stream can take: lone surrogates (from JSON escapes) become U+FFFD."""
+    return re.sub("[\ud800-\udfff]", "\ufffd", text)
+
+
+def progress_line(event: dict[str, Any], result: Any) -> str:
+    """``event 13cde686… team/api:1.4.2 → 2 targets: staging committed abc1234, production pr-updated …  (3.2s)``."""
+    event_id = str(event.get("id") or "?")
+    head = f"event {event_id[:8]}{'…' if len(event_id) > 8 else ''} {image_label(event)}"
+    took = f"  ({result.duration:.1f}s)"
+    resolve = node(result, "resolve-image")
+    if resolve is None:  # not the image-update template (tests, custom templates)
+        return f"{head} → {result.phase.lower()}{': ' + result.message if result.message else ''}{took}"
+    if resolve.phase != "Succeeded":
+        why = resolve.message or result.message
+        return f"{head} → {result.phase.upper()}: {why[:200]}{took}"
+    found = targets(result)
+    if not found:
+        reason = resolve.outputs.get("reason") or "no rule matched"
+        return f"{head} → no targets: {reason}{took}"
+    parts = [f"{target_label(t)} {target_outcome(result, i)}" for i, t in enumerate(found)]
+    status = "" if result.phase == "Succeeded" else f" [{result.phase.upper()}]"
+    noun = "target" if len(found) == 1 else "targets"
+    return f"{head} → {len(found)} {noun}: {', '.join(parts)}{status}{took}"

@@ -1,0 +1,154 @@
+"""The shared builders (ECR events, put_events entries, kustomizations) and the outcome decoder.
+
+Pure functions, checked against the real event samples copied into tests/testdata/events/ and
+against ``kubectl kustomize``-free expectations; the decoder against executor results built from
+the executor's own result types (no process runs).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from imagebump.local import builders, outcome
+from steps.events import parse_event
+from workflows.local_executor import NodeResult, WorkflowResult
+
+EVENTS = Path(__file__).resolve().parents[1] / "testdata" / "events"
+
+
+@pytest.mark.parametrize(("sample", "tag"), [("push.json", "1.4.2"), ("push-digest-only.json", None)])
+def test_the_push_event_has_the_real_shape(sample, tag) -> None:
+    real = json.loads((EVENTS / sample).read_text())
+    built = builders.ecr_push_event(
+        real["detail"]["repository-name"],
+        real["detail"]["image-digest"],
+        tag,
+        account=real["account"],
+        region=real["region"],
+        event_id=real["id"],
+        when=real["time"],
+    )
+    assert built == real
+    assert sorted(built) == sorted(real) and sorted(built["detail"]) == sorted(real["detail"])
+
+
+def test_a_built_push_parses_as_an_image_and_skips_are_skipped() -> None:
+    digest = builders.digest_for("team/api:2.0.0")
+    assert digest.startswith("sha256:") and len(digest) == 71
+    image = parse_event(json.dumps(builders.ecr_push_event("team/api", digest, "2.0.0")))
+    assert (image.repository, image.tag, image.digest) == ("team/api", "2.0.0", digest)
+    for kwargs in ({"action": "DELETE"}, {"result": "FAILURE"}):
+        skipped = parse_event(json.dumps(builders.ecr_push_event("team/api", digest, "2.0.0", **kwargs)))
+        assert type(skipped).__name__ == "Skip"
+
+
+def test_event_bridge_entry_round_trips_the_detail() -> None:
+    event = builders.ecr_push_event("team/api", builders.digest_for("x"), "1.0", account="111122223333")
+    entry = builders.event_bridge_entry(event)
+    assert entry["Source"] == "aws.ecr" and entry["DetailType"] == "ECR Image Action"
+    assert json.loads(entry["Detail"]) == event["detail"]
+    assert entry["Resources"] == ["arn:aws:ecr:us-west-2:111122223333:repository/team/api"]
+
+
+def test_image_manifests_differ_per_digest() -> None:
+    a, b = (json.loads(builders.image_manifest(builders.digest_for(n))) for n in "ab")
+    assert a["schemaVersion"] == 2 and a["config"]["digest"] != b["config"]["digest"]
+
+
+def test_kustomization_text() -> None:
+    text = builders.kustomization([("r/api", "1.0"), ("r/web", "2.0")], namespace="prod", header="hi")
+    assert text.startswith("# hi\n")
+    doc = yaml.safe_load(text)
+    assert doc == {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "namespace": "prod",
+        "resources": ["../../base"],
+        "images": [{"name": "r/api", "newTag": "1.0"}, {"name": "r/web", "newTag": "2.0"}],
+    }
+    assert "images" not in yaml.safe_load(builders.kustomization(resources=["deployment.yaml"]))
+
+
+# --- the outcome decoder --------------------------------------------------------------------------
+def _node(name: str, template: str, phase: str = "Succeeded", **outputs: str) -> NodeResult:
+    return NodeResult(name=name, template=template, phase=phase, outputs=outputs, duration=0.5, attempts=1)
+
+
+TARGETS = json.dumps(
+    [{"env": "staging", "path": "a", "repo_url": "r"}, {"env": "production", "path": "b", "repo_url": "r"}]
+)
+
+
+def _result(*nodes: NodeResult, phase: str = "Succeeded") -> WorkflowResult:
+    return WorkflowResult("wf", phase, list(nodes), duration=3.21)
+
+
+@pytest.mark.parametrize(
+    ("nodes", "phase", "expected"),
+    [
+        pytest.param(
+            [
+                _node("wf.resolve", "resolve-image", targets=TARGETS),
+                _node("wf.update-target(0).edit", "edit-kustomize", decision="update"),
+                _node(
+                    "wf.update-target(0).commit",
+                    "commit-pr",
+                    action="committed",
+                    **{"commit-sha": "abcdef12"},
+                ),
+                _node("wf.update-target(1).edit", "edit-kustomize", decision="current"),
+                _node("wf.update-target(1).commit", "commit-pr", phase="Skipped"),
+            ],
+            "Succeeded",
+            "event 13cde686… team/api:1.4.2 → 2 targets: staging committed abcdef1, production unchanged  (3.2s)",
+            id="both",
+        ),
+        pytest.param(
+            [_node("wf.resolve", "resolve-image", targets="[]", reason="no rule for team/api")],
+            "Succeeded",
+            "event 13cde686… team/api:1.4.2 → no targets: no rule for team/api  (3.2s)",
+            id="no-target",
+        ),
+        pytest.param(
+            [],
+            "Failed",
+            "event 13cde686… team/api:1.4.2 → failed  (3.2s)",
+            id="not-image-update",
+        ),
+    ],
+)
+def test_progress_line(nodes, phase, expected) -> None:
+    event = json.loads((EVENTS / "push.json").read_text())
+    assert outcome.progress_line(event, _result(*nodes, phase=phase)) == expected
+    from imagebump.commands.run import progress_line  # `run --local` prints the same line
+
+    assert progress_line(event, _result(*nodes, phase=phase)) == expected
+
+
+def test_target_nodes_belong_to_their_target_only() -> None:
+    result = _result(
+        _node("wf.update-target(1).edit", "edit-kustomize"),
+        _node("wf.update-target(11).edit", "edit-kustomize", decision="x"),
+    )
+    assert outcome.target_nodes(result, 1)["edit-kustomize"].outputs == {}
+    assert outcome.target_nodes(result, 11)["edit-kustomize"].outputs == {"decision": "x"}
+
+
+def test_target_results_and_failure_details() -> None:
+    result = _result(
+        _node("wf.resolve", "resolve-image", targets=TARGETS),
+        _node("wf.update-target(0).edit", "edit-kustomize", decision="update"),
+        _node("wf.update-target(0).commit", "commit-pr", action="pr-created", branch="imagebump/x"),
+        _node("wf.update-target(1).edit", "edit-kustomize", phase="Failed"),
+        phase="Failed",
+    )
+    got = outcome.target_results(result)
+    assert [(t.env, t.action, t.branch, t.phase) for t in got] == [
+        ("staging", "pr-created", "imagebump/x", "Succeeded"),
+        ("production", "", "", "Failed"),
+    ]
+    assert outcome.failure_details(result) == ["edit-kustomize [production] (failed, 1 attempt): "]

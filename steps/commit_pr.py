@@ -66,10 +66,9 @@ message's first line, and the PR body is imagebump's own Markdown summary:
 # No `from __future__ import annotations`: Hera's runner reads real annotation objects.
 import logging
 import random
-import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -269,14 +268,16 @@ def land(target: Target, plan: Plan) -> CommitPrOutput:
         assert gh_settings is not None
         auth = git.GitAuth(gh.installation_token(gh_settings))  # the App's token pushes too
     base = target.base_branch or plan.base_branch or git.default_branch(target.repo_url, auth=auth)
-    with tempfile.TemporaryDirectory(prefix="imagebump-commit-pr-") as tmp:
+    from steps.scratch import scratch
+
+    with scratch("imagebump-commit-pr-") as tmp:
         if target.mode == "commit":
             from steps.commit_mode import land_commit
 
-            return land_commit(target, plan, settings, auth, base, Path(tmp))
+            return land_commit(target, plan, settings, auth, base, tmp)
         from steps.pr_mode import land_pr
 
-        return land_pr(target, plan, settings, auth, gh_settings, base, Path(tmp))
+        return land_pr(target, plan, settings, auth, gh_settings, base, tmp)
 
 
 @step_entry

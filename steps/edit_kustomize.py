@@ -1,8 +1,8 @@
 """edit-kustomize: read the overlay from a fresh partial clone and decide; push nothing.
 
 Reads: the target's repository — a partial (``blob:none``), depth-1, single-branch clone with a
-sparse cone on the overlay's path only, in its own ``tempfile.TemporaryDirectory()`` (removed on
-return) — with the optional read token (``IMAGEBUMP_GIT_READ_TOKEN[_FILE]``, else anonymous);
+sparse cone on the overlay's path only, in its own scratch directory (:mod:`steps.scratch`:
+private, deleted after the step) — with the optional read token (``IMAGEBUMP_GIT_READ_TOKEN[_FILE]``, else anonymous);
 the overlay's ``kustomization.yaml`` / ``kustomization.yml`` / ``Kustomization``; and, for
 ``order: push-time``, ECR (boto3, standard AWS env) for the push time of the image the overlay
 holds now (and of the pushed image when the target does not carry it).
@@ -35,9 +35,8 @@ network trouble is a :class:`~steps.errors.TransientError`.
 
 # No `from __future__ import annotations`: Hera's runner reads real annotation objects.
 import logging
-import tempfile
 from datetime import datetime
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -235,10 +234,12 @@ def run(target: Target) -> EditKustomizeOutput:
 
     overlay = EditKustomizeInput.of(target).overlay
     auth = git.GitAuth.from_env(write=False)
-    with tempfile.TemporaryDirectory(prefix="edit-kustomize-") as scratch:
+    from steps.scratch import scratch
+
+    with scratch("edit-kustomize-") as workdir:
         repo = git.clone(
             target.repo_url,
-            Path(scratch) / "repo",
+            workdir / "repo",
             branch=target.base_branch,
             paths=[overlay] if overlay else [],
             sparse=True,

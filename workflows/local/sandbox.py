@@ -266,6 +266,9 @@ class Sandbox:
             "HOME": str(root),
             "TMPDIR": str(root),
             "PYTHONDONTWRITEBYTECODE": "1",
+            # The step's TMPDIR is deleted (on a background thread) after it exits: a step may leave
+            # its scratch clones to that instead of deleting them on its critical path (steps.scratch).
+            "IMAGEBUMP_TMPDIR_DELETED_AFTER_STEP": "1",
         }
         env.update(self.env)
         # Only what the template declares names container paths; the caller's env is host paths.

@@ -5,7 +5,10 @@ on the queue at once while the local sensor is already polling; the sensor runs 
 workflows at a time (``imagebump run --local`` defaults to 4). Every overlay's writers are
 serialised by the template's mutex; all overlays push to the same ``main`` branch, so commit-pr's
 rebase-and-retry is exercised for real. Reported: time to drain (last workflow done − first
-event sent), per-event latency p50/p95/max, events/s, outcomes and step retries.
+event sent), per-event latency p50/p95/max, events/s, outcomes, step retries, and the push races:
+``lost_races`` (pushes the remote rejected because another writer got there first; commit-pr logs
+each with the fields ``push_lost`` and ``backoff_s``), ``push_retries`` (of those, the ones retried in
+the step after a fetch; the rest ended the attempt) and ``backoff_s`` (seconds slept before retries).
 """
 
 from __future__ import annotations
@@ -46,7 +49,18 @@ def run_burst(
         "outcomes": outcomes,
         "failed": sum(1 for c in done if c.phase != "Succeeded"),
         "step_retries": sum(1 for r in records if r.get("event") == "attempt-failed"),
+        **push_races(records),
         "mutex_waits": sum(1 for r in records if r.get("event") == "mutex-waiting"),
+    }
+
+
+def push_races(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Lost push races, in-step retries and seconds of backoff, from the steps' forwarded records."""
+    lost = [r for r in records if isinstance(r.get("push_lost"), int)]
+    return {
+        "lost_races": len(lost),
+        "push_retries": len(lost),  # every logged loss is retried in the step (the last one raises)
+        "backoff_s": round(sum(float(r.get("backoff_s") or 0) for r in lost), 3),
     }
 
 

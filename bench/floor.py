@@ -141,4 +141,5 @@ def run_burst(world: World, *, events: int, overlays: int, concurrency: int) -> 
         "latency_s": summary(done),
         "commit_s": summary([r["total"] for r in results]),
         "push_retries": int(sum(r["attempts"] - 1 for r in results)),
+        "lost_races": int(sum(r["attempts"] - 1 for r in results)),  # plain git retries every loss at once
     }

@@ -51,6 +51,14 @@ def headline_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
         )
         if "single_p50" in ratios:
             rows.append(("ours / floor, single event p50", f"{ratios['single_p50']:.1f}×"))
+    other = r.get("single_event", {}).get("other_s")
+    if other:
+        rows.append(
+            (
+                "single event: each step's 'other' time (node p50 − probed phases)",
+                ", ".join(f"{step} {v:.3f} s" for step, v in other.items()),
+            )
+        )
     floors = {b["events"]: b for b in fl.get("bursts", [])}
     for b in r.get("bursts", []):
         n = b["events"]
@@ -62,6 +70,16 @@ def headline_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
             )
         )
         rows.append((f"burst of {n}: latency per event, p50 / p95 / max", _lat(b["latency_s"])))
+        if "lost_races" in b:
+            floor_races = floors.get(n, {}).get("lost_races", floors.get(n, {}).get("push_retries"))
+            rows.append(
+                (
+                    f"burst of {n}: lost push races / in-step retries / backoff slept; step retries"
+                    + ("; plain git's lost races" if floor_races is not None else ""),
+                    f"{b['lost_races']} / {b['push_retries']} / {b['backoff_s']:.1f} s; {b['step_retries']}"
+                    + (f"; {floor_races}" if floor_races is not None else ""),
+                )
+            )
         if n in floors:
             rows.append(
                 (

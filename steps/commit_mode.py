@@ -3,7 +3,8 @@
 Act half of commit-pr for ``mode: commit``: clone the newest base (partial, sparse on the
 overlay), re-apply the plan with the pure :func:`steps.commit_pr.reapply`, commit and push to the
 base branch. A non-fast-forward rejection fetches the new base, re-applies and pushes again, at
-most ``push_attempts`` times with jittered exponential backoff, then fails as transient.
+most ``push_attempts`` times (:func:`steps.commit_pr.backoff`: the first retry at once), then fails
+as transient.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ def land_commit(
         paths=(str(PurePosixPath(plan.file).parent),),
         auth=auth,
     )
+    from steps.commit_pr import lost_race
+
     for attempt in range(1, settings.push_attempts + 1):
         applied = reapply(read_overlay_file(repo, plan, target, base), target, plan)
         if applied.text is None:
@@ -44,6 +47,7 @@ def land_commit(
         )
         if sha is None:  # the editor changed bytes git does not see (cannot happen; be safe)
             return CommitPrOutput(action="unchanged", reason=f"{plan.file}: no difference to commit")
+        pushed = time.monotonic()
         try:
             repo.push(f"HEAD:refs/heads/{base}")
         except PushRejected as exc:
@@ -52,14 +56,8 @@ def land_commit(
                     f"push to {base} of {target.repo_url} lost the race {attempt} times (last: {exc}); "
                     "the step will be retried"
                 ) from None
-            delay = backoff(attempt)
-            log.info(
-                "push to %s rejected (non-fast-forward), attempt %d/%d; re-applying on the new base in %.2fs",
-                base,
-                attempt,
-                settings.push_attempts,
-                delay,
-            )
+            delay = backoff(attempt, base=time.monotonic() - pushed)
+            lost_race(f"push to {base}", attempt, settings.push_attempts, delay)
             time.sleep(delay)
             repo.fetch_and_reset(base)
             continue

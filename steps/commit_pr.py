@@ -66,10 +66,9 @@ message's first line, and the PR body is imagebump's own Markdown summary:
 # No `from __future__ import annotations`: Hera's runner reads real annotation objects.
 import logging
 import random
-import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -178,9 +177,37 @@ def reapply(text: str, target: Target, plan: Plan) -> Applied:
     return Applied(new_text, current, "")
 
 
-def backoff(attempt: int, base: float = 0.2, cap: float = 5.0) -> float:
-    """Jittered exponential backoff ("full jitter" over [base, base·2^attempt], capped)."""
-    return random.uniform(base, min(cap, base * (2**attempt)))
+#: The backoff's bounds (seconds): its unit is one rejected push, clamped to these; its cap.
+BACKOFF_BASE_MIN, BACKOFF_BASE_MAX, BACKOFF_CAP = 0.02, 0.5, 1.0
+
+
+def backoff(attempt: int, base: float = 0.05, cap: float = BACKOFF_CAP) -> float:
+    """Seconds to wait after losing push race number ``attempt`` (1 = the first loss) before
+    fetching the new base and trying again.
+
+    The first retry goes at once: the fetch itself spaces the writers by a round trip, and a fixed
+    minimum sleep would be several times one attempt. Later ones wait "full jitter" in
+    ``[0, min(cap, base·2^(attempt−2))]``, ``base`` being about one push round trip (the caller
+    passes how long the rejected push took), so many writers on one branch spread out without a
+    sleep that dominates the drain. No backoff at all doubled the lost races in a 27-writer burst
+    (each loss is a fetch, reset, commit and push of CPU); issue 15's research, bench/README.md.
+    """
+    if attempt <= 1:
+        return 0.0
+    base = min(max(base, BACKOFF_BASE_MIN), BACKOFF_BASE_MAX)
+    return random.uniform(0.0, min(cap, base * (2 ** (attempt - 2))))
+
+
+def lost_race(what: str, attempt: int, attempts: int, delay: float) -> None:
+    """Log one lost push race with the fields a burst report counts (``push_lost``, ``backoff_s``)."""
+    log.info(
+        "%s rejected (the remote moved on), attempt %d/%d; re-applying on the new base in %.3fs",
+        what,
+        attempt,
+        attempts,
+        delay,
+        extra={"fields": {"push_lost": attempt, "backoff_s": round(delay, 4)}},
+    )
 
 
 # ============================================================================ I/O
@@ -243,14 +270,16 @@ def land(target: Target, plan: Plan) -> CommitPrOutput:
         assert gh_settings is not None
         auth = git.GitAuth(gh.installation_token(gh_settings))  # the App's token pushes too
     base = target.base_branch or plan.base_branch or git.default_branch(target.repo_url, auth=auth)
-    with tempfile.TemporaryDirectory(prefix="imagebump-commit-pr-") as tmp:
+    from steps.scratch import scratch
+
+    with scratch("imagebump-commit-pr-") as tmp:
         if target.mode == "commit":
             from steps.commit_mode import land_commit
 
-            return land_commit(target, plan, settings, auth, base, Path(tmp))
+            return land_commit(target, plan, settings, auth, base, tmp)
         from steps.pr_mode import land_pr
 
-        return land_pr(target, plan, settings, auth, gh_settings, base, Path(tmp))
+        return land_pr(target, plan, settings, auth, gh_settings, base, tmp)
 
 
 @step_entry

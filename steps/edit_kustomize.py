@@ -1,8 +1,8 @@
 """edit-kustomize: read the overlay from a fresh partial clone and decide; push nothing.
 
 Reads: the target's repository — a partial (``blob:none``), depth-1, single-branch clone with a
-sparse cone on the overlay's path only, in its own ``tempfile.TemporaryDirectory()`` (removed on
-return) — with the optional read token (``IMAGEBUMP_GIT_READ_TOKEN[_FILE]``, else anonymous);
+sparse cone on the overlay's path only, in its own scratch directory (:mod:`steps.scratch`:
+private, deleted after the step) — with the optional read token (``IMAGEBUMP_GIT_READ_TOKEN[_FILE]``, else anonymous);
 the overlay's ``kustomization.yaml`` / ``kustomization.yml`` / ``Kustomization``; and, for
 ``order: push-time``, ECR (boto3, standard AWS env) for the push time of the image the overlay
 holds now (and of the pushed image when the target does not carry it).
@@ -35,9 +35,8 @@ network trouble is a :class:`~steps.errors.TransientError`.
 
 # No `from __future__ import annotations`: Hera's runner reads real annotation objects.
 import logging
-import tempfile
 from datetime import datetime
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -170,19 +169,37 @@ def decide(
 # --- gather: git and ECR ----------------------------------------------------------------------------
 
 
-def _ask_ecr(target: Target, keys: "list[ImageKey]") -> "dict[ImageKey, datetime | None]":
-    """ECR's push time of each image in ``keys`` (what a decision needs; nothing asked when empty)."""
-    if not keys:
-        return {}
-    from steps.ecr import describe_image
-    from steps.events import parse_repository_uri
+class _Ecr:
+    """ECR as this step asks it: one client, built on the first question and passed explicitly to
+    every lookup (the base's entry and, ``mode: pr``, the proposal branch's), never one per call.
 
-    account, region, repository = parse_repository_uri(target.image)
-    known: dict[ImageKey, datetime | None] = {}
-    for tag, digest in dict.fromkeys(keys):
-        found = describe_image(repository, region=region, registry_id=account, digest=digest, tag=tag)
-        known[(tag, digest)] = found.pushed_at if found else None
-    return known
+    The pushed image's own push time travels in the target (resolve-image asked ECR for it), so a
+    lookup here is for an image the overlay or the branch holds now.
+    """
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+        self.client = None
+        self.calls = 0
+
+    def ask(self, keys: "list[ImageKey]") -> "dict[ImageKey, datetime | None]":
+        """ECR's push time of each image in ``keys`` (nothing asked when empty)."""
+        if not keys:
+            return {}
+        from steps.ecr import describe_image, make_client
+        from steps.events import parse_repository_uri
+
+        account, region, repository = parse_repository_uri(self.target.image)
+        if self.client is None:
+            self.client = make_client(region)
+        known: dict[ImageKey, datetime | None] = {}
+        for tag, digest in dict.fromkeys(keys):
+            self.calls += 1
+            found = describe_image(
+                repository, region=region, registry_id=account, digest=digest, tag=tag, client=self.client
+            )
+            known[(tag, digest)] = found.pushed_at if found else None
+        return known
 
 
 def _read_overlay(repo, overlay: str) -> tuple[str, str]:
@@ -217,22 +234,25 @@ def run(target: Target) -> EditKustomizeOutput:
 
     overlay = EditKustomizeInput.of(target).overlay
     auth = git.GitAuth.from_env(write=False)
-    with tempfile.TemporaryDirectory(prefix="edit-kustomize-") as scratch:
+    from steps.scratch import scratch
+
+    with scratch("edit-kustomize-") as workdir:
         repo = git.clone(
             target.repo_url,
-            Path(scratch) / "repo",
+            workdir / "repo",
             branch=target.base_branch,
             paths=[overlay] if overlay else [],
             sparse=True,
             auth=auth,
         )
         file, text = _read_overlay(repo, overlay)
-        known = _ask_ecr(target, lookups(target, find_entry(text, target, file)))
-        plan = decide(target, text, file, repo.head(), repo.branch, known)
+        ecr = _Ecr(target)
+        known = ecr.ask(lookups(target, find_entry(text, target, file)))
+        plan = decide(target, text, file, repo.cloned_head(), repo.branch, known)
         if target.mode == "pr" and plan.changed:
             branch = branch_name(target)
             proposed = branch_entry(repo, branch, plan.file, plan.image_name)
-            known = _ask_ecr(target, branch_lookups(target, plan, proposed))
+            known = ecr.ask(branch_lookups(target, plan, proposed))
             plan = against_branch(target, plan, branch, proposed, known)
     log.info(
         "%s [%s] at %s: %s%s",

@@ -115,6 +115,7 @@ def _propose(
                     branch=branch,
                     reason=why,
                 )
+        pushed = time.monotonic()
         try:
             repo.push(f"HEAD:refs/heads/{branch}", force_with_lease=(branch, remote_sha or ""))
             return _Proposal(sha, remote_sha is not None, True, fields, message)
@@ -123,7 +124,11 @@ def _propose(
                 raise TransientError(
                     f"branch {branch} of {target.repo_url} kept moving ({exc}); retried"
                 ) from None
-            time.sleep(backoff(attempt))
+            delay = backoff(attempt, base=time.monotonic() - pushed)
+            from steps.commit_pr import lost_race
+
+            lost_race(f"push of {branch}", attempt, settings.push_attempts, delay)
+            time.sleep(delay)
             repo.fetch_and_reset(base)
     raise AssertionError("unreachable")
 

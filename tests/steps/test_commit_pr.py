@@ -608,3 +608,13 @@ def test_runner_subprocess_maps_config_errors_to_exit_2(make_remote, tmp_path: P
     )
     assert proc.returncode == 2
     assert "unknown field {bogus}" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_backoff_retries_the_first_lost_race_at_once_then_jitters_from_one_push() -> None:
+    from steps.commit_pr import BACKOFF_CAP, backoff
+
+    assert backoff(1, base=0.3) == 0.0
+    for attempt in range(2, 12):
+        for base in (0.0, 0.05, 3.0):
+            delay = backoff(attempt, base=base)
+            assert 0.0 <= delay <= min(BACKOFF_CAP, max(min(base, 0.5), 0.02) * 2 ** (attempt - 2))

@@ -12,6 +12,7 @@ import os
 import secrets
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -227,6 +228,36 @@ def test_push_time_of_the_new_image_is_looked_up_when_missing(make_remote, moto,
     remote = make_remote(_files(_kustomization(_entry(image, "v1"))))
     out = plan_step(_target(remote, image=image, tag="v2", digest=digest, order="push-time"))
     assert out.decision == "update" and "unknown" not in out.reason, out.reason
+
+
+@pytest.mark.parametrize("newer", [True, False], ids=["newer-push", "older-push"])
+def test_push_time_carried_in_the_target_gives_the_plan_asking_ecr_gives(
+    make_remote, moto, ecr_repository, monkeypatch, newer
+) -> None:
+    """resolve-image's answer (push time, digest) travelling in the target and edit-kustomize asking
+    ECR for it give the same plan; either way the step builds one ECR client, however many lookups."""
+    from steps import ecr
+
+    image = _image(ecr_repository)
+    if newer:
+        _ecr_push(moto, ecr_repository, "v1")
+        digest = _ecr_push(moto, ecr_repository, "v2")
+    else:
+        digest = _ecr_push(moto, ecr_repository, "v2")
+        time.sleep(1.1)  # ECR push times have a second's resolution
+        _ecr_push(moto, ecr_repository, "v1")
+    remote = make_remote(_files(_kustomization(_entry(image, "v1"))))
+    pushed_at = ecr.describe_image(ecr_repository, region=REGION, digest=digest).pushed_at
+    clients = []
+    real = ecr.make_client
+    monkeypatch.setattr(ecr, "make_client", lambda region: clients.append(region) or real(region))
+    carried = plan_step(_target(remote, image=image, digest=digest, order="push-time", pushed_at=pushed_at))
+    assert clients == [REGION]  # the overlay's current image: one client, one call
+    clients.clear()
+    asked = plan_step(_target(remote, image=image, digest=digest, order="push-time"))
+    assert clients == [REGION]  # the current image and the new one: still one client
+    assert carried == asked
+    assert carried.decision == ("update" if newer else "stale"), carried.reason
 
 
 def test_current_entry_from_another_registry_has_unknown_push_time(make_remote, ecr_repository) -> None:

@@ -574,3 +574,104 @@ def test_classify(stderr, args, error) -> None:
     assert type(err) is error
     if error is PermissionDeniedError and args[0] == "push":
         assert "branch 'main'" in str(err) and "mode: pr" in str(err)
+
+
+# --- the fast paths give what the plain commands give (issue 15) ---------------------------------
+
+
+def _clone_state(repo: ClonedRepo) -> dict[str, object]:
+    """What a clone is to the steps: files, index (sparse), cone, configuration, HEAD."""
+    return {
+        "files": _work_tree_files(repo.path),
+        "index": repo.git("ls-files", "--sparse", "--stage").stdout,
+        "cone": repo.git("sparse-checkout", "list").stdout,
+        "patterns": sorted(
+            (repo.path / ".git" / "info" / "sparse-checkout").read_text().split()
+            if (repo.path / ".git" / "info" / "sparse-checkout").exists()
+            else []
+        ),
+        "config": [  # the effective values (sparse-checkout set writes them to config.worktree)
+            repo.git("config", "--get", key, check=False).stdout.strip()
+            for key in ("core.sparseCheckout", "core.sparseCheckoutCone", "index.sparse")
+        ],
+        "status": repo.git("status", "--porcelain").stdout,
+        "head": repo.head(),
+        "branch": repo.branch,
+        "shallow": repo.git("rev-parse", "--is-shallow-repository").stdout,
+        "filter": repo.git("config", "remote.origin.partialclonefilter").stdout,
+    }
+
+
+@pytest.mark.parametrize(
+    ("paths", "sparse"),
+    [
+        pytest.param([PROD], None, id="one-overlay"),
+        pytest.param([PROD, "apps/web/base"], None, id="two-cones"),
+        pytest.param(["apps/api", PROD], None, id="nested"),
+        pytest.param(["docs"], None, id="top-level-dir"),
+        pytest.param([], True, id="top-level-files-only"),
+    ],
+)
+def test_one_process_sparse_clone_equals_sparse_checkout_set(
+    make_remote, auth, tmp_path, paths, sparse
+) -> None:
+    """The one-``git clone`` form (cone file from a private template) and clone + ``sparse-checkout
+    set`` + ``checkout`` leave the same work tree, sparse index, cone and settings."""
+    remote = make_remote(FILES)
+    fast = git.clone(remote.url, tmp_path / "fast", paths=paths, sparse=sparse, auth=auth)
+    plain = git.clone(
+        remote.url, tmp_path / "plain", paths=paths, sparse=sparse, auth=auth, one_process=False
+    )
+    assert _clone_state(fast) == _clone_state(plain)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fast", "plain"]  # the template is gone
+    assert not (fast.path / ".git" / "hooks").exists()  # no sample hooks copied
+
+
+@pytest.mark.parametrize(
+    "paths", [[PROD], [PROD, "apps/web/base"], ["apps/api", PROD], ["a", "b/c/d", "b/e"], []]
+)
+def test_cone_patterns_are_what_git_writes(tmp_path, paths) -> None:
+    repo = tmp_path / "r"
+    git.run_git(["init", "--quiet", str(repo)])
+    git.run_git(["sparse-checkout", "set", "--cone", "--", *paths], repo)
+    written = (repo / ".git" / "info" / "sparse-checkout").read_text()
+    assert sorted(git.cone_patterns(paths).splitlines()) == sorted(written.splitlines())
+
+
+def test_cone_patterns_leave_unusual_paths_to_git() -> None:
+    assert git.cone_patterns(["apps/my app"]) is None
+    assert git.cone_patterns(["apps/[x]"]) is None
+
+
+def test_fast_commit_gives_the_sha_rev_parse_gives(make_remote, auth, tmp_path) -> None:
+    remote = make_remote(FILES)
+    repo = git.clone(remote.url, tmp_path / "w", paths=[PROD], auth=auth)
+    assert repo.cloned_head() == repo.head() == remote.rev("main")
+    repo.write(f"{PROD}/kustomization.yaml", "images:\n- name: api\n  newTag: v2\n")
+    sha = repo.commit("bump")
+    assert sha == repo.head()
+    assert repo.git("status", "--porcelain").stdout == ""
+    # a new (untracked) file goes through `git add` first, and lands in the same commit form
+    repo.write(f"{PROD}/extra.yaml", "kind: ConfigMap\n")
+    repo.write(f"{PROD}/kustomization.yaml", "images:\n- name: api\n  newTag: v3\n")
+    sha2 = repo.commit("bump and add")
+    assert sha2 == repo.head() and sha2 != sha
+    assert repo.git("show", "--name-only", "--format=", "HEAD").stdout.split() == [
+        f"{PROD}/extra.yaml",
+        f"{PROD}/kustomization.yaml",
+    ]
+    assert repo.commit("nothing more") is None
+    # after a commit HEAD moved: the file read agrees with git
+    assert repo.cloned_head() == sha2
+
+
+def test_cloned_head_falls_back_to_git_when_the_files_say_nothing(make_remote, auth, tmp_path) -> None:
+    remote = make_remote(FILES)
+    repo = git.clone(remote.url, tmp_path / "w", paths=[PROD], auth=auth)
+    repo.git("checkout", "--quiet", "--detach")
+    assert repo.cloned_head() == remote.rev("main")
+
+
+def test_git_that_outlives_its_timeout_is_transient(tmp_path) -> None:
+    with pytest.raises(TransientError, match="timed out"):
+        git.run_git(["-c", "alias.slow=!sleep 2", "slow"], tmp_path, timeout=0.3)

@@ -218,6 +218,10 @@ def test_step_modules_name_no_fixed_tmp_path() -> None:
             code = line.split("#", 1)[0]
             if re.search(r"""["']/tmp(/|["'])""", code) and rel not in allowed:
                 offenders.append(f"{rel}:{lineno}: {line.strip()}")
-            if re.search(r"\bmkdtemp\(|\bmktemp\(|NamedTemporaryFile\(.*delete=False", code):
+            # steps/scratch.py: the one maker of scratch directories; it deletes them (or leaves them
+            # inside the TMPDIR the runtime deletes after the step: tests/steps/test_warm_path.py)
+            if rel != "steps/scratch.py" and re.search(
+                r"\bmkdtemp\(|\bmktemp\(|NamedTemporaryFile\(.*delete=False", code
+            ):
                 offenders.append(f"{rel}:{lineno}: {line.strip()}")
     assert offenders == []

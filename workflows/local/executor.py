@@ -14,7 +14,8 @@ What each script template gets, mirroring its pod:
   ``IMAGEBUMP_LOCAL_PREFORK=0`` starts a new interpreter instead) — the rendered ``source`` (Hera's
   ``{{inputs.parameters}}``: the JSON list of ALL declared inputs, defaults included) written to
   ``<tmp>/mounts/argo/staging/script`` and appended to the arguments as Argo does;
-* its own fresh ``tempfile.TemporaryDirectory()`` as cwd, ``HOME`` and ``TMPDIR``, removed after;
+* its own fresh ``tempfile.mkdtemp()`` as cwd, ``HOME`` and ``TMPDIR``, removed after (on a
+  background thread, off the node's time; every one is gone before :meth:`LocalExecutor.run` returns);
 * only the environment the template declares (``value``; ``valueFrom.secretKeyRef`` /
   ``configMapKeyRef`` and ``envFrom`` resolved from the ``secrets`` / ``configmaps`` mappings the
   caller passes), plus a minimal base: ``PATH``, ``PYTHONPATH`` (the project), ``LANG`` and what
@@ -95,7 +96,7 @@ from workflows.local.launchers import ForkServerLauncher, FreshProcessLauncher, 
 from workflows.local.logs import Log, Redactor, json_logger
 from workflows.local.mutexes import PROCESS_MUTEXES, MutexRegistry
 from workflows.local.results import WorkflowResult
-from workflows.local.sandbox import Sandbox
+from workflows.local.sandbox import Sandbox, wait_deleted
 from workflows.local.validation import validate
 
 
@@ -281,7 +282,10 @@ class LocalExecutor:
             redact=self.redact,
             backoff_scale=self.backoff_scale,
         )
-        return run.execute()
+        try:
+            return run.execute()
+        finally:
+            wait_deleted()  # the steps' temp dirs, deleted in the background while later steps ran
 
 
 __all__ = ["NOT_SUPPORTED", "LocalExecutor", "UnsupportedFeatureError"]

@@ -135,6 +135,13 @@ def serve(fd: int, modules: list[str]) -> int:
         lazy = getattr(module, "LAZY_IMPORTS", ())
         if isinstance(lazy, tuple):
             queue += [m for m in lazy if isinstance(m, str) and m not in sys.modules]
+        # Pure data every step computes the same way (``WARM_UP``: names of functions without
+        # arguments that read no environment), computed once here instead of in every child.
+        for fn in getattr(module, "WARM_UP", ()) if isinstance(getattr(module, "WARM_UP", ()), tuple) else ():
+            try:
+                getattr(module, fn)()
+            except BaseException:  # the child computes it itself when it needs it
+                pass
     import threading
 
     # fork() copies only the calling thread: a lock another thread held would stay locked forever

@@ -1,6 +1,6 @@
 """Pod emulation: one attempt of a script template in its own process, temp dir and environment.
 
-What a step gets, mirroring its pod: a fresh ``tempfile.TemporaryDirectory()`` (its cwd, ``HOME``
+What a step gets, mirroring its pod: a fresh ``tempfile.mkdtemp()`` (its cwd, ``HOME``
 and ``TMPDIR``, removed after); its Secret/ConfigMap/emptyDir ``volumeMounts`` materialised under
 ``<tmp>/mounts/<path>`` (with ``/tmp`` and ``/argo``; see :mod:`paths`); its rendered ``source``
 at ``/argo/staging/script``, appended to its arguments as Argo does; ONLY the environment the
@@ -13,10 +13,14 @@ caller's explicit passthrough. The process itself is started by a
 
 from __future__ import annotations
 
+import atexit
 import os
+import queue
+import shutil
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -47,6 +51,54 @@ class AttemptOutcome:
     stderr_tail: str = ""
     #: the step's (redacted) stderr, to forward to the run's log; "" when the process was lost
     step_log: str = ""
+
+
+_trash: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+_pending: set[str] = set()
+_pending_lock = threading.Condition()
+_deleter: threading.Thread | None = None
+
+
+def _delete_forever() -> None:
+    while True:
+        path = _trash.get()
+        if path is None:
+            return
+        shutil.rmtree(path, ignore_errors=True)
+        with _pending_lock:
+            _pending.discard(path)
+            _pending_lock.notify_all()
+
+
+def discard(path: str) -> None:
+    """Delete a step's finished temp dir on a background thread (a node's time does not include the
+    rmtree of its files). The directory was private to its one attempt and is never reused; every
+    discarded directory is gone once :func:`wait_deleted` returns (the executor waits before a
+    workflow run returns, and at interpreter exit)."""
+    global _deleter
+    with _pending_lock:
+        _pending.add(path)
+        if _deleter is None or not _deleter.is_alive():
+            _deleter = threading.Thread(target=_delete_forever, name="step-dir-deleter", daemon=True)
+            _deleter.start()
+    _trash.put(path)
+
+
+def wait_deleted(paths: Iterable[str] | None = None, timeout: float = 60.0) -> None:
+    """Block until ``paths`` (default: every discarded directory) are deleted."""
+    end = time.monotonic() + timeout
+    with _pending_lock:
+        while True:
+            waiting = _pending if paths is None else _pending.intersection(paths)
+            left = end - time.monotonic()
+            if not waiting or left <= 0:
+                break
+            _pending_lock.wait(left)
+    for path in list(paths or ()):
+        shutil.rmtree(path, ignore_errors=True)  # belt and braces after a timeout
+
+
+atexit.register(wait_deleted)
 
 
 class Sandbox:
@@ -80,54 +132,66 @@ class Sandbox:
     ) -> AttemptOutcome:
         """Prepare the pod, run its process once (killed at ``deadline``), read its outputs."""
         script = tpl["script"]
-        with tempfile.TemporaryDirectory(prefix="imagebump-step-", dir=self.work_root) as tmp:
-            root = Path(tmp)
-            try:
-                mounts = self.materialise(tpl, root)
-                env = self.environment(tpl, render, root, mounts)
-                script_path = self.map_path(STAGING_SCRIPT, root, mounts)
-                script_path.parent.mkdir(parents=True, exist_ok=True)
-                script_path.write_text(render(script.get("source", "")))
-                argv = [self.python] + [render(a) for a in script.get("args") or []] + [str(script_path)]
-            except NodeError as exc:
-                return AttemptOutcome(ERROR, message=self.redact(str(exc)))
-            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if timeout is not None and timeout <= 0:
-                return AttemptOutcome(FAILED, message="activeDeadlineSeconds exceeded before start")
-            ran = self.launcher().launch(argv, cwd=tmp, env=env, timeout=timeout, report=report)
-            stdout = ran.stdout.decode(errors="replace")
-            stderr = self.redact(ran.stderr.decode(errors="replace"))
-            if ran.returncode is None:
-                return AttemptOutcome(ERROR, message=stderr)
-            last_lines = tail(stderr)
-            if ran.timed_out:
-                message = f"activeDeadlineSeconds exceeded: process killed after {timeout:.1f}s"
-                return AttemptOutcome(
-                    FAILED, ran.returncode, message=message, stderr_tail=last_lines, step_log=stderr
-                )
-            if ran.returncode != 0:
-                last = last_lines.strip().splitlines()[-1] if last_lines.strip() else ""
-                record = json_record(last)  # a step's last word is its error record
-                if record is not None and isinstance(record.get("message"), str):
-                    last = record["message"]
-                message = f"exit code {ran.returncode}: {last}".strip()
-                return AttemptOutcome(
-                    FAILED, ran.returncode, message=message, stderr_tail=last_lines, step_log=stderr
-                )
-            outputs = {}
-            for p in (tpl.get("outputs") or {}).get("parameters") or []:
-                vf = p["valueFrom"]
-                path = self.map_path(vf["path"], root, mounts)
-                if path.is_file():
-                    outputs[p["name"]] = path.read_text()
-                elif "default" in vf:
-                    outputs[p["name"]] = str(vf["default"])
-                else:
-                    message = (
-                        f"output parameter {p['name']!r}: {vf['path']} was not written and has no default"
-                    )
-                    return AttemptOutcome(ERROR, 0, message=message, stderr_tail=last_lines, step_log=stderr)
-            return AttemptOutcome(SUCCEEDED, 0, outputs, stdout.rstrip("\n"), "", last_lines, stderr)
+        tmp = tempfile.mkdtemp(prefix="imagebump-step-", dir=self.work_root)
+        try:
+            return self._attempt(tpl, script, render, deadline, report, tmp)
+        finally:
+            discard(tmp)  # deleted off the node's critical path; never reused
+
+    def _attempt(
+        self,
+        tpl: dict[str, Any],
+        script: dict[str, Any],
+        render: Callable[[Any], str],
+        deadline: float | None,
+        report: Report,
+        tmp: str,
+    ) -> AttemptOutcome:
+        root = Path(tmp)
+        try:
+            mounts = self.materialise(tpl, root)
+            env = self.environment(tpl, render, root, mounts)
+            script_path = self.map_path(STAGING_SCRIPT, root, mounts)
+            script_path.parent.mkdir(parents=True, exist_ok=True)
+            script_path.write_text(render(script.get("source", "")))
+            argv = [self.python] + [render(a) for a in script.get("args") or []] + [str(script_path)]
+        except NodeError as exc:
+            return AttemptOutcome(ERROR, message=self.redact(str(exc)))
+        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+        if timeout is not None and timeout <= 0:
+            return AttemptOutcome(FAILED, message="activeDeadlineSeconds exceeded before start")
+        ran = self.launcher().launch(argv, cwd=tmp, env=env, timeout=timeout, report=report)
+        stdout = ran.stdout.decode(errors="replace")
+        stderr = self.redact(ran.stderr.decode(errors="replace"))
+        if ran.returncode is None:
+            return AttemptOutcome(ERROR, message=stderr)
+        last_lines = tail(stderr)
+        if ran.timed_out:
+            message = f"activeDeadlineSeconds exceeded: process killed after {timeout:.1f}s"
+            return AttemptOutcome(
+                FAILED, ran.returncode, message=message, stderr_tail=last_lines, step_log=stderr
+            )
+        if ran.returncode != 0:
+            last = last_lines.strip().splitlines()[-1] if last_lines.strip() else ""
+            record = json_record(last)  # a step's last word is its error record
+            if record is not None and isinstance(record.get("message"), str):
+                last = record["message"]
+            message = f"exit code {ran.returncode}: {last}".strip()
+            return AttemptOutcome(
+                FAILED, ran.returncode, message=message, stderr_tail=last_lines, step_log=stderr
+            )
+        outputs = {}
+        for p in (tpl.get("outputs") or {}).get("parameters") or []:
+            vf = p["valueFrom"]
+            path = self.map_path(vf["path"], root, mounts)
+            if path.is_file():
+                outputs[p["name"]] = path.read_text()
+            elif "default" in vf:
+                outputs[p["name"]] = str(vf["default"])
+            else:
+                message = f"output parameter {p['name']!r}: {vf['path']} was not written and has no default"
+                return AttemptOutcome(ERROR, 0, message=message, stderr_tail=last_lines, step_log=stderr)
+        return AttemptOutcome(SUCCEEDED, 0, outputs, stdout.rstrip("\n"), "", last_lines, stderr)
 
     @staticmethod
     def map_path(path: str, root: Path, mounts: list[PurePosixPath]) -> Path:
@@ -202,6 +266,9 @@ class Sandbox:
             "HOME": str(root),
             "TMPDIR": str(root),
             "PYTHONDONTWRITEBYTECODE": "1",
+            # The step's TMPDIR is deleted (on a background thread) after it exits: a step may leave
+            # its scratch clones to that instead of deleting them on its critical path (steps.scratch).
+            "IMAGEBUMP_TMPDIR_DELETED_AFTER_STEP": "1",
         }
         env.update(self.env)
         # Only what the template declares names container paths; the caller's env is host paths.
@@ -235,4 +302,4 @@ class Sandbox:
         return env
 
 
-__all__ = ["AttemptOutcome", "Sandbox"]
+__all__ = ["AttemptOutcome", "Sandbox", "discard", "wait_deleted"]

@@ -1,0 +1,55 @@
+"""The warm path's shortcuts give what the plain path gives (issue 15): scratch directories left to
+the runtime that deletes the step's TMPDIR, botocore data parsed once in a warm interpreter, the
+version read once. Real moto ECR; no timing here (bench/ measures)."""
+
+from __future__ import annotations
+
+import secrets
+
+import pytest
+
+from steps import ecr, scratch
+from steps._runtime import imagebump_version
+from steps.commit_message import installed_version
+
+
+def test_scratch_is_deleted_by_the_step_unless_the_runtime_deletes_tmpdir(monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.delenv(scratch.DELETED_AFTER, raising=False)
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
+    with scratch.scratch("t-") as path:
+        (path / "f").write_text("x")
+        assert path.parent == tmp_path
+    assert not path.exists()  # nobody else deletes it: the step does
+    monkeypatch.setenv(scratch.DELETED_AFTER, "1")
+    with scratch.scratch("t-") as kept:
+        pass
+    assert kept.is_dir()  # left to the runtime, inside the TMPDIR it deletes
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "elsewhere"))
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # a scratch outside TMPDIR …
+    with scratch.scratch("t-") as outside:
+        pass
+    assert not outside.exists()  # … is the step's to delete
+
+
+def test_version_read_once_is_the_installed_version() -> None:
+    assert installed_version() == imagebump_version()
+
+
+def test_ecr_client_on_the_warm_loader_answers_as_a_fresh_one(moto, monkeypatch) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto.endpoint_url)
+    name = f"team/warm-{secrets.token_hex(4)}"
+    moto.client("ecr").create_repository(repositoryName=name)
+    monkeypatch.setattr(ecr, "_LOADER", None)
+    fresh = ecr.make_client("us-west-2").describe_repositories(repositoryNames=[name])["repositories"]
+    ecr.warm_loader()
+    assert ecr._LOADER is not None
+    warm_client = ecr.make_client("us-west-2")
+    warm = warm_client.describe_repositories(repositoryNames=[name])["repositories"]
+    assert warm == fresh
+    assert ecr.make_client("us-west-2")._loader is warm_client._loader  # one parsed copy, shared
+    with pytest.raises(Exception, match="RepositoryNotFound"):
+        warm_client.describe_repositories(repositoryNames=[name + "-missing"])

@@ -202,7 +202,7 @@ def run_sweep(
     started = time.monotonic()
     result = executor.run(params, name or f"image-reconcile-local-{int(time.time())}")
     sweep = Sweep(phase=result.phase, seconds=time.monotonic() - started)
-    node = next((n for n in result.nodes if n.template == "reconcile"), None)
+    node = next(iter(result.nodes_for("reconcile")), None)
     if node is None or node.phase != "Succeeded":
         why = (node.message if node is not None else result.message) or "the sweep did not run"
         sweep.exit_code = _exit_of(node) if node is not None else EXIT_UNEXPECTED

@@ -421,7 +421,7 @@ def test_run_local_handles_events_and_prints_progress(
 
 
 def test_progress_line_for_image_update() -> None:
-    from imagebump.commands.run import progress_line
+    from imagebump.local.outcome import progress_line
     from workflows.local.results import NodeResult, WorkflowResult
 
     wf = "image-update-0123"
@@ -498,7 +498,7 @@ def test_signals_stop_the_sensor(sig: str) -> None:
 
 
 def test_progress_line_of_a_lone_surrogate_can_be_printed() -> None:
-    from imagebump.commands.run import printable, progress_line
+    from imagebump.local.outcome import printable, progress_line
     from workflows.local.results import WorkflowResult
 
     event = {"id": "e\ud800", "detail": {"repository-name": "team/\ud800", "image-tag": "1"}}

@@ -6,6 +6,7 @@ auth) are the real parts; ``stack`` deploys ``manifests/aws/cloudformation.yaml`
 ``drive`` pushes images and runs the local sensor until done; ``outcome`` decodes a finished
 workflow (the demo's report and ``run --local``'s progress line); ``demo`` is ``imagebump demo``'s
 report and renderer; ``builders`` builds ECR events, image manifests and kustomizations for the
-demo, the benchmarks and the tests. May import ``steps`` (errors), and ``sensors``/``workflows``
-and ``imagebump.commands`` lazily, inside functions; never imported by ``steps/``.
+demo, the benchmarks and the tests. May import ``steps`` (errors) and
+:mod:`workflows.local.results` (plain data), and ``sensors``, the rest of ``workflows`` and
+``imagebump.commands`` lazily, inside functions; never imported by ``steps/``.
 """

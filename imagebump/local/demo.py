@@ -16,7 +16,7 @@ change without a cluster or a cloud account, and stops / removes it again on exi
 :func:`push_image` puts an image into ECR (``put_image`` with a digest and a manifest; moto's ECR
 emits no events) and sends its push event through EventBridge (``put_events``), which the rule
 routes to the queue. :func:`run_until_done` runs the local sensor (:mod:`sensors.local`) and the
-local executor (:mod:`workflows.local_executor`, each step its own process) until the given
+local executor (:mod:`workflows.local.executor`, each step its own process) until the given
 number of messages reached an outcome.
 
 Steps get only what the WorkflowTemplate gives them: AWS through an explicit environment

@@ -213,7 +213,7 @@ class World:
         """The local executor for the rendered ``image-update`` template (built once, shared)."""
         if self._executor is None:
             from imagebump.commands.run import local_secrets
-            from workflows.local_executor import LocalExecutor
+            from workflows.local.executor import LocalExecutor
 
             token = self.step_token if self.step_token is not None else self.token
             self._executor = LocalExecutor(

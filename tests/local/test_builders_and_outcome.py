@@ -15,7 +15,7 @@ import yaml
 
 from imagebump.local import builders, outcome
 from steps.events import parse_event
-from workflows.local_executor import NodeResult, WorkflowResult
+from workflows.local.results import NodeResult, WorkflowResult
 
 EVENTS = Path(__file__).resolve().parents[1] / "testdata" / "events"
 

@@ -278,8 +278,9 @@ class LocalWorld:
 
 def _world(tmp_path: Path, moto, stack) -> LocalWorld:
     """What the README assumes exists: the stack's queue, an ECR image, a GitOps repository."""
-    from imagebump.local.demo import MANIFESTS_REPO, default_rules, deploy_stack, manifests_files
+    from imagebump.local.demo_repo import MANIFESTS_REPO, default_rules, manifests_files
     from imagebump.local.git_server import GitHttpServer
+    from imagebump.local.stack import deploy_stack
     from tests.secret_scan import register
 
     detail = EVENT["detail"]

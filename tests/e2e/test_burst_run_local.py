@@ -6,7 +6,7 @@ writes. ``imagebump run --local`` runs as a user runs it: a new process whose en
 PATH, HOME, the AWS settings and ``IMAGEBUMP_GIT_TOKEN`` — no read token, no other ``IMAGEBUMP_*``.
 Afterwards every overlay holds its new image, the queue and the dead-letter queue are empty, and
 the token appears nowhere in what the command printed. The world is the demo's
-(:func:`imagebump.local.demo.build_world`) with the benchmark's overlay shape (:mod:`bench.world`).
+(:func:`imagebump.local.world.build_world`) with the benchmark's overlay shape (:mod:`bench.world`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from bench.world import BASE, KUSTOMIZATION
-from imagebump.local.demo import build_world, put_image
+from imagebump.local.drive import put_image
+from imagebump.local.world import build_world
 
 pytestmark = pytest.mark.slow
 

@@ -1,6 +1,6 @@
 """Nothing lost: pushes whose events never made it are reflected by one sweep — end to end, no mocks.
 
-Each test builds its own world (:func:`imagebump.local.demo.build_world`): moto (ECR, EventBridge,
+Each test builds its own world (:func:`imagebump.local.world.build_world`): moto (ECR, EventBridge,
 SQS from the project's CloudFormation stack), a ``git http-backend`` remote with token auth holding
 two apps (``api``, ``web``) with a staging (``mode: commit``) and a production (``mode: pr``,
 ``provider: local``) overlay each. The sweep is ``imagebump reconcile`` — the rendered
@@ -21,16 +21,9 @@ from pathlib import Path
 import pytest
 
 from imagebump.commands.reconcile import run_sweep
-from imagebump.local.demo import (
-    MANIFESTS_REPO,
-    PRODUCTION_PATH,
-    STAGING_PATH,
-    World,
-    build_world,
-    manifests_files,
-    push_image,
-    run_until_done,
-)
+from imagebump.local.demo_repo import MANIFESTS_REPO, PRODUCTION_PATH, STAGING_PATH, manifests_files
+from imagebump.local.drive import push_image, run_until_done
+from imagebump.local.world import World, build_world
 
 pytestmark = pytest.mark.slow
 

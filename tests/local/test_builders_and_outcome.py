@@ -73,6 +73,22 @@ def test_kustomization_text() -> None:
     assert "images" not in yaml.safe_load(builders.kustomization(resources=["deployment.yaml"]))
 
 
+def test_kustomization_entries_with_every_field() -> None:
+    digest = builders.digest_for("r/api:1.10")
+    entries = [
+        {"name": "api", "newName": "r/api", "newTag": "1.10", "digest": digest},
+        {"digest": digest, "name": "web", "newTag": None},  # kustomize's field order, None left out
+    ]
+    text = builders.kustomization(entries)
+    assert text.endswith(
+        f'images:\n- name: api\n  newName: r/api\n  newTag: "1.10"\n  digest: {digest}\n'
+        f"- name: web\n  digest: {digest}\n"
+    )
+    assert yaml.safe_load(text)["images"][0]["newTag"] == "1.10"
+    with pytest.raises(ValueError, match="newtag"):
+        builders.kustomization([{"name": "api", "newtag": "1"}])
+
+
 # --- the outcome decoder --------------------------------------------------------------------------
 def _node(name: str, template: str, phase: str = "Succeeded", **outputs: str) -> NodeResult:
     return NodeResult(name=name, template=template, phase=phase, outputs=outputs, duration=0.5, attempts=1)

@@ -1,7 +1,7 @@
 """Everything imagebump runs on one machine without a cluster or a cloud account.
 
 ``moto`` (the AWS emulator in server mode) and ``git_server`` (``git http-backend`` with token
-auth) are the real parts; ``stack`` deploys ``manifests/aws/cloudformation.yaml`` into moto;
+auth; its HTTP side in ``git_http_backend``) are the real parts; ``stack`` deploys ``manifests/aws/cloudformation.yaml`` into moto;
 ``world`` starts a whole local world from them (``demo_repo``: its GitOps repository and rules);
 ``drive`` pushes images and runs the local sensor until done; ``outcome`` decodes a finished
 workflow (the demo's report and ``run --local``'s progress line); ``demo`` is ``imagebump demo``'s

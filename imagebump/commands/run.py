@@ -171,9 +171,9 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--rules is required: the rules file that maps images to overlays")
     if args.concurrency < 1:
         raise ConfigError(f"--concurrency {args.concurrency}: must be at least 1")
-    from imagebump.commands import reconcile
+    from imagebump.local.sweep import Sweeper, build_executor, parse_every
 
-    sweep_every = reconcile.parse_every(args.reconcile_every)
+    sweep_every = parse_every(args.reconcile_every)
     try:
         rules_text = args.rules.read_text()
     except OSError as exc:
@@ -203,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
     sweeper = None
     if sweep_every > 0:  # the rendered image-reconcile CronWorkflow, on this process's schedule
         try:
-            sweep_executor = reconcile.build_executor(
+            sweep_executor = build_executor(
                 secrets=secrets,
                 configmaps={"imagebump-rules": {"rules.yaml": rules_text}},
                 env=step_environment(dict(os.environ), args.endpoint_url, region),
@@ -214,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
                 f"cannot sweep every {args.reconcile_every}: {exc} "
                 "(or turn the sweep off with --reconcile-every 0)"
             ) from None
-        sweeper = reconcile.Sweeper(sweep_executor, sweep_every, log=log)
+        sweeper = Sweeper(sweep_executor, sweep_every, log=log)
     sqs = boto3.client("sqs", endpoint_url=args.endpoint_url, region_name=region)
     sensor = LocalSensor(
         args.queue_url,

@@ -181,7 +181,7 @@ def run_demo(
 
 def _lose_a_push_then_sweep(report: DemoReport, world: World, say: Callable[[str], None]) -> None:
     """Push a newer image with the sensor stopped, purge its event from the queue, sweep once."""
-    from imagebump.commands.reconcile import run_sweep
+    from imagebump.local.sweep import run_sweep
 
     lost = "1.5.0"
     say(

@@ -239,7 +239,7 @@ class World:
     def sweep_executor(self) -> Any:
         """The local executor for the rendered ``image-reconcile`` CronWorkflow (it references the
         ``image-update`` template), with the same Secrets, ConfigMaps and environment as events."""
-        from imagebump.commands.reconcile import build_executor
+        from imagebump.local.sweep import build_executor
 
         executor = self.executor()  # same settings; its mutexes are this process's, shared
         return build_executor(

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from imagebump.commands.reconcile import run_sweep
 from imagebump.local import builders
 from imagebump.local.demo_repo import MANIFESTS_REPO, PRODUCTION_PATH, STAGING_PATH, manifests_files
 from imagebump.local.drive import push_image, run_until_done
+from imagebump.local.sweep import run_sweep
 from imagebump.local.world import World, build_world
 
 pytestmark = pytest.mark.slow

@@ -21,7 +21,7 @@ import pytest
 
 from imagebump.local import builders
 from imagebump.local.demo_repo import MANIFESTS_REPO, PRODUCTION_PATH, STAGING_PATH, manifests_files
-from imagebump.local.drive import push_image, run_until_done
+from imagebump.local.drive import push_image, run_until_done, send_push_event
 from imagebump.local.sweep import run_sweep
 from imagebump.local.world import World, build_world
 
@@ -234,7 +234,7 @@ def test_run_local_sweeps_every_interval(world: World, capsys) -> None:
     embedded sweep while the sensor runs (it stops after the one event the test sends at the end)."""
     from imagebump.cli import main
 
-    put(world, "api", "1.4.2")  # no event at all
+    digest = put(world, "api", "1.4.2")  # no event yet
     box: dict[str, int] = {}
     argv = [
         "run",
@@ -259,7 +259,7 @@ def test_run_local_sweeps_every_interval(world: World, capsys) -> None:
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline and '"1.4.2"' not in (world.read(overlay("api", "staging")) or ""):
         time.sleep(0.5)
-    push_image(world, "1.4.2")  # one event, so the sensor (max-events 1) ends
+    send_push_event(world, "1.4.2", digest)  # its event, late: one event, so the sensor (max-events 1) ends
     thread.join(timeout=120)
 
     out = capsys.readouterr().out

@@ -19,7 +19,8 @@ outcome, so a crash or a failure loses nothing:
   the sensor goes on with the others — one bad message never stops it).
 
 Filters and the Workflow name are computed from the raw body exactly as the cluster Sensor
-computes them (:mod:`sensors.definition`: gjson's unescaping, Go's regular expressions).
+computes them (:mod:`sensors.definition`: gjson's unescaping, Go's regular expressions); reading a
+body as an event, the counts and the record levels are :mod:`sensors.local_messages` (pure).
 
 :meth:`LocalSensor.stop` (what SIGTERM/SIGINT call) stops taking messages; running workflows
 finish and their messages are settled; messages received but not started are made visible again.
@@ -27,57 +28,33 @@ finish and their messages are settled; messages received but not started are mad
 
 from __future__ import annotations
 
-import json
-import re
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from sensors.local_messages import (
+    LEVELS,
+    InvalidMessage,
+    SensorStats,
+    event_id_of,
+    printable,
+    read_event,
+    receive_count,
+)
 from steps._runtime import utc_timestamp
 from workflows.local.logs import json_logger
 from workflows.local.results import ERROR, SUCCEEDED, WorkflowResult
 
 MAX_MESSAGES_PER_RECEIVE = 10  # the SQS limit
-#: ``level`` of the sensor's records that are not ``info``.
-_LEVELS = {
-    "receive-failed": "warning",
-    "delete-failed": "warning",
-    "release-failed": "warning",
-    "heartbeat-failed": "warning",
-    "message-invalid": "warning",
-    "workflow-failed": "error",
-    "message-error": "error",
-    "on-result-failed": "error",
-}
 
 
 class Executor(Protocol):
     def run(
         self, parameters: dict[str, str], workflow_name: str, *, event_id: str | None = None
     ) -> WorkflowResult: ...
-
-
-@dataclass
-class SensorStats:
-    """What the sensor did with the messages it received."""
-
-    received: int = 0
-    succeeded: int = 0
-    failed: int = 0
-    skipped: int = 0
-    duplicates: int = 0
-    invalid: int = 0
-
-    @property
-    def handled(self) -> int:
-        """Messages brought to an outcome."""
-        return self.succeeded + self.failed + self.skipped + self.duplicates + self.invalid
-
-    def as_dict(self) -> dict[str, int]:
-        return asdict(self)
 
 
 @dataclass
@@ -212,7 +189,7 @@ class LocalSensor:
 
     def log(self, **record: Any) -> None:
         """One record in the format of every imagebump log (:mod:`steps._runtime`): ts, level, component."""
-        level = record.pop("level", None) or _LEVELS.get(record.get("event", ""), "info")
+        level = record.pop("level", None) or LEVELS.get(record.get("event", ""), "info")
         record = {
             "ts": utc_timestamp(),
             "level": level,
@@ -292,35 +269,30 @@ class LocalSensor:
                 event="message-error",
                 level="error",
                 message_id=message.get("MessageId"),
-                receive_count=(message.get("Attributes") or {}).get("ApproximateReceiveCount"),
-                error=f"{type(exc).__name__}: {_printable(str(exc))[:500]}",
+                receive_count=receive_count(message),
+                error=f"{type(exc).__name__}: {printable(str(exc))[:500]}",
                 reason="left on the queue: redelivered after its visibility timeout, dead-lettered "
                 "after maxReceiveCount",
             )
             return None
 
     def _handle(self, message: dict[str, Any], pool: ThreadPoolExecutor) -> Future | None:
-        message_id = message.get("MessageId")
-        receive_count = (message.get("Attributes") or {}).get("ApproximateReceiveCount")
+        message_id, count = message.get("MessageId"), receive_count(message)
         body = message.get("Body", "")
         try:
-            event = json.loads(body)
-            if not isinstance(event, dict):
-                raise ValueError(f"a JSON {type(event).__name__}, not an object")
-        except (TypeError, ValueError, RecursionError) as exc:
+            event = read_event(body)
+        except InvalidMessage as exc:
             # Not an event at all (not even one to filter out): keep it for a human, via the DLQ.
             with self._lock:
                 self.stats.invalid += 1
             self.log(
                 event="message-invalid",
                 message_id=message_id,
-                receive_count=receive_count,
+                receive_count=count,
                 reason=f"body is not JSON holding an event object ({exc}); left on the queue for its redrive policy (DLQ)",
             )
             return None
-        event_id = event.get("id") if isinstance(event.get("id"), str) else None
-        if event_id is not None:
-            event_id = _printable(event_id)
+        event_id = event_id_of(event)
         accepted, reason = self.definition.accepts(body)  # as the cluster reads it (gjson, Go regexps)
         if not accepted:
             with self._lock:
@@ -365,7 +337,7 @@ class LocalSensor:
             message_id=message_id,
             event_id=event_id,
             workflow=name,
-            receive_count=receive_count,
+            receive_count=count,
         )
         return pool.submit(self._run_workflow, message, event, name, arguments, event_id)
 
@@ -431,14 +403,6 @@ class LocalSensor:
                     self.log(
                         event="heartbeat-failed", workflow=item.name, error=f"{type(exc).__name__}: {exc}"
                     )
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _printable(text: str) -> str:
-    """``text`` safe to write to a UTF-8 stream (a lone surrogate from a JSON escape becomes U+FFFD)."""
-    return _SURROGATE.sub("\ufffd", text)
 
 
 __all__ = ["LocalSensor", "SensorStats"]

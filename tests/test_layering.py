@@ -4,8 +4,8 @@
   module): the local sensor depends on :mod:`workflows.local.results` and :mod:`workflows.local.logs`.
 - ``workflows/*.py`` at the top level are declarations (Hera definitions, render, rbac, names):
   none imports the local runtime :mod:`workflows.local`. The one exception is the re-export
-  ``workflows/local_executor.py`` kept for ``imagebump/local/demo.py`` and ``bench/world.py``
-  until they import :mod:`workflows.local.executor` themselves.
+  ``workflows/local_executor.py`` kept for ``bench/world.py`` until it imports
+  :mod:`workflows.local.executor` itself; no project package imports it any more.
 - :mod:`workflows.names` and ``sensors/`` do not import Hera (checked statically, through every
   project module they import, and by importing them in a fresh interpreter).
 """
@@ -114,6 +114,13 @@ def test_importing_names_and_sensors_loads_no_hera() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    "module", [m for p in PACKAGES for m in _modules(p, recursive=True) if m not in REEXPORTS]
+)
+def test_project_packages_do_not_import_the_executor_reexport(module: str) -> None:
+    assert not (_direct_imports(module) & REEXPORTS), f"{module}: import workflows.local.executor/results"
 
 
 def test_the_rules_can_fail() -> None:

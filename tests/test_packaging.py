@@ -92,9 +92,10 @@ def test_the_demo_has_its_own_extra(wheel: Path) -> None:
 
 def test_a_plain_install_ships_what_run_and_demo_read(installed: Path, tmp_path: Path) -> None:
     code = (
-        "import json, imagebump, imagebump.commands.run as r, imagebump.local.demo as d; "
-        "print(json.dumps([imagebump.__file__, str(r.DEFAULT_TEMPLATE), str(d.CLOUDFORMATION_TEMPLATE), "
-        "r.DEFAULT_TEMPLATE.is_file(), d.CLOUDFORMATION_TEMPLATE.is_file(), d.WORKFLOW_TEMPLATE.is_file()]))"
+        "import json, imagebump, imagebump.commands.run as r, imagebump.local.demo, "
+        "imagebump.local.stack as s, imagebump.local.world as w; "
+        "print(json.dumps([imagebump.__file__, str(r.DEFAULT_TEMPLATE), str(s.CLOUDFORMATION_TEMPLATE), "
+        "r.DEFAULT_TEMPLATE.is_file(), s.CLOUDFORMATION_TEMPLATE.is_file(), w.WORKFLOW_TEMPLATE.is_file()]))"
     )
     proc = _run(installed, tmp_path, code)
     assert proc.returncode == 0, proc.stderr

@@ -37,6 +37,7 @@ from pathlib import Path
 
 import pytest
 
+from imagebump.local import builders
 from tests.fixtures.aws import isolated_moto
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -278,8 +279,9 @@ class LocalWorld:
 
 def _world(tmp_path: Path, moto, stack) -> LocalWorld:
     """What the README assumes exists: the stack's queue, an ECR image, a GitOps repository."""
-    from imagebump.local.demo import MANIFESTS_REPO, default_rules, deploy_stack, manifests_files
+    from imagebump.local.demo_repo import MANIFESTS_REPO, default_rules, manifests_files
     from imagebump.local.git_server import GitHttpServer
+    from imagebump.local.stack import deploy_stack
     from tests.secret_scan import register
 
     detail = EVENT["detail"]
@@ -301,18 +303,7 @@ def _world(tmp_path: Path, moto, stack) -> LocalWorld:
 
 def _put_image(ecr, repository: str, tag: str, digest: str) -> None:
     """An image in moto's ECR (moto needs the digest given: it computes its own oddly)."""
-    manifest = json.dumps(
-        {
-            "schemaVersion": 2,
-            "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
-            "config": {
-                "mediaType": "application/vnd.docker.container.image.v1+json",
-                "size": 1,
-                "digest": "sha256:" + digest[-64:],
-            },
-            "layers": [],
-        }
-    )
+    manifest = builders.image_manifest(digest)
     ecr.put_image(repositoryName=repository, imageManifest=manifest, imageTag=tag, imageDigest=digest)
 
 

@@ -16,8 +16,9 @@ sets ``AWS_ENDPOINT_URL`` for them (boto3 also honours ``AWS_ENDPOINT_URL`` itse
 
 Output: JSON-line logs on stderr — the sensor's, the executor's and every step's own records, in
 the one format of :mod:`steps._runtime` (each record of a workflow carries its ``event_id``) — and
-one progress line per event on stdout (plus a summary line when it stops). Runs until
-SIGTERM/SIGINT (then finishes what is running and exits 0) or ``--max-events``.
+one progress line per event on stdout (:func:`imagebump.local.outcome.progress_line`, shared with
+the demo; plus a summary line when it stops). Runs until SIGTERM/SIGINT (then finishes what is
+running and exits 0) or ``--max-events``.
 
 Without ``--local`` it refuses: on a cluster the intake is the Argo Events Sensor.
 """
@@ -25,7 +26,6 @@ Without ``--local`` it refuses: on a cluster the intake is the Argo Events Senso
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import signal
@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from imagebump.local.outcome import printable, progress_line
 from steps.errors import ConfigError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -170,9 +171,9 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--rules is required: the rules file that maps images to overlays")
     if args.concurrency < 1:
         raise ConfigError(f"--concurrency {args.concurrency}: must be at least 1")
-    from imagebump.commands import reconcile
+    from imagebump.local.sweep import Sweeper, build_executor, parse_every
 
-    sweep_every = reconcile.parse_every(args.reconcile_every)
+    sweep_every = parse_every(args.reconcile_every)
     try:
         rules_text = args.rules.read_text()
     except OSError as exc:
@@ -202,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
     sweeper = None
     if sweep_every > 0:  # the rendered image-reconcile CronWorkflow, on this process's schedule
         try:
-            sweep_executor = reconcile.build_executor(
+            sweep_executor = build_executor(
                 secrets=secrets,
                 configmaps={"imagebump-rules": {"rules.yaml": rules_text}},
                 env=step_environment(dict(os.environ), args.endpoint_url, region),
@@ -213,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
                 f"cannot sweep every {args.reconcile_every}: {exc} "
                 "(or turn the sweep off with --reconcile-every 0)"
             ) from None
-        sweeper = reconcile.Sweeper(sweep_executor, sweep_every, log=log)
+        sweeper = Sweeper(sweep_executor, sweep_every, log=log)
     sqs = boto3.client("sqs", endpoint_url=args.endpoint_url, region_name=region)
     sensor = LocalSensor(
         args.queue_url,
@@ -269,73 +270,3 @@ class _stop_on_signals:
     def __exit__(self, *exc: object) -> None:
         for sig, handler in self.previous.items():
             signal.signal(sig, handler)
-
-
-# ---------------------------------------------------------------------------------------------
-# The progress line: pure, so the demo and tests can use it
-# ---------------------------------------------------------------------------------------------
-
-
-def _image_label(event: dict[str, Any]) -> str:
-    detail = event.get("detail") if isinstance(event.get("detail"), dict) else {}
-    repo = detail.get("repository-name") or "?"
-    if detail.get("image-tag"):
-        return f"{repo}:{detail['image-tag']}"
-    digest = detail.get("image-digest") or ""
-    return f"{repo}@{digest[:19]}…" if digest else repo
-
-
-def _target_label(target: dict[str, Any]) -> str:
-    return target.get("env") or target.get("path") or "target"
-
-
-def _target_outcome(result: Any, index: int) -> str:
-    nodes = result.item_nodes("update-target", index)
-    commit, edit = nodes.get("commit-pr"), nodes.get("edit-kustomize")
-    if commit is not None and commit.phase == "Succeeded":
-        action = commit.outputs.get("action", "")
-        if action == "committed":
-            return f"committed {commit.outputs.get('commit-sha', '')[:7]}".strip()
-        if action.startswith("pr-"):
-            where = commit.outputs.get("pr-url") or commit.outputs.get("branch", "")
-            return f"{action} {where}".strip()
-        return action or "done"
-    if edit is not None and edit.phase == "Succeeded" and (commit is None or commit.phase == "Skipped"):
-        decision = edit.outputs.get("decision", "")
-        reason = edit.outputs.get("reason", "")
-        if decision == "current":
-            return "unchanged"
-        return f"skipped ({decision}{': ' + reason if reason else ''})" if decision else "unchanged"
-    failed = next((n for n in (commit, edit) if n is not None and n.phase in ("Failed", "Error")), None)
-    if failed is not None:
-        return f"{failed.template} {failed.phase.lower()}: {failed.message[:120]}"
-    return "not run"
-
-
-def printable(text: str) -> str:
-    """``text`` that any UTF-8 stream can take: lone surrogates (from JSON escapes) become U+FFFD."""
-    return re.sub("[\ud800-\udfff]", "\ufffd", text)
-
-
-def progress_line(event: dict[str, Any], result: Any) -> str:
-    """``event 13cde686… team/api:1.4.2 → 2 targets: staging committed abc1234, production pr-updated …  (3.2s)``."""
-    event_id = str(event.get("id") or "?")
-    head = f"event {event_id[:8]}{'…' if len(event_id) > 8 else ''} {_image_label(event)}"
-    took = f"  ({result.duration:.1f}s)"
-    resolve = next((n for n in result.nodes if n.template == "resolve-image"), None)
-    if resolve is None:  # not the image-update template (tests, custom templates)
-        return f"{head} → {result.phase.lower()}{': ' + result.message if result.message else ''}{took}"
-    if resolve.phase != "Succeeded":
-        why = (resolve.message if resolve is not None else result.message) or result.message
-        return f"{head} → {result.phase.upper()}: {why[:200]}{took}"
-    try:
-        targets = json.loads(resolve.outputs.get("targets") or "[]")
-    except json.JSONDecodeError:
-        targets = []
-    if not targets:
-        reason = resolve.outputs.get("reason") or "no rule matched"
-        return f"{head} → no targets: {reason}{took}"
-    parts = [f"{_target_label(t)} {_target_outcome(result, i)}" for i, t in enumerate(targets)]
-    status = "" if result.phase == "Succeeded" else f" [{result.phase.upper()}]"
-    noun = "target" if len(targets) == 1 else "targets"
-    return f"{head} → {len(targets)} {noun}: {', '.join(parts)}{status}{took}"

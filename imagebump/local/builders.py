@@ -18,7 +18,7 @@ import hashlib
 import json
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 DETAIL_TYPE = "ECR Image Action"
@@ -99,27 +99,38 @@ def image_manifest(digest: str) -> str:
     )
 
 
+#: An ``images`` entry's fields in the order kustomize writes them.
+IMAGE_FIELDS = ("name", "newName", "newTag", "digest")
+
+
 def kustomization(
-    images: Iterable[tuple[str, str]] | None = None,
+    images: Iterable[tuple[str, str] | Mapping[str, str | None]] | None = None,
     *,
     resources: Iterable[str] = ("../../base",),
     namespace: str | None = None,
     header: str | None = None,
 ) -> str:
-    """A kustomization.yaml overlay: ``resources`` then ``images`` (``(name, newTag)`` pairs) in
-    kustomize's own block style (``- name: …`` / ``  newTag: …``); a tag YAML would read as a number
-    is quoted."""
+    """A kustomization.yaml overlay: ``resources`` then ``images`` in kustomize's own block style
+    (``- name: …`` / ``  newTag: …``); a value YAML would read as something else (``1.0``) is quoted.
+
+    An entry is a ``(name, newTag)`` pair, or a mapping of the entry's fields (``name``, ``newName``,
+    ``newTag``, ``digest``; a missing or None field is left out).
+    """
     lines = [f"# {header}"] if header else []
     lines += ["apiVersion: kustomize.config.k8s.io/v1beta1", "kind: Kustomization"]
     if namespace:
         lines.append(f"namespace: {namespace}")
     lines.append("resources:")
     lines += [f"- {r}" for r in resources]
-    entries = list(images or [])
+    entries = [e if isinstance(e, Mapping) else {"name": e[0], "newTag": e[1]} for e in images or []]
     if entries:
         lines.append("images:")
-        for name, tag in entries:
-            lines += [f"- name: {name}", f"  newTag: {_scalar(tag)}"]
+        for entry in entries:
+            unknown = set(entry) - set(IMAGE_FIELDS)
+            if unknown:
+                raise ValueError(f"images entry {entry!r}: unknown field(s) {sorted(unknown)}")
+            fields = [(k, entry[k]) for k in IMAGE_FIELDS if entry.get(k) is not None]
+            lines += [f"{'-' if i == 0 else ' '} {k}: {_scalar(str(v))}" for i, (k, v) in enumerate(fields)]
     return "\n".join(lines) + "\n"
 
 

@@ -16,7 +16,7 @@ change without a cluster or a cloud account, and stops / removes it again on exi
 :func:`push_image` puts an image into ECR (``put_image`` with a digest and a manifest; moto's ECR
 emits no events) and sends its push event through EventBridge (``put_events``), which the rule
 routes to the queue. :func:`run_until_done` runs the local sensor (:mod:`sensors.local`) and the
-local executor (:mod:`workflows.local_executor`, each step its own process) until the given
+local executor (:mod:`workflows.local.executor`, each step its own process) until the given
 number of messages reached an outcome.
 
 Steps get only what the WorkflowTemplate gives them: AWS through an explicit environment
@@ -42,27 +42,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from imagebump.local.demo_repo import (
-    MANIFESTS_REPO,
-    PRODUCTION_PATH,
-    STAGING_PATH,
-    default_rules,
-    manifests_files,
-)
-from imagebump.local.drive import (
-    Outcome,
-    RunReport,
-    digest_of,
-    make_sensor,
-    push_image,
-    put_image,
-    run_until,
-    run_until_done,
-    send_push_event,
-)
+from imagebump.local.drive import RunReport, push_image, run_until_done
 from imagebump.local.outcome import TargetResult, failure_details, node, resolved_image, target_results
-from imagebump.local.stack import CLOUDFORMATION_TEMPLATE, deploy_stack, quiet_request_logs
-from imagebump.local.world import WORKFLOW_TEMPLATE, World, build_world
+from imagebump.local.stack import quiet_request_logs
+from imagebump.local.world import World, build_world
 
 
 @dataclass
@@ -198,7 +181,7 @@ def run_demo(
 
 def _lose_a_push_then_sweep(report: DemoReport, world: World, say: Callable[[str], None]) -> None:
     """Push a newer image with the sensor stopped, purge its event from the queue, sweep once."""
-    from imagebump.commands.reconcile import run_sweep
+    from imagebump.local.sweep import run_sweep
 
     lost = "1.5.0"
     say(
@@ -367,35 +350,4 @@ def render_report(report: DemoReport) -> str:
     return "\n".join(out).lstrip("\n") + "\n"
 
 
-# Re-exported for the tests that import them from here (tests/e2e/test_end_to_end.py,
-# test_read_token.py, test_reconcile.py, test_burst_run_local.py, tests/test_readme.py,
-# tests/test_packaging.py); their homes are imagebump.local.{world,drive,outcome,stack,demo_repo}.
-__all__ = [
-    "CLOUDFORMATION_TEMPLATE",
-    "MANIFESTS_REPO",
-    "PRODUCTION_PATH",
-    "STAGING_PATH",
-    "WORKFLOW_TEMPLATE",
-    "DemoReport",
-    "Outcome",
-    "RunReport",
-    "TargetResult",
-    "World",
-    "build_world",
-    "default_rules",
-    "deploy_stack",
-    "digest_of",
-    "failure_details",
-    "fill_report",
-    "make_sensor",
-    "manifests_files",
-    "push_image",
-    "put_image",
-    "quiet_request_logs",
-    "render_report",
-    "run_demo",
-    "run_until",
-    "run_until_done",
-    "send_push_event",
-    "target_results",
-]
+__all__ = ["DemoReport", "fill_report", "render_report", "run_demo"]

@@ -17,6 +17,7 @@ from typing import Any
 
 from imagebump.local import builders
 from imagebump.local.world import World
+from workflows.local.results import WorkflowResult
 
 
 def digest_of(world: World, tag: str) -> str:
@@ -61,7 +62,7 @@ class Outcome:
     """One workflow the sensor ran: its event, result and when it finished (monotonic)."""
 
     event: dict[str, Any]
-    result: Any  # workflows.local_executor.WorkflowResult
+    result: WorkflowResult
     finished: float
 
     @property

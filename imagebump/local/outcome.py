@@ -1,9 +1,11 @@
 """Reading a finished ``image-update`` workflow: what each target's steps did. Pure.
 
 The executor's result is a list of nodes (template, name, phase, outputs, duration); a target's
-nodes carry ``.update-target(i)`` in their name (:func:`target_nodes`). :func:`target_results`
-and :func:`failure_details` feed the demo's report; :func:`progress_line` is ``imagebump run
---local``'s one line per event. Imports nothing of the project.
+nodes run under item ``i`` of the ``update-target`` fan-out, which :mod:`workflows.local.results`
+(the one home of node names) decodes (:func:`target_nodes`). :func:`target_results` and
+:func:`failure_details` feed the demo's report; :func:`progress_line` is ``imagebump run
+--local``'s one line per event. Imports only :mod:`workflows.local.results` (plain data) of the
+project.
 """
 
 from __future__ import annotations
@@ -13,15 +15,19 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from workflows.local.results import NodeResult, WorkflowResult, item_index
+
 STEP_TEMPLATES = ("resolve-image", "edit-kustomize", "commit-pr")
+#: The fanned-out step of ``image-update`` that runs one target per item.
+TARGET_STEP = "update-target"
 
 
-def node(result: Any, template: str) -> Any:
+def node(result: WorkflowResult, template: str) -> NodeResult | None:
     """The first node of ``template`` (e.g. ``resolve-image``), or None."""
-    return next((n for n in result.nodes if n.template == template), None)
+    return next(iter(result.nodes_for(template)), None)
 
 
-def targets(result: Any) -> list[dict[str, Any]]:
+def targets(result: WorkflowResult) -> list[dict[str, Any]]:
     """The targets resolve-image output ([] when it did not succeed or its output is not JSON)."""
     resolve = node(result, "resolve-image")
     if resolve is None:
@@ -33,15 +39,10 @@ def targets(result: Any) -> list[dict[str, Any]]:
     return found if isinstance(found, list) else []
 
 
-def in_target(name: str, index: int) -> bool:
-    """Whether the node ``name`` belongs to target ``index`` (``….update-target(i)`` or below it)."""
-    prefix = f".update-target({index})"
-    return prefix + "." in name or name.endswith(prefix)
-
-
-def target_nodes(result: Any, index: int) -> dict[str, Any]:
+def target_nodes(result: WorkflowResult, index: int) -> dict[str, NodeResult]:
     """Target ``index``'s step nodes by template (``edit-kustomize``, ``commit-pr``)."""
-    return {n.template: n for n in result.nodes if in_target(n.name, index) and n.template in STEP_TEMPLATES}
+    nodes = result.item_nodes(TARGET_STEP, index)
+    return {template: n for template, n in nodes.items() if template in STEP_TEMPLATES}
 
 
 def image_label(event: dict[str, Any]) -> str:
@@ -74,7 +75,7 @@ class TargetResult:
     steps: dict[str, float] = field(default_factory=dict)
 
 
-def target_results(result: Any) -> list[TargetResult]:
+def target_results(result: WorkflowResult) -> list[TargetResult]:
     """The targets resolve-image output, each with its edit-kustomize / commit-pr outcome."""
     resolve = node(result, "resolve-image")
     if resolve is None or resolve.phase != "Succeeded":
@@ -115,13 +116,13 @@ def target_results(result: Any) -> list[TargetResult]:
     return out
 
 
-def failure_details(result: Any) -> list[str]:
+def failure_details(result: WorkflowResult) -> list[str]:
     """Failed/Errored steps of a workflow, one line each: ``step [env] (failed, N attempts): message``."""
     envs = {i: t.get("env") or t.get("path") or str(i) for i, t in enumerate(targets(result))}
     lines = []
     for step in result.nodes:
         if step.phase in ("Failed", "Error") and step.template in STEP_TEMPLATES:
-            env = next((e for i, e in envs.items() if in_target(step.name, i)), "")
+            env = envs.get(item_index(step.name, TARGET_STEP), "")
             where = f"{step.template} [{env}]" if env else step.template
             attempts = f"{step.attempts} attempt{'s' if step.attempts != 1 else ''}"
             lines.append(f"{where} ({step.phase.lower()}, {attempts}): {step.message}")
@@ -130,7 +131,7 @@ def failure_details(result: Any) -> list[str]:
     return lines
 
 
-def resolved_image(result: Any) -> str:
+def resolved_image(result: WorkflowResult) -> str:
     """``ACCOUNT.dkr.ecr.REGION.amazonaws.com/REPO:TAG@DIGEST`` from resolve-image's ``image`` output."""
     resolve = node(result, "resolve-image")
     if resolve is None or not resolve.outputs.get("image"):
@@ -150,7 +151,7 @@ def target_label(target: dict[str, Any]) -> str:
     return target.get("env") or target.get("path") or "target"
 
 
-def target_outcome(result: Any, index: int) -> str:
+def target_outcome(result: WorkflowResult, index: int) -> str:
     """One target's outcome in a few words: ``committed abc1234``, ``pr-updated URL``, ``unchanged``…"""
     nodes = target_nodes(result, index)
     commit, edit = nodes.get("commit-pr"), nodes.get("edit-kustomize")
@@ -179,7 +180,7 @@ def printable(text: str) -> str:
     return re.sub("[\ud800-\udfff]", "\ufffd", text)
 
 
-def progress_line(event: dict[str, Any], result: Any) -> str:
+def progress_line(event: dict[str, Any], result: WorkflowResult) -> str:
     """``event 13cde686… team/api:1.4.2 → 2 targets: staging committed abc1234, production pr-updated …  (3.2s)``."""
     event_id = str(event.get("id") or "?")
     head = f"event {event_id[:8]}{'…' if len(event_id) > 8 else ''} {image_label(event)}"

@@ -213,7 +213,7 @@ class World:
         """The local executor for the rendered ``image-update`` template (built once, shared)."""
         if self._executor is None:
             from imagebump.commands.run import local_secrets
-            from workflows.local_executor import LocalExecutor
+            from workflows.local.executor import LocalExecutor
 
             token = self.step_token if self.step_token is not None else self.token
             self._executor = LocalExecutor(
@@ -239,7 +239,7 @@ class World:
     def sweep_executor(self) -> Any:
         """The local executor for the rendered ``image-reconcile`` CronWorkflow (it references the
         ``image-update`` template), with the same Secrets, ConfigMaps and environment as events."""
-        from imagebump.commands.reconcile import build_executor
+        from imagebump.local.sweep import build_executor
 
         executor = self.executor()  # same settings; its mutexes are this process's, shared
         return build_executor(

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from imagebump.local import builders
+
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "manifests" / "aws" / "cloudformation.yaml"
 EVENTS = ROOT / "tests" / "testdata" / "events"
@@ -59,16 +61,7 @@ def _event(name: str, **detail) -> dict:
 
 
 def _put(moto, event: dict) -> None:
-    response = moto.client("events").put_events(
-        Entries=[
-            {
-                "Source": event["source"],
-                "DetailType": event["detail-type"],
-                "Detail": json.dumps(event["detail"]),
-                "Resources": event.get("resources", []),
-            }
-        ]
-    )
+    response = moto.client("events").put_events(Entries=[builders.event_bridge_entry(event)])
     assert response["FailedEntryCount"] == 0, response
 
 

@@ -12,7 +12,6 @@ the test module wires them and asserts.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
@@ -26,6 +25,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from imagebump.local import builders
 from tests.fixtures.github import GitHubFake
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,16 +72,6 @@ class FlakyGitHub(GitHubFake):
 # ---------------------------------------------------------------------------------------------
 # The world
 # ---------------------------------------------------------------------------------------------
-
-KUSTOMIZATION = """\
-apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-- ../../base
-images:
-- name: {image}
-  newTag: {tag}
-"""
 
 
 @dataclass
@@ -160,21 +150,6 @@ def rules_yaml(account: str, prefix: str, repo_url: str) -> str:
     )
 
 
-def _manifest(digest: str) -> str:
-    return json.dumps(
-        {
-            "schemaVersion": 2,
-            "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
-            "config": {
-                "digest": digest,
-                "size": 1,
-                "mediaType": "application/vnd.docker.container.image.v1+json",
-            },
-            "layers": [],
-        }
-    )
-
-
 def _next_second() -> None:
     """moto stamps imagePushedAt in whole seconds: wait for the next one so push times differ."""
     time.sleep(1.02 - (time.time() % 1.0))
@@ -195,10 +170,10 @@ def push_images(ecr: Any, overlays: list[Overlay], per_overlay: list[int]) -> st
             if round_ > count:
                 continue
             tag = f"1.0.{round_}"
-            digest = "sha256:" + hashlib.sha256(f"{overlay.repository}:{tag}".encode()).hexdigest()
+            digest = builders.digest_for(f"{overlay.repository}:{tag}")
             ecr.put_image(
                 repositoryName=overlay.repository,
-                imageManifest=_manifest(digest),
+                imageManifest=builders.image_manifest(digest),
                 imageTag=tag,
                 imageDigest=digest,
             )
@@ -247,22 +222,9 @@ def late_older(deliveries: list[Delivery]) -> int:
 
 
 def event_entry(d: Delivery, bus: str) -> dict[str, Any]:
-    """The put_events entry AWS ECR would emit for this push (EventBridge adds id and account)."""
-    detail = {
-        "result": "SUCCESS",
-        "repository-name": d.image.repository,
-        "image-digest": d.image.digest,
-        "action-type": "PUSH",
-        "image-tag": d.image.tag,
-    }
-    return {
-        "Source": "aws.ecr",
-        "DetailType": "ECR Image Action",
-        "Detail": json.dumps(detail),
-        "EventBusName": bus,
-        "Time": d.image.pushed_at,
-        "Resources": [],
-    }
+    """The put_events entry AWS ECR would emit for this push, on ``bus``, at its push time."""
+    event = builders.ecr_push_event(d.image.repository, d.image.digest, d.image.tag)
+    return {**builders.event_bridge_entry(event), "EventBusName": bus, "Time": d.image.pushed_at}
 
 
 @dataclass

@@ -41,10 +41,10 @@ from pathlib import Path
 
 import pytest
 
+from imagebump.local import builders
 from imagebump.local.git_server import GitHttpServer
 from steps.kustomize import get_image
 from tests.chaos.harness import (
-    KUSTOMIZATION,
     ROOT,
     Delivery,
     FlakyGitHub,
@@ -91,7 +91,7 @@ def _world_files(overlays: list[Overlay]) -> dict[str, str]:
     files = {"README.md": "chaos gitops\n"}
     for o in overlays:
         files[f"services/{o.name}/base/kustomization.yaml"] = "resources: []\n"
-        files[o.file] = KUSTOMIZATION.format(image=o.image, tag=o.images[0].tag)
+        files[o.file] = builders.kustomization([(o.image, o.images[0].tag)])
     return files
 
 

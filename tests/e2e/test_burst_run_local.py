@@ -6,7 +6,7 @@ writes. ``imagebump run --local`` runs as a user runs it: a new process whose en
 PATH, HOME, the AWS settings and ``IMAGEBUMP_GIT_TOKEN`` — no read token, no other ``IMAGEBUMP_*``.
 Afterwards every overlay holds its new image, the queue and the dead-letter queue are empty, and
 the token appears nowhere in what the command printed. The world is the demo's
-(:func:`imagebump.local.demo.build_world`) with the benchmark's overlay shape (:mod:`bench.world`).
+(:func:`imagebump.local.world.build_world`) with the benchmark's overlay shape (:mod:`bench.world`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ from pathlib import Path
 import pytest
 
 from bench.world import BASE, KUSTOMIZATION
-from imagebump.local.demo import build_world, put_image
+from imagebump.local import builders
+from imagebump.local.drive import put_image
+from imagebump.local.world import build_world
 
 pytestmark = pytest.mark.slow
 
@@ -68,21 +70,8 @@ def test_run_local_with_only_the_write_token_lands_a_burst_of_27(moto, tmp_path:
             for name in repositories:
                 world.repository = name
                 digest = put_image(world, NEW)
-                entries.append(
-                    {
-                        "Source": "aws.ecr",
-                        "DetailType": "ECR Image Action",
-                        "Detail": json.dumps(
-                            {
-                                "result": "SUCCESS",
-                                "repository-name": name,
-                                "image-digest": digest,
-                                "action-type": "PUSH",
-                                "image-tag": NEW,
-                            }
-                        ),
-                    }
-                )
+                event = builders.ecr_push_event(name, digest, NEW, account=world.account, region=world.region)
+                entries.append(builders.event_bridge_entry(event))
             events = world.client("events")
             for i in range(0, len(entries), 10):
                 assert not events.put_events(Entries=entries[i : i + 10]).get("FailedEntryCount")

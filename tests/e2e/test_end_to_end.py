@@ -2,7 +2,7 @@
 running the rendered WorkflowTemplate (each step a subprocess) → a real git http-backend remote
 (and, for one case, the GitHub API fake).
 
-Every test builds its own world (:func:`imagebump.local.demo.build_world`) on the session's moto
+Every test builds its own world (:func:`imagebump.local.world.build_world`) on the session's moto
 server: its own CloudFormation stack (queue, DLQ, rule), ECR repository, git server and token.
 Queues stay shallow; the sensor long-polls 1 s and uses a short visibility timeout.
 """
@@ -15,24 +15,19 @@ from pathlib import Path
 
 import pytest
 
-from imagebump.local.demo import (
-    PRODUCTION_PATH,
-    STAGING_PATH,
-    DemoReport,
-    World,
-    build_world,
-    default_rules,
+from imagebump.local.demo import DemoReport, fill_report, render_report
+from imagebump.local.demo_repo import PRODUCTION_PATH, STAGING_PATH, default_rules
+from imagebump.local.drive import (
     digest_of,
-    fill_report,
     make_sensor,
     push_image,
     put_image,
-    render_report,
     run_until,
     run_until_done,
     send_push_event,
-    target_results,
 )
+from imagebump.local.outcome import target_results
+from imagebump.local.world import World, build_world
 from tests.fixtures.github import GitHubFake
 
 pytestmark = pytest.mark.slow

@@ -25,15 +25,10 @@ from pathlib import Path
 
 import pytest
 
-from imagebump.local.demo import (
-    PRODUCTION_PATH,
-    STAGING_PATH,
-    World,
-    build_world,
-    push_image,
-    run_until_done,
-    target_results,
-)
+from imagebump.local.demo_repo import PRODUCTION_PATH, STAGING_PATH
+from imagebump.local.drive import push_image, run_until_done
+from imagebump.local.outcome import target_results
+from imagebump.local.world import World, build_world
 
 pytestmark = pytest.mark.slow
 

@@ -1,6 +1,6 @@
 """Nothing lost: pushes whose events never made it are reflected by one sweep — end to end, no mocks.
 
-Each test builds its own world (:func:`imagebump.local.demo.build_world`): moto (ECR, EventBridge,
+Each test builds its own world (:func:`imagebump.local.world.build_world`): moto (ECR, EventBridge,
 SQS from the project's CloudFormation stack), a ``git http-backend`` remote with token auth holding
 two apps (``api``, ``web``) with a staging (``mode: commit``) and a production (``mode: pr``,
 ``provider: local``) overlay each. The sweep is ``imagebump reconcile`` — the rendered
@@ -12,7 +12,6 @@ moto stores push times in whole seconds: the tests wait a second between pushes 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import threading
 import time
@@ -20,17 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from imagebump.commands.reconcile import run_sweep
-from imagebump.local.demo import (
-    MANIFESTS_REPO,
-    PRODUCTION_PATH,
-    STAGING_PATH,
-    World,
-    build_world,
-    manifests_files,
-    push_image,
-    run_until_done,
-)
+from imagebump.local import builders
+from imagebump.local.demo_repo import MANIFESTS_REPO, PRODUCTION_PATH, STAGING_PATH, manifests_files
+from imagebump.local.drive import push_image, run_until_done, send_push_event
+from imagebump.local.sweep import run_sweep
+from imagebump.local.world import World, build_world
 
 pytestmark = pytest.mark.slow
 
@@ -49,21 +42,9 @@ def repository(world: World, app: str) -> str:
 def put(world: World, app: str, tag: str) -> str:
     """Push ``tag`` of ``app`` to ECR only: no event (moto's ECR emits none; nothing reaches SQS)."""
     name = repository(world, app)
-    digest = "sha256:" + hashlib.sha256(f"{world.stack_name}/{name}:{tag}".encode()).hexdigest()
-    manifest = json.dumps(
-        {
-            "schemaVersion": 2,
-            "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
-            "config": {
-                "mediaType": "application/vnd.docker.container.image.v1+json",
-                "size": 1,
-                "digest": "sha256:" + hashlib.sha256(digest.encode()).hexdigest(),
-            },
-            "layers": [],
-        }
-    )
+    digest = builders.digest_for(f"{world.stack_name}/{name}:{tag}")
     world.client("ecr").put_image(
-        repositoryName=name, imageManifest=manifest, imageTag=tag, imageDigest=digest
+        repositoryName=name, imageManifest=builders.image_manifest(digest), imageTag=tag, imageDigest=digest
     )
     return digest
 
@@ -133,23 +114,14 @@ def test_lost_pushes_are_reflected_by_one_sweep_and_a_second_changes_nothing(wor
     #    cluster its message left SQS when it reached the EventBus, so nothing redelivers it
     time.sleep(1.1)
     api_newest = put(world, "api", "1.4.3")
-    event = {
-        "version": "0",
-        "id": "lost-in-a-failed-workflow",
-        "detail-type": "ECR Image Action",
-        "source": "aws.ecr",
-        "account": world.account,
-        "time": "2026-12-03T00:00:00Z",
-        "region": world.region,
-        "resources": [],
-        "detail": {
-            "result": "SUCCESS",
-            "repository-name": world.repository,
-            "image-digest": api_newest,
-            "action-type": "PUSH",
-            "image-tag": "1.4.3",
-        },
-    }
+    event = builders.ecr_push_event(
+        world.repository,
+        api_newest,
+        "1.4.3",
+        account=world.account,
+        region=world.region,
+        event_id="lost-in-a-failed-workflow",
+    )
     world.git.fail_rate = 1.0
     failed = world.executor().run({"event": json.dumps(event)}, "image-update-failed-for-good")
     world.git.fail_rate = 0.0
@@ -262,7 +234,7 @@ def test_run_local_sweeps_every_interval(world: World, capsys) -> None:
     embedded sweep while the sensor runs (it stops after the one event the test sends at the end)."""
     from imagebump.cli import main
 
-    put(world, "api", "1.4.2")  # no event at all
+    digest = put(world, "api", "1.4.2")  # no event yet
     box: dict[str, int] = {}
     argv = [
         "run",
@@ -287,7 +259,7 @@ def test_run_local_sweeps_every_interval(world: World, capsys) -> None:
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline and '"1.4.2"' not in (world.read(overlay("api", "staging")) or ""):
         time.sleep(0.5)
-    push_image(world, "1.4.2")  # one event, so the sensor (max-events 1) ends
+    send_push_event(world, "1.4.2", digest)  # its event, late: one event, so the sensor (max-events 1) ends
     thread.join(timeout=120)
 
     out = capsys.readouterr().out

@@ -22,7 +22,7 @@ with the server behaviour that matters here:
   computed from rendered Roles/Bindings by tests/test_rbac.py's rules).
 
 :class:`FakeKubeServer` serves the same store over HTTP on 127.0.0.1:0 with the API server's
-paths, so tests drive the REAL adapter (:class:`steps.kube.KubernetesApi` over the official
+paths, so tests drive the REAL adapter (:class:`steps.kube_client.KubernetesApi` over the official
 ``kubernetes`` client, loaded from a kubeconfig) and, with discovery and OpenAPI v3 documents
 served, the real ``kubectl`` (``apply --server-side``). Server-side apply is simplified: applied
 top-level fields replace the live ones, labels and annotations are merged; field ownership is not

@@ -15,7 +15,7 @@ import yaml
 
 from imagebump.local import builders, outcome
 from steps.events import parse_event
-from workflows.local_executor import NodeResult, WorkflowResult
+from workflows.local.results import NodeResult, WorkflowResult
 
 EVENTS = Path(__file__).resolve().parents[1] / "testdata" / "events"
 
@@ -73,6 +73,22 @@ def test_kustomization_text() -> None:
     assert "images" not in yaml.safe_load(builders.kustomization(resources=["deployment.yaml"]))
 
 
+def test_kustomization_entries_with_every_field() -> None:
+    digest = builders.digest_for("r/api:1.10")
+    entries = [
+        {"name": "api", "newName": "r/api", "newTag": "1.10", "digest": digest},
+        {"digest": digest, "name": "web", "newTag": None},  # kustomize's field order, None left out
+    ]
+    text = builders.kustomization(entries)
+    assert text.endswith(
+        f'images:\n- name: api\n  newName: r/api\n  newTag: "1.10"\n  digest: {digest}\n'
+        f"- name: web\n  digest: {digest}\n"
+    )
+    assert yaml.safe_load(text)["images"][0]["newTag"] == "1.10"
+    with pytest.raises(ValueError, match="newtag"):
+        builders.kustomization([{"name": "api", "newtag": "1"}])
+
+
 # --- the outcome decoder --------------------------------------------------------------------------
 def _node(name: str, template: str, phase: str = "Succeeded", **outputs: str) -> NodeResult:
     return NodeResult(name=name, template=template, phase=phase, outputs=outputs, duration=0.5, attempts=1)
@@ -124,9 +140,9 @@ def _result(*nodes: NodeResult, phase: str = "Succeeded") -> WorkflowResult:
 def test_progress_line(nodes, phase, expected) -> None:
     event = json.loads((EVENTS / "push.json").read_text())
     assert outcome.progress_line(event, _result(*nodes, phase=phase)) == expected
-    from imagebump.commands.run import progress_line  # `run --local` prints the same line
+    from imagebump.commands import run  # `run --local` prints the same line: this very function
 
-    assert progress_line(event, _result(*nodes, phase=phase)) == expected
+    assert run.progress_line is outcome.progress_line and run.printable is outcome.printable
 
 
 def test_target_nodes_belong_to_their_target_only() -> None:

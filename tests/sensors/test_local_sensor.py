@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from imagebump.local import builders
 from sensors import definition
 from sensors.local import LocalSensor, SensorStats
 from workflows.local.executor import LocalExecutor
@@ -26,24 +27,9 @@ VISIBILITY = 2
 
 
 def ecr_event(tag: str, *, action: str = "PUSH", result: str = "SUCCESS", digest: str | None = None) -> dict:
-    """An EventBridge "ECR Image Action" event as SQS delivers it (shape of AWS's documented sample)."""
-    return {
-        "version": "0",
-        "id": str(uuid.uuid4()),
-        "detail-type": "ECR Image Action",
-        "source": "aws.ecr",
-        "account": "123456789012",
-        "time": "2026-12-02T10:00:00Z",
-        "region": "us-west-2",
-        "resources": [],
-        "detail": {
-            "result": result,
-            "repository-name": "team/api",
-            "image-digest": digest or "sha256:" + uuid.uuid5(uuid.NAMESPACE_DNS, tag).hex * 2,
-            "action-type": action,
-            "image-tag": tag,
-        },
-    }
+    """An EventBridge "ECR Image Action" event of ``team/api:tag`` as SQS delivers it (the shared builder)."""
+    digest = digest or builders.digest_for(f"team/api:{tag}")
+    return builders.ecr_push_event("team/api", digest, tag, action=action, result=result)
 
 
 class Queues:
@@ -421,7 +407,7 @@ def test_run_local_handles_events_and_prints_progress(
 
 
 def test_progress_line_for_image_update() -> None:
-    from imagebump.commands.run import progress_line
+    from imagebump.local.outcome import progress_line
     from workflows.local.results import NodeResult, WorkflowResult
 
     wf = "image-update-0123"
@@ -498,7 +484,7 @@ def test_signals_stop_the_sensor(sig: str) -> None:
 
 
 def test_progress_line_of_a_lone_surrogate_can_be_printed() -> None:
-    from imagebump.commands.run import printable, progress_line
+    from imagebump.local.outcome import printable, progress_line
     from workflows.local.results import WorkflowResult
 
     event = {"id": "e\ud800", "detail": {"repository-name": "team/\ud800", "image-tag": "1"}}

@@ -6,7 +6,6 @@ turns our errors into an exit code); one test runs the step through Hera's runne
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import secrets
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from imagebump.local import builders
 from steps.edit_kustomize import EditKustomizeOutput, run
 from steps.errors import ConfigError, ImageNotFoundError, KustomizationError, PermissionDeniedError
 from steps.models import Target
@@ -36,25 +36,12 @@ def _image(repository: str = "team/api") -> str:
     return f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/{repository}"
 
 
-def _kustomization(entries: str) -> str:
-    return (
-        "apiVersion: kustomize.config.k8s.io/v1beta1\n"
-        "kind: Kustomization\n"
-        "resources:\n"
-        "- ../../base\n"
-        "images:\n" + entries
-    )
+def _kustomization(*entries: dict[str, str | None]) -> str:
+    return builders.kustomization(entries)
 
 
-def _entry(name: str, tag: str | None = "v1", digest: str | None = None, new_name: str | None = None) -> str:
-    text = f"- name: {name}\n"
-    if new_name:
-        text += f"  newName: {new_name}\n"
-    if tag:
-        text += f"  newTag: {tag}\n"
-    if digest:
-        text += f"  digest: {digest}\n"
-    return text
+def _entry(name: str, tag: str | None = "v1", digest: str | None = None, new_name: str | None = None) -> dict:
+    return {"name": name, "newName": new_name, "newTag": tag, "digest": digest}
 
 
 def _files(text: str, name: str = "kustomization.yaml", overlay: str = OVERLAY) -> dict[str, str]:
@@ -116,7 +103,7 @@ def test_current_when_the_overlay_already_holds_the_image(make_remote, outputs_d
 
 
 def test_entry_found_by_new_name_and_explicit_image_name(make_remote) -> None:
-    text = _kustomization(_entry("web", "w1") + _entry("api", "v1", new_name=_image()))
+    text = _kustomization(_entry("web", "w1"), _entry("api", "v1", new_name=_image()))
     remote = make_remote(_files(text))
     by_new_name = plan_step(_target(remote))
     assert by_new_name.plan.image_name == "api"
@@ -172,21 +159,12 @@ def test_base_branch_default_and_explicit(make_remote) -> None:
 
 
 def _ecr_push(moto, repository: str, tag: str) -> str:
-    manifest = json.dumps(
-        {
-            "schemaVersion": 2,
-            "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
-            "config": {
-                "digest": "sha256:" + secrets.token_hex(32),
-                "size": 1,
-                "mediaType": "application/vnd.docker.container.image.v1+json",
-            },
-            "layers": [],
-        }
-    )
-    digest = "sha256:" + hashlib.sha256(manifest.encode()).hexdigest()
+    digest = builders.digest_for(f"{repository}:{tag}:{secrets.token_hex(8)}")
     moto.client("ecr").put_image(
-        repositoryName=repository, imageManifest=manifest, imageTag=tag, imageDigest=digest
+        repositoryName=repository,
+        imageManifest=builders.image_manifest(digest),
+        imageTag=tag,
+        imageDigest=digest,
     )
     return digest
 
@@ -279,7 +257,7 @@ def test_current_entry_from_another_registry_has_unknown_push_time(make_remote, 
 
 
 def test_image_not_in_file(make_remote) -> None:
-    remote = make_remote(_files(_kustomization(_entry("web") + _entry("worker"))))
+    remote = make_remote(_files(_kustomization(_entry("web"), _entry("worker"))))
     with pytest.raises(ImageNotFoundError) as info:
         plan_step(_target(remote))
     assert info.value.found == ["web", "worker"]

@@ -25,6 +25,7 @@ import sys
 import threading
 from pathlib import Path
 
+from imagebump.local import builders
 from steps.models import Target
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,13 +45,6 @@ i=0
 while [ ! -e "{release}" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
 exit 0
 """
-
-
-def kustomization(name: str) -> str:
-    return (
-        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- ../../base\n"
-        f"images:\n- name: {REGISTRY}/team/{name}\n  newTag: '1.0'\n"
-    )
 
 
 def run_step(
@@ -93,7 +87,7 @@ class Watcher(threading.Thread):
 def test_concurrent_runs_for_two_overlays_are_isolated(make_remote, git_token, tmp_path) -> None:
     files = {"README.md": "# gitops\n"}
     for overlay, name in zip(OVERLAYS, ("api", "web")):
-        files[f"{overlay}/kustomization.yaml"] = kustomization(name)
+        files[f"{overlay}/kustomization.yaml"] = builders.kustomization([(f"{REGISTRY}/team/{name}", "1.0")])
         files[f"{overlay.rsplit('/', 2)[0]}/base/kustomization.yaml"] = "resources: []\n"
     remote = make_remote(files)
     main_before = remote.rev()
@@ -199,7 +193,7 @@ def test_concurrent_runs_for_two_overlays_are_isolated(make_remote, git_token, t
         out = results[overlay]
         assert out["action"] == "pr-created", out
         branch = out["branch"]
-        assert f"newTag: '2.{index}'" in remote.read(f"{overlay}/kustomization.yaml", ref=branch)
+        assert f'newTag: "2.{index}"' in remote.read(f"{overlay}/kustomization.yaml", ref=branch)
         other = OVERLAYS[1 - index]
         assert remote.read(f"{other}/kustomization.yaml", ref=branch) == remote.read(
             f"{other}/kustomization.yaml"

@@ -8,8 +8,6 @@ a second between them.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import time
 import uuid
@@ -17,6 +15,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from imagebump.local import builders
 from steps.branches import branch_name
 from steps.git import GitAuth
 from steps.models import Image
@@ -51,19 +50,8 @@ class Registry:
             except self.ecr.exceptions.RepositoryAlreadyExistsException:
                 pass
             self.digests[(name, None)] = ""
-        digest = "sha256:" + hashlib.sha256(f"{name}:{tag}:{uuid.uuid4()}".encode()).hexdigest()
-        manifest = json.dumps(
-            {
-                "schemaVersion": 2,
-                "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
-                "config": {
-                    "mediaType": "application/vnd.docker.container.image.v1+json",
-                    "size": 1,
-                    "digest": "sha256:" + hashlib.sha256(digest.encode()).hexdigest(),
-                },
-                "layers": [],
-            }
-        )
+        digest = builders.digest_for(f"{name}:{tag}:{uuid.uuid4()}")
+        manifest = builders.image_manifest(digest)
         self.ecr.put_image(repositoryName=name, imageManifest=manifest, imageTag=tag, imageDigest=digest)
         self.digests[(name, tag)] = digest
         return digest
@@ -77,19 +65,7 @@ class Registry:
 
 
 def kustomization(image: str, tag: str | None, digest: str | None = None) -> str:
-    lines = [
-        "apiVersion: kustomize.config.k8s.io/v1beta1",
-        "kind: Kustomization",
-        "resources:",
-        "- ../../base",
-        "images:",
-        f"- name: {image}",
-    ]
-    if tag:
-        lines.append(f"  newTag: {tag}")
-    if digest:
-        lines.append(f"  digest: {digest}")
-    return "\n".join(lines) + "\n"
+    return builders.kustomization([{"name": image, "newTag": tag, "digest": digest}])
 
 
 @pytest.fixture()

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from imagebump.local import builders
 from imagebump.local.moto import MotoServer
 from steps import ecr
 from steps.errors import ConfigError, InvalidEventError, RulesError, TransientError
@@ -26,21 +27,6 @@ D1 = "sha256:" + "1" * 64
 D2 = "sha256:" + "2" * 64
 
 
-def manifest(seed: str) -> str:
-    return json.dumps(
-        {
-            "schemaVersion": 2,
-            "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
-            "config": {
-                "mediaType": "application/vnd.docker.container.image.v1+json",
-                "size": 7,
-                "digest": "sha256:" + (seed * 64)[:64],
-            },
-            "layers": [],
-        }
-    )
-
-
 class Registry:
     """One fresh ECR repository per test in the session's moto server."""
 
@@ -52,7 +38,10 @@ class Registry:
     def push(self, tag: str | None, digest: str) -> None:
         kwargs = {"imageTag": tag} if tag else {}
         self.client.put_image(
-            repositoryName=self.repository, imageManifest=manifest(digest[-1]), imageDigest=digest, **kwargs
+            repositoryName=self.repository,
+            imageManifest=builders.image_manifest(digest),
+            imageDigest=digest,
+            **kwargs,
         )
 
     def event(self, tag: str | None = "1.4.2", digest: str | None = D1, *, account: bool = True) -> str:
@@ -231,7 +220,9 @@ def test_no_matching_rule(registry: Registry, env: Path, moto: MotoServer) -> No
     client = moto.client("ecr")
     name = f"other/app-{uuid.uuid4().hex[:8]}"
     client.create_repository(repositoryName=name)
-    client.put_image(repositoryName=name, imageManifest=manifest("3"), imageDigest=D1, imageTag="1")
+    client.put_image(
+        repositoryName=name, imageManifest=builders.image_manifest(D1), imageDigest=D1, imageTag="1"
+    )
     out = resolve(image=f"{REGISTRY}/{name}:1", rules=load_rules(RULES), client=client)
     assert out.targets == [] and "no rule matches its repository" in out.reason
 

@@ -21,7 +21,6 @@ Proven:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import threading
@@ -31,6 +30,7 @@ from pathlib import Path
 
 import pytest
 
+from imagebump.local import builders
 from workflows.local.executor import LocalExecutor
 from workflows.local.results import WorkflowResult
 
@@ -46,52 +46,16 @@ while [ ! -e '{gate}/release' ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); don
 exit 0
 """
 
-KUSTOMIZATION = """\
-apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-- ../../base
-images:
-- name: {image}
-  newTag: 1.0.0
-"""
-
 
 def _push(ecr, repository: str, tag: str) -> str:
-    digest = "sha256:" + hashlib.sha256(f"{repository}:{tag}".encode()).hexdigest()
-    manifest = json.dumps(
-        {
-            "schemaVersion": 2,
-            "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
-            "config": {
-                "digest": digest,
-                "size": 1,
-                "mediaType": "application/vnd.docker.container.image.v1+json",
-            },
-            "layers": [],
-        }
+    digest = builders.digest_for(f"{repository}:{tag}")
+    ecr.put_image(
+        repositoryName=repository,
+        imageManifest=builders.image_manifest(digest),
+        imageTag=tag,
+        imageDigest=digest,
     )
-    ecr.put_image(repositoryName=repository, imageManifest=manifest, imageTag=tag, imageDigest=digest)
     return digest
-
-
-def _event(repository: str, tag: str, digest: str) -> dict:
-    return {
-        "version": "0",
-        "id": str(uuid.uuid4()),
-        "detail-type": "ECR Image Action",
-        "source": "aws.ecr",
-        "time": "2026-12-02T10:00:00Z",
-        "region": "us-west-2",
-        "resources": [],
-        "detail": {
-            "result": "SUCCESS",
-            "repository-name": repository,
-            "image-digest": digest,
-            "action-type": "PUSH",
-            "image-tag": tag,
-        },
-    }
 
 
 def _processes_under(root: Path) -> dict[int, Path]:
@@ -137,12 +101,13 @@ def test_concurrent_workflows_for_two_overlays_of_one_repository_never_share_fil
         account = ecr.create_repository(repositoryName=repository)["repository"]["registryId"]
         images[service] = f"{account}.dkr.ecr.us-west-2.amazonaws.com/{repository}"
         _push(ecr, repository, "1.0.0")
-        events[service] = _event(repository, "2.0.0", _push(ecr, repository, "2.0.0"))
+        digest = _push(ecr, repository, "2.0.0")
+        events[service] = builders.ecr_push_event(repository, digest, "2.0.0", account=account)
     files = {"README.md": "two overlays\n"}
     for service in SERVICES:
         files[f"services/{service}/base/kustomization.yaml"] = "resources: []\n"
-        files[f"services/{service}/overlays/stg/kustomization.yaml"] = KUSTOMIZATION.format(
-            image=images[service]
+        files[f"services/{service}/overlays/stg/kustomization.yaml"] = builders.kustomization(
+            [(images[service], "1.0.0")]
         )
     remote = make_remote(files)
     gate = tmp_path / "gate"

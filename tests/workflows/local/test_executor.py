@@ -6,7 +6,6 @@ also cover the runner's argument file and output files. Step functions: ``tests/
 
 from __future__ import annotations
 
-import hashlib
 import json
 import threading
 import uuid
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from imagebump.local import builders
 from steps.errors import ConfigError
 from workflows.local.errors import NOT_SUPPORTED, UnsupportedFeatureError
 from workflows.local.executor import LocalExecutor
@@ -314,15 +314,7 @@ def _references(doc: dict) -> tuple[dict, dict]:
     return secrets, configmaps
 
 
-KUSTOMIZATION = """\
-apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-- ../../base
-images:
-- name: 123456789012.dkr.ecr.us-west-2.amazonaws.com/team/api
-  newTag: 1.4.1
-"""
+KUSTOMIZATION = builders.kustomization([("123456789012.dkr.ecr.us-west-2.amazonaws.com/team/api", "1.4.1")])
 
 
 @pytest.mark.slow
@@ -337,20 +329,13 @@ def test_runs_the_rendered_image_update_template_end_to_end(moto, make_remote, g
     ecr = moto.client("ecr")
     repo = f"team/api{uuid.uuid4().hex[:6]}"
     ecr.create_repository(repositoryName=repo)
-    digest = "sha256:" + hashlib.sha256(repo.encode()).hexdigest()
-    manifest = json.dumps(
-        {
-            "schemaVersion": 2,
-            "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
-            "config": {
-                "digest": digest,
-                "size": 1,
-                "mediaType": "application/vnd.docker.container.image.v1+json",
-            },
-            "layers": [],
-        }
+    digest = builders.digest_for(repo)
+    ecr.put_image(
+        repositoryName=repo,
+        imageManifest=builders.image_manifest(digest),
+        imageTag="1.4.2",
+        imageDigest=digest,
     )
-    ecr.put_image(repositoryName=repo, imageManifest=manifest, imageTag="1.4.2", imageDigest=digest)
     account = ecr.describe_repositories(repositoryNames=[repo])["repositories"][0]["registryId"]
     rules = (
         f"- githubRepository: {remote.url}/services/api/overlays/staging\n"
@@ -358,23 +343,7 @@ def test_runs_the_rendered_image_update_template_end_to_end(moto, make_remote, g
         f"  imageName: 123456789012.dkr.ecr.us-west-2.amazonaws.com/team/api\n"
         "  env: staging\n  mode: commit\n  provider: local\n"
     )
-    event = {
-        "version": "0",
-        "id": str(uuid.uuid4()),
-        "detail-type": "ECR Image Action",
-        "source": "aws.ecr",
-        "account": account,
-        "time": "2026-12-02T10:00:00Z",
-        "region": "us-west-2",
-        "resources": [],
-        "detail": {
-            "result": "SUCCESS",
-            "repository-name": repo,
-            "image-digest": digest,
-            "action-type": "PUSH",
-            "image-tag": "1.4.2",
-        },
-    }
+    event = builders.ecr_push_event(repo, digest, "1.4.2", account=account)
     executor = LocalExecutor(
         IMAGE_UPDATE,
         project_root=ROOT,

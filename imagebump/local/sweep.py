@@ -1,0 +1,287 @@
+"""The sweep on this machine: run the rendered ``image-reconcile`` CronWorkflow once, or every N.
+
+:func:`build_executor` builds the local executor for ``manifests/workflows/image-reconcile.yaml``
+(its ``update-target`` steps by ``templateRef`` from the rendered ``image-update``);
+:func:`run_sweep` runs it once and reads what its reconcile step found and its update steps did
+into a :class:`Sweep` (report, updates, exit code); :class:`Sweeper` runs it every
+``--reconcile-every`` (:func:`parse_every`) inside ``imagebump run --local``. Used by ``imagebump
+reconcile`` (:mod:`imagebump.commands.reconcile`, which prints it), ``run --local``, the demo and
+the benchmarks. Node names are read through :class:`workflows.local.results.WorkflowResult`;
+``steps.reconcile`` and the executor are imported lazily.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from steps.errors import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK, EXIT_TRANSIENT, ConfigError
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_TEMPLATE = PROJECT_ROOT / "manifests" / "workflows" / "image-reconcile.yaml"
+DEFAULT_UPDATE_TEMPLATE = PROJECT_ROOT / "manifests" / "workflows" / "image-update.yaml"
+EXIT_UNEXPECTED = 3
+#: Locally there is no Workflow status to keep small: every behind target is handed over.
+LOCAL_LIMIT = 1_000_000
+DEFAULT_EVERY = "10m"
+
+
+# ---------------------------------------------------------------------------------------------
+# Building and running the sweep (shared with `imagebump run --local --reconcile-every`)
+# ---------------------------------------------------------------------------------------------
+
+
+def build_executor(
+    *,
+    secrets: Mapping[str, Mapping[str, str]],
+    configmaps: Mapping[str, Mapping[str, str]],
+    env: Mapping[str, str],
+    log: Callable[[dict[str, Any]], None],
+    template: Path = DEFAULT_TEMPLATE,
+    update_template: Path = DEFAULT_UPDATE_TEMPLATE,
+    **options: Any,
+) -> Any:
+    """The local executor for the rendered ``image-reconcile`` CronWorkflow (and ``image-update``);
+    ``options`` go to :class:`~workflows.local.executor.LocalExecutor` (``backoff_scale``, ``work_root``)."""
+    from workflows.local.executor import LocalExecutor
+
+    for path, what in ((template, "--template"), (update_template, "--update-template")):
+        if not Path(path).is_file():
+            raise ConfigError(f"{what} {path}: no such file; render it with `imagebump render`")
+    return LocalExecutor(
+        template,
+        project_root=PROJECT_ROOT,
+        secrets=secrets,
+        configmaps=configmaps,
+        env=env,
+        log=log,
+        workflow_templates=[update_template],
+        **options,
+    )
+
+
+@dataclass
+class Sweep:
+    """What one run of the sweep found and did."""
+
+    phase: str
+    report: list[dict[str, Any]] = field(default_factory=list)
+    submitted: int = 0
+    calls: dict[str, int] = field(default_factory=dict)
+    updates: list[dict[str, Any]] = field(default_factory=list)
+    reason: str = ""
+    exit_code: int = EXIT_OK
+    message: str = ""
+    seconds: float = 0.0
+
+    @property
+    def behind(self) -> int:
+        return sum(1 for t in self.report if t.get("state") == "behind")
+
+    def summary(self) -> dict[str, Any]:
+        """The JSON the command prints."""
+        keys = ("repo_url", "path", "env", "current", "newest", "state", "reason")
+        return {
+            "targets": [{k: t.get(k, "") for k in keys} for t in self.report],
+            "submitted": self.submitted,
+            **self.calls,
+            "updates": self.updates,
+        }
+
+
+def _exit_of(node: Any) -> int:
+    if node.exit_code == EXIT_CONFIG:
+        return EXIT_CONFIG
+    if node.exit_code == EXIT_TRANSIENT or node.exit_code is None or node.exit_code < 0:
+        return EXIT_TRANSIENT  # transient, or killed (deadline): running again may pass
+    return EXIT_UNEXPECTED
+
+
+def _outcome(result: Any, index: int) -> tuple[str, Any]:
+    """What update-target did for the ``index``-th target: (outcome, the failed node or None)."""
+    nodes = result.item_nodes("sweep-target", index)
+    edit, commit = nodes.get("edit-kustomize"), nodes.get("commit-pr")
+    failed = next((n for n in (commit, edit) if n is not None and n.phase in ("Failed", "Error")), None)
+    if failed is not None:
+        return f"{failed.template} {failed.phase.lower()}: {failed.message[:200]}", failed
+    if commit is not None and commit.phase == "Succeeded":
+        return commit.outputs.get("action", "done"), None
+    if edit is not None and edit.phase == "Succeeded":
+        return f"unchanged ({edit.outputs.get('decision', '')}: {edit.outputs.get('reason', '')})", None
+    mutex = result.item_node("sweep-target", index)
+    if mutex is not None and mutex.phase in ("Failed", "Error"):
+        return f"update-target {mutex.phase.lower()}: {mutex.message[:200]}", mutex
+    return "not run", None
+
+
+def run_sweep(
+    executor: Any,
+    *,
+    apply: bool,
+    concurrency: int | None = None,
+    limit: int = LOCAL_LIMIT,
+    full: bool = True,
+    name: str | None = None,
+) -> Sweep:
+    """Run the CronWorkflow's template once; read what its reconcile step and update steps did."""
+    from steps import reconcile
+
+    params = {
+        "apply": "true" if apply else "false",
+        "limit": str(limit),
+        "full": "true" if full else "false",
+        "concurrency": str(concurrency or reconcile.DEFAULT_CONCURRENCY),
+    }
+    started = time.monotonic()
+    result = executor.run(params, name or f"image-reconcile-local-{int(time.time())}")
+    sweep = Sweep(phase=result.phase, seconds=time.monotonic() - started)
+    node = next(iter(result.nodes_for("reconcile")), None)
+    if node is None or node.phase != "Succeeded":
+        why = (node.message if node is not None else result.message) or "the sweep did not run"
+        sweep.exit_code = _exit_of(node) if node is not None else EXIT_UNEXPECTED
+        sweep.message = (
+            f"the reconcile step {('ended ' + node.phase.lower()) if node else 'did not run'}: {why}"
+        )
+        return sweep
+    out = node.outputs
+    try:
+        sweep.report = json.loads(out.get("report") or "[]")
+        targets = json.loads(out.get("targets") or "[]")
+    except json.JSONDecodeError as exc:
+        sweep.exit_code, sweep.message = (
+            EXIT_UNEXPECTED,
+            f"the reconcile step wrote unreadable outputs: {exc}",
+        )
+        return sweep
+    sweep.reason = out.get("reason", "")
+    sweep.calls = {
+        key.replace("-", "_"): int(out.get(key) or 0) for key in ("ecr-calls", "git-calls", "git-clones")
+    }
+    if not apply:
+        sweep.exit_code = EXIT_FAILURE if sweep.behind else EXIT_OK
+        return sweep
+    codes = []
+    for i, target in enumerate(targets):
+        outcome, failed = _outcome(result, i)
+        sweep.updates.append(
+            {
+                "repo_url": target.get("repo_url"),
+                "path": target.get("path"),
+                "env": target.get("env", ""),
+                "outcome": outcome,
+                "ok": failed is None and outcome != "not run",
+            }
+        )
+        if failed is not None:
+            codes.append(_exit_of(failed))
+    sweep.submitted = len(targets)
+    if codes:
+        sweep.exit_code = next(c for c in (EXIT_CONFIG, EXIT_TRANSIENT, EXIT_UNEXPECTED) if c in codes)
+        sweep.message = f"{len(codes)} of {len(targets)} update(s) failed; see the updates in the JSON output"
+    elif result.phase != "Succeeded":
+        sweep.exit_code, sweep.message = EXIT_UNEXPECTED, f"the sweep ended {result.phase}: {result.message}"
+    elif len(targets) < sweep.behind:
+        sweep.exit_code = EXIT_TRANSIENT
+        sweep.message = (
+            f"{sweep.behind - len(targets)} target(s) behind were left for the next sweep (limit {limit})"
+        )
+    return sweep
+
+
+# ---------------------------------------------------------------------------------------------
+# Every DURATION, inside `imagebump run --local`
+# ---------------------------------------------------------------------------------------------
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_every(text: str) -> float:
+    """``10m``, ``30s``, ``1h30m``, ``90`` (seconds) → seconds; ``0`` turns the sweep off."""
+    value = str(text).strip()
+    if re.fullmatch(r"\d+(\.\d+)?", value):
+        return float(value)
+    parts = _DURATION.findall(value)
+    if not parts or "".join(n + u for n, u in parts) != value:
+        raise ConfigError(
+            f"--reconcile-every {text!r}: expected a duration like 10m, 30s or 1h (0 turns it off)"
+        )
+    return sum(float(n) * _UNITS[u] for n, u in parts)
+
+
+class Sweeper:
+    """Runs the sweep (with apply) every ``interval`` seconds in a thread, until :meth:`stop`.
+
+    The first sweep comes one interval after :meth:`start`: while the process was down, pushes
+    waited on the SQS queue (the local sensor deletes a message only once its workflow is done),
+    so the sweep is for what the queue lost. Each sweep prints one line to ``out``; a sweep that
+    fails is logged and the next one runs on schedule. :meth:`stop` lets a running sweep finish.
+    """
+
+    def __init__(
+        self,
+        executor: Any,
+        interval: float,
+        *,
+        log: Callable[[dict[str, Any]], None],
+        out: Callable[[str], None] = lambda line: print(line, flush=True),
+    ) -> None:
+        self.executor = executor
+        self.interval = interval
+        self.log = log
+        self.out = out
+        self.sweeps = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="reconcile-sweeper", daemon=True)
+
+    def start(self) -> Sweeper:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sweep_once()
+
+    def sweep_once(self) -> Sweep | None:
+        self.sweeps += 1
+        try:
+            sweep = run_sweep(
+                self.executor,
+                apply=True,
+                full=False,
+                name=f"image-reconcile-local-{int(time.time())}-{self.sweeps}",
+            )
+        except Exception as exc:  # noqa: BLE001 - one failed sweep must not stop the intake
+            self.log({"event": "sweep-failed", "message": f"{type(exc).__name__}: {exc}"})
+            return None
+        outcomes = [u["outcome"] for u in sweep.updates]
+        line = (
+            f"sweep {self.sweeps}: {sweep.behind} behind, {sweep.submitted} submitted"
+            + (f" ({', '.join(outcomes)})" if outcomes else "")
+            + f"  ({sweep.seconds:.1f}s)"
+        )
+        if sweep.message:
+            line += f"  [{sweep.message}]"
+        self.out(line)
+        self.log(
+            {
+                "event": "sweep-finished",
+                "behind": sweep.behind,
+                "submitted": sweep.submitted,
+                "exit_code": sweep.exit_code,
+                "duration": round(sweep.seconds, 3),
+                **sweep.calls,
+            }
+        )
+        return sweep

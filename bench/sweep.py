@@ -71,10 +71,10 @@ def run_sweeps(
     sizes: tuple[int, ...] = (10, 100, 1000), *, reps: int = 1, concurrency: int = 8, log: Any = print
 ) -> list[dict[str, Any]]:
     """One world (moto + git server); per size: build, then ``reps`` dry-run sweeps."""
-    from imagebump.commands.reconcile import build_executor, run_sweep
     from imagebump.local.git_server import GitHttpServer
     from imagebump.local.moto import moto_server
     from imagebump.local.stack import quiet_request_logs
+    from imagebump.local.sweep import build_executor, run_sweep
 
     rows = []
     with ExitStack() as stack:

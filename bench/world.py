@@ -4,7 +4,7 @@ Everything runs on 127.0.0.1 inside one temporary directory: :func:`open_world` 
 server and a :class:`imagebump.local.git_server.GitHttpServer`, creates the Git repositories the
 scenarios need (built with ``git fast-import`` straight into the bare repositories, so a
 50,000-file repository takes seconds), the ECR repositories, one SQS queue, one rules file, and a
-:class:`workflows.local_executor.LocalExecutor` over the rendered ``image-update`` template — the
+:class:`workflows.local.executor.LocalExecutor` over the rendered ``image-update`` template — the
 very YAML a cluster gets. Events go onto the queue as raw EventBridge events (what the SQS
 EventSource sees); :class:`SensorLoop` runs a :class:`sensors.local.LocalSensor` in a thread and
 records, per event, when it was sent and when its workflow finished.
@@ -202,7 +202,7 @@ class World:
         ``prefork``: as :class:`LocalExecutor` (default on: steps forked from a warm interpreter);
         False starts every step as a new Python process (the "before" of ``bench.waste``).
         """
-        from workflows.local_executor import LocalExecutor
+        from workflows.local.executor import LocalExecutor
 
         work = self.root / "steps"
         work.mkdir(exist_ok=True)

@@ -3,9 +3,7 @@
 - ``sensors/`` reads results, never the interpreter or the sandbox (not even through another
   module): the local sensor depends on :mod:`workflows.local.results` and :mod:`workflows.local.logs`.
 - ``workflows/*.py`` at the top level are declarations (Hera definitions, render, rbac, names):
-  none imports the local runtime :mod:`workflows.local`. The one exception is the re-export
-  ``workflows/local_executor.py`` kept for ``bench/world.py`` until it imports
-  :mod:`workflows.local.executor` itself; no project package imports it any more.
+  none imports the local runtime :mod:`workflows.local`.
 - :mod:`workflows.names` and ``sensors/`` do not import Hera (checked statically, through every
   project module they import, and by importing them in a fresh interpreter).
 """
@@ -22,8 +20,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("imagebump", "steps", "workflows", "sensors")
-#: The re-export left for callers this change could not edit (see the module docstring).
-REEXPORTS = {"workflows.local_executor"}
 
 
 def _file_of(module: str) -> Path | None:
@@ -83,7 +79,7 @@ def _modules(folder: str, recursive: bool = False) -> list[str]:
 
 
 SENSORS = _modules("sensors")
-TOP_LEVEL_WORKFLOWS = [m for m in _modules("workflows") if m not in REEXPORTS]
+TOP_LEVEL_WORKFLOWS = _modules("workflows")
 
 
 @pytest.mark.parametrize("module", SENSORS)
@@ -116,18 +112,10 @@ def test_importing_names_and_sensors_loads_no_hera() -> None:
     assert out.stdout.strip() == "[]"
 
 
-@pytest.mark.parametrize(
-    "module", [m for p in PACKAGES for m in _modules(p, recursive=True) if m not in REEXPORTS]
-)
-def test_project_packages_do_not_import_the_executor_reexport(module: str) -> None:
-    assert not (_direct_imports(module) & REEXPORTS), f"{module}: import workflows.local.executor/results"
-
-
 def test_the_rules_can_fail() -> None:
     """The checker sees what it must forbid (a rule that could not fail would prove nothing)."""
     assert "workflows.local.interpreter" in _closure("workflows.local.executor")
     assert "hera.workflows" in _closure("workflows.common")
-    assert "workflows.local.executor" in _closure("workflows.local_executor")
 
 
 STEPS = _modules("steps", recursive=True)

@@ -37,10 +37,7 @@ from imagebump.commands.run import local_secrets
 from imagebump.local.sweep import (
     DEFAULT_TEMPLATE,
     DEFAULT_UPDATE_TEMPLATE,
-    Sweep,
-    Sweeper,
     build_executor,
-    parse_every,
     run_sweep,
 )
 from steps.errors import ConfigError
@@ -162,8 +159,3 @@ def run(args: argparse.Namespace) -> int:
         print(f"imagebump reconcile: {sweep.message}", file=sys.stderr)
     print(json.dumps(sweep.summary(), indent=2))
     return sweep.exit_code
-
-
-#: ``build_executor``, ``run_sweep``, ``Sweep``, ``Sweeper`` and ``parse_every`` live in
-#: :mod:`imagebump.local.sweep`; importable from here for callers of the former home (bench/sweep.py).
-__all__ = ["Sweep", "Sweeper", "add_parser", "build_executor", "parse_every", "run", "run_sweep"]

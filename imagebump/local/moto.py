@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -32,9 +33,21 @@ class MotoServer:
         )
 
 
+#: moto servers running in this process. They share moto's in-process backends (the accounts'
+#: state), so the last one to stop resets them: a later world starts empty, as a new server would.
+_running = 0
+_lock = threading.Lock()
+
+
 @contextmanager
 def moto_server(region: str = "us-west-2") -> Iterator[MotoServer]:
-    """Start ``moto.server.ThreadedMotoServer`` on 127.0.0.1, a free port; stop it on exit."""
+    """Start ``moto.server.ThreadedMotoServer`` on 127.0.0.1, a free port; stop it on exit.
+
+    When the last server of this process stops, moto's state is reset (its ``/moto-api/reset``),
+    so two worlds opened one after the other (the benchmarks do) do not see each other's ECR
+    repositories, queues or stacks.
+    """
+    global _running
     from moto.server import ThreadedMotoServer
 
     for key, value in FAKE_CREDENTIALS.items():
@@ -42,7 +55,25 @@ def moto_server(region: str = "us-west-2") -> Iterator[MotoServer]:
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
+    with _lock:
+        _running += 1
     try:
         yield MotoServer(endpoint_url=f"http://{host}:{port}", region=region)
     finally:
+        with _lock:
+            _running -= 1
+            last = _running == 0
+        if last:
+            _reset(f"http://{host}:{port}")
         server.stop()
+
+
+def _reset(endpoint_url: str) -> None:
+    import urllib.request
+
+    try:
+        urllib.request.urlopen(
+            urllib.request.Request(f"{endpoint_url}/moto-api/reset", method="POST"), timeout=10
+        )
+    except OSError:  # a server that is already gone has nothing left to reset
+        pass

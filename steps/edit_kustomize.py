@@ -35,15 +35,19 @@ network trouble is a :class:`~steps.errors.TransientError`.
 
 # No `from __future__ import annotations`: Hera's runner reads real annotation objects.
 import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from steps._runtime import step_entry
 from steps.branches import branch_name
-from steps.errors import ConfigError, ImageNotFoundError, KustomizationError
+from steps.errors import ConfigError, ImageNotFoundError, InvalidEventError, KustomizationError
+from steps.events import parse_repository_uri
 from steps.models import Decision, ImagesEntry, Plan, Target, image_ref
 
 if TYPE_CHECKING:
@@ -175,31 +179,80 @@ class _Ecr:
 
     The pushed image's own push time travels in the target (resolve-image asked ECR for it), so a
     lookup here is for an image the overlay or the branch holds now.
+
+    :meth:`start` builds the client on a thread while the clone runs: importing boto3 and building
+    a client is ~0.5 s of Python in a fresh step process, the clone is a ``git`` process that waits
+    on the network, so the two overlap instead of adding up. Only ``order: push-time`` ever asks.
     """
 
     def __init__(self, target: Target) -> None:
         self.target = target
         self.client = None
         self.calls = 0
+        self._builder: threading.Thread | None = None
+        self._built: list[Any] = []
+
+    def start(self) -> None:
+        """Begin building the client in the background when this target may need ECR."""
+        if self.target.order != "push-time" or self._builder is not None:
+            return
+        try:
+            _, region, _ = parse_repository_uri(self.target.image)
+        except InvalidEventError:
+            return  # not an ECR image: nothing will be asked
+
+        def build() -> None:
+            from steps.ecr import make_client
+
+            try:
+                self._built.append(make_client(region))
+            except Exception as exc:  # noqa: BLE001 - raised again where the client is used
+                self._built.append(exc)
+
+        self._builder = threading.Thread(target=build, name="ecr-client", daemon=True)
+        self._builder.start()
+
+    def finish(self) -> None:
+        """Wait for a client being built (so the step never exits in the middle of an import)."""
+        if self._builder is not None:
+            self._builder.join()
+
+    def _client(self, region: str) -> Any:
+        if self.client is None and self._builder is not None:
+            self._builder.join()
+            built = self._built[0]
+            if not isinstance(built, Exception):
+                self.client = built
+        if self.client is None:
+            from steps.ecr import make_client
+
+            self.client = make_client(region)  # raises what building it raises, in this thread
+        return self.client
 
     def ask(self, keys: "list[ImageKey]") -> "dict[ImageKey, datetime | None]":
         """ECR's push time of each image in ``keys`` (nothing asked when empty)."""
         if not keys:
             return {}
-        from steps.ecr import describe_image, make_client
-        from steps.events import parse_repository_uri
+        from steps.ecr import describe_image
 
         account, region, repository = parse_repository_uri(self.target.image)
-        if self.client is None:
-            self.client = make_client(region)
+        client = self._client(region)
         known: dict[ImageKey, datetime | None] = {}
         for tag, digest in dict.fromkeys(keys):
             self.calls += 1
             found = describe_image(
-                repository, region=region, registry_id=account, digest=digest, tag=tag, client=self.client
+                repository, region=region, registry_id=account, digest=digest, tag=tag, client=client
             )
             known[(tag, digest)] = found.pushed_at if found else None
         return known
+
+
+@contextmanager
+def _finishing(ecr: _Ecr) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        ecr.finish()
 
 
 def _read_overlay(repo, overlay: str) -> tuple[str, str]:
@@ -236,7 +289,9 @@ def run(target: Target) -> EditKustomizeOutput:
     auth = git.GitAuth.from_env(write=False)
     from steps.scratch import scratch
 
-    with scratch("edit-kustomize-") as workdir:
+    ecr = _Ecr(target)
+    ecr.start()  # the ECR client is built while the clone runs
+    with scratch("edit-kustomize-") as workdir, _finishing(ecr):
         repo = git.clone(
             target.repo_url,
             workdir / "repo",
@@ -246,7 +301,6 @@ def run(target: Target) -> EditKustomizeOutput:
             auth=auth,
         )
         file, text = _read_overlay(repo, overlay)
-        ecr = _Ecr(target)
         known = ecr.ask(lookups(target, find_entry(text, target, file)))
         plan = decide(target, text, file, repo.cloned_head(), repo.branch, known)
         if target.mode == "pr" and plan.changed:

@@ -116,7 +116,7 @@ def probe_phases(
     out["forked_start_s"] = summary(fork_walls)
     forked_imports: dict[str, float] = {}
     for step in steps:
-        modules = ",".join(["hera.workflows.runner"] + [m.strip() for m in STEP_MODULES[step].split(",")])
+        modules = ",".join(["steps._entry"] + [m.strip() for m in STEP_MODULES[step].split(",")])
         _, inside = forked_times(world, zygote, ["--import", modules], reps)
         forked_imports[step] = round(min(x["import_s"] for x in inside), 4)
     out["forked_imports_s"] = forked_imports
@@ -129,7 +129,7 @@ def probe_phases(
     imports: dict[str, Any] = {}
     for step in steps:
         module = STEP_MODULES[step]
-        t = process_times(f"import hera.workflows.runner, {module}", reps)
+        t = process_times(f"import steps._entry, {module}", reps)
         imports[step] = {"with_runner_s": summary(t), "imports_s": round(min(t) - base, 3)}
     out["imports"] = imports
 

@@ -152,6 +152,31 @@ def headline_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
                 f"({w['p50_speedup']:.1f}×)",
             )
         )
+    rows.extend(_cold_start_rows(r.get("cold_start") or {}))
+    return rows
+
+
+def _cold_start_rows(c: dict[str, Any]) -> list[tuple[str, str]]:
+    """A step pod's cold start (exec → first line of its own work) and a whole event with fresh
+    processes, through Hera's runner (before issue 15) and ``steps._entry`` (the templates now)."""
+    rows: list[tuple[str, str]] = []
+    for step, s in (c.get("per_step") or {}).get("steps", {}).items():
+        first = s.get("first_line_s", {})
+        if "entry" in first and "hera" in first:
+            rows.append(
+                (
+                    f"cold start, {step}: exec → first line p50, steps._entry (Hera's runner)",
+                    f"{first['entry']['p50']:.2f} s ({first['hera']['p50']:.2f} s)",
+                )
+            )
+    latency = (c.get("event") or {}).get("latency_s", {})
+    if "entry" in latency and "hera" in latency:
+        rows.append(
+            (
+                "cold: event → commit with a new Python per step, p50, steps._entry (Hera's runner)",
+                f"{latency['entry']['p50']:.2f} s ({latency['hera']['p50']:.2f} s)",
+            )
+        )
     return rows
 
 
@@ -162,7 +187,7 @@ def _breakdown_lines(r: dict[str, Any]) -> list[str]:
     lines = [
         "",
         "single event, per step (p50 s; process start = fork from the warm interpreter; "
-        "'other' = the rest: Hera's runner, pydantic, outputs, git processes):",
+        "'other' = the rest: input parsing (steps._entry, pydantic), outputs, git processes):",
     ]
     for step, parts in bd.items():
         lines.append(f"  {step:<15} " + ", ".join(f"{k} {v:.2f}" for k, v in parts.items()))

@@ -88,11 +88,8 @@ def build() -> CronWorkflow:
         entrypoint="main",
         arguments=[_setting(name) for name in SETTINGS],
         service_account_name=n.SA_BACKUP,
-        security_context=c.POD_SECURITY_CONTEXT,
         active_deadline_seconds=3600,
-        pod_gc=m.PodGC(strategy="OnPodSuccess", delete_delay_duration="10m"),
-        ttl_strategy=m.TTLStrategy(seconds_after_success=86400, seconds_after_failure=7 * 86400),
-        pod_metadata=m.Metadata(labels=dict(n.LABELS)),
+        **c.housekeeping(),
     ) as cw:
         export = _backup_export_template()
         with Steps(name="main"):

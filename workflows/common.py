@@ -8,6 +8,7 @@ Import this module before building any step template: it sets ``global_config.im
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from hera.shared import global_config
 from hera.workflows import (
@@ -68,6 +69,30 @@ class StepRunner(RunnerScriptConstructor):
 def step_runner() -> StepRunner:
     """The ``constructor=`` of every step template."""
     return StepRunner()
+
+
+def housekeeping(*, seconds_after_success: int = 86400) -> dict[str, Any]:
+    """What every Workflow of ours sets around its pods: the pod security context, pod GC (a
+    succeeded pod goes after 10 min), how long the Workflow object stays (failed ones 7 days, so a
+    later duplicate of the same push does not run again) and the labels on every pod."""
+    return {
+        "security_context": POD_SECURITY_CONTEXT,
+        "pod_gc": m.PodGC(strategy="OnPodSuccess", delete_delay_duration="10m"),
+        "ttl_strategy": m.TTLStrategy(
+            seconds_after_success=seconds_after_success, seconds_after_failure=7 * 86400
+        ),
+        "pod_metadata": m.Metadata(labels=dict(n.LABELS)),
+    }
+
+
+def target_inputs() -> list[Parameter]:
+    """The inputs of a per-target steps template (``update-target``, ``sweep-target``)."""
+    return [
+        Parameter(name="target", description="one steps.models.Target, as JSON"),
+        Parameter(name="repo-url"),
+        Parameter(name="path"),
+        Parameter(name="env", default=""),
+    ]
 
 
 def tmp_volume() -> EmptyDirVolume:

@@ -172,11 +172,8 @@ def build() -> CronWorkflow:
             ),
         ],
         service_account_name=n.SA_WORKFLOW,
-        security_context=c.POD_SECURITY_CONTEXT,
         active_deadline_seconds=3000,
-        pod_gc=m.PodGC(strategy="OnPodSuccess", delete_delay_duration="10m"),
-        ttl_strategy=m.TTLStrategy(seconds_after_success=3600, seconds_after_failure=7 * 86400),
-        pod_metadata=m.Metadata(labels=dict(n.LABELS)),
+        **c.housekeeping(seconds_after_success=3600),
         workflow_metadata=m.WorkflowMetadata(labels=dict(n.LABELS)),
     ) as cw:
         sweep = _reconcile_template()
@@ -184,12 +181,7 @@ def build() -> CronWorkflow:
 
         with Steps(
             name="sweep-target",
-            inputs=[
-                Parameter(name="target", description="one steps.models.Target, as JSON"),
-                Parameter(name="repo-url"),
-                Parameter(name="path"),
-                Parameter(name="env", default=""),
-            ],
+            inputs=c.target_inputs(),
             metrics=m.Metrics(
                 prometheus=[
                     m.Prometheus(

@@ -256,11 +256,8 @@ def build() -> WorkflowTemplate:
             Parameter(name="image", value="", description=IMAGE_HELP),
         ],
         service_account_name=n.SA_WORKFLOW,
-        security_context=c.POD_SECURITY_CONTEXT,
         active_deadline_seconds=WORKFLOW_DEADLINE_SECONDS,
-        pod_gc=m.PodGC(strategy="OnPodSuccess", delete_delay_duration="10m"),
-        ttl_strategy=m.TTLStrategy(seconds_after_success=86400, seconds_after_failure=7 * 86400),
-        pod_metadata=m.Metadata(labels=dict(n.LABELS)),
+        **c.housekeeping(),
         workflow_metadata=m.WorkflowMetadata(labels=dict(n.LABELS)),
     ) as wt:
         resolve = _resolve_image_template()
@@ -269,12 +266,7 @@ def build() -> WorkflowTemplate:
 
         with Steps(
             name="update-target",
-            inputs=[
-                Parameter(name="target", description="one steps.models.Target, as JSON"),
-                Parameter(name="repo-url"),
-                Parameter(name="path"),
-                Parameter(name="env", default=""),
-            ],
+            inputs=c.target_inputs(),
             synchronization=m.Synchronization(mutexes=[m.Mutex(name=MUTEX_NAME)]),
             # No deadline here: on a steps template `activeDeadlineSeconds` reaches no pod, and
             # `timeout` would count the time queued on the mutex. The pods below carry theirs.

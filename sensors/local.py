@@ -12,7 +12,9 @@ outcome, so a crash or a failure loses nothing:
   redelivered meanwhile;
 * deletes: after a Succeeded workflow (updated, unchanged or skipped with a reason), after a
   filter rejection (a skip, logged with its reason), and for a duplicate of a workflow name that
-  already succeeded in this process;
+  already succeeded or is running in this process (another message: a running workflow's OWN
+  message, received again because its visibility lapsed, is kept and settled with its newest
+  receipt when the workflow ends);
 * leaves: a message whose body is not JSON (the queue's redrive policy dead-letters it), a
   Failed/Error workflow (visibility expires → redelivered → after ``maxReceiveCount`` the DLQ),
   and a message whose handling raised anything at all (logged as ``message-error`` with its id;
@@ -59,9 +61,10 @@ class Executor(Protocol):
 
 @dataclass
 class _InFlight:
-    receipt: str
+    receipt: str  # the newest receipt handle of its message (SQS honours only the newest)
     name: str
     event_id: str | None
+    message_id: str | None = None
     started: float = field(default_factory=time.monotonic)
 
 
@@ -301,11 +304,30 @@ class LocalSensor:
             return None
         name = self.definition.workflow_name(body)
         with self._lock:
-            duplicate = self._succeeded_or_running(name)
+            running = self._running.get(name)
+            redelivered = running is not None and message_id is not None and running.message_id == message_id
+            if redelivered:
+                # Its OWN message again: the visibility lapsed while the workflow ran (a heartbeat
+                # late on a loaded machine). Deleting it as a duplicate would delete the running
+                # workflow's only message; keep it, and settle it later with this newest receipt.
+                running.receipt = message["ReceiptHandle"]
+                duplicate = ""
+            else:
+                duplicate = self._succeeded_or_running(name)
             if duplicate:
                 self.stats.duplicates += 1
-            else:
-                self._running[name] = _InFlight(message["ReceiptHandle"], name, event_id)
+            elif not redelivered:
+                self._running[name] = _InFlight(message["ReceiptHandle"], name, event_id, message_id)
+        if redelivered:
+            self.log(
+                event="message-redelivered",
+                message_id=message_id,
+                event_id=event_id,
+                workflow=name,
+                receive_count=count,
+                reason="visibility lapsed while its workflow runs; kept, settled when the workflow ends",
+            )
+            return None
         if duplicate:
             # Like the Argo API server refusing a second Workflow of the same name. Deleting a
             # duplicate of a RUNNING workflow is safe: if that run fails, its own message comes back.
@@ -354,6 +376,10 @@ class LocalSensor:
             result = executor.run(arguments, name, event_id=event_id)
         except Exception as exc:  # noqa: BLE001 - an executor bug fails this event, not the sensor
             result = WorkflowResult(name, ERROR, [], f"{type(exc).__name__}: {exc}")
+        with self._lock:
+            item = self._running.get(name)
+            if item is not None and item.receipt != message["ReceiptHandle"]:
+                message = {**message, "ReceiptHandle": item.receipt}  # redelivered meanwhile
         try:
             if result.phase == SUCCEEDED:
                 self._delete(

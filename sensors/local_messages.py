@@ -21,6 +21,7 @@ LEVELS = {
     "delete-failed": "warning",
     "release-failed": "warning",
     "heartbeat-failed": "warning",
+    "message-redelivered": "warning",
     "message-invalid": "warning",
     "workflow-failed": "error",
     "message-error": "error",

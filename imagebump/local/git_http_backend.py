@@ -66,13 +66,17 @@ class _Handler(BaseHTTPRequestHandler):
     # --- helpers -----------------------------------------------------------------------------
 
     def _reply(self, status: int, body: bytes, headers: Mapping[str, str] | None = None) -> None:
-        self.send_response(status)
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
+        try:
+            self.send_response(status)
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            # The client went away (a killed git, a step's timeout): nothing to answer, no traceback.
+            self.close_connection = True
 
     def _user(self) -> str | None:
         """The Basic user name when the password is the token; None when missing or wrong."""

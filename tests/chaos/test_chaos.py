@@ -18,7 +18,10 @@ Afterwards (each a separate check, all reported together):
 
 * every event has a terminal outcome — updated / unchanged / skipped with a reason / duplicate /
   dead-lettered — and ``sent = succeeded + duplicates + skipped + dead-lettered``, queue empty;
-* every overlay holds the newest image pushed for it (``mode: commit``: the base branch;
+* after the events alone, an overlay is behind only if a push for it was dead-lettered (the report
+  gives each dead-lettered push and why its runs failed);
+* one ``imagebump reconcile --apply`` sweep (faults off) finds behind exactly those overlays, exits 0,
+  and afterwards every overlay holds the newest image pushed for it (``mode: commit``: the base branch;
   ``mode: pr``: the target's branch, whose PR is open), and PR-mode never wrote the base branch;
 * zero downgrades: along the base branch's history, and along every update of every PR branch
   (a ``post-receive`` hook logs each ref update; lease-protected updates form one chain), the
@@ -31,9 +34,11 @@ The counts are printed (``pytest -s`` or on failure).
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import subprocess
+import sys
 import time
 import uuid
 from collections import Counter, defaultdict
@@ -134,6 +139,66 @@ def _git(bare: Path, *args: str) -> str:
 
 def _dedupe(seq: list[int]) -> list[int]:
     return [s for i, s in enumerate(seq) if i == 0 or s != seq[i - 1]]
+
+
+def _why_failed(record: dict) -> str:
+    """A run's phase and the message of its deepest failed step (the workflow's own says only 'child failed')."""
+    failed = [n for n in record.get("nodes", []) if n.get("phase") != "Succeeded"]
+    where = (
+        f" at {failed[-1]['template']} ({failed[-1]['attempts']} attempts): {failed[-1]['message']}"
+        if failed
+        else ""
+    )
+    return f"{record['phase']}{where or ': ' + record.get('message', '')}"[:240]
+
+
+def _state_problems(
+    bare: Path, overlays: list[Overlay], github: FlakyGitHub
+) -> tuple[list[str], dict[str, list[str]]]:
+    """What the repository holds that it should not: ``(problems, PR branches of each overlay)``.
+
+    Every overlay holds its newest pushed image (``mode: commit``: on the base branch; ``mode: pr``:
+    on its one PR branch, whose GitHub PR is open) and PR mode never wrote the base branch.
+    """
+    problems: list[str] = []
+    branches = [b for b in _git(bare, "for-each-ref", "--format=%(refname)", "refs/heads/").split()]
+    pr_branches = [b.removeprefix("refs/heads/") for b in branches if b.startswith("refs/heads/imagebump/")]
+    slug = {o.name: o.path.replace("/", "-") for o in overlays}
+    branches_of: dict[str, list[str]] = {
+        o.name: [b for b in pr_branches if f"/{slug[o.name]}/" in b] for o in overlays
+    }
+    heads = _blobs(
+        bare,
+        [f"main:{o.file}" for o in overlays]
+        + [f"{b}:{o.file}" for o in overlays for b in branches_of[o.name]],
+    )
+    for o in overlays:
+        main_tag = _tag(heads[f"main:{o.file}"], o)
+        if o.mode == "commit":
+            if main_tag != o.newest.tag:
+                problems.append(f"{o.name} (commit): main holds {main_tag}, newest pushed is {o.newest.tag}")
+            if branches_of[o.name]:
+                problems.append(f"{o.name} (commit): unexpected branches {branches_of[o.name]}")
+            continue
+        if main_tag != o.images[0].tag:
+            problems.append(f"{o.name} ({o.group}): mode pr wrote the base branch (main holds {main_tag})")
+        if len(branches_of[o.name]) != 1:
+            problems.append(
+                f"{o.name} ({o.group}): {len(branches_of[o.name])} branches {branches_of[o.name]}"
+            )
+            continue
+        (branch,) = branches_of[o.name]
+        branch_tag = _tag(heads[f"{branch}:{o.file}"], o)
+        if branch_tag != o.newest.tag:
+            problems.append(
+                f"{o.name} ({o.group}): PR branch holds {branch_tag}, newest pushed is {o.newest.tag}"
+            )
+        if o.group == "ghpr":
+            pulls = [p for p in github.pulls if p.head == branch]
+            if len(pulls) != 1 or pulls[0].state != "open":
+                problems.append(f"{o.name} (ghpr): PRs for {branch}: {[(p.number, p.state) for p in pulls]}")
+
+    return problems, branches_of
 
 
 # --- the judges, on their own (fast) ---------------------------------------------------------------
@@ -397,52 +462,58 @@ def test_chaos(
         workflow_runs = sum(len(v) for v in results.values())
         failed_runs = sum(1 for v in results.values() for r in v if r["phase"] != "Succeeded")
 
-        # --- what the repository holds --------------------------------------------------------------
-        problems: list[str] = []
-        branches = [b for b in _git(bare, "for-each-ref", "--format=%(refname)", "refs/heads/").split()]
-        pr_branches = [
-            b.removeprefix("refs/heads/") for b in branches if b.startswith("refs/heads/imagebump/")
+        # --- what the repository holds after the events alone -------------------------------------
+        before_sweep, _ = _state_problems(bare, overlays, github)
+        dead_lettered = [by_id[e] for e in by_id if outcome.get(e) == "dead-lettered"]
+        dead_notes = [
+            f"{d.overlay.name} {d.image.tag} (copy {d.copy}): "
+            + (
+                "; ".join(_why_failed(r) for r in results[d.event_id])
+                or "no run finished (in flight when killed)"
+            )
+            for d in dead_lettered
         ]
-        slug = {o.name: o.path.replace("/", "-") for o in overlays}
-        branches_of: dict[str, list[str]] = {
-            o.name: [b for b in pr_branches if f"/{slug[o.name]}/" in b] for o in overlays
-        }
-        heads = _blobs(
-            bare,
-            [f"main:{o.file}" for o in overlays]
-            + [f"{b}:{o.file}" for o in overlays for b in branches_of[o.name]],
+        # A dead-lettered push is a terminal outcome (nothing lost: it waits in the DLQ for a human),
+        # but its overlay stays behind until the next sweep; any other gap is a bug of the event path.
+        behind_for_a_reason = {d.overlay.name for d in dead_lettered}
+        unexplained = [p for p in before_sweep if p.split(" ", 1)[0] not in behind_for_a_reason]
+
+        # --- one sweep, as `imagebump run --local --reconcile-every` runs it on schedule -------------
+        git_server.fail_rate = 0.0  # the faults were for the event path; the sweep's verdict must be exact
+        github.fail_rate = 0.0
+        sweep = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "imagebump",
+                "reconcile",
+                "--rules",
+                str(rules),
+                "--endpoint-url",
+                moto.endpoint_url,
+                "--apply",
+            ],
+            check=False,
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=600,
         )
-        for o in overlays:
-            main_tag = _tag(heads[f"main:{o.file}"], o)
-            if o.mode == "commit":
-                if main_tag != o.newest.tag:
-                    problems.append(
-                        f"{o.name} (commit): main holds {main_tag}, newest pushed is {o.newest.tag}"
-                    )
-                if branches_of[o.name]:
-                    problems.append(f"{o.name} (commit): unexpected branches {branches_of[o.name]}")
-                continue
-            if main_tag != o.images[0].tag:
-                problems.append(
-                    f"{o.name} ({o.group}): mode pr wrote the base branch (main holds {main_tag})"
-                )
-            if len(branches_of[o.name]) != 1:
-                problems.append(
-                    f"{o.name} ({o.group}): {len(branches_of[o.name])} branches {branches_of[o.name]}"
-                )
-                continue
-            (branch,) = branches_of[o.name]
-            branch_tag = _tag(heads[f"{branch}:{o.file}"], o)
-            if branch_tag != o.newest.tag:
-                problems.append(
-                    f"{o.name} ({o.group}): PR branch holds {branch_tag}, newest pushed is {o.newest.tag}"
-                )
-            if o.group == "ghpr":
-                pulls = [p for p in github.pulls if p.head == branch]
-                if len(pulls) != 1 or pulls[0].state != "open":
-                    problems.append(
-                        f"{o.name} (ghpr): PRs for {branch}: {[(p.number, p.state) for p in pulls]}"
-                    )
+        try:
+            swept = json.loads(sweep.stdout)
+        except ValueError:
+            pytest.fail(
+                f"imagebump reconcile exited {sweep.returncode}: {sweep.stdout}{sweep.stderr[-3000:]}"
+            )
+        path_of = {o.path: o.name for o in overlays}
+        sweep_states = Counter(t["state"] for t in swept["targets"])
+        swept_behind = sorted(
+            path_of.get(t["path"], t["path"]) for t in swept["targets"] if t["state"] == "behind"
+        )
+        expected_behind = sorted({p.split(" ", 1)[0] for p in before_sweep})
+
+        problems, branches_of = _state_problems(bare, overlays, github)
 
         # --- downgrades: base branch history and every PR branch's updates ----------------------------
         downgrades: list[str] = []
@@ -502,6 +573,13 @@ def test_chaos(
             "  detail: " + ", ".join(f"{k} {v}" for k, v in sorted(reasons.items())),
             f"commits on main {len(history) - 1}; PR-branch updates {branch_updates}; "
             f"PRs {len(github.pulls)} ({len(github.open_pulls())} open)",
+            f"after the events: {len(before_sweep)} overlays behind ({len(unexplained)} not explained by a "
+            f"dead-lettered push)",
+            *(f"  DEAD-LETTERED {n}" for n in dead_notes[:10]),
+            *(f"  BEHIND {p}" for p in before_sweep[:20]),
+            f"sweep (reconcile --apply): exit {sweep.returncode}; states "
+            + ", ".join(f"{k} {v}" for k, v in sorted(sweep_states.items()))
+            + f"; submitted {swept.get('submitted')}; behind {swept_behind}",
             f"downgrades {len(downgrades)}; duplicate PRs {len(duplicate_prs)}; state problems {len(problems)}",
             *(f"  DOWNGRADE {d}" for d in downgrades[:20]),
             *(f"  DUPLICATE {d}" for d in duplicate_prs[:20]),
@@ -518,6 +596,10 @@ def test_chaos(
         assert queue_left == 0, report[3]
         assert not downgrades, "\n".join(report)
         assert not duplicate_prs, "\n".join(report)
+        assert not unexplained, "\n".join(report)
+        assert swept_behind == expected_behind, "\n".join(report)
+        assert sweep.returncode == 0, "\n".join(report) + "\n" + sweep.stderr[-3000:]
+        assert not sweep_states.keys() - {"current", "proposed", "behind"}, "\n".join(report)
         assert not problems, "\n".join(report)
     finally:
         for sensor in sensors:

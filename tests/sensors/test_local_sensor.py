@@ -89,13 +89,13 @@ def make_sensor(queues: Queues, state: Path) -> Callable[..., LocalSensor]:
             TEMPLATE, project_root=ROOT, env={"STEPFNS_STATE_DIR": str(state)}, log=logs.append
         )
         kwargs.setdefault("concurrency", 2)
+        kwargs.setdefault("heartbeat_seconds", 0.5)
         sensor = LocalSensor(
             queues.url,
             executor,
             sqs_client=queues.sqs,
             wait_seconds=1,
             visibility_timeout=VISIBILITY,
-            heartbeat_seconds=0.5,
             log=logs.append,
             **kwargs,
         )
@@ -230,6 +230,40 @@ def test_long_workflow_is_not_redelivered_meanwhile(queues, make_sensor, state) 
     # without the visibility heartbeat the message would come back while running (a "deferred")
     assert (stats.received, stats.succeeded, stats.duplicates) == (1, 1, 0)
     assert queues.count() == 0
+
+
+def test_own_message_redelivered_while_running_is_kept_not_deleted_as_a_duplicate(
+    queues, make_sensor, state
+) -> None:
+    """A heartbeat too late (a loaded machine): the running workflow's OWN message comes back.
+
+    It is not a duplicate: deleting it would delete the only message of a workflow that may still
+    fail. The sensor keeps it, tracks its newest receipt, and settles it when the workflow ends.
+    """
+    queues.send(ecr_event("block-1"))
+    sensor = make_sensor(concurrency=2, heartbeat_seconds=600)  # visibility 2 s lapses mid-run
+    box: dict[str, SensorStats] = {}
+    thread = threading.Thread(target=lambda: box.update(stats=run_with_watchdog(sensor)))
+    thread.start()
+    try:
+        while not any(r.get("event") == "message-redelivered" for r in sensor.logs):
+            assert thread.is_alive()
+            thread.join(0.05)
+    finally:
+        (state / "release").write_text("go")
+    while sensor.stats.succeeded + sensor.stats.failed == 0:
+        assert thread.is_alive()
+        thread.join(0.05)
+    sensor.stop()
+    thread.join(60)
+
+    stats = box["stats"]
+    assert (stats.succeeded, stats.duplicates, stats.failed) == (1, 0, 0)
+    assert [m.split()[0] for m in markers(state)] == ["block-1"]  # ran once
+    assert queues.count() == 0 and queues.count(queues.dlq_url) == 0  # settled, not lost, not DLQ'd
+    redelivered = [r for r in sensor.logs if r.get("event") == "message-redelivered"]
+    assert redelivered[0]["level"] == "warning" and "visibility lapsed" in redelivered[0]["reason"]
+    assert not [r for r in sensor.logs if r.get("outcome") == "duplicate"]
 
 
 def test_stop_finishes_running_work_and_loses_nothing(queues, make_sensor, state) -> None:

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import logging
 import time
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from steps import git
 from steps.commit_message import commit_message, message_fields
-from steps.commit_pr import CommitPrOutput, backoff, read_overlay_file, reapply
+from steps.commit_pr import CommitPrOutput, backoff, clone_base, read_overlay_file, reapply
 from steps.errors import PushRejected, TransientError
 from steps.models import Plan, Target
 from steps.settings import CommitPrSettings
@@ -27,13 +27,7 @@ def land_commit(
     target: Target, plan: Plan, settings: CommitPrSettings, auth: git.GitAuth, base: str, workdir: Path
 ) -> CommitPrOutput:
     """``mode: commit``: commit on the newest base and push; a lost race re-applies and retries."""
-    repo = git.clone(
-        target.repo_url,
-        workdir / "repo",
-        branch=base,
-        paths=(str(PurePosixPath(plan.file).parent),),
-        auth=auth,
-    )
+    repo = clone_base(target, plan, auth, base, workdir)
     from steps.commit_pr import lost_race
 
     for attempt in range(1, settings.push_attempts + 1):

@@ -10,9 +10,15 @@ Writes: one commit on the base branch (``mode: commit``), or one branch per targ
 pull request for it (``mode: pr``). Outputs ``action`` (``committed`` | ``pr-created`` |
 ``pr-updated`` | ``unchanged``), ``commit_sha``, ``pr_url``, ``pr_number``, ``branch``, ``reason``.
 
-How: a fresh partial, sparse clone of the newest base in a private temporary directory; the
-plan's *edit* (``target`` + ``plan.new``) is re-applied there with the pure editor — never a
-stale patch. Before writing, the file's current entry is re-checked:
+How: a fresh clone of the newest base in a private temporary directory; the plan's *edit*
+(``target`` + ``plan.new``) is re-applied there with the pure editor — never a stale patch. When
+the plan carries the file it was made from (``plan.base_text`` and its blob id ``plan.base_blob``,
+see :func:`steps.edit_kustomize.carry_text`), the clone holds objects only (commits and trees; no
+blob, no work tree) and the text comes from the plan for as long as the newest base holds that very
+blob — believed only when it hashes to that id; the commit is written with one ``git fast-import``.
+Otherwise (an older plan, a file too large to carry) a partial clone checked out sparsely on the
+file's directory. Both land the same commit (tests/steps/test_carried_plan.py). Before writing,
+the file's current entry is re-checked:
 
 - already equal to ``plan.new`` → ``unchanged`` (someone — or an earlier try of this step — landed it);
 - changed since the plan to something else → with ``order: semver`` re-decided by
@@ -68,7 +74,7 @@ import logging
 import random
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -211,6 +217,34 @@ def lost_race(what: str, attempt: int, attempts: int, delay: float) -> None:
 
 
 # ============================================================================ I/O
+
+
+def clone_base(
+    target: Target, plan: Plan, auth: "git.GitAuth", base: str, workdir: "Path"
+) -> "git.ClonedRepo":
+    """The newest ``base`` to re-apply the plan on.
+
+    When the plan carries the file's text (:func:`steps.edit_kustomize.carry_text`), an objects-only
+    clone (commits and trees, no blob, no checkout) told that text: while the file's blob on the
+    newest base is the one the plan read, nothing is downloaded for it, also after a lost race.
+    Otherwise a partial clone checked out sparsely on the file's directory.
+    """
+    from steps import git
+
+    if plan.base_blob and plan.base_text:
+        repo = git.clone(target.repo_url, workdir / "repo", branch=base, auth=auth, checkout=False)
+        if not repo.know(plan.base_text, plan.base_blob):
+            log.warning(
+                "the plan's carried text of %s does not match its blob id; reading it again", plan.file
+            )
+        return repo
+    return git.clone(
+        target.repo_url,
+        workdir / "repo",
+        branch=base,
+        paths=(str(PurePosixPath(plan.file).parent),),
+        auth=auth,
+    )
 
 
 def read_overlay_file(repo: "git.ClonedRepo", plan: Plan, target: Target, base: str) -> str:

@@ -8,7 +8,8 @@ the overlay's ``kustomization.yaml`` / ``kustomization.yml`` / ``Kustomization``
 holds now (and of the pushed image when the target does not carry it).
 
 Writes: nothing but its outputs — ``plan`` (old and new ``images`` entry, file, base commit and
-branch), ``changed`` (``true``/``false``), ``decision`` (``update``/``current``/``stale``) and
+branch; for a plan that changes something, also the file's text and blob id, so commit-pr need not
+download it again: :func:`carry_text`), ``changed`` (``true``/``false``), ``decision`` (``update``/``current``/``stale``) and
 ``reason``. commit-pr re-applies the same pure edit on the newest base; this step never pushes.
 
 Skips (``changed: false``) when the overlay already holds the image (``current``) or holds a newer
@@ -274,6 +275,26 @@ def _read_overlay(repo, overlay: str) -> tuple[str, str]:
     return file, text
 
 
+def carry_text(plan: Plan, repo, text: str) -> Plan:
+    """The plan with the file's text and blob id, so commit-pr need not download the file again.
+
+    Only for a plan that changes something, a text of at most :data:`CARRIED_TEXT_LIMIT` bytes, and
+    a regular file reached without a symbolic link (the blob id is what commit-pr compares with the
+    newest base; a file behind a link has another). commit-pr believes the text only when it hashes
+    to the blob id (:meth:`steps.git.ClonedRepo.know`).
+    """
+    from steps.git_repo import blob_id
+    from steps.models import CARRIED_TEXT_LIMIT
+
+    if not plan.changed or len(text.encode("utf-8")) > CARRIED_TEXT_LIMIT:
+        return plan
+    root = repo.path.resolve()
+    if repo.resolve(plan.file) != root / plan.file or (repo.path / plan.file).is_symlink():
+        return plan
+    fmt = "sha256" if len(plan.base_commit) == 64 else "sha1"
+    return plan.model_copy(update={"base_blob": blob_id(text, fmt), "base_text": text})
+
+
 @step_entry
 def run(target: Target) -> EditKustomizeOutput:
     """Clone the target's overlay, decide update/current/stale and output the plan; push nothing.
@@ -308,6 +329,7 @@ def run(target: Target) -> EditKustomizeOutput:
             proposed = branch_entry(repo, branch, plan.file, plan.image_name)
             known = ecr.ask(branch_lookups(target, plan, proposed))
             plan = against_branch(target, plan, branch, proposed, known)
+        plan = carry_text(plan, repo, text)
     log.info(
         "%s [%s] at %s: %s%s",
         plan.file,

@@ -101,6 +101,7 @@ def clone(
     auth: GitAuth | None = None,
     sparse: bool | None = None,
     one_process: bool = True,
+    checkout: bool = True,
 ) -> ClonedRepo:
     """A cheap clone: partial (``blob:none``), depth 1, one branch, sparse cone on ``paths``.
 
@@ -116,6 +117,11 @@ def clone(
             from a private template directory, the sparse settings from ``clone -c``) instead of
             ``clone --no-checkout`` + ``sparse-checkout set`` + ``checkout``. Same work tree, index
             and configuration (tests compare both); False forces the three commands.
+        checkout: False makes an objects-only clone (``--no-checkout``: commits and trees, no
+            blob, no work tree, no index): files are read from the object store one blob at a time
+            (:meth:`ClonedRepo.read`, which takes a blob it was told about without fetching it,
+            :meth:`ClonedRepo.know`) and commits are written with one ``git fast-import``.
+            ``paths`` and ``sparse`` do not apply.
 
     Raises:
         ConfigError: missing repository or branch; PermissionDeniedError: token rejected;
@@ -124,7 +130,7 @@ def clone(
     check_url(repo_url)
     dest = Path(dest)
     cone = _clean_paths(paths)
-    use_sparse = bool(cone) if sparse is None else sparse
+    use_sparse = (bool(cone) if sparse is None else sparse) and checkout
     patterns = cone_patterns(cone) if (use_sparse and one_process) else None
     args = ["clone", "--quiet", "--filter=blob:none", "--depth", "1", "--single-branch", "--no-tags"]
     if patterns is not None:
@@ -154,10 +160,10 @@ def clone(
     finally:
         if patterns is not None:
             shutil.rmtree(template, ignore_errors=True)
-    repo = ClonedRepo(dest, branch or "", auth, url=repo_url)
+    repo = ClonedRepo(dest, branch or "", auth, url=repo_url, checked_out=checkout)
     if not branch:
         repo.branch = run_git(["symbolic-ref", "--short", "HEAD"], dest).stdout.strip()
-    if patterns is not None:
+    if patterns is not None or not checkout:
         return repo
     if use_sparse:
         run_git(

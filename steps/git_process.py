@@ -114,9 +114,6 @@ def _run(
         stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=True,
-        encoding="utf-8",
-        errors="replace",
     ) as process:
         killed = threading.Event()
 
@@ -128,9 +125,12 @@ def _run(
         timer.daemon = True
         timer.start()
         try:
-            stdout, stderr = process.communicate(input)
+            out, err = process.communicate(None if input is None else input.encode("utf-8"))
         finally:
             timer.cancel()
+        # Decoded by hand, not in text mode: text mode turns CRLF into LF, and a file's bytes read
+        # with ``cat-file`` must survive as they are.
+        stdout, stderr = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
         if killed.is_set():
             raise subprocess.TimeoutExpired(argv, timeout, stdout, stderr)
     return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)

@@ -8,9 +8,11 @@ from :mod:`steps.git`.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import subprocess
+import time
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
@@ -19,6 +21,41 @@ from steps.git_auth import GitAuth, origin
 from steps.git_failures import NO_BRANCH, classify
 from steps.git_process import ls_remote, run_git
 from steps.settings import DEFAULT_AUTHOR_EMAIL, DEFAULT_AUTHOR_NAME
+
+#: File modes of a regular file in a tree (git-fast-import(1) "filemodify").
+_REGULAR = ("100644", "100755")
+
+
+def blob_id(text: str, object_format: str = "sha1") -> str:
+    """The id git gives a blob holding ``text`` (UTF-8): ``hash("blob <size>\\0" + bytes)``
+    (gitformat-object: the object header), computed here without a process."""
+    data = text.encode("utf-8")
+    return hashlib.new(object_format, b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def stripspace(message: str) -> str:
+    """The message as ``git commit -F`` stores it (``--cleanup=whitespace``, git-stripspace(1)):
+    trailing whitespace dropped from every line, runs of empty lines collapsed to one, leading and
+    trailing empty lines removed, one final newline ("" when nothing is left)."""
+    out: list[str] = []
+    gap = False
+    for line in message.split("\n"):
+        line = line.rstrip()
+        if not line:
+            gap = bool(out)
+            continue
+        if gap:
+            out.append("")
+            gap = False
+        out.append(line)
+    return "\n".join(out) + "\n" if out else ""
+
+
+def _quote_path(path: str) -> str:
+    """A path as git-fast-import(1) reads it: C-style quoted (backslash, quote, newline escaped)."""
+    escaped = path.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
+
 
 _COMMIT_SUMMARY = re.compile(r"^\[[^\n]*? ([0-9a-f]{40}|[0-9a-f]{64})\]", re.MULTILINE)
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
@@ -35,14 +72,24 @@ class ClonedRepo:
     """
 
     def __init__(
-        self, path: Path | str, branch: str, auth: GitAuth | None = None, url: str | None = None
+        self,
+        path: Path | str,
+        branch: str,
+        auth: GitAuth | None = None,
+        url: str | None = None,
+        *,
+        checked_out: bool = True,
     ) -> None:
         self.path = Path(path)
         self.branch = branch
         self.auth = auth
         self.url = url
+        #: False: an objects-only clone (``clone(checkout=False)``): no work tree, no index.
+        self.checked_out = checked_out
         self._written: set[str] = set()
         self._new: set[str] = set()
+        self._pending: dict[str, tuple[str, str, str]] = {}  # objects-only: path -> (mode, old blob, text)
+        self._known: dict[str, str] = {}  # blob id -> text, told by know(): read without a fetch
 
     def __repr__(self) -> str:
         return f"ClonedRepo(path={str(self.path)!r}, branch={self.branch!r}, url={self.url!r})"
@@ -81,30 +128,89 @@ class ClonedRepo:
         return full
 
     def read(self, relpath: str) -> str | None:
-        """The text of a file (bytes kept: CRLF survives), or None if it does not exist."""
+        """The text of a file (bytes kept: CRLF survives), or None if it does not exist.
+
+        Objects-only clone: what :meth:`write` left for the next commit, else the blob at ``HEAD``
+        (:meth:`show`; None for anything but a regular file).
+        """
+        if not self.checked_out:
+            rel = self._relative(relpath)
+            if rel in self._pending:
+                return self._pending[rel][2]
+            return self.show("HEAD", rel)
         full = self.resolve(relpath)
         if not full.is_file():
             return None
         return full.read_bytes().decode("utf-8")
 
-    def show(self, rev: str, relpath: str) -> str | None:
-        """The text of ``relpath`` at ``rev`` from the object store (nothing is checked out).
+    def know(self, text: str, blob: str) -> bool:
+        """Tell the clone that blob ``blob`` holds ``text`` (e.g. a plan carried it from the step
+        that read it), so :meth:`show` / :meth:`read` need not download it.
 
-        A partial clone downloads just this one blob. None when the path is absent at ``rev`` or
-        is not a regular file (a directory, a symbolic link, a submodule).
+        Believed only when ``text`` hashes to ``blob`` (the object id is the content's hash, in the
+        repository's object format): returns whether it did.
         """
+        fmt = "sha256" if len(blob) == 64 else "sha1"
+        if not blob or blob_id(text, fmt) != blob:
+            return False
+        self._known[blob] = text
+        return True
+
+    def entry(self, rev: str, relpath: str) -> tuple[str, str] | None:
+        """``(mode, blob id)`` of the regular file ``relpath`` at ``rev``; None when absent or not a
+        regular file (a directory, a symbolic link, a submodule)."""
         listing = self.git("ls-tree", rev, "--", relpath).stdout.strip()
         if not listing:
             return None
-        mode, kind, _rest = listing.split(None, 2)
-        if kind != "blob" or mode not in ("100644", "100755"):
+        mode, kind, rest = listing.split(None, 2)
+        if kind != "blob" or mode not in _REGULAR:
             return None
+        return mode, rest.split("\t", 1)[0]
+
+    def show(self, rev: str, relpath: str) -> str | None:
+        """The text of ``relpath`` at ``rev`` from the object store (nothing is checked out).
+
+        A partial clone downloads just this one blob, or none when :meth:`know` was told its text.
+        None when the path is absent at ``rev`` or is not a regular file (a directory, a symbolic
+        link, a submodule).
+        """
+        found = self.entry(rev, relpath)
+        if found is None:
+            return None
+        if found[1] in self._known:
+            return self._known[found[1]]
         return self.git(
-            "cat-file", "blob", f"{rev}:{relpath}", what=f"reading {relpath} at {rev[:12]} of {self.url}"
+            "cat-file", "blob", found[1], what=f"reading {relpath} at {rev[:12]} of {self.url}"
         ).stdout
 
+    def _relative(self, relpath: str) -> str:
+        """``relpath`` checked as :meth:`resolve` checks it, for a clone without a work tree."""
+        p = PurePosixPath(relpath)
+        if not relpath or p.is_absolute() or ".." in p.parts:
+            raise ConfigError(
+                f"path {relpath!r} must be relative to the repository root and must not contain '..'"
+            )
+        rel = p.as_posix()
+        if rel == ".git" or rel.startswith(".git/"):
+            raise ConfigError(f"path {relpath!r} points into .git; refusing")
+        return rel
+
     def write(self, relpath: str, text: str) -> None:
-        """Write a file inside the work tree (bytes as given) and remember it for :meth:`commit`."""
+        """Write a file inside the work tree (bytes as given) and remember it for :meth:`commit`.
+
+        Objects-only clone: the text waits in memory for :meth:`commit`; only a regular file that
+        exists at ``HEAD`` can be rewritten (its mode is kept).
+        """
+        if not self.checked_out:
+            rel = self._relative(relpath)
+            found = self.entry("HEAD", rel)
+            if found is None:
+                raise ConfigError(
+                    f"{rel} is not a regular file at {self.branch} of {self.url}; an objects-only clone "
+                    "rewrites existing files only"
+                )
+            self._pending[rel] = (found[0], found[1], text)
+            return
         full = self.resolve(relpath)
         rel = full.relative_to(self.path.resolve()).as_posix()
         if not full.exists() and rel not in self._written:
@@ -159,6 +265,8 @@ class ClonedRepo:
                 author_name, author_email = m.group(1), m.group(2)
         name = author_name or os.environ.get("IMAGEBUMP_GIT_AUTHOR_NAME") or DEFAULT_AUTHOR_NAME
         email = author_email or os.environ.get("IMAGEBUMP_GIT_AUTHOR_EMAIL") or DEFAULT_AUTHOR_EMAIL
+        if not self.checked_out:
+            return self._fast_import(message, name, email)
         written = sorted(self._written)
         if self._new:  # untracked files: stage them, then commit the index
             self.git("add", "--sparse", "--", *written)
@@ -191,6 +299,54 @@ class ClonedRepo:
         self._new.clear()
         found = _COMMIT_SUMMARY.search(proc.stdout)
         return found.group(1) if found else self.head()
+
+    def _fast_import(self, message: str, name: str, email: str) -> str | None:
+        """Commit the pending texts on ``HEAD`` with one ``git fast-import`` (objects-only clone).
+
+        The stream (git-fast-import(1)): the replaced blobs :meth:`know` was told, one ``commit`` on
+        the cloned branch ``from`` ``HEAD``, author and committer ``name <email>`` now, the message
+        cleaned as ``git commit -F`` cleans it (:func:`stripspace`), one inline ``filemodify`` per
+        changed file. Returns the new sha; None when no text differs from its blob.
+        """
+        head = self.cloned_head()
+        fmt = "sha256" if len(head) == 64 else "sha1"
+        changed, replaced = {}, []
+        for rel, (mode, old_blob, text) in sorted(self._pending.items()):
+            if old_blob != blob_id(text, fmt):
+                changed[rel] = (mode, text)
+                if old_blob in self._known:
+                    replaced.append(self._known[old_blob])
+        self._pending.clear()
+        if not changed:
+            return None
+        for part in (name, email):
+            if re.search(r"[<>\n]", part):
+                raise ConfigError(f"commit identity {part!r} must not contain '<', '>' or a newline")
+        when = f"{int(time.time())} +0000"
+        body = stripspace(message)
+        if not body:
+            raise ConfigError("the commit message is empty; fix IMAGEBUMP_COMMIT_MESSAGE_TEMPLATE")
+        # The replaced blobs a plan carried are stored too: ``git push`` deltas the new blob against
+        # the old one, and would download it (a lazy fetch) if it were not here.
+        lines = [f"blob\ndata {len(old.encode('utf-8'))}\n{old}" for old in replaced]
+        lines += [
+            f"commit refs/heads/{self.branch}",
+            f"author {name} <{email}> {when}",
+            f"committer {name} <{email}> {when}",
+            f"data {len(body.encode('utf-8'))}",
+            body + f"from {head}",
+        ]
+        for rel, (mode, text) in changed.items():
+            lines += [f"M {mode} inline {_quote_path(rel)}", f"data {len(text.encode('utf-8'))}", text]
+        lines += ["done", ""]
+        self.git(
+            "fast-import",
+            "--quiet",
+            "--done",
+            input="\n".join(lines),
+            what=f"commit in {self.url or self.path}",
+        )
+        return self.cloned_head()
 
     def push(self, refspec: str, force_with_lease: tuple[str, str] | None = None) -> None:
         """``git push origin REFSPEC``, optionally ``--force-with-lease=REF:EXPECTED``.
@@ -262,6 +418,10 @@ class ClonedRepo:
         sha = self.fetch(branch)
         if sha is None:
             raise ConfigError(f"branch '{branch}' no longer exists in {self.url}")
+        if not self.checked_out:  # no work tree, no index: the branch just moves
+            self.git("update-ref", "HEAD", sha, what=f"moving to the newest '{branch}'")
+            self._pending.clear()
+            return sha
         self.git("reset", "--quiet", "--hard", sha, what=f"reset to the newest '{branch}'")
         self._written.clear()  # (a new file stays untracked after the reset: _new keeps it)
         return sha

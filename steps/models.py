@@ -166,6 +166,10 @@ def same_entry(a: ImagesEntry | None, b: ImagesEntry | None) -> bool:
 Decision = Literal["update", "current", "stale"]
 
 
+#: The largest kustomization text a plan carries to commit-pr (bytes); a larger one is read again there.
+CARRIED_TEXT_LIMIT = 32 * 1024
+
+
 class Plan(BaseModel):
     """What edit-kustomize decided for one target; commit-pr re-applies it on the newest base."""
 
@@ -180,6 +184,15 @@ class Plan(BaseModel):
     new: ImagesEntry
     base_commit: str = ""
     base_branch: str = ""
+    base_blob: str = Field(
+        default="",
+        description="the blob id of ``file`` at base_commit, when base_text carries its text ('' = not carried)",
+    )
+    base_text: str = Field(
+        default="",
+        description="the text of ``file`` at base_commit (at most CARRIED_TEXT_LIMIT bytes), so commit-pr "
+        "need not download it again while the file is unchanged; checked against base_blob before use",
+    )
     pr_branch: str = Field(
         default="", description="mode pr: the proposal branch edit-kustomize looked at ('' = not looked at)"
     )

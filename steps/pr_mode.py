@@ -13,14 +13,14 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from steps import forge as forges
 from steps import git
 from steps import github as gh
 from steps.branches import branch_name
 from steps.commit_message import commit_message, message_fields, pr_text
-from steps.commit_pr import Action, CommitPrOutput, backoff, read_overlay_file, reapply
+from steps.commit_pr import Action, CommitPrOutput, backoff, clone_base, read_overlay_file, reapply
 from steps.errors import NoCommitsBetween, PullRequestExists, PushRejected, TransientError
 from steps.models import Plan, Target
 from steps.never_downgrade import guard_branch
@@ -148,13 +148,7 @@ def land_pr(
         None if target.provider == "local" else forges.GitHubForge.for_repo_url(target.repo_url, gh_settings)
     )
     open_pr = _OpenPr(target, github, branch, base)
-    repo = git.clone(
-        target.repo_url,
-        workdir / "repo",
-        branch=base,
-        paths=(str(PurePosixPath(plan.file).parent),),
-        auth=auth,
-    )
+    repo = clone_base(target, plan, auth, base, workdir)
     proposal = _propose(repo, target, plan, settings, base, branch, open_pr)
     if isinstance(proposal, CommitPrOutput):
         return proposal

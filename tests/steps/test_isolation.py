@@ -5,7 +5,8 @@ each step as its own process through Hera's runner (as in its pod), with the sam
 the same working directory. A ``pre-receive`` hook on the real git remote holds both pushes until
 the test has looked: at that moment both commit-pr processes are mid-run, and the test proves
 
-- each run has its own scratch directory (distinct, mode 0700, only its own overlay checked out);
+- each run has its own scratch directory (distinct, mode 0700; commit-pr's clone has no work tree,
+  and the commit it holds changes only its own overlay);
 - every scratch directory ever seen under ``TMPDIR`` (a watcher records them) was private;
 - afterwards ``TMPDIR`` and the shared working directory are empty (scratch removed, nothing
   written beside it), and each branch on the remote changes only its own overlay.
@@ -164,9 +165,20 @@ def test_concurrent_runs_for_two_overlays_are_isolated(make_remote, git_token, t
         owners = {}
         for directory in scratch:
             assert stat.S_IMODE(directory.stat().st_mode) == 0o700, directory
+            # commit-pr's clone is objects-only (the plan carries the file): no overlay on disk at all,
+            # and the commit held in the push changes this run's overlay only
             present = [o for o in OVERLAYS if (directory / "repo" / o / "kustomization.yaml").exists()]
-            assert len(present) == 1, f"{directory.name} sees {present}: a run must see only its own overlay"
-            owners[present[0]] = directory
+            assert present == [], f"{directory.name} has {present} on disk: commit-pr needs no work tree"
+            committed = subprocess.run(
+                ["git", "diff-tree", "-r", "--name-only", "--no-commit-id", "HEAD"],
+                cwd=directory / "repo",
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.split()
+            mine = [o for o in OVERLAYS if committed == [f"{o}/kustomization.yaml"]]
+            assert len(mine) == 1, f"{directory.name} commits {committed}: a run must touch only its own overlay"
+            owners[mine[0]] = directory
         assert set(owners) == set(OVERLAYS)
     finally:
         release.write_text("go")

@@ -11,8 +11,9 @@ Proven:
 
 * while both run: two step directories, private (``0700``), disjoint; each process (the step
   and the git it runs) has its cwd, ``HOME`` and ``TMPDIR`` in its own directory and no
-  environment value naming the other's; each clone holds its own overlay and not the other's
-  (sparse), and nothing in it resolves outside its own directory. (A step forked from the
+  environment value naming the other's; no overlay file is on disk at all (commit-pr's clone holds
+  objects only: the plan carries the file), the commit each clone holds touches its own overlay
+  and not the other's, and nothing in it resolves outside its own directory. (A step forked from the
   executor's warm interpreter shows that interpreter's start environment in ``/proc/PID/environ``;
   its own ``os.environ`` is checked in ``test_prefork.py``, and the git it runs, exec'd with it, here.)
 * afterwards: both workflows succeeded, every step directory is gone, and the repository has one
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import threading
 import time
 import uuid
@@ -180,15 +182,27 @@ def test_concurrent_workflows_for_two_overlays_of_one_repository_never_share_fil
 
         seen: dict[Path, set[str]] = {}
         for directory in step_dirs:
-            services_here = set()
+            on_disk, committed = set(), set()
             for path in directory.rglob("*"):
                 if ".git" in path.relative_to(directory).parts:
                     continue
                 real = path.resolve()
                 assert real == directory.resolve() or directory.resolve() in real.parents, (path, real)
                 if path.name == "kustomization.yaml" and "overlays" in path.parts:
-                    services_here.add(path.parts[path.parts.index("overlays") - 1])
-            seen[directory] = services_here
+                    on_disk.add(path.parts[path.parts.index("overlays") - 1])
+            # commit-pr's clone is objects-only (the plan carries the file): no overlay on disk; the
+            # commit it holds in the push names what it touched
+            assert not on_disk, (directory, on_disk)
+            for git_dir in directory.rglob(".git"):
+                changed = subprocess.run(
+                    ["git", "diff-tree", "-r", "--name-only", "--no-commit-id", "HEAD"],
+                    cwd=git_dir.parent,
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                ).stdout.split()
+                committed |= {Path(f).parts[Path(f).parts.index("overlays") - 1] for f in changed}
+            seen[directory] = committed
         assert sorted(tuple(sorted(s)) for s in seen.values()) == [("alpha",), ("beta",)], seen
     finally:
         (gate / "release").touch()

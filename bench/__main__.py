@@ -137,8 +137,20 @@ def run(
             save()
 
         if "single" in only:
-            log(f"[single] {sizes.single_runs} sequential events → commit …")
-            single = e2e.run_sequential(world, world.executor(), "mono/app00", sizes.single_runs)
+            floor_one = floor.interleaved(world) if "floor" in only else None
+            log(
+                f"[single] {sizes.single_runs} sequential events → commit"
+                + (
+                    ", each followed by one plain-git commit (the floor, interleaved) …"
+                    if floor_one
+                    else " …"
+                )
+            )
+            single = e2e.run_sequential(
+                world, world.executor(), "mono/app00", sizes.single_runs, between=floor_one
+            )
+            if floor_one is not None:
+                results.setdefault("floor", {})["single"] = {**floor_one.summary(), "interleaved": True}
             log(f"[single] p50 {single['latency_s']['p50']:.2f}s; {sizes.pr_runs} events → PR branch …")
             single["pr_mode"] = e2e.run_sequential(world, world.executor(), "prmode/pr00", sizes.pr_runs)
             log("[single] probing the phases inside the steps …")
@@ -153,8 +165,9 @@ def run(
             results["single_event"] = single
             save()
         if "floor" in only:
-            log(f"[floor] {sizes.floor_runs} plain-git commits …")
-            results.setdefault("floor", {})["single"] = floor.run_sequential(world, sizes.floor_runs)
+            if "single" not in results.get("floor", {}):
+                log(f"[floor] {sizes.floor_runs} plain-git commits …")
+                results.setdefault("floor", {})["single"] = floor.run_sequential(world, sizes.floor_runs)
             if "single_event" in results:
                 results["ratios"]["single_p50"] = round(
                     results["single_event"]["latency_s"]["p50"]

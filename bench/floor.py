@@ -110,11 +110,28 @@ def plain_commit(
 
 def run_sequential(world: World, runs: int, app: str | None = None) -> dict[str, Any]:
     """``runs`` plain-git commits to one overlay (default: the world's last app), one after the other."""
-    app = app or world.apps[-1]
-    overlay = OVERLAY.format(app=app)
-    results = [plain_commit(world.monorepo_url, world.token, overlay, f"7.0.{i}") for i in range(runs)]
-    phases = ("total", "clone", "edit_commit", "push")
-    return {"runs": runs, **{f"{k}_s": summary([r[k] for r in results]) for k in phases}}
+    one = interleaved(world, app)
+    for i in range(runs):
+        one(i)
+    return one.summary()
+
+
+class interleaved:  # noqa: N801 - used as a function: ``one = interleaved(world); one(i)``
+    """One plain-git commit per call (``one(i)``), to interleave with another measurement;
+    :meth:`summary` is what :func:`run_sequential` returns."""
+
+    def __init__(self, world: World, app: str | None = None) -> None:
+        self.world = world
+        self.overlay = OVERLAY.format(app=app or world.apps[-1])
+        self.results: list[dict[str, float]] = []
+
+    def __call__(self, i: int) -> None:
+        self.results.append(plain_commit(self.world.monorepo_url, self.world.token, self.overlay, f"7.0.{i}"))
+
+    def summary(self) -> dict[str, Any]:
+        phases = ("total", "clone", "edit_commit", "push")
+        out = {"runs": len(self.results), **{f"{k}_s": summary([r[k] for r in self.results]) for k in phases}}
+        return out
 
 
 def run_burst(world: World, *, events: int, overlays: int, concurrency: int) -> dict[str, Any]:

@@ -49,13 +49,24 @@ def test_single_event_and_breakdown(world: World, fast_executor) -> None:
     assert {"latency_s", "workflow_s", "queue_and_sensor_s", "steps_s", "latencies"} <= set(single)
     assert set(single["steps_s"]) == set(e2e.STEPS)
     probes = e2e.probe_phases(world, reps=1, steps=("commit-pr",))
-    assert {"clone", "edit", "commit", "push", "pr_branch_push", "ecr_describe"} == set(probes["phases_s"])
+    assert {
+        "clone",
+        "edit",
+        "commit",
+        "push",
+        "pr_branch_push",
+        "ecr_describe",
+        "clone_objects",
+        "edit_commit_objects",
+    } == set(probes["phases_s"])
     assert set(probes["forked_imports_s"]) == {"commit-pr"} and probes["forked_start_s"]["n"] == 1
     assert probes["ecr_lookup_forked_s"] > 0
     for forked in (True, False):
         parts = e2e.breakdown(single, probes, forked=forked)
         assert set(parts) == {"commit-pr"}
-        assert {"process start", "imports", "clone", "push", "other", "total"} <= set(parts["commit-pr"])
+        assert {"process start", "imports", "clone (objects only)", "push", "other", "total"} <= set(
+            parts["commit-pr"]
+        )
 
 
 def test_burst_shape(world: World, fast_executor) -> None:

@@ -112,11 +112,7 @@ class ClonedRepo:
 
     def resolve(self, relpath: str) -> Path:
         """``relpath`` inside the work tree; ConfigError for absolute paths, ``..`` or symlink escapes."""
-        p = PurePosixPath(relpath)
-        if not relpath or p.is_absolute() or ".." in p.parts:
-            raise ConfigError(
-                f"path {relpath!r} must be relative to the repository root and must not contain '..'"
-            )
+        p = PurePosixPath(self._relative(relpath))
         root = self.path.resolve()
         full = (root / p).resolve()
         if full != root and not full.is_relative_to(root):
@@ -184,7 +180,8 @@ class ClonedRepo:
         ).stdout
 
     def _relative(self, relpath: str) -> str:
-        """``relpath`` checked as :meth:`resolve` checks it, for a clone without a work tree."""
+        """``relpath`` checked as text: relative, no ``..``, not into ``.git`` (all a clone without a
+        work tree needs; :meth:`resolve` adds the symbolic-link check on disk)."""
         p = PurePosixPath(relpath)
         if not relpath or p.is_absolute() or ".." in p.parts:
             raise ConfigError(

@@ -278,15 +278,17 @@ def _read_overlay(repo, overlay: str) -> tuple[str, str]:
 def carry_text(plan: Plan, repo, text: str) -> Plan:
     """The plan with the file's text and blob id, so commit-pr need not download the file again.
 
-    Only for a plan that changes something, a text of at most :data:`CARRIED_TEXT_LIMIT` bytes, and
-    a regular file reached without a symbolic link (the blob id is what commit-pr compares with the
-    newest base; a file behind a link has another). commit-pr believes the text only when it hashes
-    to the blob id (:meth:`steps.git.ClonedRepo.know`).
+    Only for a plan that changes something, a text of at most :data:`CARRIED_TEXT_LIMIT` bytes, a
+    regular file reached without a symbolic link (the blob id is what commit-pr compares with the
+    newest base; a file behind a link has another), and a file without a ``secretGenerator`` (its
+    literals would be secrets in a workflow parameter, shown by Argo's UI and kept in the
+    Workflow's status; commit-pr reads such a file from the remote). commit-pr believes the text
+    only when it hashes to the blob id (:meth:`steps.git.ClonedRepo.know`).
     """
     from steps.git_repo import blob_id
     from steps.models import CARRIED_TEXT_LIMIT
 
-    if not plan.changed or len(text.encode("utf-8")) > CARRIED_TEXT_LIMIT:
+    if not plan.changed or len(text.encode("utf-8")) > CARRIED_TEXT_LIMIT or "secretGenerator" in text:
         return plan
     root = repo.path.resolve()
     if repo.resolve(plan.file) != root / plan.file or (repo.path / plan.file).is_symlink():

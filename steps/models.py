@@ -190,8 +190,9 @@ class Plan(BaseModel):
     )
     base_text: str = Field(
         default="",
-        description="the text of ``file`` at base_commit (at most CARRIED_TEXT_LIMIT bytes), so commit-pr "
-        "need not download it again while the file is unchanged; checked against base_blob before use",
+        description="the text of ``file`` at base_commit (at most CARRIED_TEXT_LIMIT bytes; never a file "
+        "with a secretGenerator), so commit-pr need not download it again while the file is unchanged; "
+        "checked against base_blob before use",
     )
     pr_branch: str = Field(
         default="", description="mode pr: the proposal branch edit-kustomize looked at ('' = not looked at)"

@@ -212,6 +212,8 @@ def test_edit_kustomize_carries_the_file_it_read_and_only_when_it_may(tmp_path) 
     out = carry_text(changing, repo, text)
     assert (out.base_text, out.base_blob) == (text, blob_id(text))
     assert carry_text(plan(changed=False), repo, text).base_text == ""  # nothing to land: nothing carried
+    with_secret = text + "secretGenerator:\n  - name: db\n    literals: [password=hunter2]\n"
+    assert carry_text(changing, repo, with_secret).base_text == ""  # never a secret in a parameter
     big = text + "#" * CARRIED_TEXT_LIMIT
     assert carry_text(changing, repo, big).base_blob == ""  # too large for a parameter: read again
     (tmp_path / "real.yaml").write_text(text)

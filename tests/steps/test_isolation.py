@@ -177,7 +177,9 @@ def test_concurrent_runs_for_two_overlays_are_isolated(make_remote, git_token, t
                 check=True,
             ).stdout.split()
             mine = [o for o in OVERLAYS if committed == [f"{o}/kustomization.yaml"]]
-            assert len(mine) == 1, f"{directory.name} commits {committed}: a run must touch only its own overlay"
+            assert len(mine) == 1, (
+                f"{directory.name} commits {committed}: a run must touch only its own overlay"
+            )
             owners[mine[0]] = directory
         assert set(owners) == set(OVERLAYS)
     finally:

@@ -148,6 +148,8 @@ def clone(
         ]
     else:
         args += ["--no-checkout"]
+        if not checkout:
+            args += ["--template="]  # no sample hooks, no info/: nothing to copy (or delete) unused
     if branch:
         args += ["--branch", branch]
     try:

@@ -90,6 +90,7 @@ class ClonedRepo:
         self._new: set[str] = set()
         self._pending: dict[str, tuple[str, str, str]] = {}  # objects-only: path -> (mode, old blob, text)
         self._known: dict[str, str] = {}  # blob id -> text, told by know(): read without a fetch
+        self._head_entries: dict[str, tuple[str, str] | None] = {}  # entry("HEAD", path) until HEAD moves
 
     def __repr__(self) -> str:
         return f"ClonedRepo(path={str(self.path)!r}, branch={self.branch!r}, url={self.url!r})"
@@ -155,13 +156,17 @@ class ClonedRepo:
     def entry(self, rev: str, relpath: str) -> tuple[str, str] | None:
         """``(mode, blob id)`` of the regular file ``relpath`` at ``rev``; None when absent or not a
         regular file (a directory, a symbolic link, a submodule)."""
+        if rev == "HEAD" and relpath in self._head_entries:
+            return self._head_entries[relpath]
         listing = self.git("ls-tree", rev, "--", relpath).stdout.strip()
-        if not listing:
-            return None
-        mode, kind, rest = listing.split(None, 2)
-        if kind != "blob" or mode not in _REGULAR:
-            return None
-        return mode, rest.split("\t", 1)[0]
+        found = None
+        if listing:
+            mode, kind, rest = listing.split(None, 2)
+            if kind == "blob" and mode in _REGULAR:
+                found = mode, rest.split("\t", 1)[0]
+        if rev == "HEAD" and not self.checked_out:  # HEAD moves only through this object
+            self._head_entries[relpath] = found
+        return found
 
     def show(self, rev: str, relpath: str) -> str | None:
         """The text of ``relpath`` at ``rev`` from the object store (nothing is checked out).
@@ -343,6 +348,7 @@ class ClonedRepo:
             input="\n".join(lines),
             what=f"commit in {self.url or self.path}",
         )
+        self._head_entries.clear()
         return self.cloned_head()
 
     def push(self, refspec: str, force_with_lease: tuple[str, str] | None = None) -> None:
@@ -418,6 +424,7 @@ class ClonedRepo:
         if not self.checked_out:  # no work tree, no index: the branch just moves
             self.git("update-ref", "HEAD", sha, what=f"moving to the newest '{branch}'")
             self._pending.clear()
+            self._head_entries.clear()
             return sha
         self.git("reset", "--quiet", "--hard", sha, what=f"reset to the newest '{branch}'")
         self._written.clear()  # (a new file stays untracked after the reset: _new keeps it)

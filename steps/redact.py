@@ -20,6 +20,7 @@ masks a URL's userinfo inside a rules-file excerpt; it is the rules engineer's a
 from __future__ import annotations
 
 import base64
+import functools
 import re
 from collections.abc import Iterable
 
@@ -54,14 +55,21 @@ def secret_forms(secret: str, basic_users: Iterable[str] = BASIC_USERS) -> list[
     Raw, base64 (padded and not), and base64 of ``user:secret`` for each of ``basic_users``.
     A secret under 4 characters yields nothing (replacing it would mangle ordinary text).
     """
-    secret = (secret or "").strip()
+    return list(_forms(secret or "", tuple(basic_users)))
+
+
+@functools.lru_cache(maxsize=64)
+def _forms(secret: str, basic_users: tuple[str, ...]) -> tuple[str, ...]:
+    """:func:`secret_forms`, computed once per secret: every git command's output and arguments
+    are redacted with the clone's token (a dozen base64 encodings each time otherwise)."""
+    secret = secret.strip()
     if len(secret) < 4:
-        return []
+        return ()
     forms = {secret}
     for raw in (secret, *(f"{user}:{secret}" for user in basic_users)):
         encoded = base64.b64encode(raw.encode()).decode()
         forms.update({encoded, encoded.rstrip("=")})
-    return sorted(forms, key=len, reverse=True)
+    return tuple(sorted(forms, key=len, reverse=True))
 
 
 def register_secret(secret: str, *, basic_users: Iterable[str] = BASIC_USERS) -> None:

@@ -22,11 +22,13 @@ from steps.errors import ConfigError
 from steps.redact import BASIC_USERS, REDACTED, redact, register_secret
 from steps.settings import read_secret
 
-__all__ = ["READ_SECRET", "GitAuth", "anonymous_read_fix", "check_url", "git_env", "origin"]
+__all__ = ["READ_SECRET", "WRITE_SECRET", "GitAuth", "anonymous_read_fix", "check_url", "git_env", "origin"]
 
 _TOKEN_USER = "x-access-token"
-#: The optional Secret holding the read token on a cluster (key ``token``; workflows/common.py).
+#: The optional Secret holding the read token on a cluster (key ``token``; workflows/names.py).
 READ_SECRET = "imagebump-git-read"
+#: The Secret holding the write token (key ``token``) or a GitHub App's keys (workflows/names.py).
+WRITE_SECRET = "imagebump-git"
 
 
 class GitAuth:
@@ -92,9 +94,17 @@ class GitAuth:
         )
         if not token:
             if required:
+                where = (
+                    f" On a cluster the token comes from the Secret `{WRITE_SECRET}` (key `token`): "
+                    f"kubectl -n imagebump create secret generic {WRITE_SECRET} --from-file=token=./write-token "
+                    "(or a GitHub App's keys, see the README); without a cluster: export "
+                    f"{name} for `imagebump run --local`."
+                    if write
+                    else ""
+                )
                 raise ConfigError(
                     f"no git token: set {name} or {name}_FILE (a file holding the token) "
-                    "for the step that pushes"
+                    f"for the step that pushes.{where}"
                 )
             return None
         return cls(token)

@@ -69,3 +69,18 @@ def test_a_secret_read_is_redacted_everywhere_after(tmp_path) -> None:
 )
 def test_redact(text, shapes, expected) -> None:
     assert redact.redact(text, shapes=shapes) == expected
+
+
+def test_missing_write_token_names_the_secret_and_the_local_variable(monkeypatch) -> None:
+    """A pod without the imagebump-git Secret is told which Secret to create (and a laptop, which variable)."""
+    from steps.git_auth import WRITE_SECRET, GitAuth
+    from workflows import names
+
+    for name in ("IMAGEBUMP_GIT_TOKEN", "IMAGEBUMP_GIT_TOKEN_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(ConfigError) as err:
+        GitAuth.from_env(write=True)
+    message = str(err.value)
+    assert WRITE_SECRET == names.GIT_SECRET  # the Secret the rendered template mounts
+    assert f"create secret generic {names.GIT_SECRET} --from-file=token=" in message
+    assert "export IMAGEBUMP_GIT_TOKEN" in message

@@ -37,6 +37,7 @@ import re
 from decimal import Decimal
 from typing import Any
 
+from steps.regex_tokens import regex_tokens
 from workflows import names
 
 #: Prefix the SQS EventSource puts before the message body in the event's data.
@@ -255,29 +256,16 @@ def _go_regex(pattern: str) -> re.Pattern[str]:
     and ``\\b`` are ASCII in Go (``re.ASCII``). Matching stays unanchored (``search``).
     """
     out: list[str] = []
-    i, n, in_class = 0, len(pattern), False
-    while i < n:
-        c = pattern[i]
-        if c == "\\":
-            out.append(r"\Z" if (not in_class and pattern[i + 1 : i + 2] == "z") else pattern[i : i + 2])
-            i += 2
-            continue
-        if in_class:
-            in_class = c != "]"
-            out.append(c)
-            i += 1
-            continue
-        if c == "[":
-            in_class = True
-            j = i + 1 + (pattern[i + 1 : i + 2] == "^")
-            j += pattern[j : j + 1] == "]"  # a ']' first in a class is a literal, in Go as in Python
-            out.append(pattern[i:j])
-            i = j
-            continue
-        if c == "(" and pattern.startswith("(?", i) and re.match(r"\(\?[a-zA-Z-]*m", pattern[i:]):
+    for kind, start, end in regex_tokens(pattern):
+        piece = pattern[start:end]
+        if kind == "escape":
+            out.append(r"\Z" if piece == r"\z" else piece)
+        elif kind == "class":
+            out.append(piece)
+        elif piece == "(" and re.match(r"\(\?[a-zA-Z-]*m", pattern[start:]):
             raise ValueError(f"filter {pattern!r}: the m flag is not supported by the local sensor")
-        out.append(r"\Z" if c == "$" else c)
-        i += 1
+        else:
+            out.append(r"\Z" if piece == "$" else piece)
     return re.compile("".join(out), re.ASCII)
 
 

@@ -20,6 +20,7 @@ import re2
 
 from steps.errors import RuleFieldError as _Problem
 from steps.events import TAG_RE
+from steps.regex_tokens import regex_tokens
 from steps.rules._show import excerpt as _excerpt
 
 #: The largest count a repetition may give (``{n}``, ``{n,}``, ``{n,m}``): RE2's own limit.
@@ -238,32 +239,15 @@ def dollar_regex(text: str, *, literal: bool) -> tuple[str, dict[int, list[str]]
     capture = _SEGMENT_CAPTURE if literal else _TAG_CAPTURE
     out: list[str] = []
     groups: dict[int, list[str]] = {}
-    i, n, in_class = 0, len(text), False
-    while i < n:
-        c = text[i]
-        if not literal:
-            if c == "\\":
-                out.append(text[i : i + 2])
-                i += 2
-                continue
-            if in_class:
-                in_class = c != "]"
-                out.append(c)
-                i += 1
-                continue
-            if c == "[":
-                in_class = True
-                out.append(c)
-                j = i + 1  # a ']' right after '[' or '[^' is literal
-                if j < n and text[j] == "^":
-                    out.append("^")
-                    j += 1
-                if j < n and text[j] == "]":
-                    out.append("]")
-                    j += 1
-                i = j
-                continue
-        m = VAR_RE.match(text, i)
+    pieces = (("char", i, i + 1) for i in range(len(text))) if literal else regex_tokens(text)
+    done = 0  # text before this is written (a $n spans several characters)
+    for kind, start, end in pieces:
+        if start < done:
+            continue
+        if kind != "char":  # an escape or a bracket class: regex syntax, kept whole
+            out.append(text[start:end])
+            continue
+        m = VAR_RE.match(text, start)
         if m:
             num = int(m[1])
             if num == 0:
@@ -271,10 +255,9 @@ def dollar_regex(text: str, *, literal: bool) -> tuple[str, dict[int, list[str]]
             names = groups.setdefault(num, [])
             names.append(_group(num, len(names)))
             out.append(f"(?P<{names[-1]}>{capture})")
-            i = m.end()
+            done = m.end()
             continue
-        out.append(re2.escape(c) if literal else c)
-        i += 1
+        out.append(re2.escape(text[start]) if literal else text[start])
     return "".join(out), groups
 
 

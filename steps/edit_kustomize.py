@@ -285,7 +285,7 @@ def carry_text(plan: Plan, repo, text: str) -> Plan:
     Workflow's status; commit-pr reads such a file from the remote). commit-pr believes the text
     only when it hashes to the blob id (:meth:`steps.git.ClonedRepo.know`).
     """
-    from steps.git_repo import blob_id
+    from steps.git_repo import blob_id, object_format
     from steps.models import CARRIED_TEXT_LIMIT
 
     if not plan.changed or len(text.encode("utf-8")) > CARRIED_TEXT_LIMIT or "secretGenerator" in text:
@@ -293,8 +293,9 @@ def carry_text(plan: Plan, repo, text: str) -> Plan:
     root = repo.path.resolve()
     if repo.resolve(plan.file) != root / plan.file or (repo.path / plan.file).is_symlink():
         return plan
-    fmt = "sha256" if len(plan.base_commit) == 64 else "sha1"
-    return plan.model_copy(update={"base_blob": blob_id(text, fmt), "base_text": text})
+    return plan.model_copy(
+        update={"base_blob": blob_id(text, object_format(plan.base_commit)), "base_text": text}
+    )
 
 
 @step_entry

@@ -26,11 +26,16 @@ from steps.settings import DEFAULT_AUTHOR_EMAIL, DEFAULT_AUTHOR_NAME
 _REGULAR = ("100644", "100755")
 
 
-def blob_id(text: str, object_format: str = "sha1") -> str:
+def object_format(oid: str) -> str:
+    """The hash of a repository whose object ids look like ``oid``: ``sha256`` (64 hex digits) or ``sha1``."""
+    return "sha256" if len(oid) == 64 else "sha1"
+
+
+def blob_id(text: str, fmt: str = "sha1") -> str:
     """The id git gives a blob holding ``text`` (UTF-8): ``hash("blob <size>\\0" + bytes)``
     (gitformat-object: the object header), computed here without a process."""
     data = text.encode("utf-8")
-    return hashlib.new(object_format, b"blob %d\0" % len(data) + data).hexdigest()
+    return hashlib.new(fmt, b"blob %d\0" % len(data) + data).hexdigest()
 
 
 def stripspace(message: str) -> str:
@@ -147,8 +152,7 @@ class ClonedRepo:
         Believed only when ``text`` hashes to ``blob`` (the object id is the content's hash, in the
         repository's object format): returns whether it did.
         """
-        fmt = "sha256" if len(blob) == 64 else "sha1"
-        if not blob or blob_id(text, fmt) != blob:
+        if not blob or blob_id(text, object_format(blob)) != blob:
             return False
         self._known[blob] = text
         return True
@@ -311,7 +315,7 @@ class ClonedRepo:
         changed file. Returns the new sha; None when no text differs from its blob.
         """
         head = self.cloned_head()
-        fmt = "sha256" if len(head) == 64 else "sha1"
+        fmt = object_format(head)
         changed, replaced = {}, []
         for rel, (mode, old_blob, text) in sorted(self._pending.items()):
             if old_blob != blob_id(text, fmt):

@@ -426,8 +426,16 @@ class LocalSensor:
                         VisibilityTimeout=self.visibility_timeout,
                     )
                 except Exception as exc:  # noqa: BLE001 - worst case: a redelivery, deduplicated by name
+                    with self._lock:
+                        settled = self._running.get(item.name) is not item
+                    if settled:
+                        continue  # its workflow ended and deleted the message meanwhile: nothing to keep
                     self.log(
-                        event="heartbeat-failed", workflow=item.name, error=f"{type(exc).__name__}: {exc}"
+                        event="heartbeat-failed",
+                        message_id=item.message_id,
+                        event_id=item.event_id,
+                        workflow=item.name,
+                        error=f"{type(exc).__name__}: {exc}",
                     )
 
 

@@ -266,6 +266,39 @@ def test_own_message_redelivered_while_running_is_kept_not_deleted_as_a_duplicat
     assert not [r for r in sensor.logs if r.get("outcome") == "duplicate"]
 
 
+class _VisibilityRefused:
+    """moto's SQS client, except that extending a message's visibility fails (a throttled API)."""
+
+    def __init__(self, sqs) -> None:
+        self._sqs = sqs
+
+    def __getattr__(self, name: str):
+        return getattr(self._sqs, name)
+
+    def change_message_visibility(self, **kwargs):
+        raise RuntimeError("ThrottlingException: rate exceeded")
+
+
+def test_failed_heartbeat_is_logged_with_its_event_and_the_workflow_still_settles(
+    queues, make_sensor, state
+) -> None:
+    event = ecr_event("sleep-1")
+    queues.send(event)
+    sensor = make_sensor(concurrency=1, heartbeat_seconds=0.2)
+    sensor.sqs = _VisibilityRefused(queues.sqs)
+
+    stats = run_with_watchdog(sensor, max_events=1)
+
+    assert (stats.succeeded, stats.failed) == (1, 0)
+    assert queues.count() == 0
+    failed = [r for r in sensor.logs if r.get("event") == "heartbeat-failed"]
+    assert failed, "the heartbeat ran while the workflow slept"
+    assert {(r["event_id"], r["workflow"]) for r in failed} == {
+        (event["id"], sensor.definition.workflow_name(event))
+    }
+    assert all(r["message_id"] and "ThrottlingException" in r["error"] for r in failed)
+
+
 def test_stop_finishes_running_work_and_loses_nothing(queues, make_sensor, state) -> None:
     queues.send(ecr_event("block-1"))
     sensor = make_sensor(concurrency=1)

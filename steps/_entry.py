@@ -50,6 +50,16 @@ EXIT_BAD_INPUT = 2  # steps.errors.EXIT_CONFIG (not imported: this module import
 EXIT_UNSUPPORTED = 3
 
 
+#: Called by a warm interpreter that forks steps (workflows.local.forkserver_server) before it forks.
+WARM_UP = ("compile_parser_patterns",)
+
+
+def compile_parser_patterns() -> None:
+    """Build and use the parser once: argparse compiles its patterns into :mod:`re`'s cache, which
+    a forked step then finds there instead of compiling them again."""
+    _parse_args(["--entrypoint", "module:function", "inputs.json"])
+
+
 def _parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("--entrypoint", "-e", type=str, required=True)

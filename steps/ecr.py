@@ -46,20 +46,26 @@ class EcrImage:
     digest: str
     tags: tuple[str, ...] = field(default_factory=tuple)
     pushed_at: datetime | None = None
+    registry_id: str = ""  # the account that holds it, as ECR says ("" if it did not)
 
 
 #: Called by a warm interpreter that forks steps (workflows.local.forkserver_server) before it
-#: forks: botocore's data files parsed once, shared by every forked step's own session.
+#: forks: botocore's data files parsed once, and one session built on them for the child to take.
 WARM_UP = ("warm_loader",)
 #: botocore's data loader with ECR's model, the endpoints and the retry data already parsed (pure
 #: data: no environment, no credentials); None until :func:`warm_loader` ran in this process.
 _LOADER: Any = None
+#: A boto3 Session built by :func:`warm_loader` and not yet handed out: its ~130 built-in event
+#: handlers registered (a third of a client's build time), nothing resolved. Credentials, region,
+#: endpoint and profile are looked up when a client is made, from the environment at that time.
+_WARM_SESSION: Any = None
 
 
 def warm_loader() -> None:
     """Parse the botocore data an ECR client needs into a shared ``Loader`` (each new boto3 Session
-    otherwise re-parses ``endpoints.json`` and the service model: 4-5x the client's build time)."""
-    global _LOADER
+    otherwise re-parses ``endpoints.json`` and the service model: 4-5x the client's build time), and
+    build one session on it for the next :func:`_session` call (a forked step's first client)."""
+    global _LOADER, _WARM_SESSION
     from botocore.loaders import create_loader
 
     loader = create_loader()
@@ -71,11 +77,10 @@ def warm_loader() -> None:
         except Exception:  # noqa: BLE001 - an optional file of this botocore version: parsed on use
             pass
     _LOADER = loader
+    _WARM_SESSION = _new_session()
 
 
-def _session() -> Any:
-    """A new boto3 Session (credentials and region resolved from this process's environment), on
-    the shared pre-parsed data loader when :func:`warm_loader` ran."""
+def _new_session() -> Any:
     import boto3
 
     if _LOADER is None:
@@ -85,6 +90,21 @@ def _session() -> Any:
     core = botocore.session.Session()
     core.register_component("data_loader", _LOADER)
     return boto3.Session(botocore_session=core)
+
+
+def _session() -> Any:
+    """A boto3 Session whose credentials and region come from this process's environment: the one
+    :func:`warm_loader` built (handed out once: a session is never shared between callers), else a
+    new one, on the shared pre-parsed data loader when :func:`warm_loader` ran."""
+    global _WARM_SESSION
+    session, _WARM_SESSION = _WARM_SESSION, None
+    if session is None:
+        return _new_session()
+    from botocore.useragent import UserAgentString
+
+    # The one part a session reads from the environment when it is built: read it again, here.
+    session._session.register_component("user_agent_creator", UserAgentString.from_environment())
+    return session
 
 
 def make_client(region: str) -> Any:
@@ -185,6 +205,7 @@ def describe_image(
         digest=detail["imageDigest"],
         tags=tuple(detail.get("imageTags") or ()),
         pushed_at=detail.get("imagePushedAt"),
+        registry_id=detail.get("registryId") or "",
     )
 
 

@@ -148,15 +148,18 @@ def resolve(*, event: str = "", image: str = "", rules: RuleSet, client: Any = N
         return ResolveImageOutput(reason=parsed.reason, event_id=parsed.event_id or "")
     img: Image = parsed
     client = client or ecr.make_client(img.region)
-    account = img.account or ecr.repository_account(img.repository, region=img.region, client=client)
     found = ecr.describe_image(
         img.repository,
         region=img.region,
         tag=img.tag or None,
         digest=None if img.tag else img.digest,
-        registry_id=account,
+        registry_id=img.account or None,  # none given: the caller's own registry, as ECR defaults
         client=client,
     )
+    # An event without its account (moto's EventBridge omits it): the image's own description
+    # names its registry; only an image ECR no longer has needs a second call to learn it.
+    account = img.account or (found.registry_id if found else "")
+    account = account or ecr.repository_account(img.repository, region=img.region, client=client)
     return decide(img, manual=given.manual, account=account, found=found, rules=rules)
 
 

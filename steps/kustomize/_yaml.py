@@ -33,6 +33,25 @@ _IMPLICIT = tuple(r.versioned_resolver for r in _RESOLVERS)
 _STR_TAG = "tag:yaml.org,2002:str"
 _NULL_TAG = "tag:yaml.org,2002:null"
 
+#: Called by a warm interpreter that forks steps (workflows.local.forkserver_server) before it forks.
+WARM_UP = ("compile_tables",)
+
+
+def compile_tables() -> None:
+    """Compile every pattern of the resolver tables now. ruamel compiles each on its first match
+    (a ``LazyEval`` that also costs an attribute lookup per match): a forked step would compile
+    the same dozen patterns again in every child."""
+    global _IMPLICIT
+
+    def compiled(regexp):
+        lazy = getattr(regexp, "lazy_self", None)  # ruamel.yaml.util.LazyEval: evaluate it
+        return lazy() if callable(lazy) else regexp
+
+    _IMPLICIT = tuple(
+        {first: [(tag, compiled(regexp)) for tag, regexp in pairs] for first, pairs in table.items()}
+        for table in _IMPLICIT
+    )
+
 
 def _resolve(value: str, version: int = 1) -> str:
     """The tag YAML 1.1 (``version=0``) or 1.2 (``1``) gives the plain scalar ``value`` (ruamel's rules)."""

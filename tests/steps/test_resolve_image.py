@@ -124,6 +124,30 @@ def test_missing_account_is_filled_from_ecr(registry: Registry, env: Path) -> No
     assert [t.image for t in out.targets] == [f"{REGISTRY}/{registry.repository}"]
 
 
+def _recording(client) -> list[str]:
+    """The names of the ECR operations ``client`` calls from now on (botocore's own event hook)."""
+    calls: list[str] = []
+    client.meta.events.register("before-call.ecr", lambda model, **_: calls.append(model.name))
+    return calls
+
+
+def test_missing_account_costs_no_extra_ecr_call_when_the_image_is_there(registry: Registry) -> None:
+    """moto's EventBridge omits ``account``: the image's own description names its registry, so the
+    event path still makes one ECR call; only an image gone from ECR asks for the repository too."""
+    registry.push("1.4.2", D1)
+    calls = _recording(registry.client)
+    rules = load_rules(RULES)
+
+    found = resolve(event=registry.event(account=False), rules=rules, client=registry.client)
+    assert calls == ["DescribeImages"]
+    assert found.image is not None and found.image.account == ACCOUNT and len(found.targets) == 1
+
+    calls.clear()
+    gone = resolve(event=registry.event(tag="9.9.9", account=False), rules=rules, client=registry.client)
+    assert calls == ["DescribeImages", "DescribeRepositories"]
+    assert gone.targets == [] and f"registry {ACCOUNT}" in gone.reason
+
+
 def test_digest_only_push(registry: Registry, env: Path) -> None:
     registry.push(None, D1)
     out = run(event=registry.event(tag=None))

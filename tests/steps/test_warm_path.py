@@ -53,3 +53,30 @@ def test_ecr_client_on_the_warm_loader_answers_as_a_fresh_one(moto, monkeypatch)
     assert ecr.make_client("us-west-2")._loader is warm_client._loader  # one parsed copy, shared
     with pytest.raises(Exception, match="RepositoryNotFound"):
         warm_client.describe_repositories(repositoryNames=[name + "-missing"])
+
+
+def test_session_built_before_the_fork_takes_the_steps_environment_and_is_handed_out_once(
+    moto, monkeypatch
+) -> None:
+    """The warm interpreter builds one session before any step's environment exists; the step that
+    takes it gets its own endpoint, region and credentials (read when its client is made), and no
+    second caller gets the same session."""
+    monkeypatch.setattr(ecr, "_LOADER", None)
+    monkeypatch.setattr(ecr, "_WARM_SESSION", None)
+    for name in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    ecr.warm_loader()  # as the fork server does, with none of the step's variables set
+    built = ecr._WARM_SESSION
+    assert built is not None
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto.endpoint_url)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIASTEPOWNKEY")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "step-secret")
+    assert ecr._session() is built and ecr._WARM_SESSION is None
+    assert ecr._session() is not built  # a new one (on the same parsed data) from now on
+
+    monkeypatch.setattr(ecr, "_WARM_SESSION", built)
+    client = ecr.make_client("eu-west-1")
+    assert client.meta.endpoint_url == moto.endpoint_url and client.meta.region_name == "eu-west-1"
+    assert client._request_signer._credentials.access_key == "AKIASTEPOWNKEY"
+    assert client.describe_repositories()["repositories"] == []  # eu-west-1 of moto: empty, answered

@@ -4,7 +4,8 @@ Started by :class:`~workflows.local.forkserver_client.ForkServerClient` as
 ``python -m workflows.local.forkserver_server FD MODULE...``. It
 imports the modules named (Hera's runner, the steps' modules: what every step process would
 otherwise import again, 1–2 s of CPU each time) and the ones each of them lists in a module-level
-``LAZY_IMPORTS`` tuple (what a step imports only while it runs, e.g. boto3), then serves requests on the Unix socket ``FD``.
+``LAZY_IMPORTS`` tuple (what a step imports only while it runs, e.g. boto3), runs the ``WARM_UP``
+functions of every module of those packages it now holds, then serves requests on the Unix socket ``FD``.
 Each request — one message on the SEQPACKET socket, JSON ``{"id", "argv", "cwd", "env"}`` where ``argv`` is ``[python, "-m",
 MODULE, ARG...]``, sent with two file descriptors (``SCM_RIGHTS``: the write ends of the caller's
 stdout and stderr pipes) — gets a child made by ``fork()`` that becomes what that command would
@@ -119,6 +120,19 @@ def _send(sock: socket.socket, message: dict) -> None:
     sock.sendall(json.dumps(message).encode() + b"\n")
 
 
+def _warm_up(packages: set[str]) -> None:
+    """Pure data every step computes the same way, computed once here instead of in every child:
+    each module of ``packages`` imported by now (named, lazily listed, or imported by those) that
+    has a ``WARM_UP`` tuple (names of functions without arguments that read no environment)."""
+    for name, module in sorted(sys.modules.items()):
+        warm_up = getattr(module, "WARM_UP", ()) if name.partition(".")[0] in packages else ()
+        for fn in warm_up if isinstance(warm_up, tuple) else ():
+            try:
+                getattr(module, fn)()
+            except BaseException:  # the child computes it itself when it needs it
+                pass
+
+
 def serve(fd: int, modules: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sock = socket.socket(fileno=fd)
@@ -135,13 +149,7 @@ def serve(fd: int, modules: list[str]) -> int:
         lazy = getattr(module, "LAZY_IMPORTS", ())
         if isinstance(lazy, tuple):
             queue += [m for m in lazy if isinstance(m, str) and m not in sys.modules]
-        # Pure data every step computes the same way (``WARM_UP``: names of functions without
-        # arguments that read no environment), computed once here instead of in every child.
-        for fn in getattr(module, "WARM_UP", ()) if isinstance(getattr(module, "WARM_UP", ()), tuple) else ():
-            try:
-                getattr(module, fn)()
-            except BaseException:  # the child computes it itself when it needs it
-                pass
+    _warm_up({name.partition(".")[0] for name in modules})
     import threading
 
     # fork() copies only the calling thread: a lock another thread held would stay locked forever

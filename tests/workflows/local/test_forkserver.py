@@ -303,6 +303,18 @@ def test_the_image_update_steps_and_their_lazy_imports_are_imported_ahead(tmp_pa
             timeout=60,
         )
         assert json.loads(hera.stdout) == {"hera": False, "hera.workflows": False}, hera.stderr
+        # WARM_UP ran for every module of ours the zygote holds, including ones no step names
+        # (steps.commit_message, steps.kustomize._yaml are imported by other modules)
+        warm = zygote.run(
+            [sys.executable, "-m", "tests.workflows.show_warm"], cwd=str(tmp_path), env=env, timeout=60
+        )
+        assert json.loads(warm.stdout) == {
+            "ecr_loader": True,
+            "ecr_session": True,
+            "version": True,
+            "yaml_tables": True,
+            "argparse": True,
+        }, warm.stderr
     finally:
         zygote.close()
     fresh = subprocess.run(

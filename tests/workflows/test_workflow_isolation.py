@@ -35,6 +35,7 @@ import pytest
 from imagebump.local import builders
 from workflows.local.executor import LocalExecutor
 from workflows.local.results import WorkflowResult
+from workflows.local.sandbox import wait_deleted
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE_UPDATE = ROOT / "manifests" / "workflows" / "image-update.yaml"
@@ -217,6 +218,7 @@ def test_concurrent_workflows_for_two_overlays_of_one_repository_never_share_fil
         ]
         assert result.phase == "Succeeded", failed
         assert result.node(".commit-pr").outputs["action"] == "committed"
+    wait_deleted()  # step dirs go in the background, as pods are garbage-collected
     assert list(work_root.iterdir()) == []
     shas = remote.git("rev-list", "--first-parent", "main").split()[:2]
     touched = {}

@@ -96,7 +96,7 @@ from workflows.local.launchers import ForkServerLauncher, FreshProcessLauncher, 
 from workflows.local.logs import Log, Redactor, json_logger
 from workflows.local.mutexes import PROCESS_MUTEXES, MutexRegistry
 from workflows.local.results import WorkflowResult
-from workflows.local.sandbox import Sandbox, wait_deleted
+from workflows.local.sandbox import Sandbox
 from workflows.local.validation import validate
 
 
@@ -251,6 +251,11 @@ class LocalExecutor:
     ) -> WorkflowResult:
         """Run the entrypoint to completion and return what happened (never raises for a failing step).
 
+        Returns when the last step's process has ended, as a Workflow's phase is final when its last
+        pod is: the steps' private temp dirs are deleted on a background thread meanwhile and after,
+        as pods are garbage-collected (:func:`workflows.local.sandbox.wait_deleted` waits for them;
+        the interpreter does at exit).
+
         Args:
             parameters: workflow parameters (``spec.arguments.parameters``); unknown names refused.
             workflow_name: the Workflow's name (``{{workflow.name}}``, node names, mutex logs).
@@ -282,10 +287,7 @@ class LocalExecutor:
             redact=self.redact,
             backoff_scale=self.backoff_scale,
         )
-        try:
-            return run.execute()
-        finally:
-            wait_deleted()  # the steps' temp dirs, deleted in the background while later steps ran
+        return run.execute()
 
 
 __all__ = ["NOT_SUPPORTED", "LocalExecutor", "UnsupportedFeatureError"]

@@ -73,8 +73,7 @@ def _delete_forever() -> None:
 def discard(path: str) -> None:
     """Delete a step's finished temp dir on a background thread (a node's time does not include the
     rmtree of its files). The directory was private to its one attempt and is never reused; every
-    discarded directory is gone once :func:`wait_deleted` returns (the executor waits before a
-    workflow run returns, and at interpreter exit)."""
+    discarded directory is gone once :func:`wait_deleted` returns (called at interpreter exit)."""
     global _deleter
     with _pending_lock:
         _pending.add(path)

@@ -18,6 +18,7 @@ from imagebump.local import builders
 from steps.errors import ConfigError
 from workflows.local.errors import NOT_SUPPORTED, UnsupportedFeatureError
 from workflows.local.executor import LocalExecutor
+from workflows.local.sandbox import wait_deleted
 
 ROOT = Path(__file__).resolve().parents[3]
 DATA = ROOT / "tests" / "testdata" / "executor"
@@ -136,6 +137,7 @@ def test_each_step_has_a_private_fresh_temp_dir(state: Path, logs: list[dict], t
     assert first["cwd"] != second["cwd"]
     assert second["sees-other"] == "false"
     assert json.loads(second["listing"]) == ["mounts"]  # only its own staging/tmp, nothing of the first
+    wait_deleted()  # the executor deletes step dirs in the background, as pods are garbage-collected
     assert not Path(first["cwd"]).exists() and not Path(second["cwd"]).exists()
     assert list(work_root.iterdir()) == []
 

@@ -23,6 +23,7 @@ import pytest
 
 from workflows.local.executor import LocalExecutor
 from workflows.local.forkserver_client import ForkServerClient
+from workflows.local.sandbox import wait_deleted
 
 ROOT = Path(__file__).resolve().parents[3]
 PROBE = ROOT / "tests" / "testdata" / "executor" / "probe.yaml"
@@ -87,7 +88,8 @@ def test_each_step_is_its_own_fresh_process(tmp_path: Path, prefork: bool, monke
         # run as `python -m hera.workflows.runner` is run
         assert o["main"] == "__main__" and o["argv0"].endswith(os.path.join("hera", "workflows", "runner.py"))
     assert len({o["cwd"] for o in seen}) == 4
-    # every private directory is gone afterwards
+    # every private directory is gone once the background deletion (a pod's garbage collection) ran
+    wait_deleted()
     assert not any(Path(o["cwd"]).exists() for o in seen)
     assert list((tmp_path / "work").iterdir()) == []
 

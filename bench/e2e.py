@@ -157,6 +157,10 @@ def probe_phases(
             "ecr_describe",
             "clone_objects",
             "edit_commit_objects",
+            "path_objects",
+            "seed",
+            "edit_commit_seeded",
+            "push_lease",
         )
     }
     image = None
@@ -202,6 +206,40 @@ def probe_phases(
             repo.push("HEAD:refs/heads/main")
         phases["clone_objects"].append(t1 - t0)
         phases["edit_commit_objects"].append(t2 - t_carry)
+    # mode commit, the plan carrying the objects above the file too: edit-kustomize reads them from
+    # its clone (one cat-file); commit-pr makes the plan's base from them (git init, no fetch),
+    # commits with fast-import and pushes with a lease on that base.
+    for i in range(reps):
+        with tempfile.TemporaryDirectory(prefix="bench-probe-") as tmp:
+            repo = git.clone(url, Path(tmp) / "repo", branch="main", paths=[overlay], auth=auth)
+            head = repo.cloned_head()
+            text = repo.read(file)
+            t0 = time.perf_counter()
+            objects = repo.path_objects(head, file)
+            t1 = time.perf_counter()
+            from steps.git_objects import blob_id
+
+            seeded = git.seed(
+                url,
+                Path(tmp) / "seed",
+                branch="main",
+                commit=head,
+                objects=objects or [],
+                path=file,
+                text=text,
+                blob=blob_id(text),
+                auth=auth,
+            )
+            t2 = time.perf_counter()
+            seeded.write(file, kustomize.set_image(text, image, tag=f"9.7.{i}-{int(time.time())}"))
+            seeded.commit(f"bench probe seeded {i}")
+            t3 = time.perf_counter()
+            seeded.push("HEAD:refs/heads/main", force_with_lease=("main", head))
+            t4 = time.perf_counter()
+        phases["path_objects"].append(t1 - t0)
+        phases["seed"].append(t2 - t1)
+        phases["edit_commit_seeded"].append(t3 - t2)
+        phases["push_lease"].append(t4 - t3)
     # ECR as a step meets it: a fresh process that imports boto3, builds a client and asks once.
     ecr_code = (
         "from steps import ecr; c = ecr.make_client('us-west-2'); "
@@ -259,14 +297,15 @@ def breakdown(
             "edit": ph["edit"],
             # one client, one call: the pushed image's push time travels in the target
             ecr_label.format(1, ""): ecr_first,
+            **({"objects for the plan (cat-file)": ph["path_objects"]} if "path_objects" in ph else {}),
         },
         "commit-pr": (
             {
-                "clone (objects only)": ph["clone_objects"],
-                "edit+commit (fast-import)": ph["edit_commit_objects"],
-                "push": ph["push"],
+                "seed (carried objects, no fetch)": ph["seed"],
+                "edit+commit (fast-import)": ph["edit_commit_seeded"],
+                "push (lease)": ph["push_lease"],
             }
-            if "clone_objects" in ph  # the plan carries the file (issue 15)
+            if "seed" in ph  # the plan carries the file and the objects above it (issue 15)
             else {"clone": ph["clone"], "edit+commit": ph["edit"] + ph["commit"], "push": ph["push"]}
         ),
     }
@@ -283,10 +322,19 @@ def breakdown(
     # PR mode (provider local: the proposal is the pushed branch, no forge API call to time here)
     pr_node = (seq.get("pr_mode") or {}).get("steps_s", {}).get("commit-pr", {}).get("p50")
     if pr_node is not None and "commit-pr" in imports:
+        # mode pr: the plan carries the file only; an objects-only clone of the newest base
+        cloned = (
+            {
+                "clone (objects only)": ph["clone_objects"],
+                "edit+commit (fast-import)": ph["edit_commit_objects"],
+            }
+            if "clone_objects" in ph
+            else {"clone": ph["clone"], "edit+commit": ph["edit"] + ph["commit"]}
+        )
         parts = {
             "process start": start,
             "imports": imports["commit-pr"],
-            **{k: v for k, v in work["commit-pr"].items() if k != "push"},
+            **cloned,
             "PR (branch push)": ph["pr_branch_push"],
         }
         out["commit-pr (PR)"] = {

@@ -1,10 +1,12 @@
 """commit-pr, ``mode: commit``: one commit on the base branch, pushed; lost races retried.
 
-Act half of commit-pr for ``mode: commit``: clone the newest base (partial, sparse on the
-overlay), re-apply the plan with the pure :func:`steps.commit_pr.reapply`, commit and push to the
-base branch. A non-fast-forward rejection fetches the new base, re-applies and pushes again, at
-most ``push_attempts`` times (:func:`steps.commit_pr.backoff`: the first retry at once), then fails
-as transient.
+Act half of commit-pr for ``mode: commit``: the plan's own base made from the objects it carries
+(:func:`steps.commit_pr.seed_base`, no fetch), else a clone of the newest base; re-apply the plan
+with the pure :func:`steps.commit_pr.reapply`, commit and push to the base branch (from the
+plan's base: with a lease on it, so only while the branch is still there). A rejection — the
+remote moved on — clones or fetches the new base, re-applies and pushes again, at most
+``push_attempts`` times (:func:`steps.commit_pr.backoff`: the first retry at once), then fails as
+transient.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 
 from steps import git
 from steps.commit_message import commit_message, message_fields
-from steps.commit_pr import CommitPrOutput, backoff, clone_base, read_overlay_file, reapply
+from steps.commit_pr import CommitPrOutput, backoff, clone_base, read_overlay_file, reapply, seed_base
 from steps.errors import PushRejected, TransientError
 from steps.models import Plan, Target
 from steps.settings import CommitPrSettings
@@ -27,7 +29,7 @@ def land_commit(
     target: Target, plan: Plan, settings: CommitPrSettings, auth: git.GitAuth, base: str, workdir: Path
 ) -> CommitPrOutput:
     """``mode: commit``: commit on the newest base and push; a lost race re-applies and retries."""
-    repo = clone_base(target, plan, auth, base, workdir)
+    repo = seed_base(target, plan, auth, base, workdir) or clone_base(target, plan, auth, base, workdir)
     from steps.commit_pr import lost_race
 
     for attempt in range(1, settings.push_attempts + 1):
@@ -43,7 +45,7 @@ def land_commit(
             return CommitPrOutput(action="unchanged", reason=f"{plan.file}: no difference to commit")
         pushed = time.monotonic()
         try:
-            repo.push(f"HEAD:refs/heads/{base}")
+            repo.push(f"HEAD:refs/heads/{base}", (base, repo.seeded_from) if repo.seeded_from else None)
         except PushRejected as exc:
             if attempt == settings.push_attempts:
                 raise TransientError(
@@ -53,7 +55,10 @@ def land_commit(
             delay = backoff(attempt, base=time.monotonic() - pushed)
             lost_race(f"push to {base}", attempt, settings.push_attempts, delay)
             time.sleep(delay)
-            repo.fetch_and_reset(base)
+            if repo.seeded_from:  # the plan's base is not the newest any more: clone the newest
+                repo = clone_base(target, plan, auth, base, workdir)
+            else:
+                repo.fetch_and_reset(base)
             continue
         log.info("committed %s to %s: %s", sha[:12], base, fields["subject"])
         return CommitPrOutput(action="committed", commit_sha=sha, reason=fields["subject"])

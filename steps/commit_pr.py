@@ -16,8 +16,13 @@ the plan carries the file it was made from (``plan.base_text`` and its blob id `
 see :func:`steps.edit_kustomize.carry_text`), the clone holds objects only (commits and trees; no
 blob, no work tree) and the text comes from the plan for as long as the newest base holds that very
 blob — believed only when it hashes to that id; the commit is written with one ``git fast-import``.
+In ``mode: commit`` the plan also carries the commit and the trees above the file
+(``plan.base_objects``): the first attempt makes the plan's own base from them without any fetch
+(:func:`seed_base`, :func:`steps.git.seed`, believed only when each object hashes to the id its
+parent names) and pushes with a lease on that base, so it lands only while nobody moved the
+branch (a moved or deleted branch refuses it: then the clone above, as after any lost race).
 Otherwise (an older plan, a file too large to carry) a partial clone checked out sparsely on the
-file's directory. Both land the same commit (tests/steps/test_carried_plan.py). Before writing,
+file's directory. All land the same commit (tests/steps/test_carried_plan.py). Before writing,
 the file's current entry is re-checked:
 
 - already equal to ``plan.new`` → ``unchanged`` (someone — or an earlier try of this step — landed it);
@@ -245,6 +250,37 @@ def clone_base(
         paths=(str(PurePosixPath(plan.file).parent),),
         auth=auth,
     )
+
+
+def seed_base(
+    target: Target, plan: Plan, auth: "git.GitAuth", base: str, workdir: "Path"
+) -> "git.ClonedRepo | None":
+    """The plan's own base, made from the objects the plan carries (:func:`steps.git.seed`: no
+    fetch), for a first attempt that pushes with a lease on it; None when the plan carries none, is
+    for another branch, or its objects do not prove its text (then :func:`clone_base`)."""
+    if not (plan.base_objects and plan.base_text and plan.base_commit) or plan.base_branch != base:
+        return None
+    import base64
+    import binascii
+
+    from steps import git
+
+    try:
+        objects = [base64.b64decode(o, validate=True) for o in plan.base_objects]
+        return git.seed(
+            target.repo_url,
+            workdir / "seed",
+            branch=base,
+            commit=plan.base_commit,
+            objects=objects,
+            path=plan.file,
+            text=plan.base_text,
+            blob=plan.base_blob,
+            auth=auth,
+        )
+    except (ValueError, binascii.Error) as exc:
+        log.warning("the plan's carried objects were not used (%s); cloning %s", exc, base)
+        return None
 
 
 def read_overlay_file(repo: "git.ClonedRepo", plan: Plan, target: Target, base: str) -> str:

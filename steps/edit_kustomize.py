@@ -9,7 +9,8 @@ holds now (and of the pushed image when the target does not carry it).
 
 Writes: nothing but its outputs — ``plan`` (old and new ``images`` entry, file, base commit and
 branch; for a plan that changes something, also the file's text and blob id, so commit-pr need not
-download it again: :func:`carry_text`), ``changed`` (``true``/``false``), ``decision`` (``update``/``current``/``stale``) and
+download it again, and in ``mode: commit`` the commit and trees above the file, so commit-pr need
+not fetch the base either: :func:`carry_text`), ``changed`` (``true``/``false``), ``decision`` (``update``/``current``/``stale``) and
 ``reason``. commit-pr re-applies the same pure edit on the newest base; this step never pushes.
 
 Skips (``changed: false``) when the overlay already holds the image (``current``) or holds a newer
@@ -275,8 +276,9 @@ def _read_overlay(repo, overlay: str) -> tuple[str, str]:
     return file, text
 
 
-def carry_text(plan: Plan, repo, text: str) -> Plan:
-    """The plan with the file's text and blob id, so commit-pr need not download the file again.
+def carry_text(plan: Plan, repo, text: str, mode: str = "commit") -> Plan:
+    """The plan with the file's text and blob id, so commit-pr need not download the file again,
+    and in ``mode: commit`` the objects above it, so commit-pr need not fetch the base either.
 
     Only for a plan that changes something, a text of at most :data:`CARRIED_TEXT_LIMIT` bytes, a
     regular file reached without a symbolic link (the blob id is what commit-pr compares with the
@@ -284,18 +286,27 @@ def carry_text(plan: Plan, repo, text: str) -> Plan:
     literals would be secrets in a workflow parameter, shown by Argo's UI and kept in the
     Workflow's status; commit-pr reads such a file from the remote). commit-pr believes the text
     only when it hashes to the blob id (:meth:`steps.git.ClonedRepo.know`).
+
+    The objects (``Plan.base_objects``: the base commit and the trees from its root down to the
+    file's directory, at most :data:`CARRIED_OBJECTS_LIMIT` bytes; file names and ids, no content)
+    let commit-pr write its commit on the base without a clone (:func:`steps.git.seed`) and push
+    it with a lease on the base: one fetch per event instead of two while nobody else pushed.
     """
-    from steps.git_repo import blob_id, object_format
-    from steps.models import CARRIED_TEXT_LIMIT
+    import base64
+
+    from steps.git_objects import blob_id, object_format
+    from steps.models import CARRIED_OBJECTS_LIMIT, CARRIED_TEXT_LIMIT
 
     if not plan.changed or len(text.encode("utf-8")) > CARRIED_TEXT_LIMIT or "secretGenerator" in text:
         return plan
     root = repo.path.resolve()
     if repo.resolve(plan.file) != root / plan.file or (repo.path / plan.file).is_symlink():
         return plan
-    return plan.model_copy(
-        update={"base_blob": blob_id(text, object_format(plan.base_commit)), "base_text": text}
-    )
+    update: dict[str, Any] = {"base_blob": blob_id(text, object_format(plan.base_commit)), "base_text": text}
+    objects = repo.path_objects(plan.base_commit, plan.file) if mode == "commit" else None
+    if objects and sum(len(o) for o in objects) <= CARRIED_OBJECTS_LIMIT:
+        update["base_objects"] = [base64.b64encode(o).decode("ascii") for o in objects]
+    return plan.model_copy(update=update)
 
 
 @step_entry
@@ -332,7 +343,7 @@ def run(target: Target) -> EditKustomizeOutput:
             proposed = branch_entry(repo, branch, plan.file, plan.image_name)
             known = ecr.ask(branch_lookups(target, plan, proposed))
             plan = against_branch(target, plan, branch, proposed, known)
-        plan = carry_text(plan, repo, text)
+        plan = carry_text(plan, repo, text, target.mode)
     log.info(
         "%s [%s] at %s: %s%s",
         plan.file,

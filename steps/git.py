@@ -27,12 +27,14 @@ from __future__ import annotations
 
 import re
 import shutil
+import zlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path, PurePosixPath
 
 from steps.errors import ConfigError, GitCommandError, PushRejected
 from steps.git_auth import READ_SECRET, GitAuth, anonymous_read_fix, check_url
 from steps.git_failures import classify
+from steps.git_objects import object_format, object_id, verify_path_chain
 from steps.git_process import default_branch, ls_remote, redact, run_git
 from steps.git_repo import ClonedRepo
 
@@ -49,6 +51,7 @@ __all__ = [
     "ls_remote",
     "redact",
     "run_git",
+    "seed",
 ]
 
 
@@ -176,4 +179,74 @@ def clone(
             what=f"sparse checkout of {repo_url}",
         )
     repo._checkout()
+    return repo
+
+
+#: Branch names :func:`seed` writes as a ref file itself (any other name: a clone, where git checks it).
+_PLAIN_BRANCH = re.compile(r"[A-Za-z0-9_@+-][A-Za-z0-9._@+-]*(?:/[A-Za-z0-9_@+-][A-Za-z0-9._@+-]*)*")
+
+
+def seed(
+    repo_url: str,
+    dest: Path | str,
+    *,
+    branch: str,
+    commit: str,
+    objects: Sequence[bytes],
+    path: str,
+    text: str,
+    blob: str,
+    auth: GitAuth | None = None,
+) -> ClonedRepo:
+    """An objects-only repository of ``branch`` at ``commit`` made without the network, from
+    objects another step read: the commit and the trees from its root down to ``path`` (a
+    regular file holding ``text``, blob ``blob``). Nothing else of the commit is there; that is
+    all :meth:`ClonedRepo.commit` needs to replace ``path`` on it, and all ``git push`` needs to
+    send the change (the remote has the rest: git skips the missing trees of the commit a push
+    builds on, ``revision.c`` ``mark_tree_contents_uninteresting``). The layout is the one
+    ``clone(checkout=False)`` writes: a shallow (``.git/shallow``) single-branch repository whose
+    ``origin`` is a promisor remote (``blob:none``), so a later :meth:`ClonedRepo.fetch` works as
+    in a clone. The caller pushes with a lease on ``commit`` (:attr:`ClonedRepo.seeded_from`):
+    if the remote branch moved on — or is gone — the push is refused, never a stale base landed.
+
+    Raises:
+        ValueError: ``objects`` are not that chain, or ``text`` is not ``blob``
+            (:func:`steps.git_objects.verify_path_chain`): nothing was written.
+    """
+    check_url(repo_url)
+    if not _PLAIN_BRANCH.fullmatch(branch) or ".." in branch or "/." in branch or branch.endswith(".lock"):
+        raise ValueError(f"branch {branch!r} is not a plain branch name: clone it instead")
+    mode = verify_path_chain(objects, commit, path, blob)
+    fmt = object_format(commit)
+    if object_id("blob", text.encode("utf-8"), fmt) != blob:
+        raise ValueError(f"the text given for {path} is not blob {blob}")
+    dest = Path(dest)
+    run_git(
+        ["init", "--quiet", "--template=", f"--object-format={fmt}", f"--initial-branch={branch}", str(dest)],
+        what="git init",
+    )
+    gitdir = dest / ".git"
+    kinds = ["commit"] + ["tree"] * (len(objects) - 1)
+    for kind, content in zip(kinds, objects, strict=True):
+        oid = object_id(kind, content, fmt)
+        loose = gitdir / "objects" / oid[:2] / oid[2:]
+        loose.parent.mkdir(exist_ok=True)
+        loose.write_bytes(zlib.compress(b"%s %d\0" % (kind.encode(), len(content)) + content))
+    ref = gitdir / "refs" / "heads" / branch
+    ref.parent.mkdir(parents=True, exist_ok=True)
+    ref.write_text(commit + "\n")
+    (gitdir / "shallow").write_text(commit + "\n")
+    quoted = '"' + repo_url.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    config = (
+        (gitdir / "config").read_text().replace("repositoryformatversion = 0", "repositoryformatversion = 1")
+    )
+    config += (
+        f'[remote "origin"]\n\turl = {quoted}\n\ttagOpt = --no-tags\n'
+        "\tpromisor = true\n\tpartialclonefilter = blob:none\n"
+    )
+    (gitdir / "config").write_text(config)
+    repo = ClonedRepo(dest, branch, auth, url=repo_url, checked_out=False)
+    repo.seeded_from = commit
+    repo.know(text, blob)
+    repo.assume_entry(path, mode, blob)
     return repo

@@ -52,6 +52,7 @@ def run_git(
     env: Mapping[str, str] | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     what: str | None = None,
+    raw_stdout: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     """Run ``git ARGS`` in ``cwd``; the single place git runs.
 
@@ -65,16 +66,18 @@ def run_git(
         env: extra environment (e.g. ``GIT_AUTHOR_DATE``).
         timeout: seconds before the command is killed (a :class:`TransientError`).
         what: what the command was for, used in error messages ("clone of …").
+        raw_stdout: stdout as the bytes git wrote (objects, e.g. ``cat-file --batch``), neither
+            decoded nor redacted: only for commands whose output is repository content.
 
     Returns:
-        The completed process, its stdout and stderr already redacted.
+        The completed process, its stdout and stderr already redacted (stdout: see ``raw_stdout``).
 
     Raises:
         PushRejected, PermissionDeniedError, ConfigError, TransientError, GitCommandError.
     """
     argv = ["git", *args]
     try:
-        proc = _run(argv, cwd, git_env(auth, url, env), input, timeout)
+        proc = _run(argv, cwd, git_env(auth, url, env), input, timeout, raw_stdout)
     except subprocess.TimeoutExpired:
         raise TransientError(
             f"{what or describe(args)} timed out after {timeout:.0f}s; the remote may be slow "
@@ -82,7 +85,8 @@ def run_git(
         ) from None
     except FileNotFoundError:
         raise GitCommandError("git is not installed (no 'git' on PATH); install git") from None
-    proc.stdout = redact(proc.stdout, auth)
+    if not raw_stdout:
+        proc.stdout = redact(proc.stdout, auth)
     proc.stderr = redact(proc.stderr, auth)
     proc.args = [redact(str(a), auth) for a in argv]
     if check and proc.returncode != 0:
@@ -98,7 +102,12 @@ def run_git(
 
 
 def _run(
-    argv: list[str], cwd: Path | str | None, env: dict[str, str], input: str | None, timeout: float
+    argv: list[str],
+    cwd: Path | str | None,
+    env: dict[str, str],
+    input: str | None,
+    timeout: float,
+    raw_stdout: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     """``subprocess.run(argv, timeout=…)`` without its polling: a timer kills git at ``timeout``.
 
@@ -130,7 +139,8 @@ def _run(
             timer.cancel()
         # Decoded by hand, not in text mode: text mode turns CRLF into LF, and a file's bytes read
         # with ``cat-file`` must survive as they are.
-        stdout, stderr = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+        stdout = out if raw_stdout else out.decode("utf-8", "replace")
+        stderr = err.decode("utf-8", "replace")
         if killed.is_set():
             raise subprocess.TimeoutExpired(argv, timeout, stdout, stderr)
     return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)

@@ -8,7 +8,6 @@ from :mod:`steps.git`.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import subprocess
@@ -19,23 +18,9 @@ from pathlib import Path, PurePosixPath
 from steps.errors import ConfigError, PermissionDeniedError
 from steps.git_auth import GitAuth, origin
 from steps.git_failures import NO_BRANCH, classify
+from steps.git_objects import REGULAR_MODES, blob_id, object_format
 from steps.git_process import ls_remote, run_git
 from steps.settings import DEFAULT_AUTHOR_EMAIL, DEFAULT_AUTHOR_NAME
-
-#: File modes of a regular file in a tree (git-fast-import(1) "filemodify").
-_REGULAR = ("100644", "100755")
-
-
-def object_format(oid: str) -> str:
-    """The hash of a repository whose object ids look like ``oid``: ``sha256`` (64 hex digits) or ``sha1``."""
-    return "sha256" if len(oid) == 64 else "sha1"
-
-
-def blob_id(text: str, fmt: str = "sha1") -> str:
-    """The id git gives a blob holding ``text`` (UTF-8): ``hash("blob <size>\\0" + bytes)``
-    (gitformat-object: the object header), computed here without a process."""
-    data = text.encode("utf-8")
-    return hashlib.new(fmt, b"blob %d\0" % len(data) + data).hexdigest()
 
 
 def stripspace(message: str) -> str:
@@ -91,6 +76,9 @@ class ClonedRepo:
         self.url = url
         #: False: an objects-only clone (``clone(checkout=False)``): no work tree, no index.
         self.checked_out = checked_out
+        #: The commit a :func:`steps.git.seed` repository was made at ("" for a clone): a push from it
+        #: must find the remote branch still there (its lease), as nothing was fetched.
+        self.seeded_from = ""
         self._written: set[str] = set()
         self._new: set[str] = set()
         self._pending: dict[str, tuple[str, str, str]] = {}  # objects-only: path -> (mode, old blob, text)
@@ -107,9 +95,20 @@ class ClonedRepo:
         input: str | None = None,
         env: Mapping[str, str] | None = None,
         what: str | None = None,
+        raw_stdout: bool = False,
     ) -> subprocess.CompletedProcess[str]:
         """Run a git command in this work tree, with this clone's auth."""
-        return run_git(list(args), self.path, self.auth, check, url=self.url, input=input, env=env, what=what)
+        return run_git(
+            list(args),
+            self.path,
+            self.auth,
+            check,
+            url=self.url,
+            input=input,
+            env=env,
+            what=what,
+            raw_stdout=raw_stdout,
+        )
 
     def _checkout(self) -> None:
         self.git("checkout", "--quiet", what=f"checkout of {self.url} branch '{self.branch}'")
@@ -157,6 +156,11 @@ class ClonedRepo:
         self._known[blob] = text
         return True
 
+    def assume_entry(self, relpath: str, mode: str, blob: str) -> None:
+        """Record that ``HEAD`` holds the regular file ``relpath`` as ``(mode, blob)``, proven by
+        other means (:func:`steps.git.seed`'s verified chain of objects): :meth:`entry` need not ask."""
+        self._head_entries[self._relative(relpath)] = (mode, blob)
+
     def entry(self, rev: str, relpath: str) -> tuple[str, str] | None:
         """``(mode, blob id)`` of the regular file ``relpath`` at ``rev``; None when absent or not a
         regular file (a directory, a symbolic link, a submodule)."""
@@ -166,7 +170,7 @@ class ClonedRepo:
         found = None
         if listing:
             mode, kind, rest = listing.split(None, 2)
-            if kind == "blob" and mode in _REGULAR:
+            if kind == "blob" and mode in REGULAR_MODES:
                 found = mode, rest.split("\t", 1)[0]
         if rev == "HEAD" and not self.checked_out:  # HEAD moves only through this object
             self._head_entries[relpath] = found
@@ -187,6 +191,32 @@ class ClonedRepo:
         return self.git(
             "cat-file", "blob", found[1], what=f"reading {relpath} at {rev[:12]} of {self.url}"
         ).stdout
+
+    def path_objects(self, commit: str, relpath: str) -> list[bytes] | None:
+        """The raw objects from ``commit`` down to ``relpath``'s directory — the commit, then one
+        tree per directory from the root (:func:`steps.git_objects.verify_path_chain` checks such
+        a chain) — with one ``git cat-file --batch``; None when one is missing."""
+        parts = PurePosixPath(self._relative(relpath)).parts[:-1]
+        specs = [commit, f"{commit}^{{tree}}"] + [
+            f"{commit}:{'/'.join(parts[: i + 1])}" for i in range(len(parts))
+        ]
+        out = self.git(
+            "cat-file",
+            "--batch",
+            input="\n".join(specs) + "\n",
+            raw_stdout=True,
+            what=f"reading the trees above {relpath} at {commit[:12]}",
+        ).stdout
+        objects, pos = [], 0
+        for _ in specs:
+            end = out.index(b"\n", pos)
+            header = out[pos:end].split()
+            if len(header) != 3:  # "<spec> missing"
+                return None
+            size = int(header[2])
+            objects.append(out[end + 1 : end + 1 + size])
+            pos = end + 1 + size + 1
+        return objects
 
     def _relative(self, relpath: str) -> str:
         """``relpath`` checked as text: relative, no ``..``, not into ``.git`` (all a clone without a

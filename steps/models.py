@@ -168,6 +168,9 @@ Decision = Literal["update", "current", "stale"]
 
 #: The largest kustomization text a plan carries to commit-pr (bytes); a larger one is read again there.
 CARRIED_TEXT_LIMIT = 32 * 1024
+#: The most bytes of raw git objects a plan carries (Plan.base_objects; the trees above the file
+#: list the names next to each directory on the way, a few KiB in a monorepo of hundreds of apps).
+CARRIED_OBJECTS_LIMIT = 32 * 1024
 
 
 class Plan(BaseModel):
@@ -193,6 +196,13 @@ class Plan(BaseModel):
         description="the text of ``file`` at base_commit (at most CARRIED_TEXT_LIMIT bytes; never a file "
         "with a secretGenerator), so commit-pr need not download it again while the file is unchanged; "
         "checked against base_blob before use",
+    )
+    base_objects: list[str] = Field(
+        default_factory=list,
+        description="mode commit, with base_text: the raw git objects from base_commit down to file's "
+        "directory (the commit, then one tree per directory from the root; base64; at most "
+        "CARRIED_OBJECTS_LIMIT bytes in all), so commit-pr can commit on base_commit without fetching "
+        "it; believed only when each hashes to the id its parent names",
     )
     pr_branch: str = Field(
         default="", description="mode pr: the proposal branch edit-kustomize looked at ('' = not looked at)"

@@ -58,15 +58,24 @@ def test_single_event_and_breakdown(world: World, fast_executor) -> None:
         "ecr_describe",
         "clone_objects",
         "edit_commit_objects",
+        "path_objects",
+        "seed",
+        "edit_commit_seeded",
+        "push_lease",
     } == set(probes["phases_s"])
     assert set(probes["forked_imports_s"]) == {"commit-pr"} and probes["forked_start_s"]["n"] == 1
     assert probes["ecr_lookup_forked_s"] > 0
     for forked in (True, False):
         parts = e2e.breakdown(single, probes, forked=forked)
         assert set(parts) == {"commit-pr"}
-        assert {"process start", "imports", "clone (objects only)", "push", "other", "total"} <= set(
-            parts["commit-pr"]
-        )
+        assert {
+            "process start",
+            "imports",
+            "seed (carried objects, no fetch)",
+            "push (lease)",
+            "other",
+            "total",
+        } <= set(parts["commit-pr"])
 
 
 def test_burst_shape(world: World, fast_executor) -> None:

@@ -39,6 +39,25 @@ def carried(p: Plan, text: str) -> Plan:
     return p.model_copy(update={"base_blob": blob_id(text), "base_text": text})
 
 
+def seeded(remote, p: Plan, text: str) -> Plan:
+    """``p`` as edit-kustomize outputs it in ``mode: commit``: the text, its blob id and the objects
+    from the base commit down to the file's directory, read from a clone of ``remote`` as it is now."""
+    import base64
+    import tempfile
+    from pathlib import Path
+
+    from steps import git
+
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = git.clone(remote.url, Path(tmp) / "r", checkout=False, auth=git.GitAuth.from_env(write=True))
+        head = repo.cloned_head()
+        objects = repo.path_objects(head, p.file)
+    assert objects is not None
+    return carried(p, text).model_copy(
+        update={"base_commit": head, "base_objects": [base64.b64encode(o).decode() for o in objects]}
+    )
+
+
 def landed(remote, out, ref: str | None = None) -> dict:
     """What a user sees of a run: the outcome and what the ref holds (tree, file, message, author)."""
     ref = ref or "main"
@@ -199,10 +218,14 @@ def test_concurrent_writers_with_carried_plans_all_land(make_remote) -> None:
 
 
 def test_edit_kustomize_carries_the_file_it_read_and_only_when_it_may(tmp_path) -> None:
-    """carry_text: the text and its blob id for a changing plan of a regular file, nothing otherwise."""
+    """carry_text: the text and its blob id for a changing plan of a regular file, nothing otherwise
+    (``mode: pr``: no objects are read, this directory is not a git repository)."""
+    from functools import partial
+
     from steps.edit_kustomize import carry_text
     from steps.git_repo import ClonedRepo
 
+    carry_text = partial(carry_text, mode="pr")
     repo = ClonedRepo(tmp_path, "main")
     (tmp_path / "overlays" / "prod").mkdir(parents=True)
     text = kustomization("1.0.0")
@@ -241,3 +264,195 @@ def test_stripspace_is_what_git_commit_does_to_a_message(message: str) -> None:
 
     git = subprocess.run(["git", "stripspace"], input=message.encode(), capture_output=True, check=True)
     assert stripspace(message) == git.stdout.decode()
+
+
+# --- the plan's own base, made from the objects it carries (mode commit) -------------------------
+
+DEEP = "apps/team-a/api/overlays/prod/kustomization.yaml"
+
+
+@pytest.fixture()
+def triplets(make_remote):
+    """Three identical remotes: the plain path, the carried text, the carried objects."""
+
+    def make(files: dict[str, str]):
+        return make_remote(files), make_remote(files), make_remote(files)
+
+    return make
+
+
+def _monorepo(text: str) -> dict[str, str]:
+    files = {DEEP: text, "README.md": "apps\n"}
+    for i in range(12):
+        files[f"apps/team-{i:02d}/web/overlays/prod/kustomization.yaml"] = kustomization("1.0.0")
+        files[f"apps/team-a/svc-{i:02d}/base/deploy.yaml"] = f"kind: Deployment # {i}\n"
+    return files
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param(kustomization("1.0.0"), id="lf"),
+        pytest.param(kustomization("1.0.0").replace("\n", "\r\n"), id="crlf-bytes-kept"),
+        pytest.param("# déploiement ✓\n" + kustomization("1.0.0"), id="utf-8"),
+    ],
+)
+def test_carried_objects_land_the_same_commit_without_any_fetch(triplets, text: str) -> None:
+    """commit-pr with the objects above the file: no clone, no fetch (zero read sessions on the
+    remote), and what lands is what the plain path and the carried text land, byte for byte; the
+    remote's repository stays whole (``git fsck``: every object the new commit names is there)."""
+    plain, text_only, objects = triplets(_monorepo(text))
+    path = "apps/team-a/api/overlays/prod"
+    p = plan(path)
+    seeded_plan = seeded(objects, p, text)
+    before = sessions(objects)
+
+    outs = (
+        commit_pr.run(target(plain.url, path), p),
+        commit_pr.run(target(text_only.url, path), carried(p, text)),
+        commit_pr.run(target(objects.url, path), seeded_plan),
+    )
+
+    views = [
+        {k: v for k, v in landed(r, o).items() if k != "file"} | {"file": r.read(DEEP)}
+        for r, o in zip((plain, text_only, objects), outs, strict=True)
+    ]
+    assert views[0] == views[1] == views[2]
+    assert outs[2].action == "committed"
+    assert objects.read(DEEP) == text.replace('"1.0.0"', '"1.1.0"')
+    assert sessions(objects) == before  # nothing read from the remote: the plan had it all
+    assert objects.git("fsck", "--no-dangling").strip() == ""
+
+
+def test_carried_objects_of_a_base_that_moved_on_are_refused_by_the_lease_then_cloned(twins) -> None:
+    """Someone else's commit lands between edit-kustomize and commit-pr: the push from the plan's
+    base is refused (its lease), commit-pr clones the newest base and lands there, as the plain
+    path does — never the stale base, never a lost commit of someone else."""
+    text = kustomization("1.0.0")
+    plain, fast = twins({FILE: text, "overlays/dev/kustomization.yaml": kustomization("1.0.0")})
+    seeded_plan = seeded(fast, plan(), text)
+    for remote in (plain, fast):
+        remote.commit_files({"overlays/dev/kustomization.yaml": kustomization("2.0.0")}, "someone else")
+    before = sessions(fast)
+
+    out_plain = commit_pr.run(target(plain.url), plan())
+    out_fast = commit_pr.run(target(fast.url), seeded_plan)
+
+    assert landed(plain, out_plain) == landed(fast, out_fast)
+    assert fast.log()[:2] == ["imagebump(prod): api 1.0.0 → 1.1.0 in overlays/prod", "someone else"]
+    assert fast.read("overlays/dev/kustomization.yaml") == kustomization("2.0.0")
+    assert sessions(fast) - before == 1  # the clone after the refused push; the file came with the plan
+
+
+@pytest.mark.parametrize(
+    ("now", "action"),
+    [
+        pytest.param("1.5.0", "unchanged", id="moved-on-to-newer-never-downgraded"),
+        pytest.param("1.1.0", "unchanged", id="someone-landed-it"),
+    ],
+)
+def test_carried_objects_of_a_file_changed_since_decide_the_same(twins, now: str, action: str) -> None:
+    text = kustomization("1.0.0")
+    plain, fast = twins({FILE: text})
+    seeded_plan = seeded(fast, plan(), text)
+    for remote in (plain, fast):
+        remote.commit_files({FILE: kustomization(now)}, "moved on")
+
+    out_plain = commit_pr.run(target(plain.url), plan())
+    out_fast = commit_pr.run(target(fast.url), seeded_plan)
+
+    assert landed(plain, out_plain) == landed(fast, out_fast)
+    assert out_fast.action == action and fast.read(FILE) == kustomization(now)
+
+
+def test_carried_objects_never_recreate_a_deleted_branch(make_remote) -> None:
+    """The base branch is deleted after the plan: a push from the plan's base would create it again;
+    the lease refuses, and commit-pr fails as the plain path does (the branch is gone)."""
+    from steps.errors import ConfigError
+
+    text = kustomization("1.0.0")
+    remote = make_remote({FILE: text}, branch="release")
+    seeded_plan = seeded(remote, plan(), text).model_copy(update={"base_branch": "release"})
+    remote.git("update-ref", "-d", "refs/heads/release")
+
+    with pytest.raises(SystemExit) as stopped:
+        commit_pr.run(target(remote.url, base_branch="release"), seeded_plan)
+    assert stopped.value.code == ConfigError.exit_code
+    assert "release" not in remote.git("for-each-ref", "--format=%(refname)")
+
+
+@pytest.mark.parametrize(
+    "forge",
+    [
+        pytest.param(lambda objs: objs[:-1], id="a-tree-missing"),
+        pytest.param(
+            lambda objs: [objs[0], objs[1].replace(b"overlays", b"overlayz"), *objs[2:]], id="a-tree-edited"
+        ),
+        pytest.param(lambda objs: [objs[0] + b"\n", *objs[1:]], id="the-commit-edited"),
+        pytest.param(lambda objs: ["not base64!", *objs[1:]], id="not-base64"),
+    ],
+)
+def test_carried_objects_that_do_not_prove_the_file_are_not_used(twins, forge) -> None:
+    """Objects that do not hash into a chain from the base commit to the carried blob are ignored
+    (a warning; the clone path), so a plan cannot make commit-pr build on anything but the base."""
+    import base64
+
+    text = kustomization("1.0.0")
+    plain, fast = twins({FILE: text})
+    good = seeded(fast, plan(), text)
+    raw = [base64.b64decode(o) for o in good.base_objects]
+    forged = [o if isinstance(o, str) else base64.b64encode(o).decode() for o in forge(raw)]
+
+    out_plain = commit_pr.run(target(plain.url), plan())
+    out_fast = commit_pr.run(target(fast.url), good.model_copy(update={"base_objects": forged}))
+
+    assert landed(plain, out_plain) == landed(fast, out_fast)
+    assert fast.read(FILE) == kustomization("1.1.0")
+    assert fast.git("fsck", "--no-dangling").strip() == ""
+
+
+def test_concurrent_writers_with_carried_objects_all_land(make_remote) -> None:
+    """Eight plans made from one base race: one push wins with its lease, every other is refused,
+    clones the newest base and lands there. Nothing is lost, each overlay gets exactly its change."""
+    import threading
+
+    paths = [f"overlays/o{i}" for i in range(8)]
+    remote = make_remote(overlay_files(*paths))
+    plans = {p: seeded(remote, plan(p), kustomization("1.0.0")) for p in paths}
+    results, errors = {}, []
+
+    def one(p: str) -> None:
+        try:
+            results[p] = commit_pr.land(target(remote.url, p), plans[p])
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(f"{p}: {exc!r}")
+
+    threads = [threading.Thread(target=one, args=(p,)) for p in paths]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    assert {r.action for r in results.values()} == {"committed"}
+    assert all(remote.read(f"{p}/kustomization.yaml") == kustomization("1.1.0") for p in paths)
+    assert len(remote.log()) == 1 + len(paths)
+    assert remote.git("fsck", "--no-dangling").strip() == ""
+
+
+def test_edit_kustomize_carries_the_objects_above_the_file_in_commit_mode_only(make_remote) -> None:
+    """A real edit-kustomize run: in ``mode: commit`` the plan carries the chain from its base
+    commit to the file (it verifies), in ``mode: pr`` the text only."""
+    import base64
+
+    from steps import edit_kustomize
+    from steps.git_objects import verify_path_chain
+
+    path = "apps/team-a/api/overlays/prod"
+    remote = make_remote(_monorepo(kustomization("1.0.0")))
+    commit = edit_kustomize.run(target(remote.url, path, order="semver")).plan
+    objects = [base64.b64decode(o) for o in commit.base_objects]
+    assert verify_path_chain(objects, commit.base_commit, DEEP, commit.base_blob) == "100644"
+    assert len(objects) == 2 + DEEP.count("/")
+
+    pr = edit_kustomize.run(target(remote.url, path, order="semver", mode="pr")).plan
+    assert pr.base_text == commit.base_text and pr.base_objects == []

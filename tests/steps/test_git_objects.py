@@ -1,0 +1,180 @@
+"""Git's object format in Python (steps.git_objects) against git itself, SHA-1 and SHA-256.
+
+Every id computed here is compared with what ``git`` computes for the same object in a real
+repository; a chain of objects is believed only when git's own objects prove it, and every kind of
+tampering is refused with its reason. No network: local repositories made with ``git``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from steps import git
+from steps.git_objects import blob_id, commit_tree, object_id, tree_entries, verify_path_chain
+
+FILE = "apps/team a/api ✓/overlays/prod/kustomization.yaml"
+FILES = {
+    FILE: "images:\n- name: api\n  newTag: 1.0.0\n",
+    "apps/team a/api ✓/overlays/prod/patch.yaml": "kind: Deployment\n",
+    "apps/team a/web/overlays/prod/kustomization.yaml": "images: []\n",
+    "README.md": "hello\n",
+}
+
+
+def _git(repo: Path, *args: str, input: bytes | None = None) -> bytes:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], input=input, capture_output=True, check=True
+    ).stdout
+
+
+@pytest.fixture(params=["sha1", "sha256"])
+def repo(request, tmp_path: Path) -> Path:
+    path = tmp_path / request.param
+    subprocess.run(
+        ["git", "init", "-q", f"--object-format={request.param}", "-b", "main", str(path)], check=True
+    )
+    for name, text in FILES.items():
+        (path / name).parent.mkdir(parents=True, exist_ok=True)
+        (path / name).write_text(text)
+    (path / "apps" / "link.yaml").symlink_to("../README.md")
+    _git(path, "add", "-A")
+    _git(path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "initial")
+    return path
+
+
+def _chain(repo: Path, path: str) -> tuple[str, list[bytes]]:
+    head = _git(repo, "rev-parse", "HEAD").decode().strip()
+    cloned = git.ClonedRepo(repo, "main")
+    objects = cloned.path_objects(head, path)
+    assert objects is not None
+    return head, objects
+
+
+def test_ids_are_the_ones_git_gives(repo: Path) -> None:
+    fmt = "sha256" if repo.name == "sha256" else "sha1"
+    head = _git(repo, "rev-parse", "HEAD").decode().strip()
+    for spec, kind in ((head, "commit"), (f"{head}^{{tree}}", "tree"), (f"{head}:apps", "tree")):
+        oid = _git(repo, "rev-parse", spec).decode().strip()
+        content = _git(repo, "cat-file", kind, oid)
+        assert object_id(kind, content, fmt) == oid
+    assert blob_id(FILES[FILE], fmt) == _git(repo, "rev-parse", f"HEAD:{FILE}").decode().strip()
+
+
+def test_tree_entries_read_as_git_lists_them(repo: Path) -> None:
+    fmt = "sha256" if repo.name == "sha256" else "sha1"
+    raw = _git(repo, "cat-file", "tree", "HEAD:apps")
+    listed = [line for line in _git(repo, "ls-tree", "-z", "HEAD:apps").split(b"\0") if line]
+    expected = []
+    for line in listed:
+        meta, name = line.split(b"\t", 1)
+        mode, _kind, oid = meta.decode().split()
+        expected.append((mode.lstrip("0"), name, oid))
+    assert tree_entries(raw, fmt) == expected
+    assert (
+        commit_tree(_git(repo, "cat-file", "commit", "HEAD"))
+        == _git(repo, "rev-parse", "HEAD^{tree}").decode().strip()
+    )
+
+
+def test_a_chain_read_from_git_proves_the_file(repo: Path) -> None:
+    head, objects = _chain(repo, FILE)
+    blob = _git(repo, "rev-parse", f"HEAD:{FILE}").decode().strip()
+    assert len(objects) == 2 + FILE.count("/")
+    assert verify_path_chain(objects, head, FILE, blob) == "100644"
+
+
+@pytest.mark.parametrize(
+    ("tamper", "why"),
+    [
+        pytest.param(lambda o: o[:-1], "objects for a path", id="one-missing"),
+        pytest.param(lambda o: [o[0] + b"x", *o[1:]], "commit does not hash", id="commit-edited"),
+        pytest.param(
+            lambda o: [o[0], o[2], o[1], *o[3:]], "not the one its parent names", id="trees-swapped"
+        ),
+        pytest.param(lambda o: [*o[:-1], o[-1][:-3]], "not the one its parent names", id="tree-cut"),
+    ],
+)
+def test_a_tampered_chain_is_refused_with_its_reason(repo: Path, tamper, why: str) -> None:
+    head, objects = _chain(repo, FILE)
+    blob = _git(repo, "rev-parse", f"HEAD:{FILE}").decode().strip()
+    with pytest.raises(ValueError, match=why):
+        verify_path_chain(tamper(objects), head, FILE, blob)
+
+
+def test_a_chain_proves_nothing_but_its_own_regular_file(repo: Path) -> None:
+    head, objects = _chain(repo, FILE)
+    blob = _git(repo, "rev-parse", f"HEAD:{FILE}").decode().strip()
+    other = blob_id("images: []\n", "sha256" if repo.name == "sha256" else "sha1")
+    with pytest.raises(ValueError, match="is not the regular file"):
+        verify_path_chain(objects, head, FILE, other)  # another blob
+    with pytest.raises(ValueError, match="is not in tree"):
+        verify_path_chain(objects, head, FILE.replace("kustomization", "kustomisation"), blob)
+    link_head, link_objects = _chain(repo, "apps/link.yaml")
+    link = _git(repo, "rev-parse", "HEAD:apps/link.yaml").decode().strip()
+    with pytest.raises(ValueError, match="is not the regular file"):
+        verify_path_chain(link_objects, link_head, "apps/link.yaml", link)  # a symbolic link
+    dir_head, dir_objects = _chain(repo, "apps/team a/web")
+    tree = _git(repo, "rev-parse", "HEAD:apps/team a/web").decode().strip()
+    with pytest.raises(ValueError, match="is not the regular file"):
+        verify_path_chain(dir_objects, dir_head, "apps/team a/web", tree)  # a directory
+
+
+def test_seed_makes_a_repository_that_commits_on_the_chain_alone(repo: Path, tmp_path: Path) -> None:
+    """No remote is reached: the seeded repository reads the file from the plan, commits on the
+    carried commit with fast-import and holds exactly the new tree git would write."""
+    head, objects = _chain(repo, FILE)
+    text = FILES[FILE]
+    blob = _git(repo, "rev-parse", f"HEAD:{FILE}").decode().strip()
+    seeded = git.seed(
+        "https://git.example.com/team/apps",
+        tmp_path / "seeded",
+        branch="main",
+        commit=head,
+        objects=objects,
+        path=FILE,
+        text=text,
+        blob=blob,
+    )
+    assert seeded.seeded_from == head and seeded.cloned_head() == head
+    assert seeded.read(FILE) == text
+    seeded.write(FILE, text.replace("1.0.0", "1.1.0"))
+    new = seeded.commit("bump\n", "t", "t@t")
+    assert new is not None and new != head
+
+    (repo / FILE).write_text(text.replace("1.0.0", "1.1.0"))
+    _git(repo, "add", "-A")
+    expected_tree = _git(repo, "write-tree").decode().strip()
+    got_tree = subprocess.run(
+        ["git", "-C", str(tmp_path / "seeded"), "rev-parse", f"{new}^{{tree}}"],
+        capture_output=True,
+        check=True,
+        text=True,
+    ).stdout.strip()
+    assert got_tree == expected_tree
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "why"),
+    [
+        pytest.param({"branch": "../../escape"}, "not a plain branch name", id="branch-escapes"),
+        pytest.param({"branch": "main.lock"}, "not a plain branch name", id="branch-lock"),
+        pytest.param({"text": "forged\n"}, "is not blob", id="text-not-the-blob"),
+    ],
+)
+def test_seed_refuses_and_writes_nothing(repo: Path, tmp_path: Path, kwargs: dict, why: str) -> None:
+    head, objects = _chain(repo, FILE)
+    blob = _git(repo, "rev-parse", f"HEAD:{FILE}").decode().strip()
+    args = {
+        "branch": "main",
+        "commit": head,
+        "objects": objects,
+        "path": FILE,
+        "text": FILES[FILE],
+        "blob": blob,
+    }
+    with pytest.raises(ValueError, match=why):
+        git.seed("https://git.example.com/team/apps", tmp_path / "seeded", **{**args, **kwargs})
+    assert not (tmp_path / "seeded").exists()

@@ -167,7 +167,7 @@ def clone(
             shutil.rmtree(template, ignore_errors=True)
     repo = ClonedRepo(dest, branch or "", auth, url=repo_url, checked_out=checkout)
     if not branch:
-        repo.branch = run_git(["symbolic-ref", "--short", "HEAD"], dest).stdout.strip()
+        repo.branch = repo.head_branch()
     if patterns is not None or not checkout:
         return repo
     if use_sparse:

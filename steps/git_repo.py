@@ -261,6 +261,19 @@ class ClonedRepo:
         """The sha of ``HEAD``."""
         return self.git("rev-parse", "HEAD").stdout.strip()
 
+    def head_branch(self) -> str:
+        """The branch ``HEAD`` names, read from ``.git/HEAD`` (``ref: refs/heads/NAME``,
+        gitrepository-layout(5)); anything else (detached, a reftable repository's placeholder)
+        asks ``git symbolic-ref``: the same answer, one process more (tests compare)."""
+        try:
+            head = (self.path / ".git" / "HEAD").read_text().strip()
+        except (OSError, UnicodeDecodeError):
+            head = ""
+        name = head[len("ref: refs/heads/") :] if head.startswith("ref: refs/heads/") else ""
+        if name and name != ".invalid":
+            return name
+        return self.git("symbolic-ref", "--short", "HEAD").stdout.strip()
+
     def cloned_head(self) -> str:
         """The sha of ``HEAD`` right after :func:`clone`, read from the files git wrote.
 

@@ -665,6 +665,16 @@ def test_fast_commit_gives_the_sha_rev_parse_gives(make_remote, auth, tmp_path) 
     assert repo.cloned_head() == sha2
 
 
+def test_the_default_branch_read_from_head_is_the_one_git_names(make_remote, auth, tmp_path) -> None:
+    remote = make_remote(FILES, branch="release/2026.12")
+    repo = git.clone(remote.url, tmp_path / "w", paths=[PROD], auth=auth)  # no branch: the remote's default
+    assert repo.branch == "release/2026.12"
+    assert repo.branch == repo.git("symbolic-ref", "--short", "HEAD").stdout.strip()
+    repo.git("checkout", "--quiet", "--detach")  # HEAD names no branch: git is asked, and says so
+    with pytest.raises(GitCommandError, match="not a symbolic ref"):
+        repo.head_branch()
+
+
 def test_cloned_head_falls_back_to_git_when_the_files_say_nothing(make_remote, auth, tmp_path) -> None:
     remote = make_remote(FILES)
     repo = git.clone(remote.url, tmp_path / "w", paths=[PROD], auth=auth)

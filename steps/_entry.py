@@ -50,17 +50,17 @@ EXIT_BAD_INPUT = 2  # steps.errors.EXIT_CONFIG (not imported: this module import
 EXIT_UNSUPPORTED = 3
 
 
-#: Called by a warm interpreter that forks steps (workflows.local.forkserver_server) before it forks.
-WARM_UP = ("compile_parser_patterns",)
-
-
-def compile_parser_patterns() -> None:
-    """Build and use the parser once: argparse compiles its patterns into :mod:`re`'s cache, which
-    a forked step then finds there instead of compiling them again."""
-    _parse_args(["--entrypoint", "module:function", "inputs.json"])
-
-
 def _parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Hera's runner's arguments. The form the templates render (``-e MODULE:FUNCTION PATH``) is
+    read directly: the same namespace the parser gives (tests compare), without building it."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) == 3 and args[0] in ("-e", "--entrypoint") and not any(a.startswith("-") for a in args[1:]):
+        return argparse.Namespace(entrypoint=args[1], args_path=Path(args[2]))
+    return _argparse(args)
+
+
+def _argparse(argv: list[str]) -> argparse.Namespace:
+    """Hera's runner's parser (hera 7.1.0 ``_runner/util.py``): every other form, usage errors exit 2."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--entrypoint", "-e", type=str, required=True)
     parser.add_argument("args_path", type=Path)

@@ -260,11 +260,14 @@ def compile_rule(index: int, raw: Any, cache: dict[tuple[str, bool], Any]) -> Ru
 
     # githubRepository (shown redacted: a token in it must not reach a log)
     git = spec.github_repository
-    shown_git = _shown(git, "githubRepository")
+
+    def shown_git() -> str:  # only when a message needs it (a redacted, bounded excerpt)
+        return _shown(git, "githubRepository")
+
     gm = _GIT_URL_RE.fullmatch(git)
     if not gm:
         raise _Problem(
-            "githubRepository", f"{shown_git} must be https://HOST/OWNER/REPO/PATH (or http://HOST:PORT/…)"
+            "githubRepository", f"{shown_git()} must be https://HOST/OWNER/REPO/PATH (or http://HOST:PORT/…)"
         )
     netloc = gm["netloc"]
     if "@" in netloc:
@@ -275,7 +278,7 @@ def compile_rule(index: int, raw: Any, cache: dict[tuple[str, bool], Any]) -> Ru
     if "?" in git or "#" in git:
         raise _Problem(
             "githubRepository",
-            f"{shown_git} must not contain a query or fragment (tokens come from the environment, "
+            f"{shown_git()} must not contain a query or fragment (tokens come from the environment, "
             "never from the URL)",
         )
     if not _NETLOC_RE.fullmatch(netloc):
@@ -287,7 +290,7 @@ def compile_rule(index: int, raw: Any, cache: dict[tuple[str, bool], Any]) -> Ru
         git_path = git_path[:-1]
     if len(git_path.split("/")) < 3:
         raise _Problem(
-            "githubRepository", f"{shown_git} must name the repository as https://HOST/OWNER/REPO[/PATH]"
+            "githubRepository", f"{shown_git()} must name the repository as https://HOST/OWNER/REPO[/PATH]"
         )
     for vm in VAR_RE.finditer(git_path):
         num = int(vm[1])

@@ -1,13 +1,17 @@
-"""The plan carries the file (issue 15): commit-pr's fast path and its plain path land the same.
+"""The plan carries the file (issue 15): commit-pr's fast paths and its plain path land the same.
 
 edit-kustomize puts the kustomization's text and blob id in the plan it outputs
 (:func:`steps.edit_kustomize.carry_text`); commit-pr then clones objects only (no blob, no
 checkout) and takes the text from the plan for as long as the newest base holds that very blob
-(:func:`steps.commit_pr.clone_base`, :meth:`steps.git.ClonedRepo.know`). These tests run every
-case twice, on two identical real remotes (git http-backend, token auth) — once with the plain plan,
-once with the carried one — and compare what lands: the file's bytes, the tree, the message, the
-author, the outcome. And they prove the fast path downloads nothing for the file: one read session
-per run instead of two, and a carried text that does not hash to its blob id is not believed.
+(:func:`steps.commit_pr.clone_base`, :meth:`steps.git.ClonedRepo.know`). In ``mode: commit`` the
+plan also carries the commit and the trees above the file, and commit-pr's first attempt makes the
+plan's base from them without any fetch and pushes with a lease on it
+(:func:`steps.commit_pr.seed_base`, :func:`steps.git.seed`). These tests run every case on
+identical real remotes (git http-backend, token auth) — the plain plan and the carried one(s) —
+and compare what lands: the file's bytes, the tree, the message, the author, the outcome. And
+they prove what the fast paths do not download (the remote's read sessions), that carried data
+which does not hash to its ids is not believed, and that a base that moved or a branch that was
+deleted is never built on.
 """
 
 from __future__ import annotations
@@ -126,21 +130,38 @@ def test_custom_message_and_identity_land_the_same_either_way(twins, monkeypatch
     assert fast.git("log", "-1", "--format=%B").startswith("deploy api 1.1.0\n\n# prod\n")
 
 
-def test_commit_mode_after_others_moved_the_base_still_needs_no_blob(twins) -> None:
+CARRY = pytest.mark.parametrize("carry", ["text", "objects"])
+
+
+def carry_plan(carry: str, remote, p: Plan, text: str) -> Plan:
+    """``p`` carrying the text only (``mode: pr``, or an objects chain too large to carry), or the
+    objects above the file too (``mode: commit``), read from ``remote`` as it is now."""
+    return carried(p, text) if carry == "text" else seeded(remote, p, text)
+
+
+@CARRY
+def test_commit_mode_after_others_moved_the_base_still_needs_no_blob(twins, carry: str) -> None:
+    """Someone else's commit lands between edit-kustomize and commit-pr. Carried text: the clone of
+    the newest base needs no blob. Carried objects: the push from the plan's base is refused (its
+    lease), commit-pr clones the newest base and lands there. Both as the plain path: never the
+    stale base, never someone else's commit lost, one read session."""
     text = kustomization("1.0.0")
     plain, fast = twins({FILE: text, "overlays/dev/kustomization.yaml": kustomization("1.0.0")})
+    fast_plan = carry_plan(carry, fast, plan(), text)
     for remote in (plain, fast):  # someone else's commit lands between edit-kustomize and commit-pr
         remote.commit_files({"overlays/dev/kustomization.yaml": kustomization("2.0.0")}, "someone else")
     before = sessions(fast)
 
     out_plain = commit_pr.run(target(plain.url), plan())
-    out_fast = commit_pr.run(target(fast.url), carried(plan(), text))
+    out_fast = commit_pr.run(target(fast.url), fast_plan)
 
     assert landed(plain, out_plain) == landed(fast, out_fast)
     assert fast.log()[:2] == ["imagebump(prod): api 1.0.0 → 1.1.0 in overlays/prod", "someone else"]
+    assert fast.read("overlays/dev/kustomization.yaml") == kustomization("2.0.0")
     assert sessions(fast) - before == 1
 
 
+@CARRY
 @pytest.mark.parametrize(
     ("now", "action"),
     [
@@ -148,14 +169,17 @@ def test_commit_mode_after_others_moved_the_base_still_needs_no_blob(twins) -> N
         pytest.param("1.1.0", "unchanged", id="someone-landed-it"),
     ],
 )
-def test_file_changed_since_the_plan_is_read_again_and_decided_the_same(twins, now: str, action: str) -> None:
+def test_file_changed_since_the_plan_is_read_again_and_decided_the_same(
+    twins, carry: str, now: str, action: str
+) -> None:
     text = kustomization("1.0.0")
     plain, fast = twins({FILE: text})
+    fast_plan = carry_plan(carry, fast, plan(), text)
     for remote in (plain, fast):
         remote.commit_files({FILE: kustomization(now)}, "moved on")
 
     out_plain = commit_pr.run(target(plain.url), plan())
-    out_fast = commit_pr.run(target(fast.url), carried(plan(), text))  # the carried blob is stale now
+    out_fast = commit_pr.run(target(fast.url), fast_plan)  # the carried blob (and base) is stale now
 
     assert landed(plain, out_plain) == landed(fast, out_fast)
     assert out_fast.action == action and now in out_fast.reason
@@ -190,19 +214,22 @@ def test_pr_mode_same_proposal_either_way_then_unchanged(twins) -> None:
     assert landed(plain, again[0], branch) == landed(fast, again[1], branch)
 
 
-def test_concurrent_writers_with_carried_plans_all_land(make_remote) -> None:
-    """Eight runs for eight overlays of one repository race on one branch; every lost race moves
-    the objects-only clone to the new base (no blob downloaded) and lands in the end."""
+@CARRY
+def test_concurrent_writers_with_carried_plans_all_land(make_remote, carry: str) -> None:
+    """Eight plans made from one base race on one branch. Carried text: every lost race moves the
+    objects-only clone to the new base (no blob downloaded). Carried objects: one push wins with its
+    lease, every other is refused and clones the newest base. All land, each overlay exactly its
+    change, and the remote stays whole."""
     import threading
 
     paths = [f"apps/s{i}/overlays/prod" for i in range(8)]
     remote = make_remote(overlay_files(*paths))
+    plans = {p: carry_plan(carry, remote, plan(p), kustomization("1.0.0")) for p in paths}
     results, errors = {}, []
 
     def one(path: str) -> None:
         try:
-            text = kustomization("1.0.0")
-            results[path] = commit_pr.run(target(remote.url, path), carried(plan(path), text))
+            results[path] = commit_pr.land(target(remote.url, path), plans[path])
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
@@ -215,6 +242,7 @@ def test_concurrent_writers_with_carried_plans_all_land(make_remote) -> None:
     assert {r.action for r in results.values()} == {"committed"}
     assert all(remote.read(f"{p}/kustomization.yaml") == kustomization("1.1.0") for p in paths)
     assert len(remote.log()) == 1 + len(paths)
+    assert remote.git("fsck", "--no-dangling").strip() == ""
 
 
 def test_edit_kustomize_carries_the_file_it_read_and_only_when_it_may(tmp_path) -> None:
@@ -324,47 +352,6 @@ def test_carried_objects_land_the_same_commit_without_any_fetch(triplets, text: 
     assert objects.git("fsck", "--no-dangling").strip() == ""
 
 
-def test_carried_objects_of_a_base_that_moved_on_are_refused_by_the_lease_then_cloned(twins) -> None:
-    """Someone else's commit lands between edit-kustomize and commit-pr: the push from the plan's
-    base is refused (its lease), commit-pr clones the newest base and lands there, as the plain
-    path does — never the stale base, never a lost commit of someone else."""
-    text = kustomization("1.0.0")
-    plain, fast = twins({FILE: text, "overlays/dev/kustomization.yaml": kustomization("1.0.0")})
-    seeded_plan = seeded(fast, plan(), text)
-    for remote in (plain, fast):
-        remote.commit_files({"overlays/dev/kustomization.yaml": kustomization("2.0.0")}, "someone else")
-    before = sessions(fast)
-
-    out_plain = commit_pr.run(target(plain.url), plan())
-    out_fast = commit_pr.run(target(fast.url), seeded_plan)
-
-    assert landed(plain, out_plain) == landed(fast, out_fast)
-    assert fast.log()[:2] == ["imagebump(prod): api 1.0.0 → 1.1.0 in overlays/prod", "someone else"]
-    assert fast.read("overlays/dev/kustomization.yaml") == kustomization("2.0.0")
-    assert sessions(fast) - before == 1  # the clone after the refused push; the file came with the plan
-
-
-@pytest.mark.parametrize(
-    ("now", "action"),
-    [
-        pytest.param("1.5.0", "unchanged", id="moved-on-to-newer-never-downgraded"),
-        pytest.param("1.1.0", "unchanged", id="someone-landed-it"),
-    ],
-)
-def test_carried_objects_of_a_file_changed_since_decide_the_same(twins, now: str, action: str) -> None:
-    text = kustomization("1.0.0")
-    plain, fast = twins({FILE: text})
-    seeded_plan = seeded(fast, plan(), text)
-    for remote in (plain, fast):
-        remote.commit_files({FILE: kustomization(now)}, "moved on")
-
-    out_plain = commit_pr.run(target(plain.url), plan())
-    out_fast = commit_pr.run(target(fast.url), seeded_plan)
-
-    assert landed(plain, out_plain) == landed(fast, out_fast)
-    assert out_fast.action == action and fast.read(FILE) == kustomization(now)
-
-
 def test_carried_objects_never_recreate_a_deleted_branch(make_remote) -> None:
     """The base branch is deleted after the plan: a push from the plan's base would create it again;
     the lease refuses, and commit-pr fails as the plain path does (the branch is gone)."""
@@ -409,34 +396,6 @@ def test_carried_objects_that_do_not_prove_the_file_are_not_used(twins, forge) -
     assert landed(plain, out_plain) == landed(fast, out_fast)
     assert fast.read(FILE) == kustomization("1.1.0")
     assert fast.git("fsck", "--no-dangling").strip() == ""
-
-
-def test_concurrent_writers_with_carried_objects_all_land(make_remote) -> None:
-    """Eight plans made from one base race: one push wins with its lease, every other is refused,
-    clones the newest base and lands there. Nothing is lost, each overlay gets exactly its change."""
-    import threading
-
-    paths = [f"overlays/o{i}" for i in range(8)]
-    remote = make_remote(overlay_files(*paths))
-    plans = {p: seeded(remote, plan(p), kustomization("1.0.0")) for p in paths}
-    results, errors = {}, []
-
-    def one(p: str) -> None:
-        try:
-            results[p] = commit_pr.land(target(remote.url, p), plans[p])
-        except Exception as exc:  # noqa: BLE001 - reported below
-            errors.append(f"{p}: {exc!r}")
-
-    threads = [threading.Thread(target=one, args=(p,)) for p in paths]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert not errors, errors
-    assert {r.action for r in results.values()} == {"committed"}
-    assert all(remote.read(f"{p}/kustomization.yaml") == kustomization("1.1.0") for p in paths)
-    assert len(remote.log()) == 1 + len(paths)
-    assert remote.git("fsck", "--no-dangling").strip() == ""
 
 
 def test_edit_kustomize_carries_the_objects_above_the_file_in_commit_mode_only(make_remote) -> None:

@@ -357,6 +357,23 @@ def test_usage_errors_exit_2_like_hera(tmp_path):
         assert proc.returncode == 2 and "--entrypoint/-e" in proc.stderr, (runner, proc.stderr)
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["-e", "steps.resolve_image:run", "/tmp/inputs"],
+        ["--entrypoint", "steps.commit_pr:run", "inputs.json"],
+        ["--entrypoint=steps.commit_pr:run", "inputs.json"],
+        ["inputs.json", "-e", "steps.edit_kustomize:run"],
+        ["-esteps.reconcile:run", "x"],
+        ["-e", "m:f", "a b/ü.json"],
+    ],
+)
+def test_the_rendered_arguments_read_directly_are_what_the_parser_gives(argv):
+    from steps import _entry
+
+    assert _entry._parse_args(argv) == _entry._argparse(argv)
+
+
 # --------------------------------------------------------------------------- what a step process imports
 
 

@@ -22,7 +22,6 @@ if __name__ == "__main__":
                         isinstance(rx, re.Pattern) for t in yaml._IMPLICIT for p in t.values() for _, rx in p
                     )
                 ),
-                "argparse": any(key[1] == r"^-\d+$|^-\d*\.\d+$" for key in re._cache),
             }
         )
     )

@@ -315,7 +315,6 @@ def test_the_image_update_steps_and_their_lazy_imports_are_imported_ahead(tmp_pa
             "ecr_session": True,
             "version": True,
             "yaml_tables": True,
-            "argparse": True,
         }, warm.stderr
     finally:
         zygote.close()

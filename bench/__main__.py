@@ -157,7 +157,7 @@ def run(
             probes = e2e.probe_phases(world, reps=sizes.probe_reps)
             single["probes"] = probes
             single["breakdown"] = e2e.breakdown(single, probes)
-            single["other_s"] = e2e.other_times(single["breakdown"])
+            single["other_s"] = e2e.other_times(single)
             commit_pr = single["steps_s"]["commit-pr"].get("p50")
             pr_commit = single["pr_mode"]["steps_s"]["commit-pr"].get("p50")
             if commit_pr and pr_commit:

@@ -43,13 +43,25 @@ def run_sequential(
     whose load changes minute to minute).
     """
     completions = []
-    with SensorLoop(world, executor, concurrency=1) as loop:
-        for i in range(runs):
-            event = world.event_for(repository)
-            loop.send([event])
-            completions += loop.wait([event["id"]])
-            if between is not None:
-                between(i)
+    timings: list[dict[str, Any]] = []  # each step process's own account (steps.timing)
+    log = executor.log
+
+    def keep(record: dict[str, Any]) -> None:
+        if record.get("event") == "step-timings":
+            timings.append(record)
+        log(record)
+
+    executor.log = keep
+    try:
+        with SensorLoop(world, executor, concurrency=1) as loop:
+            for i in range(runs):
+                event = world.event_for(repository)
+                loop.send([event])
+                completions += loop.wait([event["id"]])
+                if between is not None:
+                    between(i)
+    finally:
+        executor.log = log
     per_step: dict[str, list[float]] = {s: [] for s in STEPS}
     for c in completions:
         for template, phase, duration, _attempts in c.nodes:
@@ -66,6 +78,38 @@ def run_sequential(
         "outcomes": _count(c.outcome for c in completions),
         "failed": sum(1 for c in completions if c.phase != "Succeeded"),
         "latencies": [round(x, 3) for x in latencies],
+        "accounting": accounting(completions, timings),
+    }
+
+
+def accounting(completions: list[Any], timings: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Every step's node time, accounted for by the step process itself (its ``step-timings``
+    record, :mod:`steps.timing`), run by run, then as p50 per step:
+
+    * ``outside``: node time − the step function's own time (the fork, ``steps._entry`` reading
+      and validating the inputs, the process's exit, the executor's bookkeeping);
+    * each phase the step timed on its main thread (git commands by subcommand, ECR client and
+      calls, rules, outputs); background phases are listed (``… (background)``) but overlap;
+    * ``other``: the step function's time that no phase explains (pydantic, the decisions, logging).
+    """
+    by_node = {(t.get("workflow"), t.get("node")): t for t in timings}
+    rows: dict[str, dict[str, list[float]]] = {}
+    for c in completions:
+        for node, template, duration in c.node_names:
+            t = by_node.get((c.workflow, node))
+            if t is None or template not in STEPS:
+                continue
+            row = rows.setdefault(template, {})
+            phases = t.get("phases") or {}
+            foreground = sum(v for k, v in phases.items() if not k.endswith("(background)"))
+            row.setdefault("node", []).append(duration)
+            row.setdefault("outside", []).append(duration - t["seconds"])
+            row.setdefault("other", []).append(t["seconds"] - foreground)
+            for name, seconds in phases.items():
+                row.setdefault(name, []).append(seconds)
+    return {
+        step: {name: round(summary(values)["p50"], 4) for name, values in row.items()}
+        for step, row in rows.items()
     }
 
 
@@ -131,6 +175,7 @@ def probe_phases(
     out["forked_imports_s"] = forked_imports
     _, inside = forked_times(world, zygote, ["--ecr", f"mono/{app}"], reps)
     out["ecr_lookup_forked_s"] = round(min(x["ecr_s"] for x in inside), 3)
+    out["ecr_call_forked_s"] = round(min(x["ecr_call_s"] for x in inside), 3)  # the client's first call
     start = process_times("pass", reps)
     out["process_start_s"] = summary(start)
     # Interpreter start and imports are CPU-bound: on a shared machine the minimum is the honest cost.
@@ -285,18 +330,21 @@ def breakdown(
     if forked and "forked_start_s" in probes:
         start = probes["forked_start_s"]["min"]
         imports = dict(probes["forked_imports_s"])
-        ecr_first, ecr_label = probes["ecr_lookup_forked_s"], "ecr (client, {} call{})"
+        ecr_first, ecr_label = probes["ecr_lookup_forked_s"], "ecr (client, 1 call)"
+        # edit-kustomize builds its client on a thread while its clone runs: the call is what follows
+        edit_ecr = {"ecr (1 call; client built during the clone)": probes.get("ecr_call_forked_s", ecr_first)}
     else:
         start = probes["process_start_s"]["min"]
         imports = {k: v["imports_s"] for k, v in probes["imports"].items()}
-        ecr_first, ecr_label = probes["ecr_lookup_fresh_process_s"], "ecr (boto3 import, client, {} call{})"
+        ecr_first, ecr_label = probes["ecr_lookup_fresh_process_s"], "ecr (boto3 import, client, 1 call)"
+        edit_ecr = {ecr_label: ecr_first}  # importing boto3 takes longer than the clone: not hidden
     work = {
-        "resolve-image": {ecr_label.format(1, ""): ecr_first, "rules": probes["rules_load_s"]},
+        "resolve-image": {ecr_label: ecr_first, "rules": probes["rules_load_s"]},
         "edit-kustomize": {
             "clone": ph["clone"],
             "edit": ph["edit"],
-            # one client, one call: the pushed image's push time travels in the target
-            ecr_label.format(1, ""): ecr_first,
+            # one call: the pushed image's push time travels in the target
+            **edit_ecr,
             **({"objects for the plan (cat-file)": ph["path_objects"]} if "path_objects" in ph else {}),
         },
         "commit-pr": (
@@ -368,9 +416,14 @@ def refine_breakdown(results: dict[str, Any]) -> None:
             probe["imports_s"] = round(min(probe["with_runner_s"]["min"], waste_total) - start, 3)
     single["probes"]["process_start_s"]["min"] = start
     single["breakdown"] = breakdown(single, single["probes"])
-    single["other_s"] = other_times(single["breakdown"])
+    single["other_s"] = other_times(single)
 
 
-def other_times(parts: dict[str, dict[str, float]]) -> dict[str, float]:
-    """Each step's "other" time (p50 s): its node time that no probed phase explains."""
-    return {step: row["other"] for step, row in parts.items()}
+def other_times(single: dict[str, Any]) -> dict[str, float]:
+    """Each step's "other" time (p50 s): the step function's own time that none of its timed phases
+    explains (:func:`accounting`), in commit mode and for commit-pr in PR mode."""
+    out = {step: row["other"] for step, row in (single.get("accounting") or {}).items()}
+    pr = (single.get("pr_mode") or {}).get("accounting", {}).get("commit-pr")
+    if pr:
+        out["commit-pr (PR)"] = pr["other"]
+    return out

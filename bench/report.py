@@ -55,7 +55,7 @@ def headline_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
     if other:
         rows.append(
             (
-                "single event: each step's 'other' time (node p50 − probed phases)",
+                "single event: each step's 'other' time (its own time no timed phase explains, p50)",
                 ", ".join(f"{step} {v:.3f} s" for step, v in other.items()),
             )
         )
@@ -194,6 +194,23 @@ def _breakdown_lines(r: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _accounting_lines(r: dict[str, Any]) -> list[str]:
+    single = r.get("single_event", {})
+    rows = {**single.get("accounting", {})}
+    if (single.get("pr_mode") or {}).get("accounting", {}).get("commit-pr"):
+        rows["commit-pr (PR)"] = single["pr_mode"]["accounting"]["commit-pr"]
+    if not rows:
+        return []
+    lines = [
+        "",
+        "single event, per step, as each step process accounts for it (p50 s; 'outside' = fork, "
+        "steps._entry, exit; 'other' = the step's own time no timed phase explains):",
+    ]
+    for step, parts in rows.items():
+        lines.append(f"  {step:<15} " + ", ".join(f"{k} {v:.3f}" for k, v in parts.items()))
+    return lines
+
+
 def _import_lines(r: dict[str, Any]) -> list[str]:
     imports = r.get("waste", {}).get("imports")
     if not imports:
@@ -210,7 +227,7 @@ def table(r: dict[str, Any]) -> str:
     width = max((len(a) for a, _ in rows), default=10)
     lines = [f"{'measure':<{width}}  result", "-" * (width + 30)]
     lines += [f"{a:<{width}}  {b}" for a, b in rows]
-    return "\n".join(lines + _breakdown_lines(r) + _import_lines(r))
+    return "\n".join(lines + _breakdown_lines(r) + _accounting_lines(r) + _import_lines(r))
 
 
 def markdown(r: dict[str, Any], command: str) -> str:
@@ -266,6 +283,9 @@ def markdown(r: dict[str, Any], command: str) -> str:
                 f"| {step} | {parts['process start']:.2f} | {parts['imports']:.2f} | {work} "
                 f"| {parts['other']:.2f} | {parts['total']:.2f} |"
             )
+    accounted = _accounting_lines(r)
+    if accounted:
+        out += ["", accounted[1][0].upper() + accounted[1][1:], "", "```", *accounted[2:], "```"]
     out += [
         "",
         "Reproduce: `pip install -e '.[bench]' && python -m bench` (`--quick` for a smoke-sized "

@@ -356,6 +356,9 @@ class Completion:
     duration: float
     nodes: list[tuple[str, str, float, int]]  # (template, phase, duration, attempts)
     outcome: str
+    workflow: str = ""
+    #: (node name, template, duration) of each step that succeeded at its first attempt
+    node_names: list[tuple[str, str, float]] = field(default_factory=list)
 
     @property
     def latency(self) -> float:
@@ -401,8 +404,21 @@ class SensorLoop:
         )
         with self._cond:
             eid = str(event.get("id"))
+            first_try = [
+                (n.name, n.template, n.duration)
+                for n in result.nodes
+                if n.phase == "Succeeded" and n.attempts == 1
+            ]
             self.completions[eid] = Completion(
-                eid, self.sent.get(eid, done), done, result.phase, result.duration, nodes, outcome
+                eid,
+                self.sent.get(eid, done),
+                done,
+                result.phase,
+                result.duration,
+                nodes,
+                outcome,
+                result.name,
+                first_try,
             )
             self._cond.notify_all()
 

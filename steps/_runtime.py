@@ -51,6 +51,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from steps import timing
 from steps.errors import ImagebumpError
 from steps.redact import redact
 from steps.settings import register_secrets_from_environment
@@ -230,6 +231,24 @@ def _context(step: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[s
     return context
 
 
+def _log_timings(step: str, started: float, failed: bool = False) -> None:
+    """The ``step-timings`` record (:mod:`steps.timing`), in a step process only (not when a step
+    runs inside another program, as in tests); for a failed step only when it got as far as doing
+    something (a step refused by its input logs its one error record alone)."""
+    phases = timing.take()
+    if not _configured_process or (failed and not phases):
+        return
+    seconds = time.perf_counter() - started
+    shown = ", ".join(f"{name} {value:.3f}" for name, value in sorted(phases.items(), key=lambda kv: -kv[1]))
+    log.info(
+        "%s took %.3fs%s",
+        step,
+        seconds,
+        f": {shown}" if shown else "",
+        extra={"fields": {"event": "step-timings", "seconds": round(seconds, 4), "phases": phases}},
+    )
+
+
 def step_entry(fn: F) -> F:
     """Wrap a step's ``run``: configure logging, write its outputs, map errors to exit codes.
 
@@ -246,10 +265,13 @@ def step_entry(fn: F) -> F:
         token = _CONTEXT.set(context)
         if _configured_process and not _PROCESS_CONTEXT:
             _PROCESS_CONTEXT.update(context)  # threads the step starts log with it too
+        timing.take()  # phases of this step only
+        started = time.perf_counter()
         try:
             try:
                 result = fn(*args, **kwargs)
             except ImagebumpError as exc:
+                _log_timings(step, started, failed=True)  # before it: a step's last word is its error record
                 log.error(
                     "%s: %s",
                     type(exc).__name__,
@@ -258,6 +280,7 @@ def step_entry(fn: F) -> F:
                 )
                 raise SystemExit(exc.exit_code) from None
             except Exception as exc:
+                _log_timings(step, started, failed=True)
                 log.error(
                     "unexpected error: %s: %s",
                     type(exc).__name__,
@@ -267,7 +290,9 @@ def step_entry(fn: F) -> F:
                 )
                 raise SystemExit(EXIT_UNEXPECTED) from None
             if isinstance(result, BaseModel):
-                emit_outputs(result)
+                with timing.timed("outputs"):
+                    emit_outputs(result)
+            _log_timings(step, started)
             return result
         finally:
             _CONTEXT.reset(token)

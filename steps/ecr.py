@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from steps.errors import ConfigError, PermissionDeniedError, RepositoryMissing, TransientError
+from steps.timing import timed
 
 _TRANSIENT_CODES = {
     "ThrottlingException",
@@ -109,13 +110,16 @@ def _session() -> Any:
 
 def make_client(region: str) -> Any:
     """A boto3 ECR client for ``region`` with standard retries (throttling is retried by boto3)."""
-    from botocore.config import Config
+    with timed("ecr client"):
+        from botocore.config import Config
 
-    return _session().client(
-        "ecr",
-        region_name=region,
-        config=Config(retries={"mode": "standard", "max_attempts": 5}, connect_timeout=5, read_timeout=20),
-    )
+        return _session().client(
+            "ecr",
+            region_name=region,
+            config=Config(
+                retries={"mode": "standard", "max_attempts": 5}, connect_timeout=5, read_timeout=20
+            ),
+        )
 
 
 def _classify(exc: Exception, what: str, repository: str) -> Exception:
@@ -187,7 +191,8 @@ def describe_image(
     if registry_id:
         kwargs["registryId"] = registry_id
     try:
-        response = client.describe_images(**kwargs)
+        with timed("ecr call"):
+            response = client.describe_images(**kwargs)
     except Exception as exc:  # noqa: BLE001 - classified below, unknown ones re-raised as they are
         from botocore.exceptions import ClientError
 
@@ -218,7 +223,8 @@ def repository_account(repository: str, *, region: str, client: Any = None) -> s
     """
     client = client or make_client(region)
     try:
-        response = client.describe_repositories(repositoryNames=[repository])
+        with timed("ecr call"):
+            response = client.describe_repositories(repositoryNames=[repository])
     except Exception as exc:  # noqa: BLE001
         raise _classify(exc, "DescribeRepositories", repository) from None
     repos = response.get("repositories") or []

@@ -221,7 +221,10 @@ class _Ecr:
 
     def _client(self, region: str) -> Any:
         if self.client is None and self._builder is not None:
-            self._builder.join()
+            from steps.timing import timed
+
+            with timed("ecr client (waited for)"):
+                self._builder.join()
             built = self._built[0]
             if not isinstance(built, Exception):
                 self.client = built

@@ -23,6 +23,7 @@ from steps.errors import ConfigError, GitCommandError, TransientError
 from steps.git_auth import GitAuth, check_url, git_env, origin
 from steps.git_failures import classify, describe
 from steps.redact import redact as _redact
+from steps.timing import git_phase, timed
 
 __all__ = ["DEFAULT_TIMEOUT", "default_branch", "ls_remote", "redact", "run_git"]
 
@@ -77,7 +78,8 @@ def run_git(
     """
     argv = ["git", *args]
     try:
-        proc = _run(argv, cwd, git_env(auth, url, env), input, timeout, raw_stdout)
+        with timed(git_phase(args)):
+            proc = _run(argv, cwd, git_env(auth, url, env), input, timeout, raw_stdout)
     except subprocess.TimeoutExpired:
         raise TransientError(
             f"{what or describe(args)} timed out after {timeout:.0f}s; the remote may be slow "

@@ -167,7 +167,10 @@ def resolve(*, event: str = "", image: str = "", rules: RuleSet, client: Any = N
 def run(event: str = "", image: str = "") -> ResolveImageOutput:
     """Resolve an ECR push event (``event``) or an image reference (``image``) into targets."""
     ResolveImageInput.of(event=event, image=image)  # before any I/O (the rules file, ECR)
-    rules = load_rules_file(rules_file())
+    from steps.timing import timed
+
+    with timed("rules"):
+        rules = load_rules_file(rules_file())
     out = resolve(event=event, image=image, rules=rules)
     summary = out.reason or f"{len(out.targets)} target(s): " + ", ".join(
         f"{t.repo_url}/{t.path}" for t in out.targets

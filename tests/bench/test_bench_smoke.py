@@ -48,6 +48,11 @@ def test_single_event_and_breakdown(world: World, fast_executor) -> None:
     assert single["outcomes"] == {"committed": 1}, single
     assert {"latency_s", "workflow_s", "queue_and_sensor_s", "steps_s", "latencies"} <= set(single)
     assert set(single["steps_s"]) == set(e2e.STEPS)
+    # each step process accounts for its own time (steps.timing), read from its last log record
+    acc = single["accounting"]
+    assert set(acc) == set(e2e.STEPS) and all({"node", "outside", "other"} <= set(v) for v in acc.values())
+    assert {"git clone", "ecr call"} <= set(acc["edit-kustomize"]) and "git push" in acc["commit-pr"]
+    assert e2e.other_times(single) == {step: acc[step]["other"] for step in e2e.STEPS}
     probes = e2e.probe_phases(world, reps=1, steps=("commit-pr",))
     assert {
         "clone",
@@ -64,7 +69,7 @@ def test_single_event_and_breakdown(world: World, fast_executor) -> None:
         "push_lease",
     } == set(probes["phases_s"])
     assert set(probes["forked_imports_s"]) == {"commit-pr"} and probes["forked_start_s"]["n"] == 1
-    assert probes["ecr_lookup_forked_s"] > 0
+    assert probes["ecr_lookup_forked_s"] >= probes["ecr_call_forked_s"] > 0
     for forked in (True, False):
         parts = e2e.breakdown(single, probes, forked=forked)
         assert set(parts) == {"commit-pr"}

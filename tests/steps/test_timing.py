@@ -1,0 +1,57 @@
+"""Where a step's time goes (steps.timing): phases summed per process, one ``step-timings`` record
+at the end of a step process — the numbers the benchmark uses to account for every step's time."""
+
+from __future__ import annotations
+
+import threading
+
+from steps import timing
+from tests.steps.commit_pr_support import kustomization, target
+from tests.steps.test_runtime import _records, _runner
+
+
+def test_phases_are_summed_named_by_thread_and_taken_once() -> None:
+    timing.take()
+    for _ in range(2):
+        with timing.timed("git clone"):
+            pass
+
+    def background() -> None:
+        with timing.timed("ecr client"):
+            pass
+
+    worker = threading.Thread(target=background)
+    worker.start()
+    worker.join()
+    phases = timing.take()
+    assert set(phases) == {"git clone", "ecr client (background)"}
+    assert all(seconds >= 0 for seconds in phases.values())
+    assert timing.take() == {}
+
+
+def test_git_phase_is_the_subcommand() -> None:
+    assert timing.git_phase(["clone", "--quiet", "url"]) == "git clone"
+    assert (
+        timing.git_phase(["-c", "user.name=x", "-c", "core.abbrev=no", "commit", "-F", "-"]) == "git commit"
+    )
+    assert timing.git_phase(["-C", "dir", "push"]) == "git push"
+    assert timing.git_phase([]) == "git"
+
+
+def test_a_step_process_ends_with_its_timings(make_remote, git_token, tmp_path) -> None:
+    """edit-kustomize in its own process: the last record says how long the step took and where
+    the time went (the clone, the objects read for the plan, the outputs)."""
+    remote = make_remote({"overlays/prod/kustomization.yaml": kustomization("1.0.0")})
+    tgt = target(remote.url, order="semver")
+    proc = _runner(
+        "edit_kustomize",
+        {"target": tgt.model_dump_json()},
+        tmp_path,
+        {"IMAGEBUMP_GIT_READ_TOKEN": git_token},
+    )
+    assert proc.returncode == 0, proc.stderr
+    last = _records(proc.stderr)[-1]
+    assert last["event"] == "step-timings" and last["message"].startswith("edit-kustomize took ")
+    assert {"git clone", "git cat-file", "outputs"} <= set(last["phases"])
+    assert last["seconds"] >= sum(last["phases"].values())
+    assert git_token not in proc.stderr

@@ -18,7 +18,7 @@ from pathlib import Path
 from steps import git
 from steps.commit_message import commit_message, message_fields
 from steps.commit_pr import CommitPrOutput, backoff, clone_base, read_overlay_file, reapply, seed_base
-from steps.errors import PushRejected, TransientError
+from steps.errors import GitCommandError, PushRejected, TransientError
 from steps.models import Plan, Target
 from steps.settings import CommitPrSettings
 
@@ -59,6 +59,14 @@ def land_commit(
                 repo = clone_base(target, plan, auth, base, workdir)
             else:
                 repo.fetch_and_reset(base)
+            continue
+        except GitCommandError as exc:
+            if not repo.seeded_from:
+                raise
+            # git could not send the commit from the plan's base (not a refusal: those are
+            # classified): never a reason to fail the step; the clone path does what it always did.
+            log.warning("the push from the plan's base failed (%s); cloning the newest %s", exc, base)
+            repo = clone_base(target, plan, auth, base, workdir)
             continue
         log.info("committed %s to %s: %s", sha[:12], base, fields["subject"])
         return CommitPrOutput(action="committed", commit_sha=sha, reason=fields["subject"])

@@ -214,7 +214,13 @@ def seed(
             (:func:`steps.git_objects.verify_path_chain`): nothing was written.
     """
     check_url(repo_url)
-    if not _PLAIN_BRANCH.fullmatch(branch) or ".." in branch or "/." in branch or branch.endswith(".lock"):
+    parts = branch.split("/")
+    if (
+        not _PLAIN_BRANCH.fullmatch(branch)
+        or ".." in branch
+        or branch == "@"
+        or any(p.endswith(".lock") for p in parts)
+    ):
         raise ValueError(f"branch {branch!r} is not a plain branch name: clone it instead")
     mode = verify_path_chain(objects, commit, path, blob)
     fmt = object_format(commit)

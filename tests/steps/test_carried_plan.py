@@ -398,6 +398,34 @@ def test_carried_objects_that_do_not_prove_the_file_are_not_used(twins, forge) -
     assert fast.git("fsck", "--no-dangling").strip() == ""
 
 
+def test_a_push_git_cannot_send_from_the_plans_base_falls_back_to_the_clone(
+    twins, monkeypatch, caplog
+) -> None:
+    """Should some git fail to send the commit from the carried base (an unclassified error, not a
+    refusal), the step does not fail: it clones the newest base and lands as the plain path does.
+    (The failure is injected: a real git sends it, as every other test here shows.)"""
+    from steps import git
+    from steps.errors import GitCommandError
+
+    text = kustomization("1.0.0")
+    plain, fast = twins({FILE: text})
+    seeded_plan = seeded(fast, plan(), text)
+    push = git.ClonedRepo.push
+
+    def failing_from_the_seed(self, *args, **kwargs):
+        if self.seeded_from:
+            raise GitCommandError("push of HEAD failed (exit 128): fatal: simulated pack failure")
+        return push(self, *args, **kwargs)
+
+    monkeypatch.setattr(git.ClonedRepo, "push", failing_from_the_seed)
+
+    out_plain = commit_pr.run(target(plain.url), plan())
+    out_fast = commit_pr.run(target(fast.url), seeded_plan)
+
+    assert landed(plain, out_plain) == landed(fast, out_fast)
+    assert "the push from the plan's base failed" in caplog.text
+
+
 def test_edit_kustomize_carries_the_objects_above_the_file_in_commit_mode_only(make_remote) -> None:
     """A real edit-kustomize run: in ``mode: commit`` the plan carries the chain from its base
     commit to the file (it verifies), in ``mode: pr`` the text only."""

@@ -161,6 +161,9 @@ def test_seed_makes_a_repository_that_commits_on_the_chain_alone(repo: Path, tmp
     [
         pytest.param({"branch": "../../escape"}, "not a plain branch name", id="branch-escapes"),
         pytest.param({"branch": "main.lock"}, "not a plain branch name", id="branch-lock"),
+        pytest.param({"branch": "release.lock/1"}, "not a plain branch name", id="component-lock"),
+        pytest.param({"branch": "@"}, "not a plain branch name", id="branch-at"),
+        pytest.param({"branch": "a b"}, "not a plain branch name", id="branch-space"),
         pytest.param({"text": "forged\n"}, "is not blob", id="text-not-the-blob"),
     ],
 )

@@ -180,18 +180,23 @@ def _cold_start_rows(c: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
-def _breakdown_lines(r: dict[str, Any]) -> list[str]:
-    bd = r.get("single_event", {}).get("breakdown")
-    if not bd:
+def _step_lines(title: str, rows: dict[str, dict[str, float]], digits: int) -> list[str]:
+    """A titled block of one line per step: ``name value, …`` (nothing without rows)."""
+    if not rows:
         return []
-    lines = [
-        "",
+    lines = ["", title]
+    for step, parts in rows.items():
+        lines.append(f"  {step:<15} " + ", ".join(f"{k} {v:.{digits}f}" for k, v in parts.items()))
+    return lines
+
+
+def _breakdown_lines(r: dict[str, Any]) -> list[str]:
+    return _step_lines(
         "single event, per step (p50 s; process start = fork from the warm interpreter; "
         "'other' = the rest: input parsing (steps._entry, pydantic), outputs, git processes):",
-    ]
-    for step, parts in bd.items():
-        lines.append(f"  {step:<15} " + ", ".join(f"{k} {v:.2f}" for k, v in parts.items()))
-    return lines
+        r.get("single_event", {}).get("breakdown") or {},
+        2,
+    )
 
 
 def _accounting_lines(r: dict[str, Any]) -> list[str]:
@@ -199,16 +204,12 @@ def _accounting_lines(r: dict[str, Any]) -> list[str]:
     rows = {**single.get("accounting", {})}
     if (single.get("pr_mode") or {}).get("accounting", {}).get("commit-pr"):
         rows["commit-pr (PR)"] = single["pr_mode"]["accounting"]["commit-pr"]
-    if not rows:
-        return []
-    lines = [
-        "",
+    return _step_lines(
         "single event, per step, as each step process accounts for it (p50 s; 'outside' = fork, "
         "steps._entry, exit; 'other' = the step's own time no timed phase explains):",
-    ]
-    for step, parts in rows.items():
-        lines.append(f"  {step:<15} " + ", ".join(f"{k} {v:.3f}" for k, v in parts.items()))
-    return lines
+        rows,
+        3,
+    )
 
 
 def _import_lines(r: dict[str, Any]) -> list[str]:

@@ -90,7 +90,8 @@ def sessions(remote) -> int:
     return remote.server.read_sessions(remote.name)
 
 
-@pytest.mark.parametrize(
+#: The file's bytes as a user may have written them: carried and landed as they are.
+TEXTS = pytest.mark.parametrize(
     "text",
     [
         pytest.param(kustomization("1.0.0"), id="lf"),
@@ -98,6 +99,9 @@ def sessions(remote) -> int:
         pytest.param("# déploiement ✓\n" + kustomization("1.0.0"), id="utf-8"),
     ],
 )
+
+
+@TEXTS
 def test_commit_mode_same_commit_either_way_and_the_fast_path_fetches_no_blob(twins, text: str) -> None:
     plain, fast = twins({FILE: text, "overlays/dev/kustomization.yaml": kustomization("1.0.0")})
     before = sessions(plain), sessions(fast)
@@ -317,14 +321,7 @@ def _monorepo(text: str) -> dict[str, str]:
     return files
 
 
-@pytest.mark.parametrize(
-    "text",
-    [
-        pytest.param(kustomization("1.0.0"), id="lf"),
-        pytest.param(kustomization("1.0.0").replace("\n", "\r\n"), id="crlf-bytes-kept"),
-        pytest.param("# déploiement ✓\n" + kustomization("1.0.0"), id="utf-8"),
-    ],
-)
+@TEXTS
 def test_carried_objects_land_the_same_commit_without_any_fetch(triplets, text: str) -> None:
     """commit-pr with the objects above the file: no clone, no fetch (zero read sessions on the
     remote), and what lands is what the plain path and the carried text land, byte for byte; the

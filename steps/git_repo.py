@@ -261,18 +261,20 @@ class ClonedRepo:
         """The sha of ``HEAD``."""
         return self.git("rev-parse", "HEAD").stdout.strip()
 
-    def head_branch(self) -> str:
-        """The branch ``HEAD`` names, read from ``.git/HEAD`` (``ref: refs/heads/NAME``,
-        gitrepository-layout(5)); anything else (detached, a reftable repository's placeholder)
-        asks ``git symbolic-ref``: the same answer, one process more (tests compare)."""
+    def _head_file_branch(self) -> str:
+        """The branch ``.git/HEAD`` names (``ref: refs/heads/NAME``, gitrepository-layout(5)); ""
+        when it names none (detached, unreadable, a reftable repository's ``.invalid`` placeholder)."""
         try:
             head = (self.path / ".git" / "HEAD").read_text().strip()
         except (OSError, UnicodeDecodeError):
-            head = ""
+            return ""
         name = head[len("ref: refs/heads/") :] if head.startswith("ref: refs/heads/") else ""
-        if name and name != ".invalid":
-            return name
-        return self.git("symbolic-ref", "--short", "HEAD").stdout.strip()
+        return "" if name == ".invalid" else name
+
+    def head_branch(self) -> str:
+        """The branch ``HEAD`` names, read from ``.git/HEAD``; anything else asks ``git
+        symbolic-ref``: the same answer, one process more (tests compare)."""
+        return self._head_file_branch() or self.git("symbolic-ref", "--short", "HEAD").stdout.strip()
 
     def cloned_head(self) -> str:
         """The sha of ``HEAD`` right after :func:`clone`, read from the files git wrote.
@@ -282,10 +284,10 @@ class ClonedRepo:
         not there) asks ``git rev-parse HEAD``: the same answer, one process more (tests compare).
         """
         gitdir = self.path / ".git"
+        branch = self._head_file_branch()
         try:
-            head = (gitdir / "HEAD").read_text().strip()
-            if head.startswith("ref: refs/heads/"):
-                ref = head[len("ref: ") :]
+            if branch:
+                ref = f"refs/heads/{branch}"
                 loose = gitdir / ref
                 if loose.is_file():
                     sha = loose.read_text().strip()

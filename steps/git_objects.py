@@ -1,5 +1,6 @@
-"""Git's object format, without a process: object ids, raw trees, and the chain of objects from a
-commit down to one file (what commit-pr needs to commit on that commit without fetching it).
+"""Git's object format, without a process: object ids, raw trees, the chain of objects from a
+commit down to one file (what commit-pr needs to commit on that commit without fetching it), a
+``cat-file --batch`` answer, and the ref files a clone leaves behind.
 
 The formats are git's stable on-disk ones (Pro Git, "Git Internals - Git Objects",
 https://git-scm.com/book/en/v2/Git-Internals-Git-Objects): an object's id is
@@ -7,7 +8,8 @@ https://git-scm.com/book/en/v2/Git-Internals-Git-Objects): an object's id is
 64-hex-digit ids); a tree's content is a sequence of ``<octal mode> <name>\\0<binary id>`` entries
 in git's order; a commit's content starts with ``tree <id>\\n``.
 
-Pure: no I/O; used by :mod:`steps.git_repo` (blob ids), :mod:`steps.edit_kustomize` (which
+Pure but for :func:`head_file_branch` and :func:`branch_file_sha`, which read a ``.git``
+directory's files; used by :mod:`steps.git_repo` (blob ids), :mod:`steps.edit_kustomize` (which
 carries the chain in the plan) and :mod:`steps.git` (which believes a carried chain only when
 every link hashes to the id its parent names, :func:`verify_path_chain`).
 """
@@ -15,8 +17,9 @@ every link hashes to the id its parent names, :func:`verify_path_chain`).
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 #: Modes of a regular file and of a directory in a raw tree (git writes them without leading zeros).
 REGULAR_MODES = ("100644", "100755")
@@ -103,3 +106,51 @@ __all__ = [
     "tree_entries",
     "verify_path_chain",
 ]
+
+
+def split_batch(out: bytes, count: int) -> list[bytes] | None:
+    """The ``count`` objects of a ``git cat-file --batch`` answer (``<oid> <type> <size>``, the
+    content, a newline: git-cat-file(1)); None when one of them is ``<spec> missing``."""
+    objects, pos = [], 0
+    for _ in range(count):
+        end = out.index(b"\n", pos)
+        header = out[pos:end].split()
+        if len(header) != 3:
+            return None
+        size = int(header[2])
+        objects.append(out[end + 1 : end + 1 + size])
+        pos = end + 1 + size + 1
+    return objects
+
+
+_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
+def head_file_branch(gitdir: Path) -> str:
+    """The branch ``GITDIR/HEAD`` names (``ref: refs/heads/NAME``, gitrepository-layout(5)); ""
+    when it names none (detached, unreadable, a reftable repository's ``.invalid`` placeholder)."""
+    try:
+        head = (gitdir / "HEAD").read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return ""
+    name = head[len("ref: refs/heads/") :] if head.startswith("ref: refs/heads/") else ""
+    return "" if name == ".invalid" else name
+
+
+def branch_file_sha(gitdir: Path, branch: str) -> str:
+    """The sha of ``refs/heads/BRANCH`` read from its loose ref file or, when there is none, its
+    ``packed-refs`` line (gitrepository-layout(5)); "" when neither holds one."""
+    ref = f"refs/heads/{branch}"
+    try:
+        loose = gitdir / ref
+        if loose.is_file():
+            sha = loose.read_text().strip()
+            return sha if _SHA.fullmatch(sha) else ""
+        if (gitdir / "packed-refs").is_file():
+            for line in (gitdir / "packed-refs").read_text().splitlines():
+                sha, _, name = line.partition(" ")
+                if name == ref and _SHA.fullmatch(sha):
+                    return sha
+    except (OSError, UnicodeDecodeError):
+        pass
+    return ""

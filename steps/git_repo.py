@@ -8,47 +8,23 @@ from :mod:`steps.git`.
 
 from __future__ import annotations
 
-import os
-import re
 import subprocess
-import time
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
 from steps.errors import ConfigError, PermissionDeniedError
 from steps.git_auth import GitAuth, origin
+from steps.git_commit import COMMIT_SUMMARY, fast_import_stream, identity
 from steps.git_failures import NO_BRANCH, classify
-from steps.git_objects import REGULAR_MODES, blob_id, object_format
+from steps.git_objects import (
+    REGULAR_MODES,
+    blob_id,
+    branch_file_sha,
+    head_file_branch,
+    object_format,
+    split_batch,
+)
 from steps.git_process import ls_remote, run_git
-from steps.settings import DEFAULT_AUTHOR_EMAIL, DEFAULT_AUTHOR_NAME
-
-
-def stripspace(message: str) -> str:
-    """The message as ``git commit -F`` stores it (``--cleanup=whitespace``, git-stripspace(1)):
-    trailing whitespace dropped from every line, runs of empty lines collapsed to one, leading and
-    trailing empty lines removed, one final newline ("" when nothing is left)."""
-    out: list[str] = []
-    gap = False
-    for line in message.split("\n"):
-        line = line.rstrip()
-        if not line:
-            gap = bool(out)
-            continue
-        if gap:
-            out.append("")
-            gap = False
-        out.append(line)
-    return "\n".join(out) + "\n" if out else ""
-
-
-def _quote_path(path: str) -> str:
-    """A path as git-fast-import(1) reads it: C-style quoted (backslash, quote, newline escaped)."""
-    escaped = path.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return f'"{escaped}"'
-
-
-_COMMIT_SUMMARY = re.compile(r"^\[[^\n]*? ([0-9a-f]{40}|[0-9a-f]{64})\]", re.MULTILINE)
-_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
 class ClonedRepo:
@@ -207,16 +183,7 @@ class ClonedRepo:
             raw_stdout=True,
             what=f"reading the trees above {relpath} at {commit[:12]}",
         ).stdout
-        objects, pos = [], 0
-        for _ in specs:
-            end = out.index(b"\n", pos)
-            header = out[pos:end].split()
-            if len(header) != 3:  # "<spec> missing"
-                return None
-            size = int(header[2])
-            objects.append(out[end + 1 : end + 1 + size])
-            pos = end + 1 + size + 1
-        return objects
+        return split_batch(out, len(specs))
 
     def _relative(self, relpath: str) -> str:
         """``relpath`` checked as text: relative, no ``..``, not into ``.git`` (all a clone without a
@@ -261,46 +228,21 @@ class ClonedRepo:
         """The sha of ``HEAD``."""
         return self.git("rev-parse", "HEAD").stdout.strip()
 
-    def _head_file_branch(self) -> str:
-        """The branch ``.git/HEAD`` names (``ref: refs/heads/NAME``, gitrepository-layout(5)); ""
-        when it names none (detached, unreadable, a reftable repository's ``.invalid`` placeholder)."""
-        try:
-            head = (self.path / ".git" / "HEAD").read_text().strip()
-        except (OSError, UnicodeDecodeError):
-            return ""
-        name = head[len("ref: refs/heads/") :] if head.startswith("ref: refs/heads/") else ""
-        return "" if name == ".invalid" else name
-
     def head_branch(self) -> str:
         """The branch ``HEAD`` names, read from ``.git/HEAD``; anything else asks ``git
         symbolic-ref``: the same answer, one process more (tests compare)."""
-        return self._head_file_branch() or self.git("symbolic-ref", "--short", "HEAD").stdout.strip()
+        return (
+            head_file_branch(self.path / ".git") or self.git("symbolic-ref", "--short", "HEAD").stdout.strip()
+        )
 
     def cloned_head(self) -> str:
-        """The sha of ``HEAD`` right after :func:`clone`, read from the files git wrote.
-
-        ``.git/HEAD`` names the branch, whose sha is a loose ref or a ``packed-refs`` line
-        (gitrepository-layout(5)); anything else (a detached or reftable repository, a ref that is
-        not there) asks ``git rev-parse HEAD``: the same answer, one process more (tests compare).
-        """
+        """The sha of ``HEAD`` right after :func:`clone`, read from the files git wrote
+        (:func:`steps.git_objects.branch_file_sha`); anything else (a detached or reftable
+        repository, a ref that is not there) asks ``git rev-parse HEAD``: the same answer, one
+        process more (tests compare)."""
         gitdir = self.path / ".git"
-        branch = self._head_file_branch()
-        try:
-            if branch:
-                ref = f"refs/heads/{branch}"
-                loose = gitdir / ref
-                if loose.is_file():
-                    sha = loose.read_text().strip()
-                    if _SHA.fullmatch(sha):
-                        return sha
-                elif (gitdir / "packed-refs").is_file():
-                    for line in (gitdir / "packed-refs").read_text().splitlines():
-                        sha, _, name = line.partition(" ")
-                        if name == ref and _SHA.fullmatch(sha):
-                            return sha
-        except (OSError, UnicodeDecodeError):
-            pass
-        return self.head()
+        branch = head_file_branch(gitdir)
+        return (branch and branch_file_sha(gitdir, branch)) or self.head()
 
     def commit(
         self, message: str, author_name: str | None = None, author_email: str | None = None
@@ -311,11 +253,7 @@ class ClonedRepo:
         ``IMAGEBUMP_GIT_AUTHOR_EMAIL``, else ``imagebump``. ``author_name`` may also be
         ``"Name <email>"``.
         """
-        if author_name and author_email is None:
-            if m := re.fullmatch(r"\s*(.*?)\s*<([^>]*)>\s*", author_name):
-                author_name, author_email = m.group(1), m.group(2)
-        name = author_name or os.environ.get("IMAGEBUMP_GIT_AUTHOR_NAME") or DEFAULT_AUTHOR_NAME
-        email = author_email or os.environ.get("IMAGEBUMP_GIT_AUTHOR_EMAIL") or DEFAULT_AUTHOR_EMAIL
+        name, email = identity(author_name, author_email)
         if not self.checked_out:
             return self._fast_import(message, name, email)
         written = sorted(self._written)
@@ -348,16 +286,15 @@ class ClonedRepo:
             )
         self._written.clear()
         self._new.clear()
-        found = _COMMIT_SUMMARY.search(proc.stdout)
+        found = COMMIT_SUMMARY.search(proc.stdout)
         return found.group(1) if found else self.head()
 
     def _fast_import(self, message: str, name: str, email: str) -> str | None:
         """Commit the pending texts on ``HEAD`` with one ``git fast-import`` (objects-only clone).
 
-        The stream (git-fast-import(1)): the replaced blobs :meth:`know` was told, one ``commit`` on
-        the cloned branch ``from`` ``HEAD``, author and committer ``name <email>`` now, the message
-        cleaned as ``git commit -F`` cleans it (:func:`stripspace`), one inline ``filemodify`` per
-        changed file. Returns the new sha; None when no text differs from its blob.
+        The stream is :func:`steps.git_commit.fast_import_stream`'s, from ``HEAD`` with every text that
+        differs from its blob, after the replaced blobs :meth:`know` was told. Returns the new sha;
+        None when no text differs from its blob.
         """
         head = self.cloned_head()
         fmt = object_format(head)
@@ -370,31 +307,12 @@ class ClonedRepo:
         self._pending.clear()
         if not changed:
             return None
-        for part in (name, email):
-            if re.search(r"[<>\n]", part):
-                raise ConfigError(f"commit identity {part!r} must not contain '<', '>' or a newline")
-        when = f"{int(time.time())} +0000"
-        body = stripspace(message)
-        if not body:
-            raise ConfigError("the commit message is empty; fix IMAGEBUMP_COMMIT_MESSAGE_TEMPLATE")
-        # The replaced blobs a plan carried are stored too: ``git push`` deltas the new blob against
-        # the old one, and would download it (a lazy fetch) if it were not here.
-        lines = [f"blob\ndata {len(old.encode('utf-8'))}\n{old}" for old in replaced]
-        lines += [
-            f"commit refs/heads/{self.branch}",
-            f"author {name} <{email}> {when}",
-            f"committer {name} <{email}> {when}",
-            f"data {len(body.encode('utf-8'))}",
-            body + f"from {head}",
-        ]
-        for rel, (mode, text) in changed.items():
-            lines += [f"M {mode} inline {_quote_path(rel)}", f"data {len(text.encode('utf-8'))}", text]
-        lines += ["done", ""]
+        stream = fast_import_stream(self.branch, head, message, name, email, changed, replaced)
         self.git(
             "fast-import",
             "--quiet",
             "--done",
-            input="\n".join(lines),
+            input=stream,
             what=f"commit in {self.url or self.path}",
         )
         self._head_entries.clear()

@@ -292,7 +292,7 @@ def test_edit_kustomize_carries_the_file_it_read_and_only_when_it_may(tmp_path) 
 def test_stripspace_is_what_git_commit_does_to_a_message(message: str) -> None:
     import subprocess
 
-    from steps.git_repo import stripspace
+    from steps.git_commit import stripspace
 
     git = subprocess.run(["git", "stripspace"], input=message.encode(), capture_output=True, check=True)
     assert stripspace(message) == git.stdout.decode()

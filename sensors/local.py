@@ -22,7 +22,8 @@ outcome, so a crash or a failure loses nothing:
 
 Filters and the Workflow name are computed from the raw body exactly as the cluster Sensor
 computes them (:mod:`sensors.definition`: gjson's unescaping, Go's regular expressions); reading a
-body as an event, the counts and the record levels are :mod:`sensors.local_messages` (pure).
+body as an event, the counts and the record levels are :mod:`sensors.local_messages` (pure); the
+SQS calls themselves, each logged and none fatal, are :mod:`sensors.local_queue`.
 
 :meth:`LocalSensor.stop` (what SIGTERM/SIGINT call) stops taking messages; running workflows
 finish and their messages are settled; messages received but not started are made visible again.
@@ -46,11 +47,10 @@ from sensors.local_messages import (
     read_event,
     receive_count,
 )
+from sensors.local_queue import MAX_MESSAGES_PER_RECEIVE, SqsQueue
 from steps._runtime import utc_timestamp
 from workflows.local.logs import json_logger
 from workflows.local.results import ERROR, SUCCEEDED, WorkflowResult
-
-MAX_MESSAGES_PER_RECEIVE = 10  # the SQS limit
 
 
 class Executor(Protocol):
@@ -115,16 +115,21 @@ class LocalSensor:
         self.queue_url = queue_url
         self._executor = executor
         self._executor_factory = executor_factory
-        self.sqs = sqs_client
         self.concurrency = concurrency
-        self.wait_seconds = wait_seconds
-        self.visibility_timeout = visibility_timeout
         self.heartbeat_seconds = heartbeat_seconds or max(1.0, visibility_timeout / 3)
         self.log_sink = log or json_logger()
         self.on_result = on_result
         self.definition = definition
         self.stats = SensorStats()
         self._stop = threading.Event()
+        self.queue = SqsQueue(
+            sqs_client,
+            queue_url,
+            wait_seconds=wait_seconds,
+            visibility_timeout=visibility_timeout,
+            log=self.log,
+            stopped=self._stop,
+        )
         self._done = threading.Event()
         self._lock = threading.Lock()
         self._running: dict[str, _InFlight] = {}  # workflow name -> in flight
@@ -137,6 +142,15 @@ class LocalSensor:
         if not self._stop.is_set():
             self.log(event="sensor-stopping", running=len(self._running))
         self._stop.set()
+
+    @property
+    def sqs(self) -> Any:
+        """The boto3 SQS client (replaceable: tests wrap it to inject failures)."""
+        return self.queue.sqs
+
+    @sqs.setter
+    def sqs(self, client: Any) -> None:
+        self.queue.sqs = client
 
     @property
     def stopping(self) -> bool:
@@ -205,46 +219,15 @@ class LocalSensor:
             pass
 
     def _receive(self, count: int) -> list[dict[str, Any]]:
-        try:
-            response = self.sqs.receive_message(
-                QueueUrl=self.queue_url,
-                MaxNumberOfMessages=max(1, count),
-                WaitTimeSeconds=self.wait_seconds,
-                VisibilityTimeout=self.visibility_timeout,
-                AttributeNames=["ApproximateReceiveCount"],
-            )
-        except Exception as exc:  # noqa: BLE001 - network blips: log, back off, keep polling
-            self.log(event="receive-failed", error=f"{type(exc).__name__}: {exc}")
-            self._stop.wait(min(5.0, max(1.0, self.wait_seconds)))
-            return []
-        messages = response.get("Messages") or []
+        messages = self.queue.receive(count)
         with self._lock:
             self.stats.received += len(messages)
         return messages
 
-    def _delete(self, message: dict[str, Any], **record: Any) -> None:
-        try:
-            self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
-            self.log(event="message-deleted", message_id=message.get("MessageId"), **record)
-        except Exception as exc:  # noqa: BLE001 - it will be redelivered and deduplicated
-            self.log(
-                event="delete-failed",
-                message_id=message.get("MessageId"),
-                error=f"{type(exc).__name__}: {exc}",
-                **record,
-            )
-
     def _release(self, message: dict[str, Any], reason: str) -> None:
-        """Make a received-but-not-started message visible again at once."""
-        try:
-            self.sqs.change_message_visibility(
-                QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
-            )
-        except Exception as exc:  # noqa: BLE001 - it becomes visible when its timeout expires anyway
-            self.log(event="release-failed", message_id=message.get("MessageId"), error=str(exc))
         with self._lock:
             self.stats.received -= 1
-        self.log(event="message-released", message_id=message.get("MessageId"), reason=reason)
+        self.queue.release(message, reason)
 
     def _succeeded_or_running(self, name: str) -> str:
         """Why a workflow of this name must not start again ('' if it may). Caller holds the lock."""
@@ -300,7 +283,7 @@ class LocalSensor:
         if not accepted:
             with self._lock:
                 self.stats.skipped += 1
-            self._delete(message, event_id=event_id, outcome="skipped", reason=f"filtered out: {reason}")
+            self.queue.delete(message, event_id=event_id, outcome="skipped", reason=f"filtered out: {reason}")
             return None
         name = self.definition.workflow_name(body)
         with self._lock:
@@ -333,7 +316,7 @@ class LocalSensor:
             # duplicate of a RUNNING workflow is safe: if that run fails, its own message comes back.
             # (Leaving it would spend one of the queue's maxReceiveCount receives per poll, and a
             # long run could push a duplicate into the DLQ.)
-            self._delete(
+            self.queue.delete(
                 message,
                 event_id=event_id,
                 workflow=name,
@@ -382,7 +365,7 @@ class LocalSensor:
                 message = {**message, "ReceiptHandle": item.receipt}  # redelivered meanwhile
         try:
             if result.phase == SUCCEEDED:
-                self._delete(
+                self.queue.delete(
                     message,
                     event_id=event_id,
                     workflow=name,
@@ -420,11 +403,7 @@ class LocalSensor:
                 in_flight = list(self._running.values())
             for item in in_flight:
                 try:
-                    self.sqs.change_message_visibility(
-                        QueueUrl=self.queue_url,
-                        ReceiptHandle=item.receipt,
-                        VisibilityTimeout=self.visibility_timeout,
-                    )
+                    self.queue.extend(item.receipt)
                 except Exception as exc:  # noqa: BLE001 - worst case: a redelivery, deduplicated by name
                     with self._lock:
                         settled = self._running.get(item.name) is not item

@@ -1,8 +1,8 @@
 """ECR lookups: an image's digest, tags and push time; a repository's account.
 
-Reads ECR through boto3 (region from the caller; endpoint, credentials and retries from boto3's
-own configuration, so ``AWS_ENDPOINT_URL`` / ``AWS_ENDPOINT_URL_ECR`` reach moto or a VPC
-endpoint). Writes nothing.
+Reads ECR through botocore, boto3's client layer (region from the caller; endpoint, credentials
+and retries from the SDK's own configuration, so ``AWS_ENDPOINT_URL`` / ``AWS_ENDPOINT_URL_ECR``
+reach moto or a VPC endpoint). Writes nothing.
 
 Errors: a missing image is ``None`` (the caller decides whether that is a skip or an error); a
 missing repository is a :class:`ConfigError` naming it; access denied is a
@@ -56,16 +56,17 @@ WARM_UP = ("warm_loader",)
 #: botocore's data loader with ECR's model, the endpoints and the retry data already parsed (pure
 #: data: no environment, no credentials); None until :func:`warm_loader` ran in this process.
 _LOADER: Any = None
-#: A boto3 Session built by :func:`warm_loader` and not yet handed out: its ~130 built-in event
+#: A botocore Session built by :func:`warm_loader` and not yet handed out: its ~130 built-in event
 #: handlers registered (a third of a client's build time), nothing resolved. Credentials, region,
 #: endpoint and profile are looked up when a client is made, from the environment at that time.
 _WARM_SESSION: Any = None
 
 
 def warm_loader() -> None:
-    """Parse the botocore data an ECR client needs into a shared ``Loader`` (each new boto3 Session
-    otherwise re-parses ``endpoints.json`` and the service model: 4-5x the client's build time), and
-    build one session on it for the next :func:`_session` call (a forked step's first client)."""
+    """Parse the botocore data an ECR client needs into a shared ``Loader`` (each new botocore
+    Session otherwise re-parses ``endpoints.json`` and the service model: 4-5x the client's build
+    time), and build one session on it for the next :func:`_session` call (a forked step's first
+    client)."""
     global _LOADER, _WARM_SESSION
     from botocore.loaders import create_loader
 
@@ -82,21 +83,22 @@ def warm_loader() -> None:
 
 
 def _new_session() -> Any:
-    import boto3
-
-    if _LOADER is None:
-        return boto3.Session()
     import botocore.session
 
     core = botocore.session.Session()
-    core.register_component("data_loader", _LOADER)
-    return boto3.Session(botocore_session=core)
+    if _LOADER is not None:
+        core.register_component("data_loader", _LOADER)
+    return core
 
 
 def _session() -> Any:
-    """A boto3 Session whose credentials and region come from this process's environment: the one
-    :func:`warm_loader` built (handed out once: a session is never shared between callers), else a
-    new one, on the shared pre-parsed data loader when :func:`warm_loader` ran."""
+    """A botocore Session whose credentials and region come from this process's environment: the
+    one :func:`warm_loader` built (handed out once: a session is never shared between callers), else
+    a new one, on the shared pre-parsed data loader when :func:`warm_loader` ran.
+
+    botocore, not boto3: ``import boto3`` also imports s3transfer (a third of boto3's import time,
+    paid by every step pod that reads ECR), and a boto3 client is botocore's client anyway.
+    """
     global _WARM_SESSION
     session, _WARM_SESSION = _WARM_SESSION, None
     if session is None:
@@ -104,16 +106,16 @@ def _session() -> Any:
     from botocore.useragent import UserAgentString
 
     # The one part a session reads from the environment when it is built: read it again, here.
-    session._session.register_component("user_agent_creator", UserAgentString.from_environment())
+    session.register_component("user_agent_creator", UserAgentString.from_environment())
     return session
 
 
 def make_client(region: str) -> Any:
-    """A boto3 ECR client for ``region`` with standard retries (throttling is retried by boto3)."""
+    """An ECR client for ``region`` with standard retries (throttling is retried by botocore)."""
     with timed("ecr client"):
         from botocore.config import Config
 
-        return _session().client(
+        return _session().create_client(
             "ecr",
             region_name=region,
             config=Config(
@@ -246,12 +248,11 @@ MAX_PAGE_SIZE = 1000
 
 
 def make_listing_client(region: str, *, max_pool_connections: int = 10) -> Any:
-    """A boto3 ECR client for sweeps: botocore's *adaptive* retry mode (client-side rate limiting
-    that backs off when ECR throttles), and a connection pool as large as the sweep's concurrency."""
-    import boto3
+    """An ECR client for sweeps: botocore's *adaptive* retry mode (client-side rate limiting that
+    backs off when ECR throttles), and a connection pool as large as the sweep's concurrency."""
     from botocore.config import Config
 
-    return boto3.client(
+    return _session().create_client(
         "ecr",
         region_name=region,
         config=Config(

@@ -66,7 +66,7 @@ LAZY_IMPORTS = (
     "steps.events",
     "steps.order",
     "steps.never_downgrade",
-    "boto3",
+    "botocore.session",
     "botocore.config",
     "botocore.exceptions",
 )

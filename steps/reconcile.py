@@ -87,7 +87,7 @@ LAZY_IMPORTS = (
     "steps.order",
     "steps.rules",
     "yaml",
-    "boto3",
+    "botocore.session",
     "botocore.config",
     "botocore.exceptions",
 )

@@ -36,7 +36,7 @@ LAZY_IMPORTS = (
     "steps.events",
     "steps.rules",
     "yaml",
-    "boto3",
+    "botocore.session",
     "botocore.config",
     "botocore.exceptions",
 )

@@ -174,7 +174,8 @@ def test_resolve_image_gives_the_same_targets_through_both_and_never_imports_git
     )
     _same(hera, ours)
     assert [t["tag"] for t in json.loads(ours["files"]["parameters/targets"])] == ["1.4.2"]
-    assert "steps.ecr" in ours["modules"] and "boto3" in ours["modules"]  # it did its work
+    assert "steps.ecr" in ours["modules"] and "botocore.session" in ours["modules"]  # it did its work
+    assert "boto3" not in ours["modules"] and "s3transfer" not in ours["modules"]  # botocore only
     assert _git_code(ours["modules"]) == set()
     _no_hera(ours)
 

@@ -286,7 +286,7 @@ def test_the_image_update_steps_and_their_lazy_imports_are_imported_ahead(tmp_pa
         "steps.commit_pr",
     ]
     zygote = ForkServerClient(sys.executable, str(ROOT), executor.preload_modules())
-    names = ["steps._entry", "steps.commit_pr", "steps.ecr", "steps.git", "boto3", "githubkit"]
+    names = ["steps._entry", "steps.commit_pr", "steps.ecr", "steps.git", "botocore.session", "githubkit"]
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)}
     try:
         outcome = zygote.run(

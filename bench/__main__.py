@@ -19,6 +19,9 @@ from bench import burst, coldstart, e2e, floor, growth, report, sweep, waste
 from bench.stats import loadavg, machine
 from bench.world import PROJECT_ROOT, open_world
 
+#: The overlay of the cold events (and of waste's before/after): not the single event's, whose history
+#: the floor's interleaved commits share.
+COLD_REPOSITORY = "mono/app03"
 SCENARIOS = ("single", "bursts", "floor", "growth", "waste", "sweep", "coldstart")
 
 
@@ -97,16 +100,10 @@ def run(
         if checkpoint is not None:
             checkpoint(results)
 
-    if "coldstart" in only:  # its own small world; first, before the big world loads the machine
+    if "coldstart" in only:  # no world: first, before the big world loads the machine
         log(f"[coldstart] exec → first line per step, {sizes.coldstart_runs} runs per runner …")
-        results["cold_start"] = coldstart.run(
-            sizes.coldstart_runs, sizes.coldstart_event_runs, event=True, log=log
-        )
+        results["cold_start"] = coldstart.run(sizes.coldstart_runs, event=False, log=log)
         save()
-        if list(only) == ["coldstart"]:
-            results["complete"] = True
-            save()
-            return results
     if "sweep" in only:  # its own world: ECR repositories and GitOps repositories of each size
         log(f"[sweep] reconcile sweeps at {list(sizes.sweep_repositories)} ECR repositories …")
         results["sweep"] = sweep.run_sweeps(sizes.sweep_repositories, reps=sizes.sweep_reps, log=log)
@@ -156,7 +153,7 @@ def run(
             log("[single] probing the phases inside the steps …")
             probes = e2e.probe_phases(world, reps=sizes.probe_reps)
             single["probes"] = probes
-            single["breakdown"] = e2e.breakdown(single, probes)
+            single["breakdown"] = e2e.breakdown(single)
             single["other_s"] = e2e.other_times(single)
             commit_pr = single["steps_s"]["commit-pr"].get("p50")
             pr_commit = single["pr_mode"]["steps_s"]["commit-pr"].get("p50")
@@ -174,6 +171,12 @@ def run(
                     / results["floor"]["single"]["total_s"]["p50"],
                     2,
                 )
+            save()
+        if "coldstart" in only:  # a whole event with fresh processes: the same world as the single event
+            log(f"[coldstart] {sizes.coldstart_event_runs} events → commit with a new Python per step …")
+            results["cold_start"]["event"] = coldstart.run_event(
+                sizes.coldstart_event_runs, log, world=world, repository=COLD_REPOSITORY
+            )
             save()
         later = []
         if "bursts" in only:
@@ -204,8 +207,8 @@ def run(
             w: dict[str, Any] = {"imports": waste.run_imports(sizes.import_reps, cache_root)}
             results["waste"] = w
             log(f"[waste] before/after, {sizes.before_after_runs} events each …")
-            w["before_after"] = waste.run_before_after(world, runs=sizes.before_after_runs)
-            e2e.refine_breakdown(results)
+            cold_event = results.get("cold_start", {}).get("event")
+            w["before_after"] = waste.run_before_after(world, runs=sizes.before_after_runs, before=cold_event)
             save()
         for events, overlays in later:
             one_burst(events, overlays)
@@ -286,8 +289,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.render:
         results = json.loads((args.out / "results.json").read_text())
-        e2e.refine_breakdown(results)
-        (args.out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
         report.chart(results, args.out / "results.png")
         if str(args.docs) != "-":
             args.docs.write_text(report.markdown(results, results.get("command", "python -m bench")))

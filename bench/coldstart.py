@@ -316,30 +316,40 @@ def _template_with_runner(runner: str) -> str:
     return yaml.safe_dump(doc, sort_keys=False)
 
 
-def run_event(event_runs: int, log: Any = print) -> dict[str, Any]:
-    """Section 3: event → commit with every step a new interpreter, both runners interleaved."""
+def run_event(
+    event_runs: int, log: Any = print, *, world: Any = None, repository: str = "mono/app00"
+) -> dict[str, Any]:
+    """Section 3: event → commit with every step a new interpreter, both runners interleaved.
+
+    ``world``: the benchmark's world (the single event's, so the cold and warm figures are of the
+    same repositories); None opens one of the same shape.
+    """
+    from contextlib import nullcontext
+
     from bench import e2e
     from bench.world import open_world
 
     byte_compile()
-    out: dict[str, Any] = {"runs": event_runs, "loadavg_before": loadavg()}
+    out: dict[str, Any] = {"runs": event_runs, "repository": repository, "loadavg_before": loadavg()}
     latencies: dict[str, list[float]] = {r: [] for r in RUNNERS}
     step_times: dict[str, dict[str, list[float]]] = {r: {} for r in RUNNERS}
-    with open_world(apps=1, monorepo_files=200, pr_apps=1, log=log) as world:
-        executors = {
-            r: world.executor(template_text=_template_with_runner(r), prefork=False) for r in RUNNERS
-        }
+    outcomes: dict[str, dict[str, int]] = {r: {} for r in RUNNERS}
+    with nullcontext(world) if world is not None else open_world(apps=4, log=log) as w:
+        executors = {r: w.executor(template_text=_template_with_runner(r), prefork=False) for r in RUNNERS}
         for _ in range(event_runs):
             for runner in RUNNERS:
-                one = e2e.run_sequential(world, executors[runner], "mono/app00", 1)
+                one = e2e.run_sequential(w, executors[runner], repository, 1)
                 if one["failed"]:
                     raise RuntimeError(f"event via {runner} failed: {one['outcomes']}")
                 latencies[runner] += one["latencies"]
                 for step, s in one["steps_s"].items():
                     if s.get("n"):
                         step_times[runner].setdefault(step, []).append(s["p50"])
+                for outcome, n in one["outcomes"].items():
+                    outcomes[runner][outcome] = outcomes[runner].get(outcome, 0) + n
     out["latency_s"] = {r: summary(v) for r, v in latencies.items()}
     out["steps_s"] = {r: {s: summary(v) for s, v in per.items()} for r, per in step_times.items()}
+    out["outcomes"] = outcomes
     out["loadavg_after"] = loadavg()
     log(
         f"[coldstart] event → commit, fresh processes, p50: hera {out['latency_s']['hera']['p50']:.2f}s, "
@@ -349,7 +359,8 @@ def run_event(event_runs: int, log: Any = print) -> dict[str, Any]:
 
 
 def run(runs: int = 7, event_runs: int = 7, event: bool = True, log: Any = print) -> dict[str, Any]:
-    """Everything above; the ``cold_start`` section of results.json."""
+    """Everything above; the ``cold_start`` section of results.json (``python -m bench`` runs the
+    event part in its own world: :func:`run_event` with ``world``)."""
     result: dict[str, Any] = {
         "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": machine(),

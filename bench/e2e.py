@@ -318,112 +318,28 @@ def probe_phases(
     return out
 
 
-def breakdown(
-    seq: dict[str, Any], probes: dict[str, Any], forked: bool = True
-) -> dict[str, dict[str, float]]:
-    """Per step: node p50 split into process start, imports, the measured work, and the rest.
+def breakdown(single: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Where each step's node time goes (p50 s), as each step process accounts for it
+    (:func:`accounting`, run by run, in the same run as the latency): ``outside`` (the fork,
+    ``steps._entry``, the exit, the executor's bookkeeping), every phase the step timed on its main
+    thread (background phases overlap the others and are left out), ``other`` (the step's own time
+    no phase explains) and ``total`` (the node). ``commit-pr (PR)`` is commit-pr in PR mode.
 
-    ``forked``: the steps were forked from the executor's warm interpreter (the default), so start
-    and imports are the forked probes; False: each step was a fresh interpreter.
+    One account of the time: the phases probed apart (:func:`probe_phases`, at another moment)
+    stay in ``single_event.probes`` as a cross-check and are not subtracted from anything.
     """
-    ph = {k: v["p50"] for k, v in probes["phases_s"].items()}
-    if forked and "forked_start_s" in probes:
-        start = probes["forked_start_s"]["min"]
-        imports = dict(probes["forked_imports_s"])
-        ecr_first, ecr_label = probes["ecr_lookup_forked_s"], "ecr (client, 1 call)"
-        # edit-kustomize builds its client on a thread while its clone runs: the call is what follows
-        edit_ecr = {"ecr (1 call; client built during the clone)": probes.get("ecr_call_forked_s", ecr_first)}
-    else:
-        start = probes["process_start_s"]["min"]
-        imports = {k: v["imports_s"] for k, v in probes["imports"].items()}
-        ecr_first, ecr_label = probes["ecr_lookup_fresh_process_s"], "ecr (boto3 import, client, 1 call)"
-        edit_ecr = {ecr_label: ecr_first}  # importing boto3 takes longer than the clone: not hidden
-    work = {
-        "resolve-image": {ecr_label: ecr_first, "rules": probes["rules_load_s"]},
-        "edit-kustomize": {
-            "clone": ph["clone"],
-            "edit": ph["edit"],
-            # one call: the pushed image's push time travels in the target
-            **edit_ecr,
-            **({"objects for the plan (cat-file)": ph["path_objects"]} if "path_objects" in ph else {}),
-        },
-        "commit-pr": (
-            {
-                "seed (carried objects, no fetch)": ph["seed"],
-                "edit+commit (fast-import)": ph["edit_commit_seeded"],
-                "push (lease)": ph["push_lease"],
-            }
-            if "seed" in ph  # the plan carries the file and the objects above it (issue 15)
-            else {"clone": ph["clone"], "edit+commit": ph["edit"] + ph["commit"], "push": ph["push"]}
-        ),
-    }
+    rows = dict(single.get("accounting") or {})
+    pr = (single.get("pr_mode") or {}).get("accounting", {}).get("commit-pr")
+    if pr:
+        rows["commit-pr (PR)"] = pr
     out: dict[str, dict[str, float]] = {}
-    for step in STEPS:
-        node = seq["steps_s"][step].get("p50")
-        if node is None:
-            continue
-        if step not in imports:
-            continue
-        parts = {"process start": start, "imports": imports[step], **work[step]}
-        rest = node - sum(parts.values())
-        out[step] = {**{k: round(v, 3) for k, v in parts.items()}, "other": round(rest, 3), "total": node}
-    # PR mode (provider local: the proposal is the pushed branch, no forge API call to time here)
-    pr_node = (seq.get("pr_mode") or {}).get("steps_s", {}).get("commit-pr", {}).get("p50")
-    if pr_node is not None and "commit-pr" in imports:
-        # mode pr: the plan carries the file only; an objects-only clone of the newest base
-        cloned = (
-            {
-                "clone (objects only)": ph["clone_objects"],
-                "edit+commit (fast-import)": ph["edit_commit_objects"],
-            }
-            if "clone_objects" in ph
-            else {"clone": ph["clone"], "edit+commit": ph["edit"] + ph["commit"]}
-        )
-        parts = {
-            "process start": start,
-            "imports": imports["commit-pr"],
-            **cloned,
-            "PR (branch push)": ph["pr_branch_push"],
-        }
-        out["commit-pr (PR)"] = {
-            **{k: round(v, 3) for k, v in parts.items()},
-            "other": round(pr_node - sum(parts.values()), 3),
-            "total": pr_node,
-        }
+    for step, row in rows.items():
+        parts = {k: v for k, v in row.items() if k != "node" and not k.endswith("(background)")}
+        out[step] = {**parts, "total": row["node"]}
     return out
-
-
-def refine_breakdown(results: dict[str, Any]) -> None:
-    """Refine the fresh-interpreter import probes with the lowest import cost seen for each step.
-
-    The import probes of :func:`probe_phases` and :func:`bench.waste.run_imports` (its
-    ``fresh_process`` column: the same interpreter flags, the same modules) are CPU-bound
-    and taken at different moments of a shared machine; the minimum of both is the better estimate.
-    (The breakdown itself is of forked steps; the fresh numbers are its comparison.)
-    """
-    single = results.get("single_event")
-    imports = results.get("waste", {}).get("imports")
-    if not single or not imports or "probes" not in single:
-        return
-    start = min(
-        single["probes"]["process_start_s"]["min"],
-        imports["process_start_s"].get("fresh", imports["process_start_s"].get("local")),
-    )
-    for step, probe in single["probes"]["imports"].items():
-        row = imports["steps"].get(step, {})
-        waste_total = row.get("fresh_process_s", row.get("local_executor_today_s"))
-        if waste_total is not None:
-            probe["imports_s"] = round(min(probe["with_runner_s"]["min"], waste_total) - start, 3)
-    single["probes"]["process_start_s"]["min"] = start
-    single["breakdown"] = breakdown(single, single["probes"])
-    single["other_s"] = other_times(single)
 
 
 def other_times(single: dict[str, Any]) -> dict[str, float]:
     """Each step's "other" time (p50 s): the step function's own time that none of its timed phases
-    explains (:func:`accounting`), in commit mode and for commit-pr in PR mode."""
-    out = {step: row["other"] for step, row in (single.get("accounting") or {}).items()}
-    pr = (single.get("pr_mode") or {}).get("accounting", {}).get("commit-pr")
-    if pr:
-        out["commit-pr (PR)"] = pr["other"]
-    return out
+    explains (:func:`breakdown`), in commit mode and for commit-pr in PR mode."""
+    return {step: row["other"] for step, row in breakdown(single).items()}

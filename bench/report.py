@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-_WORK_EXCLUDED = ("process start", "imports", "other", "total")
+_WORK_EXCLUDED = ("outside", "other", "total")
 
 
 def _f(value: Any, unit: str = "s", digits: int = 2) -> str:
@@ -192,22 +192,9 @@ def _step_lines(title: str, rows: dict[str, dict[str, float]], digits: int) -> l
 
 def _breakdown_lines(r: dict[str, Any]) -> list[str]:
     return _step_lines(
-        "single event, per step (p50 s; process start = fork from the warm interpreter; "
-        "'other' = the rest: input parsing (steps._entry, pydantic), outputs, git processes):",
-        r.get("single_event", {}).get("breakdown") or {},
-        2,
-    )
-
-
-def _accounting_lines(r: dict[str, Any]) -> list[str]:
-    single = r.get("single_event", {})
-    rows = {**single.get("accounting", {})}
-    if (single.get("pr_mode") or {}).get("accounting", {}).get("commit-pr"):
-        rows["commit-pr (PR)"] = single["pr_mode"]["accounting"]["commit-pr"]
-    return _step_lines(
         "single event, per step, as each step process accounts for it (p50 s; 'outside' = fork, "
         "steps._entry, exit; 'other' = the step's own time no timed phase explains):",
-        rows,
+        r.get("single_event", {}).get("breakdown") or {},
         3,
     )
 
@@ -228,7 +215,7 @@ def table(r: dict[str, Any]) -> str:
     width = max((len(a) for a, _ in rows), default=10)
     lines = [f"{'measure':<{width}}  result", "-" * (width + 30)]
     lines += [f"{a:<{width}}  {b}" for a, b in rows]
-    return "\n".join(lines + _breakdown_lines(r) + _accounting_lines(r) + _import_lines(r))
+    return "\n".join(lines + _breakdown_lines(r) + _import_lines(r))
 
 
 def markdown(r: dict[str, Any], command: str) -> str:
@@ -273,20 +260,18 @@ def markdown(r: dict[str, Any], command: str) -> str:
     if bd:
         out += [
             "",
-            "Single event, where the time goes (p50 seconds per step):",
+            "Single event, where the time goes (p50 seconds per step, as each step process accounts "
+            "for it; outside = the fork, `steps._entry`, the exit; other = the step's own time no timed "
+            "phase explains):",
             "",
-            "| step | process start | imports | work | other | total |",
-            "|---|---|---|---|---|---|",
+            "| step | outside | timed phases | other | total |",
+            "|---|---|---|---|---|",
         ]
         for step, parts in bd.items():
-            work = ", ".join(f"{k} {v:.2f}" for k, v in parts.items() if k not in _WORK_EXCLUDED)
+            work = ", ".join(f"{k} {v:.3f}" for k, v in parts.items() if k not in _WORK_EXCLUDED)
             out.append(
-                f"| {step} | {parts['process start']:.2f} | {parts['imports']:.2f} | {work} "
-                f"| {parts['other']:.2f} | {parts['total']:.2f} |"
+                f"| {step} | {parts['outside']:.3f} | {work} | {parts['other']:.3f} | {parts['total']:.3f} |"
             )
-    accounted = _accounting_lines(r)
-    if accounted:
-        out += ["", accounted[1][0].upper() + accounted[1][1:], "", "```", *accounted[2:], "```"]
     out += [
         "",
         "Reproduce: `pip install -e '.[bench]' && python -m bench` (`--quick` for a smoke-sized "

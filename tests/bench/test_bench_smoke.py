@@ -52,7 +52,6 @@ def test_single_event_and_breakdown(world: World, fast_executor) -> None:
     acc = single["accounting"]
     assert set(acc) == set(e2e.STEPS) and all({"node", "outside", "other"} <= set(v) for v in acc.values())
     assert {"git clone", "ecr call"} <= set(acc["edit-kustomize"]) and "git push" in acc["commit-pr"]
-    assert e2e.other_times(single) == {step: acc[step]["other"] for step in e2e.STEPS}
     probes = e2e.probe_phases(world, reps=1, steps=("commit-pr",))
     assert {
         "clone",
@@ -70,17 +69,18 @@ def test_single_event_and_breakdown(world: World, fast_executor) -> None:
     } == set(probes["phases_s"])
     assert set(probes["forked_imports_s"]) == {"commit-pr"} and probes["forked_start_s"]["n"] == 1
     assert probes["ecr_lookup_forked_s"] >= probes["ecr_call_forked_s"] > 0
-    for forked in (True, False):
-        parts = e2e.breakdown(single, probes, forked=forked)
-        assert set(parts) == {"commit-pr"}
-        assert {
-            "process start",
-            "imports",
-            "seed (carried objects, no fetch)",
-            "push (lease)",
-            "other",
-            "total",
-        } <= set(parts["commit-pr"])
+    # where the time goes = the same account: one 'other' per step, PR mode's commit-pr beside it
+    single["pr_mode"] = e2e.run_sequential(world, fast_executor(), "prmode/pr00", 1)
+    parts = e2e.breakdown(single)
+    assert set(parts) == {*e2e.STEPS, "commit-pr (PR)"}
+    assert parts["commit-pr"]["total"] == acc["commit-pr"]["node"]
+    assert parts["commit-pr"]["other"] == acc["commit-pr"]["other"]
+    assert not any(k.endswith("(background)") for row in parts.values() for k in row)
+    assert e2e.other_times(single)["commit-pr (PR)"] == single["pr_mode"]["accounting"]["commit-pr"]["other"]
+    shown = report.table(
+        {"timestamp": "t", "machine": machine(), "single_event": {**single, "breakdown": parts}}
+    )
+    assert "as each step process accounts for it" in shown and "commit-pr (PR)" in shown
 
 
 def test_burst_shape(world: World, fast_executor) -> None:
@@ -120,6 +120,18 @@ def test_before_after_runs_both_ways(world: World) -> None:
     assert result["before"]["failed"] == result["after"]["failed"] == 0, result
     assert result["before"]["outcomes"] == result["after"]["outcomes"] == {"committed": 1}
     assert result["p50_speedup"] is not None
+
+
+def test_cold_events_in_the_world_are_the_before_figure(world: World) -> None:
+    """One figure for "a whole event with fresh processes": the cold events run in the benchmark's
+    world are what before/after reports as its before."""
+    from bench import coldstart
+
+    cold = coldstart.run_event(1, lambda *_: None, world=world, repository="mono/app01")
+    assert cold["outcomes"] == {"hera": {"committed": 1}, "entry": {"committed": 1}}
+    result = waste.run_before_after(world, runs=1, repository="mono/app01", before=cold)
+    assert result["before"]["latency_s"] == cold["latency_s"]["entry"]
+    assert result["after"]["outcomes"] == {"committed": 1}
 
 
 def test_report_renders_from_partial_results(tmp_path: Path) -> None:

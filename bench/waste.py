@@ -14,7 +14,7 @@
      pull in githubkit + httpx at import time, even when no API is used).
 2. End to end before/after: the same sequential events through the shipped template with every
    step a new Python process (``prefork=False``: before) and forked from the executor's warm
-   interpreter (:mod:`workflows.prefork`, the default: after), measured on the same world.
+   interpreter (:mod:`workflows.local.forkserver_client`, the default: after), measured on the same world.
 """
 
 from __future__ import annotations

@@ -41,6 +41,7 @@ appear only inside the encrypted archive, never in logs or outputs.
 
 # No `from __future__ import annotations`: Hera's runner reads real annotation objects.
 import logging
+import os
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -50,11 +51,15 @@ from pydantic import BaseModel, Field
 from steps import archive, kube, kube_client, retention
 from steps import s3 as s3io
 from steps._runtime import imagebump_version, step_entry
-from steps.backup_settings import DEFAULTS, BackupSettings
+from steps.backup_settings import DEFAULTS, BackupSettings, ConfigMapKeys
 from steps.errors import ConfigError
 from steps.live import collect_live
 
 log = logging.getLogger(__name__)
+
+#: The namespace the step's pod runs in (the template sets it from the pod's metadata.namespace):
+#: the ConfigMap its settings come from is there.
+NAMESPACE_ENV = "IMAGEBUMP_NAMESPACE"
 
 
 class BackupExportOutput(BaseModel):
@@ -77,10 +82,15 @@ def run(
     keep: int = DEFAULTS["keep"],
     keep_days: int = DEFAULTS["keep_days"],
 ) -> BackupExportOutput:
-    """The step: the pod's service account (kubeconfig outside a pod) and boto3's standard S3 client."""
+    """The step: the pod's service account (kubeconfig outside a pod) and boto3's standard S3 client.
+
+    Its parameters are the keys of the ConfigMap ``imagebump-backup`` (the ``argocd-backup``
+    CronWorkflow passes them), so a bad one is reported as that ConfigMap's key, not as a flag.
+    """
     import boto3
 
     settings = BackupSettings.parse(
+        source=ConfigMapKeys(namespace=os.environ.get(NAMESPACE_ENV, "")),
         bucket=bucket,
         prefix=prefix,
         cluster=cluster,

@@ -4,14 +4,17 @@
 the ``argocd-backup`` CronWorkflow (each parameter's ``valueFrom.default`` and the example
 ``imagebump-backup`` ConfigMap) all read :data:`DEFAULTS` / :meth:`BackupSettings.defaults`, so a
 default changes in one place. :meth:`BackupSettings.parse` checks the values and turns pydantic's
-errors into a :class:`steps.errors.ConfigError` that names the setting and the fix. Pure; imports
-pydantic and :mod:`steps.errors` only.
+errors into a :class:`steps.errors.ConfigError` that names the setting and how to fix it where the
+settings came from: ``imagebump backup``'s flag (:data:`FLAGS`, the default) or, for the
+``backup-export`` step of the CronWorkflow, the key of the ConfigMap ``imagebump-backup``
+(:class:`ConfigMapKeys`). Pure; imports pydantic and :mod:`steps.errors` only.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
@@ -19,6 +22,63 @@ from steps.errors import ConfigError
 
 _BUCKET_RE = re.compile(r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]")
 _NAMESPACE_RE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+#: The ConfigMap the ``argocd-backup`` CronWorkflow takes these settings from, one key per setting
+#: (workflows/names.py ``BACKUP_CONFIGMAP``; tests check they agree).
+CONFIGMAP = "imagebump-backup"
+#: The shipped example ConfigMap's bucket starts with this: a bucket that does is not set yet.
+PLACEHOLDER = "CHANGE-ME-"
+#: What each ``imagebump backup`` flag takes, for "pass --flag VALUE".
+_FLAG_VALUES = {
+    "bucket": "NAME",
+    "namespace": "NAME",
+    "cluster": "NAME",
+    "kms_key_id": "KEY",
+    "keep": "N",
+    "keep_days": "DAYS",
+}
+
+
+class _SettingError(ValueError):
+    """A bad value, with the settings to change."""
+
+    def __init__(self, message: str, *settings: str) -> None:
+        super().__init__(message)
+        self.settings = settings
+
+
+class Source(Protocol):
+    """Where the settings came from: says how to change some of them."""
+
+    def fix(self, settings: tuple[str, ...]) -> str: ...
+
+
+class _Flags:
+    """The settings are ``imagebump backup``'s flags."""
+
+    def fix(self, settings: tuple[str, ...]) -> str:
+        return " and ".join(
+            f"pass --{name.replace('_', '-')} {_FLAG_VALUES.get(name, name.upper().replace('_', '-'))}"
+            for name in settings
+        )
+
+
+#: ``imagebump backup``: an error names the flag (``pass --bucket NAME``).
+FLAGS: Source = _Flags()
+
+
+@dataclass(frozen=True)
+class ConfigMapKeys:
+    """The settings are keys of the ConfigMap ``name`` (in ``namespace``, when known): the
+    ``argocd-backup`` CronWorkflow's parameters, which its ``backup-export`` step receives."""
+
+    name: str = CONFIGMAP
+    namespace: str = ""
+
+    def fix(self, settings: tuple[str, ...]) -> str:
+        keys = " and ".join(f"`{name}`" for name in settings)
+        where = f"ConfigMap {self.name}" + (f" in namespace {self.namespace}" if self.namespace else "")
+        return f"set key{'s' if len(settings) > 1 else ''} {keys} of {where}"
 
 
 class BackupSettings(BaseModel):
@@ -37,8 +97,12 @@ class BackupSettings(BaseModel):
     @field_validator("bucket", mode="before")
     @classmethod
     def _bucket(cls, value: Any) -> Any:
+        if value == "":
+            raise _SettingError("bucket is not set", "bucket")
+        if isinstance(value, str) and value.startswith(PLACEHOLDER):
+            raise _SettingError(f"bucket is not set: {value!r} is the example's placeholder", "bucket")
         if not isinstance(value, str) or not _BUCKET_RE.fullmatch(value):
-            raise ValueError(f"bucket {value!r} is not a valid S3 bucket name; pass --bucket NAME")
+            raise _SettingError(f"bucket {value!r} is not a valid S3 bucket name", "bucket")
         return value
 
     @field_validator("prefix", "cluster")
@@ -46,31 +110,35 @@ class BackupSettings(BaseModel):
     def _segment(cls, value: str, info: Any) -> str:
         parts = value.strip("/").split("/") if value.strip("/") else []
         if (info.field_name == "cluster" and not parts) or any(p in ("", ".", "..") for p in parts):
-            raise ValueError(f"{info.field_name} {value!r} is not a usable S3 key segment")
+            raise _SettingError(
+                f"{info.field_name} {value!r} is not a usable S3 key segment", info.field_name
+            )
         return value
 
     @field_validator("namespace", mode="before")
     @classmethod
     def _namespace(cls, value: Any) -> Any:
         if not isinstance(value, str) or not _NAMESPACE_RE.fullmatch(value):
-            raise ValueError(f"namespace {value!r} is not a valid Kubernetes namespace name")
+            raise _SettingError(f"namespace {value!r} is not a valid Kubernetes namespace name", "namespace")
         return value
 
     @model_validator(mode="after")
     def _retention(self) -> BackupSettings:
         if self.keep < 0 or self.keep_days < 0:
-            raise ValueError(
-                f"keep ({self.keep}) and keep-days ({self.keep_days}) must be 0 (off) or positive"
+            raise _SettingError(
+                f"keep ({self.keep}) and keep-days ({self.keep_days}) must be 0 (off) or positive",
+                *(name for name in ("keep", "keep_days") if getattr(self, name) < 0),
             )
         return self
 
     @classmethod
-    def parse(cls, **values: Any) -> BackupSettings:
-        """The settings from ``values`` (missing ones take their defaults); ConfigError when one is bad."""
+    def parse(cls, *, source: Source = FLAGS, **values: Any) -> BackupSettings:
+        """The settings from ``values`` (missing ones take their defaults); a ConfigError when one is
+        bad, saying how to fix it where ``source`` says the values came from."""
         try:
             return cls(**values)
         except ValidationError as exc:
-            raise ConfigError(_message(exc)) from None
+            raise ConfigError(_message(exc, source)) from None
 
     @classmethod
     def defaults(cls) -> dict[str, Any]:
@@ -83,14 +151,18 @@ class BackupSettings(BaseModel):
         return "/".join(p for p in (self.prefix.strip("/"), self.cluster.strip("/")) if p) + "/"
 
 
-def _message(exc: ValidationError) -> str:
-    """The first error's own message (ours name the setting and the fix), else pydantic's, named."""
+def _message(exc: ValidationError, source: Source) -> str:
+    """The first error's own message (ours name the setting), else pydantic's, named; then how
+    to fix it where the settings came from."""
     first = exc.errors()[0]
     cause = (first.get("ctx") or {}).get("error")
-    if isinstance(cause, ValueError):
-        return str(cause)
-    where = ".".join(str(p) for p in first.get("loc", ())) or "settings"
-    return f"backup setting {where}: {first.get('msg', 'invalid')}"
+    if isinstance(cause, _SettingError):
+        return f"{cause}; {source.fix(cause.settings)}"
+    loc = tuple(str(p) for p in first.get("loc", ()))
+    message = f"backup setting {'.'.join(loc) or 'settings'}: {first.get('msg', 'invalid')}"
+    if len(loc) == 1 and loc[0] in BackupSettings.model_fields:
+        message += f"; {source.fix(loc)}"
+    return message
 
 
 #: The defaults, as a mapping: what ``imagebump backup``, the step and the CronWorkflow fall back to.

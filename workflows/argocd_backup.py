@@ -6,17 +6,28 @@ parameters, so an operator changes them without re-rendering. Runs as its own Se
 (``imagebump-backup``: read-only in Argo CD's namespace, S3 write through IRSA).
 
 The controller reads those parameters only from a ConfigMap labelled
-``workflows.argoproj.io/configmap-type: Parameter`` (:data:`workflows.common.PARAMETER_CONFIGMAP_LABELS`).
+``workflows.argoproj.io/configmap-type: Parameter`` (:data:`workflows.names.PARAMETER_CONFIGMAP_LABELS`).
 Every setting but ``bucket`` has ``valueFrom.default`` = the step's own default, so a missing key
 (or a missing label) falls back to what ``imagebump backup`` would use. ``bucket`` has none on
-purpose: without it the controller fails the Workflow at start with a message naming the
-ConfigMap, the key and the label (argo-workflows v4.0.10 workflow/controller/operator.go
-``setGlobalParameters``) instead of a backup that writes somewhere unintended.
+purpose: without it the controller fails the Workflow at start, before any pod, instead of a
+backup that writes somewhere unintended. Its message (argo-workflows v4.0.10
+workflow/controller/operator.go ``setGlobalParameters`` wrapping workflow/common/configmap.go
+``GetConfigMapValue``) always names the parameter, the ConfigMap and the key; it names the label
+only when the label is what is missing::
+
+    failed to set global parameters: failed to set global parameter bucket from configmap with
+    name imagebump-backup and key bucket: ConfigMap 'imagebump-backup' does not have the key 'bucket'
+
+(unlabelled: "... ConfigMap 'imagebump-backup' does not exist. Please make sure it has the label
+workflows.argoproj.io/configmap-type: Parameter to be detectable by the controller"). A bucket that
+is set but empty, still the example's ``CHANGE-ME-…`` or not a bucket name fails the step (exit 2,
+not retried) with a message naming the key ``bucket`` of ConfigMap ``imagebump-backup`` and its
+namespace (:class:`steps.backup_settings.ConfigMapKeys`); so does any other bad setting.
 """
 
 from __future__ import annotations
 
-from hera.workflows import CronWorkflow, Parameter, Steps, script
+from hera.workflows import CronWorkflow, FieldEnv, Parameter, Steps, script
 from hera.workflows import models as m
 
 from steps import backup_export
@@ -62,7 +73,8 @@ def _backup_export_template():
         image=c.IMAGE,
         service_account_name=n.SA_BACKUP,
         outputs=c.outputs_of(backup_export.BackupExportOutput, {"counts": "{}", "deleted": "[]"}),
-        env=c.base_env(),
+        # The pod's namespace, where the settings' ConfigMap is: a bad setting's error names it.
+        env=[*c.base_env(), FieldEnv(name=backup_export.NAMESPACE_ENV, field_path="metadata.namespace")],
         env_from=c.base_env_from(),
         volumes=[c.tmp_volume()],
         security_context=c.CONTAINER_SECURITY_CONTEXT,

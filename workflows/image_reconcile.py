@@ -15,6 +15,17 @@ token for the clone); update-target's steps keep their own ServiceAccounts and S
 Kubernetes rights: the controller resolves ``templateRef`` itself. ``concurrencyPolicy: Forbid``
 so sweeps never overlap; a starting deadline so a controller that was down does not run a backlog.
 
+Deadlines: the pods carry their own (per attempt, with a retry window); ``sweep-target`` and the
+referenced ``update-target`` carry none, since a deadline there would count the time queued on
+the overlay's mutex. The Workflow deadline counts from the sweep's start, queue included, and is
+sized (:func:`workflow_deadline_seconds`) for the worst the sweep is meant to wait for: the
+reconcile step using all its retries, then a target that waits behind one update of its overlay
+using all of its retries and deadlines and then does the same itself. It is the least that covers
+this, because with ``concurrencyPolicy: Forbid`` a running sweep skips the next slots. A target
+still queued when it expires fails ("Step exceeded its deadline"; counted as
+``imagebump_updates_total{result="error"}``) and the Workflow fails; the next sweep finds the
+overlay still behind and updates it.
+
 Metrics (the controller exports them with the prefix ``argo_workflows_``):
 ``imagebump_reconcile_targets{state,env}`` (gauge: targets per state at the last sweep) and
 ``imagebump_reconcile_updates_total{env}`` (counter: targets a sweep found behind and updated —
@@ -22,6 +33,9 @@ a push whose event was lost somewhere; worth an alert).
 """
 
 from __future__ import annotations
+
+import re
+from typing import Any
 
 from hera.workflows import (
     ConfigMapVolume,
@@ -52,6 +66,49 @@ PARALLELISM = 8
 UPDATE_TEMPLATE = "update-target"
 
 ENV_LABEL = "{{=inputs.parameters.env != '' ? inputs.parameters.env : 'none'}}"
+
+#: The reconcile pod's deadline per attempt (its retry window is c.retry_transient's).
+RECONCILE_DEADLINE_SECONDS = 1200
+#: Holders of one overlay's mutex the Workflow deadline is sized for, the sweep's own update
+#: included: one update ahead (an overlay is busy when its events are being handled, and those
+#: move it forward anyway), then its own. A deeper queue is left to the next sweep.
+MUTEX_HOLDS = 2
+
+
+def _seconds(duration: str) -> int:
+    """Seconds of an Argo duration as rendered here ("10s", "5m", "1h")."""
+    match = re.fullmatch(r"(\d+)([smh])", duration)
+    if not match:
+        raise ValueError(f"unsupported duration {duration!r}")
+    return int(match[1]) * {"s": 1, "m": 60, "h": 3600}[match[2]]
+
+
+def pod_hold_seconds(template: dict[str, Any]) -> int:
+    """Longest a rendered pod template runs: its retry window (no attempt starts after
+    ``backoff.maxDuration``), then a last attempt's whole ``activeDeadlineSeconds``."""
+    retry = template.get("retryStrategy") or {}
+    window = _seconds(retry["backoff"]["maxDuration"]) if retry else 0
+    return window + int(template["activeDeadlineSeconds"])
+
+
+def update_hold_seconds() -> int:
+    """Longest one ``update-target`` holds its overlay's mutex: each of its steps at its worst."""
+    templates = {t["name"]: t for t in image_update.build().to_dict()["spec"]["templates"]}
+    return sum(
+        pod_hold_seconds(templates[step["template"]])
+        for group in templates[UPDATE_TEMPLATE]["steps"]
+        for step in group
+    )
+
+
+def workflow_deadline_seconds() -> int:
+    """The sweep's deadline: the reconcile step at its worst, then :data:`MUTEX_HOLDS` worst holds."""
+    reconcile_hold = _seconds(_reconcile_retry().backoff.max_duration) + RECONCILE_DEADLINE_SECONDS
+    return reconcile_hold + MUTEX_HOLDS * update_hold_seconds()
+
+
+def _reconcile_retry():
+    return c.retry_transient(limit=2)
 
 
 def _reconcile_template():
@@ -97,8 +154,8 @@ def _reconcile_template():
         ],
         security_context=c.CONTAINER_SECURITY_CONTEXT,
         resources=c.resources(memory_limit="1Gi"),
-        retry_strategy=c.retry_transient(limit=2),
-        active_deadline_seconds=1200,
+        retry_strategy=_reconcile_retry(),
+        active_deadline_seconds=RECONCILE_DEADLINE_SECONDS,
     )(reconcile.run)
 
 
@@ -172,7 +229,7 @@ def build() -> CronWorkflow:
             ),
         ],
         service_account_name=n.SA_WORKFLOW,
-        active_deadline_seconds=3000,
+        active_deadline_seconds=workflow_deadline_seconds(),
         **c.housekeeping(seconds_after_success=3600),
         workflow_metadata=m.WorkflowMetadata(labels=dict(n.LABELS)),
     ) as cw:

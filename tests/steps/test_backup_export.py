@@ -683,3 +683,73 @@ def test_the_documented_grants_add_only_reading_applications_and_sets(tmp_path):
             for resource in ("applications", "applicationsets")
             for verb in ("get", "list")
         }, marker
+
+
+# --- The bucket's error names where it is set (audit of issue 16, item 1) ---------------------
+def _backup_step_pod(arguments: dict[str, str], env: dict[str, str], tmp_path: Path):
+    """backup-export as its pod runs it (the rendered template's args), with ``arguments``."""
+    from workflows import names as n
+
+    manifest = yaml.safe_load((ROOT / "manifests" / "workflows" / "argocd-backup.yaml").read_text())
+    (template,) = [t for t in manifest["spec"]["workflowSpec"]["templates"] if t["name"] == "backup-export"]
+    # The pod learns its namespace (where the ConfigMap is) from the downward API.
+    fields = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}) for e in template["script"]["env"]}
+    assert fields[backup_export.NAMESPACE_ENV] == {"fieldPath": "metadata.namespace"}
+    args = tmp_path / "args.json"
+    args.write_text(json.dumps([{"name": k, "value": v} for k, v in arguments.items()]))
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("KUBERNETES_", "AWS_PROFILE"))}
+    return subprocess.run(
+        [sys.executable, *template["script"]["args"], str(args)],
+        cwd=tmp_path,
+        env={**clean, "PYTHONPATH": str(ROOT), backup_export.NAMESPACE_ENV: n.NAMESPACE, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("bucket", "problem"),
+    [
+        pytest.param(None, "bucket is not set: 'CHANGE-ME-imagebump-backups' is the example", id="shipped"),
+        pytest.param("", "bucket is not set;", id="empty"),
+        pytest.param("My_Backups", "bucket 'My_Backups' is not a valid S3 bucket name;", id="invalid"),
+    ],
+)
+def test_a_bad_bucket_names_the_configmap_key_in_the_cronworkflow_and_the_flag_on_the_cli(
+    tmp_path, capsys, bucket, problem
+):
+    """The shipped ConfigMap's values, as the controller passes them, through the step's own entry
+    point: exit 2 (not retried) naming key `bucket` of ConfigMap imagebump-backup and its namespace,
+    never a `--bucket` flag the CronWorkflow has not got. The CLI names its flag."""
+    from imagebump.cli import main
+    from workflows import argocd_backup
+    from workflows import names as n
+
+    values = argocd_backup.settings_configmap()["data"]
+    if bucket is not None:
+        values = {**values, "bucket": bucket}
+    pod = _backup_step_pod(values, {}, tmp_path)
+    assert pod.returncode == 2, pod.stderr
+    (record,) = [json.loads(line) for line in pod.stderr.splitlines() if line.startswith("{")]
+    message = record["message"]
+    assert problem in message
+    assert f"set key `bucket` of ConfigMap {n.BACKUP_CONFIGMAP} in namespace {n.NAMESPACE}" in message
+    assert "--bucket" not in message
+
+    cli_bucket = values["bucket"]
+    assert main(["backup", "--bucket", cli_bucket, "--context", "none"]) == 2
+    err = capsys.readouterr().err
+    assert problem in err and "pass --bucket NAME" in err
+    assert "ConfigMap" not in err
+
+
+def test_the_step_names_the_configmap_key_of_any_bad_setting(tmp_path):
+    from workflows import argocd_backup
+
+    values = {**argocd_backup.settings_configmap()["data"], "bucket": "ok-bucket", "keep_days": "-1"}
+    pod = _backup_step_pod(values, {}, tmp_path)
+    assert pod.returncode == 2, pod.stderr
+    assert "must be 0 (off) or positive; set key `keep_days` of ConfigMap imagebump-backup" in pod.stderr
+    assert "--keep" not in pod.stderr

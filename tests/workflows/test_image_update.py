@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 import imagebump
 from steps import commit_pr, edit_kustomize, resolve_image
@@ -16,7 +17,7 @@ from steps._runtime import kebab
 from steps.errors import EXIT_CONFIG, EXIT_TRANSIENT
 from steps.models import Target
 from tests.workflows import schemas
-from workflows import image_update
+from workflows import image_reconcile, image_update
 from workflows.common import OUTPUTS_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -428,54 +429,119 @@ def test_readme_names_the_series_as_exported(manifest):
 #   so time spent Pending on a mutex counts; failNodesWithoutCreatedPodsAfterDeadlineOrShutdown
 #   then fails the waiting node: "Step exceeded its deadline". processNodeRetries starts no new
 #   attempt once backoff.maxDuration has passed since the first attempt started.
-#: How many worst-case holders of one overlay's mutex a Workflow can wait behind.
-QUEUE_DEPTH = 10
+#: Holders of one overlay's mutex each Workflow's deadline is sized for, its own update included
+#: (README "Deadlines"): an event's update may wait behind 9 others; a sweep's behind one (a deeper
+#: queue is left to the next sweep, so a sweep never blocks the next slots for longer).
+MUTEX_HOLDS = {image_update.NAME: 10, image_reconcile.NAME: 2}
+RENDERED = ROOT / "manifests" / "workflows"
 
 
 def _seconds(duration: str) -> int:
-    match = re.fullmatch(r"(\d+)([smh])", duration)
+    match = re.fullmatch(r"(\d+)([smh]?)", duration)
     assert match, duration
-    return int(match[1]) * {"s": 1, "m": 60, "h": 3600}[match[2]]
+    return int(match[1]) * {"": 1, "s": 1, "m": 60, "h": 3600}[match[2]]
+
+
+def _rendered() -> dict[str, dict[str, Any]]:
+    """Every rendered Workflow definition by name, as a cluster gets it (manifests/workflows/)."""
+    docs = (yaml.safe_load(path.read_text()) for path in sorted(RENDERED.glob("*.yaml")))
+    return {doc["metadata"]["name"]: doc for doc in docs}
+
+
+def _spec(doc: dict[str, Any]) -> dict[str, Any]:
+    return doc["spec"]["workflowSpec"] if doc["kind"] == "CronWorkflow" else doc["spec"]
+
+
+def _templates(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {t["name"]: t for t in _spec(doc)["templates"]}
+
+
+def _pod_hold(pod: dict[str, Any]) -> int:
+    """Longest a pod template runs: its retry window plus a last attempt's whole deadline."""
+    assert "script" in pod and int(pod["activeDeadlineSeconds"]) > 0  # per attempt, on the pod
+    window = _seconds(pod["retryStrategy"]["backoff"]["maxDuration"])
+    assert window > 0
+    return window + int(pod["activeDeadlineSeconds"])
+
+
+def _worst(docs, doc_name: str, template: str, holds: int, locked: list[str]) -> int:
+    """Worst time from a template's start to its end, following ``templateRef`` into the
+    referenced WorkflowTemplate; a mutex template counts ``holds`` worst holds of its body.
+    Fan-outs count their first wave (a target the Workflow has started)."""
+    tmpl = _templates(docs[doc_name])[template]
+    if "script" in tmpl:
+        return _pod_hold(tmpl)
+    if "suspend" in tmpl:
+        return _seconds(tmpl["suspend"].get("duration", "0"))
+    # On a steps template `activeDeadlineSeconds` reaches no pod and `timeout` counts the queue.
+    assert "activeDeadlineSeconds" not in tmpl and "timeout" not in tmpl, template
+    body = 0
+    for group in tmpl["steps"]:
+        longest = 0
+        for step in group:
+            ref = step.get("templateRef")
+            child = (ref["name"], ref["template"]) if ref else (doc_name, step["template"])
+            longest = max(longest, _worst(docs, *child, holds, locked))
+        body += longest
+    if tmpl.get("synchronization"):
+        locked.append(f"{doc_name}/{template}")
+        return holds * body
+    return body
 
 
 def _worst_hold_seconds(templates: dict[str, dict], mutex_template: str) -> int:
     """Longest time one target holds the mutex: each step's retry window plus a last attempt's deadline."""
-    total = 0
-    for group in templates[mutex_template]["steps"]:
-        for step in group:
-            pod = templates[step["template"]]
-            total += _seconds(pod["retryStrategy"]["backoff"]["maxDuration"]) + int(
-                pod["activeDeadlineSeconds"]
-            )
-    return total
+    return sum(
+        _pod_hold(templates[step["template"]])
+        for group in templates[mutex_template]["steps"]
+        for step in group
+    )
 
 
-def test_deadlines_bound_the_work_not_the_queue(manifest, templates):
-    locked = [name for name, t in templates.items() if t.get("synchronization")]
-    assert locked == ["update-target"]
-    for name in locked:
-        assert "activeDeadlineSeconds" not in templates[name] and "timeout" not in templates[name]
-        for group in templates[name]["steps"]:
-            for step in group:
-                pod = templates[step["template"]]
-                assert "script" in pod and int(pod["activeDeadlineSeconds"]) > 0  # per attempt, on the pod
-                assert _seconds(pod["retryStrategy"]["backoff"]["maxDuration"]) > 0
-    hold = _worst_hold_seconds(templates, "update-target")
+def test_every_workflow_that_reaches_a_mutex_has_its_queue_sized():
+    docs = _rendered()
+    reaching = set()
+    for name, doc in docs.items():
+        locked: list[str] = []
+        _worst(docs, name, _spec(doc)["entrypoint"], 1, locked)
+        if locked:
+            reaching.add(name)
+            assert locked and set(locked) == {"image-update/update-target"}, name
+    assert reaching == set(MUTEX_HOLDS)
+
+
+@pytest.mark.parametrize("name", sorted(MUTEX_HOLDS))
+def test_deadlines_bound_the_work_not_the_queue(name):
+    docs = _rendered()
+    hold = _worst_hold_seconds(_templates(docs[image_update.NAME]), "update-target")
     assert hold == 35 * 60
-    deadline = int(manifest["spec"]["activeDeadlineSeconds"])
-    assert deadline == image_update.WORKFLOW_DEADLINE_SECONDS
-    assert deadline >= QUEUE_DEPTH * hold
-    for name, template in templates.items():
+    spec = _spec(docs[name])
+    worst = _worst(docs, name, spec["entrypoint"], MUTEX_HOLDS[name], [])
+    deadline = int(spec["activeDeadlineSeconds"])
+    # Sized for the worst queue, and no more: a sweep (concurrencyPolicy: Forbid) that may run
+    # longer than it needs to skips the next sweeps for as long.
+    assert deadline == worst, (name, deadline, worst)
+    for template_name, template in _templates(docs[name]).items():
         if "script" in template:
-            assert int(template["activeDeadlineSeconds"]) < deadline, name
+            assert int(template["activeDeadlineSeconds"]) < deadline, template_name
+    if name == image_update.NAME:
+        assert deadline == image_update.WORKFLOW_DEADLINE_SECONDS
+    else:
+        assert docs[name]["spec"]["concurrencyPolicy"] == "Forbid"
+        assert deadline == image_reconcile.workflow_deadline_seconds()
 
 
 def test_readme_says_what_happens_to_an_update_queued_past_the_deadline():
     readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("## Install on a cluster") :]
+    section = readme[readme.index("### Deadlines") : readme.index("### Metrics")]
     assert f"{image_update.WORKFLOW_DEADLINE_SECONDS // 3600} h" in section
     assert "Step exceeded its deadline" in section
     assert "argo resubmit" in section
+    # the sweep: its deadline, what it is sized for, what happens when it expires
+    sweep = section[section.index("image-reconcile") :]
+    assert f"{image_reconcile.workflow_deadline_seconds() // 60} min" in sweep
+    assert "concurrencyPolicy: Forbid" in sweep
+    assert 'result="error"' in sweep and "next sweep" in sweep
 
 
 # --- Who holds the Git token (issue 16, item 7) -------------------------------------------------

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from bench import burst, coldstart, e2e, floor, growth, report, sweep, waste
+from bench import burst, chart, coldstart, e2e, floor, growth, report, sweep, waste
 from bench.stats import loadavg, machine
 from bench.world import PROJECT_ROOT, open_world
 
@@ -289,7 +289,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.render:
         results = json.loads((args.out / "results.json").read_text())
-        report.chart(results, args.out / "results.png")
+        chart.draw(results, args.out / "results.png")
         if str(args.docs) != "-":
             args.docs.write_text(report.markdown(results, results.get("command", "python -m bench")))
         print(report.table(results))
@@ -320,7 +320,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             results["command"] = command
         (args.out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-        drew = report.chart(results, args.out / "results.png")
+        drew = chart.draw(results, args.out / "results.png")
         if str(args.docs) != "-":
             args.docs.parent.mkdir(parents=True, exist_ok=True)
             args.docs.write_text(report.markdown(results, results.get("command", command)))

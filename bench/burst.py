@@ -16,8 +16,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from bench.sensor_loop import SensorLoop
 from bench.stats import summary
-from bench.world import SensorLoop, World
+from bench.world import World
 
 
 def run_burst(

@@ -18,8 +18,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.sensor_loop import SensorLoop
 from bench.stats import summary
-from bench.world import OVERLAY, PYTHON, SensorLoop, World, python_env
+from bench.world import OVERLAY, PYTHON, World, python_env
 
 STEPS = ("resolve-image", "edit-kustomize", "commit-pr")
 #: What each step's process imports: its module plus the modules it imports lazily while running

@@ -6,8 +6,7 @@ scenarios need (built with ``git fast-import`` straight into the bare repositori
 50,000-file repository takes seconds), the ECR repositories, one SQS queue, one rules file, and a
 :class:`workflows.local.executor.LocalExecutor` over the rendered ``image-update`` template — the
 very YAML a cluster gets. Events go onto the queue as raw EventBridge events (what the SQS
-EventSource sees); :class:`SensorLoop` runs a :class:`sensors.local.LocalSensor` in a thread and
-records, per event, when it was sent and when its workflow finished.
+EventSource sees); :class:`bench.sensor_loop.SensorLoop` drains it.
 
 Reads: ``manifests/workflows/image-update.yaml``. Writes: only under the world's temporary
 directory. Nothing here asserts on time.
@@ -345,119 +344,6 @@ def open_world(
             + (f", size repos {list(sizes)}" if sizes else "")
         )
         yield world
-
-
-@dataclass
-class Completion:
-    event_id: str
-    sent: float
-    done: float
-    phase: str
-    duration: float
-    nodes: list[tuple[str, str, float, int]]  # (template, phase, duration, attempts)
-    outcome: str
-    workflow: str = ""
-    #: (node name, template, duration) of each step that succeeded at its first attempt
-    node_names: list[tuple[str, str, float]] = field(default_factory=list)
-
-    @property
-    def latency(self) -> float:
-        return self.done - self.sent
-
-
-class SensorLoop:
-    """A LocalSensor draining the world's queue in a background thread, recording completions."""
-
-    def __init__(self, world: World, executor: Any, *, concurrency: int = 4) -> None:
-        from sensors.local import LocalSensor
-
-        self.world = world
-        self.sent: dict[str, float] = {}
-        self.completions: dict[str, Completion] = {}
-        self._cond = threading.Condition()
-        self.records: list[dict[str, Any]] = []
-        self.sensor = LocalSensor(
-            world.queue_url,
-            executor,
-            sqs_client=world.moto.client("sqs"),
-            concurrency=concurrency,
-            wait_seconds=1,
-            visibility_timeout=600,
-            log=self.records.append,
-            on_result=self._on_result,
-        )
-        self._thread = threading.Thread(target=self.sensor.run, name="bench-sensor", daemon=True)
-
-    def _on_result(self, event: dict[str, Any], result: Any) -> None:
-        done = time.monotonic()
-        nodes = [
-            (n.template, n.phase, n.duration, n.attempts)
-            for n in result.nodes
-            if n.template in ("resolve-image", "edit-kustomize", "commit-pr")
-        ]
-        commit = next((n for n in result.nodes if n.template == "commit-pr" and n.phase == "Succeeded"), None)
-        edit = next((n for n in result.nodes if n.template == "edit-kustomize"), None)
-        outcome = (
-            commit.outputs.get("action", "")
-            if commit
-            else (f"edit:{edit.outputs.get('decision', '')}" if edit else result.phase)
-        )
-        with self._cond:
-            eid = str(event.get("id"))
-            first_try = [
-                (n.name, n.template, n.duration)
-                for n in result.nodes
-                if n.phase == "Succeeded" and n.attempts == 1
-            ]
-            self.completions[eid] = Completion(
-                eid,
-                self.sent.get(eid, done),
-                done,
-                result.phase,
-                result.duration,
-                nodes,
-                outcome,
-                result.name,
-                first_try,
-            )
-            self._cond.notify_all()
-
-    def __enter__(self) -> SensorLoop:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.sensor.stop()
-        self._thread.join(timeout=600)
-
-    def send(self, events: list[dict[str, Any]]) -> None:
-        """Send ``events`` (10 per ``put_events``); each one's clock starts just before its call.
-
-        A workflow may finish before the id EventBridge assigned is known here: the completion is
-        kept under that id and matched when :meth:`wait` is called.
-        """
-        for i in range(0, len(events), 10):
-            batch = events[i : i + 10]
-            now = time.monotonic()
-            self.world.send(batch)
-            with self._cond:
-                for e in batch:
-                    self.sent[e["id"]] = now
-                    if e["id"] in self.completions:  # finished before we knew its id
-                        self.completions[e["id"]].sent = now
-
-    def wait(self, event_ids: list[str], timeout: float = 900) -> list[Completion]:
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while not all(e in self.completions for e in event_ids):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    missing = [e for e in event_ids if e not in self.completions]
-                    raise TimeoutError(
-                        f"{len(missing)} of {len(event_ids)} events not done after {timeout:.0f}s"
-                    )
-                self._cond.wait(min(left, 1.0))
-            return [self.completions[e] for e in event_ids]
 
 
 def python_env() -> dict[str, str]:

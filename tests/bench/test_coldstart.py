@@ -8,21 +8,21 @@ import json
 import tempfile
 from pathlib import Path
 
-from bench import coldstart
+from bench import coldstart, coldstart_cases
 
 
 def test_the_cases_are_the_rendered_step_templates_with_the_entry_as_command():
-    for case in coldstart.CASES:
-        tpl = coldstart.template(case.manifest, case.template)
+    for case in coldstart_cases.CASES:
+        tpl = coldstart_cases.template(case.manifest, case.template)
         args = tpl["script"]["args"]
         assert args[:2] == ["-m", "steps._entry"], case.name
-        inputs = coldstart.inputs_file(tpl, case.values)
+        inputs = coldstart_cases.inputs_file(tpl, case.values)
         declared = [p["name"] for p in tpl["inputs"]["parameters"]]
         assert [i["name"] for i in inputs] == declared
 
 
 def test_the_probe_reaches_the_first_line_through_both_runners():
-    case = next(c for c in coldstart.CASES if c.name == "commit-pr (commit)")
+    case = next(c for c in coldstart_cases.CASES if c.name == "commit-pr (commit)")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         probes = coldstart.write_probes(root)

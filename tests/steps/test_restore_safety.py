@@ -388,3 +388,70 @@ def test_replacement_keeps_server_fields_but_not_last_applied():
         "resourceVersion": "7",
         "uid": "u-1",
     }
+
+
+# --- the prune scope, pure ----------------------------------------------------------------------------
+def _secret(name: str, labels: dict | None = None, annotations: dict | None = None) -> dict:
+    meta = {"name": name, "namespace": "argocd", "labels": labels or {}, "annotations": annotations or {}}
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": meta}
+
+
+def _app(namespace: str, kind: str = "Application") -> dict:
+    return {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": kind,
+        "metadata": {"name": "x", "namespace": namespace},
+    }
+
+
+TYPE = archive.SECRET_TYPE_LABEL
+#: (producer, live object the archive lacks, whether --prune may delete it, why). Upstream facts:
+#: cmd/argocd/commands/admin/admin.go isArgoCDSecret (v2.14.21, v3.5.1) and backup.go export (other
+#: namespaces only with --application-namespaces / argocd-cmd-params-cm).
+SCOPE = [
+    ("plain", _secret("s", {TYPE: "scm-creds"}), True, "upstream: any secret-type label"),
+    ("plain", _secret("s", annotations={"managed-by": "argocd.argoproj.io"}), True, "upstream: annotation"),
+    ("plain", _secret("argocd-notifications-secret"), False, "upstream never exports it"),
+    ("plain", _secret("oidc", {"app.kubernetes.io/part-of": "argocd"}), False, "upstream never exports it"),
+    ("plain", _secret("argocd-secret"), False, "never argocd-secret"),
+    ("plain", _app("argocd"), True, "Argo CD's namespace"),
+    (
+        "plain",
+        {**_app("team-a"), "metadata": {"name": "y", "namespace": "team-a"}},
+        True,
+        "it holds team-a's",
+    ),
+    ("plain", _app("team-b"), False, "the export holds none of team-b"),
+    ("plain", _app("team-a", "ApplicationSet"), False, "it holds no ApplicationSet of team-a"),
+    ("v1", _secret("s", {TYPE: "repository"}), True, "a v1 type"),
+    ("v1", _secret("s", {TYPE: "repository-write"}), False, "v1 never held it"),
+    ("v1", _secret("s", annotations={"managed-by": "argocd.argoproj.io"}), False, "v1 never held it"),
+    ("v1", _secret("argocd-notifications-secret"), True, "v1 held it by name"),
+    ("v1", _app("team-a"), False, "v1: Argo CD's namespace only"),
+    ("v2", _secret("s", {TYPE: "scm-creds"}), True, "v2: any secret-type label"),
+    ("v2", _secret("legacy"), False, "v2 did not follow argocd-cm references"),
+    ("v2", _app("team-b"), True, "enabled by the archive's argocd-cmd-params-cm"),
+    ("v2", _app("elsewhere"), False, "not enabled"),
+    ("v3", _secret("legacy"), True, "named by the archive's argocd-cm repositories"),
+    ("v3", _secret("argocd-secret", {TYPE: "x"}), False, "never argocd-secret"),
+]
+
+
+@pytest.mark.parametrize(("producer", "obj", "covered", "why"), SCOPE, ids=[w for *_, w in SCOPE])
+def test_prune_scope_follows_the_archives_producer(producer, obj, covered, why):
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "argocd-cm", "namespace": "argocd"}}
+    cm["data"] = {"repositories": "- url: https://g/x\n  passwordSecret: {name: legacy, key: p}\n"}
+    params = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "argocd-cmd-params-cm"}}
+    params["metadata"]["namespace"] = "argocd"
+    params["data"] = {"application.namespaces": "team-a, team-b"}
+    held = [cm, params, _app("team-a")] if producer == "plain" else [cm, params]
+    desired = {archive.key(o): o for o in held}
+    formats = {"v1": archive.FORMAT_V1, "v2": archive.FORMAT_V2, "v3": archive.FORMAT}
+    index = None if producer == "plain" else {"format": formats[producer]}
+    loaded = restore_plan.Loaded(objects=held, index=index, source="a", plain=producer == "plain")
+    scope = restore_plan.prune_scope(loaded, "argocd", desired)
+    assert scope is not None
+    entries = restore_plan.decide(desired, {}, [obj], prune=True, scope=scope, namespace="argocd")
+    assert [e.key for e in entries if e.action == restore_plan.DELETE] == (
+        [archive.key(obj)] if covered else []
+    ), why

@@ -38,7 +38,14 @@ from steps.kube import RESOURCES
 
 log = logging.getLogger(__name__)
 
-FORMAT = "imagebump.argocd-backup/v2"
+#: The index's ``format``: which selection rules made the archive (restore's ``--prune`` deletes
+#: only what the archive's producer would have taken: :func:`steps.restore_plan.prune_scope`).
+#: v1: five secret types by value, Argo CD's namespace only; v2: every secret-type label, the
+#: managed-by annotation, part-of Secrets, Applications/ApplicationSets of the enabled namespaces;
+#: v3: v2 plus the Secrets argocd-cm's legacy repository keys reference.
+FORMAT_V1 = "imagebump.argocd-backup/v1"
+FORMAT_V2 = "imagebump.argocd-backup/v2"
+FORMAT = "imagebump.argocd-backup/v3"
 
 # --- What a backup takes (upstream facts; argo-cd v3.5.1, same in v2.14.21) -------------------
 #: Label every Argo CD repository/credential/cluster Secret carries (common/common.go
@@ -57,6 +64,21 @@ MANAGED_BY_ARGOCD = "argocd.argoproj.io"
 PART_OF_LABEL = "app.kubernetes.io/part-of"
 PART_OF_ARGOCD = "argocd"
 ARGOCD_SECRET = "argocd-secret"
+#: argocd-cm keys of the legacy (argo-cd 2.x) repository settings, and the fields of each entry
+#: that name a Secret (``{name, key}``). Upstream's export takes the Secrets the first five name
+#: (cmd/argocd/commands/admin/admin.go getReferencedSecrets, v2.14.21; gone in v3, with the legacy
+#: keys); Argo CD 2.x also reads the last two (util/db/repository_legacy.go,
+#: util/settings/settings.go Repository), so we take those too.
+LEGACY_REPOSITORY_KEYS = ("repositories", "repository.credentials")
+LEGACY_SECRET_FIELDS = (
+    "usernameSecret",
+    "passwordSecret",
+    "sshPrivateKeySecret",
+    "tlsClientCertDataSecret",
+    "tlsClientCertKeySecret",
+    "githubAppPrivateKeySecret",
+    "gcpServiceAccountKey",
+)
 #: Secrets taken by name (argocd-secret: isArgoCDSecret; the notifications secret: ours).
 NAMED_SECRETS = (ARGOCD_SECRET, "argocd-notifications-secret")
 CONFIG_MAPS = (
@@ -106,21 +128,57 @@ def show(k: Key) -> str:
 
 
 # --- selection ----------------------------------------------------------------------------------
-def is_argocd_secret(obj: dict[str, Any]) -> bool:
+def referenced_secrets(argocd_cm: dict[str, Any] | None) -> frozenset[str]:
+    """Names of the Secrets ``argocd-cm``'s legacy ``repositories`` / ``repository.credentials``
+    entries reference (:data:`LEGACY_SECRET_FIELDS`); empty without those keys.
+
+    A value that is not a YAML list of mappings references nothing (logged): Argo CD could not read
+    it either, and the rest of the backup is still worth taking.
+    """
+    data = (argocd_cm or {}).get("data") or {}
+    names: set[str] = set()
+    for setting in LEGACY_REPOSITORY_KEYS:
+        if not data.get(setting):
+            continue
+        try:
+            entries = yaml.safe_load(str(data[setting]))
+        except yaml.YAMLError:
+            entries = None
+        if not isinstance(entries, list):
+            log.warning("argocd-cm %s is not a YAML list; the Secrets it names are not followed", setting)
+            continue
+        for entry in (e for e in entries if isinstance(e, dict)):
+            for ref in (entry.get(f) for f in LEGACY_SECRET_FIELDS):
+                if isinstance(ref, dict) and isinstance(ref.get("name"), str) and ref["name"]:
+                    names.add(ref["name"])
+    return frozenset(names)
+
+
+def is_upstream_secret(obj: dict[str, Any]) -> bool:
+    """The rule every ``argocd admin export`` shares (admin.go isArgoCDSecret, v2.14.21 and v3.5.1):
+    ``argocd-secret``, any ``argocd.argoproj.io/secret-type`` label, or the annotation ``managed-by:
+    argocd.argoproj.io``. (v2.14 also takes the Secrets argocd-cm's legacy keys reference.)"""
+    meta = obj.get("metadata") or {}
+    return (
+        meta.get("name") == ARGOCD_SECRET
+        or SECRET_TYPE_LABEL in (meta.get("labels") or {})
+        or (meta.get("annotations") or {}).get(MANAGED_BY_ANNOTATION) == MANAGED_BY_ARGOCD
+    )
+
+
+def is_argocd_secret(obj: dict[str, Any], referenced: frozenset[str] | set[str] = frozenset()) -> bool:
     """Whether a Secret of Argo CD's namespace belongs in a backup (upstream's rule, and more).
 
-    Upstream (admin.go isArgoCDSecret): ``argocd-secret``, any ``argocd.argoproj.io/secret-type``
-    label, or the annotation ``managed-by: argocd.argoproj.io``. Ours adds the Secrets labelled
+    Upstream's (:func:`is_upstream_secret`), the Secrets named in ``referenced`` (argocd-cm's legacy
+    repository keys: :func:`referenced_secrets`, as v2.14's export), and ours: Secrets labelled
     ``app.kubernetes.io/part-of: argocd`` and ``argocd-notifications-secret``.
     """
     meta = obj.get("metadata") or {}
-    labels = meta.get("labels") or {}
-    annotations = meta.get("annotations") or {}
     return (
-        meta.get("name") in NAMED_SECRETS
-        or SECRET_TYPE_LABEL in labels
-        or annotations.get(MANAGED_BY_ANNOTATION) == MANAGED_BY_ARGOCD
-        or labels.get(PART_OF_LABEL) == PART_OF_ARGOCD
+        is_upstream_secret(obj)
+        or meta.get("name") in NAMED_SECRETS
+        or meta.get("name") in referenced
+        or (meta.get("labels") or {}).get(PART_OF_LABEL) == PART_OF_ARGOCD
     )
 
 

@@ -11,8 +11,8 @@ sending plain REST requests so every kind — core or custom — takes one code 
 back as the API server's JSON, ``apiVersion``/``kind`` included.
 
 API errors become our hierarchy (:func:`api_error`): 401/403 → :class:`PermissionDeniedError`
-naming the verb, resource, namespace and the identity to grant it to; 404 of a list → a missing
-CRD; 409 of a write → :class:`ConflictError` (the object changed or appeared meanwhile: re-read
+naming the verb, resource, namespace and the identity to grant it to; 404 → a missing namespace
+(``namespaces "X" not found``), an object deleted meanwhile, else a missing CRD; 409 of a write → :class:`ConflictError` (the object changed or appeared meanwhile: re-read
 and retry); 400/422 → :class:`ConfigError`; 429/5xx and connection errors → :class:`TransientError`.
 Messages never carry object contents (a Secret's data could be echoed back by the server).
 """
@@ -154,6 +154,9 @@ def list_all(
 
 
 _USER_RE = re.compile(r'User "([^"]+)"')
+#: The API server's 404 for a write into a namespace that does not exist, and for an object that is
+#: gone (``secrets "x" not found``); any other 404 of a path means the resource type is not served.
+_NOT_FOUND_RE = re.compile(r'^(\S+) "[^"]*" not found$')
 
 
 _VERBS_TO_GRANT = {
@@ -192,6 +195,14 @@ def api_error(
             f"{where} to {who} ({binding})"
             + ("" if status == 403 else ", or refresh the kubeconfig credentials")
         )
+    gone = _NOT_FOUND_RE.match(server_message.strip()) if status == 404 else None
+    if gone and gone.group(1) == "namespaces" and namespace:
+        return ConfigError(
+            f"cannot {verb} {what} {where}: namespace {namespace} does not exist on this cluster; "
+            f"create it first (kubectl create namespace {namespace})"
+        )
+    if gone and gone.group(1) in (resource.plural, resource.display):
+        return ConfigError(f"cannot {verb} {what} {where}: it no longer exists (deleted meanwhile); re-run")
     if status == 404:
         return ConfigError(
             f"cannot {verb} {what} {where}: the API server does not serve {resource.display} "

@@ -13,6 +13,8 @@ silently partial result. Imports :mod:`steps.kube`, :mod:`steps.archive`,
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
+from urllib.parse import quote
 
 from steps import archive, kube
 from steps import argocd_namespaces as namespaces
@@ -26,6 +28,32 @@ APP_READER_ROLE = "imagebump-backup-app-reader"
 _README = "README, 'Back up and restore Argo CD'"
 
 
+@dataclass(frozen=True)
+class _ClusterScoped(kube.Resource):
+    """A cluster-scoped core resource: ``/api/v1/PLURAL/NAME`` (:class:`steps.kube.Resource` paths
+    are namespaced); only what :func:`namespace_exists` reads."""
+
+    def path(self, namespace: str | None, name: str | None = None) -> str:
+        return f"/api/v1/{self.plural}/{quote(name, safe='')}" if name else f"/api/v1/{self.plural}"
+
+
+NAMESPACE = _ClusterScoped("Namespace", "v1", "namespaces")
+
+
+def namespace_exists(api: kube.KubeApi, name: str) -> bool | None:
+    """Whether namespace ``name`` exists; None when reading it is forbidden (cannot tell).
+
+    A restore checks the namespaces it writes into before the first write: the API server refuses a
+    create in a missing namespace (404 ``namespaces "X" not found``), after the objects before it
+    were already written.
+    """
+    try:
+        return api.get(NAMESPACE, "", name) is not None
+    except PermissionDeniedError:
+        log.warning("may not read namespace %s; cannot check that it exists", name)
+        return None
+
+
 def collect_live(
     api: kube.KubeApi,
     namespace: str,
@@ -33,33 +61,37 @@ def collect_live(
     page_size: int = kube.DEFAULT_PAGE_SIZE,
     kinds: tuple[str, ...] = tuple(kube.RESOURCES),
     cmd_params: dict | None = None,
+    argocd_cm: dict | None = None,
 ) -> list[dict]:
     """The live Argo CD objects of ``kinds`` a backup takes, as the API server returns them.
 
     ``cmd_params`` (an argocd-cmd-params-cm) decides the other namespaces of Applications and
-    ApplicationSets; by default the live one is read. Restore uses this to find what ``--prune``
-    may delete, with the archive's argocd-cmd-params-cm.
+    ApplicationSets, ``argocd_cm`` the Secrets its legacy repository keys reference
+    (:func:`steps.archive.referenced_secrets`); by default the live ones are read. Restore uses this
+    to find what ``--prune`` may delete, with the archive's ConfigMaps.
     """
     found: list[dict] = []
-    live_params = None
-    need_params = cmd_params is None and bool({"Application", "ApplicationSet"} & set(kinds))
+    read: dict[str, dict | None] = {}
+    wanted = {
+        archive.CMD_PARAMS_CONFIG_MAP: cmd_params is None
+        and bool({"Application", "ApplicationSet"} & set(kinds)),
+        "argocd-cm": argocd_cm is None and "Secret" in kinds,
+    }
     for name in archive.CONFIG_MAPS:
-        if "ConfigMap" not in kinds and not (need_params and name == archive.CMD_PARAMS_CONFIG_MAP):
+        if "ConfigMap" not in kinds and not wanted.get(name):
             continue
-        obj = api.get(kube.CONFIG_MAP, namespace, name)
+        obj = read[name] = api.get(kube.CONFIG_MAP, namespace, name)
         if obj is None:
             log.info("ConfigMap %s/%s not present; not in this backup", namespace, name)
-            continue
-        if name == archive.CMD_PARAMS_CONFIG_MAP:
-            live_params = obj
-        if "ConfigMap" in kinds:
+        elif "ConfigMap" in kinds:
             found.append(obj)
-    params = cmd_params if cmd_params is not None else live_params
+    params = cmd_params if cmd_params is not None else read.get(archive.CMD_PARAMS_CONFIG_MAP)
     if "Secret" in kinds:
+        referenced = archive.referenced_secrets(argocd_cm if argocd_cm is not None else read.get("argocd-cm"))
         found.extend(
             o
             for o in kube.list_all(api, kube.SECRET, namespace, page_size=page_size)
-            if archive.is_argocd_secret(o)
+            if archive.is_argocd_secret(o, referenced)
         )
     if "AppProject" in kinds:
         found.extend(kube.list_all(api, kube.APP_PROJECT, namespace, page_size=page_size))

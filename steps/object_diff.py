@@ -62,10 +62,11 @@ def replacement(desired: dict[str, Any], live: dict[str, Any]) -> dict[str, Any]
     """The full object to PUT so the live object becomes ``desired`` (a replace, not a merge).
 
     What a backup never holds is kept as the live object has it: the server's metadata (uid,
-    resourceVersion — the update's precondition — creationTimestamp, generation, ownerReferences),
-    kubectl's last-applied annotation, and an Application's or ApplicationSet's ``status`` and an
+    resourceVersion — the update's precondition — creationTimestamp, generation, ownerReferences)
+    and an Application's or ApplicationSet's ``status`` and an
     Application's ``operation`` (server state: restore neither starts nor cancels a sync). An
     AppProject's status is archive content (its project tokens) and is replaced like the spec.
+    kubectl's last-applied annotation is not kept: it is a copy of the object before the restore.
     """
     obj = copy.deepcopy(desired)
     meta = obj.setdefault("metadata", {})
@@ -81,9 +82,13 @@ def replacement(desired: dict[str, Any], live: dict[str, Any]) -> dict[str, Any]
     ):
         if name in live_meta:
             meta[name] = copy.deepcopy(live_meta[name])
-    last_applied = (live_meta.get("annotations") or {}).get(LAST_APPLIED)
-    if last_applied is not None:
-        meta.setdefault("annotations", {})[LAST_APPLIED] = last_applied
+    # kubectl's last-applied annotation is a copy of the pre-restore object (a Secret's values too):
+    # it goes, so the object equals the archive and a later `kubectl apply` does not diff against it.
+    annotations = meta.get("annotations")
+    if isinstance(annotations, dict):
+        annotations.pop(LAST_APPLIED, None)
+        if not annotations:
+            meta.pop("annotations")
     if obj.get("kind") in ("Application", "ApplicationSet"):
         for name in ("status", "operation"):
             if name in live and name not in obj:

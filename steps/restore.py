@@ -18,8 +18,7 @@ other object (Applications and ApplicationSets of other namespaces) goes to its 
 (any difference — keys, labels, list entries only the live object has are removals — shown as a
 unified diff with Secret values masked: ``***``, a changed value ``*** (changed)``) or
 ``unchanged``. Live Argo CD objects of the pruned kinds (:data:`steps.archive.PRUNE_ORDER`) that
-the archive lacks — selected as a backup selects them, in the namespaces the archive's
-``argocd-cmd-params-cm`` enables — are listed as ``not in archive`` and kept, or with ``prune``
+the archive lacks — selected as the archive's producer selected them (below) — are listed as ``not in archive`` and kept, or with ``prune``
 deleted. AppProjects get ``status.jwtTokensByRole`` completed from their roles' tokens
 (:func:`steps.archive.with_project_tokens`), so project tokens are accepted right away.
 
@@ -28,10 +27,21 @@ with the live resourceVersion as precondition; a conflict re-reads and retries) 
 the object equals the archive — what a backup never holds (server metadata, ownerReferences, an
 Application's status and operation) stays as the live object has it. Order: ConfigMaps and
 Secrets, AppProjects, ApplicationSets, Applications. Then prune: ApplicationSets (deleted with
-``propagationPolicy: Orphan`` so the garbage collector does not delete their Applications),
+``propagationPolicy: Orphan`` so the garbage collector does not delete their Applications, and
+their finalizers removed first, so the ApplicationSet controller does not delete them either),
 Applications (their finalizers removed first, so Argo CD does not cascade-delete the workloads
 they deployed; as upstream's ``argocd admin import --prune``), AppProjects, Secrets. ConfigMaps
-are never pruned.
+are never pruned, nor is ``argocd-secret``.
+
+**What --prune may delete.** Only what the archive's producer would have taken
+(:func:`steps.restore_plan.prune_scope`): a plain ``argocd admin export`` → upstream's Secret rule
+and the namespaces it holds objects of; an imagebump archive → the rules of its index's ``format``
+(v1, v2, v3). An archive whose producer is unknown (no index, or a newer format) refuses
+``--prune`` before the cluster is contacted.
+
+**Namespaces.** Each namespace the restore writes into is read first: a dry run reports the
+missing ones, ``apply`` refuses before any write, naming them (create them, or use
+``--namespace``).
 
 **Layout.** Gather → decide → act: :func:`load` reads and checks the archive (S3 through
 :mod:`steps.s3`), :func:`plan` reads the live objects (:mod:`steps.live`), the pure
@@ -50,7 +60,7 @@ from typing import Any
 from steps import archive, kube, object_diff
 from steps import s3 as s3io
 from steps.errors import ConfigError, ConflictError
-from steps.live import collect_live
+from steps.live import collect_live, namespace_exists
 from steps.restore_plan import (
     CHANGE,
     CREATE,
@@ -63,6 +73,8 @@ from steps.restore_plan import (
     Plan,
     decide,
     desired_objects,
+    prune_scope,
+    unknown_scope_error,
 )
 from steps.restore_report import render
 
@@ -159,6 +171,9 @@ def plan(
 ) -> Plan:
     """What a restore would do, object by object (reads the cluster, writes nothing)."""
     target, desired = desired_objects(loaded, namespace)
+    scope = prune_scope(loaded, target, desired)
+    if prune and scope is None:
+        raise unknown_scope_error(loaded)
     result = Plan(namespace=target, prune=prune)
     if loaded.plain:
         result.unverified = (
@@ -166,17 +181,49 @@ def plan(
             "its objects were sanitised as an imagebump archive's are (no operation, no status but "
             "project tokens, no server fields)"
         )
-    # gather: each archived object's live twin, and the live objects of the pruned kinds
+    # gather: the namespaces written into, each archived object's live twin, and the live objects of
+    # the pruned kinds the archive's producer would have taken (none when that is unknown)
+    written_to = [target, *sorted({k[1] for k in desired} - {target})]
+    result.missing_namespaces = [ns for ns in written_to if namespace_exists(api, ns) is False]
     live = {k: api.get(kube.resource_for(k[0]), k[1], k[2]) for k in desired}
-    params = desired.get(("ConfigMap", target, archive.CMD_PARAMS_CONFIG_MAP))
-    others = collect_live(api, target, kinds=archive.PRUNE_ORDER, cmd_params=params, page_size=page_size)
+    others = []
+    if scope is not None:
+        others = collect_live(
+            api,
+            target,
+            kinds=archive.PRUNE_ORDER,
+            cmd_params=scope.cmd_params,
+            argocd_cm=desired.get(("ConfigMap", target, "argocd-cm")) or {},
+            page_size=page_size,
+        )
     # decide (pure)
-    result.entries = decide(desired, live, others, prune=prune)
+    result.entries = decide(desired, live, others, prune=prune, scope=scope, namespace=target)
     return result
 
 
+def missing_namespaces_error(result: Plan) -> ConfigError:
+    """Why ``--apply`` refuses a plan that writes into namespaces the cluster does not have."""
+    missing = result.missing_namespaces
+    creates = "; ".join(f"kubectl create namespace {ns}" for ns in missing)
+    hint = ""
+    if result.namespace in missing:
+        hint = (
+            " — or pass --namespace NAME to restore Argo CD's own objects into the namespace Argo CD runs in"
+        )
+    return ConfigError(
+        f"cannot restore: namespace{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+        f"not found on this cluster; nothing was applied. Create {'them' if len(missing) > 1 else 'it'} "
+        f"first ({creates}){hint}"
+    )
+
+
 def apply(api: kube.KubeApi, result: Plan, *, on_applied: Callable[[Entry], None] | None = None) -> int:
-    """Make every archived object equal to the archive, then prune; how many objects were written."""
+    """Make every archived object equal to the archive, then prune; how many objects were written.
+
+    Refused before the first write when the plan writes into a namespace that does not exist.
+    """
+    if result.missing_namespaces:
+        raise missing_namespaces_error(result)
     written = 0
     for entry in sorted(
         (e for e in result.entries if e.action in (CREATE, CHANGE)), key=lambda e: archive.sort_key(e.obj)
@@ -219,8 +266,10 @@ def _prune(api: kube.KubeApi, entry: Entry) -> None:
             return
         try:
             meta = live.get("metadata") or {}
-            if entry.kind == "Application" and meta.get("finalizers"):
-                # Argo CD's resources-finalizer would delete everything the Application deployed.
+            if entry.kind in ("Application", "ApplicationSet") and meta.get("finalizers"):
+                # Argo CD's resources-finalizer would delete everything an Application deployed; on an
+                # ApplicationSet (progressive sync, deletionOrder Reverse) its controller would delete
+                # the set's Applications itself (applicationset/controllers/applicationset_controller.go).
                 stripped = copy.deepcopy(live)
                 stripped["metadata"]["finalizers"] = []
                 live = api.replace(resource, entry.namespace, stripped)
@@ -254,9 +303,26 @@ def restore(
     even reaches the cluster. ``prune`` without ``do_apply`` only lists what would be deleted.
     """
     loaded = load(source, s3=s3, verify=verify)
-    desired_objects(loaded, namespace)  # every check of the archive and the options, before the cluster
+    # every check of the archive and the options, before the cluster
+    target, desired = desired_objects(loaded, namespace)
+    if prune and prune_scope(loaded, target, desired) is None:
+        raise unknown_scope_error(loaded)
     api = api_factory()
     result = plan(api, loaded, namespace=namespace, prune=prune)
     if do_apply:
         apply(api, result)
-    return result, render(result, applied=do_apply)
+    return result, _with_namespaces(render(result, applied=do_apply), result)
+
+
+def _with_namespaces(report: str, result: Plan) -> str:
+    """The report with a line per missing namespace just above its summary line (a dry run only:
+    ``apply`` refuses such a plan)."""
+    if not result.missing_namespaces:
+        return report
+    body, _, summary = report.rpartition("\n")
+    notes = [
+        f"  missing namespace {ns}: --apply will refuse; create it first (kubectl create namespace {ns})"
+        + (" or pass --namespace NAME" if ns == result.namespace else "")
+        for ns in result.missing_namespaces
+    ]
+    return "\n".join([*([body] if body else []), *notes, summary])

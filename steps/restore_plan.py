@@ -8,11 +8,19 @@ Table-tested without a cluster (tests/steps/test_restore_plan.py). Imports :mod:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from steps import archive, object_diff
-from steps.argocd_namespaces import is_literal
+from steps.argocd_namespaces import (
+    APPLICATION_NAMESPACES_KEY,
+    APPLICATIONSET_NAMESPACES_KEY,
+    CMD_PARAMS_CONFIG_MAP,
+    is_literal,
+    namespace_enabled,
+    namespace_patterns,
+)
 from steps.errors import ConfigError
 
 CREATE, CHANGE, UNCHANGED, DELETE, EXTRA = "create", "change", "unchanged", "delete", "extra"
@@ -50,6 +58,8 @@ class Plan:
     entries: list[Entry] = field(default_factory=list)
     prune: bool = False
     unverified: str = ""
+    #: Namespaces the restore writes into that do not exist on the cluster (refused with --apply).
+    missing_namespaces: list[str] = field(default_factory=list)
 
     def count(self, action: str) -> int:
         return sum(1 for e in self.entries if e.action == action)
@@ -83,19 +93,124 @@ def desired_objects(
     return target, desired
 
 
+# --- what --prune may delete: what the archive's producer would have taken -----------------------
+#: Secret types a v1 archive took, by value (steps/backup_export.py before format v2; ``repo-write``
+#: was a misspelling of ``repository-write`` — selected nothing).
+V1_SECRET_TYPES = ("repository", "repo-creds", "cluster", "repo-write", "repo-write-creds")
+
+
+@dataclass(frozen=True)
+class PruneScope:
+    """Which live objects ``--prune`` may delete: only those the archive's producer would have taken,
+    so an object it never selected is never deleted for being absent from it.
+
+    ``secret``: the producer's Secret rule. ``cmd_params``: an argocd-cmd-params-cm naming the other
+    namespaces whose Applications / ApplicationSets it took (empty: Argo CD's namespace only).
+    ``argocd-secret`` is never in scope (a restore without it would lock everyone out).
+    """
+
+    producer: str
+    secret: Callable[[dict[str, Any]], bool]
+    cmd_params: dict[str, Any] = field(default_factory=dict)
+
+    def covers(self, obj: dict[str, Any], argocd_namespace: str) -> bool:
+        kind, ns, name = archive.key(obj)
+        if kind == "Secret":
+            return name != archive.ARGOCD_SECRET and self.secret(obj)
+        setting = {"Application": APPLICATION_NAMESPACES_KEY, "ApplicationSet": APPLICATIONSET_NAMESPACES_KEY}
+        if kind in setting:
+            patterns = namespace_patterns(self.cmd_params, setting[kind])
+            return namespace_enabled(ns, argocd_namespace, patterns, setting=setting[kind])
+        return kind in archive.PRUNE_ORDER and ns == argocd_namespace
+
+
+def _params(applications: list[str], sets: list[str]) -> dict[str, Any]:
+    data = {
+        APPLICATION_NAMESPACES_KEY: ", ".join(applications),
+        APPLICATIONSET_NAMESPACES_KEY: ", ".join(sets),
+    }
+    return {"data": data}
+
+
+def prune_scope(loaded: Loaded, target: str, desired: dict[archive.Key, dict[str, Any]]) -> PruneScope | None:
+    """The :class:`PruneScope` of the archive's producer; None when it cannot be known (no index, or
+    a format this version does not know) — then ``--prune`` is refused.
+
+    - plain ``argocd admin export``: the Secret rule every upstream version shares
+      (:func:`steps.archive.is_upstream_secret`; not argocd-cm references, which only v2.14 follows);
+      Applications / ApplicationSets of Argo CD's namespace, and of another namespace only when the
+      export holds one of that kind there (upstream takes other namespaces only when told to);
+    - format v1: :data:`V1_SECRET_TYPES`, ``argocd-secret``, ``argocd-notifications-secret``;
+      Argo CD's namespace only;
+    - format v2: :func:`steps.archive.is_argocd_secret` without argocd-cm references; the namespaces
+      the archive's argocd-cmd-params-cm enables;
+    - format v3 (current): v2 plus the Secrets the archive's argocd-cm references.
+    """
+    params = desired.get(("ConfigMap", target, CMD_PARAMS_CONFIG_MAP)) or {}
+    if loaded.plain:
+        held: dict[str, set[str]] = {"Application": set(), "ApplicationSet": set()}
+        for kind, ns, _ in desired:
+            if kind in held and ns != target:
+                held[kind].add(ns)
+        return PruneScope(
+            "a plain `argocd admin export` file",
+            archive.is_upstream_secret,
+            _params(sorted(held["Application"]), sorted(held["ApplicationSet"])),
+        )
+    fmt = (loaded.index or {}).get("format")
+    if fmt == archive.FORMAT_V1:
+
+        def v1_secret(obj: dict[str, Any]) -> bool:
+            meta = obj.get("metadata") or {}
+            label = (meta.get("labels") or {}).get(archive.SECRET_TYPE_LABEL)
+            return meta.get("name") in archive.NAMED_SECRETS or label in V1_SECRET_TYPES
+
+        return PruneScope(f"an imagebump archive of format {fmt}", v1_secret, _params([], []))
+    if fmt == archive.FORMAT_V2:
+        return PruneScope(f"an imagebump archive of format {fmt}", archive.is_argocd_secret, params)
+    if fmt == archive.FORMAT:
+        referenced = archive.referenced_secrets(desired.get(("ConfigMap", target, "argocd-cm")))
+        return PruneScope(
+            f"an imagebump archive of format {fmt}",
+            lambda obj: archive.is_argocd_secret(obj, referenced),
+            params,
+        )
+    return None
+
+
+def unknown_scope_error(loaded: Loaded) -> ConfigError:
+    """Why ``--prune`` is refused for an archive whose producer's selection is unknown."""
+    if loaded.index is None:
+        why = "it has no index, so which objects its backup selected is unknown"
+    else:
+        why = (
+            f"its index names format {loaded.index.get('format')!r}, which this version of imagebump "
+            f"does not know (it knows {archive.FORMAT_V1}, {archive.FORMAT_V2}, {archive.FORMAT}), so "
+            "which objects its backup selected is unknown"
+        )
+    return ConfigError(
+        f"--prune refused for archive {loaded.source}: {why}, and pruning could delete objects it never "
+        "held. Restore without --prune (nothing is deleted), or with the imagebump version that wrote it, "
+        "or take a new backup; nothing was applied"
+    )
+
+
 def decide(
     desired: dict[archive.Key, dict[str, Any]],
     live: dict[archive.Key, dict[str, Any] | None],
     others: list[dict[str, Any]],
     *,
     prune: bool,
+    scope: PruneScope | None = None,
+    namespace: str = "",
 ) -> list[Entry]:
     """What to do with each object; pure. ``live``: each archived key's live object (None: missing);
     ``others``: the live objects of the pruned kinds (those the archive holds are ignored).
 
     An archived object is ``create`` (not live), ``change`` (any difference) or ``unchanged``, in
     apply order; a live object the archive lacks is ``delete`` with ``prune``, else ``extra``, in
-    prune order (:data:`steps.archive.PRUNE_ORDER`).
+    prune order (:data:`steps.archive.PRUNE_ORDER`) — only when ``scope`` (with Argo CD's
+    ``namespace``) covers it, and never ``argocd-secret``.
     """
     entries: list[Entry] = []
     for k, obj in sorted(desired.items(), key=lambda item: archive.sort_key(item[1])):
@@ -108,7 +223,13 @@ def decide(
         entries.append(
             Entry(kind, name, CHANGE if diff else UNCHANGED, obj, diff, namespace=ns, live=current)
         )
-    extras = [o for o in others if archive.key(o) not in desired]
+    extras = [
+        o
+        for o in others
+        if archive.key(o) not in desired
+        and not (o.get("kind") == "Secret" and archive.key(o)[2] == archive.ARGOCD_SECRET)
+        and (scope is None or scope.covers(o, namespace))
+    ]
     for obj in sorted(extras, key=_prune_key):
         kind, ns, name = archive.key(obj)
         entries.append(Entry(kind, name, DELETE if prune else EXTRA, obj, namespace=ns, live=obj))

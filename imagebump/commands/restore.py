@@ -5,8 +5,16 @@ the live object showing every difference, removed keys included; Secret values s
 or left alone, and the live Argo CD objects the archive does not hold. ``--apply`` creates what
 is missing and replaces what differs (each object becomes equal to the archive, not a merge) in a
 safe order (ConfigMaps and Secrets, AppProjects, ApplicationSets, Applications). ``--prune``
-deletes the live Argo CD objects the archive does not hold (Applications lose their finalizers
-first, so the workloads they deployed stay); without ``--apply`` it only lists them.
+deletes the live Argo CD objects the archive does not hold — only those the archive's producer
+would have taken (a plain ``argocd admin export``: upstream's selection; our archives: the
+selection of the format their index names), never ``argocd-secret`` or a ConfigMap; Applications
+and ApplicationSets lose their finalizers first, so nothing they made is deleted with them;
+without ``--apply`` it only lists them. An archive whose producer is unknown (no index, or a
+format newer than this imagebump) refuses ``--prune``.
+
+Every namespace the restore writes into (Argo CD's, or ``--namespace``, and those of other
+Applications) is read first: the dry run names the missing ones and ``--apply`` refuses before any
+write (create them, or pass ``--namespace``).
 
 The archive is checked before the cluster is contacted: its sha256 must match the index beside it
 (``X.index.json`` for ``X.yaml.gz``, or ``X.yaml.gz.index.json``) — a missing index is refused
@@ -15,7 +23,8 @@ export`` file (not gzip, no index) is accepted as *unverified* and sanitised lik
 refused archive applies nothing. ``--namespace`` moves Argo CD's own namespace only; Applications
 and ApplicationSets of other namespaces go back to their own.
 
-Exit codes: 0 done (dry run or applied); 2 refused archive, bad input or missing permission;
+Exit codes: 0 done (dry run or applied); 2 refused archive, bad input, missing namespace, --prune
+of an archive whose producer is unknown, or missing permission;
 75 a transient failure (including an object that kept changing while it was replaced).
 """
 
@@ -55,7 +64,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument(
         "--prune",
         action="store_true",
-        help="also delete live Argo CD objects the archive does not hold (Applications lose "
+        help="also delete live Argo CD objects the archive does not hold, of those the archive's "
+        "producer selects (never argocd-secret or ConfigMaps; Applications and ApplicationSets lose "
         "their finalizers first); only listed unless --apply",
     )
     parser.add_argument(

@@ -16,7 +16,15 @@ with the server behaviour that matters here:
   ``deletionTimestamp``; it goes when the last finalizer is removed), the uid precondition, and
   ``propagationPolicy`` (owned objects are deleted by the garbage collector unless ``Orphan``).
   An Application marked for deletion while it holds ``resources-finalizer.argocd.argoproj.io`` is
-  recorded in :attr:`FakeKube.cascaded`: Argo CD would now delete everything it deployed;
+  recorded in :attr:`FakeKube.cascaded`: Argo CD would now delete everything it deployed (an
+  ApplicationSet holding it, in :attr:`FakeKube.cascaded_sets`: its controller would delete its
+  Applications);
+- namespaces exist or not: with :attr:`FakeKube.namespaces` a set (:meth:`FakeKube.fresh`, or
+  ``seeded(model_namespaces=True)``: Kubernetes' own four; :meth:`FakeKube.seed` and
+  :meth:`FakeKube.create_namespace` add one), ``GET /api/v1/namespaces/NAME`` answers 404 for
+  a missing one and a create there is refused as the API server does (404 ``namespaces "X" not
+  found``); a list or get there finds nothing. ``namespaces`` None (the default: a bare
+  ``FakeKube()``, ``seeded()``) means every namespace exists, for tests that do not model them;
 - pages with opaque ``continue`` tokens; answers 403 with the API server's Status shape when a
   test forbids a verb, or — given :attr:`FakeKube.grants` — whenever RBAC would (the grants are
   computed from rendered Roles/Bindings by tests/test_rbac.py's rules).
@@ -56,6 +64,10 @@ APP_FINALIZER = "resources-finalizer.argocd.argoproj.io"
 #: Kinds whose CRD declares a status subresource (argo-cd v3.5.1 manifests/crds: applicationset-crd
 #: ``subresources: {status: {}}``; application-crd ``subresources: {}``; appproject-crd none).
 STATUS_SUBRESOURCE = frozenset({"ApplicationSet"})
+
+#: The namespaces every Kubernetes cluster starts with.
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+NAMESPACE = kube.Resource("Namespace", "v1", "namespaces")
 
 Grant = tuple[str, str, str, str, str]  # namespace ("*" = cluster-wide), apiGroup, resource, name, verb
 
@@ -132,10 +144,21 @@ class FakeKube:
     user: str = SERVICE_ACCOUNT
     #: Applications that were marked for deletion holding Argo CD's resources finalizer.
     cascaded: list[tuple[str, str]] = field(default_factory=list)
+    #: ApplicationSets marked for deletion holding that finalizer: with progressive sync's
+    #: deletionOrder Reverse its controller would now delete the set's Applications itself
+    #: (applicationset/controllers/applicationset_controller.go, v3.5.1).
+    cascaded_sets: list[tuple[str, str]] = field(default_factory=list)
+    #: The namespaces that exist (None: every namespace exists).
+    namespaces: set[str] | None = None
     _rv: int = 1000
     _lock: threading.RLock = field(default_factory=threading.RLock)
 
     # --- test helpers -----------------------------------------------------------------------
+    @classmethod
+    def fresh(cls) -> FakeKube:
+        """A new cluster: only Kubernetes' own namespaces exist (:data:`SYSTEM_NAMESPACES`)."""
+        return cls(namespaces=set(SYSTEM_NAMESPACES))
+
     def forbid(self, verb: str, plural: str) -> None:
         """Answer 403 to ``verb`` (list/get/create/update/delete/patch) on ``plural`` from now on."""
         self.fail(verb, plural, 403)
@@ -144,11 +167,19 @@ class FakeKube:
         """Answer ``code`` (403, 404 as for a missing CRD, 500, …) to ``verb`` on ``plural``."""
         self.failures[(verb, plural)] = code
 
+    def create_namespace(self, name: str) -> None:
+        """Make namespace ``name`` exist (from now on only the known namespaces exist)."""
+        with self._lock:
+            self.namespaces = {*(self.namespaces or ()), name}
+
     def seed(self, obj: dict[str, Any], *, manager: str = "kubectl-client-side-apply") -> dict[str, Any]:
-        """Store ``obj`` as if another client created it: server fields and status filled in."""
+        """Store ``obj`` as if another client created it (its namespace too, when namespaces are
+        modelled): server fields and status filled in."""
         resource = kube.resource_for(obj["kind"])
         namespace = obj["metadata"]["namespace"]
         with self._lock:
+            if self.namespaces is not None:
+                self.namespaces.add(namespace)
             return copy.deepcopy(
                 self._create(resource, namespace, copy.deepcopy(obj), manager, keep_status=True)
             )
@@ -301,7 +332,32 @@ class FakeKube:
                 "items": out,
             }
 
+    def namespace_exists(self, name: str) -> bool:
+        return self.namespaces is None or name in self.namespaces
+
+    def _require_namespace(self, namespace: str) -> None:
+        if not self.namespace_exists(namespace):
+            body = _status(404, "NotFound", f'namespaces "{namespace}" not found')
+            body["details"] = {"name": namespace, "kind": "namespaces"}
+            raise FakeStatus(body)
+
+    def get_namespace_raw(self, name: str) -> dict[str, Any] | None:
+        """``GET /api/v1/namespaces/NAME``: the Namespace, or None."""
+        with self._lock:
+            self.calls.append(("get", NAMESPACE.plural, "", {"name": name}))
+            self._check("get", NAMESPACE, None, name)
+            if not self.namespace_exists(name):
+                return None
+            return {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": name, "uid": str(uuid.uuid5(uuid.NAMESPACE_DNS, name))},
+                "status": {"phase": "Active"},
+            }
+
     def get_raw(self, resource: kube.Resource, namespace: str, name: str) -> dict[str, Any] | None:
+        if resource.plural == NAMESPACE.plural and not resource.group:
+            return self.get_namespace_raw(name)
         with self._lock:
             self.calls.append(("get", resource.plural, namespace, {"name": name}))
             self._check("get", resource, namespace, name)
@@ -328,6 +384,7 @@ class FakeKube:
                 ("create", resource.plural, namespace, {"name": name, "obj": copy.deepcopy(obj)})
             )
             self._check("create", resource, namespace, name)
+            self._require_namespace(namespace)
             self._validate_write(resource, namespace, name, obj)
             if obj["metadata"].get("resourceVersion"):
                 raise FakeStatus(
@@ -422,6 +479,8 @@ class FakeKube:
                 live["metadata"]["resourceVersion"] = self._next_rv()
                 if resource.kind == "Application" and APP_FINALIZER in finalizers:
                     self.cascaded.append((namespace, name))
+                if resource.kind == "ApplicationSet" and APP_FINALIZER in finalizers:
+                    self.cascaded_sets.append((namespace, name))
             return copy.deepcopy(live)
         self._remove(resource, namespace, name, propagation=propagation)
         return {"kind": "Status", "apiVersion": "v1", "status": "Success"}
@@ -467,6 +526,7 @@ class FakeKube:
             key = (resource.plural, namespace, name)
             existing = self.objects.get(key)
             if existing is None:
+                self._require_namespace(namespace)
                 return copy.deepcopy(self._create(resource, namespace, copy.deepcopy(obj), field_manager))
             merged = copy.deepcopy(existing)
             applied = copy.deepcopy(obj)
@@ -758,6 +818,17 @@ class FakeKubeServer:
                 if method == "GET" and parts.path.startswith("/openapi/v3/"):
                     return self._send(200, _openapi_v3(parts.path.removeprefix("/openapi/v3/")))
                 m = _PATH.match(parts.path)
+                if method == "GET" and m and m.group("plural") == "namespaces" and not m.group("gv"):
+                    if not m.group("name") or m.group("ns"):
+                        return self._send(405, _status(405, "MethodNotAllowed", "not supported by the fake"))
+                    name = unquote(m.group("name"))
+                    try:
+                        found = server.fake.get_namespace_raw(name)
+                    except FakeStatus as exc:
+                        return self._send(exc.body["code"], exc.body)
+                    if found is None:
+                        return self._send(404, _status(404, "NotFound", f'namespaces "{name}" not found'))
+                    return self._send(200, found)
                 resource = by_plural.get(m.group("plural")) if m else None
                 if not m or resource is None or (m.group("gv") or "v1") != resource.api_version:
                     return self._send(
@@ -1174,9 +1245,17 @@ APPLICATION_NAMESPACES = "application.namespaces"
 APPLICATIONSET_NAMESPACES = "applicationsetcontroller.namespaces"
 
 
-def seeded(namespace: str = "argocd", *, apps: int = 60, app_namespaces: tuple[str, ...] = ()) -> FakeKube:
-    """A :class:`FakeKube` holding :func:`argocd_objects` (server fields filled in)."""
-    fake = FakeKube()
+def seeded(
+    namespace: str = "argocd",
+    *,
+    apps: int = 60,
+    app_namespaces: tuple[str, ...] = (),
+    model_namespaces: bool = False,
+) -> FakeKube:
+    """A :class:`FakeKube` holding :func:`argocd_objects` (server fields filled in). With
+    ``model_namespaces`` only Kubernetes' own namespaces and those the objects are in exist; else
+    every namespace does."""
+    fake = FakeKube.fresh() if model_namespaces else FakeKube()
     for obj in argocd_objects(namespace, apps=apps, app_namespaces=app_namespaces):
         fake.seed(obj)
     return fake

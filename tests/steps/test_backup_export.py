@@ -182,6 +182,20 @@ def test_backup_writes_sanitised_archive_and_index(api, argocd, s3, bucket):
 #: repository-write — util/db/repository_secrets.go getSecretType — repo-write-creds, scm-creds),
 #: or the annotation managed-by: argocd.argoproj.io (util/db/secrets.go addSecretMetadata). Ours
 #: adds app.kubernetes.io/part-of: argocd and argocd-notifications-secret.
+LEGACY_REPOS = """\
+- url: https://git.example.com/org/legacy
+  usernameSecret: {name: legacy-repo, key: username}
+  passwordSecret: {name: legacy-repo, key: password}
+- url: https://git.example.com/org/tls
+  tlsClientCertDataSecret: {name: legacy-tls, key: cert}
+  tlsClientCertKeySecret: {name: legacy-tls, key: key}
+"""
+LEGACY_CREDS = """\
+- url: git@git.example.com:org
+  sshPrivateKeySecret: {name: legacy-creds, key: sshPrivateKey}
+- url: https://github.com/org
+  githubAppPrivateKeySecret: {name: legacy-app-key, key: githubAppPrivateKey}
+"""
 SECRET_SELECTION = [
     ({"name": "argocd-secret"}, True, "upstream: by name"),
     ({"labels": {"argocd.argoproj.io/secret-type": "repository"}}, True, "upstream: label"),
@@ -203,6 +217,39 @@ SECRET_SELECTION = [
     ({"name": "argocd-notifications-secret"}, True, "ours: notifications"),
     ({"name": "argocd-redis"}, False, "neither: redis password, unlabelled"),
     ({}, False, "neither"),
+    # argocd-cm's legacy repository keys: upstream's export takes the Secrets they name
+    # (cmd/argocd/commands/admin/admin.go getReferencedSecrets, v2.14.21: usernameSecret,
+    # passwordSecret, sshPrivateKeySecret, tlsClientCertDataSecret, tlsClientCertKeySecret).
+    (
+        {"name": "legacy-repo", "argocd_cm": {"repositories": LEGACY_REPOS}},
+        True,
+        "upstream v2.14: argocd-cm repositories passwordSecret",
+    ),
+    (
+        {"name": "legacy-tls", "argocd_cm": {"repositories": LEGACY_REPOS}},
+        True,
+        "upstream v2.14: argocd-cm repositories tlsClientCertKeySecret",
+    ),
+    (
+        {"name": "legacy-creds", "argocd_cm": {"repository.credentials": LEGACY_CREDS}},
+        True,
+        "upstream v2.14: argocd-cm repository.credentials sshPrivateKeySecret",
+    ),
+    (
+        {"name": "legacy-app-key", "argocd_cm": {"repository.credentials": LEGACY_CREDS}},
+        True,
+        "ours: githubAppPrivateKeySecret, which Argo CD 2.x reads too (util/db/repository_legacy.go)",
+    ),
+    (
+        {"name": "unreferenced", "argocd_cm": {"repositories": LEGACY_REPOS}},
+        False,
+        "a Secret argocd-cm does not name",
+    ),
+    (
+        {"name": "legacy-repo", "argocd_cm": {"repositories": "url: [unclosed"}},
+        False,
+        "unreadable repositories reference nothing",
+    ),
 ]
 
 
@@ -218,7 +265,8 @@ def test_secret_selection_follows_upstream_and_more(meta, taken, why):
             "annotations": meta.get("annotations", {}),
         },
     }
-    assert archive.is_argocd_secret(secret) is taken, why
+    referenced = archive.referenced_secrets({"data": meta["argocd_cm"]} if "argocd_cm" in meta else None)
+    assert archive.is_argocd_secret(secret, referenced) is taken, why
     assert "repository-write" in archive.SECRET_TYPES and "repo-write" not in archive.SECRET_TYPES
 
 
@@ -545,6 +593,27 @@ def test_step_exit_code_on_forbidden(kubeconfig, argocd, moto, bucket, monkeypat
         backup_export.run(bucket=bucket)
     assert info.value.code == 2
     assert "cannot get configmaps 'argocd-cm' in namespace argocd: forbidden" in capsys.readouterr().err
+
+
+def test_secrets_argocd_cm_references_in_its_legacy_repository_keys_are_backed_up(s3, bucket):
+    """An Argo CD 2.x with repositories in argocd-cm: their Secrets carry no label, yet Argo CD reads
+    them, and upstream's v2.14 export takes them (admin.go getReferencedSecrets)."""
+    fake = seeded("argocd", apps=1)
+    fake.objects[("configmaps", "argocd", "argocd-cm")]["data"].update(
+        repositories=LEGACY_REPOS, **{"repository.credentials": LEGACY_CREDS}
+    )
+    for name in ("legacy-repo", "legacy-tls", "legacy-creds", "legacy-app-key", "unreferenced"):
+        fake.seed(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": name, "namespace": "argocd"},
+                "data": {"password": "cGFzcw=="},
+            }
+        )
+    secrets = {name for kind, _, name in _backup_keys(fake, s3, bucket) if kind == "Secret"}
+    assert {"legacy-repo", "legacy-tls", "legacy-creds", "legacy-app-key"} <= secrets
+    assert "unreferenced" not in secrets and "argocd-redis" not in secrets
 
 
 # --- Applications and ApplicationSets in other namespaces --------------------------------------

@@ -4,6 +4,8 @@
   module): the local sensor depends on :mod:`workflows.local.results` and :mod:`workflows.local.logs`.
 - ``workflows/*.py`` at the top level are declarations (Hera definitions, render, rbac, names):
   none imports the local runtime :mod:`workflows.local`.
+- ``steps/``, ``workflows/`` and ``sensors/`` never import the CLI package :mod:`imagebump` (the
+  steps image and the version they need are in :mod:`workflows.names` / ``steps._runtime``).
 - :mod:`workflows.names` and ``sensors/`` do not import Hera (checked statically, through every
   project module they import, and by importing them in a fresh interpreter).
 """
@@ -116,6 +118,7 @@ def test_the_rules_can_fail() -> None:
     """The checker sees what it must forbid (a rule that could not fail would prove nothing)."""
     assert "workflows.local.interpreter" in _closure("workflows.local.executor")
     assert "hera.workflows" in _closure("workflows.common")
+    assert "imagebump" in _direct_imports("imagebump.cli")  # `from imagebump import X` is seen
 
 
 STEPS = _modules("steps", recursive=True)
@@ -128,6 +131,17 @@ def test_steps_import_nothing_above_them(module: str) -> None:
     assert not above, f"{module} imports {above}"
 
 
+BELOW_THE_CLI = sorted({*STEPS, *_modules("workflows", recursive=True), *_modules("sensors", recursive=True)})
+
+
+@pytest.mark.parametrize("module", BELOW_THE_CLI)
+def test_nothing_below_the_cli_imports_it(module: str) -> None:
+    """``imagebump`` (the CLI) sits on top: steps, declarations, the local runtime and the sensors
+    never import it, not even through another module (its ``__init__`` says so)."""
+    cli = sorted(m for m in _closure(module) if m == "imagebump" or m.startswith("imagebump."))
+    assert not cli, f"{module} imports the CLI package: {cli}"
+
+
 @pytest.mark.parametrize(
     "package",
     sorted({_module_of(p) for pkg in PACKAGES for p in (ROOT / pkg).rglob("__init__.py")} | {"bench"}),
@@ -138,3 +152,13 @@ def test_every_package_says_what_lives_there(package: str) -> None:
     assert path is not None
     doc = ast.get_docstring(ast.parse(path.read_text())) or ""
     assert len(doc.split()) >= 12, f"{package}: its __init__ needs a docstring saying what lives there"
+
+
+def test_the_steps_image_has_one_home() -> None:
+    """:mod:`workflows.names` names the steps image; :mod:`imagebump` re-exports it (lazily), and its
+    tag is the CLI's version (the installed metadata the declarations read is this source's)."""
+    import imagebump
+    from workflows import names
+
+    assert (imagebump.IMAGE, imagebump.IMAGE_REPOSITORY) == (names.IMAGE, names.IMAGE_REPOSITORY)
+    assert names.IMAGE == f"{names.IMAGE_REPOSITORY}:{imagebump.__version__}"

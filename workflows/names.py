@@ -1,7 +1,8 @@
 """The names every manifest, the RBAC, the sensors and the local runtime agree on — no Hera here.
 
-Namespace, labels, ServiceAccounts, the ConfigMaps and Secrets the templates mount, the names of
-the WorkflowTemplate and CronWorkflows, and the pod hardening, as plain data. Importing this module
+The steps image, namespace, labels, ServiceAccounts, the ConfigMaps and Secrets the templates mount,
+the names of the WorkflowTemplate and CronWorkflows (and where they are rendered), and the pod
+hardening, as plain data. Importing this module
 must stay cheap and side-effect free: :mod:`workflows.common` (which loads Hera and sets
 ``global_config.image``) builds its Hera models from these values, and :mod:`sensors` and the
 local runtime read them without loading Hera (tests/test_layering.py checks that).
@@ -11,7 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from steps._runtime import DEFAULT_OUTPUTS_DIRECTORY
+from steps._runtime import DEFAULT_OUTPUTS_DIRECTORY, imagebump_version
+
+#: The steps image every WorkflowTemplate/CronWorkflow names; built from ./Dockerfile, tagged with
+#: imagebump's installed version (the package metadata ``pyproject.toml`` takes from
+#: ``imagebump.__version__``). :mod:`imagebump` re-exports both: nothing below the CLI imports it.
+IMAGE_REPOSITORY = "ghcr.io/imagebump/imagebump"
+IMAGE = f"{IMAGE_REPOSITORY}:{imagebump_version()}"
 
 #: Namespace every imagebump object lives in (Argo Workflows and Argo Events must watch it).
 NAMESPACE = "imagebump"

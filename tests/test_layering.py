@@ -131,6 +131,29 @@ def test_steps_import_nothing_above_them(module: str) -> None:
     assert not above, f"{module} imports {above}"
 
 
+@pytest.mark.parametrize("package", ["sensors", "workflows.local"])
+def test_the_package_docstring_names_every_module_and_what_they_import(package: str) -> None:
+    """A newcomer reads ``sensors/`` and ``workflows/local/`` from their ``__init__``: every module is
+    named there, and every project module they import (besides their own) is in its "may import"."""
+    path = _file_of(package)
+    assert path is not None
+    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+    modules = [_module_of(p) for p in sorted(path.parent.glob("*.py")) if p.name != "__init__.py"]
+    unnamed = [m for m in modules if f"``{m.rpartition('.')[2]}``" not in doc]
+    assert not unnamed, f"{package}/__init__.py does not name {unnamed}"
+    imported = {
+        dep
+        for m in modules
+        for dep in _direct_imports(m)
+        if dep.split(".")[0] in PACKAGES
+        and not dep.startswith(f"{package}.")
+        and (file := _file_of(dep)) is not None
+        and file.name != "__init__.py"  # a parent package, run on the way to a module
+    }
+    unlisted = sorted(dep for dep in imported if dep not in doc)
+    assert not unlisted, f"{package}/__init__.py's 'may import' list misses {unlisted}"
+
+
 BELOW_THE_CLI = sorted({*STEPS, *_modules("workflows", recursive=True), *_modules("sensors", recursive=True)})
 
 

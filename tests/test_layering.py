@@ -6,7 +6,7 @@
   none imports the local runtime :mod:`workflows.local`.
 - ``steps/``, ``workflows/`` and ``sensors/`` never import the CLI package :mod:`imagebump` (the
   steps image and the version they need are in :mod:`workflows.names` / ``steps._runtime``).
-- No module in those packages is over 400 lines (two listed exceptions, each with a ceiling and why).
+- No module of ``steps/``, ``workflows/``, ``sensors/`` or ``imagebump/`` is over 400 lines (two listed exceptions, each with a ceiling and why).
 - :mod:`workflows.names` and ``sensors/`` do not import Hera (checked statically, through every
   project module they import, and by importing them in a fresh interpreter).
 """

@@ -163,7 +163,7 @@ def probe_phases(
     from steps import git, kustomize
 
     out: dict[str, Any] = {}
-    zygote = world.executor().zygote()
+    zygote = world.executor().fork_server()
     if zygote is None:
         raise RuntimeError("prefork is off (IMAGEBUMP_LOCAL_PREFORK=0): no forked-start probes")
     fork_walls, _ = forked_times(world, zygote, [], reps)

@@ -2,12 +2,21 @@
 
 ``cli`` dispatches to ``commands/`` (one module per subcommand); ``local/`` holds what runs on
 one machine without a cluster (moto, ``git http-backend``, the demo world). This package may
-import ``steps``, ``workflows`` and ``sensors``; none of them imports it (steps read the version
-from package metadata).
+import ``steps``, ``workflows`` and ``sensors``; none of them imports it (they read the version
+from package metadata: :func:`steps._runtime.imagebump_version`; tests/test_layering.py checks it).
+``IMAGE`` / ``IMAGE_REPOSITORY`` (the steps image) live in :mod:`workflows.names`, re-exported here.
 """
 
 __version__ = "0.1.0"
 
-#: The steps image every WorkflowTemplate/CronWorkflow names; built from ./Dockerfile.
-IMAGE_REPOSITORY = "ghcr.io/imagebump/imagebump"
-IMAGE = f"{IMAGE_REPOSITORY}:{__version__}"
+__all__ = ["IMAGE", "IMAGE_REPOSITORY", "__version__"]
+
+
+def __getattr__(name: str) -> object:
+    """``IMAGE`` and ``IMAGE_REPOSITORY`` from :mod:`workflows.names`, loaded when first asked for:
+    ``imagebump --help`` and ``--version`` do not pay for what ``workflows.names`` imports."""
+    if name in ("IMAGE", "IMAGE_REPOSITORY"):
+        from workflows import names
+
+        return getattr(names, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,9 +12,12 @@ Two sources of secrets:
 :func:`redact` replaces both with ``***``. ``shapes=False`` keeps to the credential shapes that
 can occur in git's output (the header and URL passwords): git's stdout carries repository file
 content that callers parse, and must not be rewritten beyond the credentials.
+:func:`mask_secrets` replaces only given secrets (with their encoded forms) and no shapes: for text
+whose structure must survive, as the local executor's JSON log lines (:mod:`workflows.local.logs`).
+:func:`redact_url` masks everything secret-like in a URL a user wrote (credentials, query values,
+fragment): the rules' messages show ``githubRepository`` through it.
 
-Imports nothing of imagebump; everything in ``steps`` may import it. (``steps.rules._redact_url``
-masks a URL's userinfo inside a rules-file excerpt; it is the rules engineer's and predates this.)
+Imports only the standard library; everything in ``steps`` (and the local runtime) may import it.
 """
 
 from __future__ import annotations
@@ -88,12 +91,37 @@ def redact(text: str, secrets: Iterable[str | None] = (), *, shapes: bool = True
     """
     if not text:
         return text
-    forms = set(_SECRETS)
-    for secret in secrets:
-        forms.update(secret_forms(secret or ""))
-    for form in sorted(forms, key=len, reverse=True):
-        if form in text:
-            text = text.replace(form, REDACTED)
+    text = _replace(text, _SECRETS.union(*(secret_forms(secret or "") for secret in secrets)))
     for pattern, replacement in _CREDENTIALS + (_SHAPES if shapes else []):
         text = pattern.sub(replacement, text)
     return text
+
+
+def mask_secrets(text: str, secrets: Iterable[str | None]) -> str:
+    """``text`` with each of ``secrets`` and its base64 and HTTP Basic forms replaced by ``***``.
+
+    Nothing else is touched (no registered secrets, no secret-shaped patterns), so text with a
+    structure of its own (a JSON line, whose ``"`` a header pattern could swallow) keeps it.
+    """
+    if not text:
+        return text
+    return _replace(text, set().union(*(secret_forms(secret or "") for secret in secrets)))
+
+
+def _replace(text: str, forms: set[str]) -> str:
+    for form in sorted(forms, key=len, reverse=True):
+        if form in text:
+            text = text.replace(form, REDACTED)
+    return text
+
+
+def redact_url(text: str) -> str:
+    """``text`` with URL credentials (``user:pass@``, ``token@``), query values and fragments as ``***``.
+
+    ``git@`` (SSH's conventional user, not a secret) is kept. Stricter than :func:`redact`'s URL
+    rule: a URL a user wrote in a rules file is shown back to them, so any query value is masked.
+    """
+    text = re.sub(r"(?i)\b([a-z][a-z0-9+.-]*://)(?!git@)[^/@?#\s'\"]*@", r"\1***@", text)
+    text = re.sub(r"([?&;][^=&;#\s'\"]*=)[^&;#\s'\"]*", r"\1***", text)  # ?access_token=… → …=***
+    text = re.sub(r"\?(?![^&;#\s'\"]*=)[^&;#\s'\"]+", "?***", text)  # ?ghp_… (a bare value)
+    return re.sub(r"#[^\s'\"]*", "#***", text)

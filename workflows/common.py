@@ -24,12 +24,12 @@ from hera.workflows import (
 from hera.workflows import models as m
 from pydantic import BaseModel
 
-from imagebump import IMAGE
 from steps._runtime import kebab
 from steps.errors import EXIT_CONFIG
 from workflows import names as n
 
 # Every step template renders `image: IMAGE` even when a definition forgets to pass it.
+IMAGE = n.IMAGE
 global_config.image = IMAGE
 
 # The names live in workflows/names.py (no Hera there, so sensors and the local runtime can read

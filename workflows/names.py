@@ -1,17 +1,23 @@
 """The names every manifest, the RBAC, the sensors and the local runtime agree on — no Hera here.
 
-Namespace, labels, ServiceAccounts, the ConfigMaps and Secrets the templates mount, the names of
-the WorkflowTemplate and CronWorkflows, and the pod hardening, as plain data. Importing this module
-must stay cheap and side-effect free: :mod:`workflows.common` (which loads Hera and sets
-``global_config.image``) builds its Hera models from these values, and :mod:`sensors` and the
-local runtime read them without loading Hera (tests/test_layering.py checks that).
+The steps image, namespace, labels, ServiceAccounts, the ConfigMaps and Secrets the templates mount,
+the names of the WorkflowTemplate and CronWorkflows (and where they are rendered), and the pod
+hardening, as plain data. Importing this module must stay cheap and side-effect free: it imports
+only the standard library (``IMAGE`` and ``OUTPUTS_DIR`` come from :mod:`steps._runtime` when first
+read). :mod:`workflows.common` (which loads Hera and sets ``global_config.image``) builds its Hera
+models from these values, and :mod:`sensors` and the local runtime read them without loading Hera
+(tests/test_layering.py checks that).
 """
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
-from steps._runtime import DEFAULT_OUTPUTS_DIRECTORY
+#: The steps image every WorkflowTemplate/CronWorkflow names (``IMAGE``: ``IMAGE_REPOSITORY:<version>``,
+#: see :func:`__getattr__`); built from ./Dockerfile. :mod:`imagebump` re-exports both.
+IMAGE_REPOSITORY = "ghcr.io/imagebump/imagebump"
 
 #: Namespace every imagebump object lives in (Argo Workflows and Argo Events must watch it).
 NAMESPACE = "imagebump"
@@ -27,6 +33,21 @@ ARGOCD_BACKUP = "argocd-backup"  # CronWorkflow: Argo CD's configuration → S3
 #: The Sensor that creates ``image-update`` Workflows is named after that template; its leader
 #: election Lease is ``sensor-<name>`` (argo-events v1.9.11 pkg/sensors/listener.go).
 SENSOR = IMAGE_UPDATE
+
+#: Where ``imagebump render`` writes the generated manifests, relative to the project root.
+MANIFESTS_DIR = "manifests"
+
+
+def rendered(name: str) -> str:
+    """Where the template ``name`` is rendered, relative to ``manifests/``: ``workflows/<name>.yaml``."""
+    return f"workflows/{name}.yaml"
+
+
+def rendered_file(name: str, project_root: str | os.PathLike[str]) -> Path:
+    """The rendered manifest of template ``name`` in a source tree:
+    ``<project_root>/manifests/workflows/<name>.yaml`` (what ``imagebump run --local`` reads)."""
+    return Path(project_root) / MANIFESTS_DIR / rendered(name)
+
 
 # ServiceAccounts, one per privilege set (see workflows/rbac.py and manifests/aws/).
 SA_WORKFLOW = "imagebump-workflow"  # commit-pr and the workflow's own pods: no cloud role
@@ -55,8 +76,28 @@ BACKUP_CONFIGMAP = "imagebump-backup"
 #: parameter without a ``valueFrom.default`` fails the Workflow at start.
 PARAMETER_CONFIGMAP_LABELS = {"workflows.argoproj.io/configmap-type": "Parameter"}
 
-#: Where a step writes its output parameters (Hera's runner): /tmp/hera-outputs, on the /tmp emptyDir.
-OUTPUTS_DIR = DEFAULT_OUTPUTS_DIRECTORY
+
+def __getattr__(name: str) -> str:
+    """The two names :mod:`steps._runtime` decides, read from it when first asked for (it loads
+    pydantic; ``imagebump --help`` reads this module and must not wait for that):
+
+    - ``IMAGE``: the steps image, tagged with imagebump's installed version
+      (:func:`steps._runtime.imagebump_version`, the package metadata ``pyproject.toml`` takes from
+      ``imagebump.__version__``; nothing below the CLI imports it);
+    - ``OUTPUTS_DIR``: where a step writes its output parameters (Hera's runner): /tmp/hera-outputs,
+      on the /tmp emptyDir.
+    """
+    if name == "IMAGE":
+        from steps._runtime import imagebump_version
+
+        value = f"{IMAGE_REPOSITORY}:{imagebump_version()}"
+    elif name == "OUTPUTS_DIR":
+        from steps._runtime import DEFAULT_OUTPUTS_DIRECTORY as value
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value  # once: later reads are plain module attributes
+    return value
+
 
 #: The user and group every imagebump pod runs as.
 UID = 10001

@@ -45,10 +45,12 @@ EXAMPLE_RULES = """\
 
 def default_output_dir() -> Path:
     """``manifests/`` of the source tree this package runs from, else of the working directory."""
+    from workflows.names import MANIFESTS_DIR
+
     root = Path(__file__).resolve().parent.parent
     if (root / "pyproject.toml").is_file():
-        return root / "manifests"
-    return Path.cwd() / "manifests"
+        return root / MANIFESTS_DIR
+    return Path.cwd() / MANIFESTS_DIR
 
 
 def dump(documents: Sequence[dict[str, Any]], source: str) -> str:
@@ -78,11 +80,11 @@ def documents() -> dict[str, tuple[list[dict[str, Any]], str]]:
 
     return {
         "rbac.yaml": (rbac.documents(), "workflows/rbac.py"),
-        "config/imagebump-rules.yaml": (
+        f"config/{n.RULES_CONFIGMAP}.yaml": (
             [_configmap(n.RULES_CONFIGMAP, {n.RULES_KEY: EXAMPLE_RULES})],
             "workflows/render.py",
         ),
-        "config/imagebump-env.yaml": (
+        f"config/{n.ENV_CONFIGMAP}.yaml": (
             [
                 _configmap(
                     n.ENV_CONFIGMAP,
@@ -91,10 +93,13 @@ def documents() -> dict[str, tuple[list[dict[str, Any]], str]]:
             ],
             "workflows/render.py",
         ),
-        "config/imagebump-backup.yaml": ([argocd_backup.settings_configmap()], "workflows/argocd_backup.py"),
-        "workflows/image-update.yaml": ([image_update.build().to_dict()], "workflows/image_update.py"),
-        "workflows/argocd-backup.yaml": ([argocd_backup.build().to_dict()], "workflows/argocd_backup.py"),
-        "workflows/image-reconcile.yaml": (
+        f"config/{n.BACKUP_CONFIGMAP}.yaml": (
+            [argocd_backup.settings_configmap()],
+            "workflows/argocd_backup.py",
+        ),
+        n.rendered(n.IMAGE_UPDATE): ([image_update.build().to_dict()], "workflows/image_update.py"),
+        n.rendered(n.ARGOCD_BACKUP): ([argocd_backup.build().to_dict()], "workflows/argocd_backup.py"),
+        n.rendered(n.IMAGE_RECONCILE): (
             [image_reconcile.build().to_dict()],
             "workflows/image_reconcile.py",
         ),

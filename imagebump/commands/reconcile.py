@@ -107,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
     from imagebump.commands.run import step_environment
     from steps import reconcile
     from steps.rules import load_rules
+    from workflows import names
     from workflows.local.logs import json_logger
 
     if not args.rules:
@@ -125,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     region = args.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
     executor = build_executor(
         secrets=secrets,
-        configmaps={"imagebump-rules": {"rules.yaml": rules_text}},
+        configmaps={names.RULES_CONFIGMAP: {names.RULES_KEY: rules_text}},
         env=step_environment(dict(os.environ), args.endpoint_url, region),
         log=log if args.verbose else _quiet(log),
         template=args.template,

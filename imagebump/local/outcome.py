@@ -4,8 +4,8 @@ The executor's result is a list of nodes (template, name, phase, outputs, durati
 nodes run under item ``i`` of the ``update-target`` fan-out, which :mod:`workflows.local.results`
 (the one home of node names) decodes (:func:`target_nodes`). :func:`target_results` and
 :func:`failure_details` feed the demo's report; :func:`progress_line` is ``imagebump run
---local``'s one line per event. Imports only :mod:`workflows.local.results` (plain data) of the
-project.
+--local``'s one line per event. Imports only :mod:`workflows.local.results` (plain data) and
+:mod:`steps.models` (the one way an image reference is written; lazily) of the project.
 """
 
 from __future__ import annotations
@@ -46,13 +46,20 @@ def target_nodes(result: WorkflowResult, index: int) -> dict[str, NodeResult]:
 
 
 def image_label(event: dict[str, Any]) -> str:
-    """``team/api:1.4.2`` (or ``team/api@sha256:…`` for a push without a tag) from a push event."""
+    """``team/api:1.4.2`` (or ``team/api@sha256:0123456789ab…`` for a push without a tag) from a
+    push event, written by :func:`steps.models.image_ref`."""
+    from steps.models import image_ref  # pydantic: not when `imagebump --help` imports this module
+
     detail = event.get("detail") if isinstance(event.get("detail"), dict) else {}
-    repo = detail.get("repository-name") or "?"
-    if detail.get("image-tag"):
-        return f"{repo}:{detail['image-tag']}"
-    digest = detail.get("image-digest") or ""
-    return f"{repo}@{digest[:19]}…" if digest else repo
+    tag, digest = detail.get("image-tag"), detail.get("image-digest")
+    return image_ref(
+        str(tag) if tag else None,
+        str(digest) if digest else None,
+        name=str(detail.get("repository-name") or "?"),
+        one=True,
+        short=True,
+        mark="…",
+    )
 
 
 @dataclass
@@ -132,17 +139,17 @@ def failure_details(result: WorkflowResult) -> list[str]:
 
 
 def resolved_image(result: WorkflowResult) -> str:
-    """``ACCOUNT.dkr.ecr.REGION.amazonaws.com/REPO:TAG@DIGEST`` from resolve-image's ``image`` output."""
+    """``ACCOUNT.dkr.ecr.REGION.amazonaws.com/REPO:TAG@DIGEST`` (``REPO@DIGEST`` for a push without a
+    tag) from resolve-image's ``image`` output: :attr:`steps.models.Image.reference`; the output as
+    it is when it is not an image."""
+    from steps.models import Image
+
     resolve = node(result, "resolve-image")
     if resolve is None or not resolve.outputs.get("image"):
         return ""
     try:
-        image = json.loads(resolve.outputs["image"])
-        return (
-            f"{image.get('account')}.dkr.ecr.{image.get('region')}.amazonaws.com/"
-            f"{image.get('repository')}:{image.get('tag')}@{image.get('digest')}"
-        )
-    except (ValueError, AttributeError):
+        return Image.model_validate_json(resolve.outputs["image"]).reference
+    except ValueError:  # pydantic's ValidationError is one
         return resolve.outputs["image"]
 
 

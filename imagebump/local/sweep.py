@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from steps.errors import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK, EXIT_TRANSIENT, ConfigError
+from workflows import names
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_TEMPLATE = PROJECT_ROOT / "manifests" / "workflows" / "image-reconcile.yaml"
-DEFAULT_UPDATE_TEMPLATE = PROJECT_ROOT / "manifests" / "workflows" / "image-update.yaml"
+DEFAULT_TEMPLATE = names.rendered_file(names.IMAGE_RECONCILE, PROJECT_ROOT)
+DEFAULT_UPDATE_TEMPLATE = names.rendered_file(names.IMAGE_UPDATE, PROJECT_ROOT)
 EXIT_UNEXPECTED = 3
 #: Locally there is no Workflow status to keep small: every behind target is handed over.
 LOCAL_LIMIT = 1_000_000
@@ -139,7 +140,7 @@ def run_sweep(
         "concurrency": str(concurrency or reconcile.DEFAULT_CONCURRENCY),
     }
     started = time.monotonic()
-    result = executor.run(params, name or f"image-reconcile-local-{int(time.time())}")
+    result = executor.run(params, name or f"{names.IMAGE_RECONCILE}-local-{int(time.time())}")
     sweep = Sweep(phase=result.phase, seconds=time.monotonic() - started)
     node = next(iter(result.nodes_for("reconcile")), None)
     if node is None or node.phase != "Succeeded":
@@ -260,7 +261,7 @@ class Sweeper:
                 self.executor,
                 apply=True,
                 full=False,
-                name=f"image-reconcile-local-{int(time.time())}-{self.sweeps}",
+                name=f"{names.IMAGE_RECONCILE}-local-{int(time.time())}-{self.sweeps}",
             )
         except Exception as exc:  # noqa: BLE001 - one failed sweep must not stop the intake
             self.log({"event": "sweep-failed", "message": f"{type(exc).__name__}: {exc}"})

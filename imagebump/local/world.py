@@ -44,8 +44,9 @@ from imagebump.local.demo_repo import (
     manifests_files,
 )
 from imagebump.local.stack import CLOUDFORMATION_TEMPLATE, PROJECT_ROOT, deploy_stack
+from workflows import names
 
-WORKFLOW_TEMPLATE = PROJECT_ROOT / "manifests" / "workflows" / "image-update.yaml"
+WORKFLOW_TEMPLATE = names.rendered_file(names.IMAGE_UPDATE, PROJECT_ROOT)
 FAKE_AWS = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
@@ -226,8 +227,8 @@ class World:
                     else local_secrets({"IMAGEBUMP_GIT_TOKEN": token})
                 ),
                 configmaps={
-                    "imagebump-rules": {"rules.yaml": self.rules_text},
-                    "imagebump-env": {"AWS_REGION": self.region, **self.env_configmap},
+                    names.RULES_CONFIGMAP: {names.RULES_KEY: self.rules_text},
+                    names.ENV_CONFIGMAP: {"AWS_REGION": self.region, **self.env_configmap},
                 },
                 env=self.step_env(),
                 log=self._log,

@@ -1,5 +1,7 @@
 """Showing user values in messages: bounded excerpts, URL secrets redacted, YAML kinds named.
 
+URLs are masked by :func:`steps.redact.redact_url` (the one home of redaction).
+
 Aliases in YAML share objects, so a 591-byte file can hold a list whose plain ``repr`` is
 gigabytes: every message of the rules package shows a value only through :func:`excerpt`, which
 never walks more than a few items.
@@ -7,9 +9,10 @@ never walks more than a few items.
 
 from __future__ import annotations
 
-import re
 import reprlib
 from typing import Any
+
+from steps.redact import redact_url
 
 #: Bounded repr: at most a few items per level, two levels, short strings.
 _REPR = reprlib.Repr()
@@ -17,17 +20,6 @@ _REPR.maxlevel = 2
 _REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 4
 _REPR.maxstring = _REPR.maxother = _REPR.maxlong = 80
 EXCERPT_LEN = 120
-
-
-def redact_url(text: str) -> str:
-    """``text`` with URL credentials (``user:pass@``, ``token@``), query values and fragments as ``***``.
-
-    ``git@`` (SSH's conventional user, not a secret) is kept.
-    """
-    text = re.sub(r"(?i)\b([a-z][a-z0-9+.-]*://)(?!git@)[^/@?#\s'\"]*@", r"\1***@", text)
-    text = re.sub(r"([?&;][^=&;#\s'\"]*=)[^&;#\s'\"]*", r"\1***", text)  # ?access_token=… → …=***
-    text = re.sub(r"\?(?![^&;#\s'\"]*=)[^&;#\s'\"]+", "?***", text)  # ?ghp_… (a bare value)
-    return re.sub(r"#[^\s'\"]*", "#***", text)
 
 
 def excerpt(value: Any, *, secret_urls: bool = False) -> str:

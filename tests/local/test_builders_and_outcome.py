@@ -15,6 +15,7 @@ import yaml
 
 from imagebump.local import builders, outcome
 from steps.events import parse_event
+from steps.models import Image
 from workflows.local.results import NodeResult, WorkflowResult
 
 EVENTS = Path(__file__).resolve().parents[1] / "testdata" / "events"
@@ -168,3 +169,30 @@ def test_target_results_and_failure_details() -> None:
         ("production", "", "", "Failed"),
     ]
     assert outcome.failure_details(result) == ["edit-kustomize [production] (failed, 1 attempt): "]
+
+
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+REGISTRY = "123456789012.dkr.ecr.us-west-2.amazonaws.com"
+
+
+@pytest.mark.parametrize(
+    ("tag", "expected"),
+    [
+        pytest.param("1.4.2", f"{REGISTRY}/team/api:1.4.2@{DIGEST}", id="tagged"),
+        pytest.param(None, f"{REGISTRY}/team/api@{DIGEST}", id="digest-only"),
+    ],
+)
+def test_resolved_image_is_a_reference_docker_pull_takes(tag, expected) -> None:
+    """The demo report's image: a push without a tag reads ``REPO@DIGEST``, never ``REPO:None@…``."""
+    image = Image(account="123456789012", region="us-west-2", repository="team/api", tag=tag, digest=DIGEST)
+    resolve = _node("wf.resolve", "resolve-image", image=image.model_dump_json(), targets="[]")
+    assert outcome.resolved_image(_result(resolve)) == expected
+    assert (
+        outcome.resolved_image(_result(_node("wf.resolve", "resolve-image", image="not json"))) == "not json"
+    )
+
+
+def test_progress_line_of_a_push_without_a_tag_shows_the_short_digest() -> None:
+    event = builders.ecr_push_event("team/api", DIGEST, None)
+    line = outcome.progress_line(event, _result(phase="Succeeded"))
+    assert " team/api@sha256:0123456789ab… → " in line

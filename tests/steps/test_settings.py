@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 
 import pytest
 
@@ -69,6 +70,29 @@ def test_a_secret_read_is_redacted_everywhere_after(tmp_path) -> None:
 )
 def test_redact(text, shapes, expected) -> None:
     assert redact.redact(text, shapes=shapes) == expected
+
+
+def test_mask_secrets_masks_every_form_and_nothing_else() -> None:
+    """The local executor's masking: the given secret in clear, base64 and HTTP Basic form; a JSON
+    line stays JSON (the header pattern of :func:`redact` would swallow its closing quote)."""
+    basic = base64.b64encode(b"x-access-token:tok-12345").decode()
+    line = json.dumps({"message": f"Authorization: Basic {basic}", "raw": "tok-12345", "x": "https://h/?a=1"})
+    masked = redact.mask_secrets(line, ["tok-12345", None, ""])
+    assert json.loads(masked) == {"message": "Authorization: Basic ***", "raw": "***", "x": "https://h/?a=1"}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param("https://u:pw@h/o/r", "https://***@h/o/r", id="userinfo"),
+        pytest.param("https://git@h/o/r", "https://git@h/o/r", id="ssh-user-kept"),
+        pytest.param("https://h/o/r?ref=main#x", "https://h/o/r?ref=***#***", id="query-and-fragment"),
+        pytest.param("https://h/o/r?ghp_abc", "https://h/o/r?***", id="bare-query-value"),
+    ],
+)
+def test_redact_url(text, expected) -> None:
+    """A URL a user wrote in a rules file, as the rules' messages show it back (steps.redact)."""
+    assert redact.redact_url(text) == expected
 
 
 def test_missing_write_token_names_the_secret_and_the_local_variable(monkeypatch) -> None:

@@ -6,6 +6,7 @@ State that must survive a step (counters, markers) lives in ``$STEPFNS_STATE_DIR
 the test passes through the executor's ``env``.
 """
 
+import base64
 import json
 import os
 import sys
@@ -106,8 +107,13 @@ def show_env() -> None:
 
 
 def leak_and_fail() -> None:
-    """Print the token to stderr and fail: the executor must redact it from logs."""
-    print(f"token is {os.environ.get('IMAGEBUMP_GIT_TOKEN')}", file=sys.stderr)
+    """Print the token to stderr, as is and as base64 / an HTTP Basic header, and fail: the executor
+    must redact every form from its logs."""
+    token = os.environ.get("IMAGEBUMP_GIT_TOKEN") or ""
+    basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
+    print(f"base64 {base64.b64encode(token.encode()).decode()}", file=sys.stderr)
+    print(f"Authorization: Basic {basic}", file=sys.stderr)
+    print(f"token is {token}", file=sys.stderr)
     raise SystemExit(1)
 
 

@@ -106,3 +106,25 @@ def test_kubectl_kustomize_builds_the_committed_tree():
     kinds = [doc["kind"] for doc in yaml.safe_load_all(result.stdout) if doc]
     expected = {"WorkflowTemplate", "CronWorkflow", "EventBus", "EventSource", "Sensor", "Role", "ConfigMap"}
     assert expected <= set(kinds)
+
+
+def test_each_template_is_rendered_where_the_local_commands_read_it(tmp_path):
+    """One home for "where is template X rendered": ``names.rendered`` is where ``imagebump render``
+    writes each template, and the default ``--template`` of ``run --local`` / ``reconcile`` and the
+    demo world's template are that file in this tree."""
+    from imagebump.local import sweep, world
+    from workflows import names
+
+    out = tmp_path / "manifests"
+    written = render.render_all(out)
+    for name in (names.IMAGE_UPDATE, names.IMAGE_RECONCILE, names.ARGOCD_BACKUP):
+        rel = names.rendered(name)
+        assert out / rel in written and f"name: {name}\n" in written[out / rel]
+        assert names.rendered_file(name, ROOT) == ROOT / "manifests" / rel
+        assert names.rendered_file(name, ROOT).is_file()
+    assert sweep.DEFAULT_TEMPLATE == names.rendered_file(names.IMAGE_RECONCILE, ROOT)
+    assert (
+        sweep.DEFAULT_UPDATE_TEMPLATE
+        == world.WORKFLOW_TEMPLATE
+        == names.rendered_file(names.IMAGE_UPDATE, ROOT)
+    )

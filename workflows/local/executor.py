@@ -209,10 +209,6 @@ class LocalExecutor:
             return None
         return forkserver_client.shared(self.python, self.project_root, self._preload)
 
-    def zygote(self) -> ForkServerClient | None:
-        """:meth:`fork_server` by its former name (bench/ calls it)."""
-        return self.fork_server()
-
     def launcher(self) -> Launcher:
         """How the next step process starts: forked from the fork server, or a fresh process."""
         client = self.fork_server()

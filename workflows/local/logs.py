@@ -4,8 +4,9 @@ A record is a dict (``ts``, ``level``, ``component``, ``event``, …; see :mod:`
 executor docstring); a ``Log`` is any callable that takes one. :func:`json_logger` writes them to
 a stream. Steps format their own records with :class:`steps._runtime.JsonLineFormatter` (a
 :mod:`logging` formatter for ``LogRecord`` s, not for dicts); the timestamp is the same
-:func:`steps._runtime.utc_timestamp`. Imports only the standard library and :mod:`results`, so
-the local sensor can log without loading the interpreter.
+:func:`steps._runtime.utc_timestamp`; :class:`Redactor` masks secrets with :mod:`steps.redact`.
+Imports only the standard library, :mod:`steps._runtime`, :mod:`steps.redact` and :mod:`results`,
+so the local sensor can log without loading the interpreter.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ from collections.abc import Callable
 from typing import Any
 
 from steps._runtime import utc_timestamp
+from steps.redact import REDACTED, mask_secrets
 from workflows.local.results import ERROR, FAILED
 
 Log = Callable[[dict[str, Any]], None]
 
 STDERR_TAIL_CHARS = 2000
-REDACTED = "***"
 
 _WARN_EVENTS = {"attempt-failed", "retry-scheduled", "zygote-lost", "zygote-unavailable"}
 
@@ -72,17 +73,15 @@ def json_record(line: str) -> dict[str, Any] | None:
 
 
 class Redactor:
-    """Replaces every secret value the executor was given (4 characters or more) with ``***``."""
+    """Replaces every secret value the executor was given (4 characters or more), and its base64 and
+    HTTP Basic forms, with ``***`` — :func:`steps.redact.mask_secrets`, the one redaction. Only the
+    secrets: a step's JSON log lines pass through it and must stay JSON."""
 
     def __init__(self, secrets: dict[str, dict[str, str]]) -> None:
-        self.values = sorted(
-            {v for s in secrets.values() for v in s.values() if v and len(v) >= 4}, key=len, reverse=True
-        )
+        self.values = sorted({v for s in secrets.values() for v in s.values() if v and len(v) >= 4})
 
     def __call__(self, text: str) -> str:
-        for value in self.values:
-            text = text.replace(value, REDACTED)
-        return text
+        return mask_secrets(text, self.values)
 
 
 def forward_step_stderr(

@@ -6,6 +6,7 @@ also cover the runner's argument file and output files. Step functions: ``tests/
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 import uuid
@@ -177,6 +178,27 @@ def test_secrets_are_redacted_from_stderr_tails(state: Path, logs: list[dict]) -
     text = json.dumps(logs) + json.dumps([n.message for n in result.nodes])
     assert "s3cr3t-token-value" not in text
     assert "token is ***" in text
+
+
+def test_encoded_forms_of_a_secret_are_redacted_from_logs(state: Path, logs: list[dict]) -> None:
+    """A step that prints a secret base64-encoded or in an HTTP Basic header (``x-access-token:TOKEN``)
+    leaks it as surely as in clear: the executor's logs mask those forms too (steps.redact's)."""
+    token = "s3cr3t-token-value"
+    executor = make(
+        "secrets.yaml",
+        state,
+        logs,
+        secrets={"imagebump-git": {"token": token}},
+        configmaps={"imagebump-rules": {"rules.yaml": ""}},
+    )
+    result = executor.run({"fail": "yes"}, "secrets-3")
+
+    assert result.phase == "Failed"
+    text = json.dumps(logs) + json.dumps([n.message for n in result.nodes])
+    basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
+    for form in (token, base64.b64encode(token.encode()).decode().rstrip("="), basic.rstrip("=")):
+        assert form not in text
+    assert "base64 ***" in text and "Authorization: Basic ***" in text
 
 
 def test_missing_secret_is_refused_at_construction(state: Path, logs: list[dict]) -> None:

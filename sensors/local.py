@@ -35,37 +35,23 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from sensors.local_messages import (
-    LEVELS,
+    Executor,
+    InFlight,
     InvalidMessage,
     SensorStats,
     event_id_of,
     printable,
     read_event,
     receive_count,
+    sensor_record,
 )
 from sensors.local_queue import MAX_MESSAGES_PER_RECEIVE, SqsQueue
 from steps._runtime import utc_timestamp
 from workflows.local.logs import json_logger
 from workflows.local.results import ERROR, SUCCEEDED, WorkflowResult
-
-
-class Executor(Protocol):
-    def run(
-        self, parameters: dict[str, str], workflow_name: str, *, event_id: str | None = None
-    ) -> WorkflowResult: ...
-
-
-@dataclass
-class _InFlight:
-    receipt: str  # the newest receipt handle of its message (SQS honours only the newest)
-    name: str
-    event_id: str | None
-    message_id: str | None = None
-    started: float = field(default_factory=time.monotonic)
 
 
 class LocalSensor:
@@ -132,7 +118,7 @@ class LocalSensor:
         )
         self._done = threading.Event()
         self._lock = threading.Lock()
-        self._running: dict[str, _InFlight] = {}  # workflow name -> in flight
+        self._running: dict[str, InFlight] = {}  # workflow name -> in flight
         self._succeeded: set[str] = set()
 
     # -- public ---------------------------------------------------------------------------------
@@ -206,15 +192,8 @@ class LocalSensor:
 
     def log(self, **record: Any) -> None:
         """One record in the format of every imagebump log (:mod:`steps._runtime`): ts, level, component."""
-        level = record.pop("level", None) or LEVELS.get(record.get("event", ""), "info")
-        record = {
-            "ts": utc_timestamp(),
-            "level": level,
-            "component": "sensor",
-            **{k: v for k, v in record.items() if v is not None},
-        }
         try:
-            self.log_sink(record)
+            self.log_sink(sensor_record(utc_timestamp(), record))
         except Exception:  # noqa: BLE001 - a broken log sink must not stop the sensor
             pass
 
@@ -300,7 +279,7 @@ class LocalSensor:
             if duplicate:
                 self.stats.duplicates += 1
             elif not redelivered:
-                self._running[name] = _InFlight(message["ReceiptHandle"], name, event_id, message_id)
+                self._running[name] = InFlight(message["ReceiptHandle"], name, event_id, message_id)
         if redelivered:
             self.log(
                 event="message-redelivered",

@@ -2,18 +2,22 @@
 
 :func:`read_event` reads a message body as an event object or raises :class:`InvalidMessage`
 (such a body is left on the queue for its redrive policy); :func:`event_id_of` is the event's id
-as text any UTF-8 stream can take (:func:`printable`); :class:`SensorStats` counts the outcomes
-and :data:`LEVELS` gives the ``level`` of the sensor's records that are not ``info``. The loop that
-receives, runs, deletes and heartbeats is :class:`sensors.local.LocalSensor`. Imports the standard
-library only.
+as text any UTF-8 stream can take (:func:`printable`); :class:`SensorStats` counts the outcomes,
+:class:`InFlight` is a running workflow's message, and :func:`sensor_record` makes one log record
+(its ``level`` from :data:`LEVELS` unless given). The loop that receives, runs, deletes and
+heartbeats is :class:`sensors.local.LocalSensor`. Imports the standard library only.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass
-from typing import Any
+import time
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from workflows.local.results import WorkflowResult
 
 #: ``level`` of the sensor's records that are not ``info``.
 LEVELS = {
@@ -27,6 +31,39 @@ LEVELS = {
     "message-error": "error",
     "on-result-failed": "error",
 }
+
+
+def sensor_record(ts: str, fields: dict[str, Any]) -> dict[str, Any]:
+    """One record in the format of every imagebump log (:mod:`steps._runtime`): ``ts``, ``level``
+    (``fields["level"]``, else :data:`LEVELS`' for its ``event``, else ``info``), ``component``,
+    then the fields that are not None."""
+    fields = dict(fields)
+    level = fields.pop("level", None) or LEVELS.get(fields.get("event", ""), "info")
+    return {
+        "ts": ts,
+        "level": level,
+        "component": "sensor",
+        **{k: v for k, v in fields.items() if v is not None},
+    }
+
+
+class Executor(Protocol):
+    """What runs a workflow for the sensor (:class:`workflows.local.executor.LocalExecutor`)."""
+
+    def run(
+        self, parameters: dict[str, str], workflow_name: str, *, event_id: str | None = None
+    ) -> WorkflowResult: ...
+
+
+@dataclass
+class InFlight:
+    """A workflow the sensor runs, and the message it settles when the workflow ends."""
+
+    receipt: str  # the newest receipt handle of its message (SQS honours only the newest)
+    name: str
+    event_id: str | None
+    message_id: str | None = None
+    started: float = field(default_factory=time.monotonic)
 
 
 @dataclass
@@ -85,10 +122,13 @@ def printable(text: str) -> str:
 
 __all__ = [
     "LEVELS",
+    "Executor",
+    "InFlight",
     "InvalidMessage",
     "SensorStats",
     "event_id_of",
     "printable",
     "read_event",
     "receive_count",
+    "sensor_record",
 ]

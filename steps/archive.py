@@ -70,15 +70,8 @@ ARGOCD_SECRET = "argocd-secret"
 #: keys); Argo CD 2.x also reads the last two (util/db/repository_legacy.go,
 #: util/settings/settings.go Repository), so we take those too.
 LEGACY_REPOSITORY_KEYS = ("repositories", "repository.credentials")
-LEGACY_SECRET_FIELDS = (
-    "usernameSecret",
-    "passwordSecret",
-    "sshPrivateKeySecret",
-    "tlsClientCertDataSecret",
-    "tlsClientCertKeySecret",
-    "githubAppPrivateKeySecret",
-    "gcpServiceAccountKey",
-)
+LEGACY_SECRET_FIELDS = ("usernameSecret", "passwordSecret", "sshPrivateKeySecret", "tlsClientCertDataSecret")
+LEGACY_SECRET_FIELDS += ("tlsClientCertKeySecret", "githubAppPrivateKeySecret", "gcpServiceAccountKey")
 #: Secrets taken by name (argocd-secret: isArgoCDSecret; the notifications secret: ours).
 NAMED_SECRETS = (ARGOCD_SECRET, "argocd-notifications-secret")
 CONFIG_MAPS = (

@@ -231,15 +231,12 @@ class ClonedRepo:
     def head_branch(self) -> str:
         """The branch ``HEAD`` names, read from ``.git/HEAD``; anything else asks ``git
         symbolic-ref``: the same answer, one process more (tests compare)."""
-        return (
-            head_file_branch(self.path / ".git") or self.git("symbolic-ref", "--short", "HEAD").stdout.strip()
-        )
+        branch = head_file_branch(self.path / ".git")
+        return branch or self.git("symbolic-ref", "--short", "HEAD").stdout.strip()
 
     def cloned_head(self) -> str:
-        """The sha of ``HEAD`` right after :func:`clone`, read from the files git wrote
-        (:func:`steps.git_objects.branch_file_sha`); anything else (a detached or reftable
-        repository, a ref that is not there) asks ``git rev-parse HEAD``: the same answer, one
-        process more (tests compare)."""
+        """The sha of ``HEAD`` right after :func:`clone`, read from git's files (``branch_file_sha``);
+        anything else (detached, reftable, no such ref) asks ``git rev-parse HEAD`` (tests compare)."""
         gitdir = self.path / ".git"
         branch = head_file_branch(gitdir)
         return (branch and branch_file_sha(gitdir, branch)) or self.head()

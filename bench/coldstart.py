@@ -43,6 +43,7 @@ import yaml
 
 from bench.coldstart_cases import CASES, MANIFESTS, PROJECT_ROOT, Case, inputs_file, step_env, template
 from bench.stats import loadavg, machine, summary
+from workflows import names
 
 PYTHON = sys.executable
 RUNNERS = {"hera": "hera.workflows.runner", "entry": "steps._entry"}
@@ -194,7 +195,7 @@ def run_steps(runs: int, log: Any = print) -> dict[str, Any]:
 
 
 def _template_with_runner(runner: str) -> str:
-    text = (MANIFESTS / "image-update.yaml").read_text()
+    text = (MANIFESTS / names.rendered(names.IMAGE_UPDATE)).read_text()
     doc = yaml.safe_load(text)
     for tpl in doc["spec"]["templates"]:
         args = (tpl.get("script") or {}).get("args")

@@ -15,9 +15,10 @@ from typing import Any
 import yaml
 
 from imagebump.local import builders
+from workflows import names
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
-MANIFESTS = PROJECT_ROOT / "manifests" / "workflows"
+MANIFESTS = PROJECT_ROOT / names.MANIFESTS_DIR
 
 _IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/team/api"
 _DIGEST = "sha256:" + "a" * 64
@@ -60,6 +61,9 @@ _PLAN = json.dumps(
 )
 
 
+_UPDATE = names.rendered(names.IMAGE_UPDATE)
+
+
 @dataclass(frozen=True)
 class Case:
     """One step process as a template renders it, with inputs that validate."""
@@ -71,24 +75,22 @@ class Case:
 
 
 CASES = (
-    Case("resolve-image", "image-update.yaml", "resolve-image", {"event": json.dumps(_EVENT)}),
-    Case("edit-kustomize", "image-update.yaml", "edit-kustomize", {"target": _target("commit", "local")}),
+    Case("resolve-image", _UPDATE, "resolve-image", {"event": json.dumps(_EVENT)}),
+    Case("edit-kustomize", _UPDATE, "edit-kustomize", {"target": _target("commit", "local")}),
     Case(
         "commit-pr (commit)",
-        "image-update.yaml",
+        _UPDATE,
         "commit-pr",
         {"target": _target("commit", "github"), "plan": _PLAN},
     ),
-    Case(
-        "commit-pr (pr)", "image-update.yaml", "commit-pr", {"target": _target("pr", "github"), "plan": _PLAN}
-    ),
-    Case("reconcile", "image-reconcile.yaml", "reconcile", {}),
-    Case("backup-export", "argocd-backup.yaml", "backup-export", {"bucket": "backups"}),
+    Case("commit-pr (pr)", _UPDATE, "commit-pr", {"target": _target("pr", "github"), "plan": _PLAN}),
+    Case("reconcile", names.rendered(names.IMAGE_RECONCILE), "reconcile", {}),
+    Case("backup-export", names.rendered(names.ARGOCD_BACKUP), "backup-export", {"bucket": "backups"}),
 )
 
 
 def template(manifest: str, name: str) -> dict[str, Any]:
-    """The named template of a rendered manifest under manifests/workflows/."""
+    """The named template of a rendered manifest (``manifest``: a path under manifests/)."""
     doc = yaml.safe_load((MANIFESTS / manifest).read_text())
     spec = doc["spec"].get("workflowSpec", doc["spec"])  # a CronWorkflow's templates are one level down
     for tpl in spec["templates"]:

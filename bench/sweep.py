@@ -24,6 +24,7 @@ from typing import Any
 
 from bench.world import BASE, PROJECT_ROOT, REGION, digest_of, fast_import, image_uri, overlay
 from imagebump.local import builders
+from workflows import names
 
 
 def _rules(account: str, prefix: str, git_url: str) -> str:
@@ -93,8 +94,8 @@ def run_sweeps(
         for n in sizes:
             _, rules = _build(moto, server, n, log)
             executor = build_executor(
-                secrets={"imagebump-git": {"token": token}, "imagebump-git-read": {"token": token}},
-                configmaps={"imagebump-rules": {"rules.yaml": rules}},
+                secrets={names.GIT_SECRET: {"token": token}, names.GIT_READ_SECRET: {"token": token}},
+                configmaps={names.RULES_CONFIGMAP: {names.RULES_KEY: rules}},
                 env=env,
                 log=lambda record: None,
                 work_root=root,

@@ -29,9 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from imagebump.local import builders
+from workflows import names
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
-TEMPLATE = PROJECT_ROOT / "manifests" / "workflows" / "image-update.yaml"
+TEMPLATE = names.rendered_file(names.IMAGE_UPDATE, PROJECT_ROOT)
 REGION = "us-west-2"
 OWNER = "bench"
 MONOREPO = f"{OWNER}/monorepo"
@@ -208,8 +209,8 @@ class World:
         return LocalExecutor(
             template_text if template_text is not None else TEMPLATE,
             project_root=PROJECT_ROOT,
-            secrets={"imagebump-git": {"token": self.token}, "imagebump-git-read": {"token": self.token}},
-            configmaps={"imagebump-rules": {"rules.yaml": self.rules_text}},
+            secrets={names.GIT_SECRET: {"token": self.token}, names.GIT_READ_SECRET: {"token": self.token}},
+            configmaps={names.RULES_CONFIGMAP: {names.RULES_KEY: self.rules_text}},
             env={**self.step_env, **(extra_env or {})},
             log=log or (lambda record: None),
             work_root=work,

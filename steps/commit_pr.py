@@ -55,8 +55,8 @@ the second run finds the branch's tree identical and the PR's text identical and
 ``<repo_url>/tree/<branch>``, ``pr_number`` 0, ``pr-created`` when the branch was new.
 
 Layout (gather → decide → act): :class:`CommitPrInput` and :class:`steps.settings.CommitPrSettings`
-are validated before any I/O; :func:`reapply` is the pure core (the never-downgrade re-check is
-:func:`steps.never_downgrade.recheck`); the two forge modes act in :mod:`steps.commit_mode` and
+are validated before any I/O; :func:`decide` is the pure core (the never-downgrade re-check is
+:func:`steps.never_downgrade.recheck`; table-tested in tests/steps/test_commit_pr.py without git); the two forge modes act in :mod:`steps.commit_mode` and
 :mod:`steps.pr_mode`; messages are templated by :mod:`steps.commit_message`.
 
 Message template: ``IMAGEBUMP_COMMIT_MESSAGE_TEMPLATE`` is a Python ``str.format`` string over
@@ -162,8 +162,8 @@ class Applied:
     reason: str
 
 
-def reapply(text: str, target: Target, plan: Plan) -> Applied:
-    """Re-check the file's entry against the plan and re-apply the edit (pure).
+def decide(text: str, target: Target, plan: Plan) -> Applied:
+    """The pure core: re-check the file's entry against the plan and re-apply the edit.
 
     Returns ``Applied.text`` None with a reason when nothing must change: the entry says
     ``plan.new`` already, or :func:`steps.never_downgrade.recheck` refuses.

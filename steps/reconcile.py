@@ -49,8 +49,8 @@ Layout (gather → decide → act): :mod:`steps.reconcile_ecr` gathers from ECR,
 :mod:`steps.reconcile_git` reads Git (one partial sparse clone per repository),
 :mod:`steps.reconcile_decide` is the pure core (:func:`pick_newest`, :func:`decide`, table-tested
 without ECR or git), :mod:`steps.reconcile_report` renders the report and the counts; this module is
-the step (its input, :class:`ReconcileOutput`, :func:`sweep` and :func:`run`). It acts by its
-outputs only.
+the step (its typed input :class:`ReconcileInput`, :class:`ReconcileOutput`, :func:`sweep` and
+:func:`run`). It acts by its outputs only.
 
 Errors: a bad rules file or a refused ECR listing (no ``ecr:DescribeRepositories``) is a
 :class:`~steps.errors.ConfigError`; ECR failing for now is a :class:`~steps.errors.TransientError`.
@@ -67,7 +67,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from steps._runtime import step_entry
 from steps.errors import ConfigError
@@ -102,6 +102,7 @@ DEFAULT_LIMIT = 500
 # these names stay importable from the step's module, where Hera and the CLI find them.
 __all__ = [
     "STATES",
+    "ReconcileInput",
     "ReconcileOutput",
     "State",
     "StateCount",
@@ -114,6 +115,40 @@ __all__ = [
     "run",
     "sweep",
 ]
+
+
+class ReconcileInput(BaseModel):
+    """The step's input (the CronWorkflow's parameters ``concurrency``, ``limit``, ``full``), declared
+    once and checked before any I/O by :meth:`of`; :func:`run` keeps them as its parameters because
+    Hera renders the template's inputs from that signature."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    concurrency: int = Field(
+        default=DEFAULT_CONCURRENCY,
+        ge=1,
+        le=MAX_CONCURRENCY,
+        description="ECR calls and Git repositories worked on at once",
+    )
+    limit: int = Field(
+        default=DEFAULT_LIMIT, ge=0, description="at most this many behind targets per sweep (the rest wait)"
+    )
+    full: bool = Field(default=False, description="list the current targets in the report too")
+
+    @classmethod
+    def of(
+        cls, concurrency: int = DEFAULT_CONCURRENCY, limit: int = DEFAULT_LIMIT, full: bool = False
+    ) -> "ReconcileInput":
+        """Validate. Raises ConfigError naming the parameter, its value and the allowed range."""
+        values = {"concurrency": concurrency, "limit": limit, "full": full}
+        try:
+            return cls(**values)
+        except ValidationError as exc:
+            name = str(exc.errors()[0]["loc"][0])
+            ranges = {"concurrency": f"must be between 1 and {MAX_CONCURRENCY}", "limit": "must be 0 or more"}
+            raise ConfigError(
+                f"{name} {values[name]!s:.80}: {ranges.get(name, 'must be true or false')}"
+            ) from None
 
 
 class ReconcileOutput(BaseModel):
@@ -155,10 +190,7 @@ def sweep(
         ConfigError: ECR refused to list (permissions) or a bad argument.
         TransientError: ECR failed for now.
     """
-    if not 1 <= concurrency <= MAX_CONCURRENCY:
-        raise ConfigError(f"concurrency {concurrency}: must be between 1 and {MAX_CONCURRENCY}")
-    if limit < 0:
-        raise ConfigError(f"limit {limit}: must be 0 or more")
+    ReconcileInput.of(concurrency=concurrency, limit=limit, full=full)
     calls = Calls()
 
     # gather: ECR (every overlay and its candidates), then decide what is the newest of each
@@ -244,11 +276,14 @@ def run(
     from steps import git
     from steps.rules import load_rules_file
 
-    if not 1 <= concurrency <= MAX_CONCURRENCY:  # before any I/O
-        raise ConfigError(f"concurrency {concurrency}: must be between 1 and {MAX_CONCURRENCY}")
+    given = ReconcileInput.of(concurrency=concurrency, limit=limit, full=full)  # before any I/O
     rules = load_rules_file(rules_file())
     out = sweep(
-        rules, concurrency=concurrency, limit=limit, auth=git.GitAuth.from_env(write=False), full=full
+        rules,
+        concurrency=given.concurrency,
+        limit=given.limit,
+        auth=git.GitAuth.from_env(write=False),
+        full=given.full,
     )
     for t in out.report:  # the pod's log: what needs a look (the current ones are only counted)
         if t.state != "current":

@@ -4,7 +4,7 @@
 ``Plan`` leaves edit-kustomize and enters commit-pr. They are plain data: no I/O here.
 
 Also the one way an image reference is written for people (:func:`image_ref`, :func:`short_digest`,
-:func:`entry_ref`): ``name:tag@digest``, a tag or a short digest, and what "no image" reads as;
+:func:`short_ref`, :func:`entry_ref`): ``name:tag@digest``, a tag or a short digest, and what "no image" reads as;
 and the one comparison of two ``images`` entries (:func:`entry_sets`, :func:`same_entry`).
 """
 
@@ -27,6 +27,13 @@ def short_digest(digest: str | None, *, mark: str = "") -> str:
     algorithm, _, hexpart = digest.partition(":")
     short = f"{algorithm}:{hexpart[:12]}" if hexpart else digest[:19]
     return short + mark if len(short) < len(digest) else digest
+
+
+def short_ref(ref: str) -> str:
+    """``1.4.2@sha256:0123456789ab…``: a ``tag@digest`` reference with its digest cut, for tables
+    and one-line reasons; any other reference as it is."""
+    tag, at, digest = ref.partition("@")
+    return f"{tag}@{digest[:19]}…" if at and len(digest) > 19 else ref
 
 
 def image_ref(

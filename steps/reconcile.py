@@ -71,8 +71,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from steps._runtime import step_entry
 from steps.errors import ConfigError
-from steps.models import Target
-from steps.reconcile_decide import STATES, State, Verdict, _short, decide, pick_newest
+from steps.models import Target, short_ref
+from steps.reconcile_decide import STATES, State, Verdict, decide, pick_newest
 from steps.reconcile_ecr import Calls, make_clients, pool, scan_ecr
 from steps.reconcile_git import Item, overlay_dir, sweep_repository
 from steps.reconcile_report import StateCount, TargetState, count_states, render_table
@@ -293,8 +293,8 @@ def run(
                 t.repo_url,
                 t.path,
                 t.env or "-",
-                _short(t.current) or "-",
-                _short(t.newest) or "-",
+                short_ref(t.current) or "-",
+                short_ref(t.newest) or "-",
                 t.reason,
             )
     log.info("reconcile: %s", out.reason)

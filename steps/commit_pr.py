@@ -55,9 +55,10 @@ the second run finds the branch's tree identical and the PR's text identical and
 ``<repo_url>/tree/<branch>``, ``pr_number`` 0, ``pr-created`` when the branch was new.
 
 Layout (gather → decide → act): :class:`CommitPrInput` and :class:`steps.settings.CommitPrSettings`
-are validated before any I/O; :func:`decide` is the pure core (the never-downgrade re-check is
-:func:`steps.never_downgrade.recheck`; table-tested in tests/steps/test_commit_pr.py without git); the two forge modes act in :mod:`steps.commit_mode` and
-:mod:`steps.pr_mode`; messages are templated by :mod:`steps.commit_message`.
+are validated before any I/O; :func:`decide` is the pure core, table-tested without git in
+tests/steps/test_commit_pr.py (its never-downgrade re-check is :func:`steps.never_downgrade.recheck`);
+the two forge modes act in :mod:`steps.commit_mode` and :mod:`steps.pr_mode`; messages are templated
+by :mod:`steps.commit_message`.
 
 Message template: ``IMAGEBUMP_COMMIT_MESSAGE_TEMPLATE`` is a Python ``str.format`` string over
 these fields (unknown fields are a ConfigError, checked before any I/O); the PR title is the

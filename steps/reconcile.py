@@ -27,7 +27,8 @@ precedence). Only tagged images are candidates: ECR leaves an image untagged whe
 a newer push, and multi-platform pushes leave their per-platform manifests untagged, so an untagged
 image is never "the newest release" (a digest-only push is still handled by its event).
 
-Each target gets a state (:func:`~steps.reconcile_decide.decide`, pure):
+Each target gets a state (:func:`~steps.reconcile_decide.decide`, pure; the never-downgrade verdicts
+are :func:`steps.never_downgrade.sweep_verdict`'s):
 
 * ``behind``: the overlay holds an older image (by the rule's order) than the newest allowed, and
   no living proposal already offers it — handed to update-target;

@@ -87,7 +87,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from steps._runtime import step_entry
 from steps.branches import branch_name
-from steps.errors import ConfigError, KustomizationError
+from steps.errors import CarriedObjectsError, ConfigError, KustomizationError
 from steps.models import ImagesEntry, Plan, Target, entry_ref
 from steps.settings import CommitPrSettings
 
@@ -262,11 +262,15 @@ def seed_base(
     if not (plan.base_objects and plan.base_text and plan.base_commit) or plan.base_branch != base:
         return None
     import base64
+    import binascii
 
     from steps import git
 
     try:
-        objects = [base64.b64decode(o, validate=True) for o in plan.base_objects]
+        try:
+            objects = [base64.b64decode(o, validate=True) for o in plan.base_objects]
+        except binascii.Error:
+            raise CarriedObjectsError("a carried object is not base64") from None
         return git.seed(
             target.repo_url,
             workdir / "seed",
@@ -278,7 +282,7 @@ def seed_base(
             blob=plan.base_blob,
             auth=auth,
         )
-    except ValueError as exc:  # (binascii.Error is one)
+    except CarriedObjectsError as exc:
         log.warning("the plan's carried objects were not used (%s); cloning %s", exc, base)
         return None
 

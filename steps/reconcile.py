@@ -61,7 +61,6 @@ sweep goes on with the others.
 
 # No `from __future__ import annotations`: Hera's runner reads real annotation objects.
 import logging
-import os
 import tempfile
 from collections import Counter
 from collections.abc import Callable
@@ -77,6 +76,7 @@ from steps.reconcile_decide import STATES, State, Verdict, decide, pick_newest
 from steps.reconcile_ecr import Calls, make_clients, pool, scan_ecr
 from steps.reconcile_git import Item, overlay_dir, sweep_repository
 from steps.reconcile_report import StateCount, TargetState, count_states, render_table
+from steps.settings import rules_file
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,6 @@ LAZY_IMPORTS = (
     "botocore.exceptions",
 )
 
-DEFAULT_RULES_FILE = "/etc/imagebump/rules/rules.yaml"
 DEFAULT_CONCURRENCY = 8
 MAX_CONCURRENCY = 64
 #: Behind targets handed over per sweep: the list is a Workflow output parameter (etcd-sized).
@@ -262,11 +261,6 @@ def sweep(
         git_clones=calls.clones,
         reason=summary,
     )
-
-
-def rules_file() -> str:
-    """Where the rules are mounted: ``$IMAGEBUMP_RULES_FILE`` or the default path."""
-    return os.environ.get("IMAGEBUMP_RULES_FILE") or DEFAULT_RULES_FILE
 
 
 @step_entry

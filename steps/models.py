@@ -15,9 +15,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+#: The closed choices of a rule and its targets, declared once (the rules schema imports them),
+#: and their defaults: what a rule that does not say gets.
 Mode = Literal["pr", "commit"]
 Order = Literal["push-time", "semver", "none"]
 Provider = Literal["github", "local"]
+DEFAULT_MODE: Mode = "pr"
+DEFAULT_ORDER: Order = "push-time"
+DEFAULT_PROVIDER: Provider = "github"
 
 
 def short_digest(digest: str | None, *, mark: str = "") -> str:
@@ -120,16 +125,16 @@ class Target(BaseModel):
     digest: str | None = None
     pushed_at: datetime | None = None
     event_id: str | None = None
-    mode: Mode = "pr"
+    mode: Mode = DEFAULT_MODE
     base_branch: str | None = Field(default=None, description="None: the remote's default branch")
     image_name: str | None = Field(
         default=None, description="images[].name to set; None: the entry whose name or newName is `image`"
     )
     write_digest: bool = False
-    order: Order = "push-time"
+    order: Order = DEFAULT_ORDER
     labels: list[str] = Field(default_factory=list)
     reviewers: list[str] = Field(default_factory=list)
-    provider: Provider = "github"
+    provider: Provider = DEFAULT_PROVIDER
 
     @property
     def key(self) -> str:

@@ -17,14 +17,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cmp_to_key
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from steps.models import ImagesEntry, Target, image_ref
-from steps.never_downgrade import sweep_verdict
+from steps.never_downgrade import SweepState, sweep_verdict
 from steps.order import compare_semver, parse_semver
 
-State = Literal["behind", "current", "ahead", "proposed", "unknown"]
-STATES: tuple[str, ...] = ("behind", "current", "ahead", "proposed", "unknown")
+#: A target's state: never-downgrade's verdict (:data:`steps.never_downgrade.SweepState`), or unknown.
+State = SweepState | Literal["unknown"]
+STATES: tuple[str, ...] = (*get_args(SweepState), "unknown")
 
 
 def _natural(tag: str) -> tuple:

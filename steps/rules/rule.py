@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from steps.errors import RuleFieldError as _Problem
-from steps.models import Image, Target
+from steps.models import DEFAULT_MODE, DEFAULT_ORDER, DEFAULT_PROVIDER, Image, Mode, Order, Provider, Target
 from steps.rules._show import excerpt as _excerpt
 from steps.rules._show import shown as _shown
 from steps.rules.patterns import (
@@ -32,7 +32,7 @@ from steps.rules.patterns import (
     group_indices,
     tag_filters,
 )
-from steps.rules.schema import Mode, Order, Provider, RuleSpec, parse_rule
+from steps.rules.schema import RuleSpec, parse_rule
 
 _REGISTRY_RE = re.compile(
     r"(?P<account>[0-9]{12})\.dkr\.ecr\.(?P<region>[a-z]{2}(?:-[a-z]+)+-[0-9]{1,2})\.amazonaws\.com"
@@ -72,14 +72,14 @@ class Rule:
     allow: tuple[TagFilter, ...] = ()
     deny: tuple[TagFilter, ...] = ()
     env: str = ""
-    mode: Mode = "pr"
+    mode: Mode = DEFAULT_MODE
     base_branch: str | None = None
     image_name: str | None = None
     write_digest: bool = False
-    order: Order = "push-time"
+    order: Order = DEFAULT_ORDER
     labels: tuple[str, ...] = ()
     reviewers: tuple[str, ...] = ()
-    provider: Provider = "github"
+    provider: Provider = DEFAULT_PROVIDER
     repo_groups: dict[int, tuple[int, ...]] = field(default_factory=dict)  # $n -> group indices
     tag_groups: dict[int, tuple[int, ...]] = field(default_factory=dict)
     _allow: TagList = field(default_factory=TagList)

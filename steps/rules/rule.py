@@ -8,6 +8,20 @@ allow and deny lists, and ``githubRepository``'s shape (no credentials, query or
 the rule yields none. :attr:`Rule.repository_prefix` and :meth:`Rule.match_repository` are the
 one home of "may this ECR repository belong to this rule" (reconcile filters ECR's listing with
 them).
+
+Semantics (DESIGN.md, issue 2):
+
+- ``registryURI`` = ``ACCOUNT.dkr.ecr.REGION.amazonaws.com/REPO[:TAGPATTERN]``. The registry host
+  is literal. In ``REPO`` everything is literal except ``$n``, which captures one path segment
+  (``[^/]+``). ``TAGPATTERN`` is a regular expression that must match the whole tag; ``$n`` in it
+  captures ``[A-Za-z0-9]+``. A ``$n`` used twice must capture the same text both times: each
+  occurrence is captured on its own and the captures are compared after the match.
+- ``githubRepository`` = ``https://HOST/OWNER/REPO/PATH…`` (``http://host:port`` for a local
+  remote). ``$n`` are substituted; the result must stay inside the repository (no ``..``, no
+  ``.``, no empty segment) or that target is refused with a reason.
+- ``allowImageTag`` / ``denyImageTag``: ``regexp:RE`` (full match) or a literal tag; an empty
+  allow list allows every tag; deny wins. A digest-only push has no tag: a rule with an allow list
+  or a tag pattern refuses it.
 """
 
 from __future__ import annotations

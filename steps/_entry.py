@@ -48,7 +48,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-EXIT_BAD_INPUT = 2  # steps.errors.EXIT_CONFIG (not imported: this module imports nothing of ours early)
+from steps.errors import EXIT_CONFIG as EXIT_BAD_INPUT
+from steps.errors import BadInput
+
 EXIT_UNSUPPORTED = 3
 
 
@@ -129,10 +131,6 @@ def function_kwargs(function: Any, inputs: dict[str, str]) -> dict[str, Any]:
             where = ".".join(str(part) for part in (name, *first.get("loc", ())))
             raise BadInput(f"input {where}: {first['msg']} (got {value[:80]!r})") from None
     return kwargs
-
-
-class BadInput(ValueError):
-    """An input parameter that does not validate against the step function's annotation."""
 
 
 def serialize(value: Any) -> str:

@@ -27,9 +27,10 @@ namespace. Then retention: archives of this cluster beyond the newest ``keep`` a
 ``keep_days`` (0 disables either rule; an archive is kept when either rule keeps it) are deleted
 with their index — never the one just written.
 
-Gather → decide → act: :func:`steps.live.collect_live` reads the cluster; the archive bytes, its
-key and index (:mod:`steps.archive`, :func:`steps.retention.archive_key`) and the archives to expire
-(:func:`steps.retention.select_expired`) are pure; :mod:`steps.s3` writes and deletes. The settings
+Gather → decide → act: :func:`steps.live.collect_live` reads the cluster; the archive bytes and
+index (:mod:`steps.archive`) are pure, and so is :func:`decide`, the step's core: where the archive
+goes and, given the listing of this cluster's archives after the write, which ones expire
+(table-tested without S3 or Kubernetes); :mod:`steps.s3` writes, lists and deletes. The settings
 are one model, :class:`steps.backup_settings.BackupSettings`, whose defaults the step's parameters,
 ``imagebump backup`` and the CronWorkflow share.
 
@@ -42,7 +43,8 @@ appear only inside the encrypted archive, never in logs or outputs.
 # No `from __future__ import annotations`: Hera's runner reads real annotation objects.
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -60,6 +62,29 @@ log = logging.getLogger(__name__)
 #: The namespace the step's pod runs in (the template sets it from the pod's metadata.namespace):
 #: the ConfigMap its settings come from is there.
 NAMESPACE_ENV = "IMAGEBUMP_NAMESPACE"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What :func:`decide` says a backup writes and deletes."""
+
+    key: str  # PREFIX/CLUSTER/YYYY/MM/DD/HHMMSSZ: s3.put_new adds -N (same second) and .yaml.gz
+    expired: tuple[str, ...] = ()  # archive keys retention deletes (with their indexes), oldest first
+
+
+def decide(
+    settings: BackupSettings, created: datetime, *, listing: Sequence[str] = (), written: str = ""
+) -> Decision:
+    """The pure core: where a backup made at ``created`` goes, and which archives expire.
+
+    Before the write nothing is listed: the key alone matters. After it, ``listing`` holds the keys
+    under this cluster's prefix and ``written`` the archive just written (never expired): an archive
+    is kept while either rule keeps it (:func:`steps.retention.select_expired`). No I/O.
+    """
+    expired = retention.select_expired(
+        list(listing), keep=settings.keep, keep_days=settings.keep_days, now=created, protect=written
+    )
+    return Decision(key=retention.archive_key(settings.prefix_path, created), expired=tuple(expired))
 
 
 class BackupExportOutput(BaseModel):
@@ -133,7 +158,7 @@ def export_backup(
     data = archive.build_archive(objects)
     bucket, kms = settings.bucket, settings.kms_key_id
     # act
-    key = s3io.put_new(s3, bucket, retention.archive_key(settings.prefix_path, created), data, kms_key_id=kms)
+    key = s3io.put_new(s3, bucket, decide(settings, created).key, data, kms_key_id=kms)
     index_key = retention.index_key(key)
     index = archive.make_index(
         data,
@@ -160,15 +185,12 @@ def export_backup(
         index["sha256"],
         ", ".join(f"{k}={v}" for k, v in index["counts"].items()),
     )
-    deleted = retention.prune(
-        s3,
-        bucket,
-        settings.prefix_path,
-        keep=settings.keep,
-        keep_days=settings.keep_days,
-        now=created,
-        protect=key,
+    # retention: gather the listing (only when a rule is on), decide what expired, delete it
+    listing = retention.listing(
+        s3, bucket, settings.prefix_path, keep=settings.keep, keep_days=settings.keep_days
     )
+    expired = decide(settings, created, listing=listing, written=key).expired
+    deleted = retention.delete(s3, bucket, expired, listing)
     return BackupExportOutput(
         url=f"s3://{bucket}/{key}",
         sha256=index["sha256"],

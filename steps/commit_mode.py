@@ -2,7 +2,7 @@
 
 Act half of commit-pr for ``mode: commit``: the plan's own base made from the objects it carries
 (:func:`steps.commit_pr.seed_base`, no fetch), else a clone of the newest base; re-apply the plan
-with the pure :func:`steps.commit_pr.reapply`, commit and push to the base branch (from the
+with the pure :func:`steps.commit_pr.decide`, commit and push to the base branch (from the
 plan's base: with a lease on it, so only while the branch is still there). A rejection — the
 remote moved on — clones or fetches the new base, re-applies and pushes again, at most
 ``push_attempts`` times (:func:`steps.commit_pr.backoff`: the first retry at once), then fails as
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from steps import git
 from steps.commit_message import commit_message, message_fields
-from steps.commit_pr import CommitPrOutput, backoff, clone_base, read_overlay_file, reapply, seed_base
+from steps.commit_pr import CommitPrOutput, backoff, clone_base, decide, read_overlay_file, seed_base
 from steps.errors import GitCommandError, PushRejected, TransientError
 from steps.models import Plan, Target
 from steps.settings import CommitPrSettings
@@ -33,7 +33,7 @@ def land_commit(
     from steps.commit_pr import lost_race
 
     for attempt in range(1, settings.push_attempts + 1):
-        applied = reapply(read_overlay_file(repo, plan, target, base), target, plan)
+        applied = decide(read_overlay_file(repo, plan, target, base), target, plan)
         if applied.text is None:
             return CommitPrOutput(action="unchanged", reason=applied.reason, commit_sha=repo.head())
         repo.write(plan.file, applied.text)

@@ -55,9 +55,10 @@ the second run finds the branch's tree identical and the PR's text identical and
 ``<repo_url>/tree/<branch>``, ``pr_number`` 0, ``pr-created`` when the branch was new.
 
 Layout (gather → decide → act): :class:`CommitPrInput` and :class:`steps.settings.CommitPrSettings`
-are validated before any I/O; :func:`reapply` is the pure core (the never-downgrade re-check is
-:func:`steps.never_downgrade.recheck`); the two forge modes act in :mod:`steps.commit_mode` and
-:mod:`steps.pr_mode`; messages are templated by :mod:`steps.commit_message`.
+are validated before any I/O; :func:`decide` is the pure core, table-tested without git in
+tests/steps/test_commit_pr.py (its never-downgrade re-check is :func:`steps.never_downgrade.recheck`);
+the two forge modes act in :mod:`steps.commit_mode` and :mod:`steps.pr_mode`; messages are templated
+by :mod:`steps.commit_message`.
 
 Message template: ``IMAGEBUMP_COMMIT_MESSAGE_TEMPLATE`` is a Python ``str.format`` string over
 these fields (unknown fields are a ConfigError, checked before any I/O); the PR title is the
@@ -86,7 +87,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from steps._runtime import step_entry
 from steps.branches import branch_name
-from steps.errors import ConfigError, KustomizationError
+from steps.errors import CarriedObjectsError, ConfigError, KustomizationError
 from steps.models import ImagesEntry, Plan, Target, entry_ref
 from steps.settings import CommitPrSettings
 
@@ -162,8 +163,8 @@ class Applied:
     reason: str
 
 
-def reapply(text: str, target: Target, plan: Plan) -> Applied:
-    """Re-check the file's entry against the plan and re-apply the edit (pure).
+def decide(text: str, target: Target, plan: Plan) -> Applied:
+    """The pure core: re-check the file's entry against the plan and re-apply the edit.
 
     Returns ``Applied.text`` None with a reason when nothing must change: the entry says
     ``plan.new`` already, or :func:`steps.never_downgrade.recheck` refuses.
@@ -261,11 +262,15 @@ def seed_base(
     if not (plan.base_objects and plan.base_text and plan.base_commit) or plan.base_branch != base:
         return None
     import base64
+    import binascii
 
     from steps import git
 
     try:
-        objects = [base64.b64decode(o, validate=True) for o in plan.base_objects]
+        try:
+            objects = [base64.b64decode(o, validate=True) for o in plan.base_objects]
+        except binascii.Error:
+            raise CarriedObjectsError("a carried object is not base64") from None
         return git.seed(
             target.repo_url,
             workdir / "seed",
@@ -277,7 +282,7 @@ def seed_base(
             blob=plan.base_blob,
             auth=auth,
         )
-    except ValueError as exc:  # (binascii.Error is one)
+    except CarriedObjectsError as exc:
         log.warning("the plan's carried objects were not used (%s); cloning %s", exc, base)
         return None
 

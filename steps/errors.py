@@ -19,6 +19,13 @@ and the step runner) turn these into a short message and an exit code, never a t
     ├── PullRequestExists      GitHub: a concurrent run opened the PR first (commit-pr adopts it)
     └── RepositoryMissing      ECR: a listed repository vanished mid-listing (the lister skips it)
 
+    ValueError (what each is, not a user's error: each is caught where it is meant to be)
+    ├── BadInput               a step's input parameter does not validate (steps._entry: exit 2)
+    └── CarriedObjectsError    a plan's carried git objects do not prove its file (commit-pr clones)
+
+    EditMismatch               an edited kustomization does not read as meant (leaves the
+                               kustomize package as KustomizationError)
+
 Every exception class the steps raise or catch lives here; the modules that raised them first
 (``steps.git``, ``steps.forge``) re-export them under their old names.
 
@@ -117,4 +124,28 @@ class ConflictError(TransientError):
     """409: the object was changed (or created) since it was read; re-read it and try again.
 
     Raised by :mod:`steps.kube` (Kubernetes API writes) and caught by :mod:`steps.restore`.
+    """
+
+
+class BadInput(ValueError):
+    """An input parameter that does not validate against the step function's annotation.
+
+    Raised and caught by :mod:`steps._entry` (one JSON error record, exit 2), before the step runs.
+    """
+
+
+class CarriedObjectsError(ValueError):
+    """The git objects a plan carries do not prove what they claim: a chain that does not hash to
+    the ids its parents name, a text that is not its blob, a branch that is no plain name, objects
+    that are not base64.
+
+    Raised by :mod:`steps.git_objects` and :func:`steps.git.seed`; commit-pr catches exactly this
+    and clones the base instead (:func:`steps.commit_pr.seed_base`). Nothing was written.
+    """
+
+
+class EditMismatch(Exception):
+    """The edited text does not read as the original plus the intended change.
+
+    Raised and caught inside :mod:`steps.kustomize.verify`; it leaves as :class:`KustomizationError`.
     """

@@ -31,7 +31,7 @@ import zlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path, PurePosixPath
 
-from steps.errors import ConfigError, GitCommandError, PushRejected
+from steps.errors import CarriedObjectsError, ConfigError, GitCommandError, PushRejected
 from steps.git_auth import READ_SECRET, GitAuth, anonymous_read_fix, check_url
 from steps.git_failures import classify
 from steps.git_objects import object_format, object_id, verify_path_chain
@@ -210,7 +210,8 @@ def seed(
     if the remote branch moved on — or is gone — the push is refused, never a stale base landed.
 
     Raises:
-        ValueError: ``objects`` are not that chain, or ``text`` is not ``blob``
+        CarriedObjectsError: ``objects`` are not that chain, ``text`` is not ``blob`` or ``branch``
+            is not a plain branch name
             (:func:`steps.git_objects.verify_path_chain`): nothing was written.
     """
     check_url(repo_url)
@@ -221,11 +222,11 @@ def seed(
         or branch == "@"
         or any(p.endswith(".lock") for p in parts)
     ):
-        raise ValueError(f"branch {branch!r} is not a plain branch name: clone it instead")
+        raise CarriedObjectsError(f"branch {branch!r} is not a plain branch name: clone it instead")
     mode = verify_path_chain(objects, commit, path, blob)
     fmt = object_format(commit)
     if object_id("blob", text.encode("utf-8"), fmt) != blob:
-        raise ValueError(f"the text given for {path} is not blob {blob}")
+        raise CarriedObjectsError(f"the text given for {path} is not blob {blob}")
     dest = Path(dest)
     run_git(
         ["init", "--quiet", "--template=", f"--object-format={fmt}", f"--initial-branch={branch}", str(dest)],

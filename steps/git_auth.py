@@ -20,7 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from steps.errors import ConfigError
 from steps.redact import BASIC_USERS, REDACTED, redact, register_secret
-from steps.settings import read_secret
+from steps.settings import READ_TOKEN_FILE_ENV, read_secret, setting
 
 __all__ = ["READ_SECRET", "WRITE_SECRET", "GitAuth", "anonymous_read_fix", "check_url", "git_env", "origin"]
 
@@ -112,7 +112,7 @@ class GitAuth:
 
 def anonymous_read_fix() -> str:
     """What to do when the remote refuses a read made without a token (names the Secret)."""
-    file_name = os.environ.get("IMAGEBUMP_GIT_READ_TOKEN_FILE", "").strip()
+    file_name = setting(READ_TOKEN_FILE_ENV)
     looked = f" ({file_name} does not exist)" if file_name else ""
     return (
         f"No read token is configured{looked}, so the clone was anonymous. For a private repository "

@@ -1,18 +1,17 @@
 """What a commit is made of, without running git: the author identity, the message as git stores
 it, and the git-fast-import(1) stream that commits texts on a parent (an objects-only clone's
-commit). :class:`steps.git_repo.ClonedRepo` runs these; nothing here does I/O beyond reading the
-``IMAGEBUMP_GIT_AUTHOR_*`` environment.
+commit). :class:`steps.git_repo.ClonedRepo` runs these; nothing here does I/O (the
+``IMAGEBUMP_GIT_AUTHOR_*`` defaults are read by :func:`steps.settings.author_identity`).
 """
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from collections.abc import Iterable, Mapping
 
 from steps.errors import ConfigError
-from steps.settings import DEFAULT_AUTHOR_EMAIL, DEFAULT_AUTHOR_NAME
+from steps.settings import author_identity
 
 #: The summary line ``git commit`` prints with ``core.abbrev=no``: ``[branch SHA] subject``.
 COMMIT_SUMMARY = re.compile(r"^\[[^\n]*? ([0-9a-f]{40}|[0-9a-f]{64})\]", re.MULTILINE)
@@ -24,9 +23,10 @@ def identity(author_name: str | None, author_email: str | None) -> tuple[str, st
     if author_name and author_email is None:
         if m := re.fullmatch(r"\s*(.*?)\s*<([^>]*)>\s*", author_name):
             author_name, author_email = m.group(1), m.group(2)
-    name = author_name or os.environ.get("IMAGEBUMP_GIT_AUTHOR_NAME") or DEFAULT_AUTHOR_NAME
-    email = author_email or os.environ.get("IMAGEBUMP_GIT_AUTHOR_EMAIL") or DEFAULT_AUTHOR_EMAIL
-    return name, email
+    if author_name and author_email:
+        return author_name, author_email
+    default_name, default_email = author_identity()
+    return author_name or default_name, author_email or default_email
 
 
 def stripspace(message: str) -> str:

@@ -21,6 +21,8 @@ import re
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
+from steps.errors import CarriedObjectsError
+
 #: Modes of a regular file and of a directory in a raw tree (git writes them without leading zeros).
 REGULAR_MODES = ("100644", "100755")
 TREE_MODE = "40000"
@@ -42,27 +44,29 @@ def blob_id(text: str, fmt: str = "sha1") -> str:
 
 
 def tree_entries(raw: bytes, fmt: str = "sha1") -> list[tuple[str, bytes, str]]:
-    """``(mode, name, id)`` of each entry of a raw tree, in order. ValueError when it is not one."""
+    """``(mode, name, id)`` of each entry of a raw tree, in order. CarriedObjectsError when it is not one."""
     size = hashlib.new(fmt).digest_size
     entries = []
     pos = 0
     while pos < len(raw):
-        space = raw.index(b" ", pos)
-        nul = raw.index(b"\0", space)
+        space = raw.find(b" ", pos)
+        nul = raw.find(b"\0", space) if space >= 0 else -1
         end = nul + 1 + size
-        if end > len(raw):
-            raise ValueError("a tree entry is cut short")
+        if nul < 0 or end > len(raw):
+            raise CarriedObjectsError("a tree entry is cut short")
+        if not raw[pos:space].isdigit():
+            raise CarriedObjectsError("a tree entry's mode is not digits")
         entries.append((raw[pos:space].decode("ascii"), raw[space + 1 : nul], raw[nul + 1 : end].hex()))
         pos = end
     return entries
 
 
 def commit_tree(raw: bytes) -> str:
-    """The root tree id a raw commit names (its first line). ValueError when it has none."""
+    """The root tree id a raw commit names (its first line). CarriedObjectsError when it has none."""
     first, _, _ = raw.partition(b"\n")
     kind, _, oid = first.partition(b" ")
-    if kind != b"tree" or not oid:
-        raise ValueError("a commit starts with its tree")
+    if kind != b"tree" or not oid or not oid.isascii():
+        raise CarriedObjectsError("a commit starts with its tree")
     return oid.decode("ascii")
 
 
@@ -73,26 +77,26 @@ def verify_path_chain(objects: Sequence[bytes], commit: str, path: str, blob: st
     ``commit``, whoever carried it.
 
     Raises:
-        ValueError: why ``objects`` are not that chain.
+        CarriedObjectsError: why ``objects`` are not that chain.
     """
     fmt = object_format(commit)
     directories = PurePosixPath(path).parts[:-1]
     if len(objects) != len(directories) + 2:
-        raise ValueError(f"{len(objects)} objects for a path {len(directories)} directories deep")
+        raise CarriedObjectsError(f"{len(objects)} objects for a path {len(directories)} directories deep")
     if object_id("commit", objects[0], fmt) != commit:
-        raise ValueError("the commit does not hash to its id")
+        raise CarriedObjectsError("the commit does not hash to its id")
     expected = commit_tree(objects[0])
     names = [*directories, PurePosixPath(path).name]
     mode = TREE_MODE
     for depth, (raw, name) in enumerate(zip(objects[1:], names, strict=True)):
         if mode != TREE_MODE or object_id("tree", raw, fmt) != expected:
-            raise ValueError(f"tree {depth} is not the one its parent names")
+            raise CarriedObjectsError(f"tree {depth} is not the one its parent names")
         found = [(m, oid) for m, n, oid in tree_entries(raw, fmt) if n == name.encode("utf-8")]
         if len(found) != 1:
-            raise ValueError(f"{name!r} is not in tree {depth}")
+            raise CarriedObjectsError(f"{name!r} is not in tree {depth}")
         mode, expected = found[0]
     if mode not in REGULAR_MODES or expected != blob:
-        raise ValueError(f"{path} is not the regular file {blob} at {commit}")
+        raise CarriedObjectsError(f"{path} is not the regular file {blob} at {commit}")
     return mode
 
 

@@ -40,7 +40,6 @@ import re
 import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import httpx
 from githubkit import GitHub
@@ -57,7 +56,7 @@ from githubkit.retry import RetryOption
 from steps.errors import ConfigError, ImagebumpError, PermissionDeniedError, TransientError
 from steps.redact import redact
 from steps.repo_url import parse_repo_url as parse_repo_url  # re-exported (it lives apart from githubkit)
-from steps.settings import read_secret
+from steps.settings import read_secret, read_secret_file
 
 log = logging.getLogger(__name__)
 
@@ -119,13 +118,14 @@ class GitHubSettings:
         private_key = None
         installation_id = None
         if app_given:
-            try:
-                private_key = Path(key_file).read_text()  # type: ignore[arg-type]
-            except OSError as exc:
-                raise ConfigError(
-                    f"cannot read {APP_KEY_FILE_ENV} {key_file!r}: {exc.strerror}; mount the App's private key there"
-                ) from None
-            if "PRIVATE KEY" not in private_key:
+            private_key = read_secret_file(
+                APP_KEY_FILE_ENV,
+                env,
+                label="the GitHub App private key file",
+                empty_file_is_error=True,
+                fix="mount the App's private key there",
+            )  # registered for redaction, like every secret
+            if private_key is None or "PRIVATE KEY" not in private_key:
                 raise ConfigError(f"{APP_KEY_FILE_ENV} {key_file!r} is not a PEM private key")
             try:
                 installation_id = int(installation)  # type: ignore[arg-type]

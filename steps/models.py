@@ -4,7 +4,7 @@
 ``Plan`` leaves edit-kustomize and enters commit-pr. They are plain data: no I/O here.
 
 Also the one way an image reference is written for people (:func:`image_ref`, :func:`short_digest`,
-:func:`entry_ref`): ``name:tag@digest``, a tag or a short digest, and what "no image" reads as;
+:func:`short_ref`, :func:`entry_ref`): ``name:tag@digest``, a tag or a short digest, and what "no image" reads as;
 and the one comparison of two ``images`` entries (:func:`entry_sets`, :func:`same_entry`).
 """
 
@@ -15,9 +15,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+#: The closed choices of a rule and its targets, declared once (the rules schema imports them),
+#: and their defaults: what a rule that does not say gets.
 Mode = Literal["pr", "commit"]
 Order = Literal["push-time", "semver", "none"]
 Provider = Literal["github", "local"]
+DEFAULT_MODE: Mode = "pr"
+DEFAULT_ORDER: Order = "push-time"
+DEFAULT_PROVIDER: Provider = "github"
 
 
 def short_digest(digest: str | None, *, mark: str = "") -> str:
@@ -27,6 +32,13 @@ def short_digest(digest: str | None, *, mark: str = "") -> str:
     algorithm, _, hexpart = digest.partition(":")
     short = f"{algorithm}:{hexpart[:12]}" if hexpart else digest[:19]
     return short + mark if len(short) < len(digest) else digest
+
+
+def short_ref(ref: str) -> str:
+    """``1.4.2@sha256:0123456789ab…``: a ``tag@digest`` reference with its digest cut, for tables
+    and one-line reasons; any other reference as it is."""
+    tag, at, digest = ref.partition("@")
+    return f"{tag}@{digest[:19]}…" if at and len(digest) > 19 else ref
 
 
 def image_ref(
@@ -113,16 +125,16 @@ class Target(BaseModel):
     digest: str | None = None
     pushed_at: datetime | None = None
     event_id: str | None = None
-    mode: Mode = "pr"
+    mode: Mode = DEFAULT_MODE
     base_branch: str | None = Field(default=None, description="None: the remote's default branch")
     image_name: str | None = Field(
         default=None, description="images[].name to set; None: the entry whose name or newName is `image`"
     )
     write_digest: bool = False
-    order: Order = "push-time"
+    order: Order = DEFAULT_ORDER
     labels: list[str] = Field(default_factory=list)
     reviewers: list[str] = Field(default_factory=list)
-    provider: Provider = "github"
+    provider: Provider = DEFAULT_PROVIDER
 
     @property
     def key(self) -> str:

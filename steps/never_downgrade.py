@@ -10,7 +10,10 @@ the rule's order. Where each guard stands in the pipeline:
 - commit-pr, against the file on the newest base (:func:`recheck`): landed already, or changed
   since the plan to an image whose order it cannot judge;
 - commit-pr, against the proposal branch right before the force-push (:func:`guard_branch`):
-  a branch that changed since the plan, or a verdict edit-kustomize reached on it, stands.
+  a branch that changed since the plan, or a verdict edit-kustomize reached on it, stands;
+- reconcile, against the overlay's entry and, in ``mode: pr``, the target's proposal branch
+  (:func:`sweep_verdict`): ``behind`` only when neither holds the newest allowed image or a newer
+  one; a newer one is ``ahead`` and never touched.
 
 ECR facts travel as :data:`PushTimes`: the push time of each image (by :func:`image_key`) the step
 looked up; :func:`lookups` says which ones a decision needs, so a step asks ECR before deciding.
@@ -20,9 +23,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
+from typing import Literal
 
 from steps.errors import InvalidEventError
-from steps.models import Decision, ImagesEntry, Plan, Target, entry_ref, entry_sets, image_ref, same_entry
+from steps.models import (
+    Decision,
+    ImagesEntry,
+    Plan,
+    Target,
+    entry_ref,
+    entry_sets,
+    image_ref,
+    same_entry,
+    short_ref,
+)
 from steps.order import decide
 
 #: An image as ECR is asked about it: ``(None, digest)`` when the digest is known, else ``(tag, None)``.
@@ -200,3 +214,74 @@ def guard_branch(plan: Plan, branch: str, proposed: ImagesEntry | None) -> str |
     if plan.pr_decision in ("current", "stale"):
         return plan.pr_reason or f"{branch} already proposes {entry_ref(proposed)}; not proposing {wanted}"
     return None
+
+
+#: What the sweep may do with a target, as far as never-downgrade is concerned (reconcile adds ``unknown``).
+SweepState = Literal["behind", "current", "ahead", "proposed"]
+
+
+def _proposes(entry: ImagesEntry, tag: str | None, digest: str | None) -> bool:
+    return entry_sets(entry, ImagesEntry(name=entry.name, newTag=tag, digest=digest))
+
+
+def sweep_verdict(
+    *,
+    newest: Target,
+    tag: str | None,
+    digest: str | None,
+    current: ImagesEntry,
+    current_pushed_at: datetime | None = None,
+    branch: str = "",
+    proposed: ImagesEntry | None = None,
+    proposed_pushed_at: datetime | None = None,
+) -> tuple[SweepState, str]:
+    """May the reconcile sweep hand the newest allowed image to update-target? The state and why (pure).
+
+    ``newest`` is that image (its rule's order and mode), ``tag``/``digest`` what update-target
+    would write; ``current`` the overlay's entry on the base. Against the base: the same digest or
+    the same image is ``current``; a newer one ``ahead``, never touched. In ``mode: pr``, then
+    against what the living proposal ``branch`` proposes (``proposed``; None: nothing): the same
+    image is ``proposed``; a newer one ``ahead``, never touched; an older one is replaced
+    (``behind``, and the reason says so). Push times: None where unknown or not needed.
+    """
+    new = image_ref(tag, digest, none="")
+    if current.digest and current.digest == newest.digest:
+        return "current", f"pins digest {current.digest[:19]}, the newest allowed image"
+    verdict, why = decide(
+        current_tag=current.newTag,
+        current_digest=current.digest,
+        current_pushed_at=current_pushed_at,
+        new_tag=tag,
+        new_digest=digest,
+        new_pushed_at=newest.pushed_at,
+        order=newest.order,
+    )
+    if verdict == "current":
+        return "current", f"holds the newest allowed image: {why}"
+    if verdict == "stale":
+        return (
+            "ahead",
+            f"holds something newer than the newest allowed {short_ref(new)}: {why}; never touched",
+        )
+    if newest.mode != "pr" or proposed is None:
+        return "behind", why
+    offered = image_ref(proposed.newTag, proposed.digest, none="") or "(unset)"
+    if _proposes(proposed, tag, digest) and (proposed.newName or None) == (current.newName or None):
+        return "proposed", f"the PR branch {branch} already proposes {short_ref(new)}"
+    again, why2 = decide(
+        current_tag=proposed.newTag,
+        current_digest=proposed.digest,
+        current_pushed_at=proposed_pushed_at,
+        new_tag=tag,
+        new_digest=digest,
+        new_pushed_at=newest.pushed_at,
+        order=newest.order,
+    )
+    if again == "current":
+        return "proposed", f"the PR branch {branch} already proposes the same image: {why2}"
+    if again == "stale":
+        return "ahead", (
+            f"the PR branch {branch} proposes {short_ref(offered)}, newer than the newest "
+            f"allowed {short_ref(new)}: {why2}; never touched"
+        )
+    return "behind", f"{why}; the PR branch {branch} proposes the older {short_ref(offered)}"

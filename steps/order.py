@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
-from steps.models import Decision, image_ref
+from steps.models import DEFAULT_ORDER, Decision, image_ref
 
 __all__ = ["SemVer", "compare_semver", "decide", "parse_semver"]
 
@@ -92,7 +92,7 @@ def decide(
     new_tag: str | None,
     new_digest: str | None,
     new_pushed_at: datetime | None,
-    order: str = "push-time",
+    order: str = DEFAULT_ORDER,
 ) -> tuple[Decision, str]:
     """Decide whether the new image replaces the current one, and say why.
 

@@ -1,7 +1,7 @@
 """commit-pr, ``mode: pr``: one branch per target and one living pull request for it.
 
 Act half of commit-pr for ``mode: pr``: build the branch's one commit on the newest base (the
-plan re-applied with the pure :func:`steps.commit_pr.reapply`), check the living proposal with
+plan re-applied with the pure :func:`steps.commit_pr.decide`), check the living proposal with
 :func:`steps.never_downgrade.guard_branch` (what the branch proposes now is read by
 :mod:`steps.proposals`), force-push with a lease on the sha seen before, then update the open pull
 request (title, body) or open one. ``provider: local`` has no API: the pushed branch is the
@@ -20,7 +20,7 @@ from steps import git
 from steps import github as gh
 from steps.branches import branch_name
 from steps.commit_message import commit_message, message_fields, pr_text
-from steps.commit_pr import Action, CommitPrOutput, backoff, clone_base, read_overlay_file, reapply
+from steps.commit_pr import Action, CommitPrOutput, backoff, clone_base, decide, read_overlay_file
 from steps.errors import NoCommitsBetween, PullRequestExists, PushRejected, TransientError
 from steps.models import Plan, Target
 from steps.never_downgrade import guard_branch
@@ -87,7 +87,7 @@ def _propose(
     """
     for attempt in range(1, settings.push_attempts + 1):
         open_pr.forget()
-        applied = reapply(read_overlay_file(repo, plan, target, base), target, plan)
+        applied = decide(read_overlay_file(repo, plan, target, base), target, plan)
         if applied.text is None:
             return CommitPrOutput(action="unchanged", reason=applied.reason, branch=branch)
         repo.write(plan.file, applied.text)

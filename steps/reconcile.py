@@ -27,7 +27,8 @@ precedence). Only tagged images are candidates: ECR leaves an image untagged whe
 a newer push, and multi-platform pushes leave their per-platform manifests untagged, so an untagged
 image is never "the newest release" (a digest-only push is still handled by its event).
 
-Each target gets a state (:func:`~steps.reconcile_decide.decide`, pure):
+Each target gets a state (:func:`~steps.reconcile_decide.decide`, pure; the never-downgrade verdicts
+are :func:`steps.never_downgrade.sweep_verdict`'s):
 
 * ``behind``: the overlay holds an older image (by the rule's order) than the newest allowed, and
   no living proposal already offers it — handed to update-target;
@@ -49,8 +50,8 @@ Layout (gather → decide → act): :mod:`steps.reconcile_ecr` gathers from ECR,
 :mod:`steps.reconcile_git` reads Git (one partial sparse clone per repository),
 :mod:`steps.reconcile_decide` is the pure core (:func:`pick_newest`, :func:`decide`, table-tested
 without ECR or git), :mod:`steps.reconcile_report` renders the report and the counts; this module is
-the step (its input, :class:`ReconcileOutput`, :func:`sweep` and :func:`run`). It acts by its
-outputs only.
+the step (its typed input :class:`ReconcileInput`, :class:`ReconcileOutput`, :func:`sweep` and
+:func:`run`). It acts by its outputs only.
 
 Errors: a bad rules file or a refused ECR listing (no ``ecr:DescribeRepositories``) is a
 :class:`~steps.errors.ConfigError`; ECR failing for now is a :class:`~steps.errors.TransientError`.
@@ -60,22 +61,22 @@ sweep goes on with the others.
 
 # No `from __future__ import annotations`: Hera's runner reads real annotation objects.
 import logging
-import os
 import tempfile
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from steps._runtime import step_entry
 from steps.errors import ConfigError
-from steps.models import Target
-from steps.reconcile_decide import STATES, State, Verdict, _short, decide, pick_newest
+from steps.models import Target, short_ref
+from steps.reconcile_decide import STATES, State, Verdict, decide, pick_newest
 from steps.reconcile_ecr import Calls, make_clients, pool, scan_ecr
 from steps.reconcile_git import Item, overlay_dir, sweep_repository
 from steps.reconcile_report import StateCount, TargetState, count_states, render_table
+from steps.settings import rules_file
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +93,6 @@ LAZY_IMPORTS = (
     "botocore.exceptions",
 )
 
-DEFAULT_RULES_FILE = "/etc/imagebump/rules/rules.yaml"
 DEFAULT_CONCURRENCY = 8
 MAX_CONCURRENCY = 64
 #: Behind targets handed over per sweep: the list is a Workflow output parameter (etcd-sized).
@@ -102,6 +102,7 @@ DEFAULT_LIMIT = 500
 # these names stay importable from the step's module, where Hera and the CLI find them.
 __all__ = [
     "STATES",
+    "ReconcileInput",
     "ReconcileOutput",
     "State",
     "StateCount",
@@ -114,6 +115,40 @@ __all__ = [
     "run",
     "sweep",
 ]
+
+
+class ReconcileInput(BaseModel):
+    """The step's input (the CronWorkflow's parameters ``concurrency``, ``limit``, ``full``), declared
+    once and checked before any I/O by :meth:`of`; :func:`run` keeps them as its parameters because
+    Hera renders the template's inputs from that signature."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    concurrency: int = Field(
+        default=DEFAULT_CONCURRENCY,
+        ge=1,
+        le=MAX_CONCURRENCY,
+        description="ECR calls and Git repositories worked on at once",
+    )
+    limit: int = Field(
+        default=DEFAULT_LIMIT, ge=0, description="at most this many behind targets per sweep (the rest wait)"
+    )
+    full: bool = Field(default=False, description="list the current targets in the report too")
+
+    @classmethod
+    def of(
+        cls, concurrency: int = DEFAULT_CONCURRENCY, limit: int = DEFAULT_LIMIT, full: bool = False
+    ) -> "ReconcileInput":
+        """Validate. Raises ConfigError naming the parameter, its value and the allowed range."""
+        values = {"concurrency": concurrency, "limit": limit, "full": full}
+        try:
+            return cls(**values)
+        except ValidationError as exc:
+            name = str(exc.errors()[0]["loc"][0])
+            ranges = {"concurrency": f"must be between 1 and {MAX_CONCURRENCY}", "limit": "must be 0 or more"}
+            raise ConfigError(
+                f"{name} {values[name]!s:.80}: {ranges.get(name, 'must be true or false')}"
+            ) from None
 
 
 class ReconcileOutput(BaseModel):
@@ -155,10 +190,7 @@ def sweep(
         ConfigError: ECR refused to list (permissions) or a bad argument.
         TransientError: ECR failed for now.
     """
-    if not 1 <= concurrency <= MAX_CONCURRENCY:
-        raise ConfigError(f"concurrency {concurrency}: must be between 1 and {MAX_CONCURRENCY}")
-    if limit < 0:
-        raise ConfigError(f"limit {limit}: must be 0 or more")
+    ReconcileInput.of(concurrency=concurrency, limit=limit, full=full)
     calls = Calls()
 
     # gather: ECR (every overlay and its candidates), then decide what is the newest of each
@@ -231,11 +263,6 @@ def sweep(
     )
 
 
-def rules_file() -> str:
-    """Where the rules are mounted: ``$IMAGEBUMP_RULES_FILE`` or the default path."""
-    return os.environ.get("IMAGEBUMP_RULES_FILE") or DEFAULT_RULES_FILE
-
-
 @step_entry
 def run(
     concurrency: int = DEFAULT_CONCURRENCY, limit: int = DEFAULT_LIMIT, full: bool = False
@@ -244,11 +271,14 @@ def run(
     from steps import git
     from steps.rules import load_rules_file
 
-    if not 1 <= concurrency <= MAX_CONCURRENCY:  # before any I/O
-        raise ConfigError(f"concurrency {concurrency}: must be between 1 and {MAX_CONCURRENCY}")
+    given = ReconcileInput.of(concurrency=concurrency, limit=limit, full=full)  # before any I/O
     rules = load_rules_file(rules_file())
     out = sweep(
-        rules, concurrency=concurrency, limit=limit, auth=git.GitAuth.from_env(write=False), full=full
+        rules,
+        concurrency=given.concurrency,
+        limit=given.limit,
+        auth=git.GitAuth.from_env(write=False),
+        full=given.full,
     )
     for t in out.report:  # the pod's log: what needs a look (the current ones are only counted)
         if t.state != "current":
@@ -258,8 +288,8 @@ def run(
                 t.repo_url,
                 t.path,
                 t.env or "-",
-                _short(t.current) or "-",
-                _short(t.newest) or "-",
+                short_ref(t.current) or "-",
+                short_ref(t.newest) or "-",
                 t.reason,
             )
     log.info("reconcile: %s", out.reason)

@@ -3,10 +3,11 @@
 Reads and writes nothing: every fact (ECR's candidates, the overlay's images entry, the proposal
 branch's entry, push times) was gathered before (:mod:`steps.reconcile_ecr`,
 :mod:`steps.reconcile_git`). :func:`pick_newest` chooses by the rule's order; :func:`decide` says
-``behind`` / ``current`` / ``ahead`` / ``proposed`` / ``unknown`` with a reason, through the one
-never-downgrade comparison (:func:`steps.order.decide`). Table-tested in
-``tests/steps/test_reconcile.py`` without ECR or git. Imports only ``steps.models`` and
-``steps.order``.
+``behind`` / ``current`` / ``ahead`` / ``proposed`` / ``unknown`` with a reason: ``unknown`` when
+a fact is missing, otherwise what the never-downgrade rule says against the overlay and its
+proposal branch (:func:`steps.never_downgrade.sweep_verdict`; that rule lives there only).
+Table-tested in ``tests/steps/test_reconcile.py`` without ECR or git. Imports only
+``steps.models``, ``steps.order`` and ``steps.never_downgrade``.
 """
 
 from __future__ import annotations
@@ -16,14 +17,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cmp_to_key
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-from steps.models import ImagesEntry, Target, entry_sets, image_ref
+from steps.models import ImagesEntry, Target, image_ref
+from steps.never_downgrade import SweepState, sweep_verdict
 from steps.order import compare_semver, parse_semver
-from steps.order import decide as order_decide
 
-State = Literal["behind", "current", "ahead", "proposed", "unknown"]
-STATES: tuple[str, ...] = ("behind", "current", "ahead", "proposed", "unknown")
+#: A target's state: never-downgrade's verdict (:data:`steps.never_downgrade.SweepState`), or unknown.
+State = SweepState | Literal["unknown"]
+STATES: tuple[str, ...] = (*get_args(SweepState), "unknown")
 
 
 def _natural(tag: str) -> tuple:
@@ -89,12 +91,6 @@ def _ref(tag: str | None, digest: str | None) -> str:
     return image_ref(tag, digest, none="")
 
 
-def _short(ref: str) -> str:
-    """``1.4.2@sha256:0123456789ab…`` for tables."""
-    tag, at, digest = ref.partition("@")
-    return f"{tag}@{digest[:19]}…" if at and len(digest) > 19 else ref
-
-
 @dataclass(frozen=True)
 class Verdict:
     """What :func:`decide` says about one target."""
@@ -116,10 +112,6 @@ def _written(
         tag = current.newTag  # another allowed tag of the very same image: no tag churn
     digest = newest.digest if (newest.write_digest or not tag) else None
     return tag, digest
-
-
-def _says(entry: ImagesEntry, tag: str | None, digest: str | None) -> bool:
-    return entry_sets(entry, ImagesEntry(name=entry.name, newTag=tag, digest=digest))
 
 
 def decide(
@@ -152,55 +144,18 @@ def decide(
     if newest is None:
         return Verdict("unknown", why_no_newest or "no newest image", current=held)
     tag, digest = _written(newest, current, same_image_tags)
-    new = _ref(tag, digest)
-    if current.digest and current.digest == newest.digest:
-        return Verdict("current", f"pins digest {current.digest[:19]}, the newest allowed image", held, new)
-    verdict, why = order_decide(
-        current_tag=current.newTag,
-        current_digest=current.digest,
+    state, why = sweep_verdict(
+        newest=newest,
+        tag=tag,
+        digest=digest,
+        current=current,
         current_pushed_at=current_pushed_at,
-        new_tag=tag,
-        new_digest=digest,
-        new_pushed_at=newest.pushed_at,
-        order=newest.order,
+        branch=branch,
+        proposed=proposed,
+        proposed_pushed_at=proposed_pushed_at,
     )
-    if verdict == "current":
-        return Verdict("current", f"holds the newest allowed image: {why}", held, new)
-    if verdict == "stale":
-        return Verdict(
-            "ahead",
-            f"holds something newer than the newest allowed {_short(new)}: {why}; never touched",
-            held,
-            new,
-        )
-    update = newest.model_copy(update={"tag": tag})
-    if newest.mode == "pr" and proposed is not None:
-        offered = _ref(proposed.newTag, proposed.digest) or "(unset)"
-        if _says(proposed, tag, digest) and (proposed.newName or None) == (current.newName or None):
-            return Verdict("proposed", f"the PR branch {branch} already proposes {_short(new)}", held, new)
-        again, why2 = order_decide(
-            current_tag=proposed.newTag,
-            current_digest=proposed.digest,
-            current_pushed_at=proposed_pushed_at,
-            new_tag=tag,
-            new_digest=digest,
-            new_pushed_at=newest.pushed_at,
-            order=newest.order,
-        )
-        if again == "current":
-            return Verdict(
-                "proposed", f"the PR branch {branch} already proposes the same image: {why2}", held, new
-            )
-        if again == "stale":
-            return Verdict(
-                "ahead",
-                f"the PR branch {branch} proposes {_short(offered)}, newer than the newest "
-                f"allowed {_short(new)}: {why2}; never touched",
-                held,
-                new,
-            )
-        why = f"{why}; the PR branch {branch} proposes the older {_short(offered)}"
-    return Verdict("behind", why, held, new, update)
+    update = newest.model_copy(update={"tag": tag}) if state == "behind" else None
+    return Verdict(state, why, held, _ref(tag, digest), update)
 
 
 def pushed_at(images: Sequence[Any], entry: ImagesEntry | None, image: str) -> datetime | None:

@@ -11,7 +11,8 @@ from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel, Field
 
-from steps.reconcile_decide import STATES, State, _short
+from steps.models import short_ref
+from steps.reconcile_decide import STATES, State
 
 
 class TargetState(BaseModel):
@@ -49,8 +50,8 @@ def render_table(report: Sequence[TargetState]) -> str:
             t.state,
             t.env or "-",
             f"{t.repo_url}/{t.path}",
-            _short(t.current) or "-",
-            _short(t.newest) or "-",
+            short_ref(t.current) or "-",
+            short_ref(t.newest) or "-",
             t.reason,
         )
         for t in rows

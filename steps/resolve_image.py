@@ -17,7 +17,6 @@ have is a ConfigError too.
 
 # No `from __future__ import annotations`: Hera's runner reads real annotation objects.
 import logging
-import os
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -26,6 +25,7 @@ from steps._runtime import step_entry
 from steps.errors import ConfigError
 from steps.models import Image, Target, image_ref
 from steps.rules import RuleSet, SkippedRule, load_rules_file
+from steps.settings import rules_file
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,6 @@ LAZY_IMPORTS = (
     "botocore.exceptions",
 )
 
-DEFAULT_RULES_FILE = "/etc/imagebump/rules/rules.yaml"
 
 __all__ = ["ResolveImageInput", "ResolveImageOutput", "SkippedRule", "decide", "resolve", "run"]
 
@@ -52,11 +51,6 @@ class ResolveImageOutput(BaseModel):
     skipped: list[SkippedRule] = Field(default_factory=list)
     reason: str = ""
     event_id: str = ""
-
-
-def rules_file() -> str:
-    """Where the rules are mounted: ``$IMAGEBUMP_RULES_FILE`` or the default path."""
-    return os.environ.get("IMAGEBUMP_RULES_FILE") or DEFAULT_RULES_FILE
 
 
 class ResolveImageInput(BaseModel):

@@ -1,4 +1,4 @@
-"""Backup retention: which archives of one cluster to delete (pure) and deleting them (S3).
+"""Backup retention: which archives of one cluster to delete (pure), listing and deleting them (S3).
 
 Archives live at ``PREFIX/CLUSTER/YYYY/MM/DD/HHMMSSZ[-N].yaml.gz`` with ``….index.json`` beside
 them. An archive is kept when EITHER rule keeps it — among the newest ``keep``, or newer than
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -56,17 +57,20 @@ def select_expired(keys: list[str], *, keep: int, keep_days: int, now: datetime,
     return list(reversed(expired))
 
 
-def prune(
-    s3: Any, bucket: str, prefix: str, *, keep: int, keep_days: int, now: datetime, protect: str
-) -> list[str]:
-    """Delete expired archives (and their indexes) under ``prefix``; the s3:// URLs deleted."""
+def listing(s3: Any, bucket: str, prefix: str, *, keep: int, keep_days: int) -> list[str]:
+    """Every key under ``prefix`` when a retention rule is on; nothing is listed when both are off."""
     if keep <= 0 and keep_days <= 0:
         return []
-    keys = s3io.list_keys(s3, bucket, prefix)
+    return s3io.list_keys(s3, bucket, prefix)
+
+
+def delete(s3: Any, bucket: str, expired: Sequence[str], keys: Sequence[str]) -> list[str]:
+    """Delete the ``expired`` archives and those of their indexes ``keys`` holds; the s3:// URLs deleted."""
+    present = set(keys)
     deleted = []
-    for key in select_expired(keys, keep=keep, keep_days=keep_days, now=now, protect=protect):
+    for key in expired:
         s3io.delete(s3, bucket, key)
-        if index_key(key) in keys:
+        if index_key(key) in present:
             s3io.delete(s3, bucket, index_key(key))
         log.info("retention: deleted s3://%s/%s", bucket, key)
         deleted.append(f"s3://{bucket}/{key}")

@@ -1,8 +1,9 @@
 """The one home for reading settings and secrets from a step's environment.
 
 A setting is ``$NAME``; a secret is ``$NAME`` or the contents of the file ``$NAME_FILE`` (what a
-mounted Kubernetes Secret gives). :func:`read_secret` is the only reader of ``*_FILE`` variables;
-its errors name the variable and the fix. Every secret read here is registered with
+mounted Kubernetes Secret gives). :func:`read_secret` and, for a secret that only ever comes as a
+file (a GitHub App's private key), :func:`read_secret_file` are the only readers of secret files;
+their errors name the variable and the fix. Every secret read here is registered with
 :mod:`steps.redact` so no log record or message can show it.
 
 Callers choose what an absent or empty file means: a mounted *optional* Secret that does not
@@ -10,8 +11,10 @@ exist is an empty directory, so for the read token an absent file means "no toke
 write token it is an error.
 
 Typed settings models of the steps live here too (:class:`CommitPrSettings`), each read and
-validated by its ``from_env`` before any I/O. Imports only :mod:`steps.errors`,
-:mod:`steps.redact` (and :mod:`steps.commit_message` for the template check, when reading).
+validated by its ``from_env`` before any I/O, and the plain settings several modules read (the
+rules file, the commit identity); the backup's model is :mod:`steps.backup_settings`. Imports only
+:mod:`steps.errors`, :mod:`steps.redact` (and :mod:`steps.commit_message` for the template check,
+when reading).
 """
 
 from __future__ import annotations
@@ -65,7 +68,30 @@ def read_secret(
     if value:
         register_secret(value)
         return value
-    path = (env.get(f"{name}_FILE") or "").strip()
+    return read_secret_file(
+        f"{name}_FILE",
+        env,
+        label=label,
+        absent_file_is_unset=absent_file_is_unset,
+        empty_file_is_error=empty_file_is_error,
+        fix=fix,
+    )
+
+
+def read_secret_file(
+    variable: str,
+    env: Mapping[str, str] | None = None,
+    *,
+    label: str = "the secret file",
+    absent_file_is_unset: bool = False,
+    empty_file_is_error: bool = False,
+    fix: str = "mount the secret there or fix the variable",
+) -> str | None:
+    """The contents of the file ``$VARIABLE`` names (stripped, registered as a secret); None when
+    the variable is not set. For secrets that only ever come as a file (a GitHub App's private key);
+    :func:`read_secret` reads ``$NAME`` or ``$NAME_FILE`` through it. Same arguments and errors."""
+    env = os.environ if env is None else env
+    path = (env.get(variable) or "").strip()
     if not path:
         return None
     try:
@@ -74,18 +100,18 @@ def read_secret(
     except FileNotFoundError:
         if absent_file_is_unset:
             return None
-        raise ConfigError(f"cannot read {label} {path} ({name}_FILE): it does not exist; {fix}") from None
+        raise ConfigError(f"cannot read {label} {path} ({variable}): it does not exist; {fix}") from None
     except OSError as exc:
-        raise ConfigError(f"cannot read {label} {path} ({name}_FILE): {exc.strerror}; {fix}") from None
+        raise ConfigError(f"cannot read {label} {path} ({variable}): {exc.strerror}; {fix}") from None
     if len(raw) > MAX_SECRET_BYTES:
-        raise ConfigError(f"{label} {path} ({name}_FILE) is larger than {MAX_SECRET_BYTES} bytes; {fix}")
+        raise ConfigError(f"{label} {path} ({variable}) is larger than {MAX_SECRET_BYTES} bytes; {fix}")
     try:
         text = raw.decode("utf-8").strip()
     except UnicodeDecodeError:
-        raise ConfigError(f"{label} {path} ({name}_FILE) is not UTF-8 text; {fix}") from None
+        raise ConfigError(f"{label} {path} ({variable}) is not UTF-8 text; {fix}") from None
     if not text:
         if empty_file_is_error:
-            raise ConfigError(f"{label} {path} ({name}_FILE) is empty")
+            raise ConfigError(f"{label} {path} ({variable}) is empty")
         return None
     register_secret(text)
     return text
@@ -108,6 +134,22 @@ def register_secrets_from_environment(names: tuple[str, ...], env: Mapping[str, 
                 pass
 
 
+# --- resolve-image and reconcile -----------------------------------------------------------------
+
+RULES_FILE_ENV = "IMAGEBUMP_RULES_FILE"
+DEFAULT_RULES_FILE = "/etc/imagebump/rules/rules.yaml"
+
+
+def rules_file(env: Mapping[str, str] | None = None) -> str:
+    """Where the rules are mounted: ``$IMAGEBUMP_RULES_FILE`` or the default path."""
+    return setting(RULES_FILE_ENV, DEFAULT_RULES_FILE, env)
+
+
+# --- git ------------------------------------------------------------------------------------------
+
+READ_TOKEN_FILE_ENV = "IMAGEBUMP_GIT_READ_TOKEN_FILE"
+
+
 # --- commit-pr ------------------------------------------------------------------------------------
 
 AUTHOR_NAME_ENV = "IMAGEBUMP_GIT_AUTHOR_NAME"
@@ -116,6 +158,14 @@ PUSH_ATTEMPTS_ENV = "IMAGEBUMP_PUSH_ATTEMPTS"
 DEFAULT_AUTHOR_NAME = "imagebump"
 DEFAULT_AUTHOR_EMAIL = "imagebump@users.noreply.github.com"
 DEFAULT_PUSH_ATTEMPTS = 10
+
+
+def author_identity(env: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """``(name, email)`` of commits: ``$IMAGEBUMP_GIT_AUTHOR_NAME`` / ``$IMAGEBUMP_GIT_AUTHOR_EMAIL``,
+    else the defaults (not validated: :class:`CommitPrSettings` validates them for commit-pr)."""
+    return setting(AUTHOR_NAME_ENV, DEFAULT_AUTHOR_NAME, env), setting(
+        AUTHOR_EMAIL_ENV, DEFAULT_AUTHOR_EMAIL, env
+    )
 
 
 class CommitPrSettings(BaseModel):

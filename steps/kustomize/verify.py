@@ -2,8 +2,9 @@
 
 :func:`_verify` compares the result's events with the original's: the same outside the change,
 exactly the intended entry inside it (:class:`_Change`); a large file is checked in the changed
-lines alone when that is equivalent (:func:`_verify_window`). ``_Mismatch`` is private to this
-module: it is raised and caught here and leaves as :class:`~steps.errors.KustomizationError`.
+lines alone when that is equivalent (:func:`_verify_window`). ``_Mismatch``
+(:class:`steps.errors.EditMismatch`) is raised and caught here and leaves as
+:class:`~steps.errors.KustomizationError`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 import yaml
 from yaml import events as _ev
 
+from steps.errors import EditMismatch as _Mismatch
 from steps.errors import KustomizationError
 from steps.kustomize._yaml import _STR_TAG, _CParser, _events, _resolve, _same, _yaml_error
 from steps.kustomize.reader import _Doc
@@ -20,10 +22,6 @@ from steps.kustomize.splice import _eol
 
 # --------------------------------------------------------------------------------------------
 # Verifying
-
-
-class _Mismatch(Exception):
-    """The edited text does not read as the original plus the intended change."""
 
 
 def _is_string(event, value: str) -> bool:

@@ -8,6 +8,22 @@ characters and a rule whose patterns exceed :data:`MAX_RULE_PROGRAM` RE2 instruc
 too. ``$n`` becomes one named group per occurrence (:func:`dollar_regex`); RE2 has no
 back-references, so :func:`collect_captures` compares the texts a ``$n`` captured after the match.
 Problems raise :class:`~steps.errors.RuleFieldError` naming the field.
+
+Hostile input (issue 12): whoever pushes an image chooses the tag, whoever edits the rules chooses
+the patterns, so
+
+- RE2 refuses what needs backtracking: backreferences (``\1``, ``(?P=name)``), lookahead and
+  lookbehind (``(?=``, ``(?!``, ``(?<=``, ``(?<!``), atomic groups and possessive quantifiers,
+  conditionals, ``(?#…)`` comments and the ``x``/``a``/``u``/``L`` flags; they are refused at load
+  with the rule and field named. So are counts over 1000 (``a{4294967296}``, which RE2 would
+  otherwise read as literal text), Python's ``{,n}``, ``\Z`` (write ``$`` or ``\z``) and non-ASCII
+  characters (tags are ASCII);
+- a rule's patterns together may compile to at most :data:`MAX_RULE_PROGRAM` RE2 instructions:
+  RE2's cost per tag character grows with the program, so this bounds any rule's matching time
+  for any tag (``python -m bench.hostile`` prints the worst case: a few milliseconds);
+- an error message never prints more than a short excerpt of a value
+  (:func:`steps.rules._show.excerpt`), with secrets in ``githubRepository`` redacted; YAML aliases
+  are bounded by :mod:`steps.rules.loader`.
 """
 
 from __future__ import annotations

@@ -8,6 +8,20 @@ allow and deny lists, and ``githubRepository``'s shape (no credentials, query or
 the rule yields none. :attr:`Rule.repository_prefix` and :meth:`Rule.match_repository` are the
 one home of "may this ECR repository belong to this rule" (reconcile filters ECR's listing with
 them).
+
+Semantics (DESIGN.md, issue 2):
+
+- ``registryURI`` = ``ACCOUNT.dkr.ecr.REGION.amazonaws.com/REPO[:TAGPATTERN]``. The registry host
+  is literal. In ``REPO`` everything is literal except ``$n``, which captures one path segment
+  (``[^/]+``). ``TAGPATTERN`` is a regular expression that must match the whole tag; ``$n`` in it
+  captures ``[A-Za-z0-9]+``. A ``$n`` used twice must capture the same text both times: each
+  occurrence is captured on its own and the captures are compared after the match.
+- ``githubRepository`` = ``https://HOST/OWNER/REPO/PATH…`` (``http://host:port`` for a local
+  remote). ``$n`` are substituted; the result must stay inside the repository (no ``..``, no
+  ``.``, no empty segment) or that target is refused with a reason.
+- ``allowImageTag`` / ``denyImageTag``: ``regexp:RE`` (full match) or a literal tag; an empty
+  allow list allows every tag; deny wins. A digest-only push has no tag: a rule with an allow list
+  or a tag pattern refuses it.
 """
 
 from __future__ import annotations
@@ -18,7 +32,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from steps.errors import RuleFieldError as _Problem
-from steps.models import Image, Target
+from steps.models import DEFAULT_MODE, DEFAULT_ORDER, DEFAULT_PROVIDER, Image, Mode, Order, Provider, Target
 from steps.rules._show import excerpt as _excerpt
 from steps.rules._show import shown as _shown
 from steps.rules.patterns import (
@@ -32,7 +46,7 @@ from steps.rules.patterns import (
     group_indices,
     tag_filters,
 )
-from steps.rules.schema import Mode, Order, Provider, RuleSpec, parse_rule
+from steps.rules.schema import RuleSpec, parse_rule
 
 _REGISTRY_RE = re.compile(
     r"(?P<account>[0-9]{12})\.dkr\.ecr\.(?P<region>[a-z]{2}(?:-[a-z]+)+-[0-9]{1,2})\.amazonaws\.com"
@@ -72,14 +86,14 @@ class Rule:
     allow: tuple[TagFilter, ...] = ()
     deny: tuple[TagFilter, ...] = ()
     env: str = ""
-    mode: Mode = "pr"
+    mode: Mode = DEFAULT_MODE
     base_branch: str | None = None
     image_name: str | None = None
     write_digest: bool = False
-    order: Order = "push-time"
+    order: Order = DEFAULT_ORDER
     labels: tuple[str, ...] = ()
     reviewers: tuple[str, ...] = ()
-    provider: Provider = "github"
+    provider: Provider = DEFAULT_PROVIDER
     repo_groups: dict[int, tuple[int, ...]] = field(default_factory=dict)  # $n -> group indices
     tag_groups: dict[int, tuple[int, ...]] = field(default_factory=dict)
     _allow: TagList = field(default_factory=TagList)

@@ -1,7 +1,8 @@
 """The rules schema: ONE pydantic model, :class:`RuleSpec`, declares every field a rule may have.
 
 Field aliases are the YAML keys users write (``registryURI``, ``writeDigest``, …); closed choices
-are ``Literal`` types (``mode``, ``order``, ``provider``); the model is strict (``writeDigest:
+are ``Literal`` types (``mode``, ``order``, ``provider``: :mod:`steps.models` declares them and
+their defaults, for the rules and the targets alike); the model is strict (``writeDigest:
 'yes'`` is not a boolean, ``env: 1`` is not a string) and forbids unknown keys. :func:`parse_rule`
 validates one rule and turns pydantic's first error into the project's message, naming the field
 and how to fix it (``mode: must be one of pr, commit, got 'merge'``). A message shows a value only
@@ -15,17 +16,14 @@ What needs more than one field or a compiled pattern (the registry host, ``$n`` 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
 from steps.errors import RuleFieldError
+from steps.models import DEFAULT_MODE, DEFAULT_ORDER, DEFAULT_PROVIDER, Mode, Order, Provider
 from steps.rules._show import excerpt, key_shown, kind, shown
-
-Mode = Literal["pr", "commit"]
-Order = Literal["push-time", "semver", "none"]
-Provider = Literal["github", "local"]
 
 _BRANCH_BAD_RE = re.compile(r"(^[-/.])|(\.\.)|([\s~^:?*\[\\])|(@\{)|(/$)|(\.lock$)|(//)")
 _CUSTOM = "rule_field"
@@ -47,14 +45,14 @@ class RuleSpec(BaseModel):
     allow_image_tag: list[str] = Field(default_factory=list, alias="allowImageTag")
     deny_image_tag: list[str] = Field(default_factory=list, alias="denyImageTag")
     env: str = ""
-    mode: Mode = "pr"
+    mode: Mode = DEFAULT_MODE
     base_branch: str | None = Field(default=None, alias="baseBranch")
     image_name: str | None = Field(default=None, alias="imageName")
     write_digest: bool = Field(default=False, alias="writeDigest")
-    order: Order = "push-time"
+    order: Order = DEFAULT_ORDER
     labels: list[str] = Field(default_factory=list)
     reviewers: list[str] = Field(default_factory=list)
-    provider: Provider = "github"
+    provider: Provider = DEFAULT_PROVIDER
 
     @field_validator(
         "allow_image_tag", "deny_image_tag", "env", "write_digest", "labels", "reviewers", mode="before"

@@ -30,6 +30,7 @@ from botocore.exceptions import ClientError
 from imagebump import __version__
 from steps import archive, argocd_namespaces, backup_export, kube, kube_client, retention
 from steps import s3 as s3io
+from steps.backup_settings import BackupSettings
 from steps.errors import ConfigError, PermissionDeniedError, TransientError
 from tests.fakes.kube import (
     BACKED_UP_SECRETS,
@@ -434,6 +435,54 @@ KEYS = [f"p/c/2026/01/{d:02d}/120000Z.yaml.gz" for d in (1, 10, 20, 30)] + [
 def test_select_expired(keep, keep_days, protect, expected):
     got = retention.select_expired(KEYS, keep=keep, keep_days=keep_days, now=NOW, protect=protect)
     assert sorted(got) == sorted(expected)
+
+
+@pytest.mark.parametrize(
+    ("settings", "listing", "written", "key", "expired"),
+    [
+        pytest.param({}, [], "", "argocd-backups/in-cluster/2026/01/31/120000Z", [], id="before-the-write"),
+        pytest.param(
+            {"prefix": "/p/", "cluster": "c", "keep": 2},
+            KEYS,
+            KEYS[5],
+            "p/c/2026/01/31/120000Z",
+            KEYS[:4],
+            id="keep-newest-two",
+        ),
+        pytest.param(
+            {"prefix": "p", "cluster": "c", "keep": 0, "keep_days": 15},
+            KEYS,
+            KEYS[5],
+            "p/c/2026/01/31/120000Z",
+            KEYS[:2],
+            id="keep-days",
+        ),
+        pytest.param(
+            {"prefix": "p", "cluster": "c", "keep": 1},
+            KEYS,
+            KEYS[0],
+            "p/c/2026/01/31/120000Z",
+            KEYS[1:5],
+            id="the-written-one-never-expires",
+        ),
+        pytest.param(
+            {"prefix": "p", "cluster": "c", "keep": 0},
+            KEYS,
+            KEYS[5],
+            "p/c/2026/01/31/120000Z",
+            [],
+            id="retention-off",
+        ),
+    ],
+)
+def test_decide_where_the_archive_goes_and_what_expires(settings, listing, written, key, expired):
+    """backup-export's pure core, without S3 or Kubernetes: the key before the write; after it, the
+    archives retention deletes given the listing (the one just written is never among them)."""
+    decision = backup_export.decide(
+        BackupSettings(bucket="b-1", **settings), NOW, listing=listing, written=written
+    )
+    assert decision.key == key
+    assert sorted(decision.expired) == sorted(expired)
 
 
 def test_secret_values_never_in_logs_or_outputs(api, s3, bucket, caplog, outputs_dir):

@@ -395,6 +395,36 @@ def test_carried_objects_that_do_not_prove_the_file_are_not_used(twins, forge) -
     assert fast.git("fsck", "--no-dangling").strip() == ""
 
 
+def test_only_unproven_carried_objects_fall_back_to_the_clone(twins, monkeypatch, tmp_path) -> None:
+    """commit-pr falls back to a clone for carried objects that prove nothing (CarriedObjectsError,
+    not base64 included) and for nothing else: another ValueError is a bug that must surface, not a
+    silent slow path. The seam: steps.git.seed, replaced to raise."""
+    from steps import git
+    from steps.errors import CarriedObjectsError
+
+    text = kustomization("1.0.0")
+    _plain, fast = twins({FILE: text})
+    good = seeded(fast, plan(), text)
+    auth = git.GitAuth.from_env(write=True)
+    work = tmp_path / "work"
+
+    not_base64 = good.model_copy(update={"base_objects": ["not base64!", *good.base_objects[1:]]})
+    assert commit_pr.seed_base(target(fast.url), not_base64, auth, "main", work) is None
+
+    def refuse(*args, **kwargs):
+        raise CarriedObjectsError("tree 0 is not the one its parent names")
+
+    monkeypatch.setattr(git, "seed", refuse)
+    assert commit_pr.seed_base(target(fast.url), good, auth, "main", work) is None
+
+    def bug(*args, **kwargs):
+        raise ValueError("a bug in the seeding code")
+
+    monkeypatch.setattr(git, "seed", bug)
+    with pytest.raises(ValueError, match="a bug in the seeding code"):
+        commit_pr.seed_base(target(fast.url), good, auth, "main", work)
+
+
 def test_a_push_git_cannot_send_from_the_plans_base_falls_back_to_the_clone(
     twins, monkeypatch, caplog
 ) -> None:

@@ -15,7 +15,7 @@ from steps import commit_pr
 from steps import github as gh
 from steps.branches import MAX_BRANCH_LENGTH, branch_name
 from steps.commit_message import DEFAULT_TEMPLATE, commit_message, message_fields, validate_template
-from steps.commit_pr import reapply
+from steps.commit_pr import decide
 from steps.errors import ConfigError, ImageNotFoundError, PermissionDeniedError
 from steps.models import ImagesEntry
 from steps.never_downgrade import guard_branch
@@ -138,8 +138,8 @@ def test_default_message_says_what_a_reviewer_needs() -> None:
         pytest.param("1.0.0", "push-time", True, "", id="as-planned"),
     ],
 )
-def test_reapply_rechecks_the_file(file_tag: str, order: str, expect_text: bool, reason: str) -> None:
-    applied = reapply(kustomization(file_tag), _t(order=order), plan())
+def test_decide_rechecks_the_file(file_tag: str, order: str, expect_text: bool, reason: str) -> None:
+    applied = decide(kustomization(file_tag), _t(order=order), plan())
     assert (applied.text is not None) == expect_text
     assert reason in applied.reason
     if expect_text:
@@ -148,9 +148,9 @@ def test_reapply_rechecks_the_file(file_tag: str, order: str, expect_text: bool,
         assert file_tag in applied.reason and "1.1.0" in applied.reason
 
 
-def test_reapply_without_the_entry_is_image_not_found() -> None:
+def test_decide_without_the_entry_is_image_not_found() -> None:
     with pytest.raises(ImageNotFoundError, match="found: web"):
-        reapply(kustomization(name="web"), _t(), plan())
+        decide(kustomization(name="web"), _t(), plan())
 
 
 def _entry(tag: str) -> ImagesEntry:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from steps import git
+from steps.errors import CarriedObjectsError
 from steps.git_objects import blob_id, commit_tree, object_id, tree_entries, verify_path_chain
 
 FILE = "apps/team a/api ✓/overlays/prod/kustomization.yaml"
@@ -100,7 +101,7 @@ def test_a_chain_read_from_git_proves_the_file(repo: Path) -> None:
 def test_a_tampered_chain_is_refused_with_its_reason(repo: Path, tamper, why: str) -> None:
     head, objects = _chain(repo, FILE)
     blob = _git(repo, "rev-parse", f"HEAD:{FILE}").decode().strip()
-    with pytest.raises(ValueError, match=why):
+    with pytest.raises(CarriedObjectsError, match=why):
         verify_path_chain(tamper(objects), head, FILE, blob)
 
 
@@ -108,18 +109,35 @@ def test_a_chain_proves_nothing_but_its_own_regular_file(repo: Path) -> None:
     head, objects = _chain(repo, FILE)
     blob = _git(repo, "rev-parse", f"HEAD:{FILE}").decode().strip()
     other = blob_id("images: []\n", "sha256" if repo.name == "sha256" else "sha1")
-    with pytest.raises(ValueError, match="is not the regular file"):
+    with pytest.raises(CarriedObjectsError, match="is not the regular file"):
         verify_path_chain(objects, head, FILE, other)  # another blob
-    with pytest.raises(ValueError, match="is not in tree"):
+    with pytest.raises(CarriedObjectsError, match="is not in tree"):
         verify_path_chain(objects, head, FILE.replace("kustomization", "kustomisation"), blob)
     link_head, link_objects = _chain(repo, "apps/link.yaml")
     link = _git(repo, "rev-parse", "HEAD:apps/link.yaml").decode().strip()
-    with pytest.raises(ValueError, match="is not the regular file"):
+    with pytest.raises(CarriedObjectsError, match="is not the regular file"):
         verify_path_chain(link_objects, link_head, "apps/link.yaml", link)  # a symbolic link
     dir_head, dir_objects = _chain(repo, "apps/team a/web")
     tree = _git(repo, "rev-parse", "HEAD:apps/team a/web").decode().strip()
-    with pytest.raises(ValueError, match="is not the regular file"):
+    with pytest.raises(CarriedObjectsError, match="is not the regular file"):
         verify_path_chain(dir_objects, dir_head, "apps/team a/web", tree)  # a directory
+
+
+@pytest.mark.parametrize(
+    ("raw", "reader", "why"),
+    [
+        pytest.param(b"100644 name-without-its-id", tree_entries, "cut short", id="tree-no-nul"),
+        pytest.param(b"100644", tree_entries, "cut short", id="tree-no-space"),
+        pytest.param(b"\xff\xfe name\0" + bytes(20), tree_entries, "mode is not digits", id="tree-bad-mode"),
+        pytest.param(b"parent abc\n", commit_tree, "starts with its tree", id="commit-no-tree"),
+        pytest.param("tree é\n".encode(), commit_tree, "starts with its tree", id="commit-not-ascii"),
+    ],
+)
+def test_malformed_objects_are_one_error_the_caller_can_catch(raw: bytes, reader, why: str) -> None:
+    """Whatever bytes a plan carries, reading them fails only as CarriedObjectsError (commit-pr
+    catches exactly that and clones), never as an incidental ValueError or UnicodeDecodeError."""
+    with pytest.raises(CarriedObjectsError, match=why):
+        reader(raw)
 
 
 def test_seed_makes_a_repository_that_commits_on_the_chain_alone(repo: Path, tmp_path: Path) -> None:
@@ -178,6 +196,6 @@ def test_seed_refuses_and_writes_nothing(repo: Path, tmp_path: Path, kwargs: dic
         "text": FILES[FILE],
         "blob": blob,
     }
-    with pytest.raises(ValueError, match=why):
+    with pytest.raises(CarriedObjectsError, match=why):
         git.seed("https://git.example.com/team/apps", tmp_path / "seeded", **{**args, **kwargs})
     assert not (tmp_path / "seeded").exists()

@@ -221,6 +221,98 @@ def test_recheck(order, current, refused, reason) -> None:
     assert reason in (why or "")
 
 
+# --- reconcile: the sweep against the overlay and its proposal branch ---------------------------------
+
+SWEEP_CASES = [
+    # (mode, order, overlay entry, its push time, branch entry, its push time) → state, reason
+    pytest.param("commit", "push-time", _e("1.0.0"), OLD_AT, None, None, "behind", "", id="older-overlay"),
+    pytest.param(
+        "commit", "push-time", _e("1.1.0"), None, None, None, "current", "holds the newest", id="same"
+    ),
+    pytest.param(
+        "commit",
+        "push-time",
+        _e("hotfix"),
+        LATER_AT,
+        None,
+        None,
+        "ahead",
+        "never touched",
+        id="newer-overlay",
+    ),
+    pytest.param(
+        "commit", "semver", _e("1.2.0"), None, _e("1.1.0"), None, "ahead", "never touched", id="semver-newer"
+    ),
+    pytest.param(
+        "commit",
+        "push-time",
+        _e("1.0.0"),
+        OLD_AT,
+        _e("1.1.0"),
+        None,
+        "behind",
+        "",
+        id="commit-ignores-branches",
+    ),
+    pytest.param(
+        "pr",
+        "push-time",
+        _e("1.0.0"),
+        OLD_AT,
+        _e("1.1.0"),
+        None,
+        "proposed",
+        "already proposes",
+        id="proposed",
+    ),
+    pytest.param(
+        "pr",
+        "push-time",
+        _e("1.0.0"),
+        OLD_AT,
+        _e("0.9.0"),
+        OLD_AT,
+        "behind",
+        "proposes the older",
+        id="older-pr",
+    ),
+    pytest.param(
+        "pr",
+        "push-time",
+        _e("1.0.0"),
+        OLD_AT,
+        _e("hotfix"),
+        LATER_AT,
+        "ahead",
+        "never touched",
+        id="newer-pr",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("mode", "order", "current", "current_at", "proposed", "proposed_at", "state", "why"), SWEEP_CASES
+)
+def test_sweep_verdict(mode, order, current, current_at, proposed, proposed_at, state, why) -> None:
+    """reconcile's never-downgrade verdicts live here with the others: an overlay or a living
+    proposal that holds something newer than the newest allowed image is ``ahead``, never touched."""
+    newest = _t(mode=mode, order=order, provider="github")
+    got, reason = never_downgrade.sweep_verdict(
+        newest=newest,
+        tag=newest.tag,
+        digest=None,
+        current=current,
+        current_pushed_at=current_at,
+        branch="imagebump/prod/x",
+        proposed=proposed,
+        proposed_pushed_at=proposed_at,
+    )
+    assert got == state, reason
+    assert why in reason
+    if mode == "pr" and proposed is not None:
+        assert "imagebump/prod/x" in reason
+
+
 # --- resolve-image -------------------------------------------------------------------------------------
 
 RULES = load_rules(

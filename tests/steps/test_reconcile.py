@@ -6,18 +6,23 @@ No ECR, no Git: tables of facts in, verdicts out. The sweep against moto's ECR a
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from steps.errors import ConfigError
 from steps.models import ImagesEntry, Target
 from steps.reconcile import (
     STATES,
+    ReconcileInput,
     TargetState,
     count_states,
     decide,
     pick_newest,
     render_table,
+    run,
+    sweep,
 )
 
 IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/team/api"
@@ -247,3 +252,41 @@ def test_the_pure_core_reads_neither_ecr_nor_git() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("given", "error"),
+    [
+        pytest.param({}, "", id="defaults"),
+        pytest.param({"concurrency": 64, "limit": 0, "full": True}, "", id="bounds"),
+        pytest.param({"concurrency": 0}, "concurrency 0: must be between 1 and 64", id="concurrency-0"),
+        pytest.param({"concurrency": 65}, "concurrency 65: must be between 1 and 64", id="concurrency-65"),
+        pytest.param({"limit": -1}, "limit -1: must be 0 or more", id="limit-negative"),
+    ],
+)
+def test_the_input_model_checks_the_parameters(given: dict, error: str) -> None:
+    """The sweep's typed input: one declaration of its parameters and their ranges, a ConfigError
+    (exit 2, never retried) naming the parameter, checked before any I/O."""
+    if error:
+        with pytest.raises(ConfigError, match=re.escape(error)):
+            ReconcileInput.of(**given)
+        with pytest.raises(ConfigError, match=re.escape(error)):
+            sweep(None, **given)  # refused before the rules or ECR are looked at
+        return
+    model = ReconcileInput.of(**given)
+    assert (model.concurrency, model.limit, model.full) == (
+        given.get("concurrency", 8),
+        given.get("limit", 500),
+        given.get("full", False),
+    )
+
+
+def test_run_refuses_a_bad_parameter_before_reading_the_rules(
+    tmp_path, monkeypatch, outputs_dir, capfd
+) -> None:
+    monkeypatch.setenv("IMAGEBUMP_RULES_FILE", str(tmp_path / "absent.yaml"))
+    with pytest.raises(SystemExit) as exited:
+        run(concurrency=8, limit=-3, full=False)
+    assert exited.value.code == 2  # bad input, never retried
+    err = capfd.readouterr().err
+    assert "limit -3: must be 0 or more" in err and "absent.yaml" not in err  # the rules were not read

@@ -1077,3 +1077,39 @@ def test_a_huge_aliased_value_is_shown_as_a_short_excerpt() -> None:
     with pytest.raises(ValidationError) as raw:
         RuleSpec.model_validate({"registryURI": big, "githubRepository": 7, "mode": big})
     assert big not in str(raw.value) and "input_value" not in str(raw.value)
+
+
+def test_closed_choices_and_their_defaults_are_declared_once() -> None:
+    """mode / order / provider: one declaration (steps.models) that the rules schema, the compiled
+    rule, the targets and the ordering all use, so a rule that says nothing gets the same defaults
+    everywhere, and the choices a rules file may name are the ones a target may carry."""
+    import inspect
+    from typing import get_args
+
+    from steps import models, order
+    from steps.rules import MODES, ORDERS, PROVIDERS, schema
+    from steps.rules.rule import Rule
+
+    assert (schema.Mode, schema.Order, schema.Provider) == (models.Mode, models.Order, models.Provider)
+    assert (MODES, ORDERS, PROVIDERS) == tuple(
+        get_args(t) for t in (models.Mode, models.Order, models.Provider)
+    )
+    defaults = {
+        "mode": models.DEFAULT_MODE,
+        "order": models.DEFAULT_ORDER,
+        "provider": models.DEFAULT_PROVIDER,
+    }
+    assert defaults == {"mode": "pr", "order": "push-time", "provider": "github"}
+    for field, default in defaults.items():
+        assert schema.RuleSpec.model_fields[field].default == default
+        assert models.Target.model_fields[field].default == default
+        assert inspect.signature(Rule).parameters[field].default == default
+    assert inspect.signature(order.decide).parameters["order"].default == models.DEFAULT_ORDER
+    (target,) = (
+        load_rules(
+            f"- registryURI: {REG}/team/api\n  githubRepository: https://github.com/o/r/overlays/prod\n"
+        )
+        .match(image(f"{REG}/team/api:1.0.0"))
+        .targets
+    )
+    assert (target.mode, target.order, target.provider) == ("pr", "push-time", "github")

@@ -108,3 +108,48 @@ def test_missing_write_token_names_the_secret_and_the_local_variable(monkeypatch
     assert WRITE_SECRET == names.GIT_SECRET  # the Secret the rendered template mounts
     assert f"create secret generic {names.GIT_SECRET} --from-file=token=" in message
     assert "export IMAGEBUMP_GIT_TOKEN" in message
+
+
+def test_the_github_app_key_is_a_registered_secret(tmp_path) -> None:
+    """The App's private key is read like every secret: registered, so not even git's output (which
+    is redacted without the PEM shape) or a message quoting it can show it; a bad file is named."""
+    from steps import github
+
+    body = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC" + "k" * 40
+    pem = f"-----BEGIN PRIVATE KEY-----\n{body}\n-----END PRIVATE KEY-----\n"
+    (tmp_path / "app.pem").write_text(pem)
+    env = {
+        "IMAGEBUMP_GITHUB_APP_ID": "1",
+        "IMAGEBUMP_GITHUB_APP_INSTALLATION_ID": "2",
+        "IMAGEBUMP_GITHUB_APP_PRIVATE_KEY_FILE": str(tmp_path / "app.pem"),
+    }
+    got = github.GitHubSettings.from_env(env)
+    assert got.uses_app and got.app_private_key == pem.strip()
+    assert body not in redact.redact(f"fatal: {pem}", shapes=False)
+
+    (tmp_path / "app.pem").write_bytes(b"")
+    with pytest.raises(ConfigError, match=r"IMAGEBUMP_GITHUB_APP_PRIVATE_KEY_FILE\) is empty"):
+        github.GitHubSettings.from_env(env)
+    (tmp_path / "app.pem").write_text("not a key")
+    with pytest.raises(ConfigError, match="is not a PEM private key"):
+        github.GitHubSettings.from_env(env)
+
+
+def test_settings_several_modules_read_come_from_here(tmp_path, monkeypatch) -> None:
+    """The commit identity, the rules file and the read-token file are read by steps.settings (one
+    reading: stripped, blank is unset), whoever asks for them."""
+    from steps import git_auth, git_commit
+
+    monkeypatch.setenv("IMAGEBUMP_GIT_AUTHOR_NAME", " Release Bot ")
+    monkeypatch.setenv("IMAGEBUMP_GIT_AUTHOR_EMAIL", "")
+    assert settings.author_identity() == ("Release Bot", settings.DEFAULT_AUTHOR_EMAIL)
+    assert git_commit.identity(None, None) == settings.author_identity()
+    assert git_commit.identity("A <a@example.com>", None) == ("A", "a@example.com")
+
+    monkeypatch.setenv("IMAGEBUMP_RULES_FILE", "  ")
+    assert settings.rules_file() == settings.DEFAULT_RULES_FILE
+    monkeypatch.setenv("IMAGEBUMP_RULES_FILE", str(tmp_path / "rules.yaml"))
+    assert settings.rules_file() == str(tmp_path / "rules.yaml")
+
+    monkeypatch.setenv("IMAGEBUMP_GIT_READ_TOKEN_FILE", f" {tmp_path / 'absent'} ")
+    assert f"({tmp_path / 'absent'} does not exist)" in git_auth.anonymous_read_fix()

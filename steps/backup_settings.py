@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
-from steps.errors import ConfigError
+from steps.errors import ConfigError, SettingError
 
 _BUCKET_RE = re.compile(r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]")
 _NAMESPACE_RE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
@@ -37,14 +37,6 @@ _FLAG_VALUES = {
     "keep": "N",
     "keep_days": "DAYS",
 }
-
-
-class _SettingError(ValueError):
-    """A bad value, with the settings to change."""
-
-    def __init__(self, message: str, *settings: str) -> None:
-        super().__init__(message)
-        self.settings = settings
 
 
 class Source(Protocol):
@@ -98,11 +90,11 @@ class BackupSettings(BaseModel):
     @classmethod
     def _bucket(cls, value: Any) -> Any:
         if value == "":
-            raise _SettingError("bucket is not set", "bucket")
+            raise SettingError("bucket is not set", "bucket")
         if isinstance(value, str) and value.startswith(PLACEHOLDER):
-            raise _SettingError(f"bucket is not set: {value!r} is the example's placeholder", "bucket")
+            raise SettingError(f"bucket is not set: {value!r} is the example's placeholder", "bucket")
         if not isinstance(value, str) or not _BUCKET_RE.fullmatch(value):
-            raise _SettingError(f"bucket {value!r} is not a valid S3 bucket name", "bucket")
+            raise SettingError(f"bucket {value!r} is not a valid S3 bucket name", "bucket")
         return value
 
     @field_validator("prefix", "cluster")
@@ -110,22 +102,20 @@ class BackupSettings(BaseModel):
     def _segment(cls, value: str, info: Any) -> str:
         parts = value.strip("/").split("/") if value.strip("/") else []
         if (info.field_name == "cluster" and not parts) or any(p in ("", ".", "..") for p in parts):
-            raise _SettingError(
-                f"{info.field_name} {value!r} is not a usable S3 key segment", info.field_name
-            )
+            raise SettingError(f"{info.field_name} {value!r} is not a usable S3 key segment", info.field_name)
         return value
 
     @field_validator("namespace", mode="before")
     @classmethod
     def _namespace(cls, value: Any) -> Any:
         if not isinstance(value, str) or not _NAMESPACE_RE.fullmatch(value):
-            raise _SettingError(f"namespace {value!r} is not a valid Kubernetes namespace name", "namespace")
+            raise SettingError(f"namespace {value!r} is not a valid Kubernetes namespace name", "namespace")
         return value
 
     @model_validator(mode="after")
     def _retention(self) -> BackupSettings:
         if self.keep < 0 or self.keep_days < 0:
-            raise _SettingError(
+            raise SettingError(
                 f"keep ({self.keep}) and keep-days ({self.keep_days}) must be 0 (off) or positive",
                 *(name for name in ("keep", "keep_days") if getattr(self, name) < 0),
             )
@@ -156,7 +146,7 @@ def _message(exc: ValidationError, source: Source) -> str:
     to fix it where the settings came from."""
     first = exc.errors()[0]
     cause = (first.get("ctx") or {}).get("error")
-    if isinstance(cause, _SettingError):
+    if isinstance(cause, SettingError):
         return f"{cause}; {source.fix(cause.settings)}"
     loc = tuple(str(p) for p in first.get("loc", ()))
     message = f"backup setting {'.'.join(loc) or 'settings'}: {first.get('msg', 'invalid')}"

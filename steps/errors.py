@@ -21,7 +21,9 @@ and the step runner) turn these into a short message and an exit code, never a t
 
     ValueError (what each is, not a user's error: each is caught where it is meant to be)
     ├── BadInput               a step's input parameter does not validate (steps._entry: exit 2)
-    └── CarriedObjectsError    a plan's carried git objects do not prove its file (commit-pr clones)
+    ├── CarriedObjectsError    a plan's carried git objects do not prove its file (commit-pr clones)
+    └── SettingError           a backup setting's value is bad (inside a pydantic validator;
+                               steps.backup_settings reports it as a ConfigError naming where to fix it)
 
     EditMismatch               an edited kustomization does not read as meant (leaves the
                                kustomize package as KustomizationError)
@@ -149,3 +151,12 @@ class EditMismatch(Exception):
 
     Raised and caught inside :mod:`steps.kustomize.verify`; it leaves as :class:`KustomizationError`.
     """
+
+
+class SettingError(ValueError):
+    """A bad setting value, with the names of the settings to change (raised inside a pydantic
+    validator, hence a ValueError; :mod:`steps.backup_settings` turns it into a ConfigError)."""
+
+    def __init__(self, message: str, *settings: str) -> None:
+        super().__init__(message)
+        self.settings = settings

@@ -3,7 +3,8 @@
 Modules (each imports only those before it): ``_yaml`` (libyaml events with positions, the
 guards), ``spec`` (``NAME[=NEWNAME][:TAG][@DIGEST]``), ``files`` (finding the kustomization file),
 ``reader`` (the one parse, :func:`read_images`, :func:`get_image`), ``splice`` (the line editor's
-tools), ``verify`` (proving an edit), ``edit`` (:func:`set_image`). May import ``steps.errors``,
+tools), ``verify`` (proving an edit), ``edit`` (:func:`set_image`; :func:`edit_image`, the same
+edit returning also the entry before and after it). May import ``steps.errors``,
 ``steps.events`` and ``steps.models``; nothing else of the project.
 
 Pure functions over text (no I/O except :func:`find_kustomization`, which only looks at names in
@@ -42,7 +43,7 @@ both may be set together; ``*`` (:data:`KEEP`) keeps a part as the file has it, 
 """
 
 from steps.kustomize._yaml import MAX_KUSTOMIZATION_BYTES
-from steps.kustomize.edit import set_image
+from steps.kustomize.edit import ImageEdit, edit_image, set_image
 from steps.kustomize.files import KUSTOMIZATION_FILES, find_kustomization
 from steps.kustomize.reader import MAX_ALIAS_EXPANSION, get_image, read_images
 from steps.kustomize.spec import KEEP, ImageSpec, parse_image_spec, validate_image_name
@@ -52,7 +53,9 @@ __all__ = [
     "KUSTOMIZATION_FILES",
     "MAX_ALIAS_EXPANSION",
     "MAX_KUSTOMIZATION_BYTES",
+    "ImageEdit",
     "ImageSpec",
+    "edit_image",
     "find_kustomization",
     "get_image",
     "parse_image_spec",

@@ -138,16 +138,25 @@ def find_entry(text: str, target: Target, file: str) -> ImagesEntry:
 
 
 def decide(
-    target: Target, text: str, file: str, base_commit: str, base_branch: str, known: "PushTimes"
+    target: Target,
+    text: str,
+    file: str,
+    base_commit: str,
+    base_branch: str,
+    known: "PushTimes",
+    old: ImagesEntry | None = None,
 ) -> Plan:
     """The pure core: the plan for ``target`` on the kustomization ``text``, given ECR's push times.
 
-    ``known`` holds what :func:`steps.never_downgrade.lookups` asked of ECR for this entry.
+    ``known`` holds what :func:`steps.never_downgrade.lookups` asked of ECR for this entry; ``old``,
+    the entry :func:`find_entry` read from this ``text`` when the caller has it (else it is read
+    here: a 1 MiB file costs a parse each time).
     """
     from steps import kustomize
     from steps.never_downgrade import decide_base
 
-    old = find_entry(text, target, file)
+    if old is None:
+        old = find_entry(text, target, file)
     new = _new_entry(target, old)
     decision, reason = decide_base(target, old, known)
     changed = False
@@ -339,8 +348,9 @@ def run(target: Target) -> EditKustomizeOutput:
             auth=auth,
         )
         file, text = _read_overlay(repo, overlay)
-        known = ecr.ask(lookups(target, find_entry(text, target, file)))
-        plan = decide(target, text, file, repo.cloned_head(), repo.branch, known)
+        entry = find_entry(text, target, file)  # read once: the lookups and the decision both use it
+        known = ecr.ask(lookups(target, entry))
+        plan = decide(target, text, file, repo.cloned_head(), repo.branch, known, old=entry)
         if target.mode == "pr" and plan.changed:
             branch = branch_name(target)
             proposed = branch_entry(repo, branch, plan.file, plan.image_name)

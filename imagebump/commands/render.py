@@ -1,7 +1,8 @@
 """``imagebump render [--check] [--output DIR]``: write (or check) the generated manifests.
 
 Exit codes: 0 written / already current, 1 ``--check`` found stale files (the unified diff is
-printed), 2 bad usage, 3 an internal error while rendering (the table every imagebump command uses).
+printed), 2 bad usage (also: an ``--output`` directory that cannot be created or written), 3 an
+internal error while rendering (the table every imagebump command uses).
 """
 
 from __future__ import annotations
@@ -29,4 +30,27 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def _render(args: argparse.Namespace) -> int:
     from workflows.render import run
 
+    if args.output is not None and not args.check:
+        _check_writable(args.output)
     return run(check_only=args.check, output=args.output)
+
+
+def _check_writable(directory: Path) -> None:
+    """Create ``directory`` if needed and prove a file can be written in it, before rendering.
+
+    Raises:
+        ConfigError: it cannot be created or written (names the path and why).
+    """
+    import tempfile
+
+    from steps.errors import ConfigError
+
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as exc:
+        raise ConfigError(
+            f"--output {directory}: cannot write there ({exc.strerror or exc}); "
+            "pick a directory you can write, or leave --output out to render into manifests/"
+        ) from None

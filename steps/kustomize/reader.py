@@ -4,6 +4,20 @@
 and without expanding anything, aliases that refer to themselves or add more than
 :data:`MAX_ALIAS_EXPANSION` nodes, and duplicate keys. :func:`read_images`
 and :func:`get_image` are the public readers. Pure.
+
+Hostile input: a text over :data:`~steps.kustomize._yaml.MAX_KUSTOMIZATION_BYTES` (1 MiB) is refused
+before it is parsed; while reading, without expanding anything, aliases that refer to themselves or
+add more than :data:`MAX_ALIAS_EXPANSION` nodes once expanded (a "billion laughs" document),
+collections nested deeper than 64, and duplicate keys are refused.
+
+Which entry: kustomize's image transformer (``api/filters/imagetag``) matches each ``images``
+entry's ``name`` against the image references in the resources — the name, then an optional
+``:tag`` and ``@digest`` (``api/internal/image/image.go``, ``IsImageMatched``) — and never looks at
+``newName`` to find an entry; ``kustomize edit set image`` (``kustomize/commands/edit/set/
+setimage.go``) likewise finds the entry to change by ``name``. :func:`get_image` (and so
+:func:`~steps.kustomize.edit.set_image`) matches ``name``, and — ``by_new_name``, the default, for
+the pipeline, whose rule default ``imageName`` is "the entry whose name or newName is the pushed
+repository" — else ``newName``; ``imagebump set-image`` matches ``name`` only, as kustomize does.
 """
 
 from __future__ import annotations

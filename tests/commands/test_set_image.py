@@ -324,3 +324,40 @@ def test_an_unwritable_directory_exits_2_and_changes_nothing(overlay: Path, caps
     assert "Traceback" not in err and "unexpected" not in err
     assert _snapshot(path) == before
     assert sorted(p.name for p in overlay.iterdir()) == ["kustomization.yaml"]
+
+
+def test_the_command_parses_the_file_once(tmp_path: Path, capsys, monkeypatch) -> None:
+    """Issue 12, "editing is linear in the file's size": the command read the file three times
+    (the entry before, the edit, the entry after); now one parse tells it all, and the edit rereads
+    only the changed entry's lines. bench/hostile.py times the command on 1 MiB."""
+    from steps import kustomize
+
+    text = "images:\n" + "".join(f"- name: app{i}\n  newTag: '1.0'\n" for i in range(3000))
+    (tmp_path / "kustomization.yaml").write_text(text)
+    sizes: list[int] = []
+    events = kustomize._yaml._events
+    for module in (kustomize.reader, kustomize.verify):  # every module that parses
+        monkeypatch.setattr(module, "_events", lambda t: (sizes.append(len(t)), events(t))[1])
+
+    assert main(["set-image", str(tmp_path), "app1500:2.0"]) == 0
+    assert f"{tmp_path / 'kustomization.yaml'}: app1500 1.0 → 2.0" in capsys.readouterr().out
+    assert [size for size in sizes if size >= len(text)] == [len(text)], sizes
+
+
+@pytest.mark.parametrize("spec", ["new:*", "new=*", "new@*", "new=*:*@*"])
+def test_add_with_only_star_is_refused_it_would_keep_nothing(overlay: Path, capsys, spec: str) -> None:
+    """Before: ``- name: new`` appended and "new added ((unset))" printed: an entry that sets nothing."""
+    path = overlay / "kustomization.yaml"
+    before = _snapshot(path)
+    assert main(["set-image", "overlays/prod", spec, "--add"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "'new' is not in overlays/prod/kustomization.yaml" in captured.err
+    assert "nothing to keep" in captured.err and "new:TAG" in captured.err
+    assert _snapshot(path) == before
+
+
+def test_add_with_star_and_a_value_writes_the_value_as_kustomize_does(overlay: Path, capsys) -> None:
+    """kustomize leaves a ``*`` out of a new entry (setimage.go); what is given is still set."""
+    assert main(["set-image", "overlays/prod", "new=*:1.2", "--add"]) == 0
+    assert "new added (1.2)" in capsys.readouterr().out
+    assert (overlay / "kustomization.yaml").read_text() == KUSTOMIZATION + '- name: new\n  newTag: "1.2"\n'

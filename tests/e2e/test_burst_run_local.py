@@ -3,7 +3,8 @@
 27 pushes of 27 images (ECR, through the project's EventBridge rule into its SQS queue) for 27
 overlays of one repository, whose ``git http-backend`` remote wants the token for reads and for
 writes. ``imagebump run --local`` runs as a user runs it: a new process whose environment holds
-PATH, HOME, the AWS settings and ``IMAGEBUMP_GIT_TOKEN`` — no read token, no other ``IMAGEBUMP_*``.
+PATH, HOME, the endpoint (moto's), credentials and ``IMAGEBUMP_GIT_TOKEN`` — no region (the queue
+URL, written as AWS writes it, names one, as in the README), no read token, no other ``IMAGEBUMP_*``.
 Afterwards every overlay holds its new image, the queue and the dead-letter queue are empty, and
 the token appears nowhere in what the command printed. The world is the demo's
 (:func:`imagebump.local.world.build_world`) with the benchmark's overlay shape (:mod:`bench.world`).
@@ -76,6 +77,10 @@ def test_run_local_with_only_the_write_token_lands_a_burst_of_27(moto, tmp_path:
             for i in range(0, len(entries), 10):
                 assert not events.put_events(Entries=entries[i : i + 10]).get("FailedEntryCount")
 
+            # the queue's URL as AWS writes it (README, "Run without a cluster"): it names the
+            # region, so no AWS_REGION; moto's server answers for it through AWS_ENDPOINT_URL
+            queue_name = world.queue_url.rsplit("/", 1)[1]
+            queue_url = f"https://sqs.{world.region}.amazonaws.com/{world.account}/{queue_name}"
             started = time.monotonic()
             proc = subprocess.run(
                 [
@@ -85,7 +90,7 @@ def test_run_local_with_only_the_write_token_lands_a_burst_of_27(moto, tmp_path:
                     "run",
                     "--local",
                     "--queue-url",
-                    world.queue_url,
+                    queue_url,
                     "--rules",
                     str(world.rules_path),
                     "--concurrency",
@@ -104,7 +109,6 @@ def test_run_local_with_only_the_write_token_lands_a_burst_of_27(moto, tmp_path:
                     "HOME": str(tmp_path),
                     "LANG": "C.UTF-8",
                     "AWS_ENDPOINT_URL": moto.endpoint_url,
-                    "AWS_REGION": world.region,
                     "AWS_ACCESS_KEY_ID": "testing",
                     "AWS_SECRET_ACCESS_KEY": "testing",
                     "IMAGEBUMP_GIT_TOKEN": world.token,

@@ -130,9 +130,11 @@ def run_patterns(reps: int = 5) -> list[dict[str, Any]]:
 
 
 def kustomization(entries: int) -> str:
-    return "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nimages:\n" + "".join(
-        f'- name: team/app{i:05d}\n  newTag: "1.0"\n' for i in range(entries)
-    )
+    """An overlay of ``entries`` images (the shared builder's: what the tests and the demo write)."""
+    from imagebump.local import builders
+
+    images = [(f"team/app{i:05d}", "1.0") for i in range(entries)]
+    return builders.kustomization(images, resources=("deployment.yaml",))
 
 
 def _best(fn: Callable[[], Any], reps: int) -> float:

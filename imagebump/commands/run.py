@@ -36,9 +36,10 @@ from typing import Any
 
 from imagebump.local.outcome import printable, progress_line
 from steps.errors import ConfigError
+from workflows import names
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_TEMPLATE = PROJECT_ROOT / "manifests" / "workflows" / "image-update.yaml"
+DEFAULT_TEMPLATE = names.rendered_file(names.IMAGE_UPDATE, PROJECT_ROOT)
 
 #: Variables that are secrets: they reach steps only as the template's Secret mounts.
 _SECRET_VARIABLES = {
@@ -137,9 +138,9 @@ def local_secrets(
             f"before {why}; it is never taken from a flag"
         )
     read_token = _git_token("IMAGEBUMP_GIT_READ_TOKEN", environ) or token
-    secrets: dict[str, dict[str, str]] = {"imagebump-git": {"token": token} if token else {}}
+    secrets: dict[str, dict[str, str]] = {names.GIT_SECRET: {"token": token} if token else {}}
     if read_token:
-        secrets["imagebump-git-read"] = {"token": read_token}
+        secrets[names.GIT_READ_SECRET] = {"token": read_token}
     return secrets
 
 
@@ -271,7 +272,7 @@ def run(args: argparse.Namespace) -> int:
         args.template,
         project_root=PROJECT_ROOT,
         secrets=secrets,
-        configmaps={"imagebump-rules": {"rules.yaml": rules_text}},
+        configmaps={names.RULES_CONFIGMAP: {names.RULES_KEY: rules_text}},
         env=step_environment(dict(os.environ), args.endpoint_url, region),
         log=log,
     )
@@ -281,7 +282,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             sweep_executor = build_executor(
                 secrets=secrets,
-                configmaps={"imagebump-rules": {"rules.yaml": rules_text}},
+                configmaps={names.RULES_CONFIGMAP: {names.RULES_KEY: rules_text}},
                 env=step_environment(dict(os.environ), args.endpoint_url, region),
                 log=log,
             )

@@ -20,7 +20,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from imagebump.commands.run import EMULATOR_DEFAULT_REGION, queue_url_region, resolve_region
+from imagebump.commands.run_queue import EMULATOR_DEFAULT_REGION, queue_url_region, resolve_region
 from steps.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from steps.errors import ConfigError
 from steps.models import Image, Target
 
 
@@ -57,7 +58,15 @@ def make_clients(concurrency: int) -> Callable[[str], Any]:
     def client_for(region: str) -> Any:
         with lock:
             if region not in clients:
-                clients[region] = ecr.make_listing_client(region, max_pool_connections=concurrency)
+                try:
+                    clients[region] = ecr.make_listing_client(region, max_pool_connections=concurrency)
+                except ValueError as exc:  # botocore: "Invalid endpoint: ..." (a bad AWS_ENDPOINT_URL)
+                    if "endpoint" not in str(exc).lower():
+                        raise
+                    raise ConfigError(
+                        f"cannot make an ECR client for {region}: {exc}; fix AWS_ENDPOINT_URL "
+                        "(or --endpoint-url): expected http(s)://HOST[:PORT]"
+                    ) from None
             return clients[region]
 
     return client_for

@@ -293,6 +293,8 @@ GOOD_RULES = (
             id="bad-rules",
         ),
         pytest.param(None, [], {}, "cannot read it", id="missing-rules-file"),
+        pytest.param(GOOD_RULES, ["--endpoint-url", "notaurl"], {}, "--endpoint-url 'notaurl'", id="bad-url"),
+        pytest.param(GOOD_RULES, ["--endpoint-url", "ftp://h"], {}, "expected http://", id="bad-scheme"),
     ],
 )
 def test_bad_input_exits_2_with_a_message(rules, argv, env, message, tmp_path, monkeypatch, capsys) -> None:

@@ -312,3 +312,14 @@ def test_an_older_living_proposal_is_updated_and_an_unreadable_repository_is_rep
     assert {t.env for t in out.targets} == {"staging", "production"}
     assert {t.state for t in refused.report} == {"unknown"} and refused.targets == []
     assert all("token" in t.reason for t in refused.report), [t.reason for t in refused.report]
+
+
+def test_a_bad_endpoint_url_is_a_config_error_not_a_traceback(monkeypatch) -> None:
+    """botocore refuses a malformed ``AWS_ENDPOINT_URL`` with a bare ``ValueError`` ("Invalid
+    endpoint"): the step exits 2 (bad configuration), naming the variable, instead of 3."""
+    from steps.errors import ConfigError
+    from steps.reconcile_ecr import make_clients
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "notaurl")
+    with pytest.raises(ConfigError, match="Invalid endpoint: notaurl.*AWS_ENDPOINT_URL"):
+        make_clients(1)(REGION)

@@ -247,3 +247,16 @@ def test_the_pure_core_reads_neither_ecr_nor_git() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_reliability_guarantee_1_states_the_bound_in_the_issues_words() -> None:
+    """Issue 13: guarantee 1 carries the bound "every push is reflected within one sweep interval",
+    on one line (so it can be found as written), for both runtimes."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "RELIABILITY.md").read_text(encoding="utf-8")
+    section = text.split("### 1.", 1)[1].split("\n### 2.", 1)[0]
+    lines = section.splitlines()
+    body = [line for line in lines[1:] if "every push is reflected within one sweep interval" in line]
+    assert body, "guarantee 1 must state the bound in the issue's words on one line"
+    assert "runtime" in lines[0] and "imagebump run --local" in section and "CronWorkflow" in section

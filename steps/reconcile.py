@@ -36,7 +36,9 @@ Each target gets a state (:func:`~steps.reconcile_decide.decide`, pure):
   allowed — never touched;
 * ``proposed`` (``mode: pr``): the target's proposal branch already proposes the newest;
 * ``unknown``: with the reason (``order: none`` has no newest; the overlay or its image entry is
-  missing; the repository could not be read).
+  missing; the Git repository, or the ECR repository's images, could not be read). A read that
+  failed also sets the report row's ``error``: ``transient`` (failing for now), ``refused`` (a token
+  or policy refused it: needs a fix) or ``failed``; ``imagebump reconcile`` exits on it (75, 2, 3).
 
 Writes nothing but its outputs: ``targets`` (the behind ones, in resolve-image's shape, at most
 ``limit`` of them so a Workflow's status stays small; the rest are left for the next sweep and the
@@ -54,8 +56,8 @@ outputs only.
 
 Errors: a bad rules file or a refused ECR listing (no ``ecr:DescribeRepositories``) is a
 :class:`~steps.errors.ConfigError`; ECR failing for now is a :class:`~steps.errors.TransientError`.
-A Git repository that cannot be read makes its targets ``unknown`` (with the reason) and the
-sweep goes on with the others.
+A Git repository that cannot be read, or an ECR repository whose images cannot be listed,
+makes its targets ``unknown`` (with the reason and ``error``) and the sweep goes on with the others.
 """
 
 # No `from __future__ import annotations`: Hera's runner reads real annotation objects.
@@ -75,7 +77,7 @@ from steps.models import Target
 from steps.reconcile_decide import STATES, State, Verdict, _short, decide, pick_newest
 from steps.reconcile_ecr import Calls, make_clients, pool, scan_ecr
 from steps.reconcile_git import Item, overlay_dir, sweep_repository
-from steps.reconcile_report import StateCount, TargetState, count_states, render_table
+from steps.reconcile_report import ERROR_KINDS, StateCount, TargetState, count_states, render_table
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +164,7 @@ def sweep(
     calls = Calls()
 
     # gather: ECR (every overlay and its candidates), then decide what is the newest of each
-    overlays, notes = scan_ecr(
+    overlays, notes, unreadable = scan_ecr(
         rules, concurrency=concurrency, calls=calls, client_for=client_for or make_clients(concurrency)
     )
 
@@ -209,11 +211,21 @@ def sweep(
                 newest=v.newest,
                 state=v.state,
                 reason=reason,
+                error=item.failure if v.state == "unknown" else "",
             )
         )
+    report += [
+        TargetState(
+            repo_url=u.repo_url, path=u.path, env=u.env, state="unknown", reason=u.reason, error=u.error
+        )
+        for u in unreadable
+    ]
     counts = count_states(report)
     totals = Counter(t.state for t in report)
     summary = f"{len(report)} target(s): " + ", ".join(f"{totals.get(s, 0)} {s}" for s in STATES)
+    errors = Counter(t.error for t in report if t.error)
+    if errors:
+        summary += " (" + ", ".join(f"{errors[k]} {k}" for k in ERROR_KINDS if errors[k]) + " read error(s))"
     summary += f"; {calls.ecr} ECR call(s), {calls.clones} clone(s), {calls.git} Git call(s)"
     if deferred:
         summary += f"; {deferred} behind target(s) deferred to the next sweep (limit {limit})"

@@ -21,6 +21,7 @@ from steps.errors import ImagebumpError, TransientError
 from steps.models import ImagesEntry, Target
 from steps.reconcile_decide import Verdict, decide, pushed_at
 from steps.reconcile_ecr import Calls, Overlay
+from steps.reconcile_report import ErrorKind, error_kind
 
 _REGULAR = ("100644", "100755")
 
@@ -40,6 +41,7 @@ class Item:
     branch: str = ""
     proposed: ImagesEntry | None = None
     verdict: Verdict | None = None
+    failure: ErrorKind = ""  # unknown because the repository could not be read: why (exit codes)
 
     @property
     def sample(self) -> Target:
@@ -311,6 +313,7 @@ def sweep_repository(repo_url: str, items: list[Item], *, auth: Any, calls: Call
         retry = " (it may pass: the next sweep tries again)" if isinstance(exc, TransientError) else ""
         for item in items:
             if item.verdict is None or item.verdict.state == "behind":
+                item.failure = error_kind(exc)
                 item.verdict = Verdict(
                     "unknown",
                     f"cannot read {repo_url}: {exc}{retry}",

@@ -8,10 +8,28 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from steps.errors import ConfigError, TransientError
 from steps.reconcile_decide import STATES, State, _short
+
+#: Why an ``unknown`` target could not be read: ``transient`` (Git or ECR failing for now: the next
+#: sweep tries again), ``refused`` (a token or IAM policy refused the read, or the configuration is
+#: wrong: it needs a fix), ``failed`` (anything else). ``""``: not an error (every other state, and
+#: the unknowns that are only reported: ``order: none``, a missing overlay or images entry).
+ErrorKind = Literal["", "transient", "refused", "failed"]
+ERROR_KINDS: tuple[str, ...] = ("refused", "transient", "failed")
+
+
+def error_kind(exc: BaseException) -> ErrorKind:
+    """The :data:`ErrorKind` of an exception that left targets unknown."""
+    if isinstance(exc, TransientError):
+        return "transient"
+    if isinstance(exc, ConfigError):  # PermissionDeniedError too: a token or a policy refused
+        return "refused"
+    return "failed"
 
 
 class TargetState(BaseModel):
@@ -24,6 +42,10 @@ class TargetState(BaseModel):
     newest: str = Field(default="", description="the newest allowed image as it would be written")
     state: State
     reason: str = ""
+    error: ErrorKind = Field(
+        default="",
+        description="unknown only: why the read failed (transient, refused, failed); '' when not an error",
+    )
 
 
 class StateCount(BaseModel):

@@ -175,6 +175,40 @@ def test_a_dry_run_reports_without_touching_and_exits_1(world: World, capsys) ->
     assert refs(world) == before
 
 
+def test_a_dry_run_exits_75_when_the_git_remote_fails(world: World, capsys) -> None:
+    """Git answering 503 throughout: every target is unknown for a transient reason, and the command
+    says so with 75 (run it again), not 0 ("nothing behind") nor 1 — even though api is behind."""
+    put(world, "api", "1.4.2")
+    world.git.fail_rate = 1.0
+    try:
+        code, summary, err = cli(world, capsys=capsys)
+    finally:
+        world.git.fail_rate = 0.0
+
+    assert code == 75, err
+    assert set(states(summary).values()) == {"unknown"}
+    assert all("cannot read" in t["reason"] for t in summary["targets"])
+    assert summary["errors"] == {"refused": 0, "transient": 4, "failed": 0}
+    assert "4 target(s) unknown because Git or ECR could not be read (4 transient)" in err
+
+
+@pytest.mark.parametrize("apply", [False, True], ids=["dry-run", "apply"])
+def test_a_wrong_read_token_exits_2(world: World, apply: bool, capsys, monkeypatch) -> None:
+    """A read token the Git host refuses: every target is unknown for a refusal, which needs a fix
+    (exit 2), and nothing is pushed."""
+    put(world, "api", "1.4.2")
+    monkeypatch.setenv("IMAGEBUMP_GIT_READ_TOKEN", "not-the-token")
+    before = refs(world)
+
+    code, summary, err = cli(world, *(["--apply"] if apply else []), capsys=capsys)
+
+    assert code == 2, err
+    assert set(states(summary).values()) == {"unknown"} and summary["submitted"] == 0
+    assert summary["errors"]["refused"] == 4 and "token" in summary["targets"][0]["reason"]
+    assert "not-the-token" not in err + json.dumps(summary)
+    assert refs(world) == before
+
+
 def test_an_overlay_pinned_ahead_is_never_touched(world: World, capsys) -> None:
     put(world, "web", "latest")  # the rules deny `latest`; staging was pinned to it by hand
     text = world.read(overlay("web", "staging")).replace('newTag: "2.0.0"', 'newTag: "latest"')

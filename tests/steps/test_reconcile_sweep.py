@@ -312,6 +312,8 @@ def test_an_older_living_proposal_is_updated_and_an_unreadable_repository_is_rep
     assert {t.env for t in out.targets} == {"staging", "production"}
     assert {t.state for t in refused.report} == {"unknown"} and refused.targets == []
     assert all("token" in t.reason for t in refused.report), [t.reason for t in refused.report]
+    # the kind of the failure travels with the target (imagebump reconcile exits 2 on it)
+    assert {t.error for t in refused.report} == {"refused"} and {t.error for t in out.report} == {""}
 
 
 def test_a_bad_endpoint_url_is_a_config_error_not_a_traceback(monkeypatch) -> None:
@@ -323,3 +325,62 @@ def test_a_bad_endpoint_url_is_a_config_error_not_a_traceback(monkeypatch) -> No
     monkeypatch.setenv("AWS_ENDPOINT_URL", "notaurl")
     with pytest.raises(ConfigError, match="Invalid endpoint: notaurl.*AWS_ENDPOINT_URL"):
         make_clients(1)(REGION)
+
+
+def test_one_ecr_repository_that_refuses_describe_images_does_not_stop_the_sweep(
+    registry: Registry, make_remote, auth: GitAuth
+) -> None:
+    """An IAM policy that denies ``ecr:DescribeImages`` on one repository: its targets are ``unknown``
+    (reason and ``error: refused``), every other repository is swept. moto enforces no IAM policy,
+    so the refusal is injected at the client seam: a botocore ``before-parameter-build`` handler on the real
+    client (talking to moto) answers that one repository's DescribeImages with AccessDeniedException;
+    a second repository answers ``ThrottlingException`` for ever (``error: transient``)."""
+    from botocore.exceptions import ClientError
+
+    from steps.ecr import make_listing_client
+
+    p = registry.prefix
+    for name in ("api", "web", "worker"):
+        registry.push(f"{p}/{name}", "1.0.0")
+    time.sleep(1.1)
+    registry.push(f"{p}/api", "1.0.1")
+    remote = make_remote(
+        {
+            f"apps/{name}/overlays/staging/kustomization.yaml": kustomization(
+                registry.uri(f"{p}/{name}"), "1.0.0"
+            )
+            for name in ("api", "web", "worker")
+        }
+    )
+    rules = load_rules(
+        f"- registryURI: {registry.registry}/{p}/$1\n"
+        f"  githubRepository: {remote.url}/apps/$1/overlays/staging\n"
+        "  env: staging\n  mode: commit\n  provider: local\n  allowImageTag: ['regexp:[0-9.]+']\n"
+    )
+    client = make_listing_client(REGION)
+    answers = {f"{p}/web": ("AccessDeniedException", 400), f"{p}/worker": ("ThrottlingException", 400)}
+
+    def refuse(params, **_):
+        answer = answers.get(params.get("repositoryName"))
+        if answer is not None:
+            code, status = answer
+            raise ClientError(
+                {
+                    "Error": {"Code": code, "Message": "injected"},
+                    "ResponseMetadata": {"HTTPStatusCode": status},
+                },
+                "DescribeImages",
+            )
+
+    client.meta.events.register("before-parameter-build.ecr.DescribeImages", refuse)
+
+    out = sweep(rules, auth=auth, client_for=lambda region: client)
+
+    rows = {t.path.split("/")[1]: t for t in out.report}
+    assert (rows["api"].state, rows["api"].error) == ("behind", "")
+    assert [t.tag for t in out.targets] == ["1.0.1"]
+    assert (rows["web"].state, rows["web"].error) == ("unknown", "refused")
+    assert f"{p}/web" in rows["web"].reason and "DescribeImages" in rows["web"].reason
+    assert rows["web"].repo_url == remote.url and rows["web"].path == "apps/web/overlays/staging"
+    assert (rows["worker"].state, rows["worker"].error) == ("unknown", "transient")
+    assert "1 refused" in out.reason and "1 transient" in out.reason

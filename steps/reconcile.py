@@ -18,7 +18,9 @@ Reads:
   (``blob:none``), depth-1, sparse clone per Git repository per sweep whose cone holds every
   overlay of that repository; in ``mode: pr`` the targets' proposal branches
   (:func:`steps.branches.branch_name`), listed with one ``ls-remote`` and fetched together into
-  that clone, their files in one batch.
+  that clone, their files in one batch; for ``provider: github`` the repository's open pull
+  requests, one paginated listing through the GitHub API with the same read token (else
+  anonymous): a branch whose pull request is closed, or cannot be confirmed open, proposes nothing.
 
 Targets are computed exactly as resolve-image computes them: every tag ECR holds is matched with
 :meth:`steps.rules.RuleSet.match`; the targets of one overlay (repository, path, image) are that

@@ -384,3 +384,62 @@ def test_one_ecr_repository_that_refuses_describe_images_does_not_stop_the_sweep
     assert rows["web"].repo_url == remote.url and rows["web"].path == "apps/web/overlays/staging"
     assert (rows["worker"].state, rows["worker"].error) == ("unknown", "transient")
     assert "1 refused" in out.reason and "1 transient" in out.reason
+
+
+def git_token_not_in(text: str, auth: GitAuth) -> bool:
+    return auth.token not in text
+
+
+def test_a_pr_branch_proposes_only_while_its_github_pull_request_is_open(
+    registry: Registry, make_remote, auth: GitAuth, github_env
+) -> None:
+    """``provider: github``: a proposal branch whose pull request was closed without merging is no
+    proposal (as commit-pr treats it): the target is ``behind``, so update-target proposes again.
+    The GitHub API cannot run here: the fake (``tests/fixtures/github.py``) answers the listing of
+    open pull requests, authenticated by the sweep's read token; Git and ECR are real."""
+    from tests.fixtures.github import FakePull
+
+    p = registry.prefix
+    registry.push(f"{p}/api", "1.4.1")
+    time.sleep(1.1)
+    newest = registry.push(f"{p}/api", "1.4.2")
+    api = registry.uri(f"{p}/api")
+    remote = make_remote({"apps/api/overlays/production/kustomization.yaml": kustomization(api, "1.4.1")})
+    rules = load_rules(
+        f"- registryURI: {registry.registry}/{p}/$1\n"
+        f"  githubRepository: {remote.url}/apps/$1/overlays/production\n"
+        "  env: production\n  mode: pr\n  provider: github\n"
+    )
+    image = Image(account=registry.account, region=REGION, repository=f"{p}/api", tag="1.4.2", digest=newest)
+    (target,) = rules.match(image).targets
+    branch = branch_name(target)
+    remote.commit_files(
+        {"apps/api/overlays/production/kustomization.yaml": kustomization(api, "1.4.2")},
+        "imagebump(production): api 1.4.1 → 1.4.2",
+        branch=branch,
+    )
+    owner, name = remote.name.split("/")
+    github_env.pulls.append(FakePull(owner, name, 7, branch, "main", "api 1.4.2", ""))
+
+    def state() -> tuple[str, str, list[str]]:
+        out = sweep(rules, auth=auth)
+        (row,) = out.report
+        return row.state, row.reason, [t.tag for t in out.targets]
+
+    assert state() == ("proposed", f"the PR branch {branch} already proposes 1.4.2", [])
+    listings = github_env.calls_to("GET", rf"/repos/{owner}/{name}/pulls")
+    assert len(listings) == 1  # one listing per repository and sweep
+
+    github_env.close(7)  # closed without merging: the branch is no proposal any more
+    closed = state()
+    assert closed[0] == "behind" and closed[2] == ["1.4.2"]
+    assert "has no open pull request" in closed[1] and "proposes it again" in closed[1]
+
+    github_env.pulls.append(FakePull(owner, name, 8, branch, "main", "api 1.4.2", ""))  # reopened
+    assert state()[0] == "proposed"
+    # the API refuses the sweep's credential: the open pull request cannot be confirmed, so the
+    # target is behind (update-target re-proposes idempotently), never "proposed" on a guess
+    github_env.tokens.clear()
+    unconfirmed = state()
+    assert unconfirmed[0] == "behind" and "no confirmed open pull request" in unconfirmed[1]
+    assert git_token_not_in(unconfirmed[1], auth)

@@ -21,6 +21,9 @@ from steps.reconcile_decide import STATES, State, _short
 #: the unknowns that are only reported: ``order: none``, a missing overlay or images entry).
 ErrorKind = Literal["", "transient", "refused", "failed"]
 ERROR_KINDS: tuple[str, ...] = ("refused", "transient", "failed")
+#: commit-pr's actions that change something: what the sweep's counter of updates counts (a target
+#: found current after all, or ``unchanged`` because an event got there first, is not an update).
+UPDATED_ACTIONS: tuple[str, ...] = ("committed", "pr-created", "pr-updated")
 
 
 def error_kind(exc: BaseException) -> ErrorKind:

@@ -121,6 +121,14 @@ def _exit_of(node: Any) -> int:
     return EXIT_UNEXPECTED
 
 
+def _updated(node: Any) -> bool:
+    """What the CronWorkflow's counter ``imagebump_reconcile_updates_total`` counts for one
+    sweep-target node: it succeeded and its ``action`` output is a real change."""
+    from steps.reconcile_report import UPDATED_ACTIONS
+
+    return node is not None and node.phase == "Succeeded" and node.outputs.get("action") in UPDATED_ACTIONS
+
+
 def _outcome(result: Any, index: int) -> tuple[str, Any]:
     """What update-target did for the ``index``-th target: (outcome, the failed node or None)."""
     nodes = result.item_nodes("sweep-target", index)
@@ -202,6 +210,7 @@ def run_sweep(
                 "env": target.get("env", ""),
                 "outcome": outcome,
                 "ok": failed is None and outcome != "not run",
+                "updated": _updated(result.item_node("sweep-target", i)),
             }
         )
         if failed is not None:

@@ -45,7 +45,7 @@ Each target gets a state (:func:`~steps.reconcile_decide.decide`, pure):
 Writes nothing but its outputs: ``targets`` (the behind ones, in resolve-image's shape, at most
 ``limit`` of them so a Workflow's status stays small; the rest are left for the next sweep and the
 reason says so), ``report`` (one line per target; with ``full: false`` only the targets that are
-not current), ``counts`` (targets per state and env: the gauge), ``behind``, ``ecr-calls``,
+not current, at most :data:`REPORT_LIMIT` of them, worst first, the rest counted in ``reason``), ``counts`` (targets per state and env: the gauge), ``behind``, ``ecr-calls``,
 ``git-calls``, ``git-clones`` (what the sweep cost) and ``reason`` (a summary). It pushes nothing:
 the update-target steps do, under the same per-overlay mutex as events.
 
@@ -79,7 +79,14 @@ from steps.models import Target
 from steps.reconcile_decide import STATES, State, Verdict, _short, decide, pick_newest
 from steps.reconcile_ecr import Calls, make_clients, pool, scan_ecr
 from steps.reconcile_git import Item, overlay_dir, sweep_repository
-from steps.reconcile_report import ERROR_KINDS, StateCount, TargetState, count_states, render_table
+from steps.reconcile_report import (
+    ERROR_KINDS,
+    StateCount,
+    TargetState,
+    cap_report,
+    count_states,
+    render_table,
+)
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +108,8 @@ DEFAULT_CONCURRENCY = 8
 MAX_CONCURRENCY = 64
 #: Behind targets handed over per sweep: the list is a Workflow output parameter (etcd-sized).
 DEFAULT_LIMIT = 500
+#: Rows of the ``report`` output without ``full`` (worst first; the counts keep every target).
+REPORT_LIMIT = 300
 
 # The pure core, the report and the gatherers live in their own modules (see the docstring);
 # these names stay importable from the step's module, where Hera and the CLI find them.
@@ -144,6 +153,7 @@ def sweep(
     client_for: Callable[[str], Any] | None = None,
     auth: Any = None,
     full: bool = True,
+    report_limit: int | None = None,
 ) -> ReconcileOutput:
     """Compare every target overlay of ``rules`` with the newest image ECR holds that its rule allows.
 
@@ -154,6 +164,7 @@ def sweep(
         client_for: ``region → ECR client`` (default: :func:`steps.ecr.make_listing_client`).
         auth: Git read token (:class:`steps.git.GitAuth`) or None for anonymous.
         full: list current targets in ``report`` too.
+        report_limit: at most this many rows in ``report``, worst first (None: all).
 
     Raises:
         ConfigError: ECR refused to list (permissions) or a bad argument.
@@ -231,11 +242,14 @@ def sweep(
     summary += f"; {calls.ecr} ECR call(s), {calls.clones} clone(s), {calls.git} Git call(s)"
     if deferred:
         summary += f"; {deferred} behind target(s) deferred to the next sweep (limit {limit})"
+    rows, left_out = cap_report(report if full else [t for t in report if t.state != "current"], report_limit)
+    if left_out:
+        summary += f"; the report lists {len(rows)} target(s), worst first, and {left_out} more are left out"
     if notes:
         summary += "; " + "; ".join(notes)
     return ReconcileOutput(
         targets=behind,
-        report=report if full else [t for t in report if t.state != "current"],
+        report=rows,
         counts=counts,
         behind=totals.get("behind", 0),
         ecr_calls=calls.ecr,
@@ -262,7 +276,12 @@ def run(
         raise ConfigError(f"concurrency {concurrency}: must be between 1 and {MAX_CONCURRENCY}")
     rules = load_rules_file(rules_file())
     out = sweep(
-        rules, concurrency=concurrency, limit=limit, auth=git.GitAuth.from_env(write=False), full=full
+        rules,
+        concurrency=concurrency,
+        limit=limit,
+        auth=git.GitAuth.from_env(write=False),
+        full=full,
+        report_limit=None if full else REPORT_LIMIT,
     )
     for t in out.report:  # the pod's log: what needs a look (the current ones are only counted)
         if t.state != "current":

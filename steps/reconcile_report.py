@@ -64,10 +64,29 @@ def count_states(report: Iterable[TargetState]) -> list[StateCount]:
     return [StateCount(state=s, env=e, count=seen.get((s, e), 0)) for e in envs for s in STATES]
 
 
+_RANK = {s: i for i, s in enumerate(("behind", "unknown", "ahead", "proposed", "current"))}
+
+
+def worst_first(report: Iterable[TargetState]) -> list[TargetState]:
+    """Behind, unknown, ahead, proposed, current; by repository and path within a state."""
+    return sorted(report, key=lambda t: (_RANK[t.state], t.repo_url, t.path))
+
+
+def cap_report(report: Sequence[TargetState], limit: int | None) -> tuple[list[TargetState], int]:
+    """At most ``limit`` rows, worst first, and how many were left out (None: no cap).
+
+    On a cluster the report is a Workflow output parameter, kept in the Workflow's status (etcd):
+    2,000 unknown targets with their reasons would approach a megabyte. The counts output keeps
+    every target; the rows left out are named by count in the sweep's ``reason``.
+    """
+    if limit is None or len(report) <= limit:
+        return list(report), 0
+    return worst_first(report)[:limit], len(report) - limit
+
+
 def render_table(report: Sequence[TargetState]) -> str:
     """The human view (stderr): one line per target, worst first, then a count per state."""
-    rank = {s: i for i, s in enumerate(("behind", "unknown", "ahead", "proposed", "current"))}
-    rows = sorted(report, key=lambda t: (rank[t.state], t.repo_url, t.path))
+    rows = worst_first(report)
     head = ("STATE", "ENV", "OVERLAY", "CURRENT", "NEWEST", "REASON")
     lines = [
         (

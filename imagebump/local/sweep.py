@@ -86,8 +86,12 @@ class Sweep:
     message: str = ""
     seconds: float = 0.0
 
+    behind_total: int | None = None  # the step's ``behind`` output (the report may be capped)
+
     @property
     def behind(self) -> int:
+        if self.behind_total is not None:
+            return self.behind_total
         return sum(1 for t in self.report if t.get("state") == "behind")
 
     @property
@@ -186,6 +190,8 @@ def run_sweep(
         )
         return sweep
     sweep.reason = out.get("reason", "")
+    if str(out.get("behind", "")).isdigit():
+        sweep.behind_total = int(out["behind"])
     sweep.calls = {
         key.replace("-", "_"): int(out.get(key) or 0) for key in ("ecr-calls", "git-calls", "git-clones")
     }

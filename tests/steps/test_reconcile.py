@@ -260,3 +260,24 @@ def test_reliability_guarantee_1_states_the_bound_in_the_issues_words() -> None:
     body = [line for line in lines[1:] if "every push is reflected within one sweep interval" in line]
     assert body, "guarantee 1 must state the bound in the issue's words on one line"
     assert "runtime" in lines[0] and "imagebump run --local" in section and "CronWorkflow" in section
+
+
+def test_the_report_output_of_a_cluster_sweep_stays_small() -> None:
+    """2,000 unknown targets with long reasons: the report a cluster sweep outputs (a Workflow
+    output parameter, kept in etcd) is capped, worst first, far below Argo's ~1 MB budget."""
+    import json
+
+    from steps.reconcile import REPORT_LIMIT
+    from steps.reconcile_report import cap_report
+
+    reason = "cannot read https://git.example/o/r: " + "x" * 300
+    report = [_state("unknown", path=f"apps/a{i:04}") for i in range(2000)]
+    report = [t.model_copy(update={"reason": reason}) for t in report] + [_state("behind", path="apps/zz")]
+
+    rows, left_out = cap_report(report, REPORT_LIMIT)
+
+    assert len(rows) == REPORT_LIMIT and left_out == 2001 - REPORT_LIMIT
+    assert rows[0].state == "behind"  # worst first: what needs a look is kept
+    assert len(json.dumps([r.model_dump() for r in rows])) < 256_000
+    assert cap_report(report[:5], REPORT_LIMIT) == (report[:5], 0)
+    assert cap_report(report, None) == (report, 0)

@@ -384,6 +384,11 @@ def test_one_ecr_repository_that_refuses_describe_images_does_not_stop_the_sweep
     assert rows["web"].repo_url == remote.url and rows["web"].path == "apps/web/overlays/staging"
     assert (rows["worker"].state, rows["worker"].error) == ("unknown", "transient")
     assert "1 refused" in out.reason and "1 transient" in out.reason
+    # the report output is capped worst first; the counts keep every target
+    capped = sweep(rules, auth=auth, client_for=lambda region: client, report_limit=1)
+    assert [t.state for t in capped.report] == ["behind"]
+    assert "2 more are left out" in capped.reason
+    assert sum(c.count for c in capped.counts) == 3
 
 
 def git_token_not_in(text: str, auth: GitAuth) -> bool:

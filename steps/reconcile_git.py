@@ -280,7 +280,6 @@ def _open_pr_heads(repo_url: str, auth: Any, calls: Calls) -> set[tuple[str, str
     """
     from githubkit.exception import GitHubException
 
-    from steps import forge
     from steps import github as gh
 
     token = auth.token if auth is not None else None
@@ -290,14 +289,15 @@ def _open_pr_heads(repo_url: str, auth: Any, calls: Calls) -> set[tuple[str, str
         settings = gh.GitHubSettings(api_url=api_url, token=token)
         retry = gh.RetryPolicy(max_retries=2, max_wait=10.0)
         client = gh.GitHub(token, **gh._client_options(settings, retry))
-        github = forge.GitHubForge(owner, name, client, secrets=(token,))
         heads: set[tuple[str, str]] = set()
         for page in range(1, MAX_PR_PAGES + 1):
             calls.add("git")
             try:
                 pulls = client.rest.pulls.list(owner, name, state="open", per_page=100, page=page).parsed_data
             except GitHubException as exc:
-                raise github._fail(exc, "listing the open pull requests") from None
+                raise gh.translate(
+                    exc, f"listing the open pull requests of {owner}/{name}", (token,)
+                ) from None
             heads.update(
                 (p.head.ref, p.base.ref)
                 for p in pulls

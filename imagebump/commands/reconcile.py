@@ -15,9 +15,11 @@ token reads. ``AWS_*`` and ``IMAGEBUMP_*`` pass through to the steps; ``--endpoi
 
 Output: a table on stderr; on stdout one JSON object ``{"targets": [{"repo_url", "path", "env",
 "current", "newest", "state", "reason"}], "submitted": N, "ecr_calls", "git_calls", "git_clones",
-"updates": [...]}``. Exit codes: 0 nothing behind (with ``--apply``: everything behind was brought
-up to date), 1 a dry run found targets behind, 2 bad input, 3 unexpected, 75 transient (run it
-again).
+"errors": {"refused", "transient", "failed"}, "updates": [...]}`` (``errors``: targets ``unknown``
+because a read failed, by kind). Exit codes: 0 nothing behind (with ``--apply``: everything behind
+was brought up to date), 1 a dry run found targets behind, 2 bad input or a read refused (a wrong
+token, a missing IAM permission), 3 unexpected, 75 transient (run it again), also when Git or ECR
+failed for now; the first of 2, 75, 3, 1, 0 wins (:data:`imagebump.local.sweep.PRECEDENCE`).
 
 :mod:`imagebump.local.sweep` builds and runs the sweep (and its :class:`Sweeper` runs the same sweep
 every ``--reconcile-every`` inside ``imagebump run --local``); this module is the command.

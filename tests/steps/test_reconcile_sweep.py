@@ -164,6 +164,8 @@ def test_every_state_against_real_ecr_and_git(registry: Registry, make_remote, a
     assert "does not exist" in by_overlay(out)["apps/ghost/overlays/staging"].reason
     assert states["jobs/cron"] == ("unknown", "0.0.9", "")  # order: none is reported, never guessed
     assert "order: none" in by_overlay(out)["jobs/cron"].reason
+    # reported, not read errors: `imagebump reconcile` does not fail on them
+    assert by_overlay(out)["jobs/cron"].error == by_overlay(out)["apps/ghost/overlays/staging"].error == ""
     assert "never touched" in by_overlay(out)["apps/web/overlays/staging"].reason
     # the behind target, exactly as resolve-image would have produced it for that push
     staging = next(t for t in rules.match(newest_image).targets if t.env == "staging")

@@ -18,7 +18,9 @@ Reads:
   (``blob:none``), depth-1, sparse clone per Git repository per sweep whose cone holds every
   overlay of that repository; in ``mode: pr`` the targets' proposal branches
   (:func:`steps.branches.branch_name`), listed with one ``ls-remote`` and fetched together into
-  that clone, their files in one batch.
+  that clone, their files in one batch; for ``provider: github`` the repository's open pull
+  requests, one paginated listing through the GitHub API with the same read token (else
+  anonymous): a branch whose pull request is closed, or cannot be confirmed open, proposes nothing.
 
 Targets are computed exactly as resolve-image computes them: every tag ECR holds is matched with
 :meth:`steps.rules.RuleSet.match`; the targets of one overlay (repository, path, image) are that
@@ -37,12 +39,14 @@ are :func:`steps.never_downgrade.sweep_verdict`'s):
   allowed — never touched;
 * ``proposed`` (``mode: pr``): the target's proposal branch already proposes the newest;
 * ``unknown``: with the reason (``order: none`` has no newest; the overlay or its image entry is
-  missing; the repository could not be read).
+  missing; the Git repository, or the ECR repository's images, could not be read). A read that
+  failed also sets the report row's ``error``: ``transient`` (failing for now), ``refused`` (a token
+  or policy refused it: needs a fix) or ``failed``; ``imagebump reconcile`` exits on it (75, 2, 3).
 
 Writes nothing but its outputs: ``targets`` (the behind ones, in resolve-image's shape, at most
 ``limit`` of them so a Workflow's status stays small; the rest are left for the next sweep and the
 reason says so), ``report`` (one line per target; with ``full: false`` only the targets that are
-not current), ``counts`` (targets per state and env: the gauge), ``behind``, ``ecr-calls``,
+not current, at most :data:`REPORT_LIMIT` of them, worst first, the rest counted in ``reason``), ``counts`` (targets per state and env: the gauge), ``behind``, ``ecr-calls``,
 ``git-calls``, ``git-clones`` (what the sweep cost) and ``reason`` (a summary). It pushes nothing:
 the update-target steps do, under the same per-overlay mutex as events.
 
@@ -55,8 +59,8 @@ the step (its typed input :class:`ReconcileInput`, :class:`ReconcileOutput`, :fu
 
 Errors: a bad rules file or a refused ECR listing (no ``ecr:DescribeRepositories``) is a
 :class:`~steps.errors.ConfigError`; ECR failing for now is a :class:`~steps.errors.TransientError`.
-A Git repository that cannot be read makes its targets ``unknown`` (with the reason) and the
-sweep goes on with the others.
+A Git repository that cannot be read, or an ECR repository whose images cannot be listed,
+makes its targets ``unknown`` (with the reason and ``error``) and the sweep goes on with the others.
 """
 
 # No `from __future__ import annotations`: Hera's runner reads real annotation objects.
@@ -75,7 +79,14 @@ from steps.models import Target, short_ref
 from steps.reconcile_decide import STATES, State, Verdict, decide, pick_newest
 from steps.reconcile_ecr import Calls, make_clients, pool, scan_ecr
 from steps.reconcile_git import Item, overlay_dir, sweep_repository
-from steps.reconcile_report import StateCount, TargetState, count_states, render_table
+from steps.reconcile_report import (
+    ERROR_KINDS,
+    StateCount,
+    TargetState,
+    cap_report,
+    count_states,
+    render_table,
+)
 from steps.settings import rules_file
 
 log = logging.getLogger(__name__)
@@ -97,6 +108,8 @@ DEFAULT_CONCURRENCY = 8
 MAX_CONCURRENCY = 64
 #: Behind targets handed over per sweep: the list is a Workflow output parameter (etcd-sized).
 DEFAULT_LIMIT = 500
+#: Rows of the ``report`` output without ``full`` (worst first; the counts keep every target).
+REPORT_LIMIT = 300
 
 # The pure core, the report and the gatherers live in their own modules (see the docstring);
 # these names stay importable from the step's module, where Hera and the CLI find them.
@@ -175,6 +188,7 @@ def sweep(
     client_for: Callable[[str], Any] | None = None,
     auth: Any = None,
     full: bool = True,
+    report_limit: int | None = None,
 ) -> ReconcileOutput:
     """Compare every target overlay of ``rules`` with the newest image ECR holds that its rule allows.
 
@@ -185,6 +199,7 @@ def sweep(
         client_for: ``region → ECR client`` (default: :func:`steps.ecr.make_listing_client`).
         auth: Git read token (:class:`steps.git.GitAuth`) or None for anonymous.
         full: list current targets in ``report`` too.
+        report_limit: at most this many rows in ``report``, worst first (None: all).
 
     Raises:
         ConfigError: ECR refused to list (permissions) or a bad argument.
@@ -194,7 +209,7 @@ def sweep(
     calls = Calls()
 
     # gather: ECR (every overlay and its candidates), then decide what is the newest of each
-    overlays, notes = scan_ecr(
+    overlays, notes, unreadable = scan_ecr(
         rules, concurrency=concurrency, calls=calls, client_for=client_for or make_clients(concurrency)
     )
 
@@ -241,19 +256,32 @@ def sweep(
                 newest=v.newest,
                 state=v.state,
                 reason=reason,
+                error=item.failure if v.state == "unknown" else "",
             )
         )
+    report += [
+        TargetState(
+            repo_url=u.repo_url, path=u.path, env=u.env, state="unknown", reason=u.reason, error=u.error
+        )
+        for u in unreadable
+    ]
     counts = count_states(report)
     totals = Counter(t.state for t in report)
     summary = f"{len(report)} target(s): " + ", ".join(f"{totals.get(s, 0)} {s}" for s in STATES)
+    errors = Counter(t.error for t in report if t.error)
+    if errors:
+        summary += " (" + ", ".join(f"{errors[k]} {k}" for k in ERROR_KINDS if errors[k]) + " read error(s))"
     summary += f"; {calls.ecr} ECR call(s), {calls.clones} clone(s), {calls.git} Git call(s)"
     if deferred:
         summary += f"; {deferred} behind target(s) deferred to the next sweep (limit {limit})"
+    rows, left_out = cap_report(report if full else [t for t in report if t.state != "current"], report_limit)
+    if left_out:
+        summary += f"; the report lists {len(rows)} target(s), worst first, and {left_out} more are left out"
     if notes:
         summary += "; " + "; ".join(notes)
     return ReconcileOutput(
         targets=behind,
-        report=report if full else [t for t in report if t.state != "current"],
+        report=rows,
         counts=counts,
         behind=totals.get("behind", 0),
         ecr_calls=calls.ecr,
@@ -279,6 +307,7 @@ def run(
         limit=given.limit,
         auth=git.GitAuth.from_env(write=False),
         full=given.full,
+        report_limit=None if given.full else REPORT_LIMIT,
     )
     for t in out.report:  # the pod's log: what needs a look (the current ones are only counted)
         if t.state != "current":

@@ -5,6 +5,11 @@ at once): ``DescribeRepositories`` once per registry, filtered by each rule's fi
 (:attr:`steps.rules.Rule.repository_prefix`) and shape (:meth:`steps.rules.Rule.match_repository`),
 skipped for rules that name one repository; ``DescribeImages`` once per matching repository. Every
 tag is matched with :meth:`steps.rules.RuleSet.match`, exactly as resolve-image matches an event.
+
+A refused or failing ``DescribeRepositories`` listing stops the sweep (nothing can be enumerated);
+a repository whose ``DescribeImages`` is refused or keeps failing makes only its own targets
+``unknown`` (:class:`Unreadable`, with the reason and the :data:`~steps.reconcile_report.ErrorKind`),
+and the sweep goes on with the others.
 """
 
 from __future__ import annotations
@@ -16,7 +21,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from steps.errors import ConfigError, ImagebumpError
 from steps.models import Image, Target
+from steps.reconcile_report import ErrorKind, error_kind
 
 
 class Calls:
@@ -40,6 +47,58 @@ class Overlay:
     images: list[Any] = field(default_factory=list)  # steps.ecr.EcrImage of the candidates' repository
 
 
+@dataclass
+class Unreadable:
+    """A target of an ECR repository whose images could not be listed: reported ``unknown``."""
+
+    repo_url: str
+    path: str
+    env: str
+    reason: str
+    error: ErrorKind
+
+
+def _unreadable(rules: Any, account: str, region: str, name: str, exc: ImagebumpError) -> list[Unreadable]:
+    """The targets the rules give repository ``name`` whatever its tags, as :class:`Unreadable`.
+
+    Without the listing there is no tag: each rule that matches the repository is evaluated without
+    its tag filters (they only say *which* tags yield its target). A rule whose overlay depends on
+    a ``$n`` of its tag pattern yields one row naming the rule instead of an overlay.
+    """
+    import dataclasses
+
+    from steps.rules.patterns import VAR_RE
+
+    retry = " (it may pass: the next sweep tries again)" if error_kind(exc) == "transient" else ""
+    why = f"cannot list the images of ECR repository {name} ({account}, {region}): {exc}{retry}"
+    out: list[Unreadable] = []
+    seen: set[tuple[str, str, str | None]] = set()
+    for rule in rules.rules:
+        if (rule.account, rule.region) != (account, region) or rule.match_repository(name) is None:
+            continue
+        used = {int(v) for v in VAR_RE.findall(rule.git_path_template)}
+        found: Any = f"its overlay depends on the tag (a $n of the tag pattern {rule.tag_pattern!r})"
+        if used <= set(rule.repo_vars):
+            bare = dataclasses.replace(rule, tag_pattern=None, tag_regex=None, allow=(), deny=())
+            found = bare.evaluate(Image(account=account, region=region, repository=name))
+        if isinstance(found, Target):
+            key = (found.repo_url, found.path, found.image_name)
+            if key not in seen:
+                seen.add(key)
+                out.append(Unreadable(found.repo_url, found.path, found.env, why, error_kind(exc)))
+        else:
+            out.append(
+                Unreadable(
+                    rule.github_repository,
+                    "",
+                    rule.env,
+                    f"{why}; rule {rule.index}: {found}",
+                    error_kind(exc),
+                )
+            )
+    return out
+
+
 def pool(concurrency: int, jobs: Sequence[Any], fn: Callable[[Any], Any]) -> list[Any]:
     if len(jobs) <= 1 or concurrency <= 1:
         return [fn(job) for job in jobs]
@@ -57,7 +116,15 @@ def make_clients(concurrency: int) -> Callable[[str], Any]:
     def client_for(region: str) -> Any:
         with lock:
             if region not in clients:
-                clients[region] = ecr.make_listing_client(region, max_pool_connections=concurrency)
+                try:
+                    clients[region] = ecr.make_listing_client(region, max_pool_connections=concurrency)
+                except ValueError as exc:  # botocore: "Invalid endpoint: ..." (a bad AWS_ENDPOINT_URL)
+                    if "endpoint" not in str(exc).lower():
+                        raise
+                    raise ConfigError(
+                        f"cannot make an ECR client for {region}: {exc}; fix AWS_ENDPOINT_URL "
+                        "(or --endpoint-url): expected http(s)://HOST[:PORT]"
+                    ) from None
             return clients[region]
 
     return client_for
@@ -65,11 +132,13 @@ def make_clients(concurrency: int) -> Callable[[str], Any]:
 
 def scan_ecr(
     rules: Any, *, concurrency: int, calls: Calls, client_for: Callable[[str], Any]
-) -> tuple[dict[tuple[str, str, str], Overlay], list[str]]:
-    """Every overlay the rules map an ECR image to, with its candidates. ECR read-only."""
+) -> tuple[dict[tuple[str, str, str], Overlay], list[str], list[Unreadable]]:
+    """Every overlay the rules map an ECR image to, with its candidates; the targets of the
+    repositories whose images could not be listed; notes. ECR read-only."""
     from steps import ecr
 
     notes: list[str] = []
+    unreadable: list[Unreadable] = []
     registries: dict[tuple[str, str], list[Any]] = {}
     for rule in rules.rules:
         registries.setdefault((rule.account, rule.region), []).append(rule)
@@ -99,14 +168,21 @@ def scan_ecr(
     # 2. every image of each of those repositories (one paginated DescribeImages each)
     def images(repo: tuple[str, str, str]) -> tuple[tuple[str, str, str], Any]:
         account, region, name = repo
-        return repo, ecr.list_images(
-            name, registry_id=account, client=client_for(region), on_call=lambda: calls.add("ecr")
-        )
+        client = client_for(region)  # a bad endpoint stays fatal: it is no one repository's fault
+        try:
+            return repo, ecr.list_images(
+                name, registry_id=account, client=client, on_call=lambda: calls.add("ecr")
+            )
+        except ImagebumpError as exc:  # refused or failing for this repository only: its targets
+            return repo, exc  # are unknown, the sweep goes on with the others
 
     overlays: dict[tuple[str, str, str], Overlay] = {}
     for (account, region, name), listing in pool(concurrency, found, images):
         if listing is None:
             notes.append(f"ECR repository {name} ({account}, {region}) does not exist")
+            continue
+        if isinstance(listing, ImagebumpError):
+            unreadable.extend(_unreadable(rules, account, region, name, listing))
             continue
         # 3. every allowed tag → targets, exactly as resolve-image matches an event's image
         for image in listing:
@@ -125,4 +201,4 @@ def scan_ecr(
                     key = (target.repo_url, target.path, target.image_name or target.image)
                     overlay = overlays.setdefault(key, Overlay(key, images=listing))
                     overlay.candidates.append(target)
-    return overlays, notes
+    return overlays, notes, unreadable

@@ -3,12 +3,20 @@
 Read-only. Every overlay of one repository is read from the object store of that clone (trees by
 ``ls-tree``, the kustomizations in one ``cat-file --batch``); base branches other than the clone's
 are fetched into it; in ``mode: pr`` the behind targets' proposal branches are listed with one
-``ls-remote`` and fetched together. Each item is then decided (:func:`steps.reconcile_decide.decide`);
-a repository that cannot be read makes its targets ``unknown`` with the reason.
+``ls-remote`` and fetched together; for ``provider: github`` a branch counts as a proposal only
+while its pull request is open (one paginated listing of the repository's open pull requests with
+the Git read token, else anonymous; pages counted with the Git calls) — a branch whose pull request
+was closed, or whose open pull request cannot be confirmed, leaves the target ``behind``, and
+update-target proposes again (commit-pr is idempotent: an open PR that already proposes it stays
+``unchanged``). ``provider: local`` has no pull requests: the branch is the proposal. Each item is
+then decided (:func:`steps.reconcile_decide.decide`); a repository that cannot be read makes its
+targets ``unknown`` with the reason and the kind of the failure (``failure``).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import secrets
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -21,6 +29,7 @@ from steps.errors import ImagebumpError, TransientError
 from steps.models import ImagesEntry, Target
 from steps.reconcile_decide import Verdict, decide, pushed_at
 from steps.reconcile_ecr import Calls, Overlay
+from steps.reconcile_report import ErrorKind, error_kind
 
 _REGULAR = ("100644", "100755")
 
@@ -40,6 +49,8 @@ class Item:
     branch: str = ""
     proposed: ImagesEntry | None = None
     verdict: Verdict | None = None
+    no_pr: str = ""  # github: why the proposal branch does not count (its pull request is not open)
+    failure: ErrorKind = ""  # unknown because the repository could not be read: why (exit codes)
 
     @property
     def sample(self) -> Target:
@@ -253,6 +264,69 @@ def _read_proposals(repo: Any, items: Sequence[Item], *, calls: Calls) -> None:
             item.proposed = None  # not a readable kustomization there: no proposal to protect
 
 
+#: At most this many pages of open pull requests (100 each) are read per repository.
+MAX_PR_PAGES = 20
+
+
+def _open_pr_heads(repo_url: str, auth: Any, calls: Calls) -> set[tuple[str, str]] | str:
+    """``provider: github``: ``(head branch, base branch)`` of every open pull request of the
+    repository whose head is in the repository itself (not a fork), from ONE paginated listing, or
+    why it could not be read.
+
+    The sweep pod has no API credential of its own: the optional Git read token (a GitHub token
+    that may read the repository may also list its pull requests), else anonymously (public
+    repositories). commit-pr treats a branch whose pull request was closed as no proposal; so does
+    the sweep, and a branch it cannot confirm an open pull request for is no proposal either.
+    """
+    from githubkit.exception import GitHubException
+
+    from steps import github as gh
+
+    token = auth.token if auth is not None else None
+    try:
+        _host, owner, name = gh.parse_repo_url(repo_url)
+        api_url = (os.environ.get(gh.API_URL_ENV) or gh.DEFAULT_API_URL).rstrip("/")
+        settings = gh.GitHubSettings(api_url=api_url, token=token)
+        retry = gh.RetryPolicy(max_retries=2, max_wait=10.0)
+        client = gh.GitHub(token, **gh._client_options(settings, retry))
+        heads: set[tuple[str, str]] = set()
+        for page in range(1, MAX_PR_PAGES + 1):
+            calls.add("git")
+            try:
+                pulls = client.rest.pulls.list(owner, name, state="open", per_page=100, page=page).parsed_data
+            except GitHubException as exc:
+                raise gh.translate(
+                    exc, f"listing the open pull requests of {owner}/{name}", (token,)
+                ) from None
+            heads.update(
+                (p.head.ref, p.base.ref)
+                for p in pulls
+                if p.state == "open" and p.head.label == f"{owner}:{p.head.ref}"
+            )
+            if len(pulls) < 100:
+                return heads
+        return f"more than {MAX_PR_PAGES * 100} open pull requests in {owner}/{name}; not all were read"
+    except ImagebumpError as exc:
+        return str(exc)
+
+
+def _forget_closed_proposals(repo_url: str, items: Sequence[Item], *, auth: Any, calls: Calls) -> None:
+    """``provider: github``: a proposal branch counts only while its pull request is open."""
+    github = [item for item in items if item.proposed is not None and item.sample.provider == "github"]
+    if not github:
+        return
+    heads = _open_pr_heads(repo_url, auth, calls)
+    for item in github:
+        base = item.verdict.update.base_branch if item.verdict and item.verdict.update else None
+        if isinstance(heads, str):
+            item.no_pr = f"the PR branch {item.branch} has no confirmed open pull request ({heads})"
+        elif not any(head == item.branch and (base is None or b == base) for head, b in heads):
+            item.no_pr = f"the PR branch {item.branch} has no open pull request (closed?)"
+        else:
+            continue
+        item.proposed = None
+
+
 def sweep_repository(repo_url: str, items: list[Item], *, auth: Any, calls: Calls, scratch: Path) -> None:
     """Read every overlay of one Git repository from ONE partial sparse clone; decide each."""
     from steps import git
@@ -305,12 +379,17 @@ def sweep_repository(repo_url: str, items: list[Item], *, auth: Any, calls: Call
                 pending.append(item)
         if pending:
             _read_proposals(repo, pending, calls=calls)
+            _forget_closed_proposals(repo_url, pending, auth=auth, calls=calls)
             for item in pending:
                 item.verdict = item.decide()
+                if item.no_pr and item.verdict.state == "behind":
+                    reason = f"{item.verdict.reason}; {item.no_pr}: update-target proposes it again"
+                    item.verdict = dataclasses.replace(item.verdict, reason=reason)
     except ImagebumpError as exc:
         retry = " (it may pass: the next sweep tries again)" if isinstance(exc, TransientError) else ""
         for item in items:
             if item.verdict is None or item.verdict.state == "behind":
+                item.failure = error_kind(exc)
                 item.verdict = Verdict(
                     "unknown",
                     f"cannot read {repo_url}: {exc}{retry}",

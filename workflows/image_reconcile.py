@@ -29,7 +29,9 @@ overlay still behind and updates it.
 Metrics (the controller exports them with the prefix ``argo_workflows_``):
 ``imagebump_reconcile_targets{state,env}`` (gauge: targets per state at the last sweep) and
 ``imagebump_reconcile_updates_total{env}`` (counter: targets a sweep found behind and updated —
-a push whose event was lost somewhere; worth an alert).
+a commit, or a pull request created or updated, by update-target's ``action`` output; a target
+found current after all, or one an event already updated, is not counted — a push whose event was
+lost somewhere; worth an alert).
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ from hera.workflows import (
 )
 from hera.workflows import models as m
 
-from steps import reconcile
+from steps import reconcile, reconcile_report
 from workflows import common as c
 from workflows import image_update
 from workflows import names as n
@@ -64,6 +66,15 @@ STARTING_DEADLINE_SECONDS = 300
 PARALLELISM = 8
 #: The referenced template: update-target of the image-update WorkflowTemplate.
 UPDATE_TEMPLATE = "update-target"
+
+#: The counter counts a target only when update-target really changed something (a commit, or a
+#: pull request created or updated): not when edit-kustomize found it current, nor when commit-pr
+#: was ``unchanged`` (an event that raced the sweep won).
+#: (``&&`` binds tighter than ``||`` in govaluate: one clause per action, no parentheses.)
+UPDATED_WHEN = " || ".join(
+    f"{{{{status}}}} == Succeeded && '{{{{outputs.parameters.{image_update.UPDATE_ACTION}}}}}' == '{a}'"
+    for a in reconcile_report.UPDATED_ACTIONS
+)
 
 ENV_LABEL = "{{=inputs.parameters.env != '' ? inputs.parameters.env : 'none'}}"
 
@@ -239,13 +250,14 @@ def build() -> CronWorkflow:
         with Steps(
             name="sweep-target",
             inputs=c.target_inputs(),
+            outputs=[image_update.update_action_output(UPDATE_TEMPLATE)],
             metrics=m.Metrics(
                 prometheus=[
                     m.Prometheus(
                         name="imagebump_reconcile_updates_total",
                         help="targets a sweep found behind and updated (a push whose event was lost), by env",
                         labels=[m.MetricLabel(key="env", value=ENV_LABEL)],
-                        when="{{status}} == Succeeded",
+                        when=UPDATED_WHEN,
                         counter=m.Counter(value="1"),
                     )
                 ]

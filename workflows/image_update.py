@@ -7,6 +7,7 @@ Wiring only; the work is in :mod:`steps`. Shape::
       update-target  withParam: targets     one per overlay, mutex "<repo_url>/<path>"
         edit-kustomize                      target → plan, changed
         commit-pr      when: changed        target, plan → commit or PR
+      (update-target outputs ``action``: what commit-pr did; the sweep counts real updates by it)
 
 Reads the rules ConfigMap (resolve-image only), the Git write token Secret (commit-pr only)
 and an optional read-token Secret (edit-kustomize only). Writes nothing itself.
@@ -240,6 +241,24 @@ def _commit_pr_template():
     )(commit_pr.run)
 
 
+#: What an update did: commit-pr's ``action`` (committed, pr-created, pr-updated, unchanged).
+#: When commit-pr did not run (edit-kustomize found the overlay current) the value is "unchanged"
+#: on Argo before 3.7.16 and commit-pr's own output default ("error") from 3.7.16 / 4.0.7 on, which
+#: give a skipped step's outputs their defaults (argo-workflows workflow/controller/scope.go); only
+#: the real changes (:data:`steps.reconcile_report.UPDATED_ACTIONS`) mean "updated".
+UPDATE_ACTION = "action"
+
+
+def update_action_output(step: str) -> Parameter:
+    """The ``action`` output of a steps template: ``step``'s action, "unchanged" if unresolvable."""
+    return Parameter(
+        name=UPDATE_ACTION,
+        value_from=m.ValueFrom(
+            parameter=f"{{{{steps.{step}.outputs.parameters.{UPDATE_ACTION}}}}}", default="unchanged"
+        ),
+    )
+
+
 def build() -> WorkflowTemplate:
     """The ``image-update`` WorkflowTemplate (Hera object; ``.to_dict()`` is the manifest)."""
     with WorkflowTemplate(
@@ -267,6 +286,7 @@ def build() -> WorkflowTemplate:
         with Steps(
             name="update-target",
             inputs=c.target_inputs(),
+            outputs=[update_action_output("commit-pr")],
             synchronization=m.Synchronization(mutexes=[m.Mutex(name=MUTEX_NAME)]),
             # No deadline here: on a steps template `activeDeadlineSeconds` reaches no pod, and
             # `timeout` would count the time queued on the mutex. The pods below carry theirs.

@@ -15,9 +15,11 @@ token reads. ``AWS_*`` and ``IMAGEBUMP_*`` pass through to the steps; ``--endpoi
 
 Output: a table on stderr; on stdout one JSON object ``{"targets": [{"repo_url", "path", "env",
 "current", "newest", "state", "reason"}], "submitted": N, "ecr_calls", "git_calls", "git_clones",
-"updates": [...]}``. Exit codes: 0 nothing behind (with ``--apply``: everything behind was brought
-up to date), 1 a dry run found targets behind, 2 bad input, 3 unexpected, 75 transient (run it
-again).
+"errors": {"refused", "transient", "failed"}, "updates": [...]}`` (``errors``: targets ``unknown``
+because a read failed, by kind). Exit codes: 0 nothing behind (with ``--apply``: everything behind
+was brought up to date), 1 a dry run found targets behind, 2 bad input or a read refused (a wrong
+token, a missing IAM permission), 3 unexpected, 75 transient (run it again), also when Git or ECR
+failed for now; the first of 2, 75, 3, 1, 0 wins (:data:`imagebump.local.sweep.PRECEDENCE`).
 
 :mod:`imagebump.local.sweep` builds and runs the sweep (and its :class:`Sweeper` runs the same sweep
 every ``--reconcile-every`` inside ``imagebump run --local``); this module is the command.
@@ -103,6 +105,22 @@ def _quiet(log: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], 
     return sink
 
 
+def check_endpoint_url(url: str) -> None:
+    """``--endpoint-url`` must be an ``http(s)://host[:port]`` URL (botocore's own check is a traceback)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a port that is not a number
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(
+            f"--endpoint-url {url!r}: not a URL; expected http://HOST[:PORT] or https://HOST[:PORT] "
+            "(e.g. http://127.0.0.1:5000 for moto's server)"
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     from imagebump.commands.run import step_environment
     from steps import reconcile
@@ -115,6 +133,8 @@ def run(args: argparse.Namespace) -> int:
     concurrency = args.concurrency if args.concurrency is not None else reconcile.DEFAULT_CONCURRENCY
     if not 1 <= concurrency <= reconcile.MAX_CONCURRENCY:
         raise ConfigError(f"--concurrency {concurrency}: must be between 1 and {reconcile.MAX_CONCURRENCY}")
+    if args.endpoint_url is not None:
+        check_endpoint_url(args.endpoint_url)
     try:
         rules_text = args.rules.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:

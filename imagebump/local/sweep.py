@@ -28,6 +28,12 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_TEMPLATE = names.rendered_file(names.IMAGE_RECONCILE, PROJECT_ROOT)
 DEFAULT_UPDATE_TEMPLATE = names.rendered_file(names.IMAGE_UPDATE, PROJECT_ROOT)
 EXIT_UNEXPECTED = 3
+#: The exit code of a target ``unknown`` because its read failed, by the report's ``error``.
+READ_ERRORS = {"refused": EXIT_CONFIG, "transient": EXIT_TRANSIENT, "failed": EXIT_UNEXPECTED}
+#: When several apply, the first of these wins; then 1 (a dry run found targets behind), then 0.
+#: A refusal needs a fix (running again will not help), a transient failure needs another run, and
+#: "behind" is an answer only when every target could be read.
+PRECEDENCE = (EXIT_CONFIG, EXIT_TRANSIENT, EXIT_UNEXPECTED)
 #: Locally there is no Workflow status to keep small: every behind target is handed over.
 LOCAL_LIMIT = 1_000_000
 DEFAULT_EVERY = "10m"
@@ -81,9 +87,19 @@ class Sweep:
     message: str = ""
     seconds: float = 0.0
 
+    behind_total: int | None = None  # the step's ``behind`` output (the report may be capped)
+
     @property
     def behind(self) -> int:
+        if self.behind_total is not None:
+            return self.behind_total
         return sum(1 for t in self.report if t.get("state") == "behind")
+
+    @property
+    def errors(self) -> dict[str, int]:
+        """Targets ``unknown`` because a read failed, per kind (``refused``, ``transient``, ``failed``)."""
+        found = [t.get("error") for t in self.report if t.get("state") == "unknown" and t.get("error")]
+        return {kind: found.count(kind) for kind in READ_ERRORS}
 
     def summary(self) -> dict[str, Any]:
         """The JSON the command prints."""
@@ -92,8 +108,14 @@ class Sweep:
             "targets": [{k: t.get(k, "") for k in keys} for t in self.report],
             "submitted": self.submitted,
             **self.calls,
+            "errors": self.errors,
             "updates": self.updates,
         }
+
+
+def _first(codes: list[int]) -> int:
+    """The exit code that wins among ``codes`` (:data:`PRECEDENCE`), 0 if there is none."""
+    return next((c for c in PRECEDENCE if c in codes), EXIT_OK)
 
 
 def _exit_of(node: Any) -> int:
@@ -102,6 +124,14 @@ def _exit_of(node: Any) -> int:
     if node.exit_code == EXIT_TRANSIENT or node.exit_code is None or node.exit_code < 0:
         return EXIT_TRANSIENT  # transient, or killed (deadline): running again may pass
     return EXIT_UNEXPECTED
+
+
+def _updated(node: Any) -> bool:
+    """What the CronWorkflow's counter ``imagebump_reconcile_updates_total`` counts for one
+    sweep-target node: it succeeded and its ``action`` output is a real change."""
+    from steps.reconcile_report import UPDATED_ACTIONS
+
+    return node is not None and node.phase == "Succeeded" and node.outputs.get("action") in UPDATED_ACTIONS
 
 
 def _outcome(result: Any, index: int) -> tuple[str, Any]:
@@ -161,13 +191,23 @@ def run_sweep(
         )
         return sweep
     sweep.reason = out.get("reason", "")
+    if str(out.get("behind", "")).isdigit():
+        sweep.behind_total = int(out["behind"])
     sweep.calls = {
         key.replace("-", "_"): int(out.get(key) or 0) for key in ("ecr-calls", "git-calls", "git-clones")
     }
+    unread = {kind: n for kind, n in sweep.errors.items() if n}
+    codes = [READ_ERRORS[kind] for kind in unread]
+    if unread:
+        sweep.message = (
+            f"{sum(unread.values())} target(s) unknown because Git or ECR could not be read ("
+            + ", ".join(f"{n} {kind}" for kind, n in unread.items())
+            + "); see their reasons"
+        )
     if not apply:
-        sweep.exit_code = EXIT_FAILURE if sweep.behind else EXIT_OK
+        sweep.exit_code = _first(codes) or (EXIT_FAILURE if sweep.behind else EXIT_OK)
         return sweep
-    codes = []
+    failures = 0
     for i, target in enumerate(targets):
         outcome, failed = _outcome(result, i)
         sweep.updates.append(
@@ -177,14 +217,24 @@ def run_sweep(
                 "env": target.get("env", ""),
                 "outcome": outcome,
                 "ok": failed is None and outcome != "not run",
+                "updated": _updated(result.item_node("sweep-target", i)),
             }
         )
         if failed is not None:
             codes.append(_exit_of(failed))
+            failures += 1
     sweep.submitted = len(targets)
     if codes:
-        sweep.exit_code = next(c for c in (EXIT_CONFIG, EXIT_TRANSIENT, EXIT_UNEXPECTED) if c in codes)
-        sweep.message = f"{len(codes)} of {len(targets)} update(s) failed; see the updates in the JSON output"
+        sweep.exit_code = _first(codes)
+        if failures:
+            sweep.message = "; ".join(
+                m
+                for m in (
+                    f"{failures} of {len(targets)} update(s) failed; see the updates in the JSON output",
+                    sweep.message,
+                )
+                if m
+            )
     elif result.phase != "Succeeded":
         sweep.exit_code, sweep.message = EXIT_UNEXPECTED, f"the sweep ended {result.phase}: {result.message}"
     elif len(targets) < sweep.behind:

@@ -138,6 +138,7 @@ def test_lost_pushes_are_reflected_by_one_sweep_and_a_second_changes_nothing(wor
         ("web", "production"): "behind",
     }
     assert first["submitted"] == 4 and {"ecr_calls", "git_calls", "git_clones"} <= set(first)
+    assert [u["updated"] for u in first["updates"]] == [True] * 4  # what the sweep's counter counts
     assert first["git_clones"] == 1  # one Git repository, four overlays
     assert 'newTag: "1.4.3"' in world.read(overlay("api", "staging"))
     assert 'newTag: "2.1.0"' in world.read(overlay("web", "staging"))
@@ -172,6 +173,40 @@ def test_a_dry_run_reports_without_touching_and_exits_1(world: World, capsys) ->
     target = next(t for t in summary["targets"] if t["env"] == "staging" and "/api/" in t["path"])
     assert set(target) == {"repo_url", "path", "env", "current", "newest", "state", "reason"}
     assert (target["current"], target["newest"]) == ("1.4.1", "1.4.2")
+    assert refs(world) == before
+
+
+def test_a_dry_run_exits_75_when_the_git_remote_fails(world: World, capsys) -> None:
+    """Git answering 503 throughout: every target is unknown for a transient reason, and the command
+    says so with 75 (run it again), not 0 ("nothing behind") nor 1 — even though api is behind."""
+    put(world, "api", "1.4.2")
+    world.git.fail_rate = 1.0
+    try:
+        code, summary, err = cli(world, capsys=capsys)
+    finally:
+        world.git.fail_rate = 0.0
+
+    assert code == 75, err
+    assert set(states(summary).values()) == {"unknown"}
+    assert all("cannot read" in t["reason"] for t in summary["targets"])
+    assert summary["errors"] == {"refused": 0, "transient": 4, "failed": 0}
+    assert "4 target(s) unknown because Git or ECR could not be read (4 transient)" in err
+
+
+@pytest.mark.parametrize("apply", [False, True], ids=["dry-run", "apply"])
+def test_a_wrong_read_token_exits_2(world: World, apply: bool, capsys, monkeypatch) -> None:
+    """A read token the Git host refuses: every target is unknown for a refusal, which needs a fix
+    (exit 2), and nothing is pushed."""
+    put(world, "api", "1.4.2")
+    monkeypatch.setenv("IMAGEBUMP_GIT_READ_TOKEN", "not-the-token")
+    before = refs(world)
+
+    code, summary, err = cli(world, *(["--apply"] if apply else []), capsys=capsys)
+
+    assert code == 2, err
+    assert set(states(summary).values()) == {"unknown"} and summary["submitted"] == 0
+    assert summary["errors"]["refused"] == 4 and "token" in summary["targets"][0]["reason"]
+    assert "not-the-token" not in err + json.dumps(summary)
     assert refs(world) == before
 
 
@@ -221,12 +256,51 @@ def test_a_sweep_racing_an_event_for_the_same_overlay_yields_one_change(world: W
     for t in threads:
         t.join()
 
-    assert results["event"].outcomes[0].result.phase == "Succeeded"
+    event = results["event"].outcomes[0].result
+    assert event.phase == "Succeeded"
     assert results["sweep"].exit_code == 0, results["sweep"].message
     commits = [s for s in world.log() if s.startswith("imagebump(")]
     assert len(commits) == 1 and 'newTag: "1.4.2"' in world.read(overlay("api", "staging"))
     (branch,) = [b for b in world.branches() if b.startswith("imagebump/production/")]
     assert len(world.log(f"main..{branch}")) == 1  # one proposal commit, whoever made it
+    # the sweep's counter counts only the changes the sweep made, never one the event made: the
+    # two changes (staging commit, production PR) are counted once between the event and the sweep
+    by_event = [event.item_node("update-target", i).outputs.get("action") for i in range(2)]
+    by_sweep = sum(u["updated"] for u in results["sweep"].updates)
+    assert sum(a in ("committed", "pr-created") for a in by_event) + by_sweep == 2, (
+        by_event,
+        results["sweep"].updates,
+    )
+
+
+def test_a_sweep_update_that_changes_nothing_is_not_counted(world: World) -> None:
+    """The counter `imagebump_reconcile_updates_total` counts what a sweep really changed. Through
+    the local executor: an event updates api's staging overlay after the sweep found it behind but
+    before its update-target ran (injected when update-target takes the overlay's mutex, which the
+    event would hold) — that update changes nothing and is not counted; production's PR is."""
+    import re
+
+    put(world, "api", "1.4.2")
+    staging = overlay("api", "staging")
+
+    def event_first(record: dict) -> None:
+        if record.get("event") == "mutex-acquired" and "overlays/staging" in str(record.get("mutex")):
+            text = re.sub(r'newTag: "?1\.4\.1"?', 'newTag: "1.4.2"', world.read(staging))
+            world.git.commit_files(
+                MANIFESTS_REPO, {staging: text}, "the event got there first", branch="main"
+            )
+
+    world.log_sink = event_first
+    try:
+        sweep = run_sweep(world.sweep_executor(), apply=True)
+    finally:
+        world.log_sink = None
+
+    assert sweep.exit_code == 0, sweep.message
+    updates = {u["path"].split("/")[-1]: u for u in sweep.updates if "/api/" in u["path"]}
+    assert updates["staging"]["ok"] and not updates["staging"]["updated"], updates["staging"]
+    assert updates["production"]["outcome"] == "pr-created" and updates["production"]["updated"]
+    assert [s for s in world.log() if s.startswith("imagebump(")] == []  # the sweep committed nothing
 
 
 def test_run_local_sweeps_every_interval(world: World, capsys) -> None:
@@ -293,6 +367,8 @@ GOOD_RULES = (
             id="bad-rules",
         ),
         pytest.param(None, [], {}, "cannot read it", id="missing-rules-file"),
+        pytest.param(GOOD_RULES, ["--endpoint-url", "notaurl"], {}, "--endpoint-url 'notaurl'", id="bad-url"),
+        pytest.param(GOOD_RULES, ["--endpoint-url", "ftp://h"], {}, "expected http://", id="bad-scheme"),
     ],
 )
 def test_bad_input_exits_2_with_a_message(rules, argv, env, message, tmp_path, monkeypatch, capsys) -> None:

@@ -290,3 +290,37 @@ def test_run_refuses_a_bad_parameter_before_reading_the_rules(
     assert exited.value.code == 2  # bad input, never retried
     err = capfd.readouterr().err
     assert "limit -3: must be 0 or more" in err and "absent.yaml" not in err  # the rules were not read
+
+
+def test_reliability_guarantee_1_states_the_bound_in_the_issues_words() -> None:
+    """Issue 13: guarantee 1 carries the bound "every push is reflected within one sweep interval",
+    on one line (so it can be found as written), for both runtimes."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "RELIABILITY.md").read_text(encoding="utf-8")
+    section = text.split("### 1.", 1)[1].split("\n### 2.", 1)[0]
+    lines = section.splitlines()
+    body = [line for line in lines[1:] if "every push is reflected within one sweep interval" in line]
+    assert body, "guarantee 1 must state the bound in the issue's words on one line"
+    assert "runtime" in lines[0] and "imagebump run --local" in section and "CronWorkflow" in section
+
+
+def test_the_report_output_of_a_cluster_sweep_stays_small() -> None:
+    """2,000 unknown targets with long reasons: the report a cluster sweep outputs (a Workflow
+    output parameter, kept in etcd) is capped, worst first, far below Argo's ~1 MB budget."""
+    import json
+
+    from steps.reconcile import REPORT_LIMIT
+    from steps.reconcile_report import cap_report
+
+    reason = "cannot read https://git.example/o/r: " + "x" * 300
+    report = [_state("unknown", path=f"apps/a{i:04}") for i in range(2000)]
+    report = [t.model_copy(update={"reason": reason}) for t in report] + [_state("behind", path="apps/zz")]
+
+    rows, left_out = cap_report(report, REPORT_LIMIT)
+
+    assert len(rows) == REPORT_LIMIT and left_out == 2001 - REPORT_LIMIT
+    assert rows[0].state == "behind"  # worst first: what needs a look is kept
+    assert len(json.dumps([r.model_dump() for r in rows])) < 256_000
+    assert cap_report(report[:5], REPORT_LIMIT) == (report[:5], 0)
+    assert cap_report(report, None) == (report, 0)

@@ -164,6 +164,8 @@ def test_every_state_against_real_ecr_and_git(registry: Registry, make_remote, a
     assert "does not exist" in by_overlay(out)["apps/ghost/overlays/staging"].reason
     assert states["jobs/cron"] == ("unknown", "0.0.9", "")  # order: none is reported, never guessed
     assert "order: none" in by_overlay(out)["jobs/cron"].reason
+    # reported, not read errors: `imagebump reconcile` does not fail on them
+    assert by_overlay(out)["jobs/cron"].error == by_overlay(out)["apps/ghost/overlays/staging"].error == ""
     assert "never touched" in by_overlay(out)["apps/web/overlays/staging"].reason
     # the behind target, exactly as resolve-image would have produced it for that push
     staging = next(t for t in rules.match(newest_image).targets if t.env == "staging")
@@ -312,3 +314,139 @@ def test_an_older_living_proposal_is_updated_and_an_unreadable_repository_is_rep
     assert {t.env for t in out.targets} == {"staging", "production"}
     assert {t.state for t in refused.report} == {"unknown"} and refused.targets == []
     assert all("token" in t.reason for t in refused.report), [t.reason for t in refused.report]
+    # the kind of the failure travels with the target (imagebump reconcile exits 2 on it)
+    assert {t.error for t in refused.report} == {"refused"} and {t.error for t in out.report} == {""}
+
+
+def test_a_bad_endpoint_url_is_a_config_error_not_a_traceback(monkeypatch) -> None:
+    """botocore refuses a malformed ``AWS_ENDPOINT_URL`` with a bare ``ValueError`` ("Invalid
+    endpoint"): the step exits 2 (bad configuration), naming the variable, instead of 3."""
+    from steps.errors import ConfigError
+    from steps.reconcile_ecr import make_clients
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "notaurl")
+    with pytest.raises(ConfigError, match="Invalid endpoint: notaurl.*AWS_ENDPOINT_URL"):
+        make_clients(1)(REGION)
+
+
+def test_one_ecr_repository_that_refuses_describe_images_does_not_stop_the_sweep(
+    registry: Registry, make_remote, auth: GitAuth
+) -> None:
+    """An IAM policy that denies ``ecr:DescribeImages`` on one repository: its targets are ``unknown``
+    (reason and ``error: refused``), every other repository is swept. moto enforces no IAM policy,
+    so the refusal is injected at the client seam: a botocore ``before-parameter-build`` handler on the real
+    client (talking to moto) answers that one repository's DescribeImages with AccessDeniedException;
+    a second repository answers ``ThrottlingException`` for ever (``error: transient``)."""
+    from botocore.exceptions import ClientError
+
+    from steps.ecr import make_listing_client
+
+    p = registry.prefix
+    for name in ("api", "web", "worker"):
+        registry.push(f"{p}/{name}", "1.0.0")
+    time.sleep(1.1)
+    registry.push(f"{p}/api", "1.0.1")
+    remote = make_remote(
+        {
+            f"apps/{name}/overlays/staging/kustomization.yaml": kustomization(
+                registry.uri(f"{p}/{name}"), "1.0.0"
+            )
+            for name in ("api", "web", "worker")
+        }
+    )
+    rules = load_rules(
+        f"- registryURI: {registry.registry}/{p}/$1\n"
+        f"  githubRepository: {remote.url}/apps/$1/overlays/staging\n"
+        "  env: staging\n  mode: commit\n  provider: local\n  allowImageTag: ['regexp:[0-9.]+']\n"
+    )
+    client = make_listing_client(REGION)
+    answers = {f"{p}/web": ("AccessDeniedException", 400), f"{p}/worker": ("ThrottlingException", 400)}
+
+    def refuse(params, **_):
+        answer = answers.get(params.get("repositoryName"))
+        if answer is not None:
+            code, status = answer
+            raise ClientError(
+                {
+                    "Error": {"Code": code, "Message": "injected"},
+                    "ResponseMetadata": {"HTTPStatusCode": status},
+                },
+                "DescribeImages",
+            )
+
+    client.meta.events.register("before-parameter-build.ecr.DescribeImages", refuse)
+
+    out = sweep(rules, auth=auth, client_for=lambda region: client)
+
+    rows = {t.path.split("/")[1]: t for t in out.report}
+    assert (rows["api"].state, rows["api"].error) == ("behind", "")
+    assert [t.tag for t in out.targets] == ["1.0.1"]
+    assert (rows["web"].state, rows["web"].error) == ("unknown", "refused")
+    assert f"{p}/web" in rows["web"].reason and "DescribeImages" in rows["web"].reason
+    assert rows["web"].repo_url == remote.url and rows["web"].path == "apps/web/overlays/staging"
+    assert (rows["worker"].state, rows["worker"].error) == ("unknown", "transient")
+    assert "1 refused" in out.reason and "1 transient" in out.reason
+    # the report output is capped worst first; the counts keep every target
+    capped = sweep(rules, auth=auth, client_for=lambda region: client, report_limit=1)
+    assert [t.state for t in capped.report] == ["behind"]
+    assert "2 more are left out" in capped.reason
+    assert sum(c.count for c in capped.counts) == 3
+
+
+def git_token_not_in(text: str, auth: GitAuth) -> bool:
+    return auth.token not in text
+
+
+def test_a_pr_branch_proposes_only_while_its_github_pull_request_is_open(
+    registry: Registry, make_remote, auth: GitAuth, github_env
+) -> None:
+    """``provider: github``: a proposal branch whose pull request was closed without merging is no
+    proposal (as commit-pr treats it): the target is ``behind``, so update-target proposes again.
+    The GitHub API cannot run here: the fake (``tests/fixtures/github.py``) answers the listing of
+    open pull requests, authenticated by the sweep's read token; Git and ECR are real."""
+    from tests.fixtures.github import FakePull
+
+    p = registry.prefix
+    registry.push(f"{p}/api", "1.4.1")
+    time.sleep(1.1)
+    newest = registry.push(f"{p}/api", "1.4.2")
+    api = registry.uri(f"{p}/api")
+    remote = make_remote({"apps/api/overlays/production/kustomization.yaml": kustomization(api, "1.4.1")})
+    rules = load_rules(
+        f"- registryURI: {registry.registry}/{p}/$1\n"
+        f"  githubRepository: {remote.url}/apps/$1/overlays/production\n"
+        "  env: production\n  mode: pr\n  provider: github\n"
+    )
+    image = Image(account=registry.account, region=REGION, repository=f"{p}/api", tag="1.4.2", digest=newest)
+    (target,) = rules.match(image).targets
+    branch = branch_name(target)
+    remote.commit_files(
+        {"apps/api/overlays/production/kustomization.yaml": kustomization(api, "1.4.2")},
+        "imagebump(production): api 1.4.1 → 1.4.2",
+        branch=branch,
+    )
+    owner, name = remote.name.split("/")
+    github_env.pulls.append(FakePull(owner, name, 7, branch, "main", "api 1.4.2", ""))
+
+    def state() -> tuple[str, str, list[str]]:
+        out = sweep(rules, auth=auth)
+        (row,) = out.report
+        return row.state, row.reason, [t.tag for t in out.targets]
+
+    assert state() == ("proposed", f"the PR branch {branch} already proposes 1.4.2", [])
+    listings = github_env.calls_to("GET", rf"/repos/{owner}/{name}/pulls")
+    assert len(listings) == 1  # one listing per repository and sweep
+
+    github_env.close(7)  # closed without merging: the branch is no proposal any more
+    closed = state()
+    assert closed[0] == "behind" and closed[2] == ["1.4.2"]
+    assert "has no open pull request" in closed[1] and "proposes it again" in closed[1]
+
+    github_env.pulls.append(FakePull(owner, name, 8, branch, "main", "api 1.4.2", ""))  # reopened
+    assert state()[0] == "proposed"
+    # the API refuses the sweep's credential: the open pull request cannot be confirmed, so the
+    # target is behind (update-target re-proposes idempotently), never "proposed" on a guess
+    github_env.tokens.clear()
+    unconfirmed = state()
+    assert unconfirmed[0] == "behind" and "no confirmed open pull request" in unconfirmed[1]
+    assert git_token_not_in(unconfirmed[1], auth)

@@ -114,7 +114,6 @@ def test_metrics_a_gauge_per_state_and_env_and_a_counter_of_updates(templates):
     assert templates["count-targets"]["suspend"] == {"duration": "0"}  # no pod for a number
     (counter,) = templates["sweep-target"]["metrics"]["prometheus"]
     assert counter["name"] == "imagebump_reconcile_updates_total" and counter["counter"] == {"value": "1"}
-    assert counter["when"] == "{{status}} == Succeeded"
     assert {label["key"] for label in counter["labels"]} == {"env"}
     # every count the step outputs is a (state, env) pair the gauge can carry
     assert set(reconcile.StateCount.model_fields) == {"state", "env", "count"}
@@ -138,3 +137,48 @@ def test_the_local_executor_accepts_the_rendered_cron_workflow():
     assert executor.kind == "CronWorkflow"
     assert set(executor.workflow_parameters) == {"apply", "concurrency", "limit", "full"}
     assert "steps.reconcile" in executor.preload_modules() and "steps.commit_pr" in executor.preload_modules()
+
+
+@pytest.mark.parametrize(
+    ("status", "action", "counted"),
+    [
+        ("Succeeded", "committed", True),
+        ("Succeeded", "pr-created", True),
+        ("Succeeded", "pr-updated", True),
+        # commit-pr found nothing to do: an event that raced the sweep got there first
+        ("Succeeded", "unchanged", False),
+        # commit-pr did not run (edit-kustomize found the overlay current): Argo before 3.7.16 gives
+        # the aggregating output's default, later ones (and the local executor) commit-pr's own
+        ("Succeeded", "error", False),
+        ("Failed", "committed", False),
+        ("Error", "error", False),
+    ],
+)
+def test_the_counter_counts_only_targets_really_updated(templates, update_templates, status, action, counted):
+    """Issue 13: "a counter of targets updated by a sweep (a non-zero value means an event was lost
+    somewhere)": a sweep-target whose update changed nothing is not counted. The action travels
+    commit-pr → update-target (image-update) → sweep-target, and the counter's `when` (evaluated
+    as the controller does after substitution; the local evaluator speaks the same subset) keys on it."""
+    from typing import get_args
+
+    from steps.commit_pr import Action
+    from workflows.local.expressions import evaluate_condition
+
+    (counter,) = templates["sweep-target"]["metrics"]["prometheus"]
+    when = counter["when"].replace("{{status}}", status).replace("{{outputs.parameters.action}}", action)
+    assert "{{" not in when
+    assert evaluate_condition(when) is counted
+    (forwarded,) = templates["sweep-target"]["outputs"]["parameters"]
+    assert forwarded == {
+        "name": "action",
+        "valueFrom": {
+            "parameter": "{{steps.update-target.outputs.parameters.action}}",
+            "default": "unchanged",
+        },
+    }
+    (own,) = update_templates["update-target"]["outputs"]["parameters"]
+    assert own == {
+        "name": "action",
+        "valueFrom": {"parameter": "{{steps.commit-pr.outputs.parameters.action}}", "default": "unchanged"},
+    }
+    assert action in get_args(Action) or action == "error"

@@ -627,13 +627,24 @@ def test_the_stated_argo_workflows_minimum_is_what_the_manifests_use(templates):
     assert f"Argo Workflows **{minimum[0]}.{minimum[1]}** or later" in prerequisites
     assert not re.search(r"4\.0\.7\+|4\.0\.7 or later|\*\*4\.0", prerequisites)
     # 4.0.7 (and 3.7.16) changed only how references to a SKIPPED step's outputs resolve
-    # (docs/upgrading.md, "Outputs of skipped and omitted steps and tasks now resolve"): nothing
-    # here references the outputs of a step that can be skipped.
+    # (docs/upgrading.md, "Outputs of skipped and omitted steps and tasks now resolve"): no step
+    # argument references the outputs of a step that can be skipped. The one template output that
+    # does, update-target's `action` (commit-pr's action), resolves to its default "unchanged"
+    # before and to commit-pr's default "error" after: both mean "not updated" to its one reader,
+    # the sweep's counter (tests/workflows/test_image_reconcile.py).
     for template in templates.values():
         for group in template.get("steps") or []:
             for step in group:
                 if step.get("when"):
-                    assert f"steps.{step['name']}.outputs" not in json.dumps(template), step["name"]
+                    ref = f"steps.{step['name']}.outputs"
+                    assert ref not in json.dumps({k: v for k, v in template.items() if k != "outputs"})
+                    for p in (template.get("outputs") or {}).get("parameters") or []:
+                        if ref in json.dumps(p):
+                            assert (template["name"], p["name"], p["valueFrom"]["default"]) == (
+                                "update-target",
+                                "action",
+                                "unchanged",
+                            )
 
 
 def test_hera_runner_maps_template_inputs_onto_wrapped_step_functions():

@@ -79,6 +79,16 @@ def warm_loader() -> None:
         except Exception:  # noqa: BLE001 - an optional file of this botocore version: parsed on use
             pass
     _LOADER = loader
+    # One throwaway client, every setting given, on a session of its own (never handed out): it
+    # fills what botocore keeps per process — compiled patterns, the operation-name and endpoint
+    # ruleset caches — so the step's own first client is built in half the time.
+    _new_session().create_client(
+        "ecr",
+        region_name="us-east-1",
+        endpoint_url="http://127.0.0.1:9",
+        aws_access_key_id="warm-up",
+        aws_secret_access_key="warm-up",
+    )
     _WARM_SESSION = _new_session()
 
 

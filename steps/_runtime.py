@@ -162,6 +162,10 @@ class _StderrHandler(logging.StreamHandler):
     def stream(self, value: Any) -> None:  # StreamHandler.__init__ assigns it
         pass
 
+    def emit(self, record: logging.LogRecord) -> None:
+        with timing.timed("log"):  # formatting, redacting and writing a record: the step's time too
+            super().emit(record)
+
 
 _HANDLER = _StderrHandler()
 #: Third-party loggers that are chatty at INFO (one line per HTTP request, credential lookups).

@@ -21,6 +21,7 @@ from steps.commit_pr import CommitPrOutput, backoff, clone_base, decide, read_ov
 from steps.errors import GitCommandError, PushRejected, TransientError
 from steps.models import Plan, Target
 from steps.settings import CommitPrSettings
+from steps.timing import timed
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +34,9 @@ def land_commit(
     from steps.commit_pr import lost_race
 
     for attempt in range(1, settings.push_attempts + 1):
-        applied = decide(read_overlay_file(repo, plan, target, base), target, plan)
+        text = read_overlay_file(repo, plan, target, base)
+        with timed("kustomize"):
+            applied = decide(text, target, plan)
         if applied.text is None:
             return CommitPrOutput(action="unchanged", reason=applied.reason, commit_sha=repo.head())
         repo.write(plan.file, applied.text)

@@ -51,6 +51,7 @@ from steps.branches import branch_name
 from steps.errors import ConfigError, ImageNotFoundError, InvalidEventError, KustomizationError
 from steps.events import parse_repository_uri
 from steps.models import Decision, ImagesEntry, Plan, Target, image_ref
+from steps.timing import timed
 
 if TYPE_CHECKING:
     from steps.never_downgrade import ImageKey, PushTimes
@@ -230,8 +231,6 @@ class _Ecr:
 
     def _client(self, region: str) -> Any:
         if self.client is None and self._builder is not None:
-            from steps.timing import timed
-
             with timed("ecr client (waited for)"):
                 self._builder.join()
             built = self._built[0]
@@ -348,9 +347,12 @@ def run(target: Target) -> EditKustomizeOutput:
             auth=auth,
         )
         file, text = _read_overlay(repo, overlay)
-        entry = find_entry(text, target, file)  # read once: the lookups and the decision both use it
+        with timed("kustomize"):
+            entry = find_entry(text, target, file)  # read once: the lookups and the decision both use it
         known = ecr.ask(lookups(target, entry))
-        plan = decide(target, text, file, repo.cloned_head(), repo.branch, known, old=entry)
+        head = repo.cloned_head()
+        with timed("kustomize"):
+            plan = decide(target, text, file, head, repo.branch, known, old=entry)
         if target.mode == "pr" and plan.changed:
             branch = branch_name(target)
             proposed = branch_entry(repo, branch, plan.file, plan.image_name)

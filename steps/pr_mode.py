@@ -26,6 +26,7 @@ from steps.models import Plan, Target
 from steps.never_downgrade import guard_branch
 from steps.proposals import entry_at
 from steps.settings import CommitPrSettings
+from steps.timing import timed
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +88,9 @@ def _propose(
     """
     for attempt in range(1, settings.push_attempts + 1):
         open_pr.forget()
-        applied = decide(read_overlay_file(repo, plan, target, base), target, plan)
+        text = read_overlay_file(repo, plan, target, base)
+        with timed("kustomize"):
+            applied = decide(text, target, plan)
         if applied.text is None:
             return CommitPrOutput(action="unchanged", reason=applied.reason, branch=branch)
         repo.write(plan.file, applied.text)

@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from steps.timing import timed
+
 #: "1": whoever started this step deletes its ``TMPDIR`` (and everything in it) after it exits.
 DELETED_AFTER = "IMAGEBUMP_TMPDIR_DELETED_AFTER_STEP"
 
@@ -32,9 +34,11 @@ def _left_to_runtime(path: Path) -> bool:
 @contextmanager
 def scratch(prefix: str) -> Iterator[Path]:
     """A fresh private directory under ``TMPDIR``, deleted on exit unless the runtime deletes it."""
-    path = Path(tempfile.mkdtemp(prefix=prefix))
+    with timed("scratch"):
+        path = Path(tempfile.mkdtemp(prefix=prefix))
     try:
         yield path
     finally:
         if not _left_to_runtime(path):
-            shutil.rmtree(path, ignore_errors=True)
+            with timed("scratch"):
+                shutil.rmtree(path, ignore_errors=True)

@@ -247,15 +247,20 @@ def sweep_verdict(
     new = image_ref(tag, digest, none="")
     if current.digest and current.digest == newest.digest:
         return "current", f"pins digest {current.digest[:19]}, the newest allowed image"
-    verdict, why = decide(
-        current_tag=current.newTag,
-        current_digest=current.digest,
-        current_pushed_at=current_pushed_at,
-        new_tag=tag,
-        new_digest=digest,
-        new_pushed_at=newest.pushed_at,
-        order=newest.order,
-    )
+
+    def against(entry: ImagesEntry, pushed_at: datetime | None) -> tuple[str, str]:
+        """:func:`decide` of the newest allowed image against what ``entry`` holds."""
+        return decide(
+            current_tag=entry.newTag,
+            current_digest=entry.digest,
+            current_pushed_at=pushed_at,
+            new_tag=tag,
+            new_digest=digest,
+            new_pushed_at=newest.pushed_at,
+            order=newest.order,
+        )
+
+    verdict, why = against(current, current_pushed_at)
     if verdict == "current":
         return "current", f"holds the newest allowed image: {why}"
     if verdict == "stale":
@@ -268,15 +273,7 @@ def sweep_verdict(
     offered = image_ref(proposed.newTag, proposed.digest, none="") or "(unset)"
     if _proposes(proposed, tag, digest) and (proposed.newName or None) == (current.newName or None):
         return "proposed", f"the PR branch {branch} already proposes {short_ref(new)}"
-    again, why2 = decide(
-        current_tag=proposed.newTag,
-        current_digest=proposed.digest,
-        current_pushed_at=proposed_pushed_at,
-        new_tag=tag,
-        new_digest=digest,
-        new_pushed_at=newest.pushed_at,
-        order=newest.order,
-    )
+    again, why2 = against(proposed, proposed_pushed_at)
     if again == "current":
         return "proposed", f"the PR branch {branch} already proposes the same image: {why2}"
     if again == "stale":

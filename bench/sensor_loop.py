@@ -1,6 +1,12 @@
 """The benchmark's sensor: a :class:`sensors.local.LocalSensor` draining a world's queue in a
 background thread, recording per event when it was sent and when its workflow finished
 (:class:`Completion`). Nothing here asserts on time.
+
+An event's clock starts just before the ``put_events`` call that carries it (EventBridge's routing
+to SQS, the sensor's receive and the workflow all count) and stops when its Workflow's phase is
+final — its last step's process has ended, the commit or PR branch is on the remote. The sensor
+deletes the SQS message after that; that bookkeeping call (a round trip to the emulator, ~10 ms
+here) is not part of push → commit and is not counted.
 """
 
 from __future__ import annotations
@@ -32,6 +38,22 @@ class Completion:
         return self.done - self.sent
 
 
+class _EndClock:
+    """The executor, with the moment each of its workflows ended (``ends[name]``)."""
+
+    def __init__(self, executor: Any) -> None:
+        self._executor = executor
+        self.ends: dict[str, float] = {}
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        result = self._executor.run(*args, **kwargs)
+        self.ends[result.name] = time.monotonic()
+        return result
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._executor, name)
+
+
 class SensorLoop:
     """A LocalSensor draining the world's queue in a background thread, recording completions."""
 
@@ -43,9 +65,10 @@ class SensorLoop:
         self.completions: dict[str, Completion] = {}
         self._cond = threading.Condition()
         self.records: list[dict[str, Any]] = []
+        self._clock = _EndClock(executor)
         self.sensor = LocalSensor(
             world.queue_url,
-            executor,
+            self._clock,
             sqs_client=world.moto.client("sqs"),
             concurrency=concurrency,
             wait_seconds=1,
@@ -56,7 +79,7 @@ class SensorLoop:
         self._thread = threading.Thread(target=self.sensor.run, name="bench-sensor", daemon=True)
 
     def _on_result(self, event: dict[str, Any], result: Any) -> None:
-        done = time.monotonic()
+        done = self._clock.ends.pop(result.name, None) or time.monotonic()
         nodes = [
             (n.template, n.phase, n.duration, n.attempts)
             for n in result.nodes

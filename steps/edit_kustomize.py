@@ -70,6 +70,8 @@ LAZY_IMPORTS = (
     "botocore.session",
     "botocore.config",
     "botocore.exceptions",
+    "steps.scratch",
+    "encodings.idna",  # the ECR call's socket: CPython encodes every host name with this codec
 )
 
 
@@ -346,8 +348,8 @@ def run(target: Target) -> EditKustomizeOutput:
             sparse=True,
             auth=auth,
         )
-        file, text = _read_overlay(repo, overlay)
-        with timed("kustomize"):
+        with timed("kustomize"):  # finding and reading the kustomization, then its entry
+            file, text = _read_overlay(repo, overlay)
             entry = find_entry(text, target, file)  # read once: the lookups and the decision both use it
         known = ecr.ask(lookups(target, entry))
         head = repo.cloned_head()

@@ -37,6 +37,7 @@ from steps.git_failures import classify
 from steps.git_objects import object_format, object_id, verify_path_chain
 from steps.git_process import default_branch, ls_remote, redact, run_git
 from steps.git_repo import ClonedRepo
+from steps.timing import timed
 
 __all__ = [
     "READ_SECRET",
@@ -139,8 +140,9 @@ def clone(
     if patterns is not None:
         # The template holds only info/sparse-checkout: no sample hooks to copy (or delete) either.
         template = dest.parent / f".{dest.name}-template"
-        (template / "info").mkdir(parents=True, exist_ok=True)
-        (template / "info" / "sparse-checkout").write_text(patterns)
+        with timed("git clone"):  # part of making the clone (the scratch disk's writes)
+            (template / "info").mkdir(parents=True, exist_ok=True)
+            (template / "info" / "sparse-checkout").write_text(patterns)
         args += [
             f"--template={template}",
             "--config=core.sparseCheckout=true",
@@ -164,7 +166,8 @@ def clone(
         )
     finally:
         if patterns is not None:
-            shutil.rmtree(template, ignore_errors=True)
+            with timed("git clone"):
+                shutil.rmtree(template, ignore_errors=True)
     repo = ClonedRepo(dest, branch or "", auth, url=repo_url, checked_out=checkout)
     if not branch:
         repo.branch = repo.head_branch()
@@ -232,7 +235,19 @@ def seed(
         ["init", "--quiet", "--template=", f"--object-format={fmt}", f"--initial-branch={branch}", str(dest)],
         what="git init",
     )
-    gitdir = dest / ".git"
+    with timed("git seed"):  # the carried objects, the branch, shallow and the remote: files git reads
+        _write_seed(dest / ".git", objects, fmt, branch, commit, repo_url)
+    repo = ClonedRepo(dest, branch, auth, url=repo_url, checked_out=False)
+    repo.seeded_from = commit
+    repo.know(text, blob)
+    repo.assume_entry(path, mode, blob)
+    return repo
+
+
+def _write_seed(
+    gitdir: Path, objects: Sequence[bytes], fmt: str, branch: str, commit: str, repo_url: str
+) -> None:
+    """:func:`seed`'s writes into the new repository's ``gitdir``."""
     kinds = ["commit"] + ["tree"] * (len(objects) - 1)
     for kind, content in zip(kinds, objects, strict=True):
         oid = object_id(kind, content, fmt)
@@ -252,8 +267,3 @@ def seed(
         "\tpromisor = true\n\tpartialclonefilter = blob:none\n"
     )
     (gitdir / "config").write_text(config)
-    repo = ClonedRepo(dest, branch, auth, url=repo_url, checked_out=False)
-    repo.seeded_from = commit
-    repo.know(text, blob)
-    repo.assume_entry(path, mode, blob)
-    return repo

@@ -39,6 +39,8 @@ LAZY_IMPORTS = (
     "botocore.session",
     "botocore.config",
     "botocore.exceptions",
+    "encodings.idna",  # the ECR call's socket: CPython encodes every host name with this codec
+    "encodings.utf_8_sig",  # the rules file is read with it (a BOM an editor left is dropped)
 )
 
 

@@ -1,8 +1,10 @@
 """Where a step's time goes: named phases summed per process, reported once when the step ends.
 
 :func:`timed` wraps the operations that wait on something or do real work (each git command by
-its subcommand, building an ECR client, an ECR call, loading the rules, reading and editing the
-kustomization, making and removing the scratch directory, writing log records and the outputs);
+its subcommand, with the files written for it: a sparse clone's template under ``git clone``, a
+seeded repository's objects and refs under ``git seed``; building an ECR client, an ECR call,
+loading the rules, finding, reading and editing the kustomization, making and removing the scratch
+directory, writing log records and the outputs);
 :func:`steps._runtime.step_entry` logs the sums in one ``step-timings`` record at the end of a
 step process (``seconds``: the step's own wall time; ``phases``: seconds per phase). A phase timed
 on another thread than the main one is named ``… (background)``: it overlaps the others (e.g.

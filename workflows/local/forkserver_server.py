@@ -23,6 +23,11 @@ would have been, started fresh:
   the process down (~4 ms here for a copy of this interpreter); a child that dies without writing
   it (a signal, a crash) is known by the status this process sends when it reaps it.
 
+One child is forked ahead of the next request and waits for it on a socket of its own
+(:class:`_Spare`, as Android's zygote keeps unspecialized app processes ready): the request's
+child is that one, so the fork (~4 ms for a copy of this interpreter) is off the step's path; the
+next spare is forked while the step runs. A spare that died waiting is replaced by a fork on request.
+
 Nothing runs in this process after the imports but this loop: it starts no thread (and refuses to
 serve if an import started one), so ``fork`` is safe, and a child shares nothing with another child or with later requests (each is a copy of the
 interpreter as it stood after the imports; memory is copy-on-write, ``random`` is reseeded by the
@@ -130,6 +135,50 @@ def _child(request: dict, fds: list[int], keep_closed: list[int]) -> None:
         os._exit(code)
 
 
+class _Spare:
+    """A child forked ahead of the next request, waiting on a socket of its own for it — as
+    Android's zygote keeps unspecialized app processes ready — so the fork of this interpreter
+    (~4 ms here: its page tables are copied) is not on the step's path. It becomes the step with
+    :func:`_child`, exactly as a child forked on request does; a new spare is forked once it is
+    handed out, while the step runs. It ends with this process (its socket's EOF)."""
+
+    def __init__(self, keep_closed: list[int]) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                signal.set_wakeup_fd(-1)  # before closing it: a signal must never write into a reused fd
+                ours.close()
+                for fd in keep_closed:  # the caller's socket above all: its EOF says this process ended
+                    os.close(fd)
+                data, fds, _flags, _addr = socket.recv_fds(theirs, 1 << 20, 4)
+                theirs.close()
+                if data:
+                    _child(json.loads(data), fds, [])
+                code = 0  # this process ended before it had a request for it
+            finally:
+                os._exit(code)
+        theirs.close()
+        self.pid, self.sock = pid, ours
+
+    def hand(self, data: bytes, fds: list[int]) -> bool:
+        """Give it the request and its descriptors (False: it is gone; fork another way)."""
+        try:
+            if os.waitpid(self.pid, os.WNOHANG)[0] == self.pid:
+                return False  # it died waiting (and is reaped now)
+            socket.send_fds(self.sock, [data], fds)
+            return True
+        except OSError:  # ChildProcessError included: reaped already
+            return False
+        finally:
+            self.sock.close()
+
+    def end(self) -> None:
+        self.sock.close()
+        kill_group(self.pid)
+
+
 def _send(sock: socket.socket, message: dict) -> None:
     sock.sendall(json.dumps(message).encode() + b"\n")
 
@@ -191,8 +240,15 @@ def serve(fd: int, modules: list[str]) -> int:
     signal.signal(signal.SIGCHLD, lambda *_: None)
     children: dict[int, object] = {}
     _send(sock, {"ready": True, "pid": os.getpid(), "failed": failed})
+    ours = [sock.fileno(), wake_r, wake_w]
+    spare: _Spare | None = None
     try:
         while True:
+            if spare is None:
+                try:
+                    spare = _Spare(ours)
+                except OSError:  # no spare now: the next request is forked when it comes
+                    pass
             readable, _, _ = select.select([sock, wake_r], [], [])
             if wake_r in readable:
                 try:
@@ -200,13 +256,16 @@ def serve(fd: int, modules: list[str]) -> int:
                         pass
                 except BlockingIOError:
                     pass
-            while children:
+            while children or spare is not None:
                 try:
                     pid, status = os.waitpid(-1, os.WNOHANG)
                 except ChildProcessError:
                     break
                 if pid == 0:
                     break
+                if spare is not None and pid == spare.pid:  # gone before it had a request
+                    spare.sock.close()
+                    spare = None
                 request_id = children.pop(pid, None)
                 if request_id is not None:
                     _send(sock, {"id": request_id, "status": os.waitstatus_to_exitcode(status)})
@@ -219,12 +278,18 @@ def serve(fd: int, modules: list[str]) -> int:
                 try:
                     if len(fds) != 3 or flags & (socket.MSG_CTRUNC | socket.MSG_TRUNC):
                         raise OSError("the request came without its stdout, stderr and status descriptors")
-                    pid = os.fork()
+                    handed, spare = spare, None
+                    if handed is not None and handed.hand(data, fds):
+                        pid = handed.pid
+                    else:
+                        if handed is not None:
+                            handed.end()
+                        pid = os.fork()
                 except OSError as exc:
                     _send(sock, {"id": request["id"], "error": f"could not start: {exc}"})
                     pid = -1
                 if pid == 0:
-                    _child(request, fds, [sock.fileno(), wake_r, wake_w])
+                    _child(request, fds, ours)
                 for fd in fds:  # the child has its copies; the caller sees EOF when it ends
                     os.close(fd)
                 if pid > 0:
@@ -233,6 +298,8 @@ def serve(fd: int, modules: list[str]) -> int:
     except (BrokenPipeError, ConnectionResetError):
         return 0
     finally:
+        if spare is not None:
+            spare.end()
         for pid in list(children):
             kill_group(pid)
 

@@ -211,6 +211,75 @@ def test_no_step_outlives_a_killed_executor(tmp_path: Path) -> None:
     assert not (state / "sleep-finished").exists()
 
 
+def _children_of(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            found.append(int(stat.parent.name))
+    return found
+
+
+def test_the_spare_child_becomes_the_next_step_and_ends_with_its_zygote(tmp_path: Path) -> None:
+    """The zygote keeps one child forked ahead of the next request: that child becomes the next
+    command (its pid is the one reported, its output and exit code its own). A spare killed
+    before it had a request costs nothing: the next command is forked on request. When the zygote
+    is SIGKILLed, its waiting spare ends too (its socket's EOF): no process is left behind."""
+    zygote = ForkServerClient(sys.executable, str(ROOT), ["tests.workflows.echo_env"])
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)}
+
+    def run(i: int):
+        return zygote.run(
+            [sys.executable, "-m", "tests.workflows.echo_env", str(i)],
+            cwd=str(tmp_path),
+            env={**env, "ECHO_ID": f"id-{i}"},
+            timeout=60,
+        )
+
+    try:
+        zygote.ensure_started()
+        zygote_pid = zygote._proc.pid
+
+        ran: set[int] = set()  # a command's process may still be ending when its outcome is in
+
+        def spares() -> list[int]:
+            deadline = time.monotonic() + 10
+            while True:
+                found = [pid for pid in _children_of(zygote_pid) if pid not in ran]
+                if found or time.monotonic() > deadline:
+                    return found
+                time.sleep(0.02)
+
+        [spare] = spares()
+        first = run(1)
+        ran.add(first.pid)
+        assert first.pid == spare
+        assert (first.returncode, first.stdout, first.stderr) == (1, b"arg 1 env id-1\n", b"err 1\n")
+
+        [spare] = spares()  # a new one, forked while the first command ran
+        assert spare != first.pid
+        os.kill(spare, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while _alive(spare) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        second = run(2)
+        ran.add(second.pid)
+        assert (second.returncode, second.stdout) == (2, b"arg 2 env id-2\n")
+        assert second.pid != spare
+
+        [spare] = spares()
+        os.kill(zygote_pid, signal.SIGKILL)
+        deadline = time.monotonic() + 15
+        while _alive(spare) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(spare), "the spare ended with its zygote"
+    finally:
+        zygote.close()
+
+
 def test_tempfile_cached_by_an_import_is_not_shared(tmp_path: Path) -> None:
     """A module that asks ``tempfile`` for its directory at import time (in the zygote, once) must
     not make every forked step use that directory: each step gets its own ``TMPDIR``."""

@@ -211,6 +211,16 @@ def test_no_step_outlives_a_killed_executor(tmp_path: Path) -> None:
     assert not (state / "sleep-finished").exists()
 
 
+def _echo(zygote: ForkServerClient, i: int, cwd: Path):
+    """``python -m tests.workflows.echo_env i`` forked by ``zygote``, with ``ECHO_ID=id-i``."""
+    return zygote.run(
+        [sys.executable, "-m", "tests.workflows.echo_env", str(i)],
+        cwd=str(cwd),
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT), "ECHO_ID": f"id-{i}"},
+        timeout=120,
+    )
+
+
 def _children_of(pid: int) -> list[int]:
     found = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
@@ -229,15 +239,9 @@ def test_the_spare_child_becomes_the_next_step_and_ends_with_its_zygote(tmp_path
     before it had a request costs nothing: the next command is forked on request. When the zygote
     is SIGKILLed, its waiting spare ends too (its socket's EOF): no process is left behind."""
     zygote = ForkServerClient(sys.executable, str(ROOT), ["tests.workflows.echo_env"])
-    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)}
 
     def run(i: int):
-        return zygote.run(
-            [sys.executable, "-m", "tests.workflows.echo_env", str(i)],
-            cwd=str(tmp_path),
-            env={**env, "ECHO_ID": f"id-{i}"},
-            timeout=60,
-        )
+        return _echo(zygote, i, tmp_path)
 
     try:
         zygote.ensure_started()
@@ -403,15 +407,9 @@ def test_many_steps_forked_at_once_each_get_their_own_output(tmp_path: Path) -> 
     from concurrent.futures import ThreadPoolExecutor
 
     zygote = ForkServerClient(sys.executable, str(ROOT), ["tests.workflows.echo_env"])
-    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)}
 
     def one(i: int):
-        return zygote.run(
-            [sys.executable, "-m", "tests.workflows.echo_env", str(i)],
-            cwd=str(tmp_path),
-            env={**env, "ECHO_ID": f"id-{i}"},
-            timeout=120,
-        )
+        return _echo(zygote, i, tmp_path)
 
     try:
         with ThreadPoolExecutor(40) as pool:

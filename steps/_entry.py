@@ -37,7 +37,6 @@ noticed): Hera's ``Annotated[..., Parameter/Artifact]`` inputs and ``Input``/``O
 
 from __future__ import annotations
 
-import argparse
 import gc
 import importlib
 import inspect
@@ -54,21 +53,31 @@ from steps.errors import BadInput
 EXIT_UNSUPPORTED = 3
 
 
-def _parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+class Arguments(typing.NamedTuple):
+    """What Hera's runner's parser gives: the ``MODULE:FUNCTION`` and the inputs file."""
+
+    entrypoint: str
+    args_path: Path
+
+
+def _parse_args(argv: list[str] | None = None) -> Arguments:
     """Hera's runner's arguments. The form the templates render (``-e MODULE:FUNCTION PATH``) is
-    read directly: the same namespace the parser gives (tests compare), without building it."""
+    read directly (what the parser gives, tests compare), without importing :mod:`argparse`."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) == 3 and args[0] in ("-e", "--entrypoint") and not any(a.startswith("-") for a in args[1:]):
-        return argparse.Namespace(entrypoint=args[1], args_path=Path(args[2]))
+        return Arguments(args[1], Path(args[2]))
     return _argparse(args)
 
 
-def _argparse(argv: list[str]) -> argparse.Namespace:
+def _argparse(argv: list[str]) -> Arguments:
     """Hera's runner's parser (hera 7.1.0 ``_runner/util.py``): every other form, usage errors exit 2."""
+    import argparse
+
     parser = argparse.ArgumentParser()
     parser.add_argument("--entrypoint", "-e", type=str, required=True)
     parser.add_argument("args_path", type=Path)
-    return parser.parse_args(argv)
+    parsed = parser.parse_args(argv)
+    return Arguments(parsed.entrypoint, parsed.args_path)
 
 
 def read_inputs(path: Path) -> dict[str, str]:

@@ -33,6 +33,7 @@ from steps.kustomize import (  # noqa: F401  (patched by tests)
     splice,
     verify,
 )
+from tests.steps.test_kustomize_parses import _spy_parses
 
 EDIT = Path(__file__).resolve().parents[1] / "testdata" / "edit"
 CASES = sorted(p.name for p in EDIT.iterdir() if (p / "case.json").is_file())
@@ -617,14 +618,6 @@ def test_an_unknown_tag_is_refused_by_an_edit_in_one_line(value: str):
 def test_known_tags_are_fine():
     text = "images:\n- name: !!str api\n  newTag: !!str 1\nreplicas: !!int 3\n"
     assert set_image(text, "api", tag="2") == text.replace("!!str 1", '"2"')
-
-
-def _spy_parses(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    sizes: list[int] = []
-    events = kustomize._yaml._events
-    for module in (kustomize.reader, kustomize.verify):  # every module that parses
-        monkeypatch.setattr(module, "_events", lambda text: (sizes.append(len(text)), events(text))[1])
-    return sizes
 
 
 def test_an_edit_parses_the_file_once_and_rereads_only_the_entry(monkeypatch):

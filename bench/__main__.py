@@ -291,7 +291,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         results = json.loads((args.out / "results.json").read_text())
         chart.draw(results, args.out / "results.png")
         if str(args.docs) != "-":
-            args.docs.write_text(report.markdown(results, results.get("command", "python -m bench")))
+            report.write_markdown(args.docs, results, results.get("command", "python -m bench"))
         print(report.table(results))
         return 0
     sizes = QUICK if args.quick else FULL
@@ -322,8 +322,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         (args.out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
         drew = chart.draw(results, args.out / "results.png")
         if str(args.docs) != "-":
-            args.docs.parent.mkdir(parents=True, exist_ok=True)
-            args.docs.write_text(report.markdown(results, results.get("command", command)))
+            report.write_markdown(args.docs, results, results.get("command", command))
 
     results = run(sizes, args.only, args.quick, checkpoint=write)
     print()

@@ -16,7 +16,7 @@ Reads, through the Kubernetes API (in-cluster service account; kubeconfig outsid
   namespace names are listed one namespace at a time (a RoleBinding per namespace suffices); a
   pattern needs one list across all namespaces, filtered here (a ClusterRoleBinding to the
   ClusterRole ``imagebump-backup-app-reader``: get/list of these two kinds, nothing else; both
-  grants are the README's overlay, "Back up and restore Argo CD").
+  grants are the overlay of docs/backup-restore.md).
 
 Writes ``s3://BUCKET/PREFIX/CLUSTER/YYYY/MM/DD/HHMMSSZ.yaml.gz`` (gzip of a multi-document YAML,
 see :mod:`steps.archive`) with server-side encryption (``aws:kms`` with ``kms_key_id`` when given,

@@ -97,7 +97,7 @@ class GitAuth:
                 where = (
                     f" On a cluster the token comes from the Secret `{WRITE_SECRET}` (key `token`): "
                     f"kubectl -n imagebump create secret generic {WRITE_SECRET} --from-file=token=./write-token "
-                    "(or a GitHub App's keys, see the README); without a cluster: export "
+                    "(or a GitHub App's keys, see docs/install.md); without a cluster: export "
                     f"{name} for `imagebump run --local`."
                     if write
                     else ""

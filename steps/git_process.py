@@ -6,7 +6,7 @@ system configuration); every form of the token is removed from its output (:func
 failure becomes :mod:`steps.errors` (:func:`steps.git_failures.classify`). Also the two remote
 queries that need no clone: :func:`default_branch` and :func:`ls_remote`.
 
-Why not GitPython: measured (README, development section), importing it costs each step
+Why not GitPython: measured (docs/development.md), importing it costs each step
 70-100 ms while its ``Git`` command object forks the same ``git`` per command with no gain;
 everything we need (partial/sparse clones, force-with-lease, header-only auth) is a plain git
 argument or environment variable anyway.

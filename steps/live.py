@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 #: The ClusterRole (get/list of applications and applicationsets only) the README's overlay adds:
 #: bound per namespace by a RoleBinding, or cluster-wide when the namespace settings hold patterns.
 APP_READER_ROLE = "imagebump-backup-app-reader"
-_README = "README, 'Back up and restore Argo CD'"
+_README = "docs/backup-restore.md"
 
 
 @dataclass(frozen=True)

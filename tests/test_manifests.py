@@ -327,7 +327,7 @@ def test_every_backup_setting_but_the_bucket_defaults_to_the_steps_own_default()
 
 
 def _readme_overlay() -> str:
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "install.md").read_text()
     blocks = [
         textwrap.dedent(b)
         for _, b in re.findall(r"^( *)```yaml\n(.*?)^\1```", readme, flags=re.DOTALL | re.MULTILINE)
@@ -337,18 +337,18 @@ def _readme_overlay() -> str:
 
 
 def test_the_readme_overlay_keeps_the_parameter_label_through_kustomize(tmp_path):
-    """`behavior: merge` of the README's overlay, rendered by the real `kubectl kustomize`."""
+    """`behavior: merge` of the overlay docs/install.md shows, rendered by the real `kubectl kustomize`."""
     overlay = _readme_overlay()
     remote = re.search(r"^\s*- (https://github\.com/\S+//manifests\S*)", overlay, flags=re.MULTILINE)
-    assert remote, "the README's overlay no longer lists the manifests as a resource"
+    assert remote, "docs/install.md's overlay no longer lists the manifests as a resource"
     root = tmp_path / "my-imagebump"
     root.mkdir()
-    # The README's own alternative to the remote URL: "or a path to manifests/".
+    # The docs' own alternative to the remote URL: "or a path to manifests/".
     local = os.path.relpath(MANIFESTS, root)
     (root / "kustomization.yaml").write_text(overlay.replace(remote[1], local))
     (root / "rules.yaml").write_text((ROOT / "examples" / "rules.yaml").read_text())
     kubectl = shutil.which("kubectl")
-    assert kubectl, "kubectl (with kustomize) is needed: this test renders the README's overlay"
+    assert kubectl, "kubectl (with kustomize) is needed: this test renders docs/install.md's overlay"
     done = subprocess.run(
         [kubectl, "kustomize", str(root)], capture_output=True, text=True, timeout=120, check=False
     )

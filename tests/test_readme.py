@@ -1,22 +1,23 @@
-"""README.md is executed: its shell blocks run as written, so the README cannot drift from the code.
+"""README.md and docs/ are executed: their shell blocks run as written, so they cannot drift from the code.
 
-* Every ``sh`` block of "Try the pieces" and "Run without a cluster" runs in ``bash``, command by
-  command, exactly as a user would paste it. A command must exit 0 unless its line ends with a
+* Every ``sh`` block of "Try the pieces", "Run without a cluster" (``docs/local.md``) and "Nothing
+  lost" (``docs/operations.md``) runs in ``bash``, command by command, exactly as a user would paste it. A command must exit 0 unless its line ends with a
   comment ``# exits N`` (then it must exit N: ``git diff --no-index`` exits 1 when files differ).
-* Every other shell block carries a visible marker saying why it does not run here,
+* Every other shell block, in README.md and every page of ``docs/``, carries a visible marker
+  saying why it does not run here,
   ``<!-- readme-test: skip: REASON -->`` right before it, or ``<!-- readme-test: skip section:
   REASON -->`` under its heading (the cluster install). A new block with neither fails this test.
-* The environment is what the README tells a user to have and nothing more: ``imagebump`` on PATH
+* The environment is what the docs tell a user to have and nothing more: ``imagebump`` on PATH
   (the interpreter's own bin directory, as ``. .venv/bin/activate`` gives), HOME, LANG, a private
   TMPDIR; for "Run without a cluster" also AWS credentials and ``AWS_ENDPOINT_URL`` (boto3's own
-  variable, which the README names for running without an AWS account), and the Git token typed
+  variable, which the docs name for running without an AWS account), and the Git token typed
   on stdin. No ``IMAGEBUMP_*`` variable is set.
 
 The world "Run without a cluster" runs against is real: moto's server in a process of its own (the
-README names fixed resources: queue ``imagebump-ecr-events``, ECR ``team/api`` of account
+docs name fixed resources: queue ``imagebump-ecr-events``, ECR ``team/api`` of account
 123456789012) with the project's CloudFormation stack, and a ``git http-backend`` remote that
 wants the token for reads and writes. The event is ``examples/push-event.json``, the one the
-README's ``explain`` and ``jq`` examples use.
+docs' ``explain`` and ``jq`` examples use.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +42,8 @@ from tests.fixtures.aws import isolated_moto
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+#: Every document whose shell blocks must run or say why not: README.md and the site's pages.
+DOCUMENTS = (README, *sorted((ROOT / "docs").glob("*.md")))
 RUN_SECTIONS = ("Try the pieces", "Run without a cluster", "Nothing lost")
 SHELL_LANGUAGES = {"sh", "bash", "shell", "console"}
 SKIP = re.compile(r"<!--\s*readme-test:\s*skip(?P<section>\s+section)?:\s*(?P<reason>\S.*?)\s*-->")
@@ -58,6 +60,7 @@ class Block:
     language: str
     text: str
     skip: str | None
+    path: str = "README.md"  # the document, relative to the checkout
 
 
 @dataclass
@@ -67,8 +70,8 @@ class Command:
     line: int
 
 
-def readme_blocks(text: str) -> list[Block]:
-    """Every fenced block with the section it is in and the skip marker that applies to it."""
+def readme_blocks(text: str, path: str = "README.md") -> list[Block]:
+    """Every fenced block of one document with its section and the skip marker that applies to it."""
     lines = text.splitlines()
     blocks: list[Block] = []
     section, level, section_skip, skip_level = "", 0, None, 0
@@ -98,6 +101,7 @@ def readme_blocks(text: str) -> list[Block]:
                     language,
                     textwrap.dedent("\n".join(body)),
                     own.group("reason") if own and not own.group("section") else section_skip,
+                    path,
                 )
             )
         if line.strip():
@@ -107,7 +111,13 @@ def readme_blocks(text: str) -> list[Block]:
 
 
 def shell_blocks(section: str | None = None) -> list[Block]:
-    blocks = [b for b in readme_blocks(README.read_text()) if b.language in SHELL_LANGUAGES]
+    """The shell blocks of README.md and docs/ (of one section, when given), in document order."""
+    blocks = [
+        b
+        for doc in DOCUMENTS
+        for b in readme_blocks(doc.read_text(), str(doc.relative_to(ROOT)))
+        if b.language in SHELL_LANGUAGES
+    ]
     return [b for b in blocks if section is None or b.section == section]
 
 
@@ -132,7 +142,7 @@ def commands(block: Block) -> list[Command]:
         expect = EXITS.search(raw)
         found.append(Command(joined, int(expect.group(1)) if expect else 0, block.line + 1 + start))
         pending = []
-    assert not pending, f"README.md line {block.line}: unterminated command {pending!r}"
+    assert not pending, f"{block.path} line {block.line}: unterminated command {pending!r}"
     return found
 
 
@@ -144,14 +154,14 @@ def script(block: Block) -> str:
         parts += [
             command.text,
             f'__rc=$?; if [ "$__rc" -ne {command.expect} ]; then '
-            f"echo 'README.md line {command.line}: exited '\"$__rc\"', expected {command.expect}: "
+            f"echo '{block.path} line {command.line}: exited '\"$__rc\"', expected {command.expect}: "
             f"{first}' >&2; exit 97; fi",
         ]
     return "\n".join(parts) + "\n"
 
 
 def user_environment(tmp_path: Path, **extra: str) -> dict[str, str]:
-    """What the README tells a user to have: imagebump on PATH, and nothing of ours besides."""
+    """What the docs tell a user to have: imagebump on PATH, and nothing of ours besides."""
     bin_dir = Path(sys.executable).parent
     if not (bin_dir / "imagebump").is_file():
         pytest.fail(
@@ -176,19 +186,22 @@ def bash(block: Block, tmp_path: Path, name: str) -> list[str]:
     return ["bash", "--noprofile", "--norc", str(path)]
 
 
-# --- the README's own shape ---------------------------------------------------------------------
+# --- the documents' own shape ------------------------------------------------------------------
 
 
 def test_every_shell_block_is_run_or_visibly_excluded() -> None:
     blocks = shell_blocks()
     for section in RUN_SECTIONS:
-        assert [b for b in blocks if b.section == section], f"README has no shell block under {section!r}"
+        assert [b for b in blocks if b.section == section], f"no document has a shell block under {section!r}"
+    assert {b.path for b in blocks} > {"README.md"}, "the docs' shell blocks are checked too"
     for block in blocks:
         if block.section in RUN_SECTIONS:
-            assert block.skip is None, f"README.md line {block.line}: a block of {block.section!r} is skipped"
+            assert block.skip is None, (
+                f"{block.path} line {block.line}: a block of {block.section!r} is skipped"
+            )
         else:
             assert block.skip, (
-                f"README.md line {block.line} ({block.section!r}): a shell block that "
+                f"{block.path} line {block.line} ({block.section!r}): a shell block that "
                 "tests/test_readme.py neither runs nor excludes with "
                 "<!-- readme-test: skip: REASON -->"
             )
@@ -207,22 +220,7 @@ def test_the_block_parser_joins_continuations_and_reads_exit_markers() -> None:
 
 def test_no_block_uses_a_fixed_temporary_path() -> None:
     for block in shell_blocks():
-        assert not re.search(r"(?<![\w$])/tmp/", block.text), f"README.md line {block.line}: use mktemp -d"
-
-
-def test_every_command_has_a_row_in_the_exit_code_table() -> None:
-    from imagebump.cli import COMMANDS
-
-    text = README.read_text()
-    table = text[text.index("## Exit codes") : text.index("## Development")]
-    codes = {int(c) for c in re.findall(r"^\| (\d+) \|", table, re.MULTILINE)}
-    assert codes == {0, 1, 2, 3, 75, 130}
-    for name in COMMANDS:
-        row = re.search(
-            rf"^\| `imagebump {name.replace('_', '-')}[^`]*` \| ([\d, ]+) \|", table, re.MULTILINE
-        )
-        assert row, f"README 'Exit codes' has no row for imagebump {name}"
-        assert {int(c) for c in row.group(1).split(",")} <= codes
+        assert not re.search(r"(?<![\w$])/tmp/", block.text), f"{block.path} line {block.line}: use mktemp -d"
 
 
 # --- "Try the pieces" ------------------------------------------------------------------------------
@@ -278,7 +276,7 @@ class LocalWorld:
 
 
 def _world(tmp_path: Path, moto, stack) -> LocalWorld:
-    """What the README assumes exists: the stack's queue, an ECR image, a GitOps repository."""
+    """What the docs assume exists: the stack's queue, an ECR image, a GitOps repository."""
     from imagebump.local.demo_repo import MANIFESTS_REPO, default_rules, manifests_files
     from imagebump.local.git_server import GitHttpServer
     from imagebump.local.stack import deploy_stack
@@ -289,7 +287,7 @@ def _world(tmp_path: Path, moto, stack) -> LocalWorld:
     ecr = moto.client("ecr")
     ecr.create_repository(repositoryName=detail["repository-name"])
     _put_image(ecr, detail["repository-name"], detail["image-tag"], detail["image-digest"])
-    _, outputs = deploy_stack(moto, "imagebump")  # the README's queue: imagebump-ecr-events
+    _, outputs = deploy_stack(moto, "imagebump")  # the docs' queue: imagebump-ecr-events
 
     token = register("ibreadme_" + secrets.token_hex(20))
     git = stack.enter_context(GitHttpServer(tmp_path / "remotes", token))  # wants the token to read, too
@@ -410,8 +408,8 @@ def test_run_without_a_cluster_runs_as_written(tmp_path: Path) -> None:
         ), records
         assert all(set(r) == {"ts", "level", "component", "step", "event", "message"} for r in records)
 
-        # "Nothing lost": a push whose event never came (no message sent), then the README's sweep
-        time.sleep(1.1)  # ECR push times have whole seconds: the new image is strictly newer
+        # "Nothing lost": a push whose event never came (no message sent), then the docs' sweep
+        moto.advance_push_clock()  # ECR push times have whole seconds: the new image is strictly newer
         _put_image(moto.client("ecr"), EVENT["detail"]["repository-name"], "1.4.3", "sha256:" + "d" * 64)
         (sweep_block,) = shell_blocks("Nothing lost")
         sweep = subprocess.run(
@@ -485,4 +483,4 @@ def test_a_broken_command_fails_the_block(tmp_path: Path, text: str, code: int) 
     assert proc.returncode == code, proc.stderr
     assert "never" not in proc.stdout
     if code:
-        assert "README.md line " in proc.stderr and "exited" in proc.stderr
+        assert "README.md line " in proc.stderr and "exited" in proc.stderr  # the block's document

@@ -4,7 +4,7 @@
 writes nothing. :func:`write_all` writes them; :func:`check` diffs them against the tree.
 ``python -m workflows.render [--check] [--output DIR]`` and ``imagebump render`` are thin
 wrappers with black's meaning for 0 (current/written) and 1 (``--check``: would change); an internal
-error exits 3, as every other imagebump command does (one exit-code table, README "Exit codes").
+error exits 3, as every other imagebump command does (one exit-code table, docs/operations.md, "Exit codes").
 
 Hand-written files under ``manifests/`` (``aws/cloudformation.yaml``) are left alone.
 """

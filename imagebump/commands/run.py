@@ -64,7 +64,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
             "--region or AWS_REGION says otherwise. --endpoint-url or AWS_ENDPOINT_URL points at another "
             "SQS/ECR endpoint (e.g. moto's server). The queue is checked once at start: a queue that is "
             "not there, or that the credentials may not read, exits 2. "
-            "On a cluster the intake is the Argo Events Sensor instead (see README, 'Install on a cluster')."
+            "On a cluster the intake is the Argo Events Sensor instead (see docs/install.md)."
         ),
     )
     parser.add_argument("--local", action="store_true", help="run locally (the only mode of this command)")
@@ -158,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.local:
         raise ConfigError(
             "cluster mode is the Argo Events Sensor, not this command: install it with "
-            "`kubectl apply -k manifests/` (README, 'Install on a cluster'); "
+            "`kubectl apply -k manifests/` (docs/install.md); "
             "to run on this machine use `imagebump run --local --queue-url URL --rules FILE`"
         )
     if not args.queue_url:

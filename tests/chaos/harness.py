@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from imagebump.local import builders
+from tests.fixtures import ecr_clock
 from tests.fixtures.github import GitHubFake
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -151,8 +152,8 @@ def rules_yaml(account: str, prefix: str, repo_url: str) -> str:
 
 
 def _next_second() -> None:
-    """moto stamps imagePushedAt in whole seconds: wait for the next one so push times differ."""
-    time.sleep(1.02 - (time.time() % 1.0))
+    """moto stamps imagePushedAt in whole seconds: later pushes get a later one (injected, no wait)."""
+    ecr_clock.advance()
 
 
 def push_images(ecr: Any, overlays: list[Overlay], per_overlay: list[int]) -> str:

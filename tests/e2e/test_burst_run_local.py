@@ -25,6 +25,7 @@ from bench.world import BASE, KUSTOMIZATION
 from imagebump.local import builders
 from imagebump.local.drive import put_image
 from imagebump.local.world import build_world
+from tests.fixtures import ecr_clock
 
 pytestmark = pytest.mark.slow
 
@@ -66,7 +67,7 @@ def test_run_local_with_only_the_write_token_lands_a_burst_of_27(moto, tmp_path:
             for name in repositories:  # the image every overlay holds (push-time order looks it up)
                 world.repository = name
                 put_image(world, OLD)
-            time.sleep(1.1)  # ECR push times have one-second resolution
+            ecr_clock.advance()  # ECR push times have one-second resolution
             entries = []
             for name in repositories:
                 world.repository = name
@@ -77,7 +78,7 @@ def test_run_local_with_only_the_write_token_lands_a_burst_of_27(moto, tmp_path:
             for i in range(0, len(entries), 10):
                 assert not events.put_events(Entries=entries[i : i + 10]).get("FailedEntryCount")
 
-            # the queue's URL as AWS writes it (README, "Run without a cluster"): it names the
+            # the queue's URL as AWS writes it (docs/local.md, "Run without a cluster"): it names the
             # region, so no AWS_REGION; moto's server answers for it through AWS_ENDPOINT_URL
             queue_name = world.queue_url.rsplit("/", 1)[1]
             queue_url = f"https://sqs.{world.region}.amazonaws.com/{world.account}/{queue_name}"

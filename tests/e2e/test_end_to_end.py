@@ -28,6 +28,7 @@ from imagebump.local.drive import (
 )
 from imagebump.local.outcome import target_results
 from imagebump.local.world import World, build_world
+from tests.fixtures import ecr_clock
 from tests.fixtures.github import GitHubFake
 
 pytestmark = pytest.mark.slow
@@ -131,7 +132,7 @@ def test_same_event_three_times_gives_one_commit_and_one_pr_github(world: World)
 
 def test_older_image_after_newer_is_skipped_as_stale(world: World) -> None:
     old = put_image(world, "1.5.0")
-    time.sleep(1.1)  # ECR push times have one-second resolution
+    ecr_clock.advance()  # ECR push times have one-second resolution
     new = put_image(world, "1.6.0")
     newer_event = send_push_event(world, "1.6.0", new)
     first = run_until_done(world, 1, timeout=60, visibility_timeout=VISIBILITY)
@@ -191,7 +192,7 @@ def test_step_that_keeps_failing_ends_in_the_dlq(moto, tmp_path: Path) -> None:
 def test_stop_mid_run_loses_nothing(world: World) -> None:
     """SIGTERM calls ``sensor.stop()``: the running workflow finishes, nothing is lost."""
     first_id = push_image(world, "4.0.0")
-    time.sleep(1.1)
+    ecr_clock.advance()
     second_id = push_image(world, "4.0.1")
     sensor = make_sensor(world, concurrency=1, visibility_timeout=VISIBILITY)
     done: dict = {}

@@ -1,4 +1,4 @@
-"""The read token is optional, on both runtimes, set up with exactly what the README tells a user.
+"""The read token is optional, on both runtimes, set up with exactly what docs/install.md tells a user.
 
 * **Cluster** ("Install on a cluster", step 4): the ``imagebump-git`` Secret exists; the
   ``imagebump-git-read`` Secret is optional ("private repositories"). The local executor runs the
@@ -39,7 +39,7 @@ VISIBILITY = 3
 
 
 def _cluster_secrets(world: World) -> dict[str, dict[str, str]]:
-    """README step 4: `kubectl -n imagebump create secret generic imagebump-git --from-file=token=…`."""
+    """docs/install.md step 4: `kubectl -n imagebump create secret generic imagebump-git --from-file=token=…`."""
     return {"imagebump-git": {"token": world.token}}
 
 

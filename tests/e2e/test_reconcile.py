@@ -24,6 +24,7 @@ from imagebump.local.demo_repo import MANIFESTS_REPO, PRODUCTION_PATH, STAGING_P
 from imagebump.local.drive import push_image, run_until_done, send_push_event
 from imagebump.local.sweep import run_sweep
 from imagebump.local.world import World, build_world
+from tests.fixtures import ecr_clock
 
 pytestmark = pytest.mark.slow
 
@@ -74,7 +75,7 @@ def world(moto, tmp_path: Path, monkeypatch):
         monkeypatch.setenv("IMAGEBUMP_GIT_TOKEN", w.token)
         monkeypatch.delenv("IMAGEBUMP_GIT_READ_TOKEN", raising=False)
         monkeypatch.setenv("AWS_REGION", w.region)
-        time.sleep(1.1)  # everything pushed from here on is newer than the overlays' images
+        ecr_clock.advance()  # everything pushed from here on is newer than the overlays' images
         try:
             yield w
         finally:
@@ -112,7 +113,7 @@ def test_lost_pushes_are_reflected_by_one_sweep_and_a_second_changes_nothing(wor
     world.client("sqs").purge_queue(QueueUrl=world.queue_url)
     # 2. a workflow that failed all its retries (the Git host answered 503 throughout); on a
     #    cluster its message left SQS when it reached the EventBus, so nothing redelivers it
-    time.sleep(1.1)
+    ecr_clock.advance()
     api_newest = put(world, "api", "1.4.3")
     event = builders.ecr_push_event(
         world.repository,

@@ -11,7 +11,6 @@ same step outputs — everything but commit shas, times and the world's own name
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from imagebump.local.demo_repo import PRODUCTION_PATH, STAGING_PATH
 from imagebump.local.drive import put_image, run_until_done, send_push_event
 from imagebump.local.outcome import target_results
 from imagebump.local.world import World, build_world
+from tests.fixtures import ecr_clock
 
 pytestmark = pytest.mark.slow
 
@@ -35,7 +35,7 @@ def _outcome(world: World) -> dict[str, Any]:
     seen: dict[str, Any] = {"targets": []}
     for tag, digest in sorted(PUSHES):  # pushed in version order; 1.4.1's event arrives last
         put_image(world, tag, digest)
-        time.sleep(1.1)  # ECR's push times have a resolution of one second (moto's too)
+        ecr_clock.advance()  # ECR's push times have a resolution of one second (moto's too)
     events = []
     for tag, digest in PUSHES:  # one event at a time: the order is the test's, not the queue's
         events.append(send_push_event(world, tag, digest))

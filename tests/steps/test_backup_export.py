@@ -720,13 +720,13 @@ def test_patterns_list_across_the_cluster_and_keep_what_argo_cd_manages(s3, buck
     assert ("applications", "*") in {(c[1], c[2]) for c in fake.calls if c[0] == "list"}
 
 
-# --- RBAC: the grants the README documents, enforced by the fake ---------------------------------
-README = ROOT / "README.md"
+# --- RBAC: the grants docs/backup-restore.md documents, enforced by the fake -----------------------
+DOCUMENT = ROOT / "docs" / "backup-restore.md"
 BACKUP_SA = "system:serviceaccount:imagebump:imagebump-backup"
 
 
 def _readme_block(marker: str) -> str:
-    text = README.read_text()
+    text = DOCUMENT.read_text()
     start = text.index(f"<!-- backup-rbac: {marker} -->")
     fence = text.index("```yaml\n", start) + len("```yaml\n")
     return text[fence : text.index("```", fence)]

@@ -11,7 +11,6 @@ import os
 import secrets
 import subprocess
 import sys
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from imagebump.local import builders
 from steps.edit_kustomize import EditKustomizeOutput, run
 from steps.errors import ConfigError, ImageNotFoundError, KustomizationError, PermissionDeniedError
 from steps.models import Target
+from tests.fixtures import ecr_clock
 
 ROOT = Path(__file__).resolve().parents[2]
 ACCOUNT = "123456789012"  # moto's default account
@@ -222,7 +222,7 @@ def test_push_time_carried_in_the_target_gives_the_plan_asking_ecr_gives(
         digest = _ecr_push(moto, ecr_repository, "v2")
     else:
         digest = _ecr_push(moto, ecr_repository, "v2")
-        time.sleep(1.1)  # ECR push times have a second's resolution
+        ecr_clock.advance()  # ECR push times have a second's resolution
         _ecr_push(moto, ecr_repository, "v1")
     remote = make_remote(_files(_kustomization(_entry(image, "v1"))))
     pushed_at = ecr.describe_image(ecr_repository, region=REGION, digest=digest).pushed_at

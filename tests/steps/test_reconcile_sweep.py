@@ -9,7 +9,6 @@ a second between them.
 from __future__ import annotations
 
 import math
-import time
 import uuid
 from dataclasses import dataclass, field
 
@@ -21,6 +20,7 @@ from steps.git import GitAuth
 from steps.models import Image
 from steps.reconcile import sweep
 from steps.rules import load_rules
+from tests.fixtures import ecr_clock
 from tests.fixtures.ecr_pages import PagingProxy
 
 REGION = "us-west-2"
@@ -102,7 +102,7 @@ def test_every_state_against_real_ecr_and_git(registry: Registry, make_remote, a
     for name, tag in (("api", "1.4.1"), ("web", "2.0.0"), ("worker", "3.1.0"), ("ghost", "1.0.0")):
         registry.push(f"{p}/{name}", tag)
     registry.push(f"{p}n/cron", "0.1.0")
-    time.sleep(1.1)  # moto's push times are whole seconds
+    ecr_clock.advance()  # moto's push times are whole seconds
     api_newest = registry.push(f"{p}/api", "1.4.2")
     registry.push(f"{p}/web", "latest")  # denied by the rules, pushed after the newest allowed
     d = registry.digests
@@ -284,7 +284,7 @@ def test_an_older_living_proposal_is_updated_and_an_unreadable_repository_is_rep
 ) -> None:
     p = registry.prefix
     registry.push(f"{p}/api", "1.4.1")
-    time.sleep(1.1)
+    ecr_clock.advance()
     newest = registry.push(f"{p}/api", "1.4.2")
     api = registry.uri(f"{p}/api")
     remote = make_remote(
@@ -344,7 +344,7 @@ def test_one_ecr_repository_that_refuses_describe_images_does_not_stop_the_sweep
     p = registry.prefix
     for name in ("api", "web", "worker"):
         registry.push(f"{p}/{name}", "1.0.0")
-    time.sleep(1.1)
+    ecr_clock.advance()
     registry.push(f"{p}/api", "1.0.1")
     remote = make_remote(
         {
@@ -408,7 +408,7 @@ def test_a_pr_branch_proposes_only_while_its_github_pull_request_is_open(
 
     p = registry.prefix
     registry.push(f"{p}/api", "1.4.1")
-    time.sleep(1.1)
+    ecr_clock.advance()
     newest = registry.push(f"{p}/api", "1.4.2")
     api = registry.uri(f"{p}/api")
     remote = make_remote({"apps/api/overlays/production/kustomization.yaml": kustomization(api, "1.4.1")})

@@ -76,7 +76,7 @@ def test_check_reports_drift_with_a_unified_diff(tmp_path, capsys):
 
 @pytest.mark.parametrize("check", [pytest.param(True, id="check"), pytest.param(False, id="write")])
 def test_internal_error_exits_3_like_every_command(tmp_path, monkeypatch, capsys, check):
-    """One exit-code table for the whole CLI: 3 is an unexpected error (README, "Exit codes")."""
+    """One exit-code table for the whole CLI: 3 is an unexpected error (docs/operations.md, "Exit codes")."""
 
     def broken():
         raise RuntimeError("boom")

@@ -1,0 +1,164 @@
+"""The documentation: the site builds with --strict, README stays short, its links and its example hold.
+
+* The site (``mkdocs.yml``, ``docs/``) is built exactly as ``./dev docs`` builds it, ``mkdocs build
+  --strict``: a missing page, a broken link or a missing anchor fails it (``validation`` in
+  ``mkdocs.yml``), and a copy with one broken anchor shows the check can fail.
+* README.md is not part of the site, so its links into ``docs/`` are checked against the built
+  pages: the file exists and, for ``#anchor``, the page has that id.
+* The exit-code table of ``docs/operations.md`` is generated from the code
+  (:mod:`imagebump.exit_codes`) and checked for drift, as ``manifests/`` are.
+* The rules example README shows does what the sentence before it says, through ``imagebump explain``.
+
+The shell blocks of README.md and ``docs/`` run in tests/test_readme.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from imagebump import exit_codes
+from imagebump.cli import COMMANDS
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+#: README's budget (issue 25): what it is and why, the peers, the two commands, the picture, one
+#: rules example, install in short, links; everything else lives in docs/.
+README_MAX_LINES = 250
+LINK = re.compile(r"\]\((?!https?://|mailto:)([^)\s#]*)(?:#([^)\s]+))?\)")
+
+
+def _mkdocs(config: Path, site: Path) -> subprocess.CompletedProcess[str]:
+    mkdocs = Path(sys.executable).parent / "mkdocs"
+    if not mkdocs.is_file():
+        pytest.fail(f"no mkdocs next to {sys.executable}: install the project's test extra (./dev test does)")
+    return subprocess.run(
+        [str(mkdocs), "build", "--strict", "--clean", "--config-file", str(config), "--site-dir", str(site)],
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},  # Material's banner about its successor
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("site")
+    built = _mkdocs(ROOT / "mkdocs.yml", out)
+    assert built.returncode == 0, built.stderr[-4000:]
+    return out
+
+
+def _page(site: Path, doc: str) -> Path:
+    """The built HTML of docs/<doc> (``use_directory_urls``: rules.md → rules/index.html)."""
+    stem = doc.removesuffix(".md")
+    return site / ("index.html" if stem == "index" else f"{stem}/index.html")
+
+
+def test_the_site_builds_strictly_with_every_page_in_the_nav(site: Path) -> None:
+    pages = sorted(p.name for p in (ROOT / "docs").glob("*.md"))
+    for name in pages:
+        assert _page(site, name).is_file(), f"docs/{name} was not built"
+
+
+def test_a_broken_anchor_fails_the_strict_build(tmp_path: Path) -> None:
+    copy = tmp_path / "project"
+    shutil.copytree(ROOT / "docs", copy / "docs")
+    shutil.copy(ROOT / "mkdocs.yml", copy / "mkdocs.yml")
+    rules = copy / "docs" / "rules.md"
+    rules.write_text(rules.read_text() + "\nSee [nowhere](operations.md#no-such-heading).\n")
+    built = _mkdocs(copy / "mkdocs.yml", tmp_path / "site")
+    assert built.returncode != 0
+    assert "no-such-heading" in built.stderr
+
+
+def test_readme_stays_within_its_budget() -> None:
+    lines = len(README.read_text().splitlines())
+    assert lines <= README_MAX_LINES, f"README.md has {lines} lines: move detail into docs/"
+
+
+def test_readme_links_reach_existing_pages_and_anchors(site: Path) -> None:
+    links = LINK.findall(README.read_text())
+    assert any(target.startswith("docs/") for target, _ in links)
+    for target, anchor in links:
+        assert (ROOT / target).exists(), f"README links to {target}, which does not exist"
+        if target.startswith("docs/") and anchor:
+            html = _page(site, target.removeprefix("docs/")).read_text()
+            assert f'id="{anchor}"' in html, f"README links to {target}#{anchor}: no such heading"
+
+
+def test_the_exit_code_table_is_generated_from_the_code() -> None:
+    document = exit_codes.DOCUMENT.read_text()
+    assert exit_codes.splice(document) == document, (
+        "docs/operations.md's exit-code table is stale: run `python -m imagebump.exit_codes`"
+    )
+
+
+def test_every_command_has_a_row_with_codes_that_have_a_meaning() -> None:
+    assert set(exit_codes.COMMANDS) == set(COMMANDS)
+    for shown, codes, no in exit_codes.COMMANDS.values():
+        assert set(codes) <= set(exit_codes.MEANINGS), shown
+        # a command whose "no" is documented can return 1, and only such a command
+        assert (1 in codes) == (not no.startswith("—")), shown
+
+
+def test_the_exit_code_check_reports_a_stale_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    stale = tmp_path / "operations.md"
+    stale.write_text(exit_codes.DOCUMENT.read_text().replace("| 75 |", "| 76 |", 1))
+    monkeypatch.setattr(exit_codes, "DOCUMENT", stale)
+    assert exit_codes.main(["--check"]) == 1
+    assert exit_codes.main([]) == 0 and exit_codes.main(["--check"]) == 0
+    assert "| 75 |" in stale.read_text()
+
+
+def _readme_rules(tmp_path: Path) -> Path:
+    blocks = re.findall(r"^```yaml\n(.*?)^```", README.read_text(), flags=re.DOTALL | re.MULTILINE)
+    (rules,) = [b for b in blocks if b.startswith("- githubRepository:")]
+    path = tmp_path / "rules.yaml"
+    path.write_text(rules)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("tag", "routed"),
+    [
+        pytest.param("5d1c2a0", True, id="a-commit-hash-goes-to-staging"),
+        pytest.param("latest", False, id="latest-is-denied"),
+        pytest.param("1.4.2", False, id="a-release-tag-is-not-a-commit-hash"),
+    ],
+)
+def test_the_readme_rules_example_does_what_it_says(tmp_path: Path, tag: str, routed: bool) -> None:
+    """ "every image of team/api whose tag is a commit hash goes to the staging overlay, as a commit"."""
+    explained = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "imagebump"),
+            "explain",
+            "--rules",
+            str(_readme_rules(tmp_path)),
+            f"123456789012.dkr.ecr.us-west-2.amazonaws.com/team/api:{tag}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert explained.returncode == 0, explained.stderr
+    targets = json.loads(explained.stdout)["targets"]
+    if routed:
+        (target,) = targets
+        assert (target["path"], target["env"], target["mode"]) == (
+            "apps/api/overlays/staging",
+            "staging",
+            "commit",
+        )
+        assert target["repo_url"] == "https://github.com/example-org/gitops"
+    else:
+        assert targets == []

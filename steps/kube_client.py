@@ -18,9 +18,13 @@ from steps.kube import FIELD_MANAGER, Page, Resource, api_error
 class KubernetesApi:
     """:class:`KubeApi` over the official ``kubernetes`` client (REST through its ``ApiClient``)."""
 
-    def __init__(self, api_client: Any, *, timeout: float = 60.0) -> None:
+    def __init__(self, api_client: Any, *, timeout: float = 60.0, context: str = "") -> None:
         self._client = api_client
         self._timeout = timeout
+        #: The kubeconfig context in use ("" in a pod: the service account) and its API server's URL,
+        #: for messages (:func:`steps.kube.describe`).
+        self.context = context
+        self.server = str(getattr(getattr(api_client, "configuration", None), "host", "") or "")
 
     @classmethod
     def from_config(cls, context: str | None = None, kubeconfig: str | None = None) -> KubernetesApi:
@@ -33,22 +37,37 @@ class KubernetesApi:
         configuration = client.Configuration()
         if not context and not kubeconfig and os.environ.get("KUBERNETES_SERVICE_HOST"):
             config.load_incluster_config(client_configuration=configuration)
-        else:
-            path = kubeconfig or os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
-            try:
-                config.load_kube_config(
-                    config_file=path,
-                    context=context or None,
-                    client_configuration=configuration,
-                    persist_config=False,
-                )
-            except (config.ConfigException, OSError) as exc:
-                raise ConfigError(
-                    f"cannot load Kubernetes configuration from {path}"
-                    + (f" (context {context!r})" if context else "")
-                    + f": {exc}; set KUBECONFIG or --context"
-                ) from None
-        return cls(client.ApiClient(configuration))
+            return cls(client.ApiClient(configuration))
+        path = kubeconfig or os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+        try:
+            contexts, current = config.list_kube_config_contexts(config_file=path)
+        except (config.ConfigException, OSError) as exc:
+            raise ConfigError(
+                f"cannot load Kubernetes configuration from {path}"
+                + (f" (context {context!r})" if context else "")
+                + f": {exc}; set KUBECONFIG or --context"
+            ) from None
+        names = [c.get("name", "") for c in contexts or []]
+        if context and context not in names:
+            raise ConfigError(
+                f"context {context!r} is not in the kubeconfig {path}; "
+                + (f"its contexts: {', '.join(sorted(names))}" if names else "it has no contexts")
+                + " (pass one of them as --context, or set KUBECONFIG to the file that has it)"
+            )
+        try:
+            config.load_kube_config(
+                config_file=path,
+                context=context or None,
+                client_configuration=configuration,
+                persist_config=False,
+            )
+        except (config.ConfigException, OSError) as exc:
+            raise ConfigError(
+                f"cannot load Kubernetes configuration from {path}"
+                + (f" (context {context!r})" if context else "")
+                + f": {exc}; set KUBECONFIG or --context"
+            ) from None
+        return cls(client.ApiClient(configuration), context=context or (current or {}).get("name", ""))
 
     def _request(
         self,
@@ -83,26 +102,27 @@ class KubernetesApi:
         except Exception as exc:  # urllib3 connection/TLS errors and kubernetes' ApiException
             status = getattr(exc, "status", None)
             if isinstance(status, int) and status:
+                message, reason = _status_of(getattr(exc, "body", b"") or b"")
                 raise api_error(
                     status,
                     verb=verb,
                     resource=resource,
                     namespace=namespace,
                     name=name,
-                    server_message=str(getattr(exc, "body", "") or ""),
+                    server_message=message,
+                    server_reason=reason,
                 ) from None
+            what = f"{resource.display} {name!r}" if name else resource.display
             where = f"in namespace {namespace}" if namespace else "in all namespaces"
             raise TransientError(
-                f"cannot {verb} {resource.display} {where}: API server unreachable ({type(exc).__name__})"
+                f"cannot {verb} {what} {where}: API server unreachable: tried {self.server or '(no server)'}"
+                + (f" (context {self.context})" if self.context else "")
+                + f", {type(exc).__name__}; check the network, or that --context names the cluster meant"
             ) from None
         if response.status == 404 and missing_ok:
             return None
         if not 200 <= response.status < 300:
-            message = ""
-            try:
-                message = str(json.loads(data or b"{}").get("message", ""))
-            except (ValueError, AttributeError):
-                pass
+            message, reason = _status_of(data)
             raise api_error(
                 response.status,
                 verb=verb,
@@ -110,6 +130,7 @@ class KubernetesApi:
                 namespace=namespace,
                 name=name,
                 server_message=message,
+                server_reason=reason,
             )
         return json.loads(data) if data else {}
 
@@ -224,3 +245,14 @@ class KubernetesApi:
             missing_ok=True,
         )
         return gone is not None
+
+
+def _status_of(body: bytes | str) -> tuple[str, str]:
+    """The ``message`` and ``reason`` of an API server Status body ("" for what it lacks)."""
+    try:
+        status = json.loads(body or b"{}")
+    except (ValueError, TypeError):
+        return (body.decode(errors="replace") if isinstance(body, bytes) else str(body))[:300], ""
+    if not isinstance(status, dict):
+        return "", ""
+    return str(status.get("message", "") or ""), str(status.get("reason", "") or "")

@@ -39,20 +39,11 @@ class KubernetesApi:
             config.load_incluster_config(client_configuration=configuration)
             return cls(client.ApiClient(configuration))
         path = kubeconfig or os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
-        try:
-            contexts, current = config.list_kube_config_contexts(config_file=path)
-        except (config.ConfigException, OSError) as exc:
+        names, current = _contexts(path)
+        if context and names and context not in names:
             raise ConfigError(
-                f"cannot load Kubernetes configuration from {path}"
-                + (f" (context {context!r})" if context else "")
-                + f": {exc}; set KUBECONFIG or --context"
-            ) from None
-        names = [c.get("name", "") for c in contexts or []]
-        if context and context not in names:
-            raise ConfigError(
-                f"context {context!r} is not in the kubeconfig {path}; "
-                + (f"its contexts: {', '.join(sorted(names))}" if names else "it has no contexts")
-                + " (pass one of them as --context, or set KUBECONFIG to the file that has it)"
+                f"context {context!r} is not in the kubeconfig {path}; its contexts: {', '.join(sorted(names))} "
+                "(pass one of them as --context, or set KUBECONFIG to the file that has it)"
             )
         try:
             config.load_kube_config(
@@ -67,7 +58,7 @@ class KubernetesApi:
                 + (f" (context {context!r})" if context else "")
                 + f": {exc}; set KUBECONFIG or --context"
             ) from None
-        return cls(client.ApiClient(configuration), context=context or (current or {}).get("name", ""))
+        return cls(client.ApiClient(configuration), context=context or current)
 
     def _request(
         self,
@@ -245,6 +236,23 @@ class KubernetesApi:
             missing_ok=True,
         )
         return gone is not None
+
+
+def _contexts(path: str) -> tuple[list[str], str]:
+    """The context names of the kubeconfig ``path`` (``a:b`` merged, as kubectl does) and its current
+    context; nothing when it cannot be read (loading it then says why)."""
+    from kubernetes.config.kube_config import KubeConfigMerger
+
+    try:
+        merged = KubeConfigMerger(path).config
+    except Exception:  # noqa: BLE001 - unreadable: load_kube_config reports it
+        return [], ""
+    value = getattr(merged, "value", merged) or {}
+    if not isinstance(value, dict):
+        return [], ""
+    items = (getattr(c, "value", c) for c in value.get("contexts") or [])  # dicts, or ConfigNodes of them
+    names = [str(c.get("name", "")) for c in items if isinstance(c, dict)]
+    return names, str(value.get("current-context") or "")
 
 
 def _status_of(body: bytes | str) -> tuple[str, str]:

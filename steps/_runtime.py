@@ -17,7 +17,8 @@ executor's log, which forwards it), with these keys:
 =============  =====================================================================================
 ``ts``         UTC time, RFC 3339 with milliseconds (``2026-12-02T10:00:00.123Z``)
 ``level``      ``debug`` / ``info`` / ``warning`` / ``error``
-``component``  ``step`` (the local sensor and executor write ``sensor`` / ``executor``)
+``component``  ``step`` (the local sensor and executor write ``sensor`` / ``executor``; the ``imagebump``
+               command ``cli``, with ``command``: :func:`configure_cli_logging`)
 ``step``       the step: ``resolve-image``, ``edit-kustomize``, ``commit-pr``, ``backup-export``
 ``event_id``   the EventBridge event id the step works for (absent for a manual run)
 ``target``     ``<repo_url>/<path>`` of the overlay (edit-kustomize, commit-pr)

@@ -31,7 +31,11 @@ Secrets, AppProjects, ApplicationSets, Applications. Then prune: ApplicationSets
 their finalizers removed first, so the ApplicationSet controller does not delete them either),
 Applications (their finalizers removed first, so Argo CD does not cascade-delete the workloads
 they deployed; as upstream's ``argocd admin import --prune``), AppProjects, Secrets. ConfigMaps
-are never pruned, nor is ``argocd-secret``.
+are never pruned, nor is ``argocd-secret``. Each write is reported as it is done (``created …``,
+``replaced …``, ``deleted …``); a write that fails stops the restore with ``N of M writes done;
+re-run the same command to finish``, the object and the API's reason, as the error it met
+(transient: exit 75; refused: exit 2). Every write makes one object equal to the archive (or
+deletes one it lacks), so the same restore run again finishes the work.
 
 **What --prune may delete.** Only what the archive's producer would have taken
 (:func:`steps.restore_plan.prune_scope`): a plain ``argocd admin export`` → upstream's Secret rule

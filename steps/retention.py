@@ -119,18 +119,18 @@ def select_expired(
     marks it suspect), False (healthy) or None (no readable index: neither); keys it lacks are
     healthy.
     """
-    dated = [(archive_time(key, prefix), key) for key in archives(keys, prefix)]  # newest first
     if keep <= 0 and keep_days <= 0:
         return []
+    dated = sorted(((t[0], t[1], key) for key in keys if (t := archive_time(key, prefix))), reverse=True)
     flags = suspect or {}
     cutoff = now - timedelta(days=keep_days) if keep_days > 0 else None
-    newest_healthy = next((key for _, key in dated if flags.get(key, False) is False), None)
+    newest_healthy = next((key for *_, key in dated if flags.get(key, False) is False), None)
     # Healthy archives newer than the newest suspect one; while fewer than `need`, everything older
     # than it stays (the count only grows further back, so the newest suspect archive decides).
     need = max(keep, 1)
     guard = len(dated)
     healthy = 0
-    for i, (_, key) in enumerate(dated):
+    for i, (*_, key) in enumerate(dated):
         if flags.get(key, False) is True:
             if healthy < need:
                 guard = i
@@ -138,7 +138,7 @@ def select_expired(
         if flags.get(key, False) is False:
             healthy += 1
     expired = []
-    for i, ((when, _), key) in enumerate(dated):  # type: ignore[misc]
+    for i, (when, _, key) in enumerate(dated):  # newest first
         kept_by_count = keep > 0 and i < keep
         kept_by_age = cutoff is not None and when >= cutoff
         if key in (protect, newest_healthy) or kept_by_count or kept_by_age or i > guard:

@@ -310,3 +310,20 @@ def test_no_sequence_of_runs_loses_the_newest_healthy_archive(seed) -> None:
     if good:
         assert good[-1] in bucket, (runs, keep, keep_days)
         assert sum(1 for k in good if k in bucket) >= min(max(keep, 1), len(good)), (runs, keep, keep_days)
+
+
+def test_the_newest_healthy_archive_stays_when_newer_ones_have_no_readable_index() -> None:
+    """Archives whose index is missing or damaged cannot be verified at restore: they do not count
+    as healthy, so the newest archive that does is kept whatever the rules say."""
+    keys = [_archive(PROD, d) for d in (1, 2, 3, 4)]
+    flags = {keys[0]: False, keys[1]: False, keys[2]: None, keys[3]: None}
+    expired = retention.select_expired(
+        keys,
+        prefix=PROD,
+        keep=2,
+        keep_days=0,
+        now=datetime(2026, 2, 1, tzinfo=UTC),
+        protect=keys[3],
+        suspect=flags,
+    )
+    assert expired == [keys[0]]

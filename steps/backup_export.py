@@ -244,8 +244,8 @@ def export_backup(
         version=imagebump_version(),
         archive=key.rpartition("/")[2],
     )
-    index[retention.SUSPECT] = bool(reason)
-    if reason:
+    if reason:  # a healthy archive's index is as before: no such fields
+        index[retention.SUSPECT] = True
         index[retention.SUSPECT_REASON] = reason
     written = s3io.put_if_absent(
         s3, bucket, index_key, archive.json_bytes(index), kms_key_id=kms, content_type="application/json"

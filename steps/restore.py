@@ -339,11 +339,27 @@ def restore(
         raise unknown_scope_error(loaded)
     api = api_factory()
     result = plan(api, loaded, namespace=namespace, prune=prune)
+    suspect = suspect_note(loaded)
     if do_apply:
-        if result.unverified and progress:  # said before the first write, not only in the report after
-            progress(result.unverified)
+        for note in (result.unverified, suspect):  # said before the first write, not only after
+            if note and progress:
+                progress(note)
         apply(api, result, progress=progress)
-    return result, _with_namespaces(render(result, applied=do_apply), result)
+    report = _with_namespaces(render(result, applied=do_apply), result)
+    return result, (f"{suspect}\n{report}" if suspect else report)
+
+
+def suspect_note(loaded: Loaded) -> str:
+    """The warning for an archive its backup marked suspect (far fewer objects than the healthy
+    backup before it, :mod:`steps.backup_export`); "" for any other."""
+    index = loaded.index or {}
+    if not index.get("suspect"):
+        return ""
+    return (
+        f"suspect archive: {loaded.source} was marked suspect when it was written "
+        f"({index.get('suspect_reason') or 'far fewer objects than the backup before it'}); "
+        "make sure it is the backup you mean to restore"
+    )
 
 
 def _with_namespaces(report: str, result: Plan) -> str:

@@ -79,7 +79,7 @@ def archive_time(key: str, prefix: str | None = None) -> tuple[datetime, int] | 
         return None
 
 
-def archives(keys: Sequence[str], prefix: str) -> list[str]:
+def archives(keys: Sequence[str], prefix: str | None) -> list[str]:
     """The archive keys of exactly this cluster's ``prefix`` among ``keys``, newest first."""
     dated = sorted(((t, key) for key in keys if (t := archive_time(key, prefix))), reverse=True)
     return [key for _, key in dated]
@@ -105,7 +105,7 @@ def shrink_reason(counts: Mapping[str, int], baseline: Mapping[str, int], baseli
 def select_expired(
     keys: Sequence[str],
     *,
-    prefix: str,
+    prefix: str | None = None,
     keep: int,
     keep_days: int,
     now: datetime,
@@ -115,7 +115,9 @@ def select_expired(
     """Archive keys to delete (oldest first); pure. ``protect`` is never among them.
 
     ``keys`` is a listing under ``prefix`` (``PREFIX/CLUSTER/``): only exact archive keys of that
-    prefix are considered (module docstring). ``suspect`` maps an archive key to True (its index
+    prefix are considered (module docstring). Without ``prefix`` every key ending in an archive's
+    ``YYYY/MM/DD/HHMMSSZ[-N].yaml.gz`` counts: only for keys known to be one cluster's (backup-export
+    always passes its prefix). ``suspect`` maps an archive key to True (its index
     marks it suspect), False (healthy) or None (no readable index: neither); keys it lacks are
     healthy.
     """

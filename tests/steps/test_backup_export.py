@@ -129,7 +129,6 @@ def test_backup_writes_sanitised_archive_and_index(api, argocd, s3, bucket):
         "namespace": "argocd",
         "tool": "imagebump",
         "version": __version__,
-        "suspect": False,
     }
 
     docs = _objects(s3, bucket, key)
@@ -434,9 +433,7 @@ KEYS = [f"p/c/2026/01/{d:02d}/120000Z.yaml.gz" for d in (1, 10, 20, 30)] + [
     ],
 )
 def test_select_expired(keep, keep_days, protect, expected):
-    got = retention.select_expired(
-        KEYS, prefix="p/c/", keep=keep, keep_days=keep_days, now=NOW, protect=protect
-    )
+    got = retention.select_expired(KEYS, keep=keep, keep_days=keep_days, now=NOW, protect=protect)
     assert sorted(got) == sorted(expected)
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from steps import backup_export, kube_client, retention
+from steps import backup_export, kube_client, restore, retention
 from steps.errors import EXIT_CONFIG, ConfigError
 from tests.fakes.kube import FakeKube, FakeKubeServer, seeded
 
@@ -146,6 +146,13 @@ def test_three_good_backups_survive_three_backups_of_no_argo_cd_and_three_of_an_
         assert out.deleted == []
     assert all(_with_index(url) <= _keys(s3, bucket) for url in good), "the good archives survive"
     assert sum("suspect backup" in r.getMessage() for r in caplog.records) == 3
+    assert "suspect" not in _index(s3, bucket, good[0]), "a healthy archive's index is unmarked"
+
+    # restoring a suspect archive warns before anything else
+    _, report = restore.restore(out.url, api_factory=FakeKube, s3=s3)
+    assert report.startswith(
+        f"suspect archive: {out.url} was marked suspect when it was written (no Applications"
+    )
 
 
 def test_once_keep_healthy_backups_follow_a_suspect_one_the_old_archives_expire(s3, bucket):

@@ -25,6 +25,9 @@ with the server behaviour that matters here:
   a missing one and a create there is refused as the API server does (404 ``namespaces "X" not
   found``); a list or get there finds nothing. ``namespaces`` None (the default: a bare
   ``FakeKube()``, ``seeded()``) means every namespace exists, for tests that do not model them;
+- a write fails on request: :meth:`FakeKube.fail_write` makes the Nth write from now answer a
+  status (422 as an admission webhook refuses, 429, 500, 503) or cuts the connection (code 0,
+  over HTTP), once, without doing it — to test a restore that stops part-way;
 - pages with opaque ``continue`` tokens; answers 403 with the API server's Status shape when a
   test forbids a verb, or — given :attr:`FakeKube.grants` — whenever RBAC would (the grants are
   computed from rendered Roles/Bindings by tests/test_rbac.py's rules).

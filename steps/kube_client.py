@@ -27,17 +27,20 @@ class KubernetesApi:
         self.server = str(getattr(getattr(api_client, "configuration", None), "host", "") or "")
 
     @classmethod
-    def from_config(cls, context: str | None = None, kubeconfig: str | None = None) -> KubernetesApi:
+    def from_config(
+        cls, context: str | None = None, kubeconfig: str | None = None, *, timeout: float = 60.0
+    ) -> KubernetesApi:
         """In-cluster service account when running in a pod (and no context given), else kubeconfig.
 
-        ``kubeconfig`` defaults to ``$KUBECONFIG`` (read now, not at import), else ``~/.kube/config``.
+        ``kubeconfig`` defaults to ``$KUBECONFIG`` (read now, not at import), else ``~/.kube/config``;
+        ``timeout`` bounds each request (seconds).
         """
         from kubernetes import client, config
 
         configuration = client.Configuration()
         if not context and not kubeconfig and os.environ.get("KUBERNETES_SERVICE_HOST"):
             config.load_incluster_config(client_configuration=configuration)
-            return cls(client.ApiClient(configuration))
+            return cls(client.ApiClient(configuration), timeout=timeout)
         path = kubeconfig or os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
         names, current = _contexts(path)
         if context and names and context not in names:
@@ -58,7 +61,7 @@ class KubernetesApi:
                 + (f" (context {context!r})" if context else "")
                 + f": {exc}; set KUBECONFIG or --context"
             ) from None
-        return cls(client.ApiClient(configuration), context=context or current)
+        return cls(client.ApiClient(configuration), timeout=timeout, context=context or current)
 
     def _request(
         self,
@@ -105,10 +108,17 @@ class KubernetesApi:
                 ) from None
             what = f"{resource.display} {name!r}" if name else resource.display
             where = f"in namespace {namespace}" if namespace else "in all namespaces"
+            server = f"{self.server or '(no server)'}" + (
+                f" (context {self.context})" if self.context else ""
+            )
+            if isinstance(exc, TimeoutError) or "Timeout" in type(exc).__name__:
+                raise TransientError(
+                    f"cannot {verb} {what} {where}: API server {server} did not answer within "
+                    f"{self._timeout:g}s ({type(exc).__name__}); retry later"
+                ) from None
             raise TransientError(
-                f"cannot {verb} {what} {where}: API server unreachable: tried {self.server or '(no server)'}"
-                + (f" (context {self.context})" if self.context else "")
-                + f", {type(exc).__name__}; check the network, or that --context names the cluster meant"
+                f"cannot {verb} {what} {where}: API server unreachable: tried {server}, "
+                f"{type(exc).__name__}; check the network, or that --context names the cluster meant"
             ) from None
         if response.status == 404 and missing_ok:
             return None

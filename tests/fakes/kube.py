@@ -171,6 +171,8 @@ class FakeKube:
     #: since the fake was made) → the status code it answers (0: the connection is cut).
     write_failures: dict[int, int] = field(default_factory=dict)
     write_count: int = 0
+    #: Set to release a write held by ``fail_write(n, -1)``.
+    hung: threading.Event = field(default_factory=threading.Event)
     _rv: int = 1000
     _lock: threading.RLock = field(default_factory=threading.RLock)
 
@@ -190,12 +192,16 @@ class FakeKube:
 
     def fail_write(self, n: int, code: int = 500) -> None:
         """Answer the ``n``-th write from now on (1 = the next one) with ``code`` (422 an admission
-        refusal, 429, 500, 503; 0 cuts the connection), once; the write is not done."""
+        refusal, 429, 500, 503; 0 cuts the connection; -1 answers nothing until :attr:`hung` is
+        set, a timeout for the client), once; the write is not done."""
         self.write_failures[self.write_count + n] = code
 
     def _count_write(self) -> None:
         self.write_count += 1
         code = self.write_failures.pop(self.write_count, None)
+        if code == -1:  # no answer until the client gives up (or the test ends): a timeout
+            self.hung.wait(timeout=10)
+            raise FakeDrop()
         if code == 0:
             raise FakeDrop()
         if code is not None:

@@ -145,3 +145,27 @@ def test_nothing_is_written_after_the_failed_write(archive_url, s3, target):
     assert info.value.exit_code == EXIT_CONFIG
     assert [verb for verb, *_ in fake.writes()] == ["update"], "the failed write was the last one tried"
     assert fake.stored("Application", "argocd", "app-001") is None
+
+
+def test_a_write_that_times_out_is_transient_and_a_rerun_finishes(archive_url, s3, tmp_path):
+    """The API server takes the 4th write (a create) and never answers: the client gives up after
+    its timeout (0.5 s here), the restore exits 75, and the same command then finishes."""
+    fake = _drifted()
+    with FakeKubeServer(fake) as server:
+        kubeconfig = str(server.write_kubeconfig(tmp_path / "kc"))
+        api = kube_client.KubernetesApi.from_config(kubeconfig=kubeconfig, timeout=0.5)
+        fake.fail_write(4, -1)
+        lines: list[str] = []
+        try:
+            with pytest.raises(ImagebumpError) as info:
+                _restore(archive_url, s3, api, lines)
+        finally:
+            fake.hung.set()  # let the held request go
+        assert info.value.exit_code == EXIT_TRANSIENT
+        assert str(info.value).startswith(
+            f"3 of {len(WRITES)} writes done; re-run the same command to finish."
+        )
+        assert f"API server {server.url} (context fake) did not answer within 0.5s" in str(info.value)
+        lines.clear()
+        _restore(archive_url, s3, api, lines)
+        assert lines == WRITES[3:]

@@ -17,7 +17,8 @@ executor's log, which forwards it), with these keys:
 =============  =====================================================================================
 ``ts``         UTC time, RFC 3339 with milliseconds (``2026-12-02T10:00:00.123Z``)
 ``level``      ``debug`` / ``info`` / ``warning`` / ``error``
-``component``  ``step`` (the local sensor and executor write ``sensor`` / ``executor``)
+``component``  ``step`` (the local sensor and executor write ``sensor`` / ``executor``; the ``imagebump``
+               command ``cli``, with ``command``: :func:`configure_cli_logging`)
 ``step``       the step: ``resolve-image``, ``edit-kustomize``, ``commit-pr``, ``backup-export``
 ``event_id``   the EventBridge event id the step works for (absent for a manual run)
 ``target``     ``<repo_url>/<path>`` of the overlay (edit-kustomize, commit-pr)
@@ -128,13 +129,22 @@ def utc_timestamp(seconds: float | None = None) -> str:
 
 
 class JsonLineFormatter(logging.Formatter):
-    """One JSON object per record (keys in this module's docstring), secrets redacted."""
+    """One JSON object per record (keys in this module's docstring), secrets redacted.
+
+    ``component`` is ``step`` in a step; the ``imagebump`` command logs as ``cli`` with a
+    ``command`` key (:func:`configure_cli_logging`)."""
+
+    def __init__(self, component: str = "step", context: dict[str, str] | None = None) -> None:
+        super().__init__()
+        self.component = component
+        self.context = dict(context or {})
 
     def format(self, record: logging.LogRecord) -> str:
         data: dict[str, Any] = {
             "ts": utc_timestamp(record.created),
             "level": record.levelname.lower(),
-            "component": "step",
+            "component": self.component,
+            **self.context,
         }
         data.update(_CONTEXT.get() or _PROCESS_CONTEXT)
         data["logger"] = record.name
@@ -165,6 +175,53 @@ class _StderrHandler(logging.StreamHandler):
     def emit(self, record: logging.LogRecord) -> None:
         with timing.timed("log"):  # formatting, redacting and writing a record: the step's time too
             super().emit(record)
+
+
+class TextLineFormatter(logging.Formatter):
+    """One human-readable line per record, secrets redacted: ``imagebump backup: warning: …``."""
+
+    def __init__(self, prefix: str) -> None:
+        super().__init__()
+        self.prefix = prefix
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = f"{self.prefix}: {record.levelname.lower()}: {redact(record.getMessage())}"
+        if record.exc_info:
+            text += "\n" + redact("".join(traceback.format_exception(*record.exc_info))).rstrip()
+        return text
+
+
+#: The values of ``imagebump --log-format``.
+LOG_FORMATS = ("text", "json")
+
+
+def configure_cli_logging(command: str, log_format: str = "text") -> Callable[[], None]:
+    """Log every record at ``IMAGEBUMP_LOG_LEVEL`` (default INFO; chatty libraries at WARNING) to
+    stderr for the command ``imagebump COMMAND``: JSON lines as the steps write them
+    (``component: cli``, ``command``) with ``log_format`` ``json``, else human-readable lines;
+    secrets redacted either way. Returns what undoes it (a command run in-process, as tests do,
+    leaves logging as it found it)."""
+    register_secrets_from_environment(_TOKEN_VARIABLES)
+    handler = _StderrHandler()
+    handler.setFormatter(
+        JsonLineFormatter("cli", {"command": command})
+        if log_format == "json"
+        else TextLineFormatter(f"imagebump {command}")
+    )
+    handler.setLevel(_level())
+    root = logging.getLogger()
+    levels = {name: logging.getLogger(name).level for name in ("", *_QUIET)}
+    root.addHandler(handler)
+    root.setLevel(_level())
+    for name in _QUIET:
+        logging.getLogger(name).setLevel(max(logging.WARNING, _level()))
+
+    def undo() -> None:
+        root.removeHandler(handler)
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+
+    return undo
 
 
 _HANDLER = _StderrHandler()

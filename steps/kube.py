@@ -75,6 +75,18 @@ RESOURCES: dict[str, Resource] = {
 }
 
 
+def describe(api: Any) -> str:
+    """Which cluster ``api`` reaches, for messages: ``context prod (server https://…)``.
+
+    Uses the ``context`` and ``server`` attributes :class:`steps.kube_client.KubernetesApi` has
+    (an in-memory API has neither: "the cluster")."""
+    context, server = getattr(api, "context", None), getattr(api, "server", None)
+    if context is None and server is None:
+        return "the cluster"
+    who = f"context {context}" if context else "the in-cluster service account's cluster"
+    return f"{who} (server {server})" if server else who
+
+
 def resource_for(kind: str) -> Resource:
     try:
         return RESOURCES[kind]
@@ -176,11 +188,14 @@ def api_error(
     namespace: str | None,
     name: str | None = None,
     server_message: str = "",
+    server_reason: str = "",
 ) -> ImagebumpError:
     """Turn an API server status into our error: verb, resource, namespace, cause and fix.
 
     ``server_message`` is used only to find the identity refused (``User "…"``) and, for kinds
-    other than Secret, as the cause of a 400/422; it is never copied for Secrets.
+    other than Secret, as the cause of a 400/422/429/5xx; it is never copied for Secrets (an
+    admission webhook may quote the object). ``server_reason`` (the Status ``reason``:
+    ``Invalid``, ``InternalError``, …) names the cause for every kind.
     """
     what = f"{resource.display} {name!r}" if name else resource.display
     where = f"in namespace {namespace}" if namespace else "in all namespaces"
@@ -212,9 +227,15 @@ def api_error(
         return ConflictError(
             f"cannot {verb} {what} {where}: it was changed or created meanwhile (409 Conflict); re-run"
         )
+    if resource.kind == "Secret" or not server_message:
+        cause = f": {server_reason}" if server_reason else ""
+    else:
+        cause = f": {server_message[:300]}"
     if status in (409, 422, 400):
-        cause = "" if resource.kind == "Secret" else f": {server_message[:300]}"
         return ConfigError(f"cannot {verb} {what} {where}: rejected by the API server ({status}){cause}")
     if status == 429 or status >= 500:
-        return TransientError(f"cannot {verb} {what} {where}: API server answered {status}; retry later")
+        return TransientError(
+            f"cannot {verb} {what} {where}: API server answered {status}; retry later"
+            + (f" ({cause[2:]})" if cause else "")
+        )
     return ConfigError(f"cannot {verb} {what} {where}: API server answered {status}")

@@ -18,37 +18,50 @@ from steps.kube import FIELD_MANAGER, Page, Resource, api_error
 class KubernetesApi:
     """:class:`KubeApi` over the official ``kubernetes`` client (REST through its ``ApiClient``)."""
 
-    def __init__(self, api_client: Any, *, timeout: float = 60.0) -> None:
+    def __init__(self, api_client: Any, *, timeout: float = 60.0, context: str = "") -> None:
         self._client = api_client
         self._timeout = timeout
+        #: The kubeconfig context in use ("" in a pod: the service account) and its API server's URL,
+        #: for messages (:func:`steps.kube.describe`).
+        self.context = context
+        self.server = str(getattr(getattr(api_client, "configuration", None), "host", "") or "")
 
     @classmethod
-    def from_config(cls, context: str | None = None, kubeconfig: str | None = None) -> KubernetesApi:
+    def from_config(
+        cls, context: str | None = None, kubeconfig: str | None = None, *, timeout: float = 60.0
+    ) -> KubernetesApi:
         """In-cluster service account when running in a pod (and no context given), else kubeconfig.
 
-        ``kubeconfig`` defaults to ``$KUBECONFIG`` (read now, not at import), else ``~/.kube/config``.
+        ``kubeconfig`` defaults to ``$KUBECONFIG`` (read now, not at import), else ``~/.kube/config``;
+        ``timeout`` bounds each request (seconds).
         """
         from kubernetes import client, config
 
         configuration = client.Configuration()
         if not context and not kubeconfig and os.environ.get("KUBERNETES_SERVICE_HOST"):
             config.load_incluster_config(client_configuration=configuration)
-        else:
-            path = kubeconfig or os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
-            try:
-                config.load_kube_config(
-                    config_file=path,
-                    context=context or None,
-                    client_configuration=configuration,
-                    persist_config=False,
-                )
-            except (config.ConfigException, OSError) as exc:
-                raise ConfigError(
-                    f"cannot load Kubernetes configuration from {path}"
-                    + (f" (context {context!r})" if context else "")
-                    + f": {exc}; set KUBECONFIG or --context"
-                ) from None
-        return cls(client.ApiClient(configuration))
+            return cls(client.ApiClient(configuration), timeout=timeout)
+        path = kubeconfig or os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+        names, current = _contexts(path)
+        if context and names and context not in names:
+            raise ConfigError(
+                f"context {context!r} is not in the kubeconfig {path}; its contexts: {', '.join(sorted(names))} "
+                "(pass one of them as --context, or set KUBECONFIG to the file that has it)"
+            )
+        try:
+            config.load_kube_config(
+                config_file=path,
+                context=context or None,
+                client_configuration=configuration,
+                persist_config=False,
+            )
+        except (config.ConfigException, OSError) as exc:
+            raise ConfigError(
+                f"cannot load Kubernetes configuration from {path}"
+                + (f" (context {context!r})" if context else "")
+                + f": {exc}; set KUBECONFIG or --context"
+            ) from None
+        return cls(client.ApiClient(configuration), timeout=timeout, context=context or current)
 
     def _request(
         self,
@@ -83,26 +96,34 @@ class KubernetesApi:
         except Exception as exc:  # urllib3 connection/TLS errors and kubernetes' ApiException
             status = getattr(exc, "status", None)
             if isinstance(status, int) and status:
+                message, reason = _status_of(getattr(exc, "body", b"") or b"")
                 raise api_error(
                     status,
                     verb=verb,
                     resource=resource,
                     namespace=namespace,
                     name=name,
-                    server_message=str(getattr(exc, "body", "") or ""),
+                    server_message=message,
+                    server_reason=reason,
                 ) from None
+            what = f"{resource.display} {name!r}" if name else resource.display
             where = f"in namespace {namespace}" if namespace else "in all namespaces"
+            server = f"{self.server or '(no server)'}" + (
+                f" (context {self.context})" if self.context else ""
+            )
+            if isinstance(exc, TimeoutError) or "Timeout" in type(exc).__name__:
+                raise TransientError(
+                    f"cannot {verb} {what} {where}: API server {server} did not answer within "
+                    f"{self._timeout:g}s ({type(exc).__name__}); retry later"
+                ) from None
             raise TransientError(
-                f"cannot {verb} {resource.display} {where}: API server unreachable ({type(exc).__name__})"
+                f"cannot {verb} {what} {where}: API server unreachable: tried {server}, "
+                f"{type(exc).__name__}; check the network, or that --context names the cluster meant"
             ) from None
         if response.status == 404 and missing_ok:
             return None
         if not 200 <= response.status < 300:
-            message = ""
-            try:
-                message = str(json.loads(data or b"{}").get("message", ""))
-            except (ValueError, AttributeError):
-                pass
+            message, reason = _status_of(data)
             raise api_error(
                 response.status,
                 verb=verb,
@@ -110,6 +131,7 @@ class KubernetesApi:
                 namespace=namespace,
                 name=name,
                 server_message=message,
+                server_reason=reason,
             )
         return json.loads(data) if data else {}
 
@@ -224,3 +246,31 @@ class KubernetesApi:
             missing_ok=True,
         )
         return gone is not None
+
+
+def _contexts(path: str) -> tuple[list[str], str]:
+    """The context names of the kubeconfig ``path`` (``a:b`` merged, as kubectl does) and its current
+    context; nothing when it cannot be read (loading it then says why)."""
+    from kubernetes.config.kube_config import KubeConfigMerger
+
+    try:
+        merged = KubeConfigMerger(path).config
+    except Exception:  # noqa: BLE001 - unreadable: load_kube_config reports it
+        return [], ""
+    value = getattr(merged, "value", merged) or {}
+    if not isinstance(value, dict):
+        return [], ""
+    items = (getattr(c, "value", c) for c in value.get("contexts") or [])  # dicts, or ConfigNodes of them
+    names = [str(c.get("name", "")) for c in items if isinstance(c, dict)]
+    return names, str(value.get("current-context") or "")
+
+
+def _status_of(body: bytes | str) -> tuple[str, str]:
+    """The ``message`` and ``reason`` of an API server Status body ("" for what it lacks)."""
+    try:
+        status = json.loads(body or b"{}")
+    except (ValueError, TypeError):
+        return (body.decode(errors="replace") if isinstance(body, bytes) else str(body))[:300], ""
+    if not isinstance(status, dict):
+        return "", ""
+    return str(status.get("message", "") or ""), str(status.get("reason", "") or "")

@@ -31,7 +31,11 @@ Secrets, AppProjects, ApplicationSets, Applications. Then prune: ApplicationSets
 their finalizers removed first, so the ApplicationSet controller does not delete them either),
 Applications (their finalizers removed first, so Argo CD does not cascade-delete the workloads
 they deployed; as upstream's ``argocd admin import --prune``), AppProjects, Secrets. ConfigMaps
-are never pruned, nor is ``argocd-secret``.
+are never pruned, nor is ``argocd-secret``. Each write is reported as it is done (``created …``,
+``replaced …``, ``deleted …``); a write that fails stops the restore with ``N of M writes done;
+re-run the same command to finish``, the object and the API's reason, as the error it met
+(transient: exit 75; refused: exit 2). Every write makes one object equal to the archive (or
+deletes one it lacks), so the same restore run again finishes the work.
 
 **What --prune may delete.** Only what the archive's producer would have taken
 (:func:`steps.restore_plan.prune_scope`): a plain ``argocd admin export`` → upstream's Secret rule
@@ -59,7 +63,7 @@ from typing import Any
 
 from steps import archive, kube, object_diff
 from steps import s3 as s3io
-from steps.errors import ConfigError, ConflictError
+from steps.errors import ConfigError, ConflictError, ImagebumpError
 from steps.live import collect_live, namespace_exists
 from steps.restore_plan import (
     CHANGE,
@@ -217,25 +221,49 @@ def missing_namespaces_error(result: Plan) -> ConfigError:
     )
 
 
-def apply(api: kube.KubeApi, result: Plan, *, on_applied: Callable[[Entry], None] | None = None) -> int:
+def apply(
+    api: kube.KubeApi,
+    result: Plan,
+    *,
+    on_applied: Callable[[Entry], None] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> int:
     """Make every archived object equal to the archive, then prune; how many objects were written.
 
     Refused before the first write when the plan writes into a namespace that does not exist.
+    Each write is reported as it is done — ``created KIND/NAME -n NS``, ``replaced …``,
+    ``deleted …`` — to ``progress`` (default: an INFO log record). A write that fails raises the
+    same kind of error it met (:class:`~steps.errors.TransientError` for a 5xx, 429, a lost
+    connection or a timeout: exit 75; a refusal such as a 422 or 403: exit 2), saying ``N of M
+    writes done; re-run the same command to finish``, the object and the API's reason. Every
+    write makes one object equal to the archive (or deletes one it lacks), so re-running the same
+    restore after any failure does what is left and finishes it.
     """
     if result.missing_namespaces:
         raise missing_namespaces_error(result)
+    say = progress or (lambda line: log.info("%s", line))
+    writes = [
+        *sorted(
+            (e for e in result.entries if e.action in (CREATE, CHANGE)), key=lambda e: archive.sort_key(e.obj)
+        ),
+        *(e for e in result.entries if e.action == DELETE),
+    ]
     written = 0
-    for entry in sorted(
-        (e for e in result.entries if e.action in (CREATE, CHANGE)), key=lambda e: archive.sort_key(e.obj)
-    ):
-        _make_equal(api, entry)
-        log.info("%s %s", "created" if entry.action == CREATE else "replaced", archive.show(entry.key))
-        written += 1
-        if on_applied:
-            on_applied(entry)
-    for entry in (e for e in result.entries if e.action == DELETE):
-        _prune(api, entry)
-        log.info("pruned %s", archive.show(entry.key))
+    for entry in writes:
+        verb = {CREATE: "create", CHANGE: "replace", DELETE: "delete"}[entry.action]
+        try:
+            if entry.action == DELETE:
+                _prune(api, entry)
+            else:
+                _make_equal(api, entry)
+        except ImagebumpError as exc:
+            # The same kind of error (so the same exit code: 75 transient, 2 refused), saying how far
+            # the restore got and that the same command finishes it.
+            raise type(exc)(
+                f"{written} of {len(writes)} writes done; re-run the same command to finish. "
+                f"Could not {verb} {archive.show(entry.key)}: {exc}"
+            ) from exc
+        say(f"{verb}d {archive.show(entry.key)}")  # created / replaced / deleted
         written += 1
         if on_applied:
             on_applied(entry)
@@ -296,11 +324,13 @@ def restore(
     namespace: str | None = None,
     verify: bool = True,
     prune: bool = False,
+    progress: Callable[[str], None] | None = None,
 ) -> tuple[Plan, str]:
     """Load and check ``source``, then plan (and with ``do_apply`` apply); returns plan and report.
 
     ``api_factory`` is called only after the archive passed every check, so a bad archive never
     even reaches the cluster. ``prune`` without ``do_apply`` only lists what would be deleted.
+    ``progress`` receives each write as it is done (:func:`apply`).
     """
     loaded = load(source, s3=s3, verify=verify)
     # every check of the archive and the options, before the cluster
@@ -309,9 +339,27 @@ def restore(
         raise unknown_scope_error(loaded)
     api = api_factory()
     result = plan(api, loaded, namespace=namespace, prune=prune)
+    suspect = suspect_note(loaded)
     if do_apply:
-        apply(api, result)
-    return result, _with_namespaces(render(result, applied=do_apply), result)
+        for note in (result.unverified, suspect):  # said before the first write, not only after
+            if note and progress:
+                progress(note)
+        apply(api, result, progress=progress)
+    report = _with_namespaces(render(result, applied=do_apply), result)
+    return result, (f"{suspect}\n{report}" if suspect else report)
+
+
+def suspect_note(loaded: Loaded) -> str:
+    """The warning for an archive its backup marked suspect (far fewer objects than the healthy
+    backup before it, :mod:`steps.backup_export`); "" for any other."""
+    index = loaded.index or {}
+    if not index.get("suspect"):
+        return ""
+    return (
+        f"suspect archive: {loaded.source} was marked suspect when it was written "
+        f"({index.get('suspect_reason') or 'far fewer objects than the backup before it'}); "
+        "make sure it is the backup you mean to restore"
+    )
 
 
 def _with_namespaces(report: str, result: Plan) -> str:

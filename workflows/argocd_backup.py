@@ -72,7 +72,9 @@ def _backup_export_template():
         constructor=c.step_runner(),
         image=c.IMAGE,
         service_account_name=n.SA_BACKUP,
-        outputs=c.outputs_of(backup_export.BackupExportOutput, {"counts": "{}", "deleted": "[]"}),
+        outputs=c.outputs_of(
+            backup_export.BackupExportOutput, {"counts": "{}", "deleted": "[]", "suspect": "false"}
+        ),
         # The pod's namespace, where the settings' ConfigMap is: a bad setting's error names it.
         env=[*c.base_env(), FieldEnv(name=backup_export.NAMESPACE_ENV, field_path="metadata.namespace")],
         env_from=c.base_env_from(),

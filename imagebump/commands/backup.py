@@ -6,8 +6,14 @@ in-cluster service account when run in a pod) and S3 through boto3 (``--profile`
 standard AWS environment). Prints the archive URL, its sha256, counts per kind and any archives
 retention deleted; never a Secret value.
 
-Exit codes: 0 written; 2 bad input or a permission/bucket/KMS problem (the message names it);
-75 a transient failure (API server or S3 unavailable).
+Refuses, writing nothing, when it finds no Argo CD (its namespace, ``argocd-cm`` or
+``argocd-secret`` missing: a wrong ``--namespace`` or ``--context``). A backup holding far fewer
+objects than the last healthy one is written but marked suspect (``suspect …`` line, index field
+``suspect``), and retention keeps the archives before it; ``--accept-shrink`` says the smaller
+Argo CD is real.
+
+Exit codes: 0 written; 2 bad input, no Argo CD found, or a permission/bucket/KMS problem (the
+message names it); 75 a transient failure (API server or S3 unavailable).
 """
 
 from __future__ import annotations
@@ -69,6 +75,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument(
         "--keep-days", type=int, help="keep archives newer than D days (0: no age rule; default: %(default)s)"
     )
+    parser.add_argument(
+        "--accept-shrink",
+        action="store_true",
+        help="Argo CD really holds far fewer objects than at the last healthy backup: do not mark this "
+        "backup suspect (a suspect backup keeps retention from deleting the archives before it)",
+    )
     parser.add_argument("--context", default=None, help="kubeconfig context (default: the current one)")
     parser.add_argument("--profile", default=None, help="AWS profile (default: the standard AWS environment)")
     parser.set_defaults(func=run)
@@ -95,11 +107,15 @@ def run(args: argparse.Namespace) -> int:
 
     settings = settings_of(args)  # bad input is refused before the cluster or S3 is reached
     api = kube_client.KubernetesApi.from_config(context=args.context)
-    out = backup_export.export_backup(api=api, s3=s3_client(args.profile), settings=settings)
+    out = backup_export.export_backup(
+        api=api, s3=s3_client(args.profile), settings=settings, accept_shrink=args.accept_shrink
+    )
     print(f"wrote {out.url}")
     print(f"index {out.index_url}")
     print(f"sha256 {out.sha256}")
     print("counts " + ", ".join(f"{kind}={n}" for kind, n in out.counts.items()))
+    if out.suspect:
+        print(f"suspect {out.suspect_reason}")
     for url in out.deleted:
         print(f"deleted {url}")
     return 0

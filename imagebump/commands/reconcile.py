@@ -95,6 +95,22 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 # ---------------------------------------------------------------------------------------------
 
 
+def _stderr(log_format: str) -> Callable[[str], None]:
+    """How the table and summary reach stderr: as they are, or with ``--log-format json`` one
+    record per line (every stderr line is then JSON, as the executor's records are)."""
+    if log_format != "json":
+        return lambda text: print(text, file=sys.stderr) if text else None
+    import logging
+
+    logger = logging.getLogger("imagebump.reconcile")
+
+    def say(text: str) -> None:
+        for line in text.splitlines():
+            logger.info("%s", line)
+
+    return say
+
+
 def _quiet(log: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
     """Only what went wrong: failed attempts and nodes (the table says the rest)."""
 
@@ -122,11 +138,14 @@ def check_endpoint_url(url: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from imagebump.cli import log_format
     from imagebump.commands.run import step_environment
     from steps import reconcile
     from steps.rules import load_rules
     from workflows import names
     from workflows.local.logs import json_logger
+
+    say = _stderr(log_format(args))
 
     if not args.rules:
         raise ConfigError("--rules is required: the rules file that maps ECR repositories to overlays")
@@ -154,29 +173,23 @@ def run(args: argparse.Namespace) -> int:
     )
     sweep = run_sweep(executor, apply=args.apply, concurrency=concurrency)
     if sweep.message and not sweep.report:
-        print(f"imagebump reconcile: {sweep.message}", file=sys.stderr)
+        say(f"imagebump reconcile: {sweep.message}")
         return sweep.exit_code
     from steps.reconcile import TargetState, render_table
 
-    sys.stderr.write(render_table([TargetState(**t) for t in sweep.report]))
+    say(render_table([TargetState(**t) for t in sweep.report]).rstrip("\n"))
     tail = (
         f"{sweep.calls.get('ecr_calls', 0)} ECR call(s), {sweep.calls.get('git_clones', 0)} clone(s), "
         f"{sweep.calls.get('git_calls', 0)} Git call(s) in {sweep.seconds:.1f}s"
     )
     if args.apply:
         done = sum(1 for u in sweep.updates if u["ok"])
-        print(
-            f"applied: {sweep.submitted} target(s) behind submitted, {done} brought up to date; {tail}",
-            file=sys.stderr,
-        )
+        say(f"applied: {sweep.submitted} target(s) behind submitted, {done} brought up to date; {tail}")
         for update in sweep.updates:
-            print(
-                f"  {update['env'] or '-'} {update['repo_url']}/{update['path']}: {update['outcome']}",
-                file=sys.stderr,
-            )
+            say(f"  {update['env'] or '-'} {update['repo_url']}/{update['path']}: {update['outcome']}")
     else:
-        print(f"dry run ({tail}); --apply updates the targets behind", file=sys.stderr)
+        say(f"dry run ({tail}); --apply updates the targets behind")
     if sweep.message:
-        print(f"imagebump reconcile: {sweep.message}", file=sys.stderr)
+        say(f"imagebump reconcile: {sweep.message}")
     print(json.dumps(sweep.summary(), indent=2))
     return sweep.exit_code

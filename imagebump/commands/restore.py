@@ -23,9 +23,15 @@ export`` file (not gzip, no index) is accepted as *unverified* and sanitised lik
 refused archive applies nothing. ``--namespace`` moves Argo CD's own namespace only; Applications
 and ApplicationSets of other namespaces go back to their own.
 
+``--apply`` prints each write as it is done (``created …``, ``replaced …``, ``deleted …``), then
+the report. A write that fails stops the restore with ``N of M writes done; re-run the same command
+to finish``, the object and the API server's reason: every write makes one object equal to the
+archive, so running the same command again does what is left.
+
 Exit codes: 0 done (dry run or applied); 2 refused archive, bad input, missing namespace, --prune
-of an archive whose producer is unknown, or missing permission;
-75 a transient failure (including an object that kept changing while it was replaced).
+of an archive whose producer is unknown, missing permission, or a write the API server refused
+(4xx, such as an admission webhook's 422); 75 a transient failure (5xx, 429, a lost connection, a
+timeout, an object that kept changing while it was replaced).
 """
 
 from __future__ import annotations
@@ -90,6 +96,10 @@ def run(args: argparse.Namespace) -> int:
     from steps import kube_client, restore
 
     s3 = s3_client(args.profile) if args.source.startswith("s3://") else None
+
+    def progress(line: str) -> None:  # each write as it is done, before the next one is tried
+        print(line, flush=True)
+
     _, report = restore.restore(
         args.source,
         api_factory=lambda: kube_client.KubernetesApi.from_config(context=args.context),
@@ -98,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
         namespace=args.namespace,
         verify=not args.no_verify,
         prune=args.prune,
+        progress=progress,
     )
     print(report)
     return 0

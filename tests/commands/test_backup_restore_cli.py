@@ -7,6 +7,8 @@ exactly as on a workstation; S3 is moto's server through boto3's own ``AWS_ENDPO
 
 from __future__ import annotations
 
+import json
+import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -181,3 +183,115 @@ def test_backup_forbidden_is_a_clear_message(env, bucket, source, capsys):
 def test_bad_input_exits_2_with_a_message(env, argv, text, capsys):
     assert main(argv) == 2
     assert text in capsys.readouterr().err
+
+
+# --- contexts --------------------------------------------------------------------------------------
+def test_a_missing_context_is_named_with_the_contexts_that_exist(env, bucket, capsys):
+    assert main(["backup", "--bucket", bucket, "--context", "prod-eu"]) == 2
+    err = capsys.readouterr().err
+    assert "context 'prod-eu' is not in the kubeconfig" in err
+    assert "its contexts: source, target" in err
+
+
+def test_an_unreachable_api_server_names_the_server_it_tried(env, bucket, monkeypatch, capsys):
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dead = env / "kc-dead"
+    dead.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: dead\n"
+        f"clusters: [{{name: dead, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\n"
+        "users: [{name: dead, user: {token: t}}]\ncontexts: [{name: dead, context: {cluster: dead, user: dead}}]\n"
+    )
+    monkeypatch.setenv("KUBECONFIG", str(dead))
+    assert main(["backup", "--bucket", bucket, "--context", "dead"]) == 75
+    err = capsys.readouterr().err
+    assert f"API server unreachable: tried http://127.0.0.1:{port} (context dead)" in err
+
+
+def test_a_backup_of_a_context_without_argo_cd_writes_nothing(env, bucket, moto, capsys):
+    assert main(["backup", "--bucket", bucket, "--context", "target"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "found no Argo CD to back up in namespace argocd of context target (server http://127.0.0.1:" in err
+    )
+    assert "ConfigMap argocd-cm and Secret argocd-secret are missing; nothing was written" in err
+    assert moto.client("s3").list_objects_v2(Bucket=bucket).get("KeyCount") == 0
+
+
+# --- a restore that fails part-way -------------------------------------------------------------------
+@pytest.mark.parametrize(("code", "exit_code"), [(503, 75), (422, 2)])
+def test_restore_apply_prints_each_write_and_a_failure_says_how_to_finish(
+    env, bucket, source, target, capsys, code, exit_code
+):
+    assert main(["backup", "--bucket", bucket, "--context", "source"]) == 0
+    url = capsys.readouterr().out.splitlines()[0].removeprefix("wrote ")
+    argv = ["restore", "--from", url, "--context", "target", "--apply"]
+    target.fake.fail_write(3, code)
+    assert main(argv) == exit_code
+    out = capsys.readouterr()
+    assert out.out.splitlines() == [
+        "created ConfigMap/argocd-cm -n argocd",
+        "created ConfigMap/argocd-cmd-params-cm -n argocd",
+    ]
+    assert (
+        f"imagebump restore: error: 2 of {TOTAL} writes done; re-run the same command to finish. " in out.err
+    )
+    assert "Could not create ConfigMap/argocd-gpg-keys-cm -n argocd:" in out.err
+
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert sum(line.startswith("created ") for line in out.splitlines()) == TOTAL - 2
+    assert main(["restore", "--from", url, "--context", "target"]) == 0
+    assert f"dry run: 0 to create, 0 to change, {TOTAL} unchanged" in capsys.readouterr().out
+
+
+# --- logging -------------------------------------------------------------------------------------------
+def _records(err: str) -> list[dict]:
+    return [json.loads(line) for line in err.splitlines()]  # every line is one JSON object
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_log_format_json_logs_as_the_steps_do(env, bucket, capsys, where):
+    backup = ["backup", "--bucket", bucket, "--context", "source", "--keep", "1"]
+    argv = ["--log-format", "json", *backup] if where == "before" else [*backup, "--log-format", "json"]
+    assert main(argv) == 0
+    assert main(argv) == 0
+    out = capsys.readouterr()
+    _no_secrets(out.out + out.err)
+    records = _records(out.err)
+    wrote = [r for r in records if r["message"].startswith("wrote s3://")]
+    assert len(wrote) == 2
+    assert {k: wrote[0][k] for k in ("level", "component", "command", "logger")} == {
+        "level": "info",
+        "component": "cli",
+        "command": "backup",
+        "logger": "steps.backup_export",
+    }
+    assert wrote[0]["ts"].endswith("Z")
+    assert any(r["message"].startswith("retention: deleted s3://") for r in records)
+
+
+def test_log_format_text_is_human_readable_and_loses_no_info(env, bucket, capsys):
+    argv = ["backup", "--bucket", bucket, "--context", "source", "--keep", "1"]
+    assert main(argv) == 0 and main(argv) == 0
+    err = capsys.readouterr().err
+    assert f"imagebump backup: info: wrote s3://{bucket}/argocd-backups/in-cluster/" in err
+    assert f"imagebump backup: info: retention: deleted s3://{bucket}/" in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["backup", "--bucket", "b-ok", "--context", "nope"],
+        ["restore", "--from", "s3://only-bucket"],
+        ["reconcile", "--rules", "/nonexistent/rules.yaml"],
+        ["set-image", "/nonexistent/kustomization.yaml", "app=repo:1.2.3"],
+    ],
+    ids=["backup", "restore", "reconcile", "set-image"],
+)
+def test_log_format_json_errors_are_json_records_too(env, argv, capsys):
+    assert main(["--log-format", "json", *argv]) == 2
+    records = _records(capsys.readouterr().err)
+    assert records[-1]["level"] == "error" and records[-1]["exit_code"] == 2
+    assert records[-1]["command"] == argv[0]

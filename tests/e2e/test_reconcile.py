@@ -177,6 +177,19 @@ def test_a_dry_run_reports_without_touching_and_exits_1(world: World, capsys) ->
     assert refs(world) == before
 
 
+def test_log_format_json_makes_every_stderr_line_a_json_record(world: World, capsys) -> None:
+    put(world, "api", "1.4.2")
+
+    code, summary, err = cli(world, "--log-format", "json", capsys=capsys)
+
+    assert code == 1, err
+    assert summary["targets"], "stdout keeps the JSON summary"
+    records = [json.loads(line) for line in err.splitlines()]  # every line one JSON object
+    messages = [r["message"] for r in records if r.get("command") == "reconcile"]
+    assert any("behind" in m and "api" in m for m in messages), "the table's rows, one record each"
+    assert any(m.startswith("dry run (") for m in messages)
+
+
 def test_a_dry_run_exits_75_when_the_git_remote_fails(world: World, capsys) -> None:
     """Git answering 503 throughout: every target is unknown for a transient reason, and the command
     says so with 75 (run it again), not 0 ("nothing behind") nor 1 — even though api is behind."""

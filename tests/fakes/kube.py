@@ -25,6 +25,9 @@ with the server behaviour that matters here:
   a missing one and a create there is refused as the API server does (404 ``namespaces "X" not
   found``); a list or get there finds nothing. ``namespaces`` None (the default: a bare
   ``FakeKube()``, ``seeded()``) means every namespace exists, for tests that do not model them;
+- a write fails on request: :meth:`FakeKube.fail_write` makes the Nth write from now answer a
+  status (422 as an admission webhook refuses, 429, 500, 503) or cuts the connection (code 0,
+  over HTTP), once, without doing it — to test a restore that stops part-way;
 - pages with opaque ``continue`` tokens; answers 403 with the API server's Status shape when a
   test forbids a verb, or — given :attr:`FakeKube.grants` — whenever RBAC would (the grants are
   computed from rendered Roles/Bindings by tests/test_rbac.py's rules).
@@ -55,6 +58,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import yaml
 
 from steps import kube
+from steps.errors import TransientError
 from tests.secret_scan import SECRETS, register
 
 SERVICE_ACCOUNT = "system:serviceaccount:argocd:imagebump"
@@ -90,6 +94,19 @@ class FakeStatus(Exception):
     def __init__(self, body: dict[str, Any]) -> None:
         super().__init__(body["message"])
         self.body = body
+
+
+class FakeDrop(Exception):
+    """The connection is cut before the API server answers (:meth:`FakeKube.fail_write` code 0)."""
+
+
+#: The Status reason and message the fake answers an injected write failure with, by code.
+_INJECTED = {
+    422: ("Invalid", 'admission webhook "validate.policy.example.com" denied the request: refused by policy'),
+    429: ("TooManyRequests", "the server has received too many requests and has asked us to try again later"),
+    500: ("InternalError", "etcdserver: request timed out"),
+    503: ("ServiceUnavailable", "the server is currently unable to handle the request"),
+}
 
 
 def _parse_selector(selector: str) -> list[tuple[str, str, set[str]]]:
@@ -150,6 +167,12 @@ class FakeKube:
     cascaded_sets: list[tuple[str, str]] = field(default_factory=list)
     #: The namespaces that exist (None: every namespace exists).
     namespaces: set[str] | None = None
+    #: Injected write failures: the ordinal of a write (create/update/delete/patch, counted from 1
+    #: since the fake was made) → the status code it answers (0: the connection is cut).
+    write_failures: dict[int, int] = field(default_factory=dict)
+    write_count: int = 0
+    #: Set to release a write held by ``fail_write(n, -1)``.
+    hung: threading.Event = field(default_factory=threading.Event)
     _rv: int = 1000
     _lock: threading.RLock = field(default_factory=threading.RLock)
 
@@ -166,6 +189,24 @@ class FakeKube:
     def fail(self, verb: str, plural: str, code: int) -> None:
         """Answer ``code`` (403, 404 as for a missing CRD, 500, …) to ``verb`` on ``plural``."""
         self.failures[(verb, plural)] = code
+
+    def fail_write(self, n: int, code: int = 500) -> None:
+        """Answer the ``n``-th write from now on (1 = the next one) with ``code`` (422 an admission
+        refusal, 429, 500, 503; 0 cuts the connection; -1 answers nothing until :attr:`hung` is
+        set, a timeout for the client), once; the write is not done."""
+        self.write_failures[self.write_count + n] = code
+
+    def _count_write(self) -> None:
+        self.write_count += 1
+        code = self.write_failures.pop(self.write_count, None)
+        if code == -1:  # no answer until the client gives up (or the test ends): a timeout
+            self.hung.wait(timeout=10)
+            raise FakeDrop()
+        if code == 0:
+            raise FakeDrop()
+        if code is not None:
+            reason, message = _INJECTED.get(code, ("InternalError", f"injected failure {code}"))
+            raise FakeStatus(_status(code, reason, message))
 
     def create_namespace(self, name: str) -> None:
         """Make namespace ``name`` exist (from now on only the known namespaces exist)."""
@@ -383,6 +424,7 @@ class FakeKube:
             self.calls.append(
                 ("create", resource.plural, namespace, {"name": name, "obj": copy.deepcopy(obj)})
             )
+            self._count_write()
             self._check("create", resource, namespace, name)
             self._require_namespace(namespace)
             self._validate_write(resource, namespace, name, obj)
@@ -409,6 +451,7 @@ class FakeKube:
             self.calls.append(
                 ("update", resource.plural, namespace, {"name": name, "obj": copy.deepcopy(obj)})
             )
+            self._count_write()
             self._check("update", resource, namespace, name)
             self._validate_write(resource, namespace, name, obj)
             key = (resource.plural, namespace, name)
@@ -458,6 +501,7 @@ class FakeKube:
             self.calls.append(
                 ("delete", resource.plural, namespace, {"name": name, "uid": uid, "propagation": propagation})
             )
+            self._count_write()
             self._check("delete", resource, namespace, name)
             live = self.objects.get((resource.plural, namespace, name))
             if live is None:
@@ -515,6 +559,7 @@ class FakeKube:
         """Server-side apply (simplified), as kubectl apply --server-side sends it."""
         with self._lock:
             self.calls.append(("patch", resource.plural, namespace, {"name": name, "force": force}))
+            self._count_write()
             self._check("patch", resource, namespace, name)
             if not field_manager:
                 raise FakeStatus(_status(422, "Invalid", "PATCH /apply requires fieldManager"))
@@ -565,6 +610,7 @@ class FakeKube:
             namespace=namespace,
             name=name,
             server_message=exc.body["message"],
+            server_reason=exc.body.get("reason", ""),
         ) from None
 
     def list(
@@ -598,6 +644,8 @@ class FakeKube:
         except FakeStatus as exc:
             self._raise(exc, "create", resource, namespace, obj["metadata"]["name"])
             raise  # unreachable
+        except FakeDrop:
+            raise TransientError("connection to the API server lost (fake)") from None
 
     def replace(self, resource: kube.Resource, namespace: str, obj: dict[str, Any]) -> dict[str, Any]:
         name = obj["metadata"]["name"]
@@ -606,6 +654,8 @@ class FakeKube:
         except FakeStatus as exc:
             self._raise(exc, "update", resource, namespace, name)
             raise  # unreachable
+        except FakeDrop:
+            raise TransientError("connection to the API server lost (fake)") from None
 
     def delete(
         self,
@@ -621,6 +671,8 @@ class FakeKube:
         except FakeStatus as exc:
             self._raise(exc, "delete", resource, namespace, name)
             raise  # unreachable
+        except FakeDrop:
+            raise TransientError("connection to the API server lost (fake)") from None
 
 
 _PATH = re.compile(
@@ -913,6 +965,9 @@ class FakeKubeServer:
                     return self._send(405, _status(405, "MethodNotAllowed", "not supported by the fake"))
                 except FakeStatus as exc:
                     return self._send(exc.body["code"], exc.body)
+                except FakeDrop:
+                    self.close_connection = True  # no answer at all: the client sees the connection lost
+                    return None
 
             def do_GET(self) -> None:
                 self._serve("GET")

@@ -202,6 +202,22 @@ def test_unreachable_api_server_is_transient(tmp_path):
         api.list(kube.SECRET, "argocd")
 
 
+def test_a_context_is_found_in_merged_kubeconfigs_without_a_current_context(tmp_path, server):
+    """KUBECONFIG=a:b, neither file naming a current context: --context picks one, and a missing
+    one is refused listing every context of both files."""
+    a = server.write_kubeconfig(tmp_path / "a", context="one")
+    a.write_text(a.read_text().replace("current-context: one\n", ""))
+    b = server.write_kubeconfig(tmp_path / "b", context="two")
+    b.write_text(b.read_text().replace("current-context: two\n", ""))
+    api = kube_client.KubernetesApi.from_config(context="two", kubeconfig=f"{a}:{b}")
+    assert (api.context, api.server) == ("two", server.url)
+    assert api.get(kube.CONFIG_MAP, "argocd", "argocd-cm") is not None
+    with pytest.raises(
+        ConfigError, match="context 'three' is not in the kubeconfig .*; its contexts: one, two"
+    ):
+        kube_client.KubernetesApi.from_config(context="three", kubeconfig=f"{a}:{b}")
+
+
 def test_bad_kubeconfig_or_context_is_a_config_error(tmp_path, server):
     kc = server.write_kubeconfig(tmp_path / "kc")
     with pytest.raises(ConfigError, match="context 'nope'"):

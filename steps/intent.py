@@ -84,7 +84,9 @@ def marker_hold(marker: str | None) -> str | None:
     if marker is None:
         return None
     why = marker.strip()
-    return f"held by '# {HOLD_MARKER}{' ' + why if why else ''}' on the entry; remove the comment to release it"
+    return (
+        f"held by '# {HOLD_MARKER}{' ' + why if why else ''}' on the entry; remove the comment to release it"
+    )
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,9 @@ from steps.kustomize.reader import _Entry, _find, _parse
 
 #: ``# imagebump:hold [reason]``: a comment on any line of an images entry holds it
 #: (:mod:`steps.intent`); the word must end there (``imagebump:holder`` is no marker).
-HOLD_MARKER_RE = re.compile(r"(?:^|(?<=[ \t]))#[ \t]*imagebump:hold(?![\w:-])[ \t]*(?P<reason>[^\r\n]*)", re.M)
+HOLD_MARKER_RE = re.compile(
+    r"(?:^|(?<=[ \t]))#[ \t]*imagebump:hold(?![\w:-])[ \t]*(?P<reason>[^\r\n]*)", re.M
+)
 
 
 def _comment_only(line: str) -> bool:

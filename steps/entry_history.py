@@ -65,13 +65,21 @@ def _log(repo: Any, rev: str, file: str, limit: int) -> list[tuple[str, str, dat
     return found
 
 
-def _texts(repo: Any, oids: set[str], have: dict[str, str], count: Callable[[], None]) -> None:
-    """Add the text of each blob in ``oids`` to ``have``: the missing ones in ONE fetch (a partial
-    clone would otherwise fetch them one request each), then one ``cat-file`` for all."""
+def _texts(repo: Any, oids: set[str], have: dict[str, str], count: Callable[[], None] | None) -> None:
+    """Add the text of each blob in ``oids`` to ``have``: fetched in ONE request (a partial clone
+    would otherwise fetch them one request each; ``count`` None: a local repository, nothing is
+    fetched), then one ``cat-file`` for all."""
     wanted = sorted(o for o in oids if o not in have and o not in _ZERO)
     if not wanted:
         return
+    if count is not None:
+        _fetch_blobs(repo, wanted, count)
+    _read_blobs(repo, wanted, have)
+
+
+def _fetch_blobs(repo: Any, missing: list[str], count: Callable[[], None]) -> None:
     count()
+    wanted = missing
     repo.git(
         "-c",
         "fetch.negotiationAlgorithm=noop",
@@ -84,6 +92,9 @@ def _texts(repo: Any, oids: set[str], have: dict[str, str], count: Callable[[], 
         *wanted,
         what=f"fetch of {len(wanted)} earlier version(s) of a kustomization from {repo.url}",
     )
+
+
+def _read_blobs(repo: Any, wanted: list[str], have: dict[str, str]) -> None:
     marker = "imagebump-" + secrets.token_hex(16)
     out = repo.git("cat-file", f"--batch={marker} %(objectname)", input="\n".join(wanted) + "\n").stdout
     for chunk in out.split(marker + " ")[1:]:
@@ -113,23 +124,25 @@ def last_image_change(
     limit: int = HISTORY_LIMIT,
     count: Callable[[], None] | None = None,
     depths: dict[str, int] | None = None,
+    fetch: bool = True,
 ) -> ImageChange | None:
     """The newest commit at ``rev`` (at most ``limit`` commits that touched ``file`` back) that
     changed the image of the entry named ``name``, or None.
 
     ``repo`` is a :class:`steps.git.ClonedRepo` (partial, possibly shallow: deepened here as far
     as needed, at most :data:`MAX_DEPTH` commits, from ``branch``, default the clone's);
-    ``count`` is called once per network request; ``depths`` (branch → commits fetched), shared by
-    the callers of one clone, keeps a second entry from fetching the same history again.
+    ``count`` is called once per network request; ``fetch`` False reads a local repository as it
+    is (no request: a shallow history is read as far as it goes); ``depths`` (branch → commits
+    fetched), shared by the callers of one clone, keeps a second entry from fetching it again.
     """
-    count = count or (lambda: None)
     texts: dict[str, str] = {}
+    tick = (count or (lambda: None)) if fetch else None
     branch = branch or repo.branch
     reached = depths if depths is not None else {}
     for depth in DEPTHS:
         boundary = _shallow(repo)
-        if boundary and reached.get(branch, 1) < depth:
-            count()
+        if boundary and tick is not None and reached.get(branch, 1) < depth:
+            tick()
             repo.git(
                 "fetch",
                 "--quiet",
@@ -144,7 +157,7 @@ def last_image_change(
             reached[branch] = depth
             boundary = _shallow(repo)
         commits = _log(repo, rev, file, limit)
-        _texts(repo, {oid for c in commits for oid in c[4:6]}, texts, count)
+        _texts(repo, {oid for c in commits for oid in c[4:6]}, texts, tick)
         for commit, author, at, message, old, new in commits:
             if commit in boundary:
                 break  # its parent was not fetched: deepen and look again
@@ -155,6 +168,8 @@ def last_image_change(
                 return ImageChange(commit, author.strip(), at, message, before, after)
         else:
             return None  # every commit in the bound read: no change of the image
+        if tick is None:
+            return None  # a local repository's history ends here
     return None
 
 

@@ -66,7 +66,10 @@ def measure(shape: str, n: int, runs: int) -> tuple[float, int]:
     from steps.git import GitAuth, clone
 
     times, requests = [], 0
-    with tempfile.TemporaryDirectory(prefix="bench-history-") as tmp, GitHttpServer(Path(tmp) / "srv", TOKEN) as srv:
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-history-") as tmp,
+        GitHttpServer(Path(tmp) / "srv", TOKEN) as srv,
+    ):
         url = srv.create_repo("bench/gitops", {"README.md": "x\n"})
         bare = srv.bare_path("bench/gitops")
         subprocess.run(["git", "-C", str(bare), "update-ref", "-d", "refs/heads/main"], check=True)
@@ -75,7 +78,7 @@ def measure(shape: str, n: int, runs: int) -> tuple[float, int]:
             repo = clone(url, Path(tmp) / f"c{run}", paths=["apps/api/overlays/prod"], auth=GitAuth(TOKEN))
             calls: list[int] = []
             started = time.perf_counter()
-            last_image_change(repo, repo.head(), FILE, IMAGE, count=lambda: calls.append(1))
+            last_image_change(repo, repo.head(), FILE, IMAGE, count=lambda calls=calls: calls.append(1))
             times.append(time.perf_counter() - started)
             requests = len(calls)
     return statistics.median(times), requests

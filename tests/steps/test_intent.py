@@ -338,3 +338,32 @@ def test_the_sweep_reports_markers_and_pins_and_never_hands_them_over(make_remot
     assert states["prod"][0] == "held" and "INC-9" in states["prod"][1]
     assert states["dr"][0] == "pinned" and f"{other}:1.4.1" in states["dr"][1]
     assert out.targets == []
+
+
+def test_the_marker_survives_an_edit_that_removes_its_line() -> None:
+    """A tag alone drops the digest: the digest's line goes, its hold marker stays (on its own line)."""
+    digest = "sha256:" + "a" * 64
+    text = f"images:\n- name: api\n  newTag: 1.4.1\n  digest: {digest}  # imagebump:hold INC-5\n"
+    edited = kustomize.set_image(text, "api", tag="1.5.0")
+    assert digest not in edited and "newTag: 1.5.0" in edited
+    assert kustomize.hold_marker(edited, "api") == "INC-5"
+    dash = f"images:\n- digest: {digest}  # imagebump:hold INC-6\n  name: api\n  newTag: 1.4.1\n"
+    assert kustomize.hold_marker(kustomize.set_image(dash, "api", tag="1.5.0"), "api") == "INC-6"
+
+
+def test_commit_pr_does_not_rewrite_an_entry_pinned_since_the_plan() -> None:
+    image = _uri("team/api")
+    east = f"{ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com/team/api"
+    target = Target(
+        rule=0, repo_url="https://github.com/o/r", path=OVERLAY, image=image, tag="1.5.0", order="none"
+    )
+    plan = Plan(
+        changed=True,
+        decision="update",
+        file=FILE,
+        image_name=image,
+        old=ImagesEntry(name=image, newTag="1.4.1"),
+        new=ImagesEntry(name=image, newTag="1.5.0"),
+    )
+    applied = commit_pr_decide(_text(image, "1.4.1", new_name=east), target, plan)
+    assert applied.text is None and f"{east}:1.4.1" in applied.reason

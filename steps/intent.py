@@ -34,6 +34,8 @@ TRAILER_KEY = "Imagebump-Image"
 HOLD_MARKER = "imagebump:hold"
 #: How many commits that touched the kustomization are read, newest first, to find a rollback.
 HISTORY_LIMIT = 20
+#: The most characters of a marker's reason a report repeats (outputs stay small).
+MARKER_REASON_LIMIT = 200
 
 _TRAILER_RE = re.compile(rf"^{TRAILER_KEY}:[ \t]*\S", re.MULTILINE | re.IGNORECASE)
 
@@ -84,6 +86,7 @@ def marker_hold(marker: str | None) -> str | None:
     if marker is None:
         return None
     why = marker.strip()
+    why = why if len(why) <= MARKER_REASON_LIMIT else why[:MARKER_REASON_LIMIT] + "…"
     return (
         f"held by '# {HOLD_MARKER}{' ' + why if why else ''}' on the entry; remove the comment to release it"
     )

@@ -10,7 +10,7 @@ holds now (and of the pushed image when the target does not carry it).
 Writes: nothing but its outputs — ``plan`` (old and new ``images`` entry, file, base commit and
 branch; for a plan that changes something, also the file's text and blob id, so commit-pr need not
 download it again, and in ``mode: commit`` the commit and trees above the file, so commit-pr need
-not fetch the base either: :func:`carry_text`), ``changed`` (``true``/``false``), ``decision`` (``update``/``current``/``stale``) and
+not fetch the base either: :func:`carry_text`), ``changed`` (``true``/``false``), ``decision`` (``update``/``current``/``stale``/``held``/``pinned``) and
 ``reason``. commit-pr re-applies the same pure edit on the newest base; this step never pushes.
 
 Skips (``changed: false``) when the overlay already holds the image (``current``), holds a newer

@@ -77,9 +77,9 @@ def _texts(repo: Any, oids: set[str], have: dict[str, str], count: Callable[[], 
     _read_blobs(repo, wanted, have)
 
 
-def _fetch_blobs(repo: Any, missing: list[str], count: Callable[[], None]) -> None:
+def _fetch_blobs(repo: Any, wanted: list[str], count: Callable[[], None]) -> None:
+    """Fetch the blobs ``wanted`` in one request (protocol v2 lets a client want any object)."""
     count()
-    wanted = missing
     repo.git(
         "-c",
         "fetch.negotiationAlgorithm=noop",
@@ -95,6 +95,8 @@ def _fetch_blobs(repo: Any, missing: list[str], count: Callable[[], None]) -> No
 
 
 def _read_blobs(repo: Any, wanted: list[str], have: dict[str, str]) -> None:
+    """Read the blobs ``wanted`` with one ``cat-file``; a random marker (no file can guess it)
+    separates them, as the output is decoded text."""
     marker = "imagebump-" + secrets.token_hex(16)
     out = repo.git("cat-file", f"--batch={marker} %(objectname)", input="\n".join(wanted) + "\n").stdout
     for chunk in out.split(marker + " ")[1:]:

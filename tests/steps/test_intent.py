@@ -367,3 +367,23 @@ def test_commit_pr_does_not_rewrite_an_entry_pinned_since_the_plan() -> None:
     )
     applied = commit_pr_decide(_text(image, "1.4.1", new_name=east), target, plan)
     assert applied.text is None and f"{east}:1.4.1" in applied.reason
+
+
+def test_an_event_that_changes_nothing_reads_no_history(make_remote, ecr) -> None:
+    """The history is read only for a target that would change: a redelivery for the image the
+    overlay holds costs what it cost before; an update pays at most two requests (the commits; the
+    file's earlier versions, unless the clone holds them all already)."""
+    name, _push = ecr
+    image = _uri(name)
+    remote = make_remote({FILE: _text(image, "1.4.1")})
+    for i in range(3):  # a history deeper than the clone's one commit
+        remote.server.commit_files(remote.name, {"README.md": f"{i}\n"}, f"readme {i}\n", author=PERSON)
+
+    def requests(tag: str, at: datetime) -> tuple[str, int]:
+        before = remote.server.read_sessions(remote.name)
+        out = plan_step(_target(remote, image, tag, at, order="semver"))
+        return out.decision, remote.server.read_sessions(remote.name) - before
+
+    (current, quiet), (update, busy) = requests("1.4.1", BEFORE), requests("1.5.0", BROKEN)
+    assert (current, update) == ("current", "update")
+    assert 1 <= busy - quiet <= 2

@@ -2,11 +2,13 @@
 
 One module per step — ``resolve_image``, ``edit_kustomize``, ``commit_pr`` (acting in
 ``commit_mode`` / ``pr_mode``, messages from ``commit_message``), ``reconcile`` (``reconcile_ecr``,
-``reconcile_git``, ``reconcile_report``), ``backup_export`` (``backup_settings``, ``retention``) and
+``reconcile_git``, ``reconcile_report``, ``reconcile_holds`` — the targets a rollback holds), ``backup_export`` (``backup_settings``, ``retention``) and
 ``restore`` (``restore_report``) — each a ``run`` with a typed input and output, shaped gather →
 decide → act: I/O at the edges, a pure ``decide`` in the middle (each step module's own
 ``decide``, ``reconcile_decide``, ``restore_plan``), and ``never_downgrade`` the one home of the rule
-that an overlay or a living proposal never moves to an older image. A step process starts in
+that an overlay or a living proposal never moves to an older image; ``intent`` the one home of
+what people decided (imagebump's commit trailer, pins, hold markers, rollbacks), read from history
+by ``entry_history``. A step process starts in
 ``_entry`` (Hera's runner's call, without Hera), runs under ``_runtime`` (logging, outputs, exit
 codes) and reports where its time went through ``timing``. Shared domain modules: ``models`` (the
 values that travel between steps, the closed choices, image-reference formatting), ``events``,

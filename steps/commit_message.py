@@ -4,7 +4,10 @@ Pure (no I/O). ``IMAGEBUMP_COMMIT_MESSAGE_TEMPLATE`` is a Python ``str.format`` 
 :data:`TEMPLATE_FIELDS` (documented in :mod:`steps.commit_pr`); :func:`validate_template` refuses
 unknown fields and bad syntax before any I/O (:class:`steps.settings.CommitPrSettings` calls it);
 :func:`message_fields` computes every field for one change; :func:`commit_message` fills the
-template in; :func:`pr_text` makes the PR's title (the message's first line) and Markdown body.
+template in and always ends it with imagebump's trailer ``Imagebump-Image: REPO:TAG@DIGEST``
+(:func:`steps.intent.trailer`: how a later run tells imagebump's commits from a person's, whatever
+the template says); :func:`pr_text` makes the PR's title (the message's first line) and Markdown
+body, which ends with the same trailer (a squash merge that takes the PR's description keeps it).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import string
 
 from steps._runtime import imagebump_version
 from steps.errors import ConfigError
+from steps.intent import trailer, with_trailer
 from steps.models import ImagesEntry, Plan, Target, entry_ref
 
 TEMPLATE_ENV = "IMAGEBUMP_COMMIT_MESSAGE_TEMPLATE"
@@ -128,13 +132,16 @@ def message_fields(target: Target, plan: Plan, old: ImagesEntry | None, base_bra
         "rule": str(target.rule),
         "mode": target.mode,
         "version": version,
+        "trailer": trailer(target.image, new.newTag, new.digest),
     }
 
 
 def commit_message(template: str, fields: dict[str, str]) -> str:
-    """The commit message: the template filled in, trailing whitespace trimmed, one final newline."""
+    """The commit message: the template filled in, trailing whitespace trimmed, imagebump's trailer
+    (``fields["trailer"]``) last, one final newline."""
     text = template.format(**fields)
-    return "\n".join(line.rstrip() for line in text.strip().splitlines()) + "\n"
+    message = "\n".join(line.rstrip() for line in text.strip().splitlines()) + "\n"
+    return with_trailer(message, fields["trailer"]) if fields.get("trailer") else message
 
 
 def pr_text(fields: dict[str, str], message: str) -> tuple[str, str]:
@@ -157,4 +164,6 @@ def pr_text(fields: dict[str, str], message: str) -> tuple[str, str]:
         "updates this branch and this description; merge it or close it, a later push opens a fresh one.\n\n"
         f"<sub>Produced by imagebump {fields['version']} (rule #{fields['rule']}).</sub>\n"
     )
+    if fields.get("trailer"):
+        body += f"\n{fields['trailer']}\n"
     return title, body

@@ -167,13 +167,19 @@ def decide(text: str, target: Target, plan: Plan) -> Applied:
     """The pure core: re-check the file's entry against the plan and re-apply the edit.
 
     Returns ``Applied.text`` None with a reason when nothing must change: the entry says
-    ``plan.new`` already, or :func:`steps.never_downgrade.recheck` refuses.
+    ``plan.new`` already, :func:`steps.never_downgrade.recheck` refuses, or the entry on the newest
+    base is pinned or carries a hold marker (:mod:`steps.intent`).
     """
-    from steps.kustomize import get_image, set_image
+    from steps.intent import marker_hold, pinned
+    from steps.kustomize import get_image, hold_marker, set_image
     from steps.never_downgrade import recheck
 
     current = get_image(text, plan.image_name, source=plan.file)
     why = recheck(target, plan, current)
+    if why is None and current is not None:  # pinned or held on the newest base since the plan
+        why = pinned(current, target.image) or marker_hold(
+            hold_marker(text, plan.image_name, source=plan.file)
+        )
     if why is not None:
         return Applied(None, current, why)
     new_text = set_image(

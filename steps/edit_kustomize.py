@@ -10,11 +10,13 @@ holds now (and of the pushed image when the target does not carry it).
 Writes: nothing but its outputs — ``plan`` (old and new ``images`` entry, file, base commit and
 branch; for a plan that changes something, also the file's text and blob id, so commit-pr need not
 download it again, and in ``mode: commit`` the commit and trees above the file, so commit-pr need
-not fetch the base either: :func:`carry_text`), ``changed`` (``true``/``false``), ``decision`` (``update``/``current``/``stale``) and
+not fetch the base either: :func:`carry_text`), ``changed`` (``true``/``false``), ``decision`` (``update``/``current``/``stale``/``held``/``pinned``) and
 ``reason``. commit-pr re-applies the same pure edit on the newest base; this step never pushes.
 
-Skips (``changed: false``) when the overlay already holds the image (``current``) or holds a newer
-one (``stale``).
+Skips (``changed: false``) when the overlay already holds the image (``current``), holds a newer
+one (``stale``), is held by a person (``held``: a ``# imagebump:hold`` marker, or a rollback found in
+the file's history, read only for a target that would change: :mod:`steps.entry_history`) or pinned
+to another repository (``pinned``) — :mod:`steps.intent`.
 
 Shape: gather (clone, read the overlay, ask ECR the push times :func:`steps.never_downgrade.lookups`
 names) → :func:`decide`, the pure core → act (the outputs). The never-downgrade decisions
@@ -67,6 +69,8 @@ LAZY_IMPORTS = (
     "steps.events",
     "steps.order",
     "steps.never_downgrade",
+    "steps.intent",
+    "steps.entry_history",
     "botocore.session",
     "botocore.config",
     "botocore.exceptions",
@@ -156,12 +160,18 @@ def decide(
     here: a 1 MiB file costs a parse each time).
     """
     from steps import kustomize
+    from steps.intent import marker_hold, pinned
     from steps.never_downgrade import decide_base
 
     if old is None:
         old = find_entry(text, target, file)
     new = _new_entry(target, old)
-    decision, reason = decide_base(target, old, known)
+    pin = pinned(old, target.image)  # what a person decided stands: a pin, a hold marker
+    hold = None if pin else marker_hold(kustomize.hold_marker(text, old.name, by_new_name=False, source=file))
+    if pin or hold:
+        decision, reason = ("pinned", pin) if pin else ("held", hold or "")
+    else:
+        decision, reason = decide_base(target, old, known)
     changed = False
     if decision == "update":
         edited = kustomize.set_image(text, old.name, tag=new.newTag, digest=new.digest, source=file)
@@ -330,6 +340,8 @@ def run(target: Target) -> EditKustomizeOutput:
     proposal branch's entry → :func:`steps.never_downgrade.against_branch` (pure) → output.
     """
     from steps import git
+    from steps.entry_history import unless_rolled_back
+    from steps.intent import pinned
     from steps.never_downgrade import against_branch, branch_lookups, lookups
     from steps.proposals import branch_entry
 
@@ -351,10 +363,12 @@ def run(target: Target) -> EditKustomizeOutput:
         with timed("kustomize"):  # finding and reading the kustomization, then its entry
             file, text = _read_overlay(repo, overlay)
             entry = find_entry(text, target, file)  # read once: the lookups and the decision both use it
-        known = ecr.ask(lookups(target, entry))
+        known = dict(ecr.ask(lookups(target, entry) if not pinned(entry, target.image) else []))
         head = repo.cloned_head()
         with timed("kustomize"):
             plan = decide(target, text, file, head, repo.branch, known, old=entry)
+        if plan.changed:  # only a target that would change reads the history: was it rolled back?
+            plan = unless_rolled_back(target, plan, repo, ecr.ask, known)
         if target.mode == "pr" and plan.changed:
             branch = branch_name(target)
             proposed = branch_entry(repo, branch, plan.file, plan.image_name)

@@ -175,7 +175,8 @@ def same_entry(a: ImagesEntry | None, b: ImagesEntry | None) -> bool:
     return (a.newName, a.newTag or None, a.digest or None) == (b.newName, b.newTag or None, b.digest or None)
 
 
-Decision = Literal["update", "current", "stale"]
+#: ``held`` and ``pinned``: what a person decided stands (:mod:`steps.intent`); terminal, never errors.
+Decision = Literal["update", "current", "stale", "held", "pinned"]
 
 
 #: The largest kustomization text a plan carries to commit-pr (bytes); a larger one is read again there.

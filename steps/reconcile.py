@@ -38,6 +38,11 @@ are :func:`steps.never_downgrade.sweep_verdict`'s):
 * ``ahead``: the overlay (or its living proposal branch) holds something newer than the newest
   allowed — never touched;
 * ``proposed`` (``mode: pr``): the target's proposal branch already proposes the newest;
+* ``held``: what a person decided stands — a ``# imagebump:hold`` marker on the entry, or a
+  rollback (the last commit that changed the entry's image, not imagebump's, moved it to an older
+  one; read only for targets otherwise behind: :mod:`steps.reconcile_holds`) until the newest
+  allowed image was pushed after it — never touched, the reason names the marker or the commit;
+* ``pinned``: the entry's ``newName`` names another repository — never touched;
 * ``unknown``: with the reason (``order: none`` has no newest; the overlay or its image entry is
   missing; the Git repository, or the ECR repository's images, could not be read). A read that
   failed also sets the report row's ``error``: ``transient`` (failing for now), ``refused`` (a token

@@ -3,11 +3,11 @@
 Reads and writes nothing: every fact (ECR's candidates, the overlay's images entry, the proposal
 branch's entry, push times) was gathered before (:mod:`steps.reconcile_ecr`,
 :mod:`steps.reconcile_git`). :func:`pick_newest` chooses by the rule's order; :func:`decide` says
-``behind`` / ``current`` / ``ahead`` / ``proposed`` / ``unknown`` with a reason: ``unknown`` when
+``behind`` / ``current`` / ``ahead`` / ``proposed`` / ``unknown`` / ``held`` / ``pinned`` with a reason: ``unknown`` when
 a fact is missing, otherwise what the never-downgrade rule says against the overlay and its
 proposal branch (:func:`steps.never_downgrade.sweep_verdict`; that rule lives there only).
 Table-tested in ``tests/steps/test_reconcile.py`` without ECR or git. Imports only
-``steps.models``, ``steps.order`` and ``steps.never_downgrade``.
+``steps.models``, ``steps.order``, ``steps.intent`` and ``steps.never_downgrade``.
 """
 
 from __future__ import annotations
@@ -19,13 +19,15 @@ from datetime import UTC, datetime
 from functools import cmp_to_key
 from typing import Any, Literal, get_args
 
+from steps.intent import marker_hold, pinned
 from steps.models import ImagesEntry, Target, image_ref
 from steps.never_downgrade import SweepState, sweep_verdict
 from steps.order import compare_semver, parse_semver
 
-#: A target's state: never-downgrade's verdict (:data:`steps.never_downgrade.SweepState`), or unknown.
-State = SweepState | Literal["unknown"]
-STATES: tuple[str, ...] = (*get_args(SweepState), "unknown")
+#: A target's state: never-downgrade's verdict (:data:`steps.never_downgrade.SweepState`), unknown,
+#: or what a person decided (:mod:`steps.intent`): ``held`` (a hold marker, a rollback), ``pinned``.
+State = SweepState | Literal["unknown", "held", "pinned"]
+STATES: tuple[str, ...] = (*get_args(SweepState), "unknown", "held", "pinned")
 
 
 def _natural(tag: str) -> tuple:
@@ -125,6 +127,8 @@ def decide(
     branch: str = "",
     proposed: ImagesEntry | None = None,
     proposed_pushed_at: datetime | None = None,
+    image: str = "",
+    hold: str | None = None,
 ) -> Verdict:
     """The state of one target. Pure: every fact was read before.
 
@@ -137,10 +141,17 @@ def decide(
         branch: mode pr: the target's proposal branch ('' when not looked at).
         proposed: the entry that branch proposes (None: no branch, file or entry).
         proposed_pushed_at: ECR push time of the proposed image.
+        image: the repository the rule maps here (an entry whose ``newName`` names another is ``pinned``).
+        hold: the reason of the entry's ``# imagebump:hold`` marker ("" none given; None: no marker).
     """
     if current is None:
         return Verdict("unknown", current_error or "the overlay's images entry could not be read")
     held = _ref(current.newTag, current.digest)
+    pin = pinned(current, image or (newest.image if newest else ""))
+    if pin or hold is not None:  # what a person decided stands: never touched
+        state: State = "pinned" if pin else "held"
+        newest_ref = _ref(newest.tag, newest.digest) if newest else ""
+        return Verdict(state, pin or marker_hold(hold) or "", held, newest_ref)
     if newest is None:
         return Verdict("unknown", why_no_newest or "no newest image", current=held)
     tag, digest = _written(newest, current, same_image_tags)

@@ -1,16 +1,15 @@
 """reconcile's Git reading: ONE partial (``blob:none``), depth-1, sparse clone per Git repository.
 
-Read-only. Every overlay of one repository is read from the object store of that clone (trees by
-``ls-tree``, the kustomizations in one ``cat-file --batch``); base branches other than the clone's
-are fetched into it; in ``mode: pr`` the behind targets' proposal branches are listed with one
-``ls-remote`` and fetched together; for ``provider: github`` a branch counts as a proposal only
-while its pull request is open (one paginated listing of the repository's open pull requests with
-the Git read token, else anonymous; pages counted with the Git calls) — a branch whose pull request
-was closed, or whose open pull request cannot be confirmed, leaves the target ``behind``, and
-update-target proposes again (commit-pr is idempotent: an open PR that already proposes it stays
-``unchanged``). ``provider: local`` has no pull requests: the branch is the proposal. Each item is
-then decided (:func:`steps.reconcile_decide.decide`); a repository that cannot be read makes its
-targets ``unknown`` with the reason and the kind of the failure (``failure``).
+Read-only. Every overlay of one repository is read from that clone's object store (trees by
+``ls-tree``, the kustomizations in one ``cat-file --batch``, with each entry's hold marker); other
+base branches are fetched into it; in ``mode: pr`` the behind targets' proposal branches are listed
+with one ``ls-remote`` and fetched together; for ``provider: github`` a branch counts as a proposal
+only while its pull request is open (one paginated listing of the open pull requests with the Git
+read token, else anonymous; pages counted with the Git calls) — a branch whose pull request was
+closed, or cannot be confirmed open, leaves the target ``behind`` and update-target proposes again
+(commit-pr is idempotent). ``provider: local``: the branch is the proposal. Each item is then
+decided (:func:`steps.reconcile_decide.decide`), the ones still behind checked for a rollback
+(:mod:`steps.reconcile_holds`); an unreadable repository makes its targets ``unknown`` (``failure``).
 """
 
 from __future__ import annotations
@@ -29,6 +28,7 @@ from steps.errors import ImagebumpError, TransientError
 from steps.models import ImagesEntry, Target
 from steps.reconcile_decide import Verdict, decide, pushed_at
 from steps.reconcile_ecr import Calls, Overlay
+from steps.reconcile_holds import hold_rolled_back
 from steps.reconcile_report import ErrorKind, error_kind
 
 _REGULAR = ("100644", "100755")
@@ -51,6 +51,8 @@ class Item:
     verdict: Verdict | None = None
     no_pr: str = ""  # github: why the proposal branch does not count (its pull request is not open)
     failure: ErrorKind = ""  # unknown because the repository could not be read: why (exit codes)
+    hold: str | None = None  # the entry's `# imagebump:hold` reason (None: no marker)
+    rev: str = ""  # the commit the overlay was read at
 
     @property
     def sample(self) -> Target:
@@ -68,7 +70,8 @@ class Item:
             branch=self.branch,
             proposed=self.proposed,
             proposed_pushed_at=pushed_at(self.overlay.images, self.proposed, sample.image),
-        )
+            image=sample.image, hold=self.hold,
+        )  # fmt: skip
 
 
 def overlay_dir(path: str) -> str | None:
@@ -81,8 +84,7 @@ def overlay_dir(path: str) -> str | None:
 
 
 def _ls_tree(repo: Any, rev: str, paths: Sequence[str]) -> dict[str, tuple[str, str, str]]:
-    """``path → (mode, type, oid)`` of the entries ``paths`` list at ``rev`` (dirs with a trailing
-    ``/`` list their entries). Reads trees only: in a partial clone no blob is fetched."""
+    """``path → (mode, type, oid)`` at ``rev`` (a dir with a trailing ``/``: its entries); trees only."""
     if not paths:
         return {}
     out = repo.git(
@@ -105,11 +107,8 @@ def _ls_tree(repo: Any, rev: str, paths: Sequence[str]) -> dict[str, tuple[str, 
 
 
 def _blobs(repo: Any, oids: Iterable[str], *, fetch: bool, calls: Calls) -> dict[str, str]:
-    """``oid → text`` of the given blobs (at most the kustomize size limit each; others left out).
-
-    ``fetch``: the blobs may be missing from the partial clone; get them all in ONE request
-    (protocol v2 lets a client want any object) instead of one lazy fetch per blob.
-    """
+    """``oid → text`` of the blobs (each at most the kustomize size limit; others left out); ``fetch``:
+    missing ones come in ONE request (protocol v2 lets a client want any object), not one each."""
     from steps.kustomize import MAX_KUSTOMIZATION_BYTES
 
     wanted = sorted(set(oids))
@@ -182,7 +181,7 @@ def _read_at(repo: Any, rev: str, items: Sequence[Item], *, fetch: bool, calls: 
                 chosen[d] = (present[0], oid)
     texts = _blobs(repo, [c[1] for c in chosen.values() if isinstance(c, tuple)], fetch=fetch, calls=calls)
     for item in items:
-        found = chosen[item.path]
+        found, item.rev = chosen[item.path], rev
         if isinstance(found, str):
             item.error = found
             continue
@@ -212,6 +211,8 @@ def _set_entry(item: Item, text: str) -> None:
         names = [e.name for e in kustomize.read_images(text, source=item.file)]
         listed = f"found: {', '.join(names)}" if names else "it has no images entries"
         item.error = f"image {wanted!r} not in {item.file} ({listed}); add it under images:"
+    else:
+        item.hold = kustomize.hold_marker(text, item.current.name, by_new_name=False, source=item.file)
 
 
 def _read_proposals(repo: Any, items: Sequence[Item], *, calls: Calls) -> None:
@@ -385,6 +386,7 @@ def sweep_repository(repo_url: str, items: list[Item], *, auth: Any, calls: Call
                 if item.no_pr and item.verdict.state == "behind":
                     reason = f"{item.verdict.reason}; {item.no_pr}: update-target proposes it again"
                     item.verdict = dataclasses.replace(item.verdict, reason=reason)
+        hold_rolled_back(repo, items, count=lambda: calls.add("git"), push_time=pushed_at)
     except ImagebumpError as exc:
         retry = " (it may pass: the next sweep tries again)" if isinstance(exc, TransientError) else ""
         for item in items:

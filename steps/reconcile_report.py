@@ -65,11 +65,11 @@ def count_states(report: Iterable[TargetState]) -> list[StateCount]:
     return [StateCount(state=s, env=e, count=seen.get((s, e), 0)) for e in envs for s in STATES]
 
 
-_RANK = {s: i for i, s in enumerate(("behind", "unknown", "ahead", "proposed", "current"))}
+_RANK = {s: i for i, s in enumerate(("behind", "unknown", "held", "ahead", "pinned", "proposed", "current"))}
 
 
 def worst_first(report: Iterable[TargetState]) -> list[TargetState]:
-    """Behind, unknown, ahead, proposed, current; by repository and path within a state."""
+    """Behind, unknown, held, ahead, pinned, proposed, current; by repository and path within a state."""
     return sorted(report, key=lambda t: (_RANK[t.state], t.repo_url, t.path))
 
 

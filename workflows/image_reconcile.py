@@ -189,7 +189,7 @@ def _count_template() -> Suspend:
             prometheus=[
                 m.Prometheus(
                     name="imagebump_reconcile_targets",
-                    help="targets per state (behind, current, ahead, proposed, unknown) and env at the last sweep",
+                    help="targets per state (behind, current, ahead, proposed, unknown, held, pinned) and env at the last sweep",
                     labels=[
                         m.MetricLabel(key="state", value="{{inputs.parameters.state}}"),
                         m.MetricLabel(key="env", value="{{inputs.parameters.env}}"),

@@ -84,7 +84,8 @@ UPDATES_HELP = (
     "or the update waited past the Workflow deadline). Retried attempts are not counted."
 )
 DECISIONS_HELP = (
-    "edit-kustomize's decision for each target, by env: update, current or stale. Counted once per "
+    "edit-kustomize's decision for each target, by env: update, current, stale, held (a person's "
+    "rollback or an imagebump:hold marker) or pinned (newName names another repository). Counted once per "
     "target when the step succeeds; a target whose edit failed after all retries is counted as "
     "result=error in imagebump_updates_total."
 )

@@ -13,6 +13,10 @@ link, or sits under one, is followed only while it stays inside the repository �
 tree holding PATH, or outside a git work tree the directory given — and is then edited through:
 the file the link points to changes, the link stays a link. A link that leaves is refused.
 
+Holds (:mod:`steps.intent`): set-image is a person acting, so it changes a held entry; it says
+which hold it lifted (a rollback in the local history that it moves forward from) and keeps a
+``# imagebump:hold`` marker, which holds until removed.
+
 Exit codes: 0 changed or already current; 1 the image is not in the file (the message lists the
 ones that are; nothing written) unless ``--add``; 2 bad input (invalid YAML, tag or digest, no
 kustomization found, a link out of the repository, a file or directory that cannot be written,
@@ -153,7 +157,51 @@ def run(args: argparse.Namespace) -> int:
         print(f"{shown}: {name} added ({_describe(edit.new)})")
     else:
         print(f"{shown}: {name} {_describe(edit.old)} → {_describe(edit.new)}")
+        for note in _holds(given, target, text, name, edit.new):
+            print(f"{shown}: {name} {note}")
     return 0
+
+
+def _holds(given, target, text: str, name: str, new) -> list[str]:
+    """What set-image (a person acting) did to the entry's holds, in words: the hold of a rollback
+    it lifts (the last commit that changed the entry in the local history, not imagebump's, moved
+    it back; the new image is not older), and a ``# imagebump:hold`` marker, which it changed the
+    entry through and which stays until removed. Reads the local repository only (no request)."""
+    from steps.entry_history import last_image_change
+    from steps.errors import ImagebumpError
+    from steps.git import ClonedRepo
+    from steps.intent import HOLD_MARKER, rollback
+    from steps.kustomize import hold_marker
+    from steps.models import entry_ref
+    from steps.order import compare_semver, parse_semver
+
+    notes = []
+    marker = hold_marker(text, name, by_new_name=False)
+    if marker is not None:
+        notes.append(
+            f"is held by '# {HOLD_MARKER}{' ' + marker if marker else ''}': changed as you asked; the "
+            "marker stays, and imagebump leaves the entry alone until you remove it"
+        )
+    root, in_git = _boundary(given, target)
+    if not in_git:
+        return notes
+    try:
+        file = target.relative_to(root.resolve()).as_posix()
+        change = last_image_change(ClonedRepo(root, "HEAD"), "HEAD", file, name, fetch=False)
+    except (ImagebumpError, ValueError, OSError):
+        return notes  # no readable history: nothing to say about it
+    if change is None:
+        return notes
+    versions = [parse_semver(e.newTag) for e in (change.before, change.after, new)]
+    order = "semver" if all(versions) else "none"
+    found = rollback(change, order, lambda _entry: None)
+    if found is None:
+        return notes
+    if order == "semver" and compare_semver(versions[2], versions[1]) <= 0:  # type: ignore[arg-type]
+        return notes  # not forward: once committed, this is the rollback that holds
+    unless = f", unless {entry_ref(new)} is older than {entry_ref(found.after)} by the rule's order"
+    notes.append(f"lifts the hold of {found.describe()} once committed{'' if order == 'semver' else unless}")
+    return notes
 
 
 def _write_atomically(path, data: bytes, shown: str) -> None:

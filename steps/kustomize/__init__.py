@@ -15,10 +15,12 @@ before and after it). May import ``steps.errors``, ``steps.events`` and
 from steps.kustomize._yaml import MAX_KUSTOMIZATION_BYTES
 from steps.kustomize.edit import ImageEdit, edit_image, set_image
 from steps.kustomize.files import KUSTOMIZATION_FILES, find_kustomization
+from steps.kustomize.holds import HOLD_MARKER_RE, hold_marker
 from steps.kustomize.reader import MAX_ALIAS_EXPANSION, get_image, read_images
 from steps.kustomize.spec import KEEP, ImageSpec, parse_image_spec, validate_image_name
 
 __all__ = [
+    "HOLD_MARKER_RE",
     "KEEP",
     "KUSTOMIZATION_FILES",
     "MAX_ALIAS_EXPANSION",
@@ -28,6 +30,7 @@ __all__ = [
     "edit_image",
     "find_kustomization",
     "get_image",
+    "hold_marker",
     "parse_image_spec",
     "read_images",
     "set_image",

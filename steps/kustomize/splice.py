@@ -11,6 +11,7 @@ import itertools
 
 from steps.errors import KustomizationError
 from steps.kustomize._yaml import _LINE_BREAK, _STR_TAG, _refuse_anchor, _resolve, _Scalar, _where
+from steps.kustomize.holds import HOLD_MARKER_RE
 from steps.kustomize.reader import _Doc, _Entry
 
 # --------------------------------------------------------------------------------------------
@@ -165,14 +166,18 @@ def _remove_key(sp: _Splicer, doc: _Doc, entry: _Entry, field: str) -> None:
         return
     line_start = _line_start(text, key.start_mark.index)
     before = text[line_start : key.start_mark.index]
+    # a hold marker on the removed line stays, on a line of its own (it survives every edit)
+    hold = HOLD_MARKER_RE.search(text, end, _line_content_end(text, end))
+    column = key.start_mark.column if before.strip() == "" else len(before) - len(before.lstrip())
+    kept = f"{' ' * column}{hold[0]}{_eol(text, end)}" if hold else ""
     if before.strip() == "":  # the key starts its line: delete whole lines
-        sp.replace(line_start, _line_full_end(text, end), "")
+        sp.replace(line_start, _line_full_end(text, end), kept)
     elif i == 0 and before.strip() == "-":  # `- field: value` on the dash line: pull the next key up
         next_start = entry.keys[order[1]][0].start_mark.index
         between_start = _line_full_end(text, end)
         between_end = _line_start(text, next_start)
-        if between_start < between_end:  # comment/blank lines before the next key: keep them, above
-            sp.insert(line_start, text[between_start:between_end])
+        if between_start < between_end or kept:  # comment/blank lines before the next key: keep them, above
+            sp.insert(line_start, kept + text[between_start:between_end])
         sp.replace(key.start_mark.index, next_start, "")
     else:
         raise KustomizationError(

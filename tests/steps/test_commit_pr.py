@@ -124,7 +124,9 @@ def test_default_message_says_what_a_reviewer_needs() -> None:
     ):
         assert needle in text
     custom = commit_message("bump {image_name} to {new} ({event_id})", fields)
-    assert custom == f"bump api to 1.1.0 ({t.event_id})\n"
+    # whatever the template, imagebump's own commits end with its trailer (issue 23)
+    assert custom == f"bump api to 1.1.0 ({t.event_id})\n\nImagebump-Image: {IMAGE}:1.1.0@{DIGEST_A}\n"
+    assert text.endswith(f"\n\nImagebump-Image: {IMAGE}:1.1.0@{DIGEST_A}\n")
 
 
 @pytest.mark.parametrize(

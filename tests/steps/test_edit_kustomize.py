@@ -238,7 +238,9 @@ def test_push_time_carried_in_the_target_gives_the_plan_asking_ecr_gives(
     assert carried.decision == ("update" if newer else "stale"), carried.reason
 
 
-def test_current_entry_from_another_registry_has_unknown_push_time(make_remote, ecr_repository) -> None:
+def test_an_entry_pinned_to_another_registry_is_never_rewritten(make_remote, ecr_repository) -> None:
+    """Issue 23: an entry whose newName names another repository renders an image nobody pushed if
+    its tag is rewritten; it is ``pinned`` (it used to be an update: "unknown push time")."""
     image = _image(ecr_repository)
     remote = make_remote(_files(_kustomization(_entry(image, "v1", new_name="ghcr.io/other/api"))))
     out = plan_step(
@@ -250,7 +252,8 @@ def test_current_entry_from_another_registry_has_unknown_push_time(make_remote, 
             pushed_at=datetime(2000, 1, 1, tzinfo=UTC),
         )
     )
-    assert out.decision == "update" and "unknown" in out.reason
+    assert (out.decision, out.changed) == ("pinned", False)
+    assert "ghcr.io/other/api:v1" in out.reason
 
 
 # --- errors -------------------------------------------------------------------------------------

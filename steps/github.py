@@ -357,6 +357,11 @@ def _client_options(settings: GitHubSettings, retry: RetryPolicy | None) -> dict
     }
 
 
+def client_options(settings: GitHubSettings, retry: RetryPolicy | None = None) -> dict:
+    """The keyword arguments every githubkit client of ours is built with (base URL, timeout, retries)."""
+    return _client_options(settings, retry)
+
+
 def api_token(settings: GitHubSettings, *, retry: RetryPolicy | None = None) -> str:
     """The token the API (and git, under App auth) uses."""
     if settings.uses_app:

@@ -307,6 +307,7 @@ def test_pr_mode_api_require_verified_by_environment_refuses_before_any_ref(
 # ------------------------------------------------------------------------------------ burst
 
 
+@pytest.mark.slow
 def test_burst_of_27_pr_mode_api_lands_completely_under_the_secondary_limits(
     make_remote, github_env, git_server, as_app
 ) -> None:

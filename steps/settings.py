@@ -160,6 +160,20 @@ DEFAULT_AUTHOR_EMAIL = "imagebump@users.noreply.github.com"
 DEFAULT_PUSH_ATTEMPTS = 10
 
 
+#: The GitHub App trio (steps.github reads them); all three set means "the App is configured".
+GITHUB_APP_ENVS = (
+    "IMAGEBUMP_GITHUB_APP_ID",
+    "IMAGEBUMP_GITHUB_APP_PRIVATE_KEY_FILE",
+    "IMAGEBUMP_GITHUB_APP_INSTALLATION_ID",
+)
+
+
+def github_app_configured(env: Mapping[str, str] | None = None) -> bool:
+    """Are all three GitHub App settings given (cheap: nothing is read or validated here)?"""
+    env = os.environ if env is None else env
+    return all(env.get(name) for name in GITHUB_APP_ENVS)
+
+
 def author_identity(env: Mapping[str, str] | None = None) -> tuple[str, str]:
     """``(name, email)`` of commits: ``$IMAGEBUMP_GIT_AUTHOR_NAME`` / ``$IMAGEBUMP_GIT_AUTHOR_EMAIL``,
     else the defaults (not validated: :class:`CommitPrSettings` validates them for commit-pr)."""

@@ -9,7 +9,7 @@ remote moved on — clones or fetches the new base, re-applies and pushes again,
 transient.
 
 ``commitMethod: api`` (``db`` given): the same local commit is then created through GitHub
-(:func:`steps.commit_pr.api_commit`: Verified when the token is an App installation's) and the
+(:meth:`steps.github_commits.GitDatabase.commit_head`: Verified when the token is an App installation's) and the
 branch is moved with ``force: false``; "not a fast forward" is the same lost race.
 """
 
@@ -24,13 +24,11 @@ from steps import git
 from steps.commit_message import commit_message, message_fields
 from steps.commit_pr import (
     CommitPrOutput,
-    api_commit,
     backoff,
     clone_base,
     decide,
     read_overlay_file,
     seed_base,
-    verification_fields,
 )
 from steps.errors import GitCommandError, PushRejected, TransientError
 from steps.models import Plan, Target
@@ -74,7 +72,8 @@ def land_commit(
             if db is None:
                 repo.push(f"HEAD:refs/heads/{base}", (base, repo.seeded_from) if repo.seeded_from else None)
             else:
-                made = api_commit(db, repo, target, plan, applied.text, message, settings)
+                required = target.require_verified or settings.require_verified
+                made = db.commit_head(repo, plan.file, applied.text, message, required)
                 db.fast_forward(base, made.sha)
                 sha = made.sha
         except PushRejected as exc:
@@ -101,6 +100,6 @@ def land_commit(
             continue
         log.info("committed %s to %s: %s", sha[:12], base, fields["subject"])
         return CommitPrOutput(
-            action="committed", commit_sha=sha, reason=fields["subject"], **verification_fields(made)
+            action="committed", commit_sha=sha, reason=fields["subject"], **(made.outputs() if made else {})
         )
     raise AssertionError("unreachable")

@@ -94,7 +94,6 @@ from steps.settings import CommitPrSettings
 if TYPE_CHECKING:
     from steps import git
     from steps import github as gh
-    from steps.github_commits import ApiCommit, GitDatabase
 
 log = logging.getLogger(__name__)
 
@@ -307,50 +306,6 @@ def read_overlay_file(repo: "git.ClonedRepo", plan: Plan, target: Target, base: 
     return text
 
 
-def api_database(
-    target: Target, gh_settings: "gh.GitHubSettings | None", settings: CommitPrSettings
-) -> "GitDatabase | None":
-    """GitHub's git database for ``commitMethod: api`` (None for ``git``), with the step's rate-limit budget."""
-    if target.commit_method != "api":
-        return None
-    from steps.github_commits import GitDatabase
-
-    assert gh_settings is not None  # _credentials reads them for commitMethod api
-    return GitDatabase.for_repo_url(target.repo_url, gh_settings, settings.rate_limit_budget)
-
-
-def api_commit(
-    db: "GitDatabase",
-    repo: "git.ClonedRepo",
-    target: Target,
-    plan: Plan,
-    text: str,
-    message: str,
-    settings: CommitPrSettings,
-) -> "ApiCommit":
-    """Create through GitHub the commit just made locally at ``HEAD`` (same parent, same tree —
-    proven by the tree id, same mode of ``plan.file``): :meth:`steps.github_commits.GitDatabase.commit`."""
-    from steps.github_commits import FileChange
-
-    parent, parent_tree, tree = repo.git("rev-parse", "HEAD^", "HEAD^^{tree}", "HEAD^{tree}").stdout.split()
-    listing = repo.git("ls-tree", "HEAD", "--", plan.file).stdout.split(None, 1)
-    return db.commit(
-        parent=parent,
-        parent_tree=parent_tree,
-        changes=[FileChange(plan.file, listing[0] if listing else "100644", text)],
-        message=message,
-        expected_tree=tree,
-        require_verified=target.require_verified or settings.require_verified,
-    )
-
-
-def verification_fields(made: "ApiCommit | None") -> dict[str, str]:
-    """The outputs ``verified`` and ``verification_reason`` for an API commit ("" for git)."""
-    if made is None:
-        return {}
-    return {"verified": str(made.verified).lower(), "verification_reason": made.reason}
-
-
 def _credentials(target: Target) -> "tuple[git.GitAuth | None, gh.GitHubSettings | None]":
     """Read (not yet use) the git token and, when the API is needed, the GitHub settings.
 
@@ -399,7 +354,12 @@ def land(target: Target, plan: Plan) -> CommitPrOutput:
     base = target.base_branch or plan.base_branch or git.default_branch(target.repo_url, auth=auth)
     from steps.scratch import scratch
 
-    db = api_database(target, gh_settings, settings)
+    db = None
+    if target.commit_method == "api":  # GitHub's git database; the step's one rate-limit budget
+        from steps.github_commits import GitDatabase
+
+        assert gh_settings is not None  # _credentials reads them for commitMethod api
+        db = GitDatabase.for_repo_url(target.repo_url, gh_settings, settings.rate_limit_budget)
     try:
         with scratch("imagebump-commit-pr-") as tmp:
             if target.mode == "commit":
@@ -410,20 +370,8 @@ def land(target: Target, plan: Plan) -> CommitPrOutput:
 
             return land_pr(target, plan, settings, auth, gh_settings, base, tmp, db=db)
     finally:
-        if db is not None:  # what this event cost in GitHub requests (docs/verified-commits.md)
-            log.info(
-                "GitHub git database: %d requests (%d content-creating), %.1fs waited on rate limits",
-                db.requests,
-                db.content_requests,
-                db.retry.waited,
-                extra={
-                    "fields": {
-                        "github_requests": db.requests,
-                        "github_content_requests": db.content_requests,
-                        "rate_limit_waited_s": round(db.retry.waited, 3),
-                    }
-                },
-            )
+        if db is not None:
+            db.log_cost()
 
 
 @step_entry

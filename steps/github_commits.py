@@ -39,7 +39,7 @@ import random
 import threading
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from githubkit import GitHub
@@ -48,6 +48,9 @@ from githubkit.retry import RetryOption
 
 from steps import github as gh
 from steps.errors import ImagebumpError, PushRejected, TransientError, TreeMismatch, UnverifiedCommit
+
+if TYPE_CHECKING:
+    from steps.git import ClonedRepo
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +129,10 @@ class ApiCommit:
     verified: bool
     reason: str
 
+    def outputs(self) -> dict[str, str]:
+        """commit-pr's outputs ``verified`` (``true``/``false``) and ``verification_reason``."""
+        return {"verified": str(self.verified).lower(), "verification_reason": self.reason}
+
 
 class GitDatabase:
     """GitHub's git database (and ``updateRefs``) for one repository, requests counted.
@@ -178,6 +185,40 @@ class GitDatabase:
     @property
     def full_name(self) -> str:
         return f"{self.owner}/{self.repo}"
+
+    def log_cost(self) -> None:
+        """Log what this step cost in GitHub requests (docs/verified-commits.md counts them per event)."""
+        log.info(
+            "GitHub git database: %d requests (%d content-creating), %.1fs waited on rate limits",
+            self.requests,
+            self.content_requests,
+            self.retry.waited,
+            extra={
+                "fields": {
+                    "github_requests": self.requests,
+                    "github_content_requests": self.content_requests,
+                    "rate_limit_waited_s": round(self.retry.waited, 3),
+                }
+            },
+        )
+
+    def commit_head(
+        self, repo: ClonedRepo, path: str, text: str, message: str, require_verified: bool
+    ) -> ApiCommit:
+        """Create through GitHub the commit ``repo`` just made locally at ``HEAD`` from ``message`` —
+        same parent, the same tree (proven by its id) with ``path`` at its mode; see :meth:`commit`."""
+        parent, parent_tree, tree = repo.git(
+            "rev-parse", "HEAD^", "HEAD^^{tree}", "HEAD^{tree}"
+        ).stdout.split()
+        listing = repo.git("ls-tree", "HEAD", "--", path).stdout.split(None, 1)
+        return self.commit(
+            parent=parent,
+            parent_tree=parent_tree,
+            changes=[FileChange(path, listing[0] if listing else "100644", text)],
+            message=message,
+            expected_tree=tree,
+            require_verified=require_verified,
+        )
 
     def _fail(self, exc: GitHubException, what: str) -> ImagebumpError:
         return gh.translate(exc, f"{what} in {self.full_name}", self.secrets)

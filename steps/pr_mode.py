@@ -8,7 +8,7 @@ request (title, body) or open one. ``provider: local`` has no API: the pushed br
 proposal (:class:`steps.forge.LocalForge`).
 
 ``commitMethod: api`` (``db`` given): the commit is created through GitHub
-(:func:`steps.commit_pr.api_commit`) and the branch is created (``POST …/git/refs``; "already
+(:meth:`steps.github_commits.GitDatabase.commit_head`) and the branch is created (``POST …/git/refs``; "already
 exists" is a lost race) or moved with a lease (GraphQL ``updateRefs`` with ``beforeOid``: never
 over a commit someone else pushed since it was read); the pull request calls share the step's
 rate-limit budget.
@@ -30,12 +30,10 @@ from steps.commit_message import commit_message, message_fields, pr_text
 from steps.commit_pr import (
     Action,
     CommitPrOutput,
-    api_commit,
     backoff,
     clone_base,
     decide,
     read_overlay_file,
-    verification_fields,
 )
 from steps.errors import NoCommitsBetween, PullRequestExists, PushRejected, TransientError
 from steps.models import Plan, Target
@@ -144,7 +142,8 @@ def _propose(
             if db is None:
                 repo.push(f"HEAD:refs/heads/{branch}", force_with_lease=(branch, remote_sha or ""))
                 return _Proposal(sha, remote_sha is not None, True, fields, message)
-            made = api_commit(db, repo, target, plan, applied.text, message, settings)
+            required = target.require_verified or settings.require_verified
+            made = db.commit_head(repo, plan.file, applied.text, message, required)
             if remote_sha is None:
                 db.create_branch(branch, made.sha)
             else:
@@ -235,5 +234,5 @@ def land_pr(
         pr_number=pr.number,
         branch=branch,
         reason=fields["subject"],
-        **verification_fields(proposal.made),
+        **(proposal.made.outputs() if proposal.made else {}),
     )

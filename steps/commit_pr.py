@@ -337,6 +337,11 @@ def land(target: Target, plan: Plan) -> CommitPrOutput:
     """
     settings = CommitPrSettings.from_env()
     CommitPrInput.of(target, plan)
+    if (target.require_verified or settings.require_verified) and target.commit_method != "api":
+        raise ConfigError(
+            f"verified commits are required (requireVerified / IMAGEBUMP_REQUIRE_VERIFIED) but rule {target.rule} "
+            "uses commitMethod: git, whose commits are unsigned; set commitMethod: api (provider: github)"
+        )
     if not plan.changed:
         return CommitPrOutput(
             action="unchanged",

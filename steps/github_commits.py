@@ -169,12 +169,12 @@ class GitDatabase:
         holder: list[GitDatabase] = []
 
         def count(request: httpx.Request) -> None:
-            if holder:
-                holder[0].requests += 1
-                if request.method != "GET" and not request.url.path.endswith("/graphql"):
-                    holder[0].content_requests += 1
-                elif request.method == "POST" and b"mutation" in request.content[:200]:
-                    holder[0].content_requests += 1
+            if not holder:
+                return
+            holder[0].requests += 1
+            graphql = request.url.path.endswith("/graphql")
+            if (request.method != "GET" and not graphql) or (graphql and b"mutation" in request.content[:40]):
+                holder[0].content_requests += 1
 
         options = gh.client_options(settings, retry)
         client = GitHub(token, event_hooks={"request": [count]}, **options)

@@ -249,6 +249,12 @@ def compile_rule(index: int, raw: Any, cache: dict[tuple[str, bool], Any]) -> Ru
             f"api needs provider: github (GitHub's git database API), got provider: {spec.provider}; "
             "use commitMethod: git or provider: github",
         )
+    if spec.require_verified and spec.commit_method != "api":
+        raise _Problem(
+            "requireVerified",
+            "needs commitMethod: api (commits pushed with git are unsigned, GitHub never verifies them); "
+            "add commitMethod: api",
+        )
 
     # registryURI
     uri = spec.registry_uri

@@ -96,6 +96,7 @@ def _git_statuses(fake, method: str, what: str) -> list[int]:
         ),
         pytest.param("commitMethod: svn\n", "commitMethod", "must be one of git, api", id="unknown"),
         pytest.param("requireVerified: maybe\n", "requireVerified", "true or false", id="not-bool"),
+        pytest.param("requireVerified: true\n", "requireVerified", "needs commitMethod: api", id="with-git"),
     ],
 )
 def test_rules_refuse_bad_commit_method_fields(extra: str, field: str, message: str) -> None:
@@ -118,6 +119,34 @@ def test_rules_carry_commit_method_and_require_verified_to_the_target() -> None:
     pushed = Image(account="123456789012", region="us-west-2", repository="team/api", tag="1.0.0")
     (found,) = rules.match(pushed).targets
     assert (found.commit_method, found.require_verified) == ("api", True)
+
+
+def test_local_run_needs_no_token_when_the_github_app_is_configured(tmp_path: Path) -> None:
+    from imagebump.commands.run import local_secrets
+
+    app = {
+        "IMAGEBUMP_GITHUB_APP_ID": "777",
+        "IMAGEBUMP_GITHUB_APP_INSTALLATION_ID": "42",
+        "IMAGEBUMP_GITHUB_APP_PRIVATE_KEY_FILE": str(tmp_path / "app.pem"),
+    }
+    assert local_secrets(app) == {"imagebump-git": {}}  # each step mints the App's token itself
+    with pytest.raises(ConfigError, match="IMAGEBUMP_GITHUB_APP_ID"):
+        local_secrets({k: v for k, v in app.items() if k != "IMAGEBUMP_GITHUB_APP_ID"})
+
+
+def test_reads_use_the_app_installation_token_when_no_read_token_is_set(
+    github_env, as_app, git_token: str
+) -> None:
+    auth = gh.read_auth()
+    assert auth is not None and auth.token == git_token and github_env.minted == [git_token]
+
+
+def test_requiring_verified_commits_refuses_commit_method_git(world, monkeypatch) -> None:
+    remote, _fake = world
+    monkeypatch.setenv("IMAGEBUMP_REQUIRE_VERIFIED", "true")
+    with pytest.raises(ConfigError, match="commitMethod: git"):
+        commit_pr.land(target(remote.url), plan())
+    assert len(remote.log()) == 1
 
 
 # ------------------------------------------------------------------------------ mode: commit

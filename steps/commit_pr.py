@@ -8,7 +8,9 @@ Reads: the ``target`` and the ``plan`` (parameters); the write token (``IMAGEBUM
 
 Writes: one commit on the base branch (``mode: commit``), or one branch per target plus one open
 pull request for it (``mode: pr``). Outputs ``action`` (``committed`` | ``pr-created`` |
-``pr-updated`` | ``unchanged``), ``commit_sha``, ``pr_url``, ``pr_number``, ``branch``, ``reason``.
+``pr-updated`` | ``unchanged``), ``commit_sha``, ``pr_url``, ``pr_number``, ``branch``, ``reason``,
+and for ``commitMethod: api`` (the commit made through GitHub, :mod:`steps.github_commits`) GitHub's
+``verified`` / ``verification_reason``.
 
 How: a fresh clone of the newest base in a private temporary directory; the plan's *edit*
 (``target`` + ``plan.new``) is re-applied there with the pure editor — never a stale patch. When

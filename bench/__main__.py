@@ -15,14 +15,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from bench import burst, chart, coldstart, e2e, floor, growth, report, sweep, waste
+from bench import api_commits, burst, chart, coldstart, e2e, floor, growth, report, sweep, waste
 from bench.stats import loadavg, machine
 from bench.world import PROJECT_ROOT, open_world
 
 #: The overlay of the cold events (and of waste's before/after): not the single event's, whose history
 #: the floor's interleaved commits share.
 COLD_REPOSITORY = "mono/app03"
-SCENARIOS = ("single", "bursts", "floor", "growth", "waste", "sweep", "coldstart")
+SCENARIOS = ("single", "bursts", "floor", "growth", "waste", "sweep", "coldstart", "api_commits")
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,7 @@ class Sizes:
     sweep_reps: int = 2
     coldstart_runs: int = 7  # per step and runner (bench.coldstart)
     coldstart_event_runs: int = 7  # events per runner with fresh processes
+    api_burst: int = 27  # bench.api_commits: pushes into as many overlays, mode pr, per commitMethod
 
 
 FULL = Sizes(
@@ -74,6 +75,7 @@ QUICK = Sizes(
     sweep_reps=1,
     coldstart_runs=2,
     coldstart_event_runs=2,
+    api_burst=6,
 )
 
 
@@ -104,6 +106,13 @@ def run(
         log(f"[coldstart] exec → first line per step, {sizes.coldstart_runs} runs per runner …")
         results["cold_start"] = coldstart.run(sizes.coldstart_runs, event=False, log=log)
         save()
+    if "api_commits" in only:  # its own world: a git remote and the GitHub fake, in-process
+        results["api_commits"] = api_commits.run(sizes.api_burst, sizes.burst_concurrency, log=log)
+        save()
+        if list(only) == ["api_commits"]:
+            results["complete"] = True
+            save()
+            return results
     if "sweep" in only:  # its own world: ECR repositories and GitOps repositories of each size
         log(f"[sweep] reconcile sweeps at {list(sizes.sweep_repositories)} ECR repositories …")
         results["sweep"] = sweep.run_sweeps(sizes.sweep_repositories, reps=sizes.sweep_reps, log=log)
@@ -220,7 +229,7 @@ def run(
 def merge(previous: dict[str, Any], new: dict[str, Any], command: str) -> dict[str, Any]:
     """``previous`` with the scenarios ``new`` ran replaced (bursts matched by their event count)."""
     out = json.loads(json.dumps(previous))
-    for key in ("single_event", "growth", "waste", "sweep", "cold_start"):
+    for key in ("single_event", "growth", "waste", "sweep", "cold_start", "api_commits"):
         if key in new:
             out[key] = new[key]
     for key in ("bursts",):

@@ -144,6 +144,28 @@ def headline_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
                 + " / ".join(str(x["git_clones"]) for x in sw),
             )
         )
+    api = r.get("api_commits")
+    if api:
+        per = api["requests_per_event"]
+        rows.append(
+            (
+                "commitMethod api: GitHub requests per event (content-creating): commit; PR created; PR updated",
+                "; ".join(
+                    f"{per[k]['requests']} ({per[k]['content_creating']})"
+                    for k in ("api_commit", "api_pr_created", "api_pr_updated")
+                ),
+            )
+        )
+        by = {b["method"]: b for b in api["burst"]}
+        if "api" in by and "git" in by:
+            rows.append(
+                (
+                    f"burst of {by['api']['events']} pushes into as many overlays, mode pr, under GitHub's "
+                    "secondary limits: drain, commitMethod api vs git",
+                    f"{by['api']['drain_s']:.1f} s ({by['api']['rate_limited']} limit answers waited out) vs "
+                    f"{by['git']['drain_s']:.1f} s",
+                )
+            )
     w = r.get("waste", {}).get("before_after")
     if w:
         rows.append(

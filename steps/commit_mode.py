@@ -7,6 +7,10 @@ plan's base: with a lease on it, so only while the branch is still there). A rej
 remote moved on — clones or fetches the new base, re-applies and pushes again, at most
 ``push_attempts`` times (:func:`steps.commit_pr.backoff`: the first retry at once), then fails as
 transient.
+
+``commitMethod: api`` (``db`` given): the same local commit is then created through GitHub
+(:meth:`steps.github_commits.GitDatabase.commit_head`: Verified when the token is an App installation's) and the
+branch is moved with ``force: false``; "not a fast forward" is the same lost race.
 """
 
 from __future__ import annotations
@@ -14,20 +18,37 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from steps import git
 from steps.commit_message import commit_message, message_fields
-from steps.commit_pr import CommitPrOutput, backoff, clone_base, decide, read_overlay_file, seed_base
+from steps.commit_pr import (
+    CommitPrOutput,
+    backoff,
+    clone_base,
+    decide,
+    read_overlay_file,
+    seed_base,
+)
 from steps.errors import GitCommandError, PushRejected, TransientError
 from steps.models import Plan, Target
 from steps.settings import CommitPrSettings
 from steps.timing import timed
 
+if TYPE_CHECKING:
+    from steps.github_commits import ApiCommit, GitDatabase
+
 log = logging.getLogger(__name__)
 
 
 def land_commit(
-    target: Target, plan: Plan, settings: CommitPrSettings, auth: git.GitAuth, base: str, workdir: Path
+    target: Target,
+    plan: Plan,
+    settings: CommitPrSettings,
+    auth: git.GitAuth,
+    base: str,
+    workdir: Path,
+    db: GitDatabase | None = None,
 ) -> CommitPrOutput:
     """``mode: commit``: commit on the newest base and push; a lost race re-applies and retries."""
     repo = seed_base(target, plan, auth, base, workdir) or clone_base(target, plan, auth, base, workdir)
@@ -41,14 +62,20 @@ def land_commit(
             return CommitPrOutput(action="unchanged", reason=applied.reason, commit_sha=repo.head())
         repo.write(plan.file, applied.text)
         fields = message_fields(target, plan, applied.current, base)
-        sha = repo.commit(
-            commit_message(settings.template, fields), settings.author_name, settings.author_email
-        )
+        message = commit_message(settings.template, fields)
+        sha = repo.commit(message, settings.author_name, settings.author_email)
         if sha is None:  # the editor changed bytes git does not see (cannot happen; be safe)
             return CommitPrOutput(action="unchanged", reason=f"{plan.file}: no difference to commit")
         pushed = time.monotonic()
+        made: ApiCommit | None = None
         try:
-            repo.push(f"HEAD:refs/heads/{base}", (base, repo.seeded_from) if repo.seeded_from else None)
+            if db is None:
+                repo.push(f"HEAD:refs/heads/{base}", (base, repo.seeded_from) if repo.seeded_from else None)
+            else:
+                required = target.require_verified or settings.require_verified
+                made = db.commit_head(repo, plan.file, applied.text, message, required)
+                db.fast_forward(base, made.sha)
+                sha = made.sha
         except PushRejected as exc:
             if attempt == settings.push_attempts:
                 raise TransientError(
@@ -64,7 +91,7 @@ def land_commit(
                 repo.fetch_and_reset(base)
             continue
         except GitCommandError as exc:
-            if not repo.seeded_from:
+            if not repo.seeded_from or db is not None:
                 raise
             # git could not send the commit from the plan's base (not a refusal: those are
             # classified): never a reason to fail the step; the clone path does what it always did.
@@ -72,5 +99,7 @@ def land_commit(
             repo = clone_base(target, plan, auth, base, workdir)
             continue
         log.info("committed %s to %s: %s", sha[:12], base, fields["subject"])
-        return CommitPrOutput(action="committed", commit_sha=sha, reason=fields["subject"])
+        return CommitPrOutput(
+            action="committed", commit_sha=sha, reason=fields["subject"], **(made.outputs() if made else {})
+        )
     raise AssertionError("unreachable")

@@ -8,7 +8,9 @@ Reads: the ``target`` and the ``plan`` (parameters); the write token (``IMAGEBUM
 
 Writes: one commit on the base branch (``mode: commit``), or one branch per target plus one open
 pull request for it (``mode: pr``). Outputs ``action`` (``committed`` | ``pr-created`` |
-``pr-updated`` | ``unchanged``), ``commit_sha``, ``pr_url``, ``pr_number``, ``branch``, ``reason``.
+``pr-updated`` | ``unchanged``), ``commit_sha``, ``pr_url``, ``pr_number``, ``branch``, ``reason``,
+and for ``commitMethod: api`` (the commit made through GitHub, :mod:`steps.github_commits`) GitHub's
+``verified`` / ``verification_reason``.
 
 How: a fresh clone of the newest base in a private temporary directory; the plan's *edit*
 (``target`` + ``plan.new``) is re-applied there with the pure editor — never a stale patch. When
@@ -106,6 +108,7 @@ LAZY_IMPORTS = (
     "steps.git",
     "steps.github",
     "steps.forge",
+    "steps.github_commits",
     "steps.kustomize",
     "steps.never_downgrade",
     "steps.proposals",
@@ -148,6 +151,13 @@ class CommitPrOutput(BaseModel):
     reason: str = ""
     seconds_since_push: str = Field(
         default="", description="seconds from the image's ECR push to the end of this step; '' if unknown"
+    )
+    verified: str = Field(
+        default="",
+        description="commitMethod api: GitHub's verification of the commit (true | false); '' with git",
+    )
+    verification_reason: str = Field(
+        default="", description="commitMethod api: GitHub's verification reason (valid, unsigned, …)"
     )
 
 
@@ -307,14 +317,14 @@ def read_overlay_file(repo: "git.ClonedRepo", plan: Plan, target: Target, base: 
 def _credentials(target: Target) -> "tuple[git.GitAuth | None, gh.GitHubSettings | None]":
     """Read (not yet use) the git token and, when the API is needed, the GitHub settings.
 
-    The API is needed for ``provider: github`` in ``mode: pr``, and to mint a GitHub App
-    installation token when no git token is set. Both are validated here, before any I/O.
+    The API is needed for ``provider: github`` in ``mode: pr`` or with ``commitMethod: api``, and to
+    mint a GitHub App installation token when no git token is set. Both are validated here, before any I/O.
     """
     from steps import git
 
     auth = git.GitAuth.from_env(write=True, required=False)
     settings = None
-    if target.provider == "github" and (target.mode == "pr" or auth is None):
+    if target.provider == "github" and (target.mode == "pr" or auth is None or target.commit_method == "api"):
         from steps import github as gh  # the API client (githubkit, httpx): only where the API is used
 
         settings = gh.GitHubSettings.from_env()  # ConfigError naming both ways when neither is set
@@ -335,6 +345,11 @@ def land(target: Target, plan: Plan) -> CommitPrOutput:
     """
     settings = CommitPrSettings.from_env()
     CommitPrInput.of(target, plan)
+    if (target.require_verified or settings.require_verified) and target.commit_method != "api":
+        raise ConfigError(
+            f"verified commits are required (requireVerified / IMAGEBUMP_REQUIRE_VERIFIED) but rule {target.rule} "
+            "uses commitMethod: git, whose commits are unsigned; set commitMethod: api (provider: github)"
+        )
     if not plan.changed:
         return CommitPrOutput(
             action="unchanged",
@@ -352,14 +367,24 @@ def land(target: Target, plan: Plan) -> CommitPrOutput:
     base = target.base_branch or plan.base_branch or git.default_branch(target.repo_url, auth=auth)
     from steps.scratch import scratch
 
-    with scratch("imagebump-commit-pr-") as tmp:
-        if target.mode == "commit":
-            from steps.commit_mode import land_commit
+    db = None
+    if target.commit_method == "api":  # GitHub's git database; the step's one rate-limit budget
+        from steps.github_commits import GitDatabase
 
-            return land_commit(target, plan, settings, auth, base, tmp)
-        from steps.pr_mode import land_pr
+        assert gh_settings is not None  # _credentials reads them for commitMethod api
+        db = GitDatabase.for_repo_url(target.repo_url, gh_settings, settings.rate_limit_budget)
+    try:
+        with scratch("imagebump-commit-pr-") as tmp:
+            if target.mode == "commit":
+                from steps.commit_mode import land_commit
 
-        return land_pr(target, plan, settings, auth, gh_settings, base, tmp)
+                return land_commit(target, plan, settings, auth, base, tmp, db=db)
+            from steps.pr_mode import land_pr
+
+            return land_pr(target, plan, settings, auth, gh_settings, base, tmp, db=db)
+    finally:
+        if db is not None:
+            db.log_cost()
 
 
 @step_entry

@@ -53,6 +53,7 @@ from steps.branches import branch_name
 from steps.errors import ConfigError, ImageNotFoundError, InvalidEventError, KustomizationError
 from steps.events import parse_repository_uri
 from steps.models import Decision, ImagesEntry, Plan, Target, image_ref
+from steps.settings import github_app_configured
 from steps.timing import timed
 
 if TYPE_CHECKING:
@@ -347,6 +348,10 @@ def run(target: Target) -> EditKustomizeOutput:
 
     overlay = EditKustomizeInput.of(target).overlay
     auth = git.GitAuth.from_env(write=False)
+    if auth is None and github_app_configured():  # only the App's settings: read as the App
+        from steps.github import read_auth
+
+        auth = read_auth()
     from steps.scratch import scratch
 
     ecr = _Ecr(target)

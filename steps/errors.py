@@ -11,7 +11,9 @@ and the step runner) turn these into a short message and an exit code, never a t
     │   ├── RulesError         a rules file that cannot be loaded (names rule index and field)
     │   ├── KustomizationError a kustomization that cannot be read or edited
     │   │   └── ImageNotFoundError  the image is not in the file (names the ones that are)
-    │   └── PermissionDeniedError   the remote refused for lack of rights (protected branch, 403)
+    │   ├── PermissionDeniedError   the remote refused for lack of rights (protected branch, 403)
+    │   ├── UnverifiedCommit   GitHub did not verify an API commit and verified commits are required
+    │   └── TreeMismatch       GitHub's tree for an API commit is not the one computed locally
     ├── TransientError         the world broke for a while: network, 5xx, push race. Retried.
     │   └── PushRejected       git: the remote branch moved on (non-fast-forward, stale lease)
     ├── GitCommandError        git failed for a reason imagebump does not recognise
@@ -81,6 +83,16 @@ class ImageNotFoundError(KustomizationError):
 
 class PermissionDeniedError(ConfigError):
     """The remote refused the change for lack of rights (protected branch, 401/403)."""
+
+
+class UnverifiedCommit(ConfigError):
+    """``requireVerified``: GitHub created the commit but does not show it as Verified (the message
+    names GitHub's ``reason``); no ref was moved to it."""
+
+
+class TreeMismatch(ConfigError):
+    """``commitMethod: api``: the tree GitHub built is not the tree git computes locally for the same
+    edit (bytes or a file mode would differ); no ref was moved to it."""
 
 
 class TransientError(ImagebumpError):

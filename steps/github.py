@@ -54,9 +54,10 @@ from githubkit.exception import (
 from githubkit.retry import RetryOption
 
 from steps.errors import ConfigError, ImagebumpError, PermissionDeniedError, TransientError
+from steps.git_auth import GitAuth
 from steps.redact import redact
 from steps.repo_url import parse_repo_url as parse_repo_url  # re-exported (it lives apart from githubkit)
-from steps.settings import read_secret, read_secret_file
+from steps.settings import github_app_configured, read_secret, read_secret_file
 
 log = logging.getLogger(__name__)
 
@@ -355,6 +356,31 @@ def _client_options(settings: GitHubSettings, retry: RetryPolicy | None) -> dict
         "http_cache": False,
         "auto_retry": retry or RetryPolicy(),
     }
+
+
+def client_options(settings: GitHubSettings, retry: RetryPolicy | None = None) -> dict:
+    """The keyword arguments every githubkit client of ours is built with (base URL, timeout, retries)."""
+    return _client_options(settings, retry)
+
+
+def app_git_auth(settings: GitHubSettings | None = None) -> GitAuth:
+    """Git credentials from the GitHub App: its installation token (reads and pushes over HTTPS)."""
+    settings = settings or GitHubSettings.from_env()
+    if not settings.uses_app:
+        raise ConfigError(
+            f"no GitHub App configured: set {APP_ID_ENV}, {APP_KEY_FILE_ENV}, {APP_INSTALLATION_ENV}"
+        )
+    return GitAuth(installation_token(settings))
+
+
+def read_auth() -> GitAuth | None:
+    """Git's read credentials: ``IMAGEBUMP_GIT_READ_TOKEN[_FILE]``; else, when a GitHub App is
+    configured, its installation token (one machine with only the App's settings); else None
+    (anonymous)."""
+    auth = GitAuth.from_env(write=False)
+    if auth is None and github_app_configured():
+        return app_git_auth()
+    return auth
 
 
 def api_token(settings: GitHubSettings, *, retry: RetryPolicy | None = None) -> str:

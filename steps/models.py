@@ -20,9 +20,11 @@ from pydantic import BaseModel, ConfigDict, Field
 Mode = Literal["pr", "commit"]
 Order = Literal["push-time", "semver", "none"]
 Provider = Literal["github", "local"]
+CommitMethod = Literal["git", "api"]
 DEFAULT_MODE: Mode = "pr"
 DEFAULT_ORDER: Order = "push-time"
 DEFAULT_PROVIDER: Provider = "github"
+DEFAULT_COMMIT_METHOD: CommitMethod = "git"
 
 
 def short_digest(digest: str | None, *, mark: str = "") -> str:
@@ -135,6 +137,13 @@ class Target(BaseModel):
     labels: list[str] = Field(default_factory=list)
     reviewers: list[str] = Field(default_factory=list)
     provider: Provider = DEFAULT_PROVIDER
+    commit_method: CommitMethod = Field(
+        default=DEFAULT_COMMIT_METHOD,
+        description="git: commit and push with git; api: through GitHub's git database API (Verified)",
+    )
+    require_verified: bool = Field(
+        default=False, description="refuse to move a ref to a commit GitHub does not show as Verified"
+    )
 
     @property
     def key(self) -> str:

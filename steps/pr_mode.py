@@ -6,6 +6,12 @@ plan re-applied with the pure :func:`steps.commit_pr.decide`), check the living 
 :mod:`steps.proposals`), force-push with a lease on the sha seen before, then update the open pull
 request (title, body) or open one. ``provider: local`` has no API: the pushed branch is the
 proposal (:class:`steps.forge.LocalForge`).
+
+``commitMethod: api`` (``db`` given): the commit is created through GitHub
+(:meth:`steps.github_commits.GitDatabase.commit_head`) and the branch is created (``POST …/git/refs``; "already
+exists" is a lost race) or moved with a lease (GraphQL ``updateRefs`` with ``beforeOid``: never
+over a commit someone else pushed since it was read); the pull request calls share the step's
+rate-limit budget.
 """
 
 from __future__ import annotations
@@ -14,19 +20,30 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from steps import forge as forges
 from steps import git
 from steps import github as gh
 from steps.branches import branch_name
 from steps.commit_message import commit_message, message_fields, pr_text
-from steps.commit_pr import Action, CommitPrOutput, backoff, clone_base, decide, read_overlay_file
+from steps.commit_pr import (
+    Action,
+    CommitPrOutput,
+    backoff,
+    clone_base,
+    decide,
+    read_overlay_file,
+)
 from steps.errors import NoCommitsBetween, PullRequestExists, PushRejected, TransientError
 from steps.models import Plan, Target
 from steps.never_downgrade import guard_branch
 from steps.proposals import entry_at
 from steps.settings import CommitPrSettings
 from steps.timing import timed
+
+if TYPE_CHECKING:
+    from steps.github_commits import ApiCommit, GitDatabase
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +61,7 @@ class _Proposal:
     pushed: bool  # this run moved it
     fields: dict[str, str]
     message: str
+    made: ApiCommit | None = None  # commitMethod api: the commit GitHub created
 
 
 class _OpenPr:
@@ -77,6 +95,7 @@ def _propose(
     base: str,
     branch: str,
     open_pr: _OpenPr,
+    db: GitDatabase | None = None,
 ) -> _Proposal | CommitPrOutput:
     """Build the branch's one commit on the newest base and force-push it with a lease.
 
@@ -120,8 +139,16 @@ def _propose(
                 )
         pushed = time.monotonic()
         try:
-            repo.push(f"HEAD:refs/heads/{branch}", force_with_lease=(branch, remote_sha or ""))
-            return _Proposal(sha, remote_sha is not None, True, fields, message)
+            if db is None:
+                repo.push(f"HEAD:refs/heads/{branch}", force_with_lease=(branch, remote_sha or ""))
+                return _Proposal(sha, remote_sha is not None, True, fields, message)
+            required = target.require_verified or settings.require_verified
+            made = db.commit_head(repo, plan.file, applied.text, message, required)
+            if remote_sha is None:
+                db.create_branch(branch, made.sha)
+            else:
+                db.move_with_lease(branch, made.sha, remote_sha)
+            return _Proposal(made.sha, remote_sha is not None, True, fields, message, made)
         except PushRejected as exc:
             if attempt == settings.push_attempts:
                 raise TransientError(
@@ -144,15 +171,18 @@ def land_pr(
     gh_settings: gh.GitHubSettings | None,
     base: str,
     workdir: Path,
+    db: GitDatabase | None = None,
 ) -> CommitPrOutput:
     """``mode: pr``: keep the target's one branch and its one open pull request up to date."""
     branch = branch_name(target)
-    github = (
-        None if target.provider == "local" else forges.GitHubForge.for_repo_url(target.repo_url, gh_settings)
-    )
+    github: forges.GitHubForge | None = None
+    if db is not None:  # one client, one rate-limit budget for the whole step
+        github = forges.GitHubForge(db.owner, db.repo, db.client, secrets=db.secrets)
+    elif target.provider != "local":
+        github = forges.GitHubForge.for_repo_url(target.repo_url, gh_settings)
     open_pr = _OpenPr(target, github, branch, base)
     repo = clone_base(target, plan, auth, base, workdir)
-    proposal = _propose(repo, target, plan, settings, base, branch, open_pr)
+    proposal = _propose(repo, target, plan, settings, base, branch, open_pr, db)
     if isinstance(proposal, CommitPrOutput):
         return proposal
     sha, fields = proposal.sha, proposal.fields
@@ -204,4 +234,5 @@ def land_pr(
         pr_number=pr.number,
         branch=branch,
         reason=fields["subject"],
+        **(proposal.made.outputs() if proposal.made else {}),
     )

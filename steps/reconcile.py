@@ -92,7 +92,7 @@ from steps.reconcile_report import (
     count_states,
     render_table,
 )
-from steps.settings import rules_file
+from steps.settings import github_app_configured, rules_file
 
 log = logging.getLogger(__name__)
 
@@ -306,11 +306,16 @@ def run(
 
     given = ReconcileInput.of(concurrency=concurrency, limit=limit, full=full)  # before any I/O
     rules = load_rules_file(rules_file())
+    auth = git.GitAuth.from_env(write=False)
+    if auth is None and github_app_configured():  # only the App's settings: read as the App
+        from steps.github import read_auth
+
+        auth = read_auth()
     out = sweep(
         rules,
         concurrency=given.concurrency,
         limit=given.limit,
-        auth=git.GitAuth.from_env(write=False),
+        auth=auth,
         full=given.full,
         report_limit=None if given.full else REPORT_LIMIT,
     )

@@ -160,6 +160,20 @@ DEFAULT_AUTHOR_EMAIL = "imagebump@users.noreply.github.com"
 DEFAULT_PUSH_ATTEMPTS = 10
 
 
+#: The GitHub App trio (steps.github reads them); all three set means "the App is configured".
+GITHUB_APP_ENVS = (
+    "IMAGEBUMP_GITHUB_APP_ID",
+    "IMAGEBUMP_GITHUB_APP_PRIVATE_KEY_FILE",
+    "IMAGEBUMP_GITHUB_APP_INSTALLATION_ID",
+)
+
+
+def github_app_configured(env: Mapping[str, str] | None = None) -> bool:
+    """Are all three GitHub App settings given (cheap: nothing is read or validated here)?"""
+    env = os.environ if env is None else env
+    return all(env.get(name) for name in GITHUB_APP_ENVS)
+
+
 def author_identity(env: Mapping[str, str] | None = None) -> tuple[str, str]:
     """``(name, email)`` of commits: ``$IMAGEBUMP_GIT_AUTHOR_NAME`` / ``$IMAGEBUMP_GIT_AUTHOR_EMAIL``,
     else the defaults (not validated: :class:`CommitPrSettings` validates them for commit-pr)."""
@@ -168,11 +182,21 @@ def author_identity(env: Mapping[str, str] | None = None) -> tuple[str, str]:
     )
 
 
+#: ``true``: every rule behaves as if it said ``requireVerified: true`` (commit-pr).
+REQUIRE_VERIFIED_ENV = "IMAGEBUMP_REQUIRE_VERIFIED"
+#: Seconds one commit-pr step may sit out GitHub rate limits in all; beyond it the step exits 75.
+RATE_LIMIT_BUDGET_ENV = "IMAGEBUMP_GITHUB_RATE_LIMIT_BUDGET"
+DEFAULT_RATE_LIMIT_BUDGET = 300.0
+_BOOLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+
 class CommitPrSettings(BaseModel):
     """commit-pr's runtime configuration (environment), validated before any I/O.
 
     ``IMAGEBUMP_GIT_AUTHOR_NAME`` / ``IMAGEBUMP_GIT_AUTHOR_EMAIL`` (the commit identity),
-    ``IMAGEBUMP_COMMIT_MESSAGE_TEMPLATE`` (:mod:`steps.commit_message`), ``IMAGEBUMP_PUSH_ATTEMPTS``.
+    ``IMAGEBUMP_COMMIT_MESSAGE_TEMPLATE`` (:mod:`steps.commit_message`), ``IMAGEBUMP_PUSH_ATTEMPTS``,
+    ``IMAGEBUMP_REQUIRE_VERIFIED`` (``requireVerified`` for every rule) and
+    ``IMAGEBUMP_GITHUB_RATE_LIMIT_BUDGET`` (seconds of rate-limit waits one step sits out, default 300).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -181,6 +205,8 @@ class CommitPrSettings(BaseModel):
     author_email: str = Field(default=DEFAULT_AUTHOR_EMAIL, pattern=r"^[^\s<>@]+@[^\s<>@]+$")
     template: str = "{subject}\n\n{details}"
     push_attempts: int = Field(default=DEFAULT_PUSH_ATTEMPTS, ge=1, le=50)
+    require_verified: bool = False
+    rate_limit_budget: float = Field(default=DEFAULT_RATE_LIMIT_BUDGET, ge=0)
 
     @property
     def author(self) -> str:
@@ -207,4 +233,24 @@ class CommitPrSettings(BaseModel):
             attempts = 0
         if not 1 <= attempts <= 50:
             raise ConfigError(f"{PUSH_ATTEMPTS_ENV}={raw_attempts!r} must be a whole number from 1 to 50")
-        return cls(author_name=name.strip(), author_email=email, template=template, push_attempts=attempts)
+        raw_verified = (env.get(REQUIRE_VERIFIED_ENV) or "false").strip().lower()
+        if raw_verified not in _BOOLS:
+            raise ConfigError(f"{REQUIRE_VERIFIED_ENV}={raw_verified!r} must be true or false")
+        raw_budget = env.get(RATE_LIMIT_BUDGET_ENV) or str(DEFAULT_RATE_LIMIT_BUDGET)
+        try:
+            budget = float(raw_budget)
+        except ValueError:
+            budget = -1.0
+        if not 0 <= budget <= 3600:
+            raise ConfigError(
+                f"{RATE_LIMIT_BUDGET_ENV}={raw_budget!r} must be seconds from 0 to 3600 (how long one step may "
+                "wait on GitHub's rate limits before it exits 75 to be retried later)"
+            )
+        return cls(
+            author_name=name.strip(),
+            author_email=email,
+            template=template,
+            push_attempts=attempts,
+            require_verified=_BOOLS[raw_verified],
+            rate_limit_budget=budget,
+        )

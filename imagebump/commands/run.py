@@ -122,17 +122,22 @@ def local_secrets(
     """The Secrets the templates' steps mount, from this process's environment.
 
     ``imagebump-git`` (commit-pr) holds ``IMAGEBUMP_GIT_TOKEN[_FILE]`` (required unless
-    ``require_write`` is false: a dry-run sweep never runs commit-pr, so its Secret is then empty).
+    ``require_write`` is false: a dry-run sweep never runs commit-pr, so its Secret is then empty;
+    or unless the GitHub App's three settings are given: then every step reads and writes with the
+    App's installation token, which it mints itself — :func:`steps.github.read_auth`).
     ``imagebump-git-read`` (edit-kustomize, reconcile) holds ``IMAGEBUMP_GIT_READ_TOKEN[_FILE]`` when
     given, else the same write token: one user on one machine, whose token may read what it may push.
     (On a cluster the read Secret is separate and optional; absent, the clone is anonymous.)
     """
     environ = os.environ if environ is None else environ
+    from steps.settings import github_app_configured
+
     token = _git_token("IMAGEBUMP_GIT_TOKEN", environ)
-    if require_write and not token:
+    if require_write and not token and not github_app_configured(environ):
         raise ConfigError(
-            f"IMAGEBUMP_GIT_TOKEN is not set: export the Git write token (or IMAGEBUMP_GIT_TOKEN_FILE) "
-            f"before {why}; it is never taken from a flag"
+            f"IMAGEBUMP_GIT_TOKEN is not set: export the Git write token (or IMAGEBUMP_GIT_TOKEN_FILE), "
+            "or a GitHub App's IMAGEBUMP_GITHUB_APP_ID, IMAGEBUMP_GITHUB_APP_PRIVATE_KEY_FILE and "
+            f"IMAGEBUMP_GITHUB_APP_INSTALLATION_ID, before {why}; a token is never taken from a flag"
         )
     read_token = _git_token("IMAGEBUMP_GIT_READ_TOKEN", environ) or token
     secrets: dict[str, dict[str, str]] = {names.GIT_SECRET: {"token": token} if token else {}}

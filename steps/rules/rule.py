@@ -32,7 +32,18 @@ from typing import Any
 from urllib.parse import unquote
 
 from steps.errors import RuleFieldError as _Problem
-from steps.models import DEFAULT_MODE, DEFAULT_ORDER, DEFAULT_PROVIDER, Image, Mode, Order, Provider, Target
+from steps.models import (
+    DEFAULT_COMMIT_METHOD,
+    DEFAULT_MODE,
+    DEFAULT_ORDER,
+    DEFAULT_PROVIDER,
+    CommitMethod,
+    Image,
+    Mode,
+    Order,
+    Provider,
+    Target,
+)
 from steps.rules._show import excerpt as _excerpt
 from steps.rules._show import shown as _shown
 from steps.rules.patterns import (
@@ -94,6 +105,8 @@ class Rule:
     labels: tuple[str, ...] = ()
     reviewers: tuple[str, ...] = ()
     provider: Provider = DEFAULT_PROVIDER
+    commit_method: CommitMethod = DEFAULT_COMMIT_METHOD
+    require_verified: bool = False
     repo_groups: dict[int, tuple[int, ...]] = field(default_factory=dict)  # $n -> group indices
     tag_groups: dict[int, tuple[int, ...]] = field(default_factory=dict)
     _allow: TagList = field(default_factory=TagList)
@@ -194,6 +207,8 @@ class Rule:
             labels=list(self.labels),
             reviewers=list(self.reviewers),
             provider=self.provider,
+            commit_method=self.commit_method,
+            require_verified=self.require_verified,
         )
 
 
@@ -228,6 +243,18 @@ def compile_rule(index: int, raw: Any, cache: dict[tuple[str, bool], Any]) -> Ru
     """
     spec: RuleSpec = parse_rule(raw)
     budget = Budget()
+    if spec.commit_method == "api" and spec.provider != "github":
+        raise _Problem(
+            "commitMethod",
+            f"api needs provider: github (GitHub's git database API), got provider: {spec.provider}; "
+            "use commitMethod: git or provider: github",
+        )
+    if spec.require_verified and spec.commit_method != "api":
+        raise _Problem(
+            "requireVerified",
+            "needs commitMethod: api (commits pushed with git are unsigned, GitHub never verifies them); "
+            "add commitMethod: api",
+        )
 
     # registryURI
     uri = spec.registry_uri
@@ -343,6 +370,8 @@ def compile_rule(index: int, raw: Any, cache: dict[tuple[str, bool], Any]) -> Ru
         labels=tuple(spec.labels),
         reviewers=tuple(spec.reviewers),
         provider=spec.provider,
+        commit_method=spec.commit_method,
+        require_verified=spec.require_verified,
         repo_groups=group_indices(repo_regex, repo_groups),
         tag_groups=tag_group_indices,
     )

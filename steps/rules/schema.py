@@ -22,7 +22,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from pydantic_core import PydanticCustomError
 
 from steps.errors import RuleFieldError
-from steps.models import DEFAULT_MODE, DEFAULT_ORDER, DEFAULT_PROVIDER, Mode, Order, Provider
+from steps.models import (
+    DEFAULT_COMMIT_METHOD,
+    DEFAULT_MODE,
+    DEFAULT_ORDER,
+    DEFAULT_PROVIDER,
+    CommitMethod,
+    Mode,
+    Order,
+    Provider,
+)
 from steps.rules._show import excerpt, key_shown, kind, shown
 
 _BRANCH_BAD_RE = re.compile(r"(^[-/.])|(\.\.)|([\s~^:?*\[\\])|(@\{)|(/$)|(\.lock$)|(//)")
@@ -53,9 +62,18 @@ class RuleSpec(BaseModel):
     labels: list[str] = Field(default_factory=list)
     reviewers: list[str] = Field(default_factory=list)
     provider: Provider = DEFAULT_PROVIDER
+    commit_method: CommitMethod = Field(default=DEFAULT_COMMIT_METHOD, alias="commitMethod")
+    require_verified: bool = Field(default=False, alias="requireVerified")
 
     @field_validator(
-        "allow_image_tag", "deny_image_tag", "env", "write_digest", "labels", "reviewers", mode="before"
+        "allow_image_tag",
+        "deny_image_tag",
+        "env",
+        "write_digest",
+        "labels",
+        "reviewers",
+        "require_verified",
+        mode="before",
     )
     @classmethod
     def _null_is_unset(cls, value: Any, info: ValidationInfo) -> Any:
@@ -96,7 +114,8 @@ REQUIRED_FIELDS: tuple[str, ...] = tuple(
 MODES = _choices(Mode)
 ORDERS = _choices(Order)
 PROVIDERS = _choices(Provider)
-_CHOICES = {"mode": MODES, "order": ORDERS, "provider": PROVIDERS}
+COMMIT_METHODS = _choices(CommitMethod)
+_CHOICES = {"mode": MODES, "order": ORDERS, "provider": PROVIDERS, "commitMethod": COMMIT_METHODS}
 
 
 def _field_name(loc: tuple[Any, ...]) -> str:

@@ -574,7 +574,10 @@ def test_runner_subprocess_writes_outputs_without_the_token(
         "branch",
         "reason",
         "seconds-since-push",
+        "verified",
+        "verification-reason",
     }
+    assert (params / "verified").read_text() == ""  # commitMethod git: GitHub verified nothing
     assert float((params / "seconds-since-push").read_text()) > 0  # the target carries its push time
     everything = proc.stdout + proc.stderr + "".join(p.read_text() for p in params.iterdir())
     assert git_token not in everything

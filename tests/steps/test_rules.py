@@ -984,6 +984,8 @@ def test_the_schema_declares_every_yaml_key_as_an_alias() -> None:
         "labels",
         "reviewers",
         "provider",
+        "commitMethod",
+        "requireVerified",
     )
     assert REQUIRED_FIELDS == ("registryURI", "githubRepository")
     spec = RuleSpec.model_validate(

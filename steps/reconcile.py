@@ -216,10 +216,8 @@ def sweep(
     items: list[Item] = []
     for key in sorted(overlays):
         overlay = overlays[key]
-        best, why = pick_newest(overlay.candidates)
-        same = frozenset(
-            c.tag for c in overlay.candidates if best is not None and c.digest == best.digest and c.tag
-        )
+        best, why = overlay.newest()
+        same = overlay.same_image_tags(best)
         items.append(Item(overlay, best, why, same, path=overlay_dir(overlay.candidates[0].path)))
     by_repo: dict[str, list[Item]] = {}
     for item in items:

@@ -27,7 +27,7 @@ from typing import Any
 from steps.branches import branch_name
 from steps.errors import ImagebumpError, TransientError
 from steps.models import ImagesEntry, Target
-from steps.reconcile_decide import Verdict, decide, pushed_at
+from steps.reconcile_decide import Verdict, decide
 from steps.reconcile_ecr import Calls, Overlay
 from steps.reconcile_report import ErrorKind, error_kind
 
@@ -64,10 +64,10 @@ class Item:
             same_image_tags=self.same_image_tags,
             current=self.current,
             current_error=self.error,
-            current_pushed_at=pushed_at(self.overlay.images, self.current, sample.image),
+            current_pushed_at=self.overlay.pushed_at(self.current, sample.image),
             branch=self.branch,
             proposed=self.proposed,
-            proposed_pushed_at=pushed_at(self.overlay.images, self.proposed, sample.image),
+            proposed_pushed_at=self.overlay.pushed_at(self.proposed, sample.image),
         )
 
 

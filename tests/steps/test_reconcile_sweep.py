@@ -8,6 +8,7 @@ a second between them.
 
 from __future__ import annotations
 
+import gc
 import math
 import time
 import uuid
@@ -18,8 +19,9 @@ import pytest
 from imagebump.local import builders
 from steps.branches import branch_name
 from steps.git import GitAuth
-from steps.models import Image
+from steps.models import Image, Target
 from steps.reconcile import sweep
+from steps.reconcile_ecr import Calls, make_clients, scan_ecr
 from steps.rules import load_rules
 from tests.fixtures.ecr_pages import PagingProxy
 
@@ -450,3 +452,48 @@ def test_a_pr_branch_proposes_only_while_its_github_pull_request_is_open(
     unconfirmed = state()
     assert unconfirmed[0] == "behind" and "no confirmed open pull request" in unconfirmed[1]
     assert git_token_not_in(unconfirmed[1], auth)
+
+
+def _retained_targets() -> int:
+    gc.collect()
+    return sum(1 for o in gc.get_objects() if type(o) is Target)
+
+
+def test_the_ecr_scan_keeps_candidates_bounded_by_targets_not_images(
+    registry: Registry, moto, monkeypatch
+) -> None:
+    """The sweep streams DescribeImages and keeps a running newest per overlay: how many candidates
+    (Target objects) are alive after the scan does not grow with the images ECR holds, and the
+    newest is still the newest. Pages of 50 through the paging proxy, as ECR pages."""
+    retained = {}
+    for name, images in (("small", 5), ("large", 150)):
+        p = f"{registry.prefix}{name}"
+        for i in range(images):
+            digest = registry.push(f"{p}/api", f"{i:07x}")
+            registry.ecr.put_image(
+                repositoryName=f"{p}/api",
+                imageManifest=builders.image_manifest(digest),
+                imageTag=f"1.0.{i}",
+                imageDigest=digest,
+            )
+        rules = load_rules(
+            f"- registryURI: {registry.registry}/{p}/$1\n"
+            "  githubRepository: https://github.com/o/gitops/apps/$1/overlays/staging\n"
+            "  env: staging\n  allowImageTag:\n  - regexp:^[0-9a-f]{7}$\n"
+            f"- registryURI: {registry.registry}/{p}/$1\n"
+            "  githubRepository: https://github.com/o/gitops/apps/$1/overlays/production\n"
+            "  env: production\n  denyImageTag:\n  - latest\n"
+        )
+        before = _retained_targets()
+        with PagingProxy(moto.endpoint_url, page_size=50) as proxy:
+            monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
+            overlays, _, _ = scan_ecr(rules, concurrency=1, calls=Calls(), client_for=make_clients(1))
+        retained[name] = _retained_targets() - before
+        assert proxy.calls["DescribeImages"] == math.ceil(images / 50)
+        newest = {k[1].rsplit("/", 1)[1]: o.newest()[0] for k, o in overlays.items()}
+        last = images - 1
+        assert newest["staging"].tag == f"{last:07x}"  # the newest push (ties: the larger tag)
+        assert newest["production"].tag == f"1.0.{last}"  # ties: a version before a hash
+        del overlays, newest
+    # two overlays of two rules: at most two candidates each, however many images
+    assert retained["large"] == retained["small"] <= 2 * 2

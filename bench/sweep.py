@@ -38,7 +38,17 @@ from pathlib import Path
 from typing import Any
 
 from bench import ecr_synth
-from bench.world import BASE, PROJECT_ROOT, PYTHON, REGION, digest_of, fast_import, image_uri, overlay, python_env
+from bench.world import (
+    BASE,
+    PROJECT_ROOT,
+    PYTHON,
+    REGION,
+    digest_of,
+    fast_import,
+    image_uri,
+    overlay,
+    python_env,
+)
 from imagebump.local import builders
 from workflows import names
 
@@ -186,7 +196,9 @@ def run_memory(
                 files[f"apps/{short}/base/kustomization.yaml"] = BASE
                 tags = older if i % 10 == 0 else newest  # a tenth behind
                 files[f"apps/{short}/overlays/staging/kustomization.yaml"] = overlay(image=image, tag=tags[0])
-                files[f"apps/{short}/overlays/production/kustomization.yaml"] = overlay(image=image, tag=tags[1])
+                files[f"apps/{short}/overlays/production/kustomization.yaml"] = overlay(
+                    image=image, tag=tags[1]
+                )
             fast_import(server.bare_path(owner_repo), files, f"{repositories} services")
             work = root / prefix
             (work / "outputs").mkdir(parents=True)
@@ -197,7 +209,9 @@ def run_memory(
                 {"name": "full", "value": "false"},
             ]
             (work / "inputs.json").write_text(json.dumps(inputs))
-            with ecr_synth.SyntheticEcr(prefix, repositories=repositories, images=images, region=REGION) as ecr:
+            with ecr_synth.SyntheticEcr(
+                prefix, repositories=repositories, images=images, region=REGION
+            ) as ecr:
                 env = {
                     **python_env(),
                     "AWS_ENDPOINT_URL": ecr.url,
@@ -213,7 +227,14 @@ def run_memory(
                 started = time.monotonic()
                 with open(work / "stdout", "wb") as out, open(work / "stderr", "wb") as err:
                     child = subprocess.Popen(
-                        [PYTHON, "-m", "steps._entry", "-e", "steps.reconcile:run", str(work / "inputs.json")],
+                        [
+                            PYTHON,
+                            "-m",
+                            "steps._entry",
+                            "-e",
+                            "steps.reconcile:run",
+                            str(work / "inputs.json"),
+                        ],
                         cwd=work,
                         env=env,
                         stdout=out,

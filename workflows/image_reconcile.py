@@ -295,7 +295,7 @@ def build() -> CronWorkflow:
                     template=sweep_target,
                     arguments={
                         "target": "{{item}}",
-                        "repo-url": "{{item.repo_url}}",
+                        "repo-url": "{{item.repo_id}}",  # the one spelling: one mutex per overlay
                         "path": "{{item.path}}",
                         "env": "{{item.env}}",
                     },

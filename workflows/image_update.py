@@ -334,7 +334,7 @@ def build() -> WorkflowTemplate:
                 template=update_target,
                 arguments={
                     "target": "{{item}}",
-                    "repo-url": "{{item.repo_url}}",
+                    "repo-url": "{{item.repo_id}}",  # the one spelling: one mutex per overlay
                     "path": "{{item.path}}",
                     "env": "{{item.env}}",
                 },

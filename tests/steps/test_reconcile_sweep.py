@@ -454,6 +454,44 @@ def test_a_pr_branch_proposes_only_while_its_github_pull_request_is_open(
     assert git_token_not_in(unconfirmed[1], auth)
 
 
+def test_an_open_pull_request_counts_whatever_case_github_gives_the_owner(
+    registry: Registry, make_remote, auth: GitAuth, github_env
+) -> None:
+    """GitHub labels a pull request's head with the owner's canonical case (``O:branch``) while the
+    rule writes ``o``: the open pull request is found and the target is ``proposed``, not ``behind``
+    forever. The GitHub API is the fake (``tests/fixtures/github.py``); Git and ECR are real."""
+    from tests.fixtures.github import FakePull
+
+    p = registry.prefix
+    registry.push(f"{p}/api", "1.4.1")
+    time.sleep(1.1)
+    newest = registry.push(f"{p}/api", "1.4.2")
+    api = registry.uri(f"{p}/api")
+    remote = make_remote({"apps/api/overlays/production/kustomization.yaml": kustomization(api, "1.4.1")})
+    rules = load_rules(
+        f"- registryURI: {registry.registry}/{p}/$1\n"
+        f"  githubRepository: {remote.url}/apps/$1/overlays/production\n"
+        "  env: production\n  mode: pr\n  provider: github\n"
+    )
+    image = Image(account=registry.account, region=REGION, repository=f"{p}/api", tag="1.4.2", digest=newest)
+    (target,) = rules.match(image).targets
+    branch = branch_name(target)
+    remote.commit_files(
+        {"apps/api/overlays/production/kustomization.yaml": kustomization(api, "1.4.2")},
+        "imagebump(production): api 1.4.1 → 1.4.2",
+        branch=branch,
+    )
+    owner, name = remote.name.split("/")
+    assert owner != owner.upper()
+    github_env.name_repository(f"{owner.upper()}/{name}")
+    github_env.pulls.append(FakePull(owner.upper(), name, 7, branch, "main", "api 1.4.2", ""))
+
+    (row,) = sweep(rules, auth=auth).report
+    assert (row.state, row.reason) == ("proposed", f"the PR branch {branch} already proposes 1.4.2")
+    (listing,) = github_env.calls_to("GET", rf"/repos/{owner}/{name}/pulls")
+    assert listing.status == 200
+
+
 def _retained_targets() -> int:
     gc.collect()
     return sum(1 for o in gc.get_objects() if type(o) is Target)

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import os
 import threading
+from array import array
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -41,31 +43,49 @@ class Calls:
 
 
 class PushTimes:
-    """ECR push times of one repository's images, by digest and by tag, compact: what the Git
-    phase asks for the image an overlay holds (or a proposal branch proposes), which may be any
-    image of the repository, allowed or not. Kept only for repositories a ``push-time`` rule maps."""
+    """ECR push times of one repository's images, by digest and by tag: what the Git phase asks for
+    the image an overlay holds (or a proposal branch proposes), which may be any image of the
+    repository, allowed or not. Kept only for repositories a ``push-time`` rule maps.
 
-    __slots__ = ("by_digest", "by_tag")
+    Compact, because it is the one part of a scan that grows with images: 16 bytes per digest and
+    per tag (a 64-bit hash of the key and the time, in two arrays sorted by hash after the listing,
+    :meth:`freeze`), where a dict of strings to datetimes took ~300 bytes. Two keys of one
+    repository sharing a 64-bit hash is a 1-in-10⁸ event at a million keys.
+    """
+
+    __slots__ = ("_keys", "_times")
 
     def __init__(self) -> None:
-        self.by_digest: dict[str, float] = {}
-        self.by_tag: dict[str, float] = {}
+        self._keys = array("q")
+        self._times = array("d")
 
     def add(self, image: Any) -> None:
         if image.pushed_at is None:
             return
         at = _utc(image.pushed_at).timestamp()
-        self.by_digest[image.digest] = at
-        for tag in image.tags:
-            self.by_tag[tag] = at
+        for key in (("digest", image.digest), *(("tag", tag) for tag in image.tags)):
+            self._keys.append(hash(key))
+            self._times.append(at)
+
+    def freeze(self) -> PushTimes:
+        """Sort by hash (after the last :meth:`add`), so :meth:`of` can bisect."""
+        order = sorted(range(len(self._keys)), key=self._keys.__getitem__)
+        self._keys = array("q", (self._keys[i] for i in order))
+        self._times = array("d", (self._times[i] for i in order))
+        return self
+
+    def _get(self, key: tuple[str, str]) -> float | None:
+        h = hash(key)
+        i = bisect_left(self._keys, h)
+        return self._times[i] if i < len(self._keys) and self._keys[i] == h else None
 
     def of(self, entry: ImagesEntry | None) -> datetime | None:
         """Push time of what ``entry`` names: by its digest when it has one, else by its tag."""
         if entry is None:
             return None
-        at = self.by_digest.get(entry.digest) if entry.digest else None
+        at = self._get(("digest", entry.digest)) if entry.digest else None
         if at is None and entry.newTag and not entry.digest:
-            at = self.by_tag.get(entry.newTag)
+            at = self._get(("tag", entry.newTag))
         return None if at is None else datetime.fromtimestamp(at, UTC)
 
 
@@ -318,7 +338,7 @@ def scan_ecr(
             return repo, None
         except ImagebumpError as exc:  # refused or failing for this repository only: its targets
             return repo, exc  # are unknown, the sweep goes on with the others
-        return repo, (found, pushed)
+        return repo, (found, pushed.freeze() if pushed is not None else None)
 
     overlays: dict[tuple[str, str, str], Overlay] = {}
     for (account, region, name), listing in pool(concurrency, found, images):

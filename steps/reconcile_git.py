@@ -30,7 +30,7 @@ from steps.models import ImagesEntry, Target
 from steps.reconcile_decide import Verdict, decide
 from steps.reconcile_ecr import Calls, Overlay
 from steps.reconcile_report import ErrorKind, error_kind
-from steps.repo_url import same_login
+from steps.repo_url import is_own_head
 
 _REGULAR = ("100644", "100755")
 
@@ -302,20 +302,13 @@ def _open_pr_heads(repo_url: str, auth: Any, calls: Calls) -> set[tuple[str, str
             heads.update(
                 (p.head.ref, p.base.ref)
                 for p in pulls
-                if p.state == "open" and _in_repository(p.head.label, p.head.ref, owner)
+                if p.state == "open" and is_own_head(p.head.label, p.head.ref, owner)
             )
             if len(pulls) < 100:
                 return heads
         return f"more than {MAX_PR_PAGES * 100} open pull requests in {owner}/{name}; not all were read"
     except ImagebumpError as exc:
         return str(exc)
-
-
-def _in_repository(label: str, ref: str, owner: str) -> bool:
-    """Is a pull request's head (``label`` ``OWNER:REF``) a branch of ``owner``'s repository, not a
-    fork's? GitHub labels with the owner's canonical case (``Acme:…`` for a rule's ``acme``)."""
-    head_owner, _, head_ref = label.partition(":")
-    return head_ref == ref and same_login(head_owner, owner)
 
 
 def _forget_closed_proposals(repo_url: str, items: Sequence[Item], *, auth: Any, calls: Calls) -> None:

@@ -95,7 +95,9 @@ def repo_id(repo_url: str, *, hosts: frozenset[str] | None = None) -> str:
     return f"{scheme}://{netloc}/{owner}/{repo}"
 
 
-def same_login(a: str, b: str) -> bool:
-    """Are two GitHub logins (user or organisation names) the same account? GitHub compares them
-    without case and answers with the canonical case (``Acme`` for a rule's ``acme``)."""
-    return a.casefold() == b.casefold()
+def is_own_head(label: str, ref: str, owner: str) -> bool:
+    """Is a pull request's head (GitHub's ``label``, ``OWNER:REF``) branch ``ref`` of ``owner``'s
+    repository, not a fork's? GitHub compares logins without case and labels with the canonical
+    case (``Acme:…`` for a rule's ``acme``)."""
+    head_owner, _, head_ref = label.partition(":")
+    return head_ref == ref and head_owner.casefold() == owner.casefold()

@@ -43,6 +43,7 @@ from steps.kustomize._yaml import (
     _Sequence,
     _where,
 )
+from steps.kustomize.flow import add_to_flow_mapping
 from steps.kustomize.reader import _Doc, _Entry, _find, _parse
 from steps.kustomize.spec import KEEP, validate_image_name
 from steps.kustomize.splice import (
@@ -95,7 +96,7 @@ def _add_entry(sp: _Splicer, doc: _Doc, pairs: list[tuple[str, str]]) -> _Change
     src = doc.source
     flow_entry = "{" + ", ".join(f"{k}: {_format(v, None, True)}" for k, v in pairs) + "}"
     if doc.images is None and doc.root is not None and doc.root.flow_style:
-        return _add_to_flow_mapping(sp, doc, entry, "[" + flow_entry + "]")
+        return add_to_flow_mapping(sp, doc, entry, "[" + flow_entry + "]")
     if doc.images is not None:
         seq = doc.images
         _refuse_anchor(seq, "images:", src)
@@ -156,32 +157,6 @@ def _add_entry(sp: _Splicer, doc: _Doc, pairs: list[tuple[str, str]]) -> _Change
     if doc.null_root is not None:  # an empty document (`---` alone, or `~`): its null becomes the mapping
         return _Change(_event_index(doc, doc.null_root), 1, mapping)
     return _Change(1, 0, [("event", _ev.DocumentStartEvent()), *mapping, ("event", _ev.DocumentEndEvent())])
-
-
-def _add_to_flow_mapping(sp: _Splicer, doc: _Doc, entry: tuple, images: str) -> _Change:
-    """``{…}`` (how kyaml writes an empty kustomization): ``images: [{…}]`` goes inside the braces,
-    after the last pair (or in place of a null ``images`` value); nothing else is rewritten."""
-    text, root = doc.text, doc.root
-    assert root is not None
-    if doc.images_key is not None:  # `{images: }` or `{images: null}`
-        null = doc.images_null
-        colon = _colon_after(text, doc.images_key)
-        if null is not None and null.end_mark.index > null.start_mark.index:
-            _refuse_anchor(null, "images:", doc.source)
-            sp.replace(null.start_mark.index, null.end_mark.index, images)
-        else:
-            sp.insert(colon, " " + images)
-        return _Change(_event_index(doc, null), 1, [_SEQ_START, entry, _SEQ_END])
-    close = root.end_mark.index - 1
-    if text[close] != "}":  # pragma: no cover - libyaml marks the end after '}'
-        raise KustomizationError(f"{doc.source}: cannot find the end of the kustomization's {{...}}")
-    pair = "images: " + images
-    if root.value:
-        sp.insert(root.value[-1][1].end_mark.index, ", " + pair)
-    else:
-        sp.insert(close, pair)
-    head = ("event", _ev.ScalarEvent(None, None, (True, False), "images"))
-    return _Change(root.last, 0, [head, _SEQ_START, entry, _SEQ_END])
 
 
 def _event_index(doc: _Doc, node: _Scalar) -> int:

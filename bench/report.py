@@ -149,10 +149,10 @@ def headline_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(
             (
                 f"reconcile step's peak RSS at {shapes} ECR repositories × images (budget "
-                f"{mem[0]['budget_mib']} MiB); wall time",
+                f"{mem[0]['budget_mib']} MiB); wall time (CPU time)",
                 " / ".join(f"{x['peak_rss_mib']:.0f} MiB" for x in mem)
                 + "; "
-                + " / ".join(f"{x['wall_s']:.1f} s" for x in mem),
+                + " / ".join(f"{x['wall_s']:.1f} s ({x.get('cpu_s', 0):.1f} s CPU)" for x in mem),
             )
         )
     w = r.get("waste", {}).get("before_after")

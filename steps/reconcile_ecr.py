@@ -3,8 +3,11 @@
 ECR read-only, through :mod:`steps.ecr` (botocore's adaptive retries; at most ``concurrency`` calls
 at once): ``DescribeRepositories`` once per registry, filtered by each rule's fixed prefix
 (:attr:`steps.rules.Rule.repository_prefix`) and shape (:meth:`steps.rules.Rule.match_repository`),
-skipped for rules that name one repository; ``DescribeImages`` once per matching repository. Every
-tag is matched with :meth:`steps.rules.RuleSet.match`, exactly as resolve-image matches an event.
+skipped for rules that name one repository; ``DescribeImages`` once per matching repository, read
+page by page. Every tag is matched with :meth:`steps.rules.RuleSet.match`, exactly as resolve-image
+matches an event, and folded at once into its overlay's running newest (:class:`Overlay`): memory is
+bounded by the targets, not by the images (plus 16 bytes per image and tag of push time,
+:class:`PushTimes`, for repositories a ``push-time`` rule maps); time is linear in images.
 
 A refused or failing ``DescribeRepositories`` listing stops the sweep (nothing can be enumerated);
 a repository whose ``DescribeImages`` is refused or keeps failing makes only its own targets

@@ -16,12 +16,12 @@ The images-per-repository axis (:func:`run_memory`): registries as large as real
 repositories × 2,000 images, 10 × 10,000), served by :mod:`bench.ecr_synth` (paged as ECR pages;
 moto cannot be filled that fast), two push-time rules as in the README (staging allows only short
 hashes, production denies ``latest``), two tags per image. The reconcile step runs as its pod runs it
-(``python -m steps._entry -e steps.reconcile:run``) in a child process; its peak RSS
-(``wait4``'s ``ru_maxrss``: the child and the git processes it waited for), wall time and CPU
-time are printed.
-What should hold: peak RSS ≤ 256 MiB at both shapes (the pod's limit is 1 GiB), time linear in images.
+(``steps._entry -e steps.reconcile:run``) in a child process; its peak RSS (the process's own
+VmHWM, written at exit), wall time and CPU time (``wait4``: the step and its git processes) are
+printed. What should hold: peak RSS ≤ 256 MiB at both shapes (the pod's limit is 1 GiB), time
+linear in images.
 
-``python -m bench.sweep`` runs the memory axis only (about a minute); ``--repositories`` adds the
+``python -m bench.sweep`` runs the memory axis only (about two minutes); ``--repositories`` adds the
 repositories axis.
 """
 
@@ -161,6 +161,23 @@ MEMORY_SHAPES: tuple[tuple[int, int], ...] = ((100, 2000), (10, 10000))
 MEMORY_BUDGET_MIB = 256
 
 
+#: Runs ``python -m steps._entry ARGS…`` and, at exit, writes the process's own peak RSS (VmHWM,
+#: KiB) to ``$BENCH_HWM_FILE``. Not ``wait4``'s ``ru_maxrss``: Linux carries the parent's high-water
+#: mark into a child across fork/vfork + exec, so a child of a big process (a pytest worker)
+#: would report its parent's peak.
+_HWM_LAUNCHER = """
+import atexit, os, runpy, sys
+def _hwm():
+    with open('/proc/self/status') as status:
+        kib = next(int(line.split()[1]) for line in status if line.startswith('VmHWM:'))
+    with open(os.environ['BENCH_HWM_FILE'], 'w') as out:
+        out.write(str(kib))
+atexit.register(_hwm)
+sys.argv = ['steps._entry', *sys.argv[1:]]
+runpy.run_module('steps._entry', run_name='__main__', alter_sys=True)
+"""
+
+
 def _memory_rules(prefix: str, git_url: str) -> str:
     host = f"{ecr_synth.ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com"
     return (
@@ -224,14 +241,15 @@ def run_memory(
                     "IMAGEBUMP_GIT_READ_TOKEN": token,
                     "hera__outputs_directory": str(work / "outputs"),
                     "PYDANTIC_DISABLE_PLUGINS": "1",
+                    "BENCH_HWM_FILE": str(work / "hwm"),
                 }
                 started = time.monotonic()
                 with open(work / "stdout", "wb") as out, open(work / "stderr", "wb") as err:
                     child = subprocess.Popen(
                         [
                             PYTHON,
-                            "-m",
-                            "steps._entry",
+                            "-c",
+                            _HWM_LAUNCHER,
                             "-e",
                             "steps.reconcile:run",
                             str(work / "inputs.json"),
@@ -253,7 +271,7 @@ def run_memory(
             states: dict[str, int] = {}
             for c in counts:
                 states[c["state"]] = states.get(c["state"], 0) + int(c["count"])
-            peak = usage.ru_maxrss / 1024  # KiB on Linux
+            peak = int((work / "hwm").read_text()) / 1024  # VmHWM, KiB
             row = {
                 "repositories": repositories,
                 "images_per_repository": images,

@@ -47,6 +47,8 @@ class Sizes:
     before_after_runs: int = 5
     sweep_repositories: tuple[int, ...] = (10, 100, 1000)  # ECR repositories, two overlays each
     sweep_reps: int = 2
+    #: (ECR repositories, images each) of the sweep's memory axis: peak RSS of the reconcile step
+    sweep_memory: tuple[tuple[int, int], ...] = sweep.MEMORY_SHAPES
     coldstart_runs: int = 7  # per step and runner (bench.coldstart)
     coldstart_event_runs: int = 7  # events per runner with fresh processes
     api_burst: int = 27  # bench.api_commits: pushes into as many overlays, mode pr, per commitMethod
@@ -73,6 +75,7 @@ QUICK = Sizes(
     before_after_runs=1,
     sweep_repositories=(10, 50),
     sweep_reps=1,
+    sweep_memory=((10, 1000),),
     coldstart_runs=2,
     coldstart_event_runs=2,
     api_burst=6,
@@ -116,6 +119,11 @@ def run(
     if "sweep" in only:  # its own world: ECR repositories and GitOps repositories of each size
         log(f"[sweep] reconcile sweeps at {list(sizes.sweep_repositories)} ECR repositories …")
         results["sweep"] = sweep.run_sweeps(sizes.sweep_repositories, reps=sizes.sweep_reps, log=log)
+        save()
+        log(
+            f"[sweep-memory] the reconcile step's peak RSS at {list(sizes.sweep_memory)} (repositories, images) …"
+        )
+        results["sweep_memory"] = sweep.run_memory(sizes.sweep_memory, log=log)
         save()
         if list(only) == ["sweep"]:
             results["complete"] = True
@@ -229,7 +237,7 @@ def run(
 def merge(previous: dict[str, Any], new: dict[str, Any], command: str) -> dict[str, Any]:
     """``previous`` with the scenarios ``new`` ran replaced (bursts matched by their event count)."""
     out = json.loads(json.dumps(previous))
-    for key in ("single_event", "growth", "waste", "sweep", "cold_start", "api_commits"):
+    for key in ("single_event", "growth", "waste", "sweep", "sweep_memory", "cold_start", "api_commits"):
         if key in new:
             out[key] = new[key]
     for key in ("bursts",):

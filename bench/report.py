@@ -144,6 +144,18 @@ def headline_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
                 + " / ".join(str(x["git_clones"]) for x in sw),
             )
         )
+    mem = r.get("sweep_memory")
+    if mem:
+        shapes = " / ".join(f"{x['repositories']:,} × {x['images_per_repository']:,}" for x in mem)
+        rows.append(
+            (
+                f"reconcile step's peak RSS at {shapes} ECR repositories × images (budget "
+                f"{mem[0]['budget_mib']} MiB); wall time (CPU time)",
+                " / ".join(f"{x['peak_rss_mib']:.0f} MiB" for x in mem)
+                + "; "
+                + " / ".join(f"{x['wall_s']:.1f} s ({x.get('cpu_s', 0):.1f} s CPU)" for x in mem),
+            )
+        )
     api = r.get("api_commits")
     if api:
         per = api["requests_per_event"]

@@ -12,6 +12,7 @@ missing repository is a :class:`ConfigError` naming it; access denied is a
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -325,34 +326,42 @@ def list_repositories(registry_id: str, *, client: Any, prefix: str = "", on_cal
     return sorted(set(names))
 
 
+def iter_images(repository: str, *, registry_id: str, client: Any, on_call: Any = None) -> Iterator[EcrImage]:
+    """Every image of ``repository`` (tagged or not) with its tags and push time, page by page:
+    one DescribeImages page is held at a time, so a caller that keeps only what it needs holds
+    memory bounded by what it keeps, not by the repository's size.
+
+    Raises:
+        RepositoryMissing: the repository does not exist (any more), on the first page.
+        PermissionDeniedError, TransientError: as :func:`describe_image`.
+    """
+    for page in _pages(
+        client,
+        "describe_images",
+        "DescribeImages",
+        repository,
+        on_call,
+        repositoryName=repository,
+        registryId=registry_id,
+    ):
+        for detail in page.get("imageDetails") or []:
+            yield EcrImage(
+                digest=detail["imageDigest"],
+                tags=tuple(detail.get("imageTags") or ()),
+                pushed_at=detail.get("imagePushedAt"),
+            )
+
+
 def list_images(
     repository: str, *, registry_id: str, client: Any, on_call: Any = None
 ) -> list[EcrImage] | None:
     """Every image of ``repository`` (tagged or not) with its tags and push time; None if the
-    repository does not exist (any more).
+    repository does not exist (any more). Holds them all: the sweep streams :func:`iter_images`.
 
     Raises:
         PermissionDeniedError, TransientError: as :func:`describe_image`.
     """
-    images = []
     try:
-        for page in _pages(
-            client,
-            "describe_images",
-            "DescribeImages",
-            repository,
-            on_call,
-            repositoryName=repository,
-            registryId=registry_id,
-        ):
-            for detail in page.get("imageDetails") or []:
-                images.append(
-                    EcrImage(
-                        digest=detail["imageDigest"],
-                        tags=tuple(detail.get("imageTags") or ()),
-                        pushed_at=detail.get("imagePushedAt"),
-                    )
-                )
+        return list(iter_images(repository, registry_id=registry_id, client=client, on_call=on_call))
     except RepositoryMissing:
         return None
-    return images

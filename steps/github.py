@@ -56,12 +56,12 @@ from githubkit.retry import RetryOption
 from steps.errors import ConfigError, ImagebumpError, PermissionDeniedError, TransientError
 from steps.git_auth import GitAuth
 from steps.redact import redact
+from steps.repo_url import API_URL_ENV as API_URL_ENV  # one name of the setting (repo_url: GitHub hosts)
 from steps.repo_url import parse_repo_url as parse_repo_url  # re-exported (it lives apart from githubkit)
 from steps.settings import github_app_configured, read_secret, read_secret_file
 
 log = logging.getLogger(__name__)
 
-API_URL_ENV = "IMAGEBUMP_GITHUB_API_URL"
 DEFAULT_API_URL = "https://api.github.com"
 TOKEN_ENV = "IMAGEBUMP_GIT_TOKEN"
 APP_ID_ENV = "IMAGEBUMP_GITHUB_APP_ID"

@@ -13,7 +13,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from steps.repo_url import repo_id as repository_id
 
 #: The closed choices of a rule and its targets, declared once (the rules schema imports them),
 #: and their defaults: what a rule that does not say gets.
@@ -144,11 +146,22 @@ class Target(BaseModel):
     require_verified: bool = Field(
         default=False, description="refuse to move a ref to a commit GitHub does not show as Verified"
     )
+    repo_id: str = Field(
+        default="",
+        description="the repository's one spelling (steps.repo_url.repo_id of repo_url): what compares "
+        "and locks repositories; derived, any value given is replaced",
+    )
+
+    @model_validator(mode="after")
+    def _derive_repo_id(self) -> Target:
+        self.repo_id = repository_id(self.repo_url)
+        return self
 
     @property
     def key(self) -> str:
-        """What serialises writers: one overlay of one repository."""
-        return f"{self.repo_url}/{self.path}"
+        """What serialises writers: one overlay of one repository, however a rule spells it
+        (``update-target``'s mutex renders the same string)."""
+        return f"{self.repo_id}/{self.path}"
 
 
 class ImagesEntry(BaseModel):

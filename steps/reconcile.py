@@ -221,18 +221,17 @@ def sweep(
     items: list[Item] = []
     for key in sorted(overlays):
         overlay = overlays[key]
-        best, why = pick_newest(overlay.candidates)
-        same = frozenset(
-            c.tag for c in overlay.candidates if best is not None and c.digest == best.digest and c.tag
-        )
+        best, why = overlay.newest()
+        same = overlay.same_image_tags(best)
         items.append(Item(overlay, best, why, same, path=overlay_dir(overlay.candidates[0].path)))
-    by_repo: dict[str, list[Item]] = {}
+    by_repo: dict[str, list[Item]] = {}  # one clone per repository, however the rules spell it
     for item in items:
-        by_repo.setdefault(item.sample.repo_url, []).append(item)
+        by_repo.setdefault(item.sample.repo_id, []).append(item)
 
-    def one(repo_url: str) -> None:
+    def one(repo: str) -> None:
+        repo_url = by_repo[repo][0].sample.repo_url  # the first spelling clones for all
         with tempfile.TemporaryDirectory(prefix="reconcile-") as scratch:
-            sweep_repository(repo_url, by_repo[repo_url], auth=auth, calls=calls, scratch=Path(scratch))
+            sweep_repository(repo_url, by_repo[repo], auth=auth, calls=calls, scratch=Path(scratch))
 
     # gather from Git and decide, one repository at a time (one clone each)
     pool(concurrency, sorted(by_repo), one)

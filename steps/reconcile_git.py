@@ -26,10 +26,11 @@ from typing import Any
 from steps.branches import branch_name
 from steps.errors import ImagebumpError, TransientError
 from steps.models import ImagesEntry, Target
-from steps.reconcile_decide import Verdict, decide, pushed_at
+from steps.reconcile_decide import Verdict, decide
 from steps.reconcile_ecr import Calls, Overlay
 from steps.reconcile_holds import hold_rolled_back
 from steps.reconcile_report import ErrorKind, error_kind
+from steps.repo_url import is_own_head
 
 _REGULAR = ("100644", "100755")
 
@@ -66,10 +67,10 @@ class Item:
             same_image_tags=self.same_image_tags,
             current=self.current,
             current_error=self.error,
-            current_pushed_at=pushed_at(self.overlay.images, self.current, sample.image),
+            current_pushed_at=self.overlay.pushed_at(self.current, sample.image),
             branch=self.branch,
             proposed=self.proposed,
-            proposed_pushed_at=pushed_at(self.overlay.images, self.proposed, sample.image),
+            proposed_pushed_at=self.overlay.pushed_at(self.proposed, sample.image),
             image=sample.image, hold=self.hold,
         )  # fmt: skip
 
@@ -302,7 +303,7 @@ def _open_pr_heads(repo_url: str, auth: Any, calls: Calls) -> set[tuple[str, str
             heads.update(
                 (p.head.ref, p.base.ref)
                 for p in pulls
-                if p.state == "open" and p.head.label == f"{owner}:{p.head.ref}"
+                if p.state == "open" and is_own_head(p.head.label, p.head.ref, owner)
             )
             if len(pulls) < 100:
                 return heads
@@ -386,7 +387,7 @@ def sweep_repository(repo_url: str, items: list[Item], *, auth: Any, calls: Call
                 if item.no_pr and item.verdict.state == "behind":
                     reason = f"{item.verdict.reason}; {item.no_pr}: update-target proposes it again"
                     item.verdict = dataclasses.replace(item.verdict, reason=reason)
-        hold_rolled_back(repo, items, count=lambda: calls.add("git"), push_time=pushed_at)
+        hold_rolled_back(repo, items, count=lambda: calls.add("git"))
     except ImagebumpError as exc:
         retry = " (it may pass: the next sweep tries again)" if isinstance(exc, TransientError) else ""
         for item in items:

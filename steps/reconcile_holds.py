@@ -18,12 +18,10 @@ from steps.errors import ImagebumpError
 from steps.models import ImagesEntry, image_ref
 
 
-def hold_rolled_back(
-    repo: Any, items: Sequence[Any], *, count: Callable[[], None], push_time: Callable[..., Any]
-) -> None:
+def hold_rolled_back(repo: Any, items: Sequence[Any], *, count: Callable[[], None]) -> None:
     """Turn each ``behind`` item (:class:`steps.reconcile_git.Item`) that a rollback holds into ``held``.
 
-    ``push_time(images, entry, image)`` is :func:`steps.reconcile_decide.pushed_at`. A history
+    Push times come from the sweep's ECR listing (:meth:`steps.reconcile_ecr.Overlay.pushed_at`). A history
     that cannot be read leaves the item ``behind`` (commit-pr and the events still guard it) and
     says so in its reason.
     """
@@ -37,7 +35,7 @@ def hold_rolled_back(
         newest = verdict.update
 
         def pushed_at(entry: ImagesEntry, item: Any = item, image: str = newest.image) -> Any:
-            return push_time(item.overlay.images, entry, image)
+            return item.overlay.pushed_at(entry, image)
 
         try:
             why = held_by_rollback(

@@ -8,7 +8,7 @@ the same edit-kustomize and commit-pr code, under the same per-overlay mutex as 
       reconcile                              rules × ECR × Git → targets behind, counts
       count-targets  withParam: counts       a gauge per (state, env); no pod (suspend 0s)
       sweep-target   withParam: targets      when apply; one per overlay behind
-        update-target (templateRef image-update)   edit-kustomize → commit-pr, mutex "<repo_url>/<path>"
+        update-target (templateRef image-update)   edit-kustomize → commit-pr, mutex "<repo_id>/<path>"
 
 Runs as the ECR-reader ServiceAccount for the sweep (ECR read through IRSA; the optional read
 token for the clone); update-target's steps keep their own ServiceAccounts and Secrets. No new
@@ -295,7 +295,7 @@ def build() -> CronWorkflow:
                     template=sweep_target,
                     arguments={
                         "target": "{{item}}",
-                        "repo-url": "{{item.repo_url}}",
+                        "repo-url": "{{item.repo_id}}",  # the one spelling: one mutex per overlay
                         "path": "{{item.path}}",
                         "env": "{{item.env}}",
                     },

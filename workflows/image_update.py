@@ -4,7 +4,7 @@ Wiring only; the work is in :mod:`steps`. Shape::
 
     main (steps)
       resolve-image                         event|image → targets (JSON list)
-      update-target  withParam: targets     one per overlay, mutex "<repo_url>/<path>"
+      update-target  withParam: targets     one per overlay, mutex "<repo_id>/<path>"
         edit-kustomize                      target → plan, changed
         commit-pr      when: changed        target, plan → commit or PR
       (update-target outputs ``action``: what commit-pr did; the sweep counts real updates by it)
@@ -47,7 +47,9 @@ from workflows import names as n
 
 NAME = n.IMAGE_UPDATE
 
-#: What serialises writers: one overlay of one repository (= steps.models.Target.key).
+#: What serialises writers: one overlay of one repository (= steps.models.Target.key). The fan-outs
+#: pass the target's ``repo_id`` as ``repo-url``: one spelling per repository, so two rules that
+#: write it differently (``Acme/GitOps.git``, ``acme/gitops``) take one lock.
 #: Argo ≥ 3.6 splits lock keys as `<ns>/Mutex/<name>` with SplitN(3), so '/' and ':' in the
 #: name are kept intact (workflow/sync/lock_name.go, DecodeLockName).
 MUTEX_NAME = "{{inputs.parameters.repo-url}}/{{inputs.parameters.path}}"
@@ -335,7 +337,7 @@ def build() -> WorkflowTemplate:
                 template=update_target,
                 arguments={
                     "target": "{{item}}",
-                    "repo-url": "{{item.repo_url}}",
+                    "repo-url": "{{item.repo_id}}",  # the one spelling: one mutex per overlay
                     "path": "{{item.path}}",
                     "env": "{{item.env}}",
                 },

@@ -43,6 +43,7 @@ from steps.kustomize._yaml import (
     _Sequence,
     _where,
 )
+from steps.kustomize.flow import add_to_flow_mapping
 from steps.kustomize.reader import _Doc, _Entry, _find, _parse
 from steps.kustomize.spec import KEEP, validate_image_name
 from steps.kustomize.splice import (
@@ -94,10 +95,8 @@ def _add_entry(sp: _Splicer, doc: _Doc, pairs: list[tuple[str, str]]) -> _Change
     entry = ("mapping", None, [(k, ("str", v)) for k, v in pairs])
     src = doc.source
     flow_entry = "{" + ", ".join(f"{k}: {_format(v, None, True)}" for k, v in pairs) + "}"
-    if doc.root is not None and doc.root.flow_style:
-        raise KustomizationError(
-            f"{src}: the kustomization is one flow mapping ({{...}}); write it in block style to add images"
-        )
+    if doc.images is None and doc.root is not None and doc.root.flow_style:
+        return add_to_flow_mapping(sp, doc, entry, "[" + flow_entry + "]")
     if doc.images is not None:
         seq = doc.images
         _refuse_anchor(seq, "images:", src)

@@ -159,3 +159,16 @@ def test_sweep_shape_and_cost() -> None:
     assert row["states"] == {"behind": 2, "current": 4}  # svc0000's two overlays hold the older tag
     assert "reconcile sweep" in report.table({"timestamp": "t", "machine": machine(), "sweep": [row]})
     assert QUICK.sweep_repositories[-1] <= 100 < FULL.sweep_repositories[-1] == 1000
+
+
+def test_sweep_memory_axis_measures_the_reconcile_step_in_a_child() -> None:
+    """The images-per-repository axis at its smallest: the reconcile step runs as its pod runs it
+    against the synthetic paged ECR, reads every page, and its peak RSS is reported."""
+    from bench import sweep
+
+    (row,) = sweep.run_memory(((2, 1500),), log=lambda *_: None)
+    assert (row["repositories"], row["images_per_repository"], row["overlays"]) == (2, 1500, 4)
+    assert row["ecr_calls"] == 1 + 2 * 2  # one listing page; two DescribeImages pages per repository
+    assert row["states"]["behind"] == 2 and row["states"]["current"] == 2  # svc0000 holds the older image
+    assert 0 < row["peak_rss_mib"] < row["budget_mib"]
+    assert "peak RSS" in report.table({"timestamp": "t", "machine": machine(), "sweep_memory": [row]})

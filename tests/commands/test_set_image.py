@@ -78,6 +78,36 @@ def test_add(overlay: Path, capsys: pytest.CaptureFixture[str]):
 
 
 @pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        pytest.param("{}\n", "{images: [{name: api, newTag: 1.4.2}]}\n", id="empty-as-kyaml-writes-it"),
+        pytest.param(
+            "{resources: [deployment.yaml]}  # generated\n",
+            "{resources: [deployment.yaml], images: [{name: api, newTag: 1.4.2}]}  # generated\n",
+            id="resources",
+        ),
+    ],
+)
+def test_add_to_a_kustomization_written_as_one_flow_mapping(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, expected: str
+) -> None:
+    """As ``kustomize edit set image`` and argocd-image-updater do, ``--add`` adds the entry to a
+    flow-mapping kustomization (kyaml writes an empty one as ``{}``); the rest of the file is kept and
+    ``kubectl kustomize`` renders the new image."""
+    shutil.copy(EDIT / "add-creates-images" / "original" / "deployment.yaml", tmp_path / "deployment.yaml")
+    path = tmp_path / "kustomization.yaml"
+    path.write_text(content)
+    assert main(["set-image", str(tmp_path), "api:1.4.2", "--add"]) == 0
+    assert "api added (1.4.2)" in capsys.readouterr().out
+    assert path.read_text() == expected
+    if "deployment.yaml" in content:
+        rendered = subprocess.run(
+            ["/usr/bin/kubectl", "kustomize", str(tmp_path)], capture_output=True, text=True, check=True
+        ).stdout
+        assert "image: api:1.4.2" in rendered
+
+
+@pytest.mark.parametrize(
     ("content", "spec", "message"),
     [
         pytest.param("images: [\n", "web:1", "invalid YAML at line 2", id="bad-yaml"),

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ from bench.world import BASE, KUSTOMIZATION
 from imagebump.local import builders
 from imagebump.local.drive import put_image
 from imagebump.local.world import build_world
+from tests.fixtures import ecr_clock
 from tests.fixtures.github import GitHubFake
 from tests.steps.commit_pr_support import write_app_key
 
@@ -63,7 +63,7 @@ def test_run_local_with_only_the_github_app_reads_and_writes_as_the_app(moto, tm
             for name in repositories:
                 world.repository = name
                 put_image(world, OLD)
-            time.sleep(1.1)  # ECR push times have one-second resolution
+            ecr_clock.advance()  # ECR push times have one-second resolution
             entries = []
             for name in repositories:
                 world.repository = name

@@ -259,3 +259,63 @@ def test_local_forge_is_the_branch() -> None:
     assert found is not None and found.url == "http://127.0.0.1:9/acme/gitops/tree/imagebump/x"
     assert found.number == 0
     assert forge.create_pr(head="imagebump/y", base="main", title="t", body="b").number == 0
+
+
+# ------------------------------------------------------------------ one spelling of a repository
+
+
+@pytest.mark.parametrize(
+    "url, expected",
+    [
+        pytest.param("https://github.com/Acme/GitOps", "https://github.com/acme/gitops", id="github-case"),
+        pytest.param(
+            "HTTPS://GitHub.COM/acme/gitops.git/", "https://github.com/acme/gitops", id="host-git-slash"
+        ),
+        pytest.param(
+            "https://github.com:443/acme/gitops", "https://github.com/acme/gitops", id="default-port"
+        ),
+        pytest.param("https://ghe.corp/Acme/GitOps", "https://ghe.corp/acme/gitops", id="enterprise-host"),
+        pytest.param(
+            "https://GIT.example/Acme/GitOps/", "https://git.example/Acme/GitOps", id="other-host-keeps-case"
+        ),
+        pytest.param(
+            "http://127.0.0.1:8080/Acme/x.git", "http://127.0.0.1:8080/Acme/x", id="plain-git-server"
+        ),
+    ],
+)
+def test_repo_id_is_one_spelling_per_repository(url: str, expected: str, monkeypatch) -> None:
+    """Owner and repository are case-insensitive on github.com and on the Enterprise host that
+    ``IMAGEBUMP_GITHUB_API_URL`` names (``api.`` or ``/api/v3`` alike); elsewhere only the host is."""
+    from steps.repo_url import repo_id
+
+    monkeypatch.setenv("IMAGEBUMP_GITHUB_API_URL", "https://ghe.corp/api/v3")
+    assert repo_id(url) == expected
+    assert repo_id(expected) == expected
+
+
+def test_two_spellings_of_one_repository_are_one_target_key(monkeypatch) -> None:
+    from steps.models import Target
+
+    monkeypatch.delenv("IMAGEBUMP_GITHUB_API_URL", raising=False)
+    a = Target(rule=0, repo_url="https://github.com/Acme/gitops", path="apps/api", image="x")
+    b = Target(rule=1, repo_url="https://github.com/acme/GitOps.git", path="apps/api", image="x")
+    assert a.key == b.key == "https://github.com/acme/gitops/apps/api"
+    assert a.repo_url == "https://github.com/Acme/gitops"  # shown as the rule writes it
+    # the derived id survives the round trip through a workflow parameter and cannot be forged
+    forged = {**a.model_dump(mode="json"), "repo_id": "https://github.com/other/repo"}
+    assert Target.model_validate(forged).key == a.key
+
+
+def test_the_open_pr_is_found_when_github_spells_the_owner_otherwise(
+    github_env: GitHubFake, git_env: str
+) -> None:
+    """GitHub answers with the owner's canonical case (``Acme``) whatever case the rule wrote
+    (``acme``): commit-pr adopts the open pull request instead of opening a second one."""
+    github_env.name_repository("Acme/GitOps")
+    canonical = GitHubForge.for_repo_url("https://github.example/Acme/GitOps")
+    canonical.create_pr(head="imagebump/prod/x", base="main", title="bump", body="")
+    assert github_env.pull(1).owner == "Acme"
+
+    forge = GitHubForge.for_repo_url("https://github.example/acme/gitops")
+    found = forge.find_open_pr("imagebump/prod/x", "main")
+    assert found is not None and found.number == 1

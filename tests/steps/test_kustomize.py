@@ -159,6 +159,46 @@ def test_add_to_an_empty_file():
     assert set_image("", "api", tag="1.0.0", add=True) == "images:\n- name: api\n  newTag: 1.0.0\n"
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param("{}\n", "{images: [{name: api, newTag: 1.0.0}]}\n", id="empty-as-kyaml-writes-it"),
+        pytest.param("{}", "{images: [{name: api, newTag: 1.0.0}]}", id="no-final-newline"),
+        pytest.param(
+            "{resources: [a.yaml]}\n",
+            "{resources: [a.yaml], images: [{name: api, newTag: 1.0.0}]}\n",
+            id="after-the-last-pair",
+        ),
+        pytest.param(
+            "{\n  resources: [a.yaml],\n}\n",
+            "{\n  resources: [a.yaml], images: [{name: api, newTag: 1.0.0}],\n}\n",
+            id="multi-line-trailing-comma",
+        ),
+        pytest.param(
+            "{images: null, resources: [a.yaml]}\n",
+            "{images: [{name: api, newTag: 1.0.0}], resources: [a.yaml]}\n",
+            id="null-images-replaced",
+        ),
+        pytest.param(
+            "{images: [{name: web}]}\n",
+            "{images: [{name: web}, {name: api, newTag: 1.0.0}]}\n",
+            id="flow-images-appended",
+        ),
+    ],
+)
+def test_add_to_a_kustomization_written_as_one_flow_mapping(text: str, expected: str):
+    """kustomize and argocd-image-updater add the entry to ``{}`` (how kyaml writes an empty
+    kustomization): so do we, inside the braces, rewriting nothing else; the result reads back as
+    the same mapping plus the entry."""
+    result = set_image(text, "api", tag="1.0.0", add=True)
+    assert result == expected
+    before, after = yaml.safe_load(text), yaml.safe_load(result)
+    images = after.pop("images")
+    assert images[-1] == {"name": "api", "newTag": "1.0.0"}
+    assert {k: v for k, v in before.items() if k != "images"} == after
+    assert set_image(result, "api", tag="1.0.0") is result  # idempotent
+
+
 # --- errors --------------------------------------------------------------------------------
 
 
@@ -260,13 +300,6 @@ def test_add_to_an_empty_file():
         ),
         pytest.param(BASE, {"new_name": "a b"}, ConfigError, "invalid new name", id="invalid-new-name"),
         pytest.param(BASE, {}, ConfigError, "nothing to set", id="nothing-to-set"),
-        pytest.param(
-            "{resources: [a]}\n",
-            {"tag": "1", "add": True},
-            KustomizationError,
-            "flow mapping",
-            id="add-to-flow-root",
-        ),
     ],
 )
 def test_errors(text: str, kwargs: dict, error: type[Exception], message: str):

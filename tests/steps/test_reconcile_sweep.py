@@ -8,6 +8,7 @@ a second between them.
 
 from __future__ import annotations
 
+import gc
 import math
 import uuid
 from dataclasses import dataclass, field
@@ -17,8 +18,9 @@ import pytest
 from imagebump.local import builders
 from steps.branches import branch_name
 from steps.git import GitAuth
-from steps.models import Image
+from steps.models import Image, Target
 from steps.reconcile import sweep
+from steps.reconcile_ecr import Calls, make_clients, scan_ecr
 from steps.rules import load_rules
 from tests.fixtures import ecr_clock
 from tests.fixtures.ecr_pages import PagingProxy
@@ -450,3 +452,86 @@ def test_a_pr_branch_proposes_only_while_its_github_pull_request_is_open(
     unconfirmed = state()
     assert unconfirmed[0] == "behind" and "no confirmed open pull request" in unconfirmed[1]
     assert git_token_not_in(unconfirmed[1], auth)
+
+
+def test_an_open_pull_request_counts_whatever_case_github_gives_the_owner(
+    registry: Registry, make_remote, auth: GitAuth, github_env
+) -> None:
+    """GitHub labels a pull request's head with the owner's canonical case (``O:branch``) while the
+    rule writes ``o``: the open pull request is found and the target is ``proposed``, not ``behind``
+    forever. The GitHub API is the fake (``tests/fixtures/github.py``); Git and ECR are real."""
+    from tests.fixtures.github import FakePull
+
+    p = registry.prefix
+    registry.push(f"{p}/api", "1.4.1")
+    ecr_clock.advance()  # moto's push times are whole seconds
+    newest = registry.push(f"{p}/api", "1.4.2")
+    api = registry.uri(f"{p}/api")
+    remote = make_remote({"apps/api/overlays/production/kustomization.yaml": kustomization(api, "1.4.1")})
+    rules = load_rules(
+        f"- registryURI: {registry.registry}/{p}/$1\n"
+        f"  githubRepository: {remote.url}/apps/$1/overlays/production\n"
+        "  env: production\n  mode: pr\n  provider: github\n"
+    )
+    image = Image(account=registry.account, region=REGION, repository=f"{p}/api", tag="1.4.2", digest=newest)
+    (target,) = rules.match(image).targets
+    branch = branch_name(target)
+    remote.commit_files(
+        {"apps/api/overlays/production/kustomization.yaml": kustomization(api, "1.4.2")},
+        "imagebump(production): api 1.4.1 → 1.4.2",
+        branch=branch,
+    )
+    owner, name = remote.name.split("/")
+    assert owner != owner.upper()
+    github_env.name_repository(f"{owner.upper()}/{name}")
+    github_env.pulls.append(FakePull(owner.upper(), name, 7, branch, "main", "api 1.4.2", ""))
+
+    (row,) = sweep(rules, auth=auth).report
+    assert (row.state, row.reason) == ("proposed", f"the PR branch {branch} already proposes 1.4.2")
+    (listing,) = github_env.calls_to("GET", rf"/repos/{owner}/{name}/pulls")
+    assert listing.status == 200
+
+
+def _retained_targets() -> int:
+    gc.collect()
+    return sum(1 for o in gc.get_objects() if type(o) is Target)
+
+
+def test_the_ecr_scan_keeps_candidates_bounded_by_targets_not_images(
+    registry: Registry, moto, monkeypatch
+) -> None:
+    """The sweep streams DescribeImages and keeps a running newest per overlay: how many candidates
+    (Target objects) are alive after the scan does not grow with the images ECR holds, and the
+    newest is still the newest. Pages of 50 through the paging proxy, as ECR pages."""
+    retained = {}
+    for name, images in (("small", 5), ("large", 150)):
+        p = f"{registry.prefix}{name}"
+        for i in range(images):
+            digest = registry.push(f"{p}/api", f"{i:07x}")
+            registry.ecr.put_image(
+                repositoryName=f"{p}/api",
+                imageManifest=builders.image_manifest(digest),
+                imageTag=f"1.0.{i}",
+                imageDigest=digest,
+            )
+        rules = load_rules(
+            f"- registryURI: {registry.registry}/{p}/$1\n"
+            "  githubRepository: https://github.com/o/gitops/apps/$1/overlays/staging\n"
+            "  env: staging\n  allowImageTag:\n  - regexp:^[0-9a-f]{7}$\n"
+            f"- registryURI: {registry.registry}/{p}/$1\n"
+            "  githubRepository: https://github.com/o/gitops/apps/$1/overlays/production\n"
+            "  env: production\n  denyImageTag:\n  - latest\n"
+        )
+        before = _retained_targets()
+        with PagingProxy(moto.endpoint_url, page_size=50) as proxy:
+            monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
+            overlays, _, _ = scan_ecr(rules, concurrency=1, calls=Calls(), client_for=make_clients(1))
+        retained[name] = _retained_targets() - before
+        assert proxy.calls["DescribeImages"] == math.ceil(images / 50)
+        newest = {k[1].rsplit("/", 1)[1]: o.newest()[0] for k, o in overlays.items()}
+        last = images - 1
+        assert newest["staging"].tag == f"{last:07x}"  # the newest push (ties: the larger tag)
+        assert newest["production"].tag == f"1.0.{last}"  # ties: a version before a hash
+        del overlays, newest
+    # two overlays of two rules: at most two candidates each, however many images
+    assert retained["large"] == retained["small"] <= 2 * 2

@@ -348,6 +348,19 @@ def test_same_overlay_from_two_rules_is_one_target() -> None:
     assert "same overlay" in match.skipped[0].reason and "rule 0" in match.skipped[0].reason
 
 
+def test_same_overlay_spelled_in_two_cases_on_github_is_one_target(monkeypatch) -> None:
+    """``https://github.com/O/R.git`` and ``https://github.com/o/r`` are one repository on GitHub:
+    two rules for one overlay are one target, not two writers of one file."""
+    monkeypatch.delenv("IMAGEBUMP_GITHUB_API_URL", raising=False)
+    rules = load_rules(
+        f"- registryURI: {REG}/team/$1\n  githubRepository: https://github.com/O/R.git/apps/$1\n"
+        f"- registryURI: {REG}/team/api\n  githubRepository: https://github.com/o/r/apps/api\n"
+    )
+    match = rules.match(image(f"{REG}/team/api:1"))
+    assert [(t.rule, t.repo_url) for t in match.targets] == [(0, "https://github.com/O/R")]
+    assert "same overlay" in match.skipped[0].reason and "rule 0" in match.skipped[0].reason
+
+
 def test_unknown_account_matches_by_region_and_names_the_rules_account() -> None:
     rules = load_rules(f"- registryURI: {REG}/team/$1\n  githubRepository: https://github.com/o/r/apps/$1\n")
     img = Image(account="", region="ap-northeast-1", repository="team/api", tag="1")

@@ -15,7 +15,7 @@ import imagebump
 from steps import commit_pr, edit_kustomize, resolve_image
 from steps._runtime import kebab
 from steps.errors import EXIT_CONFIG, EXIT_TRANSIENT
-from steps.models import Target
+from steps.models import Image, Target
 from tests.workflows import schemas
 from workflows import image_reconcile, image_update
 from workflows.common import OUTPUTS_DIR
@@ -59,7 +59,7 @@ def test_main_resolves_then_fans_out_over_targets(templates):
     args = {p["name"]: p["value"] for p in fan_out["arguments"]["parameters"]}
     assert args == {
         "target": "{{item}}",
-        "repo-url": "{{item.repo_url}}",
+        "repo-url": "{{item.repo_id}}",
         "path": "{{item.path}}",
         "env": "{{item.env}}",
     }
@@ -77,14 +77,50 @@ def test_per_target_template_edits_then_commits_only_when_changed(templates):
     assert args["plan"] == "{{steps.edit-kustomize.outputs.parameters.plan}}"
 
 
-def test_mutex_is_keyed_by_repository_and_overlay(templates):
+def _mutex_of(templates, target: Target) -> str:
+    """The mutex name ``update-target`` takes for a target the fan-out hands it (as Argo renders it)."""
     (mutex,) = templates["update-target"]["synchronization"]["mutexes"]
+    (_, (fan_out,)) = templates["main"]["steps"]
+    item = target.model_dump(mode="json")
+    args = {
+        p["name"]: re.sub(r"\{\{item\.(\w+)\}\}", lambda m: str(item[m[1]]), p["value"])
+        for p in fan_out["arguments"]["parameters"]
+    }
+    return re.sub(r"\{\{inputs\.parameters\.([\w-]+)\}\}", lambda m: args[m[1]], mutex["name"])
+
+
+def test_mutex_is_keyed_by_repository_and_overlay(templates):
     target = Target(rule=0, repo_url="https://github.com/o/gitops", path="apps/api/overlays/stg", image="x")
-    rendered = mutex["name"].replace("{{inputs.parameters.repo-url}}", target.repo_url)
-    rendered = rendered.replace("{{inputs.parameters.path}}", target.path)
-    assert rendered == target.key
+    rendered = _mutex_of(templates, target)
+    assert rendered == target.key == "https://github.com/o/gitops/apps/api/overlays/stg"
     # Argo (>= 3.6) decodes "<ns>/Mutex/<name>" with SplitN(..., 3): the name survives intact.
     assert f"imagebump/Mutex/{rendered}".split("/", 2)[2] == rendered
+
+
+def test_two_rules_spelling_one_repository_differently_share_the_overlays_mutex(templates, monkeypatch):
+    """GitHub owner and repository names are case-insensitive: the pushes of two images whose rules
+    write ``Acme/GitOps.git`` and ``acme/gitops`` for one overlay serialise on one mutex."""
+    from steps.rules import load_rules
+
+    monkeypatch.delenv("IMAGEBUMP_GITHUB_API_URL", raising=False)
+    registry = "123456789012.dkr.ecr.us-west-2.amazonaws.com"
+    rules = load_rules(
+        f"- registryURI: {registry}/team/api\n"
+        "  githubRepository: https://github.com/Acme/GitOps.git/apps/shop/overlays/prod\n"
+        f"- registryURI: {registry}/team/web\n"
+        "  githubRepository: https://github.com/acme/gitops/apps/shop/overlays/prod\n"
+    )
+    names = set()
+    for repository in ("team/api", "team/web"):
+        image = Image(account="123456789012", region="us-west-2", repository=repository, tag="1.0.0")
+        (target,) = rules.match(image).targets
+        names.add(_mutex_of(templates, target))
+    assert names == {"https://github.com/acme/gitops/apps/shop/overlays/prod"}
+    # a plain git server's paths are case-sensitive: two spellings there are two repositories
+    other = Target(
+        rule=0, repo_url="https://git.example/Acme/GitOps", path="apps/shop/overlays/prod", image="x"
+    )
+    assert _mutex_of(templates, other) == "https://git.example/Acme/GitOps/apps/shop/overlays/prod"
 
 
 @pytest.mark.parametrize("name", sorted(STEPS))

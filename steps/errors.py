@@ -11,7 +11,8 @@ and the step runner) turn these into a short message and an exit code, never a t
     │   ├── RulesError         a rules file that cannot be loaded (names rule index and field)
     │   ├── KustomizationError a kustomization that cannot be read or edited
     │   │   └── ImageNotFoundError  the image is not in the file (names the ones that are)
-    │   └── PermissionDeniedError   the remote refused for lack of rights (protected branch, 403)
+    │   ├── PermissionDeniedError   the remote refused for lack of rights (protected branch, 403)
+    │   └── LiveMismatch   verify-live: Argo CD runs another image than Git holds (fails the Workflow)
     ├── TransientError         the world broke for a while: network, 5xx, push race. Retried.
     │   └── PushRejected       git: the remote branch moved on (non-fast-forward, stale lease)
     ├── GitCommandError        git failed for a reason imagebump does not recognise
@@ -81,6 +82,11 @@ class ImageNotFoundError(KustomizationError):
 
 class PermissionDeniedError(ConfigError):
     """The remote refused the change for lack of rights (protected branch, 401/403)."""
+
+
+class LiveMismatch(ConfigError):
+    """An Argo CD Application synced at a revision holding the commit runs another image (terminal:
+    a retry cannot fix what Argo CD rendered; a person must look)."""
 
 
 class TransientError(ImagebumpError):

@@ -4,13 +4,20 @@ Wiring only; the work is in :mod:`steps`. Shape::
 
     main (steps)
       resolve-image                         event|image → targets (JSON list)
-      update-target  withParam: targets     one per overlay, mutex "<repo_url>/<path>"
-        edit-kustomize                      target → plan, changed
-        commit-pr      when: changed        target, plan → commit or PR
+      update-target  withParam: targets     one per overlay (template deliver-target, no mutex)
+        update         (template update-target)   mutex "<repo_url>/<path>"
+          edit-kustomize                    target → plan, changed
+          commit-pr      when: changed      target, plan → commit or PR
+        verify-live    when: committed      Argo CD refreshed and watched until live (no mutex held)
       (update-target outputs ``action``: what commit-pr did; the sweep counts real updates by it)
 
+verify-live runs outside the mutex-holding ``update-target`` so the next push to the overlay never
+queues behind a verification; the workflow parameter ``verify-live`` (``true``) turns it off with
+``false``, ``live-timeout`` (``15m``) bounds the wait.
+
 Reads the rules ConfigMap (resolve-image only), the Git write token Secret (commit-pr only)
-and an optional read-token Secret (edit-kustomize only). Writes nothing itself.
+and an optional read-token Secret (edit-kustomize and verify-live). verify-live, as its own
+ServiceAccount, reads Argo CD's Applications and patches their refresh annotation. Writes nothing itself.
 
 Deadlines sit where the work happens: every pod template has ``activeDeadlineSeconds`` (per
 attempt; Argo puts it on the pod, which is created only once the overlay's mutex is held) and a
@@ -42,6 +49,7 @@ from hera.workflows import (
 from hera.workflows import models as m
 
 from steps import commit_pr, edit_kustomize, resolve_image
+from steps.verify_live import step as verify_live
 from workflows import common as c
 from workflows import names as n
 
@@ -76,6 +84,20 @@ METRIC_PREFIX = "argo_workflows_"
 UPDATES_METRIC = "imagebump_updates_total"
 DECISIONS_METRIC = "imagebump_decisions_total"
 LATENCY_METRIC = "imagebump_push_to_change_seconds"
+LIVE_LATENCY_METRIC = "imagebump_push_to_live_seconds"
+LIVE_METRIC = "imagebump_live_total"
+#: Buckets (seconds) of the push → live histogram: Argo CD's sync and a rollout come on top.
+LIVE_LATENCY_BUCKETS = [30, 60, 120, 180, 300, 600, 900, 1800, 3600]
+LIVE_LATENCY_HELP = (
+    "Seconds from the ECR push to the new image running healthy in every Argo CD Application "
+    "deploying the overlay (verify-live's result live), by env."
+)
+LIVE_HELP = (
+    "verify-live's outcome for each committed target, by env: live, mismatch (Argo CD runs another "
+    "image than Git holds), timeout, no-application, manual-sync or superseded."
+)
+#: Default wait of verify-live (workflow parameter ``live-timeout``).
+LIVE_TIMEOUT = verify_live.DEFAULT_TIMEOUT
 
 #: One help text per metric name: the controller refuses a second help for the same name.
 UPDATES_HELP = (
@@ -259,6 +281,99 @@ def update_action_output(step: str) -> Parameter:
     )
 
 
+def _verify_live_template():
+    return script(
+        name="verify-live",
+        constructor=c.step_runner(),
+        image=c.IMAGE,
+        service_account_name=n.SA_LIVE,
+        inputs=[_env_input()],
+        outputs=c.outputs_of(verify_live.VerifyLiveOutput, {"result": "error", "applications": "[]"}),
+        env=[
+            *c.base_env(),
+            Env(name="IMAGEBUMP_GIT_READ_TOKEN_FILE", value=f"{n.GIT_READ_DIR}/token"),
+            Env(name="IMAGEBUMP_ARGOCD_NAMESPACE", value=n.ARGOCD_NAMESPACE),
+        ],
+        env_from=c.base_env_from(),
+        volumes=[
+            c.tmp_volume(),
+            SecretVolume(
+                name="git-read",
+                secret_name=n.GIT_READ_SECRET,
+                mount_path=n.GIT_READ_DIR,
+                read_only=True,
+                optional=True,
+                default_mode=0o440,
+            ),
+        ],
+        security_context=c.CONTAINER_SECURITY_CONTEXT,
+        resources=c.resources(),
+        retry_strategy=c.retry_transient(),
+        # The wait itself is bounded by live-timeout; this is the backstop for a wedged pod.
+        active_deadline_seconds=2 * 3600,
+        metrics=m.Metrics(
+            prometheus=[
+                m.Prometheus(
+                    name=LIVE_METRIC,
+                    help=LIVE_HELP,
+                    labels=[
+                        m.MetricLabel(key="result", value="{{outputs.parameters.result}}"),
+                        m.MetricLabel(key="env", value=ENV_LABEL),
+                    ],
+                    # A mismatch fails the step (exit 2, not retried): counted once, with its outputs.
+                    when=f"{FINAL_SUCCESS} || '{{{{outputs.parameters.result}}}}' == 'mismatch'",
+                    counter=m.Counter(value="1"),
+                ),
+                m.Prometheus(
+                    name=LIVE_LATENCY_METRIC,
+                    help=LIVE_LATENCY_HELP,
+                    labels=[m.MetricLabel(key="env", value=ENV_LABEL)],
+                    when=f"{FINAL_SUCCESS} && '{{{{outputs.parameters.result}}}}' == 'live'",
+                    histogram=m.Histogram(
+                        value="{{outputs.parameters.seconds-push-to-healthy}}", buckets=LIVE_LATENCY_BUCKETS
+                    ),
+                ),
+            ]
+        ),
+    )(verify_live.run)
+
+
+#: When verify-live runs: commit-pr pushed a commit to the base branch, and it is not turned off.
+VERIFY_WHEN = (
+    "{{steps.%s.outputs.parameters.action}} == committed && {{workflow.parameters.verify-live}} == true"
+)
+
+
+def verify_live_arguments(update_step: str) -> dict[str, str]:
+    """verify-live's arguments after the step ``update_step`` (an ``update-target``) committed."""
+    outputs = f"steps.{update_step}.outputs.parameters"
+    return {
+        "target": "{{inputs.parameters.target}}",
+        "plan": f"{{{{{outputs}.plan}}}}",
+        "commit_sha": f"{{{{{outputs}.commit-sha}}}}",
+        "seconds_to_commit": f"{{{{{outputs}.seconds-since-push}}}}",
+        "live_timeout": "{{workflow.parameters.live-timeout}}",
+        "env": "{{inputs.parameters.env}}",
+    }
+
+
+def live_parameters() -> list[Parameter]:
+    """The workflow parameters verify-live reads (image-update and image-reconcile both declare them)."""
+    return [
+        Parameter(
+            name="verify-live",
+            value="true",
+            description="`true`: after a commit, watch Argo CD until the new image runs (verify-live); "
+            "`false` turns it off",
+        ),
+        Parameter(
+            name="live-timeout",
+            value=LIVE_TIMEOUT,
+            description="how long verify-live waits for Argo CD (15m, 90s, 1h)",
+        ),
+    ]
+
+
 def build() -> WorkflowTemplate:
     """The ``image-update`` WorkflowTemplate (Hera object; ``.to_dict()`` is the manifest)."""
     with WorkflowTemplate(
@@ -273,6 +388,7 @@ def build() -> WorkflowTemplate:
         arguments=[
             Parameter(name="event", value="", description=EVENT_HELP),
             Parameter(name="image", value="", description=IMAGE_HELP),
+            *live_parameters(),
         ],
         service_account_name=n.SA_WORKFLOW,
         active_deadline_seconds=WORKFLOW_DEADLINE_SECONDS,
@@ -282,11 +398,33 @@ def build() -> WorkflowTemplate:
         resolve = _resolve_image_template()
         edit = _edit_kustomize_template()
         commit = _commit_pr_template()
+        verify = _verify_live_template()
 
         with Steps(
             name="update-target",
             inputs=c.target_inputs(),
-            outputs=[update_action_output("commit-pr")],
+            outputs=[
+                update_action_output("commit-pr"),
+                # What verify-live needs, read outside this mutex-holding template.
+                Parameter(
+                    name="plan",
+                    value_from=m.ValueFrom(
+                        parameter="{{steps.edit-kustomize.outputs.parameters.plan}}", default=""
+                    ),
+                ),
+                Parameter(
+                    name="commit-sha",
+                    value_from=m.ValueFrom(
+                        parameter="{{steps.commit-pr.outputs.parameters.commit-sha}}", default=""
+                    ),
+                ),
+                Parameter(
+                    name="seconds-since-push",
+                    value_from=m.ValueFrom(
+                        parameter="{{steps.commit-pr.outputs.parameters.seconds-since-push}}", default=""
+                    ),
+                ),
+            ],
             synchronization=m.Synchronization(mutexes=[m.Mutex(name=MUTEX_NAME)]),
             # No deadline here: on a steps template `activeDeadlineSeconds` reaches no pod, and
             # `timeout` would count the time queued on the mutex. The pods below carry theirs.
@@ -321,6 +459,31 @@ def build() -> WorkflowTemplate:
                 when="{{steps.edit-kustomize.outputs.parameters.changed}} == true",
             )
 
+        with Steps(
+            name="deliver-target",
+            inputs=c.target_inputs(),
+            outputs=[
+                update_action_output("update"),
+                Parameter(
+                    name="live",
+                    value_from=m.ValueFrom(
+                        parameter="{{steps.verify-live.outputs.parameters.result}}", default="skipped"
+                    ),
+                ),
+            ],
+        ) as deliver_target:
+            Step(
+                name="update",
+                template=update_target,
+                arguments={
+                    "target": "{{inputs.parameters.target}}",
+                    "repo-url": "{{inputs.parameters.repo-url}}",
+                    "path": "{{inputs.parameters.path}}",
+                    "env": "{{inputs.parameters.env}}",
+                },
+            )
+            verify(name="verify-live", arguments=verify_live_arguments("update"), when=VERIFY_WHEN % "update")
+
         with Steps(name="main"):
             resolve(
                 name="resolve-image",
@@ -331,7 +494,7 @@ def build() -> WorkflowTemplate:
             )
             Step(
                 name="update-target",
-                template=update_target,
+                template=deliver_target,
                 arguments={
                     "target": "{{item}}",
                     "repo-url": "{{item.repo_url}}",

@@ -123,6 +123,19 @@ def _matches(labels: dict[str, str], terms: list[tuple[str, str, set[str]]]) -> 
     return True
 
 
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch: objects merge key by key, ``null`` removes, anything else replaces."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge_patch(out.get(key), value)
+    return out
+
+
 def _fold_string_data(obj: dict[str, Any]) -> None:
     """The API server merges a Secret's write-only ``stringData`` into ``data`` (stringData wins)."""
     if obj.get("kind") == "Secret" and isinstance(obj.get("stringData"), dict):
@@ -549,6 +562,31 @@ class FakeKube:
             self.objects[key] = merged
             return copy.deepcopy(merged)
 
+    def patch_raw(
+        self, resource: kube.Resource, namespace: str, name: str, patch: dict[str, Any]
+    ) -> dict[str, Any]:
+        """JSON merge patch (RFC 7386): what ``kubectl patch --type merge`` and the adapter send."""
+        with self._lock:
+            self.calls.append(
+                ("patch", resource.plural, namespace, {"name": name, "patch": copy.deepcopy(patch)})
+            )
+            self._check("patch", resource, namespace, name)
+            key = (resource.plural, namespace, name)
+            live = self.objects.get(key)
+            if live is None:
+                raise FakeStatus(_status(404, "NotFound", f'{resource.display} "{name}" not found'))
+            merged = merge_patch(live, patch)
+            for server_field in ("uid", "namespace", "name", "creationTimestamp", "managedFields"):
+                merged["metadata"][server_field] = copy.deepcopy(live["metadata"].get(server_field))
+            if resource.kind in STATUS_SUBRESOURCE:
+                merged["status"] = copy.deepcopy(live.get("status"))
+            if merged != live:
+                merged["metadata"]["resourceVersion"] = self._next_rv()
+                if resource.group and merged.get("spec") != live.get("spec"):
+                    merged["metadata"]["generation"] = live["metadata"].get("generation", 1) + 1
+            self.objects[key] = merged
+            return copy.deepcopy(merged)
+
     # KubeApi protocol (in-memory use): Status → our errors, exactly as the adapter maps them.
     def _raise(
         self,
@@ -605,6 +643,15 @@ class FakeKube:
             return self.replace_raw(resource, namespace, name, obj, field_manager=kube.FIELD_MANAGER)
         except FakeStatus as exc:
             self._raise(exc, "update", resource, namespace, name)
+            raise  # unreachable
+
+    def patch(
+        self, resource: kube.Resource, namespace: str, name: str, patch: dict[str, Any]
+    ) -> dict[str, Any]:
+        try:
+            return self.patch_raw(resource, namespace, name, patch)
+        except FakeStatus as exc:
+            self._raise(exc, "patch", resource, namespace, name)
             raise  # unreachable
 
     def delete(
@@ -894,6 +941,12 @@ class FakeKubeServer:
                                 404, _status(404, "NotFound", f'{resource.display} "{name}" not found')
                             )
                         return self._send(200, gone)
+                    if (
+                        method == "PATCH"
+                        and name
+                        and self.headers.get("Content-Type") == "application/merge-patch+json"
+                    ):
+                        return self._send(200, server.fake.patch_raw(resource, ns, name, body or {}))
                     if (
                         method == "PATCH"
                         and name

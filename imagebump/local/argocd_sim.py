@@ -159,7 +159,7 @@ class ArgoCDSimulator:
                 revision, rendered = self._render(source)
                 revisions.append(revision)
                 images.extend(rendered)
-        except (OSError, subprocess.SubprocessError, ValueError) as exc:
+        except (OSError, subprocess.SubprocessError, ValueError, ImagebumpError) as exc:
             status["conditions"] = [
                 {"type": "ComparisonError", "message": str(exc)[:300], "lastTransitionTime": _now()}
             ]

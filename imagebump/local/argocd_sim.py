@@ -44,6 +44,32 @@ _POD_SPEC_PATHS = {
 }
 
 
+def application(
+    name: str,
+    repo_url: str,
+    path: str,
+    *,
+    namespace: str = "argocd",
+    target_revision: str = "HEAD",
+    automated: bool = True,
+) -> dict[str, Any]:
+    """An Argo CD Application deploying ``path`` of ``repo_url`` (no status: the simulator syncs it
+    at its first pass, as a freshly created Application)."""
+    spec: dict[str, Any] = {
+        "project": "default",
+        "source": {"repoURL": repo_url, "path": path, "targetRevision": target_revision},
+        "destination": {"server": "https://kubernetes.default.svc", "namespace": name},
+    }
+    if automated:
+        spec["syncPolicy"] = {"automated": {"prune": True, "selfHeal": True}}
+    return {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Application",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
 def kubectl_available(kubectl: str = "kubectl") -> bool:
     """Can the simulator render overlays here (``kubectl`` with its built-in kustomize)?"""
     return shutil.which(kubectl) is not None

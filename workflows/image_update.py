@@ -49,9 +49,9 @@ from hera.workflows import (
 from hera.workflows import models as m
 
 from steps import commit_pr, edit_kustomize, resolve_image
-from steps.verify_live import step as verify_live
 from workflows import common as c
 from workflows import names as n
+from workflows import verify_live as live
 
 NAME = n.IMAGE_UPDATE
 
@@ -84,21 +84,6 @@ METRIC_PREFIX = "argo_workflows_"
 UPDATES_METRIC = "imagebump_updates_total"
 DECISIONS_METRIC = "imagebump_decisions_total"
 LATENCY_METRIC = "imagebump_push_to_change_seconds"
-LIVE_LATENCY_METRIC = "imagebump_push_to_live_seconds"
-LIVE_METRIC = "imagebump_live_total"
-#: Buckets (seconds) of the push → live histogram: Argo CD's sync and a rollout come on top.
-LIVE_LATENCY_BUCKETS = [30, 60, 120, 180, 300, 600, 900, 1800, 3600]
-LIVE_LATENCY_HELP = (
-    "Seconds from the ECR push to the new image running healthy in every Argo CD Application "
-    "deploying the overlay (verify-live's result live), by env."
-)
-LIVE_HELP = (
-    "verify-live's outcome for each committed target, by env: live, mismatch (Argo CD runs another "
-    "image than Git holds), timeout, no-application, manual-sync or superseded."
-)
-#: Default wait of verify-live (workflow parameter ``live-timeout``).
-LIVE_TIMEOUT = verify_live.DEFAULT_TIMEOUT
-
 #: One help text per metric name: the controller refuses a second help for the same name.
 UPDATES_HELP = (
     "Final outcome of each target update, by env: committed, pr-created, pr-updated or unchanged "
@@ -120,8 +105,9 @@ FINAL_SUCCESS = "{{status}} == Succeeded"
 #: Workflow deadline: a backstop for a pod that never starts, not a budget for work. It counts
 #: from the Workflow's start, so it includes time queued behind other updates of the same
 #: overlay; 6 h covers 10 targets ahead in the queue that each hold the mutex as long as their
-#: retries and pod deadlines allow (35 min; tests/workflows/test_image_update.py computes it).
-WORKFLOW_DEADLINE_SECONDS = 6 * 3600
+#: retries and pod deadlines allow (35 min; tests/workflows/test_image_update.py computes it), and
+#: 25 min more the verification of the target's own commit (verify-live, outside the mutex).
+WORKFLOW_DEADLINE_SECONDS = 6 * 3600 + live.VERIFY_HOLD_SECONDS
 
 
 def _env_input() -> Parameter:
@@ -281,99 +267,6 @@ def update_action_output(step: str) -> Parameter:
     )
 
 
-def _verify_live_template():
-    return script(
-        name="verify-live",
-        constructor=c.step_runner(),
-        image=c.IMAGE,
-        service_account_name=n.SA_LIVE,
-        inputs=[_env_input()],
-        outputs=c.outputs_of(verify_live.VerifyLiveOutput, {"result": "error", "applications": "[]"}),
-        env=[
-            *c.base_env(),
-            Env(name="IMAGEBUMP_GIT_READ_TOKEN_FILE", value=f"{n.GIT_READ_DIR}/token"),
-            Env(name="IMAGEBUMP_ARGOCD_NAMESPACE", value=n.ARGOCD_NAMESPACE),
-        ],
-        env_from=c.base_env_from(),
-        volumes=[
-            c.tmp_volume(),
-            SecretVolume(
-                name="git-read",
-                secret_name=n.GIT_READ_SECRET,
-                mount_path=n.GIT_READ_DIR,
-                read_only=True,
-                optional=True,
-                default_mode=0o440,
-            ),
-        ],
-        security_context=c.CONTAINER_SECURITY_CONTEXT,
-        resources=c.resources(),
-        retry_strategy=c.retry_transient(),
-        # The wait itself is bounded by live-timeout; this is the backstop for a wedged pod.
-        active_deadline_seconds=2 * 3600,
-        metrics=m.Metrics(
-            prometheus=[
-                m.Prometheus(
-                    name=LIVE_METRIC,
-                    help=LIVE_HELP,
-                    labels=[
-                        m.MetricLabel(key="result", value="{{outputs.parameters.result}}"),
-                        m.MetricLabel(key="env", value=ENV_LABEL),
-                    ],
-                    # A mismatch fails the step (exit 2, not retried): counted once, with its outputs.
-                    when=f"{FINAL_SUCCESS} || '{{{{outputs.parameters.result}}}}' == 'mismatch'",
-                    counter=m.Counter(value="1"),
-                ),
-                m.Prometheus(
-                    name=LIVE_LATENCY_METRIC,
-                    help=LIVE_LATENCY_HELP,
-                    labels=[m.MetricLabel(key="env", value=ENV_LABEL)],
-                    when=f"{FINAL_SUCCESS} && '{{{{outputs.parameters.result}}}}' == 'live'",
-                    histogram=m.Histogram(
-                        value="{{outputs.parameters.seconds-push-to-healthy}}", buckets=LIVE_LATENCY_BUCKETS
-                    ),
-                ),
-            ]
-        ),
-    )(verify_live.run)
-
-
-#: When verify-live runs: commit-pr pushed a commit to the base branch, and it is not turned off.
-VERIFY_WHEN = (
-    "{{steps.%s.outputs.parameters.action}} == committed && {{workflow.parameters.verify-live}} == true"
-)
-
-
-def verify_live_arguments(update_step: str) -> dict[str, str]:
-    """verify-live's arguments after the step ``update_step`` (an ``update-target``) committed."""
-    outputs = f"steps.{update_step}.outputs.parameters"
-    return {
-        "target": "{{inputs.parameters.target}}",
-        "plan": f"{{{{{outputs}.plan}}}}",
-        "commit_sha": f"{{{{{outputs}.commit-sha}}}}",
-        "seconds_to_commit": f"{{{{{outputs}.seconds-since-push}}}}",
-        "live_timeout": "{{workflow.parameters.live-timeout}}",
-        "env": "{{inputs.parameters.env}}",
-    }
-
-
-def live_parameters() -> list[Parameter]:
-    """The workflow parameters verify-live reads (image-update and image-reconcile both declare them)."""
-    return [
-        Parameter(
-            name="verify-live",
-            value="true",
-            description="`true`: after a commit, watch Argo CD until the new image runs (verify-live); "
-            "`false` turns it off",
-        ),
-        Parameter(
-            name="live-timeout",
-            value=LIVE_TIMEOUT,
-            description="how long verify-live waits for Argo CD (15m, 90s, 1h)",
-        ),
-    ]
-
-
 def build() -> WorkflowTemplate:
     """The ``image-update`` WorkflowTemplate (Hera object; ``.to_dict()`` is the manifest)."""
     with WorkflowTemplate(
@@ -388,7 +281,7 @@ def build() -> WorkflowTemplate:
         arguments=[
             Parameter(name="event", value="", description=EVENT_HELP),
             Parameter(name="image", value="", description=IMAGE_HELP),
-            *live_parameters(),
+            *live.live_parameters(),
         ],
         service_account_name=n.SA_WORKFLOW,
         active_deadline_seconds=WORKFLOW_DEADLINE_SECONDS,
@@ -398,7 +291,7 @@ def build() -> WorkflowTemplate:
         resolve = _resolve_image_template()
         edit = _edit_kustomize_template()
         commit = _commit_pr_template()
-        verify = _verify_live_template()
+        verify = live.verify_live_template()
 
         with Steps(
             name="update-target",
@@ -462,15 +355,7 @@ def build() -> WorkflowTemplate:
         with Steps(
             name="deliver-target",
             inputs=c.target_inputs(),
-            outputs=[
-                update_action_output("update"),
-                Parameter(
-                    name="live",
-                    value_from=m.ValueFrom(
-                        parameter="{{steps.verify-live.outputs.parameters.result}}", default="skipped"
-                    ),
-                ),
-            ],
+            outputs=[update_action_output("update")],
         ) as deliver_target:
             Step(
                 name="update",
@@ -482,7 +367,11 @@ def build() -> WorkflowTemplate:
                     "env": "{{inputs.parameters.env}}",
                 },
             )
-            verify(name="verify-live", arguments=verify_live_arguments("update"), when=VERIFY_WHEN % "update")
+            verify(
+                name="verify-live",
+                arguments=live.verify_live_arguments("update"),
+                when=live.when_committed("update"),
+            )
 
         with Steps(name="main"):
             resolve(

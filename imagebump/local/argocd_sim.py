@@ -14,6 +14,7 @@ and ``summary.images`` (every container image of the rendered Deployments, Pods,
 
 Knobs: :attr:`ArgoCDSimulator.wrong_manifest` makes it run the images of the previous revision while
 reporting the new one synced (the repo-server failure this project was born from);
+:attr:`ArgoCDSimulator.stale` makes named Applications run given images whatever Git holds;
 :attr:`ArgoCDSimulator.stuck` names Applications whose comparison fails (``ComparisonError``: they
 never sync); :attr:`ArgoCDSimulator.progressing_seconds` keeps a synced Application ``Progressing``
 with old and new images (a rolling update) that long. Writes go through the in-memory store, not the
@@ -116,6 +117,9 @@ class ArgoCDSimulator:
         self.poll = poll
         self.on_sync = on_sync
         self.wrong_manifest = False
+        #: Applications (``namespace/name``) whose repo server hands back manifests running these
+        #: images, whatever Git holds (a stale or wrong render), from their next sync on
+        self.stale: dict[str, list[str]] = {}
         self.stuck: set[str] = set()
         self.progressing_seconds = 0.0
         self.errors: list[str] = []
@@ -209,6 +213,7 @@ class ArgoCDSimulator:
             return self._write(app)
         before = self._running.get(key, (status.get("summary") or {}).get("images") or [])
         running = list(before) if self.wrong_manifest and before else images
+        running = list(self.stale.get(key, running))
         status["sync"] = sync
         finished = _now()
         status["operationState"] = {
@@ -233,6 +238,12 @@ class ArgoCDSimulator:
         self._write(app)
         if self.on_sync:
             self.on_sync(key, ",".join(revisions))
+
+    def refresh(self, namespace: str, name: str) -> None:
+        """Argo CD's own periodic poll of Git (every 3 min by default): refresh one Application now."""
+        app = self.store.get(kube.APPLICATION, namespace, name)
+        if app is not None:
+            self._refresh(app, f"{namespace}/{name}")
 
     def _healthy(self, app: dict[str, Any], key: str) -> None:
         app = copy.deepcopy(app)

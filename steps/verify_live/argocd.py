@@ -178,6 +178,19 @@ def get(api: kube.KubeApi, deployment: Deployment) -> dict[str, Any] | None:
     return api.get(kube.APPLICATION, deployment.namespace, deployment.name)
 
 
+def configured(environ: Mapping[str, str] | None = None) -> bool:
+    """Is there an Argo CD to reach: a pod's ServiceAccount, or a kubeconfig context given locally?"""
+    environ = os.environ if environ is None else environ
+    return bool(environ.get("KUBERNETES_SERVICE_HOST") or environ.get("IMAGEBUMP_ARGOCD_CONTEXT"))
+
+
+#: Why push → live is off on this machine (the result ``off``: never on a cluster).
+NOT_CONFIGURED = (
+    "push → live is off: not in a cluster and no kubeconfig context given "
+    "(imagebump run --local / imagebump reconcile --argocd-context CTX)"
+)
+
+
 def connect(context: str | None = None) -> kube.KubeApi:
     """The Kubernetes API: in a pod its ServiceAccount; with ``context`` (or
     ``IMAGEBUMP_ARGOCD_CONTEXT``) that kubeconfig context (``KUBECONFIG`` or ``~/.kube/config``)."""

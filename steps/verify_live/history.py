@@ -33,6 +33,8 @@ class History:
         self._git(["config", "remote.origin.promisor", "true"])
         self._git(["config", "remote.origin.partialclonefilter", "blob:none"])
         self.fetch()
+        if not commit:  # the sweep: the newest change of the overlay's file is the one to find live
+            self.commit = self.last_change(file) or self.head()
 
     def _git(self, args: list[str], *, check: bool = True):
         return git.run_git(
@@ -50,6 +52,18 @@ class History:
                 f"+refs/heads/{self.branch}:refs/heads/{self.branch}",
             ]
         )
+
+    def head(self) -> str:
+        """The base branch's newest commit (as fetched)."""
+        return self._git(["rev-parse", f"refs/heads/{self.branch}"]).stdout.strip()
+
+    def last_change(self, path: str) -> str | None:
+        """The newest commit of the branch that changed ``path`` (None: it never existed)."""
+        out = self._git(["log", "-1", "--format=%H", f"refs/heads/{self.branch}", "--", path]).stdout.strip()
+        return out or None
+
+    def exists(self, revision: str, path: str) -> bool:
+        return self._git(["cat-file", "-e", f"{revision}:{path}"], check=False).returncode == 0
 
     def _known(self, revision: str) -> bool:
         return self._git(["cat-file", "-e", f"{revision}^{{commit}}"], check=False).returncode == 0

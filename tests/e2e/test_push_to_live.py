@@ -81,3 +81,28 @@ def test_mismatch_fails_the_workflow_naming_application_revision_git_and_cluster
     message = target.message
     assert "argocd/api-staging" in message and target.commit_sha in message
     assert "Git holds" in message and ":1.4.2" in message and ":1.4.1" in message  # what Git holds, what runs
+
+
+def test_sweep_reports_live_states_and_a_mismatch_on_an_overlay_nobody_pushed_to(live_world: World) -> None:
+    from imagebump.local.drive import put_image
+    from imagebump.local.sweep import run_sweep
+    from steps.verify_live.states import LiveState, render_live_table
+
+    put_image(live_world, "1.4.1")  # what staging holds is the newest allowed: current; production is behind
+    sweep = run_sweep(live_world.sweep_executor(), apply=False)
+    rows = {row["env"]: row for row in sweep.summary()["targets"]}
+    assert rows["staging"]["state"] == "current"
+    assert rows["staging"]["live"]["state"] == "live", rows["staging"]["live"]
+    assert "live" not in rows["production"]  # behind: only current targets get a live state
+    assert [a["name"] for a in rows["staging"]["live"]["applications"]] == ["api-staging"]
+
+    # nobody pushes; Argo CD's repo server starts handing back a wrong render, and its next poll syncs it
+    live_world.sim.stale["argocd/api-staging"] = [f"{live_world.image_uri}:1.3.9"]
+    live_world.sim.refresh("argocd", "api-staging")
+    sweep = run_sweep(live_world.sweep_executor(), apply=False)
+    staging = next(row for row in sweep.summary()["targets"] if row["env"] == "staging")
+    assert staging["live"]["state"] == "mismatch"
+    assert ":1.4.1" in staging["live"]["reason"] and ":1.3.9" in staging["live"]["reason"]
+    table = render_live_table([LiveState(**s) for s in sweep.live])
+    assert table.splitlines()[1].startswith("mismatch  staging")
+    assert "1 mismatch" in table

@@ -294,9 +294,9 @@ def sweep(
         git_calls=calls.git,
         git_clones=calls.clones,
         reason=summary,
-        current_targets=[
-            i.sample for i in items if i.verdict is not None and i.verdict.state == "current"
-        ][:REPORT_LIMIT],
+        current_targets=[i.sample for i in items if i.verdict is not None and i.verdict.state == "current"][
+            :REPORT_LIMIT
+        ],
     )
 
 

@@ -140,7 +140,14 @@ def test_the_local_executor_accepts_the_rendered_cron_workflow():
         log=lambda record: None,
     )
     assert executor.kind == "CronWorkflow"
-    assert set(executor.workflow_parameters) == {"apply", "concurrency", "limit", "full", "verify-live", "live-timeout"}
+    assert set(executor.workflow_parameters) == {
+        "apply",
+        "concurrency",
+        "limit",
+        "full",
+        "verify-live",
+        "live-timeout",
+    }
     assert "steps.reconcile" in executor.preload_modules() and "steps.commit_pr" in executor.preload_modules()
 
 

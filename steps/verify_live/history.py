@@ -1,8 +1,7 @@
 """What Git says about the revisions Argo CD reports: does a revision contain the commit verified,
 and which image does the overlay set there.
 
-One partial clone per step (``--filter=blob:none``, commits and trees of the base branch, no work
-tree) in the step's scratch directory, with the optional read token. ``git merge-base
+One partial clone per step (``--filter=tree:0``: the base branch's commits only, no work tree) in the step's scratch directory, with the optional read token. ``git merge-base
 --is-ancestor`` decides containment; a revision not fetched yet is fetched once more (the branch
 moved on). The overlay's file at a revision is read from the object store (its blob fetched on
 demand). Imports :mod:`steps.git` and :mod:`steps.kustomize`.
@@ -31,7 +30,7 @@ class History:
         git.run_git(["init", "--quiet", "--bare", str(workdir)], auth=None, what="git init")
         self._git(["config", "remote.origin.url", repo_url])
         self._git(["config", "remote.origin.promisor", "true"])
-        self._git(["config", "remote.origin.partialclonefilter", "blob:none"])
+        self._git(["config", "remote.origin.partialclonefilter", "tree:0"])
         self.fetch()
         if not commit:  # the sweep: the newest change of the overlay's file is the one to find live
             self.commit = self.last_change(file) or self.head()
@@ -47,7 +46,8 @@ class History:
                 "fetch",
                 "--quiet",
                 "--no-tags",
-                "--filter=blob:none",
+                # commits only: ancestry needs no trees; the one file read fetches its trees on demand
+                "--filter=tree:0",
                 "origin",
                 f"+refs/heads/{self.branch}:refs/heads/{self.branch}",
             ]

@@ -360,6 +360,10 @@ def render_report(report: DemoReport) -> str:
         )
     else:
         out.append(f"FAILED: {report.error}")
+    if any(t.live == "mismatch" for t in report.targets):
+        out.append(
+            "The simulated Argo CD ran another image: verify-live raised the alarm (the Workflow failed)."
+        )
     if report.kept:
         out.append(f"kept: {report.kept} (bare repository under git/, rules.yaml)")
     else:

@@ -3,7 +3,8 @@
 One module per step — ``resolve_image``, ``edit_kustomize``, ``commit_pr`` (acting in
 ``commit_mode`` / ``pr_mode``, messages from ``commit_message``), ``reconcile`` (``reconcile_ecr``,
 ``reconcile_git``, ``reconcile_report``, ``reconcile_holds`` — the targets a rollback holds), ``backup_export`` (``backup_settings``, ``retention``) and
-``restore`` (``restore_report``) — each a ``run`` with a typed input and output, shaped gather →
+``restore`` (``restore_report``), ``verify_live/`` (push → live: Argo CD refreshed and watched until
+the commit runs, and the sweep's live states) — each a ``run`` with a typed input and output, shaped gather →
 decide → act: I/O at the edges, a pure ``decide`` in the middle (each step module's own
 ``decide``, ``reconcile_decide``, ``restore_plan``), and ``never_downgrade`` the one home of the rule
 that an overlay or a living proposal never moves to an older image; ``intent`` the one home of

@@ -13,7 +13,8 @@ and the step runner) turn these into a short message and an exit code, never a t
     │   │   └── ImageNotFoundError  the image is not in the file (names the ones that are)
     │   ├── PermissionDeniedError   the remote refused for lack of rights (protected branch, 403)
     │   ├── UnverifiedCommit   GitHub did not verify an API commit and verified commits are required
-    │   └── TreeMismatch       GitHub's tree for an API commit is not the one computed locally
+    │   ├── TreeMismatch       GitHub's tree for an API commit is not the one computed locally
+    │   └── LiveMismatch   verify-live: Argo CD runs another image than Git holds (fails the Workflow)
     ├── TransientError         the world broke for a while: network, 5xx, push race. Retried.
     │   └── PushRejected       git: the remote branch moved on (non-fast-forward, stale lease)
     ├── GitCommandError        git failed for a reason imagebump does not recognise
@@ -93,6 +94,11 @@ class UnverifiedCommit(ConfigError):
 class TreeMismatch(ConfigError):
     """``commitMethod: api``: the tree GitHub built is not the tree git computes locally for the same
     edit (bytes or a file mode would differ); no ref was moved to it."""
+
+
+class LiveMismatch(ConfigError):
+    """An Argo CD Application synced at a revision holding the commit runs another image (terminal:
+    a retry cannot fix what Argo CD rendered; a person must look)."""
 
 
 class TransientError(ImagebumpError):

@@ -130,6 +130,10 @@ class KubeApi(Protocol):
         else :class:`ConflictError`; fields ``obj`` leaves out are removed."""
         ...
 
+    def patch(self, resource: Resource, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """JSON merge patch (RFC 7386) of the named object; :class:`ConfigError` when it is gone."""
+        ...
+
     def delete(
         self,
         resource: Resource,
@@ -174,6 +178,7 @@ _NOT_FOUND_RE = re.compile(r'^(\S+) "[^"]*" not found$')
 _VERBS_TO_GRANT = {
     "list": "get/list",
     "get": "get",
+    "patch": "get/patch",
     "create": "get/create",
     "update": "get/update",
     "delete": "get/delete",
@@ -223,7 +228,7 @@ def api_error(
             f"cannot {verb} {what} {where}: the API server does not serve {resource.display} "
             f"({resource.api_version}); is Argo CD installed (its CRDs) on this cluster?"
         )
-    if status == 409 and verb in ("create", "update", "delete"):
+    if status == 409 and verb in ("create", "update", "delete", "patch"):
         return ConflictError(
             f"cannot {verb} {what} {where}: it was changed or created meanwhile (409 Conflict); re-run"
         )

@@ -220,6 +220,22 @@ class KubernetesApi:
             or {}
         )
 
+    def patch(self, resource: Resource, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        return (
+            self._request(
+                "PATCH",
+                resource.path(namespace, name),
+                verb="patch",
+                resource=resource,
+                namespace=namespace,
+                name=name,
+                query=[("fieldManager", FIELD_MANAGER)],
+                body=patch,
+                content_type="application/merge-patch+json",
+            )
+            or {}
+        )
+
     def delete(
         self,
         resource: Resource,

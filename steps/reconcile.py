@@ -52,7 +52,8 @@ Writes nothing but its outputs: ``targets`` (the behind ones, in resolve-image's
 ``limit`` of them so a Workflow's status stays small; the rest are left for the next sweep and the
 reason says so), ``report`` (one line per target; with ``full: false`` only the targets that are
 not current, at most :data:`REPORT_LIMIT` of them, worst first, the rest counted in ``reason``), ``counts`` (targets per state and env: the gauge), ``behind``, ``ecr-calls``,
-``git-calls``, ``git-clones`` (what the sweep cost) and ``reason`` (a summary). It pushes nothing:
+``git-calls``, ``git-clones`` (what the sweep cost), ``reason`` (a summary) and
+``current-targets`` (for the live states in Argo CD). It pushes nothing:
 the update-target steps do, under the same per-overlay mutex as events.
 
 Layout (gather → decide → act): :mod:`steps.reconcile_ecr` gathers from ECR,
@@ -180,6 +181,11 @@ class ReconcileOutput(BaseModel):
     git_calls: int = 0
     git_clones: int = 0
     reason: str = ""
+    current_targets: list[Target] = Field(
+        default_factory=list,
+        description="the current targets (at most REPORT_LIMIT), whose live state in Argo CD the "
+        "live-states step reports (steps.verify_live.states)",
+    )
 
 
 # ============================================================================ the sweep
@@ -292,6 +298,9 @@ def sweep(
         git_calls=calls.git,
         git_clones=calls.clones,
         reason=summary,
+        current_targets=[i.sample for i in items if i.verdict is not None and i.verdict.state == "current"][
+            :REPORT_LIMIT
+        ],
     )
 
 

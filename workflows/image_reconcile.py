@@ -56,6 +56,7 @@ from steps import reconcile, reconcile_report
 from workflows import common as c
 from workflows import image_update
 from workflows import names as n
+from workflows import verify_live as live
 
 NAME = n.IMAGE_RECONCILE
 #: Every 10 minutes: the bound on how long a push whose event was lost stays unreflected.
@@ -113,9 +114,10 @@ def update_hold_seconds() -> int:
 
 
 def workflow_deadline_seconds() -> int:
-    """The sweep's deadline: the reconcile step at its worst, then :data:`MUTEX_HOLDS` worst holds."""
+    """The sweep's deadline: the reconcile step at its worst, then :data:`MUTEX_HOLDS` worst holds,
+    then verify-live of the sweep's own commit at its worst (it runs outside the mutex)."""
     reconcile_hold = _seconds(_reconcile_retry().backoff.max_duration) + RECONCILE_DEADLINE_SECONDS
-    return reconcile_hold + MUTEX_HOLDS * update_hold_seconds()
+    return reconcile_hold + MUTEX_HOLDS * update_hold_seconds() + live.VERIFY_HOLD_SECONDS
 
 
 def _reconcile_retry():
@@ -179,17 +181,21 @@ class _MeteredSuspend(Suspend):
         return template
 
 
-def _count_template() -> Suspend:
+def _count_template(
+    name: str = "count-targets",
+    metric: str = "imagebump_reconcile_targets",
+    help_text: str = "targets per state (behind, current, ahead, proposed, unknown, held, pinned) and env at the last sweep",
+) -> Suspend:
     """A pod-less node per (state, env) that sets the gauge (a suspend of zero seconds: no pod)."""
     return _MeteredSuspend(
-        name="count-targets",
+        name=name,
         duration="0",
         inputs=[Parameter(name="state"), Parameter(name="env"), Parameter(name="count")],
         metrics=m.Metrics(
             prometheus=[
                 m.Prometheus(
-                    name="imagebump_reconcile_targets",
-                    help="targets per state (behind, current, ahead, proposed, unknown, held, pinned) and env at the last sweep",
+                    name=metric,
+                    help=help_text,
                     labels=[
                         m.MetricLabel(key="state", value="{{inputs.parameters.state}}"),
                         m.MetricLabel(key="env", value="{{inputs.parameters.env}}"),
@@ -238,6 +244,7 @@ def build() -> CronWorkflow:
             Parameter(
                 name="full", value="false", description="`true`: the report output lists current targets too"
             ),
+            *live.live_parameters(),
         ],
         service_account_name=n.SA_WORKFLOW,
         active_deadline_seconds=workflow_deadline_seconds(),
@@ -246,6 +253,18 @@ def build() -> CronWorkflow:
     ) as cw:
         sweep = _reconcile_template()
         count = _count_template()
+        count_live = _count_template("count-live", live.LIVE_STATES_METRIC, live.LIVE_STATES_HELP)
+        live_states = live.live_states_template()
+
+        with Steps(name="live-report") as live_report:
+            live_states(name="live-states", arguments={"targets": "{{inputs.parameters.targets}}"})
+            Step(
+                name="count-live",
+                template=count_live,
+                arguments={"state": "{{item.state}}", "env": "{{item.env}}", "count": "{{item.count}}"},
+                with_param="{{steps.live-states.outputs.parameters.counts}}",
+            )
+        live_report.inputs = [Parameter(name="targets")]
 
         with Steps(
             name="sweep-target",
@@ -272,6 +291,12 @@ def build() -> CronWorkflow:
                     "path": "{{inputs.parameters.path}}",
                     "env": "{{inputs.parameters.env}}",
                 },
+            )
+            Step(
+                name="verify-live",
+                template_ref=m.TemplateRef(name=image_update.NAME, template="verify-live"),
+                arguments=live.verify_live_arguments(UPDATE_TEMPLATE),
+                when=live.when_committed(UPDATE_TEMPLATE),
             )
 
         with Steps(name="main", parallelism=PARALLELISM) as main:
@@ -301,5 +326,11 @@ def build() -> CronWorkflow:
                     },
                     with_param="{{steps.reconcile.outputs.parameters.targets}}",
                     when="{{workflow.parameters.apply}} == true",
+                )
+                Step(
+                    name="live-report",
+                    template=live_report,
+                    arguments={"targets": "{{steps.reconcile.outputs.parameters.current-targets}}"},
+                    when="{{workflow.parameters.verify-live}} == true",
                 )
     return cw

@@ -4,13 +4,20 @@ Wiring only; the work is in :mod:`steps`. Shape::
 
     main (steps)
       resolve-image                         event|image → targets (JSON list)
-      update-target  withParam: targets     one per overlay, mutex "<repo_id>/<path>"
-        edit-kustomize                      target → plan, changed
-        commit-pr      when: changed        target, plan → commit or PR
+      update-target  withParam: targets     one per overlay (template deliver-target, no mutex)
+        update         (template update-target)   mutex "<repo_id>/<path>"
+          edit-kustomize                    target → plan, changed
+          commit-pr      when: changed      target, plan → commit or PR
+        verify-live    when: committed      Argo CD refreshed and watched until live (no mutex held)
       (update-target outputs ``action``: what commit-pr did; the sweep counts real updates by it)
 
+verify-live runs outside the mutex-holding ``update-target`` so the next push to the overlay never
+queues behind a verification; the workflow parameter ``verify-live`` (``true``) turns it off with
+``false``, ``live-timeout`` (``15m``) bounds the wait.
+
 Reads the rules ConfigMap (resolve-image only), the Git write token Secret (commit-pr only)
-and an optional read-token Secret (edit-kustomize only). Writes nothing itself.
+and an optional read-token Secret (edit-kustomize and verify-live). verify-live, as its own
+ServiceAccount, reads Argo CD's Applications and patches their refresh annotation. Writes nothing itself.
 
 Deadlines sit where the work happens: every pod template has ``activeDeadlineSeconds`` (per
 attempt; Argo puts it on the pod, which is created only once the overlay's mutex is held) and a
@@ -44,6 +51,7 @@ from hera.workflows import models as m
 from steps import commit_pr, edit_kustomize, resolve_image
 from workflows import common as c
 from workflows import names as n
+from workflows import verify_live as live
 
 NAME = n.IMAGE_UPDATE
 
@@ -78,7 +86,6 @@ METRIC_PREFIX = "argo_workflows_"
 UPDATES_METRIC = "imagebump_updates_total"
 DECISIONS_METRIC = "imagebump_decisions_total"
 LATENCY_METRIC = "imagebump_push_to_change_seconds"
-
 #: One help text per metric name: the controller refuses a second help for the same name.
 UPDATES_HELP = (
     "Final outcome of each target update, by env: committed, pr-created, pr-updated or unchanged "
@@ -101,8 +108,9 @@ FINAL_SUCCESS = "{{status}} == Succeeded"
 #: Workflow deadline: a backstop for a pod that never starts, not a budget for work. It counts
 #: from the Workflow's start, so it includes time queued behind other updates of the same
 #: overlay; 6 h covers 10 targets ahead in the queue that each hold the mutex as long as their
-#: retries and pod deadlines allow (35 min; tests/workflows/test_image_update.py computes it).
-WORKFLOW_DEADLINE_SECONDS = 6 * 3600
+#: retries and pod deadlines allow (35 min; tests/workflows/test_image_update.py computes it), and
+#: 25 min more the verification of the target's own commit (verify-live, outside the mutex).
+WORKFLOW_DEADLINE_SECONDS = 6 * 3600 + live.VERIFY_HOLD_SECONDS
 
 
 def _env_input() -> Parameter:
@@ -276,6 +284,7 @@ def build() -> WorkflowTemplate:
         arguments=[
             Parameter(name="event", value="", description=EVENT_HELP),
             Parameter(name="image", value="", description=IMAGE_HELP),
+            *live.live_parameters(),
         ],
         service_account_name=n.SA_WORKFLOW,
         active_deadline_seconds=WORKFLOW_DEADLINE_SECONDS,
@@ -285,11 +294,33 @@ def build() -> WorkflowTemplate:
         resolve = _resolve_image_template()
         edit = _edit_kustomize_template()
         commit = _commit_pr_template()
+        verify = live.verify_live_template()
 
         with Steps(
             name="update-target",
             inputs=c.target_inputs(),
-            outputs=[update_action_output("commit-pr")],
+            outputs=[
+                update_action_output("commit-pr"),
+                # What verify-live needs, read outside this mutex-holding template.
+                Parameter(
+                    name="plan",
+                    value_from=m.ValueFrom(
+                        parameter="{{steps.edit-kustomize.outputs.parameters.plan}}", default=""
+                    ),
+                ),
+                Parameter(
+                    name="commit-sha",
+                    value_from=m.ValueFrom(
+                        parameter="{{steps.commit-pr.outputs.parameters.commit-sha}}", default=""
+                    ),
+                ),
+                Parameter(
+                    name="seconds-since-push",
+                    value_from=m.ValueFrom(
+                        parameter="{{steps.commit-pr.outputs.parameters.seconds-since-push}}", default=""
+                    ),
+                ),
+            ],
             synchronization=m.Synchronization(mutexes=[m.Mutex(name=MUTEX_NAME)]),
             # No deadline here: on a steps template `activeDeadlineSeconds` reaches no pod, and
             # `timeout` would count the time queued on the mutex. The pods below carry theirs.
@@ -324,6 +355,27 @@ def build() -> WorkflowTemplate:
                 when="{{steps.edit-kustomize.outputs.parameters.changed}} == true",
             )
 
+        with Steps(
+            name="deliver-target",
+            inputs=c.target_inputs(),
+            outputs=[update_action_output("update")],
+        ) as deliver_target:
+            Step(
+                name="update",
+                template=update_target,
+                arguments={
+                    "target": "{{inputs.parameters.target}}",
+                    "repo-url": "{{inputs.parameters.repo-url}}",
+                    "path": "{{inputs.parameters.path}}",
+                    "env": "{{inputs.parameters.env}}",
+                },
+            )
+            verify(
+                name="verify-live",
+                arguments=live.verify_live_arguments("update"),
+                when=live.when_committed("update"),
+            )
+
         with Steps(name="main"):
             resolve(
                 name="resolve-image",
@@ -334,7 +386,7 @@ def build() -> WorkflowTemplate:
             )
             Step(
                 name="update-target",
-                template=update_target,
+                template=deliver_target,
                 arguments={
                     "target": "{{item}}",
                     "repo-url": "{{item.repo_id}}",  # the one spelling: one mutex per overlay

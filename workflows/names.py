@@ -21,7 +21,7 @@ IMAGE_REPOSITORY = "ghcr.io/imagebump/imagebump"
 
 #: Namespace every imagebump object lives in (Argo Workflows and Argo Events must watch it).
 NAMESPACE = "imagebump"
-#: Argo CD's namespace, read by backup-export.
+#: Argo CD's namespace, read by backup-export and verify-live.
 ARGOCD_NAMESPACE = "argocd"
 
 LABELS = {"app.kubernetes.io/part-of": "imagebump"}
@@ -53,6 +53,7 @@ def rendered_file(name: str, project_root: str | os.PathLike[str]) -> Path:
 SA_WORKFLOW = "imagebump-workflow"  # commit-pr and the workflow's own pods: no cloud role
 SA_ECR_READER = "imagebump-ecr-reader"  # resolve-image, edit-kustomize: ECR read via IRSA
 SA_BACKUP = "imagebump-backup"  # backup-export: S3 write + Argo CD read
+SA_LIVE = "imagebump-live"  # verify-live: read Argo CD Applications, patch their refresh annotation
 SA_SENSOR = "imagebump-sensor"  # the Sensor: create Workflows, hold a Lease
 SA_EVENTSOURCE = "imagebump-eventsource"  # the SQS EventSource: SQS receive via IRSA
 

@@ -7,6 +7,11 @@ Plain dicts (core kinds need no Hera). Who gets what:
   create/patch ``workflowtaskresults``, nothing else.
 - ``imagebump-backup``: the executor's rights here, read-only on Argo CD's objects in its
   namespace (Applications, ApplicationSets, AppProjects, Secrets, ConfigMaps); S3 via IRSA.
+- ``imagebump-live`` (verify-live): the executor's rights here; in Argo CD's namespace get/list/watch
+  Applications and patch them (only their refresh annotation is ever written: RBAC cannot narrow a
+  patch to a field), and get ``argocd-cmd-params-cm`` by name (which namespaces ``application.namespaces``
+  enables). Each further namespace it enables needs the same Application rights bound there
+  (docs/push-to-live.md shows the Role).
 - ``imagebump-sensor``: create Workflows (the Sensor's ``k8s`` trigger), hold its leader-election
   Lease (``events.argoproj.io/leader-election: k8s``).
 - ``imagebump-eventsource``: no Kubernetes rights; SQS via IRSA.
@@ -16,7 +21,7 @@ The IRSA role ARNs are placeholders (``ACCOUNT_ID``); docs/install.md shows the 
 
 from __future__ import annotations
 
-from steps import archive
+from steps import archive, argocd_namespaces
 from workflows import names as n
 
 IRSA_ANNOTATION = "eks.amazonaws.com/role-arn"
@@ -32,6 +37,9 @@ _EXECUTOR_RULES = [
     {"apiGroups": ["argoproj.io"], "resources": ["workflowtaskresults"], "verbs": ["create", "patch"]},
 ]
 
+
+#: The Role (in Argo CD's namespace) verify-live's ServiceAccount is bound to.
+LIVE_ROLE = "imagebump-live"
 
 #: The Sensor's Lease (argo-events v1.9.11 pkg/sensors/listener.go: ``sensor-<sensor name>``).
 SENSOR_LEASE = f"sensor-{n.SENSOR}"
@@ -57,6 +65,21 @@ def sensor_rules() -> list[dict]:
             "verbs": ["get", "update"],
         },
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+    ]
+
+
+def live_rules() -> list[dict]:
+    """What verify-live (and the sweep's live states) do with Argo CD's objects, and nothing more."""
+    return [
+        {"apiGroups": ["argoproj.io"], "resources": ["applications"], "verbs": ["get", "list", "watch"]},
+        # The refresh annotation (steps/verify_live/argocd.py refresh): a merge patch of that key only.
+        {"apiGroups": ["argoproj.io"], "resources": ["applications"], "verbs": ["patch"]},
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "resourceNames": [argocd_namespaces.CMD_PARAMS_CONFIG_MAP],
+            "verbs": ["get"],
+        },
     ]
 
 
@@ -103,7 +126,7 @@ def role_binding(name: str, role_name: str, subjects: list[str], namespace: str 
 
 def documents() -> list[dict]:
     """Every RBAC object, in apply order."""
-    accounts = [n.SA_WORKFLOW, n.SA_ECR_READER, n.SA_BACKUP, n.SA_SENSOR, n.SA_EVENTSOURCE]
+    accounts = [n.SA_WORKFLOW, n.SA_ECR_READER, n.SA_BACKUP, n.SA_LIVE, n.SA_SENSOR, n.SA_EVENTSOURCE]
     return [
         namespace(),
         *(service_account(name) for name in accounts),
@@ -111,7 +134,7 @@ def documents() -> list[dict]:
         role_binding(
             "imagebump-executor",
             "imagebump-executor",
-            [n.SA_WORKFLOW, n.SA_ECR_READER, n.SA_BACKUP],
+            [n.SA_WORKFLOW, n.SA_ECR_READER, n.SA_BACKUP, n.SA_LIVE],
         ),
         role("imagebump-sensor", sensor_rules()),
         role_binding("imagebump-sensor", "imagebump-sensor", [n.SA_SENSOR]),
@@ -140,4 +163,6 @@ def documents() -> list[dict]:
             [n.SA_BACKUP],
             namespace=n.ARGOCD_NAMESPACE,
         ),
+        role(LIVE_ROLE, live_rules(), namespace=n.ARGOCD_NAMESPACE),
+        role_binding(LIVE_ROLE, LIVE_ROLE, [n.SA_LIVE], namespace=n.ARGOCD_NAMESPACE),
     ]

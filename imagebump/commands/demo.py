@@ -10,6 +10,11 @@ time of each step. Everything it started is stopped and its temporary directory 
 (``--keep`` keeps the directory). ``--json`` prints a machine-readable summary instead.
 ``--lost-push`` then pushes one more image with the sensor stopped, purges its event from the queue
 and runs one sweep (the rendered ``image-reconcile`` CronWorkflow): both overlays follow anyway.
+Push → live: a simulated Argo CD (the Kubernetes API fake and a small application controller that
+renders the overlay with ``kubectl kustomize``) deploys the staging overlay, and the demo prints
+push → committed → synced → live; ``--wrong-manifest`` makes it run another image, and the demo shows
+verify-live's alarm (the Workflow fails naming the Application, the revision, what Git holds and what
+runs). Without ``kubectl`` the live part is skipped with a line that says so.
 
 It needs moto's server, which a plain ``pip install imagebump`` does not bring: install the demo
 extra, ``pip install 'imagebump[demo]'`` (``./dev demo`` does, into ``.venv``). Without it the demo
@@ -54,6 +59,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         help="then push one more image with the sensor stopped, lose its event (queue "
         "purged) and run one sweep: nothing lost",
     )
+    parser.add_argument(
+        "--wrong-manifest",
+        action="store_true",
+        help="the simulated Argo CD runs another image than the commit holds: see verify-live's alarm",
+    )
     parser.set_defaults(func=run)
     return parser
 
@@ -92,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
         log_sink=json_logger(sys.stderr) if args.verbose else None,
         progress=None if args.json else progress,
         lost_push=args.lost_push,
+        wrong_manifest=args.wrong_manifest,
     )
     if args.json:
         print(json.dumps(report.summary(), indent=2, default=str))

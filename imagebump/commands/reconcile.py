@@ -14,7 +14,7 @@ token reads. ``AWS_*`` and ``IMAGEBUMP_*`` pass through to the steps; ``--endpoi
 ``AWS_ENDPOINT_URL`` (moto, a VPC endpoint).
 
 Output: a table on stderr; on stdout one JSON object ``{"targets": [{"repo_url", "path", "env",
-"current", "newest", "state", "reason"}], "submitted": N, "ecr_calls", "git_calls", "git_clones",
+"current", "newest", "state", "reason"[, "live": {"state", "reason", "applications"}]}], "submitted": N, "ecr_calls", "git_calls", "git_clones",
 "errors": {"refused", "transient", "failed"}, "updates": [...]}`` (``errors``: targets ``unknown``
 because a read failed, by kind). Exit codes: 0 nothing behind (with ``--apply``: everything behind
 was brought up to date), 1 a dry run found targets behind, 2 bad input or a read refused (a wrong
@@ -23,6 +23,8 @@ failed for now; the first of 2, 75, 3, 1, 0 wins (:data:`imagebump.local.sweep.P
 
 :mod:`imagebump.local.sweep` builds and runs the sweep (and its :class:`Sweeper` runs the same sweep
 every ``--reconcile-every`` inside ``imagebump run --local``); this module is the command.
+``--argocd-context CTX`` adds push → live: the live state in Argo CD of every current target (a
+second table, and ``live`` in each current target's JSON), and verify-live after a commit.
 """
 
 from __future__ import annotations
@@ -86,6 +88,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--verbose", action="store_true", help="also print the executor's JSON log lines on stderr"
     )
+    from imagebump.commands.run import add_live_arguments
+
+    add_live_arguments(parser, timeout=True)
     parser.set_defaults(func=run)
     return parser
 
@@ -161,16 +166,23 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--rules {args.rules}: cannot read it ({why})") from None
     load_rules(rules_text, str(args.rules))  # a bad file is refused here, naming the rule and field
     secrets = local_secrets(require_write=args.apply, why="`imagebump reconcile --apply` (it pushes)")
+    from imagebump.local.live import apply_live, live_environment, live_parameters
+
+    live = live_parameters(args.argocd_context, args.live_timeout)
     log = json_logger(sys.stderr)
     region = args.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
     executor = build_executor(
         secrets=secrets,
         configmaps={names.RULES_CONFIGMAP: {names.RULES_KEY: rules_text}},
-        env=step_environment(dict(os.environ), args.endpoint_url, region),
+        env={
+            **step_environment(dict(os.environ), args.endpoint_url, region),
+            **live_environment(args.argocd_context),
+        },
         log=log if args.verbose else _quiet(log),
         template=args.template,
         update_template=args.update_template,
     )
+    apply_live(executor, live)
     sweep = run_sweep(executor, apply=args.apply, concurrency=concurrency)
     if sweep.message and not sweep.report:
         say(f"imagebump reconcile: {sweep.message}")
@@ -178,6 +190,10 @@ def run(args: argparse.Namespace) -> int:
     from steps.reconcile import TargetState, render_table
 
     say(render_table([TargetState(**t) for t in sweep.report]).rstrip("\n"))
+    if sweep.live:
+        from steps.verify_live.states import LiveState, render_live_table
+
+        say(render_live_table([LiveState(**s) for s in sweep.live]).rstrip("\n"))
     tail = (
         f"{sweep.calls.get('ecr_calls', 0)} ECR call(s), {sweep.calls.get('git_clones', 0)} clone(s), "
         f"{sweep.calls.get('git_calls', 0)} Git call(s) in {sweep.seconds:.1f}s"

@@ -101,8 +101,29 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "newest allowed image are updated, so a push whose event was lost is reflected "
         "within one interval (default 10m; see `imagebump reconcile`)",
     )
+    add_live_arguments(parser, timeout=True)
     parser.set_defaults(func=run)
     return parser
+
+
+def add_live_arguments(parser: argparse.ArgumentParser, *, timeout: bool) -> None:
+    """``--argocd-context`` (and ``--live-timeout``): push → live against Argo CD, off by default."""
+    parser.add_argument(
+        "--argocd-context",
+        metavar="CTX",
+        help="kubeconfig context of the cluster running Argo CD: after each commit, watch its "
+        "Applications until the new image runs (verify-live), and report live states in sweeps "
+        "(default: off; README, 'Push → live')",
+    )
+    if timeout:
+        parser.add_argument(
+            "--live-timeout",
+            metavar="DURATION",
+            help=f"how long verify-live waits for Argo CD (default {LIVE_TIMEOUT}; needs --argocd-context)",
+        )
+
+
+LIVE_TIMEOUT = "15m"
 
 
 def _git_token(name: str, environ: Mapping[str, str]) -> str | None:
@@ -175,6 +196,10 @@ def run(args: argparse.Namespace) -> int:
     from imagebump.local.sweep import Sweeper, build_executor, parse_every
 
     sweep_every = parse_every(args.reconcile_every)
+    from imagebump.local.live import apply_live, live_environment, live_parameters
+
+    live = live_parameters(args.argocd_context, args.live_timeout)
+    live_env = live_environment(args.argocd_context)
     try:
         rules_text = args.rules.read_text()
     except OSError as exc:
@@ -199,9 +224,10 @@ def run(args: argparse.Namespace) -> int:
         project_root=PROJECT_ROOT,
         secrets=secrets,
         configmaps={names.RULES_CONFIGMAP: {names.RULES_KEY: rules_text}},
-        env=step_environment(dict(os.environ), args.endpoint_url, region),
+        env={**step_environment(dict(os.environ), args.endpoint_url, region), **live_env},
         log=log,
     )
+    apply_live(executor, live)
     executor.warm()  # the steps' warm interpreter, before the first message
     sweeper = None
     if sweep_every > 0:  # the rendered image-reconcile CronWorkflow, on this process's schedule
@@ -209,9 +235,10 @@ def run(args: argparse.Namespace) -> int:
             sweep_executor = build_executor(
                 secrets=secrets,
                 configmaps={names.RULES_CONFIGMAP: {names.RULES_KEY: rules_text}},
-                env=step_environment(dict(os.environ), args.endpoint_url, region),
+                env={**step_environment(dict(os.environ), args.endpoint_url, region), **live_env},
                 log=log,
             )
+            apply_live(sweep_executor, live)
         except ConfigError as exc:
             raise ConfigError(
                 f"cannot sweep every {args.reconcile_every}: {exc} "

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from imagebump.local.demo_live import live_lines, simulated_argocd
 from imagebump.local.drive import RunReport, push_image, run_until_done
 from imagebump.local.outcome import TargetResult, failure_details, node, resolved_image, target_results
 from imagebump.local.stack import quiet_request_logs
@@ -70,6 +71,8 @@ class DemoReport:
     git_base_url: str = ""
     #: ``--lost-push``: one push whose event was lost, then one sweep (empty when not asked)
     sweep: dict[str, Any] = field(default_factory=dict)
+    #: why push → live did not run (no kubectl), else ""
+    live_skipped: str = ""
 
     def step_seconds(self) -> dict[str, float]:
         """Stable keys for benchmarks: ``queue``, ``resolve-image``, ``edit-kustomize[ENV]``,
@@ -128,6 +131,7 @@ class DemoReport:
             "aws_endpoint_url": self.endpoint_url,
             "git_base_url": self.git_base_url,
             "sweep": self.sweep or None,
+            "live": {t.env: {"result": t.live, **t.live_outputs} for t in self.targets if t.live} or None,
         }
 
 
@@ -139,11 +143,14 @@ def run_demo(
     log_sink: Callable[[dict[str, Any]], None] | None = None,
     progress: Callable[[str], None] | None = None,
     lost_push: bool = False,
+    wrong_manifest: bool = False,
 ) -> DemoReport:
     """Build the world, push one image, run until its event is done, and collect what to show.
 
     ``lost_push``: then push one more image while the sensor is stopped, purge the queue (its event
     is lost), and run one sweep (``imagebump reconcile --apply``'s template): both overlays follow.
+    The staging commit is then watched until live in a simulated Argo CD (:mod:`.demo_live`);
+    ``wrong_manifest`` makes that Argo CD run another image: the demo shows verify-live's alarm.
 
     Never raises for a failing pipeline: the report says ``ok=False`` with the reason. Raises
     :class:`steps.errors.ConfigError` when a prerequisite (git, git-http-backend) is missing.
@@ -157,7 +164,12 @@ def run_demo(
             "starting moto (AWS emulator), deploying manifests/aws/cloudformation.yaml, "
             "serving demo/manifests over git http-backend …"
         )
-        with quiet_request_logs(), build_world(tmp, log_sink=log_sink) as world:
+        with (
+            quiet_request_logs(),
+            build_world(tmp, log_sink=log_sink) as world,
+            simulated_argocd(world, wrong_manifest=wrong_manifest, say=say) as live,
+        ):
+            report.live_skipped = live.skipped
             world.executor().warm()  # as `imagebump run --local` does before its first message
             report.setup_seconds = time.monotonic() - wall
             report.stack = {"stack": world.stack_name, **world.stack_outputs}
@@ -168,6 +180,8 @@ def run_demo(
             say("running the local sensor and executor until the event is done …")
             run = run_until_done(world, 1, timeout=timeout)
             fill_report(report, world, run, event_id, pushed, timeout=timeout)
+            if wrong_manifest and any(t.live == "mismatch" for t in report.targets):
+                report.ok, report.error = True, ""  # the alarm is what this variant shows
             if lost_push and report.ok:
                 _lose_a_push_then_sweep(report, world, say)
     finally:
@@ -327,6 +341,9 @@ def render_report(report: DemoReport) -> str:
         for name, seconds in report.timings:
             out.append(f"{name:<{width}}  {seconds:7.2f}")
         out.append(f"\n(setup {report.setup_seconds:.1f}s; whole demo {report.wall_seconds:.1f}s)")
+    if any(t.live for t in report.targets) or report.live_skipped:
+        section("Push → live (simulated Argo CD)")
+        out.extend(live_lines(report.targets, report.live_skipped))
     if report.sweep:
         s = report.sweep
         section("6. A push whose event was lost, then one sweep (imagebump reconcile --apply)")
@@ -343,6 +360,10 @@ def render_report(report: DemoReport) -> str:
         )
     else:
         out.append(f"FAILED: {report.error}")
+    if any(t.live == "mismatch" for t in report.targets):
+        out.append(
+            "The simulated Argo CD ran another image: verify-live raised the alarm (the Workflow failed)."
+        )
     if report.kept:
         out.append(f"kept: {report.kept} (bare repository under git/, rules.yaml)")
     else:

@@ -17,7 +17,7 @@ from typing import Any
 
 from workflows.local.results import NodeResult, WorkflowResult, item_index
 
-STEP_TEMPLATES = ("resolve-image", "edit-kustomize", "commit-pr")
+STEP_TEMPLATES = ("resolve-image", "edit-kustomize", "commit-pr", "verify-live")
 #: The fanned-out step of ``image-update`` that runs one target per item.
 TARGET_STEP = "update-target"
 
@@ -80,6 +80,9 @@ class TargetResult:
     phase: str = ""
     message: str = ""
     steps: dict[str, float] = field(default_factory=dict)
+    #: verify-live's outcome ("" when it did not run) and its outputs (timings, applications)
+    live: str = ""
+    live_outputs: dict[str, str] = field(default_factory=dict)
 
 
 def target_results(result: WorkflowResult) -> list[TargetResult]:
@@ -116,6 +119,15 @@ def target_results(result: WorkflowResult) -> list[TargetResult]:
             tr.reason = commit.outputs.get("reason", "") or tr.reason
         elif edit is not None and edit.phase == "Succeeded":
             tr.action = "unchanged"
+        live = nodes.get("verify-live")
+        if live is not None and live.phase != "Skipped":
+            tr.live, tr.live_outputs = live.outputs.get("result", ""), dict(live.outputs)
+            tr.steps["verify-live"] = round(live.duration, 3)
+            if live.phase in ("Failed", "Error") and not tr.message:
+                tr.phase, tr.message = (
+                    live.phase,
+                    f"verify-live: {live.outputs.get('message') or live.message}",
+                )
         if not tr.phase:
             last = commit or edit
             tr.phase = "Succeeded" if tr.action else (last.phase if last is not None else "")
@@ -165,7 +177,7 @@ def target_outcome(result: WorkflowResult, index: int) -> str:
     if commit is not None and commit.phase == "Succeeded":
         action = commit.outputs.get("action", "")
         if action == "committed":
-            return f"committed {commit.outputs.get('commit-sha', '')[:7]}".strip()
+            return f"committed {commit.outputs.get('commit-sha', '')[:7]}".strip() + live_words(nodes)
         if action.startswith("pr-"):
             where = commit.outputs.get("pr-url") or commit.outputs.get("branch", "")
             return f"{action} {where}".strip()
@@ -180,6 +192,18 @@ def target_outcome(result: WorkflowResult, index: int) -> str:
     if failed is not None:
         return f"{failed.template} {failed.phase.lower()}: {failed.message[:120]}"
     return "not run"
+
+
+def live_words(nodes: dict[str, NodeResult]) -> str:
+    """`` → live 41.2s after the push`` (or `` → mismatch: …``) when verify-live ran, else ``""``."""
+    live = nodes.get("verify-live")
+    if live is None or live.phase == "Skipped":
+        return ""
+    result = live.outputs.get("result") or live.phase.lower()
+    if result == "live" and live.outputs.get("seconds-push-to-healthy"):
+        return f" → live {float(live.outputs['seconds-push-to-healthy']):.1f}s after the push"
+    message = live.outputs.get("message") or live.message
+    return f" → {result}" + (f": {message[:160]}" if result != "live" and message else "")
 
 
 def printable(text: str) -> str:

@@ -83,6 +83,8 @@ class Sweep:
     calls: dict[str, int] = field(default_factory=dict)
     updates: list[dict[str, Any]] = field(default_factory=list)
     reason: str = ""
+    #: live states of the current targets in Argo CD (steps.verify_live.states), when it ran
+    live: list[dict[str, Any]] = field(default_factory=list)
     exit_code: int = EXIT_OK
     message: str = ""
     seconds: float = 0.0
@@ -104,8 +106,16 @@ class Sweep:
     def summary(self) -> dict[str, Any]:
         """The JSON the command prints."""
         keys = ("repo_url", "path", "env", "current", "newest", "state", "reason")
+        live = {(s.get("repo_url"), s.get("path"), s.get("env", "")): s for s in self.live}
+        rows = []
+        for t in self.report:
+            row = {k: t.get(k, "") for k in keys}
+            state = live.get((t.get("repo_url"), t.get("path"), t.get("env", "")))
+            if state is not None:  # push → live (--argocd-context): the current target in Argo CD
+                row["live"] = {k: state.get(k) for k in ("state", "reason", "applications")}
+            rows.append(row)
         return {
-            "targets": [{k: t.get(k, "") for k in keys} for t in self.report],
+            "targets": rows,
             "submitted": self.submitted,
             **self.calls,
             "errors": self.errors,
@@ -191,6 +201,12 @@ def run_sweep(
         )
         return sweep
     sweep.reason = out.get("reason", "")
+    live = next(iter(result.nodes_for("live-states")), None)
+    if live is not None and live.outputs.get("states"):
+        try:
+            sweep.live = json.loads(live.outputs["states"])
+        except json.JSONDecodeError:
+            sweep.live = []
     if str(out.get("behind", "")).isdigit():
         sweep.behind_total = int(out["behind"])
     sweep.calls = {

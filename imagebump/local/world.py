@@ -43,6 +43,7 @@ from imagebump.local.demo_repo import (
     default_rules,
     manifests_files,
 )
+from imagebump.local.live import apply_live, live_environment, live_parameters
 from imagebump.local.stack import CLOUDFORMATION_TEMPLATE, PROJECT_ROOT, deploy_stack
 from workflows import names
 
@@ -85,6 +86,8 @@ class World:
     logs: list[dict[str, Any]] = field(default_factory=list, repr=False)
     log_sink: Callable[[dict[str, Any]], None] | None = field(default=None, repr=False)
     pushes: dict[str, float] = field(default_factory=dict)  # event id -> monotonic time of the ECR push
+    #: push → live: the workflow parameters verify-live reads (off unless a test or the demo sets them)
+    live: dict[str, str] = field(default_factory=lambda: {"verify-live": "false"})
     _executor: Any = field(default=None, repr=False)
 
     # --- AWS ---------------------------------------------------------------------------------
@@ -190,6 +193,16 @@ class World:
         self.env_configmap.update(values)
         self._executor = None
 
+    def set_live(
+        self, argocd_context: str | None, live_timeout: str | None = None, kubeconfig: str | None = None
+    ) -> None:
+        """Turn push → live on (a kubeconfig context) or off (None) for the executors built from now."""
+        self.live = live_parameters(argocd_context, live_timeout)
+        self.extra_env.update(
+            live_environment(argocd_context, {"KUBECONFIG": kubeconfig} if kubeconfig else None)
+        )
+        self._executor = None
+
     def set_step_token(self, token: str | None) -> None:
         """Give the steps another Git token (None: the server's own)."""
         self.step_token = token
@@ -235,6 +248,7 @@ class World:
                 work_root=self.root / "steps",
                 backoff_scale=self.backoff_scale,
             )
+            apply_live(self._executor, self.live)
         return self._executor
 
     def sweep_executor(self) -> Any:
@@ -243,7 +257,7 @@ class World:
         from imagebump.local.sweep import build_executor
 
         executor = self.executor()  # same settings; its mutexes are this process's, shared
-        return build_executor(
+        sweep = build_executor(
             secrets=executor.secrets,
             configmaps=executor.configmaps,
             env=executor.env,
@@ -252,6 +266,7 @@ class World:
             work_root=self.root / "steps",
             backoff_scale=self.backoff_scale,
         )
+        return apply_live(sweep, self.live)
 
     def _log(self, record: dict[str, Any]) -> None:
         record.setdefault("mono", time.monotonic())

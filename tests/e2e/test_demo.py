@@ -46,6 +46,8 @@ def test_demo_runs_twice_in_a_row_prints_both_diffs_and_cleans_up(
     assert "+    digest: sha256:" in out
     assert "end to end: ECR push → Git change" in out
     assert "OK: one ECR push became a staging commit" in out
+    # push → live against the simulated Argo CD (docs/push-to-live.md): the staging commit runs
+    assert "staging: push → committed" in out and "→ live" in out and ":1.4.2)" in out
     assert "ibdemo_" not in out + err  # the demo's git token is never shown
     assert list(tmp_path.iterdir()) == []  # temp dir removed
 

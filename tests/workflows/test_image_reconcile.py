@@ -84,7 +84,12 @@ def test_the_step_contract_matches_the_template(templates):
 
 
 def test_behind_targets_go_to_image_updates_update_target_by_template_ref(templates, update_templates):
-    (sweep,), (counts, fan_out) = templates["main"]["steps"]
+    (sweep,), (counts, fan_out, live_report) = templates["main"]["steps"]
+    # push → live: the current targets' live states, when verify-live is on (never the write token)
+    assert live_report["when"] == "{{workflow.parameters.verify-live}} == true"
+    assert live_report["arguments"]["parameters"][0]["value"] == (
+        "{{steps.reconcile.outputs.parameters.current-targets}}"
+    )
     assert sweep["template"] == "reconcile"
     assert fan_out["withParam"] == "{{steps.reconcile.outputs.parameters.targets}}"
     assert fan_out["when"] == "{{workflow.parameters.apply}} == true"
@@ -122,7 +127,7 @@ def test_metrics_a_gauge_per_state_and_env_and_a_counter_of_updates(templates):
 def test_no_template_of_the_sweep_holds_the_write_token(manifest):
     """Only commit-pr (in image-update, reached by templateRef) mounts the write token."""
     secrets = re.findall(r'"secretName": "([^"]+)"', json.dumps(manifest))
-    assert secrets == [n.GIT_READ_SECRET]
+    assert set(secrets) == {n.GIT_READ_SECRET}  # the reconcile and live-states pods
 
 
 def test_the_local_executor_accepts_the_rendered_cron_workflow():
@@ -135,7 +140,14 @@ def test_the_local_executor_accepts_the_rendered_cron_workflow():
         log=lambda record: None,
     )
     assert executor.kind == "CronWorkflow"
-    assert set(executor.workflow_parameters) == {"apply", "concurrency", "limit", "full"}
+    assert set(executor.workflow_parameters) == {
+        "apply",
+        "concurrency",
+        "limit",
+        "full",
+        "verify-live",
+        "live-timeout",
+    }
     assert "steps.reconcile" in executor.preload_modules() and "steps.commit_pr" in executor.preload_modules()
 
 
@@ -176,7 +188,8 @@ def test_the_counter_counts_only_targets_really_updated(templates, update_templa
             "default": "unchanged",
         },
     }
-    (own,) = update_templates["update-target"]["outputs"]["parameters"]
+    own, *for_verify_live = update_templates["update-target"]["outputs"]["parameters"]
+    assert [p["name"] for p in for_verify_live] == ["plan", "commit-sha", "seconds-since-push"]
     assert own == {
         "name": "action",
         "valueFrom": {"parameter": "{{steps.commit-pr.outputs.parameters.action}}", "default": "unchanged"},

@@ -45,16 +45,26 @@ def test_validates_strictly_against_the_crd(manifest):
 
 def test_parameters_event_and_image_default_empty_with_descriptions(manifest):
     params = {p["name"]: p for p in manifest["spec"]["arguments"]["parameters"]}
-    assert set(params) == {"event", "image"}
+    assert set(params) == {"event", "image", "verify-live", "live-timeout"}
+    for name in ("event", "image"):
+        assert params[name]["value"] == ""
+    # push → live (verify-live): on, waiting 15 min, unless a Workflow says otherwise
+    assert (params["verify-live"]["value"], params["live-timeout"]["value"]) == ("true", "15m")
     for param in params.values():
-        assert param["value"] == ""
         assert len(param["description"]) > 20
 
 
 def test_main_resolves_then_fans_out_over_targets(templates):
     (resolve,), (fan_out,) = templates["main"]["steps"]
     assert resolve["template"] == "resolve-image"
-    assert fan_out["template"] == "update-target"
+    # each target: update-target (the mutex) then verify-live outside it (deliver-target holds no mutex)
+    assert fan_out["name"] == "update-target" and fan_out["template"] == "deliver-target"
+    (update,), (verify,) = templates["deliver-target"]["steps"]
+    assert "synchronization" not in templates["deliver-target"]
+    assert (update["template"], verify["template"]) == ("update-target", "verify-live")
+    assert verify["when"] == (
+        "{{steps.update.outputs.parameters.action}} == committed && {{workflow.parameters.verify-live}} == true"
+    )
     assert fan_out["withParam"] == "{{steps.resolve-image.outputs.parameters.targets}}"
     args = {p["name"]: p["value"] for p in fan_out["arguments"]["parameters"]}
     assert args == {
@@ -435,6 +445,8 @@ def test_one_help_per_metric_name_across_templates(manifest):
         "imagebump_updates_total",
         "imagebump_decisions_total",
         "imagebump_push_to_change_seconds",
+        "imagebump_live_total",
+        "imagebump_push_to_live_seconds",
     }
     assert all(len(texts) == 1 for texts in helps.values()), helps
 
@@ -675,10 +687,12 @@ def test_the_stated_argo_workflows_minimum_is_what_the_manifests_use(templates):
                     assert ref not in json.dumps({k: v for k, v in template.items() if k != "outputs"})
                     for p in (template.get("outputs") or {}).get("parameters") or []:
                         if ref in json.dumps(p):
-                            assert (template["name"], p["name"], p["valueFrom"]["default"]) == (
-                                "update-target",
-                                "action",
-                                "unchanged",
+                            # commit-sha / seconds-since-push (for verify-live): "" before 4.0.7 and
+                            # commit-pr's own default "" after; verify-live runs only when committed.
+                            assert (template["name"], p["name"], p["valueFrom"]["default"]) in (
+                                ("update-target", "action", "unchanged"),
+                                ("update-target", "commit-sha", ""),
+                                ("update-target", "seconds-since-push", ""),
                             )
 
 

@@ -176,8 +176,16 @@ class Sandbox:
             if record is not None and isinstance(record.get("message"), str):
                 last = record["message"]
             message = f"exit code {ran.returncode}: {last}".strip()
+            # Argo's wait container saves the output parameters of a failed main container too (a
+            # failed script's outputs are readable; argo-workflows issue 6345): what it wrote, or defaults.
+            written = {
+                p["name"]: (path.read_text() if path.is_file() else str(p["valueFrom"]["default"]))
+                for p in (tpl.get("outputs") or {}).get("parameters") or []
+                if (path := self.map_path(p["valueFrom"]["path"], root, mounts)).is_file()
+                or "default" in p["valueFrom"]
+            }
             return AttemptOutcome(
-                FAILED, ran.returncode, message=message, stderr_tail=last_lines, step_log=stderr
+                FAILED, ran.returncode, written, message=message, stderr_tail=last_lines, step_log=stderr
             )
         outputs = {}
         for p in (tpl.get("outputs") or {}).get("parameters") or []:

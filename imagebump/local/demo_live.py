@@ -1,0 +1,84 @@
+"""The demo's push → live part: a SIMULATED Argo CD watching the demo's staging overlay.
+
+:func:`simulated_argocd` starts the Kubernetes API fake (:mod:`imagebump.local.kube_fake`, over HTTP
+on 127.0.0.1, reached through a kubeconfig context as ``--argocd-context`` does) with one Application
+deploying the staging overlay, and :class:`~imagebump.local.argocd_sim.ArgoCDSimulator` playing Argo
+CD's application controller; the world's executors then run verify-live against it. The simulator
+renders overlays with ``kubectl kustomize``: without ``kubectl`` on ``PATH`` the live part is
+skipped with a line that says so (the rest of the demo needs only git). ``wrong_manifest`` makes it
+run the previous image while reporting the new revision synced: verify-live raises the alarm.
+:func:`live_lines` is the report's section.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from imagebump.local.argocd_sim import ArgoCDSimulator, application, kubectl_available
+from imagebump.local.demo_repo import STAGING_PATH
+
+CONTEXT = "imagebump-demo"
+APPLICATION = "api-staging"
+SKIPPED = (
+    "kubectl not found: push → live skipped (the simulated Argo CD renders overlays with kubectl kustomize)"
+)
+
+
+@dataclass
+class LiveDemo:
+    """What the live part started (``skipped`` says why it did not start)."""
+
+    sim: ArgoCDSimulator | None = None
+    skipped: str = ""
+
+
+@contextmanager
+def simulated_argocd(
+    world: Any, *, wrong_manifest: bool = False, say: Callable[[str], None] = lambda _m: None
+) -> Iterator[LiveDemo]:
+    """Argo CD, simulated, deploying the world's staging overlay; verify-live on for the world."""
+    if not kubectl_available():
+        say(SKIPPED)
+        yield LiveDemo(skipped=SKIPPED)
+        return
+    from imagebump.local.kube_fake import FakeKube, FakeKubeServer
+
+    kube = FakeKube()
+    with FakeKubeServer(kube) as server:
+        kubeconfig = server.write_kubeconfig(world.root / "kubeconfig", context=CONTEXT)
+        world.set_live(CONTEXT, "2m", kubeconfig=str(kubeconfig))
+        world.set_env_config({"IMAGEBUMP_LIVE_POLL_SECONDS": "0.2"})
+        kube.seed(application(APPLICATION, world.manifests_url, STAGING_PATH))
+        sim = ArgoCDSimulator(kube, git_token=world.token, poll=0.1)
+        say(f"simulated Argo CD: Application argocd/{APPLICATION} deploys {STAGING_PATH} (automated sync)")
+        sim.reconcile_once()  # synced at the first commit before the push
+        sim.wrong_manifest = wrong_manifest
+        with sim:
+            yield LiveDemo(sim=sim)
+
+
+def live_lines(targets: list[Any], skipped: str = "") -> list[str]:
+    """``push → committed 1.9s → synced 3.0s → live 3.4s`` for each verified target, or the alarm."""
+    if skipped:
+        return [skipped]
+    lines = []
+    for t in targets:
+        out = t.live_outputs
+        if not t.live:
+            continue
+        if t.live == "live":
+            lines.append(
+                f"{t.env}: push → committed {float(out.get('seconds-push-to-committed') or 0):.1f}s → synced "
+                f"{float(out.get('seconds-push-to-synced') or 0):.1f}s → live "
+                f"{float(out.get('seconds-push-to-healthy') or 0):.1f}s (running {out.get('image', '')})"
+            )
+        elif t.live == "mismatch":
+            lines.append(
+                f"{t.env}: ALARM: Argo CD runs another image than Git holds — {out.get('message', '')}"
+            )
+        else:
+            lines.append(f"{t.env}: {t.live}: {out.get('message', '')}")
+    return lines

@@ -1,0 +1,271 @@
+"""verify-live: after commit-pr committed, watch Argo CD until the commit runs — or raise the alarm.
+
+Reads: the Argo CD Applications deploying the target's overlay (:mod:`steps.verify_live.argocd`),
+the base branch's history (:mod:`steps.verify_live.history`, optional read token). Writes: the
+refresh annotation of those Applications, nothing else. Runs outside the overlay's mutex, so the
+next push to the overlay never queues behind it; stops ``superseded`` when Git at the revision Argo
+CD synced holds a newer image for the overlay (a newer imagebump commit, verified by its own run).
+Outcomes: ``live``, ``mismatch`` (exit 2: the Workflow fails naming the Application, the revision,
+what Git holds and what runs), ``timeout``, ``no-application``, ``manual-sync``, ``superseded``.
+Safe to run twice: a second run refreshes and watches again.
+"""
+
+# No `from __future__ import annotations`: Hera's runner reads real annotation objects.
+
+import logging
+import os
+import re
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from steps._runtime import emit_outputs, step_entry
+from steps.errors import ConfigError, LiveMismatch
+from steps.models import Plan, Target
+from steps.verify_live import decide
+from steps.verify_live.decide import Judgement, RevisionFacts
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT = "15m"
+#: Seconds between two reads of each Application (``IMAGEBUMP_LIVE_POLL_SECONDS`` overrides).
+POLL_SECONDS = 5.0
+#: An Application still at a revision without the commit is asked to refresh again this often.
+REFRESH_AGAIN_SECONDS = 60.0
+
+LIVE, MISMATCH, TIMEOUT, NO_APPLICATION, MANUAL_SYNC, SUPERSEDED = (
+    "live",
+    "mismatch",
+    "timeout",
+    "no-application",
+    "manual-sync",
+    "superseded",
+)
+RESULTS = (LIVE, MISMATCH, TIMEOUT, NO_APPLICATION, MANUAL_SYNC, SUPERSEDED)
+#: Only on one machine without ``--argocd-context`` (a local executor that left verify-live on).
+OFF = "off"
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|m|s)")
+_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0}
+
+
+class AppLive(BaseModel):
+    """One Application's last judgement."""
+
+    namespace: str
+    name: str
+    state: str
+    reason: str = ""
+    revision: str = ""
+    images: list[str] = Field(default_factory=list)
+
+
+class VerifyLiveOutput(BaseModel):
+    result: str = Field(description="live, mismatch, timeout, no-application, manual-sync or superseded")
+    message: str = ""
+    image: str = Field(default="", description="the image Git holds, as the cluster should run it")
+    applications: list[AppLive] = Field(default_factory=list)
+    seconds_push_to_committed: str = ""
+    seconds_push_to_synced: str = ""
+    seconds_push_to_healthy: str = ""
+
+
+def parse_duration(text: str, what: str = "live-timeout") -> float:
+    """``15m``, ``30s``, ``1h30m``, ``90`` (seconds) → seconds."""
+    value = str(text).strip()
+    if re.fullmatch(r"\d+(\.\d+)?", value):
+        return float(value)
+    parts = _DURATION.findall(value)
+    if not parts or "".join(n + u for n, u in parts) != value:
+        raise ConfigError(f"{what} {text!r}: expected a duration like 15m, 90s or 1h")
+    return sum(float(n) * _UNITS[u] for n, u in parts)
+
+
+def _seconds(later: datetime | None, pushed: datetime | None) -> str:
+    if later is None or pushed is None:
+        return ""
+    return f"{max((later - pushed).total_seconds(), 0.0):.3f}"
+
+
+def overall(judgements: list[Judgement], timed_out: bool) -> str:
+    """The outcome of a set of Applications: mismatch > superseded > timeout > manual-sync > live."""
+    states = {j.state for j in judgements}
+    if not judgements:
+        return NO_APPLICATION
+    for state in (MISMATCH, SUPERSEDED):
+        if state in states:
+            return state
+    if decide.SYNCING in states:
+        return TIMEOUT if timed_out else ""
+    if MANUAL_SYNC in states:
+        return MANUAL_SYNC
+    return LIVE
+
+
+def watch(
+    names: list[str],
+    read: Callable[[int], Judgement],
+    refresh: Callable[[int], None],
+    timeout: float,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    poll: float = POLL_SECONDS,
+) -> tuple[str, list[Judgement], float | None]:
+    """Judge each Application until the outcome is known or ``timeout`` passes.
+
+    Returns (outcome, last judgement of each, clock time all were live or None). An Application
+    once ``live``, ``manual-sync``, ``mismatch`` or ``superseded`` is not read again.
+    """
+    start = clock()
+    last_refresh = {i: start for i in range(len(names))}
+    judged: dict[int, Judgement] = {}
+    live_at: float | None = None
+    while True:
+        for i in range(len(names)):
+            if i in judged and judged[i].state != decide.SYNCING:
+                continue
+            judged[i] = read(i)
+            if judged[i].state == decide.LIVE:
+                live_at = clock()
+            elif (
+                judged[i].state == decide.SYNCING
+                and "does not contain the commit" in judged[i].reason
+                and clock() - last_refresh[i] >= REFRESH_AGAIN_SECONDS
+            ):
+                refresh(i)
+                last_refresh[i] = clock()
+        ordered = [judged[i] for i in range(len(names))]
+        timed_out = clock() - start >= timeout
+        outcome = overall(ordered, timed_out)
+        if outcome:
+            return outcome, ordered, live_at if outcome == LIVE else None
+        sleep(min(poll, max(timeout - (clock() - start), 0.0)) or poll)
+
+
+def _pushed(target: Target) -> datetime | None:
+    if target.pushed_at is None:
+        return None
+    return target.pushed_at if target.pushed_at.tzinfo else target.pushed_at.replace(tzinfo=UTC)
+
+
+def verify(
+    target: Target,
+    plan: Plan,
+    commit_sha: str,
+    seconds_to_commit: str,
+    timeout: float,
+    api: Any,
+    history_factory: Callable[[str], Any],
+) -> VerifyLiveOutput:
+    """The step without its runtime: find, refresh, watch, and the outcome with its timings."""
+    from steps import git
+    from steps.verify_live import argocd
+
+    expected = decide.expected_image(plan.new.newName or plan.new.name, plan.new.newTag, plan.new.digest)
+    branch = plan.base_branch or target.base_branch or ""
+    if target.base_branch is None:
+        default = True
+    else:
+        default = branch == git.default_branch(target.repo_url, git.GitAuth.from_env(write=False))
+    namespace = argocd.argocd_namespace()
+    found = argocd.find(api, namespace, target.repo_url, target.path, branch, default)
+    out = VerifyLiveOutput(result=NO_APPLICATION, image=expected, seconds_push_to_committed=seconds_to_commit)
+    if not found:
+        out.message = (
+            f"no Argo CD Application (in {namespace} or the namespaces application.namespaces enables) "
+            f"deploys {target.repo_url} path {target.path or '.'} at branch {branch}"
+        )
+        return out
+    for deployment, _ in found:
+        argocd.refresh(api, deployment)
+    history = history_factory(branch)
+    facts: Callable[[str], RevisionFacts] = history.facts
+    deployments = [d for d, _ in found]
+
+    def read(i: int) -> Judgement:
+        app = argocd.get(api, deployments[i])
+        if app is None:
+            return Judgement(decide.SYNCING, "the Application was deleted meanwhile")
+        return decide.judge(app, deployments[i].source_index, expected, facts)
+
+    poll = float(os.environ.get("IMAGEBUMP_LIVE_POLL_SECONDS") or POLL_SECONDS)
+    started = time.monotonic()
+    outcome, judged, live_at = watch(
+        [d.display for d in deployments],
+        read,
+        lambda i: argocd.refresh(api, deployments[i]),
+        timeout,
+        poll=poll,
+    )
+    out.result = outcome
+    out.applications = [
+        AppLive(
+            namespace=d.namespace,
+            name=d.name,
+            state=j.state,
+            reason=j.reason,
+            revision=j.revision,
+            images=j.images,
+        )
+        for d, j in zip(deployments, judged, strict=True)
+    ]
+    pushed = _pushed(target)
+    if outcome == LIVE:
+        synced = [j.synced_at for j in judged if j.synced_at is not None]
+        out.seconds_push_to_synced = _seconds(max(synced) if synced else None, pushed)
+        healthy_at = datetime.now(UTC) - timedelta(seconds=time.monotonic() - (live_at or started))
+        out.seconds_push_to_healthy = _seconds(healthy_at, pushed)
+    interesting = [a for a in out.applications if a.state != decide.LIVE] or out.applications
+    if outcome == MISMATCH:
+        out.message = "; ".join(a.reason for a in out.applications if a.state == MISMATCH)
+    elif outcome == TIMEOUT:
+        out.message = f"not live after {timeout:g} s: " + "; ".join(
+            f"{a.namespace}/{a.name}: {a.reason}" for a in interesting
+        )
+    else:
+        out.message = "; ".join(f"{a.namespace}/{a.name}: {a.reason}" for a in interesting)
+    return out
+
+
+@step_entry
+def run(
+    target: Target,
+    plan: Plan,
+    commit_sha: str,
+    seconds_to_commit: str = "",
+    live_timeout: str = DEFAULT_TIMEOUT,
+) -> VerifyLiveOutput:
+    """Find the Applications deploying the overlay, refresh them and wait until the commit is live."""
+    timeout = parse_duration(live_timeout)  # before any I/O
+    if not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", commit_sha or ""):
+        raise ConfigError(f"commit_sha {commit_sha!r}: expected the full commit id commit-pr pushed")
+    from steps.scratch import scratch
+    from steps.verify_live import argocd
+    from steps.verify_live.history import History
+
+    if not argocd.configured():  # a local executor run without --argocd-context
+        return VerifyLiveOutput(
+            result=OFF, message=argocd.NOT_CONFIGURED, seconds_push_to_committed=seconds_to_commit
+        )
+    api = argocd.connect()
+    with scratch("verify-live-") as workdir:
+        out = verify(
+            target,
+            plan,
+            commit_sha,
+            seconds_to_commit,
+            timeout,
+            api,
+            lambda branch: History(
+                target.repo_url, branch, commit_sha, plan.file, plan.image_name, workdir / "history"
+            ),
+        )
+    log.info("%s: %s %s", target.key, out.result, out.message)
+    if out.result == MISMATCH:
+        emit_outputs(out)  # the metric and the UI read them though the step fails
+        raise LiveMismatch(out.message + f" (commit {commit_sha[:12]})")
+    return out

@@ -1,0 +1,108 @@
+"""Push → live end to end: ECR push (moto) → SQS → local sensor → the rendered image-update template
+(verify-live included) → a real git remote → a SIMULATED Argo CD: the Kubernetes API fake
+(tests/fakes/kube.py, over HTTP, reached through a kubeconfig context as `--argocd-context` does)
+and :class:`imagebump.local.argocd_sim.ArgoCDSimulator`, which renders the overlay with the real
+``kubectl kustomize``. No Argo CD runs here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from imagebump.local.argocd_sim import ArgoCDSimulator, application
+from imagebump.local.demo_repo import STAGING_PATH
+from imagebump.local.drive import push_image, run_until_done
+from imagebump.local.outcome import target_outcome, target_results
+from imagebump.local.world import World, build_world
+from tests.fakes.kube import FakeKube, FakeKubeServer
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture()
+def live_world(moto, tmp_path: Path):
+    kube = FakeKube()
+    with build_world(tmp_path, moto=moto) as world, FakeKubeServer(kube) as server:
+        kubeconfig = server.write_kubeconfig(tmp_path / "kubeconfig", context="sim")
+        world.set_live("sim", "60s", kubeconfig=str(kubeconfig))
+        world.set_env_config({"IMAGEBUMP_LIVE_POLL_SECONDS": "0.1"})
+        kube.seed(application("api-staging", world.manifests_url, STAGING_PATH))
+        sim = ArgoCDSimulator(kube, git_token=world.token, poll=0.05)
+        sim.reconcile_once()  # synced at the first commit, before any push
+        world.sim, world.kube, world.api_server = sim, kube, server
+        yield world
+
+
+def staging(world: World, result):
+    (target,) = [t for t in target_results(result) if t.env == "staging"]
+    return target
+
+
+def test_push_to_live_in_commit_mode_with_timings(live_world: World) -> None:
+    with live_world.sim:
+        push_image(live_world, "1.4.2")
+        report = run_until_done(live_world, 1, timeout=120, visibility_timeout=5)
+    (outcome,) = report.outcomes
+    result = outcome.result
+    assert result.phase == "Succeeded", [(n.name, n.message) for n in result.nodes if n.phase != "Succeeded"]
+    target = staging(live_world, result)
+    assert target.action == "committed" and target.live == "live"
+    out = target.live_outputs
+    committed, synced, healthy = (
+        float(out["seconds-push-to-committed"]),
+        float(out["seconds-push-to-synced"]),
+        float(out["seconds-push-to-healthy"]),
+    )
+    assert 0 < committed <= healthy and synced <= healthy + 1
+    assert ":1.4.2" in out["image"]
+    # the one line `imagebump run --local` prints for the target names push → committed → live
+    index = next(i for i, t in enumerate(target_results(result)) if t.env == "staging")
+    assert "→ live" in target_outcome(result, index)
+    # verify-live wrote only the refresh annotation
+    writes = [r for r in live_world.api_server.requests if r.method != "GET"]
+    assert writes and all(
+        r.method == "PATCH"
+        and r.body == {"metadata": {"annotations": {"argocd.argoproj.io/refresh": "normal"}}}
+        for r in writes
+    )
+
+
+def test_mismatch_fails_the_workflow_naming_application_revision_git_and_cluster(live_world: World) -> None:
+    live_world.sim.wrong_manifest = True
+    with live_world.sim:
+        push_image(live_world, "1.4.2")
+        report = run_until_done(live_world, 1, timeout=120, visibility_timeout=5)
+    result = report.outcomes[0].result
+    assert result.phase == "Failed"
+    target = staging(live_world, result)
+    assert target.action == "committed" and target.live == "mismatch"
+    message = target.message
+    assert "argocd/api-staging" in message and target.commit_sha in message
+    assert "Git holds" in message and ":1.4.2" in message and ":1.4.1" in message  # what Git holds, what runs
+
+
+def test_sweep_reports_live_states_and_a_mismatch_on_an_overlay_nobody_pushed_to(live_world: World) -> None:
+    from imagebump.local.drive import put_image
+    from imagebump.local.sweep import run_sweep
+    from steps.verify_live.states import LiveState, render_live_table
+
+    put_image(live_world, "1.4.1")  # what staging holds is the newest allowed: current; production is behind
+    sweep = run_sweep(live_world.sweep_executor(), apply=False)
+    rows = {row["env"]: row for row in sweep.summary()["targets"]}
+    assert rows["staging"]["state"] == "current"
+    assert rows["staging"]["live"]["state"] == "live", rows["staging"]["live"]
+    assert "live" not in rows["production"]  # behind: only current targets get a live state
+    assert [a["name"] for a in rows["staging"]["live"]["applications"]] == ["api-staging"]
+
+    # nobody pushes; Argo CD's repo server starts handing back a wrong render, and its next poll syncs it
+    live_world.sim.stale["argocd/api-staging"] = [f"{live_world.image_uri}:1.3.9"]
+    live_world.sim.refresh("argocd", "api-staging")
+    sweep = run_sweep(live_world.sweep_executor(), apply=False)
+    staging = next(row for row in sweep.summary()["targets"] if row["env"] == "staging")
+    assert staging["live"]["state"] == "mismatch"
+    assert ":1.4.1" in staging["live"]["reason"] and ":1.3.9" in staging["live"]["reason"]
+    table = render_live_table([LiveState(**s) for s in sweep.live])
+    assert table.splitlines()[1].startswith("mismatch  staging")
+    assert "1 mismatch" in table

@@ -1,0 +1,346 @@
+"""verify-live against a SIMULATED Argo CD: the Kubernetes API fake (tests/fakes/kube.py, over HTTP,
+read through the real adapter) with :class:`imagebump.local.argocd_sim.ArgoCDSimulator` playing the
+application controller (it renders the overlay at the branch head with the real ``kubectl
+kustomize``); Git is a real ``git http-backend`` remote. Nothing of Argo CD itself runs here.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from imagebump.local.argocd_sim import ArgoCDSimulator
+from steps.errors import ConfigError
+from steps.kube_client import KubernetesApi
+from steps.models import ImagesEntry, Plan, Target
+from steps.verify_live import step as verify_live
+from steps.verify_live.history import History
+from tests.fakes.kube import FakeKube, FakeKubeServer
+
+IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/team/api"
+OVERLAY = "overlays/prod"
+FILE = f"{OVERLAY}/kustomization.yaml"
+DEPLOYMENT = f"""apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: api
+spec:
+  selector:
+    matchLabels: {{app: api}}
+  template:
+    metadata:
+      labels: {{app: api}}
+    spec:
+      containers:
+      - name: api
+        image: {IMAGE}:latest
+      - name: sidecar
+        image: docker.io/library/busybox:1.36
+"""
+
+
+def kustomization(tag: str) -> str:
+    return (
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- deployment.yaml\n"
+        f'images:\n- name: {IMAGE}\n  newTag: "{tag}"\n'
+    )
+
+
+def application(
+    name: str,
+    repo_url: str,
+    *,
+    namespace: str = "argocd",
+    path: str = OVERLAY,
+    revision: str = "main",
+    automated: bool = True,
+    multi: bool = False,
+) -> dict:
+    source = {"repoURL": repo_url, "path": path, "targetRevision": revision}
+    spec: dict = {"project": "default", "destination": {"server": "https://kubernetes.default.svc"}}
+    if multi:
+        spec["sources"] = [
+            {"repoURL": "https://charts.example.com", "chart": "redis", "targetRevision": "18.0.0"},
+            source,
+        ]
+    else:
+        spec["source"] = source
+    if automated:
+        spec["syncPolicy"] = {"automated": {"prune": True}}
+    return {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Application",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+class Cluster:
+    """The fake API server, the simulated controller and the adapter verify-live uses."""
+
+    def __init__(self, tmp_path: Path, token: str) -> None:
+        self.kube = FakeKube()
+        self.server = FakeKubeServer(self.kube)
+        self.sim = ArgoCDSimulator(self.kube, git_token=token, poll=0.02)
+        self.tmp = tmp_path
+        self._render_chart = self.sim._render
+
+    def api(self) -> KubernetesApi:
+        return KubernetesApi.from_config(
+            kubeconfig=str(self.server.write_kubeconfig(self.tmp / "kubeconfig"))
+        )
+
+    def seed(self, *apps: dict) -> None:
+        for app in apps:
+            self.kube.seed(app)
+            self.kube.objects[("applications", app["metadata"]["namespace"], app["metadata"]["name"])].pop(
+                "status"
+            )
+        self.sim.reconcile_once()  # the state before the push: synced at the first commit
+
+    def writes(self) -> list:
+        return [r for r in self.server.requests if r.method not in ("GET",)]
+
+
+@pytest.fixture()
+def remote(make_remote, git_env):
+    return make_remote({f"{OVERLAY}/deployment.yaml": DEPLOYMENT, FILE: kustomization("1.0.0")})
+
+
+@pytest.fixture()
+def cluster(tmp_path, git_token, monkeypatch):
+    monkeypatch.setenv("IMAGEBUMP_LIVE_POLL_SECONDS", "0.05")
+    c = Cluster(tmp_path, git_token)
+    # a chart source (multi-source Applications) renders nothing here: only the overlay's images count
+    original = c.sim._render
+
+    def render(source):
+        if source.get("chart"):
+            return "18.0.0", []
+        return original(source)
+
+    c.sim._render = render
+    with c.server:
+        yield c
+    c.sim.__exit__(None, None, None) if c.sim._thread.is_alive() else None
+
+
+def push(remote, tag: str = "1.1.0", pushed_seconds_ago: float = 30.0) -> tuple[Target, Plan, str]:
+    sha = remote.commit_files({FILE: kustomization(tag)}, message=f"imagebump(prod): api {tag}")
+    target = Target(
+        rule=0,
+        repo_url=remote.url,
+        path=OVERLAY,
+        env="prod",
+        image=IMAGE,
+        tag=tag,
+        pushed_at=datetime.now(UTC) - timedelta(seconds=pushed_seconds_ago),
+        mode="commit",
+        base_branch="main",
+    )
+    plan = Plan(
+        changed=True,
+        decision="update",
+        file=FILE,
+        image_name=IMAGE,
+        new=ImagesEntry(name=IMAGE, newTag=tag),
+        base_branch="main",
+    )
+    return target, plan, sha
+
+
+def verify(
+    cluster: Cluster, target: Target, plan: Plan, sha: str, timeout: float = 20.0, committed: str = "12.5"
+):
+    return verify_live.verify(
+        target,
+        plan,
+        sha,
+        committed,
+        timeout,
+        cluster.api(),
+        lambda branch: History(
+            target.repo_url, branch, sha, plan.file, plan.image_name, cluster.tmp / "history"
+        ),
+    )
+
+
+def test_live_in_commit_mode_with_timings(cluster: Cluster, remote) -> None:
+    cluster.seed(application("api-prod", remote.url))
+    target, plan, sha = push(remote)
+    with cluster.sim:
+        out = verify(cluster, target, plan, sha)
+    assert out.result == "live", out.message
+    assert out.image == f"{IMAGE}:1.1.0"
+    (app,) = out.applications
+    assert (app.namespace, app.name, app.state, app.revision) == ("argocd", "api-prod", "live", sha)
+    assert f"{IMAGE}:1.1.0" in app.images
+    committed, synced, healthy = (
+        float(out.seconds_push_to_committed),
+        float(out.seconds_push_to_synced),
+        float(out.seconds_push_to_healthy),
+    )
+    # pushed 30 s ago: Argo CD synced and the image ran after that, and not before the commit
+    assert committed == 12.5
+    assert 29 <= synced <= healthy + 1 and 30 <= healthy < 60
+
+
+def test_refresh_annotation_patched_and_nothing_else_written(cluster: Cluster, remote) -> None:
+    cluster.seed(
+        application("api-prod", remote.url), application("unrelated", "http://127.0.0.1:9/team/other")
+    )
+    target, plan, sha = push(remote)
+    with cluster.sim:
+        assert verify(cluster, target, plan, sha).result == "live"
+    writes = cluster.writes()
+    assert writes, "no refresh asked for"
+    for request in writes:
+        assert request.method == "PATCH"
+        assert request.path == "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications/api-prod"
+        assert request.content_type == "application/merge-patch+json"
+        assert request.body == {"metadata": {"annotations": {"argocd.argoproj.io/refresh": "normal"}}}
+
+
+def test_application_in_another_namespace(cluster: Cluster, remote) -> None:
+    cluster.kube.seed(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "argocd-cmd-params-cm", "namespace": "argocd"},
+            "data": {"application.namespaces": "team-a, team-b"},
+        }
+    )
+    cluster.seed(
+        application("api-prod", remote.url, namespace="team-b"),
+        application("api-elsewhere", remote.url, namespace="not-enabled"),
+    )
+    target, plan, sha = push(remote)
+    with cluster.sim:
+        out = verify(cluster, target, plan, sha)
+    assert out.result == "live", out.message
+    assert [(a.namespace, a.name) for a in out.applications] == [("team-b", "api-prod")]
+
+
+def test_multi_source_application_and_url_spellings(cluster: Cluster, remote) -> None:
+    spelled = remote.url + "/"  # (case, .git and ssh spellings: test_repository_urls_normalise)
+    cluster.seed(application("api-multi", spelled, multi=True, path=f"./{OVERLAY}/"))
+    target, plan, sha = push(remote)
+    with cluster.sim:
+        out = verify(cluster, target, plan, sha)
+    assert out.result == "live", out.message
+    (app,) = out.applications
+    assert app.revision == sha  # status.sync.revisions[1], the overlay's source
+
+
+def test_two_applications_on_one_overlay(cluster: Cluster, remote) -> None:
+    cluster.seed(
+        application("api-prod-eu", remote.url), application("api-prod-us", remote.url, revision="HEAD")
+    )
+    target, plan, sha = push(remote)
+    target = target.model_copy(update={"base_branch": None})  # HEAD follows the default branch
+    with cluster.sim:
+        out = verify(cluster, target, plan, sha)
+    assert out.result == "live", out.message
+    assert [(a.name, a.state) for a in out.applications] == [("api-prod-eu", "live"), ("api-prod-us", "live")]
+
+
+def test_no_application_is_not_an_error(cluster: Cluster, remote) -> None:
+    cluster.seed(
+        application("other-branch", remote.url, revision="release"),
+        application("other-path", remote.url, path="overlays/stg"),
+    )
+    target, plan, sha = push(remote)
+    out = verify(cluster, target, plan, sha)
+    assert out.result == "no-application"
+    assert remote.url in out.message and OVERLAY in out.message
+    assert cluster.writes() == []
+
+
+def test_timeout(cluster: Cluster, remote) -> None:
+    cluster.seed(application("api-prod", remote.url))
+    cluster.sim.stuck.add("argocd/api-prod")  # its comparison fails from now on (repo server down)
+    target, plan, sha = push(remote)
+    started = time.monotonic()
+    with cluster.sim:
+        out = verify(cluster, target, plan, sha, timeout=1.0)
+    assert out.result == "timeout"
+    assert time.monotonic() - started < 15
+    assert "argocd/api-prod" in out.message and out.seconds_push_to_healthy == ""
+
+
+def test_manual_sync_reports_at_once(cluster: Cluster, remote) -> None:
+    cluster.seed(application("api-prod", remote.url, automated=False))
+    target, plan, sha = push(remote)
+    with cluster.sim:
+        out = verify(cluster, target, plan, sha, timeout=600)
+    assert out.result == "manual-sync"
+
+
+def test_mismatch_names_application_revision_git_and_cluster(cluster: Cluster, remote) -> None:
+    cluster.seed(application("api-prod", remote.url))
+    cluster.sim.wrong_manifest = True  # the repo server hands back the old manifests
+    target, plan, sha = push(remote)
+    with cluster.sim:
+        out = verify(cluster, target, plan, sha)
+    assert out.result == "mismatch"
+    assert "argocd/api-prod" in out.message and sha in out.message
+    assert f"Git holds {IMAGE}:1.1.0" in out.message and f"{IMAGE}:1.0.0" in out.message
+
+
+def test_rolling_update_listing_both_images_is_not_a_mismatch(cluster: Cluster, remote) -> None:
+    cluster.seed(application("api-prod", remote.url))
+    cluster.sim.progressing_seconds = 0.5
+    target, plan, sha = push(remote)
+    with cluster.sim:
+        out = verify(cluster, target, plan, sha)
+    assert out.result == "live", out.message
+
+
+def test_superseded_by_a_newer_commit(cluster: Cluster, remote) -> None:
+    cluster.seed(application("api-prod", remote.url))
+    target, plan, sha = push(remote, "1.1.0")
+    push(remote, "1.2.0")  # a newer push landed before Argo CD synced ours
+    with cluster.sim:
+        out = verify(cluster, target, plan, sha)
+    assert out.result == "superseded"
+    assert "1.2.0" in out.message
+
+
+@pytest.mark.parametrize("value", ["15", "soon", "10 m", ""], ids=["no-unit-ok", "word", "space", "empty"])
+def test_live_timeout_is_validated(value: str) -> None:
+    if value == "15":
+        assert verify_live.parse_duration(value) == 15.0
+        return
+    with pytest.raises(ConfigError, match="live-timeout"):
+        verify_live.parse_duration(value)
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        "https://github.com/Team/Manifests",
+        "https://github.com/team/manifests.git",
+        "https://github.com/team/manifests/",
+        "git@github.com:team/manifests.git",
+        "ssh://git@github.com/team/manifests",
+        "ssh://git@GitHub.com:22/team/manifests.git/",
+    ],
+)
+def test_repository_urls_normalise(spelling: str) -> None:
+    from steps.verify_live.argocd import normalise_repo_url
+
+    assert normalise_repo_url(spelling) == normalise_repo_url("https://github.com/team/manifests")
+
+
+def test_another_repository_or_branch_does_not_match() -> None:
+    from steps.verify_live.argocd import deploys
+
+    app = application("a", "https://github.com/team/manifests-old")
+    assert deploys(app, "https://github.com/team/manifests", OVERLAY, "main", True) is False
+    app = application("a", "https://github.com/team/manifests", revision="release")
+    assert deploys(app, "https://github.com/team/manifests", OVERLAY, "main", True) is False
+    app = application("a", "https://github.com/team/manifests", revision="HEAD")
+    assert deploys(app, "https://github.com/team/manifests", OVERLAY, "release", False) is False

@@ -49,7 +49,7 @@ def rules_text(n: int) -> str:
 
 
 def run_rules(counts: tuple[int, ...], number: int = 2000) -> list[dict[str, Any]]:
-    from steps.models import Image
+    from steps.domain.models import Image
     from steps.rules import load_rules
 
     out = []

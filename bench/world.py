@@ -333,7 +333,7 @@ def open_world(
             sizes=size_repos,
         )
         world.pr_apps = pr_names  # type: ignore[attr-defined]
-        os.environ.update(world.step_env)  # in-process probes (steps.ecr) reach moto like the steps do
+        os.environ.update(world.step_env)  # in-process probes (steps.aws.ecr) reach moto like the steps do
         for name in (
             [f"mono/{a}" for a in app_names]
             + [f"prmode/{p}" for p in pr_names]

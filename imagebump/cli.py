@@ -5,7 +5,7 @@ Each subcommand lives in ``imagebump/commands/<name>.py`` and exposes
 Command modules import their heavy dependencies inside ``func`` so ``imagebump --help`` is fast.
 
 Exit codes: 0 success; 1 the command's own "no" (e.g. image not in file); 2 bad input (argparse
-and :class:`steps.errors.ConfigError`); 3 an unexpected error (message, no traceback unless
+and :class:`steps.domain.errors.ConfigError`); 3 an unexpected error (message, no traceback unless
 ``IMAGEBUMP_DEBUG=1``); 75 a transient failure worth retrying; 130 interrupted.
 """
 
@@ -45,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from steps.errors import ImagebumpError
+    from steps.domain.errors import ImagebumpError
 
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -5,7 +5,7 @@
 - ``workflows/*.py`` at the top level are declarations (Hera definitions, render, rbac, names):
   none imports the local runtime :mod:`workflows.local`.
 - ``steps/``, ``workflows/`` and ``sensors/`` never import the CLI package :mod:`imagebump` (the
-  steps image and the version they need are in :mod:`workflows.names` / ``steps._runtime``).
+  steps image and the version they need are in :mod:`workflows.names` / ``steps.runtime.harness``).
 - No module of ``steps/``, ``workflows/``, ``sensors/`` or ``imagebump/`` is over 400 lines (two listed exceptions, each with a ceiling and why).
 - :mod:`workflows.names` and ``sensors/`` do not import Hera (checked statically, through every
   project module they import, and by importing them in a fresh interpreter).

@@ -41,13 +41,14 @@ from hera.workflows import (
 )
 from hera.workflows import models as m
 
-from steps import commit_pr, edit_kustomize, resolve_image
+from steps import edit_kustomize, resolve_image
+from steps.commit_pr import step as commit_pr
 from workflows import common as c
 from workflows import names as n
 
 NAME = n.IMAGE_UPDATE
 
-#: What serialises writers: one overlay of one repository (= steps.models.Target.key).
+#: What serialises writers: one overlay of one repository (= steps.domain.models.Target.key).
 #: Argo ≥ 3.6 splits lock keys as `<ns>/Mutex/<name>` with SplitN(3), so '/' and ':' in the
 #: name are kept intact (workflow/sync/lock_name.go, DecodeLockName).
 MUTEX_NAME = "{{inputs.parameters.repo-url}}/{{inputs.parameters.path}}"
@@ -245,7 +246,7 @@ def _commit_pr_template():
 #: When commit-pr did not run (edit-kustomize found the overlay current) the value is "unchanged"
 #: on Argo before 3.7.16 and commit-pr's own output default ("error") from 3.7.16 / 4.0.7 on, which
 #: give a skipped step's outputs their defaults (argo-workflows workflow/controller/scope.go); only
-#: the real changes (:data:`steps.reconcile_report.UPDATED_ACTIONS`) mean "updated".
+#: the real changes (:data:`steps.reconcile.report.UPDATED_ACTIONS`) mean "updated".
 UPDATE_ACTION = "action"
 
 

@@ -16,7 +16,7 @@ The IRSA role ARNs are placeholders (``ACCOUNT_ID``); docs/install.md shows the 
 
 from __future__ import annotations
 
-from steps import archive
+from steps.argocd_backup import archive
 from workflows import names as n
 
 IRSA_ANNOTATION = "eks.amazonaws.com/role-arn"

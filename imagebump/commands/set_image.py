@@ -55,7 +55,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def _describe(entry) -> str:
-    from steps.models import image_ref
+    from steps.domain.models import image_ref
 
     if entry is None:
         return "(absent)"
@@ -87,7 +87,7 @@ def _real_target(given, path):
         ConfigError: the kustomization (or a directory on its way) is a link out of the boundary,
             or into ``.git``.
     """
-    from steps.errors import ConfigError
+    from steps.domain.errors import ConfigError
 
     boundary, in_git = _boundary(given, path)
     root = boundary.resolve()
@@ -108,7 +108,7 @@ def _real_target(given, path):
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from steps.errors import ConfigError, ImageNotFoundError
+    from steps.domain.errors import ConfigError, ImageNotFoundError
     from steps.kustomize import edit_image, find_kustomization, parse_image_spec
 
     spec = parse_image_spec(args.spec)
@@ -166,7 +166,7 @@ def _write_atomically(path, data: bytes, shown: str) -> None:
     import stat
     import tempfile
 
-    from steps.errors import ConfigError
+    from steps.domain.errors import ConfigError
 
     tmp = None
     try:

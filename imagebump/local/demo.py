@@ -146,7 +146,7 @@ def run_demo(
     is lost), and run one sweep (``imagebump reconcile --apply``'s template): both overlays follow.
 
     Never raises for a failing pipeline: the report says ``ok=False`` with the reason. Raises
-    :class:`steps.errors.ConfigError` when a prerequisite (git, git-http-backend) is missing.
+    :class:`steps.domain.errors.ConfigError` when a prerequisite (git, git-http-backend) is missing.
     """
     say = progress or (lambda _msg: None)
     wall = time.monotonic()

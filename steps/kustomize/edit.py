@@ -30,19 +30,9 @@ from dataclasses import dataclass
 
 from yaml import events as _ev
 
-from steps.errors import ConfigError, ImageNotFoundError, KustomizationError
-from steps.events import validate_digest, validate_tag
-from steps.kustomize._yaml import (
-    _FIELDS,
-    _LINE_BREAK,
-    _STR_TAG,
-    _gc_paused,
-    _Mapping,
-    _refuse_anchor,
-    _Scalar,
-    _Sequence,
-    _where,
-)
+from steps.domain.errors import ConfigError, ImageNotFoundError, KustomizationError
+from steps.domain.events import validate_digest, validate_tag
+from steps.domain.models import ImagesEntry
 from steps.kustomize.reader import _Doc, _Entry, _find, _parse
 from steps.kustomize.spec import KEEP, validate_image_name
 from steps.kustomize.splice import (
@@ -60,7 +50,17 @@ from steps.kustomize.splice import (
     _Splicer,
 )
 from steps.kustomize.verify import _MAP_END, _MAP_START, _SEQ_END, _SEQ_START, _Change, _verify, _window_ready
-from steps.models import ImagesEntry
+from steps.kustomize.yaml_nodes import (
+    _FIELDS,
+    _LINE_BREAK,
+    _STR_TAG,
+    _gc_paused,
+    _Mapping,
+    _refuse_anchor,
+    _Scalar,
+    _Sequence,
+    _where,
+)
 
 # --------------------------------------------------------------------------------------------
 # Adding an entry

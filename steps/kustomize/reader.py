@@ -5,7 +5,7 @@ and without expanding anything, aliases that refer to themselves or add more tha
 :data:`MAX_ALIAS_EXPANSION` nodes, and duplicate keys. :func:`read_images`
 and :func:`get_image` are the public readers. Pure.
 
-Hostile input: a text over :data:`~steps.kustomize._yaml.MAX_KUSTOMIZATION_BYTES` (1 MiB) is refused
+Hostile input: a text over :data:`~steps.kustomize.yaml_nodes.MAX_KUSTOMIZATION_BYTES` (1 MiB) is refused
 before it is parsed; while reading, without expanding anything, aliases that refer to themselves or
 add more than :data:`MAX_ALIAS_EXPANSION` nodes once expanded (a "billion laughs" document),
 collections nested deeper than 64, and duplicate keys are refused.
@@ -27,8 +27,9 @@ from dataclasses import dataclass
 import yaml
 from yaml import events as _ev
 
-from steps.errors import KustomizationError
-from steps.kustomize._yaml import (
+from steps.domain.errors import KustomizationError
+from steps.domain.models import ImagesEntry
+from steps.kustomize.yaml_nodes import (
     _KNOWN_TAGS,
     _MAX_DEPTH,
     _check_size,
@@ -44,7 +45,6 @@ from steps.kustomize._yaml import (
     _where,
     _yaml_error,
 )
-from steps.models import ImagesEntry
 
 #: How many nodes YAML aliases may add once expanded (beyond the nodes written out). A "billion
 #: laughs" document adds 10⁹ from a few hundred bytes; go-yaml (kustomize) refuses those too.

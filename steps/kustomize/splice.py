@@ -9,9 +9,16 @@ from __future__ import annotations
 
 import itertools
 
-from steps.errors import KustomizationError
-from steps.kustomize._yaml import _LINE_BREAK, _STR_TAG, _refuse_anchor, _resolve, _Scalar, _where
+from steps.domain.errors import KustomizationError
 from steps.kustomize.reader import _Doc, _Entry
+from steps.kustomize.yaml_nodes import (
+    _LINE_BREAK,
+    _STR_TAG,
+    _refuse_anchor,
+    _resolve,
+    _Scalar,
+    _where,
+)
 
 # --------------------------------------------------------------------------------------------
 # Formatting scalars

@@ -3,8 +3,8 @@
 :func:`_verify` compares the result's events with the original's: the same outside the change,
 exactly the intended entry inside it (:class:`_Change`); a large file is checked in the changed
 lines alone when that is equivalent (:func:`_verify_window`). ``_Mismatch``
-(:class:`steps.errors.EditMismatch`) is raised and caught here and leaves as
-:class:`~steps.errors.KustomizationError`.
+(:class:`steps.domain.errors.EditMismatch`) is raised and caught here and leaves as
+:class:`~steps.domain.errors.KustomizationError`.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from dataclasses import dataclass
 import yaml
 from yaml import events as _ev
 
-from steps.errors import EditMismatch as _Mismatch
-from steps.errors import KustomizationError
-from steps.kustomize._yaml import _STR_TAG, _CParser, _events, _resolve, _same, _yaml_error
+from steps.domain.errors import EditMismatch as _Mismatch
+from steps.domain.errors import KustomizationError
 from steps.kustomize.reader import _Doc
 from steps.kustomize.splice import _eol
+from steps.kustomize.yaml_nodes import _STR_TAG, _CParser, _events, _resolve, _same, _yaml_error
 
 # --------------------------------------------------------------------------------------------
 # Verifying

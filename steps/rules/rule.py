@@ -31,10 +31,17 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
-from steps.errors import RuleFieldError as _Problem
-from steps.models import DEFAULT_MODE, DEFAULT_ORDER, DEFAULT_PROVIDER, Image, Mode, Order, Provider, Target
-from steps.rules._show import excerpt as _excerpt
-from steps.rules._show import shown as _shown
+from steps.domain.errors import RuleFieldError as _Problem
+from steps.domain.models import (
+    DEFAULT_MODE,
+    DEFAULT_ORDER,
+    DEFAULT_PROVIDER,
+    Image,
+    Mode,
+    Order,
+    Provider,
+    Target,
+)
 from steps.rules.patterns import (
     VAR_RE,
     Budget,
@@ -47,6 +54,8 @@ from steps.rules.patterns import (
     tag_filters,
 )
 from steps.rules.schema import RuleSpec, parse_rule
+from steps.rules.show import excerpt as _excerpt
+from steps.rules.show import shown as _shown
 
 _REGISTRY_RE = re.compile(
     r"(?P<account>[0-9]{12})\.dkr\.ecr\.(?P<region>[a-z]{2}(?:-[a-z]+)+-[0-9]{1,2})\.amazonaws\.com"

@@ -48,7 +48,7 @@ def test_single_event_and_breakdown(world: World, fast_executor) -> None:
     assert single["outcomes"] == {"committed": 1}, single
     assert {"latency_s", "workflow_s", "queue_and_sensor_s", "steps_s", "latencies"} <= set(single)
     assert set(single["steps_s"]) == set(e2e.STEPS)
-    # each step process accounts for its own time (steps.timing), read from its last log record
+    # each step process accounts for its own time (steps.runtime.timing), read from its last log record
     acc = single["accounting"]
     assert set(acc) == set(e2e.STEPS) and all({"node", "outside", "other"} <= set(v) for v in acc.values())
     assert {"git clone", "ecr call"} <= set(acc["edit-kustomize"]) and "git push" in acc["commit-pr"]

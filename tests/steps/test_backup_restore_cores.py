@@ -1,8 +1,8 @@
 """The pure cores of backup-export and restore, table-tested without Kubernetes or S3.
 
-:class:`steps.backup_settings.BackupSettings` (the one home of the backup's settings and their
-defaults), :mod:`steps.retention` (archive names, what expires) and
-:func:`steps.restore_plan.decide` (what a restore does with each object). No fake, no server: these
+:class:`steps.argocd_backup.settings.BackupSettings` (the one home of the backup's settings and their
+defaults), :mod:`steps.argocd_backup.retention` (archive names, what expires) and
+:func:`steps.argocd_backup.restore_plan.decide` (what a restore does with each object). No fake, no server: these
 functions take values and return values.
 """
 
@@ -14,9 +14,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from steps import backup_export, restore_plan, retention
-from steps.backup_settings import DEFAULTS, BackupSettings
-from steps.errors import ConfigError
+from steps.argocd_backup import export as backup_export
+from steps.argocd_backup import restore_plan, retention
+from steps.argocd_backup.settings import DEFAULTS, BackupSettings
+from steps.domain.errors import ConfigError
 
 
 # --- settings ------------------------------------------------------------------------------------

@@ -11,15 +11,20 @@ from pathlib import Path
 
 import pytest
 
-from steps import commit_pr
-from steps import github as gh
-from steps.branches import MAX_BRANCH_LENGTH, branch_name
-from steps.commit_message import DEFAULT_TEMPLATE, commit_message, message_fields, validate_template
-from steps.commit_pr import decide
-from steps.errors import ConfigError, ImageNotFoundError, PermissionDeniedError
-from steps.models import ImagesEntry
-from steps.never_downgrade import guard_branch
-from steps.settings import CommitPrSettings as Settings
+from steps.commit_pr import step as commit_pr
+from steps.commit_pr.message import (
+    DEFAULT_TEMPLATE,
+    commit_message,
+    message_fields,
+    validate_template,
+)
+from steps.commit_pr.step import decide
+from steps.domain.branches import MAX_BRANCH_LENGTH, branch_name
+from steps.domain.errors import ConfigError, ImageNotFoundError, PermissionDeniedError
+from steps.domain.models import ImagesEntry
+from steps.domain.never_downgrade import guard_branch
+from steps.forge import github as gh
+from steps.runtime.settings import CommitPrSettings as Settings
 from tests.steps.commit_pr_support import (
     DIGEST_A,
     IMAGE,
@@ -551,7 +556,7 @@ def test_runner_subprocess_writes_outputs_without_the_token(
         }
     )
     proc = subprocess.run(
-        [sys.executable, "-m", "hera.workflows.runner", "-e", "steps.commit_pr:run", str(args)],
+        [sys.executable, "-m", "hera.workflows.runner", "-e", "steps.commit_pr.step:run", str(args)],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -598,7 +603,7 @@ def test_runner_subprocess_maps_config_errors_to_exit_2(make_remote, tmp_path: P
         }
     )
     proc = subprocess.run(
-        [sys.executable, "-m", "hera.workflows.runner", "-e", "steps.commit_pr:run", str(args)],
+        [sys.executable, "-m", "hera.workflows.runner", "-e", "steps.commit_pr.step:run", str(args)],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -611,7 +616,7 @@ def test_runner_subprocess_maps_config_errors_to_exit_2(make_remote, tmp_path: P
 
 
 def test_backoff_retries_the_first_lost_race_at_once_then_jitters_from_one_push() -> None:
-    from steps.commit_pr import BACKOFF_CAP, backoff
+    from steps.commit_pr.step import BACKOFF_CAP, backoff
 
     assert backoff(1, base=0.3) == 0.0
     for attempt in range(2, 12):

@@ -1,4 +1,4 @@
-"""steps.github and steps.forge through the real githubkit client against the local GitHub fake.
+"""steps.forge.github and steps.forge.pull_requests through the real githubkit client against the local GitHub fake.
 
 The fake (tests/fixtures/github.py) is a real HTTP server; githubkit parses its answers with its
 own models (``.parsed_data``), so a field the models require and the fake forgot fails here.
@@ -10,9 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from steps import github as gh
-from steps.errors import ConfigError, PermissionDeniedError, TransientError
-from steps.forge import GitHubForge, LocalForge, NoCommitsBetween, PullRequestExists, split_reviewers
+from steps.domain.errors import ConfigError, PermissionDeniedError, TransientError
+from steps.forge import github as gh
+from steps.forge.pull_requests import (
+    GitHubForge,
+    LocalForge,
+    NoCommitsBetween,
+    PullRequestExists,
+    split_reviewers,
+)
 from tests.fixtures.github import GitHubFake
 
 FAST = gh.RetryPolicy(base_delay=0.05, max_delay=0.2)

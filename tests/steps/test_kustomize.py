@@ -16,22 +16,17 @@ import pytest
 import yaml
 
 from steps import kustomize
-from steps.errors import ConfigError, ImageNotFoundError, KustomizationError
-from steps.kustomize import (  # noqa: F401  (patched by tests)
+from steps.domain.errors import ConfigError, ImageNotFoundError, KustomizationError
+from steps.kustomize import (
     KUSTOMIZATION_FILES,
     MAX_ALIAS_EXPANSION,
     MAX_KUSTOMIZATION_BYTES,
     ImageSpec,
-    _yaml,
-    edit,
     find_kustomization,
     get_image,
     parse_image_spec,
     read_images,
-    reader,
     set_image,
-    splice,
-    verify,
 )
 from tests.steps.test_kustomize_parses import _spy_parses
 

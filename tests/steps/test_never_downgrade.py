@@ -1,7 +1,7 @@
 """The pure cores, table-tested without ECR or git: never_downgrade, edit-kustomize's and
 resolve-image's ``decide``, the image-reference formatter and the entry comparison.
 
-ECR facts are given as data (:data:`steps.never_downgrade.PushTimes`), exactly what the steps
+ECR facts are given as data (:data:`steps.domain.never_downgrade.PushTimes`), exactly what the steps
 gather before they decide; nothing here opens a socket or runs git.
 """
 
@@ -11,10 +11,20 @@ from datetime import UTC, datetime
 
 import pytest
 
-from steps import edit_kustomize, never_downgrade, resolve_image
-from steps.ecr import EcrImage
-from steps.errors import ConfigError, ImageNotFoundError
-from steps.models import Image, ImagesEntry, Plan, entry_ref, entry_sets, image_ref, same_entry, short_digest
+from steps import edit_kustomize, resolve_image
+from steps.aws.ecr import EcrImage
+from steps.domain import never_downgrade
+from steps.domain.errors import ConfigError, ImageNotFoundError
+from steps.domain.models import (
+    Image,
+    ImagesEntry,
+    Plan,
+    entry_ref,
+    entry_sets,
+    image_ref,
+    same_entry,
+    short_digest,
+)
 from steps.rules import RuleSet, load_rules
 from tests.steps.commit_pr_support import DIGEST_A, DIGEST_B, IMAGE, kustomization, target
 

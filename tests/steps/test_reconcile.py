@@ -11,14 +11,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from steps.errors import ConfigError
-from steps.models import ImagesEntry, Target
-from steps.reconcile import (
+from steps.domain.errors import ConfigError
+from steps.domain.models import ImagesEntry, Target
+from steps.reconcile import decide
+from steps.reconcile.step import (
     STATES,
     ReconcileInput,
     TargetState,
     count_states,
-    decide,
     pick_newest,
     render_table,
     run,
@@ -236,14 +236,14 @@ def test_table_lists_worst_first_and_totals() -> None:
 
 
 def test_the_pure_core_reads_neither_ecr_nor_git() -> None:
-    """decide and pick_newest live in steps.reconcile_decide, which imports no I/O module (issue 14)."""
+    """decide and pick_newest live in steps.reconcile.decide, which imports no I/O module (issue 14)."""
     import subprocess
     import sys
     from pathlib import Path
 
     program = (
-        "import sys, steps.reconcile_decide\n"
-        "io = ('boto3', 'botocore', 'steps.ecr', 'steps.git', 'steps.kustomize', 'steps.rules')\n"
+        "import sys, steps.reconcile.decide\n"
+        "io = ('boto3', 'botocore', 'steps.aws.ecr', 'steps.git', 'steps.kustomize', 'steps.rules')\n"
         "print(sorted(m for m in io if m in sys.modules))\n"
     )
     root = Path(__file__).resolve().parents[2]
@@ -310,8 +310,8 @@ def test_the_report_output_of_a_cluster_sweep_stays_small() -> None:
     output parameter, kept in etcd) is capped, worst first, far below Argo's ~1 MB budget."""
     import json
 
-    from steps.reconcile import REPORT_LIMIT
-    from steps.reconcile_report import cap_report
+    from steps.reconcile.report import cap_report
+    from steps.reconcile.step import REPORT_LIMIT
 
     reason = "cannot read https://git.example/o/r: " + "x" * 300
     report = [_state("unknown", path=f"apps/a{i:04}") for i in range(2000)]

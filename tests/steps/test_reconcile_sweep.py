@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 import pytest
 
 from imagebump.local import builders
-from steps.branches import branch_name
+from steps.domain.branches import branch_name
+from steps.domain.models import Image
 from steps.git import GitAuth
-from steps.models import Image
-from steps.reconcile import sweep
+from steps.reconcile.step import sweep
 from steps.rules import load_rules
 from tests.fixtures.ecr_pages import PagingProxy
 
@@ -321,8 +321,8 @@ def test_an_older_living_proposal_is_updated_and_an_unreadable_repository_is_rep
 def test_a_bad_endpoint_url_is_a_config_error_not_a_traceback(monkeypatch) -> None:
     """botocore refuses a malformed ``AWS_ENDPOINT_URL`` with a bare ``ValueError`` ("Invalid
     endpoint"): the step exits 2 (bad configuration), naming the variable, instead of 3."""
-    from steps.errors import ConfigError
-    from steps.reconcile_ecr import make_clients
+    from steps.domain.errors import ConfigError
+    from steps.reconcile.ecr import make_clients
 
     monkeypatch.setenv("AWS_ENDPOINT_URL", "notaurl")
     with pytest.raises(ConfigError, match="Invalid endpoint: notaurl.*AWS_ENDPOINT_URL"):
@@ -339,7 +339,7 @@ def test_one_ecr_repository_that_refuses_describe_images_does_not_stop_the_sweep
     a second repository answers ``ThrottlingException`` for ever (``error: transient``)."""
     from botocore.exceptions import ClientError
 
-    from steps.ecr import make_listing_client
+    from steps.aws.ecr import make_listing_client
 
     p = registry.prefix
     for name in ("api", "web", "worker"):

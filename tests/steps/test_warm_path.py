@@ -8,9 +8,10 @@ import secrets
 
 import pytest
 
-from steps import ecr, scratch
-from steps._runtime import imagebump_version
-from steps.commit_message import installed_version
+from steps.aws import ecr
+from steps.commit_pr.message import installed_version
+from steps.runtime import scratch_dir as scratch
+from steps.runtime.harness import imagebump_version
 
 
 def test_scratch_is_deleted_by_the_step_unless_the_runtime_deletes_tmpdir(monkeypatch, tmp_path) -> None:

@@ -1,0 +1,7 @@
+"""The forge (GitHub): pull requests and the GitHub API.
+
+``github`` (the githubkit client, GitHub App and token auth, repository URLs) and
+``pull_requests`` (the narrow seam commit-pr needs: find, create, update a pull request, with a
+local forge for hosts without an API). May import :mod:`steps.git`, :mod:`steps.runtime`,
+:mod:`steps.domain`.
+"""

@@ -1,0 +1,210 @@
+"""The one home for reading settings and secrets from a step's environment.
+
+A setting is ``$NAME``; a secret is ``$NAME`` or the contents of the file ``$NAME_FILE`` (what a
+mounted Kubernetes Secret gives). :func:`read_secret` and, for a secret that only ever comes as a
+file (a GitHub App's private key), :func:`read_secret_file` are the only readers of secret files;
+their errors name the variable and the fix. Every secret read here is registered with
+:mod:`steps.runtime.redact` so no log record or message can show it.
+
+Callers choose what an absent or empty file means: a mounted *optional* Secret that does not
+exist is an empty directory, so for the read token an absent file means "no token" while for the
+write token it is an error.
+
+Typed settings models of the steps live here too (:class:`CommitPrSettings`), each read and
+validated by its ``from_env`` before any I/O, and the plain settings several modules read (the
+rules file, the commit identity); the backup's model is :mod:`steps.argocd_backup.settings`. Imports only
+:mod:`steps.domain.errors`, :mod:`steps.runtime.redact` (and :mod:`steps.commit_pr.message` for the template check,
+when reading).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from steps.domain.errors import ConfigError
+from steps.runtime.redact import register_secret
+
+#: The most a secret file may hold (a token, a PEM key): a bigger one is a wrong mount.
+MAX_SECRET_BYTES = 64 * 1024
+
+
+def setting(name: str, default: str = "", env: Mapping[str, str] | None = None) -> str:
+    """``$NAME`` stripped, or ``default`` when unset or blank."""
+    env = os.environ if env is None else env
+    return (env.get(name) or "").strip() or default
+
+
+def read_secret(
+    name: str,
+    env: Mapping[str, str] | None = None,
+    *,
+    label: str = "the secret file",
+    absent_file_is_unset: bool = False,
+    empty_file_is_error: bool = False,
+    fix: str = "mount the secret there or fix the variable",
+) -> str | None:
+    """``$NAME``, else the contents of the file ``$NAME_FILE`` (stripped); None when neither is set.
+
+    Args:
+        name: the variable, e.g. ``IMAGEBUMP_GIT_TOKEN``.
+        env: the environment (default ``os.environ``).
+        label: what the file is, for messages ("the git token file").
+        absent_file_is_unset: a ``$NAME_FILE`` that does not exist means "not set" (an optional
+            Secret that is not there) instead of an error.
+        empty_file_is_error: an empty file is a :class:`ConfigError` instead of "not set".
+        fix: how to fix an unreadable file, appended to the message.
+
+    Raises:
+        ConfigError: the file cannot be read (or is empty, with ``empty_file_is_error``); the
+            message names ``$NAME_FILE``, the path and ``fix``, never the contents.
+    """
+    env = os.environ if env is None else env
+    value = (env.get(name) or "").strip()
+    if value:
+        register_secret(value)
+        return value
+    return read_secret_file(
+        f"{name}_FILE",
+        env,
+        label=label,
+        absent_file_is_unset=absent_file_is_unset,
+        empty_file_is_error=empty_file_is_error,
+        fix=fix,
+    )
+
+
+def read_secret_file(
+    variable: str,
+    env: Mapping[str, str] | None = None,
+    *,
+    label: str = "the secret file",
+    absent_file_is_unset: bool = False,
+    empty_file_is_error: bool = False,
+    fix: str = "mount the secret there or fix the variable",
+) -> str | None:
+    """The contents of the file ``$VARIABLE`` names (stripped, registered as a secret); None when
+    the variable is not set. For secrets that only ever come as a file (a GitHub App's private key);
+    :func:`read_secret` reads ``$NAME`` or ``$NAME_FILE`` through it. Same arguments and errors."""
+    env = os.environ if env is None else env
+    path = (env.get(variable) or "").strip()
+    if not path:
+        return None
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_SECRET_BYTES + 1)
+    except FileNotFoundError:
+        if absent_file_is_unset:
+            return None
+        raise ConfigError(f"cannot read {label} {path} ({variable}): it does not exist; {fix}") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {label} {path} ({variable}): {exc.strerror}; {fix}") from None
+    if len(raw) > MAX_SECRET_BYTES:
+        raise ConfigError(f"{label} {path} ({variable}) is larger than {MAX_SECRET_BYTES} bytes; {fix}")
+    try:
+        text = raw.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise ConfigError(f"{label} {path} ({variable}) is not UTF-8 text; {fix}") from None
+    if not text:
+        if empty_file_is_error:
+            raise ConfigError(f"{label} {path} ({variable}) is empty")
+        return None
+    register_secret(text)
+    return text
+
+
+def register_secrets_from_environment(names: tuple[str, ...], env: Mapping[str, str] | None = None) -> None:
+    """Register ``$NAME`` and the contents of ``$NAME_FILE`` of each name, quietly (best effort).
+
+    For the log redaction set up when a step starts: an absent or unreadable file is not an error
+    here (the step reports it if it needs the secret).
+    """
+    env = os.environ if env is None else env
+    for name in names:
+        register_secret(env.get(name) or "")
+        path = (env.get(f"{name}_FILE") or "").strip()
+        if path:
+            try:
+                register_secret(Path(path).read_bytes()[:4096].decode("utf-8"))
+            except (OSError, UnicodeDecodeError):
+                pass
+
+
+# --- resolve-image and reconcile -----------------------------------------------------------------
+
+RULES_FILE_ENV = "IMAGEBUMP_RULES_FILE"
+DEFAULT_RULES_FILE = "/etc/imagebump/rules/rules.yaml"
+
+
+def rules_file(env: Mapping[str, str] | None = None) -> str:
+    """Where the rules are mounted: ``$IMAGEBUMP_RULES_FILE`` or the default path."""
+    return setting(RULES_FILE_ENV, DEFAULT_RULES_FILE, env)
+
+
+# --- git ------------------------------------------------------------------------------------------
+
+READ_TOKEN_FILE_ENV = "IMAGEBUMP_GIT_READ_TOKEN_FILE"
+
+
+# --- commit-pr ------------------------------------------------------------------------------------
+
+AUTHOR_NAME_ENV = "IMAGEBUMP_GIT_AUTHOR_NAME"
+AUTHOR_EMAIL_ENV = "IMAGEBUMP_GIT_AUTHOR_EMAIL"
+PUSH_ATTEMPTS_ENV = "IMAGEBUMP_PUSH_ATTEMPTS"
+DEFAULT_AUTHOR_NAME = "imagebump"
+DEFAULT_AUTHOR_EMAIL = "imagebump@users.noreply.github.com"
+DEFAULT_PUSH_ATTEMPTS = 10
+
+
+def author_identity(env: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """``(name, email)`` of commits: ``$IMAGEBUMP_GIT_AUTHOR_NAME`` / ``$IMAGEBUMP_GIT_AUTHOR_EMAIL``,
+    else the defaults (not validated: :class:`CommitPrSettings` validates them for commit-pr)."""
+    return setting(AUTHOR_NAME_ENV, DEFAULT_AUTHOR_NAME, env), setting(
+        AUTHOR_EMAIL_ENV, DEFAULT_AUTHOR_EMAIL, env
+    )
+
+
+class CommitPrSettings(BaseModel):
+    """commit-pr's runtime configuration (environment), validated before any I/O.
+
+    ``IMAGEBUMP_GIT_AUTHOR_NAME`` / ``IMAGEBUMP_GIT_AUTHOR_EMAIL`` (the commit identity),
+    ``IMAGEBUMP_COMMIT_MESSAGE_TEMPLATE`` (:mod:`steps.commit_pr.message`), ``IMAGEBUMP_PUSH_ATTEMPTS``.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    author_name: str = Field(default=DEFAULT_AUTHOR_NAME, min_length=1, pattern=r"^[^<>\n\r]+$")
+    author_email: str = Field(default=DEFAULT_AUTHOR_EMAIL, pattern=r"^[^\s<>@]+@[^\s<>@]+$")
+    template: str = "{subject}\n\n{details}"
+    push_attempts: int = Field(default=DEFAULT_PUSH_ATTEMPTS, ge=1, le=50)
+
+    @property
+    def author(self) -> str:
+        return f"{self.author_name} <{self.author_email}>"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> CommitPrSettings:
+        """Read and validate. Raises ConfigError naming the variable and the fix."""
+        from steps.commit_pr.message import DEFAULT_TEMPLATE, TEMPLATE_ENV, validate_template
+
+        env = os.environ if env is None else env
+        name = env.get(AUTHOR_NAME_ENV) or DEFAULT_AUTHOR_NAME
+        email = env.get(AUTHOR_EMAIL_ENV) or DEFAULT_AUTHOR_EMAIL
+        if re.search(r"[<>\n\r]", name) or not name.strip():
+            raise ConfigError(f"{AUTHOR_NAME_ENV}={name!r} is not a usable author name (no <, >, newlines)")
+        if not re.fullmatch(r"[^\s<>@]+@[^\s<>@]+", email):
+            raise ConfigError(f"{AUTHOR_EMAIL_ENV}={email!r} is not an e-mail address like bot@example.com")
+        template = env.get(TEMPLATE_ENV) or DEFAULT_TEMPLATE
+        validate_template(template)
+        raw_attempts = env.get(PUSH_ATTEMPTS_ENV) or str(DEFAULT_PUSH_ATTEMPTS)
+        try:
+            attempts = int(raw_attempts)
+        except ValueError:
+            attempts = 0
+        if not 1 <= attempts <= 50:
+            raise ConfigError(f"{PUSH_ATTEMPTS_ENV}={raw_attempts!r} must be a whole number from 1 to 50")
+        return cls(author_name=name.strip(), author_email=email, template=template, push_attempts=attempts)

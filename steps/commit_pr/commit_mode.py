@@ -1,11 +1,11 @@
 """commit-pr, ``mode: commit``: one commit on the base branch, pushed; lost races retried.
 
 Act half of commit-pr for ``mode: commit``: the plan's own base made from the objects it carries
-(:func:`steps.commit_pr.step.seed_base`, no fetch), else a clone of the newest base; re-apply the plan
-with the pure :func:`steps.commit_pr.step.decide`, commit and push to the base branch (from the
+(:func:`steps.commit_pr.base_branch.seed_base`, no fetch), else a clone of the newest base; re-apply the plan
+with the pure :func:`steps.commit_pr.decide.reapply_plan`, commit and push to the base branch (from the
 plan's base: with a lease on it, so only while the branch is still there). A rejection — the
 remote moved on — clones or fetches the new base, re-applies and pushes again, at most
-``push_attempts`` times (:func:`steps.commit_pr.step.backoff`: the first retry at once), then fails as
+``push_attempts`` times (:func:`steps.commit_pr.retry.backoff`: the first retry at once), then fails as
 transient.
 """
 
@@ -16,18 +16,14 @@ import time
 from pathlib import Path
 
 from steps import git
+from steps.commit_pr.base_branch import clone_base, read_overlay_file, seed_base
+from steps.commit_pr.decide import reapply_plan
 from steps.commit_pr.message import commit_message, message_fields
-from steps.commit_pr.step import (
-    CommitPrOutput,
-    backoff,
-    clone_base,
-    decide,
-    read_overlay_file,
-    seed_base,
-)
+from steps.commit_pr.result import CommitPrOutput
+from steps.commit_pr.retry import backoff, lost_race
+from steps.commit_pr.settings import CommitPrSettings
 from steps.domain.errors import GitCommandError, PushRejected, TransientError
 from steps.domain.models import Plan, Target
-from steps.runtime.settings import CommitPrSettings
 from steps.runtime.timing import timed
 
 log = logging.getLogger(__name__)
@@ -38,12 +34,11 @@ def land_commit(
 ) -> CommitPrOutput:
     """``mode: commit``: commit on the newest base and push; a lost race re-applies and retries."""
     repo = seed_base(target, plan, auth, base, workdir) or clone_base(target, plan, auth, base, workdir)
-    from steps.commit_pr.step import lost_race
 
     for attempt in range(1, settings.push_attempts + 1):
         text = read_overlay_file(repo, plan, target, base)
         with timed("kustomize"):
-            applied = decide(text, target, plan)
+            applied = reapply_plan(text, target, plan)
         if applied.text is None:
             return CommitPrOutput(action="unchanged", reason=applied.reason, commit_sha=repo.head())
         repo.write(plan.file, applied.text)

@@ -2,7 +2,7 @@
 
 Pure (no I/O). ``IMAGEBUMP_COMMIT_MESSAGE_TEMPLATE`` is a Python ``str.format`` string over
 :data:`TEMPLATE_FIELDS` (documented in :mod:`steps.commit_pr.step`); :func:`validate_template` refuses
-unknown fields and bad syntax before any I/O (:class:`steps.runtime.settings.CommitPrSettings` calls it);
+unknown fields and bad syntax before any I/O (:class:`steps.commit_pr.settings.CommitPrSettings` calls it);
 :func:`message_fields` computes every field for one change; :func:`commit_message` fills the
 template in; :func:`pr_text` makes the PR's title (the message's first line) and Markdown body.
 """

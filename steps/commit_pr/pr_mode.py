@@ -1,7 +1,7 @@
 """commit-pr, ``mode: pr``: one branch per target and one living pull request for it.
 
 Act half of commit-pr for ``mode: pr``: build the branch's one commit on the newest base (the
-plan re-applied with the pure :func:`steps.commit_pr.step.decide`), check the living proposal with
+plan re-applied with the pure :func:`steps.commit_pr.decide.reapply_plan`), check the living proposal with
 :func:`steps.domain.never_downgrade.guard_branch` (what the branch proposes now is read by
 :mod:`steps.proposals`), force-push with a lease on the sha seen before, then update the open pull
 request (title, body) or open one. ``provider: local`` has no API: the pushed branch is the
@@ -16,15 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from steps import git
+from steps.commit_pr.base_branch import clone_base, read_overlay_file
+from steps.commit_pr.decide import reapply_plan
 from steps.commit_pr.message import commit_message, message_fields, pr_text
-from steps.commit_pr.step import (
-    Action,
-    CommitPrOutput,
-    backoff,
-    clone_base,
-    decide,
-    read_overlay_file,
-)
+from steps.commit_pr.result import Action, CommitPrOutput
+from steps.commit_pr.retry import backoff, lost_race
+from steps.commit_pr.settings import CommitPrSettings
 from steps.domain.branches import branch_name
 from steps.domain.errors import NoCommitsBetween, PullRequestExists, PushRejected, TransientError
 from steps.domain.models import Plan, Target
@@ -32,7 +29,6 @@ from steps.domain.never_downgrade import guard_branch
 from steps.forge import github as gh
 from steps.forge import pull_requests as forges
 from steps.proposals import entry_at
-from steps.runtime.settings import CommitPrSettings
 from steps.runtime.timing import timed
 
 log = logging.getLogger(__name__)
@@ -97,7 +93,7 @@ def _propose(
         open_pr.forget()
         text = read_overlay_file(repo, plan, target, base)
         with timed("kustomize"):
-            applied = decide(text, target, plan)
+            applied = reapply_plan(text, target, plan)
         if applied.text is None:
             return CommitPrOutput(action="unchanged", reason=applied.reason, branch=branch)
         repo.write(plan.file, applied.text)
@@ -135,8 +131,6 @@ def _propose(
                     f"branch {branch} of {target.repo_url} kept moving ({exc}); retried"
                 ) from None
             delay = backoff(attempt, base=time.monotonic() - pushed)
-            from steps.commit_pr.step import lost_race
-
             lost_race(f"push of {branch}", attempt, settings.push_attempts, delay)
             time.sleep(delay)
             repo.fetch_and_reset(base)

@@ -18,7 +18,7 @@ blob, no work tree) and the text comes from the plan for as long as the newest b
 blob — believed only when it hashes to that id; the commit is written with one ``git fast-import``.
 In ``mode: commit`` the plan also carries the commit and the trees above the file
 (``plan.base_objects``): the first attempt makes the plan's own base from them without any fetch
-(:func:`seed_base`, :func:`steps.git.seed`, believed only when each object hashes to the id its
+(:func:`steps.commit_pr.base_branch.seed_base`, :func:`steps.git.seed`, believed only when each object hashes to the id its
 parent names) and pushes with a lease on that base, so it lands only while nobody moved the
 branch (a moved or deleted branch refuses it: then the clone above, as after any lost race).
 Otherwise (an older plan, a file too large to carry) a partial clone checked out sparsely on the
@@ -54,9 +54,11 @@ the second run finds the branch's tree identical and the PR's text identical and
 ``provider: local`` has no API: the pushed branch is the proposal, ``pr_url`` is
 ``<repo_url>/tree/<branch>``, ``pr_number`` 0, ``pr-created`` when the branch was new.
 
-Layout (gather → decide → act): :class:`CommitPrInput` and :class:`steps.runtime.settings.CommitPrSettings`
-are validated before any I/O; :func:`decide` is the pure core, table-tested without git in
+Layout (gather → decide → act): :class:`CommitPrInput` and :class:`steps.commit_pr.settings.CommitPrSettings`
+are validated before any I/O; :func:`steps.commit_pr.decide.reapply_plan` is the pure core, table-tested without git in
 tests/steps/test_commit_pr.py (its never-downgrade re-check is :func:`steps.domain.never_downgrade.recheck`);
+both modes start from :mod:`steps.commit_pr.base_branch` and back off after a lost race with
+:mod:`steps.commit_pr.retry`; the outputs are :class:`steps.commit_pr.result.CommitPrOutput`;
 the two forge modes act in :mod:`steps.commit_pr.commit_mode` and :mod:`steps.commit_pr.pr_mode`; messages are templated
 by :mod:`steps.commit_pr.message`.
 
@@ -77,19 +79,18 @@ message's first line, and the PR body is imagebump's own Markdown summary:
 
 # No `from __future__ import annotations`: Hera's runner reads real annotation objects.
 import logging
-import random
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Literal
+from pathlib import PurePosixPath
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
+from steps.commit_pr.result import CommitPrOutput
+from steps.commit_pr.settings import CommitPrSettings
 from steps.domain.branches import branch_name
-from steps.domain.errors import CarriedObjectsError, ConfigError, KustomizationError
-from steps.domain.models import ImagesEntry, Plan, Target, entry_ref
+from steps.domain.errors import ConfigError
+from steps.domain.models import Plan, Target
 from steps.runtime.harness import step_entry
-from steps.runtime.settings import CommitPrSettings
 
 if TYPE_CHECKING:
     from steps import git
@@ -113,8 +114,6 @@ LAZY_IMPORTS = (
     "steps.proposals",
     "githubkit",
 )
-
-Action = Literal["committed", "pr-created", "pr-updated", "unchanged"]
 
 
 class CommitPrInput(BaseModel):
@@ -141,163 +140,7 @@ class CommitPrInput(BaseModel):
         return cls(target=target, plan=plan)
 
 
-class CommitPrOutput(BaseModel):
-    action: Action
-    commit_sha: str = ""
-    pr_url: str = ""
-    pr_number: int = 0
-    branch: str = ""
-    reason: str = ""
-    seconds_since_push: str = Field(
-        default="", description="seconds from the image's ECR push to the end of this step; '' if unknown"
-    )
-
-
-# ============================================================================ pure core
-
-
-@dataclass(frozen=True)
-class Applied:
-    """The outcome of re-applying the plan to the file as it is now."""
-
-    text: str | None  # the new file text; None: nothing to write
-    current: ImagesEntry | None
-    reason: str
-
-
-def decide(text: str, target: Target, plan: Plan) -> Applied:
-    """The pure core: re-check the file's entry against the plan and re-apply the edit.
-
-    Returns ``Applied.text`` None with a reason when nothing must change: the entry says
-    ``plan.new`` already, or :func:`steps.domain.never_downgrade.recheck` refuses.
-    """
-    from steps.domain.never_downgrade import recheck
-    from steps.kustomize import get_image, set_image
-
-    current = get_image(text, plan.image_name, source=plan.file)
-    why = recheck(target, plan, current)
-    if why is not None:
-        return Applied(None, current, why)
-    new_text = set_image(
-        text,
-        plan.image_name,
-        new_name=plan.new.newName,
-        tag=plan.new.newTag,
-        digest=plan.new.digest,
-        source=plan.file,
-    )
-    if new_text == text:
-        return Applied(None, current, f"{plan.file} already sets {plan.image_name} to {entry_ref(plan.new)}")
-    return Applied(new_text, current, "")
-
-
-#: The backoff's bounds (seconds): its unit is one rejected push, clamped to these; its cap.
-BACKOFF_BASE_MIN, BACKOFF_BASE_MAX, BACKOFF_CAP = 0.02, 0.5, 1.0
-
-
-def backoff(attempt: int, base: float = 0.05, cap: float = BACKOFF_CAP) -> float:
-    """Seconds to wait after losing push race number ``attempt`` (1 = the first loss) before
-    fetching the new base and trying again.
-
-    The first retry goes at once: the fetch itself spaces the writers by a round trip, and a fixed
-    minimum sleep would be several times one attempt. Later ones wait "full jitter" in
-    ``[0, min(cap, base·2^(attempt−2))]``, ``base`` being about one push round trip (the caller
-    passes how long the rejected push took), so many writers on one branch spread out without a
-    sleep that dominates the drain. No backoff at all doubled the lost races in a 27-writer burst
-    (each loss is a fetch, reset, commit and push of CPU); issue 15's research, bench/README.md.
-    """
-    if attempt <= 1:
-        return 0.0
-    base = min(max(base, BACKOFF_BASE_MIN), BACKOFF_BASE_MAX)
-    return random.uniform(0.0, min(cap, base * (2 ** (attempt - 2))))
-
-
-def lost_race(what: str, attempt: int, attempts: int, delay: float) -> None:
-    """Log one lost push race with the fields a burst report counts (``push_lost``, ``backoff_s``)."""
-    log.info(
-        "%s rejected (the remote moved on), attempt %d/%d; re-applying on the new base in %.3fs",
-        what,
-        attempt,
-        attempts,
-        delay,
-        extra={"fields": {"push_lost": attempt, "backoff_s": round(delay, 4)}},
-    )
-
-
 # ============================================================================ I/O
-
-
-def clone_base(
-    target: Target, plan: Plan, auth: "git.GitAuth", base: str, workdir: "Path"
-) -> "git.ClonedRepo":
-    """The newest ``base`` to re-apply the plan on.
-
-    When the plan carries the file's text (:func:`steps.edit_kustomize.carry_text`), an objects-only
-    clone (commits and trees, no blob, no checkout) told that text: while the file's blob on the
-    newest base is the one the plan read, nothing is downloaded for it, also after a lost race.
-    Otherwise a partial clone checked out sparsely on the file's directory.
-    """
-    from steps import git
-
-    if plan.base_blob and plan.base_text:
-        repo = git.clone(target.repo_url, workdir / "repo", branch=base, auth=auth, checkout=False)
-        if not repo.know(plan.base_text, plan.base_blob):
-            log.warning(
-                "the plan's carried text of %s does not match its blob id; reading it again", plan.file
-            )
-        return repo
-    return git.clone(
-        target.repo_url,
-        workdir / "repo",
-        branch=base,
-        paths=(str(PurePosixPath(plan.file).parent),),
-        auth=auth,
-    )
-
-
-def seed_base(
-    target: Target, plan: Plan, auth: "git.GitAuth", base: str, workdir: "Path"
-) -> "git.ClonedRepo | None":
-    """The plan's own base, made from the objects the plan carries (:func:`steps.git.seed`: no
-    fetch), for a first attempt that pushes with a lease on it; None when the plan carries none, is
-    for another branch, or its objects do not prove its text (then :func:`clone_base`)."""
-    if not (plan.base_objects and plan.base_text and plan.base_commit) or plan.base_branch != base:
-        return None
-    import base64
-    import binascii
-
-    from steps import git
-
-    try:
-        try:
-            objects = [base64.b64decode(o, validate=True) for o in plan.base_objects]
-        except binascii.Error:
-            raise CarriedObjectsError("a carried object is not base64") from None
-        return git.seed(
-            target.repo_url,
-            workdir / "seed",
-            branch=base,
-            commit=plan.base_commit,
-            objects=objects,
-            path=plan.file,
-            text=plan.base_text,
-            blob=plan.base_blob,
-            auth=auth,
-        )
-    except CarriedObjectsError as exc:
-        log.warning("the plan's carried objects were not used (%s); cloning %s", exc, base)
-        return None
-
-
-def read_overlay_file(repo: "git.ClonedRepo", plan: Plan, target: Target, base: str) -> str:
-    """The plan's file on the newest base; KustomizationError when it is gone."""
-    text = repo.read(plan.file)
-    if text is None:
-        raise KustomizationError(
-            f"{plan.file} does not exist on {base} of {target.repo_url} any more (moved or deleted since "
-            "the plan?); fix the rule's path"
-        )
-    return text
 
 
 def _credentials(target: Target) -> "tuple[git.GitAuth | None, gh.GitHubSettings | None]":

@@ -142,7 +142,7 @@ class CarriedObjectsError(ValueError):
     that are not base64.
 
     Raised by :mod:`steps.git.objects` and :func:`steps.git.seed`; commit-pr catches exactly this
-    and clones the base instead (:func:`steps.commit_pr.step.seed_base`). Nothing was written.
+    and clones the base instead (:func:`steps.commit_pr.base_branch.seed_base`). Nothing was written.
     """
 
 

@@ -10,21 +10,17 @@ Callers choose what an absent or empty file means: a mounted *optional* Secret t
 exist is an empty directory, so for the read token an absent file means "no token" while for the
 write token it is an error.
 
-Typed settings models of the steps live here too (:class:`CommitPrSettings`), each read and
-validated by its ``from_env`` before any I/O, and the plain settings several modules read (the
-rules file, the commit identity); the backup's model is :mod:`steps.argocd_backup.settings`. Imports only
-:mod:`steps.domain.errors`, :mod:`steps.runtime.redact` (and :mod:`steps.commit_pr.message` for the template check,
-when reading).
+The plain settings several steps read live here too (the rules file, the commit identity); a
+step's own typed settings model lives with the step (:mod:`steps.commit_pr.settings`,
+:mod:`steps.argocd_backup.settings`). Imports only :mod:`steps.domain.errors` and
+:mod:`steps.runtime.redact`.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from steps.domain.errors import ConfigError
 from steps.runtime.redact import register_secret
@@ -150,61 +146,18 @@ def rules_file(env: Mapping[str, str] | None = None) -> str:
 READ_TOKEN_FILE_ENV = "IMAGEBUMP_GIT_READ_TOKEN_FILE"
 
 
-# --- commit-pr ------------------------------------------------------------------------------------
+# --- commits (git.commit; commit-pr validates them: steps.commit_pr.settings) ---------------------------------------------------------------------------------
 
 AUTHOR_NAME_ENV = "IMAGEBUMP_GIT_AUTHOR_NAME"
 AUTHOR_EMAIL_ENV = "IMAGEBUMP_GIT_AUTHOR_EMAIL"
-PUSH_ATTEMPTS_ENV = "IMAGEBUMP_PUSH_ATTEMPTS"
 DEFAULT_AUTHOR_NAME = "imagebump"
 DEFAULT_AUTHOR_EMAIL = "imagebump@users.noreply.github.com"
-DEFAULT_PUSH_ATTEMPTS = 10
 
 
 def author_identity(env: Mapping[str, str] | None = None) -> tuple[str, str]:
     """``(name, email)`` of commits: ``$IMAGEBUMP_GIT_AUTHOR_NAME`` / ``$IMAGEBUMP_GIT_AUTHOR_EMAIL``,
-    else the defaults (not validated: :class:`CommitPrSettings` validates them for commit-pr)."""
+    else the defaults (not validated: :class:`steps.commit_pr.settings.CommitPrSettings` validates
+    them for commit-pr)."""
     return setting(AUTHOR_NAME_ENV, DEFAULT_AUTHOR_NAME, env), setting(
         AUTHOR_EMAIL_ENV, DEFAULT_AUTHOR_EMAIL, env
     )
-
-
-class CommitPrSettings(BaseModel):
-    """commit-pr's runtime configuration (environment), validated before any I/O.
-
-    ``IMAGEBUMP_GIT_AUTHOR_NAME`` / ``IMAGEBUMP_GIT_AUTHOR_EMAIL`` (the commit identity),
-    ``IMAGEBUMP_COMMIT_MESSAGE_TEMPLATE`` (:mod:`steps.commit_pr.message`), ``IMAGEBUMP_PUSH_ATTEMPTS``.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    author_name: str = Field(default=DEFAULT_AUTHOR_NAME, min_length=1, pattern=r"^[^<>\n\r]+$")
-    author_email: str = Field(default=DEFAULT_AUTHOR_EMAIL, pattern=r"^[^\s<>@]+@[^\s<>@]+$")
-    template: str = "{subject}\n\n{details}"
-    push_attempts: int = Field(default=DEFAULT_PUSH_ATTEMPTS, ge=1, le=50)
-
-    @property
-    def author(self) -> str:
-        return f"{self.author_name} <{self.author_email}>"
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> CommitPrSettings:
-        """Read and validate. Raises ConfigError naming the variable and the fix."""
-        from steps.commit_pr.message import DEFAULT_TEMPLATE, TEMPLATE_ENV, validate_template
-
-        env = os.environ if env is None else env
-        name = env.get(AUTHOR_NAME_ENV) or DEFAULT_AUTHOR_NAME
-        email = env.get(AUTHOR_EMAIL_ENV) or DEFAULT_AUTHOR_EMAIL
-        if re.search(r"[<>\n\r]", name) or not name.strip():
-            raise ConfigError(f"{AUTHOR_NAME_ENV}={name!r} is not a usable author name (no <, >, newlines)")
-        if not re.fullmatch(r"[^\s<>@]+@[^\s<>@]+", email):
-            raise ConfigError(f"{AUTHOR_EMAIL_ENV}={email!r} is not an e-mail address like bot@example.com")
-        template = env.get(TEMPLATE_ENV) or DEFAULT_TEMPLATE
-        validate_template(template)
-        raw_attempts = env.get(PUSH_ATTEMPTS_ENV) or str(DEFAULT_PUSH_ATTEMPTS)
-        try:
-            attempts = int(raw_attempts)
-        except ValueError:
-            attempts = 0
-        if not 1 <= attempts <= 50:
-            raise ConfigError(f"{PUSH_ATTEMPTS_ENV}={raw_attempts!r} must be a whole number from 1 to 50")
-        return cls(author_name=name.strip(), author_email=email, template=template, push_attempts=attempts)

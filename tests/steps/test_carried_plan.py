@@ -3,10 +3,10 @@
 edit-kustomize puts the kustomization's text and blob id in the plan it outputs
 (:func:`steps.edit_kustomize.carry_text`); commit-pr then clones objects only (no blob, no
 checkout) and takes the text from the plan for as long as the newest base holds that very blob
-(:func:`steps.commit_pr.step.clone_base`, :meth:`steps.git.ClonedRepo.know`). In ``mode: commit`` the
+(:func:`steps.commit_pr.base_branch.clone_base`, :meth:`steps.git.ClonedRepo.know`). In ``mode: commit`` the
 plan also carries the commit and the trees above the file, and commit-pr's first attempt makes the
 plan's base from them without any fetch and pushes with a lease on it
-(:func:`steps.commit_pr.step.seed_base`, :func:`steps.git.seed`). These tests run every case on
+(:func:`steps.commit_pr.base_branch.seed_base`, :func:`steps.git.seed`). These tests run every case on
 identical real remotes (git http-backend, token auth) — the plain plan and the carried one(s) —
 and compare what lands: the file's bytes, the tree, the message, the author, the outcome. And
 they prove what the fast paths do not download (the remote's read sessions), that carried data
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import pytest
 
+from steps.commit_pr import base_branch
 from steps.commit_pr import step as commit_pr
 from steps.domain.branches import branch_name
 from steps.domain.models import CARRIED_TEXT_LIMIT, Plan
@@ -409,20 +410,20 @@ def test_only_unproven_carried_objects_fall_back_to_the_clone(twins, monkeypatch
     work = tmp_path / "work"
 
     not_base64 = good.model_copy(update={"base_objects": ["not base64!", *good.base_objects[1:]]})
-    assert commit_pr.seed_base(target(fast.url), not_base64, auth, "main", work) is None
+    assert base_branch.seed_base(target(fast.url), not_base64, auth, "main", work) is None
 
     def refuse(*args, **kwargs):
         raise CarriedObjectsError("tree 0 is not the one its parent names")
 
     monkeypatch.setattr(git, "seed", refuse)
-    assert commit_pr.seed_base(target(fast.url), good, auth, "main", work) is None
+    assert base_branch.seed_base(target(fast.url), good, auth, "main", work) is None
 
     def bug(*args, **kwargs):
         raise ValueError("a bug in the seeding code")
 
     monkeypatch.setattr(git, "seed", bug)
     with pytest.raises(ValueError, match="a bug in the seeding code"):
-        commit_pr.seed_base(target(fast.url), good, auth, "main", work)
+        base_branch.seed_base(target(fast.url), good, auth, "main", work)
 
 
 def test_a_push_git_cannot_send_from_the_plans_base_falls_back_to_the_clone(

@@ -164,7 +164,7 @@ def test_the_counter_counts_only_targets_really_updated(templates, update_templa
     as the controller does after substitution; the local evaluator speaks the same subset) keys on it."""
     from typing import get_args
 
-    from steps.commit_pr.step import Action
+    from steps.commit_pr.result import Action
     from workflows.local.expressions import evaluate_condition
 
     (counter,) = templates["sweep-target"]["metrics"]["prometheus"]

@@ -1,7 +1,7 @@
 """The YAML layer under the kustomization reader: libyaml events with positions, and the guards.
 
-Nodes (:class:`_Node`, :class:`_Scalar`, :class:`_Mapping`, :class:`_Sequence`) carry where each
-value starts and ends in the text; :func:`_events` runs PyYAML's C parser; the guards refuse a text
+Nodes (:class:`Node`, :class:`Scalar`, :class:`MappingNode`, :class:`SequenceNode`) carry where each
+value starts and ends in the text; :func:`parse_events` runs PyYAML's C parser; the guards refuse a text
 over :data:`MAX_KUSTOMIZATION_BYTES`, nesting deeper than 64 and anchors where an edit would change
 what they share. Scalars are resolved as YAML 1.1 and 1.2 read them (ruamel's tables).
 Pure; imports nothing of the project but :mod:`steps.domain.errors`.
@@ -23,14 +23,14 @@ from steps.domain.errors import KustomizationError
 MAX_KUSTOMIZATION_BYTES = 1 << 20
 
 
-_FIELDS = ("name", "newName", "newTag", "digest")
+IMAGE_FIELDS = ("name", "newName", "newTag", "digest")
 #: YAML's line breaks, exactly as libyaml's scanner counts them (YAML 1.1: NEL, LS and PS too).
-_LINE_BREAK = re.compile(r"\r\n|\r|\n|\x85|\u2028|\u2029")
+LINE_BREAK = re.compile(r"\r\n|\r|\n|\x85|\u2028|\u2029")
 _RESOLVERS = (VersionedResolver(version=(1, 1)), VersionedResolver(version=(1, 2)))
 #: ruamel's implicit-resolver tables for YAML 1.1 and 1.2 ({first character: [(tag, regexp)]}), read
 #: once: its ``resolve`` looks the YAML version up through exceptions on every call (~10 µs).
 _IMPLICIT = tuple(r.versioned_resolver for r in _RESOLVERS)
-_STR_TAG = "tag:yaml.org,2002:str"
+STR_TAG = "tag:yaml.org,2002:str"
 _NULL_TAG = "tag:yaml.org,2002:null"
 
 #: Called by a warm interpreter that forks steps (workflows.local.forkserver_server) before it forks.
@@ -53,12 +53,12 @@ def compile_tables() -> None:
     )
 
 
-def _resolve(value: str, version: int = 1) -> str:
+def resolve_tag(value: str, version: int = 1) -> str:
     """The tag YAML 1.1 (``version=0``) or 1.2 (``1``) gives the plain scalar ``value`` (ruamel's rules)."""
     for tag, regexp in _IMPLICIT[version].get(value[:1], ()):
         if regexp.match(value):
             return tag
-    return _STR_TAG
+    return STR_TAG
 
 
 # --------------------------------------------------------------------------------------------
@@ -68,7 +68,7 @@ def _resolve(value: str, version: int = 1) -> str:
 # collection starts and ends, aliases — each with its position; one pass over them builds light
 # nodes (no Python object per character, no recursion), checks duplicate keys and alias expansion,
 # and optionally records each event's meaning so that the result of an edit can be compared with
-# the original event by event (:func:`_verify`). ruamel's pure-Python round-trip composer did the
+# the original event by event (:func:`verify_edit`). ruamel's pure-Python round-trip composer did the
 # same work about forty times slower: a 1 MiB kustomization took ~15 s per parse, four parses an edit.
 
 
@@ -81,7 +81,7 @@ class _Mark:
         self.index, self.line, self.column = index, line, column
 
 
-class _Node:
+class Node:
     """A node: a thin wrapper around libyaml's event for it (positions read on demand)."""
 
     __slots__ = ("event", "offset")
@@ -124,8 +124,8 @@ class _Node:
         return self.event.end_mark.index + self.offset
 
 
-class _Scalar(_Node):
-    """A scalar. Collections hold scalars as bare events; :func:`_node` wraps one where it is used."""
+class Scalar(Node):
+    """A scalar. Collections hold scalars as bare events; :func:`make_node` wraps one where it is used."""
 
     __slots__ = ()
 
@@ -149,18 +149,18 @@ def _scalar_tag(event) -> str:
     if explicit is not None and explicit != "!":
         return explicit
     if explicit == "!" or not event.implicit[0]:
-        return _STR_TAG
-    return _resolve(event.value)
+        return STR_TAG
+    return resolve_tag(event.value)
 
 
-def _is_null(event) -> bool:
+def is_null(event) -> bool:
     """Whether a scalar event reads as null (fast path of ``_scalar_tag(event) == _NULL_TAG``)."""
     if event.tag is None and event.implicit[0]:
         return event.value in ("", "~", "null", "Null", "NULL")
     return event.tag == _NULL_TAG
 
 
-class _Collection(_Node):
+class _Collection(Node):
     """A mapping (``value``: [(key, value)]) or sequence (``value``: [item]) of nodes and scalar events.
 
     ``first`` and ``last`` are the indices of its start and end events in the document's events.
@@ -178,52 +178,52 @@ class _Collection(_Node):
         self.flow_style = bool(event.flow_style)
 
 
-class _Mapping(_Collection):
+class MappingNode(_Collection):
     __slots__ = ()
 
 
-class _Sequence(_Collection):
+class SequenceNode(_Collection):
     __slots__ = ()
 
 
-def _node(item, offset: int) -> _Node:
+def make_node(item, offset: int) -> Node:
     """``item`` (a collection node, or a scalar's bare event) as a node."""
-    return item if isinstance(item, _Collection) else _Scalar(item, offset)
+    return item if isinstance(item, _Collection) else Scalar(item, offset)
 
 
-def _where(mark) -> str:
+def position_of(mark) -> str:
     return f"line {mark.line + 1}, column {mark.column + 1}"
 
 
-def _yaml_error(exc: Exception, source: str) -> KustomizationError:
+def yaml_error(exc: Exception, source: str) -> KustomizationError:
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     problem = getattr(exc, "problem", None) or getattr(exc, "context", None) or str(exc).splitlines()[0]
-    at = f" at {_where(mark)}" if mark is not None else ""
+    at = f" at {position_of(mark)}" if mark is not None else ""
     problem = " ".join(str(problem).split())
     if "nesting depth" in problem:  # libyaml's own limit (1000 levels), met while scanning ahead
-        return _too_deep(source, at)
+        return too_deep(source, at)
     hint = "fix the YAML (kubectl kustomize rejects it too)"
     if "\\t" in problem or "\t" in problem or "tab" in problem:
         hint = "indent with spaces; YAML does not allow tabs for indentation"
     return KustomizationError(f"{source}: invalid YAML{at}: {problem}; {hint}")
 
 
-def _too_deep(source: str, at: str) -> KustomizationError:
+def too_deep(source: str, at: str) -> KustomizationError:
     return KustomizationError(
-        f"{source}: the YAML is nested too deeply to read (collections nested more than {_MAX_DEPTH} deep{at}); "
+        f"{source}: the YAML is nested too deeply to read (collections nested more than {MAX_DEPTH} deep{at}); "
         "a kustomization is a few levels deep: flatten it"
     )
 
 
-def _refuse_anchor(node: _Node, what: str, source: str) -> None:
+def refuse_anchor(node: Node, what: str, source: str) -> None:
     if node.anchor:
         raise KustomizationError(
-            f"{source}: {what} at {_where(node.start_mark)} carries the anchor &{node.anchor} "
+            f"{source}: {what} at {position_of(node.start_mark)} carries the anchor &{node.anchor} "
             "(it may be used elsewhere through an alias); write it out without anchors/aliases to edit it"
         )
 
 
-def _check_size(text: str, source: str) -> None:
+def refuse_oversize(text: str, source: str) -> None:
     """Refuse a text over :data:`MAX_KUSTOMIZATION_BYTES` before anything parses it."""
     if len(text) <= MAX_KUSTOMIZATION_BYTES // 4:  # 4 bytes per character at most: no need to count
         return
@@ -238,9 +238,9 @@ def _check_size(text: str, source: str) -> None:
 
 #: Collections nested deeper than this are refused: a kustomization is a few levels deep, and a
 #: document of 100,000 '[' must not cost anything.
-_MAX_DEPTH = 64
+MAX_DEPTH = 64
 #: The tags a kustomization may carry: YAML's own (``!!str``, ``!!int``, ...) and ``!`` (a string).
-_KNOWN_TAGS = frozenset(
+KNOWN_TAGS = frozenset(
     f"tag:yaml.org,2002:{name}"
     for name in ("str", "int", "float", "bool", "null", "map", "seq", "timestamp", "binary", "merge")
 ) | {"!"}
@@ -248,24 +248,24 @@ _KNOWN_TAGS = frozenset(
 #: PyYAML's C binding to libyaml, when PyYAML was built with it (its wheels are). Without it the
 #: pure-Python parser gives the same events, slower.
 try:
-    from yaml._yaml import CParser as _CParser
+    from yaml._yaml import CParser as CParser
 except ImportError:  # pragma: no cover - PyYAML without libyaml
-    _CParser = None
+    CParser = None
 
 
-def _events(text: str):
+def parse_events(text: str):
     """(events of ``text``, the offset to add to their indices).
 
     libyaml does not count a leading BOM in its indices; the pure parser does.
     """
-    if _CParser is not None:
-        return _CParser(text).get_event, 1 if text.startswith("\ufeff") else 0
+    if CParser is not None:
+        return CParser(text).get_event, 1 if text.startswith("\ufeff") else 0
     from yaml import SafeLoader  # pragma: no cover - PyYAML without libyaml
 
     return SafeLoader(text).get_event, 0  # pragma: no cover
 
 
-def _same(a, b) -> bool:
+def same_value(a, b) -> bool:
     """Whether two events mean the same (type, anchor, tag, quoting, value), positions and styles aside."""
     kind = a.__class__
     if kind is not b.__class__:
@@ -280,7 +280,7 @@ def _same(a, b) -> bool:
 
 
 @contextlib.contextmanager
-def _gc_paused():
+def gc_paused():
     """Pause the cyclic garbage collector while a document is held.
 
     A 1 MiB document is ~500,000 small objects (libyaml's events and their marks, none in a

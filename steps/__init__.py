@@ -1,22 +1,25 @@
 """The steps: the work each pod does, as plain Python (no Hera, no Kubernetes objects).
 
-One module per step — ``resolve_image``, ``edit_kustomize``, ``commit_pr`` (acting in
-``commit_mode`` / ``pr_mode``, messages from ``commit_message``), ``reconcile`` (``reconcile_ecr``,
-``reconcile_git``, ``reconcile_report``), ``backup_export`` (``backup_settings``, ``retention``) and
-``restore`` (``restore_report``) — each a ``run`` with a typed input and output, shaped gather →
-decide → act: I/O at the edges, a pure ``decide`` in the middle (each step module's own
-``decide``, ``reconcile_decide``, ``restore_plan``), and ``never_downgrade`` the one home of the rule
-that an overlay or a living proposal never moves to an older image. A step process starts in
-``_entry`` (Hera's runner's call, without Hera), runs under ``_runtime`` (logging, outputs, exit
-codes) and reports where its time went through ``timing``. Shared domain modules: ``models`` (the
-values that travel between steps, the closed choices, image-reference formatting), ``events``,
-``rules/``, ``order``, ``kustomize/``, ``branches`` / ``proposals`` (a target's proposal branch, and
-what it proposes), the git layer (``git`` over ``git_auth``, ``git_process``, ``git_failures``,
-``git_repo`` — a clone — ``git_commit`` — what a commit is made of — and ``git_objects`` — git's
-object format), ``repo_url``, ``github`` / ``forge``, ``ecr``, ``kube`` / ``kube_client``,
-``live``, ``argocd_namespaces``, ``s3``, ``archive``, ``object_diff``, ``scratch``,
-``regex_tokens``; one home each for settings and secrets (``settings``), redaction (``redact``) and
-every exception (``errors``). Modules here import the standard library, third-party packages and
-each other only — never ``imagebump``, ``workflows`` or ``sensors`` (enforced by
-``tests/test_layering.py``).
+Read the tree bottom up; each package may import only those below it (docs/development.md draws
+the graph; tests/test_layering.py enforces it):
+
+- ``domain/`` — the values and rules every step speaks: models, errors, events, version order,
+  never-downgrade, branch names. Pure.
+- ``runtime/`` — what every step process runs inside: the ``launcher`` (a pod's command),
+  the ``harness`` (logging, outputs, exit codes), settings, redaction, timing, scratch dirs.
+- ``kustomize/`` (read and edit a kustomization's ``images:``), ``rules/`` (which overlays an
+  image push updates), ``git/`` (clones, commits, pushes), ``aws/`` (ECR, S3), ``kube/``
+  (the Kubernetes seam) — the seams to the outside world, and ``forge/`` (GitHub: pull requests)
+  above git.
+- ``proposals`` — what an open proposal branch proposes (read by edit-kustomize and commit-pr).
+- The steps, each a ``run`` with a typed input and output, shaped gather → decide → act: I/O at
+  the edges, a pure decision in the middle. One module for a one-module step, a package otherwise:
+  ``resolve_image`` (an ECR event → the targets its rules select), ``edit_kustomize`` (plan one
+  overlay edit, never a downgrade), ``commit_pr/`` (land it: ``step`` and ``decide``),
+  ``reconcile/`` (the sweep: ``step`` and ``decide``), ``argocd_backup/`` (backup-export's ``export``
+  and the restore ``imagebump restore`` runs, with its pure ``restore_plan``). A step never
+  imports another step.
+
+Modules here import the standard library, third-party packages and each other only — never
+``imagebump``, ``workflows``, ``sensors`` or ``render``, and never Hera.
 """

@@ -6,11 +6,14 @@ reads files inside the work tree (escapes refused) or at any fetched revision fr
 store (:meth:`ClonedRepo.show`), writes, commits, pushes (optionally with a lease) and re-bases
 itself on the newest remote branch.
 
-The layer, bottom up: :mod:`steps.git.auth` (token and environment: header-only auth),
-:mod:`steps.git.failures` (stderr → :mod:`steps.domain.errors`), :mod:`steps.git.process`
-(:func:`run_git`, the one place git runs; :func:`default_branch`, :func:`ls_remote`),
-:mod:`steps.git.repo` (:class:`ClonedRepo`), this module (:func:`clone`).
-Their public names are re-exported here: callers import ``steps.git`` only.
+The layer, bottom up: ``auth`` (token and environment: header-only auth), ``failures`` (stderr →
+:mod:`steps.domain.errors`), ``process`` (:func:`run_git`, the one place git runs;
+:func:`default_branch`, :func:`ls_remote`), ``objects`` (git's object format: ids, trees, the
+path chain), ``commit`` (what a commit is made of: identity, ``git fast-import`` streams),
+``repo`` (:class:`ClonedRepo`, a clone), ``repo_url`` (``https://HOST/OWNER/REPO[/PATH]``
+parsed), and this package's ``__init__`` (:func:`clone`, :func:`seed`). Their public names are
+re-exported here: callers import ``steps.git`` only. May import :mod:`steps.runtime` and
+:mod:`steps.domain`.
 
 Reads: ``IMAGEBUMP_GIT_AUTHOR_NAME`` / ``IMAGEBUMP_GIT_AUTHOR_EMAIL`` (commit identity); the tokens
 through :class:`~steps.git.auth.GitAuth`. Writes: only inside the directory given to :func:`clone`.

@@ -4,8 +4,8 @@ Pure functions over text (no I/O except :func:`find_kustomization`, which only l
 directory): :func:`read_images` / :func:`get_image` read the entries, :func:`set_image` changes only
 the lines that must change (nothing is re-dumped) and proves the result says exactly what was meant,
 else raises :class:`~steps.domain.errors.KustomizationError`; hostile texts are refused before they cost
-anything. Modules, each importing only those before it: ``_yaml`` (libyaml events with positions,
-the guards), ``spec`` (``NAME[=NEWNAME][:TAG][@DIGEST]``), ``files`` (finding the kustomization
+anything. Modules, each importing only those before it: ``yaml_nodes`` (libyaml events with
+positions, the guards), ``spec`` (``NAME[=NEWNAME][:TAG][@DIGEST]``), ``files`` (finding the kustomization
 file), ``reader`` (the one parse), ``splice`` (the line editor's tools), ``verify`` (proving an
 edit), ``edit`` (:func:`set_image`; :func:`edit_image`, the same edit also returning the entry
 before and after it). May import ``steps.domain.errors``, ``steps.domain.events`` and

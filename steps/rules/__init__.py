@@ -4,7 +4,7 @@ Reads the in-house rules format (YAML: a top-level list of rules, or ``rules:`` 
 writes nothing: :func:`load_rules` compiles a whole file at once and rejects a bad file whole with
 ``SOURCE: rule N: FIELD: problem``; :meth:`RuleSet.match` turns one :class:`steps.domain.models.Image`
 into targets (:class:`steps.domain.models.Target`) plus the rules that refused it, each with a reason.
-Modules, each importing only those before it: ``_show`` (bounded excerpts for messages),
+Modules, each importing only those before it: ``show`` (bounded excerpts for messages),
 ``schema`` (:class:`RuleSpec`, the one declared schema), ``patterns`` (RE2 within caps, so hostile
 patterns and tags stay cheap; the one ``$n`` compiler), ``rule`` (:class:`Rule`: what each field
 means, compiled and evaluated), ``matcher`` (:class:`RuleSet`: indexed matching), ``loader`` (safe

@@ -399,7 +399,9 @@ def test_every_package_says_what_lives_there(package: str) -> None:
     [
         p
         for p in PACKAGE_INITS
-        if p == "steps" or unit(p).startswith("steps.") or p in {"sensors", "workflows.local", "render"}
+        if p == "steps"
+        or unit(p).startswith("steps.")
+        or p in {"sensors", "workflows", "workflows.local", "render"}
     ],
 )
 def test_the_package_docstring_names_each_of_its_modules(package: str) -> None:

@@ -18,7 +18,7 @@ import yaml
 
 import imagebump
 from tests.workflows import schemas
-from workflows import argocd_backup
+from workflows import argocd_backup, pod_security
 from workflows import names as n
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -184,7 +184,7 @@ def test_every_image_is_the_package_image_built_by_the_dockerfile():
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "pip install" in dockerfile and "COPY steps" in dockerfile
     users = re.findall(r"^USER (\d+)", dockerfile, flags=re.MULTILINE)
-    assert users == [f"{n.UID}:{n.UID}"] or users == [str(n.UID)]
+    assert users == [f"{pod_security.UID}:{pod_security.UID}"] or users == [str(pod_security.UID)]
     assert imagebump.IMAGE_REPOSITORY in dockerfile
 
 

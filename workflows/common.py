@@ -27,6 +27,7 @@ from pydantic import BaseModel
 from steps.domain.errors import EXIT_CONFIG
 from steps.runtime.harness import kebab
 from workflows import names as n
+from workflows import pod_security
 
 # Every step template renders `image: IMAGE` even when a definition forgets to pass it.
 IMAGE = n.IMAGE
@@ -36,8 +37,8 @@ global_config.image = IMAGE
 # them); they are re-exported here for the definitions that spell them ``c.NAME``.
 OUTPUTS_DIR = n.OUTPUTS_DIR
 
-POD_SECURITY_CONTEXT = m.PodSecurityContext.model_validate(n.pod_security_context())
-CONTAINER_SECURITY_CONTEXT = m.SecurityContext.model_validate(n.container_security_context())
+POD_SECURITY_CONTEXT = m.PodSecurityContext.model_validate(pod_security.pod_security_context())
+CONTAINER_SECURITY_CONTEXT = m.SecurityContext.model_validate(pod_security.container_security_context())
 
 
 #: The module a step pod runs (``python -m STEP_ENTRY -e steps.<x>:run <inputs file>``).

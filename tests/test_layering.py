@@ -454,3 +454,15 @@ def test_the_steps_image_is_named_in_one_place_and_tagged_with_the_project_versi
         and isinstance(node.value, ast.Constant)
     ]
     assert imagebump.IMAGE == f"{repository}:{version}"
+
+
+def test_docs_development_draws_every_package_of_the_dag() -> None:
+    """docs/development.md has a line for each package a newcomer can meet in the tree (a new
+    package shows up there when it enters MAY_IMPORT)."""
+    text = (ROOT / "docs" / "development.md").read_text()
+    missing = [
+        u
+        for u in MAY_IMPORT
+        if f"`{u.replace('.', '/')}/`" not in text and f"`{u.replace('.', '/')}.py`" not in text
+    ]
+    assert missing == []

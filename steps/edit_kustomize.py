@@ -17,7 +17,7 @@ Skips (``changed: false``) when the overlay already holds the image (``current``
 one (``stale``).
 
 Shape: gather (clone, read the overlay, ask ECR the push times :func:`steps.domain.never_downgrade.lookups`
-names) → :func:`decide`, the pure core → act (the outputs). The never-downgrade decisions
+names) → :func:`plan_edit`, the pure core → act (the outputs). The never-downgrade decisions
 themselves are :mod:`steps.domain.never_downgrade`'s.
 
 ``mode: pr``: an update is also measured against the target's proposal branch
@@ -145,7 +145,7 @@ def find_entry(text: str, target: Target, file: str) -> ImagesEntry:
     return old
 
 
-def decide(
+def plan_edit(
     target: Target,
     text: str,
     file: str,
@@ -331,7 +331,7 @@ def carry_text(plan: Plan, repo, text: str, mode: str = "commit") -> Plan:
 def run(target: Target) -> EditKustomizeOutput:
     """Clone the target's overlay, decide update/current/stale and output the plan; push nothing.
 
-    Gather (clone, read, ECR push times) → :func:`decide` (pure) → for ``mode: pr`` gather the
+    Gather (clone, read, ECR push times) → :func:`plan_edit` (pure) → for ``mode: pr`` gather the
     proposal branch's entry → :func:`steps.domain.never_downgrade.against_branch` (pure) → output.
     """
     from steps import git
@@ -359,7 +359,7 @@ def run(target: Target) -> EditKustomizeOutput:
         known = ecr.ask(lookups(target, entry))
         head = repo.cloned_head()
         with timed("kustomize"):
-            plan = decide(target, text, file, head, repo.branch, known, old=entry)
+            plan = plan_edit(target, text, file, head, repo.branch, known, old=entry)
         if target.mode == "pr" and plan.changed:
             branch = branch_name(target)
             proposed = branch_entry(repo, branch, plan.file, plan.image_name)

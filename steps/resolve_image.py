@@ -44,7 +44,7 @@ LAZY_IMPORTS = (
 )
 
 
-__all__ = ["ResolveImageInput", "ResolveImageOutput", "SkippedRule", "decide", "resolve", "run"]
+__all__ = ["ResolveImageInput", "ResolveImageOutput", "SkippedRule", "resolve", "run", "select_targets"]
 
 
 class ResolveImageOutput(BaseModel):
@@ -78,7 +78,9 @@ class ResolveImageInput(BaseModel):
         return bool(self.image.strip())
 
 
-def decide(img: Image, *, manual: bool, account: str, found: Any, rules: RuleSet) -> ResolveImageOutput:
+def select_targets(
+    img: Image, *, manual: bool, account: str, found: Any, rules: RuleSet
+) -> ResolveImageOutput:
     """The pure core: what ECR said about the pushed image (``found``, a :class:`steps.aws.ecr.EcrImage`
     or None) → the targets, or a skip with its reason (a ConfigError for a manual reference).
     """
@@ -129,7 +131,7 @@ def decide(img: Image, *, manual: bool, account: str, found: Any, rules: RuleSet
 
 
 def resolve(*, event: str = "", image: str = "", rules: RuleSet, client: Any = None) -> ResolveImageOutput:
-    """Gather → decide: parse the input, ask ECR, then :func:`decide`. ``client``: an ECR client or None.
+    """Gather → decide: parse the input, ask ECR, then :func:`select_targets`. ``client``: an ECR client or None.
 
     Raises:
         ConfigError: bad input (see the module docstring).
@@ -156,7 +158,7 @@ def resolve(*, event: str = "", image: str = "", rules: RuleSet, client: Any = N
     # names its registry; only an image ECR no longer has needs a second call to learn it.
     account = img.account or (found.registry_id if found else "")
     account = account or ecr.repository_account(img.repository, region=img.region, client=client)
-    return decide(img, manual=given.manual, account=account, found=found, rules=rules)
+    return select_targets(img, manual=given.manual, account=account, found=found, rules=rules)
 
 
 @step_entry

@@ -28,7 +28,7 @@ namespace. Then retention: archives of this cluster beyond the newest ``keep`` a
 with their index — never the one just written.
 
 Gather → decide → act: :func:`steps.argocd_backup.live_objects.collect_live` reads the cluster; the archive bytes and
-index (:mod:`steps.argocd_backup.archive`) are pure, and so is :func:`decide`, the step's core: where the archive
+index (:mod:`steps.argocd_backup.archive`) are pure, and so is :func:`plan_backup`, the step's core: where the archive
 goes and, given the listing of this cluster's archives after the write, which ones expire
 (table-tested without S3 or Kubernetes); :mod:`steps.aws.s3` writes, lists and deletes. The settings
 are one model, :class:`steps.argocd_backup.settings.BackupSettings`, whose defaults the step's parameters,
@@ -70,13 +70,13 @@ NAMESPACE_ENV = "IMAGEBUMP_NAMESPACE"
 
 @dataclass(frozen=True)
 class Decision:
-    """What :func:`decide` says a backup writes and deletes."""
+    """What :func:`plan_backup` says a backup writes and deletes."""
 
     key: str  # PREFIX/CLUSTER/YYYY/MM/DD/HHMMSSZ: s3.put_new adds -N (same second) and .yaml.gz
     expired: tuple[str, ...] = ()  # archive keys retention deletes (with their indexes), oldest first
 
 
-def decide(
+def plan_backup(
     settings: BackupSettings, created: datetime, *, listing: Sequence[str] = (), written: str = ""
 ) -> Decision:
     """The pure core: where a backup made at ``created`` goes, and which archives expire.
@@ -162,7 +162,7 @@ def export_backup(
     data = archive.build_archive(objects)
     bucket, kms = settings.bucket, settings.kms_key_id
     # act
-    key = s3io.put_new(s3, bucket, decide(settings, created).key, data, kms_key_id=kms)
+    key = s3io.put_new(s3, bucket, plan_backup(settings, created).key, data, kms_key_id=kms)
     index_key = retention.index_key(key)
     index = archive.make_index(
         data,
@@ -193,7 +193,7 @@ def export_backup(
     listing = retention.listing(
         s3, bucket, settings.prefix_path, keep=settings.keep, keep_days=settings.keep_days
     )
-    expired = decide(settings, created, listing=listing, written=key).expired
+    expired = plan_backup(settings, created, listing=listing, written=key).expired
     deleted = retention.delete(s3, bucket, expired, listing)
     return BackupExportOutput(
         url=f"s3://{bucket}/{key}",

@@ -45,7 +45,7 @@ missing ones, ``apply`` refuses before any write, naming them (create them, or u
 
 **Layout.** Gather → decide → act: :func:`load` reads and checks the archive (S3 through
 :mod:`steps.aws.s3`), :func:`plan` reads the live objects (:mod:`steps.argocd_backup.live_objects`), the pure
-:func:`steps.argocd_backup.restore_plan.decide` says what to do with each, :func:`apply` does it, and
+:func:`steps.argocd_backup.restore_plan.plan_restore` says what to do with each, :func:`apply` does it, and
 :func:`steps.argocd_backup.restore_report.render` writes the report. Never imports :mod:`steps.argocd_backup.export`.
 """
 
@@ -69,8 +69,8 @@ from steps.argocd_backup.restore_plan import (
     Entry,
     Loaded,
     Plan,
-    decide,
     desired_objects,
+    plan_restore,
     prune_scope,
     unknown_scope_error,
 )
@@ -90,7 +90,7 @@ __all__ = [  # the plan's types and decision live in steps.argocd_backup.restore
     "Loaded",
     "Plan",
     "apply",
-    "decide",
+    "plan_restore",
     "desired_objects",
     "index_candidates",
     "load",
@@ -198,7 +198,7 @@ def plan(
             page_size=page_size,
         )
     # decide (pure)
-    result.entries = decide(desired, live, others, prune=prune, scope=scope, namespace=target)
+    result.entries = plan_restore(desired, live, others, prune=prune, scope=scope, namespace=target)
     return result
 
 

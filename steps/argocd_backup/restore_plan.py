@@ -1,5 +1,5 @@
 """A restore's decision, pure: the archive's objects as they should be live, and what to do with
-each object — :func:`desired_objects` (where each object goes) and :func:`decide` (create, change,
+each object — :func:`desired_objects` (where each object goes) and :func:`plan_restore` (create, change,
 unchanged, delete or keep, from the live objects :func:`steps.argocd_backup.restore.plan` gathered).
 
 Table-tested without a cluster (tests/steps/test_restore_plan.py). Imports :mod:`steps.argocd_backup.archive`,
@@ -195,7 +195,7 @@ def unknown_scope_error(loaded: Loaded) -> ConfigError:
     )
 
 
-def decide(
+def plan_restore(
     desired: dict[archive.Key, dict[str, Any]],
     live: dict[archive.Key, dict[str, Any] | None],
     others: list[dict[str, Any]],

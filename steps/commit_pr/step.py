@@ -27,7 +27,7 @@ the file's current entry is re-checked:
 
 - already equal to ``plan.new`` → ``unchanged`` (someone — or an earlier try of this step — landed it);
 - changed since the plan to something else → with ``order: semver`` re-decided by
-  :func:`steps.domain.version_order.decide`; with ``order: push-time`` ``unchanged`` with a reason naming both
+  :func:`steps.domain.version_order.judge_update`; with ``order: push-time`` ``unchanged`` with a reason naming both
   (commit-pr does not read ECR, so it cannot know the other image's push time); with
   ``order: none`` the plan wins.
 

@@ -1,7 +1,7 @@
 """Never a downgrade: every decision that keeps an older image from replacing a newer one.
 
 Pure: no ECR, no git, no clock. The steps gather the facts (the overlay's entry, a proposal
-branch's entry, ECR push times) and ask here; :func:`steps.domain.version_order.decide` compares two images under
+branch's entry, ECR push times) and ask here; :func:`steps.domain.version_order.judge_update` compares two images under
 the rule's order. Where each guard stands in the pipeline:
 
 - edit-kustomize, against the base (:func:`decide_base`): ``update``, ``current`` or ``stale``;
@@ -37,7 +37,7 @@ from steps.domain.models import (
     same_entry,
     short_ref,
 )
-from steps.domain.version_order import decide
+from steps.domain.version_order import judge_update
 
 #: An image as ECR is asked about it: ``(None, digest)`` when the digest is known, else ``(tag, None)``.
 ImageKey = tuple[str | None, str | None]
@@ -100,7 +100,7 @@ def push_times(
 
 def _judge(target: Target, entry: ImagesEntry, known: PushTimes) -> tuple[Decision, str]:
     current_at, new_at = push_times(target, entry, known)
-    return decide(
+    return judge_update(
         current_tag=entry.newTag,
         current_digest=entry.digest,
         current_pushed_at=current_at,
@@ -171,7 +171,7 @@ def recheck(target: Target, plan: Plan, current: ImagesEntry | None) -> str | No
         return None
     now, planned, wanted = entry_ref(current), entry_ref(plan.old), entry_ref(plan.new)
     if target.order == "semver":
-        decision, why = decide(
+        decision, why = judge_update(
             current_tag=current.newTag,
             current_digest=current.digest,
             current_pushed_at=None,
@@ -249,8 +249,8 @@ def sweep_verdict(
         return "current", f"pins digest {current.digest[:19]}, the newest allowed image"
 
     def against(entry: ImagesEntry, pushed_at: datetime | None) -> tuple[str, str]:
-        """:func:`decide` of the newest allowed image against what ``entry`` holds."""
-        return decide(
+        """:func:`~steps.domain.version_order.judge_update` of the newest allowed image against what ``entry`` holds."""
+        return judge_update(
             current_tag=entry.newTag,
             current_digest=entry.digest,
             current_pushed_at=pushed_at,

@@ -1,6 +1,6 @@
 """Order: may a new image replace the one an overlay holds? Never an older over a newer.
 
-Reads and writes nothing (pure). :func:`decide` returns ``update``, ``current`` (nothing to do)
+Reads and writes nothing (pure). :func:`judge_update` returns ``update``, ``current`` (nothing to do)
 or ``stale`` (the new image is older, or not comparable under the rule's order), always with a
 reason that names both images.
 
@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 
 from steps.domain.models import DEFAULT_ORDER, Decision, image_ref
 
-__all__ = ["SemVer", "compare_semver", "decide", "parse_semver"]
+__all__ = ["SemVer", "compare_semver", "judge_update", "parse_semver"]
 
 _SEMVER_RE = re.compile(
     r"v?(?P<major>0|[1-9][0-9]*)\.(?P<minor>0|[1-9][0-9]*)\.(?P<patch>0|[1-9][0-9]*)"
@@ -84,7 +84,7 @@ def _fmt(t: datetime) -> str:
     return _utc(t).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def decide(
+def judge_update(
     *,
     current_tag: str | None,
     current_digest: str | None,

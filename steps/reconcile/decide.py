@@ -2,7 +2,7 @@
 
 Reads and writes nothing: every fact (ECR's candidates, the overlay's images entry, the proposal
 branch's entry, push times) was gathered before (:mod:`steps.reconcile.ecr`,
-:mod:`steps.reconcile.git`). :func:`pick_newest` chooses by the rule's order; :func:`decide` says
+:mod:`steps.reconcile.git`). :func:`pick_newest` chooses by the rule's order; :func:`judge_target` says
 ``behind`` / ``current`` / ``ahead`` / ``proposed`` / ``unknown`` with a reason: ``unknown`` when
 a fact is missing, otherwise what the never-downgrade rule says against the overlay and its
 proposal branch (:func:`steps.domain.never_downgrade.sweep_verdict`; that rule lives there only).
@@ -93,7 +93,7 @@ def _ref(tag: str | None, digest: str | None) -> str:
 
 @dataclass(frozen=True)
 class Verdict:
-    """What :func:`decide` says about one target."""
+    """What :func:`judge_target` says about one target."""
 
     state: State
     reason: str
@@ -114,7 +114,7 @@ def _written(
     return tag, digest
 
 
-def decide(
+def judge_target(
     *,
     newest: Target | None,
     why_no_newest: str = "",

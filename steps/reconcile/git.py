@@ -9,7 +9,7 @@ the Git read token, else anonymous; pages counted with the Git calls) — a bran
 was closed, or whose open pull request cannot be confirmed, leaves the target ``behind``, and
 update-target proposes again (commit-pr is idempotent: an open PR that already proposes it stays
 ``unchanged``). ``provider: local`` has no pull requests: the branch is the proposal. Each item is
-then decided (:func:`steps.reconcile.decide.decide`); a repository that cannot be read makes its
+then decided (:func:`steps.reconcile.decide.judge_target`); a repository that cannot be read makes its
 targets ``unknown`` with the reason and the kind of the failure (``failure``).
 """
 
@@ -27,7 +27,7 @@ from typing import Any
 from steps.domain.branches import branch_name
 from steps.domain.errors import ImagebumpError, TransientError
 from steps.domain.models import ImagesEntry, Target
-from steps.reconcile.decide import Verdict, decide, pushed_at
+from steps.reconcile.decide import Verdict, judge_target, pushed_at
 from steps.reconcile.ecr import Calls, Overlay
 from steps.reconcile.report import ErrorKind, error_kind
 
@@ -56,9 +56,9 @@ class Item:
     def sample(self) -> Target:
         return self.newest or self.overlay.candidates[0]
 
-    def decide(self) -> Verdict:
+    def judge(self) -> Verdict:
         sample = self.sample
-        return decide(
+        return judge_target(
             newest=self.newest,
             why_no_newest=self.why_no_newest,
             same_image_tags=self.same_image_tags,
@@ -369,7 +369,7 @@ def sweep_repository(repo_url: str, items: list[Item], *, auth: Any, calls: Call
             _read_at(repo, sha, group, fetch=True, calls=calls)
         pending = []
         for item in items:
-            item.verdict = item.decide()
+            item.verdict = item.judge()
             if (
                 item.verdict.state == "behind"
                 and item.verdict.update is not None
@@ -381,7 +381,7 @@ def sweep_repository(repo_url: str, items: list[Item], *, auth: Any, calls: Call
             _read_proposals(repo, pending, calls=calls)
             _forget_closed_proposals(repo_url, pending, auth=auth, calls=calls)
             for item in pending:
-                item.verdict = item.decide()
+                item.verdict = item.judge()
                 if item.no_pr and item.verdict.state == "behind":
                     reason = f"{item.verdict.reason}; {item.no_pr}: update-target proposes it again"
                     item.verdict = dataclasses.replace(item.verdict, reason=reason)

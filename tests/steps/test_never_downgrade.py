@@ -141,7 +141,7 @@ def test_lookups(target_kw, entry, expected) -> None:
 )
 def test_edit_kustomize_decide(target_kw, file_tag, known, decision, changed, reason) -> None:
     t = _t(**target_kw)
-    plan = edit_kustomize.decide(
+    plan = edit_kustomize.plan_edit(
         t, kustomization(file_tag), "overlays/prod/kustomization.yaml", "c0ffee", "main", known
     )
     assert (plan.decision, plan.changed) == (decision, changed), plan.reason
@@ -152,7 +152,7 @@ def test_edit_kustomize_decide(target_kw, file_tag, known, decision, changed, re
 
 def test_edit_kustomize_decide_names_the_entries_when_the_image_is_missing() -> None:
     with pytest.raises(ImageNotFoundError, match=r"found: web.*add it under images:"):
-        edit_kustomize.decide(_t(), "images:\n- name: web\n  newTag: '1'\n", "k.yaml", "c", "main", {})
+        edit_kustomize.plan_edit(_t(), "images:\n- name: web\n  newTag: '1'\n", "k.yaml", "c", "main", {})
 
 
 # --- edit-kustomize against the proposal branch ------------------------------------------------------
@@ -357,9 +357,9 @@ def _img(**kw) -> Image:
 def test_resolve_image_decide(img, manual, found, targets, error, reason) -> None:
     if error:
         with pytest.raises(ConfigError, match=error):
-            resolve_image.decide(img, manual=manual, account=img.account, found=found, rules=RULES)
+            resolve_image.select_targets(img, manual=manual, account=img.account, found=found, rules=RULES)
         return
-    out = resolve_image.decide(img, manual=manual, account=img.account, found=found, rules=RULES)
+    out = resolve_image.select_targets(img, manual=manual, account=img.account, found=found, rules=RULES)
     assert len(out.targets) == targets and reason in out.reason
     if targets:
         assert out.image.digest == DIGEST_A and out.image.pushed_at == NEW_AT

@@ -255,7 +255,7 @@ def test_decide_never_prunes_argocd_secret():
         "kind": "Secret",
         "metadata": {"name": "argocd-secret", "namespace": "argocd"},
     }
-    assert restore_plan.decide({}, {}, [secret], prune=True) == []
+    assert restore_plan.plan_restore({}, {}, [secret], prune=True) == []
 
 
 # --- 2. target namespaces --------------------------------------------------------------------------
@@ -454,7 +454,7 @@ def test_prune_scope_follows_the_archives_producer(producer, obj, covered, why):
     loaded = restore_plan.Loaded(objects=held, index=index, source="a", plain=producer == "plain")
     scope = restore_plan.prune_scope(loaded, "argocd", desired)
     assert scope is not None
-    entries = restore_plan.decide(desired, {}, [obj], prune=True, scope=scope, namespace="argocd")
+    entries = restore_plan.plan_restore(desired, {}, [obj], prune=True, scope=scope, namespace="argocd")
     assert [e.key for e in entries if e.action == restore_plan.DELETE] == (
         [archive.key(obj)] if covered else []
     ), why

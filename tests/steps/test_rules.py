@@ -1105,7 +1105,7 @@ def test_closed_choices_and_their_defaults_are_declared_once() -> None:
         assert schema.RuleSpec.model_fields[field].default == default
         assert models.Target.model_fields[field].default == default
         assert inspect.signature(Rule).parameters[field].default == default
-    assert inspect.signature(order.decide).parameters["order"].default == models.DEFAULT_ORDER
+    assert inspect.signature(order.judge_update).parameters["order"].default == models.DEFAULT_ORDER
     (target,) = (
         load_rules(
             f"- registryURI: {REG}/team/api\n  githubRepository: https://github.com/o/r/overlays/prod\n"

@@ -15,9 +15,19 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from bench import burst, chart, coldstart, e2e, floor, growth, report, sweep, waste
+from bench import (
+    burst,
+    chart,
+    coldstart,
+    e2e,
+    floor,
+    growth,
+    reconcile_scale,
+    report,
+    waste,
+)
 from bench.stats import loadavg, machine
-from bench.world import PROJECT_ROOT, open_world
+from bench.testbed import PROJECT_ROOT, open_world
 
 #: The overlay of the cold events (and of waste's before/after): not the single event's, whose history
 #: the floor's interleaved commits share.
@@ -106,7 +116,9 @@ def run(
         save()
     if "sweep" in only:  # its own world: ECR repositories and GitOps repositories of each size
         log(f"[sweep] reconcile sweeps at {list(sizes.sweep_repositories)} ECR repositories …")
-        results["sweep"] = sweep.run_sweeps(sizes.sweep_repositories, reps=sizes.sweep_reps, log=log)
+        results["sweep"] = reconcile_scale.run_sweeps(
+            sizes.sweep_repositories, reps=sizes.sweep_reps, log=log
+        )
         save()
         if list(only) == ["sweep"]:
             results["complete"] = True

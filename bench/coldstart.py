@@ -215,7 +215,7 @@ def run_event(
     from contextlib import nullcontext
 
     from bench import e2e
-    from bench.world import open_world
+    from bench.testbed import open_world
 
     byte_compile()
     out: dict[str, Any] = {"runs": event_runs, "repository": repository, "loadavg_before": loadavg()}

@@ -20,7 +20,7 @@ from typing import Any
 
 from bench.sensor_loop import SensorLoop
 from bench.stats import summary
-from bench.world import OVERLAY, PYTHON, World, python_env
+from bench.testbed import OVERLAY, PYTHON, World, python_env
 
 STEPS = ("resolve-image", "edit-kustomize", "commit-pr")
 #: What each step's process imports: its module plus the modules it imports lazily while running
@@ -288,11 +288,11 @@ def probe_phases(
         phases["push_lease"].append(t4 - t3)
     # ECR as a step meets it: a fresh process that imports boto3, builds a client and asks once.
     ecr_code = (
-        "from steps import ecr; c = ecr.make_client('us-west-2'); "
+        "from steps.aws import ecr; c = ecr.make_client('us-west-2'); "
         f"ecr.describe_image('mono/{app}', region='us-west-2', tag='0.0.0', client=c)"
     )
     ecr_env = {**python_env(), **world.step_env}
-    ecr_base = min(process_times("from steps import ecr", reps, ecr_env))
+    ecr_base = min(process_times("from steps.aws import ecr", reps, ecr_env))
     out["ecr_lookup_fresh_process_s"] = round(min(process_times(ecr_code, reps, ecr_env)) - ecr_base, 3)
     from steps.aws import ecr
 
@@ -309,7 +309,7 @@ def probe_phases(
     out["phases_s"] = {k: summary(v, 4) for k, v in phases.items()}
     # Put the probed overlay back to the initial image so later scenarios start from a known state.
     if image:
-        from bench.world import INITIAL_TAG, overlay
+        from bench.testbed import INITIAL_TAG, overlay
 
         world.git.commit_files(
             "bench/monorepo",

@@ -22,7 +22,7 @@ from typing import Any
 
 from bench import floor
 from bench.stats import percentile, summary
-from bench.world import OVERLAY, World
+from bench.testbed import OVERLAY, World
 
 HOST = "123456789012.dkr.ecr.us-west-2.amazonaws.com"
 GITHUB = "https://github.com/org"

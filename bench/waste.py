@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import e2e
-from bench.world import PYTHON, World, python_env
+from bench.testbed import PYTHON, World, python_env
 
 #: What commit-pr needs in mode commit / provider local (no GitHub API).
 COMMIT_MODE_NEEDS = "imagebump, pydantic, steps.runtime.harness, steps.git, steps.kustomize, steps.domain.models, steps.domain.errors"

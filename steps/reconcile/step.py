@@ -54,7 +54,7 @@ Layout (gather → decide → act): :mod:`steps.reconcile.ecr` gathers from ECR,
 :mod:`steps.reconcile.git` reads Git (one partial sparse clone per repository),
 :mod:`steps.reconcile.decide` is the pure core (:func:`pick_newest`, :func:`judge_target`, table-tested
 without ECR or git), :mod:`steps.reconcile.report` renders the report and the counts; this module is
-the step (its typed input :class:`ReconcileInput`, :class:`ReconcileOutput`, :func:`sweep` and
+the step (its typed input :class:`ReconcileInput`, :class:`ReconcileOutput`, :func:`scan_targets` and
 :func:`run`). It acts by its outputs only.
 
 Errors: a bad rules file or a refused ECR listing (no ``ecr:DescribeRepositories``) is a
@@ -127,7 +127,7 @@ __all__ = [
     "pick_newest",
     "render_table",
     "run",
-    "sweep",
+    "scan_targets",
 ]
 
 
@@ -181,7 +181,7 @@ class ReconcileOutput(BaseModel):
 # ============================================================================ the sweep
 
 
-def sweep(
+def scan_targets(
     rules: Any,
     *,
     concurrency: int = DEFAULT_CONCURRENCY,
@@ -302,7 +302,7 @@ def run(
 
     given = ReconcileInput.of(concurrency=concurrency, limit=limit, full=full)  # before any I/O
     rules = load_rules_file(rules_file())
-    out = sweep(
+    out = scan_targets(
         rules,
         concurrency=given.concurrency,
         limit=given.limit,

@@ -16,7 +16,7 @@ import pytest
 from bench import burst, e2e, floor, growth, report, waste
 from bench.__main__ import FULL, QUICK
 from bench.stats import machine, percentile, summary
-from bench.world import World, open_world
+from bench.testbed import World, open_world
 
 pytestmark = pytest.mark.slow
 
@@ -151,9 +151,9 @@ def test_report_renders_from_partial_results(tmp_path: Path) -> None:
 
 def test_sweep_shape_and_cost() -> None:
     """The reconcile sweep scenario at its smallest: ECR calls = listing + one per repository, one clone."""
-    from bench import sweep
+    from bench import reconcile_scale
 
-    (row,) = sweep.run_sweeps((3,), reps=1, log=lambda *_: None)
+    (row,) = reconcile_scale.run_sweeps((3,), reps=1, log=lambda *_: None)
     assert (row["repositories"], row["overlays"]) == (3, 6)
     assert row["ecr_calls"] == 1 + 3 and row["git_clones"] == 1
     assert row["states"] == {"behind": 2, "current": 4}  # svc0000's two overlays hold the older tag

@@ -22,7 +22,7 @@ from steps.reconcile.step import (
     pick_newest,
     render_table,
     run,
-    sweep,
+    scan_targets,
 )
 
 IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/team/api"
@@ -238,7 +238,7 @@ def test_table_lists_worst_first_and_totals() -> None:
 
 
 def test_the_pure_core_reads_neither_ecr_nor_git() -> None:
-    """decide and pick_newest live in steps.reconcile.decide, which imports no I/O module (issue 14)."""
+    """judge_target and pick_newest live in steps.reconcile.decide, which imports no I/O module (issue 14)."""
     import subprocess
     import sys
     from pathlib import Path
@@ -273,7 +273,7 @@ def test_the_input_model_checks_the_parameters(given: dict, error: str) -> None:
         with pytest.raises(ConfigError, match=re.escape(error)):
             ReconcileInput.of(**given)
         with pytest.raises(ConfigError, match=re.escape(error)):
-            sweep(None, **given)  # refused before the rules or ECR are looked at
+            scan_targets(None, **given)  # refused before the rules or ECR are looked at
         return
     model = ReconcileInput.of(**given)
     assert (model.concurrency, model.limit, model.full) == (

@@ -22,7 +22,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from bench.world import BASE, PROJECT_ROOT, REGION, digest_of, fast_import, image_uri, overlay
+from bench.testbed import BASE, PROJECT_ROOT, REGION, digest_of, fast_import, image_uri, overlay
 from imagebump.local import builders
 from workflows import names
 

@@ -224,7 +224,7 @@ def test_catastrophic_regex_is_refused_or_bounded(pattern, tmp_path) -> None:
         return
     proc = run_bounded(
         """
-        from steps.models import Image
+        from steps.domain.models import Image
         from steps.rules import load_rules
         ruleset = load_rules(PAYLOAD.read_text())
         for tag in ("a" * 127 + "-", "a" * 64 + "-" + "1" * 63, "a" * 127 + "!"[:0] + "_",
@@ -250,7 +250,7 @@ def test_kustomization_yaml_bomb_is_refused_or_bounded(tmp_path) -> None:
     """Billion laughs beside ``images:``: reading and editing must not expand 10⁹ aliases."""
     proc = run_bounded(
         """
-        from steps.errors import KustomizationError
+        from steps.domain.errors import KustomizationError
         from steps.kustomize import get_image, set_image
         text = PAYLOAD.read_text()
         try:

@@ -220,7 +220,7 @@ def test_step_modules_name_no_fixed_tmp_path() -> None:
     """Scratch comes from ``tempfile`` (which honours TMPDIR); no step hard-codes a /tmp path."""
     allowed = {"steps/runtime/harness.py"}  # DEFAULT_OUTPUTS_DIRECTORY: the pod's own /tmp emptyDir
     offenders = []
-    for path in sorted((ROOT / "steps").glob("*.py")):
+    for path in sorted((ROOT / "steps").rglob("*.py")):
         rel = path.relative_to(ROOT).as_posix()
         for lineno, line in enumerate(path.read_text().splitlines(), 1):
             code = line.split("#", 1)[0]

@@ -179,7 +179,8 @@ def main(argv: list[str] | None = None, *, imported: Callable[[], None] | None =
     """Run the step; ``imported()`` (when given) is called once the step's module is imported."""
     args = _parse_args(argv)
     module_name, function_name = args.entrypoint.split(":")
-    function = getattr(importlib.import_module(module_name), function_name)
+    module = importlib.import_module(module_name)
+    function = getattr(module, function_name)
     if imported is not None:
         imported()
     function = getattr(function, "wrapped_function", function)  # a Hera @script, as Hera unwraps it
@@ -191,7 +192,10 @@ def main(argv: list[str] | None = None, *, imported: Callable[[], None] | None =
     try:
         kwargs = function_kwargs(function, inputs)
     except BadInput as exc:
-        _bad_input(module_name.rsplit(".", 1)[-1].replace("_", "-"), exc)
+        # the step's name in its log records, as steps.runtime.harness names it (STEP_NAME of a
+        # step package's step module, else the module's own name)
+        step = getattr(module, "STEP_NAME", None) or module_name.rsplit(".", 1)[-1].replace("_", "-")
+        _bad_input(step, exc)
         return EXIT_BAD_INPUT
     result = function(**kwargs)
     if result:

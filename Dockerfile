@@ -1,7 +1,7 @@
 # The steps image every WorkflowTemplate and CronWorkflow names: imagebump.IMAGE,
 # ghcr.io/imagebump/imagebump:<package version>. Build it with that tag:
 #   docker build -t "ghcr.io/imagebump/imagebump:$(python -c 'import imagebump; print(imagebump.__version__)')" .
-# It holds this package (steps._entry calls steps.<module>:run), Hera and git. Non-root
+# It holds this package (steps.runtime.launcher calls steps.<module>:run), Hera and git. Non-root
 # (10001, as the manifests' securityContext says), and fine with a read-only root filesystem:
 # scratch, HOME and outputs all live under /tmp, an emptyDir in every pod.
 
@@ -12,6 +12,7 @@ COPY imagebump ./imagebump
 COPY steps ./steps
 COPY workflows ./workflows
 COPY sensors ./sensors
+COPY render ./render
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 
 FROM python:3.11-slim-bookworm
@@ -34,6 +35,6 @@ USER 10001:10001
 WORKDIR /tmp
 LABEL org.opencontainers.image.source="https://github.com/imagebump/imagebump" \
       org.opencontainers.image.licenses="Apache-2.0"
-# Argo runs `python -m steps._entry -e steps.<module>:run <args file>` (workflows/common.py
+# Argo runs `python -m steps.runtime.launcher -e steps.<module>:run <args file>` (workflows/common.py
 # StepRunner; Hera's own `python -m hera.workflows.runner` takes the same arguments); by hand:
 CMD ["imagebump", "--help"]

@@ -4,7 +4,7 @@ In-process, one machine: a real ``git http-backend`` remote (:class:`imagebump.l
 GitHttpServer`) and the project's GitHub API fake (tests/fixtures/github.py), whose git database
 writes into that same bare repository and which enforces GitHub's documented secondary limits on
 content-creating requests (80 a minute, 500 an hour per installation; real windows, real
-``Retry-After`` waits). commit-pr runs as :func:`steps.commit_pr.land`, authenticated as a GitHub
+``Retry-After`` waits). commit-pr runs as :func:`steps.commit_pr.step.land`, authenticated as a GitHub
 App (installation token), ``provider: github``.
 
 Reported:
@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from bench.world import KUSTOMIZATION
+from bench.testbed import KUSTOMIZATION
 
 IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/team/app{i:02d}"
 _ENV = (
@@ -50,7 +50,7 @@ _ENV = (
 def _world(overlays: int):
     """A remote with ``overlays`` overlays, the GitHub fake over it, and this process's env as the App."""
     from imagebump.local.git_server import GitHttpServer
-    from steps import github as gh
+    from steps.forge import github as gh
     from tests.fixtures.github import GitHubFake
     from tests.steps.commit_pr_support import write_app_key
 
@@ -94,7 +94,7 @@ def _world(overlays: int):
 
 
 def _event(server: Any, i: int, tag: str, *, mode: str, method: str) -> tuple[Any, Any]:
-    from steps.models import ImagesEntry, Plan, Target
+    from steps.domain.models import ImagesEntry, Plan, Target
 
     path = f"apps/app{i:02d}/overlays/prod"
     target = Target(
@@ -131,8 +131,8 @@ def _count(calls: list[Any]) -> dict[str, int]:
 
 def requests_per_event() -> dict[str, Any]:
     """API requests per event, by method and mode (the App's token minted before, not counted)."""
-    from steps import commit_pr
-    from steps.github import GitHubSettings, installation_token
+    from steps.commit_pr import step as commit_pr
+    from steps.forge.github import GitHubSettings, installation_token
 
     out: dict[str, Any] = {}
     with _world(4) as (server, fake):
@@ -153,7 +153,7 @@ def requests_per_event() -> dict[str, Any]:
 
 def burst(events: int, concurrency: int, method: str) -> dict[str, Any]:
     """``events`` pushes into as many overlays, ``mode: pr``, ``concurrency`` at a time, real limits."""
-    from steps import commit_pr
+    from steps.commit_pr import step as commit_pr
 
     with _world(events) as (server, fake):
         limits = fake.enforce_secondary_limits(80, 500)

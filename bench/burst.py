@@ -18,7 +18,7 @@ from typing import Any
 
 from bench.sensor_loop import SensorLoop
 from bench.stats import summary
-from bench.world import World
+from bench.testbed import World
 
 
 def run_burst(

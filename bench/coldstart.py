@@ -10,7 +10,7 @@ rendered templates' own command and environment:
    records the time and ends the process. Inputs are the template's declared inputs, rendered as
    Argo renders ``{{inputs.parameters}}`` (every input, defaults included). Runners: ``hera``
    (``python -m hera.workflows.runner``, the templates before issue 15) and ``entry``
-   (``python -m steps._entry``, what the templates render now).
+   (``python -m steps.runtime.launcher``, what the templates render now).
 2. **``python -X importtime``** of the same processes: modules loaded, the sum of import self
    times, and the top-level imports by cumulative time (the evidence in bench/README.md).
 3. **A whole event with fresh processes**: event on the queue → commit done through the local
@@ -46,7 +46,7 @@ from bench.stats import loadavg, machine, summary
 from workflows import names
 
 PYTHON = sys.executable
-RUNNERS = {"hera": "hera.workflows.runner", "entry": "steps._entry"}
+RUNNERS = {"hera": "hera.workflows.runner", "entry": "steps.runtime.launcher"}
 
 _PROBE = """\
 import functools as _functools
@@ -215,7 +215,7 @@ def run_event(
     from contextlib import nullcontext
 
     from bench import e2e
-    from bench.world import open_world
+    from bench.testbed import open_world
 
     byte_compile()
     out: dict[str, Any] = {"runs": event_runs, "repository": repository, "loadavg_before": loadavg()}
@@ -271,7 +271,7 @@ def table(result: dict[str, Any]) -> str:
         f"load {per['loadavg_before']} → {per['loadavg_after']}; floor `python -c pass` "
         f"{cell(per['floor_python_pass_s'])}",
         "",
-        "| step | Hera's runner | steps._entry | modules (hera → entry) | imports s (hera → entry) |",
+        "| step | Hera's runner | steps.runtime.launcher | modules (hera → entry) | imports s (hera → entry) |",
         "|---|---|---|---|---|",
     ]
     for name, s in per["steps"].items():

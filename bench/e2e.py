@@ -20,17 +20,17 @@ from typing import Any
 
 from bench.sensor_loop import SensorLoop
 from bench.stats import summary
-from bench.world import OVERLAY, PYTHON, World, python_env
+from bench.testbed import OVERLAY, PYTHON, World, python_env
 
 STEPS = ("resolve-image", "edit-kustomize", "commit-pr")
 #: What each step's process imports: its module plus the modules it imports lazily while running
 #: (boto3 is not here: it is part of the ECR phase).
 STEP_MODULES = {
-    "resolve-image": "steps.resolve_image, steps.ecr, steps.events",
+    "resolve-image": "steps.resolve_image, steps.aws.ecr, steps.domain.events",
     "edit-kustomize": (
-        "steps.edit_kustomize, steps.git, steps.kustomize, steps.order, steps.events, steps.ecr"
+        "steps.edit_kustomize, steps.git, steps.kustomize, steps.domain.version_order, steps.domain.events, steps.aws.ecr"
     ),
-    "commit-pr": "steps.commit_pr",
+    "commit-pr": "steps.commit_pr.step",
 }
 
 
@@ -44,7 +44,7 @@ def run_sequential(
     whose load changes minute to minute).
     """
     completions = []
-    timings: list[dict[str, Any]] = []  # each step process's own account (steps.timing)
+    timings: list[dict[str, Any]] = []  # each step process's own account (steps.runtime.timing)
     log = executor.log
 
     def keep(record: dict[str, Any]) -> None:
@@ -85,9 +85,9 @@ def run_sequential(
 
 def accounting(completions: list[Any], timings: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Every step's node time, accounted for by the step process itself (its ``step-timings``
-    record, :mod:`steps.timing`), run by run, then as p50 per step:
+    record, :mod:`steps.runtime.timing`), run by run, then as p50 per step:
 
-    * ``outside``: node time − the step function's own time (the fork, ``steps._entry`` reading
+    * ``outside``: node time − the step function's own time (the fork, ``steps.runtime.launcher`` reading
       and validating the inputs, the process's exit, the executor's bookkeeping);
     * each phase the step timed on its main thread (git commands by subcommand, ECR client and
       calls, rules, outputs); background phases are listed (``… (background)``) but overlap;
@@ -170,7 +170,7 @@ def probe_phases(
     out["forked_start_s"] = summary(fork_walls)
     forked_imports: dict[str, float] = {}
     for step in steps:
-        modules = ",".join(["steps._entry"] + [m.strip() for m in STEP_MODULES[step].split(",")])
+        modules = ",".join(["steps.runtime.launcher"] + [m.strip() for m in STEP_MODULES[step].split(",")])
         _, inside = forked_times(world, zygote, ["--import", modules], reps)
         forked_imports[step] = round(min(x["import_s"] for x in inside), 4)
     out["forked_imports_s"] = forked_imports
@@ -184,7 +184,7 @@ def probe_phases(
     imports: dict[str, Any] = {}
     for step in steps:
         module = STEP_MODULES[step]
-        t = process_times(f"import steps._entry, {module}", reps)
+        t = process_times(f"import steps.runtime.launcher, {module}", reps)
         imports[step] = {"with_runner_s": summary(t), "imports_s": round(min(t) - base, 3)}
     out["imports"] = imports
 
@@ -263,7 +263,7 @@ def probe_phases(
             t0 = time.perf_counter()
             objects = repo.path_objects(head, file)
             t1 = time.perf_counter()
-            from steps.git_objects import blob_id
+            from steps.git.objects import blob_id
 
             seeded = git.seed(
                 url,
@@ -288,13 +288,13 @@ def probe_phases(
         phases["push_lease"].append(t4 - t3)
     # ECR as a step meets it: a fresh process that imports boto3, builds a client and asks once.
     ecr_code = (
-        "from steps import ecr; c = ecr.make_client('us-west-2'); "
+        "from steps.aws import ecr; c = ecr.make_client('us-west-2'); "
         f"ecr.describe_image('mono/{app}', region='us-west-2', tag='0.0.0', client=c)"
     )
     ecr_env = {**python_env(), **world.step_env}
-    ecr_base = min(process_times("from steps import ecr", reps, ecr_env))
+    ecr_base = min(process_times("from steps.aws import ecr", reps, ecr_env))
     out["ecr_lookup_fresh_process_s"] = round(min(process_times(ecr_code, reps, ecr_env)) - ecr_base, 3)
-    from steps import ecr
+    from steps.aws import ecr
 
     client = ecr.make_client("us-west-2")
     for _ in range(reps):
@@ -309,7 +309,7 @@ def probe_phases(
     out["phases_s"] = {k: summary(v, 4) for k, v in phases.items()}
     # Put the probed overlay back to the initial image so later scenarios start from a known state.
     if image:
-        from bench.world import INITIAL_TAG, overlay
+        from bench.testbed import INITIAL_TAG, overlay
 
         world.git.commit_files(
             "bench/monorepo",
@@ -322,7 +322,7 @@ def probe_phases(
 def breakdown(single: dict[str, Any]) -> dict[str, dict[str, float]]:
     """Where each step's node time goes (p50 s), as each step process accounts for it
     (:func:`accounting`, run by run, in the same run as the latency): ``outside`` (the fork,
-    ``steps._entry``, the exit, the executor's bookkeeping), every phase the step timed on its main
+    ``steps.runtime.launcher``, the exit, the executor's bookkeeping), every phase the step timed on its main
     thread (background phases overlap the others and are left out), ``other`` (the step's own time
     no phase explains) and ``total`` (the node). ``commit-pr (PR)`` is commit-pr in PR mode.
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.stats import summary
-from bench.world import OVERLAY, World
+from bench.testbed import OVERLAY, World
 
 _TAG = re.compile(r"(?m)^(\s*newTag:\s*).*$")
 

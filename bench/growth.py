@@ -22,7 +22,7 @@ from typing import Any
 
 from bench import floor
 from bench.stats import percentile, summary
-from bench.world import OVERLAY, World
+from bench.testbed import OVERLAY, World
 
 HOST = "123456789012.dkr.ecr.us-west-2.amazonaws.com"
 GITHUB = "https://github.com/org"
@@ -49,7 +49,7 @@ def rules_text(n: int) -> str:
 
 
 def run_rules(counts: tuple[int, ...], number: int = 2000) -> list[dict[str, Any]]:
-    from steps.models import Image
+    from steps.domain.models import Image
     from steps.rules import load_rules
 
     out = []

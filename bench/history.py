@@ -46,7 +46,7 @@ def _fast_import(bare: Path, commits: list[tuple[str, dict[str, str]]]) -> None:
 
 
 def _shape(shape: str, n: int) -> list[tuple[str, dict[str, str]]]:
-    from steps.intent import trailer
+    from steps.domain.intent import trailer
 
     commits = [("initial", {FILE: _text("1.4.1"), "README.md": "0\n"})]
     if shape == "rollback-at-tip":

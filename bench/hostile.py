@@ -93,7 +93,7 @@ def _ms(seconds: float) -> float:
 
 def run_patterns(reps: int = 5) -> list[dict[str, Any]]:
     """Per pattern: RE2 instructions, first match after load, and the worst match, in ms."""
-    from steps.models import Image
+    from steps.domain.models import Image
     from steps.rules import load_rules
 
     warm = load_rules(_allow("[0-9a-f]{7,40}"))  # the first match in a process pays one-time costs

@@ -23,7 +23,7 @@ def main() -> None:
         importlib.import_module(name)
     t1 = time.perf_counter()
     if args.ecr:
-        from steps import ecr
+        from steps.aws import ecr
 
         client = ecr.make_client(args.region)
         t_client = time.perf_counter()

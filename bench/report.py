@@ -193,14 +193,14 @@ def headline_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
 
 def _cold_start_rows(c: dict[str, Any]) -> list[tuple[str, str]]:
     """A step pod's cold start (exec → first line of its own work) and a whole event with fresh
-    processes, through Hera's runner (before issue 15) and ``steps._entry`` (the templates now)."""
+    processes, through Hera's runner (before issue 15) and ``steps.runtime.launcher`` (the templates now)."""
     rows: list[tuple[str, str]] = []
     for step, s in (c.get("per_step") or {}).get("steps", {}).items():
         first = s.get("first_line_s", {})
         if "entry" in first and "hera" in first:
             rows.append(
                 (
-                    f"cold start, {step}: exec → first line p50, steps._entry (Hera's runner)",
+                    f"cold start, {step}: exec → first line p50, steps.runtime.launcher (Hera's runner)",
                     f"{first['entry']['p50']:.2f} s ({first['hera']['p50']:.2f} s)",
                 )
             )
@@ -208,7 +208,7 @@ def _cold_start_rows(c: dict[str, Any]) -> list[tuple[str, str]]:
     if "entry" in latency and "hera" in latency:
         rows.append(
             (
-                "cold: event → commit with a new Python per step, p50, steps._entry (Hera's runner)",
+                "cold: event → commit with a new Python per step, p50, steps.runtime.launcher (Hera's runner)",
                 f"{latency['entry']['p50']:.2f} s ({latency['hera']['p50']:.2f} s)",
             )
         )
@@ -228,7 +228,7 @@ def _step_lines(title: str, rows: dict[str, dict[str, float]], digits: int) -> l
 def _breakdown_lines(r: dict[str, Any]) -> list[str]:
     return _step_lines(
         "single event, per step, as each step process accounts for it (p50 s; 'outside' = fork, "
-        "steps._entry, exit; 'other' = the step's own time no timed phase explains):",
+        "steps.runtime.launcher, exit; 'other' = the step's own time no timed phase explains):",
         r.get("single_event", {}).get("breakdown") or {},
         3,
     )
@@ -318,7 +318,7 @@ def markdown(r: dict[str, Any], command: str) -> str:
         out += [
             "",
             "Single event, where the time goes (p50 seconds per step, as each step process accounts "
-            "for it; outside = the fork, `steps._entry`, the exit; other = the step's own time no timed "
+            "for it; outside = the fork, `steps.runtime.launcher`, the exit; other = the step's own time no timed "
             "phase explains):",
             "",
             "| step | outside | timed phases | other | total |",

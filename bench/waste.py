@@ -10,7 +10,7 @@
    - ``precompiled``: everything byte-compiled ahead of time (what the image does now);
    - ``precompiled, no Hera runner``: the same without ``hera.workflows.runner``, which imports
      all of ``hera.workflows`` (its generated Argo models) to call one function;
-   - for commit-pr in commit mode, without the GitHub client (``steps.forge``/``steps.github``
+   - for commit-pr in commit mode, without the GitHub client (``steps.forge.pull_requests``/``steps.forge.github``
      pull in githubkit + httpx at import time, even when no API is used).
 2. End to end before/after: the same sequential events through the shipped template with every
    step a new Python process (``prefork=False``: before) and forked from the executor's warm
@@ -25,16 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from bench import e2e
-from bench.world import PYTHON, World, python_env
+from bench.testbed import PYTHON, World, python_env
 
 #: What commit-pr needs in mode commit / provider local (no GitHub API).
-COMMIT_MODE_NEEDS = (
-    "imagebump, pydantic, steps._runtime, steps.git, steps.kustomize, steps.models, steps.errors"
-)
+COMMIT_MODE_NEEDS = "imagebump, pydantic, steps.runtime.harness, steps.git, steps.kustomize, steps.domain.models, steps.domain.errors"
 #: Imported to warm a bytecode cache: the steps, their lazy imports, the runner, boto3's ECR client.
 WARM_CODE = (
     "import hera.workflows.runner, steps.resolve_image, steps.edit_kustomize, "
-    "steps.commit_pr, steps.ecr, steps.events, steps.rules, steps.order, steps.kustomize, "
+    "steps.commit_pr.step, steps.aws.ecr, steps.domain.events, steps.rules, steps.domain.version_order, steps.kustomize, "
     "steps.git, "
     "boto3; boto3.client('ecr', region_name='us-west-2'); "
     "import botocore.config, botocore.retries.standard"
@@ -104,7 +102,7 @@ def run_before_after(
         "before": cold,
         "after": after,
         "before_is": "every step a new Python process (prefork=False)"
-        + ("; the cold_start.event runs (steps._entry)" if before is not None else ""),
+        + ("; the cold_start.event runs (steps.runtime.launcher)" if before is not None else ""),
         "after_is": "every step forked from the executor's warm interpreter (the default)",
         "p50_speedup": round(b / a, 2) if a else None,
     }

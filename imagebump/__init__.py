@@ -3,7 +3,7 @@
 ``cli`` dispatches to ``commands/`` (one module per subcommand); ``local/`` holds what runs on
 one machine without a cluster (moto, ``git http-backend``, the demo world). This package may
 import ``steps``, ``workflows`` and ``sensors``; none of them imports it (they read the version
-from package metadata: :func:`steps._runtime.imagebump_version`; tests/test_layering.py checks it).
+from package metadata: :func:`steps.runtime.harness.imagebump_version`; tests/test_layering.py checks it).
 ``IMAGE`` / ``IMAGE_REPOSITORY`` (the steps image) live in :mod:`workflows.names`, re-exported here.
 """
 

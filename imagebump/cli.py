@@ -5,7 +5,7 @@ Each subcommand lives in ``imagebump/commands/<name>.py`` and exposes
 Command modules import their heavy dependencies inside ``func`` so ``imagebump --help`` is fast.
 
 Exit codes: 0 success; 1 the command's own "no" (e.g. image not in file); 2 bad input (argparse
-and :class:`steps.errors.ConfigError`); 3 an unexpected error (message, no traceback unless
+and :class:`steps.domain.errors.ConfigError`); 3 an unexpected error (message, no traceback unless
 ``IMAGEBUMP_DEBUG=1``); 75 a transient failure worth retrying; 130 interrupted.
 """
 
@@ -27,7 +27,7 @@ EXIT_UNEXPECTED = 3
 EXIT_INTERRUPTED = 130
 
 #: Commands whose log records (and errors) follow ``--log-format``: human-readable lines on stderr,
-#: or with ``json`` the steps' JSON lines (:func:`steps._runtime.configure_cli_logging`).
+#: or with ``json`` the steps' JSON lines (:func:`steps.runtime.harness.configure_cli_logging`).
 LOGGING_COMMANDS = ("backup", "restore", "reconcile", "set-image")
 LOG_FORMATS = ("text", "json")
 LOG_FORMAT_HELP = (
@@ -68,7 +68,7 @@ def log_format(args: argparse.Namespace) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from steps.errors import ImagebumpError
+    from steps.domain.errors import ImagebumpError
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -78,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     undo = None
     fmt = log_format(args)
     if args.command in LOGGING_COMMANDS:
-        from steps._runtime import configure_cli_logging
+        from steps.runtime.harness import configure_cli_logging
 
         undo = configure_cli_logging(args.command, fmt)
     try:

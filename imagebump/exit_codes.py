@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from imagebump.cli import EXIT_INTERRUPTED, EXIT_UNEXPECTED
-from steps.errors import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK, EXIT_TRANSIENT
+from steps.domain.errors import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK, EXIT_TRANSIENT
 
 #: What each code means, whoever returns it.
 MEANINGS: dict[int, str] = {

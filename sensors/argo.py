@@ -13,6 +13,7 @@ from typing import Any
 
 from sensors import definition as d
 from workflows import names as n
+from workflows import pod_security
 
 API_VERSION = "argoproj.io/v1alpha1"
 EVENTBUS = "default"  # the name Sensors and EventSources use when eventBusName is unset
@@ -81,7 +82,7 @@ def eventsource(queue: str = SQS_QUEUE, region: str = AWS_REGION) -> dict[str, A
             "template": {
                 "metadata": {"labels": dict(n.LABELS)},
                 "serviceAccountName": n.SA_EVENTSOURCE,
-                "securityContext": n.pod_security_context(),
+                "securityContext": pod_security.pod_security_context(),
             },
             "sqs": {
                 EVENT_NAME: {
@@ -161,7 +162,7 @@ def sensor() -> dict[str, Any]:
             "template": {
                 "metadata": {"labels": dict(n.LABELS)},
                 "serviceAccountName": n.SA_SENSOR,
-                "securityContext": n.pod_security_context(),
+                "securityContext": pod_security.pod_security_context(),
             },
             "dependencies": [
                 {

@@ -37,7 +37,7 @@ import re
 from decimal import Decimal
 from typing import Any
 
-from steps.regex_tokens import regex_tokens
+from steps.domain.regex_tokens import regex_tokens
 from workflows import names
 
 #: Prefix the SQS EventSource puts before the message body in the event's data.

@@ -49,7 +49,7 @@ from sensors.local_messages import (
     sensor_record,
 )
 from sensors.local_queue import MAX_MESSAGES_PER_RECEIVE, SqsQueue
-from steps._runtime import utc_timestamp
+from steps.runtime.harness import utc_timestamp
 from workflows.local.logs import json_logger
 from workflows.local.results import ERROR, SUCCEEDED, WorkflowResult
 
@@ -191,7 +191,7 @@ class LocalSensor:
     # -- internals ------------------------------------------------------------------------------
 
     def log(self, **record: Any) -> None:
-        """One record in the format of every imagebump log (:mod:`steps._runtime`): ts, level, component."""
+        """One record in the format of every imagebump log (:mod:`steps.runtime.harness`): ts, level, component."""
         try:
             self.log_sink(sensor_record(utc_timestamp(), record))
         except Exception:  # noqa: BLE001 - a broken log sink must not stop the sensor

@@ -34,7 +34,7 @@ LEVELS = {
 
 
 def sensor_record(ts: str, fields: dict[str, Any]) -> dict[str, Any]:
-    """One record in the format of every imagebump log (:mod:`steps._runtime`): ``ts``, ``level``
+    """One record in the format of every imagebump log (:mod:`steps.runtime.harness`): ``ts``, ``level``
     (``fields["level"]``, else :data:`LEVELS`' for its ``event``, else ``info``), ``component``,
     then the fields that are not None."""
     fields = dict(fields)

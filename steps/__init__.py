@@ -1,25 +1,18 @@
 """The steps: the work each pod does, as plain Python (no Hera, no Kubernetes objects).
 
-One module per step — ``resolve_image``, ``edit_kustomize``, ``commit_pr`` (acting in
-``commit_mode`` / ``pr_mode``, messages from ``commit_message``), ``reconcile`` (``reconcile_ecr``,
-``reconcile_git``, ``reconcile_report``, ``reconcile_holds`` — the targets a rollback holds), ``backup_export`` (``backup_settings``, ``retention``) and
-``restore`` (``restore_report``), ``verify_live/`` (push → live: Argo CD refreshed and watched until
-the commit runs, and the sweep's live states) — each a ``run`` with a typed input and output, shaped gather →
-decide → act: I/O at the edges, a pure ``decide`` in the middle (each step module's own
-``decide``, ``reconcile_decide``, ``restore_plan``), and ``never_downgrade`` the one home of the rule
-that an overlay or a living proposal never moves to an older image; ``intent`` the one home of
-what people decided (imagebump's commit trailer, pins, hold markers, rollbacks), read from history
-by ``entry_history``. A step process starts in
-``_entry`` (Hera's runner's call, without Hera), runs under ``_runtime`` (logging, outputs, exit
-codes) and reports where its time went through ``timing``. Shared domain modules: ``models`` (the
-values that travel between steps, the closed choices, image-reference formatting), ``events``,
-``rules/``, ``order``, ``kustomize/``, ``branches`` / ``proposals`` (a target's proposal branch, and
-what it proposes), the git layer (``git`` over ``git_auth``, ``git_process``, ``git_failures``,
-``git_repo`` — a clone — ``git_commit`` — what a commit is made of — and ``git_objects`` — git's
-object format), ``repo_url``, ``github`` / ``forge``, ``ecr``, ``kube`` / ``kube_client``,
-``live``, ``argocd_namespaces``, ``s3``, ``archive``, ``object_diff``, ``scratch``,
-``regex_tokens``; one home each for settings and secrets (``settings``), redaction (``redact``) and
-every exception (``errors``). Modules here import the standard library, third-party packages and
-each other only — never ``imagebump``, ``workflows`` or ``sensors`` (enforced by
-``tests/test_layering.py``).
+Read the tree bottom up (docs/development.md draws who may import whom; tests/test_layering.py
+enforces it): ``domain/`` (the values and rules every step speaks: models, errors, events, version
+order, never-downgrade, branch names; pure), ``runtime/`` (what every step process runs inside:
+the ``launcher`` a pod starts, the ``harness`` — logging, outputs, exit codes —, settings,
+redaction, timing, scratch directories), the seams to the outside — ``kustomize/`` (a
+kustomization's ``images:``), ``rules/`` (which overlays an image push updates), ``git/``,
+``aws/`` (ECR, S3), ``kube/`` (and Argo CD's namespaces) — and ``forge/`` (GitHub) above git, then
+``proposals`` (what an open proposal branch proposes) and ``entry_history`` (the bounded history of
+an images entry: was it rolled back by a person?), then the steps, each a ``run`` with a typed input and output,
+shaped gather → decide → act with a pure decision in the middle: ``resolve_image`` and
+``edit_kustomize`` (one module each), ``commit_pr/`` and ``reconcile/`` (``step`` and its pure
+``decide``), ``argocd_backup/`` (backup-export's ``export`` and the restore ``imagebump restore``
+runs, with its pure ``restore_plan``), ``verify_live/`` (push → live: Argo CD refreshed and watched
+until the commit runs, with its pure ``decide``). A step never imports another step, and nothing here imports
+``imagebump``, ``workflows``, ``sensors``, ``render`` or Hera.
 """

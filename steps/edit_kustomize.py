@@ -1,7 +1,7 @@
 """edit-kustomize: read the overlay from a fresh partial clone and decide; push nothing.
 
 Reads: the target's repository — a partial (``blob:none``), depth-1, single-branch clone with a
-sparse cone on the overlay's path only, in its own scratch directory (:mod:`steps.scratch`:
+sparse cone on the overlay's path only, in its own scratch directory (:mod:`steps.runtime.scratch_dir`:
 private, deleted after the step) — with the optional read token (``IMAGEBUMP_GIT_READ_TOKEN[_FILE]``, else anonymous);
 the overlay's ``kustomization.yaml`` / ``kustomization.yml`` / ``Kustomization``; and, for
 ``order: push-time``, ECR (boto3, standard AWS env) for the push time of the image the overlay
@@ -16,14 +16,14 @@ not fetch the base either: :func:`carry_text`), ``changed`` (``true``/``false``)
 Skips (``changed: false``) when the overlay already holds the image (``current``), holds a newer
 one (``stale``), is held by a person (``held``: a ``# imagebump:hold`` marker, or a rollback found in
 the file's history, read only for a target that would change: :mod:`steps.entry_history`) or pinned
-to another repository (``pinned``) — :mod:`steps.intent`.
+to another repository (``pinned``) — :mod:`steps.domain.intent`.
 
-Shape: gather (clone, read the overlay, ask ECR the push times :func:`steps.never_downgrade.lookups`
-names) → :func:`decide`, the pure core → act (the outputs). The never-downgrade decisions
-themselves are :mod:`steps.never_downgrade`'s.
+Shape: gather (clone, read the overlay, ask ECR the push times :func:`steps.domain.never_downgrade.lookups`
+names) → :func:`plan_edit`, the pure core → act (the outputs). The never-downgrade decisions
+themselves are :mod:`steps.domain.never_downgrade`'s.
 
 ``mode: pr``: an update is also measured against the target's proposal branch
-(:func:`steps.branches.branch_name`, fetched shallowly into the same partial clone and read
+(:func:`steps.domain.branches.branch_name`, fetched shallowly into the same partial clone and read
 by :mod:`steps.proposals`): when the branch
 already proposes the new image (``current``) or a newer one by the rule's order (``stale``, push
 times from ECR as for the base), nothing is proposed — never a downgrade of a living proposal. For
@@ -33,8 +33,8 @@ the verdict travels in the plan (``pr_entry``, ``pr_decision``, ``pr_reason``) w
 true``: commit-pr skips when that pull request is open and proposes afresh when it was closed or
 merged. The plan always records what the branch proposed (``pr_branch``, ``pr_entry``) so commit-pr
 can refuse to overwrite a proposal that changed since. Errors: a path that leaves the repository, a missing overlay or kustomization, or
-an image not listed under ``images:`` are :class:`~steps.errors.ConfigError` (never retried);
-network trouble is a :class:`~steps.errors.TransientError`.
+an image not listed under ``images:`` are :class:`~steps.domain.errors.ConfigError` (never retried);
+network trouble is a :class:`~steps.domain.errors.TransientError`.
 """
 
 # No `from __future__ import annotations`: Hera's runner reads real annotation objects.
@@ -48,16 +48,21 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from steps._runtime import step_entry
-from steps.branches import branch_name
-from steps.errors import ConfigError, ImageNotFoundError, InvalidEventError, KustomizationError
-from steps.events import parse_repository_uri
-from steps.models import Decision, ImagesEntry, Plan, Target, image_ref
-from steps.settings import github_app_configured
-from steps.timing import timed
+from steps.domain.branches import branch_name
+from steps.domain.errors import (
+    ConfigError,
+    ImageNotFoundError,
+    InvalidEventError,
+    KustomizationError,
+)
+from steps.domain.events import parse_repository_uri
+from steps.domain.models import Decision, ImagesEntry, Plan, Target, image_ref
+from steps.runtime.harness import step_entry
+from steps.runtime.settings import github_app_configured
+from steps.runtime.timing import timed
 
 if TYPE_CHECKING:
-    from steps.never_downgrade import ImageKey, PushTimes
+    from steps.domain.never_downgrade import ImageKey, PushTimes
 
 log = logging.getLogger(__name__)
 
@@ -66,16 +71,16 @@ log = logging.getLogger(__name__)
 LAZY_IMPORTS = (
     "steps.git",
     "steps.kustomize",
-    "steps.ecr",
-    "steps.events",
-    "steps.order",
-    "steps.never_downgrade",
-    "steps.intent",
+    "steps.aws.ecr",
+    "steps.domain.events",
+    "steps.domain.version_order",
+    "steps.domain.never_downgrade",
+    "steps.domain.intent",
     "steps.entry_history",
     "botocore.session",
     "botocore.config",
     "botocore.exceptions",
-    "steps.scratch",
+    "steps.runtime.scratch_dir",
     "encodings.idna",  # the ECR call's socket: CPython encodes every host name with this codec
 )
 
@@ -145,7 +150,7 @@ def find_entry(text: str, target: Target, file: str) -> ImagesEntry:
     return old
 
 
-def decide(
+def plan_edit(
     target: Target,
     text: str,
     file: str,
@@ -156,13 +161,13 @@ def decide(
 ) -> Plan:
     """The pure core: the plan for ``target`` on the kustomization ``text``, given ECR's push times.
 
-    ``known`` holds what :func:`steps.never_downgrade.lookups` asked of ECR for this entry; ``old``,
+    ``known`` holds what :func:`steps.domain.never_downgrade.lookups` asked of ECR for this entry; ``old``,
     the entry :func:`find_entry` read from this ``text`` when the caller has it (else it is read
     here: a 1 MiB file costs a parse each time).
     """
     from steps import kustomize
-    from steps.intent import marker_hold, pinned
-    from steps.never_downgrade import decide_base
+    from steps.domain.intent import marker_hold, pinned
+    from steps.domain.never_downgrade import decide_base
 
     if old is None:
         old = find_entry(text, target, file)
@@ -227,7 +232,7 @@ class _Ecr:
             return  # not an ECR image: nothing will be asked
 
         def build() -> None:
-            from steps.ecr import make_client
+            from steps.aws.ecr import make_client
 
             try:
                 self._built.append(make_client(region))
@@ -250,7 +255,7 @@ class _Ecr:
             if not isinstance(built, Exception):
                 self.client = built
         if self.client is None:
-            from steps.ecr import make_client
+            from steps.aws.ecr import make_client
 
             self.client = make_client(region)  # raises what building it raises, in this thread
         return self.client
@@ -259,7 +264,7 @@ class _Ecr:
         """ECR's push time of each image in ``keys`` (nothing asked when empty)."""
         if not keys:
             return {}
-        from steps.ecr import describe_image
+        from steps.aws.ecr import describe_image
 
         account, region, repository = parse_repository_uri(self.target.image)
         client = self._client(region)
@@ -318,8 +323,8 @@ def carry_text(plan: Plan, repo, text: str, mode: str = "commit") -> Plan:
     """
     import base64
 
-    from steps.git_objects import blob_id, object_format
-    from steps.models import CARRIED_OBJECTS_LIMIT, CARRIED_TEXT_LIMIT
+    from steps.domain.models import CARRIED_OBJECTS_LIMIT, CARRIED_TEXT_LIMIT
+    from steps.git.objects import blob_id, object_format
 
     if not plan.changed or len(text.encode("utf-8")) > CARRIED_TEXT_LIMIT or "secretGenerator" in text:
         return plan
@@ -337,22 +342,22 @@ def carry_text(plan: Plan, repo, text: str, mode: str = "commit") -> Plan:
 def run(target: Target) -> EditKustomizeOutput:
     """Clone the target's overlay, decide update/current/stale and output the plan; push nothing.
 
-    Gather (clone, read, ECR push times) → :func:`decide` (pure) → for ``mode: pr`` gather the
-    proposal branch's entry → :func:`steps.never_downgrade.against_branch` (pure) → output.
+    Gather (clone, read, ECR push times) → :func:`plan_edit` (pure) → for ``mode: pr`` gather the
+    proposal branch's entry → :func:`steps.domain.never_downgrade.against_branch` (pure) → output.
     """
     from steps import git
+    from steps.domain.intent import pinned
+    from steps.domain.never_downgrade import against_branch, branch_lookups, lookups
     from steps.entry_history import unless_rolled_back
-    from steps.intent import pinned
-    from steps.never_downgrade import against_branch, branch_lookups, lookups
     from steps.proposals import branch_entry
 
     overlay = EditKustomizeInput.of(target).overlay
     auth = git.GitAuth.from_env(write=False)
     if auth is None and github_app_configured():  # only the App's settings: read as the App
-        from steps.github import read_auth
+        from steps.forge.github import read_auth
 
         auth = read_auth()
-    from steps.scratch import scratch
+    from steps.runtime.scratch_dir import scratch
 
     ecr = _Ecr(target)
     ecr.start()  # the ECR client is built while the clone runs
@@ -371,7 +376,7 @@ def run(target: Target) -> EditKustomizeOutput:
         known = dict(ecr.ask(lookups(target, entry) if not pinned(entry, target.image) else []))
         head = repo.cloned_head()
         with timed("kustomize"):
-            plan = decide(target, text, file, head, repo.branch, known, old=entry)
+            plan = plan_edit(target, text, file, head, repo.branch, known, old=entry)
         if plan.changed:  # only a target that would change reads the history: was it rolled back?
             plan = unless_rolled_back(target, plan, repo, ecr.ask, known)
         if target.mode == "pr" and plan.changed:

@@ -2,7 +2,7 @@
 
 Read-only; asked only for a target that would otherwise change (edit-kustomize's ``update``, the
 sweep's ``behind``), so a run where nothing moves reads no history. Bounded: at most
-:data:`steps.intent.HISTORY_LIMIT` commits that touched the kustomization, newest first, within at
+:data:`steps.domain.intent.HISTORY_LIMIT` commits that touched the kustomization, newest first, within at
 most :data:`MAX_DEPTH` commits of the branch.
 
 Cost, on the clone every step already makes (``blob:none``, depth 1): one ``fetch --depth`` of
@@ -11,7 +11,7 @@ file with its blob ids, and one fetch of the file's versions those commits name 
 all of them); deeper only while no decision was found and the history goes on. bench/README.md
 "History read" has the numbers.
 
-Returns a :class:`steps.intent.ImageChange` (who, when, from → to, the message) or None: no commit
+Returns a :class:`steps.domain.intent.ImageChange` (who, when, from → to, the message) or None: no commit
 in the bound changed the entry's image (or the entry or file was created there).
 """
 
@@ -22,7 +22,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from steps.intent import HISTORY_LIMIT, ImageChange, changed_image
+from steps.domain.intent import HISTORY_LIMIT, ImageChange, changed_image
 
 #: How deep the clone is fetched, step by step, while no decision is found (commits from the tip).
 DEPTHS = (50, 250, 1000)
@@ -106,7 +106,7 @@ def _read_blobs(repo: Any, wanted: list[str], have: dict[str, str]) -> None:
 
 def _entry(text: str | None, name: str, file: str):
     from steps import kustomize
-    from steps.errors import ImagebumpError
+    from steps.domain.errors import ImagebumpError
 
     if text is None:
         return None
@@ -189,26 +189,26 @@ def held_by_rollback(
 ) -> str | None:
     """Why a rollback holds the entry ``name`` of ``file`` against writing ``new_ref`` (pushed at
     ``new_pushed_at``), or None: :func:`last_image_change` (``history``: its keyword arguments)
-    judged by :func:`steps.intent.rollback` and :func:`steps.intent.rollback_hold`; ``pushed_at``
+    judged by :func:`steps.domain.intent.rollback` and :func:`steps.domain.intent.rollback_hold`; ``pushed_at``
     gives an entry's ECR push time (``order: push-time``)."""
-    from steps.intent import rollback, rollback_hold
+    from steps.domain.intent import rollback, rollback_hold
 
     change = last_image_change(repo, rev, file, name, **history)
     return rollback_hold(rollback(change, order, pushed_at), new_pushed_at, new_ref)  # type: ignore[arg-type]
 
 
 def unless_rolled_back(target: Any, plan: Any, repo: Any, ask: Callable[[list], dict], known: dict) -> Any:
-    """edit-kustomize: ``plan`` (a :class:`steps.models.Plan` that changes something), or the same
+    """edit-kustomize: ``plan`` (a :class:`steps.domain.models.Plan` that changes something), or the same
     plan ``held`` (``changed: false``) when a person's rollback of its entry stands.
 
     ``ask`` is ECR's push-time lookup (``[ImageKey] → {ImageKey: datetime | None}``), called only
     for ``order: push-time`` and only for what ``known`` (the push times already asked) lacks.
     """
-    from steps.errors import InvalidEventError
-    from steps.intent import pinned
-    from steps.models import ImagesEntry, image_ref
-    from steps.never_downgrade import image_key
-    from steps.timing import timed
+    from steps.domain.errors import InvalidEventError
+    from steps.domain.intent import pinned
+    from steps.domain.models import ImagesEntry, image_ref
+    from steps.domain.never_downgrade import image_key
+    from steps.runtime.timing import timed
 
     def pushed_at(entry: ImagesEntry) -> datetime | None:
         if target.order != "push-time" or pinned(entry, target.image):

@@ -1,7 +1,7 @@
 """Reading what a proposal branch proposes: the gather half of "never downgrade a living proposal".
 
-The branch's name is pure (:func:`steps.branches.branch_name`); the judgement is pure
-(:mod:`steps.never_downgrade`); this module is the I/O between them: the ``images`` entry a file
+The branch's name is pure (:func:`steps.domain.branches.branch_name`); the judgement is pure
+(:mod:`steps.domain.never_downgrade`); this module is the I/O between them: the ``images`` entry a file
 holds at a revision of a :class:`steps.git.ClonedRepo`, read from the object store only (a partial
 clone downloads just that blob; nothing is checked out). Used by edit-kustomize and commit-pr.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from steps.errors import KustomizationError
-from steps.models import ImagesEntry
+from steps.domain.errors import KustomizationError
+from steps.domain.models import ImagesEntry
 
 if TYPE_CHECKING:
     from steps.git import ClonedRepo

@@ -21,19 +21,19 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from steps._runtime import step_entry
-from steps.errors import ConfigError
-from steps.models import Image, Target, image_ref
+from steps.domain.errors import ConfigError
+from steps.domain.models import Image, Target, image_ref
 from steps.rules import RuleSet, SkippedRule, load_rules_file
-from steps.settings import rules_file
+from steps.runtime.harness import step_entry
+from steps.runtime.settings import rules_file
 
 log = logging.getLogger(__name__)
 
 #: Modules this step imports only when it runs (a pod that is refused early never pays for them).
 #: A local executor that forks steps from a warm interpreter imports them ahead (workflows.local.forkserver_server).
 LAZY_IMPORTS = (
-    "steps.ecr",
-    "steps.events",
+    "steps.aws.ecr",
+    "steps.domain.events",
     "steps.rules",
     "yaml",
     "botocore.session",
@@ -44,7 +44,7 @@ LAZY_IMPORTS = (
 )
 
 
-__all__ = ["ResolveImageInput", "ResolveImageOutput", "SkippedRule", "decide", "resolve", "run"]
+__all__ = ["ResolveImageInput", "ResolveImageOutput", "SkippedRule", "resolve", "run", "select_targets"]
 
 
 class ResolveImageOutput(BaseModel):
@@ -78,8 +78,10 @@ class ResolveImageInput(BaseModel):
         return bool(self.image.strip())
 
 
-def decide(img: Image, *, manual: bool, account: str, found: Any, rules: RuleSet) -> ResolveImageOutput:
-    """The pure core: what ECR said about the pushed image (``found``, a :class:`steps.ecr.EcrImage`
+def select_targets(
+    img: Image, *, manual: bool, account: str, found: Any, rules: RuleSet
+) -> ResolveImageOutput:
+    """The pure core: what ECR said about the pushed image (``found``, a :class:`steps.aws.ecr.EcrImage`
     or None) → the targets, or a skip with its reason (a ConfigError for a manual reference).
     """
     event_id = img.event_id or ""
@@ -129,14 +131,14 @@ def decide(img: Image, *, manual: bool, account: str, found: Any, rules: RuleSet
 
 
 def resolve(*, event: str = "", image: str = "", rules: RuleSet, client: Any = None) -> ResolveImageOutput:
-    """Gather → decide: parse the input, ask ECR, then :func:`decide`. ``client``: an ECR client or None.
+    """Gather → decide: parse the input, ask ECR, then :func:`select_targets`. ``client``: an ECR client or None.
 
     Raises:
         ConfigError: bad input (see the module docstring).
         TransientError: ECR failed for now.
     """
-    from steps import ecr
-    from steps.events import Skip, parse_event, parse_image_reference
+    from steps.aws import ecr
+    from steps.domain.events import Skip, parse_event, parse_image_reference
 
     given = ResolveImageInput.of(event=event, image=image)
     parsed = parse_image_reference(image) if given.manual else parse_event(event)
@@ -156,14 +158,14 @@ def resolve(*, event: str = "", image: str = "", rules: RuleSet, client: Any = N
     # names its registry; only an image ECR no longer has needs a second call to learn it.
     account = img.account or (found.registry_id if found else "")
     account = account or ecr.repository_account(img.repository, region=img.region, client=client)
-    return decide(img, manual=given.manual, account=account, found=found, rules=rules)
+    return select_targets(img, manual=given.manual, account=account, found=found, rules=rules)
 
 
 @step_entry
 def run(event: str = "", image: str = "") -> ResolveImageOutput:
     """Resolve an ECR push event (``event``) or an image reference (``image``) into targets."""
     ResolveImageInput.of(event=event, image=image)  # before any I/O (the rules file, ECR)
-    from steps.timing import timed
+    from steps.runtime.timing import timed
 
     with timed("rules"):
         rules = load_rules_file(rules_file())

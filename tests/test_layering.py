@@ -1,218 +1,474 @@
-"""Import rules that keep the layers apart (issue 14), read from the source with ``ast``.
+"""The layering of the code, read from the source with ``ast`` (issues 14 and 25).
 
-- ``sensors/`` reads results, never the interpreter or the sandbox (not even through another
-  module): the local sensor depends on :mod:`workflows.local.results` and :mod:`workflows.local.logs`.
-- ``workflows/*.py`` at the top level are declarations (Hera definitions, render, rbac, names):
-  none imports the local runtime :mod:`workflows.local`.
-- ``steps/``, ``workflows/`` and ``sensors/`` never import the CLI package :mod:`imagebump` (the
-  steps image and the version they need are in :mod:`workflows.names` / ``steps._runtime``).
-- No module of ``steps/``, ``workflows/``, ``sensors/`` or ``imagebump/`` is over 400 lines (two listed exceptions, each with a ceiling and why).
-- :mod:`workflows.names` and ``sensors/`` do not import Hera (checked statically, through every
-  project module they import, and by importing them in a fresh interpreter).
+The rules (docs/development.md draws them):
+
+- **No import circles** between the project's modules (lazy imports inside functions count: a
+  circle that works only while the imports stay inside functions is still one).
+- **No module imports another module's underscore names** (``from m import _x``), nor an
+  underscore module of another package.
+- **The package DAG**: every package (a ``steps/`` sub-package or single-module step,
+  ``workflows`` — the declarations —, ``workflows.local``, ``sensors``, ``render``, ``imagebump``,
+  ``bench``) imports only the packages :data:`MAY_IMPORT` lists for it. So ``steps/`` never
+  imports ``workflows``, ``sensors``, ``render`` or ``imagebump``; a step never imports another
+  step; and ``render`` sits above both ``workflows`` and ``sensors`` (only the CLI and the bench
+  import it).
+- ``steps/`` never loads Hera, even through a third-party import (checked statically through
+  every project module, and by importing it in a fresh interpreter); nor do
+  ``workflows.names`` and ``sensors/``.
+- ``sensors/`` never loads the interpreter or the sandbox of the local runtime; the top-level
+  declarations never load the local runtime.
+- Each package says what lives there; a package's docstring names each of its modules.
+
+:func:`test_each_rule_can_fail` feeds every checker a small tree that breaks its rule.
 """
 
 from __future__ import annotations
 
 import ast
 import functools
+import re
 import subprocess
 import sys
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("imagebump", "steps", "workflows", "sensors")
+PACKAGES = ("imagebump", "steps", "workflows", "sensors", "render", "bench")
+
+_DOMAIN, _RUNTIME = "steps.domain", "steps.runtime"
+_STEPS = (
+    "steps.resolve_image",
+    "steps.edit_kustomize",
+    "steps.commit_pr",
+    "steps.reconcile",
+    "steps.argocd_backup",
+    "steps.verify_live",
+)
+#: Who may import whom: each package → the packages it may import (besides itself). A package not
+#: listed fails :func:`test_every_package_has_a_place_in_the_dag`, so a new one is placed on purpose.
+MAY_IMPORT: dict[str, frozenset[str]] = {
+    k: frozenset(v)
+    for k, v in {
+        # steps/, bottom up: the shared domain, the step runtime, the seams, then the steps
+        _DOMAIN: (),
+        _RUNTIME: (_DOMAIN,),
+        "steps.kustomize": (_DOMAIN,),
+        "steps.kube": (_DOMAIN,),
+        "steps.rules": (_DOMAIN, _RUNTIME),
+        "steps.aws": (_DOMAIN, _RUNTIME),
+        "steps.git": (_DOMAIN, _RUNTIME),
+        "steps.forge": (_DOMAIN, _RUNTIME, "steps.git"),
+        "steps.proposals": (_DOMAIN, "steps.git", "steps.kustomize"),
+        "steps.entry_history": (_DOMAIN, _RUNTIME, "steps.git", "steps.kustomize"),
+        "steps.resolve_image": (_DOMAIN, _RUNTIME, "steps.rules", "steps.aws"),
+        "steps.edit_kustomize": (
+            _DOMAIN,
+            _RUNTIME,
+            "steps.kustomize",
+            "steps.aws",
+            "steps.git",
+            "steps.proposals",
+            "steps.entry_history",
+            "steps.forge",  # a GitHub App's installation token reads private repositories
+        ),
+        "steps.commit_pr": (
+            _DOMAIN,
+            _RUNTIME,
+            "steps.kustomize",
+            "steps.git",
+            "steps.forge",
+            "steps.proposals",
+        ),
+        "steps.reconcile": (
+            *(_DOMAIN, _RUNTIME, "steps.kustomize", "steps.rules", "steps.aws", "steps.git", "steps.forge"),
+            "steps.entry_history",
+        ),
+        "steps.argocd_backup": (_DOMAIN, _RUNTIME, "steps.aws", "steps.kube"),
+        "steps.verify_live": (_DOMAIN, _RUNTIME, "steps.git", "steps.kube", "steps.kustomize"),
+        # above steps/: the local runtime, the declarations, the sensors, rendering, the CLI
+        "workflows.local": (_DOMAIN, _RUNTIME, "workflows"),  # workflows.names only (see below)
+        "workflows": (_DOMAIN, _RUNTIME, "steps.kube", *_STEPS),  # steps.kube: Argo CD's namespaces (RBAC)
+        "sensors": (_DOMAIN, _RUNTIME, "workflows", "workflows.local"),
+        "render": ("workflows", "sensors"),
+        "imagebump": ("*",),
+        "bench": ("*",),
+    }.items()
+}
+#: Packages nothing outside these may import (the top of the DAG).
+ABOVE_ALL = frozenset({"imagebump", "bench"})
 
 
-def _file_of(module: str) -> Path | None:
-    base = ROOT.joinpath(*module.split("."))
-    for path in (base.with_suffix(".py"), base / "__init__.py"):
-        if path.is_file():
-            return path
-    return None
+class Tree:
+    """The project's modules under ``root`` and what each imports, read with ``ast``."""
 
+    def __init__(self, root: Path, packages: Iterable[str] = PACKAGES) -> None:
+        self.root = root
+        self.packages = tuple(packages)
 
-def _module_of(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    @functools.cached_property
+    def files(self) -> dict[str, Path]:
+        found = {}
+        for package in self.packages:
+            for path in sorted((self.root / package).rglob("*.py")):
+                parts = list(path.relative_to(self.root).with_suffix("").parts)
+                found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+        return found
 
+    def is_project(self, module: str) -> bool:
+        return module.split(".")[0] in self.packages
 
-@functools.cache
-def _direct_imports(module: str) -> frozenset[str]:
-    """Every module ``module``'s source imports (anywhere in it), absolute, project or not."""
-    path = _file_of(module)
-    assert path is not None, module
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                source = ".".join(base + ([node.module] if node.module else []))
+    @functools.cache  # noqa: B019 - a Tree lives as long as the test session
+    def imports(self, module: str) -> tuple[tuple[str, str | None], ...]:
+        """``(module, name)`` for each ``from module import name`` (``name`` None for ``import m``),
+        absolute, project or not, anywhere in the source (inside functions too)."""
+        path = self.files[module]
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        found: list[tuple[str, str | None]] = []
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                found.extend((alias.name, None) for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    source = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    source = node.module or ""
+                found.extend((source, alias.name) for alias in node.names)
+        return tuple(found)
+
+    @functools.cache  # noqa: B019
+    def depends_on(self, module: str) -> frozenset[str]:
+        """The modules ``module`` names: ``from steps import git`` names ``steps.git``, ``from
+        steps.git import clone`` names ``steps.git`` (the parent packages it runs on the way are
+        not counted here: a package's ``__init__`` importing its own modules is no circle)."""
+        deps = set()
+        for source, name in self.imports(module):
+            if name is not None and f"{source}.{name}" in self.files:
+                deps.add(f"{source}.{name}")
             else:
-                source = node.module or ""
-            found.add(source)
-            found.update(
-                f"{source}.{alias.name}" for alias in node.names if _file_of(f"{source}.{alias.name}")
-            )
-    # importing a.b.c runs a/__init__ and a/b/__init__ first
-    found.update(".".join(m.split(".")[:i]) for m in list(found) for i in range(1, m.count(".") + 1))
-    return frozenset(found)
+                deps.add(source)
+        return frozenset(deps)
+
+    def loads(self, module: str) -> set[str]:
+        """``module`` and everything importing it loads, parents' ``__init__`` included,
+        transitively through project modules."""
+        seen, stack = set(), [module]
+        while stack:
+            current = stack.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            if current in self.files:
+                for dep in self.depends_on(current):
+                    stack.extend(".".join(dep.split(".")[:i]) for i in range(1, dep.count(".") + 2))
+        return seen
 
 
-def _closure(module: str) -> set[str]:
-    """``module`` and everything it imports, transitively through project modules."""
-    seen, stack = set(), [module]
-    while stack:
-        current = stack.pop()
-        if current in seen:
-            continue
-        seen.add(current)
-        if current.split(".")[0] in PACKAGES and _file_of(current):
-            stack.extend(_direct_imports(current))
-    return seen
+def unit(module: str) -> str:
+    """The package ``module`` belongs to in the DAG: ``steps.git.repo`` → ``steps.git``,
+    ``steps.edit_kustomize`` → itself, ``workflows.local.executor`` → ``workflows.local``."""
+    parts = module.split(".")
+    if parts[0] == "steps":
+        return "steps" if len(parts) == 1 else f"steps.{parts[1]}"
+    if parts[0] == "workflows" and len(parts) > 1 and parts[1] == "local":
+        return "workflows.local"
+    return parts[0]
 
 
-def _modules(folder: str, recursive: bool = False) -> list[str]:
-    paths = (ROOT / folder).rglob("*.py") if recursive else (ROOT / folder).glob("*.py")
-    return sorted(_module_of(p) for p in paths)
+# --- the checkers: each returns what breaks its rule (empty: the rule holds) ---------------------
 
 
-SENSORS = _modules("sensors")
-TOP_LEVEL_WORKFLOWS = _modules("workflows")
+def circles(tree: Tree) -> list[list[str]]:
+    """Every import circle among the project's modules (one per strongly connected component)."""
+    graph = {m: sorted(d for d in tree.depends_on(m) if d in tree.files and d != m) for m in tree.files}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's algorithm
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return found
 
 
-@pytest.mark.parametrize("module", SENSORS)
-def test_sensors_do_not_import_the_interpreter_or_the_sandbox(module: str) -> None:
-    forbidden = {"workflows.local.interpreter", "workflows.local.sandbox"}
-    assert not (_closure(module) & forbidden), f"{module} loads {sorted(_closure(module) & forbidden)}"
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
 
-@pytest.mark.parametrize("module", TOP_LEVEL_WORKFLOWS)
-def test_top_level_workflows_do_not_import_the_local_runtime(module: str) -> None:
-    runtime = sorted(
-        m for m in _closure(module) if m == "workflows.local" or m.startswith("workflows.local.")
-    )
-    assert not runtime, f"{module} (a declaration) imports the local runtime: {runtime}"
+def underscore_imports(tree: Tree) -> list[str]:
+    """``from m import _x`` of a project module, and an underscore module imported from outside
+    its own package."""
+    found = []
+    for module in tree.files:
+        for source, name in tree.imports(module):
+            if not tree.is_project(source):
+                continue
+            if name is not None and _private(name):
+                found.append(f"{module}: from {source} import {name}")
+            target = f"{source}.{name}" if name is not None and f"{source}.{name}" in tree.files else source
+            parts = target.split(".")
+            for i, part in enumerate(parts):
+                if _private(part) and not module.startswith(".".join(parts[:i]) + "."):
+                    found.append(f"{module}: imports {target}, private to {'.'.join(parts[:i])}")
+                    break
+    return found
 
 
-@pytest.mark.parametrize("module", ["workflows", "workflows.names", *SENSORS])
-def test_names_and_sensors_do_not_import_hera(module: str) -> None:
-    hera = sorted(m for m in _closure(module) if m == "hera" or m.startswith("hera."))
-    assert not hera, f"{module} imports Hera: {hera}"
+def dag_violations(tree: Tree, may_import: Mapping[str, frozenset[str]] = MAY_IMPORT) -> list[str]:
+    """Each import of a package its package may not import (or of a package not in the DAG)."""
+    found = []
+    for module in tree.files:
+        own = unit(module)
+        allowed = may_import.get(own, frozenset())
+        for dep in tree.depends_on(module):
+            other = unit(dep)
+            if not tree.is_project(dep) or other == own or dep == "steps":  # steps/__init__: a docstring
+                continue
+            if own not in may_import:
+                found.append(f"{module}: its package {own} is not in MAY_IMPORT")
+            elif "*" not in allowed and other not in allowed:
+                found.append(f"{module} ({own}) imports {dep} ({other})")
+    return found
 
 
-def test_importing_names_and_sensors_loads_no_hera() -> None:
-    """The same rule at run time, where a third-party import could pull Hera in indirectly."""
+def loads_forbidden(tree: Tree, modules: Iterable[str], forbidden: Iterable[str]) -> list[str]:
+    """``module: name`` for each of ``modules`` that loads (through any project module) a module
+    named in ``forbidden`` or inside it."""
+    found = []
+    for module in modules:
+        loaded = tree.loads(module)
+        for name in forbidden:
+            hits = sorted(m for m in loaded if m == name or m.startswith(f"{name}."))
+            if hits:
+                found.append(f"{module} loads {hits}")
+    return found
+
+
+TREE = Tree(ROOT)
+STEPS = sorted(m for m in TREE.files if unit(m).startswith("steps"))
+
+
+# --- the rules on this tree ----------------------------------------------------------------------
+
+
+def test_no_import_circles() -> None:
+    assert circles(TREE) == []
+
+
+def test_no_module_imports_another_modules_underscore_names() -> None:
+    assert underscore_imports(TREE) == []
+
+
+def test_every_package_imports_only_what_the_dag_allows() -> None:
+    assert dag_violations(TREE) == []
+
+
+def test_every_package_has_a_place_in_the_dag() -> None:
+    units = {unit(m) for m in TREE.files} - {"steps"}
+    assert sorted(units - MAY_IMPORT.keys()) == [], "place the new package in MAY_IMPORT"
+    assert sorted(MAY_IMPORT.keys() - units) == [], "MAY_IMPORT names a package that is gone"
+
+
+def test_render_sits_above_workflows_and_sensors() -> None:
+    """Only the CLI and the bench import ``render``; ``render`` imports both halves it renders."""
+    importers = {unit(m) for m in TREE.files for d in TREE.depends_on(m) if unit(d) == "render"}
+    assert importers - {"render"} <= ABOVE_ALL
+    assert {"workflows", "sensors"} <= {
+        unit(d) for m in TREE.files if unit(m) == "render" for d in TREE.depends_on(m)
+    }
+
+
+def test_steps_never_load_hera_or_anything_above_them() -> None:
+    above = ("hera", "workflows", "sensors", "render", "imagebump", "bench")
+    assert loads_forbidden(TREE, STEPS, above) == []
+
+
+def test_sensors_do_not_load_the_interpreter_or_the_sandbox() -> None:
+    sensors = [m for m in TREE.files if unit(m) == "sensors"]
+    forbidden = ("workflows.local.interpreter", "workflows.local.sandbox")
+    assert loads_forbidden(TREE, sensors, forbidden) == []
+
+
+def test_top_level_workflows_do_not_load_the_local_runtime() -> None:
+    declarations = [m for m in TREE.files if unit(m) == "workflows"]
+    assert loads_forbidden(TREE, declarations, ("workflows.local",)) == []
+
+
+def test_names_and_sensors_do_not_load_hera() -> None:
+    modules = ["workflows", "workflows.names", *(m for m in TREE.files if unit(m) == "sensors")]
+    assert loads_forbidden(TREE, modules, ("hera",)) == []
+
+
+def test_importing_steps_names_and_sensors_loads_no_hera() -> None:
+    """The same rules at run time, where a third-party import could pull Hera in indirectly."""
+    modules = ["workflows.names", *(m for m in TREE.files if unit(m) == "sensors"), *STEPS]
     code = (
-        "import sys, workflows, workflows.names, " + ", ".join(SENSORS) + "\n"
+        f"import sys, {', '.join(modules)}\n"
         "print(sorted(m for m in sys.modules if m == 'hera' or m.startswith('hera.')))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
 
-def test_the_rules_can_fail() -> None:
-    """The checker sees what it must forbid (a rule that could not fail would prove nothing)."""
-    assert "workflows.local.interpreter" in _closure("workflows.local.executor")
-    assert "hera.workflows" in _closure("workflows.common")
-    assert "imagebump" in _direct_imports("imagebump.cli")  # `from imagebump import X` is seen
+# --- each rule can fail ----------------------------------------------------------------------------
 
 
-STEPS = _modules("steps", recursive=True)
+def _write(root: Path, files: Mapping[str, str]) -> Tree:
+    for relative, text in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return Tree(root, ("steps", "workflows", "sensors", "render"))
 
 
-@pytest.mark.parametrize("module", STEPS)
-def test_steps_import_nothing_above_them(module: str) -> None:
-    """``steps/`` is the bottom layer: it never imports the CLI, the declarations or the sensors."""
-    above = sorted(m for m in _closure(module) if m.split(".")[0] in {"imagebump", "workflows", "sensors"})
-    assert not above, f"{module} imports {above}"
+def test_each_rule_can_fail(tmp_path: Path) -> None:
+    """A small tree that breaks every rule once: each checker names what breaks it."""
+    tree = _write(
+        tmp_path,
+        {
+            "steps/__init__.py": "",
+            "steps/domain/__init__.py": "",
+            "steps/domain/models.py": "def f():\n    from steps.domain import errors\n",
+            "steps/domain/errors.py": "from steps.domain.models import f\n",  # a circle, lazily
+            "steps/git/__init__.py": "from steps.git.repo import clone\n",  # a facade: no circle
+            "steps/git/repo.py": "from steps.domain.errors import f\n_x = 1\ndef clone(): ...\n",
+            "steps/git/_raw.py": "",
+            "steps/runtime/__init__.py": "",
+            "steps/runtime/harness.py": "from steps.git.repo import _x\nimport steps.git._raw\nimport hera\n",
+            "workflows/__init__.py": "",
+            "workflows/render_here.py": "from render import manifests\n",
+            "sensors/__init__.py": "",
+            "render/__init__.py": "",
+            "render/manifests.py": "import workflows, sensors\n",
+        },
+    )
+    assert circles(tree) == [["steps.domain.errors", "steps.domain.models"]]
+    assert underscore_imports(tree) == [
+        "steps.runtime.harness: from steps.git.repo import _x",
+        "steps.runtime.harness: imports steps.git._raw, private to steps.git",
+    ]
+    assert sorted(dag_violations(tree)) == [
+        "steps.runtime.harness (steps.runtime) imports steps.git._raw (steps.git)",
+        "steps.runtime.harness (steps.runtime) imports steps.git.repo (steps.git)",
+        "workflows.render_here (workflows) imports render.manifests (render)",
+    ]
+    assert loads_forbidden(tree, ["steps.runtime.harness"], ["hera"]) == [
+        "steps.runtime.harness loads ['hera']"
+    ]
+    render_below_sensors = {**MAY_IMPORT, "render": frozenset({"workflows"})}
+    assert "render.manifests (render) imports sensors (sensors)" in dag_violations(tree, render_below_sensors)
+    assert dag_violations(
+        _write(tmp_path / "new", {"steps/new_step.py": "import steps.domain.models\n"})
+    ) == ["steps.new_step: its package steps.new_step is not in MAY_IMPORT"]
+
+
+# --- what lives where ------------------------------------------------------------------------------
+
+
+PACKAGE_INITS = sorted(m for m, p in TREE.files.items() if p.name == "__init__.py")
+
+
+@pytest.mark.parametrize("package", [*PACKAGE_INITS])
+def test_every_package_says_what_lives_there(package: str) -> None:
+    """Each package's docstring is a paragraph (what lives there and what it may import)."""
+    doc = ast.get_docstring(ast.parse(TREE.files[package].read_text())) or ""
+    assert len(doc.split()) >= 12, f"{package}: its __init__ needs a docstring saying what lives there"
+
+
+@pytest.mark.parametrize(
+    "package",
+    [
+        p
+        for p in PACKAGE_INITS
+        if p == "steps"
+        or unit(p).startswith("steps.")
+        or p in {"sensors", "workflows", "workflows.local", "render"}
+    ],
+)
+def test_the_package_docstring_names_each_of_its_modules(package: str) -> None:
+    """A newcomer reads a package from its ``__init__``: every module and sub-package is named."""
+    path = TREE.files[package]
+    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+    names = [p.stem for p in path.parent.glob("*.py") if p.name not in {"__init__.py", "__main__.py"}]
+    names += [p.name for p in path.parent.iterdir() if (p / "__init__.py").is_file()]
+    unnamed = sorted(n for n in names if f"``{n}``" not in doc and f"``{n}/``" not in doc)
+    assert not unnamed, f"{package}/__init__.py does not name {unnamed}"
 
 
 @pytest.mark.parametrize("package", ["sensors", "workflows.local"])
-def test_the_package_docstring_names_every_module_and_what_they_import(package: str) -> None:
-    """A newcomer reads ``sensors/`` and ``workflows/local/`` from their ``__init__``: every module is
-    named there, and every project module they import (besides their own) is in its "may import"."""
-    path = _file_of(package)
-    assert path is not None
-    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
-    modules = [_module_of(p) for p in sorted(path.parent.glob("*.py")) if p.name != "__init__.py"]
-    unnamed = [m for m in modules if f"``{m.rpartition('.')[2]}``" not in doc]
-    assert not unnamed, f"{package}/__init__.py does not name {unnamed}"
+def test_the_package_docstring_lists_what_its_modules_import(package: str) -> None:
+    """``sensors/`` and ``workflows/local/`` list every project module they import (besides their own)."""
+    doc = ast.get_docstring(ast.parse(TREE.files[package].read_text())) or ""
     imported = {
         dep
-        for m in modules
-        for dep in _direct_imports(m)
-        if dep.split(".")[0] in PACKAGES
+        for m in TREE.files
+        if m.startswith(f"{package}.")
+        for dep in TREE.depends_on(m)
+        if TREE.is_project(dep)
         and not dep.startswith(f"{package}.")
-        and (file := _file_of(dep)) is not None
-        and file.name != "__init__.py"  # a parent package, run on the way to a module
+        and dep in TREE.files
+        and TREE.files[dep].name != "__init__.py"
     }
     unlisted = sorted(dep for dep in imported if dep not in doc)
     assert not unlisted, f"{package}/__init__.py's 'may import' list misses {unlisted}"
 
 
-BELOW_THE_CLI = sorted({*STEPS, *_modules("workflows", recursive=True), *_modules("sensors", recursive=True)})
-
-
-@pytest.mark.parametrize("module", BELOW_THE_CLI)
-def test_nothing_below_the_cli_imports_it(module: str) -> None:
-    """``imagebump`` (the CLI) sits on top: steps, declarations, the local runtime and the sensors
-    never import it, not even through another module (its ``__init__`` says so)."""
-    cli = sorted(m for m in _closure(module) if m == "imagebump" or m.startswith("imagebump."))
-    assert not cli, f"{module} imports the CLI package: {cli}"
-
-
-@pytest.mark.parametrize(
-    "package",
-    sorted({_module_of(p) for pkg in PACKAGES for p in (ROOT / pkg).rglob("__init__.py")} | {"bench"}),
-)
-def test_every_package_says_what_lives_there(package: str) -> None:
-    """Each package's docstring is a paragraph (what lives there and what it may import)."""
-    path = _file_of(package)
-    assert path is not None
-    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
-    assert len(doc.split()) >= 12, f"{package}: its __init__ needs a docstring saying what lives there"
-
-
-def test_the_steps_image_has_one_home() -> None:
-    """:mod:`workflows.names` names the steps image; :mod:`imagebump` re-exports it (lazily), and its
-    tag is the CLI's version (the installed metadata the declarations read is this source's)."""
+def test_the_steps_image_is_named_in_one_place_and_tagged_with_the_project_version() -> None:
+    """The image repository is written once (``workflows.names``): no module spells it again, and
+        the tag the CLI and the manifests use is the version the source declares (``pyproject.toml``
+    reads it from ``imagebump.__version__``; the tag comes from the installed package's metadata)."""
     import imagebump
-    from workflows import names
 
-    assert (imagebump.IMAGE, imagebump.IMAGE_REPOSITORY) == (names.IMAGE, names.IMAGE_REPOSITORY)
-    assert names.IMAGE == f"{names.IMAGE_REPOSITORY}:{imagebump.__version__}"
-
-
-#: Lines a module may have (issue 14: "no module over ~400 lines except declarations and test data").
-MAX_LINES = 400
-#: Modules allowed past MAX_LINES, each with its own ceiling and why. Ceilings are today's sizes, so
-#: these may shrink and never grow; an entry no longer needed fails below, so the list stays true.
-#: No declaration module needs one today (the largest, workflows/image_update.py, is well under).
-OVER_THE_LIMIT: dict[str, tuple[int, str]] = {}
-
-
-def _lines(relative: str) -> int:
-    return len((ROOT / relative).read_text().splitlines())
-
-
-@pytest.mark.parametrize(
-    "relative",
-    sorted(p.relative_to(ROOT).as_posix() for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")),
-)
-def test_no_module_is_over_400_lines(relative: str) -> None:
-    """A module is small enough to read in one sitting; what grows past it is split by job."""
-    ceiling, why = OVER_THE_LIMIT.get(relative, (MAX_LINES, ""))
-    lines = _lines(relative)
-    assert lines <= ceiling, (
-        f"{relative} has {lines} lines (at most {ceiling}{': ' + why if why else ''}): split it by job"
+    repository = "ghcr.io/imagebump/imagebump"
+    spelled = sorted(
+        module
+        for module, path in TREE.files.items()
+        if re.search(rf"['\"]{re.escape(repository)}", path.read_text())
     )
+    assert spelled == ["workflows.names"]
+    source = ast.parse(TREE.files["imagebump"].read_text())
+    (version,) = [
+        node.value.value
+        for node in source.body
+        if isinstance(node, ast.Assign)
+        and [getattr(t, "id", None) for t in node.targets] == ["__version__"]
+        and isinstance(node.value, ast.Constant)
+    ]
+    assert imagebump.IMAGE == f"{repository}:{version}"
 
 
-def test_every_exception_to_the_size_limit_is_still_needed() -> None:
-    stale = [r for r in OVER_THE_LIMIT if not (ROOT / r).is_file() or _lines(r) <= MAX_LINES]
-    assert stale == [], f"back under {MAX_LINES} lines or gone: remove from OVER_THE_LIMIT: {stale}"
+def test_docs_development_draws_every_package_of_the_dag() -> None:
+    """docs/development.md has a line for each package a newcomer can meet in the tree (a new
+    package shows up there when it enters MAY_IMPORT)."""
+    text = (ROOT / "docs" / "development.md").read_text()
+    missing = [
+        u
+        for u in MAY_IMPORT
+        if f"`{u.replace('.', '/')}/`" not in text and f"`{u.replace('.', '/')}.py`" not in text
+    ]
+    assert missing == []

@@ -18,7 +18,7 @@ import yaml
 
 import imagebump
 from tests.workflows import schemas
-from workflows import argocd_backup
+from workflows import argocd_backup, pod_security
 from workflows import names as n
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -184,20 +184,25 @@ def test_every_image_is_the_package_image_built_by_the_dockerfile():
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "pip install" in dockerfile and "COPY steps" in dockerfile
     users = re.findall(r"^USER (\d+)", dockerfile, flags=re.MULTILINE)
-    assert users == [f"{n.UID}:{n.UID}"] or users == [str(n.UID)]
+    assert users == [f"{pod_security.UID}:{pod_security.UID}"] or users == [str(pod_security.UID)]
     assert imagebump.IMAGE_REPOSITORY in dockerfile
 
 
 def test_backup_export_wiring_follows_the_step_contract():
     import inspect
 
-    from steps import backup_export
-    from steps._runtime import kebab
+    from steps.argocd_backup import export as backup_export
+    from steps.runtime.harness import kebab
 
     cron = next(doc for _, doc in ARGO if doc["kind"] == "CronWorkflow")["spec"]["workflowSpec"]
     templates = {t["name"]: t for t in cron["templates"]}
     export = templates["backup-export"]
-    assert export["script"]["args"] == ["-m", "steps._entry", "-e", "steps.backup_export:run"]
+    assert export["script"]["args"] == [
+        "-m",
+        "steps.runtime.launcher",
+        "-e",
+        "steps.argocd_backup.export:run",
+    ]
     inputs = {p["name"] for p in export["inputs"]["parameters"]}
     assert inputs == set(inspect.signature(backup_export.run).parameters)
     outputs = {p["name"] for p in export["outputs"]["parameters"]}
@@ -306,7 +311,7 @@ def test_without_the_label_the_optional_settings_default_and_the_bucket_fails_cl
 def test_every_backup_setting_but_the_bucket_defaults_to_the_steps_own_default():
     import inspect
 
-    from steps import backup_export
+    from steps.argocd_backup import export as backup_export
 
     signature = inspect.signature(backup_export.run).parameters
     for param in _backup_arguments():

@@ -1,6 +1,6 @@
 """CronWorkflow ``argocd-backup``: daily, Argo CD's configuration → one encrypted archive in S3.
 
-Wiring only; the work is :func:`steps.backup_export.run`. Settings (bucket, prefix, cluster,
+Wiring only; the work is :func:`steps.argocd_backup.export.run`. Settings (bucket, prefix, cluster,
 namespace, KMS key, retention) come from the ConfigMap ``imagebump-backup`` as workflow
 parameters, so an operator changes them without re-rendering. Runs as its own ServiceAccount
 (``imagebump-backup``: read-only in Argo CD's namespace, S3 write through IRSA).
@@ -22,7 +22,7 @@ only when the label is what is missing::
 workflows.argoproj.io/configmap-type: Parameter to be detectable by the controller"). A bucket that
 is set but empty, still the example's ``CHANGE-ME-…`` or not a bucket name fails the step (exit 2,
 not retried) with a message naming the key ``bucket`` of ConfigMap ``imagebump-backup`` and its
-namespace (:class:`steps.backup_settings.ConfigMapKeys`); so does any other bad setting.
+namespace (:class:`steps.argocd_backup.settings.ConfigMapKeys`); so does any other bad setting.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from __future__ import annotations
 from hera.workflows import CronWorkflow, FieldEnv, Parameter, Steps, script
 from hera.workflows import models as m
 
-from steps import backup_export
-from steps.backup_settings import DEFAULTS, BackupSettings
+from steps.argocd_backup import export as backup_export
+from steps.argocd_backup.settings import DEFAULTS, BackupSettings
 from workflows import common as c
 from workflows import names as n
 
@@ -46,7 +46,7 @@ REQUIRED = ("bucket",)
 
 
 def setting_defaults() -> dict[str, str]:
-    """``valueFrom.default`` of each optional setting: :func:`steps.backup_export.run`'s own default."""
+    """``valueFrom.default`` of each optional setting: :func:`steps.argocd_backup.export.run`'s own default."""
     return {name: str(DEFAULTS[name]) for name in SETTINGS if name not in REQUIRED}
 
 

@@ -24,9 +24,10 @@ from hera.workflows import (
 from hera.workflows import models as m
 from pydantic import BaseModel
 
-from steps._runtime import kebab
-from steps.errors import EXIT_CONFIG
+from steps.domain.errors import EXIT_CONFIG
+from steps.runtime.harness import kebab
 from workflows import names as n
+from workflows import pod_security
 
 # Every step template renders `image: IMAGE` even when a definition forgets to pass it.
 IMAGE = n.IMAGE
@@ -36,12 +37,12 @@ global_config.image = IMAGE
 # them); they are re-exported here for the definitions that spell them ``c.NAME``.
 OUTPUTS_DIR = n.OUTPUTS_DIR
 
-POD_SECURITY_CONTEXT = m.PodSecurityContext.model_validate(n.pod_security_context())
-CONTAINER_SECURITY_CONTEXT = m.SecurityContext.model_validate(n.container_security_context())
+POD_SECURITY_CONTEXT = m.PodSecurityContext.model_validate(pod_security.pod_security_context())
+CONTAINER_SECURITY_CONTEXT = m.SecurityContext.model_validate(pod_security.container_security_context())
 
 
 #: The module a step pod runs (``python -m STEP_ENTRY -e steps.<x>:run <inputs file>``).
-STEP_ENTRY = "steps._entry"
+STEP_ENTRY = "steps.runtime.launcher"
 
 
 @dataclass(kw_only=True)
@@ -51,8 +52,8 @@ class StepRunner(RunnerScriptConstructor):
     Everything else is Hera's: the template's inputs from the function's signature,
     ``source: '{{inputs.parameters}}'``, the outputs handling that ``isinstance(...,
     RunnerScriptConstructor)`` selects. Only the rendered ``args`` change, from ``[-m,
-    hera.workflows.runner, -e, steps.x:run]`` to ``[-m, steps._entry, -e, steps.x:run]``:
-    :mod:`steps._entry` accepts exactly what Hera's runner accepts (the inputs JSON, Hera's
+    hera.workflows.runner, -e, steps.x:run]`` to ``[-m, steps.runtime.launcher, -e, steps.x:run]``:
+    :mod:`steps.runtime.launcher` accepts exactly what Hera's runner accepts (the inputs JSON, Hera's
     ``hera__outputs_directory``, its exit codes) without importing ``hera.workflows`` (0.6–1.4 s of
     a step's cold start; tests/steps/test_entry.py runs every step through both and compares). Hera
     documents ``Script.constructor`` as the place for one's own ``ScriptConstructor``
@@ -88,7 +89,7 @@ def housekeeping(*, seconds_after_success: int = 86400) -> dict[str, Any]:
 def target_inputs() -> list[Parameter]:
     """The inputs of a per-target steps template (``update-target``, ``sweep-target``)."""
     return [
-        Parameter(name="target", description="one steps.models.Target, as JSON"),
+        Parameter(name="target", description="one steps.domain.models.Target, as JSON"),
         Parameter(name="repo-url"),
         Parameter(name="path"),
         Parameter(name="env", default=""),
@@ -127,7 +128,7 @@ def resources(cpu: str = "100m", memory: str = "128Mi", memory_limit: str = "512
 
 
 def retry_transient(limit: int = 4) -> RetryStrategy:
-    """Retry with exponential backoff unless the step said "bad input" (exit 2, steps.errors).
+    """Retry with exponential backoff unless the step said "bad input" (exit 2, steps.domain.errors).
 
     `retryPolicy: Always` also retries pod errors (eviction, node loss); the expression refuses
     only the terminal exit code. 75 (transient) and any other failure are retried.
@@ -150,7 +151,7 @@ def outputs_of(model: type[BaseModel], defaults: dict[str, str] | None = None) -
 
 
 def output(name: str, default: str = "") -> Parameter:
-    """An output parameter the step writes itself (steps._runtime.emit_outputs).
+    """An output parameter the step writes itself (steps.runtime.harness.emit_outputs).
 
     ``default`` is used when the step wrote no file (it failed) and, from Argo 3.7.16 / 4.0.7 on,
     for references to the outputs of a skipped step (nothing here reads those).

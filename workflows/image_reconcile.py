@@ -1,6 +1,6 @@
 """CronWorkflow ``image-reconcile``: every 10 minutes, bring every overlay behind to its newest allowed image.
 
-Wiring only; the work is :func:`steps.reconcile.run` and, for each target it finds behind, the
+Wiring only; the work is :func:`steps.reconcile.step.run` and, for each target it finds behind, the
 ``update-target`` template of the ``image-update`` WorkflowTemplate, reused by ``templateRef`` —
 the same edit-kustomize and commit-pr code, under the same per-overlay mutex as events. Shape::
 
@@ -52,7 +52,8 @@ from hera.workflows import (
 )
 from hera.workflows import models as m
 
-from steps import reconcile, reconcile_report
+from steps.reconcile import report as reconcile_report
+from steps.reconcile import step as reconcile
 from workflows import common as c
 from workflows import image_update
 from workflows import names as n

@@ -48,14 +48,15 @@ from hera.workflows import (
 )
 from hera.workflows import models as m
 
-from steps import commit_pr, edit_kustomize, resolve_image
+from steps import edit_kustomize, resolve_image
+from steps.commit_pr import step as commit_pr
 from workflows import common as c
 from workflows import names as n
 from workflows import verify_live as live
 
 NAME = n.IMAGE_UPDATE
 
-#: What serialises writers: one overlay of one repository (= steps.models.Target.key). The fan-outs
+#: What serialises writers: one overlay of one repository (= steps.domain.models.Target.key). The fan-outs
 #: pass the target's ``repo_id`` as ``repo-url``: one spelling per repository, so two rules that
 #: write it differently (``Acme/GitOps.git``, ``acme/gitops``) take one lock.
 #: Argo ≥ 3.6 splits lock keys as `<ns>/Mutex/<name>` with SplitN(3), so '/' and ':' in the
@@ -256,7 +257,7 @@ def _commit_pr_template():
 #: When commit-pr did not run (edit-kustomize found the overlay current) the value is "unchanged"
 #: on Argo before 3.7.16 and commit-pr's own output default ("error") from 3.7.16 / 4.0.7 on, which
 #: give a skipped step's outputs their defaults (argo-workflows workflow/controller/scope.go); only
-#: the real changes (:data:`steps.reconcile_report.UPDATED_ACTIONS`) mean "updated".
+#: the real changes (:data:`steps.reconcile.report.UPDATED_ACTIONS`) mean "updated".
 UPDATE_ACTION = "action"
 
 

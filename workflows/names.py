@@ -1,9 +1,9 @@
 """The names every manifest, the RBAC, the sensors and the local runtime agree on — no Hera here.
 
 The steps image, namespace, labels, ServiceAccounts, the ConfigMaps and Secrets the templates mount,
-the names of the WorkflowTemplate and CronWorkflows (and where they are rendered), and the pod
-hardening, as plain data. Importing this module must stay cheap and side-effect free: it imports
-only the standard library (``IMAGE`` and ``OUTPUTS_DIR`` come from :mod:`steps._runtime` when first
+the names of the WorkflowTemplate and CronWorkflows (and where they are rendered), as plain data
+(the pod hardening is :mod:`workflows.pod_security`). Importing this module must stay cheap and side-effect free: it imports
+only the standard library (``IMAGE`` and ``OUTPUTS_DIR`` come from :mod:`steps.runtime.harness` when first
 read). :mod:`workflows.common` (which loads Hera and sets ``global_config.image``) builds its Hera
 models from these values, and :mod:`sensors` and the local runtime read them without loading Hera
 (tests/test_layering.py checks that).
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 #: The steps image every WorkflowTemplate/CronWorkflow names (``IMAGE``: ``IMAGE_REPOSITORY:<version>``,
 #: see :func:`__getattr__`); built from ./Dockerfile. :mod:`imagebump` re-exports both.
@@ -79,48 +78,22 @@ PARAMETER_CONFIGMAP_LABELS = {"workflows.argoproj.io/configmap-type": "Parameter
 
 
 def __getattr__(name: str) -> str:
-    """The two names :mod:`steps._runtime` decides, read from it when first asked for (it loads
+    """The two names :mod:`steps.runtime.harness` decides, read from it when first asked for (it loads
     pydantic; ``imagebump --help`` reads this module and must not wait for that):
 
     - ``IMAGE``: the steps image, tagged with imagebump's installed version
-      (:func:`steps._runtime.imagebump_version`, the package metadata ``pyproject.toml`` takes from
+      (:func:`steps.runtime.harness.imagebump_version`, the package metadata ``pyproject.toml`` takes from
       ``imagebump.__version__``; nothing below the CLI imports it);
     - ``OUTPUTS_DIR``: where a step writes its output parameters (Hera's runner): /tmp/hera-outputs,
       on the /tmp emptyDir.
     """
     if name == "IMAGE":
-        from steps._runtime import imagebump_version
+        from steps.runtime.harness import imagebump_version
 
         value = f"{IMAGE_REPOSITORY}:{imagebump_version()}"
     elif name == "OUTPUTS_DIR":
-        from steps._runtime import DEFAULT_OUTPUTS_DIRECTORY as value
+        from steps.runtime.harness import DEFAULT_OUTPUTS_DIRECTORY as value
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     globals()[name] = value  # once: later reads are plain module attributes
     return value
-
-
-#: The user and group every imagebump pod runs as.
-UID = 10001
-
-
-def pod_security_context() -> dict[str, Any]:
-    """The pod-level securityContext of every imagebump pod, in the manifest's (camelCase) shape."""
-    return {
-        "runAsNonRoot": True,
-        "runAsUser": UID,
-        "runAsGroup": UID,
-        "fsGroup": UID,
-        "seccompProfile": {"type": "RuntimeDefault"},
-    }
-
-
-def container_security_context() -> dict[str, Any]:
-    """The container-level securityContext of every step container (read-only root, no privileges)."""
-    return {
-        "runAsNonRoot": True,
-        "runAsUser": UID,
-        "readOnlyRootFilesystem": True,
-        "allowPrivilegeEscalation": False,
-        "capabilities": {"drop": ["ALL"]},
-    }

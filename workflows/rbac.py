@@ -21,7 +21,8 @@ The IRSA role ARNs are placeholders (``ACCOUNT_ID``); docs/install.md shows the 
 
 from __future__ import annotations
 
-from steps import archive, argocd_namespaces
+from steps.argocd_backup import archive
+from steps.kube import argocd_namespaces
 from workflows import names as n
 
 IRSA_ANNOTATION = "eks.amazonaws.com/role-arn"

@@ -1,6 +1,6 @@
 """``imagebump backup --bucket B``: back up Argo CD's configuration to S3 from a workstation.
 
-Runs the same code as the ``backup-export`` step (:func:`steps.backup_export.export_backup`), with
+Runs the same code as the ``backup-export`` step (:func:`steps.argocd_backup.export.export_backup`), with
 the Kubernetes API reached through the kubeconfig (``--context``, else the current context; the
 in-cluster service account when run in a pod) and S3 through boto3 (``--profile``, else the
 standard AWS environment). Prints the archive URL, its sha256, counts per kind and any archives
@@ -32,21 +32,21 @@ SETTINGS = ("bucket", "prefix", "cluster", "namespace", "kms_key_id", "keep", "k
 
 
 class _Help(argparse.RawDescriptionHelpFormatter):
-    """Shows each setting's default from :class:`steps.backup_settings.BackupSettings`, read only when
+    """Shows each setting's default from :class:`steps.argocd_backup.settings.BackupSettings`, read only when
     help is printed."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = super()._get_help_string(action) or ""
         if action.dest in SETTINGS and "%(default)s" in text:
-            from steps.backup_settings import DEFAULTS
+            from steps.argocd_backup.settings import DEFAULTS
 
             text = text.replace("%(default)s", str(DEFAULTS[action.dest]))
         return text
 
 
 def settings_of(args: argparse.Namespace):
-    """The :class:`~steps.backup_settings.BackupSettings` the flags give (unset flags: its defaults)."""
-    from steps.backup_settings import BackupSettings
+    """The :class:`~steps.argocd_backup.settings.BackupSettings` the flags give (unset flags: its defaults)."""
+    from steps.argocd_backup.settings import BackupSettings
 
     return BackupSettings.parse(**{n: getattr(args, n) for n in SETTINGS if getattr(args, n) is not None})
 
@@ -63,7 +63,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         formatter_class=_Help,
     )
     parser.add_argument("--bucket", required=True, help="S3 bucket to write to")
-    # Defaults are BackupSettings' (steps.backup_settings), filled in by `run` and shown by _Help, so
+    # Defaults are BackupSettings' (steps.argocd_backup.settings), filled in by `run` and shown by _Help, so
     # building the parser does not import pydantic (every `imagebump` invocation builds it).
     parser.add_argument("--prefix", help="key prefix (default: %(default)s)")
     parser.add_argument("--cluster", help="cluster name in the key (default: %(default)s)")
@@ -92,7 +92,7 @@ def s3_client(profile: str | None):
     import boto3
     from botocore.exceptions import ProfileNotFound
 
-    from steps.errors import ConfigError
+    from steps.domain.errors import ConfigError
 
     try:
         return boto3.Session(profile_name=profile).client("s3")
@@ -103,7 +103,8 @@ def s3_client(profile: str | None):
 
 
 def run(args: argparse.Namespace) -> int:
-    from steps import backup_export, kube_client
+    from steps.argocd_backup import export as backup_export
+    from steps.kube import client as kube_client
 
     settings = settings_of(args)  # bad input is refused before the cluster or S3 is reached
     api = kube_client.KubernetesApi.from_config(context=args.context)

@@ -76,7 +76,7 @@ def _require_demo_extra() -> None:
     """Refuse with the fix when moto's server (the demo extra) cannot be imported."""
     import importlib
 
-    from steps.errors import ConfigError
+    from steps.domain.errors import ConfigError
 
     try:
         importlib.import_module("moto.server")

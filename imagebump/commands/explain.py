@@ -34,8 +34,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _read_event(path: str) -> bytes:
-    from steps.errors import ConfigError
-    from steps.events import MAX_BODY_BYTES
+    from steps.domain.errors import ConfigError
+    from steps.domain.events import MAX_BODY_BYTES
 
     if path == "-":
         return sys.stdin.buffer.read(MAX_BODY_BYTES + 1)
@@ -47,8 +47,8 @@ def _read_event(path: str) -> bytes:
 
 
 def explain(args: argparse.Namespace) -> int:
-    from steps.errors import ConfigError
-    from steps.events import Skip, parse_event, parse_image_reference
+    from steps.domain.errors import ConfigError
+    from steps.domain.events import Skip, parse_event, parse_image_reference
     from steps.rules import load_rules_file
 
     if bool(args.image) == bool(args.event):

@@ -44,7 +44,7 @@ from imagebump.local.sweep import (
     build_executor,
     run_sweep,
 )
-from steps.errors import ConfigError
+from steps.domain.errors import ConfigError
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -145,7 +145,7 @@ def check_endpoint_url(url: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from imagebump.cli import log_format
     from imagebump.commands.run import step_environment
-    from steps import reconcile
+    from steps.reconcile import step as reconcile
     from steps.rules import load_rules
     from workflows import names
     from workflows.local.logs import json_logger
@@ -187,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
     if sweep.message and not sweep.report:
         say(f"imagebump reconcile: {sweep.message}")
         return sweep.exit_code
-    from steps.reconcile import TargetState, render_table
+    from steps.reconcile.step import TargetState, render_table
 
     say(render_table([TargetState(**t) for t in sweep.report]).rstrip("\n"))
     if sweep.live:

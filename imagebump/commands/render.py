@@ -28,7 +28,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def _render(args: argparse.Namespace) -> int:
-    from workflows.render import run
+    from render.manifests import run
 
     if args.output is not None and not args.check:
         _check_writable(args.output)
@@ -43,7 +43,7 @@ def _check_writable(directory: Path) -> None:
     """
     import tempfile
 
-    from steps.errors import ConfigError
+    from steps.domain.errors import ConfigError
 
     try:
         directory.mkdir(parents=True, exist_ok=True)

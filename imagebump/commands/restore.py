@@ -93,7 +93,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from imagebump.commands.backup import s3_client
-    from steps import kube_client, restore
+    from steps.argocd_backup import restore
+    from steps.kube import client as kube_client
 
     s3 = s3_client(args.profile) if args.source.startswith("s3://") else None
 

@@ -15,7 +15,7 @@ Secret, so edit-kustomize reads private repositories with it, unless ``IMAGEBUMP
 sets ``AWS_ENDPOINT_URL`` for them (boto3 also honours ``AWS_ENDPOINT_URL`` itself).
 
 Output: JSON-line logs on stderr — the sensor's, the executor's and every step's own records, in
-the one format of :mod:`steps._runtime` (each record of a workflow carries its ``event_id``) — and
+the one format of :mod:`steps.runtime.harness` (each record of a workflow carries its ``event_id``) — and
 one progress line per event on stdout (:func:`imagebump.local.outcome.progress_line`, shared with
 the demo; plus a summary line when it stops). Runs until SIGTERM/SIGINT (then finishes what is
 running and exits 0) or ``--max-events``.
@@ -35,7 +35,7 @@ from typing import Any
 
 from imagebump.commands.run_queue import EMULATOR_DEFAULT_REGION, check_queue, resolve_region, sqs_endpoint
 from imagebump.local.outcome import printable, progress_line
-from steps.errors import ConfigError
+from steps.domain.errors import ConfigError
 from workflows import names
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -127,7 +127,7 @@ LIVE_TIMEOUT = "15m"
 
 
 def _git_token(name: str, environ: Mapping[str, str]) -> str | None:
-    from steps.settings import read_secret
+    from steps.runtime.settings import read_secret
 
     return read_secret(
         name, environ, label="the token file", empty_file_is_error=True, fix="point it at the token file"
@@ -145,13 +145,13 @@ def local_secrets(
     ``imagebump-git`` (commit-pr) holds ``IMAGEBUMP_GIT_TOKEN[_FILE]`` (required unless
     ``require_write`` is false: a dry-run sweep never runs commit-pr, so its Secret is then empty;
     or unless the GitHub App's three settings are given: then every step reads and writes with the
-    App's installation token, which it mints itself — :func:`steps.github.read_auth`).
+    App's installation token, which it mints itself — :func:`steps.forge.github.read_auth`).
     ``imagebump-git-read`` (edit-kustomize, reconcile) holds ``IMAGEBUMP_GIT_READ_TOKEN[_FILE]`` when
     given, else the same write token: one user on one machine, whose token may read what it may push.
     (On a cluster the read Secret is separate and optional; absent, the clone is anonymous.)
     """
     environ = os.environ if environ is None else environ
-    from steps.settings import github_app_configured
+    from steps.runtime.settings import github_app_configured
 
     token = _git_token("IMAGEBUMP_GIT_TOKEN", environ)
     if require_write and not token and not github_app_configured(environ):

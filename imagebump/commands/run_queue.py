@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from steps.errors import ConfigError, TransientError
+from steps.domain.errors import ConfigError, TransientError
 
 #: Variables that are secrets: they reach steps only as the template's Secret mounts.
 #: The region of an emulator's queue when nothing names one: moto's and LocalStack's default.

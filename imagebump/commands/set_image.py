@@ -13,7 +13,7 @@ link, or sits under one, is followed only while it stays inside the repository â
 tree holding PATH, or outside a git work tree the directory given â€” and is then edited through:
 the file the link points to changes, the link stays a link. A link that leaves is refused.
 
-Holds (:mod:`steps.intent`): set-image is a person acting, so it changes a held entry; it says
+Holds (:mod:`steps.domain.intent`): set-image is a person acting, so it changes a held entry; it says
 which hold it lifted (a rollback in the local history that it moves forward from) and keeps a
 ``# imagebump:hold`` marker, which holds until removed.
 
@@ -59,7 +59,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def _describe(entry) -> str:
-    from steps.models import image_ref
+    from steps.domain.models import image_ref
 
     if entry is None:
         return "(absent)"
@@ -91,7 +91,7 @@ def _real_target(given, path):
         ConfigError: the kustomization (or a directory on its way) is a link out of the boundary,
             or into ``.git``.
     """
-    from steps.errors import ConfigError
+    from steps.domain.errors import ConfigError
 
     boundary, in_git = _boundary(given, path)
     root = boundary.resolve()
@@ -112,7 +112,7 @@ def _real_target(given, path):
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from steps.errors import ConfigError, ImageNotFoundError
+    from steps.domain.errors import ConfigError, ImageNotFoundError
     from steps.kustomize import edit_image, find_kustomization, parse_image_spec
 
     spec = parse_image_spec(args.spec)
@@ -167,13 +167,13 @@ def _holds(given, target, text: str, name: str, new) -> list[str]:
     it lifts (the last commit that changed the entry in the local history, not imagebump's, moved
     it back; the new image is not older), and a ``# imagebump:hold`` marker, which it changed the
     entry through and which stays until removed. Reads the local repository only (no request)."""
+    from steps.domain.errors import ImagebumpError
+    from steps.domain.intent import HOLD_MARKER, rollback
+    from steps.domain.models import entry_ref
+    from steps.domain.version_order import compare_semver, parse_semver
     from steps.entry_history import last_image_change
-    from steps.errors import ImagebumpError
     from steps.git import ClonedRepo
-    from steps.intent import HOLD_MARKER, rollback
     from steps.kustomize import hold_marker
-    from steps.models import entry_ref
-    from steps.order import compare_semver, parse_semver
 
     notes = []
     marker = hold_marker(text, name, by_new_name=False)
@@ -214,7 +214,7 @@ def _write_atomically(path, data: bytes, shown: str) -> None:
     import stat
     import tempfile
 
-    from steps.errors import ConfigError
+    from steps.domain.errors import ConfigError
 
     tmp = None
     try:

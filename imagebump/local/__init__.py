@@ -9,6 +9,6 @@ sensor until done; ``outcome`` decodes a finished workflow (the demo's report an
 every N (``imagebump reconcile``, ``run --local``); ``demo`` is ``imagebump demo``'s report and
 renderer; ``builders`` builds ECR events, image manifests and kustomizations for the demo, the
 benchmarks and the tests. May import ``steps`` (errors) and :mod:`workflows.local.results`
-(plain data), and ``sensors``, the rest of ``workflows``, ``steps.reconcile`` and
+(plain data), and ``sensors``, the rest of ``workflows``, ``steps.reconcile.step`` and
 ``imagebump.commands`` lazily, inside functions; never imported by ``steps/``.
 """

@@ -35,8 +35,8 @@ from typing import Any
 
 import yaml
 
-from steps import kube
-from steps.errors import ImagebumpError
+from steps.domain.errors import ImagebumpError
+from steps.kube import api as kube
 
 REFRESH_ANNOTATION = "argocd.argoproj.io/refresh"
 _POD_SPEC_PATHS = {

@@ -153,7 +153,7 @@ def run_demo(
     ``wrong_manifest`` makes that Argo CD run another image: the demo shows verify-live's alarm.
 
     Never raises for a failing pipeline: the report says ``ok=False`` with the reason. Raises
-    :class:`steps.errors.ConfigError` when a prerequisite (git, git-http-backend) is missing.
+    :class:`steps.domain.errors.ConfigError` when a prerequisite (git, git-http-backend) is missing.
     """
     say = progress or (lambda _msg: None)
     wall = time.monotonic()

@@ -42,7 +42,7 @@ def send_push_event(world: World, tag: str | None, digest: str) -> str:
     event = builders.ecr_push_event(world.repository, digest, tag, account=world.account, region=world.region)
     response = world.client("events").put_events(Entries=[builders.event_bridge_entry(event)])
     if response.get("FailedEntryCount"):
-        from steps.errors import TransientError
+        from steps.domain.errors import TransientError
 
         raise TransientError(f"EventBridge refused the push event: {response['Entries']}")
     return response["Entries"][0]["EventId"]

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from steps.errors import ConfigError
+from steps.domain.errors import ConfigError
 
 VERIFY_PARAMETER = "verify-live"
 TIMEOUT_PARAMETER = "live-timeout"

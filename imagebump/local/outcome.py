@@ -5,7 +5,7 @@ nodes run under item ``i`` of the ``update-target`` fan-out, which :mod:`workflo
 (the one home of node names) decodes (:func:`target_nodes`). :func:`target_results` and
 :func:`failure_details` feed the demo's report; :func:`progress_line` is ``imagebump run
 --local``'s one line per event. Imports only :mod:`workflows.local.results` (plain data) and
-:mod:`steps.models` (the one way an image reference is written; lazily) of the project.
+:mod:`steps.domain.models` (the one way an image reference is written; lazily) of the project.
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ def target_nodes(result: WorkflowResult, index: int) -> dict[str, NodeResult]:
 
 def image_label(event: dict[str, Any]) -> str:
     """``team/api:1.4.2`` (or ``team/api@sha256:0123456789ab…`` for a push without a tag) from a
-    push event, written by :func:`steps.models.image_ref`."""
-    from steps.models import image_ref  # pydantic: not when `imagebump --help` imports this module
+    push event, written by :func:`steps.domain.models.image_ref`."""
+    from steps.domain.models import image_ref  # pydantic: not when `imagebump --help` imports this module
 
     detail = event.get("detail") if isinstance(event.get("detail"), dict) else {}
     tag, digest = detail.get("image-tag"), detail.get("image-digest")
@@ -152,9 +152,9 @@ def failure_details(result: WorkflowResult) -> list[str]:
 
 def resolved_image(result: WorkflowResult) -> str:
     """``ACCOUNT.dkr.ecr.REGION.amazonaws.com/REPO:TAG@DIGEST`` (``REPO@DIGEST`` for a push without a
-    tag) from resolve-image's ``image`` output: :attr:`steps.models.Image.reference`; the output as
+    tag) from resolve-image's ``image`` output: :attr:`steps.domain.models.Image.reference`; the output as
     it is when it is not an image."""
-    from steps.models import Image
+    from steps.domain.models import Image
 
     resolve = node(result, "resolve-image")
     if resolve is None or not resolve.outputs.get("image"):

@@ -3,7 +3,7 @@
 :func:`deploy_stack` creates the stack (queue, dead-letter queue, EventBridge rule) in moto's
 CloudFormation and returns its Outputs; :func:`quiet_request_logs` silences the request log of
 moto's in-process server. Used by :mod:`imagebump.local.world`, the README test and the benchmarks
-(``bench/world.py``, ``bench/sweep.py``). Imports :mod:`steps.errors` only (lazily).
+(``bench/testbed.py``, ``bench/reconcile_scale.py``). Imports :mod:`steps.domain.errors` only (lazily).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def quiet_request_logs() -> Iterator[None]:
 
 def deploy_stack(moto: Any, name_prefix: str, *, repository_prefix: str = "") -> tuple[str, dict[str, str]]:
     """Deploy ``manifests/aws/cloudformation.yaml`` into moto's CloudFormation; (stack, outputs)."""
-    from steps.errors import TransientError
+    from steps.domain.errors import TransientError
 
     cfn = moto.client("cloudformation")
     stack = f"{name_prefix}-stack"

@@ -7,7 +7,7 @@ into a :class:`Sweep` (report, updates, exit code); :class:`Sweeper` runs it eve
 ``--reconcile-every`` (:func:`parse_every`) inside ``imagebump run --local``. Used by ``imagebump
 reconcile`` (:mod:`imagebump.commands.reconcile`, which prints it), ``run --local``, the demo and
 the benchmarks. Node names are read through :class:`workflows.local.results.WorkflowResult`;
-``steps.reconcile`` and the executor are imported lazily.
+``steps.reconcile.step`` and the executor are imported lazily.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from steps.errors import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK, EXIT_TRANSIENT, ConfigError
+from steps.domain.errors import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK, EXIT_TRANSIENT, ConfigError
 from workflows import names
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -139,7 +139,7 @@ def _exit_of(node: Any) -> int:
 def _updated(node: Any) -> bool:
     """What the CronWorkflow's counter ``imagebump_reconcile_updates_total`` counts for one
     sweep-target node: it succeeded and its ``action`` output is a real change."""
-    from steps.reconcile_report import UPDATED_ACTIONS
+    from steps.reconcile.report import UPDATED_ACTIONS
 
     return node is not None and node.phase == "Succeeded" and node.outputs.get("action") in UPDATED_ACTIONS
 
@@ -171,7 +171,7 @@ def run_sweep(
     name: str | None = None,
 ) -> Sweep:
     """Run the CronWorkflow's template once; read what its reconcile step and update steps did."""
-    from steps import reconcile
+    from steps.reconcile import step as reconcile
 
     params = {
         "apply": "true" if apply else "false",

@@ -276,7 +276,7 @@ class World:
 
 
 def _check_prerequisites() -> None:
-    from steps.errors import ConfigError
+    from steps.domain.errors import ConfigError
 
     if shutil.which("git") is None:
         raise ConfigError(

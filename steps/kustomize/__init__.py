@@ -3,21 +3,22 @@
 Pure functions over text (no I/O except :func:`find_kustomization`, which only looks at names in a
 directory): :func:`read_images` / :func:`get_image` read the entries, :func:`set_image` changes only
 the lines that must change (nothing is re-dumped) and proves the result says exactly what was meant,
-else raises :class:`~steps.errors.KustomizationError`; hostile texts are refused before they cost
-anything. Modules, each importing only those before it: ``_yaml`` (libyaml events with positions,
-the guards), ``spec`` (``NAME[=NEWNAME][:TAG][@DIGEST]``), ``files`` (finding the kustomization
+else raises :class:`~steps.domain.errors.KustomizationError`; hostile texts are refused before they cost
+anything. Modules, each importing only those before it: ``yaml_nodes`` (libyaml events with
+positions, the guards), ``spec`` (``NAME[=NEWNAME][:TAG][@DIGEST]``), ``files`` (finding the kustomization
 file), ``reader`` (the one parse), ``splice`` (the line editor's tools), ``verify`` (proving an
-edit), ``edit`` (:func:`set_image`; :func:`edit_image`, the same edit also returning the entry
-before and after it). May import ``steps.errors``, ``steps.events`` and
-``steps.models``; nothing else of the project.
+edit), ``holds`` (the ``# imagebump:hold`` marker of an entry), ``flow`` (adding ``images:`` to a
+kustomization written as one flow mapping), ``edit`` (:func:`set_image`; :func:`edit_image`, the same edit also returning the entry
+before and after it). May import ``steps.domain.errors``, ``steps.domain.events`` and
+``steps.domain.models``; nothing else of the project.
 """
 
-from steps.kustomize._yaml import MAX_KUSTOMIZATION_BYTES
 from steps.kustomize.edit import ImageEdit, edit_image, set_image
 from steps.kustomize.files import KUSTOMIZATION_FILES, find_kustomization
 from steps.kustomize.holds import HOLD_MARKER_RE, hold_marker
 from steps.kustomize.reader import MAX_ALIAS_EXPANSION, get_image, read_images
 from steps.kustomize.spec import KEEP, ImageSpec, parse_image_spec, validate_image_name
+from steps.kustomize.yaml_nodes import MAX_KUSTOMIZATION_BYTES
 
 __all__ = [
     "HOLD_MARKER_RE",

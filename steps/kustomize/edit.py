@@ -30,52 +30,60 @@ from dataclasses import dataclass
 
 from yaml import events as _ev
 
-from steps.errors import ConfigError, ImageNotFoundError, KustomizationError
-from steps.events import validate_digest, validate_tag
-from steps.kustomize._yaml import (
-    _FIELDS,
-    _LINE_BREAK,
-    _STR_TAG,
-    _gc_paused,
-    _Mapping,
-    _refuse_anchor,
-    _Scalar,
-    _Sequence,
-    _where,
-)
+from steps.domain.errors import ConfigError, ImageNotFoundError, KustomizationError
+from steps.domain.events import validate_digest, validate_tag
+from steps.domain.models import ImagesEntry
 from steps.kustomize.flow import add_to_flow_mapping
-from steps.kustomize.reader import _Doc, _Entry, _find, _parse
+from steps.kustomize.reader import ParsedDoc, ParsedEntry, find_entry, parse_document
 from steps.kustomize.spec import KEEP, validate_image_name
 from steps.kustomize.splice import (
-    _colon_after,
-    _entry_last_end,
-    _eol,
-    _format,
-    _insert_keys,
-    _line_content_end,
-    _line_full_end,
-    _line_start,
-    _refuse_edit,
-    _remove_key,
-    _set_value,
-    _Splicer,
+    Splicer,
+    colon_after,
+    end_of_line,
+    end_of_line_content,
+    entry_last_end,
+    format_scalar,
+    insert_keys,
+    line_ending,
+    refuse_edit,
+    remove_key,
+    set_value,
+    start_of_line,
 )
-from steps.kustomize.verify import _MAP_END, _MAP_START, _SEQ_END, _SEQ_START, _Change, _verify, _window_ready
-from steps.models import ImagesEntry
+from steps.kustomize.verify import (
+    MAP_END,
+    MAP_START,
+    SEQ_END,
+    SEQ_START,
+    Change,
+    can_verify_window,
+    verify_edit,
+)
+from steps.kustomize.yaml_nodes import (
+    IMAGE_FIELDS,
+    LINE_BREAK,
+    STR_TAG,
+    MappingNode,
+    Scalar,
+    SequenceNode,
+    gc_paused,
+    position_of,
+    refuse_anchor,
+)
 
 # --------------------------------------------------------------------------------------------
 # Adding an entry
 
 
-def _sequence_style(doc: _Doc) -> tuple[int, int]:
+def _sequence_style(doc: ParsedDoc) -> tuple[int, int]:
     """(indent of '-' relative to the parent key, key offset after '-') used by the file."""
     if doc.root is not None:
         for key, value in doc.root.value:
-            if type(value) is _Sequence and not value.flow_style and value.value:
+            if type(value) is SequenceNode and not value.flow_style and value.value:
                 dash = value.start_mark.column - key.start_mark.column
                 first = value.value[0]
                 offset = 2
-                if type(first) is _Mapping and not first.flow_style:
+                if type(first) is MappingNode and not first.flow_style:
                     offset = first.start_mark.column - value.start_mark.column
                 return max(dash, 0), max(offset, 2)
     return 0, 2  # what `kustomize edit set image` writes
@@ -85,21 +93,21 @@ def _block_entry(pairs: list[tuple[str, str]], dash_col: int, offset: int, eol: 
     lines = []
     for i, (k, v) in enumerate(pairs):
         lead = " " * dash_col + "-" + " " * (offset - 1) if i == 0 else " " * (dash_col + offset)
-        lines.append(f"{lead}{k}: {_format(v, None, False)}")
+        lines.append(f"{lead}{k}: {format_scalar(v, None, False)}")
     return eol.join(lines)
 
 
-def _add_entry(sp: _Splicer, doc: _Doc, pairs: list[tuple[str, str]]) -> _Change:
+def _add_entry(sp: Splicer, doc: ParsedDoc, pairs: list[tuple[str, str]]) -> Change:
     """Splice a new entry in (appending to ``images:``, or creating it); the change it makes to the events."""
     text = doc.text
     entry = ("mapping", None, [(k, ("str", v)) for k, v in pairs])
     src = doc.source
-    flow_entry = "{" + ", ".join(f"{k}: {_format(v, None, True)}" for k, v in pairs) + "}"
+    flow_entry = "{" + ", ".join(f"{k}: {format_scalar(v, None, True)}" for k, v in pairs) + "}"
     if doc.images is None and doc.root is not None and doc.root.flow_style:
         return add_to_flow_mapping(sp, doc, entry, "[" + flow_entry + "]")
     if doc.images is not None:
         seq = doc.images
-        _refuse_anchor(seq, "images:", src)
+        refuse_anchor(seq, "images:", src)
         if seq.flow_style:
             if seq.value:
                 last = seq.value[-1]
@@ -109,62 +117,62 @@ def _add_entry(sp: _Splicer, doc: _Doc, pairs: list[tuple[str, str]]) -> _Change
                 if text[close] != "]":  # pragma: no cover - libyaml marks the end after ']'
                     raise KustomizationError(f"{src}: cannot find the end of images: [...]")
                 sp.insert(close, flow_entry)
-            return _Change(seq.last, 0, [entry])
+            return Change(seq.last, 0, [entry])
         last_entry = doc.entries[-1]
-        last_end = _entry_last_end(text, last_entry, list(last_entry.keys))
-        eol = _eol(text, last_end)
+        last_end = entry_last_end(text, last_entry, list(last_entry.keys))
+        eol = line_ending(text, last_end)
         dash_col = seq.start_mark.column
         if last_entry.flow:
             new = " " * dash_col + "- " + flow_entry
         else:
             offset = max(last_entry.node.start_mark.column - _dash_column(text, last_entry.node), 2)
             new = _block_entry(pairs, dash_col, offset, eol)
-        at = _line_content_end(text, last_end)
+        at = end_of_line_content(text, last_end)
         sp.insert(at, eol + new)
-        change = _Change(seq.last, 0, [entry])
-        if _window_ready(doc):
+        change = Change(seq.last, 0, [entry])
+        if can_verify_window(doc):
             # the new lines (after a line break), and the one that ended the last entry's line
-            end = _line_full_end(text, at)
+            end = end_of_line(text, at)
             change.window = (at, end + len(eol) + len(new), at, end)
         return change
     dash, offset = _sequence_style(doc)
     if doc.images_key is not None:  # `images:` with no value (or ~ / null)
         key = doc.images_key
         col = key.start_mark.column
-        colon = _colon_after(text, key)
+        colon = colon_after(text, key)
         null = doc.images_null
         if null is not None and null.end_mark.index > null.start_mark.index:
-            _refuse_anchor(null, "images:", src)
+            refuse_anchor(null, "images:", src)
             sp.replace(colon, null.end_mark.index, "")
-        eol = _eol(text, colon)
-        sp.insert(_line_content_end(text, colon), eol + _block_entry(pairs, col + dash, offset, eol))
-        return _Change(_event_index(doc, null), 1, [_SEQ_START, entry, _SEQ_END])
-    eol = _eol(text)
+        eol = line_ending(text, colon)
+        sp.insert(end_of_line_content(text, colon), eol + _block_entry(pairs, col + dash, offset, eol))
+        return Change(_event_index(doc, null), 1, [SEQ_START, entry, SEQ_END])
+    eol = line_ending(text)
     col = doc.root.start_mark.column if doc.root is not None else 0
     end_marker = re.search(r"(?m)^\.\.\.[ \t]*(#.*)?$", text)
     if end_marker:  # appending after `...` would start a second document
-        line = len(_LINE_BREAK.findall(text, 0, end_marker.start())) + 1
+        line = len(LINE_BREAK.findall(text, 0, end_marker.start())) + 1
         raise KustomizationError(
             f"{src}: the document ends with '...' at line {line}; remove that line or add images: by hand"
         )
-    prefix = "" if not text or _LINE_BREAK.search(text[-1]) or text == "\ufeff" else eol
+    prefix = "" if not text or LINE_BREAK.search(text[-1]) or text == "\ufeff" else eol
     block = " " * col + "images:" + eol + _block_entry(pairs, col + dash, offset, eol) + eol
     sp.insert(len(text), prefix + block)
-    images = [("event", _ev.ScalarEvent(None, None, (True, False), "images")), _SEQ_START, entry, _SEQ_END]
+    images = [("event", _ev.ScalarEvent(None, None, (True, False), "images")), SEQ_START, entry, SEQ_END]
     if doc.root is not None:  # before the end of the top-level mapping
-        return _Change(doc.root.last, 0, images)
-    mapping = [_MAP_START, *images, _MAP_END]
+        return Change(doc.root.last, 0, images)
+    mapping = [MAP_START, *images, MAP_END]
     if doc.null_root is not None:  # an empty document (`---` alone, or `~`): its null becomes the mapping
-        return _Change(_event_index(doc, doc.null_root), 1, mapping)
-    return _Change(1, 0, [("event", _ev.DocumentStartEvent()), *mapping, ("event", _ev.DocumentEndEvent())])
+        return Change(_event_index(doc, doc.null_root), 1, mapping)
+    return Change(1, 0, [("event", _ev.DocumentStartEvent()), *mapping, ("event", _ev.DocumentEndEvent())])
 
 
-def _event_index(doc: _Doc, node: _Scalar) -> int:
+def _event_index(doc: ParsedDoc, node: Scalar) -> int:
     assert doc.scalar_index is not None
     return doc.scalar_index[id(node.event)]
 
 
-def _dash_column(text: str, entry_node: _Mapping) -> int:
+def _dash_column(text: str, entry_node: MappingNode) -> int:
     """Column of the '-' that introduces a block entry (searching back on its line)."""
     i = entry_node.start_mark.index - 1
     col = entry_node.start_mark.column - 1
@@ -186,7 +194,7 @@ class ImageEdit:
     text: str
     #: The entry as the file had it; None when it was added.
     old: ImagesEntry | None
-    #: The entry as the new text has it (proven by parsing the result, :func:`_verify`).
+    #: The entry as the new text has it (proven by parsing the result, :func:`verify_edit`).
     new: ImagesEntry
     #: Whether the text changed.
     changed: bool
@@ -258,7 +266,7 @@ def edit_image(
 ) -> ImageEdit:
     """:func:`set_image`, returning also the entry before and after the edit (one parse of ``text``,
     one of the result to prove it). Arguments and errors are :func:`set_image`'s."""
-    with _gc_paused():  # the document's events are freed (by reference count) before it resumes
+    with gc_paused():  # the document's events are freed (by reference count) before it resumes
         return _set_image(text, name, new_name, tag, digest, add, by_new_name, source)
 
 
@@ -283,16 +291,16 @@ def _set_image(
     if new_name is not None and new_name != KEEP:
         validate_image_name(new_name, "new name")
 
-    doc = _parse(text, source, record=True)
+    doc = parse_document(text, source, record=True)
     if doc.unknown_tag is not None:
         tag_name, node = doc.unknown_tag
         shown = repr(tag_name) if len(tag_name) <= 80 else repr(tag_name[:77] + "...")
         raise KustomizationError(
-            f"{source}: unknown YAML tag {shown} at {_where(node.start_mark)}; set-image edits only plain YAML "
+            f"{source}: unknown YAML tag {shown} at {position_of(node.start_mark)}; set-image edits only plain YAML "
             "(kustomize ignores such tags): remove the tag"
         )
-    entry = _find(doc, name, by_new_name=by_new_name)
-    sp = _Splicer(text)
+    entry = find_entry(doc, name, by_new_name=by_new_name)
+    sp = Splicer(text)
     desired: dict[str, str | None] = {}
     if new_name is not None and new_name != KEEP:
         desired["newName"] = new_name
@@ -315,7 +323,7 @@ def _set_image(
                 f"image {name!r} not in {source} ({listed}); add it under images:", found=found
             )
         validate_image_name(name)
-        pairs = [("name", name)] + [(f, desired[f]) for f in _FIELDS[1:] if desired.get(f) is not None]
+        pairs = [("name", name)] + [(f, desired[f]) for f in IMAGE_FIELDS[1:] if desired.get(f) is not None]
         if len(pairs) == 1:  # only '*' given: kustomize would add a bare `- name:` that changes nothing
             raise ConfigError(
                 f"image {name!r} is not in {source}, and '*' keeps a part of an existing entry: a new one "
@@ -323,35 +331,35 @@ def _set_image(
             )
         change = _add_entry(sp, doc, pairs)
         result = sp.apply()
-        _verify(doc, result, change)
+        verify_edit(doc, result, change)
         return ImageEdit(result, None, ImagesEntry(**dict(pairs)), True)
 
     what = f"images entry {entry.value('name')!r}"
     to_insert: list[tuple[str, str]] = []
     removed: list[str] = []
-    for field in _FIELDS[1:]:
+    for field in IMAGE_FIELDS[1:]:
         if field not in desired:
             continue
         want = desired[field]
         if want is None:
             if field in entry.keys:
-                _refuse_edit(doc, entry, what)
-                _remove_key(sp, doc, entry, field)
+                refuse_edit(doc, entry, what)
+                remove_key(sp, doc, entry, field)
                 removed.append(field)
         elif field in entry.keys:
-            if entry.keys[field][1].tag != _STR_TAG or entry.keys[field][1].value != want:
-                _refuse_edit(doc, entry, what)
-            _set_value(sp, doc, entry, field, want)
+            if entry.keys[field][1].tag != STR_TAG or entry.keys[field][1].value != want:
+                refuse_edit(doc, entry, what)
+            set_value(sp, doc, entry, field, want)
         else:
-            _refuse_edit(doc, entry, what)
+            refuse_edit(doc, entry, what)
             to_insert.append((field, want))
     keep = [k for k in entry.keys if k not in removed]
-    _insert_keys(sp, doc, entry, to_insert, keep)
+    insert_keys(sp, doc, entry, to_insert, keep)
     old = entry.to_model()
     if not sp.edits:
         return ImageEdit(text, old, old, False)
     result = sp.apply()
-    _verify(doc, result, _entry_change(doc, entry, desired, removed, to_insert, sp, result))
+    verify_edit(doc, result, _entry_change(doc, entry, desired, removed, to_insert, sp, result))
     # the entry the result holds (just proven): its keys in order, set ones as set
     after = {k: entry.value(k) for k in keep}
     after.update((field, want) for field, want in desired.items() if want is not None)
@@ -359,14 +367,14 @@ def _set_image(
 
 
 def _entry_change(
-    doc: _Doc,
-    entry: _Entry,
+    doc: ParsedDoc,
+    entry: ParsedEntry,
     desired: dict[str, str | None],
     removed: list[str],
     inserted: list[tuple[str, str]],
-    sp: _Splicer,
+    sp: Splicer,
     result: str,
-) -> _Change:
+) -> Change:
     """The events of an edited entry: its keys in order, set ones as strings, the others as they were."""
     assert doc.events is not None
     first, last = entry.node.first, entry.node.last
@@ -379,14 +387,14 @@ def _entry_change(
         want = desired.get(field)
         fields.append((field, ("str", want) if want is not None else ("event", original[i + 1])))
     fields += [(field, ("str", value)) for field, value in inserted]
-    change = _Change(first, last - first + 1, [("mapping", original[first], fields)])
+    change = Change(first, last - first + 1, [("mapping", original[first], fields)])
     text = doc.text
-    if _window_ready(doc):
-        start = _line_start(text, entry.node.start)
+    if can_verify_window(doc):
+        start = start_of_line(text, entry.node.start)
         if text[start : entry.node.start].strip(" ") == "-":
-            last_end = entry.node.end if entry.flow else _entry_last_end(text, entry, list(entry.keys))
-            rest = text[last_end : _line_content_end(text, last_end)].strip(" ")
-            end = _line_full_end(text, last_end)
+            last_end = entry.node.end if entry.flow else entry_last_end(text, entry, list(entry.keys))
+            rest = text[last_end : end_of_line_content(text, last_end)].strip(" ")
+            end = end_of_line(text, last_end)
             if (not rest or rest.startswith("#")) and all(start <= e[0] and e[1] <= end for e in sp.edits):
                 change.window = (start, end + len(result) - len(text), start, end)
     return change

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from steps.errors import KustomizationError
+from steps.domain.errors import KustomizationError
 
 #: The file names kustomize looks for, in its own order of preference.
 KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")

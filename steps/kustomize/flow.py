@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from yaml import events as _ev
 
-from steps.errors import KustomizationError
-from steps.kustomize._yaml import _refuse_anchor
-from steps.kustomize.reader import _Doc
-from steps.kustomize.splice import _colon_after, _Splicer
-from steps.kustomize.verify import _SEQ_END, _SEQ_START, _Change
+from steps.domain.errors import KustomizationError
+from steps.kustomize.reader import ParsedDoc
+from steps.kustomize.splice import Splicer, colon_after
+from steps.kustomize.verify import SEQ_END, SEQ_START, Change
+from steps.kustomize.yaml_nodes import refuse_anchor
 
 
-def add_to_flow_mapping(sp: _Splicer, doc: _Doc, entry: tuple, images: str) -> _Change:
+def add_to_flow_mapping(sp: Splicer, doc: ParsedDoc, entry: tuple, images: str) -> Change:
     """``{…}`` (how kyaml writes an empty kustomization): ``images: [{…}]`` goes inside the braces,
     after the last pair (or in place of a null ``images`` value); nothing else is rewritten."""
     text, root = doc.text, doc.root
@@ -25,13 +25,13 @@ def add_to_flow_mapping(sp: _Splicer, doc: _Doc, entry: tuple, images: str) -> _
     if doc.images_key is not None:  # `{images: }` or `{images: null}`
         null = doc.images_null  # libyaml gives every key a value event: an empty one is a null scalar
         assert null is not None and doc.scalar_index is not None
-        colon = _colon_after(text, doc.images_key)
+        colon = colon_after(text, doc.images_key)
         if null.end_mark.index > null.start_mark.index:
-            _refuse_anchor(null, "images:", doc.source)
+            refuse_anchor(null, "images:", doc.source)
             sp.replace(null.start_mark.index, null.end_mark.index, images)
         else:
             sp.insert(colon, " " + images)
-        return _Change(doc.scalar_index[id(null.event)], 1, [_SEQ_START, entry, _SEQ_END])
+        return Change(doc.scalar_index[id(null.event)], 1, [SEQ_START, entry, SEQ_END])
     close = root.end_mark.index - 1
     if text[close] != "}":  # pragma: no cover - libyaml marks the end after '}'
         raise KustomizationError(f"{doc.source}: cannot find the end of the kustomization's {{...}}")
@@ -41,4 +41,4 @@ def add_to_flow_mapping(sp: _Splicer, doc: _Doc, entry: tuple, images: str) -> _
     else:
         sp.insert(close, pair)
     head = ("event", _ev.ScalarEvent(None, None, (True, False), "images"))
-    return _Change(root.last, 0, [head, _SEQ_START, entry, _SEQ_END])
+    return Change(root.last, 0, [head, SEQ_START, entry, SEQ_END])

@@ -1,4 +1,4 @@
-"""Hold markers: ``# imagebump:hold [reason]`` on any line of an images entry (:mod:`steps.intent`).
+"""Hold markers: ``# imagebump:hold [reason]`` on any line of an images entry (:mod:`steps.domain.intent`).
 
 Pure. :func:`hold_marker` finds the marker on the entry :func:`~steps.kustomize.reader.get_image`
 finds; :data:`HOLD_MARKER_RE` is what the line editor keeps when it removes a key's line
@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import re
 
-from steps.kustomize._yaml import _gc_paused
-from steps.kustomize.reader import _Entry, _find, _parse
+from steps.kustomize.reader import ParsedEntry, find_entry, parse_document
+from steps.kustomize.yaml_nodes import gc_paused
 
 #: ``# imagebump:hold [reason]``: a comment on any line of an images entry holds it
-#: (:mod:`steps.intent`); the word must end there (``imagebump:holder`` is no marker).
+#: (:mod:`steps.domain.intent`); the word must end there (``imagebump:holder`` is no marker).
 HOLD_MARKER_RE = re.compile(
     r"(?:^|(?<=[ \t]))#[ \t]*imagebump:hold(?![\w:-])[ \t]*(?P<reason>[^\r\n]*)", re.M
 )
@@ -27,7 +27,7 @@ def _indent(line: str) -> int:
     return len(line) - len(line.lstrip(" \t"))
 
 
-def _entry_lines(text: str, entry: _Entry) -> tuple[int, int]:
+def _entry_lines(text: str, entry: ParsedEntry) -> tuple[int, int]:
     """The character span of an entry's lines: from its dash's line to its last value's line, with
     the comment lines directly above it at the dash's column and those right after it indented
     deeper than the dash (comments a person wrote inside or about the entry)."""
@@ -68,9 +68,9 @@ def hold_marker(
     """
     if "imagebump:hold" not in text:
         return None  # the common case costs no parse
-    with _gc_paused():
-        doc = _parse(text, source)
-        entry = _find(doc, name, by_new_name=by_new_name)
+    with gc_paused():
+        doc = parse_document(text, source)
+        entry = find_entry(doc, name, by_new_name=by_new_name)
         if entry is None:
             return None
         first, stop = _entry_lines(doc.text, entry)

@@ -1,11 +1,11 @@
 """Reading a kustomization for positions: one pass over libyaml's events builds the ``images`` entries.
 
-:func:`_parse` is the one entry every reader and the editor go through: it refuses, while it reads
+:func:`parse_document` is the one entry every reader and the editor go through: it refuses, while it reads
 and without expanding anything, aliases that refer to themselves or add more than
 :data:`MAX_ALIAS_EXPANSION` nodes, and duplicate keys. :func:`read_images`
 and :func:`get_image` are the public readers. Pure.
 
-Hostile input: a text over :data:`~steps.kustomize._yaml.MAX_KUSTOMIZATION_BYTES` (1 MiB) is refused
+Hostile input: a text over :data:`~steps.kustomize.yaml_nodes.MAX_KUSTOMIZATION_BYTES` (1 MiB) is refused
 before it is parsed; while reading, without expanding anything, aliases that refer to themselves or
 add more than :data:`MAX_ALIAS_EXPANSION` nodes once expanded (a "billion laughs" document),
 collections nested deeper than 64, and duplicate keys are refused.
@@ -27,31 +27,31 @@ from dataclasses import dataclass
 import yaml
 from yaml import events as _ev
 
-from steps.errors import KustomizationError
-from steps.kustomize._yaml import (
-    _KNOWN_TAGS,
-    _MAX_DEPTH,
-    _check_size,
-    _events,
-    _gc_paused,
-    _is_null,
-    _Mapping,
-    _Node,
-    _node,
-    _Scalar,
-    _Sequence,
-    _too_deep,
-    _where,
-    _yaml_error,
+from steps.domain.errors import KustomizationError
+from steps.domain.models import ImagesEntry
+from steps.kustomize.yaml_nodes import (
+    KNOWN_TAGS,
+    MAX_DEPTH,
+    MappingNode,
+    Node,
+    Scalar,
+    SequenceNode,
+    gc_paused,
+    is_null,
+    make_node,
+    parse_events,
+    position_of,
+    refuse_oversize,
+    too_deep,
+    yaml_error,
 )
-from steps.models import ImagesEntry
 
 #: How many nodes YAML aliases may add once expanded (beyond the nodes written out). A "billion
 #: laughs" document adds 10⁹ from a few hundred bytes; go-yaml (kustomize) refuses those too.
 MAX_ALIAS_EXPANSION = 10_000
 
 
-class _Entry:
+class ParsedEntry:
     """One ``images`` entry: its index, mapping node, and (built when used) its keys as nodes."""
 
     __slots__ = ("_keys", "aliased", "index", "name", "new_name", "node", "offset")
@@ -59,7 +59,7 @@ class _Entry:
     def __init__(
         self,
         index: int,
-        node: _Mapping,
+        node: MappingNode,
         offset: int,
         name: str | None,
         new_name: str | None,
@@ -68,14 +68,14 @@ class _Entry:
         self.index, self.node, self.offset = index, node, offset
         self.name, self.new_name = name, new_name
         self.aliased = aliased  # (field, anchor) of a value written as an alias, if any
-        self._keys: dict[str, tuple[_Scalar, _Scalar]] | None = None
+        self._keys: dict[str, tuple[Scalar, Scalar]] | None = None
 
     @property
-    def keys(self) -> dict[str, tuple[_Scalar, _Scalar]]:
+    def keys(self) -> dict[str, tuple[Scalar, Scalar]]:
         """field -> (key node, value node), in file order."""
         if self._keys is None:
             self._keys = {
-                k.value: (_Scalar(k, self.offset), _Scalar(v, self.offset)) for k, v in self.node.value
+                k.value: (Scalar(k, self.offset), Scalar(v, self.offset)) for k, v in self.node.value
             }
         return self._keys
 
@@ -89,7 +89,7 @@ class _Entry:
         if field == "newName":
             return self.new_name
         pair = self.keys.get(field)
-        if pair is None or _is_null(pair[1].event):
+        if pair is None or is_null(pair[1].event):
             return None
         return pair[1].value
 
@@ -99,18 +99,18 @@ class _Entry:
 
 
 @dataclass
-class _Doc:
+class ParsedDoc:
     text: str
     source: str
-    root: _Mapping | None
-    images_key: _Scalar | None
-    images: _Sequence | None  # None when absent or null
-    images_null: _Scalar | None  # the value node of `images:` when it is null
-    entries: list[_Entry]
+    root: MappingNode | None
+    images_key: Scalar | None
+    images: SequenceNode | None  # None when absent or null
+    images_null: Scalar | None  # the value node of `images:` when it is null
+    entries: list[ParsedEntry]
     #: Filled when parsed for an edit: every event of the document.
     events: list | None = None
-    unknown_tag: tuple[str, _Node] | None = None
-    null_root: _Scalar | None = None  # the document's null, when it is one (`---` alone)
+    unknown_tag: tuple[str, Node] | None = None
+    null_root: Scalar | None = None  # the document's null, when it is one (`---` alone)
     #: Indices of scalar events that hold the root (a null document) or the value of `images:`.
     scalar_index: dict[int, int] | None = None  # id(event) -> index, for those few
 
@@ -118,13 +118,13 @@ class _Doc:
 def _compose(text: str, source: str, *, record: bool):
     """One pass over the events: (root node or scalar event or None, events or None, indices, unknown tag).
 
-    Refuses (KustomizationError) several documents, collections nested over :data:`_MAX_DEPTH`,
+    Refuses (KustomizationError) several documents, collections nested over :data:`MAX_DEPTH`,
     a key written twice in one mapping, undefined and self-referencing aliases, and aliases that
     expand to more than :data:`MAX_ALIAS_EXPANSION` extra nodes — counting, never expanding.
-    With ``record``, also returns every event, to compare an edit's result with (:func:`_verify`).
+    With ``record``, also returns every event, to compare an edit's result with (:func:`verify_edit`).
     Scalars stay bare events (most nodes are scalars; a wrapper each would double the cost).
     """
-    get, offset = _events(text)
+    get, offset = parse_events(text)
     events: list | None = [] if record else None
     anchors: dict[str, object] = {}
     # An open collection: [node, pending key (mappings), keys seen (mappings)]
@@ -132,13 +132,13 @@ def _compose(text: str, source: str, *, record: bool):
     roots: list = []
     scalar_index: dict[int, int] = {}  # the root's and its direct values' scalars -> event index
     documents = written = 0
-    unknown: tuple[str, _Node] | None = None
+    unknown: tuple[str, Node] | None = None
     cap = 1 << 62
     count = -1
-    known = _KNOWN_TAGS
+    known = KNOWN_TAGS
     scalar_event, map_start, seq_start = _ev.ScalarEvent, _ev.MappingStartEvent, _ev.SequenceStartEvent
     map_end, seq_end, alias_event = _ev.MappingEndEvent, _ev.SequenceEndEvent, _ev.AliasEvent
-    mapping_class, sequence_class = _Mapping, _Sequence
+    mapping_class, sequence_class = MappingNode, SequenceNode
 
     while True:
         event = get()
@@ -153,12 +153,12 @@ def _compose(text: str, source: str, *, record: bool):
             if event.anchor is not None:
                 anchors[event.anchor] = node
             if event.tag is not None and event.tag not in known and unknown is None:
-                unknown = (event.tag, _Scalar(event, offset))
+                unknown = (event.tag, Scalar(event, offset))
             if len(stack) <= 1:
                 scalar_index[id(event)] = count
         elif kind is map_start or kind is seq_start:
-            if len(stack) >= _MAX_DEPTH:
-                raise _too_deep(source, f" at {_where(event.start_mark)}")
+            if len(stack) >= MAX_DEPTH:
+                raise too_deep(source, f" at {position_of(event.start_mark)}")
             node = (mapping_class if kind is map_start else sequence_class)(event, offset, count)
             written += 1
             if event.anchor is not None:
@@ -176,7 +176,7 @@ def _compose(text: str, source: str, *, record: bool):
             node = anchors.get(event.anchor)
             if node is None:
                 raise KustomizationError(
-                    f"{source}: invalid YAML at {_where(event.start_mark)}: found undefined alias "
+                    f"{source}: invalid YAML at {position_of(event.start_mark)}: found undefined alias "
                     f"*{event.anchor}; define the anchor before using it"
                 )
             if node.__class__ is scalar_event:
@@ -184,7 +184,7 @@ def _compose(text: str, source: str, *, record: bool):
             else:
                 if any(frame[0] is node for frame in stack):
                     raise KustomizationError(
-                        f"{source}: the node &{event.anchor} at {_where(node.start_mark)} contains an alias "
+                        f"{source}: the node &{event.anchor} at {position_of(node.start_mark)} contains an alias "
                         "to itself (a recursive document); kustomize refuses it too — write the values out"
                     )
                 size = node.size
@@ -213,8 +213,8 @@ def _compose(text: str, source: str, *, record: bool):
                     first = frame[2].get(key)
                     if first is not None:
                         raise KustomizationError(
-                            f"{source}: duplicate key {key!r} at {_where(node.start_mark)} "
-                            f"(first at {_where(first.start_mark)}); remove one of them"
+                            f"{source}: duplicate key {key!r} at {position_of(node.start_mark)} "
+                            f"(first at {position_of(first.start_mark)}); remove one of them"
                         )
                     frame[2][key] = node
         else:
@@ -238,50 +238,50 @@ def _compose(text: str, source: str, *, record: bool):
     return root, events, scalar_index, unknown, offset
 
 
-def _parse(text: str, source: str, *, check_size: bool = True, record: bool = False) -> _Doc:
+def parse_document(text: str, source: str, *, check_size: bool = True, record: bool = False) -> ParsedDoc:
     if not isinstance(text, str):
         raise TypeError("text must be str")
     if check_size:
-        _check_size(text, source)
+        refuse_oversize(text, source)
     try:
         root, events, scalar_index, unknown, offset = _compose(text, source, record=record)
     except yaml.YAMLError as exc:
-        raise _yaml_error(exc, source) from None
+        raise yaml_error(exc, source) from None
     scalar = _ev.ScalarEvent
     null_root = None
     if root is not None and root.__class__ is scalar:
-        if not _is_null(root):
+        if not is_null(root):
             raise KustomizationError(
                 f"{source}: the top level is a scalar, not a mapping; "
                 "a kustomization is a mapping (apiVersion, kind, resources, images, ...)"
             )
-        root, null_root = None, _Scalar(root, offset)
-    if root is not None and root.__class__ is not _Mapping:
+        root, null_root = None, Scalar(root, offset)
+    if root is not None and root.__class__ is not MappingNode:
         raise KustomizationError(
             f"{source}: the top level is a sequence, not a mapping; "
             "a kustomization is a mapping (apiVersion, kind, resources, images, ...)"
         )
-    doc = _Doc(text, source, root, None, None, None, [], events, unknown, null_root, scalar_index)
+    doc = ParsedDoc(text, source, root, None, None, None, [], events, unknown, null_root, scalar_index)
     if root is None:
         return doc
     for key, value in root.value:
         if key.__class__ is scalar and key.value == "images":
-            doc.images_key = _Scalar(key, offset)
-            if value.__class__ is scalar and _is_null(value):
-                doc.images_null = _Scalar(value, offset)
-            elif value.__class__ is _Sequence:
+            doc.images_key = Scalar(key, offset)
+            if value.__class__ is scalar and is_null(value):
+                doc.images_null = Scalar(value, offset)
+            elif value.__class__ is SequenceNode:
                 doc.images = value
             else:
                 raise KustomizationError(
-                    f"{source}: images: at {_where(_node(value, offset).start_mark)} is not a list; "
+                    f"{source}: images: at {position_of(make_node(value, offset).start_mark)} is not a list; "
                     "write it as a list of entries (- name: ...)"
                 )
     if doc.images is None:
         return doc
     entries = doc.entries
     for index, item in enumerate(doc.images.value):
-        if item.__class__ is not _Mapping:
-            where = f"images[{index}] at {_where(_node(item, offset).start_mark)}"
+        if item.__class__ is not MappingNode:
+            where = f"images[{index}] at {position_of(make_node(item, offset).start_mark)}"
             raise KustomizationError(
                 f"{source}: {where} is not a mapping; an entry is name/newName/newTag/digest"
             )
@@ -290,12 +290,12 @@ def _parse(text: str, source: str, *, check_size: bool = True, record: bool = Fa
         for key, value in item.value:
             if key.__class__ is not scalar or key.value == "<<":
                 raise KustomizationError(
-                    f"{source}: images[{index}] at {_where(item.start_mark)} uses a merge key or complex key; "
+                    f"{source}: images[{index}] at {position_of(item.start_mark)} uses a merge key or complex key; "
                     "write the entry out in full"
                 )
             if value.__class__ is not scalar:
                 raise KustomizationError(
-                    f"{source}: images[{index}] at {_where(item.start_mark)}: {key.value} must be a single "
+                    f"{source}: images[{index}] at {position_of(item.start_mark)}: {key.value} must be a single "
                     "value, not a list or mapping"
                 )
             field = key.value
@@ -304,22 +304,22 @@ def _parse(text: str, source: str, *, check_size: bool = True, record: bool = Fa
             if value.anchor is not None and aliased is None and value.start_mark.index < key.end_mark.index:
                 aliased = (field, value.anchor)
             if field == "name":
-                named = not _is_null(value)
+                named = not is_null(value)
                 name = value.value if named else None
-            elif field == "newName" and not _is_null(value):
+            elif field == "newName" and not is_null(value):
                 new_name = value.value
         if not named:
             raise KustomizationError(
-                f"{source}: images[{index}] at {_where(item.start_mark)} has no name; every images entry needs one"
+                f"{source}: images[{index}] at {position_of(item.start_mark)} has no name; every images entry needs one"
             )
-        entries.append(_Entry(index, item, offset, name, new_name, aliased))
+        entries.append(ParsedEntry(index, item, offset, name, new_name, aliased))
     return doc
 
 
-def _find(doc: _Doc, name: str, *, by_new_name: bool = True) -> _Entry | None:
+def find_entry(doc: ParsedDoc, name: str, *, by_new_name: bool = True) -> ParsedEntry | None:
     """The entry whose ``name`` is ``name`` (kustomize's own match), else — ``by_new_name`` — whose ``newName`` is."""
     for field in ("name", "new_name") if by_new_name else ("name",):
-        hits: list[_Entry] = []
+        hits: list[ParsedEntry] = []
         for e in doc.entries:  # an aliased entry (`- *x`) is the same node twice: count it once
             if getattr(e, field) == name and all(h.node is not e.node for h in hits):
                 hits.append(e)
@@ -345,14 +345,14 @@ def read_images(text: str, *, source: str = "kustomization.yaml") -> list[Images
     Raises:
         KustomizationError: invalid YAML, several documents, duplicate keys, malformed entries.
     """
-    with _gc_paused():
-        return [entry.to_model() for entry in _parse(text, source).entries]
+    with gc_paused():
+        return [entry.to_model() for entry in parse_document(text, source).entries]
 
 
 def get_image(
     text: str, name: str, *, by_new_name: bool = True, source: str = "kustomization.yaml"
 ) -> ImagesEntry | None:
     """Return the entry whose ``name`` (else, ``by_new_name``, whose ``newName``) is ``name``, or None."""
-    with _gc_paused():
-        entry = _find(_parse(text, source), name, by_new_name=by_new_name)
+    with gc_paused():
+        entry = find_entry(parse_document(text, source), name, by_new_name=by_new_name)
         return entry.to_model() if entry else None

@@ -1,7 +1,7 @@
 """Image specs: kustomize's ``NAME[=NEWNAME][:TAG][@DIGEST]`` (``edit set image``), parsed and checked.
 
-Pure. Tags and digests are checked by the one check in :mod:`steps.events` (as a
-:class:`~steps.errors.ConfigError` here: the spec is the user's argument).
+Pure. Tags and digests are checked by the one check in :mod:`steps.domain.events` (as a
+:class:`~steps.domain.errors.ConfigError` here: the spec is the user's argument).
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from steps.errors import ConfigError
-from steps.events import validate_digest, validate_tag
-from steps.models import image_ref
+from steps.domain.errors import ConfigError
+from steps.domain.events import validate_digest, validate_tag
+from steps.domain.models import image_ref
 
 #: An image name as kustomize and container runtimes take it: ``[host[:port]/]path``.
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(?::[0-9]+)?(?:/[A-Za-z0-9._-]+)*")

@@ -1,6 +1,6 @@
 """The line editor's tools: formatting a scalar as YAML must read it, and splicing the original text.
 
-:class:`_Splicer` replaces spans, inserts key lines after an entry's last line with the entry's own
+:class:`Splicer` replaces spans, inserts key lines after an entry's last line with the entry's own
 indentation, and deletes a removed key's lines; nothing is re-dumped, so comments, quoting, key
 order, CRLF and a BOM stay as written. Pure.
 """
@@ -9,10 +9,17 @@ from __future__ import annotations
 
 import itertools
 
-from steps.errors import KustomizationError
-from steps.kustomize._yaml import _LINE_BREAK, _STR_TAG, _refuse_anchor, _resolve, _Scalar, _where
+from steps.domain.errors import KustomizationError
 from steps.kustomize.holds import HOLD_MARKER_RE
-from steps.kustomize.reader import _Doc, _Entry
+from steps.kustomize.reader import ParsedDoc, ParsedEntry
+from steps.kustomize.yaml_nodes import (
+    LINE_BREAK,
+    STR_TAG,
+    Scalar,
+    position_of,
+    refuse_anchor,
+    resolve_tag,
+)
 
 # --------------------------------------------------------------------------------------------
 # Formatting scalars
@@ -22,14 +29,14 @@ def _is_plain_safe(value: str, flow: bool) -> bool:
     """Whether ``value`` written plain reads back as this very string in YAML 1.1 and 1.2."""
     if not value or value != value.strip() or value[0] in "-?:,[]{}#&*!|>'\"%@`":
         return False
-    if ": " in value or " #" in value or value.endswith(":") or _LINE_BREAK.search(value):
+    if ": " in value or " #" in value or value.endswith(":") or LINE_BREAK.search(value):
         return False
     if flow and any(c in value for c in ",[]{}"):
         return False
-    return _resolve(value, 0) == _STR_TAG and _resolve(value, 1) == _STR_TAG
+    return resolve_tag(value, 0) == STR_TAG and resolve_tag(value, 1) == STR_TAG
 
 
-def _format(value: str, style: str | None, flow: bool) -> str:
+def format_scalar(value: str, style: str | None, flow: bool) -> str:
     """Write ``value`` in ``style`` (None = plain, ``'`` or ``"``) if valid, else double-quoted."""
     if style == "'":
         return "'" + value.replace("'", "''") + "'"
@@ -42,7 +49,7 @@ def _format(value: str, style: str | None, flow: bool) -> str:
 # Splicing
 
 
-class _Splicer:
+class Splicer:
     """Collects (start, end, replacement) edits on the original text and applies them at once."""
 
     def __init__(self, text: str) -> None:
@@ -69,46 +76,46 @@ class _Splicer:
         return "".join(out)
 
 
-def _line_start(text: str, pos: int) -> int:
+def start_of_line(text: str, pos: int) -> int:
     start = pos
     while start > 0 and text[start - 1] not in "\n\r\x85\u2028\u2029":
         start -= 1
     return start
 
 
-def _line_content_end(text: str, pos: int) -> int:
+def end_of_line_content(text: str, pos: int) -> int:
     """Index of the line break ending the line that holds ``pos`` (or len(text))."""
-    m = _LINE_BREAK.search(text, pos)
+    m = LINE_BREAK.search(text, pos)
     return m.start() if m else len(text)
 
 
-def _line_full_end(text: str, pos: int) -> int:
+def end_of_line(text: str, pos: int) -> int:
     """Index just after the line break ending the line that holds ``pos``."""
-    m = _LINE_BREAK.search(text, pos)
+    m = LINE_BREAK.search(text, pos)
     return m.end() if m else len(text)
 
 
-def _eol(text: str, near: int = 0) -> str:
-    m = _LINE_BREAK.search(text, near) or _LINE_BREAK.search(text)
+def line_ending(text: str, near: int = 0) -> str:
+    m = LINE_BREAK.search(text, near) or LINE_BREAK.search(text)
     return m.group(0) if m else "\n"
 
 
-def _colon_after(text: str, key: _Scalar) -> int:
+def colon_after(text: str, key: Scalar) -> int:
     """Index just after the ``:`` that follows a key."""
     i = key.end_mark.index
     while i < len(text) and text[i] in " \t":
         i += 1
     if i >= len(text) or text[i] != ":":
         raise KustomizationError(
-            f"unsupported key syntax at {_where(key.start_mark)}; write 'key: value' on one line"
+            f"unsupported key syntax at {position_of(key.start_mark)}; write 'key: value' on one line"
         )
     return i + 1
 
 
-def _value_end(text: str, key: _Scalar, value: _Scalar) -> int:
+def _value_end(text: str, key: Scalar, value: Scalar) -> int:
     """End index of a value; for an empty (null) value, just after the key's colon."""
     if value.start_mark.index == value.end_mark.index:
-        return _colon_after(text, key)
+        return colon_after(text, key)
     end = value.end_mark.index
     if value.style in ("|", ">"):  # a block scalar ends where the next line starts: end at its last line
         while end > value.start_mark.index and text[end - 1] in "\r\n\x85\u2028\u2029":
@@ -116,44 +123,44 @@ def _value_end(text: str, key: _Scalar, value: _Scalar) -> int:
     return end
 
 
-def _entry_last_end(text: str, entry: _Entry, fields) -> int:
+def entry_last_end(text: str, entry: ParsedEntry, fields) -> int:
     return max(_value_end(text, *entry.keys[f]) for f in fields)
 
 
-def _refuse_edit(doc: _Doc, entry: _Entry, what: str) -> None:
+def refuse_edit(doc: ParsedDoc, entry: ParsedEntry, what: str) -> None:
     """Anchored nodes may be aliased elsewhere: editing them would change more than meant; and an
     entry whose value is an alias (``newTag: *t``) has no position of its own for it."""
-    _refuse_anchor(doc.images, "images:", doc.source)
-    _refuse_anchor(entry.node, what, doc.source)
+    refuse_anchor(doc.images, "images:", doc.source)
+    refuse_anchor(entry.node, what, doc.source)
     if entry.aliased is not None:
         field, anchor = entry.aliased
         raise KustomizationError(
-            f"{doc.source}: {what} at {_where(entry.node.start_mark)} takes its {field} from the alias *{anchor}; "
+            f"{doc.source}: {what} at {position_of(entry.node.start_mark)} takes its {field} from the alias *{anchor}; "
             "write the value out to edit the entry"
         )
 
 
-def _set_value(sp: _Splicer, doc: _Doc, entry: _Entry, field: str, value: str) -> bool:
+def set_value(sp: Splicer, doc: ParsedDoc, entry: ParsedEntry, field: str, value: str) -> bool:
     key, node = entry.keys[field]
-    if node.tag == _STR_TAG and node.value == value:
+    if node.tag == STR_TAG and node.value == value:
         return False
-    _refuse_anchor(node, f"{field} of image {entry.value('name')!r}", doc.source)
+    refuse_anchor(node, f"{field} of image {entry.value('name')!r}", doc.source)
     if node.style in ("|", ">"):
         raise KustomizationError(
-            f"{doc.source}: {field} of image {entry.value('name')!r} at {_where(node.start_mark)} is a block "
+            f"{doc.source}: {field} of image {entry.value('name')!r} at {position_of(node.start_mark)} is a block "
             "scalar (| or >); write it on one line as 'field: value'"
         )
     if node.start_mark.index == node.end_mark.index:  # `newTag:` with nothing after it
-        sp.insert(_colon_after(doc.text, key), " " + _format(value, None, entry.flow))
+        sp.insert(colon_after(doc.text, key), " " + format_scalar(value, None, entry.flow))
     else:
-        sp.replace(node.start_mark.index, node.end_mark.index, _format(value, node.style, entry.flow))
+        sp.replace(node.start_mark.index, node.end_mark.index, format_scalar(value, node.style, entry.flow))
     return True
 
 
-def _remove_key(sp: _Splicer, doc: _Doc, entry: _Entry, field: str) -> None:
+def remove_key(sp: Splicer, doc: ParsedDoc, entry: ParsedEntry, field: str) -> None:
     text = doc.text
     key, node = entry.keys[field]
-    _refuse_anchor(node, f"{field} of image {entry.value('name')!r}", doc.source)
+    refuse_anchor(node, f"{field} of image {entry.value('name')!r}", doc.source)
     order = [k.value for k, _ in entry.node.value]
     i = order.index(field)
     end = _value_end(text, key, node)
@@ -164,39 +171,39 @@ def _remove_key(sp: _Splicer, doc: _Doc, entry: _Entry, field: str) -> None:
         else:  # first key: drop "field: value, " up to the next key
             sp.replace(key.start_mark.index, entry.keys[order[1]][0].start_mark.index, "")
         return
-    line_start = _line_start(text, key.start_mark.index)
+    line_start = start_of_line(text, key.start_mark.index)
     before = text[line_start : key.start_mark.index]
     # a hold marker on the removed line stays, on a line of its own (it survives every edit)
-    hold = HOLD_MARKER_RE.search(text, end, _line_content_end(text, end))
+    hold = HOLD_MARKER_RE.search(text, end, end_of_line_content(text, end))
     column = key.start_mark.column if before.strip() == "" else len(before) - len(before.lstrip())
-    kept = f"{' ' * column}{hold[0]}{_eol(text, end)}" if hold else ""
+    kept = f"{' ' * column}{hold[0]}{line_ending(text, end)}" if hold else ""
     if before.strip() == "":  # the key starts its line: delete whole lines
-        sp.replace(line_start, _line_full_end(text, end), kept)
+        sp.replace(line_start, end_of_line(text, end), kept)
     elif i == 0 and before.strip() == "-":  # `- field: value` on the dash line: pull the next key up
         next_start = entry.keys[order[1]][0].start_mark.index
-        between_start = _line_full_end(text, end)
-        between_end = _line_start(text, next_start)
+        between_start = end_of_line(text, end)
+        between_end = start_of_line(text, next_start)
         if between_start < between_end or kept:  # comment/blank lines before the next key: keep them, above
             sp.insert(line_start, kept + text[between_start:between_end])
         sp.replace(key.start_mark.index, next_start, "")
     else:
         raise KustomizationError(
-            f"{doc.source}: cannot remove {field} at {_where(key.start_mark)}: unexpected layout; "
+            f"{doc.source}: cannot remove {field} at {position_of(key.start_mark)}: unexpected layout; "
             "put each key of the images entry on its own line"
         )
 
 
-def _insert_keys(
-    sp: _Splicer, doc: _Doc, entry: _Entry, pairs: list[tuple[str, str]], keep: list[str]
+def insert_keys(
+    sp: Splicer, doc: ParsedDoc, entry: ParsedEntry, pairs: list[tuple[str, str]], keep: list[str]
 ) -> None:
     if not pairs:
         return
     text = doc.text
-    last = _entry_last_end(text, entry, keep)
+    last = entry_last_end(text, entry, keep)
     if entry.flow:
-        sp.insert(last, "".join(f", {k}: {_format(v, None, True)}" for k, v in pairs))
+        sp.insert(last, "".join(f", {k}: {format_scalar(v, None, True)}" for k, v in pairs))
         return
-    at = _line_content_end(text, last)
-    eol = _eol(text, last)
+    at = end_of_line_content(text, last)
+    eol = line_ending(text, last)
     indent = " " * entry.node.start_mark.column
-    sp.insert(at, "".join(f"{eol}{indent}{k}: {_format(v, None, False)}" for k, v in pairs))
+    sp.insert(at, "".join(f"{eol}{indent}{k}: {format_scalar(v, None, False)}" for k, v in pairs))

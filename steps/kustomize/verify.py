@@ -1,10 +1,10 @@
 """Proving an edit: the result parsed again says exactly what was meant, or the edit is refused.
 
-:func:`_verify` compares the result's events with the original's: the same outside the change,
-exactly the intended entry inside it (:class:`_Change`); a large file is checked in the changed
+:func:`verify_edit` compares the result's events with the original's: the same outside the change,
+exactly the intended entry inside it (:class:`Change`); a large file is checked in the changed
 lines alone when that is equivalent (:func:`_verify_window`). ``_Mismatch``
-(:class:`steps.errors.EditMismatch`) is raised and caught here and leaves as
-:class:`~steps.errors.KustomizationError`.
+(:class:`steps.domain.errors.EditMismatch`) is raised and caught here and leaves as
+:class:`~steps.domain.errors.KustomizationError`.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from dataclasses import dataclass
 import yaml
 from yaml import events as _ev
 
-from steps.errors import EditMismatch as _Mismatch
-from steps.errors import KustomizationError
-from steps.kustomize._yaml import _STR_TAG, _CParser, _events, _resolve, _same, _yaml_error
-from steps.kustomize.reader import _Doc
-from steps.kustomize.splice import _eol
+from steps.domain.errors import EditMismatch as _Mismatch
+from steps.domain.errors import KustomizationError
+from steps.kustomize.reader import ParsedDoc
+from steps.kustomize.splice import line_ending
+from steps.kustomize.yaml_nodes import STR_TAG, CParser, parse_events, resolve_tag, same_value, yaml_error
 
 # --------------------------------------------------------------------------------------------
 # Verifying
@@ -29,20 +29,20 @@ def _is_string(event, value: str) -> bool:
     if type(event) is not _ev.ScalarEvent or event.value != value or event.anchor is not None:
         return False
     if event.tag is not None:
-        return event.tag in ("!", _STR_TAG)
+        return event.tag in ("!", STR_TAG)
     if not event.implicit[0]:  # quoted
         return True
-    return _resolve(value) == _STR_TAG
+    return resolve_tag(value) == STR_TAG
 
 
-_SEQ_START = ("event", _ev.SequenceStartEvent(None, None, True))
-_SEQ_END = ("event", _ev.SequenceEndEvent())
-_MAP_START = ("event", _ev.MappingStartEvent(None, None, True))
-_MAP_END = ("event", _ev.MappingEndEvent())
+SEQ_START = ("event", _ev.SequenceStartEvent(None, None, True))
+SEQ_END = ("event", _ev.SequenceEndEvent())
+MAP_START = ("event", _ev.MappingStartEvent(None, None, True))
+MAP_END = ("event", _ev.MappingEndEvent())
 
 
 @dataclass
-class _Change:
+class Change:
     """Where the result's events differ from the original's, and what they must say there.
 
     The result's events are the original's with ``removed`` events from index ``start`` replaced by
@@ -64,7 +64,7 @@ def _read_mapping(get, head, fields: list[tuple[str, tuple]]) -> None:
     event = get()
     if type(event) is not _ev.MappingStartEvent:
         raise _Mismatch("expected the images entry")
-    if head is not None and not _same(event, head):
+    if head is not None and not same_value(event, head):
         raise _Mismatch("the entry's anchor or tag changed")
     if head is None and (event.anchor is not None or event.tag is not None):
         raise _Mismatch("the new entry has an anchor or tag")
@@ -84,11 +84,11 @@ def _read_mapping(get, head, fields: list[tuple[str, tuple]]) -> None:
             raise _Mismatch(f"expected the key {field!r}, read {key.value!r}")
         if how == "str" and not _is_string(value, want):
             raise _Mismatch(f"{field} does not read as the string {want!r}")
-        if how == "event" and not _same(value, want):
+        if how == "event" and not same_value(value, want):
             raise _Mismatch(f"{field} changed")
 
 
-def _verify(before: _Doc, result: str, change: _Change) -> None:
+def verify_edit(before: ParsedDoc, result: str, change: Change) -> None:
     """Prove that ``result`` says exactly what was meant, else raise (never return a wrong file).
 
     Parses ``result`` once more and compares it with the original event by event: the same
@@ -100,9 +100,9 @@ def _verify(before: _Doc, result: str, change: _Change) -> None:
         return
     original = before.events
     assert original is not None  # parsed with record=True
-    same = _same
+    same = same_value
     try:
-        get, _ = _events(result)
+        get, _ = parse_events(result)
         for i in range(change.start):
             if not same(get(), original[i]):
                 raise _Mismatch(f"event {i} before the change differs")
@@ -117,7 +117,7 @@ def _verify(before: _Doc, result: str, change: _Change) -> None:
                 raise _Mismatch(f"event {i} after the change differs")
     except yaml.YAMLError as exc:
         raise KustomizationError(
-            f"{before.source}: the edit produced invalid YAML ({_yaml_error(exc, 'result')}); the file was not "
+            f"{before.source}: the edit produced invalid YAML ({yaml_error(exc, 'result')}); the file was not "
             "changed. This is a bug, please report it with the file"
         ) from None
     except _Mismatch as exc:
@@ -127,10 +127,10 @@ def _verify(before: _Doc, result: str, change: _Change) -> None:
         ) from None
 
 
-def _window_ready(doc: _Doc) -> bool:
+def can_verify_window(doc: ParsedDoc) -> bool:
     """Whether an entry of ``doc`` can be checked in its own lines (:func:`_verify_window`)."""
     return (
-        _CParser is not None
+        CParser is not None
         and doc.images is not None
         and not doc.images.flow_style
         and doc.images_key is not None
@@ -141,7 +141,7 @@ def _window_ready(doc: _Doc) -> bool:
     )
 
 
-def _verify_window(before: _Doc, result: str, change: _Change) -> bool:
+def _verify_window(before: ParsedDoc, result: str, change: Change) -> bool:
     """Check a change to one block ``images`` entry in its own lines: True if proven, False to fall back.
 
     ``change.window`` is the whole lines of the result that hold the entry (from the line of its
@@ -154,7 +154,7 @@ def _verify_window(before: _Doc, result: str, change: _Change) -> bool:
     a complete ``key: value`` (or the unchanged last line), so it cannot become part of it. Last,
     libyaml parses the whole result in C (no Python per event) and must count exactly the
     original's events plus the entry's difference. Anything unexpected returns False, and
-    :func:`_verify` compares the whole result event by event instead.
+    :func:`verify_edit` compares the whole result event by event instead.
     """
     original = before.events
     assert original is not None and before.images_key is not None
@@ -163,11 +163,11 @@ def _verify_window(before: _Doc, result: str, change: _Change) -> bool:
     if result[:start] != text[:old_start] or result[end:] != text[old_end:]:
         return False  # an edit outside the entry's lines: the whole-file comparison will say where
     key = before.images_key
-    prefix = " " * key.column + "images:" + _eol(before.text, key.end)
+    prefix = " " * key.column + "images:" + line_ending(before.text, key.end)
     (item,) = [i for i in change.region if i[0] == "mapping"]
     region_events = 2 + 2 * len(item[2])
     try:
-        get, _ = _events(prefix + result[start:end])
+        get, _ = parse_events(prefix + result[start:end])
         expect = [_ev.StreamStartEvent, _ev.DocumentStartEvent, _ev.MappingStartEvent, _ev.ScalarEvent]
         expect.append(_ev.SequenceStartEvent)
         head = [get() for _ in expect]
@@ -177,7 +177,7 @@ def _verify_window(before: _Doc, result: str, change: _Change) -> bool:
         tail = [type(get()) for _ in range(4)]
         if tail != [_ev.SequenceEndEvent, _ev.MappingEndEvent, _ev.DocumentEndEvent, _ev.StreamEndEvent]:
             return False
-        total = _CParser(result).raw_parse()
+        total = CParser(result).raw_parse()
     except (yaml.YAMLError, _Mismatch):
         return False
     return total == len(original) - change.removed + region_events

@@ -2,17 +2,17 @@ r"""Rules: which overlays of which Git repositories an image push updates (the p
 
 Reads the in-house rules format (YAML: a top-level list of rules, or ``rules:`` holding one) and
 writes nothing: :func:`load_rules` compiles a whole file at once and rejects a bad file whole with
-``SOURCE: rule N: FIELD: problem``; :meth:`RuleSet.match` turns one :class:`steps.models.Image`
-into targets (:class:`steps.models.Target`) plus the rules that refused it, each with a reason.
-Modules, each importing only those before it: ``_show`` (bounded excerpts for messages),
+``SOURCE: rule N: FIELD: problem``; :meth:`RuleSet.match` turns one :class:`steps.domain.models.Image`
+into targets (:class:`steps.domain.models.Target`) plus the rules that refused it, each with a reason.
+Modules, each importing only those before it: ``show`` (bounded excerpts for messages),
 ``schema`` (:class:`RuleSpec`, the one declared schema), ``patterns`` (RE2 within caps, so hostile
 patterns and tags stay cheap; the one ``$n`` compiler), ``rule`` (:class:`Rule`: what each field
 means, compiled and evaluated), ``matcher`` (:class:`RuleSet`: indexed matching), ``loader`` (safe
-YAML, :func:`load_rules`). May import ``steps.errors``, ``steps.events``, ``steps.models`` and
-``steps.regex_tokens``; nothing else of the project.
+YAML, :func:`load_rules`). May import ``steps.domain.errors``, ``steps.domain.events``, ``steps.domain.models`` and
+``steps.domain.regex_tokens``; nothing else of the project.
 """
 
-from steps.errors import RulesError
+from steps.domain.errors import RulesError
 from steps.rules.loader import MAX_ALIAS_EXPANSION, load_rules, load_rules_file
 from steps.rules.matcher import Match, RuleSet, SkippedRule
 from steps.rules.patterns import MAX_REPEAT, MAX_RULE_PROGRAM

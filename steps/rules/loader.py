@@ -13,11 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from steps.errors import RuleFieldError, RulesError
-from steps.rules._show import excerpt as _excerpt
-from steps.rules._show import kind as _kind
+from steps.domain.errors import RuleFieldError, RulesError
 from steps.rules.matcher import RuleSet
 from steps.rules.rule import compile_rule
+from steps.rules.show import excerpt as _excerpt
+from steps.rules.show import kind as _kind
 
 #: How many nodes YAML aliases may add to a rules file once expanded, beyond the nodes written
 #: (or as many as are written, for a very large file). A 'billion laughs' file adds 10⁹.

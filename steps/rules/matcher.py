@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
-from steps.models import Image, Target
+from steps.domain.models import Image, Target
 from steps.rules.rule import Rule
 
 

@@ -7,7 +7,7 @@ it is refused with a reason (:func:`refusal`); counts over :data:`MAX_REPEAT`, p
 characters and a rule whose patterns exceed :data:`MAX_RULE_PROGRAM` RE2 instructions are refused
 too. ``$n`` becomes one named group per occurrence (:func:`dollar_regex`); RE2 has no
 back-references, so :func:`collect_captures` compares the texts a ``$n`` captured after the match.
-Problems raise :class:`~steps.errors.RuleFieldError` naming the field.
+Problems raise :class:`~steps.domain.errors.RuleFieldError` naming the field.
 
 Hostile input (issue 12): whoever pushes an image chooses the tag, whoever edits the rules chooses
 the patterns, so
@@ -22,7 +22,7 @@ the patterns, so
   RE2's cost per tag character grows with the program, so this bounds any rule's matching time
   for any tag (``python -m bench.hostile`` prints the worst case: a few milliseconds);
 - an error message never prints more than a short excerpt of a value
-  (:func:`steps.rules._show.excerpt`), with secrets in ``githubRepository`` redacted; YAML aliases
+  (:func:`steps.rules.show.excerpt`), with secrets in ``githubRepository`` redacted; YAML aliases
   are bounded by :mod:`steps.rules.loader`.
 """
 
@@ -34,10 +34,10 @@ from typing import Any
 
 import re2
 
-from steps.errors import RuleFieldError as _Problem
-from steps.events import TAG_RE
-from steps.regex_tokens import regex_tokens
-from steps.rules._show import excerpt as _excerpt
+from steps.domain.errors import RuleFieldError as _Problem
+from steps.domain.events import TAG_RE
+from steps.domain.regex_tokens import regex_tokens
+from steps.rules.show import excerpt as _excerpt
 
 #: The largest count a repetition may give (``{n}``, ``{n,}``, ``{n,m}``): RE2's own limit.
 MAX_REPEAT = 1000

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
-from steps.errors import RuleFieldError as _Problem
-from steps.models import (
+from steps.domain.errors import RuleFieldError as _Problem
+from steps.domain.models import (
     DEFAULT_COMMIT_METHOD,
     DEFAULT_MODE,
     DEFAULT_ORDER,
@@ -44,8 +44,6 @@ from steps.models import (
     Provider,
     Target,
 )
-from steps.rules._show import excerpt as _excerpt
-from steps.rules._show import shown as _shown
 from steps.rules.patterns import (
     VAR_RE,
     Budget,
@@ -58,6 +56,8 @@ from steps.rules.patterns import (
     tag_filters,
 )
 from steps.rules.schema import RuleSpec, parse_rule
+from steps.rules.show import excerpt as _excerpt
+from steps.rules.show import shown as _shown
 
 _REGISTRY_RE = re.compile(
     r"(?P<account>[0-9]{12})\.dkr\.ecr\.(?P<region>[a-z]{2}(?:-[a-z]+)+-[0-9]{1,2})\.amazonaws\.com"

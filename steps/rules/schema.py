@@ -1,12 +1,12 @@
 """The rules schema: ONE pydantic model, :class:`RuleSpec`, declares every field a rule may have.
 
 Field aliases are the YAML keys users write (``registryURI``, ``writeDigest``, …); closed choices
-are ``Literal`` types (``mode``, ``order``, ``provider``: :mod:`steps.models` declares them and
+are ``Literal`` types (``mode``, ``order``, ``provider``: :mod:`steps.domain.models` declares them and
 their defaults, for the rules and the targets alike); the model is strict (``writeDigest:
 'yes'`` is not a boolean, ``env: 1`` is not a string) and forbids unknown keys. :func:`parse_rule`
 validates one rule and turns pydantic's first error into the project's message, naming the field
 and how to fix it (``mode: must be one of pr, commit, got 'merge'``). A message shows a value only
-through a bounded excerpt (:mod:`steps.rules._show`): pydantic's own text, which prints inputs,
+through a bounded excerpt (:mod:`steps.rules.show`): pydantic's own text, which prints inputs,
 is never used (and ``hide_input_in_errors`` keeps it from printing them if anyone did).
 
 What needs more than one field or a compiled pattern (the registry host, ``$n`` captures,
@@ -21,8 +21,8 @@ from typing import Annotated, Any, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
-from steps.errors import RuleFieldError
-from steps.models import (
+from steps.domain.errors import RuleFieldError
+from steps.domain.models import (
     DEFAULT_COMMIT_METHOD,
     DEFAULT_MODE,
     DEFAULT_ORDER,
@@ -32,7 +32,7 @@ from steps.models import (
     Order,
     Provider,
 )
-from steps.rules._show import excerpt, key_shown, kind, shown
+from steps.rules.show import excerpt, key_shown, kind, shown
 
 _BRANCH_BAD_RE = re.compile(r"(^[-/.])|(\.\.)|([\s~^:?*\[\\])|(@\{)|(/$)|(\.lock$)|(//)")
 _CUSTOM = "rule_field"

@@ -1,12 +1,12 @@
 """Argo CD through the Kubernetes API: which Applications deploy an overlay, and asking for a refresh.
 
 Reads Applications (get/list) in Argo CD's namespace and in every namespace ``application.namespaces``
-of ``argocd-cmd-params-cm`` enables (:mod:`steps.argocd_namespaces`: plain names are listed one
+of ``argocd-cmd-params-cm`` enables (:mod:`steps.kube.argocd_namespaces`: plain names are listed one
 namespace at a time, a pattern needs one cluster-wide list), and that ConfigMap by name. Writes one
 thing: the annotation ``argocd.argoproj.io/refresh: normal`` on the Applications found (a JSON merge
 patch of that key only), which Argo CD's application controller removes once it has refreshed the
 Application from Git (argo-cd ``pkg/apis/application/v1alpha1/application_annotations.go``).
-Imports :mod:`steps.kube`, :mod:`steps.argocd_namespaces` and :mod:`steps.errors`.
+Imports :mod:`steps.kube.api`, :mod:`steps.kube.argocd_namespaces` and :mod:`steps.domain.errors`.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from steps import argocd_namespaces as namespaces
-from steps import kube
-from steps.errors import PermissionDeniedError
+from steps.domain.errors import PermissionDeniedError
+from steps.kube import api as kube
+from steps.kube import argocd_namespaces as namespaces
 
 log = logging.getLogger(__name__)
 
@@ -194,7 +194,7 @@ NOT_CONFIGURED = (
 def connect(context: str | None = None) -> kube.KubeApi:
     """The Kubernetes API: in a pod its ServiceAccount; with ``context`` (or
     ``IMAGEBUMP_ARGOCD_CONTEXT``) that kubeconfig context (``KUBECONFIG`` or ``~/.kube/config``)."""
-    from steps.kube_client import KubernetesApi
+    from steps.kube.client import KubernetesApi
 
     context = context or os.environ.get("IMAGEBUMP_ARGOCD_CONTEXT") or None
     return KubernetesApi.from_config(context=context)

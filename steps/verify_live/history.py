@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from steps import git
-from steps.errors import KustomizationError
+from steps.domain.errors import KustomizationError
 from steps.verify_live.decide import RevisionFacts, expected_image
 
 

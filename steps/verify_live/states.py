@@ -20,9 +20,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from steps._runtime import step_entry
-from steps.errors import ImagebumpError
-from steps.models import Target
+from steps.domain.errors import ImagebumpError
+from steps.domain.models import Target
+from steps.runtime.harness import step_entry
 from steps.verify_live import decide
 from steps.verify_live.step import AppLive
 
@@ -152,7 +152,7 @@ def render_live_table(states: list[LiveState]) -> str:
 @step_entry
 def run(targets: list[Target]) -> LiveStatesOutput:
     """Report the live state in Argo CD of every current target the sweep found."""
-    from steps.scratch import scratch
+    from steps.runtime.scratch_dir import scratch
     from steps.verify_live import argocd
 
     if not argocd.configured():

@@ -22,9 +22,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from steps._runtime import emit_outputs, step_entry
-from steps.errors import ConfigError, LiveMismatch
-from steps.models import Plan, Target
+from steps.domain.errors import ConfigError, LiveMismatch
+from steps.domain.models import Plan, Target
+from steps.runtime.harness import emit_outputs, step_entry
 from steps.verify_live import decide
 from steps.verify_live.decide import Judgement, RevisionFacts
 
@@ -243,7 +243,7 @@ def run(
     timeout = parse_duration(live_timeout)  # before any I/O
     if not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", commit_sha or ""):
         raise ConfigError(f"commit_sha {commit_sha!r}: expected the full commit id commit-pr pushed")
-    from steps.scratch import scratch
+    from steps.runtime.scratch_dir import scratch
     from steps.verify_live import argocd
     from steps.verify_live.history import History
 

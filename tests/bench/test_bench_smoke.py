@@ -16,7 +16,7 @@ import pytest
 from bench import burst, e2e, floor, growth, report, waste
 from bench.__main__ import FULL, QUICK
 from bench.stats import machine, percentile, summary
-from bench.world import World, open_world
+from bench.testbed import World, open_world
 
 pytestmark = pytest.mark.slow
 
@@ -48,7 +48,7 @@ def test_single_event_and_breakdown(world: World, fast_executor) -> None:
     assert single["outcomes"] == {"committed": 1}, single
     assert {"latency_s", "workflow_s", "queue_and_sensor_s", "steps_s", "latencies"} <= set(single)
     assert set(single["steps_s"]) == set(e2e.STEPS)
-    # each step process accounts for its own time (steps.timing), read from its last log record
+    # each step process accounts for its own time (steps.runtime.timing), read from its last log record
     acc = single["accounting"]
     assert set(acc) == set(e2e.STEPS) and all({"node", "outside", "other"} <= set(v) for v in acc.values())
     assert {"git clone", "ecr call"} <= set(acc["edit-kustomize"]) and "git push" in acc["commit-pr"]
@@ -151,9 +151,9 @@ def test_report_renders_from_partial_results(tmp_path: Path) -> None:
 
 def test_sweep_shape_and_cost() -> None:
     """The reconcile sweep scenario at its smallest: ECR calls = listing + one per repository, one clone."""
-    from bench import sweep
+    from bench import reconcile_scale
 
-    (row,) = sweep.run_sweeps((3,), reps=1, log=lambda *_: None)
+    (row,) = reconcile_scale.run_sweeps((3,), reps=1, log=lambda *_: None)
     assert (row["repositories"], row["overlays"]) == (3, 6)
     assert row["ecr_calls"] == 1 + 3 and row["git_clones"] == 1
     assert row["states"] == {"behind": 2, "current": 4}  # svc0000's two overlays hold the older tag
@@ -164,7 +164,7 @@ def test_sweep_shape_and_cost() -> None:
 def test_sweep_memory_axis_measures_the_reconcile_step_in_a_child() -> None:
     """The images-per-repository axis at its smallest: the reconcile step runs as its pod runs it
     against the synthetic paged ECR, reads every page, and its peak RSS is reported."""
-    from bench import sweep
+    from bench import reconcile_scale as sweep
 
     (row,) = sweep.run_memory(((2, 1500),), log=lambda *_: None)
     assert (row["repositories"], row["images_per_repository"], row["overlays"]) == (2, 1500, 4)

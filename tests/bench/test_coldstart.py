@@ -15,7 +15,7 @@ def test_the_cases_are_the_rendered_step_templates_with_the_entry_as_command():
     for case in coldstart_cases.CASES:
         tpl = coldstart_cases.template(case.manifest, case.template)
         args = tpl["script"]["args"]
-        assert args[:2] == ["-m", "steps._entry"], case.name
+        assert args[:2] == ["-m", "steps.runtime.launcher"], case.name
         inputs = coldstart_cases.inputs_file(tpl, case.values)
         declared = [p["name"] for p in tpl["inputs"]["parameters"]]
         assert [i["name"] for i in inputs] == declared

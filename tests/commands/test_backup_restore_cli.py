@@ -266,7 +266,7 @@ def test_log_format_json_logs_as_the_steps_do(env, bucket, capsys, where):
         "level": "info",
         "component": "cli",
         "command": "backup",
-        "logger": "steps.backup_export",
+        "logger": "steps.argocd_backup.export",
     }
     assert wrote[0]["ts"].endswith("Z")
     assert any(r["message"].startswith("retention: deleted s3://") for r in records)

@@ -21,7 +21,7 @@ import boto3
 import pytest
 
 from imagebump.commands.run_queue import EMULATOR_DEFAULT_REGION, queue_url_region, resolve_region
-from steps.errors import ConfigError
+from steps.domain.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "examples" / "rules.yaml"

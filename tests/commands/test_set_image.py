@@ -365,9 +365,9 @@ def test_the_command_parses_the_file_once(tmp_path: Path, capsys, monkeypatch) -
     text = "images:\n" + "".join(f"- name: app{i}\n  newTag: '1.0'\n" for i in range(3000))
     (tmp_path / "kustomization.yaml").write_text(text)
     sizes: list[int] = []
-    events = kustomize._yaml._events
+    events = kustomize.yaml_nodes.parse_events
     for module in (kustomize.reader, kustomize.verify):  # every module that parses
-        monkeypatch.setattr(module, "_events", lambda t: (sizes.append(len(t)), events(t))[1])
+        monkeypatch.setattr(module, "parse_events", lambda t: (sizes.append(len(t)), events(t))[1])
 
     assert main(["set-image", str(tmp_path), "app1500:2.0"]) == 0
     assert f"{tmp_path / 'kustomization.yaml'}: app1500 1.0 → 2.0" in capsys.readouterr().out

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from imagebump.cli import main
-from steps.intent import trailer
+from steps.domain.intent import trailer
 from steps.kustomize import hold_marker
 
 IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/team/api"

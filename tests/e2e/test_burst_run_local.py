@@ -7,7 +7,7 @@ PATH, HOME, the endpoint (moto's), credentials and ``IMAGEBUMP_GIT_TOKEN`` — n
 URL, written as AWS writes it, names one, as in the README), no read token, no other ``IMAGEBUMP_*``.
 Afterwards every overlay holds its new image, the queue and the dead-letter queue are empty, and
 the token appears nowhere in what the command printed. The world is the demo's
-(:func:`imagebump.local.world.build_world`) with the benchmark's overlay shape (:mod:`bench.world`).
+(:func:`imagebump.local.world.build_world`) with the benchmark's overlay shape (:mod:`bench.testbed`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.world import BASE, KUSTOMIZATION
+from bench.testbed import BASE, KUSTOMIZATION
 from imagebump.local import builders
 from imagebump.local.drive import put_image
 from imagebump.local.world import build_world

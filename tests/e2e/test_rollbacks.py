@@ -21,7 +21,7 @@ from imagebump.local.demo_repo import MANIFESTS_REPO, PRODUCTION_PATH, STAGING_P
 from imagebump.local.drive import push_image, put_image, run_until_done, send_push_event
 from imagebump.local.outcome import target_results
 from imagebump.local.world import World, build_world
-from steps.intent import by_imagebump
+from steps.domain.intent import by_imagebump
 from tests.fixtures.ecr_times import set_pushed_at
 
 pytestmark = pytest.mark.slow

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.world import BASE, KUSTOMIZATION
+from bench.testbed import BASE, KUSTOMIZATION
 from imagebump.local import builders
 from imagebump.local.drive import put_image
 from imagebump.local.world import build_world

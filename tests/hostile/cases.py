@@ -2,9 +2,9 @@
 
 Each table row is ``pytest.param(<input...>, <expectation>, id=...)``. An expectation is one of
 
-- ``Error(cls, pattern)``: the entry point raises ``cls`` (from :mod:`steps.errors`) and the
+- ``Error(cls, pattern)``: the entry point raises ``cls`` (from :mod:`steps.domain.errors`) and the
   message matches the regular expression ``pattern`` (it names the problem);
-- ``Skipped(pattern)``: a :class:`steps.events.Skip` (or an equivalent "nothing to do") whose
+- ``Skipped(pattern)``: a :class:`steps.domain.events.Skip` (or an equivalent "nothing to do") whose
   reason matches ``pattern``.
 
 Inputs mix every trick we know of: malformed and oversized bodies, wrong JSON types, Unicode
@@ -23,11 +23,11 @@ from pathlib import Path
 
 import pytest
 
-from steps.errors import ConfigError, InvalidEventError, KustomizationError, RulesError
+from steps.domain.errors import ConfigError, InvalidEventError, KustomizationError, RulesError
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE_EVENT: dict = json.loads((ROOT / "tests" / "testdata" / "events" / "push.json").read_text())
-MAX_BODY_BYTES = 262144  # steps.events.MAX_BODY_BYTES (SQS's own limit); asserted in the tests
+MAX_BODY_BYTES = 262144  # steps.domain.events.MAX_BODY_BYTES (SQS's own limit); asserted in the tests
 
 ACCOUNT = "123456789012"
 REGION = "us-west-2"
@@ -69,7 +69,7 @@ def detail(**changes) -> str:
 SHELL = "$(rm -rf /)"
 YAML_BANG = "!!python/object/apply:os.system"
 
-# -- 1. SQS bodies → steps.events.parse_event -----------------------------------------------------
+# -- 1. SQS bodies → steps.domain.events.parse_event -----------------------------------------------------
 
 _padding = "x" * (MAX_BODY_BYTES + 1)
 _multibyte = "é" * (MAX_BODY_BYTES // 2 + 1)  # fewer characters than the limit, more bytes
@@ -302,7 +302,7 @@ EVENT_CASES = [
     pytest.param(detail(result="SUCCESS\u0000"), Skipped("not 'SUCCESS'"), id="skip-result-nul"),
 ]
 
-# -- 2. manual image references → steps.events.parse_image_reference --------------------------------
+# -- 2. manual image references → steps.domain.events.parse_image_reference --------------------------------
 
 REFERENCE_CASES = [
     pytest.param("", Error(InvalidEventError, "empty"), id="ref-empty"),

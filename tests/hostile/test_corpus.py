@@ -1,12 +1,12 @@
 """The hostile-input corpus (issue 8, item 2): every entry point meets input meant to break it.
 
-Each case expects a clear error (the right class from :mod:`steps.errors`, a message that names
+Each case expects a clear error (the right class from :mod:`steps.domain.errors`, a message that names
 the problem) or a skip with a reason — never a traceback, never a hang, never a write to Git, and
 an invalid SQS message is dead-lettered, never silently deleted. The tables are in
 :mod:`tests.hostile.cases`; this module holds the checks:
 
-- SQS bodies → :func:`steps.events.parse_event` (and the CLI: exit 2, no traceback);
-- manual references → :func:`steps.events.parse_image_reference`;
+- SQS bodies → :func:`steps.domain.events.parse_event` (and the CLI: exit 2, no traceback);
+- manual references → :func:`steps.domain.events.parse_image_reference`;
 - rules files → :func:`steps.rules.load_rules` (catastrophic regexes refused at load, or matching
   bounded — checked in a child process with a generous deadline, so a hang fails instead of
   blocking the suite);
@@ -30,9 +30,11 @@ from pathlib import Path
 
 import pytest
 
-from steps import commit_pr, edit_kustomize, events, kustomize, rules
-from steps.errors import ConfigError, ImagebumpError
-from steps.models import ImagesEntry, Plan, Target
+from steps import edit_kustomize, kustomize, rules
+from steps.commit_pr import step as commit_pr
+from steps.domain import events
+from steps.domain.errors import ConfigError, ImagebumpError
+from steps.domain.models import ImagesEntry, Plan, Target
 from tests.hostile import cases
 from tests.hostile.cases import (
     EVENT_CASES,
@@ -222,7 +224,7 @@ def test_catastrophic_regex_is_refused_or_bounded(pattern, tmp_path) -> None:
         return
     proc = run_bounded(
         """
-        from steps.models import Image
+        from steps.domain.models import Image
         from steps.rules import load_rules
         ruleset = load_rules(PAYLOAD.read_text())
         for tag in ("a" * 127 + "-", "a" * 64 + "-" + "1" * 63, "a" * 127 + "!"[:0] + "_",
@@ -248,7 +250,7 @@ def test_kustomization_yaml_bomb_is_refused_or_bounded(tmp_path) -> None:
     """Billion laughs beside ``images:``: reading and editing must not expand 10⁹ aliases."""
     proc = run_bounded(
         """
-        from steps.errors import KustomizationError
+        from steps.domain.errors import KustomizationError
         from steps.kustomize import get_image, set_image
         text = PAYLOAD.read_text()
         try:

@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from imagebump.local import builders, outcome
-from steps.events import parse_event
-from steps.models import Image
+from steps.domain.events import parse_event
+from steps.domain.models import Image
 from workflows.local.results import NodeResult, WorkflowResult
 
 EVENTS = Path(__file__).resolve().parents[1] / "testdata" / "events"

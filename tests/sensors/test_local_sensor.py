@@ -591,7 +591,7 @@ def test_local_secrets(tmp_path, env, write, read) -> None:
 
 def test_local_secrets_need_the_write_token() -> None:
     from imagebump.commands.run import local_secrets
-    from steps.errors import ConfigError
+    from steps.domain.errors import ConfigError
 
     with pytest.raises(ConfigError, match="IMAGEBUMP_GIT_TOKEN is not set"):
         local_secrets({"IMAGEBUMP_GIT_READ_TOKEN": "r-token"})

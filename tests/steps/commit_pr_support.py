@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from steps.models import ImagesEntry, Plan, Target
+from steps.domain.models import ImagesEntry, Plan, Target
 
 IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/team/api"
 DIGEST_A = "sha256:" + "a" * 64

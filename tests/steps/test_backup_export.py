@@ -2,7 +2,7 @@
 
 The Kubernetes side is :mod:`tests.fakes.kube` — an in-memory fake of the narrow surface we use
 (paged list, get, server-side apply), served on 127.0.0.1 so the real adapter
-(:class:`steps.kube_client.KubernetesApi`, the official client loaded from a kubeconfig) does the
+(:class:`steps.kube.client.KubernetesApi`, the official client loaded from a kubeconfig) does the
 talking. A fake because no API server runs here and kmock 0.8 lacks paging, label selectors and
 server-side apply. S3 is moto's real server (conditional puts, SSE headers, listing, deletes).
 """
@@ -28,10 +28,19 @@ import yaml
 from botocore.exceptions import ClientError
 
 from imagebump import __version__
-from steps import archive, argocd_namespaces, backup_export, kube, kube_client, retention
-from steps import s3 as s3io
-from steps.backup_settings import BackupSettings
-from steps.errors import ConfigError, PermissionDeniedError, TransientError
+from steps.argocd_backup import (
+    archive,
+    retention,
+)
+from steps.argocd_backup import (
+    export as backup_export,
+)
+from steps.argocd_backup.settings import BackupSettings
+from steps.aws import s3 as s3io
+from steps.domain.errors import ConfigError, PermissionDeniedError, TransientError
+from steps.kube import api as kube
+from steps.kube import argocd_namespaces
+from steps.kube import client as kube_client
 from tests.fakes.kube import (
     BACKED_UP_SECRETS,
     NOT_BACKED_UP_SECRETS,
@@ -478,7 +487,7 @@ def test_select_expired(keep, keep_days, protect, expected):
 def test_decide_where_the_archive_goes_and_what_expires(settings, listing, written, key, expired):
     """backup-export's pure core, without S3 or Kubernetes: the key before the write; after it, the
     archives retention deletes given the listing (the one just written is never among them)."""
-    decision = backup_export.decide(
+    decision = backup_export.plan_backup(
         BackupSettings(bucket="b-1", **settings), NOW, listing=listing, written=written
     )
     assert decision.key == key
@@ -590,7 +599,7 @@ def test_bad_input_is_refused_before_any_io(kwargs, text):
 
 
 def test_runs_under_heras_runner(kubeconfig, moto, bucket, tmp_path):
-    """The step as its pod runs it: `python -m hera.workflows.runner -e steps.backup_export:run`."""
+    """The step as its pod runs it: `python -m hera.workflows.runner -e steps.argocd_backup.export:run`."""
     args = tmp_path / "args.json"
     args.write_text(
         json.dumps(
@@ -614,7 +623,7 @@ def test_runs_under_heras_runner(kubeconfig, moto, bucket, tmp_path):
         hera__outputs_directory=str(tmp_path / "out"),
     )
     proc = subprocess.run(
-        [sys.executable, "-m", "hera.workflows.runner", "-e", "steps.backup_export:run", str(args)],
+        [sys.executable, "-m", "hera.workflows.runner", "-e", "steps.argocd_backup.export:run", str(args)],
         cwd=tmp_path,
         env=env,
         capture_output=True,

@@ -1,8 +1,8 @@
 """The pure cores of backup-export and restore, table-tested without Kubernetes or S3.
 
-:class:`steps.backup_settings.BackupSettings` (the one home of the backup's settings and their
-defaults), :mod:`steps.retention` (archive names, what expires) and
-:func:`steps.restore_plan.decide` (what a restore does with each object). No fake, no server: these
+:class:`steps.argocd_backup.settings.BackupSettings` (the one home of the backup's settings and their
+defaults), :mod:`steps.argocd_backup.retention` (archive names, what expires) and
+:func:`steps.argocd_backup.restore_plan.plan_restore` (what a restore does with each object). No fake, no server: these
 functions take values and return values.
 """
 
@@ -15,9 +15,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from steps import backup_export, restore_plan, retention
-from steps.backup_settings import DEFAULTS, BackupSettings
-from steps.errors import ConfigError
+from steps.argocd_backup import export as backup_export
+from steps.argocd_backup import restore_plan, retention
+from steps.argocd_backup.settings import DEFAULTS, BackupSettings
+from steps.domain.errors import ConfigError
 
 
 # --- settings ------------------------------------------------------------------------------------
@@ -191,13 +192,13 @@ def _key(o: dict) -> tuple[str, str, str]:
     ],
 )
 def test_decide(desired, live, others, prune, expected) -> None:
-    entries = restore_plan.decide({_key(o): o for o in desired}, live, others, prune=prune)
+    entries = restore_plan.plan_restore({_key(o): o for o in desired}, live, others, prune=prune)
     assert [(e.kind, e.action) for e in entries] == expected
 
 
 def test_decide_masks_secret_values_in_the_diff() -> None:
     live = {_key(SECRET): {**SECRET, "data": {"password": "b2xk"}}}
-    (entry,) = restore_plan.decide({_key(SECRET): SECRET}, live, [], prune=False)
+    (entry,) = restore_plan.plan_restore({_key(SECRET): SECRET}, live, [], prune=False)
     assert entry.action == "change"
     text = "\n".join(entry.diff)
     assert "*** (changed)" in text and "c2VjcmV0" not in text and "b2xk" not in text

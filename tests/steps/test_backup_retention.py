@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from steps import backup_export, kube_client, restore, retention
-from steps.errors import EXIT_CONFIG, ConfigError
+from steps.argocd_backup import export as backup_export
+from steps.argocd_backup import restore, retention
+from steps.domain.errors import EXIT_CONFIG, ConfigError
+from steps.kube import client as kube_client
 from tests.fakes.kube import FakeKube, FakeKubeServer, seeded
 
 DAY0 = datetime(2026, 1, 1, 3, 0, 0, tzinfo=UTC)
@@ -138,7 +140,7 @@ def test_three_good_backups_survive_three_backups_of_no_argo_cd_and_three_of_an_
     # Argo CD still there but its Applications and projects deleted: written, marked, good ones kept
     argocd_again = seeded("argocd", apps=0)
     for day in (5, 6, 7):
-        with caplog.at_level(logging.WARNING, logger="steps.backup_export"):
+        with caplog.at_level(logging.WARNING, logger="steps.argocd_backup.export"):
             out = backup_export.export_backup(api=argocd_again, s3=s3, bucket=bucket, keep=3, now=at(day))
         assert out.suspect and "no Applications where" in out.suspect_reason
         index = _index(s3, bucket, out.url)

@@ -3,10 +3,10 @@
 edit-kustomize puts the kustomization's text and blob id in the plan it outputs
 (:func:`steps.edit_kustomize.carry_text`); commit-pr then clones objects only (no blob, no
 checkout) and takes the text from the plan for as long as the newest base holds that very blob
-(:func:`steps.commit_pr.clone_base`, :meth:`steps.git.ClonedRepo.know`). In ``mode: commit`` the
+(:func:`steps.commit_pr.base_branch.clone_base`, :meth:`steps.git.ClonedRepo.know`). In ``mode: commit`` the
 plan also carries the commit and the trees above the file, and commit-pr's first attempt makes the
 plan's base from them without any fetch and pushes with a lease on it
-(:func:`steps.commit_pr.seed_base`, :func:`steps.git.seed`). These tests run every case on
+(:func:`steps.commit_pr.base_branch.seed_base`, :func:`steps.git.seed`). These tests run every case on
 identical real remotes (git http-backend, token auth) — the plain plan and the carried one(s) —
 and compare what lands: the file's bytes, the tree, the message, the author, the outcome. And
 they prove what the fast paths do not download (the remote's read sessions), that carried data
@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import pytest
 
-from steps import commit_pr
-from steps.branches import branch_name
-from steps.git_repo import blob_id
-from steps.models import CARRIED_TEXT_LIMIT, Plan
+from steps.commit_pr import base_branch
+from steps.commit_pr import step as commit_pr
+from steps.domain.branches import branch_name
+from steps.domain.models import CARRIED_TEXT_LIMIT, Plan
+from steps.git.repo import blob_id
 from tests.steps.commit_pr_support import kustomization, overlay_files, plan, target
 
 FILE = "overlays/prod/kustomization.yaml"
@@ -255,7 +256,7 @@ def test_edit_kustomize_carries_the_file_it_read_and_only_when_it_may(tmp_path) 
     from functools import partial
 
     from steps.edit_kustomize import carry_text
-    from steps.git_repo import ClonedRepo
+    from steps.git.repo import ClonedRepo
 
     carry_text = partial(carry_text, mode="pr")
     repo = ClonedRepo(tmp_path, "main")
@@ -292,7 +293,7 @@ def test_edit_kustomize_carries_the_file_it_read_and_only_when_it_may(tmp_path) 
 def test_stripspace_is_what_git_commit_does_to_a_message(message: str) -> None:
     import subprocess
 
-    from steps.git_commit import stripspace
+    from steps.git.commit import stripspace
 
     git = subprocess.run(["git", "stripspace"], input=message.encode(), capture_output=True, check=True)
     assert stripspace(message) == git.stdout.decode()
@@ -352,7 +353,7 @@ def test_carried_objects_land_the_same_commit_without_any_fetch(triplets, text: 
 def test_carried_objects_never_recreate_a_deleted_branch(make_remote) -> None:
     """The base branch is deleted after the plan: a push from the plan's base would create it again;
     the lease refuses, and commit-pr fails as the plain path does (the branch is gone)."""
-    from steps.errors import ConfigError
+    from steps.domain.errors import ConfigError
 
     text = kustomization("1.0.0")
     remote = make_remote({FILE: text}, branch="release")
@@ -400,7 +401,7 @@ def test_only_unproven_carried_objects_fall_back_to_the_clone(twins, monkeypatch
     not base64 included) and for nothing else: another ValueError is a bug that must surface, not a
     silent slow path. The seam: steps.git.seed, replaced to raise."""
     from steps import git
-    from steps.errors import CarriedObjectsError
+    from steps.domain.errors import CarriedObjectsError
 
     text = kustomization("1.0.0")
     _plain, fast = twins({FILE: text})
@@ -409,20 +410,20 @@ def test_only_unproven_carried_objects_fall_back_to_the_clone(twins, monkeypatch
     work = tmp_path / "work"
 
     not_base64 = good.model_copy(update={"base_objects": ["not base64!", *good.base_objects[1:]]})
-    assert commit_pr.seed_base(target(fast.url), not_base64, auth, "main", work) is None
+    assert base_branch.seed_base(target(fast.url), not_base64, auth, "main", work) is None
 
     def refuse(*args, **kwargs):
         raise CarriedObjectsError("tree 0 is not the one its parent names")
 
     monkeypatch.setattr(git, "seed", refuse)
-    assert commit_pr.seed_base(target(fast.url), good, auth, "main", work) is None
+    assert base_branch.seed_base(target(fast.url), good, auth, "main", work) is None
 
     def bug(*args, **kwargs):
         raise ValueError("a bug in the seeding code")
 
     monkeypatch.setattr(git, "seed", bug)
     with pytest.raises(ValueError, match="a bug in the seeding code"):
-        commit_pr.seed_base(target(fast.url), good, auth, "main", work)
+        base_branch.seed_base(target(fast.url), good, auth, "main", work)
 
 
 def test_a_push_git_cannot_send_from_the_plans_base_falls_back_to_the_clone(
@@ -432,7 +433,7 @@ def test_a_push_git_cannot_send_from_the_plans_base_falls_back_to_the_clone(
     refusal), the step does not fail: it clones the newest base and lands as the plain path does.
     (The failure is injected: a real git sends it, as every other test here shows.)"""
     from steps import git
-    from steps.errors import GitCommandError
+    from steps.domain.errors import GitCommandError
 
     text = kustomization("1.0.0")
     plain, fast = twins({FILE: text})
@@ -459,7 +460,7 @@ def test_edit_kustomize_carries_the_objects_above_the_file_in_commit_mode_only(m
     import base64
 
     from steps import edit_kustomize
-    from steps.git_objects import verify_path_chain
+    from steps.git.objects import verify_path_chain
 
     path = "apps/team-a/api/overlays/prod"
     remote = make_remote(_monorepo(kustomization("1.0.0")))

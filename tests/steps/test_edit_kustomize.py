@@ -17,9 +17,14 @@ from pathlib import Path
 import pytest
 
 from imagebump.local import builders
+from steps.domain.errors import (
+    ConfigError,
+    ImageNotFoundError,
+    KustomizationError,
+    PermissionDeniedError,
+)
+from steps.domain.models import Target
 from steps.edit_kustomize import EditKustomizeOutput, run
-from steps.errors import ConfigError, ImageNotFoundError, KustomizationError, PermissionDeniedError
-from steps.models import Target
 from tests.fixtures import ecr_clock
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -214,7 +219,7 @@ def test_push_time_carried_in_the_target_gives_the_plan_asking_ecr_gives(
 ) -> None:
     """resolve-image's answer (push time, digest) travelling in the target and edit-kustomize asking
     ECR for it give the same plan; either way the step builds one ECR client, however many lookups."""
-    from steps import ecr
+    from steps.aws import ecr
 
     image = _image(ecr_repository)
     if newer:
@@ -408,7 +413,7 @@ def test_runs_through_hera_runner(make_remote, tmp_path, git_token, current, cha
 def test_pr_mode_measures_the_update_against_the_proposal_branch(
     make_remote, moto, ecr_repository, branch_tag, new_offset, provider, decision, changed, pr_decision
 ) -> None:
-    from steps.branches import branch_name
+    from steps.domain.branches import branch_name
 
     image = _image(ecr_repository)
     _ecr_push(moto, ecr_repository, "v3")  # pushed now; the base's v1 is unknown to ECR
@@ -454,7 +459,7 @@ def test_commit_mode_does_not_look_at_a_proposal_branch(make_remote) -> None:
 def test_edit_kustomize_does_not_import_githubkit() -> None:
     code = (
         "import sys, steps.edit_kustomize; assert 'githubkit' not in sys.modules; "
-        "from steps.commit_pr import branch_name; from steps.branches import branch_name as b; "
+        "from steps.commit_pr.step import branch_name; from steps.domain.branches import branch_name as b; "
         "assert branch_name is b"
     )
     proc = subprocess.run(

@@ -1,9 +1,9 @@
-"""steps._entry (every step template's pod command) against Hera's runner: the same argv, inputs file,
+"""steps.runtime.launcher (every step template's pod command) against Hera's runner: the same argv, inputs file,
 outputs, exit codes — and what each step process imports.
 
 Each case runs one step twice as a pod runs it — a new process, only the template's environment, the
 inputs file Argo writes for ``source: '{{inputs.parameters}}'`` — once through
-``python -m hera.workflows.runner`` and once through ``python -m steps._entry``, and compares what
+``python -m hera.workflows.runner`` and once through ``python -m steps.runtime.launcher``, and compares what
 Argo reads back: the exit code, stdout (the template's ``result``) and every file under
 ``$hera__outputs_directory``, plus every log record. Values that differ between any two runs (commit
 SHAs, the remote's name, seconds since the push, a backup's timestamp and compressed size) are masked
@@ -33,14 +33,14 @@ from pathlib import Path
 
 import pytest
 
-from steps.models import Target
+from steps.domain.models import Target
 from tests.conftest import FAKE_CREDENTIALS
 from tests.steps.commit_pr_support import overlay_files, plan, target
 
 ROOT = Path(__file__).resolve().parents[2]
-HERA, ENTRY = "hera.workflows.runner", "steps._entry"
+HERA, ENTRY = "hera.workflows.runner", "steps.runtime.launcher"
 RUNNERS = (HERA, ENTRY)
-STEPS = ("resolve_image", "edit_kustomize", "commit_pr", "reconcile", "backup_export")
+STEPS = ("resolve_image", "edit_kustomize", "commit_pr.step", "reconcile.step", "argocd_backup.export")
 
 #: Runs MODULE as ``python -m MODULE ARGS...`` would, and writes the modules imported by the end of
 #: the process (atexit: after the step's work and its exit code) to $SHOW_MODULES_TO.
@@ -148,7 +148,7 @@ def _git_code(modules: set[str]) -> set[str]:
     return {m for m in modules if m == "steps.git" or m.startswith("steps.git_")}
 
 
-_GITHUB_CLIENT = ("githubkit", "httpx", "steps.github", "steps.forge")
+_GITHUB_CLIENT = ("githubkit", "httpx", "steps.forge.github", "steps.forge.pull_requests")
 
 
 def _github_client(modules: set[str]) -> set[str]:
@@ -174,7 +174,7 @@ def test_resolve_image_gives_the_same_targets_through_both_and_never_imports_git
     )
     _same(hera, ours)
     assert [t["tag"] for t in json.loads(ours["files"]["parameters/targets"])] == ["1.4.2"]
-    assert "steps.ecr" in ours["modules"] and "botocore.session" in ours["modules"]  # it did its work
+    assert "steps.aws.ecr" in ours["modules"] and "botocore.session" in ours["modules"]  # it did its work
     assert "boto3" not in ours["modules"] and "s3transfer" not in ours["modules"]  # botocore only
     assert _git_code(ours["modules"]) == set()
     _no_hera(ours)
@@ -210,7 +210,7 @@ def test_commit_pr_in_commit_mode_is_the_same_through_both_and_never_imports_the
         tgt = target(remote.url, provider="github")
         results[runner] = _run(
             runner,
-            "commit_pr",
+            "commit_pr.step",
             _params(target=tgt.model_dump_json(), plan=plan().model_dump_json(), env="prod"),
             tmp_path,
             {"IMAGEBUMP_GIT_TOKEN": git_token},
@@ -220,7 +220,7 @@ def test_commit_pr_in_commit_mode_is_the_same_through_both_and_never_imports_the
     assert ours["files"]["parameters/action"] == "committed"
     assert ours["files"]["parameters/commit-sha"] == remotes[ENTRY].rev()
     assert "1.1.0" in (remotes[ENTRY].read("overlays/prod/kustomization.yaml") or "")
-    assert "steps.commit_mode" in ours["modules"] and "steps.git" in ours["modules"]
+    assert "steps.commit_pr.commit_mode" in ours["modules"] and "steps.git" in ours["modules"]
     assert _github_client(ours["modules"]) == set()
     _no_hera(ours)
 
@@ -236,7 +236,7 @@ def test_commit_pr_in_pr_mode_is_the_same_through_both(make_remote, git_token, t
         with GitHubFake({git_token}) as fake:
             results[runner] = _run(
                 runner,
-                "commit_pr",
+                "commit_pr.step",
                 _params(target=tgt.model_dump_json(), plan=plan().model_dump_json(), env="prod"),
                 tmp_path,
                 {"IMAGEBUMP_GIT_TOKEN": git_token, "IMAGEBUMP_GITHUB_API_URL": fake.url},
@@ -271,7 +271,7 @@ def test_reconcile_reports_the_same_through_both(moto, make_remote, git_token, t
     token = tmp_path / "token"
     token.write_text(git_token)
     hera, ours = _both(
-        "reconcile",
+        "reconcile.step",
         _params(concurrency="2", limit="5", full="true"),
         tmp_path,
         {
@@ -303,7 +303,7 @@ def test_backup_export_is_the_same_through_both(moto, tmp_path):
             )
             results[runner] = _run(
                 runner,
-                "backup_export",
+                "argocd_backup.export",
                 _params(
                     bucket=buckets[runner],
                     prefix="argocd-backups",
@@ -343,8 +343,8 @@ def test_a_refused_step_exits_2_with_the_same_record_through_both(tmp_path):
 
 def test_inputs_that_do_not_validate_are_bad_input_not_a_retried_traceback(tmp_path):
     """The one deliberate difference: Hera's runner lets pydantic's ValidationError escape (exit 1,
-    retried by the template's retryStrategy); steps._entry says what is wrong and exits 2."""
-    hera, ours = _both("reconcile", _params(concurrency="abc", limit="5", full="false"), tmp_path)
+    retried by the template's retryStrategy); steps.runtime.launcher says what is wrong and exits 2."""
+    hera, ours = _both("reconcile.step", _params(concurrency="abc", limit="5", full="false"), tmp_path)
     assert hera["code"] == 1 and "ValidationError" in hera["stderr"]
     assert ours["code"] == 2
     (record,) = ours["records"]
@@ -368,15 +368,15 @@ def test_usage_errors_exit_2_like_hera(tmp_path):
     "argv",
     [
         ["-e", "steps.resolve_image:run", "/tmp/inputs"],
-        ["--entrypoint", "steps.commit_pr:run", "inputs.json"],
-        ["--entrypoint=steps.commit_pr:run", "inputs.json"],
+        ["--entrypoint", "steps.commit_pr.step:run", "inputs.json"],
+        ["--entrypoint=steps.commit_pr.step:run", "inputs.json"],
         ["inputs.json", "-e", "steps.edit_kustomize:run"],
         ["-esteps.reconcile:run", "x"],
         ["-e", "m:f", "a b/ü.json"],
     ],
 )
 def test_the_rendered_arguments_read_directly_are_what_the_parser_gives(argv):
-    from steps import _entry
+    from steps.runtime import launcher as _entry
 
     assert _entry._parse_args(argv) == _entry._argparse(argv)
 
@@ -389,9 +389,9 @@ def _first_line_inputs() -> dict[str, dict[str, str]]:
     return {
         "resolve_image": {"event": "", "image": "x.dkr.ecr.us-west-2.amazonaws.com/a:1"},
         "edit_kustomize": {"target": tgt},
-        "commit_pr": {"target": tgt, "plan": plan().model_dump_json()},
-        "reconcile": {"concurrency": "4", "limit": "5", "full": "false"},
-        "backup_export": {"bucket": "b"},
+        "commit_pr.step": {"target": tgt, "plan": plan().model_dump_json()},
+        "reconcile.step": {"concurrency": "4", "limit": "5", "full": "false"},
+        "argocd_backup.export": {"bucket": "b"},
     }
 
 
@@ -399,7 +399,7 @@ def _modules_at_first_line(step: str) -> set[str]:
     """What a step process has imported when its function would start: the entry's own imports,
     the step's module and the entry's parsing of the inputs (pydantic validating real values)."""
     code = (
-        "import inspect, json, sys, importlib, steps._entry as e\n"
+        "import inspect, json, sys, importlib, steps.runtime.launcher as e\n"
         f"f = importlib.import_module('steps.{step}').run\n"
         "assert e._unsupported(f) is None, e._unsupported(f)\n"
         "given = json.loads(sys.argv[1])\n"

@@ -1,5 +1,5 @@
-"""Every exception class the steps define lives in :mod:`steps.errors` (issue 14: "every exception
-the steps raise or catch is in steps/errors.py"), so one file answers "what can go wrong here?"."""
+"""Every exception class the steps define lives in :mod:`steps.domain.errors` (issue 14: "every exception
+the steps raise or catch is in steps/domain/errors.py"), so one file answers "what can go wrong here?"."""
 
 from __future__ import annotations
 
@@ -26,15 +26,16 @@ def test_every_exception_class_of_the_steps_is_declared_in_errors() -> None:
                 inspect.isclass(value)
                 and issubclass(value, BaseException)
                 and value.__module__ == name
-                and name != "steps.errors"
+                and name != "steps.domain.errors"
             ):
                 elsewhere.append(f"{name}.{attr}")
-    assert elsewhere == [], f"declare these in steps/errors.py and import them: {elsewhere}"
+    assert elsewhere == [], f"declare these in steps/domain/errors.py and import them: {elsewhere}"
 
 
 def test_the_errors_moved_here_keep_their_kinds() -> None:
     """Callers that caught the old kinds still catch them: both are ValueErrors."""
-    from steps import _entry, errors
+    from steps.domain import errors
+    from steps.runtime import launcher as _entry
 
     assert _entry.BadInput is errors.BadInput and issubclass(errors.BadInput, ValueError)
     assert issubclass(errors.CarriedObjectsError, ValueError)

@@ -1,4 +1,4 @@
-"""steps.events: ECR events and image references → Image, Skip or InvalidEventError."""
+"""steps.domain.events: ECR events and image references → Image, Skip or InvalidEventError."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from steps.errors import InvalidEventError
-from steps.events import (
+from steps.domain.errors import InvalidEventError
+from steps.domain.events import (
     MAX_BODY_BYTES,
     Skip,
     parse_event,
@@ -21,7 +21,7 @@ from steps.events import (
     validate_repository_name,
     validate_tag,
 )
-from steps.models import Image
+from steps.domain.models import Image
 
 EVENTS = Path(__file__).parent.parent / "testdata" / "events"
 DIGEST = "sha256:7f5b2640fe6fb4f46592dfd3410c4a79dac4f89e4782432e0378abcd12340000"
@@ -373,7 +373,7 @@ def test_one_check_for_tags_and_digests_whose_error_class_the_caller_picks(
 ) -> None:
     """One pattern and one check (issue 14): an event's tag is an InvalidEventError, a user's
     ``set-image`` argument a ConfigError that is not an event error; both name the field and value."""
-    from steps.errors import ConfigError
+    from steps.domain.errors import ConfigError
     from steps.kustomize import parse_image_spec
 
     with pytest.raises(InvalidEventError, match=what):

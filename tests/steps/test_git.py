@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from imagebump.local.git_server import GitHttpServer
-from steps import git, git_auth
-from steps.errors import ConfigError, PermissionDeniedError, TransientError
+from steps import git
+from steps.domain.errors import ConfigError, PermissionDeniedError, TransientError
 from steps.git import ClonedRepo, GitAuth, GitCommandError, PushRejected
+from steps.git import auth as git_auth
 
 FILES = {
     "README.md": "# gitops\n",

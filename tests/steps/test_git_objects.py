@@ -1,4 +1,4 @@
-"""Git's object format in Python (steps.git_objects) against git itself, SHA-1 and SHA-256.
+"""Git's object format in Python (steps.git.objects) against git itself, SHA-1 and SHA-256.
 
 Every id computed here is compared with what ``git`` computes for the same object in a real
 repository; a chain of objects is believed only when git's own objects prove it, and every kind of
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from steps import git
-from steps.errors import CarriedObjectsError
-from steps.git_objects import blob_id, commit_tree, object_id, tree_entries, verify_path_chain
+from steps.domain.errors import CarriedObjectsError
+from steps.git.objects import blob_id, commit_tree, object_id, tree_entries, verify_path_chain
 
 FILE = "apps/team a/api ✓/overlays/prod/kustomization.yaml"
 FILES = {

@@ -1,4 +1,4 @@
-"""steps.github and steps.forge through the real githubkit client against the local GitHub fake.
+"""steps.forge.github and steps.forge.pull_requests through the real githubkit client against the local GitHub fake.
 
 The fake (tests/fixtures/github.py) is a real HTTP server; githubkit parses its answers with its
 own models (``.parsed_data``), so a field the models require and the fake forgot fails here.
@@ -10,9 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from steps import github as gh
-from steps.errors import ConfigError, PermissionDeniedError, TransientError
-from steps.forge import GitHubForge, LocalForge, NoCommitsBetween, PullRequestExists, split_reviewers
+from steps.domain.errors import ConfigError, PermissionDeniedError, TransientError
+from steps.forge import github as gh
+from steps.forge.pull_requests import (
+    GitHubForge,
+    LocalForge,
+    NoCommitsBetween,
+    PullRequestExists,
+    split_reviewers,
+)
 from tests.fixtures.github import GitHubFake
 
 FAST = gh.RetryPolicy(base_delay=0.05, max_delay=0.2)
@@ -286,7 +292,7 @@ def test_local_forge_is_the_branch() -> None:
 def test_repo_id_is_one_spelling_per_repository(url: str, expected: str, monkeypatch) -> None:
     """Owner and repository are case-insensitive on github.com and on the Enterprise host that
     ``IMAGEBUMP_GITHUB_API_URL`` names (``api.`` or ``/api/v3`` alike); elsewhere only the host is."""
-    from steps.repo_url import repo_id
+    from steps.domain.repo_url import repo_id
 
     monkeypatch.setenv("IMAGEBUMP_GITHUB_API_URL", "https://ghe.corp/api/v3")
     assert repo_id(url) == expected
@@ -294,7 +300,7 @@ def test_repo_id_is_one_spelling_per_repository(url: str, expected: str, monkeyp
 
 
 def test_two_spellings_of_one_repository_are_one_target_key(monkeypatch) -> None:
-    from steps.models import Target
+    from steps.domain.models import Target
 
     monkeypatch.delenv("IMAGEBUMP_GITHUB_API_URL", raising=False)
     a = Target(rule=0, repo_url="https://github.com/Acme/gitops", path="apps/api", image="x")

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from steps import commit_pr
-from steps import github as gh
-from steps.branches import branch_name
-from steps.errors import ConfigError, TransientError, TreeMismatch, UnverifiedCommit
+from steps.commit_pr import step as commit_pr
+from steps.domain.branches import branch_name
+from steps.domain.errors import ConfigError, TransientError, TreeMismatch, UnverifiedCommit
+from steps.forge import github as gh
 from steps.rules import load_rules
 from tests.steps.commit_pr_support import IMAGE, kustomization, overlay_files, plan, target, write_app_key
 
@@ -110,7 +110,7 @@ def test_rules_refuse_bad_commit_method_fields(extra: str, field: str, message: 
 
 
 def test_rules_carry_commit_method_and_require_verified_to_the_target() -> None:
-    from steps.models import Image
+    from steps.domain.models import Image
 
     rules = load_rules(
         f"- registryURI: {REG}/team/api\n  githubRepository: https://github.com/o/r/overlays/prod\n"
@@ -317,7 +317,7 @@ def test_pr_mode_api_never_overwrites_what_someone_else_pushed_to_the_branch(wor
 
 
 def first_entry():
-    from steps.models import ImagesEntry
+    from steps.domain.models import ImagesEntry
 
     return ImagesEntry(name="api", newName=IMAGE, newTag="1.1.0")
 

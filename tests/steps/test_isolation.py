@@ -27,7 +27,7 @@ import threading
 from pathlib import Path
 
 from imagebump.local import builders
-from steps.models import Target
+from steps.domain.models import Target
 
 ROOT = Path(__file__).resolve().parents[2]
 REGISTRY = "123456789012.dkr.ecr.us-west-2.amazonaws.com"
@@ -140,7 +140,7 @@ def test_concurrent_runs_for_two_overlays_are_isolated(make_remote, git_token, t
             )
             assert planned["changed"] == "true"
             results[overlay] = run_step(
-                "commit_pr",
+                "commit_pr.step",
                 {"target": target.model_dump_json(), "plan": planned["plan"]},
                 env=env,
                 cwd=shared_cwd,
@@ -218,17 +218,17 @@ def test_concurrent_runs_for_two_overlays_are_isolated(make_remote, git_token, t
 
 def test_step_modules_name_no_fixed_tmp_path() -> None:
     """Scratch comes from ``tempfile`` (which honours TMPDIR); no step hard-codes a /tmp path."""
-    allowed = {"steps/_runtime.py"}  # DEFAULT_OUTPUTS_DIRECTORY: the pod's own /tmp emptyDir
+    allowed = {"steps/runtime/harness.py"}  # DEFAULT_OUTPUTS_DIRECTORY: the pod's own /tmp emptyDir
     offenders = []
-    for path in sorted((ROOT / "steps").glob("*.py")):
+    for path in sorted((ROOT / "steps").rglob("*.py")):
         rel = path.relative_to(ROOT).as_posix()
         for lineno, line in enumerate(path.read_text().splitlines(), 1):
             code = line.split("#", 1)[0]
             if re.search(r"""["']/tmp(/|["'])""", code) and rel not in allowed:
                 offenders.append(f"{rel}:{lineno}: {line.strip()}")
-            # steps/scratch.py: the one maker of scratch directories; it deletes them (or leaves them
+            # steps/runtime/scratch_dir.py: the one maker of scratch directories; it deletes them (or leaves them
             # inside the TMPDIR the runtime deletes after the step: tests/steps/test_warm_path.py)
-            if rel != "steps/scratch.py" and re.search(
+            if rel != "steps/runtime/scratch_dir.py" and re.search(
                 r"\bmkdtemp\(|\bmktemp\(|NamedTemporaryFile\(.*delete=False", code
             ):
                 offenders.append(f"{rel}:{lineno}: {line.strip()}")

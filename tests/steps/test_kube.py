@@ -1,4 +1,4 @@
-"""The real-client adapter (steps.kube_client.KubernetesApi) against the FAKE API server over HTTP.
+"""The real-client adapter (steps.kube.client.KubernetesApi) against the FAKE API server over HTTP.
 
 :mod:`tests.fakes.kube` stands in for the API server (no real one runs here; kmock 0.8 lacks
 paging, selectors and server-side apply). These tests check what the official client puts on the
@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from steps import kube, kube_client
-from steps.errors import ConfigError, PermissionDeniedError, TransientError
+from steps.domain.errors import ConfigError, PermissionDeniedError, TransientError
+from steps.kube import api as kube
+from steps.kube import client as kube_client
 from tests.fakes.kube import FakeKube, FakeKubeServer, seeded
 
 

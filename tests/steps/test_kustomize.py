@@ -16,22 +16,17 @@ import pytest
 import yaml
 
 from steps import kustomize
-from steps.errors import ConfigError, ImageNotFoundError, KustomizationError
-from steps.kustomize import (  # noqa: F401  (patched by tests)
+from steps.domain.errors import ConfigError, ImageNotFoundError, KustomizationError
+from steps.kustomize import (
     KUSTOMIZATION_FILES,
     MAX_ALIAS_EXPANSION,
     MAX_KUSTOMIZATION_BYTES,
     ImageSpec,
-    _yaml,
-    edit,
     find_kustomization,
     get_image,
     parse_image_spec,
     read_images,
-    reader,
     set_image,
-    splice,
-    verify,
 )
 from tests.steps.test_kustomize_parses import _spy_parses
 
@@ -347,7 +342,7 @@ def test_a_kustomization_over_the_size_limit_is_refused_before_parsing(call):
 def test_the_size_limit_counts_utf8_bytes_and_allows_the_limit_itself(monkeypatch):
     assert MAX_KUSTOMIZATION_BYTES == 1 << 20
     limit = 4096  # the same code with a smaller limit: parsing 1 MiB takes seconds
-    monkeypatch.setattr(kustomize._yaml, "MAX_KUSTOMIZATION_BYTES", limit)
+    monkeypatch.setattr(kustomize.yaml_nodes, "MAX_KUSTOMIZATION_BYTES", limit)
     pad = limit - len(IMAGES.encode()) - len("# \n")
     at_limit = IMAGES + "# " + "x" * pad + "\n"
     assert len(at_limit.encode()) == limit
@@ -516,7 +511,7 @@ def test_add_refuses_after_document_end_marker():
 def verification(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Run a test with both ways an edit is proven: the changed entry's lines, or every event of the file."""
     if request.param == "whole-file":
-        monkeypatch.setattr(kustomize.edit, "_window_ready", lambda doc: False)
+        monkeypatch.setattr(kustomize.edit, "can_verify_window", lambda doc: False)
     return request.param
 
 
@@ -568,8 +563,8 @@ def test_a_wrong_splice_is_caught_whichever_way_it_is_verified(
     monkeypatch, verification, corrupt, text, kwargs
 ):
     """The proof is real: a splice that changes more, or other, than meant raises instead of returning it."""
-    apply = kustomize.splice._Splicer.apply
-    monkeypatch.setattr(kustomize.splice._Splicer, "apply", lambda self: corrupt(apply(self)))
+    apply = kustomize.splice.Splicer.apply
+    monkeypatch.setattr(kustomize.splice.Splicer, "apply", lambda self: corrupt(apply(self)))
     kwargs = dict(kwargs)
     name = kwargs.pop("name", "api")
     with pytest.raises(KustomizationError, match="did not read back as intended|produced invalid YAML"):
@@ -761,7 +756,7 @@ def test_random_layouts_edit_as_meant_whichever_way_it_is_verified(monkeypatch):
     def load(text: str):
         return YAML(typ="safe", pure=True).load(text) or {}
 
-    window_ready = kustomize.verify._window_ready
+    window_ready = kustomize.verify.can_verify_window
     rng = random.Random(12)
     proven_by_lines = 0
     for _ in range(300):
@@ -780,11 +775,11 @@ def test_random_layouts_edit_as_meant_whichever_way_it_is_verified(monkeypatch):
             continue
         results = []
         for ready in (window_ready, lambda doc: False):
-            monkeypatch.setattr(kustomize.edit, "_window_ready", ready)
+            monkeypatch.setattr(kustomize.edit, "can_verify_window", ready)
             results.append(set_image(text, name, add=True, by_new_name=False, **kwargs))
         assert results[0] == results[1], (text, name, kwargs)
         assert load(results[0]) == _meant(load(text), name, **kwargs), (text, name, kwargs, results[0])
-        monkeypatch.setattr(kustomize.edit, "_window_ready", window_ready)
-        doc = kustomize.reader._parse(text, "k", record=True)
+        monkeypatch.setattr(kustomize.edit, "can_verify_window", window_ready)
+        doc = kustomize.reader.parse_document(text, "k", record=True)
         proven_by_lines += window_ready(doc) and results[0] != text
     assert proven_by_lines > 150  # most edits are proven on the entry's own lines

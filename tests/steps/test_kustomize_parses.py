@@ -2,7 +2,7 @@
 
 Editing is linear in the file's size (issue 12: "a 1 MiB kustomization … must edit in well under a
 second"); a path that parses the same 1 MiB text three times is three times that. These tests count
-the libyaml passes (every module of :mod:`steps.kustomize` that parses goes through ``_events``)
+the libyaml passes (every module of :mod:`steps.kustomize` that parses goes through ``parse_events``)
 on the paths a user runs: :func:`steps.kustomize.edit_image` (what ``imagebump set-image`` uses)
 and the edit-kustomize step, against a real ``git http-backend`` remote. The timings are
 ``python -m bench.hostile``'s, never a test's.
@@ -14,8 +14,8 @@ import pytest
 
 from imagebump.local import builders
 from steps import kustomize
+from steps.domain.models import ImagesEntry, Target
 from steps.edit_kustomize import run
-from steps.models import ImagesEntry, Target
 
 ACCOUNT, REGION = "123456789012", "us-west-2"
 IMAGE = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/team/api"
@@ -24,9 +24,9 @@ BIG = "images:\n" + "".join(f"- name: app{i}\n  newTag: '1.0'\n" for i in range(
 
 def _spy_parses(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     sizes: list[int] = []
-    events = kustomize._yaml._events
+    events = kustomize.yaml_nodes.parse_events
     for module in (kustomize.reader, kustomize.verify):  # every module that parses
-        monkeypatch.setattr(module, "_events", lambda text: (sizes.append(len(text)), events(text))[1])
+        monkeypatch.setattr(module, "parse_events", lambda text: (sizes.append(len(text)), events(text))[1])
     return sizes
 
 

@@ -1,7 +1,7 @@
 """The pure cores, table-tested without ECR or git: never_downgrade, edit-kustomize's and
 resolve-image's ``decide``, the image-reference formatter and the entry comparison.
 
-ECR facts are given as data (:data:`steps.never_downgrade.PushTimes`), exactly what the steps
+ECR facts are given as data (:data:`steps.domain.never_downgrade.PushTimes`), exactly what the steps
 gather before they decide; nothing here opens a socket or runs git.
 """
 
@@ -11,10 +11,20 @@ from datetime import UTC, datetime
 
 import pytest
 
-from steps import edit_kustomize, never_downgrade, resolve_image
-from steps.ecr import EcrImage
-from steps.errors import ConfigError, ImageNotFoundError
-from steps.models import Image, ImagesEntry, Plan, entry_ref, entry_sets, image_ref, same_entry, short_digest
+from steps import edit_kustomize, resolve_image
+from steps.aws.ecr import EcrImage
+from steps.domain import never_downgrade
+from steps.domain.errors import ConfigError, ImageNotFoundError
+from steps.domain.models import (
+    Image,
+    ImagesEntry,
+    Plan,
+    entry_ref,
+    entry_sets,
+    image_ref,
+    same_entry,
+    short_digest,
+)
 from steps.rules import RuleSet, load_rules
 from tests.steps.commit_pr_support import DIGEST_A, DIGEST_B, IMAGE, kustomization, target
 
@@ -131,7 +141,7 @@ def test_lookups(target_kw, entry, expected) -> None:
 )
 def test_edit_kustomize_decide(target_kw, file_tag, known, decision, changed, reason) -> None:
     t = _t(**target_kw)
-    plan = edit_kustomize.decide(
+    plan = edit_kustomize.plan_edit(
         t, kustomization(file_tag), "overlays/prod/kustomization.yaml", "c0ffee", "main", known
     )
     assert (plan.decision, plan.changed) == (decision, changed), plan.reason
@@ -142,7 +152,7 @@ def test_edit_kustomize_decide(target_kw, file_tag, known, decision, changed, re
 
 def test_edit_kustomize_decide_names_the_entries_when_the_image_is_missing() -> None:
     with pytest.raises(ImageNotFoundError, match=r"found: web.*add it under images:"):
-        edit_kustomize.decide(_t(), "images:\n- name: web\n  newTag: '1'\n", "k.yaml", "c", "main", {})
+        edit_kustomize.plan_edit(_t(), "images:\n- name: web\n  newTag: '1'\n", "k.yaml", "c", "main", {})
 
 
 # --- edit-kustomize against the proposal branch ------------------------------------------------------
@@ -347,9 +357,9 @@ def _img(**kw) -> Image:
 def test_resolve_image_decide(img, manual, found, targets, error, reason) -> None:
     if error:
         with pytest.raises(ConfigError, match=error):
-            resolve_image.decide(img, manual=manual, account=img.account, found=found, rules=RULES)
+            resolve_image.select_targets(img, manual=manual, account=img.account, found=found, rules=RULES)
         return
-    out = resolve_image.decide(img, manual=manual, account=img.account, found=found, rules=RULES)
+    out = resolve_image.select_targets(img, manual=manual, account=img.account, found=found, rules=RULES)
     assert len(out.targets) == targets and reason in out.reason
     if targets:
         assert out.image.digest == DIGEST_A and out.image.pushed_at == NEW_AT

@@ -1,4 +1,4 @@
-"""steps.order.decide: never an older image over a newer one."""
+"""steps.domain.version_order.judge_update: never an older image over a newer one."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from steps.order import decide, parse_semver
+from steps.domain.version_order import judge_update, parse_semver
 
 T0 = datetime(2026, 11, 16, 1, 0, 0, tzinfo=UTC)
 T1 = T0 + timedelta(minutes=5)
@@ -15,7 +15,7 @@ D2 = "sha256:" + "2" * 64
 
 
 def run(cur: tuple, new: tuple, order: str = "push-time") -> tuple[str, str]:
-    return decide(
+    return judge_update(
         current_tag=cur[0],
         current_digest=cur[1],
         current_pushed_at=cur[2],

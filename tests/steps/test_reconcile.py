@@ -11,18 +11,18 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from steps.errors import ConfigError
-from steps.models import ImagesEntry, Target
-from steps.reconcile import (
+from steps.domain.errors import ConfigError
+from steps.domain.models import ImagesEntry, Target
+from steps.reconcile.decide import judge_target
+from steps.reconcile.step import (
     STATES,
     ReconcileInput,
     TargetState,
     count_states,
-    decide,
     pick_newest,
     render_table,
     run,
-    sweep,
+    scan_targets,
 )
 
 IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/team/api"
@@ -126,7 +126,7 @@ CASES = [
 
 @pytest.mark.parametrize(("facts", "state"), CASES)
 def test_decide(facts: dict, state: str) -> None:
-    verdict = decide(newest=NEWEST, **facts)
+    verdict = judge_target(newest=NEWEST, **facts)
     assert verdict.state == state, verdict.reason
     assert (verdict.update is not None) == (state == "behind")
     if state == "behind":
@@ -134,28 +134,30 @@ def test_decide(facts: dict, state: str) -> None:
 
 
 def test_ahead_names_both_images() -> None:
-    verdict = decide(newest=NEWEST, current=entry("hotfix-7"), current_pushed_at=T0 + timedelta(hours=1))
+    verdict = judge_target(
+        newest=NEWEST, current=entry("hotfix-7"), current_pushed_at=T0 + timedelta(hours=1)
+    )
     assert "hotfix-7" in verdict.reason and "1.4.2" in verdict.reason and "never touched" in verdict.reason
     assert (verdict.current, verdict.newest) == ("hotfix-7", "1.4.2")
 
 
 def test_order_none_is_reported_with_what_the_overlay_holds() -> None:
     best, why = pick_newest([target(order="none")])
-    verdict = decide(newest=best, why_no_newest=why, current=entry("1.4.1"))
+    verdict = judge_target(newest=best, why_no_newest=why, current=entry("1.4.1"))
     assert (verdict.state, verdict.current, verdict.newest) == ("unknown", "1.4.1", "")
     assert "order: none" in verdict.reason
 
 
 def test_write_digest_pins_the_digest_of_the_tag_already_held() -> None:
     newest = target(write_digest=True)
-    verdict = decide(newest=newest, current=entry("1.4.2"), current_pushed_at=T0)
+    verdict = judge_target(newest=newest, current=entry("1.4.2"), current_pushed_at=T0)
     assert verdict.state == "behind" and verdict.newest == f"1.4.2@{D2}"
-    assert decide(newest=newest, current=entry("1.4.2", D2)).state == "current"
+    assert judge_target(newest=newest, current=entry("1.4.2", D2)).state == "current"
 
 
 def test_the_file_keeps_its_own_tag_for_the_same_image() -> None:
     newest = target(write_digest=True)
-    verdict = decide(
+    verdict = judge_target(
         newest=newest, current=entry("abc1234"), same_image_tags={"1.4.2", "abc1234"}, current_pushed_at=T0
     )
     assert verdict.state == "behind" and verdict.update.tag == "abc1234" and verdict.newest == f"abc1234@{D2}"
@@ -163,9 +165,9 @@ def test_the_file_keeps_its_own_tag_for_the_same_image() -> None:
 
 def test_semver_order() -> None:
     newest = target("1.9.0", order="semver")
-    assert decide(newest=newest, current=entry("1.10.0")).state == "ahead"
-    assert decide(newest=newest, current=entry("1.2.0")).state == "behind"
-    assert decide(newest=newest, current=entry("main")).state == "behind"  # not a version: replaced
+    assert judge_target(newest=newest, current=entry("1.10.0")).state == "ahead"
+    assert judge_target(newest=newest, current=entry("1.2.0")).state == "behind"
+    assert judge_target(newest=newest, current=entry("main")).state == "behind"  # not a version: replaced
 
 
 PR_CASES = [
@@ -178,7 +180,7 @@ PR_CASES = [
 
 @pytest.mark.parametrize(("proposed", "proposed_at", "state"), PR_CASES)
 def test_pr_mode_compares_with_the_living_branch(proposed, proposed_at, state: str) -> None:
-    verdict = decide(
+    verdict = judge_target(
         newest=target(**PR),
         current=entry("1.4.0"),
         current_pushed_at=T0 - timedelta(days=2),
@@ -192,7 +194,7 @@ def test_pr_mode_compares_with_the_living_branch(proposed, proposed_at, state: s
 
 
 def test_commit_mode_ignores_any_branch() -> None:
-    verdict = decide(
+    verdict = judge_target(
         newest=NEWEST,
         current=entry("1.4.0"),
         current_pushed_at=T0 - timedelta(days=2),
@@ -236,14 +238,14 @@ def test_table_lists_worst_first_and_totals() -> None:
 
 
 def test_the_pure_core_reads_neither_ecr_nor_git() -> None:
-    """decide and pick_newest live in steps.reconcile_decide, which imports no I/O module (issue 14)."""
+    """judge_target and pick_newest live in steps.reconcile.decide, which imports no I/O module (issue 14)."""
     import subprocess
     import sys
     from pathlib import Path
 
     program = (
-        "import sys, steps.reconcile_decide\n"
-        "io = ('boto3', 'botocore', 'steps.ecr', 'steps.git', 'steps.kustomize', 'steps.rules')\n"
+        "import sys, steps.reconcile.decide\n"
+        "io = ('boto3', 'botocore', 'steps.aws.ecr', 'steps.git', 'steps.kustomize', 'steps.rules')\n"
         "print(sorted(m for m in io if m in sys.modules))\n"
     )
     root = Path(__file__).resolve().parents[2]
@@ -271,7 +273,7 @@ def test_the_input_model_checks_the_parameters(given: dict, error: str) -> None:
         with pytest.raises(ConfigError, match=re.escape(error)):
             ReconcileInput.of(**given)
         with pytest.raises(ConfigError, match=re.escape(error)):
-            sweep(None, **given)  # refused before the rules or ECR are looked at
+            scan_targets(None, **given)  # refused before the rules or ECR are looked at
         return
     model = ReconcileInput.of(**given)
     assert (model.concurrency, model.limit, model.full) == (
@@ -310,8 +312,8 @@ def test_the_report_output_of_a_cluster_sweep_stays_small() -> None:
     output parameter, kept in etcd) is capped, worst first, far below Argo's ~1 MB budget."""
     import json
 
-    from steps.reconcile import REPORT_LIMIT
-    from steps.reconcile_report import cap_report
+    from steps.reconcile.report import cap_report
+    from steps.reconcile.step import REPORT_LIMIT
 
     reason = "cannot read https://git.example/o/r: " + "x" * 300
     report = [_state("unknown", path=f"apps/a{i:04}") for i in range(2000)]

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 import pytest
 
 from imagebump.local import builders
-from steps.branches import branch_name
+from steps.domain.branches import branch_name
+from steps.domain.models import Image, Target
 from steps.git import GitAuth
-from steps.models import Image, Target
-from steps.reconcile import sweep
-from steps.reconcile_ecr import Calls, make_clients, scan_ecr
+from steps.reconcile.ecr import Calls, make_clients, scan_ecr
+from steps.reconcile.step import scan_targets
 from steps.rules import load_rules
 from tests.fixtures import ecr_clock
 from tests.fixtures.ecr_pages import PagingProxy
@@ -152,7 +152,7 @@ def test_every_state_against_real_ecr_and_git(registry: Registry, make_remote, a
     )
     sessions_before = remote.server.read_sessions(remote.name)
 
-    out = sweep(rules, concurrency=4, auth=auth)
+    out = scan_targets(rules, concurrency=4, auth=auth)
 
     states = {path: (t.state, t.current, t.newest) for path, t in by_overlay(out).items()}
     assert states["apps/api/overlays/staging"] == ("behind", "1.4.1", "1.4.2")
@@ -207,7 +207,7 @@ def test_a_hundred_repositories_under_one_rule_are_enumerated(
         "  env: staging\n  mode: commit\n  provider: local\n  order: semver\n"
     )
 
-    out = sweep(rules, concurrency=8, auth=auth)
+    out = scan_targets(rules, concurrency=8, auth=auth)
 
     assert sorted(t.path for t in out.report) == [f"apps/{n}/overlays/staging" for n in names]
     behind = sorted(t.image.rsplit("/", 1)[1] for t in out.targets)
@@ -241,7 +241,7 @@ def test_every_page_of_ecr_is_followed(
 
     with PagingProxy(moto.endpoint_url, page_size=7) as proxy:
         monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
-        out = sweep(rules, concurrency=4, auth=auth)
+        out = scan_targets(rules, concurrency=4, auth=auth)
 
     assert len(out.report) == 20
     assert [(t.path, t.tag) for t in out.targets] == [("apps/svc00/overlays/staging", "1.0.15")]
@@ -274,7 +274,7 @@ def test_one_clone_per_git_repository_however_many_overlays(
         "  mode: commit\n  provider: local\n"
     )
 
-    out = sweep(rules, concurrency=2, auth=auth)
+    out = scan_targets(rules, concurrency=2, auth=auth)
 
     assert len(out.report) == 7 and {t.state for t in out.report} == {"current"}
     assert out.git_clones == 2
@@ -308,8 +308,8 @@ def test_an_older_living_proposal_is_updated_and_an_unreadable_repository_is_rep
         branch=branch_name(production),
     )
 
-    out = sweep(rules, auth=auth)
-    refused = sweep(rules, auth=GitAuth("not-the-token-" + uuid.uuid4().hex))
+    out = scan_targets(rules, auth=auth)
+    refused = scan_targets(rules, auth=GitAuth("not-the-token-" + uuid.uuid4().hex))
 
     states = {t.env: (t.state, t.reason) for t in out.report}
     assert states["production"][0] == "behind" and "proposes the older 1.4.1" in states["production"][1]
@@ -323,8 +323,8 @@ def test_an_older_living_proposal_is_updated_and_an_unreadable_repository_is_rep
 def test_a_bad_endpoint_url_is_a_config_error_not_a_traceback(monkeypatch) -> None:
     """botocore refuses a malformed ``AWS_ENDPOINT_URL`` with a bare ``ValueError`` ("Invalid
     endpoint"): the step exits 2 (bad configuration), naming the variable, instead of 3."""
-    from steps.errors import ConfigError
-    from steps.reconcile_ecr import make_clients
+    from steps.domain.errors import ConfigError
+    from steps.reconcile.ecr import make_clients
 
     monkeypatch.setenv("AWS_ENDPOINT_URL", "notaurl")
     with pytest.raises(ConfigError, match="Invalid endpoint: notaurl.*AWS_ENDPOINT_URL"):
@@ -341,7 +341,7 @@ def test_one_ecr_repository_that_refuses_describe_images_does_not_stop_the_sweep
     a second repository answers ``ThrottlingException`` for ever (``error: transient``)."""
     from botocore.exceptions import ClientError
 
-    from steps.ecr import make_listing_client
+    from steps.aws.ecr import make_listing_client
 
     p = registry.prefix
     for name in ("api", "web", "worker"):
@@ -378,7 +378,7 @@ def test_one_ecr_repository_that_refuses_describe_images_does_not_stop_the_sweep
 
     client.meta.events.register("before-parameter-build.ecr.DescribeImages", refuse)
 
-    out = sweep(rules, auth=auth, client_for=lambda region: client)
+    out = scan_targets(rules, auth=auth, client_for=lambda region: client)
 
     rows = {t.path.split("/")[1]: t for t in out.report}
     assert (rows["api"].state, rows["api"].error) == ("behind", "")
@@ -389,7 +389,7 @@ def test_one_ecr_repository_that_refuses_describe_images_does_not_stop_the_sweep
     assert (rows["worker"].state, rows["worker"].error) == ("unknown", "transient")
     assert "1 refused" in out.reason and "1 transient" in out.reason
     # the report output is capped worst first; the counts keep every target
-    capped = sweep(rules, auth=auth, client_for=lambda region: client, report_limit=1)
+    capped = scan_targets(rules, auth=auth, client_for=lambda region: client, report_limit=1)
     assert [t.state for t in capped.report] == ["behind"]
     assert "2 more are left out" in capped.reason
     assert sum(c.count for c in capped.counts) == 3
@@ -431,7 +431,7 @@ def test_a_pr_branch_proposes_only_while_its_github_pull_request_is_open(
     github_env.pulls.append(FakePull(owner, name, 7, branch, "main", "api 1.4.2", ""))
 
     def state() -> tuple[str, str, list[str]]:
-        out = sweep(rules, auth=auth)
+        out = scan_targets(rules, auth=auth)
         (row,) = out.report
         return row.state, row.reason, [t.tag for t in out.targets]
 
@@ -486,7 +486,7 @@ def test_an_open_pull_request_counts_whatever_case_github_gives_the_owner(
     github_env.name_repository(f"{owner.upper()}/{name}")
     github_env.pulls.append(FakePull(owner.upper(), name, 7, branch, "main", "api 1.4.2", ""))
 
-    (row,) = sweep(rules, auth=auth).report
+    (row,) = scan_targets(rules, auth=auth).report
     assert (row.state, row.reason) == ("proposed", f"the PR branch {branch} already proposes 1.4.2")
     (listing,) = github_env.calls_to("GET", rf"/repos/{owner}/{name}/pulls")
     assert listing.status == 200

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from steps.regex_tokens import regex_tokens
+from steps.domain.regex_tokens import regex_tokens
 
 
 @pytest.mark.parametrize(

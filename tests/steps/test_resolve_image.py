@@ -14,8 +14,8 @@ import pytest
 
 from imagebump.local import builders
 from imagebump.local.moto import MotoServer
-from steps import ecr
-from steps.errors import ConfigError, InvalidEventError, RulesError, TransientError
+from steps.aws import ecr
+from steps.domain.errors import ConfigError, InvalidEventError, RulesError, TransientError
 from steps.resolve_image import ResolveImageOutput, resolve, run
 from steps.rules import load_rules
 

@@ -21,9 +21,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from steps import archive, backup_export, kube, kube_client, object_diff, restore
-from steps import s3 as s3io
-from steps.errors import ConfigError, PermissionDeniedError
+from steps.argocd_backup import archive, object_diff, restore
+from steps.argocd_backup import export as backup_export
+from steps.aws import s3 as s3io
+from steps.domain.errors import ConfigError, PermissionDeniedError
+from steps.kube import api as kube
+from steps.kube import client as kube_client
 from tests.fakes.kube import BACKED_UP_SECRETS, SECRET_VALUES, FakeKube, FakeKubeServer, seeded
 
 FROZEN = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)

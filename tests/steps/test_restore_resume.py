@@ -1,7 +1,7 @@
 """A restore that fails part-way says how far it got, and the same command finishes it.
 
 Kubernetes is the FAKE API server of :mod:`tests.fakes.kube` (no real one runs here), reached over
-HTTP through the real adapter (:class:`steps.kube_client.KubernetesApi`); it fails the Nth write
+HTTP through the real adapter (:class:`steps.kube.client.KubernetesApi`); it fails the Nth write
 on request (:meth:`tests.fakes.kube.FakeKube.fail_write`: a status, or the connection cut). S3 is
 moto's server.
 """
@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from steps import archive, backup_export, kube_client, restore
-from steps.errors import EXIT_CONFIG, EXIT_TRANSIENT, ImagebumpError
+from steps.argocd_backup import archive, restore
+from steps.argocd_backup import export as backup_export
+from steps.domain.errors import EXIT_CONFIG, EXIT_TRANSIENT, ImagebumpError
+from steps.kube import client as kube_client
 from tests.fakes.kube import APP_FINALIZER, SECRET_VALUES, FakeKube, FakeKubeServer, seeded
 
 

@@ -4,7 +4,7 @@ ApplicationSets lose their finalizers first, and a replace leaves no stale last-
 
 The Kubernetes side is the FAKE API server of :mod:`tests.fakes.kube` (no API server runs here;
 kmock 0.8 lacks paging, selectors and finalizers), reached over HTTP through the real adapter
-(:class:`steps.kube_client.KubernetesApi`). Archives are written to ``tmp_path`` (no S3 needed).
+(:class:`steps.kube.client.KubernetesApi`). Archives are written to ``tmp_path`` (no S3 needed).
 """
 
 from __future__ import annotations
@@ -17,8 +17,11 @@ from pathlib import Path
 import pytest
 
 from imagebump.cli import main
-from steps import archive, backup_export, kube, kube_client, object_diff, restore, restore_plan
-from steps.errors import ConfigError
+from steps.argocd_backup import archive, object_diff, restore, restore_plan
+from steps.argocd_backup import export as backup_export
+from steps.domain.errors import ConfigError
+from steps.kube import api as kube
+from steps.kube import client as kube_client
 from tests.fakes.kube import APP_FINALIZER, SYSTEM_NAMESPACES, FakeKube, FakeKubeServer, seeded
 from tests.steps.test_restore import _argocd_export
 
@@ -30,7 +33,7 @@ APP_NAMESPACES = ("team-a", "team-b")
 #: argocd-notifications-secret or Secrets labelled only ``app.kubernetes.io/part-of: argocd``, so a
 #: restore of its export must never prune those.
 NOT_SELECTED_BY_UPSTREAM = ("argocd-notifications-secret", "oidc-client")
-#: What a v1 imagebump archive held of the Secrets (steps/backup_export.py at format v1): five
+#: What a v1 imagebump archive held of the Secrets (steps/argocd_backup/export.py at format v1): five
 #: secret-type values, argocd-secret, argocd-notifications-secret; Argo CD's namespace only.
 NOT_SELECTED_BY_V1 = (
     "repository-write-one",
@@ -252,7 +255,7 @@ def test_decide_never_prunes_argocd_secret():
         "kind": "Secret",
         "metadata": {"name": "argocd-secret", "namespace": "argocd"},
     }
-    assert restore_plan.decide({}, {}, [secret], prune=True) == []
+    assert restore_plan.plan_restore({}, {}, [secret], prune=True) == []
 
 
 # --- 2. target namespaces --------------------------------------------------------------------------
@@ -451,7 +454,7 @@ def test_prune_scope_follows_the_archives_producer(producer, obj, covered, why):
     loaded = restore_plan.Loaded(objects=held, index=index, source="a", plain=producer == "plain")
     scope = restore_plan.prune_scope(loaded, "argocd", desired)
     assert scope is not None
-    entries = restore_plan.decide(desired, {}, [obj], prune=True, scope=scope, namespace="argocd")
+    entries = restore_plan.plan_restore(desired, {}, [obj], prune=True, scope=scope, namespace="argocd")
     assert [e.key for e in entries if e.action == restore_plan.DELETE] == (
         [archive.key(obj)] if covered else []
     ), why

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from steps.errors import RulesError
-from steps.events import parse_image_reference
-from steps.models import Image
+from steps.domain.errors import RulesError
+from steps.domain.events import parse_image_reference
+from steps.domain.models import Image
 from steps.rules import RuleSet, load_rules, load_rules_file
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -1095,13 +1095,14 @@ def test_a_huge_aliased_value_is_shown_as_a_short_excerpt() -> None:
 
 
 def test_closed_choices_and_their_defaults_are_declared_once() -> None:
-    """mode / order / provider: one declaration (steps.models) that the rules schema, the compiled
+    """mode / order / provider: one declaration (steps.domain.models) that the rules schema, the compiled
     rule, the targets and the ordering all use, so a rule that says nothing gets the same defaults
     everywhere, and the choices a rules file may name are the ones a target may carry."""
     import inspect
     from typing import get_args
 
-    from steps import models, order
+    from steps.domain import models
+    from steps.domain import version_order as order
     from steps.rules import MODES, ORDERS, PROVIDERS, schema
     from steps.rules.rule import Rule
 
@@ -1119,7 +1120,7 @@ def test_closed_choices_and_their_defaults_are_declared_once() -> None:
         assert schema.RuleSpec.model_fields[field].default == default
         assert models.Target.model_fields[field].default == default
         assert inspect.signature(Rule).parameters[field].default == default
-    assert inspect.signature(order.decide).parameters["order"].default == models.DEFAULT_ORDER
+    assert inspect.signature(order.judge_update).parameters["order"].default == models.DEFAULT_ORDER
     (target,) = (
         load_rules(
             f"- registryURI: {REG}/team/api\n  githubRepository: https://github.com/o/r/overlays/prod\n"

@@ -1,9 +1,9 @@
-"""steps._runtime: a step's log reaches stderr as JSON lines (the pod log), secrets redacted.
+"""steps.runtime.harness: a step's log reaches stderr as JSON lines (the pod log), secrets redacted.
 
 The pod path is run as a pod runs it: ``python -m hera.workflows.runner -e steps.<step>:run ARGS``
 in a new process whose environment holds only what the template gives it, against a real
 ``git http-backend`` remote. In-process tests wrap small functions of their own with
-:func:`steps._runtime.step_entry` to reach the error paths.
+:func:`steps.runtime.harness.step_entry` to reach the error paths.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from steps import _runtime
-from steps._runtime import step_entry
-from steps.errors import ConfigError
-from steps.models import Target
+from steps.domain.errors import ConfigError
+from steps.domain.models import Target
+from steps.runtime import harness as _runtime
+from steps.runtime.harness import step_entry
 from tests.steps.commit_pr_support import overlay_files, target
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,7 +74,7 @@ def test_steps_log_json_lines_with_step_event_and_target(make_remote, git_token,
     assert edit.returncode == 0, edit.stderr
     plan = (tmp_path / "edit_kustomize-outputs" / "parameters" / "plan").read_text()
     commit = _runner(
-        "commit_pr",
+        "commit_pr.step",
         {"target": tgt.model_dump_json(), "plan": plan},
         tmp_path,
         {"IMAGEBUMP_GIT_TOKEN_FILE": str(token_file)},

@@ -1,4 +1,4 @@
-"""steps.settings (``$NAME`` / ``$NAME_FILE``) and steps.redact: the one home of each, as tables."""
+"""steps.runtime.settings (``$NAME`` / ``$NAME_FILE``) and steps.runtime.redact: the one home of each, as tables."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from steps import redact, settings
-from steps.errors import ConfigError
+from steps.domain.errors import ConfigError
+from steps.runtime import redact, settings
 
 
 @pytest.mark.parametrize(
@@ -91,13 +91,13 @@ def test_mask_secrets_masks_every_form_and_nothing_else() -> None:
     ],
 )
 def test_redact_url(text, expected) -> None:
-    """A URL a user wrote in a rules file, as the rules' messages show it back (steps.redact)."""
+    """A URL a user wrote in a rules file, as the rules' messages show it back (steps.runtime.redact)."""
     assert redact.redact_url(text) == expected
 
 
 def test_missing_write_token_names_the_secret_and_the_local_variable(monkeypatch) -> None:
     """A pod without the imagebump-git Secret is told which Secret to create (and a laptop, which variable)."""
-    from steps.git_auth import WRITE_SECRET, GitAuth
+    from steps.git.auth import WRITE_SECRET, GitAuth
     from workflows import names
 
     for name in ("IMAGEBUMP_GIT_TOKEN", "IMAGEBUMP_GIT_TOKEN_FILE"):
@@ -113,7 +113,7 @@ def test_missing_write_token_names_the_secret_and_the_local_variable(monkeypatch
 def test_the_github_app_key_is_a_registered_secret(tmp_path) -> None:
     """The App's private key is read like every secret: registered, so not even git's output (which
     is redacted without the PEM shape) or a message quoting it can show it; a bad file is named."""
-    from steps import github
+    from steps.forge import github
 
     body = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC" + "k" * 40
     pem = f"-----BEGIN PRIVATE KEY-----\n{body}\n-----END PRIVATE KEY-----\n"
@@ -136,9 +136,10 @@ def test_the_github_app_key_is_a_registered_secret(tmp_path) -> None:
 
 
 def test_settings_several_modules_read_come_from_here(tmp_path, monkeypatch) -> None:
-    """The commit identity, the rules file and the read-token file are read by steps.settings (one
+    """The commit identity, the rules file and the read-token file are read by steps.runtime.settings (one
     reading: stripped, blank is unset), whoever asks for them."""
-    from steps import git_auth, git_commit
+    from steps.git import auth as git_auth
+    from steps.git import commit as git_commit
 
     monkeypatch.setenv("IMAGEBUMP_GIT_AUTHOR_NAME", " Release Bot ")
     monkeypatch.setenv("IMAGEBUMP_GIT_AUTHOR_EMAIL", "")

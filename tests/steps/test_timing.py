@@ -1,11 +1,11 @@
-"""Where a step's time goes (steps.timing): phases summed per process, one ``step-timings`` record
+"""Where a step's time goes (steps.runtime.timing): phases summed per process, one ``step-timings`` record
 at the end of a step process — the numbers the benchmark uses to account for every step's time."""
 
 from __future__ import annotations
 
 import threading
 
-from steps import timing
+from steps.runtime import timing
 from tests.steps.commit_pr_support import kustomization, target
 from tests.steps.test_runtime import _records, _runner
 

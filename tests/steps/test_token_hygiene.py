@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from steps import commit_pr, git
-from steps.errors import ImagebumpError, PermissionDeniedError
+from steps import git
+from steps.commit_pr import step as commit_pr
+from steps.domain.errors import ImagebumpError, PermissionDeniedError
 from tests.fixtures.github import GitHubFake
 from tests.steps.commit_pr_support import overlay_files, plan, target
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from imagebump.local.argocd_sim import ArgoCDSimulator
-from steps.errors import ConfigError
-from steps.kube_client import KubernetesApi
-from steps.models import ImagesEntry, Plan, Target
+from steps.domain.errors import ConfigError
+from steps.domain.models import ImagesEntry, Plan, Target
+from steps.kube.client import KubernetesApi
 from steps.verify_live import step as verify_live
 from steps.verify_live.history import History
 from tests.fakes.kube import FakeKube, FakeKubeServer

@@ -8,8 +8,9 @@ import secrets
 
 import pytest
 
-from steps import ecr, scratch
-from steps.commit_message import installed_version
+from steps.aws import ecr
+from steps.commit_pr.message import installed_version
+from steps.runtime import scratch_dir as scratch
 
 
 def test_scratch_is_deleted_by_the_step_unless_the_runtime_deletes_tmpdir(monkeypatch, tmp_path) -> None:

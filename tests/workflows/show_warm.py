@@ -7,9 +7,9 @@ import sys
 
 if __name__ == "__main__":
     modules = sys.modules
-    ecr = modules.get("steps.ecr")
-    message = modules.get("steps.commit_message")
-    yaml = modules.get("steps.kustomize._yaml")
+    ecr = modules.get("steps.aws.ecr")
+    message = modules.get("steps.commit_pr.message")
+    yaml = modules.get("steps.kustomize.yaml_nodes")
     print(
         json.dumps(
             {

@@ -178,10 +178,10 @@ def crash(how: str = "raise") -> None:
 
 
 def chatty(words: str = "hello from the step") -> None:
-    """Log ``words`` the way the real steps do (steps._runtime's JSON lines), then a plain line."""
+    """Log ``words`` the way the real steps do (steps.runtime.harness's JSON lines), then a plain line."""
     import logging
 
-    from steps._runtime import step_entry
+    from steps.runtime.harness import step_entry
 
     @step_entry
     def run(words: str) -> None:

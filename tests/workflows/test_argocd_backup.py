@@ -11,8 +11,8 @@ import copy
 
 import pytest
 
-from steps.backup_settings import BackupSettings, ConfigMapKeys
-from steps.errors import ConfigError
+from steps.argocd_backup.settings import BackupSettings, ConfigMapKeys
+from steps.domain.errors import ConfigError
 from tests.test_manifests import (
     CONFIGMAP_TYPE_LABEL,
     ControllerRefused,

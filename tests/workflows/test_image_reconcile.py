@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import yaml
 
-from steps import reconcile
-from steps._runtime import kebab
-from steps.models import Target
+from steps.domain.models import Target
+from steps.reconcile import step as reconcile
+from steps.runtime.harness import kebab
 from tests.workflows import schemas
 from workflows import image_reconcile
 from workflows import names as n
@@ -59,7 +59,7 @@ def test_every_ten_minutes_never_overlapping_with_a_starting_deadline(manifest):
 def test_the_sweep_reads_ecr_as_the_ecr_reader_with_the_optional_read_token(templates):
     sweep = templates["reconcile"]
     assert sweep["serviceAccountName"] == n.SA_ECR_READER
-    assert sweep["script"]["args"] == ["-m", "steps._entry", "-e", "steps.reconcile:run"]
+    assert sweep["script"]["args"] == ["-m", "steps.runtime.launcher", "-e", "steps.reconcile.step:run"]
     env = {e["name"]: e.get("value") for e in sweep["script"]["env"]}
     assert env["IMAGEBUMP_GIT_READ_TOKEN_FILE"] == f"{n.GIT_READ_DIR}/token"
     assert "IMAGEBUMP_GIT_TOKEN_FILE" not in env  # never the write token
@@ -148,7 +148,10 @@ def test_the_local_executor_accepts_the_rendered_cron_workflow():
         "verify-live",
         "live-timeout",
     }
-    assert "steps.reconcile" in executor.preload_modules() and "steps.commit_pr" in executor.preload_modules()
+    assert (
+        "steps.reconcile.step" in executor.preload_modules()
+        and "steps.commit_pr.step" in executor.preload_modules()
+    )
 
 
 @pytest.mark.parametrize(
@@ -173,7 +176,7 @@ def test_the_counter_counts_only_targets_really_updated(templates, update_templa
     as the controller does after substitution; the local evaluator speaks the same subset) keys on it."""
     from typing import get_args
 
-    from steps.commit_pr import Action
+    from steps.commit_pr.result import Action
     from workflows.local.expressions import evaluate_condition
 
     (counter,) = templates["sweep-target"]["metrics"]["prometheus"]

@@ -12,10 +12,11 @@ import pytest
 import yaml
 
 import imagebump
-from steps import commit_pr, edit_kustomize, resolve_image
-from steps._runtime import kebab
-from steps.errors import EXIT_CONFIG, EXIT_TRANSIENT
-from steps.models import Image, Target
+from steps import edit_kustomize, resolve_image
+from steps.commit_pr import step as commit_pr
+from steps.domain.errors import EXIT_CONFIG, EXIT_TRANSIENT
+from steps.domain.models import Image, Target
+from steps.runtime.harness import kebab
 from tests.workflows import schemas
 from workflows import image_reconcile, image_update
 from workflows.common import OUTPUTS_DIR
@@ -139,8 +140,8 @@ def test_step_runs_the_step_function_through_the_step_entry(templates, name):
     script = templates[name]["script"]
     assert script["image"] == imagebump.IMAGE
     assert script["command"] == ["python"]
-    # Hera's runner constructor (inputs, source, outputs) with our entry module (steps._entry).
-    assert script["args"] == ["-m", "steps._entry", "-e", f"{module.__name__}:run"]
+    # Hera's runner constructor (inputs, source, outputs) with our entry module (steps.runtime.launcher).
+    assert script["args"] == ["-m", "steps.runtime.launcher", "-e", f"{module.__name__}:run"]
     assert script["source"] == "{{inputs.parameters}}"
     # Hera derived the inputs from the (functools.wraps-wrapped) signature.
     declared = {p["name"] for p in templates[name]["inputs"]["parameters"]}

@@ -1,4 +1,4 @@
-"""workflows.render and ``imagebump render``: pure rendering, writing, and drift checks."""
+"""render.manifests and ``imagebump render``: pure rendering, writing, and drift checks."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from imagebump.cli import main
-from workflows import render
+from render import manifests as render
 
 ROOT = Path(__file__).resolve().parents[2]
 

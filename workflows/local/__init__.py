@@ -8,7 +8,7 @@ started by one of the two ``launchers`` — a fresh process, or a fork of the wa
 (``forkserver_client`` / ``forkserver_server``). ``results`` (phases, node results, node names)
 and ``logs`` are plain data and formatting that sensors and commands read without loading the
 interpreter; ``expressions`` is pure. Modules here may import the standard library, PyYAML,
-``steps._runtime``/``steps.errors``/``steps.redact``, ``workflows.names`` and each other — never
+``steps.runtime.harness``/``steps.domain.errors``/``steps.runtime.redact``, ``workflows.names`` and each other — never
 Hera and never the Hera definitions in ``workflows/*.py`` (which, in turn, never import this
 package). This ``__init__`` imports nothing, so importing ``workflows.local.results`` loads only
 what it needs.

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from steps.errors import ConfigError
+from steps.domain.errors import ConfigError
 from workflows.local.errors import UnsupportedFeatureError
 
 KINDS = ("WorkflowTemplate", "Workflow", "CronWorkflow")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from steps.errors import ConfigError
+from steps.domain.errors import ConfigError
 
 #: Every refusal's message starts with this (tests and users grep for it).
 NOT_SUPPORTED = "not supported by the local executor: "

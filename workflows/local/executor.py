@@ -8,7 +8,7 @@ Argo: no scheduler, no persistence, no API. The pieces: :mod:`documents` (readin
 
 What each script template gets, mirroring its pod:
 
-* its own process running the template's own command (``python -m steps._entry -e
+* its own process running the template's own command (``python -m steps.runtime.launcher -e
   steps.x:run <script>``; ``python`` is this interpreter) — forked from a warm interpreter that has
   imported the step entry and the steps already (:mod:`.forkserver_client`; ``prefork=False`` or
   ``IMAGEBUMP_LOCAL_PREFORK=0`` starts a new interpreter instead) — the rendered ``source`` (Hera's
@@ -68,7 +68,7 @@ executor is constructed, with an :class:`UnsupportedFeatureError` whose message 
 ``not supported by the local executor: `` and names the field.
 
 Logs are JSON-line records passed to ``log``, in the format steps write on a cluster
-(:mod:`steps._runtime`), so one ``jq`` filter reads both: ``ts``, ``level``, ``component``
+(:mod:`steps.runtime.harness`), so one ``jq`` filter reads both: ``ts``, ``level``, ``component``
 (``executor``), ``event`` (what happened: ``workflow-started``, ``node-finished``, …), ``workflow``,
 ``event_id``, ``node``, ``template``, ``step`` (the script template), ``phase``, ``duration``,
 ``attempt``, ``exit_code``, ``message``; a failed step adds its stderr tail. Each step process's
@@ -85,8 +85,8 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from steps._runtime import utc_timestamp
-from steps.errors import ConfigError
+from steps.domain.errors import ConfigError
+from steps.runtime.harness import utc_timestamp
 from workflows.local import forkserver_client
 from workflows.local.documents import WorkflowDocument
 from workflows.local.errors import NOT_SUPPORTED, UnsupportedFeatureError

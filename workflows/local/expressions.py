@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from steps.errors import ConfigError
+from steps.domain.errors import ConfigError
 from workflows.local.errors import UnsupportedFeatureError
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")

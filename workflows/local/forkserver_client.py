@@ -1,6 +1,6 @@
 """The fork server's client: start ``python -m MODULE ...`` step processes from a warm interpreter.
 
-Every step of the WorkflowTemplate runs ``python -m steps._entry -e steps.x:run``. In a
+Every step of the WorkflowTemplate runs ``python -m steps.runtime.launcher -e steps.x:run``. In a
 pod that costs a Python start plus 1–2 s of imports (Hera's runner imports all of
 ``hera.workflows``; the steps import pydantic, boto3, githubkit), and a cluster pays it once per
 pod anyway. The local executor pays it for every step of every event on one machine, where it

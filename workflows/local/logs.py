@@ -2,10 +2,10 @@
 
 A record is a dict (``ts``, ``level``, ``component``, ``event``, …; see :mod:`workflows.local`'s
 executor docstring); a ``Log`` is any callable that takes one. :func:`json_logger` writes them to
-a stream. Steps format their own records with :class:`steps._runtime.JsonLineFormatter` (a
+a stream. Steps format their own records with :class:`steps.runtime.harness.JsonLineFormatter` (a
 :mod:`logging` formatter for ``LogRecord`` s, not for dicts); the timestamp is the same
-:func:`steps._runtime.utc_timestamp`; :class:`Redactor` masks secrets with :mod:`steps.redact`.
-Imports only the standard library, :mod:`steps._runtime`, :mod:`steps.redact` and :mod:`results`,
+:func:`steps.runtime.harness.utc_timestamp`; :class:`Redactor` masks secrets with :mod:`steps.runtime.redact`.
+Imports only the standard library, :mod:`steps.runtime.harness`, :mod:`steps.runtime.redact` and :mod:`results`,
 so the local sensor can log without loading the interpreter.
 """
 
@@ -17,8 +17,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from steps._runtime import utc_timestamp
-from steps.redact import REDACTED, mask_secrets
+from steps.runtime.harness import utc_timestamp
+from steps.runtime.redact import REDACTED, mask_secrets
 from workflows.local.results import ERROR, FAILED
 
 Log = Callable[[dict[str, Any]], None]
@@ -74,7 +74,7 @@ def json_record(line: str) -> dict[str, Any] | None:
 
 class Redactor:
     """Replaces every secret value the executor was given (4 characters or more), and its base64 and
-    HTTP Basic forms, with ``***`` — :func:`steps.redact.mask_secrets`, the one redaction. Only the
+    HTTP Basic forms, with ``***`` — :func:`steps.runtime.redact.mask_secrets`, the one redaction. Only the
     secrets: a step's JSON log lines pass through it and must stay JSON."""
 
     def __init__(self, secrets: dict[str, dict[str, str]]) -> None:

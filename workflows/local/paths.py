@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path, PurePosixPath
 
-from steps._runtime import DEFAULT_OUTPUTS_DIRECTORY  # /tmp/hera-outputs: never the real /tmp
+from steps.runtime.harness import DEFAULT_OUTPUTS_DIRECTORY  # /tmp/hera-outputs: never the real /tmp
 
 #: Where Argo's executor puts a script template's source; rewritten into the step's temp dir.
 STAGING_SCRIPT = "/argo/staging/script"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from steps._runtime import utc_timestamp
+from steps.runtime.harness import utc_timestamp
 from workflows.local.logs import Log, forward_step_stderr, level_of
 from workflows.local.results import NodeResult, Phase
 

@@ -274,7 +274,7 @@ class Sandbox:
             "TMPDIR": str(root),
             "PYTHONDONTWRITEBYTECODE": "1",
             # The step's TMPDIR is deleted (on a background thread) after it exits: a step may leave
-            # its scratch clones to that instead of deleting them on its critical path (steps.scratch).
+            # its scratch clones to that instead of deleting them on its critical path (steps.runtime.scratch_dir).
             "IMAGEBUMP_TMPDIR_DELETED_AFTER_STEP": "1",
         }
         env.update(self.env)

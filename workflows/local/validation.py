@@ -5,7 +5,7 @@ template reachable from it, the templates a ``templateRef`` names, their volumes
 conditions and retry strategies) and returns a :class:`ValidatedWorkflow`, the only thing the
 interpreter runs. Refusals are :class:`~workflows.local.errors.UnsupportedFeatureError` (message
 ``not supported by the local executor: <field>…``) or, for a template that is wrong on any
-runtime (an undefined template, a missing Secret), :class:`steps.errors.ConfigError`.
+runtime (an undefined template, a missing Secret), :class:`steps.domain.errors.ConfigError`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from steps.errors import ConfigError
+from steps.domain.errors import ConfigError
 from workflows.local import fields as f
 from workflows.local.documents import WorkflowDocument
 from workflows.local.errors import UnsupportedFeatureError

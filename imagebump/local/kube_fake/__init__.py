@@ -4,7 +4,7 @@ plus a small HTTP front.
 Why a fake: no API server can run on this machine, and ``kmock`` 0.8 (tried) ignores
 ``limit``/``continue`` and label selectors and has no server-side apply — exactly what backup and
 restore rely on. So this fake implements the narrow surface imagebump uses
-(:class:`steps.kube.KubeApi`: paged list in one namespace or all, get, create, replace, delete)
+(:class:`steps.kube.api.KubeApi`: paged list in one namespace or all, get, create, replace, delete)
 with the server behaviour that matters here:
 
 - it fills in server-populated fields (uid, resourceVersion, creationTimestamp, generation,
@@ -34,7 +34,7 @@ with the server behaviour that matters here:
   computed from rendered Roles/Bindings by tests/test_rbac.py's rules).
 
 :class:`FakeKubeServer` serves the same store over HTTP on 127.0.0.1:0 with the API server's
-paths, so tests drive the REAL adapter (:class:`steps.kube_client.KubernetesApi` over the official
+paths, so tests drive the REAL adapter (:class:`steps.kube.client.KubernetesApi` over the official
 ``kubernetes`` client, loaded from a kubeconfig) and, with discovery and OpenAPI v3 documents
 served, the real ``kubectl`` (``apply --server-side``). Server-side apply is simplified: applied
 top-level fields replace the live ones, labels and annotations are merged; field ownership is not

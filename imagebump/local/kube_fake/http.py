@@ -21,7 +21,7 @@ import yaml
 
 from imagebump.local.kube_fake.status import TOKEN, FakeDrop, FakeStatus, status_body
 from imagebump.local.kube_fake.store import FakeKube
-from steps import kube
+from steps.kube import api as kube
 
 _PATH = re.compile(
     r"^/(?:api/v1|apis/(?P<gv>[^/]+/[^/]+))(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>[^/]+)"

@@ -10,7 +10,7 @@ import copy
 import re
 from typing import Any
 
-from steps import kube
+from steps.kube import api as kube
 
 SERVICE_ACCOUNT = "system:serviceaccount:argocd:imagebump"
 TOKEN = "fake-token"

@@ -1,5 +1,5 @@
 """The Kubernetes API fake's store: objects in memory, reads, RBAC/failure checks, and the
-:class:`steps.kube.KubeApi` protocol over it (Status → our errors, as the real adapter maps them).
+:class:`steps.kube.api.KubeApi` protocol over it (Status → our errors, as the real adapter maps them).
 
 Part of the FAKE Kubernetes API (:mod:`imagebump.local.kube_fake`); the writes are
 :class:`~imagebump.local.kube_fake.writes.Writes`.
@@ -30,13 +30,13 @@ from imagebump.local.kube_fake.status import (
     status_body,
 )
 from imagebump.local.kube_fake.writes import Writes
-from steps import kube
-from steps.errors import TransientError
+from steps.domain.errors import TransientError
+from steps.kube import api as kube
 
 
 @dataclass
 class FakeKube(Writes):
-    """In-memory store implementing :class:`steps.kube.KubeApi` (plus test helpers)."""
+    """In-memory store implementing :class:`steps.kube.api.KubeApi` (plus test helpers)."""
 
     objects: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
     calls: list[tuple[str, str, str, dict[str, Any]]] = field(default_factory=list)

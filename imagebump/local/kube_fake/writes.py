@@ -18,7 +18,7 @@ from imagebump.local.kube_fake.status import (
     merge_patch,
     status_body,
 )
-from steps import kube
+from steps.kube import api as kube
 
 
 class Writes:

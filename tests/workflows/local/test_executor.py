@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from imagebump.local import builders
-from steps.errors import ConfigError
+from steps.domain.errors import ConfigError
 from workflows.local.errors import NOT_SUPPORTED, UnsupportedFeatureError
 from workflows.local.executor import LocalExecutor
 from workflows.local.sandbox import wait_deleted
@@ -182,7 +182,7 @@ def test_secrets_are_redacted_from_stderr_tails(state: Path, logs: list[dict]) -
 
 def test_encoded_forms_of_a_secret_are_redacted_from_logs(state: Path, logs: list[dict]) -> None:
     """A step that prints a secret base64-encoded or in an HTTP Basic header (``x-access-token:TOKEN``)
-    leaks it as surely as in clear: the executor's logs mask those forms too (steps.redact's)."""
+    leaks it as surely as in clear: the executor's logs mask those forms too (steps.runtime.redact's)."""
     token = "s3cr3t-token-value"
     executor = make(
         "secrets.yaml",

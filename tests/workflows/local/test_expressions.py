@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from steps.errors import ConfigError
+from steps.domain.errors import ConfigError
 from workflows.local.errors import NOT_SUPPORTED, UnsupportedFeatureError
 from workflows.local.expressions import (
     check_variables,

@@ -339,7 +339,7 @@ def test_prefork_is_on_by_default_and_can_be_turned_off(monkeypatch, tmp_path: P
 
 
 def test_the_image_update_steps_and_their_lazy_imports_are_imported_ahead(tmp_path: Path) -> None:
-    """The zygote for the rendered ``image-update`` template imports the step entry (steps._entry),
+    """The zygote for the rendered ``image-update`` template imports the step entry (steps.runtime.launcher),
     each step's module and what each lists in ``LAZY_IMPORTS`` (boto3 …), so a forked step imports
     nothing heavy itself — and never all of ``hera.workflows`` (the executor is not a step, but the
     interpreter steps are forked from is theirs); a fresh process, for contrast, starts with none of them."""
@@ -353,13 +353,20 @@ def test_the_image_update_steps_and_their_lazy_imports_are_imported_ahead(tmp_pa
         secrets={"imagebump-git": {"token": "t0ken-unused"}, "imagebump-git-read": {"token": "t0ken-unused"}},
     )
     assert executor.preload_modules() == [
-        "steps._entry",
+        "steps.runtime.launcher",
         "steps.resolve_image",
         "steps.edit_kustomize",
-        "steps.commit_pr",
+        "steps.commit_pr.step",
     ]
     zygote = ForkServerClient(sys.executable, str(ROOT), executor.preload_modules())
-    names = ["steps._entry", "steps.commit_pr", "steps.ecr", "steps.git", "botocore.session", "githubkit"]
+    names = [
+        "steps.runtime.launcher",
+        "steps.commit_pr.step",
+        "steps.aws.ecr",
+        "steps.git",
+        "botocore.session",
+        "githubkit",
+    ]
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)}
     try:
         outcome = zygote.run(
@@ -379,7 +386,7 @@ def test_the_image_update_steps_and_their_lazy_imports_are_imported_ahead(tmp_pa
         )
         assert json.loads(hera.stdout) == {"hera": False, "hera.workflows": False}, hera.stderr
         # WARM_UP ran for every module of ours the zygote holds, including ones no step names
-        # (steps.commit_message, steps.kustomize._yaml are imported by other modules)
+        # (steps.commit_pr.message, steps.kustomize.yaml_nodes are imported by other modules)
         warm = zygote.run(
             [sys.executable, "-m", "tests.workflows.show_warm"], cwd=str(tmp_path), env=env, timeout=60
         )

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from steps.errors import ConfigError
+from steps.domain.errors import ConfigError
 from workflows.local.errors import NOT_SUPPORTED, UnsupportedFeatureError
 from workflows.local.executor import LocalExecutor
 

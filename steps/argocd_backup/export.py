@@ -1,0 +1,314 @@
+"""backup-export: Argo CD's configuration → one sanitised, encrypted archive in S3.
+
+Reads, through the Kubernetes API (in-cluster service account; kubeconfig outside):
+
+- from Argo CD's namespace: AppProjects; every Secret upstream's ``argocd admin export`` takes —
+  any ``argocd.argoproj.io/secret-type`` label whatever its value, the annotation ``managed-by:
+  argocd.argoproj.io``, ``argocd-secret`` — plus Secrets labelled ``app.kubernetes.io/part-of:
+  argocd`` and ``argocd-notifications-secret`` (one paged list, filtered here: RBAC and label
+  selectors cannot select by annotation); the ConfigMaps ``argocd-cm``, ``argocd-rbac-cm``,
+  ``argocd-cmd-params-cm``, ``argocd-ssh-known-hosts-cm``, ``argocd-tls-certs-cm``,
+  ``argocd-gpg-keys-cm``, ``argocd-notifications-cm`` where present (by ``get``, so RBAC may
+  restrict them by resourceNames);
+- Applications from Argo CD's namespace and every namespace ``application.namespaces`` in
+  ``argocd-cmd-params-cm`` enables, ApplicationSets likewise with
+  ``applicationsetcontroller.namespaces`` (Argo CD's own matching: globs, ``/regex/``). Plain
+  namespace names are listed one namespace at a time (a RoleBinding per namespace suffices); a
+  pattern needs one list across all namespaces, filtered here (a ClusterRoleBinding to the
+  ClusterRole ``imagebump-backup-app-reader``: get/list of these two kinds, nothing else; both
+  grants are the overlay of docs/backup-restore.md).
+
+Writes ``s3://BUCKET/PREFIX/CLUSTER/YYYY/MM/DD/HHMMSSZ.yaml.gz`` (gzip of a multi-document YAML,
+see :mod:`steps.argocd_backup.archive`) with server-side encryption (``aws:kms`` with ``kms_key_id`` when given,
+else ``AES256``) and a conditional put (``If-None-Match: *``): an existing key is never replaced;
+a second backup in the same second becomes ``HHMMSSZ-1.yaml.gz``. Beside it,
+``HHMMSSZ.index.json``: sha256 of the archive bytes, counts per kind, tool version, time, cluster,
+namespace, and ``suspect`` (below). Then retention (:mod:`steps.argocd_backup.retention`): only keys exactly
+``PREFIX/CLUSTER/YYYY/MM/DD/HHMMSSZ[-N].yaml.gz`` of this cluster are archives (never another
+cluster's whose name starts the same, nor a copy kept elsewhere under the prefix); archives beyond
+the newest ``keep`` and older than ``keep_days`` (0 disables either rule; an archive is kept when
+either rule keeps it) are deleted with their index — never the one just written, never the newest
+healthy one, and none older than a suspect archive until ``keep`` healthy ones follow it.
+
+Gather → decide → act: :func:`steps.argocd_backup.live_objects.collect_live` reads the cluster; the archive bytes and
+index (:mod:`steps.argocd_backup.archive`) are pure, and so is :func:`plan_backup`, the step's core: where the archive
+goes and, given the listing of this cluster's archives after the write, which ones expire
+(table-tested without S3 or Kubernetes); :mod:`steps.aws.s3` writes, lists and deletes. The settings
+are one model, :class:`steps.argocd_backup.settings.BackupSettings`, whose defaults the step's parameters,
+``imagebump backup`` and the CronWorkflow share.
+
+A backup that finds no Argo CD — its namespace, ``argocd-cm`` or ``argocd-secret`` missing (a wrong
+namespace or context reads empty lists, which Kubernetes answers with 200) — writes nothing and
+fails (exit 2, naming what is missing, the namespace and the context/server). A backup holding
+fewer than half the objects of the newest healthy archive before it, or no Applications where that
+one had some (:data:`steps.argocd_backup.retention.SHRINK_THRESHOLD`), is still written — a real mass deletion
+must be recorded — but marked ``"suspect": true`` with a ``suspect_reason`` in its index, the
+output and a warning. A namespace it may not read fails the backup (naming the grant), never a
+silently partial archive. S3 is reached with
+boto3's standard configuration (``AWS_REGION``, credentials, ``AWS_ENDPOINT_URL``). Secret values
+appear only inside the encrypted archive, never in logs or outputs.
+"""
+
+# No `from __future__ import annotations`: Hera's runner reads real annotation objects.
+import logging
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from steps.argocd_backup import archive, retention
+from steps.argocd_backup.live_objects import collect_live, namespace_exists
+from steps.argocd_backup.settings import DEFAULTS, BackupSettings, ConfigMapKeys
+from steps.aws import s3 as s3io
+from steps.domain.errors import ConfigError
+from steps.kube import api as kube
+from steps.kube import client as kube_client
+from steps.runtime.harness import imagebump_version, step_entry
+
+log = logging.getLogger(__name__)
+#: The name in this step's log records (the template is backup-export).
+STEP_NAME = "backup-export"
+
+#: The namespace the step's pod runs in (the template sets it from the pod's metadata.namespace):
+#: the ConfigMap its settings come from is there.
+NAMESPACE_ENV = "IMAGEBUMP_NAMESPACE"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What :func:`plan_backup` says a backup writes and deletes."""
+
+    key: str  # PREFIX/CLUSTER/YYYY/MM/DD/HHMMSSZ: s3.put_new adds -N (same second) and .yaml.gz
+    expired: tuple[str, ...] = ()  # archive keys retention deletes (with their indexes), oldest first
+
+
+def plan_backup(
+    settings: BackupSettings,
+    created: datetime,
+    *,
+    listing: Sequence[str] = (),
+    written: str = "",
+    suspect: Mapping[str, bool | None] | None = None,
+) -> Decision:
+    """The pure core: where a backup made at ``created`` goes, and which archives expire.
+
+    Before the write nothing is listed: the key alone matters. After it, ``listing`` holds the keys
+    under this cluster's prefix, ``written`` the archive just written (never expired) and
+    ``suspect`` which archives' indexes mark them suspect: only exact archive keys of this cluster
+    are considered, and an archive is kept while any rule keeps it
+    (:func:`steps.argocd_backup.retention.select_expired`). No I/O.
+    """
+    expired = retention.select_expired(
+        list(listing),
+        prefix=settings.prefix_path,
+        keep=settings.keep,
+        keep_days=settings.keep_days,
+        now=created,
+        protect=written,
+        suspect=suspect,
+    )
+    return Decision(key=retention.archive_key(settings.prefix_path, created), expired=tuple(expired))
+
+
+def missing_argocd(api: kube.KubeApi, namespace: str) -> list[str]:
+    """What of Argo CD is missing in ``namespace`` (its ``argocd-cm`` and ``argocd-secret``, or the
+    namespace itself); empty when both are there. Reads two objects (and the namespace when they
+    are missing), writes nothing."""
+    missing = [
+        f"{resource.kind} {name}"
+        for resource, name in ((kube.CONFIG_MAP, "argocd-cm"), (kube.SECRET, archive.ARGOCD_SECRET))
+        if api.get(resource, namespace, name) is None
+    ]
+    if missing and namespace_exists(api, namespace) is False:
+        return [f"namespace {namespace}"]
+    return missing
+
+
+class BackupExportOutput(BaseModel):
+    url: str = Field(description="s3://BUCKET/KEY of the archive written")
+    sha256: str
+    counts: dict[str, int] = Field(default_factory=dict)
+    deleted: list[str] = Field(default_factory=list)
+    index_url: str = Field(default="", description="s3://BUCKET/KEY of the index beside the archive")
+    suspect: bool = Field(
+        default=False,
+        description="the archive holds far fewer objects than the newest healthy one before it "
+        "(written, marked in its index; retention keeps the older archives)",
+    )
+    suspect_reason: str = Field(default="", description="why the archive is suspect")
+
+
+# The step's parameters are BackupSettings' fields, spelled out because Hera renders them from this
+# signature (and the CronWorkflow passes each one); their defaults are the model's.
+@step_entry
+def run(
+    bucket: str,
+    prefix: str = DEFAULTS["prefix"],
+    cluster: str = DEFAULTS["cluster"],
+    namespace: str = DEFAULTS["namespace"],
+    kms_key_id: str = DEFAULTS["kms_key_id"],
+    keep: int = DEFAULTS["keep"],
+    keep_days: int = DEFAULTS["keep_days"],
+) -> BackupExportOutput:
+    """The step: the pod's service account (kubeconfig outside a pod) and boto3's standard S3 client.
+
+    Its parameters are the keys of the ConfigMap ``imagebump-backup`` (the ``argocd-backup``
+    CronWorkflow passes them), so a bad one is reported as that ConfigMap's key, not as a flag.
+    """
+    import boto3
+
+    settings = BackupSettings.parse(
+        source=ConfigMapKeys(namespace=os.environ.get(NAMESPACE_ENV, "")),
+        bucket=bucket,
+        prefix=prefix,
+        cluster=cluster,
+        namespace=namespace,
+        kms_key_id=kms_key_id,
+        keep=keep,
+        keep_days=keep_days,
+    )
+    api = kube_client.KubernetesApi.from_config()
+    return export_backup(api=api, s3=boto3.client("s3"), settings=settings)
+
+
+def export_backup(
+    *,
+    api: kube.KubeApi,
+    s3: Any,
+    settings: BackupSettings | None = None,
+    now: Callable[[], datetime] | None = None,
+    page_size: int = kube.DEFAULT_PAGE_SIZE,
+    accept_shrink: bool = False,
+    **values: Any,
+) -> BackupExportOutput:
+    """Collect, write (never overwriting) and prune; the body of :func:`run` and ``imagebump backup``.
+
+    Refuses (ConfigError, nothing written) when Argo CD is not there: its namespace, ``argocd-cm``
+    or ``argocd-secret`` missing — a wrong ``namespace``, a wrong context, an Argo CD just deleted.
+    A backup holding far fewer objects than the newest healthy archive before it
+    (:func:`steps.argocd_backup.retention.shrink_reason`) is written, marked ``suspect`` in its index and logged
+    as a warning; retention then keeps every older archive until ``keep`` healthy ones follow it.
+
+    Args:
+        api: the Kubernetes seam (:class:`steps.kube.client.KubernetesApi` in production).
+        s3: a boto3 S3 client.
+        settings: what to back up where; or give its fields as keywords (``bucket=…``), checked the
+            same way before any I/O.
+        now: clock seam (UTC); tests freeze it to prove same-second backups do not collide.
+        page_size: ``limit`` of each list request.
+        accept_shrink: the operator confirms a smaller Argo CD is the new normal: the archive is
+            not marked suspect (``imagebump backup --accept-shrink``).
+    """
+    if settings is None:
+        settings = BackupSettings.parse(**values)
+    elif values:
+        raise TypeError(f"pass settings or its fields, not both ({', '.join(values)})")
+    created = (now or (lambda: datetime.now(UTC)))().astimezone(UTC)
+    # gather: is Argo CD there at all? An empty list is a 200 too, so a wrong namespace or context
+    # would otherwise give a zero-object archive that rotates the good ones out.
+    missing = missing_argocd(api, settings.namespace)
+    if missing:
+        raise ConfigError(
+            f"found no Argo CD to back up in namespace {settings.namespace} of {kube.describe(api)}: "
+            f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing; nothing was written. "
+            "Pass the namespace Argo CD runs in (--namespace, or the ConfigMap key `namespace`) and "
+            "the cluster it runs on (--context)"
+        )
+    objects = collect(api, settings.namespace, page_size=page_size)
+    bucket, kms, prefix = settings.bucket, settings.kms_key_id, settings.prefix_path
+    indexes = _Indexes(s3, bucket)
+    baseline = next(
+        (
+            (key, index)
+            for key in retention.archives(s3io.list_keys(s3, bucket, prefix), prefix)
+            if (index := indexes.get(key)) is not None and not index.get(retention.SUSPECT)
+        ),
+        None,
+    )
+    # decide (pure): the bytes, where they go, whether they look like a broken Argo CD
+    data = archive.build_archive(objects)
+    counts = archive.counts(objects)
+    reason = ""
+    if baseline and not accept_shrink:
+        reason = retention.shrink_reason(
+            counts, baseline[1].get("counts") or {}, baseline[0].rpartition("/")[2]
+        )
+    # act
+    key = s3io.put_new(s3, bucket, plan_backup(settings, created).key, data, kms_key_id=kms)
+    index_key = retention.index_key(key)
+    index = archive.make_index(
+        data,
+        objects,
+        cluster=settings.cluster,
+        namespace=settings.namespace,
+        created=created,
+        version=imagebump_version(),
+        archive=key.rpartition("/")[2],
+    )
+    if reason:  # a healthy archive's index is as before: no such fields
+        index[retention.SUSPECT] = True
+        index[retention.SUSPECT_REASON] = reason
+    written = s3io.put_if_absent(
+        s3, bucket, index_key, archive.json_bytes(index), kms_key_id=kms, content_type="application/json"
+    )
+    if not written:  # an index without its archive: never replace it, but say so
+        raise ConfigError(
+            f"s3://{bucket}/{index_key} already exists although its archive did not; "
+            f"the archive s3://{bucket}/{key} has no index — inspect the bucket"
+        )
+    indexes.cache[key] = index
+    log.info(
+        "wrote s3://%s/%s (%d bytes, sha256 %s, %s)",
+        bucket,
+        key,
+        len(data),
+        index["sha256"],
+        ", ".join(f"{k}={v}" for k, v in index["counts"].items()),
+    )
+    if reason:
+        log.warning(
+            "suspect backup s3://%s/%s: %s; it is kept and marked suspect in its index, and retention "
+            "keeps every older archive until %d healthy backups follow it (if Argo CD really shrank, "
+            "run `imagebump backup --accept-shrink` once)",
+            bucket,
+            key,
+            reason,
+            max(settings.keep, 1),
+            extra={"fields": {"event": "backup-suspect", "suspect_reason": reason}},
+        )
+    # retention: gather the listing and the indexes (only when a rule is on), decide, delete
+    listing = retention.listing(s3, bucket, prefix, keep=settings.keep, keep_days=settings.keep_days)
+    suspect = {k: retention.is_suspect(indexes.get(k)) for k in retention.archives(listing, prefix)}
+    expired = plan_backup(settings, created, listing=listing, written=key, suspect=suspect).expired
+    deleted = retention.delete(s3, bucket, expired, listing)
+    return BackupExportOutput(
+        url=f"s3://{bucket}/{key}",
+        sha256=index["sha256"],
+        counts=index["counts"],
+        deleted=deleted,
+        index_url=f"s3://{bucket}/{index_key}",
+        suspect=bool(reason),
+        suspect_reason=reason,
+    )
+
+
+class _Indexes:
+    """The indexes of one bucket's archives, each read once (None: missing or unreadable)."""
+
+    def __init__(self, s3: Any, bucket: str) -> None:
+        self._s3, self._bucket = s3, bucket
+        self.cache: dict[str, dict[str, Any] | None] = {}
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        if key not in self.cache:
+            self.cache[key] = retention.read_index(self._s3, self._bucket, key)
+        return self.cache[key]
+
+
+def collect(api: kube.KubeApi, namespace: str, *, page_size: int = kube.DEFAULT_PAGE_SIZE) -> list[dict]:
+    """Every object a backup holds, sanitised, in archive order (kind, namespace, name)."""
+    live = collect_live(api, namespace, page_size=page_size)
+    return sorted((archive.sanitise(o) for o in live), key=archive.sort_key)

@@ -1,0 +1,372 @@
+"""ECR lookups: an image's digest, tags and push time; a repository's account.
+
+Reads ECR through botocore, boto3's client layer (region from the caller; endpoint, credentials
+and retries from the SDK's own configuration, so ``AWS_ENDPOINT_URL`` / ``AWS_ENDPOINT_URL_ECR``
+reach moto or a VPC endpoint). Writes nothing.
+
+Errors: a missing image is ``None`` (the caller decides whether that is a skip or an error); a
+missing repository is a :class:`ConfigError` naming it; access denied is a
+:class:`PermissionDeniedError`; throttling, 5xx and connection failures are a
+:class:`TransientError` (Argo retries the step).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from steps.domain.errors import (
+    ConfigError,
+    PermissionDeniedError,
+    RepositoryMissing,
+    TransientError,
+)
+from steps.runtime.timing import timed
+
+_TRANSIENT_CODES = {
+    "ThrottlingException",
+    "Throttling",
+    "TooManyRequestsException",
+    "RequestLimitExceeded",
+    "ServiceUnavailable",
+    "ServiceUnavailableException",
+    "InternalServerError",
+    "InternalFailure",
+    "ServerException",
+    "RequestTimeout",
+    "RequestTimeoutException",
+}
+_DENIED_CODES = {
+    "AccessDeniedException",
+    "AccessDenied",
+    "UnrecognizedClientException",
+    "ExpiredTokenException",
+}
+
+
+@dataclass(frozen=True)
+class EcrImage:
+    """One image as ECR describes it."""
+
+    digest: str
+    tags: tuple[str, ...] = field(default_factory=tuple)
+    pushed_at: datetime | None = None
+    registry_id: str = ""  # the account that holds it, as ECR says ("" if it did not)
+
+
+#: Called by a warm interpreter that forks steps (workflows.local.forkserver_server) before it
+#: forks: botocore's data files parsed once, and one session built on them for the child to take.
+WARM_UP = ("warm_loader",)
+#: botocore's data loader with ECR's model, the endpoints and the retry data already parsed (pure
+#: data: no environment, no credentials); None until :func:`warm_loader` ran in this process.
+_LOADER: Any = None
+#: A botocore Session built by :func:`warm_loader` and not yet handed out: its ~130 built-in event
+#: handlers registered (a third of a client's build time), nothing resolved. Credentials, region,
+#: endpoint and profile are looked up when a client is made, from the environment at that time.
+_WARM_SESSION: Any = None
+
+
+def warm_loader() -> None:
+    """Parse the botocore data an ECR client needs into a shared ``Loader`` (each new botocore
+    Session otherwise re-parses ``endpoints.json`` and the service model: 4-5x the client's build
+    time), and build one session on it for the next :func:`_session` call (a forked step's first
+    client)."""
+    global _LOADER, _WARM_SESSION
+    from botocore.loaders import create_loader
+
+    loader = create_loader()
+    for name in ("endpoints", "partitions", "_retry", "sdk-default-configuration"):
+        loader.load_data(name)
+    for kind in ("service-2", "endpoint-rule-set-1", "paginators-1", "waiters-2"):
+        try:
+            loader.load_service_model("ecr", kind)
+        except Exception:  # noqa: BLE001 - an optional file of this botocore version: parsed on use
+            pass
+    _LOADER = loader
+    # One throwaway client, every setting given, on a session of its own (never handed out): it
+    # fills what botocore keeps per process — compiled patterns, the operation-name and endpoint
+    # ruleset caches — so the step's own first client is built in half the time.
+    _new_session().create_client(
+        "ecr",
+        region_name="us-east-1",
+        endpoint_url="http://127.0.0.1:9",
+        aws_access_key_id="warm-up",
+        aws_secret_access_key="warm-up",
+    )
+    _WARM_SESSION = _new_session()
+
+
+def _new_session() -> Any:
+    import botocore.session
+
+    core = botocore.session.Session()
+    if _LOADER is not None:
+        core.register_component("data_loader", _LOADER)
+    return core
+
+
+def _session() -> Any:
+    """A botocore Session whose credentials and region come from this process's environment: the
+    one :func:`warm_loader` built (handed out once: a session is never shared between callers), else
+    a new one, on the shared pre-parsed data loader when :func:`warm_loader` ran.
+
+    botocore, not boto3: ``import boto3`` also imports s3transfer (a third of boto3's import time,
+    paid by every step pod that reads ECR), and a boto3 client is botocore's client anyway.
+    """
+    global _WARM_SESSION
+    session, _WARM_SESSION = _WARM_SESSION, None
+    if session is None:
+        return _new_session()
+    from botocore.useragent import UserAgentString
+
+    # The one part a session reads from the environment when it is built: read it again, here.
+    session.register_component("user_agent_creator", UserAgentString.from_environment())
+    return session
+
+
+def make_client(region: str) -> Any:
+    """An ECR client for ``region`` with standard retries (throttling is retried by botocore)."""
+    with timed("ecr client"):
+        from botocore.config import Config
+
+        return _session().create_client(
+            "ecr",
+            region_name=region,
+            config=Config(
+                retries={"mode": "standard", "max_attempts": 5}, connect_timeout=5, read_timeout=20
+            ),
+        )
+
+
+def _classify(exc: Exception, what: str, repository: str) -> Exception:
+    """Map a botocore exception to our hierarchy (never includes credentials: botocore omits them)."""
+    from botocore.exceptions import (
+        ClientError,
+        HTTPClientError,
+        NoCredentialsError,
+        NoRegionError,
+        PartialCredentialsError,
+    )
+    from botocore.exceptions import (
+        ConnectionError as BotoConnectionError,
+    )
+
+    if isinstance(exc, ClientError):
+        err = exc.response.get("Error", {})
+        code = err.get("Code", "")
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+        message = err.get("Message", "")
+        if code == "RepositoryNotFoundException":
+            return ConfigError(
+                f"ECR repository {repository!r} does not exist ({what}): check the repository name, "
+                "the region and the account"
+            )
+        if code in _DENIED_CODES or status in (401, 403):
+            return PermissionDeniedError(
+                f"ECR refused {what} for {repository!r} ({code}): grant ecr:DescribeImages and "
+                "ecr:DescribeRepositories to the step's role"
+            )
+        if code in _TRANSIENT_CODES or status >= 500 or status == 429:
+            return TransientError(
+                f"ECR {what} for {repository!r} failed for now ({code or status}: {message})"
+            )
+        return ConfigError(f"ECR {what} for {repository!r} failed: {code}: {message}")
+    if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
+        return ConfigError(f"no AWS credentials for ECR {what}: configure the step's role or AWS_* variables")
+    if isinstance(exc, NoRegionError):
+        return ConfigError(f"no AWS region for ECR {what}: set AWS_REGION")
+    if isinstance(exc, (BotoConnectionError, HTTPClientError)):
+        return TransientError(f"cannot reach ECR for {what} of {repository!r}: {exc}")
+    return exc
+
+
+def describe_image(
+    repository: str,
+    *,
+    region: str,
+    tag: str | None = None,
+    digest: str | None = None,
+    registry_id: str | None = None,
+    client: Any = None,
+) -> EcrImage | None:
+    """The image ``repository:tag`` or ``repository@digest`` as ECR has it now; None if absent.
+
+    Give a tag to learn where the tag points *now* (and whether it moved); give a digest to learn
+    an image's push time. With both, the tag is asked and the caller compares digests.
+
+    Raises:
+        ConfigError: the repository does not exist (or another non-retryable refusal).
+        PermissionDeniedError: the role may not describe images.
+        TransientError: throttling, 5xx, connection failure.
+    """
+    if not tag and not digest:
+        raise ValueError("describe_image needs a tag or a digest")
+    client = client or make_client(region)
+    image_id = {"imageTag": tag} if tag else {"imageDigest": digest}
+    kwargs: dict[str, Any] = {"repositoryName": repository, "imageIds": [image_id]}
+    if registry_id:
+        kwargs["registryId"] = registry_id
+    try:
+        with timed("ecr call"):
+            response = client.describe_images(**kwargs)
+    except Exception as exc:  # noqa: BLE001 - classified below, unknown ones re-raised as they are
+        from botocore.exceptions import ClientError
+
+        if (
+            isinstance(exc, ClientError)
+            and exc.response.get("Error", {}).get("Code") == "ImageNotFoundException"
+        ):
+            return None
+        raise _classify(exc, "DescribeImages", repository) from None
+    details = response.get("imageDetails") or []
+    if not details:
+        return None
+    detail = details[0]
+    return EcrImage(
+        digest=detail["imageDigest"],
+        tags=tuple(detail.get("imageTags") or ()),
+        pushed_at=detail.get("imagePushedAt"),
+        registry_id=detail.get("registryId") or "",
+    )
+
+
+def repository_account(repository: str, *, region: str, client: Any = None) -> str:
+    """The AWS account that holds ``repository`` in ``region`` (its registry id).
+
+    Raises:
+        ConfigError: the repository does not exist.
+        PermissionDeniedError, TransientError: as :func:`describe_image`.
+    """
+    client = client or make_client(region)
+    try:
+        with timed("ecr call"):
+            response = client.describe_repositories(repositoryNames=[repository])
+    except Exception as exc:  # noqa: BLE001
+        raise _classify(exc, "DescribeRepositories", repository) from None
+    repos = response.get("repositories") or []
+    if not repos:
+        raise ConfigError(f"ECR repository {repository!r} does not exist in {region}")
+    repo = repos[0]
+    account = repo.get("registryId") or ""
+    if not account and repo.get("repositoryUri"):
+        account = repo["repositoryUri"].split(".", 1)[0]
+    if not account:
+        raise ConfigError(f"ECR did not say which account holds {repository!r}")
+    return account
+
+
+# --- listing (the reconcile sweep) -------------------------------------------------------------
+
+#: The most ECR returns per page of DescribeRepositories / DescribeImages (its API reference).
+MAX_PAGE_SIZE = 1000
+
+
+def make_listing_client(region: str, *, max_pool_connections: int = 10) -> Any:
+    """An ECR client for sweeps: botocore's *adaptive* retry mode (client-side rate limiting that
+    backs off when ECR throttles), and a connection pool as large as the sweep's concurrency."""
+    from botocore.config import Config
+
+    return _session().create_client(
+        "ecr",
+        region_name=region,
+        config=Config(
+            retries={"mode": "adaptive", "max_attempts": 10},
+            connect_timeout=5,
+            read_timeout=30,
+            max_pool_connections=max(10, max_pool_connections),
+        ),
+    )
+
+
+def _error_code(exc: Exception) -> str:
+    response = getattr(exc, "response", None)
+    return (response or {}).get("Error", {}).get("Code", "") if isinstance(response, dict) else ""
+
+
+def _pages(client: Any, operation: str, what: str, subject: str, on_call: Any, **kwargs: Any) -> Any:
+    """Every page of a paginated ECR operation; ``on_call()`` once per page (one API call each)."""
+    paginator = client.get_paginator(operation)
+    pages = paginator.paginate(**kwargs, PaginationConfig={"PageSize": MAX_PAGE_SIZE})
+    iterator = iter(pages)
+    while True:
+        try:
+            page = next(iterator)
+        except StopIteration:
+            return
+        except Exception as exc:  # noqa: BLE001 - classified below, unknown ones re-raised as they are
+            if on_call is not None:
+                on_call()
+            if _error_code(exc) == "RepositoryNotFoundException":
+                raise RepositoryMissing(subject) from None
+            raise _classify(exc, what, subject) from None
+        if on_call is not None:
+            on_call()
+        yield page
+
+
+def list_repositories(registry_id: str, *, client: Any, prefix: str = "", on_call: Any = None) -> list[str]:
+    """Names of the repositories of registry ``registry_id`` that start with ``prefix`` (sorted).
+
+    DescribeRepositories cannot filter by prefix: every page is read, the filter is ours.
+
+    Raises:
+        PermissionDeniedError: the role may not list repositories (ecr:DescribeRepositories on ``*``).
+        TransientError: throttling beyond the retries, 5xx, connection failure.
+    """
+    names = []
+    for page in _pages(
+        client,
+        "describe_repositories",
+        "DescribeRepositories",
+        f"registry {registry_id}",
+        on_call,
+        registryId=registry_id,
+    ):
+        for repo in page.get("repositories") or []:
+            name = repo.get("repositoryName") or ""
+            if name.startswith(prefix):
+                names.append(name)
+    return sorted(set(names))
+
+
+def iter_images(repository: str, *, registry_id: str, client: Any, on_call: Any = None) -> Iterator[EcrImage]:
+    """Every image of ``repository`` (tagged or not) with its tags and push time, page by page:
+    one DescribeImages page is held at a time, so a caller that keeps only what it needs holds
+    memory bounded by what it keeps, not by the repository's size.
+
+    Raises:
+        RepositoryMissing: the repository does not exist (any more), on the first page.
+        PermissionDeniedError, TransientError: as :func:`describe_image`.
+    """
+    for page in _pages(
+        client,
+        "describe_images",
+        "DescribeImages",
+        repository,
+        on_call,
+        repositoryName=repository,
+        registryId=registry_id,
+    ):
+        for detail in page.get("imageDetails") or []:
+            yield EcrImage(
+                digest=detail["imageDigest"],
+                tags=tuple(detail.get("imageTags") or ()),
+                pushed_at=detail.get("imagePushedAt"),
+            )
+
+
+def list_images(
+    repository: str, *, registry_id: str, client: Any, on_call: Any = None
+) -> list[EcrImage] | None:
+    """Every image of ``repository`` (tagged or not) with its tags and push time; None if the
+    repository does not exist (any more). Holds them all: the sweep streams :func:`iter_images`.
+
+    Raises:
+        PermissionDeniedError, TransientError: as :func:`describe_image`.
+    """
+    try:
+        return list(iter_images(repository, registry_id=registry_id, client=client, on_call=on_call))
+    except RepositoryMissing:
+        return None

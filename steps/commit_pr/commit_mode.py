@@ -1,0 +1,100 @@
+"""commit-pr, ``mode: commit``: one commit on the base branch, pushed; lost races retried.
+
+Act half of commit-pr for ``mode: commit``: the plan's own base made from the objects it carries
+(:func:`steps.commit_pr.base_branch.seed_base`, no fetch), else a clone of the newest base; re-apply the plan
+with the pure :func:`steps.commit_pr.decide.reapply_plan`, commit and push to the base branch (from the
+plan's base: with a lease on it, so only while the branch is still there). A rejection — the
+remote moved on — clones or fetches the new base, re-applies and pushes again, at most
+``push_attempts`` times (:func:`steps.commit_pr.retry.backoff`: the first retry at once), then fails as
+transient.
+
+``commitMethod: api`` (``db`` given): the same local commit is then created through GitHub
+(:meth:`steps.forge.github_commits.GitDatabase.commit_head`: Verified when the token is an App installation's) and the
+branch is moved with ``force: false``; "not a fast forward" is the same lost race.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from steps import git
+from steps.commit_pr.base_branch import clone_base, read_overlay_file, seed_base
+from steps.commit_pr.decide import reapply_plan
+from steps.commit_pr.message import commit_message, message_fields
+from steps.commit_pr.result import CommitPrOutput
+from steps.commit_pr.retry import backoff, lost_race
+from steps.commit_pr.settings import CommitPrSettings
+from steps.domain.errors import GitCommandError, PushRejected, TransientError
+from steps.domain.models import Plan, Target
+from steps.runtime.timing import timed
+
+if TYPE_CHECKING:
+    from steps.forge.github_commits import ApiCommit, GitDatabase
+
+log = logging.getLogger(__name__)
+
+
+def land_commit(
+    target: Target,
+    plan: Plan,
+    settings: CommitPrSettings,
+    auth: git.GitAuth,
+    base: str,
+    workdir: Path,
+    db: GitDatabase | None = None,
+) -> CommitPrOutput:
+    """``mode: commit``: commit on the newest base and push; a lost race re-applies and retries."""
+    repo = seed_base(target, plan, auth, base, workdir) or clone_base(target, plan, auth, base, workdir)
+
+    for attempt in range(1, settings.push_attempts + 1):
+        text = read_overlay_file(repo, plan, target, base)
+        with timed("kustomize"):
+            applied = reapply_plan(text, target, plan)
+        if applied.text is None:
+            return CommitPrOutput(action="unchanged", reason=applied.reason, commit_sha=repo.head())
+        repo.write(plan.file, applied.text)
+        fields = message_fields(target, plan, applied.current, base)
+        message = commit_message(settings.template, fields)
+        sha = repo.commit(message, settings.author_name, settings.author_email)
+        if sha is None:  # the editor changed bytes git does not see (cannot happen; be safe)
+            return CommitPrOutput(action="unchanged", reason=f"{plan.file}: no difference to commit")
+        pushed = time.monotonic()
+        made: ApiCommit | None = None
+        try:
+            if db is None:
+                repo.push(f"HEAD:refs/heads/{base}", (base, repo.seeded_from) if repo.seeded_from else None)
+            else:
+                required = target.require_verified or settings.require_verified
+                made = db.commit_head(repo, plan.file, applied.text, message, required)
+                db.fast_forward(base, made.sha)
+                sha = made.sha
+        except PushRejected as exc:
+            if attempt == settings.push_attempts:
+                raise TransientError(
+                    f"push to {base} of {target.repo_url} lost the race {attempt} times (last: {exc}); "
+                    "the step will be retried"
+                ) from None
+            delay = backoff(attempt, base=time.monotonic() - pushed)
+            lost_race(f"push to {base}", attempt, settings.push_attempts, delay)
+            time.sleep(delay)
+            if repo.seeded_from:  # the plan's base is not the newest any more: clone the newest
+                repo = clone_base(target, plan, auth, base, workdir)
+            else:
+                repo.fetch_and_reset(base)
+            continue
+        except GitCommandError as exc:
+            if not repo.seeded_from or db is not None:
+                raise
+            # git could not send the commit from the plan's base (not a refusal: those are
+            # classified): never a reason to fail the step; the clone path does what it always did.
+            log.warning("the push from the plan's base failed (%s); cloning the newest %s", exc, base)
+            repo = clone_base(target, plan, auth, base, workdir)
+            continue
+        log.info("committed %s to %s: %s", sha[:12], base, fields["subject"])
+        return CommitPrOutput(
+            action="committed", commit_sha=sha, reason=fields["subject"], **(made.outputs() if made else {})
+        )
+    raise AssertionError("unreachable")

@@ -1,0 +1,54 @@
+"""commit-pr's pure core: the plan re-applied to the overlay file as it is on the newest base.
+
+:func:`reapply_plan` re-checks the file's entry against the plan (never a downgrade:
+:func:`steps.domain.never_downgrade.recheck`) and re-applies the edit with the pure editor; no
+I/O, table-tested without git in tests/steps/test_commit_pr.py. Both modes call it
+(:mod:`steps.commit_pr.commit_mode`, :mod:`steps.commit_pr.pr_mode`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from steps.domain.models import ImagesEntry, Plan, Target, entry_ref
+
+
+@dataclass(frozen=True)
+class Applied:
+    """The outcome of re-applying the plan to the file as it is now."""
+
+    text: str | None  # the new file text; None: nothing to write
+    current: ImagesEntry | None
+    reason: str
+
+
+def reapply_plan(text: str, target: Target, plan: Plan) -> Applied:
+    """commit-pr's pure core: re-check the file's entry against the plan and re-apply the edit.
+
+    Returns ``Applied.text`` None with a reason when nothing must change: the entry says
+    ``plan.new`` already, :func:`steps.domain.never_downgrade.recheck` refuses, or the entry on the
+    newest base is pinned or carries a hold marker (:mod:`steps.domain.intent`).
+    """
+    from steps.domain.intent import marker_hold, pinned
+    from steps.domain.never_downgrade import recheck
+    from steps.kustomize import get_image, hold_marker, set_image
+
+    current = get_image(text, plan.image_name, source=plan.file)
+    why = recheck(target, plan, current)
+    if why is None and current is not None:  # pinned or held on the newest base since the plan
+        why = pinned(current, target.image) or marker_hold(
+            hold_marker(text, plan.image_name, source=plan.file)
+        )
+    if why is not None:
+        return Applied(None, current, why)
+    new_text = set_image(
+        text,
+        plan.image_name,
+        new_name=plan.new.newName,
+        tag=plan.new.newTag,
+        digest=plan.new.digest,
+        source=plan.file,
+    )
+    if new_text == text:
+        return Applied(None, current, f"{plan.file} already sets {plan.image_name} to {entry_ref(plan.new)}")
+    return Applied(new_text, current, "")

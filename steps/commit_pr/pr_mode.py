@@ -1,0 +1,232 @@
+"""commit-pr, ``mode: pr``: one branch per target and one living pull request for it.
+
+Act half of commit-pr for ``mode: pr``: build the branch's one commit on the newest base (the
+plan re-applied with the pure :func:`steps.commit_pr.decide.reapply_plan`), check the living proposal with
+:func:`steps.domain.never_downgrade.guard_branch` (what the branch proposes now is read by
+:mod:`steps.proposals`), force-push with a lease on the sha seen before, then update the open pull
+request (title, body) or open one. ``provider: local`` has no API: the pushed branch is the
+proposal (:class:`steps.forge.pull_requests.LocalForge`).
+
+``commitMethod: api`` (``db`` given): the commit is created through GitHub
+(:meth:`steps.forge.github_commits.GitDatabase.commit_head`) and the branch is created (``POST …/git/refs``; "already
+exists" is a lost race) or moved with a lease (GraphQL ``updateRefs`` with ``beforeOid``: never
+over a commit someone else pushed since it was read); the pull request calls share the step's
+rate-limit budget.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from steps import git
+from steps.commit_pr.base_branch import clone_base, read_overlay_file
+from steps.commit_pr.decide import reapply_plan
+from steps.commit_pr.message import commit_message, message_fields, pr_text
+from steps.commit_pr.result import Action, CommitPrOutput
+from steps.commit_pr.retry import backoff, lost_race
+from steps.commit_pr.settings import CommitPrSettings
+from steps.domain.branches import branch_name
+from steps.domain.errors import NoCommitsBetween, PullRequestExists, PushRejected, TransientError
+from steps.domain.models import Plan, Target
+from steps.domain.never_downgrade import guard_branch
+from steps.forge import github as gh
+from steps.forge import pull_requests as forges
+from steps.proposals import entry_at
+from steps.runtime.timing import timed
+
+if TYPE_CHECKING:
+    from steps.forge.github_commits import ApiCommit, GitDatabase
+
+log = logging.getLogger(__name__)
+
+
+def _tree(repo: git.ClonedRepo, rev: str) -> str:
+    return repo.git("rev-parse", f"{rev}^{{tree}}").stdout.strip()
+
+
+@dataclass(frozen=True)
+class _Proposal:
+    """The branch as this run left it."""
+
+    sha: str
+    existed: bool  # the branch was on the remote before this run
+    pushed: bool  # this run moved it
+    fields: dict[str, str]
+    message: str
+    made: ApiCommit | None = None  # commitMethod api: the commit GitHub created
+
+
+class _OpenPr:
+    """The open pull request of the branch: looked up once per attempt (github), or the branch itself (local)."""
+
+    def __init__(self, target: Target, forge: forges.GitHubForge | None, branch: str, base: str) -> None:
+        self.local = forges.LocalForge(target.repo_url)
+        self.forge, self.branch, self.base = forge, branch, base
+        self._looked = False
+        self._found: forges.PullRequest | None = None
+
+    def __call__(self) -> forges.PullRequest | None:
+        """Only asked when the branch exists on the remote."""
+        if self.forge is None:
+            return forges.PullRequest(
+                number=0, url=self.local.url(self.branch), state="open", head=self.branch, base=self.base
+            )
+        if not self._looked:
+            self._found, self._looked = self.forge.find_open_pr(self.branch, self.base), True
+        return self._found
+
+    def forget(self) -> None:
+        self._looked, self._found = False, None
+
+
+def _propose(
+    repo: git.ClonedRepo,
+    target: Target,
+    plan: Plan,
+    settings: CommitPrSettings,
+    base: str,
+    branch: str,
+    open_pr: _OpenPr,
+    db: GitDatabase | None = None,
+) -> _Proposal | CommitPrOutput:
+    """Build the branch's one commit on the newest base and force-push it with a lease.
+
+    Before pushing, a living proposal on the branch (its pull request is open; for ``provider:
+    local`` the branch exists) is re-checked with :func:`guard_branch`: never overwrite a newer or
+    unknown proposal. A branch whose pull request was closed or merged is no proposal: replaced.
+    A lost lease (someone moved the branch meanwhile) re-fetches the base and tries again, like
+    ``mode: commit``. Returns the outcome, or an ``unchanged`` output when nothing is to propose.
+    """
+    for attempt in range(1, settings.push_attempts + 1):
+        open_pr.forget()
+        text = read_overlay_file(repo, plan, target, base)
+        with timed("kustomize"):
+            applied = reapply_plan(text, target, plan)
+        if applied.text is None:
+            return CommitPrOutput(action="unchanged", reason=applied.reason, branch=branch)
+        repo.write(plan.file, applied.text)
+        fields = message_fields(target, plan, applied.current, base)
+        message = commit_message(settings.template, fields)
+        sha = repo.commit(message, settings.author_name, settings.author_email)
+        if sha is None:
+            return CommitPrOutput(
+                action="unchanged", reason=f"{plan.file}: no difference to commit", branch=branch
+            )
+        remote_sha = repo.fetch(branch)  # what the lease expects (None: the branch must not exist)
+        if remote_sha and _tree(repo, remote_sha) == _tree(repo, "HEAD"):
+            # The branch already proposes exactly this tree on this base: no new commit.
+            return _Proposal(remote_sha, True, False, fields, message)
+        living = open_pr() if remote_sha else None
+        if remote_sha and living is not None:
+            why = guard_branch(plan, branch, entry_at(repo, remote_sha, plan.file, plan.image_name))
+            if why:
+                log.info("not updating %s: %s", branch, why)
+                return CommitPrOutput(
+                    action="unchanged",
+                    commit_sha=remote_sha,
+                    pr_url=living.url,
+                    pr_number=living.number,
+                    branch=branch,
+                    reason=why,
+                )
+        pushed = time.monotonic()
+        try:
+            if db is None:
+                repo.push(f"HEAD:refs/heads/{branch}", force_with_lease=(branch, remote_sha or ""))
+                return _Proposal(sha, remote_sha is not None, True, fields, message)
+            required = target.require_verified or settings.require_verified
+            made = db.commit_head(repo, plan.file, applied.text, message, required)
+            if remote_sha is None:
+                db.create_branch(branch, made.sha)
+            else:
+                db.move_with_lease(branch, made.sha, remote_sha)
+            return _Proposal(made.sha, remote_sha is not None, True, fields, message, made)
+        except PushRejected as exc:
+            if attempt == settings.push_attempts:
+                raise TransientError(
+                    f"branch {branch} of {target.repo_url} kept moving ({exc}); retried"
+                ) from None
+            delay = backoff(attempt, base=time.monotonic() - pushed)
+            lost_race(f"push of {branch}", attempt, settings.push_attempts, delay)
+            time.sleep(delay)
+            repo.fetch_and_reset(base)
+    raise AssertionError("unreachable")
+
+
+def land_pr(
+    target: Target,
+    plan: Plan,
+    settings: CommitPrSettings,
+    auth: git.GitAuth,
+    gh_settings: gh.GitHubSettings | None,
+    base: str,
+    workdir: Path,
+    db: GitDatabase | None = None,
+) -> CommitPrOutput:
+    """``mode: pr``: keep the target's one branch and its one open pull request up to date."""
+    branch = branch_name(target)
+    github: forges.GitHubForge | None = None
+    if db is not None:  # one client, one rate-limit budget for the whole step
+        github = forges.GitHubForge(db.owner, db.repo, db.client, secrets=db.secrets)
+    elif target.provider != "local":
+        github = forges.GitHubForge.for_repo_url(target.repo_url, gh_settings)
+    open_pr = _OpenPr(target, github, branch, base)
+    repo = clone_base(target, plan, auth, base, workdir)
+    proposal = _propose(repo, target, plan, settings, base, branch, open_pr, db)
+    if isinstance(proposal, CommitPrOutput):
+        return proposal
+    sha, fields = proposal.sha, proposal.fields
+    title, body = pr_text(fields, proposal.message)
+    if github is None:
+        forge: forges.Forge = forges.LocalForge(target.repo_url, {branch} if proposal.existed else set())
+        existing = forge.find_open_pr(branch, base)
+    else:
+        forge = github
+        existing = open_pr()  # looked up before the push when the branch existed, else now
+    if existing is not None:
+        # LocalForge knows no PR text: the branch is all there is.
+        same_text = isinstance(forge, forges.LocalForge) or (
+            existing.title == title and existing.body == body
+        )
+        if not proposal.pushed and same_text:
+            return CommitPrOutput(
+                action="unchanged",
+                commit_sha=sha,
+                pr_url=existing.url,
+                pr_number=existing.number,
+                branch=branch,
+                reason=f"{branch} and its pull request already propose this change",
+            )
+        pr = forge.update_pr(existing.number, title=title, body=body)
+        action: Action = "pr-updated"
+    else:
+        try:
+            pr = forge.create_pr(head=branch, base=base, title=title, body=body)
+            action = "pr-created"
+        except NoCommitsBetween as exc:
+            return CommitPrOutput(action="unchanged", commit_sha=sha, branch=branch, reason=str(exc))
+        except PullRequestExists:
+            # A concurrent run (or a retried POST that did land) opened it: adopt it.
+            found = forge.find_open_pr(branch, base)
+            if found is None:
+                raise TransientError(
+                    f"GitHub says a PR for {branch} exists but none is open; retried"
+                ) from None
+            pr = forge.update_pr(found.number, title=title, body=body)
+            action = "pr-updated"
+    forge.add_labels(pr.number, list(target.labels))
+    forge.request_reviewers(pr.number, list(target.reviewers))
+    log.info("%s %s for %s", action, pr.url or branch, fields["subject"])
+    return CommitPrOutput(
+        action=action,
+        commit_sha=sha,
+        pr_url=pr.url,
+        pr_number=pr.number,
+        branch=branch,
+        reason=fields["subject"],
+        **(proposal.made.outputs() if proposal.made else {}),
+    )

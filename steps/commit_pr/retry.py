@@ -1,0 +1,44 @@
+"""A lost push race: how long to wait before re-applying on the new base, and the log record of it.
+
+Both modes push with a lease or to a moving branch; a rejection (the remote moved on) is retried
+after :func:`backoff`, logged by :func:`lost_race` with the fields a burst report counts.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+
+log = logging.getLogger(__name__)
+
+#: The backoff's bounds (seconds): its unit is one rejected push, clamped to these; its cap.
+BACKOFF_BASE_MIN, BACKOFF_BASE_MAX, BACKOFF_CAP = 0.02, 0.5, 1.0
+
+
+def backoff(attempt: int, base: float = 0.05, cap: float = BACKOFF_CAP) -> float:
+    """Seconds to wait after losing push race number ``attempt`` (1 = the first loss) before
+    fetching the new base and trying again.
+
+    The first retry goes at once: the fetch itself spaces the writers by a round trip, and a fixed
+    minimum sleep would be several times one attempt. Later ones wait "full jitter" in
+    ``[0, min(cap, base·2^(attempt−2))]``, ``base`` being about one push round trip (the caller
+    passes how long the rejected push took), so many writers on one branch spread out without a
+    sleep that dominates the drain. No backoff at all doubled the lost races in a 27-writer burst
+    (each loss is a fetch, reset, commit and push of CPU); issue 15's research, bench/README.md.
+    """
+    if attempt <= 1:
+        return 0.0
+    base = min(max(base, BACKOFF_BASE_MIN), BACKOFF_BASE_MAX)
+    return random.uniform(0.0, min(cap, base * (2 ** (attempt - 2))))
+
+
+def lost_race(what: str, attempt: int, attempts: int, delay: float) -> None:
+    """Log one lost push race with the fields a burst report counts (``push_lost``, ``backoff_s``)."""
+    log.info(
+        "%s rejected (the remote moved on), attempt %d/%d; re-applying on the new base in %.3fs",
+        what,
+        attempt,
+        attempts,
+        delay,
+        extra={"fields": {"push_lost": attempt, "backoff_s": round(delay, 4)}},
+    )

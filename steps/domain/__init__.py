@@ -1,0 +1,10 @@
+"""The shared domain: the values and rules every step speaks, pure (no I/O, no project imports
+but each other).
+
+``models`` (what travels between steps, the closed choices, image-reference formatting), ``errors``
+(every exception and its exit code), ``events`` (ECR events and image references), ``version_order``
+(which of two images is newer: semver or push time), ``never_downgrade`` (the one home of "never
+an older image"), ``branches`` (a target's proposal branch name), ``regex_tokens`` (RE2 pattern
+tokens), ``intent`` (what people decided: imagebump's commit trailer, pins, hold markers,
+rollbacks), ``repo_url`` (a repository's URL and its one spelling, ``repo_id``). Imports nothing of the project outside this package.
+"""

@@ -1,0 +1,180 @@
+"""The one exception hierarchy of imagebump.
+
+Every error a user can cause or meet derives from :class:`ImagebumpError`. Entry points (the CLI
+and the step runner) turn these into a short message and an exit code, never a traceback.
+
+::
+
+    ImagebumpError
+    ├── ConfigError            bad input: the user must change something. Never retried.
+    │   ├── InvalidEventError  an SQS body / image reference that is not a valid ECR push
+    │   ├── RulesError         a rules file that cannot be loaded (names rule index and field)
+    │   ├── KustomizationError a kustomization that cannot be read or edited
+    │   │   └── ImageNotFoundError  the image is not in the file (names the ones that are)
+    │   ├── PermissionDeniedError   the remote refused for lack of rights (protected branch, 403)
+    │   ├── UnverifiedCommit   GitHub did not verify an API commit and verified commits are required
+    │   ├── TreeMismatch       GitHub's tree for an API commit is not the one computed locally
+    │   └── LiveMismatch   verify-live: Argo CD runs another image than Git holds (fails the Workflow)
+    ├── TransientError         the world broke for a while: network, 5xx, push race. Retried.
+    │   └── PushRejected       git: the remote branch moved on (non-fast-forward, stale lease)
+    ├── GitCommandError        git failed for a reason imagebump does not recognise
+    ├── NoCommitsBetween       GitHub: the PR's head adds nothing to its base (commit-pr: unchanged)
+    ├── PullRequestExists      GitHub: a concurrent run opened the PR first (commit-pr adopts it)
+    └── RepositoryMissing      ECR: a listed repository vanished mid-listing (the lister skips it)
+
+    ValueError (what each is, not a user's error: each is caught where it is meant to be)
+    ├── BadInput               a step's input parameter does not validate (steps.runtime.launcher: exit 2)
+    ├── CarriedObjectsError    a plan's carried git objects do not prove its file (commit-pr clones)
+    └── SettingError           a backup setting's value is bad (inside a pydantic validator;
+                               steps.argocd_backup.settings reports it as a ConfigError naming where to fix it)
+
+    EditMismatch               an edited kustomization does not read as meant (leaves the
+                               kustomize package as KustomizationError)
+
+Every exception class the steps raise or catch lives here; the modules that raised them first
+(``steps.git``, ``steps.forge.pull_requests``) re-export them under their old names.
+
+Exit codes of a step process (what Argo's ``retryStrategy`` keys on): ``EXIT_CONFIG`` (2) is
+terminal, ``EXIT_TRANSIENT`` (75, EX_TEMPFAIL) is retried; any other non-zero exit is an
+unexpected failure and is retried as well (it is more likely a flaky dependency than a bug that
+a retry would make worse).
+
+Messages must name the thing, the cause and the fix, and must never contain a secret.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_CONFIG = 2
+EXIT_TRANSIENT = 75
+
+
+class ImagebumpError(Exception):
+    """Base of every error imagebump raises on purpose."""
+
+    exit_code: int = EXIT_FAILURE
+
+
+class ConfigError(ImagebumpError):
+    """The input is wrong; retrying cannot help. Say what is wrong and how to fix it."""
+
+    exit_code = EXIT_CONFIG
+
+
+class InvalidEventError(ConfigError):
+    """An event body or image reference that is not a valid ECR push."""
+
+
+class RulesError(ConfigError):
+    """A rules file that cannot be loaded; the message names the rule index and field."""
+
+
+class KustomizationError(ConfigError):
+    """A kustomization file that cannot be found, parsed or edited."""
+
+
+class ImageNotFoundError(KustomizationError):
+    """The image to set is not an entry of the kustomization's ``images``."""
+
+    def __init__(self, message: str, found: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.found = list(found or [])
+
+
+class PermissionDeniedError(ConfigError):
+    """The remote refused the change for lack of rights (protected branch, 401/403)."""
+
+
+class UnverifiedCommit(ConfigError):
+    """``requireVerified``: GitHub created the commit but does not show it as Verified (the message
+    names GitHub's ``reason``); no ref was moved to it."""
+
+
+class TreeMismatch(ConfigError):
+    """``commitMethod: api``: the tree GitHub built is not the tree git computes locally for the same
+    edit (bytes or a file mode would differ); no ref was moved to it."""
+
+
+class LiveMismatch(ConfigError):
+    """An Argo CD Application synced at a revision holding the commit runs another image (terminal:
+    a retry cannot fix what Argo CD rendered; a person must look)."""
+
+
+class TransientError(ImagebumpError):
+    """A failure that may pass: network error, 5xx, rate limit, a push that lost a race."""
+
+    exit_code = EXIT_TRANSIENT
+
+
+class RuleFieldError(RulesError):
+    """One field of one rule is wrong (raised while a rule compiles).
+
+    :func:`steps.rules.load_rules` catches it and raises :class:`RulesError` as
+    ``SOURCE: rule N: FIELD: problem``; it never leaves the rules package on its own.
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class PushRejected(TransientError):
+    """The remote branch moved on (non-fast-forward, fetch first, stale lease): fetch and retry."""
+
+
+class GitCommandError(ImagebumpError):
+    """A git command failed for a reason imagebump does not recognise (message is redacted)."""
+
+
+class NoCommitsBetween(ImagebumpError):
+    """GitHub's 422 "No commits between BASE and HEAD": the branch proposes nothing new."""
+
+
+class PullRequestExists(ImagebumpError):
+    """GitHub's 422 "A pull request already exists for OWNER:BRANCH" (a concurrent creator won)."""
+
+
+class RepositoryMissing(ImagebumpError):
+    """An ECR repository that was listed a moment ago is gone (``RepositoryNotFoundException``)."""
+
+
+class ConflictError(TransientError):
+    """409: the object was changed (or created) since it was read; re-read it and try again.
+
+    Raised by :mod:`steps.kube.api` (Kubernetes API writes) and caught by :mod:`steps.argocd_backup.restore`.
+    """
+
+
+class BadInput(ValueError):
+    """An input parameter that does not validate against the step function's annotation.
+
+    Raised and caught by :mod:`steps.runtime.launcher` (one JSON error record, exit 2), before the step runs.
+    """
+
+
+class CarriedObjectsError(ValueError):
+    """The git objects a plan carries do not prove what they claim: a chain that does not hash to
+    the ids its parents name, a text that is not its blob, a branch that is no plain name, objects
+    that are not base64.
+
+    Raised by :mod:`steps.git.objects` and :func:`steps.git.seed`; commit-pr catches exactly this
+    and clones the base instead (:func:`steps.commit_pr.base_branch.seed_base`). Nothing was written.
+    """
+
+
+class EditMismatch(Exception):
+    """The edited text does not read as the original plus the intended change.
+
+    Raised and caught inside :mod:`steps.kustomize.verify`; it leaves as :class:`KustomizationError`.
+    """
+
+
+class SettingError(ValueError):
+    """A bad setting value, with the names of the settings to change (raised inside a pydantic
+    validator, hence a ValueError; :mod:`steps.argocd_backup.settings` turns it into a ConfigError)."""
+
+    def __init__(self, message: str, *settings: str) -> None:
+        super().__init__(message)
+        self.settings = settings

@@ -1,0 +1,174 @@
+"""Intent: what people decided stays decided — imagebump's trailer, pins, hold markers, rollbacks.
+
+Pure: no git, no ECR, no clock. The steps gather the facts (the entry, its ``# imagebump:hold``
+marker, the last commit that changed the entry's image, ECR push times) and ask here:
+
+- :func:`trailer` / :func:`by_imagebump`: every commit imagebump makes ends with the git trailer
+  ``Imagebump-Image: REPO:TAG@DIGEST`` whatever ``IMAGEBUMP_COMMIT_MESSAGE_TEMPLATE`` says; a
+  commit without it was made by someone else.
+- :func:`pinned`: an entry whose ``newName`` names a repository other than the pushed one is never
+  changed by an event or a sweep (writing the pushed tag would render an image nobody pushed).
+- :func:`marker_hold`: ``# imagebump:hold [reason]`` on an entry holds it until the comment goes.
+- :func:`rollback`: the last commit that changed the entry's image, made by someone else, moved it
+  to an image older by the rule's ``order`` (``order: none``: any change) — a rollback;
+  :func:`rollback_hold` says whether it still holds against the image that would be written: it
+  lifts once that image was pushed after the rollback commit (the team shipped a fix). A person
+  moving the entry forward makes the last change a forward one: nothing holds.
+
+Held and pinned are terminal outcomes (decision / state ``held``, ``pinned``), never errors.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from steps.domain.models import ImagesEntry, Order, entry_ref, image_ref, same_entry
+from steps.domain.version_order import compare_semver, parse_semver
+
+#: The git trailer imagebump appends to every commit message (and pull request body) it writes.
+TRAILER_KEY = "Imagebump-Image"
+#: The comment that holds an images entry: ``# imagebump:hold`` or ``# imagebump:hold REASON``.
+HOLD_MARKER = "imagebump:hold"
+#: How many commits that touched the kustomization are read, newest first, to find a rollback.
+HISTORY_LIMIT = 20
+#: The most characters of a marker's reason a report repeats (outputs stay small).
+MARKER_REASON_LIMIT = 200
+
+_TRAILER_RE = re.compile(rf"^{TRAILER_KEY}:[ \t]*\S", re.MULTILINE | re.IGNORECASE)
+
+
+def trailer(image: str, tag: str | None, digest: str | None) -> str:
+    """``Imagebump-Image: REPO:TAG@DIGEST`` for the image a commit writes."""
+    return f"{TRAILER_KEY}: {image_ref(tag, digest, name=image)}"
+
+
+def by_imagebump(message: str) -> bool:
+    """Was the commit with this message made by imagebump (it carries the trailer)?"""
+    return bool(_TRAILER_RE.search(message))
+
+
+def with_trailer(message: str, line: str) -> str:
+    """``message`` ending with the trailer ``line`` (a blank line before it; not twice)."""
+    if by_imagebump(message):
+        return message if message.endswith("\n") else message + "\n"
+    return message.rstrip("\n") + "\n\n" + line + "\n"
+
+
+def pinned(entry: ImagesEntry, image: str) -> str | None:
+    """Why ``entry`` is pinned against the pushed repository ``image`` (None: it is not).
+
+    Pinned: its ``newName`` names another repository (a disaster-recovery copy in another region, a
+    hotfix repository). Writing the pushed tag there would render ``newName:TAG``, an image nobody
+    pushed; so nothing is written, not even the tag alone.
+    """
+    new_name = (entry.newName or "").strip()
+    if not new_name or _repository(new_name) == _repository(image):
+        return None
+    renders = image_ref(entry.newTag, entry.digest, name=new_name, short=True, mark="…")
+    return (
+        f"{entry.name} is pinned to another repository: it renders {renders}, not {image}; "
+        "imagebump never rewrites a pinned entry (set newName to the pushed repository to follow it)"
+    )
+
+
+def _repository(name: str) -> str:
+    """A repository name as compared: no trailing slash, the registry host lowercased."""
+    name = name.strip().rstrip("/")
+    host, slash, rest = name.partition("/")
+    return f"{host.lower()}{slash}{rest}"
+
+
+def marker_hold(marker: str | None) -> str | None:
+    """The held reason for an entry whose hold marker says ``marker`` (None: no marker)."""
+    if marker is None:
+        return None
+    why = marker.strip()
+    why = why if len(why) <= MARKER_REASON_LIMIT else why[:MARKER_REASON_LIMIT] + "…"
+    return (
+        f"held by '# {HOLD_MARKER}{' ' + why if why else ''}' on the entry; remove the comment to release it"
+    )
+
+
+@dataclass(frozen=True)
+class ImageChange:
+    """One commit that changed an entry's image (``before`` → ``after``), as git tells it."""
+
+    commit: str
+    author: str
+    committed_at: datetime
+    message: str
+    before: ImagesEntry
+    after: ImagesEntry
+
+    @property
+    def by_imagebump(self) -> bool:
+        return by_imagebump(self.message)
+
+    def describe(self) -> str:
+        """``rollback abc1234 by Ann <ann@x> (1.5.0 → 1.4.1, 2026-12-03T10:00:00Z)``."""
+        when = _utc(self.committed_at).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return (
+            f"rollback {self.commit[:7]} by {self.author} "
+            f"({entry_ref(self.before)} → {entry_ref(self.after)}, committed {when})"
+        )
+
+
+def _utc(t: datetime) -> datetime:
+    return t if t.tzinfo else t.replace(tzinfo=UTC)
+
+
+def changed_image(before: ImagesEntry | None, after: ImagesEntry | None) -> bool:
+    """Did the entry's image (newName, tag, digest) change between two versions of the file?"""
+    if before is None or after is None:
+        return False
+    return not same_entry(before, after)
+
+
+#: ECR's push time of an entry's image (None: unknown, or not asked for this order).
+PushTimeOf = Callable[[ImagesEntry], "datetime | None"]
+
+
+def older(before: ImagesEntry, after: ImagesEntry, order: Order, pushed_at: PushTimeOf) -> bool:
+    """Is ``after`` older than ``before`` by the rule's ``order``? (``none``: any change counts)
+
+    ``semver``: by version precedence (a tag that is not a version is no evidence).
+    ``push-time``: by ECR push time; the same digest is the same image; an unknown time is no evidence.
+    """
+    if order == "none":
+        return True
+    if before.digest and before.digest == after.digest:
+        return False
+    if order == "semver":
+        a, b = parse_semver(after.newTag), parse_semver(before.newTag)
+        return a is not None and b is not None and compare_semver(a, b) < 0
+    a_at, b_at = pushed_at(after), pushed_at(before)
+    return a_at is not None and b_at is not None and _utc(a_at) < _utc(b_at)
+
+
+def rollback(change: ImageChange | None, order: Order, pushed_at: PushTimeOf) -> ImageChange | None:
+    """The rollback that ``change`` — the last commit that changed the entry's image — is, or None.
+
+    A rollback: made by someone else than imagebump (no trailer), to an image older by ``order``.
+    """
+    if change is None or change.by_imagebump:
+        return None
+    return change if older(change.before, change.after, order, pushed_at) else None
+
+
+def rollback_hold(found: ImageChange | None, new_pushed_at: datetime | None, new_ref: str) -> str | None:
+    """Why a rollback still holds the entry against writing ``new_ref`` (pushed at ``new_pushed_at``).
+
+    It lifts only for an image pushed after the rollback commit (committer time); an image whose
+    push time is unknown cannot show that, so the rollback holds.
+    """
+    if found is None:
+        return None
+    if new_pushed_at is not None and _utc(new_pushed_at) > _utc(found.committed_at):
+        return None
+    return (
+        f"held: {found.describe()}; not writing {new_ref} until an image pushed after the rollback "
+        "exists, or a person moves the entry forward"
+    )

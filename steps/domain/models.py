@@ -1,0 +1,251 @@
+"""The values that travel between steps (as Argo parameters, i.e. JSON) — the shared contract.
+
+``Image`` leaves resolve-image, a list of ``Target`` fans out (``withParam``), each target's
+``Plan`` leaves edit-kustomize and enters commit-pr. They are plain data: no I/O here.
+
+Also the one way an image reference is written for people (:func:`image_ref`, :func:`short_digest`,
+:func:`short_ref`, :func:`entry_ref`): ``name:tag@digest``, a tag or a short digest, and what "no image" reads as;
+and the one comparison of two ``images`` entries (:func:`entry_sets`, :func:`same_entry`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from steps.domain.repo_url import repo_id as repository_id
+
+#: The closed choices of a rule and its targets, declared once (the rules schema imports them),
+#: and their defaults: what a rule that does not say gets.
+Mode = Literal["pr", "commit"]
+Order = Literal["push-time", "semver", "none"]
+Provider = Literal["github", "local"]
+CommitMethod = Literal["git", "api"]
+DEFAULT_MODE: Mode = "pr"
+DEFAULT_ORDER: Order = "push-time"
+DEFAULT_PROVIDER: Provider = "github"
+DEFAULT_COMMIT_METHOD: CommitMethod = "git"
+
+
+def short_digest(digest: str | None, *, mark: str = "") -> str:
+    """``sha256:0123456789ab`` (the algorithm and 12 hex digits), ``mark`` appended when cut; "" for none."""
+    if not digest:
+        return ""
+    algorithm, _, hexpart = digest.partition(":")
+    short = f"{algorithm}:{hexpart[:12]}" if hexpart else digest[:19]
+    return short + mark if len(short) < len(digest) else digest
+
+
+def short_ref(ref: str) -> str:
+    """``1.4.2@sha256:0123456789ab…``: a ``tag@digest`` reference with its digest cut, for tables
+    and one-line reasons; any other reference as it is."""
+    tag, at, digest = ref.partition("@")
+    return f"{tag}@{digest[:19]}…" if at and len(digest) > 19 else ref
+
+
+def image_ref(
+    tag: str | None = None,
+    digest: str | None = None,
+    *,
+    name: str = "",
+    short: bool = False,
+    one: bool = False,
+    mark: str = "",
+    none: str = "(none)",
+) -> str:
+    """An image reference for people: ``name:tag@digest`` and its shorter forms.
+
+    Args:
+        tag, digest: what the reference pins (either may be absent).
+        name: the image's name or repository URI ("" for the version alone: ``tag@digest``).
+        short: the digest as :func:`short_digest` (with ``mark`` when cut, e.g. ``"…"``).
+        one: the tag if there is one, else the digest (never both).
+        mark: appended to a digest :func:`short_digest` cut.
+        none: what a reference with neither tag nor digest reads as (with a ``name``: the name).
+
+    Without a ``name`` a digest-only reference is the digest alone (no leading ``@``).
+
+    >>> image_ref("1.4.2", "sha256:" + "a" * 64, name="api", short=True, mark="…")
+    'api:1.4.2@sha256:aaaaaaaaaaaa…'
+    >>> image_ref(None, "sha256:" + "a" * 64, one=True, short=True)
+    'sha256:aaaaaaaaaaaa'
+    >>> image_ref(None, None, none="(unset)")
+    '(unset)'
+    """
+    if one and tag:
+        digest = None
+    shown = short_digest(digest, mark=mark) if short else (digest or "")
+    if not tag and not shown:
+        return name or none
+    if not tag:
+        return f"{name}@{shown}" if name else shown
+    return (f"{name}:{tag}" if name else tag) + (f"@{shown}" if shown else "")
+
+
+class Image(BaseModel):
+    """One pushed image, validated as ECR validates it.
+
+    ``registry`` is ``{account}.dkr.ecr.{region}.amazonaws.com``; ``uri`` is
+    ``{registry}/{repository}`` (no tag). A digest-only push has ``tag=None``.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    account: str
+    region: str
+    repository: str
+    tag: str | None = None
+    digest: str | None = None
+    pushed_at: datetime | None = None
+    event_id: str | None = None
+
+    @property
+    def registry(self) -> str:
+        return f"{self.account}.dkr.ecr.{self.region}.amazonaws.com"
+
+    @property
+    def uri(self) -> str:
+        return f"{self.registry}/{self.repository}"
+
+    @property
+    def reference(self) -> str:
+        """``uri[:tag][@digest]`` — what ``docker pull`` takes."""
+        return image_ref(self.tag, self.digest, name=self.uri)
+
+
+class Target(BaseModel):
+    """One overlay to update for one image: the result of one matching rule."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rule: int = Field(description="0-based index of the rule that produced this target")
+    repo_url: str = Field(description="https://HOST/OWNER/REPO")
+    path: str = Field(description="overlay directory inside the repository, relative, no '..'")
+    env: str = ""
+    image: str = Field(description="repository URI of the pushed image, no tag")
+    tag: str | None = None
+    digest: str | None = None
+    pushed_at: datetime | None = None
+    event_id: str | None = None
+    mode: Mode = DEFAULT_MODE
+    base_branch: str | None = Field(default=None, description="None: the remote's default branch")
+    image_name: str | None = Field(
+        default=None, description="images[].name to set; None: the entry whose name or newName is `image`"
+    )
+    write_digest: bool = False
+    order: Order = DEFAULT_ORDER
+    labels: list[str] = Field(default_factory=list)
+    reviewers: list[str] = Field(default_factory=list)
+    provider: Provider = DEFAULT_PROVIDER
+    commit_method: CommitMethod = Field(
+        default=DEFAULT_COMMIT_METHOD,
+        description="git: commit and push with git; api: through GitHub's git database API (Verified)",
+    )
+    require_verified: bool = Field(
+        default=False, description="refuse to move a ref to a commit GitHub does not show as Verified"
+    )
+    repo_id: str = Field(
+        default="",
+        description="the repository's one spelling (steps.domain.repo_url.repo_id of repo_url): what compares "
+        "and locks repositories; derived, any value given is replaced",
+    )
+
+    @model_validator(mode="after")
+    def _derive_repo_id(self) -> Target:
+        self.repo_id = repository_id(self.repo_url)
+        return self
+
+    @property
+    def key(self) -> str:
+        """What serialises writers: one overlay of one repository, however a rule spells it
+        (``update-target``'s mutex renders the same string)."""
+        return f"{self.repo_id}/{self.path}"
+
+
+class ImagesEntry(BaseModel):
+    """One entry of a kustomization's ``images:`` list (kustomize's field names)."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    name: str
+    newName: str | None = None
+    newTag: str | None = None
+    digest: str | None = None
+
+
+def entry_ref(entry: ImagesEntry | None, *, none: str = "(none)") -> str:
+    """An entry's version for people: its tag, else its short digest; ``(unset)`` when it pins neither."""
+    if entry is None:
+        return none
+    return image_ref(entry.newTag, entry.digest, one=True, short=True, none="(unset)")
+
+
+def entry_sets(entry: ImagesEntry, wanted: ImagesEntry) -> bool:
+    """Does ``entry`` already say what ``wanted`` says: its ``newName`` (when ``wanted`` sets one),
+    tag and digest (an empty value is no value)?"""
+    if wanted.newName is not None and entry.newName != wanted.newName:
+        return False
+    return (entry.newTag or None, entry.digest or None) == (wanted.newTag or None, wanted.digest or None)
+
+
+def same_entry(a: ImagesEntry | None, b: ImagesEntry | None) -> bool:
+    """Are two (possibly absent) entries the same proposal: same ``newName``, tag and digest?"""
+    if a is None or b is None:
+        return a is b
+    return (a.newName, a.newTag or None, a.digest or None) == (b.newName, b.newTag or None, b.digest or None)
+
+
+#: ``held`` and ``pinned``: what a person decided stands (:mod:`steps.domain.intent`); terminal, never errors.
+Decision = Literal["update", "current", "stale", "held", "pinned"]
+
+
+#: The largest kustomization text a plan carries to commit-pr (bytes); a larger one is read again there.
+CARRIED_TEXT_LIMIT = 32 * 1024
+#: The most bytes of raw git objects a plan carries (Plan.base_objects; the trees above the file
+#: list the names next to each directory on the way, a few KiB in a monorepo of hundreds of apps).
+CARRIED_OBJECTS_LIMIT = 32 * 1024
+
+
+class Plan(BaseModel):
+    """What edit-kustomize decided for one target; commit-pr re-applies it on the newest base."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    changed: bool
+    decision: Decision
+    reason: str = ""
+    file: str = Field(description="path of the kustomization file inside the repository")
+    image_name: str = Field(description="the images[].name of the entry that is (or would be) set")
+    old: ImagesEntry | None = None
+    new: ImagesEntry
+    base_commit: str = ""
+    base_branch: str = ""
+    base_blob: str = Field(
+        default="",
+        description="the blob id of ``file`` at base_commit, when base_text carries its text ('' = not carried)",
+    )
+    base_text: str = Field(
+        default="",
+        description="the text of ``file`` at base_commit (at most CARRIED_TEXT_LIMIT bytes; never a file "
+        "with a secretGenerator), so commit-pr need not download it again while the file is unchanged; "
+        "checked against base_blob before use",
+    )
+    base_objects: list[str] = Field(
+        default_factory=list,
+        description="mode commit, with base_text: the raw git objects from base_commit down to file's "
+        "directory (the commit, then one tree per directory from the root; base64; at most "
+        "CARRIED_OBJECTS_LIMIT bytes in all), so commit-pr can commit on base_commit without fetching "
+        "it; believed only when each hashes to the id its parent names",
+    )
+    pr_branch: str = Field(
+        default="", description="mode pr: the proposal branch edit-kustomize looked at ('' = not looked at)"
+    )
+    pr_entry: ImagesEntry | None = Field(
+        default=None, description="mode pr: the entry that branch proposed then (None: no branch or no entry)"
+    )
+    pr_decision: Decision | None = Field(
+        default=None, description="mode pr: the new image against pr_entry (None: nothing to compare)"
+    )
+    pr_reason: str = ""

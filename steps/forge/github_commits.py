@@ -1,0 +1,371 @@
+"""Commits through GitHub's git database API: signed by GitHub (Verified), moved with a lease.
+
+``commitMethod: api`` (``provider: github``). commit-pr still builds the commit locally — that is
+how it decides, and how it knows the tree id git computes for the edit — but lands it through
+GitHub's REST git database instead of ``git push``:
+
+1. ``POST /repos/{o}/{r}/git/trees`` with ``base_tree`` = the planned parent's tree and one entry
+   per changed file (path, the mode the file has, its text as ``content``: GitHub writes the blob;
+   a separate ``POST …/git/blobs`` would be one more content-creating request for the same bytes).
+   The tree id GitHub answers must equal the tree id git computed locally, else
+   :class:`~steps.domain.errors.TreeMismatch` and nothing points at it (byte-faithful, modes kept).
+2. ``POST …/git/commits`` with the message, that tree and the planned parent, and **no** author,
+   committer or signature: authenticated as a GitHub App installation, GitHub signs it and the
+   response's ``verification`` says ``verified: true`` (``reason: valid``). With a personal token,
+   or an Enterprise Server without web commit signing, it says false and why; with
+   ``require_verified`` that is :class:`~steps.domain.errors.UnverifiedCommit` (exit 2) and no ref moves.
+3. Move the ref, never over someone else's work:
+
+   - :meth:`GitDatabase.fast_forward` — ``PATCH …/git/refs/heads/B`` with ``force: false``.
+     GitHub's 422 "Update is not a fast forward" is a lost race (:class:`~steps.domain.errors.PushRejected`).
+   - :meth:`GitDatabase.create_branch` — ``POST …/git/refs``; 422 "Reference already exists" is a
+     lost race.
+   - :meth:`GitDatabase.move_with_lease` — GraphQL ``updateRefs`` with ``beforeOid`` (REST's ref
+     update has no expected value): GitHub moves the ref only while it still points at the commit
+     read before, atomically; otherwise a lost race.
+
+Rate limits: every request of one step shares a :class:`RateLimitBudget`. A 403/429 with
+``Retry-After`` (secondary limits: 80 content-creating requests a minute, 500 an hour per
+installation) or ``x-ratelimit-remaining: 0`` with ``x-ratelimit-reset`` is waited out exactly as
+told (plus ≤ 0.25 s of jitter), as often as the budget allows; a wait beyond what is left of it gives
+up as :class:`~steps.domain.errors.TransientError` (exit 75: Argo retries the step later). Requests are
+counted (:attr:`GitDatabase.requests`, every HTTP request including retries) and logged per step.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import httpx
+from githubkit import GitHub
+from githubkit.exception import GitHubException, GraphQLFailed, RateLimitExceeded, RequestFailed
+from githubkit.retry import RetryOption
+
+from steps.domain.errors import (
+    ImagebumpError,
+    PushRejected,
+    TransientError,
+    TreeMismatch,
+    UnverifiedCommit,
+)
+from steps.forge import github as gh
+
+if TYPE_CHECKING:
+    from steps.git import ClonedRepo
+
+log = logging.getLogger(__name__)
+
+ZERO_OID = "0" * 40
+
+_REPOSITORY_ID = "query($owner: String!, $name: String!) { repository(owner: $owner, name: $name) { id } }"
+_UPDATE_REFS = (
+    "mutation($repositoryId: ID!, $refUpdates: [RefUpdate!]!) "
+    "{ updateRefs(input: {repositoryId: $repositoryId, refUpdates: $refUpdates}) { clientMutationId } }"
+)
+
+#: GraphQL repository ids, per (API URL, owner, repo): they never change.
+_REPOSITORY_IDS: dict[tuple[str, str, str], str] = {}
+_IDS_LOCK = threading.Lock()
+
+
+class RateLimitBudget(gh.RetryPolicy):
+    """:class:`steps.forge.github.RetryPolicy` whose rate-limit waits share one budget (seconds) per step.
+
+    A rate limit is retried as often as it comes, after exactly the wait GitHub names, while the
+    waits add up to no more than ``budget``; 5xx and network errors as the base policy says.
+    """
+
+    def __init__(self, budget: float, max_retries: int = 4) -> None:
+        super().__init__(max_retries=max_retries, max_wait=budget)
+        self.budget = budget
+        self.waited = 0.0
+        self.limited = 0  # rate-limit answers met
+        self._lock = threading.Lock()
+
+    def __call__(self, exc: GitHubException, retry_count: int) -> RetryOption:
+        if not isinstance(exc, RateLimitExceeded):
+            return super().__call__(exc, retry_count)
+        wait = exc.retry_after.total_seconds()
+        with self._lock:
+            self.limited += 1
+            left = self.budget - self.waited
+            if wait > left:
+                log.warning(
+                    "GitHub rate limit on %s %s asks for %.0fs; only %.0fs of this step's budget left: "
+                    "giving up for now (the step is retried later)",
+                    exc.request.method,
+                    exc.request.url.path,
+                    wait,
+                    max(left, 0.0),
+                )
+                return RetryOption(False)
+            wait = max(wait, 0.0) + random.uniform(0, min(0.25, left - wait))
+            self.waited += wait
+        log.warning(
+            "GitHub rate limit on %s %s (HTTP %d); waiting %.2fs as told",
+            exc.request.method,
+            exc.request.url.path,
+            exc.response.status_code,
+            wait,
+            extra={"fields": {"rate_limited": True, "rate_limit_wait_s": round(wait, 3)}},
+        )
+        return RetryOption(True, timedelta(seconds=wait))
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """One file of the new tree: its path in the repository, git mode (``100644``/``100755``), text."""
+
+    path: str
+    mode: str
+    text: str
+
+
+@dataclass(frozen=True)
+class ApiCommit:
+    """A commit GitHub created: its id, tree, and GitHub's verification of it."""
+
+    sha: str
+    tree: str
+    verified: bool
+    reason: str
+
+    def outputs(self) -> dict[str, str]:
+        """commit-pr's outputs ``verified`` (``true``/``false``) and ``verification_reason``."""
+        return {"verified": str(self.verified).lower(), "verification_reason": self.reason}
+
+
+class GitDatabase:
+    """GitHub's git database (and ``updateRefs``) for one repository, requests counted.
+
+    Args:
+        owner, repo: the repository.
+        client: a githubkit client built by :meth:`for_repo_url` (its event hook counts requests).
+        retry: the step's :class:`RateLimitBudget` (the client's ``auto_retry``).
+        api_url: the API base (the key of the repository id cache).
+        secrets: strings to redact from any message.
+    """
+
+    def __init__(
+        self,
+        owner: str,
+        repo: str,
+        client: GitHub,
+        retry: RateLimitBudget,
+        api_url: str,
+        secrets: tuple[str | None, ...] = (),
+    ) -> None:
+        self.owner, self.repo, self.client, self.retry = owner, repo, client, retry
+        self.api_url = api_url
+        self.secrets = secrets
+        self.requests = 0
+        self.content_requests = 0
+
+    @classmethod
+    def for_repo_url(cls, repo_url: str, settings: gh.GitHubSettings, budget: float) -> GitDatabase:
+        """A database for ``https://HOST/OWNER/REPO`` with ``settings``' credentials and a fresh budget."""
+        _host, owner, repo = gh.parse_repo_url(repo_url)
+        retry = RateLimitBudget(budget)
+        token = gh.api_token(settings, retry=retry)
+        holder: list[GitDatabase] = []
+
+        def count(request: httpx.Request) -> None:
+            if not holder:
+                return
+            holder[0].requests += 1
+            graphql = request.url.path.endswith("/graphql")
+            if (request.method != "GET" and not graphql) or (graphql and b"mutation" in request.content[:40]):
+                holder[0].content_requests += 1
+
+        options = gh.client_options(settings, retry)
+        client = GitHub(token, event_hooks={"request": [count]}, **options)
+        db = cls(owner, repo, client, retry, settings.api_url, secrets=(token, settings.token))
+        holder.append(db)
+        return db
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.owner}/{self.repo}"
+
+    def log_cost(self) -> None:
+        """Log what this step cost in GitHub requests (docs/verified-commits.md counts them per event)."""
+        log.info(
+            "GitHub git database: %d requests (%d content-creating), %.1fs waited on rate limits",
+            self.requests,
+            self.content_requests,
+            self.retry.waited,
+            extra={
+                "fields": {
+                    "github_requests": self.requests,
+                    "github_content_requests": self.content_requests,
+                    "rate_limit_waited_s": round(self.retry.waited, 3),
+                }
+            },
+        )
+
+    def commit_head(
+        self, repo: ClonedRepo, path: str, text: str, message: str, require_verified: bool
+    ) -> ApiCommit:
+        """Create through GitHub the commit ``repo`` just made locally at ``HEAD`` from ``message`` —
+        same parent, the same tree (proven by its id) with ``path`` at its mode; see :meth:`commit`."""
+        parent, parent_tree, tree = repo.git(
+            "rev-parse", "HEAD^", "HEAD^^{tree}", "HEAD^{tree}"
+        ).stdout.split()
+        listing = repo.git("ls-tree", "HEAD", "--", path).stdout.split(None, 1)
+        return self.commit(
+            parent=parent,
+            parent_tree=parent_tree,
+            changes=[FileChange(path, listing[0] if listing else "100644", text)],
+            message=message,
+            expected_tree=tree,
+            require_verified=require_verified,
+        )
+
+    def _fail(self, exc: GitHubException, what: str) -> ImagebumpError:
+        return gh.translate(exc, f"{what} in {self.full_name}", self.secrets)
+
+    # ----------------------------------------------------------------------- objects
+
+    def commit(
+        self,
+        *,
+        parent: str,
+        parent_tree: str,
+        changes: list[FileChange],
+        message: str,
+        expected_tree: str,
+        require_verified: bool,
+    ) -> ApiCommit:
+        """Create the tree and the commit (no author, committer or signature: GitHub signs it).
+
+        Raises:
+            TreeMismatch: GitHub's tree id is not ``expected_tree`` (no commit is made).
+            UnverifiedCommit: ``require_verified`` and GitHub does not verify the commit.
+        """
+        entries = [{"path": c.path, "mode": c.mode, "type": "blob", "content": c.text} for c in changes]
+        try:
+            tree = self.client.rest.git.create_tree(
+                self.owner, self.repo, base_tree=parent_tree, tree=entries
+            ).parsed_data
+        except GitHubException as exc:
+            raise self._fail(exc, "creating a tree") from None
+        if tree.sha != expected_tree:
+            raise TreeMismatch(
+                f"GitHub built tree {tree.sha} for {', '.join(c.path for c in changes)} on {parent[:12]} of "
+                f"{self.full_name}, but git computes {expected_tree} for the same edit (bytes or file modes "
+                "would differ); nothing was committed or moved. Use commitMethod: git for this rule and report "
+                "the file"
+            )
+        try:
+            made = self.client.rest.git.create_commit(
+                self.owner, self.repo, message=message, tree=tree.sha, parents=[parent]
+            ).parsed_data
+        except GitHubException as exc:
+            raise self._fail(exc, "creating a commit") from None
+        verification = made.verification
+        result = ApiCommit(made.sha, tree.sha, bool(verification.verified), str(verification.reason))
+        log.info(
+            "GitHub created commit %s (verified: %s, reason: %s)",
+            result.sha[:12],
+            str(result.verified).lower(),
+            result.reason,
+            extra={"fields": {"verified": result.verified, "verification_reason": result.reason}},
+        )
+        if require_verified and not result.verified:
+            raise UnverifiedCommit(
+                f"GitHub does not verify commit {result.sha[:12]} in {self.full_name} (reason: {result.reason}) "
+                "and verified commits are required (requireVerified / IMAGEBUMP_REQUIRE_VERIFIED); no ref was "
+                "moved. Authenticate as a GitHub App installation (IMAGEBUMP_GITHUB_APP_ID, "
+                "IMAGEBUMP_GITHUB_APP_PRIVATE_KEY_FILE, IMAGEBUMP_GITHUB_APP_INSTALLATION_ID), not a personal "
+                "token, and on GitHub Enterprise Server turn on web commit signing"
+            )
+        return result
+
+    # ----------------------------------------------------------------------- refs
+
+    def ref(self, branch: str) -> str | None:
+        """The commit ``refs/heads/<branch>`` points at, or None when there is no such branch."""
+        try:
+            found = self.client.rest.git.get_ref(self.owner, self.repo, f"heads/{branch}").parsed_data
+        except RequestFailed as exc:
+            if exc.response.status_code == 404:
+                return None
+            raise self._fail(exc, f"reading branch {branch}") from None
+        except GitHubException as exc:
+            raise self._fail(exc, f"reading branch {branch}") from None
+        return found.object_.sha if found.ref == f"refs/heads/{branch}" else None
+
+    def fast_forward(self, branch: str, sha: str) -> None:
+        """Move ``branch`` to ``sha`` only as a fast-forward; a moved branch is :class:`PushRejected`."""
+        try:
+            self.client.rest.git.update_ref(self.owner, self.repo, f"heads/{branch}", sha=sha, force=False)
+        except RequestFailed as exc:
+            text = gh.error_text(exc)
+            if exc.response.status_code == 422 and "fast forward" in text.lower():
+                raise PushRejected(f"{branch} of {self.full_name} moved on ({text})") from None
+            raise self._fail(exc, f"moving {branch} to {sha[:12]}") from None
+        except GitHubException as exc:
+            raise self._fail(exc, f"moving {branch} to {sha[:12]}") from None
+
+    def create_branch(self, branch: str, sha: str) -> None:
+        """Create ``branch`` at ``sha``; a branch that appeared meanwhile is :class:`PushRejected`."""
+        try:
+            self.client.rest.git.create_ref(self.owner, self.repo, ref=f"refs/heads/{branch}", sha=sha)
+        except RequestFailed as exc:
+            text = gh.error_text(exc)
+            if exc.response.status_code == 422 and "already exists" in text.lower():
+                if self.ref(branch) == sha:  # a retried request that did land
+                    return
+                raise PushRejected(f"{branch} of {self.full_name} was created meanwhile ({text})") from None
+            raise self._fail(exc, f"creating branch {branch}") from None
+        except GitHubException as exc:
+            raise self._fail(exc, f"creating branch {branch}") from None
+
+    def repository_id(self) -> str:
+        """The repository's GraphQL id (cached for the process: it never changes)."""
+        key = (self.api_url, self.owner, self.repo)
+        with _IDS_LOCK:
+            if key in _REPOSITORY_IDS:
+                return _REPOSITORY_IDS[key]
+        try:
+            data = self.client.graphql.request(_REPOSITORY_ID, {"owner": self.owner, "name": self.repo})
+        except GitHubException as exc:
+            raise self._fail(exc, "reading the repository id") from None
+        found = (data.get("repository") or {}).get("id")
+        if not found:
+            raise TransientError(f"GitHub returned no repository id for {self.full_name}; retried")
+        with _IDS_LOCK:
+            _REPOSITORY_IDS[key] = str(found)
+        return str(found)
+
+    def move_with_lease(self, branch: str, sha: str, expected: str) -> None:
+        """Point ``branch`` at ``sha`` only while it still points at ``expected`` (GraphQL
+        ``updateRefs`` with ``beforeOid``, atomic on GitHub's side); otherwise :class:`PushRejected`."""
+        update: dict[str, Any] = {
+            "name": f"refs/heads/{branch}",
+            "afterOid": sha,
+            "beforeOid": expected,
+            "force": True,  # the new commit sits on the newest base, not on the branch's old tip
+        }
+        repository = self.repository_id()
+        try:
+            self.client.graphql.request(_UPDATE_REFS, {"repositoryId": repository, "refUpdates": [update]})
+            return
+        except GraphQLFailed as exc:
+            errors = "; ".join(e.message for e in exc.response.errors or [])
+        except GitHubException as exc:
+            raise self._fail(exc, f"moving {branch}") from None
+        now = self.ref(branch)  # GitHub refused: find out whether the lease was what failed
+        if now == sha:  # a retried mutation that did land
+            return
+        if now != expected:
+            raise PushRejected(
+                f"{branch} of {self.full_name} moved from {expected[:12]} to {(now or 'nothing')[:12]} "
+                f"since it was read ({errors})"
+            )
+        raise TransientError(f"GitHub refused to move {branch} of {self.full_name}: {errors}; retried")

@@ -1,0 +1,273 @@
+"""The narrow seam between commit-pr and a Git hosting service ("forge").
+
+commit-pr needs five things from a forge: find the open pull request for a head branch, create
+one, update its title and body, add labels, request reviewers. :class:`Forge` is that protocol.
+
+- :class:`GitHubForge` speaks GitHub's REST API (github.com or Enterprise) through githubkit;
+  its responses are parsed by githubkit's models, generated from GitHub's OpenAPI description.
+- :class:`LocalForge` is for a git host without an API (the local demo remote, forges we do not
+  support yet): the pull request *is* the pushed branch. It calls nothing; ``find_open_pr``
+  reports the branch as an open "PR" when the caller saw it on the remote before pushing.
+
+Errors: :class:`NoCommitsBetween` when GitHub refuses a PR because head adds nothing to base
+(commit-pr reports ``unchanged``); everything else leaves as :mod:`steps.domain.errors` types.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Protocol
+
+from githubkit import GitHub
+from githubkit.exception import GitHubException, RequestFailed
+
+from steps.domain.errors import ImagebumpError, NoCommitsBetween, PullRequestExists
+from steps.forge import github as gh
+
+__all__ = [
+    "Forge",
+    "GitHubForge",
+    "LocalForge",
+    "NoCommitsBetween",
+    "PullRequest",
+    "PullRequestExists",
+    "split_reviewers",
+]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PullRequest:
+    """What commit-pr needs to know about a pull request."""
+
+    number: int
+    url: str
+    state: str
+    head: str
+    base: str
+    title: str = ""
+    body: str = ""
+
+
+class Forge(Protocol):
+    """What commit-pr asks of a Git host. Implementations raise :mod:`steps.domain.errors` types."""
+
+    def find_open_pr(self, head: str, base: str) -> PullRequest | None:
+        """The open PR from branch ``head`` into ``base``, or None."""
+        ...
+
+    def create_pr(self, *, head: str, base: str, title: str, body: str) -> PullRequest:
+        """Open a PR; raises :class:`NoCommitsBetween` / :class:`PullRequestExists`."""
+        ...
+
+    def update_pr(self, number: int, *, title: str, body: str) -> PullRequest:
+        """Set a PR's title and body."""
+        ...
+
+    def add_labels(self, number: int, labels: list[str]) -> None:
+        """Add labels (existing ones are kept)."""
+        ...
+
+    def request_reviewers(self, number: int, reviewers: list[str]) -> None:
+        """Request reviews from users (``login``) or teams (``org/team`` or ``team:slug``)."""
+        ...
+
+
+class GitHubForge:
+    """:class:`Forge` over GitHub's REST API for one repository.
+
+    Args:
+        owner: repository owner (user or organisation).
+        repo: repository name.
+        client: a githubkit client (see :func:`steps.forge.github.client`).
+        secrets: strings to redact from any message (the token).
+    """
+
+    def __init__(self, owner: str, repo: str, client: GitHub, secrets: tuple[str | None, ...] = ()) -> None:
+        self.owner = owner
+        self.repo = repo
+        self.client = client
+        self._secrets = secrets
+
+    @classmethod
+    def for_repo_url(
+        cls, repo_url: str, settings: gh.GitHubSettings | None = None, retry: gh.RetryPolicy | None = None
+    ) -> GitHubForge:
+        """A forge for ``https://HOST/OWNER/REPO``, authenticated from ``settings`` (default: env)."""
+        _host, owner, repo = gh.parse_repo_url(repo_url)
+        settings = settings or gh.GitHubSettings.from_env()
+        token = gh.api_token(settings, retry=retry)
+        client = gh.GitHub(token, **gh._client_options(settings, retry))
+        return cls(owner, repo, client, secrets=(token, settings.token))
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.owner}/{self.repo}"
+
+    def _fail(self, exc: GitHubException, what: str) -> ImagebumpError:
+        return gh.translate(exc, f"{what} in {self.full_name}", self._secrets)
+
+    @staticmethod
+    def _pr(data: object) -> PullRequest:
+        return PullRequest(
+            number=data.number,  # type: ignore[attr-defined]
+            url=data.html_url,  # type: ignore[attr-defined]
+            state=data.state,  # type: ignore[attr-defined]
+            head=data.head.ref,  # type: ignore[attr-defined]
+            base=data.base.ref,  # type: ignore[attr-defined]
+            title=data.title,  # type: ignore[attr-defined]
+            body=data.body or "",  # type: ignore[attr-defined]
+        )
+
+    def find_open_pr(self, head: str, base: str) -> PullRequest | None:
+        try:
+            resp = self.client.rest.pulls.list(
+                self.owner, self.repo, state="open", head=f"{self.owner}:{head}", base=base, per_page=10
+            )
+            pulls = resp.parsed_data
+        except GitHubException as exc:
+            raise self._fail(exc, f"listing pull requests for {head}") from None
+        # GitHub filters by head, but check: a fork's branch of the same name is not ours.
+        mine = [p for p in pulls if p.head.ref == head and p.state == "open"]
+        if len(mine) > 1:
+            log.warning(
+                "%d open PRs for %s in %s; using the oldest (#%d)",
+                len(mine),
+                head,
+                self.full_name,
+                min(p.number for p in mine),
+            )
+        return self._pr(min(mine, key=lambda p: p.number)) if mine else None
+
+    def create_pr(self, *, head: str, base: str, title: str, body: str) -> PullRequest:
+        try:
+            resp = self.client.rest.pulls.create(
+                self.owner,
+                self.repo,
+                head=head,
+                base=base,
+                title=title,
+                body=body,
+                maintainer_can_modify=True,
+            )
+            return self._pr(resp.parsed_data)
+        except RequestFailed as exc:
+            if exc.response.status_code == 422:
+                text = gh.error_text(exc)
+                if "no commits between" in text.lower():
+                    raise NoCommitsBetween(f"{base} already contains {head} ({text})") from None
+                if "already exists" in text.lower():
+                    raise PullRequestExists(f"a pull request for {head} already exists ({text})") from None
+            raise self._fail(exc, f"creating a pull request {head} → {base}") from None
+        except GitHubException as exc:
+            raise self._fail(exc, f"creating a pull request {head} → {base}") from None
+
+    def update_pr(self, number: int, *, title: str, body: str) -> PullRequest:
+        try:
+            resp = self.client.rest.pulls.update(self.owner, self.repo, number, title=title, body=body)
+            return self._pr(resp.parsed_data)
+        except GitHubException as exc:
+            raise self._fail(exc, f"updating pull request #{number}") from None
+
+    def add_labels(self, number: int, labels: list[str]) -> None:
+        if not labels:
+            return
+        try:
+            _ = self.client.rest.issues.add_labels(
+                self.owner, self.repo, number, labels=list(labels)
+            ).parsed_data
+        except GitHubException as exc:
+            raise self._fail(exc, f"labelling pull request #{number}") from None
+
+    def request_reviewers(self, number: int, reviewers: list[str]) -> None:
+        users, teams = split_reviewers(reviewers)
+        if not users and not teams:
+            return
+        try:
+            _ = self.client.rest.pulls.request_reviewers(
+                self.owner, self.repo, number, reviewers=users, team_reviewers=teams
+            ).parsed_data
+        except RequestFailed as exc:
+            # 422: a reviewer is not a collaborator (or is the author). The PR stands; say so loudly.
+            if exc.response.status_code == 422:
+                log.warning(
+                    "could not request reviewers %s on %s#%d: %s",
+                    reviewers,
+                    self.full_name,
+                    number,
+                    gh.error_text(exc),
+                )
+                return
+            raise self._fail(exc, f"requesting reviewers on pull request #{number}") from None
+        except GitHubException as exc:
+            raise self._fail(exc, f"requesting reviewers on pull request #{number}") from None
+
+
+def split_reviewers(reviewers: list[str]) -> tuple[list[str], list[str]]:
+    """``["alice", "org/team-a", "team:b"]`` → ``(["alice"], ["team-a", "b"])``."""
+    users: list[str] = []
+    teams: list[str] = []
+    for reviewer in reviewers:
+        reviewer = reviewer.strip().lstrip("@")
+        if not reviewer:
+            continue
+        if reviewer.startswith("team:"):
+            teams.append(reviewer[len("team:") :])
+        elif "/" in reviewer:
+            teams.append(reviewer.split("/", 1)[1])
+        else:
+            users.append(reviewer)
+    return users, teams
+
+
+class LocalForge:
+    """:class:`Forge` for a host without an API: the pushed branch is the pull request.
+
+    Args:
+        repo_url: the clone URL base, used to build a browsable ``<repo_url>/tree/<branch>`` link.
+        existing_branches: branches seen on the remote *before* this run pushed; a branch in it
+            counts as an open PR (so commit-pr reports ``pr-updated`` rather than ``pr-created``).
+    """
+
+    def __init__(self, repo_url: str, existing_branches: set[str] | None = None) -> None:
+        self.repo_url = repo_url.rstrip("/").removesuffix(".git")
+        self.existing_branches = set(existing_branches or ())
+        self._found: PullRequest | None = None
+
+    def url(self, branch: str) -> str:
+        return f"{self.repo_url}/tree/{branch}"
+
+    def find_open_pr(self, head: str, base: str) -> PullRequest | None:
+        if head in self.existing_branches:
+            self._found = PullRequest(number=0, url=self.url(head), state="open", head=head, base=base)
+            return self._found
+        return None
+
+    def create_pr(self, *, head: str, base: str, title: str, body: str) -> PullRequest:
+        log.info("local forge: branch %s is the proposal for %s (no API to open a PR)", head, base)
+        return PullRequest(
+            number=0, url=self.url(head), state="open", head=head, base=base, title=title, body=body
+        )
+
+    def update_pr(self, number: int, *, title: str, body: str) -> PullRequest:
+        # Nothing to update but the branch itself, which commit-pr has pushed.
+        found = self._found
+        return PullRequest(
+            number=0,
+            url=found.url if found else "",
+            state="open",
+            head=found.head if found else "",
+            base=found.base if found else "",
+            title=title,
+            body=body,
+        )
+
+    def add_labels(self, number: int, labels: list[str]) -> None:
+        if labels:
+            log.info("local forge: labels %s not applied (no API)", labels)
+
+    def request_reviewers(self, number: int, reviewers: list[str]) -> None:
+        if reviewers:
+            log.info("local forge: reviewers %s not requested (no API)", reviewers)

@@ -1,0 +1,160 @@
+"""Git's object format, without a process: object ids, raw trees, the chain of objects from a
+commit down to one file (what commit-pr needs to commit on that commit without fetching it), a
+``cat-file --batch`` answer, and the ref files a clone leaves behind.
+
+The formats are git's stable on-disk ones (Pro Git, "Git Internals - Git Objects",
+https://git-scm.com/book/en/v2/Git-Internals-Git-Objects): an object's id is
+``hash("<kind> <size>\\0" + content)`` in the repository's object format (SHA-1, or SHA-256 with
+64-hex-digit ids); a tree's content is a sequence of ``<octal mode> <name>\\0<binary id>`` entries
+in git's order; a commit's content starts with ``tree <id>\\n``.
+
+Pure but for :func:`head_file_branch` and :func:`branch_file_sha`, which read a ``.git``
+directory's files; used by :mod:`steps.git.repo` (blob ids), :mod:`steps.edit_kustomize` (which
+carries the chain in the plan) and :mod:`steps.git` (which believes a carried chain only when
+every link hashes to the id its parent names, :func:`verify_path_chain`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from pathlib import Path, PurePosixPath
+
+from steps.domain.errors import CarriedObjectsError
+
+#: Modes of a regular file and of a directory in a raw tree (git writes them without leading zeros).
+REGULAR_MODES = ("100644", "100755")
+TREE_MODE = "40000"
+
+
+def object_format(oid: str) -> str:
+    """The hash of a repository whose object ids look like ``oid``: ``sha256`` (64 hex digits) or ``sha1``."""
+    return "sha256" if len(oid) == 64 else "sha1"
+
+
+def object_id(kind: str, content: bytes, fmt: str = "sha1") -> str:
+    """The id git gives an object of ``kind`` (``blob``, ``tree``, ``commit``) holding ``content``."""
+    return hashlib.new(fmt, b"%s %d\0" % (kind.encode(), len(content)) + content).hexdigest()
+
+
+def blob_id(text: str, fmt: str = "sha1") -> str:
+    """The id git gives a blob holding ``text`` (UTF-8)."""
+    return object_id("blob", text.encode("utf-8"), fmt)
+
+
+def tree_entries(raw: bytes, fmt: str = "sha1") -> list[tuple[str, bytes, str]]:
+    """``(mode, name, id)`` of each entry of a raw tree, in order. CarriedObjectsError when it is not one."""
+    size = hashlib.new(fmt).digest_size
+    entries = []
+    pos = 0
+    while pos < len(raw):
+        space = raw.find(b" ", pos)
+        nul = raw.find(b"\0", space) if space >= 0 else -1
+        end = nul + 1 + size
+        if nul < 0 or end > len(raw):
+            raise CarriedObjectsError("a tree entry is cut short")
+        if not raw[pos:space].isdigit():
+            raise CarriedObjectsError("a tree entry's mode is not digits")
+        entries.append((raw[pos:space].decode("ascii"), raw[space + 1 : nul], raw[nul + 1 : end].hex()))
+        pos = end
+    return entries
+
+
+def commit_tree(raw: bytes) -> str:
+    """The root tree id a raw commit names (its first line). CarriedObjectsError when it has none."""
+    first, _, _ = raw.partition(b"\n")
+    kind, _, oid = first.partition(b" ")
+    if kind != b"tree" or not oid or not oid.isascii():
+        raise CarriedObjectsError("a commit starts with its tree")
+    return oid.decode("ascii")
+
+
+def verify_path_chain(objects: Sequence[bytes], commit: str, path: str, blob: str) -> str:
+    """The mode of the regular file ``path`` holding ``blob`` at ``commit``, proven by ``objects``:
+    the commit, then one tree per directory from the root down to ``path``'s own, each hashing to
+    the id its parent names — so a chain that passes is exactly what the repository holds at
+    ``commit``, whoever carried it.
+
+    Raises:
+        CarriedObjectsError: why ``objects`` are not that chain.
+    """
+    fmt = object_format(commit)
+    directories = PurePosixPath(path).parts[:-1]
+    if len(objects) != len(directories) + 2:
+        raise CarriedObjectsError(f"{len(objects)} objects for a path {len(directories)} directories deep")
+    if object_id("commit", objects[0], fmt) != commit:
+        raise CarriedObjectsError("the commit does not hash to its id")
+    expected = commit_tree(objects[0])
+    names = [*directories, PurePosixPath(path).name]
+    mode = TREE_MODE
+    for depth, (raw, name) in enumerate(zip(objects[1:], names, strict=True)):
+        if mode != TREE_MODE or object_id("tree", raw, fmt) != expected:
+            raise CarriedObjectsError(f"tree {depth} is not the one its parent names")
+        found = [(m, oid) for m, n, oid in tree_entries(raw, fmt) if n == name.encode("utf-8")]
+        if len(found) != 1:
+            raise CarriedObjectsError(f"{name!r} is not in tree {depth}")
+        mode, expected = found[0]
+    if mode not in REGULAR_MODES or expected != blob:
+        raise CarriedObjectsError(f"{path} is not the regular file {blob} at {commit}")
+    return mode
+
+
+__all__ = [
+    "REGULAR_MODES",
+    "TREE_MODE",
+    "blob_id",
+    "commit_tree",
+    "object_format",
+    "object_id",
+    "tree_entries",
+    "verify_path_chain",
+]
+
+
+def split_batch(out: bytes, count: int) -> list[bytes] | None:
+    """The ``count`` objects of a ``git cat-file --batch`` answer (``<oid> <type> <size>``, the
+    content, a newline: git-cat-file(1)); None when one of them is ``<spec> missing``."""
+    objects, pos = [], 0
+    for _ in range(count):
+        end = out.index(b"\n", pos)
+        header = out[pos:end].split()
+        if len(header) != 3:
+            return None
+        size = int(header[2])
+        objects.append(out[end + 1 : end + 1 + size])
+        pos = end + 1 + size + 1
+    return objects
+
+
+_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
+def head_file_branch(gitdir: Path) -> str:
+    """The branch ``GITDIR/HEAD`` names (``ref: refs/heads/NAME``, gitrepository-layout(5)); ""
+    when it names none (detached, unreadable, a reftable repository's ``.invalid`` placeholder)."""
+    try:
+        head = (gitdir / "HEAD").read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return ""
+    name = head[len("ref: refs/heads/") :] if head.startswith("ref: refs/heads/") else ""
+    return "" if name == ".invalid" else name
+
+
+def branch_file_sha(gitdir: Path, branch: str) -> str:
+    """The sha of ``refs/heads/BRANCH`` read from its loose ref file or, when there is none, its
+    ``packed-refs`` line (gitrepository-layout(5)); "" when neither holds one."""
+    ref = f"refs/heads/{branch}"
+    try:
+        loose = gitdir / ref
+        if loose.is_file():
+            sha = loose.read_text().strip()
+            return sha if _SHA.fullmatch(sha) else ""
+        if (gitdir / "packed-refs").is_file():
+            for line in (gitdir / "packed-refs").read_text().splitlines():
+                sha, _, name = line.partition(" ")
+                if name == ref and _SHA.fullmatch(sha):
+                    return sha
+    except (OSError, UnicodeDecodeError):
+        pass
+    return ""

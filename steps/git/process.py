@@ -1,0 +1,182 @@
+"""The process layer of git: :func:`run_git` runs ``git``, the one place any git process starts.
+
+Each command gets the environment of :func:`steps.git.auth.git_env` (the token only in an HTTP
+header through ``GIT_CONFIG_*``, never in a URL, ``.git/config`` or argv; no prompts; no user or
+system configuration); every form of the token is removed from its output (:func:`redact`); a
+failure becomes :mod:`steps.domain.errors` (:func:`steps.git.failures.classify`). Also the two remote
+queries that need no clone: :func:`default_branch` and :func:`ls_remote`.
+
+Why not GitPython: measured (docs/development.md), importing it costs each step
+70-100 ms while its ``Git`` command object forks the same ``git`` per command with no gain;
+everything we need (partial/sparse clones, force-with-lease, header-only auth) is a plain git
+argument or environment variable anyway.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from steps.domain.errors import ConfigError, GitCommandError, TransientError
+from steps.git.auth import GitAuth, check_url, git_env, origin
+from steps.git.failures import classify, describe
+from steps.runtime.redact import redact as _redact
+from steps.runtime.timing import git_phase, timed
+
+__all__ = ["DEFAULT_TIMEOUT", "default_branch", "ls_remote", "redact", "run_git"]
+
+DEFAULT_TIMEOUT = 300.0
+
+
+def redact(text: str, auth: GitAuth | None = None) -> str:
+    """``text`` without the token, its base64 forms, Authorization values or URL passwords.
+
+    Only the credential shapes (:func:`steps.runtime.redact.redact` with ``shapes=False``): git's output
+    carries repository files that callers parse, and must stay as it is apart from credentials.
+    """
+    return _redact(text, auth.secrets() if auth is not None else (), shapes=False)
+
+
+# --- running git --------------------------------------------------------------------------------
+
+
+def run_git(
+    args: Sequence[str],
+    cwd: Path | str | None = None,
+    auth: GitAuth | None = None,
+    check: bool = True,
+    *,
+    url: str | None = None,
+    input: str | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    what: str | None = None,
+    raw_stdout: bool = False,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``git ARGS`` in ``cwd``; the single place git runs.
+
+    Args:
+        args: arguments after ``git``. Never put a token here.
+        cwd: working directory (None: the current one).
+        auth: token to send (as an HTTP header through the environment), or None.
+        check: raise a classified error when git fails.
+        url: the remote's URL; scopes the auth header to its origin (recommended).
+        input: text for git's stdin.
+        env: extra environment (e.g. ``GIT_AUTHOR_DATE``).
+        timeout: seconds before the command is killed (a :class:`TransientError`).
+        what: what the command was for, used in error messages ("clone of …").
+        raw_stdout: stdout as the bytes git wrote (objects, e.g. ``cat-file --batch``), neither
+            decoded nor redacted: only for commands whose output is repository content.
+
+    Returns:
+        The completed process, its stdout and stderr already redacted (stdout: see ``raw_stdout``).
+
+    Raises:
+        PushRejected, PermissionDeniedError, ConfigError, TransientError, GitCommandError.
+    """
+    argv = ["git", *args]
+    try:
+        with timed(git_phase(args)):
+            proc = _run(argv, cwd, git_env(auth, url, env), input, timeout, raw_stdout)
+    except subprocess.TimeoutExpired:
+        raise TransientError(
+            f"{what or describe(args)} timed out after {timeout:.0f}s; the remote may be slow "
+            "or unreachable — retry later"
+        ) from None
+    except FileNotFoundError:
+        raise GitCommandError("git is not installed (no 'git' on PATH); install git") from None
+    if not raw_stdout:
+        proc.stdout = redact(proc.stdout, auth)
+    proc.stderr = redact(proc.stderr, auth)
+    proc.args = [redact(str(a), auth) for a in argv]
+    if check and proc.returncode != 0:
+        raise classify(
+            proc.stderr,
+            args=args,
+            what=what,
+            url=url,
+            returncode=proc.returncode,
+            anonymous=auth is None and origin(url or "") is not None,
+        )
+    return proc
+
+
+def _run(
+    argv: list[str],
+    cwd: Path | str | None,
+    env: dict[str, str],
+    input: str | None,
+    timeout: float,
+    raw_stdout: bool = False,
+) -> subprocess.CompletedProcess[str]:
+    """``subprocess.run(argv, timeout=…)`` without its polling: a timer kills git at ``timeout``.
+
+    With a timeout, ``subprocess`` waits for the exit by polling ``waitpid`` with growing sleeps
+    after git has closed its pipes (0.5 ms doubling to 50 ms: milliseconds per command). Here the
+    pipes are drained and the exit awaited blocking, while a timer thread kills a git that outlives
+    ``timeout`` (then ``TimeoutExpired``, as ``subprocess.run`` raises).
+    """
+    with subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    ) as process:
+        killed = threading.Event()
+
+        def kill() -> None:
+            killed.set()
+            process.kill()
+
+        timer = threading.Timer(timeout, kill)
+        timer.daemon = True
+        timer.start()
+        try:
+            out, err = process.communicate(None if input is None else input.encode("utf-8"))
+        finally:
+            timer.cancel()
+        # Decoded by hand, not in text mode: text mode turns CRLF into LF, and a file's bytes read
+        # with ``cat-file`` must survive as they are.
+        stdout = out if raw_stdout else out.decode("utf-8", "replace")
+        stderr = err.decode("utf-8", "replace")
+        if killed.is_set():
+            raise subprocess.TimeoutExpired(argv, timeout, stdout, stderr)
+    return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
+
+
+# --- remote queries -----------------------------------------------------------------------------
+
+
+def default_branch(repo_url: str, auth: GitAuth | None = None) -> str:
+    """The branch the remote's ``HEAD`` points to (``git ls-remote --symref URL HEAD``)."""
+    check_url(repo_url)
+    proc = run_git(
+        ["ls-remote", "--symref", repo_url, "HEAD"],
+        auth=auth,
+        url=repo_url,
+        what=f"reading the default branch of {repo_url}",
+    )
+    for line in proc.stdout.splitlines():
+        if line.startswith("ref: ") and line.endswith("\tHEAD"):
+            return line[len("ref: ") : -len("\tHEAD")].removeprefix("refs/heads/")
+    raise ConfigError(
+        f"the remote {repo_url} has no default branch (empty repository?); set baseBranch in the rule"
+    )
+
+
+def ls_remote(repo_url: str, ref: str, auth: GitAuth | None = None) -> str | None:
+    """The sha the remote's ``ref`` (a branch name or full ref) points to, or None if absent."""
+    check_url(repo_url)
+    full = ref if ref.startswith("refs/") else f"refs/heads/{ref}"
+    proc = run_git(
+        ["ls-remote", repo_url, full], auth=auth, url=repo_url, what=f"looking up {full} in {repo_url}"
+    )
+    for line in proc.stdout.splitlines():
+        sha, _, name = line.partition("\t")
+        if name == full:
+            return sha
+    return None

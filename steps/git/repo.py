@@ -1,0 +1,399 @@
+"""A clone on disk: :class:`ClonedRepo` reads, writes, commits, pushes and fetches in it.
+
+Every git command runs through :func:`steps.git.process.run_git` with the clone's
+:class:`~steps.git.auth.GitAuth` (the token only in an ``http.extraHeader``); failures are
+classified by :mod:`steps.git.failures`. :func:`steps.git.clone` makes one; callers import both
+from :mod:`steps.git`.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path, PurePosixPath
+
+from steps.domain.errors import ConfigError, PermissionDeniedError
+from steps.git.auth import GitAuth, origin
+from steps.git.commit import COMMIT_SUMMARY, fast_import_stream, identity
+from steps.git.failures import NO_BRANCH, classify
+from steps.git.objects import (
+    REGULAR_MODES,
+    blob_id,
+    branch_file_sha,
+    head_file_branch,
+    object_format,
+    split_batch,
+)
+from steps.git.process import ls_remote, run_git
+
+
+class ClonedRepo:
+    """A work tree made by :func:`clone`. All network operations reuse the clone's auth.
+
+    Attributes:
+        path: the work tree.
+        branch: the branch that was cloned (the base).
+        auth: the token used for fetches and pushes (None: anonymous).
+        url: the remote's URL.
+    """
+
+    def __init__(
+        self,
+        path: Path | str,
+        branch: str,
+        auth: GitAuth | None = None,
+        url: str | None = None,
+        *,
+        checked_out: bool = True,
+    ) -> None:
+        self.path = Path(path)
+        self.branch = branch
+        self.auth = auth
+        self.url = url
+        #: False: an objects-only clone (``clone(checkout=False)``): no work tree, no index.
+        self.checked_out = checked_out
+        #: The commit a :func:`steps.git.seed` repository was made at ("" for a clone): a push from it
+        #: must find the remote branch still there (its lease), as nothing was fetched.
+        self.seeded_from = ""
+        self._written: set[str] = set()
+        self._new: set[str] = set()
+        self._pending: dict[str, tuple[str, str, str]] = {}  # objects-only: path -> (mode, old blob, text)
+        self._known: dict[str, str] = {}  # blob id -> text, told by know(): read without a fetch
+        self._head_entries: dict[str, tuple[str, str] | None] = {}  # entry("HEAD", path) until HEAD moves
+
+    def __repr__(self) -> str:
+        return f"ClonedRepo(path={str(self.path)!r}, branch={self.branch!r}, url={self.url!r})"
+
+    def git(
+        self,
+        *args: str,
+        check: bool = True,
+        input: str | None = None,
+        env: Mapping[str, str] | None = None,
+        what: str | None = None,
+        raw_stdout: bool = False,
+    ) -> subprocess.CompletedProcess[str]:
+        """Run a git command in this work tree, with this clone's auth."""
+        return run_git(
+            list(args),
+            self.path,
+            self.auth,
+            check,
+            url=self.url,
+            input=input,
+            env=env,
+            what=what,
+            raw_stdout=raw_stdout,
+        )
+
+    def _checkout(self) -> None:
+        self.git("checkout", "--quiet", what=f"checkout of {self.url} branch '{self.branch}'")
+
+    # --- files ----------------------------------------------------------------------------------
+
+    def resolve(self, relpath: str) -> Path:
+        """``relpath`` inside the work tree; ConfigError for absolute paths, ``..`` or symlink escapes."""
+        p = PurePosixPath(self._relative(relpath))
+        root = self.path.resolve()
+        full = (root / p).resolve()
+        if full != root and not full.is_relative_to(root):
+            raise ConfigError(
+                f"path {relpath!r} leaves the repository through a symbolic link; refusing to follow it"
+            )
+        if full.is_relative_to(root / ".git"):
+            raise ConfigError(f"path {relpath!r} points into .git; refusing")
+        return full
+
+    def read(self, relpath: str) -> str | None:
+        """The text of a file (bytes kept: CRLF survives), or None if it does not exist.
+
+        Objects-only clone: what :meth:`write` left for the next commit, else the blob at ``HEAD``
+        (:meth:`show`; None for anything but a regular file).
+        """
+        if not self.checked_out:
+            rel = self._relative(relpath)
+            if rel in self._pending:
+                return self._pending[rel][2]
+            return self.show("HEAD", rel)
+        full = self.resolve(relpath)
+        if not full.is_file():
+            return None
+        return full.read_bytes().decode("utf-8")
+
+    def know(self, text: str, blob: str) -> bool:
+        """Tell the clone that blob ``blob`` holds ``text`` (e.g. a plan carried it from the step
+        that read it), so :meth:`show` / :meth:`read` need not download it.
+
+        Believed only when ``text`` hashes to ``blob`` (the object id is the content's hash, in the
+        repository's object format): returns whether it did.
+        """
+        if not blob or blob_id(text, object_format(blob)) != blob:
+            return False
+        self._known[blob] = text
+        return True
+
+    def assume_entry(self, relpath: str, mode: str, blob: str) -> None:
+        """Record that ``HEAD`` holds the regular file ``relpath`` as ``(mode, blob)``, proven by
+        other means (:func:`steps.git.seed`'s verified chain of objects): :meth:`entry` need not ask."""
+        self._head_entries[self._relative(relpath)] = (mode, blob)
+
+    def entry(self, rev: str, relpath: str) -> tuple[str, str] | None:
+        """``(mode, blob id)`` of the regular file ``relpath`` at ``rev``; None when absent or not a
+        regular file (a directory, a symbolic link, a submodule)."""
+        if rev == "HEAD" and relpath in self._head_entries:
+            return self._head_entries[relpath]
+        listing = self.git("ls-tree", rev, "--", relpath).stdout.strip()
+        found = None
+        if listing:
+            mode, kind, rest = listing.split(None, 2)
+            if kind == "blob" and mode in REGULAR_MODES:
+                found = mode, rest.split("\t", 1)[0]
+        if rev == "HEAD" and not self.checked_out:  # HEAD moves only through this object
+            self._head_entries[relpath] = found
+        return found
+
+    def show(self, rev: str, relpath: str) -> str | None:
+        """The text of ``relpath`` at ``rev`` from the object store (nothing is checked out).
+
+        A partial clone downloads just this one blob, or none when :meth:`know` was told its text.
+        None when the path is absent at ``rev`` or is not a regular file (a directory, a symbolic
+        link, a submodule).
+        """
+        found = self.entry(rev, relpath)
+        if found is None:
+            return None
+        if found[1] in self._known:
+            return self._known[found[1]]
+        return self.git(
+            "cat-file", "blob", found[1], what=f"reading {relpath} at {rev[:12]} of {self.url}"
+        ).stdout
+
+    def path_objects(self, commit: str, relpath: str) -> list[bytes] | None:
+        """The raw objects from ``commit`` down to ``relpath``'s directory — the commit, then one
+        tree per directory from the root (:func:`steps.git.objects.verify_path_chain` checks such
+        a chain) — with one ``git cat-file --batch``; None when one is missing."""
+        parts = PurePosixPath(self._relative(relpath)).parts[:-1]
+        specs = [commit, f"{commit}^{{tree}}"] + [
+            f"{commit}:{'/'.join(parts[: i + 1])}" for i in range(len(parts))
+        ]
+        out = self.git(
+            "cat-file",
+            "--batch",
+            input="\n".join(specs) + "\n",
+            raw_stdout=True,
+            what=f"reading the trees above {relpath} at {commit[:12]}",
+        ).stdout
+        return split_batch(out, len(specs))
+
+    def _relative(self, relpath: str) -> str:
+        """``relpath`` checked as text: relative, no ``..``, not into ``.git`` (all a clone without a
+        work tree needs; :meth:`resolve` adds the symbolic-link check on disk)."""
+        p = PurePosixPath(relpath)
+        if not relpath or p.is_absolute() or ".." in p.parts:
+            raise ConfigError(
+                f"path {relpath!r} must be relative to the repository root and must not contain '..'"
+            )
+        rel = p.as_posix()
+        if rel == ".git" or rel.startswith(".git/"):
+            raise ConfigError(f"path {relpath!r} points into .git; refusing")
+        return rel
+
+    def write(self, relpath: str, text: str) -> None:
+        """Write a file inside the work tree (bytes as given) and remember it for :meth:`commit`.
+
+        Objects-only clone: the text waits in memory for :meth:`commit`; only a regular file that
+        exists at ``HEAD`` can be rewritten (its mode is kept).
+        """
+        if not self.checked_out:
+            rel = self._relative(relpath)
+            found = self.entry("HEAD", rel)
+            if found is None:
+                raise ConfigError(
+                    f"{rel} is not a regular file at {self.branch} of {self.url}; an objects-only clone "
+                    "rewrites existing files only"
+                )
+            self._pending[rel] = (found[0], found[1], text)
+            return
+        full = self.resolve(relpath)
+        rel = full.relative_to(self.path.resolve()).as_posix()
+        if not full.exists() and rel not in self._written:
+            self._new.add(rel)  # not tracked yet: commit must ``git add`` it first
+        full.parent.mkdir(parents=True, exist_ok=True)
+        full.write_bytes(text.encode("utf-8"))
+        self._written.add(rel)
+
+    # --- history --------------------------------------------------------------------------------
+
+    def head(self) -> str:
+        """The sha of ``HEAD``."""
+        return self.git("rev-parse", "HEAD").stdout.strip()
+
+    def head_branch(self) -> str:
+        """The branch ``HEAD`` names, read from ``.git/HEAD``; anything else asks ``git
+        symbolic-ref``: the same answer, one process more (tests compare)."""
+        branch = head_file_branch(self.path / ".git")
+        return branch or self.git("symbolic-ref", "--short", "HEAD").stdout.strip()
+
+    def cloned_head(self) -> str:
+        """The sha of ``HEAD`` right after :func:`clone`, read from git's files (``branch_file_sha``);
+        anything else (detached, reftable, no such ref) asks ``git rev-parse HEAD`` (tests compare)."""
+        gitdir = self.path / ".git"
+        branch = head_file_branch(gitdir)
+        return (branch and branch_file_sha(gitdir, branch)) or self.head()
+
+    def commit(
+        self, message: str, author_name: str | None = None, author_email: str | None = None
+    ) -> str | None:
+        """Commit the files written through :meth:`write`; None when nothing changed.
+
+        Identity: ``author_name`` / ``author_email``, else ``IMAGEBUMP_GIT_AUTHOR_NAME`` /
+        ``IMAGEBUMP_GIT_AUTHOR_EMAIL``, else ``imagebump``. ``author_name`` may also be
+        ``"Name <email>"``.
+        """
+        name, email = identity(author_name, author_email)
+        if not self.checked_out:
+            return self._fast_import(message, name, email)
+        written = sorted(self._written)
+        if self._new:  # untracked files: stage them, then commit the index
+            self.git("add", "--sparse", "--", *written)
+            only: list[str] = []
+        else:  # tracked files only: ``commit -- PATHS`` stages and commits them in one process
+            only = ["--", *written] if written else []
+        proc = self.git(
+            "-c",
+            f"user.name={name}",
+            "-c",
+            f"user.email={email}",
+            "-c",
+            "core.abbrev=no",  # the summary line names the full sha: no rev-parse afterwards
+            "commit",
+            "--no-verify",
+            "-F",
+            "-",
+            *only,
+            input=message,
+            check=False,
+            what=f"commit in {self.url or self.path}",
+        )
+        if proc.returncode != 0:
+            if proc.returncode == 1 and not proc.stderr.strip():
+                return None  # "nothing to commit": git's status on stdout, exit 1, nothing on stderr
+            raise classify(
+                proc.stderr, args=["commit"], what="commit", url=self.url, returncode=proc.returncode
+            )
+        self._written.clear()
+        self._new.clear()
+        found = COMMIT_SUMMARY.search(proc.stdout)
+        return found.group(1) if found else self.head()
+
+    def _fast_import(self, message: str, name: str, email: str) -> str | None:
+        """Commit the pending texts on ``HEAD`` with one ``git fast-import`` (objects-only clone).
+
+        The stream is :func:`steps.git.commit.fast_import_stream`'s, from ``HEAD`` with every text that
+        differs from its blob, after the replaced blobs :meth:`know` was told. Returns the new sha;
+        None when no text differs from its blob.
+        """
+        head = self.cloned_head()
+        fmt = object_format(head)
+        changed, replaced = {}, []
+        for rel, (mode, old_blob, text) in sorted(self._pending.items()):
+            if old_blob != blob_id(text, fmt):
+                changed[rel] = (mode, text)
+                if old_blob in self._known:
+                    replaced.append(self._known[old_blob])
+        self._pending.clear()
+        if not changed:
+            return None
+        stream = fast_import_stream(self.branch, head, message, name, email, changed, replaced)
+        self.git(
+            "fast-import",
+            "--quiet",
+            "--done",
+            input=stream,
+            what=f"commit in {self.url or self.path}",
+        )
+        self._head_entries.clear()
+        return self.cloned_head()
+
+    def push(self, refspec: str, force_with_lease: tuple[str, str] | None = None) -> None:
+        """``git push origin REFSPEC``, optionally ``--force-with-lease=REF:EXPECTED``.
+
+        ``EXPECTED`` is the sha the remote ref must still have ("" = must not exist yet); ``REF``
+        may be a full ref or a branch name (``imagebump/prod/api`` → ``refs/heads/imagebump/prod/api``).
+
+        Raises:
+            PushRejected: the remote moved on (non-fast-forward, fetch first, stale lease).
+            PermissionDeniedError: protected branch, declining hook, 403 or bad token.
+        """
+        args = ["push", "--quiet", "--no-verify", "--porcelain"]
+        if force_with_lease is not None:
+            ref, expected = force_with_lease
+            if not ref.startswith("refs/"):
+                ref = f"refs/heads/{ref}"
+            args.append(f"--force-with-lease={ref}:{expected}")
+        args += ["origin", refspec]
+        proc = self.git(*args, check=False, what=f"push of {refspec} to {self.url}")
+        if proc.returncode != 0:
+            # --porcelain puts the per-ref status on stdout; classify on both streams.
+            raise classify(
+                proc.stderr + "\n" + proc.stdout,
+                args=args,
+                what=f"push of {refspec}",
+                url=self.url,
+                returncode=proc.returncode,
+            )
+
+    def fetch(self, branch: str | None = None) -> str | None:
+        """Fetch the newest ``branch`` (default: the base) shallowly; its sha, or None if absent."""
+        branch = branch or self.branch
+        proc = self.git(
+            "fetch",
+            "--quiet",
+            "--filter=blob:none",
+            "--depth",
+            "1",
+            "--no-tags",
+            "origin",
+            f"+refs/heads/{branch}:refs/remotes/origin/{branch}",
+            check=False,
+            what=f"fetch of branch '{branch}' from {self.url}",
+        )
+        if proc.returncode != 0:
+            err = classify(
+                proc.stderr,
+                args=["fetch"],
+                what=f"fetch of branch '{branch}'",
+                url=self.url,
+                anonymous=self.auth is None and origin(self.url or "") is not None,
+            )
+            if (
+                isinstance(err, ConfigError)
+                and not isinstance(err, PermissionDeniedError)
+                and NO_BRANCH.search(proc.stderr)
+            ):
+                return None
+            raise err
+        return self.git("rev-parse", f"refs/remotes/origin/{branch}").stdout.strip()
+
+    def fetch_and_reset(self, branch: str | None = None) -> str:
+        """Move the work tree to the newest remote ``branch`` (sparse cone kept); return its sha.
+
+        For rebase-and-retry: discards local commits and edits, then the caller re-applies its
+        pure edit on the new base.
+        """
+        branch = branch or self.branch
+        sha = self.fetch(branch)
+        if sha is None:
+            raise ConfigError(f"branch '{branch}' no longer exists in {self.url}")
+        if not self.checked_out:  # no work tree, no index: the branch just moves
+            self.git("update-ref", "HEAD", sha, what=f"moving to the newest '{branch}'")
+            self._pending.clear()
+            self._head_entries.clear()
+            return sha
+        self.git("reset", "--quiet", "--hard", sha, what=f"reset to the newest '{branch}'")
+        self._written.clear()  # (a new file stays untracked after the reset: _new keeps it)
+        return sha
+
+    def remote_head(self, branch: str) -> str | None:
+        """The sha of ``branch`` on the remote right now (ls-remote), or None if absent."""
+        return ls_remote(self.url or "origin", branch, self.auth) if self.url else None

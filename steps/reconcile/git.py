@@ -1,0 +1,401 @@
+"""reconcile's Git reading: ONE partial (``blob:none``), depth-1, sparse clone per Git repository.
+
+Read-only. Every overlay of one repository is read from that clone's object store (trees by
+``ls-tree``, the kustomizations in one ``cat-file --batch``, with each entry's hold marker); other
+base branches are fetched into it; in ``mode: pr`` the behind targets' proposal branches are listed
+with one ``ls-remote`` and fetched together; for ``provider: github`` a branch counts as a proposal
+only while its pull request is open (one paginated listing of the open pull requests with the Git
+read token, else anonymous; pages counted with the Git calls) — a branch whose pull request was
+closed, or cannot be confirmed open, leaves the target ``behind`` and update-target proposes again
+(commit-pr is idempotent). ``provider: local``: the branch is the proposal. Each item is then
+decided (:func:`steps.reconcile.decide.judge_target`), the ones still behind checked for a rollback
+(:mod:`steps.reconcile.holds`); an unreadable repository makes its targets ``unknown`` (``failure``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import secrets
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from steps.domain.branches import branch_name
+from steps.domain.errors import ImagebumpError, TransientError
+from steps.domain.models import ImagesEntry, Target
+from steps.domain.repo_url import is_own_head
+from steps.reconcile.decide import Verdict, judge_target
+from steps.reconcile.ecr import Calls, Overlay
+from steps.reconcile.holds import hold_rolled_back
+from steps.reconcile.report import ErrorKind, error_kind
+
+_REGULAR = ("100644", "100755")
+
+
+@dataclass(eq=False)
+class Item:
+    """One target overlay on its way through the Git phase."""
+
+    overlay: Overlay
+    newest: Target | None
+    why_no_newest: str
+    same_image_tags: frozenset[str]
+    path: str | None = ""
+    file: str = ""
+    current: ImagesEntry | None = None
+    error: str = ""
+    branch: str = ""
+    proposed: ImagesEntry | None = None
+    verdict: Verdict | None = None
+    no_pr: str = ""  # github: why the proposal branch does not count (its pull request is not open)
+    failure: ErrorKind = ""  # unknown because the repository could not be read: why (exit codes)
+    hold: str | None = None  # the entry's `# imagebump:hold` reason (None: no marker)
+    rev: str = ""  # the commit the overlay was read at
+
+    @property
+    def sample(self) -> Target:
+        return self.newest or self.overlay.candidates[0]
+
+    def judge(self) -> Verdict:
+        sample = self.sample
+        return judge_target(
+            newest=self.newest,
+            why_no_newest=self.why_no_newest,
+            same_image_tags=self.same_image_tags,
+            current=self.current,
+            current_error=self.error,
+            current_pushed_at=self.overlay.pushed_at(self.current, sample.image),
+            branch=self.branch,
+            proposed=self.proposed,
+            proposed_pushed_at=self.overlay.pushed_at(self.proposed, sample.image),
+            image=sample.image, hold=self.hold,
+        )  # fmt: skip
+
+
+def overlay_dir(path: str) -> str | None:
+    """The overlay directory relative to the repository root ('' = root), or None if it escapes."""
+    p = PurePosixPath(path.strip())
+    if p.is_absolute() or ".." in p.parts or "\\" in path:
+        return None
+    text = p.as_posix()
+    return "" if text == "." else text
+
+
+def _ls_tree(repo: Any, rev: str, paths: Sequence[str]) -> dict[str, tuple[str, str, str]]:
+    """``path → (mode, type, oid)`` at ``rev`` (a dir with a trailing ``/``: its entries); trees only."""
+    if not paths:
+        return {}
+    out = repo.git(
+        "--literal-pathspecs",
+        "ls-tree",
+        "-z",
+        rev,
+        "--",
+        *paths,
+        what=f"listing {len(paths)} path(s) at {rev[:12]} of {repo.url}",
+    ).stdout
+    entries = {}
+    for record in out.split("\0"):
+        if not record:
+            continue
+        meta, _, name = record.partition("\t")
+        mode, kind, oid = meta.split(" ", 2)
+        entries[name] = (mode, kind, oid)
+    return entries
+
+
+def _blobs(repo: Any, oids: Iterable[str], *, fetch: bool, calls: Calls) -> dict[str, str]:
+    """``oid → text`` of the blobs (each at most the kustomize size limit; others left out); ``fetch``:
+    missing ones come in ONE request (protocol v2 lets a client want any object), not one each."""
+    from steps.kustomize import MAX_KUSTOMIZATION_BYTES
+
+    wanted = sorted(set(oids))
+    if not wanted:
+        return {}
+    if fetch:
+        calls.add("git")
+        repo.git(
+            "-c",
+            "fetch.negotiationAlgorithm=noop",
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "--no-write-fetch-head",
+            "--recurse-submodules=no",
+            "origin",
+            *wanted,
+            what=f"fetch of {len(wanted)} file(s) from {repo.url}",
+        )
+    sizes = {}
+    for line in repo.git(
+        "cat-file", "--batch-check=%(objectname) %(objecttype) %(objectsize)", input="\n".join(wanted) + "\n"
+    ).stdout.splitlines():
+        oid, kind, size = (line.split(" ") + ["", ""])[:3]
+        if kind == "blob" and size.isdigit() and int(size) <= MAX_KUSTOMIZATION_BYTES:
+            sizes[oid] = int(size)
+    small = [oid for oid in wanted if oid in sizes]
+    if not small:
+        return {}
+    # One process for every blob. The output is text (run_git decodes it), so a random marker,
+    # which no file can guess, separates the objects instead of byte counts.
+    marker = "imagebump-" + secrets.token_hex(16)
+    out = repo.git("cat-file", f"--batch={marker} %(objectname)", input="\n".join(small) + "\n").stdout
+    texts = {}
+    for chunk in out.split(marker + " ")[1:]:
+        oid, _, body = chunk.partition("\n")
+        texts[oid.strip()] = body.removesuffix("\n")
+    return texts
+
+
+def _read_at(repo: Any, rev: str, items: Sequence[Item], *, fetch: bool, calls: Calls) -> None:
+    """Fill ``file``/``current``/``error`` of each item from its overlay at ``rev`` (object store)."""
+    from steps import kustomize
+
+    dirs = sorted({item.path for item in items})
+    entries = _ls_tree(repo, rev, [f"{d}/" for d in dirs if d])
+    if "" in dirs:
+        entries.update(_ls_tree(repo, rev, [name for name in kustomize.KUSTOMIZATION_FILES]))
+    chosen: dict[str, tuple[str, str] | str] = {}
+    for d in dirs:
+        where = d or "(repository root)"
+        names = [f"{d}/{n}" if d else n for n in kustomize.KUSTOMIZATION_FILES]
+        present = [n for n in names if n in entries]
+        if not present:
+            inside = any(name.startswith(f"{d}/") for name in entries) if d else bool(entries)
+            chosen[d] = (
+                f"no kustomization in {where}: expected one of {', '.join(kustomize.KUSTOMIZATION_FILES)}"
+                if inside
+                else f"overlay directory {where} does not exist; fix the path in the rule"
+            )
+        elif len(present) > 1:
+            chosen[d] = (
+                f"ambiguous: {where} holds {', '.join(p.rsplit('/', 1)[-1] for p in present)}; keep one"
+            )
+        else:
+            mode, kind, oid = entries[present[0]]
+            if kind != "blob" or mode not in _REGULAR:
+                chosen[d] = f"{present[0]} is not a regular file (a symbolic link?); refusing to follow it"
+            else:
+                chosen[d] = (present[0], oid)
+    texts = _blobs(repo, [c[1] for c in chosen.values() if isinstance(c, tuple)], fetch=fetch, calls=calls)
+    for item in items:
+        found, item.rev = chosen[item.path], rev
+        if isinstance(found, str):
+            item.error = found
+            continue
+        item.file, oid = found
+        text = texts.get(oid)
+        if text is None:
+            item.error = (
+                f"{item.file} is larger than {kustomize.MAX_KUSTOMIZATION_BYTES} bytes; not reading it"
+            )
+            continue
+        _set_entry(item, text)
+
+
+def _set_entry(item: Item, text: str) -> None:
+    from steps import kustomize
+
+    wanted = item.sample.image_name or item.sample.image
+    if "\ufffd" in text:
+        item.error = f"{item.file} is not UTF-8"
+        return
+    try:
+        item.current = kustomize.get_image(text, wanted, source=item.file)
+    except ImagebumpError as exc:
+        item.error = str(exc)
+        return
+    if item.current is None:
+        names = [e.name for e in kustomize.read_images(text, source=item.file)]
+        listed = f"found: {', '.join(names)}" if names else "it has no images entries"
+        item.error = f"image {wanted!r} not in {item.file} ({listed}); add it under images:"
+    else:
+        item.hold = kustomize.hold_marker(text, item.current.name, by_new_name=False, source=item.file)
+
+
+def _read_proposals(repo: Any, items: Sequence[Item], *, calls: Calls) -> None:
+    """mode pr: what each item's proposal branch proposes (``proposed``), all branches in one go."""
+    from steps import kustomize
+
+    wanted = {item.branch for item in items}
+    patterns = sorted({f"refs/heads/{b.split('/', 1)[0]}/*" for b in wanted})
+    calls.add("git")
+    listed = repo.git(
+        "ls-remote", "origin", *patterns, what=f"listing proposal branches of {repo.url}"
+    ).stdout
+    heads = {}
+    for line in listed.splitlines():
+        sha, _, ref = line.partition("\t")
+        if ref.startswith("refs/heads/") and ref[len("refs/heads/") :] in wanted:
+            heads[ref[len("refs/heads/") :]] = sha
+    if not heads:
+        return
+    calls.add("git")
+    repo.git(
+        "fetch",
+        "--quiet",
+        "--filter=blob:none",
+        "--depth",
+        "1",
+        "--no-tags",
+        "origin",
+        *[f"+refs/heads/{b}:refs/remotes/origin/{b}" for b in sorted(heads)],
+        what=f"fetch of {len(heads)} proposal branch(es) from {repo.url}",
+    )
+    located: dict[int, str] = {}
+    for b, sha in sorted(heads.items()):
+        users = [item for item in items if item.branch == b]
+        entries = _ls_tree(repo, sha, sorted({item.file for item in users}))
+        for item in users:
+            mode, kind, oid = entries.get(item.file, ("", "", ""))
+            if kind == "blob" and mode in _REGULAR:
+                located[id(item)] = oid
+    texts = _blobs(repo, located.values(), fetch=True, calls=calls)
+    for item in items:
+        text = texts.get(located.get(id(item), ""))
+        if text is None or "\ufffd" in text:
+            continue
+        try:
+            item.proposed = (
+                kustomize.get_image(text, item.current.name, source=item.file) if item.current else None
+            )
+        except ImagebumpError:
+            item.proposed = None  # not a readable kustomization there: no proposal to protect
+
+
+#: At most this many pages of open pull requests (100 each) are read per repository.
+MAX_PR_PAGES = 20
+
+
+def _open_pr_heads(repo_url: str, auth: Any, calls: Calls) -> set[tuple[str, str]] | str:
+    """``provider: github``: ``(head branch, base branch)`` of every open pull request of the
+    repository whose head is in the repository itself (not a fork), from ONE paginated listing, or
+    why it could not be read.
+
+    The sweep pod has no API credential of its own: the optional Git read token (a GitHub token
+    that may read the repository may also list its pull requests), else anonymously (public
+    repositories). commit-pr treats a branch whose pull request was closed as no proposal; so does
+    the sweep, and a branch it cannot confirm an open pull request for is no proposal either.
+    """
+    from githubkit.exception import GitHubException
+
+    from steps.forge import github as gh
+
+    token = auth.token if auth is not None else None
+    try:
+        _host, owner, name = gh.parse_repo_url(repo_url)
+        api_url = (os.environ.get(gh.API_URL_ENV) or gh.DEFAULT_API_URL).rstrip("/")
+        settings = gh.GitHubSettings(api_url=api_url, token=token)
+        retry = gh.RetryPolicy(max_retries=2, max_wait=10.0)
+        client = gh.GitHub(token, **gh._client_options(settings, retry))
+        heads: set[tuple[str, str]] = set()
+        for page in range(1, MAX_PR_PAGES + 1):
+            calls.add("git")
+            try:
+                pulls = client.rest.pulls.list(owner, name, state="open", per_page=100, page=page).parsed_data
+            except GitHubException as exc:
+                raise gh.translate(
+                    exc, f"listing the open pull requests of {owner}/{name}", (token,)
+                ) from None
+            heads.update(
+                (p.head.ref, p.base.ref)
+                for p in pulls
+                if p.state == "open" and is_own_head(p.head.label, p.head.ref, owner)
+            )
+            if len(pulls) < 100:
+                return heads
+        return f"more than {MAX_PR_PAGES * 100} open pull requests in {owner}/{name}; not all were read"
+    except ImagebumpError as exc:
+        return str(exc)
+
+
+def _forget_closed_proposals(repo_url: str, items: Sequence[Item], *, auth: Any, calls: Calls) -> None:
+    """``provider: github``: a proposal branch counts only while its pull request is open."""
+    github = [item for item in items if item.proposed is not None and item.sample.provider == "github"]
+    if not github:
+        return
+    heads = _open_pr_heads(repo_url, auth, calls)
+    for item in github:
+        base = item.verdict.update.base_branch if item.verdict and item.verdict.update else None
+        if isinstance(heads, str):
+            item.no_pr = f"the PR branch {item.branch} has no confirmed open pull request ({heads})"
+        elif not any(head == item.branch and (base is None or b == base) for head, b in heads):
+            item.no_pr = f"the PR branch {item.branch} has no open pull request (closed?)"
+        else:
+            continue
+        item.proposed = None
+
+
+def sweep_repository(repo_url: str, items: list[Item], *, auth: Any, calls: Calls, scratch: Path) -> None:
+    """Read every overlay of one Git repository from ONE partial sparse clone; decide each."""
+    from steps import git
+
+    bad = [item for item in items if item.path is None]
+    for item in bad:
+        item.verdict = Verdict("unknown", f"overlay path {item.sample.path!r} leaves the repository")
+    items = [item for item in items if item.path is not None]
+    if not items:
+        return
+    bases = Counter(item.sample.base_branch for item in items)
+    branch = None if None in bases else bases.most_common(1)[0][0]
+    try:
+        calls.add("git")
+        calls.add("clones")
+        repo = git.clone(
+            repo_url,
+            scratch / "repo",
+            branch=branch,
+            paths=sorted({i.path for i in items if i.path}),
+            sparse=True,
+            auth=auth,
+        )
+        head = repo.head()
+        on_clone: list[Item] = []
+        others: dict[str, list[Item]] = {}  # base branch → its items (fetched into the same clone)
+        for item in items:
+            if item.sample.base_branch in (None, repo.branch):
+                on_clone.append(item)
+            else:
+                others.setdefault(item.sample.base_branch or "", []).append(item)
+        _read_at(repo, head, on_clone, fetch=False, calls=calls)
+        for base, group in sorted(others.items()):
+            calls.add("git")
+            sha = repo.fetch(base)
+            if sha is None:
+                for item in group:
+                    item.error = f"branch '{base}' does not exist in {repo_url}; fix baseBranch in the rule"
+                continue
+            _read_at(repo, sha, group, fetch=True, calls=calls)
+        pending = []
+        for item in items:
+            item.verdict = item.judge()
+            if (
+                item.verdict.state == "behind"
+                and item.verdict.update is not None
+                and item.verdict.update.mode == "pr"
+            ):
+                item.branch = branch_name(item.verdict.update)
+                pending.append(item)
+        if pending:
+            _read_proposals(repo, pending, calls=calls)
+            _forget_closed_proposals(repo_url, pending, auth=auth, calls=calls)
+            for item in pending:
+                item.verdict = item.judge()
+                if item.no_pr and item.verdict.state == "behind":
+                    reason = f"{item.verdict.reason}; {item.no_pr}: update-target proposes it again"
+                    item.verdict = dataclasses.replace(item.verdict, reason=reason)
+        hold_rolled_back(repo, items, count=lambda: calls.add("git"))
+    except ImagebumpError as exc:
+        retry = " (it may pass: the next sweep tries again)" if isinstance(exc, TransientError) else ""
+        for item in items:
+            if item.verdict is None or item.verdict.state == "behind":
+                item.failure = error_kind(exc)
+                item.verdict = Verdict(
+                    "unknown",
+                    f"cannot read {repo_url}: {exc}{retry}",
+                    item.verdict.current if item.verdict else "",
+                    item.verdict.newest if item.verdict else "",
+                )

@@ -1,0 +1,344 @@
+"""reconcile: every overlay the rules map an ECR repository to, against the newest image it allows.
+
+Events make imagebump fast; this sweep makes it complete. A push whose event was lost (a queue
+purged, a Sensor outage, a Workflow that failed all its retries) leaves its overlays behind; the
+CronWorkflow ``image-reconcile`` runs this step every few minutes and hands the overlays that are
+behind to the same ``update-target`` steps an event runs, so every push is reflected within one
+sweep interval.
+
+Reads:
+
+* the rules file at ``$IMAGEBUMP_RULES_FILE`` (default ``/etc/imagebump/rules/rules.yaml``);
+* ECR, read-only, through botocore's *adaptive* retry mode and at most ``concurrency`` calls at
+  once: ``DescribeRepositories`` once per registry (paginated; ECR cannot filter by prefix, so the
+  pages are filtered by each rule's fixed prefix — the repository part before its first ``$n`` —
+  before ``$n`` is matched), skipped for rules that name one repository; ``DescribeImages`` once
+  per matching repository (paginated): every tag with its digest and push time;
+* Git, read-only (``IMAGEBUMP_GIT_READ_TOKEN[_FILE]``, else anonymous): ONE partial
+  (``blob:none``), depth-1, sparse clone per Git repository per sweep whose cone holds every
+  overlay of that repository; in ``mode: pr`` the targets' proposal branches
+  (:func:`steps.domain.branches.branch_name`), listed with one ``ls-remote`` and fetched together into
+  that clone, their files in one batch; for ``provider: github`` the repository's open pull
+  requests, one paginated listing through the GitHub API with the same read token (else
+  anonymous): a branch whose pull request is closed, or cannot be confirmed open, proposes nothing.
+
+Targets are computed exactly as resolve-image computes them: every tag ECR holds is matched with
+:meth:`steps.rules.RuleSet.match`; the targets of one overlay (repository, path, image) are that
+overlay's candidates, and the newest is chosen by the rule's ``order`` (push time, or semver
+precedence). Only tagged images are candidates: ECR leaves an image untagged when its tag moves to
+a newer push, and multi-platform pushes leave their per-platform manifests untagged, so an untagged
+image is never "the newest release" (a digest-only push is still handled by its event).
+
+Each target gets a state (:func:`~steps.reconcile.decide.judge_target`, pure; the never-downgrade verdicts
+are :func:`steps.domain.never_downgrade.sweep_verdict`'s):
+
+* ``behind``: the overlay holds an older image (by the rule's order) than the newest allowed, and
+  no living proposal already offers it — handed to update-target;
+* ``current``: the overlay holds the newest allowed image;
+* ``ahead``: the overlay (or its living proposal branch) holds something newer than the newest
+  allowed — never touched;
+* ``proposed`` (``mode: pr``): the target's proposal branch already proposes the newest;
+* ``held``: what a person decided stands — a ``# imagebump:hold`` marker on the entry, or a
+  rollback (the last commit that changed the entry's image, not imagebump's, moved it to an older
+  one; read only for targets otherwise behind: :mod:`steps.reconcile.holds`) until the newest
+  allowed image was pushed after it — never touched, the reason names the marker or the commit;
+* ``pinned``: the entry's ``newName`` names another repository — never touched;
+* ``unknown``: with the reason (``order: none`` has no newest; the overlay or its image entry is
+  missing; the Git repository, or the ECR repository's images, could not be read). A read that
+  failed also sets the report row's ``error``: ``transient`` (failing for now), ``refused`` (a token
+  or policy refused it: needs a fix) or ``failed``; ``imagebump reconcile`` exits on it (75, 2, 3).
+
+Writes nothing but its outputs: ``targets`` (the behind ones, in resolve-image's shape, at most
+``limit`` of them so a Workflow's status stays small; the rest are left for the next sweep and the
+reason says so), ``report`` (one line per target; with ``full: false`` only the targets that are
+not current, at most :data:`REPORT_LIMIT` of them, worst first, the rest counted in ``reason``), ``counts`` (targets per state and env: the gauge), ``behind``, ``ecr-calls``,
+``git-calls``, ``git-clones`` (what the sweep cost), ``reason`` (a summary) and
+``current-targets`` (for the live states in Argo CD). It pushes nothing:
+the update-target steps do, under the same per-overlay mutex as events.
+
+Layout (gather → decide → act): :mod:`steps.reconcile.ecr` gathers from ECR,
+:mod:`steps.reconcile.git` reads Git (one partial sparse clone per repository),
+:mod:`steps.reconcile.decide` is the pure core (:func:`pick_newest`, :func:`judge_target`, table-tested
+without ECR or git), :mod:`steps.reconcile.report` renders the report and the counts; this module is
+the step (its typed input :class:`ReconcileInput`, :class:`ReconcileOutput`, :func:`scan_targets` and
+:func:`run`). It acts by its outputs only.
+
+Errors: a bad rules file or a refused ECR listing (no ``ecr:DescribeRepositories``) is a
+:class:`~steps.domain.errors.ConfigError`; ECR failing for now is a :class:`~steps.domain.errors.TransientError`.
+A Git repository that cannot be read, or an ECR repository whose images cannot be listed,
+makes its targets ``unknown`` (with the reason and ``error``) and the sweep goes on with the others.
+"""
+
+# No `from __future__ import annotations`: Hera's runner reads real annotation objects.
+import logging
+import tempfile
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from steps.domain.errors import ConfigError
+from steps.domain.models import Target, short_ref
+from steps.reconcile.decide import STATES, State, Verdict, pick_newest
+from steps.reconcile.ecr import Calls, make_clients, pool, scan_ecr
+from steps.reconcile.git import Item, overlay_dir, sweep_repository
+from steps.reconcile.report import (
+    ERROR_KINDS,
+    StateCount,
+    TargetState,
+    cap_report,
+    count_states,
+    render_table,
+)
+from steps.runtime.harness import step_entry
+from steps.runtime.settings import github_app_configured, rules_file
+
+log = logging.getLogger(__name__)
+#: The name in this step's log records (its module is ``step``).
+STEP_NAME = "reconcile"
+
+#: Modules this step imports only when it runs (a local executor's warm interpreter imports them ahead).
+LAZY_IMPORTS = (
+    "steps.aws.ecr",
+    "steps.git",
+    "steps.kustomize",
+    "steps.domain.version_order",
+    "steps.rules",
+    "yaml",
+    "botocore.session",
+    "botocore.config",
+    "botocore.exceptions",
+)
+
+DEFAULT_CONCURRENCY = 8
+MAX_CONCURRENCY = 64
+#: Behind targets handed over per sweep: the list is a Workflow output parameter (etcd-sized).
+DEFAULT_LIMIT = 500
+#: Rows of the ``report`` output without ``full`` (worst first; the counts keep every target).
+REPORT_LIMIT = 300
+
+# The pure core, the report and the gatherers live in their own modules (see the docstring);
+# these names stay importable from the step's module, where Hera and the CLI find them.
+__all__ = [
+    "STATES",
+    "ReconcileInput",
+    "ReconcileOutput",
+    "State",
+    "StateCount",
+    "TargetState",
+    "Verdict",
+    "count_states",
+    "pick_newest",
+    "render_table",
+    "run",
+    "scan_targets",
+]
+
+
+class ReconcileInput(BaseModel):
+    """The step's input (the CronWorkflow's parameters ``concurrency``, ``limit``, ``full``), declared
+    once and checked before any I/O by :meth:`of`; :func:`run` keeps them as its parameters because
+    Hera renders the template's inputs from that signature."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    concurrency: int = Field(
+        default=DEFAULT_CONCURRENCY,
+        ge=1,
+        le=MAX_CONCURRENCY,
+        description="ECR calls and Git repositories worked on at once",
+    )
+    limit: int = Field(
+        default=DEFAULT_LIMIT, ge=0, description="at most this many behind targets per sweep (the rest wait)"
+    )
+    full: bool = Field(default=False, description="list the current targets in the report too")
+
+    @classmethod
+    def of(
+        cls, concurrency: int = DEFAULT_CONCURRENCY, limit: int = DEFAULT_LIMIT, full: bool = False
+    ) -> "ReconcileInput":
+        """Validate. Raises ConfigError naming the parameter, its value and the allowed range."""
+        values = {"concurrency": concurrency, "limit": limit, "full": full}
+        try:
+            return cls(**values)
+        except ValidationError as exc:
+            name = str(exc.errors()[0]["loc"][0])
+            ranges = {"concurrency": f"must be between 1 and {MAX_CONCURRENCY}", "limit": "must be 0 or more"}
+            raise ConfigError(
+                f"{name} {values[name]!s:.80}: {ranges.get(name, 'must be true or false')}"
+            ) from None
+
+
+class ReconcileOutput(BaseModel):
+    """The sweep's outputs (Argo output parameters): see the module docstring."""
+
+    targets: list[Target] = Field(default_factory=list)
+    report: list[TargetState] = Field(default_factory=list)
+    counts: list[StateCount] = Field(default_factory=list)
+    behind: int = 0
+    ecr_calls: int = 0
+    git_calls: int = 0
+    git_clones: int = 0
+    reason: str = ""
+    current_targets: list[Target] = Field(
+        default_factory=list,
+        description="the current targets (at most REPORT_LIMIT), whose live state in Argo CD the "
+        "live-states step reports (steps.verify_live.states)",
+    )
+
+
+# ============================================================================ the sweep
+
+
+def scan_targets(
+    rules: Any,
+    *,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    limit: int = DEFAULT_LIMIT,
+    client_for: Callable[[str], Any] | None = None,
+    auth: Any = None,
+    full: bool = True,
+    report_limit: int | None = None,
+) -> ReconcileOutput:
+    """Compare every target overlay of ``rules`` with the newest image ECR holds that its rule allows.
+
+    Args:
+        rules: a :class:`steps.rules.RuleSet`.
+        concurrency: ECR calls and Git repositories worked on at once.
+        limit: at most this many behind targets in ``targets`` (the rest wait for the next sweep).
+        client_for: ``region → ECR client`` (default: :func:`steps.aws.ecr.make_listing_client`).
+        auth: Git read token (:class:`steps.git.GitAuth`) or None for anonymous.
+        full: list current targets in ``report`` too.
+        report_limit: at most this many rows in ``report``, worst first (None: all).
+
+    Raises:
+        ConfigError: ECR refused to list (permissions) or a bad argument.
+        TransientError: ECR failed for now.
+    """
+    ReconcileInput.of(concurrency=concurrency, limit=limit, full=full)
+    calls = Calls()
+
+    # gather: ECR (every overlay and its candidates), then decide what is the newest of each
+    overlays, notes, unreadable = scan_ecr(
+        rules, concurrency=concurrency, calls=calls, client_for=client_for or make_clients(concurrency)
+    )
+
+    items: list[Item] = []
+    for key in sorted(overlays):
+        overlay = overlays[key]
+        best, why = overlay.newest()
+        same = overlay.same_image_tags(best)
+        items.append(Item(overlay, best, why, same, path=overlay_dir(overlay.candidates[0].path)))
+    by_repo: dict[str, list[Item]] = {}  # one clone per repository, however the rules spell it
+    for item in items:
+        by_repo.setdefault(item.sample.repo_id, []).append(item)
+
+    def one(repo: str) -> None:
+        repo_url = by_repo[repo][0].sample.repo_url  # the first spelling clones for all
+        with tempfile.TemporaryDirectory(prefix="reconcile-") as scratch:
+            sweep_repository(repo_url, by_repo[repo], auth=auth, calls=calls, scratch=Path(scratch))
+
+    # gather from Git and decide, one repository at a time (one clone each)
+    pool(concurrency, sorted(by_repo), one)
+
+    # the outputs
+
+    report: list[TargetState] = []
+    behind: list[Target] = []
+    deferred = 0
+    for item in items:
+        v = item.verdict or Verdict("unknown", "not decided")
+        reason = v.reason
+        if v.state == "behind" and v.update is not None:
+            if len(behind) < limit:
+                behind.append(v.update)
+            else:
+                deferred += 1
+                reason += f"; deferred to the next sweep (at most {limit} updates per sweep)"
+        s = item.sample
+        report.append(
+            TargetState(
+                repo_url=s.repo_url,
+                path=s.path,
+                env=s.env,
+                current=v.current,
+                newest=v.newest,
+                state=v.state,
+                reason=reason,
+                error=item.failure if v.state == "unknown" else "",
+            )
+        )
+    report += [
+        TargetState(
+            repo_url=u.repo_url, path=u.path, env=u.env, state="unknown", reason=u.reason, error=u.error
+        )
+        for u in unreadable
+    ]
+    counts = count_states(report)
+    totals = Counter(t.state for t in report)
+    summary = f"{len(report)} target(s): " + ", ".join(f"{totals.get(s, 0)} {s}" for s in STATES)
+    errors = Counter(t.error for t in report if t.error)
+    if errors:
+        summary += " (" + ", ".join(f"{errors[k]} {k}" for k in ERROR_KINDS if errors[k]) + " read error(s))"
+    summary += f"; {calls.ecr} ECR call(s), {calls.clones} clone(s), {calls.git} Git call(s)"
+    if deferred:
+        summary += f"; {deferred} behind target(s) deferred to the next sweep (limit {limit})"
+    rows, left_out = cap_report(report if full else [t for t in report if t.state != "current"], report_limit)
+    if left_out:
+        summary += f"; the report lists {len(rows)} target(s), worst first, and {left_out} more are left out"
+    if notes:
+        summary += "; " + "; ".join(notes)
+    return ReconcileOutput(
+        targets=behind,
+        report=rows,
+        counts=counts,
+        behind=totals.get("behind", 0),
+        ecr_calls=calls.ecr,
+        git_calls=calls.git,
+        git_clones=calls.clones,
+        reason=summary,
+        current_targets=[i.sample for i in items if i.verdict is not None and i.verdict.state == "current"][
+            :REPORT_LIMIT
+        ],
+    )
+
+
+@step_entry
+def run(
+    concurrency: int = DEFAULT_CONCURRENCY, limit: int = DEFAULT_LIMIT, full: bool = False
+) -> ReconcileOutput:
+    """Sweep every rule's overlays; output the behind ones for update-target, and the report."""
+    from steps import git
+    from steps.rules import load_rules_file
+
+    given = ReconcileInput.of(concurrency=concurrency, limit=limit, full=full)  # before any I/O
+    rules = load_rules_file(rules_file())
+    auth = git.GitAuth.from_env(write=False)
+    if auth is None and github_app_configured():  # only the App's settings: read as the App
+        from steps.forge.github import read_auth
+
+        auth = read_auth()
+    out = scan_targets(
+        rules,
+        concurrency=given.concurrency,
+        limit=given.limit,
+        auth=auth,
+        full=given.full,
+        report_limit=None if given.full else REPORT_LIMIT,
+    )
+    for t in out.report:  # the pod's log: what needs a look (the current ones are only counted)
+        if t.state != "current":
+            log.info(
+                "%s %s/%s (%s): current %s, newest %s: %s",
+                t.state,
+                t.repo_url,
+                t.path,
+                t.env or "-",
+                short_ref(t.current) or "-",
+                short_ref(t.newest) or "-",
+                t.reason,
+            )
+    log.info("reconcile: %s", out.reason)
+    return out

@@ -378,7 +378,7 @@ def run(target: Target) -> EditKustomizeOutput:
         with timed("kustomize"):
             plan = plan_edit(target, text, file, head, repo.branch, known, old=entry)
         if plan.changed:  # only a target that would change reads the history: was it rolled back?
-            plan = unless_rolled_back(target, plan, repo, ecr.ask, known)
+            plan = unless_rolled_back(target, plan, repo, ecr.ask, known, current=(text, entry))
         if target.mode == "pr" and plan.changed:
             branch = branch_name(target)
             proposed = branch_entry(repo, branch, plan.file, plan.image_name)

@@ -127,6 +127,7 @@ def last_image_change(
     count: Callable[[], None] | None = None,
     depths: dict[str, int] | None = None,
     fetch: bool = True,
+    current: tuple[str, Any] | None = None,
 ) -> ImageChange | None:
     """The newest commit at ``rev`` (at most ``limit`` commits that touched ``file`` back) that
     changed the image of the entry named ``name``, or None.
@@ -136,8 +137,19 @@ def last_image_change(
     ``count`` is called once per network request; ``fetch`` False reads a local repository as it
     is (no request: a shallow history is read as far as it goes); ``depths`` (branch → commits
     fetched), shared by the callers of one clone, keeps a second entry from fetching it again.
+    ``current`` (the file's text at ``rev`` and its entry, when the caller has read them) spares
+    parsing that text again; every other version is parsed once, however many commits share it.
     """
     texts: dict[str, str] = {}
+    entries: dict[str, Any] = {}
+
+    def entry_of(oid: str) -> Any:
+        if oid not in entries:
+            text = texts.get(oid)
+            known = current is not None and text is not None and text == current[0]
+            entries[oid] = current[1] if known else _entry(text, name, file)  # type: ignore[index]
+        return entries[oid]
+
     tick = (count or (lambda: None)) if fetch else None
     branch = branch or repo.branch
     reached = depths if depths is not None else {}
@@ -163,7 +175,7 @@ def last_image_change(
         for commit, author, at, message, old, new in commits:
             if commit in boundary:
                 break  # its parent was not fetched: deepen and look again
-            before, after = _entry(texts.get(old), name, file), _entry(texts.get(new), name, file)
+            before, after = entry_of(old), entry_of(new)
             if before is None or after is None:
                 return None  # the entry (or the file) begins here: nothing was rolled back
             if changed_image(before, after):
@@ -197,7 +209,14 @@ def held_by_rollback(
     return rollback_hold(rollback(change, order, pushed_at), new_pushed_at, new_ref)  # type: ignore[arg-type]
 
 
-def unless_rolled_back(target: Any, plan: Any, repo: Any, ask: Callable[[list], dict], known: dict) -> Any:
+def unless_rolled_back(
+    target: Any,
+    plan: Any,
+    repo: Any,
+    ask: Callable[[list], dict],
+    known: dict,
+    current: tuple[str, Any] | None = None,
+) -> Any:
     """edit-kustomize: ``plan`` (a :class:`steps.domain.models.Plan` that changes something), or the same
     plan ``held`` (``changed: false``) when a person's rollback of its entry stands.
 
@@ -234,6 +253,7 @@ def unless_rolled_back(target: Any, plan: Any, repo: Any, ask: Callable[[list], 
             new_ref=image_ref(plan.new.newTag, plan.new.digest),
             new_pushed_at=new_at,
             pushed_at=pushed_at,
+            current=current,
         )
     if why is None:
         return plan

@@ -306,7 +306,9 @@ def scan_ecr(
         account, region, name = repo
         client = client_for(region)  # a bad endpoint stays fatal: it is no one repository's fault
         wants_times = any(
-            r.order == "push-time" and (r.account, r.region) == (account, region) and r.match_repository(name)
+            r.order == "push-time"
+            and (r.account, r.region) == (account, region)
+            and r.match_repository(name) is not None
             for r in rules.rules
         )
         pushed = PushTimes() if wants_times else None

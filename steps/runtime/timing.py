@@ -23,20 +23,29 @@ from contextlib import contextmanager
 
 _LOCK = threading.Lock()
 _PHASES: dict[str, float] = {}
+_OPEN = threading.local()  # per thread: the seconds spent in phases nested in each open phase
 
 
 @contextmanager
 def timed(phase: str) -> Iterator[None]:
-    """Add the time spent inside to this process's ``phase``."""
+    """Add the time spent inside to this process's ``phase``, less the time of the phases timed
+    within it (``history`` around its ``git fetch`` counts only its own work), so a thread's
+    phases never add up to more than its time."""
+    nested: list[float] = getattr(_OPEN, "stack", None) or []
+    _OPEN.stack = nested
+    nested.append(0.0)
     start = time.perf_counter()
     try:
         yield
     finally:
         elapsed = time.perf_counter() - start
+        inner = nested.pop()
+        if nested:
+            nested[-1] += elapsed
         if threading.current_thread() is not threading.main_thread():
             phase += " (background)"
         with _LOCK:
-            _PHASES[phase] = _PHASES.get(phase, 0.0) + elapsed
+            _PHASES[phase] = _PHASES.get(phase, 0.0) + max(elapsed - inner, 0.0)
 
 
 def take() -> dict[str, float]:

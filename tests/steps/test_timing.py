@@ -4,6 +4,7 @@ at the end of a step process — the numbers the benchmark uses to account for e
 from __future__ import annotations
 
 import threading
+import time
 
 from steps.runtime import timing
 from tests.steps.commit_pr_support import kustomization, target
@@ -27,6 +28,18 @@ def test_phases_are_summed_named_by_thread_and_taken_once() -> None:
     assert set(phases) == {"git clone", "ecr client (background)"}
     assert all(seconds >= 0 for seconds in phases.values())
     assert timing.take() == {}
+
+
+def test_a_phase_counts_only_its_own_time_not_the_phases_timed_within_it() -> None:
+    """``history`` wraps its ``git fetch``: the fetch is counted once, under ``git fetch``."""
+    timing.take()
+    with timing.timed("history"):
+        time.sleep(0.02)
+        with timing.timed("git fetch"):
+            time.sleep(0.1)
+    phases = timing.take()
+    assert phases["git fetch"] >= 0.1
+    assert 0.02 <= phases["history"] < 0.1  # its own 0.02 s, not the fetch's 0.1 s again
 
 
 def test_git_phase_is_the_subcommand() -> None:

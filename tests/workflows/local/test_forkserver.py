@@ -357,6 +357,7 @@ def test_the_image_update_steps_and_their_lazy_imports_are_imported_ahead(tmp_pa
         "steps.resolve_image",
         "steps.edit_kustomize",
         "steps.commit_pr.step",
+        "steps.verify_live.step",
     ]
     zygote = ForkServerClient(sys.executable, str(ROOT), executor.preload_modules())
     names = [

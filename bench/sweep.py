@@ -21,7 +21,7 @@ VmHWM, written at exit), wall time and CPU time (``wait4``: the step and its git
 printed. What should hold: peak RSS ≤ 256 MiB at both shapes (the pod's limit is 1 GiB), time
 linear in images.
 
-``python -m bench.reconcile_scale`` runs the memory axis only (about two minutes); ``--repositories`` adds the
+``python -m bench.sweep`` runs the memory axis only (about two minutes); ``--repositories`` adds the
 repositories axis.
 """
 
@@ -300,8 +300,8 @@ def run_memory(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m bench.reconcile_scale``: the memory axis (peak RSS of the reconcile step); prints a line per shape."""
-    parser = argparse.ArgumentParser(prog="python -m bench.reconcile_scale", description=main.__doc__)
+    """``python -m bench.sweep``: the memory axis (peak RSS of the reconcile step); prints a line per shape."""
+    parser = argparse.ArgumentParser(prog="python -m bench.sweep", description=main.__doc__)
     parser.add_argument("--repositories", action="store_true", help="also the repositories axis (moto)")
     args = parser.parse_args(argv)
     rows = run_memory()

@@ -90,6 +90,13 @@ def _seconds(later: datetime | None, pushed: datetime | None) -> str:
     return f"{max((later - pushed).total_seconds(), 0.0):.3f}"
 
 
+def not_before(seconds: str, earlier: str) -> str:
+    """``seconds``, or ``earlier`` when it is later (both as the outputs carry them; "" unknown)."""
+    if not seconds or not earlier:
+        return seconds
+    return earlier if float(earlier) > float(seconds) else seconds
+
+
 def overall(judgements: list[Judgement], timed_out: bool) -> str:
     """The outcome of a set of Applications: mismatch > superseded > timeout > manual-sync > live."""
     states = {j.state for j in judgements}
@@ -219,6 +226,11 @@ def verify(
         out.seconds_push_to_synced = _seconds(max(synced) if synced else None, pushed)
         healthy_at = datetime.now(UTC) - timedelta(seconds=time.monotonic() - (live_at or started))
         out.seconds_push_to_healthy = _seconds(healthy_at, pushed)
+        # Kubernetes timestamps (finishedAt) have whole seconds: a sync of a revision holding the
+        # commit cannot end before the commit, nor health before the sync, so the figures never
+        # go backwards along push → committed → synced → healthy.
+        out.seconds_push_to_synced = not_before(out.seconds_push_to_synced, out.seconds_push_to_committed)
+        out.seconds_push_to_healthy = not_before(out.seconds_push_to_healthy, out.seconds_push_to_synced)
     interesting = [a for a in out.applications if a.state != decide.LIVE] or out.applications
     if outcome == MISMATCH:
         out.message = "; ".join(a.reason for a in out.applications if a.state == MISMATCH)

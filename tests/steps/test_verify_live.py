@@ -185,7 +185,17 @@ def test_live_in_commit_mode_with_timings(cluster: Cluster, remote) -> None:
     )
     # pushed 30 s ago: Argo CD synced and the image ran after that, and not before the commit
     assert committed == 12.5
-    assert 29 <= synced <= healthy + 1 and 30 <= healthy < 60
+    assert 29 <= synced <= healthy and 30 <= healthy < 60
+
+
+def test_the_timings_never_go_backwards_with_whole_second_timestamps() -> None:
+    """Argo CD's finishedAt has whole seconds: push → synced is never reported shorter than push →
+    committed, nor push → healthy shorter than push → synced."""
+    from steps.verify_live.step import not_before
+
+    assert not_before("1.000", "1.400") == "1.400"
+    assert not_before("2.000", "1.400") == "2.000"
+    assert not_before("", "1.400") == "" and not_before("1.000", "") == "1.000"
 
 
 def test_refresh_annotation_patched_and_nothing_else_written(cluster: Cluster, remote) -> None:

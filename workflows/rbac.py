@@ -9,9 +9,9 @@ Plain dicts (core kinds need no Hera). Who gets what:
   namespace (Applications, ApplicationSets, AppProjects, Secrets, ConfigMaps); S3 via IRSA.
 - ``imagebump-live`` (verify-live): the executor's rights here; in Argo CD's namespace get/list/watch
   Applications and patch them (only their refresh annotation is ever written: RBAC cannot narrow a
-  patch to a field), and get ``argocd-cmd-params-cm`` by name (which namespaces ``application.namespaces``
-  enables). Each further namespace it enables needs the same Application rights bound there
-  (docs/push-to-live.md shows the Role).
+  patch to a field), nothing more. The namespaces ``application.namespaces`` enables come from the
+  setting ``IMAGEBUMP_ARGOCD_APPLICATION_NAMESPACES`` (imagebump-env), not from Argo CD's ConfigMaps;
+  each needs the same Application rights bound there (docs/push-to-live.md shows the Role).
 - ``imagebump-sensor``: create Workflows (the Sensor's ``k8s`` trigger), hold its leader-election
   Lease (``events.argoproj.io/leader-election: k8s``).
 - ``imagebump-eventsource``: no Kubernetes rights; SQS via IRSA.
@@ -22,7 +22,6 @@ The IRSA role ARNs are placeholders (``ACCOUNT_ID``); docs/install.md shows the 
 from __future__ import annotations
 
 from steps.argocd_backup import archive
-from steps.kube import argocd_namespaces
 from workflows import names as n
 
 IRSA_ANNOTATION = "eks.amazonaws.com/role-arn"
@@ -75,12 +74,6 @@ def live_rules() -> list[dict]:
         {"apiGroups": ["argoproj.io"], "resources": ["applications"], "verbs": ["get", "list", "watch"]},
         # The refresh annotation (steps/verify_live/argocd.py refresh): a merge patch of that key only.
         {"apiGroups": ["argoproj.io"], "resources": ["applications"], "verbs": ["patch"]},
-        {
-            "apiGroups": [""],
-            "resources": ["configmaps"],
-            "resourceNames": [argocd_namespaces.CMD_PARAMS_CONFIG_MAP],
-            "verbs": ["get"],
-        },
     ]
 
 

@@ -43,10 +43,11 @@ LIVE_STATES_HELP = (
 LIVE_TIMEOUT = verify_live.DEFAULT_TIMEOUT
 
 
-#: The pod's deadline per attempt: the wait is bounded by ``live-timeout`` (default 15 min); this is
-#: the backstop for a wedged pod, so a ``live-timeout`` above ~19 min is cut short by it. Kept small:
-#: the sweep (concurrencyPolicy Forbid) runs verify-live too, and its deadline stays within 2 h.
-VERIFY_DEADLINE_SECONDS = 1200
+#: The pod's deadline per attempt: the wait is bounded by ``live-timeout`` (default 15 min) and by
+#: the step's own cap (a longer ``live-timeout`` ends in ``timeout`` at the cap, an outcome, before
+#: this backstop for a wedged pod). Kept small: the sweep (concurrencyPolicy Forbid) runs
+#: verify-live too, and its deadline stays within 2 h.
+VERIFY_DEADLINE_SECONDS = int(verify_live.MAX_WAIT_SECONDS) + 60
 #: Longest one verify-live runs: its retry window (5 min) and a last attempt's whole deadline.
 VERIFY_HOLD_SECONDS = 300 + VERIFY_DEADLINE_SECONDS
 
@@ -116,12 +117,6 @@ def verify_live_template():
             ]
         ),
     )(verify_live.run)
-
-
-#: When verify-live runs: commit-pr pushed a commit to the base branch, and it is not turned off.
-VERIFY_WHEN = (
-    "{{steps.%s.outputs.parameters.action}} == committed && {{workflow.parameters.verify-live}} == true"
-)
 
 
 def verify_live_arguments(update_step: str) -> dict[str, str]:

@@ -98,7 +98,7 @@ def make_sensor(
         wait_seconds=1,
         visibility_timeout=visibility_timeout,
         heartbeat_seconds=max(0.5, visibility_timeout / 3),
-        log=world._log,
+        log=world.record_log,
         on_result=on_result,
     )
 

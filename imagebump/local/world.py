@@ -244,7 +244,7 @@ class World:
                     names.ENV_CONFIGMAP: {"AWS_REGION": self.region, **self.env_configmap},
                 },
                 env=self.step_env(),
-                log=self._log,
+                log=self.record_log,
                 work_root=self.root / "steps",
                 backoff_scale=self.backoff_scale,
             )
@@ -261,14 +261,15 @@ class World:
             secrets=executor.secrets,
             configmaps=executor.configmaps,
             env=executor.env,
-            log=self._log,
+            log=self.record_log,
             update_template=self.template,
             work_root=self.root / "steps",
             backoff_scale=self.backoff_scale,
         )
         return apply_live(sweep, self.live)
 
-    def _log(self, record: dict[str, Any]) -> None:
+    def record_log(self, record: dict[str, Any]) -> None:
+        """Keep one log record of the executor or sensor (and pass it to ``log_sink``)."""
         record.setdefault("mono", time.monotonic())
         self.logs.append(record)
         if self.log_sink is not None:

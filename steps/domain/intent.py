@@ -162,12 +162,19 @@ def rollback_hold(found: ImageChange | None, new_pushed_at: datetime | None, new
     """Why a rollback still holds the entry against writing ``new_ref`` (pushed at ``new_pushed_at``).
 
     It lifts only for an image pushed after the rollback commit (committer time); an image whose
-    push time is unknown cannot show that, so the rollback holds.
+    push time is unknown cannot show that, so the rollback holds. Git's commit time has whole
+    seconds (and so may ECR's, as an emulator gives it): an image pushed within the rollback's
+    second lifts it too, unless it is the image the rollback moved away from (or back to).
     """
     if found is None:
         return None
-    if new_pushed_at is not None and _utc(new_pushed_at) > _utc(found.committed_at):
-        return None
+    if new_pushed_at is not None:
+        pushed, committed = _utc(new_pushed_at), _utc(found.committed_at)
+        if pushed > committed:
+            return None
+        undone = {image_ref(e.newTag, e.digest) for e in (found.before, found.after)}
+        if int(pushed.timestamp()) == int(committed.timestamp()) and new_ref not in undone:
+            return None
     return (
         f"held: {found.describe()}; not writing {new_ref} until an image pushed after the rollback "
         "exists, or a person moves the entry forward"

@@ -99,7 +99,7 @@ class GitHubForge:
         _host, owner, repo = gh.parse_repo_url(repo_url)
         settings = settings or gh.GitHubSettings.from_env()
         token = gh.api_token(settings, retry=retry)
-        client = gh.GitHub(token, **gh._client_options(settings, retry))
+        client = gh.GitHub(token, **gh.client_options(settings, retry))
         return cls(owner, repo, client, secrets=(token, settings.token))
 
     @property

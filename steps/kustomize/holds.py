@@ -19,6 +19,9 @@ HOLD_MARKER_RE = re.compile(
 )
 
 
+_DASH_THEN_COMMENT = re.compile(r"([ \t]*)-[ \t]+#")
+
+
 def _comment_only(line: str) -> bool:
     return line.lstrip(" \t").startswith("#")
 
@@ -36,6 +39,11 @@ def _entry_lines(text: str, entry: ParsedEntry) -> tuple[int, int]:
     while i >= 0 and text[i] in " \t\r\n":
         i -= 1
     dash = i if i >= 0 and text[i] == "-" and not entry.flow else start
+    if dash == start and i >= 0 and not entry.flow:  # `- # a comment` on the dash's line, keys below
+        line_start = text.rfind("\n", 0, i) + 1
+        m = _DASH_THEN_COMMENT.match(text, line_start, i + 1)
+        if m is not None:
+            dash = line_start + len(m.group(1))
     first = text.rfind("\n", 0, dash) + 1
     column = dash - first
     ends = [value.end for _key, value in entry.keys.values()] if not entry.flow else []

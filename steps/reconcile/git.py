@@ -290,7 +290,7 @@ def _open_pr_heads(repo_url: str, auth: Any, calls: Calls) -> set[tuple[str, str
         api_url = (os.environ.get(gh.API_URL_ENV) or gh.DEFAULT_API_URL).rstrip("/")
         settings = gh.GitHubSettings(api_url=api_url, token=token)
         retry = gh.RetryPolicy(max_retries=2, max_wait=10.0)
-        client = gh.GitHub(token, **gh._client_options(settings, retry))
+        client = gh.GitHub(token, **gh.client_options(settings, retry))
         heads: set[tuple[str, str]] = set()
         for page in range(1, MAX_PR_PAGES + 1):
             calls.add("git")

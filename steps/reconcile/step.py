@@ -72,6 +72,7 @@ makes its targets ``unknown`` (with the reason and ``error``) and the sweep goes
 # No `from __future__ import annotations`: Hera's runner reads real annotation objects.
 import logging
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -184,8 +185,8 @@ class ReconcileOutput(BaseModel):
     reason: str = ""
     current_targets: list[Target] = Field(
         default_factory=list,
-        description="the current targets (at most REPORT_LIMIT), whose live state in Argo CD the "
-        "live-states step reports (steps.verify_live.states)",
+        description="the current targets (all up to REPORT_LIMIT; beyond it a window that moves every "
+        "sweep), whose live state in Argo CD the live-states step reports (steps.verify_live.states)",
     )
 
 
@@ -299,10 +300,22 @@ def scan_targets(
         git_calls=calls.git,
         git_clones=calls.clones,
         reason=summary,
-        current_targets=[i.sample for i in items if i.verdict is not None and i.verdict.state == "current"][
-            :REPORT_LIMIT
-        ],
+        current_targets=_live_window(
+            [i.sample for i in items if i.verdict is not None and i.verdict.state == "current"]
+        ),
     )
+
+
+def _live_window(current: list[Target], now: float | None = None) -> list[Target]:
+    """The current targets whose live state this sweep asks Argo CD for: all of them up to
+    :data:`REPORT_LIMIT` (what one output parameter carries); beyond it, a window that moves by
+    :data:`REPORT_LIMIT` every 10-minute sweep slot, so every target is looked at within
+    ``ceil(n / REPORT_LIMIT)`` sweeps."""
+    if len(current) <= REPORT_LIMIT:
+        return current
+    slot = int((time.time() if now is None else now) // 600)
+    start = (slot * REPORT_LIMIT) % len(current)
+    return (current[start:] + current[:start])[:REPORT_LIMIT]
 
 
 @step_entry

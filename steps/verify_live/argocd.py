@@ -25,6 +25,8 @@ from steps.kube import argocd_namespaces as namespaces
 log = logging.getLogger(__name__)
 
 REFRESH_ANNOTATION = "argocd.argoproj.io/refresh"
+#: Argo CD's ``application.namespaces`` as verify-live should read it (its Role reads no ConfigMap).
+APPLICATION_NAMESPACES_ENV = "IMAGEBUMP_ARGOCD_APPLICATION_NAMESPACES"
 #: Argo CD's namespace; ``IMAGEBUMP_ARGOCD_NAMESPACE`` (the imagebump-env ConfigMap) overrides it.
 DEFAULT_NAMESPACE = "argocd"
 
@@ -117,13 +119,29 @@ def deploys(
 def application_namespaces(api: kube.KubeApi, argocd_ns: str) -> tuple[list[str], list[str]]:
     """(plain namespace names, patterns) where Argo CD manages Applications besides its own.
 
-    Reads ``argocd-cmd-params-cm``; when that is forbidden, only Argo CD's namespace is searched
-    (logged, with the grant that would widen it).
+    The setting ``IMAGEBUMP_ARGOCD_APPLICATION_NAMESPACES`` (Argo CD's ``application.namespaces``
+    value, comma-separated names or patterns) when given: verify-live's rendered Role reads no
+    ConfigMap. Without it, ``argocd-cmd-params-cm`` is read; when that is forbidden (the rendered
+    rights), only Argo CD's namespace is searched, and the log names the setting.
     """
+    configured = os.environ.get(APPLICATION_NAMESPACES_ENV)
+    if configured is not None:
+        patterns = namespaces.namespace_patterns(
+            {"data": {namespaces.APPLICATION_NAMESPACES_KEY: configured}},
+            namespaces.APPLICATION_NAMESPACES_KEY,
+        )
+        literal = [p for p in patterns if namespaces.is_literal(p) and p != argocd_ns]
+        return literal, [p for p in patterns if not namespaces.is_literal(p)]
     try:
         cmd_params = api.get(kube.CONFIG_MAP, argocd_ns, namespaces.CMD_PARAMS_CONFIG_MAP)
     except PermissionDeniedError as exc:
-        log.warning("%s; only Applications in %s are looked at", exc, argocd_ns)
+        log.warning(
+            "%s; only Applications in %s are looked at (set %s to Argo CD's application.namespaces to "
+            "look in the namespaces it enables)",
+            exc,
+            argocd_ns,
+            APPLICATION_NAMESPACES_ENV,
+        )
         return [], []
     patterns = namespaces.namespace_patterns(cmd_params, namespaces.APPLICATION_NAMESPACES_KEY)
     literal = [p for p in patterns if namespaces.is_literal(p) and p != argocd_ns]

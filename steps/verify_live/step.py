@@ -31,6 +31,10 @@ from steps.verify_live.decide import Judgement, RevisionFacts
 log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = "15m"
+#: The longest one verify-live pod waits, whatever ``live-timeout`` asks: its pod's deadline
+#: (workflows.verify_live, one minute more) must end the wait with an outcome (``timeout``), never
+#: kill it mid-wait.
+MAX_WAIT_SECONDS = 1140.0
 #: Seconds between two reads of each Application (``IMAGEBUMP_LIVE_POLL_SECONDS`` overrides).
 POLL_SECONDS = 5.0
 #: An Application still at a revision without the commit is asked to refresh again this often.
@@ -252,7 +256,12 @@ def run(
     live_timeout: str = DEFAULT_TIMEOUT,
 ) -> VerifyLiveOutput:
     """Find the Applications deploying the overlay, refresh them and wait until the commit is live."""
-    timeout = parse_duration(live_timeout)  # before any I/O
+    asked = parse_duration(live_timeout)  # before any I/O
+    timeout = min(asked, MAX_WAIT_SECONDS)
+    if asked > timeout:
+        log.warning(
+            "live-timeout %s is longer than one verify-live pod may wait; waiting %g s", live_timeout, timeout
+        )
     if not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", commit_sha or ""):
         raise ConfigError(f"commit_sha {commit_sha!r}: expected the full commit id commit-pr pushed")
     from steps.runtime.scratch_dir import scratch

@@ -7,7 +7,8 @@ two apps (``api``, ``web``) with a staging (``mode: commit``) and a production (
 ``image-reconcile`` CronWorkflow through the local executor — or the same executor driven directly
 where a test races it against an event.
 
-moto stores push times in whole seconds: the tests wait a second between pushes whose order matters.
+moto stores push times in whole seconds: between pushes whose order matters the tests move the
+injected push clock on (``tests/fixtures/ecr_clock.py``) instead of waiting.
 """
 
 from __future__ import annotations

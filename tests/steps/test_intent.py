@@ -387,3 +387,41 @@ def test_an_event_that_changes_nothing_reads_no_history(make_remote, ecr) -> Non
     (current, quiet), (update, busy) = requests("1.4.1", BEFORE), requests("1.5.0", BROKEN)
     assert (current, update) == ("current", "update")
     assert 1 <= busy - quiet <= 2
+
+
+def test_an_image_pushed_in_the_rollbacks_second_lifts_it_but_the_rolled_back_one_does_not() -> None:
+    """Git's commit time has whole seconds (so does moto's push time): a fix pushed within the
+    rollback's second lifts the hold; the image the rollback moved away from, redelivered, does not."""
+    from steps.domain.intent import ImageChange, rollback_hold
+
+    at = datetime(2026, 12, 3, 12, 0, 0, tzinfo=UTC)
+    change = ImageChange(
+        "c0ffee1",
+        "Dana <dana@example.com>",
+        at,
+        "revert: 1.5.0 is broken\n",
+        ImagesEntry(name="api", newTag="1.5.0"),
+        ImagesEntry(name="api", newTag="1.4.1"),
+    )
+    assert rollback_hold(change, at, "1.5.1") is None  # the fix, the same second
+    assert rollback_hold(change, at + timedelta(milliseconds=400), "1.5.1") is None
+    assert rollback_hold(change, at, "1.5.0") is not None  # the broken image again
+    assert rollback_hold(change, at - timedelta(seconds=1), "1.5.1") is not None  # pushed before it
+    assert rollback_hold(change, None, "1.5.1") is not None  # push time unknown
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        pytest.param("- name: api  # imagebump:hold why\n  newTag: 1.4.1\n", id="on-the-dash-line-key"),
+        pytest.param("- # imagebump:hold why\n  name: api\n  newTag: 1.4.1\n", id="dash-then-comment"),
+        pytest.param("- name: api\n  newTag: 1.4.1  # imagebump:hold why\n", id="after-a-value"),
+        pytest.param("- name: api\n  # imagebump:hold why\n  newTag: 1.4.1\n", id="own-line-inside"),
+        pytest.param("# imagebump:hold why\n- name: api\n  newTag: 1.4.1\n", id="directly-above"),
+        pytest.param("- {name: api, newTag: 1.4.1}  # imagebump:hold why\n", id="flow-entry"),
+    ],
+)
+def test_a_hold_marker_on_any_line_of_the_entry_holds_it_and_no_other(entry: str) -> None:
+    text = "images:\n" + entry + "- name: web\n  newTag: 2.0.0\n"
+    assert kustomize.hold_marker(text, "api") == "why"
+    assert kustomize.hold_marker(text, "web") is None

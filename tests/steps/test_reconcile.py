@@ -326,3 +326,21 @@ def test_the_report_output_of_a_cluster_sweep_stays_small() -> None:
     assert len(json.dumps([r.model_dump() for r in rows])) < 256_000
     assert cap_report(report[:5], REPORT_LIMIT) == (report[:5], 0)
     assert cap_report(report, None) == (report, 0)
+
+
+def test_beyond_the_report_limit_the_live_window_moves_so_every_current_target_is_looked_at() -> None:
+    """A sweep asks Argo CD about at most REPORT_LIMIT current targets (one output parameter); with
+    more, the window moves each 10-minute sweep slot, so within ceil(n / limit) sweeps every target
+    has had its live state read."""
+    from steps.reconcile.step import REPORT_LIMIT, _live_window
+
+    few = [f"t{i}" for i in range(5)]
+    assert _live_window(few, now=0) == few  # type: ignore[arg-type]
+    many = [f"t{i}" for i in range(2 * REPORT_LIMIT + 7)]
+    seen: set[str] = set()
+    sweeps = -(-len(many) // REPORT_LIMIT)
+    for slot in range(sweeps):
+        window = _live_window(many, now=slot * 600.0)  # type: ignore[arg-type]
+        assert len(window) == REPORT_LIMIT
+        seen.update(window)
+    assert seen == set(many)

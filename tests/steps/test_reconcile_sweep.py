@@ -2,8 +2,8 @@
 with token auth. Only ECR's pagination, which moto does not emulate, is faked — by a paging proxy
 in front of moto (``tests/fixtures/ecr_pages.py``), in the one test that needs pages.
 
-moto stores push times in whole seconds: where the order of two pushes matters the test waits
-a second between them.
+moto stores push times in whole seconds: where the order of two pushes matters the test moves the
+injected push clock on (``tests/fixtures/ecr_clock.py``) instead of waiting.
 """
 
 from __future__ import annotations

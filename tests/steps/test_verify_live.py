@@ -234,6 +234,25 @@ def test_application_in_another_namespace(cluster: Cluster, remote) -> None:
     assert [(a.namespace, a.name) for a in out.applications] == [("team-b", "api-prod")]
 
 
+def test_application_namespaces_from_the_setting_with_the_rendered_rights(
+    cluster: Cluster, remote, monkeypatch
+) -> None:
+    """verify-live's Role reads no ConfigMap: ``IMAGEBUMP_ARGOCD_APPLICATION_NAMESPACES`` (Argo CD's
+    ``application.namespaces``, a glob here) says where else to look; the ConfigMap is not read."""
+    monkeypatch.setenv("IMAGEBUMP_ARGOCD_APPLICATION_NAMESPACES", "team-*")
+    cluster.kube.forbid("get", "configmaps")
+    cluster.seed(
+        application("api-prod", remote.url, namespace="team-b"),
+        application("api-elsewhere", remote.url, namespace="not-enabled"),
+    )
+    target, plan, sha = push(remote)
+    with cluster.sim:
+        out = verify(cluster, target, plan, sha)
+    assert out.result == "live", out.message
+    assert [(a.namespace, a.name) for a in out.applications] == [("team-b", "api-prod")]
+    assert not [c for c in cluster.kube.calls if c[1] == "configmaps"]
+
+
 def test_multi_source_application_and_url_spellings(cluster: Cluster, remote) -> None:
     spelled = remote.url + "/"  # (case, .git and ssh spellings: test_repository_urls_normalise)
     cluster.seed(application("api-multi", spelled, multi=True, path=f"./{OVERLAY}/"))
@@ -354,3 +373,16 @@ def test_another_repository_or_branch_does_not_match() -> None:
     assert deploys(app, "https://github.com/team/manifests", OVERLAY, "main", True) is False
     app = application("a", "https://github.com/team/manifests", revision="HEAD")
     assert deploys(app, "https://github.com/team/manifests", OVERLAY, "release", False) is False
+
+
+def test_a_live_timeout_longer_than_a_pod_may_wait_ends_in_timeout_not_a_killed_pod() -> None:
+    """``live-timeout=1h``: the step caps its wait below its pod's rendered deadline, so the
+    outcome is ``timeout`` (counted, reported), never a pod killed mid-wait and retried."""
+    import yaml
+
+    from steps.verify_live.step import MAX_WAIT_SECONDS
+
+    root = Path(__file__).resolve().parents[2]
+    rendered = yaml.safe_load((root / "manifests" / "workflows" / "image-update.yaml").read_text())
+    (template,) = [t for t in rendered["spec"]["templates"] if t["name"] == "verify-live"]
+    assert MAX_WAIT_SECONDS + 30 <= template["activeDeadlineSeconds"]

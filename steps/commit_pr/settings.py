@@ -27,7 +27,8 @@ DEFAULT_PUSH_ATTEMPTS = 10
 REQUIRE_VERIFIED_ENV = "IMAGEBUMP_REQUIRE_VERIFIED"
 #: Seconds one commit-pr step may sit out GitHub rate limits in all; beyond it the step exits 75.
 RATE_LIMIT_BUDGET_ENV = "IMAGEBUMP_GITHUB_RATE_LIMIT_BUDGET"
-DEFAULT_RATE_LIMIT_BUDGET = 300.0
+#: 13 min: what commit-pr's pod (a 15-min deadline) can wait and still land the change in that attempt.
+DEFAULT_RATE_LIMIT_BUDGET = 780.0
 _BOOLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
 
@@ -37,7 +38,7 @@ class CommitPrSettings(BaseModel):
     ``IMAGEBUMP_GIT_AUTHOR_NAME`` / ``IMAGEBUMP_GIT_AUTHOR_EMAIL`` (the commit identity),
     ``IMAGEBUMP_COMMIT_MESSAGE_TEMPLATE`` (:mod:`steps.commit_pr.message`), ``IMAGEBUMP_PUSH_ATTEMPTS``,
     ``IMAGEBUMP_REQUIRE_VERIFIED`` (``requireVerified`` for every rule) and
-    ``IMAGEBUMP_GITHUB_RATE_LIMIT_BUDGET`` (seconds of rate-limit waits one step sits out, default 300).
+    ``IMAGEBUMP_GITHUB_RATE_LIMIT_BUDGET`` (seconds of rate-limit waits one step sits out, default 780).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")

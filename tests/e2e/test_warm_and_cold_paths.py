@@ -47,9 +47,15 @@ def _outcome(world: World) -> dict[str, Any]:
             seen["targets"].append((tag, t.env, t.decision, t.reason, t.action, t.branch, t.phase))
     seen["branches"] = world.branches()
     for ref in seen["branches"]:
+        # A PR branch is rebuilt on the newest base: whether that base already holds the same event's
+        # staging commit is a race between the two targets of one Workflow (in either runtime), so a
+        # PR branch is compared by the file it proposes to change.
+        files = FILES if ref == "main" else FILES[1:]
         seen[ref] = {
-            "files": [world.read(f, ref) for f in FILES],
-            "messages": world.git_cmd("log", "--format=%an <%ae>%n%B", ref),
+            "files": [world.read(f, ref) for f in files],
+            "messages": world.git_cmd(
+                "log", "--format=%an <%ae>%n%B", *([] if ref == "main" else ["-1"]), ref
+            ),
         }
 
     own_names = [(world.image_uri, "IMAGE"), (world.manifests_url, "REMOTE")]

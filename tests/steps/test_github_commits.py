@@ -366,3 +366,18 @@ def test_burst_of_27_pr_mode_api_lands_completely_under_the_secondary_limits(
     for path, out in results.items():
         assert remote.read(f"{path}/kustomization.yaml", ref=out.branch) == kustomization("1.0.1")
         assert remote.git("rev-list", "--count", f"main..{out.branch}").strip() == "1"
+
+
+def test_the_default_rate_limit_budget_fits_in_one_commit_pr_pod() -> None:
+    """A wait GitHub asks for within the budget is sat out in the same attempt: the budget stays
+    below commit-pr's rendered pod deadline, with room to clone, commit and push after it."""
+    from pathlib import Path
+
+    import yaml
+
+    from steps.commit_pr.settings import DEFAULT_RATE_LIMIT_BUDGET
+
+    root = Path(__file__).resolve().parents[2]
+    rendered = yaml.safe_load((root / "manifests" / "workflows" / "image-update.yaml").read_text())
+    (template,) = [t for t in rendered["spec"]["templates"] if t["name"] == "commit-pr"]
+    assert 60 <= DEFAULT_RATE_LIMIT_BUDGET <= template["activeDeadlineSeconds"] - 90

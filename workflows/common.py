@@ -20,6 +20,7 @@ from hera.workflows import (
     RetryStrategy,
     RunnerScriptConstructor,
     Script,
+    SecretVolume,
 )
 from hera.workflows import models as m
 from pydantic import BaseModel
@@ -116,6 +117,24 @@ def base_env() -> list[Env]:
         Env(name="PYTHONDONTWRITEBYTECODE", value="1"),
         Env(name="PYDANTIC_DISABLE_PLUGINS", value="1"),
     ]
+
+
+def read_token_env() -> Env:
+    """Where a reading step finds the optional Git read token (:func:`read_token_volume`)."""
+    return Env(name="IMAGEBUMP_GIT_READ_TOKEN_FILE", value=f"{n.GIT_READ_DIR}/token")
+
+
+def read_token_volume() -> SecretVolume:
+    """The optional Git read token (Secret ``imagebump-git-read``): absent, an empty directory, and
+    the step reads anonymously (or as the GitHub App)."""
+    return SecretVolume(
+        name="git-read",
+        secret_name=n.GIT_READ_SECRET,
+        mount_path=n.GIT_READ_DIR,
+        read_only=True,
+        optional=True,
+        default_mode=0o440,
+    )
 
 
 def base_env_from() -> list[ConfigMapEnvFrom]:

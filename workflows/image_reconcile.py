@@ -44,7 +44,6 @@ from hera.workflows import (
     CronWorkflow,
     Env,
     Parameter,
-    SecretVolume,
     Step,
     Steps,
     Suspend,
@@ -146,7 +145,7 @@ def _reconcile_template():
         env=[
             *c.base_env(),
             Env(name="IMAGEBUMP_RULES_FILE", value=f"{n.RULES_DIR}/{n.RULES_KEY}"),
-            Env(name="IMAGEBUMP_GIT_READ_TOKEN_FILE", value=f"{n.GIT_READ_DIR}/token"),
+            c.read_token_env(),
         ],
         env_from=c.base_env_from(),
         volumes=[
@@ -157,14 +156,7 @@ def _reconcile_template():
                 read_only=True,
                 items=[m.KeyToPath(key=n.RULES_KEY, path=n.RULES_KEY)],
             ),
-            SecretVolume(
-                name="git-read",
-                secret_name=n.GIT_READ_SECRET,
-                mount_path=n.GIT_READ_DIR,
-                read_only=True,
-                optional=True,
-                default_mode=0o440,
-            ),
+            c.read_token_volume(),
         ],
         security_context=c.CONTAINER_SECURITY_CONTEXT,
         resources=c.resources(memory_limit="1Gi"),

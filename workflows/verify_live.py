@@ -10,7 +10,7 @@ token. Metrics (the controller adds the prefix ``argo_workflows_``):
 
 from __future__ import annotations
 
-from hera.workflows import Env, Parameter, SecretVolume, script
+from hera.workflows import Env, Parameter, script
 from hera.workflows import models as m
 
 from steps.verify_live import states as live_states
@@ -72,20 +72,13 @@ def verify_live_template():
         outputs=c.outputs_of(verify_live.VerifyLiveOutput, {"result": "error", "applications": "[]"}),
         env=[
             *c.base_env(),
-            Env(name="IMAGEBUMP_GIT_READ_TOKEN_FILE", value=f"{n.GIT_READ_DIR}/token"),
+            c.read_token_env(),
             Env(name="IMAGEBUMP_ARGOCD_NAMESPACE", value=n.ARGOCD_NAMESPACE),
         ],
         env_from=c.base_env_from(),
         volumes=[
             c.tmp_volume(),
-            SecretVolume(
-                name="git-read",
-                secret_name=n.GIT_READ_SECRET,
-                mount_path=n.GIT_READ_DIR,
-                read_only=True,
-                optional=True,
-                default_mode=0o440,
-            ),
+            c.read_token_volume(),
         ],
         security_context=c.CONTAINER_SECURITY_CONTEXT,
         resources=c.resources(),
@@ -161,20 +154,13 @@ def live_states_template():
         ),
         env=[
             *c.base_env(),
-            Env(name="IMAGEBUMP_GIT_READ_TOKEN_FILE", value=f"{n.GIT_READ_DIR}/token"),
+            c.read_token_env(),
             Env(name="IMAGEBUMP_ARGOCD_NAMESPACE", value=n.ARGOCD_NAMESPACE),
         ],
         env_from=c.base_env_from(),
         volumes=[
             c.tmp_volume(),
-            SecretVolume(
-                name="git-read",
-                secret_name=n.GIT_READ_SECRET,
-                mount_path=n.GIT_READ_DIR,
-                read_only=True,
-                optional=True,
-                default_mode=0o440,
-            ),
+            c.read_token_volume(),
         ],
         security_context=c.CONTAINER_SECURITY_CONTEXT,
         resources=c.resources(),

@@ -1,107 +1,63 @@
-"""The last commit that changed an images entry's image, read from a partial shallow clone's history.
+"""The commits that changed an images entry's image, read from a partial shallow clone's history.
 
 Read-only; asked only for a target that would otherwise change (edit-kustomize's ``update``, the
-sweep's ``behind``), so a run where nothing moves reads no history. Bounded: at most
-:data:`steps.domain.intent.HISTORY_LIMIT` commits that touched the kustomization, newest first, within at
-most :data:`MAX_DEPTH` commits of the branch.
+sweep's ``behind``; commit-pr's re-check when the newest base changed the file), so a run where
+nothing moves reads no history. Bounded in commits: at most :data:`steps.domain.intent.HISTORY_LIMIT`
+commits that touched the kustomization, newest first, within at most :data:`MAX_DEPTH` commits of
+the branch; and in bytes: a commit's message is read streaming, :data:`MESSAGE_KEEP` bytes of its
+head and of its tail kept (the rest is not held in memory), and a version of the file larger
+than :data:`BLOB_LIMIT` ends the read there with a reason (:attr:`History.bound`) — the history
+before it is not seen, as a rollback beyond the 20 commits is not. At most about
+``HISTORY_LIMIT * (2 * MESSAGE_KEEP + 2 * BLOB_LIMIT)`` bytes are held, far inside a pod's 1 GiB.
+
+Renames are followed: when the file was added by a commit that deleted a kustomization file (a
+``kustomization.yml`` renamed ``kustomization.yaml``, an overlay moved), the history goes on with
+the old file (:func:`steps.git.history.renamed_from`), up to :data:`RENAMES` times.
+
+Unforgeable: which commits touched the file and its versions come from NUL-terminated raw output
+(object ids only); what a commit says is parsed from its object by length
+(:mod:`steps.git.history`). A commit date beyond year 9999 or before 1970 is clamped, never raised.
 
 Cost, on the clone every step already makes (``blob:none``, depth 1): one ``fetch --depth`` of
 :data:`DEPTHS`\\ [0] commits (commits and trees, no file contents), one ``git log`` of the
-file with its blob ids, and one fetch of the file's versions those commits name (one request for
-all of them); deeper only while no decision was found and the history goes on. bench/README.md
-"History read" has the numbers.
-
-Returns a :class:`steps.domain.intent.ImageChange` (who, when, from → to, the message) or None: no commit
-in the bound changed the entry's image (or the entry or file was created there).
+file, and one fetch of the file's versions those commits name (one request for all of them);
+deeper only while the history goes on past the shallow boundary. bench/README.md "History read"
+has the numbers.
 """
 
 from __future__ import annotations
 
-import secrets
+import re
 from collections.abc import Callable
-from datetime import UTC, datetime
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
-from steps.domain.intent import HISTORY_LIMIT, ImageChange, changed_image
+from steps.domain.intent import HISTORY_LIMIT, TRAILER_KEY, ImageChange, changed_image
+from steps.git import history as githistory
 
 #: How deep the clone is fetched, step by step, while no decision is found (commits from the tip).
 DEPTHS = (50, 250, 1000)
 #: The most commits of the branch ever fetched for one entry's history.
 MAX_DEPTH = DEPTHS[-1]
-_ZERO = frozenset({"0" * 40, "0" * 64})
-_RS, _US = "\x1e", "\x1f"
+#: Bytes of a commit message's head, and of its tail, that are read (the trailer is at the end).
+MESSAGE_KEEP = 64 * 1024
+#: The largest version of the kustomization read (bytes); a larger one ends the read with a reason.
+BLOB_LIMIT = 1024 * 1024
+#: How many renames of the file are followed back.
+RENAMES = 5
+_PR_NUMBER = re.compile(r"\(#(\d{1,9})\)\s*$")
 
 
-def _shallow(repo: Any) -> set[str]:
-    """The clone's shallow boundary (commits whose parents were not fetched)."""
-    path = repo.path / ".git" / "shallow"
-    return set(path.read_text().split()) if path.is_file() else set()
+@dataclass(frozen=True)
+class History:
+    """The image changes of one entry, newest first, and why the read stopped early (``bound``:
+    "" when it reached the entry's beginning or the commit bound)."""
 
-
-def _log(repo: Any, rev: str, file: str, limit: int) -> list[tuple[str, str, datetime, str, str, str]]:
-    """``(commit, author, committed at, message, old blob, new blob)`` of the last ``limit``
-    commits at ``rev`` that touched ``file``, newest first (merges without a diff left out)."""
-    out = repo.git(
-        "log",
-        f"-n{limit}",
-        f"--format={_RS}%H{_US}%an <%ae>{_US}%ct{_US}%B{_US}",
-        "--raw",
-        "--no-abbrev",
-        "--no-renames",
-        rev,
-        "--",
-        file,
-        what=f"reading the history of {file}",
-    ).stdout
-    found = []
-    for record in out.split(_RS)[1:]:
-        commit, author, when, message, raw = (record.split(_US) + ["", "", "", ""])[:5]
-        line = next((x for x in raw.splitlines() if x.startswith(":")), "")
-        fields = line[1:].split("\t", 1)[0].split()
-        if len(fields) < 4:
-            continue
-        at = datetime.fromtimestamp(int(when), UTC) if when.strip().isdigit() else datetime.now(UTC)
-        found.append((commit.strip(), author, at, message, fields[2], fields[3]))
-    return found
-
-
-def _texts(repo: Any, oids: set[str], have: dict[str, str], count: Callable[[], None] | None) -> None:
-    """Add the text of each blob in ``oids`` to ``have``: fetched in ONE request (a partial clone
-    would otherwise fetch them one request each; ``count`` None: a local repository, nothing is
-    fetched), then one ``cat-file`` for all."""
-    wanted = sorted(o for o in oids if o not in have and o not in _ZERO)
-    if not wanted:
-        return
-    if count is not None:
-        _fetch_blobs(repo, wanted, count)
-    _read_blobs(repo, wanted, have)
-
-
-def _fetch_blobs(repo: Any, wanted: list[str], count: Callable[[], None]) -> None:
-    """Fetch the blobs ``wanted`` in one request (protocol v2 lets a client want any object)."""
-    count()
-    repo.git(
-        "-c",
-        "fetch.negotiationAlgorithm=noop",
-        "fetch",
-        "--quiet",
-        "--no-tags",
-        "--no-write-fetch-head",
-        "--recurse-submodules=no",
-        "origin",
-        *wanted,
-        what=f"fetch of {len(wanted)} earlier version(s) of a kustomization from {repo.url}",
-    )
-
-
-def _read_blobs(repo: Any, wanted: list[str], have: dict[str, str]) -> None:
-    """Read the blobs ``wanted`` with one ``cat-file``; a random marker (no file can guess it)
-    separates them, as the output is decoded text."""
-    marker = "imagebump-" + secrets.token_hex(16)
-    out = repo.git("cat-file", f"--batch={marker} %(objectname)", input="\n".join(wanted) + "\n").stdout
-    for chunk in out.split(marker + " ")[1:]:
-        oid, _, body = chunk.partition("\n")
-        have[oid.strip()] = body.removesuffix("\n")
+    changes: tuple[ImageChange, ...] = ()
+    bound: str = ""
+    # the file's path at each change (renames followed): ``paths[i]`` for ``changes[i]``
+    paths: tuple[str, ...] = field(default=(), compare=False)
 
 
 def _entry(text: str | None, name: str, file: str):
@@ -116,7 +72,111 @@ def _entry(text: str | None, name: str, file: str):
         return None  # not a readable kustomization then: no evidence either way
 
 
-def last_image_change(
+class _Reader:
+    """One entry's history read: blob texts and parsed entries shared across deepening steps."""
+
+    def __init__(self, repo: Any, name: str, tick: Callable[[], None] | None, current: Any) -> None:
+        self.repo, self.name, self.tick, self.current = repo, name, tick, current
+        self.texts: dict[str, str | None] = {}  # blob id -> text (None: larger than BLOB_LIMIT)
+        self.sizes: dict[str, int] = {}
+        self.entries: dict[tuple[str, str], Any] = {}
+
+    def load(self, oids: set[str]) -> None:
+        """Fetch (one request) and read (one ``cat-file``) the blobs not read yet."""
+        wanted = sorted(o for o in oids if o not in self.texts and o not in githistory.ZERO)
+        if not wanted:
+            return
+        if self.tick is not None:
+            self.tick()
+            githistory.fetch_objects(
+                self.repo,
+                wanted,
+                f"fetch of {len(wanted)} earlier version(s) of a kustomization from {self.repo.url}",
+            )
+        for oid, obj in githistory.read_objects(self.repo, wanted, BLOB_LIMIT // 2).items():
+            self.sizes[oid] = obj.size
+            self.texts[oid] = obj.head.decode("utf-8", "replace") if obj.whole and obj.size <= BLOB_LIMIT else None
+
+    def too_large(self, oid: str) -> bool:
+        return oid in self.texts and self.texts[oid] is None
+
+    def entry(self, oid: str, file: str) -> Any:
+        if oid in githistory.ZERO:
+            return None
+        key = (oid, file)
+        if key not in self.entries:
+            text = self.texts.get(oid)
+            known = self.current is not None and text is not None and text == self.current[0]
+            self.entries[key] = self.current[1] if known else _entry(text, self.name, file)
+        return self.entries[key]
+
+
+def _walk(reader: _Reader, rev: str, file: str, limit: int, boundary: set[str]) -> tuple[list, str, bool]:
+    """``([(touch, path, before, after)], bound, deeper)``: the image changes found newest first;
+    ``deeper`` True when the walk reached the shallow boundary before its end."""
+    repo = reader.repo
+    found: list[tuple[githistory.Touch, str, Any, Any]] = []
+    seen, renames, path, at = 0, 0, file, rev
+    while seen < limit:
+        touches = githistory.touching(repo, at, path, limit - seen)
+        reader.load({o for t in touches for o in (t.old, t.new)})
+        for touch in touches:
+            if touch.commit in boundary:
+                return found, "", True  # its parent was not fetched: deepen and look again
+            seen += 1
+            for oid in (touch.new, touch.old):
+                if reader.too_large(oid):
+                    bound = (
+                        f"the version of {path} at commit {touch.commit[:12]} is {reader.sizes[oid]} bytes, "
+                        f"over the {BLOB_LIMIT}-byte bound: its history before that was not read"
+                    )
+                    return found, bound, False
+            after = reader.entry(touch.new, path)
+            if touch.old in githistory.ZERO:  # the file begins here, or was renamed from another
+                previous = githistory.renamed_from(repo, touch.commit, path, touch.new) if renames < RENAMES else None
+                if previous is None:
+                    return found, "", False
+                old = _blob_at(repo, f"{touch.commit}^", previous)
+                if old is None:
+                    return found, "", False
+                reader.load({old})
+                if reader.too_large(old):
+                    return found, f"the version of {previous} before commit {touch.commit[:12]} is over the {BLOB_LIMIT}-byte bound: its history before that was not read", False
+                before = reader.entry(old, previous)
+                if before is None or after is None:
+                    return found, "", False  # the entry begins here
+                if changed_image(before, after):
+                    found.append((touch, path, before, after))
+                renames += 1
+                path, at = previous, f"{touch.commit}^"
+                break
+            before = reader.entry(touch.old, path)
+            if before is None or after is None:
+                return found, "", False  # the entry (or the file) begins here: nothing before counts
+            if changed_image(before, after):
+                found.append((touch, path, before, after))
+        else:
+            return found, "", False  # every commit that touched the file read
+    return found, "", False
+
+
+def _blob_at(repo: Any, rev: str, path: str) -> str | None:
+    """The blob id of ``path`` at ``rev`` (trees only: nothing fetched), or None."""
+    proc = repo.git(
+        "--literal-pathspecs", "ls-tree", "-z", "--full-tree", "--end-of-options", rev, "--", path,
+        check=False, raw_stdout=True,
+    )
+    if proc.returncode != 0:
+        return None
+    for record in proc.stdout.split(b"\0"):
+        meta, _, _ = record.partition(b"\t")
+        fields = meta.decode("ascii", "replace").split()
+        if len(fields) == 3 and fields[1] == "blob" and githistory.is_oid(fields[2]):
+            return fields[2]
+    return None
+
+
+def entry_history(
     repo: Any,
     rev: str,
     file: str,
@@ -128,9 +188,9 @@ def last_image_change(
     depths: dict[str, int] | None = None,
     fetch: bool = True,
     current: tuple[str, Any] | None = None,
-) -> ImageChange | None:
-    """The newest commit at ``rev`` (at most ``limit`` commits that touched ``file`` back) that
-    changed the image of the entry named ``name``, or None.
+) -> History:
+    """Every commit at ``rev`` (at most ``limit`` commits that touched ``file`` back, renames
+    followed) that changed the image of the entry named ``name``, newest first.
 
     ``repo`` is a :class:`steps.git.ClonedRepo` (partial, possibly shallow: deepened here as far
     as needed, at most :data:`MAX_DEPTH` commits, from ``branch``, default the clone's);
@@ -140,51 +200,94 @@ def last_image_change(
     ``current`` (the file's text at ``rev`` and its entry, when the caller has read them) spares
     parsing that text again; every other version is parsed once, however many commits share it.
     """
-    texts: dict[str, str] = {}
-    entries: dict[str, Any] = {}
-
-    def entry_of(oid: str) -> Any:
-        if oid not in entries:
-            text = texts.get(oid)
-            known = current is not None and text is not None and text == current[0]
-            entries[oid] = current[1] if known else _entry(text, name, file)  # type: ignore[index]
-        return entries[oid]
-
     tick = (count or (lambda: None)) if fetch else None
+    reader = _Reader(repo, name, tick, current)
     branch = branch or repo.branch
     reached = depths if depths is not None else {}
+    found: list = []
+    bound = ""
     for depth in DEPTHS:
-        boundary = _shallow(repo)
+        boundary = githistory.shallow(repo)
         if boundary and tick is not None and reached.get(branch, 1) < depth:
             tick()
-            repo.git(
-                "fetch",
-                "--quiet",
-                f"--depth={depth}",
-                "--filter=blob:none",
-                "--no-tags",
-                "--no-write-fetch-head",
-                "origin",
-                f"refs/heads/{branch}",
-                what=f"fetch of the history of '{branch}' from {repo.url}",
-            )
+            githistory.deepen(repo, branch, depth)
             reached[branch] = depth
-            boundary = _shallow(repo)
-        commits = _log(repo, rev, file, limit)
-        _texts(repo, {oid for c in commits for oid in c[4:6]}, texts, tick)
-        for commit, author, at, message, old, new in commits:
-            if commit in boundary:
-                break  # its parent was not fetched: deepen and look again
-            before, after = entry_of(old), entry_of(new)
-            if before is None or after is None:
-                return None  # the entry (or the file) begins here: nothing was rolled back
-            if changed_image(before, after):
-                return ImageChange(commit, author.strip(), at, message, before, after)
-        else:
-            return None  # every commit in the bound read: no change of the image
-        if tick is None:
-            return None  # a local repository's history ends here
-    return None
+            boundary = githistory.shallow(repo)
+        found, bound, deeper = _walk(reader, rev, file, limit, boundary)
+        if not deeper or tick is None:
+            break
+    infos = {
+        oid: githistory.parse_commit(obj)
+        for oid, obj in githistory.read_objects(repo, [t.commit for t, *_ in found], MESSAGE_KEEP).items()
+        if obj.kind == "commit"
+    }
+    changes, paths = [], []
+    for touch, path, before, after in found:
+        info = infos.get(touch.commit)
+        if info is None:
+            continue
+        changes.append(ImageChange(touch.commit, info.author, info.committed_at, info.message, before, after))
+        paths.append(path)
+    return History(tuple(changes), bound, tuple(paths))
+
+
+def last_image_change(repo: Any, rev: str, file: str, name: str, **history: Any) -> ImageChange | None:
+    """The newest commit that changed the entry's image (:func:`entry_history`), or None."""
+    changes = entry_history(repo, rev, file, name, **history).changes
+    return changes[0] if changes else None
+
+
+def _pull_request_trailers(repo: Any, number: str, tick: Callable[[], None]) -> list[str]:
+    """The ``Imagebump-Image`` values of the head commit of pull request ``number``
+    (``refs/pull/N/head``, which GitHub keeps after the pull request is merged and its branch
+    deleted: https://docs.github.com/en/pull-requests/collaborating-with-pull-requests/reviewing-changes-in-pull-requests/checking-out-pull-requests-locally)."""
+    tick()
+    sha = githistory.fetch_ref(repo, f"refs/pull/{number}/head", f"fetch of pull request #{number}'s head")
+    if sha is None:
+        return []
+    obj = githistory.read_objects(repo, [sha], MESSAGE_KEEP).get(sha)
+    if obj is None or obj.kind != "commit":
+        return []
+    message = githistory.parse_commit(obj).message
+    pattern = re.compile(rf"^{TRAILER_KEY}:[ \t]*(\S+)[ \t]*$", re.MULTILINE | re.IGNORECASE)
+    return pattern.findall(message)
+
+
+def _sets(value: str, change: ImageChange) -> bool:
+    """Does the trailer ``value`` (``REPO:TAG@DIGEST``) name the image ``change`` set?"""
+    from steps.domain.models import image_ref
+
+    repo = value.split("@", 1)[0]
+    last = repo.rpartition("/")[2]
+    if ":" in last:
+        repo = repo[: len(repo) - len(last)] + last.rpartition(":")[0]
+    return value == image_ref(change.after.newTag, change.after.digest, name=repo)
+
+
+def by_pull_request(repo: Any, change: ImageChange, tick: Callable[[], None] | None) -> ImageChange:
+    """``change`` marked imagebump's when it is the squash merge of imagebump's own pull request
+    whose message lost the trailer (GitHub's "pull request title" squash message,
+    ``TITLE (#N)``): the pull request's head commit (``refs/pull/N/head``) carries the trailer
+    for the very image the change set. A subject without ``(#N)``, a head that is not imagebump's
+    or that proposed another image, or no such ref (not GitHub): it stays a person's change."""
+    if change.by_imagebump or tick is None:
+        return change
+    subject = change.message.split("\n", 1)[0]
+    found = _PR_NUMBER.search(subject)
+    if found is None:
+        return change
+    number = found.group(1)
+    if any(_sets(v, change) for v in _pull_request_trailers(repo, number, tick)):
+        return ImageChange(
+            change.commit,
+            change.author,
+            change.committed_at,
+            change.message,
+            change.before,
+            change.after,
+            via_pull_request=f"squash merge of imagebump's pull request #{number}",
+        )
+    return change
 
 
 def held_by_rollback(
@@ -194,19 +297,38 @@ def held_by_rollback(
     name: str,
     *,
     order: str,
-    new_ref: str,
+    new: Any,
     new_pushed_at: datetime | None,
     pushed_at: Callable[[Any], datetime | None],
+    notes: list[str] | None = None,
     **history: Any,
 ) -> str | None:
-    """Why a rollback holds the entry ``name`` of ``file`` against writing ``new_ref`` (pushed at
-    ``new_pushed_at``), or None: :func:`last_image_change` (``history``: its keyword arguments)
-    judged by :func:`steps.domain.intent.rollback` and :func:`steps.domain.intent.rollback_hold`; ``pushed_at``
-    gives an entry's ECR push time (``order: push-time``)."""
-    from steps.domain.intent import rollback, rollback_hold
+    """Why a standing rollback holds the entry ``name`` of ``file`` against writing ``new`` (an
+    :class:`steps.domain.models.ImagesEntry`, pushed at ``new_pushed_at``), or None.
 
-    change = last_image_change(repo, rev, file, name, **history)
-    return rollback_hold(rollback(change, order, pushed_at), new_pushed_at, new_ref)  # type: ignore[arg-type]
+    Every change :func:`entry_history` (``history``: its keyword arguments) finds is judged by
+    :func:`steps.domain.intent.standing_rollbacks` (a later hotfix does not make an earlier
+    rollback forgotten) and :func:`steps.domain.intent.held_by_standing`; ``pushed_at`` gives an
+    entry's ECR push time (``order: push-time``). A change without the trailer that would count as
+    a rollback is checked against its pull request (:func:`by_pull_request`). When the read
+    stopped at a byte bound, its reason is appended to ``notes`` (and logged).
+    """
+    import logging
+
+    from steps.domain.intent import held_by_standing, rollback, standing_rollbacks
+
+    found = entry_history(repo, rev, file, name, **history)
+    if found.bound:
+        logging.getLogger(__name__).warning("history of %s [%s]: %s", file, name, found.bound)
+        if notes is not None:
+            notes.append(found.bound)
+    tick = (history.get("count") or (lambda: None)) if history.get("fetch", True) else None
+    changes = [
+        by_pull_request(repo, c, tick) if rollback(c, order, pushed_at) is not None else c  # type: ignore[arg-type]
+        for c in found.changes
+    ]
+    standing = standing_rollbacks(changes, order, pushed_at)  # type: ignore[arg-type]
+    return held_by_standing(standing, new, new_pushed_at, order)  # type: ignore[arg-type]
 
 
 def unless_rolled_back(
@@ -225,7 +347,7 @@ def unless_rolled_back(
     """
     from steps.domain.errors import InvalidEventError
     from steps.domain.intent import pinned
-    from steps.domain.models import ImagesEntry, image_ref
+    from steps.domain.models import ImagesEntry
     from steps.domain.never_downgrade import image_key
     from steps.runtime.timing import timed
 
@@ -250,7 +372,7 @@ def unless_rolled_back(
             plan.file,
             plan.image_name,
             order=target.order,
-            new_ref=image_ref(plan.new.newTag, plan.new.digest),
+            new=plan.new,
             new_pushed_at=new_at,
             pushed_at=pushed_at,
             current=current,

@@ -9,11 +9,15 @@ marker, the last commit that changed the entry's image, ECR push times) and ask 
 - :func:`pinned`: an entry whose ``newName`` names a repository other than the pushed one is never
   changed by an event or a sweep (writing the pushed tag would render an image nobody pushed).
 - :func:`marker_hold`: ``# imagebump:hold [reason]`` on an entry holds it until the comment goes.
-- :func:`rollback`: the last commit that changed the entry's image, made by someone else, moved it
-  to an image older by the rule's ``order`` (``order: none``: any change) — a rollback;
-  :func:`rollback_hold` says whether it still holds against the image that would be written: it
-  lifts once that image was pushed after the rollback commit (the team shipped a fix). A person
-  moving the entry forward makes the last change a forward one: nothing holds.
+- :func:`rollback`: a commit that changed the entry's image, made by someone else, to an image
+  older by the rule's ``order`` (``order: none``: any change) — a rollback;
+  :func:`standing_rollbacks` judges EVERY change of the entry's history read (not only the last):
+  a rollback stands until a person moves the entry forward, or imagebump writes the rolled-back
+  image or a newer one by the order (an image that lifted it); a hotfix older than the rolled-back
+  image that imagebump lands in between lifts nothing.
+  :func:`held_by_standing` says whether one of them holds against the image that would be written:
+  only an image pushed after the rollback commit passes (the team shipped a fix), and with
+  ``order: semver`` never one of the rolled-back image's version.
 
 Held and pinned are terminal outcomes (decision / state ``held``, ``pinned``), never errors.
 """
@@ -102,10 +106,13 @@ class ImageChange:
     message: str
     before: ImagesEntry
     after: ImagesEntry
+    #: Why a commit without the trailer is imagebump's all the same ("" when it is not): its pull
+    #: request's head carries the trailer for the image it set (a squash merge with the title only).
+    via_pull_request: str = ""
 
     @property
     def by_imagebump(self) -> bool:
-        return by_imagebump(self.message)
+        return bool(self.via_pull_request) or by_imagebump(self.message)
 
     def describe(self) -> str:
         """``rollback abc1234 by Ann <ann@x> (1.5.0 → 1.4.1, 2026-12-03T10:00:00Z)``."""
@@ -156,6 +163,72 @@ def rollback(change: ImageChange | None, order: Order, pushed_at: PushTimeOf) ->
     if change is None or change.by_imagebump:
         return None
     return change if older(change.before, change.after, order, pushed_at) else None
+
+
+def lifts(later: ImageChange, found: ImageChange, order: Order, pushed_at: PushTimeOf) -> bool:
+    """Does the ``later`` change lift the rollback ``found``?
+
+    A person's change that moves the entry forward (not a rollback itself) does: people decide.
+    imagebump's change does only when it set the rolled-back image or a newer one by ``order`` (it
+    wrote an image that lifted the rollback); imagebump landing a hotfix older than the rolled-back
+    image lifts nothing. With ``order: none`` there is no "newer": any later change takes the
+    rollback's place.
+    """
+    if order == "none":
+        return True
+    if not later.by_imagebump:
+        return not older(later.before, later.after, order, pushed_at)
+    return not older(found.before, later.after, order, pushed_at)
+
+
+def standing_rollbacks(
+    changes: "list[ImageChange] | tuple[ImageChange, ...]", order: Order, pushed_at: PushTimeOf
+) -> list[ImageChange]:
+    """The rollbacks among ``changes`` (an entry's image changes, newest first) that still stand,
+    newest first: each a :func:`rollback` no later change :func:`lifts`."""
+    standing: list[ImageChange] = []
+    for change in reversed(changes):  # oldest first
+        standing = [r for r in standing if not lifts(change, r, order, pushed_at)]
+        if rollback(change, order, pushed_at) is not None:
+            standing.append(change)
+    return standing[::-1]
+
+
+def same_version(a: ImagesEntry, b: ImagesEntry, order: Order) -> bool:
+    """Is ``a`` the rolled-back image ``b`` again: the same reference, or (``semver``) the same
+    version by precedence (a rebuild under the same tag, ``1.5.0+build.2``)?"""
+    if image_ref(a.newTag, a.digest) == image_ref(b.newTag, b.digest) or (a.digest and a.digest == b.digest):
+        return True
+    if order != "semver":
+        return False
+    va, vb = parse_semver(a.newTag), parse_semver(b.newTag)
+    return va is not None and vb is not None and compare_semver(va, vb) == 0
+
+
+def held_by_standing(
+    standing: "list[ImageChange]",
+    new: ImagesEntry,
+    new_pushed_at: datetime | None,
+    order: Order,
+) -> str | None:
+    """Why one of the ``standing`` rollbacks (newest first) holds the entry against writing ``new``
+    (pushed at ``new_pushed_at``), or None.
+
+    Each holds unless ``new`` was pushed after its commit (:func:`rollback_hold`), and, with
+    ``order: semver``, ``new`` is not the rolled-back version again: a fix newer than it lifts the
+    rollback, a hotfix older than it is welcome and lifts nothing.
+    """
+    ref = image_ref(new.newTag, new.digest)
+    for found in standing:
+        why = rollback_hold(found, new_pushed_at, ref)
+        if why is None and order == "semver" and same_version(new, found.before, order):
+            why = (
+                f"held: {found.describe()}; {ref} is the rolled-back version {entry_ref(found.before)} "
+                "again; waiting for a newer version pushed after the rollback, or a person moving the entry forward"
+            )
+        if why is not None:
+            return why
+    return None
 
 
 def rollback_hold(found: ImageChange | None, new_pushed_at: datetime | None, new_ref: str) -> str | None:

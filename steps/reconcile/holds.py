@@ -44,7 +44,7 @@ def hold_rolled_back(repo: Any, items: Sequence[Any], *, count: Callable[[], Non
                 item.file,
                 item.current.name,
                 order=newest.order,
-                new_ref=image_ref(newest.tag, newest.digest),
+                new=ImagesEntry(name=item.current.name, newTag=newest.tag, digest=newest.digest),
                 new_pushed_at=newest.pushed_at,
                 pushed_at=pushed_at,
                 branch=newest.base_branch or repo.branch,

@@ -1,0 +1,336 @@
+"""Reading a file's history from a clone, bounded and unforgeable (for :mod:`steps.entry_history`).
+
+Nothing a commit says can forge a field here: the commits that touched a file come from
+``git log -z --format=%H --raw`` (only object ids, modes, a status letter and the path we asked
+for, every field NUL-terminated), and what a commit says (author, dates, message) is read from its
+object through ``git cat-file --batch``, which gives each object's size before its bytes: a
+message may hold any byte (``\\x1e``, ``\\x1f``, NUL, a line that looks like raw output) and it
+stays the message. Each object is read streaming, keeping at most ``keep`` bytes of its head and
+of its tail, so a 20 MB message or a 100 MB old version of a file costs ``2 * keep`` bytes of
+memory, not its size.
+
+Repository-derived text never reaches git where an option is accepted: object ids are checked to
+be hex before they are passed, revisions follow ``--end-of-options``, paths follow ``--`` under
+``--literal-pathspecs``.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from steps.domain.errors import GitCommandError
+from steps.git.auth import git_env
+
+_OID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+ZERO = frozenset({"0" * 40, "0" * 64})
+#: The names kustomize reads a kustomization from (a renamed overlay file keeps its history).
+KUSTOMIZATION_NAMES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_LATEST = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
+_EARLIEST = datetime(1, 1, 1, tzinfo=UTC)
+
+
+def is_oid(text: str) -> bool:
+    """Is ``text`` a full object id (40 or 64 lowercase hex digits)?"""
+    return bool(_OID.fullmatch(text))
+
+
+@dataclass(frozen=True)
+class Touch:
+    """One commit that touched the file: its id and the file's blob ids before and after it."""
+
+    commit: str
+    old: str
+    new: str
+    status: str  # A (added), M (modified), D (deleted), T (type changed)
+
+
+def parse_log_raw(out: bytes) -> list[Touch]:
+    """``git log -z --format=%H --raw --no-abbrev --no-renames`` output → :class:`Touch` es.
+
+    Only the fields git writes itself (ids, modes, status) are read; anything else is skipped.
+    """
+    found: list[Touch] = []
+    commit = ""
+    tokens = out.split(b"\0")
+    i = 0
+    while i < len(tokens):
+        token = tokens[i].decode("ascii", "replace").strip("\n")
+        i += 1
+        if is_oid(token):
+            commit = token
+        elif token.startswith(":") and commit:
+            fields = token[1:].split()
+            i += 1  # the path (one: --no-renames), which is the one we asked for
+            if len(fields) == 5 and is_oid(fields[2]) and is_oid(fields[3]):
+                found.append(Touch(commit, fields[2], fields[3], fields[4][:1]))
+                commit = ""  # one change per commit (one path asked for)
+    return found
+
+
+def touching(repo: Any, rev: str, file: str, limit: int) -> list[Touch]:
+    """The last ``limit`` commits at ``rev`` that touched ``file``, newest first (merges without a
+    diff left out)."""
+    out = repo.git(
+        "--literal-pathspecs",
+        "log",
+        "-z",
+        f"-n{limit}",
+        "--format=%H",
+        "--raw",
+        "--no-abbrev",
+        "--no-renames",
+        "--end-of-options",
+        rev,
+        "--",
+        file,
+        what=f"reading the history of {file}",
+        raw_stdout=True,
+    ).stdout
+    return parse_log_raw(out)
+
+
+def renamed_from(repo: Any, commit: str, file: str, blob: str) -> str | None:
+    """The kustomization file ``commit`` deleted when it added ``file`` (a rename, or an overlay
+    moved): the one with the same content, else the one in the same directory, else the only one;
+    None when there is none (the file begins here)."""
+    if not is_oid(commit):
+        return None
+    specs = [f":(glob)**/{name}" for name in KUSTOMIZATION_NAMES]
+    out = repo.git(
+        "diff-tree",
+        "-z",
+        "-r",
+        "--root",
+        "--no-renames",
+        "--no-commit-id",
+        "--raw",
+        "--end-of-options",
+        commit,
+        "--",
+        *specs,
+        check=False,
+        what=f"reading what {commit[:12]} renamed",
+        raw_stdout=True,
+    )
+    if out.returncode != 0:
+        return None
+    tokens = out.stdout.split(b"\0")
+    deleted: list[tuple[str, str]] = []
+    for i in range(0, len(tokens) - 1, 2):
+        fields = tokens[i].decode("ascii", "replace").strip("\n").lstrip(":").split()
+        if len(fields) == 5 and fields[4] == "D" and is_oid(fields[2]):
+            deleted.append((tokens[i + 1].decode("utf-8", "surrogateescape"), fields[2]))
+    directory = file.rpartition("/")[0]
+    for choose in (
+        lambda p, o: o == blob,
+        lambda p, o: p.rpartition("/")[0] == directory,
+    ):
+        picked = [p for p, o in deleted if choose(p, o)]
+        if len(picked) == 1:
+            return picked[0]
+    return deleted[0][0] if len(deleted) == 1 else None
+
+
+@dataclass(frozen=True)
+class Object:
+    """An object read by :func:`read_objects`: its kind, its full size, and at most ``keep`` bytes
+    of its head and of its tail (all of it when ``size <= 2 * keep``: then ``tail`` is empty)."""
+
+    kind: str
+    size: int
+    head: bytes
+    tail: bytes = b""
+
+    @property
+    def whole(self) -> bool:
+        return not self.tail and len(self.head) == self.size
+
+
+def read_objects(repo: Any, oids: list[str], keep: int, timeout: float = 300.0) -> dict[str, Object]:
+    """Each object of ``oids`` (full ids; others are ignored) read with one streaming
+    ``git cat-file --batch``: at most ``keep`` bytes of its head and ``keep`` of its tail are kept.
+
+    Missing objects are left out. Memory: ``2 * keep`` per object, whatever its size.
+    """
+    wanted = [o for o in dict.fromkeys(oids) if is_oid(o)]
+    if not wanted:
+        return {}
+    env = git_env(repo.auth, repo.url, None)
+    found: dict[str, Object] = {}
+    with subprocess.Popen(
+        ["git", "cat-file", "--batch"],
+        cwd=repo.path,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    ) as process:
+        assert process.stdin is not None and process.stdout is not None
+        timer = threading.Timer(timeout, process.kill)
+        timer.daemon = True
+        timer.start()
+
+        def feed() -> None:
+            try:
+                process.stdin.write("".join(o + "\n" for o in wanted).encode("ascii"))  # type: ignore[union-attr]
+                process.stdin.close()  # type: ignore[union-attr]
+            except OSError:
+                pass
+
+        writer = threading.Thread(target=feed, daemon=True)
+        writer.start()
+        try:
+            out = process.stdout
+            for _ in wanted:
+                header = out.readline(512).decode("ascii", "replace").split()
+                if len(header) == 2 and header[1] == "missing":
+                    continue
+                if len(header) != 3 or not header[2].isdigit():
+                    break
+                size = int(header[2])
+                head = out.read(min(size, 2 * keep))
+                tail = b""
+                left = size - len(head)
+                if left > 0:  # more than 2 * keep bytes: keep ``keep`` of the head, the last ``keep``
+                    window = bytearray(head[keep:])
+                    head = head[:keep]
+                    while left > 0:
+                        chunk = out.read(min(left, 1 << 20))
+                        if not chunk:
+                            break
+                        left -= len(chunk)
+                        window += chunk
+                        del window[: max(0, len(window) - keep)]
+                    tail = bytes(window[-keep:]) if keep else b""
+                out.read(1)  # the newline after the object
+                found[header[0]] = Object(header[1], size, head, tail)
+        finally:
+            timer.cancel()
+            process.kill()
+            writer.join(timeout=5)
+    return found
+
+
+def fetch_objects(repo: Any, oids: list[str], what: str) -> None:
+    """Fetch the objects ``oids`` (full ids only) in one request (protocol v2 lets a client want
+    any object)."""
+    wanted = sorted(o for o in set(oids) if is_oid(o) and o not in ZERO)
+    if not wanted:
+        return
+    repo.git(
+        "-c",
+        "fetch.negotiationAlgorithm=noop",
+        "fetch",
+        "--quiet",
+        "--no-tags",
+        "--no-write-fetch-head",
+        "--recurse-submodules=no",
+        "--end-of-options",
+        "origin",
+        *wanted,
+        what=what,
+    )
+
+
+def fetch_ref(repo: Any, ref: str, what: str) -> str | None:
+    """Fetch ``ref`` (commits and trees only, depth 1) and return the commit it names, or None
+    when the remote has no such ref or refuses."""
+    if not re.fullmatch(r"refs/[A-Za-z0-9/_.-]+", ref) or ".." in ref:
+        return None
+    try:
+        proc = repo.git(
+            "fetch",
+            "--quiet",
+            "--depth=1",
+            "--filter=blob:none",
+            "--no-tags",
+            "--no-write-fetch-head",
+            "--recurse-submodules=no",
+            "--end-of-options",
+            "origin",
+            f"+{ref}:refs/imagebump/peek",
+            check=False,
+            what=what,
+        )
+    except GitCommandError:
+        return None
+    if proc.returncode != 0:
+        return None
+    sha = repo.git("rev-parse", "--verify", "--quiet", "refs/imagebump/peek^{commit}", check=False).stdout.strip()
+    return sha if is_oid(sha) else None
+
+
+def deepen(repo: Any, branch: str, depth: int) -> None:
+    """Fetch ``branch`` ``depth`` commits deep (commits and trees, no file contents)."""
+    repo.git(
+        "fetch",
+        "--quiet",
+        f"--depth={depth}",
+        "--filter=blob:none",
+        "--no-tags",
+        "--no-write-fetch-head",
+        "--end-of-options",
+        "origin",
+        f"refs/heads/{branch}",
+        what=f"fetch of the history of '{branch}' from {repo.url}",
+    )
+
+
+def shallow(repo: Any) -> set[str]:
+    """The clone's shallow boundary (commits whose parents were not fetched)."""
+    path = repo.path / ".git" / "shallow"
+    return set(path.read_text().split()) if path.is_file() else set()
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    """What a commit object says: its author (``Name <email>``), committer time and message (its
+    head and tail when it was longer than the bound: the part in between is not read)."""
+
+    author: str
+    committed_at: datetime
+    message: str
+    message_size: int
+
+
+def when(seconds: str) -> datetime:
+    """A git timestamp (seconds since 1970, possibly negative or far beyond year 9999) as a UTC
+    datetime, clamped to the years 1..9999 Python can hold; something that is not a number reads
+    as 1970 (no evidence of when). Never raises."""
+    text = seconds.strip()
+    if not re.fullmatch(r"[+-]?\d{1,30}", text):
+        return _EPOCH
+    value = int(text)
+    try:
+        return _EPOCH + timedelta(seconds=value)
+    except OverflowError:
+        return _LATEST if value > 0 else _EARLIEST
+
+
+def parse_commit(obj: Object) -> CommitInfo:
+    """A commit object's author, committer time and message, from :func:`read_objects`' bytes."""
+    head, _, body = obj.head.partition(b"\n\n")
+    author, committed = "", _EPOCH
+    for line in head.split(b"\n"):
+        key, _, value = line.partition(b" ")
+        if key == b"author" and not author:
+            author = _ident(value)
+        elif key == b"committer":
+            stamp = value.rpartition(b">")[2].decode("ascii", "replace").split()
+            committed = when(stamp[0] if stamp else "")
+    message = body.decode("utf-8", "replace")
+    if obj.tail:
+        message += "\n…\n" + obj.tail.decode("utf-8", "replace")
+    return CommitInfo(author, committed, message, max(0, obj.size - len(head) - 2))
+
+
+def _ident(value: bytes) -> str:
+    """``Name <email>`` of an ident line's value (its date left off)."""
+    name, found, _ = value.rpartition(b">")
+    return (name + found).decode("utf-8", "replace").strip() if found else value.decode("utf-8", "replace")[:200]

@@ -95,7 +95,9 @@ class _Reader:
             )
         for oid, obj in githistory.read_objects(self.repo, wanted, BLOB_LIMIT // 2).items():
             self.sizes[oid] = obj.size
-            self.texts[oid] = obj.head.decode("utf-8", "replace") if obj.whole and obj.size <= BLOB_LIMIT else None
+            self.texts[oid] = (
+                obj.head.decode("utf-8", "replace") if obj.whole and obj.size <= BLOB_LIMIT else None
+            )
 
     def too_large(self, oid: str) -> bool:
         return oid in self.texts and self.texts[oid] is None
@@ -133,7 +135,11 @@ def _walk(reader: _Reader, rev: str, file: str, limit: int, boundary: set[str]) 
                     return found, bound, False
             after = reader.entry(touch.new, path)
             if touch.old in githistory.ZERO:  # the file begins here, or was renamed from another
-                previous = githistory.renamed_from(repo, touch.commit, path, touch.new) if renames < RENAMES else None
+                previous = (
+                    githistory.renamed_from(repo, touch.commit, path, touch.new)
+                    if renames < RENAMES
+                    else None
+                )
                 if previous is None:
                     return found, "", False
                 old = _blob_at(repo, f"{touch.commit}^", previous)
@@ -141,7 +147,11 @@ def _walk(reader: _Reader, rev: str, file: str, limit: int, boundary: set[str]) 
                     return found, "", False
                 reader.load({old})
                 if reader.too_large(old):
-                    return found, f"the version of {previous} before commit {touch.commit[:12]} is over the {BLOB_LIMIT}-byte bound: its history before that was not read", False
+                    return (
+                        found,
+                        f"the version of {previous} before commit {touch.commit[:12]} is over the {BLOB_LIMIT}-byte bound: its history before that was not read",
+                        False,
+                    )
                 before = reader.entry(old, previous)
                 if before is None or after is None:
                     return found, "", False  # the entry begins here
@@ -163,8 +173,16 @@ def _walk(reader: _Reader, rev: str, file: str, limit: int, boundary: set[str]) 
 def _blob_at(repo: Any, rev: str, path: str) -> str | None:
     """The blob id of ``path`` at ``rev`` (trees only: nothing fetched), or None."""
     proc = repo.git(
-        "--literal-pathspecs", "ls-tree", "-z", "--full-tree", "--end-of-options", rev, "--", path,
-        check=False, raw_stdout=True,
+        "--literal-pathspecs",
+        "ls-tree",
+        "-z",
+        "--full-tree",
+        "--end-of-options",
+        rev,
+        "--",
+        path,
+        check=False,
+        raw_stdout=True,
     )
     if proc.returncode != 0:
         return None

@@ -80,6 +80,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
             "steps.git",
             "steps.forge",
             "steps.proposals",
+            "steps.entry_history",  # rollbacks re-checked on the newest base
         ),
         "steps.reconcile": (
             *(_DOMAIN, _RUNTIME, "steps.kustomize", "steps.rules", "steps.aws", "steps.git", "steps.forge"),

@@ -22,14 +22,13 @@ from typing import TYPE_CHECKING
 
 from steps import git
 from steps.commit_pr.base_branch import clone_base, read_overlay_file, seed_base
-from steps.commit_pr.decide import reapply_plan
 from steps.commit_pr.message import commit_message, message_fields
 from steps.commit_pr.result import CommitPrOutput
 from steps.commit_pr.retry import backoff, lost_race
+from steps.commit_pr.rollbacks import reapply
 from steps.commit_pr.settings import CommitPrSettings
 from steps.domain.errors import GitCommandError, PushRejected, TransientError
 from steps.domain.models import Plan, Target
-from steps.runtime.timing import timed
 
 if TYPE_CHECKING:
     from steps.forge.github_commits import ApiCommit, GitDatabase
@@ -51,8 +50,7 @@ def land_commit(
 
     for attempt in range(1, settings.push_attempts + 1):
         text = read_overlay_file(repo, plan, target, base)
-        with timed("kustomize"):
-            applied = reapply_plan(text, target, plan)
+        applied = reapply(repo, text, target, plan)  # and rollbacks landed since the plan
         if applied.text is None:
             return CommitPrOutput(action="unchanged", reason=applied.reason, commit_sha=repo.head())
         repo.write(plan.file, applied.text)

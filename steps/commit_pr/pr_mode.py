@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING
 
 from steps import git
 from steps.commit_pr.base_branch import clone_base, read_overlay_file
-from steps.commit_pr.decide import reapply_plan
 from steps.commit_pr.message import commit_message, message_fields, pr_text
 from steps.commit_pr.result import Action, CommitPrOutput
 from steps.commit_pr.retry import backoff, lost_race
+from steps.commit_pr.rollbacks import reapply
 from steps.commit_pr.settings import CommitPrSettings
 from steps.domain.branches import branch_name
 from steps.domain.errors import NoCommitsBetween, PullRequestExists, PushRejected, TransientError
@@ -36,7 +36,6 @@ from steps.domain.never_downgrade import guard_branch
 from steps.forge import github as gh
 from steps.forge import pull_requests as forges
 from steps.proposals import entry_at
-from steps.runtime.timing import timed
 
 if TYPE_CHECKING:
     from steps.forge.github_commits import ApiCommit, GitDatabase
@@ -104,8 +103,7 @@ def _propose(
     for attempt in range(1, settings.push_attempts + 1):
         open_pr.forget()
         text = read_overlay_file(repo, plan, target, base)
-        with timed("kustomize"):
-            applied = reapply_plan(text, target, plan)
+        applied = reapply(repo, text, target, plan)  # and rollbacks landed since the plan
         if applied.text is None:
             return CommitPrOutput(action="unchanged", reason=applied.reason, branch=branch)
         repo.write(plan.file, applied.text)

@@ -182,7 +182,7 @@ def lifts(later: ImageChange, found: ImageChange, order: Order, pushed_at: PushT
 
 
 def standing_rollbacks(
-    changes: "list[ImageChange] | tuple[ImageChange, ...]", order: Order, pushed_at: PushTimeOf
+    changes: list[ImageChange] | tuple[ImageChange, ...], order: Order, pushed_at: PushTimeOf
 ) -> list[ImageChange]:
     """The rollbacks among ``changes`` (an entry's image changes, newest first) that still stand,
     newest first: each a :func:`rollback` no later change :func:`lifts`."""
@@ -206,7 +206,7 @@ def same_version(a: ImagesEntry, b: ImagesEntry, order: Order) -> bool:
 
 
 def held_by_standing(
-    standing: "list[ImageChange]",
+    standing: list[ImageChange],
     new: ImagesEntry,
     new_pushed_at: datetime | None,
     order: Order,

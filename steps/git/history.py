@@ -201,7 +201,7 @@ def read_objects(repo: Any, oids: list[str], keep: int, timeout: float = 300.0) 
                     window = bytearray(head[keep:])
                     head = head[:keep]
                     while left > 0:
-                        chunk = out.read(min(left, 1 << 20))
+                        chunk = out.read(min(left, 1 << 16))
                         if not chunk:
                             break
                         left -= len(chunk)
@@ -262,7 +262,9 @@ def fetch_ref(repo: Any, ref: str, what: str) -> str | None:
         return None
     if proc.returncode != 0:
         return None
-    sha = repo.git("rev-parse", "--verify", "--quiet", "refs/imagebump/peek^{commit}", check=False).stdout.strip()
+    sha = repo.git(
+        "rev-parse", "--verify", "--quiet", "refs/imagebump/peek^{commit}", check=False
+    ).stdout.strip()
     return sha if is_oid(sha) else None
 
 
@@ -333,4 +335,6 @@ def parse_commit(obj: Object) -> CommitInfo:
 def _ident(value: bytes) -> str:
     """``Name <email>`` of an ident line's value (its date left off)."""
     name, found, _ = value.rpartition(b">")
-    return (name + found).decode("utf-8", "replace").strip() if found else value.decode("utf-8", "replace")[:200]
+    return (
+        (name + found).decode("utf-8", "replace").strip() if found else value.decode("utf-8", "replace")[:200]
+    )

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from steps.domain.errors import ImagebumpError
-from steps.domain.models import ImagesEntry, image_ref
+from steps.domain.models import ImagesEntry
 
 
 def hold_rolled_back(repo: Any, items: Sequence[Any], *, count: Callable[[], None]) -> None:

@@ -1,0 +1,52 @@
+"""commit-pr's re-check of rollbacks on the newest base (issue 30, item 4).
+
+edit-kustomize judged the entry's history at the plan's base; a person's rollback that lands
+between that and commit-pr is in the newest base only. :func:`reapply` re-applies the plan with
+the pure :func:`steps.commit_pr.decide.reapply_plan` and, when the file on the newest base is not
+the one the plan read (so a commit landed on it since), judges the entry's history again there
+(:func:`steps.entry_history.held_by_rollback`, every standing rollback): a rollback that stands
+makes the outcome ``unchanged`` with the rollback as its reason, in both modes.
+
+commit-pr does not read ECR: push times are unknown here, so with ``order: push-time`` the history
+gives no evidence (its re-check already refuses an entry changed since the plan, naming both),
+and the event's own push time (``target.pushed_at``) is what a rollback is compared with.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from steps.commit_pr.decide import Applied, reapply_plan
+from steps.domain.models import Plan, Target
+from steps.runtime.timing import timed
+
+
+def reapply(repo: Any, text: str, target: Target, plan: Plan) -> Applied:
+    """:func:`reapply_plan` on ``text`` (the file on the newest base in ``repo``), then the
+    rollback re-check when the file changed since the plan."""
+    with timed("kustomize"):
+        applied = reapply_plan(text, target, plan)
+    if applied.text is None or not _changed_since_plan(repo, text, plan):
+        return applied
+    from steps.entry_history import held_by_rollback
+
+    with timed("history"):
+        why = held_by_rollback(
+            repo,
+            "HEAD",
+            plan.file,
+            plan.image_name,
+            order=target.order,
+            new=plan.new,
+            new_pushed_at=target.pushed_at,
+            pushed_at=lambda _entry: None,
+            current=(text, applied.current) if applied.current is not None else None,
+        )
+    return applied if why is None else Applied(None, applied.current, why)
+
+
+def _changed_since_plan(repo: Any, text: str, plan: Plan) -> bool:
+    """Is the file on the newest base other than the one the plan read (a commit landed on it)?"""
+    if plan.base_text:
+        return text != plan.base_text
+    return not plan.base_commit or repo.head() != plan.base_commit

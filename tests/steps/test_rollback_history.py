@@ -18,23 +18,24 @@ from steps.edit_kustomize import run
 from steps.entry_history import entry_history
 from steps.git import GitAuth
 from steps.reconcile.step import scan_targets as sweep
+from tests.steps import test_intent as _intent
 from tests.steps.test_intent import (
     BROKEN,
     FILE,
     FIX,
     OVERLAY,
     PERSON,
-    _env,  # noqa: F401 - the autouse fixture
     _imagebump_commit,
     _roll_back,
     _rules,
     _target,
     _text,
     _uri,
-    ecr,  # noqa: F401 - the fixture
 )
 
 plan_step = run.__wrapped__
+_env = _intent._env  # the autouse fixture: git and AWS settings
+ecr = _intent.ecr  # the ECR repository holding 1.4.1 and 1.5.0
 LATER = FIX + timedelta(hours=1)
 
 
@@ -94,7 +95,9 @@ def test_semver_the_rolled_back_version_rebuilt_after_the_rollback_stays_out(mak
     ours = _imagebump_commit(remote, image, "1.4.1", "1.5.0")
     _roll_back(remote, image, "revert", ours)
     rebuilt = push("1.5.0", FIX)  # the same version pushed again after the rollback
-    out = plan_step(_target(remote, image, "1.5.0", FIX, order="semver").model_copy(update={"digest": rebuilt}))
+    out = plan_step(
+        _target(remote, image, "1.5.0", FIX, order="semver").model_copy(update={"digest": rebuilt})
+    )
     assert out.decision == "held", out.reason
 
 

@@ -399,3 +399,21 @@ def sweep_repository(repo_url: str, items: list[Item], *, auth: Any, calls: Call
                     item.verdict.current if item.verdict else "",
                     item.verdict.newest if item.verdict else "",
                 )
+
+
+def isolate_failure(repo_url: str, items: Sequence[Item], exc: BaseException) -> None:
+    """An unexpected failure while sweeping one repository (what a hostile commit or a bug may
+    cause): only that repository's undecided and behind rows turn ``unknown`` with the reason; the
+    sweep goes on for every other repository. Logged with its traceback for the maintainers."""
+    import logging
+
+    logging.getLogger(__name__).error("sweeping %s failed", repo_url, exc_info=exc)
+    for item in items:
+        if item.verdict is None or item.verdict.state == "behind":
+            item.failure = error_kind(exc)
+            item.verdict = Verdict(
+                "unknown",
+                f"cannot sweep {repo_url}: {type(exc).__name__}: {str(exc)[:300]}; the other repositories are swept",
+                item.verdict.current if item.verdict else "",
+                item.verdict.newest if item.verdict else "",
+            )

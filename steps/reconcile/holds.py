@@ -11,11 +11,14 @@ rollback holds until the newest allowed image was pushed after the rollback comm
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from steps.domain.errors import ImagebumpError
 from steps.domain.models import ImagesEntry
+
+log = logging.getLogger(__name__)
 
 
 def hold_rolled_back(repo: Any, items: Sequence[Any], *, count: Callable[[], None]) -> None:
@@ -37,6 +40,7 @@ def hold_rolled_back(repo: Any, items: Sequence[Any], *, count: Callable[[], Non
         def pushed_at(entry: ImagesEntry, item: Any = item, image: str = newest.image) -> Any:
             return item.overlay.pushed_at(entry, image)
 
+        notes: list[str] = []
         try:
             why = held_by_rollback(
                 repo,
@@ -50,10 +54,25 @@ def hold_rolled_back(repo: Any, items: Sequence[Any], *, count: Callable[[], Non
                 branch=newest.base_branch or repo.branch,
                 count=count,
                 depths=depths,
+                notes=notes,
             )
         except ImagebumpError as exc:
             reason = f"{verdict.reason}; its history could not be read to find a rollback ({exc})"
             item.verdict = dataclasses.replace(verdict, reason=reason)
             continue
+        except Exception as exc:  # noqa: BLE001 - one overlay's history costs only its own row
+            log.warning(
+                "history of %s in %s could not be read", item.file, item.sample.repo_url, exc_info=True
+            )
+            reason = (
+                f"its history could not be read to find a rollback ({type(exc).__name__}: {str(exc)[:200]}); "
+                "not handed over: the event path re-checks it"
+            )
+            item.failure = "failed"
+            item.verdict = dataclasses.replace(verdict, state="unknown", reason=reason, update=None)
+            continue
         if why is not None:
             item.verdict = dataclasses.replace(verdict, state="held", reason=why, update=None)
+        elif notes:
+            reason = f"{verdict.reason}; history read stopped early: {'; '.join(notes)}"
+            item.verdict = dataclasses.replace(verdict, reason=reason)

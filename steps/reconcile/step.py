@@ -84,7 +84,7 @@ from steps.domain.errors import ConfigError
 from steps.domain.models import Target, short_ref
 from steps.reconcile.decide import STATES, State, Verdict, pick_newest
 from steps.reconcile.ecr import Calls, make_clients, pool, scan_ecr
-from steps.reconcile.git import Item, overlay_dir, sweep_repository
+from steps.reconcile.git import Item, isolate_failure, overlay_dir, sweep_repository
 from steps.reconcile.report import (
     ERROR_KINDS,
     StateCount,
@@ -238,8 +238,11 @@ def scan_targets(
 
     def one(repo: str) -> None:
         repo_url = by_repo[repo][0].sample.repo_url  # the first spelling clones for all
-        with tempfile.TemporaryDirectory(prefix="reconcile-") as scratch:
-            sweep_repository(repo_url, by_repo[repo], auth=auth, calls=calls, scratch=Path(scratch))
+        try:
+            with tempfile.TemporaryDirectory(prefix="reconcile-") as scratch:
+                sweep_repository(repo_url, by_repo[repo], auth=auth, calls=calls, scratch=Path(scratch))
+        except Exception as exc:  # noqa: BLE001 - one bad repository costs only its own rows
+            isolate_failure(repo_url, by_repo[repo], exc)
 
     # gather from Git and decide, one repository at a time (one clone each)
     pool(concurrency, sorted(by_repo), one)

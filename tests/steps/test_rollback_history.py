@@ -15,7 +15,6 @@ from datetime import timedelta
 import pytest
 
 from steps.edit_kustomize import run
-from steps.entry_history import entry_history
 from steps.git import GitAuth
 from steps.reconcile.step import scan_targets as sweep
 from tests.steps import test_intent as _intent
@@ -226,6 +225,12 @@ def test_a_rollback_dated_beyond_what_python_holds_does_not_raise(make_remote, e
 # --- issue 31 item 1: bounded by bytes ----------------------------------------------------------------
 
 
+def _history(repo, image):
+    from steps.entry_history import entry_history
+
+    return entry_history(repo, repo.head(), FILE, image)
+
+
 def _clone(remote, token: str):
     from steps import git
 
@@ -247,7 +252,7 @@ def test_huge_messages_are_read_within_a_bounded_memory(make_remote, ecr, git_to
     repo = _clone(remote, git_token)
     tracemalloc.start()
     try:
-        found = entry_history(repo, repo.head(), FILE, image)
+        found = _history(repo, image)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -269,7 +274,7 @@ def test_a_huge_old_version_of_the_file_ends_the_read_with_a_reason(make_remote,
     repo = _clone(remote, git_token)
     tracemalloc.start()
     try:
-        found = entry_history(repo, repo.head(), FILE, image)
+        found = _history(repo, image)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

@@ -83,12 +83,16 @@ class PushTimes:
         return self._times[i] if i < len(self._keys) and self._keys[i] == h else None
 
     def of(self, entry: ImagesEntry | None) -> datetime | None:
-        """Push time of what ``entry`` names: by its digest when it has one, else by its tag."""
+        """Push time of what ``entry`` names: by its digest when it has one, else by its tag —
+        :func:`steps.domain.never_downgrade.image_key`, the very lookup edit-kustomize asks ECR
+        with, so a moved tag cannot make the sweep and an event disagree about a rollback."""
+        from steps.domain.never_downgrade import image_key
+
         if entry is None:
             return None
-        at = self._get(("digest", entry.digest)) if entry.digest else None
-        if at is None and entry.newTag and not entry.digest:
-            at = self._get(("tag", entry.newTag))
+        tag, digest = image_key(entry.newTag, entry.digest)
+        key = ("digest", digest) if digest else ("tag", tag) if tag else None
+        at = self._get(key) if key is not None else None
         return None if at is None else datetime.fromtimestamp(at, UTC)
 
 

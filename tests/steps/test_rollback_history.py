@@ -307,3 +307,58 @@ def test_a_rollback_landing_between_edit_and_commit_pr_is_not_overwritten(
     assert "1.4.1" in (remote.read(FILE) or "")
     branch = remote.server.git(remote.name, "for-each-ref", "--format=%(refname)", "refs/heads/imagebump/")
     assert branch.strip() == ""
+
+
+# --- issue 30 item 5: newTag + digest, a moved tag ------------------------------------------------------
+
+
+def test_with_tag_and_digest_a_moved_tag_leaves_the_event_and_the_sweep_agreeing(
+    make_remote, ecr, git_token
+) -> None:
+    """Both look an entry's push time up by its digest (the image it runs), never by its tag: the tag
+    1.4.1 moved to an image pushed after 1.5.0 makes the rollback look forward by tag."""
+    from imagebump.local import builders
+    from steps.domain.intent import trailer
+
+    name, push = ecr
+    image = _uri(name)
+    client_digest = {tag: _digest_of(name, tag) for tag in ("1.4.1", "1.5.0")}
+
+    def text(tag: str) -> str:
+        return builders.kustomization([{"name": image, "newTag": tag, "digest": client_digest[tag]}])
+
+    remote = make_remote({FILE: text("1.4.1")})
+    message = f"imagebump(prod): 1.4.1 → 1.5.0\n\n{trailer(image, '1.5.0', client_digest['1.5.0'])}\n"
+    remote.server.commit_files(remote.name, {FILE: text("1.5.0")}, message, author="imagebump <ib@x>")
+    remote.server.commit_files(remote.name, {FILE: text("1.4.1")}, "back to 1.4.1\n", author=PERSON)
+    # ECR keeps an image whose tag moved away (untagged); moto deletes it with its last tag
+    # (moto/ecr/models.py, put_image → batch_delete_image): a second tag keeps it, as ECR would
+    _tag_again(name, client_digest["1.4.1"], "keep-1.4.1")
+    moved = push("1.4.1", BROKEN + timedelta(minutes=1))  # the tag moves to an image pushed after 1.5.0
+
+    event = plan_step(
+        _target(remote, image, "1.5.0", BROKEN).model_copy(update={"digest": client_digest["1.5.0"]})
+    )
+    again = plan_step(
+        _target(remote, image, "1.4.1", BROKEN + timedelta(minutes=1)).model_copy(update={"digest": moved})
+    )
+    swept = sweep(_rules(remote, name), auth=GitAuth(git_token))
+    assert (event.decision, again.decision, swept.report[0].state) == ("held", "held", "held")
+
+
+def _tag_again(name: str, digest: str, tag: str) -> None:
+    from moto.ecr.models import ecr_backends
+
+    from tests.fixtures.ecr_times import ACCOUNT
+
+    images = ecr_backends[ACCOUNT]["us-west-2"].repositories[name].images
+    next(i for i in images if i.image_digest == digest).image_tags.append(tag)
+
+
+def _digest_of(name: str, tag: str) -> str:
+    from moto.ecr.models import ecr_backends
+
+    from tests.fixtures.ecr_times import ACCOUNT
+
+    images = ecr_backends[ACCOUNT]["us-west-2"].repositories[name].images
+    return next(i.image_digest for i in images if tag in i.image_tags)

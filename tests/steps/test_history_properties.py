@@ -1,0 +1,122 @@
+"""The history reader as a property (issues 30 and 31), on real git: whatever sequence of people's
+edits, imagebump's commits landed every way (a plain commit, a merge commit of its branch, a
+rebase, a squash with the message), unrelated edits and renames of the kustomization (``.yaml`` ↔
+``.yml``, an overlay moved), :func:`steps.entry_history.entry_history` returns exactly the image
+changes that happened, newest first, each with who made it. Few examples (each builds a
+repository), no network (a local repository read as it is).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from imagebump.local import builders
+from steps.domain.intent import trailer
+from steps.entry_history import entry_history
+from steps.git import ClonedRepo
+
+IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/team/api"
+TAGS = ["1.0.0", "1.1.0", "1.2.0", "2.0.0"]
+PATHS = ["o/prod/kustomization.yaml", "o/prod/kustomization.yml", "o/production/kustomization.yaml"]
+OPS = st.lists(
+    st.tuples(
+        st.sampled_from(
+            ["person", "imagebump", "imagebump-merge", "imagebump-squash", "unrelated", "rename"]
+        ),
+        st.sampled_from(TAGS),
+        st.sampled_from(PATHS),
+    ),
+    min_size=1,
+    max_size=9,
+)
+
+
+class Repo:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.when = datetime(2026, 1, 1, tzinfo=UTC)
+        self.git("init", "-q", "-b", "main")
+
+    def git(self, *args: str, who: str = "Ann <ann@x>") -> str:
+        self.when += timedelta(minutes=1)
+        name, _, email = who.partition(" <")
+        env = {
+            "GIT_AUTHOR_NAME": name,
+            "GIT_AUTHOR_EMAIL": email.rstrip(">"),
+            "GIT_COMMITTER_NAME": name,
+            "GIT_COMMITTER_EMAIL": email.rstrip(">"),
+            "GIT_AUTHOR_DATE": self.when.isoformat(),
+            "GIT_COMMITTER_DATE": self.when.isoformat(),
+            "GIT_CONFIG_GLOBAL": "/dev/null",
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+        }
+        return subprocess.run(
+            ["git", *args], cwd=self.path, env=env, capture_output=True, check=True, text=True
+        ).stdout
+
+    def write(self, path: str, text: str) -> None:
+        (self.path / path).parent.mkdir(parents=True, exist_ok=True)
+        (self.path / path).write_text(text)
+        self.git("add", "-A")
+
+    def commit(self, message: str, who: str = "Ann <ann@x>") -> None:
+        self.git("commit", "-q", "--allow-empty", "-m", message, who=who)
+
+
+def _text(tag: str, note: int = 0) -> str:
+    return builders.kustomization([{"name": IMAGE, "newTag": tag}]) + f"# note {note}\n"
+
+
+@given(ops=OPS)
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_the_history_reader_returns_every_image_change_through_renames_and_merges(
+    tmp_path_factory, ops
+) -> None:
+    repo = Repo(tmp_path_factory.mktemp("history"))
+    path, tag, note = PATHS[0], "1.0.0", 0
+    repo.write(path, _text(tag))
+    repo.commit("start")
+    expected: list[tuple[str, str, bool]] = []
+    for op, new, where in ops:
+        note += 1
+        if op == "unrelated":
+            repo.write(path, _text(tag, note))
+            repo.commit("a comment")
+        elif op == "rename":
+            if where == path:
+                continue
+            (repo.path / where).parent.mkdir(parents=True, exist_ok=True)
+            repo.git("mv", path, where)
+            repo.commit(f"move {path} to {where}")
+            path = where
+        elif new != tag:
+            ours = op.startswith("imagebump")
+            message = (
+                f"imagebump(prod): api {tag} → {new}\n\n{trailer(IMAGE, new, None)}\n"
+                if ours
+                else f"api {new}\n"
+            )
+            who = "imagebump <ib@x>" if ours else "Ann <ann@x>"
+            if op == "imagebump-merge":  # its branch, merged with a merge commit
+                repo.git("checkout", "-q", "-b", f"imagebump/{note}")
+                repo.write(path, _text(new, note))
+                repo.commit(message, who)
+                repo.git("checkout", "-q", "main")
+                repo.git("merge", "-q", "--no-ff", "-m", f"Merge pull request #{note}", f"imagebump/{note}")
+            else:  # a plain commit, a rebase, a squash with the message: the message keeps the trailer
+                if op == "imagebump-squash":
+                    message = f"{message.splitlines()[0]} (#{note})\n\n{trailer(IMAGE, new, None)}\n\nCo-authored-by: A <a@x>\n"
+                repo.write(path, _text(new, note))
+                repo.commit(message, who)
+            expected.insert(0, (tag, new, ours))
+            tag = new
+    found = entry_history(ClonedRepo(repo.path, "main"), "HEAD", path, IMAGE, fetch=False)
+    got = [(c.before.newTag, c.after.newTag, c.by_imagebump) for c in found.changes]
+    assert got == expected[:20]
+    assert found.bound == ""

@@ -110,25 +110,15 @@ def _ls_tree(repo: Any, rev: str, paths: Sequence[str]) -> dict[str, tuple[str, 
 def _blobs(repo: Any, oids: Iterable[str], *, fetch: bool, calls: Calls) -> dict[str, str]:
     """``oid → text`` of the blobs (each at most the kustomize size limit; others left out); ``fetch``:
     missing ones come in ONE request (protocol v2 lets a client want any object), not one each."""
+    from steps.git.history import fetch_objects, is_oid
     from steps.kustomize import MAX_KUSTOMIZATION_BYTES
 
-    wanted = sorted(set(oids))
+    wanted = sorted(o for o in set(oids) if is_oid(o))  # object ids only: nothing reaches git as an option
     if not wanted:
         return {}
     if fetch:
         calls.add("git")
-        repo.git(
-            "-c",
-            "fetch.negotiationAlgorithm=noop",
-            "fetch",
-            "--quiet",
-            "--no-tags",
-            "--no-write-fetch-head",
-            "--recurse-submodules=no",
-            "origin",
-            *wanted,
-            what=f"fetch of {len(wanted)} file(s) from {repo.url}",
-        )
+        fetch_objects(repo, wanted, f"fetch of {len(wanted)} file(s) from {repo.url}")
     sizes = {}
     for line in repo.git(
         "cat-file", "--batch-check=%(objectname) %(objecttype) %(objectsize)", input="\n".join(wanted) + "\n"

@@ -383,6 +383,7 @@ def unless_rolled_back(
     new_at = target.pushed_at or pushed_at(
         ImagesEntry(name=plan.image_name, newTag=target.tag, digest=target.digest)
     )
+    notes: list[str] = []
     with timed("history"):
         why = held_by_rollback(
             repo,
@@ -394,7 +395,15 @@ def unless_rolled_back(
             new_pushed_at=new_at,
             pushed_at=pushed_at,
             current=current,
+            notes=notes,
         )
     if why is None:
+        if notes:  # the update goes ahead; its reason says how far the history was read
+            reason = "; ".join(
+                [plan.reason, f"history read stopped early: {'; '.join(notes)}"]
+                if plan.reason
+                else [f"history read stopped early: {'; '.join(notes)}"]
+            )
+            return plan.model_copy(update={"reason": reason})
         return plan
     return plan.model_copy(update={"changed": False, "decision": "held", "reason": why})

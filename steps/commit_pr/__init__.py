@@ -1,10 +1,11 @@
 """The commit-pr step: land one overlay edit on the target branch, as a commit or a pull request.
 
 ``step`` (``run``: the I/O side — settings, credentials, land, outputs), ``decide`` (the pure core:
-the plan re-applied to the file as it is now), ``base_branch`` (the base both modes start from:
+the plan re-applied to the file as it is now), ``rollbacks`` (that re-application plus the entry's
+history judged again on the newest base when the file changed since the plan), ``base_branch`` (the base both modes start from:
 seeded from the plan's objects, else cloned), ``commit_mode`` and ``pr_mode`` (the two ways to
 land), ``retry`` (backoff after a lost push race), ``message`` (commit message and pull-request
 text), ``settings`` (commit-pr's environment), ``result`` (its outputs). May import :mod:`steps.git`,
-:mod:`steps.forge.pull_requests`, :mod:`steps.kustomize`, :mod:`steps.proposals`, :mod:`steps.runtime` and
+:mod:`steps.forge.pull_requests`, :mod:`steps.kustomize`, :mod:`steps.proposals`, :mod:`steps.entry_history`, :mod:`steps.runtime` and
 :mod:`steps.domain`.
 """

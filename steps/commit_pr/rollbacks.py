@@ -3,7 +3,8 @@
 edit-kustomize judged the entry's history at the plan's base; a person's rollback that lands
 between that and commit-pr is in the newest base only. :func:`reapply` re-applies the plan with
 the pure :func:`steps.commit_pr.decide.reapply_plan` and, when the file on the newest base is not
-the one the plan read (so a commit landed on it since), judges the entry's history again there
+the one the plan read (a commit landed on it since; :func:`_changed_since_plan`), judges the
+entry's history again there
 (:func:`steps.entry_history.held_by_rollback`, every standing rollback): a rollback that stands
 makes the outcome ``unchanged`` with the rollback as its reason, in both modes.
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from steps.commit_pr.decide import Applied, reapply_plan
-from steps.domain.models import Plan, Target
+from steps.domain.models import Plan, Target, same_entry
 from steps.runtime.timing import timed
 
 
@@ -26,7 +27,7 @@ def reapply(repo: Any, text: str, target: Target, plan: Plan) -> Applied:
     rollback re-check when the file changed since the plan."""
     with timed("kustomize"):
         applied = reapply_plan(text, target, plan)
-    if applied.text is None or not _changed_since_plan(repo, text, plan):
+    if applied.text is None or not _changed_since_plan(repo, text, plan, applied.current):
         return applied
     from steps.entry_history import held_by_rollback
 
@@ -45,8 +46,13 @@ def reapply(repo: Any, text: str, target: Target, plan: Plan) -> Applied:
     return applied if why is None else Applied(None, applied.current, why)
 
 
-def _changed_since_plan(repo: Any, text: str, plan: Plan) -> bool:
-    """Is the file on the newest base other than the one the plan read (a commit landed on it)?"""
+def _changed_since_plan(repo: Any, text: str, plan: Plan, current: Any) -> bool:
+    """Could a commit have changed the entry's history since the plan? The plan carried the file's
+    text: the file on the newest base differs from it (another file's commit costs no history
+    read). Otherwise: the newest base is another commit than the plan's, or, for a plan naming no
+    base commit, the entry differs from the one the plan saw."""
     if plan.base_text:
         return text != plan.base_text
-    return not plan.base_commit or repo.head() != plan.base_commit
+    if plan.base_commit:
+        return repo.head() != plan.base_commit
+    return not same_entry(current, plan.old)

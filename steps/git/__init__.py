@@ -10,7 +10,8 @@ The layer, bottom up: ``auth`` (token and environment: header-only auth), ``fail
 :mod:`steps.domain.errors`), ``process`` (:func:`run_git`, the one place git runs;
 :func:`default_branch`, :func:`ls_remote`), ``objects`` (git's object format: ids, trees, the
 path chain), ``commit`` (what a commit is made of: identity, ``git fast-import`` streams),
-``repo`` (:class:`ClonedRepo`, a clone; URLs are parsed by :mod:`steps.domain.repo_url`), and this package's ``__init__`` (:func:`clone`, :func:`seed`). Their public names are
+``repo`` (:class:`ClonedRepo`, a clone; URLs are parsed by :mod:`steps.domain.repo_url`), ``history`` (a
+file's history read bounded and unforgeable: raw ``-z`` output, objects read by length), and this package's ``__init__`` (:func:`clone`, :func:`seed`). Their public names are
 re-exported here: callers import ``steps.git`` only. May import :mod:`steps.runtime` and
 :mod:`steps.domain`.
 

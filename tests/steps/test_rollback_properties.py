@@ -218,3 +218,41 @@ def test_every_merge_shape_of_imagebumps_pr_stays_imagebumps(merge) -> None:
     message, via = _imagebump_message("1.0.0", "1.1.0", merge, 7)
     change = ImageChange("c" * 40, "x", T0, message, _entry("1.0.0"), _entry("1.1.0"), via)
     assert change.by_imagebump
+
+
+# --- the history's parsing: no commit text forges a field, no date raises (issue 31 items 2, 3) ------
+
+
+@given(seconds=st.integers(min_value=-(10**30), max_value=10**30) | st.text(max_size=40))
+@settings(max_examples=200, deadline=None)
+def test_any_commit_date_reads_as_a_date(seconds) -> None:
+    from steps.git.history import when
+
+    at = when(str(seconds))
+    assert 1 <= at.year <= 9999 and at.tzinfo is not None
+
+
+@given(
+    message=st.binary(max_size=300), name=st.text(max_size=20).filter(lambda s: "<" not in s and ">" not in s)
+)
+@settings(max_examples=200, deadline=None)
+def test_a_commit_message_is_the_message_whatever_bytes_it_holds(message, name) -> None:
+    from steps.git.history import Object, parse_commit
+
+    header = (
+        b"tree " + b"4" * 40 + b"\nauthor " + name.replace("\n", " ").encode() + b" <a@x> 1 +0000\n"
+        b"committer C <c@x> 1700000000 +0000\n\n"
+    )
+    raw = header + message
+    info = parse_commit(Object("commit", len(raw), raw))
+    assert info.message == message.decode("utf-8", "replace")
+    assert info.committed_at == datetime.fromtimestamp(1700000000, UTC)
+
+
+@given(out=st.binary(max_size=400))
+@settings(max_examples=200, deadline=None)
+def test_any_log_output_parses_to_object_ids_only(out) -> None:
+    from steps.git.history import is_oid, parse_log_raw
+
+    for touch in parse_log_raw(out):
+        assert is_oid(touch.commit) and is_oid(touch.old) and is_oid(touch.new)

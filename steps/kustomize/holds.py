@@ -97,19 +97,18 @@ class _Comments:
         return start, self.first(start, end), end
 
     def markers(self, start: int, stop: int):
-        """The reasons of the hold markers in the comments that start in ``text[start:stop]``."""
+        """The reasons of the hold markers in the comments that start in ``text[start:stop]``
+        (``start`` is never inside a comment). Each line is looked at once: linear in the span."""
         text = self.text
-        pos = start
-        while pos < stop:
-            found = text.find(_MARKER_WORD, pos, stop)
-            if found < 0:
-                return
-            hash_at = self.first(line_start(text, found), found + 1)
-            if start <= hash_at <= found and hash_at < stop:  # in a comment that starts in the range
-                m = HOLD_MARKER_RE.search(text[hash_at : line_end(text, found)])
+        found = text.find(_MARKER_WORD, start, stop)
+        while found >= 0:
+            end = line_end(text, found)
+            comment = self.first(max(start, line_start(text, found)), min(end, stop))
+            if comment < min(end, stop):  # a comment runs to the end of its line
+                m = HOLD_MARKER_RE.search(text[comment:end])
                 if m is not None:
                     yield m["reason"].strip()
-            pos = found + len(_MARKER_WORD)
+            found = text.find(_MARKER_WORD, end, stop)
 
 
 def _break_before(text: str, pos: int) -> int:

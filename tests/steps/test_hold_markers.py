@@ -332,3 +332,82 @@ def test_imagebump_never_writes_through_a_hold(drawn: Drawn) -> None:
         assert kustomize.get_image(applied.text, name).newTag == "2.0.0"
         if drawn.held is not None:  # writing another entry keeps the hold on the held one
             assert kustomize.hold_marker(applied.text, drawn.names[drawn.held]) == drawn.reason, drawn.where
+
+
+# --- end to end: the event's step and the sweep, on a real remote and moto's ECR ---------------------
+
+REGION = "us-west-2"
+OVERLAY = "apps/api/overlays/prod"
+
+
+@pytest.fixture()
+def _aws(git_env, outputs_dir, monkeypatch, moto):
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto.endpoint_url)
+    monkeypatch.setenv("AWS_REGION", REGION)
+    return moto
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        pytest.param(
+            "images:{b}- {{name: {web}}}{b}# imagebump:hold INC-7{b}- {{name: {api}, newTag: 1.4.1}}{b}",
+            id="flow-above-lf",
+        ),
+        pytest.param(
+            "images:{b}- # imagebump:hold INC-7{b}  {{name: {api}, newTag: 1.4.1}}{b}- {{name: {web}}}{b}",
+            id="flow-after-dash",
+        ),
+        pytest.param(
+            "images:{b}- {{name: {web}}}{b}# imagebump:hold INC-7{b}- {{name: {api}, newTag: 1.4.1}}{b}",
+            id="flow-above-cr",
+        ),
+        pytest.param(
+            "images:{b}- name: {web}{b}# imagebump:hold INC-7{b}- name: {api}{b}  newTag: 1.4.1{b}",
+            id="block-above-ls",
+        ),
+    ],
+)
+def test_the_event_and_the_sweep_hold_a_flow_entry(
+    make_remote, _aws, git_token, layout: str, request
+) -> None:
+    import secrets
+    from datetime import UTC, datetime, timedelta
+
+    from imagebump.local import builders
+    from steps.edit_kustomize import run
+    from steps.git import GitAuth
+    from steps.reconcile.step import scan_targets
+    from steps.rules import load_rules
+    from tests.fixtures.ecr_times import ACCOUNT, set_pushed_at
+
+    brk = {"flow-above-cr": "\r", "block-above-ls": "\u2028"}.get(request.node.callspec.id, "\n")
+    name = f"team/api-{secrets.token_hex(4)}"
+    ecr = _aws.client("ecr")
+    ecr.create_repository(repositoryName=name)
+    now = datetime.now(UTC).replace(microsecond=0)
+    for tag, when in (("1.4.1", now - timedelta(hours=3)), ("1.5.0", now - timedelta(hours=2))):
+        digest = builders.digest_for(f"{name}:{tag}:{secrets.token_hex(4)}")
+        ecr.put_image(
+            repositoryName=name,
+            imageManifest=builders.image_manifest(digest),
+            imageTag=tag,
+            imageDigest=digest,
+        )
+        set_pushed_at(name, tag, when)
+    api = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/{name}"
+    text = layout.format(b=brk, api=api, web=f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/team/web")
+    remote = make_remote({f"{OVERLAY}/kustomization.yaml": text})
+    event = target(remote.url, OVERLAY, tag="1.5.0", order="push-time").model_copy(
+        update={"image": api, "pushed_at": now - timedelta(hours=2)}
+    )
+    out = run.__wrapped__(event)
+    assert (out.decision, out.changed) == ("held", False) and "INC-7" in out.reason
+    rules = load_rules(
+        f"- registryURI: {api}\n  githubRepository: {remote.url}/{OVERLAY}\n"
+        "  env: prod\n  mode: commit\n  provider: local\n"
+    )
+    swept = scan_targets(rules, auth=GitAuth(git_token))
+    (row,) = swept.report
+    assert row.state == "held" and "INC-7" in row.reason
+    assert swept.targets == []

@@ -48,6 +48,9 @@ HOLD_MARKER_RE = re.compile(
     r"(?:^|(?<=[ \t]))#[ \t]*imagebump:hold(?![\w:-])[ \t]*(?P<reason>[^\r\n\x85\u2028\u2029]*)"
 )
 _MARKER_WORD = "imagebump:hold"
+#: The longest reason kept, in characters: it is shown in every report and output; the rest of a
+#: longer one is cut with a note saying how much.
+MAX_REASON = 200
 _BLANK = " \t\ufeff"
 #: What may stand before a first child's lead on its line for the comment lines above it to be its
 #: own: indentation and the indicators that open it (``- - x``, ``[``, ``{``, ``,``).
@@ -107,8 +110,14 @@ class _Comments:
             if comment < min(end, stop):  # a comment runs to the end of its line
                 m = HOLD_MARKER_RE.search(text[comment:end])
                 if m is not None:
-                    yield m["reason"].strip()
+                    yield _cut(m["reason"].strip())
             found = text.find(_MARKER_WORD, end, stop)
+
+
+def _cut(reason: str) -> str:
+    if len(reason) <= MAX_REASON:
+        return reason
+    return f"{reason[:MAX_REASON]}… [{len(reason) - MAX_REASON} more characters]"
 
 
 def _break_before(text: str, pos: int) -> int:

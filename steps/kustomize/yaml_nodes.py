@@ -225,7 +225,9 @@ def yaml_error(exc: Exception, source: str) -> KustomizationError:
     if "nesting depth" in problem:  # libyaml's own limit (1000 levels), met while scanning ahead
         return too_deep(source, at)
     hint = "fix the YAML (kubectl kustomize rejects it too)"
-    if "\\t" in problem or "\t" in problem or "tab" in problem:
+    if "control characters are not allowed" in problem:
+        hint = "remove the control character (YAML allows no terminal escapes or other controls)"
+    elif "\\t" in problem or "\t" in problem or re.search(r"\btabs?\b", problem):  # not "unacceptable"
         hint = "indent with spaces; YAML does not allow tabs for indentation"
     return KustomizationError(f"{source}: invalid YAML{at}: {problem}; {hint}")
 

@@ -105,3 +105,15 @@ def test_a_control_character_in_the_yaml_is_named_not_taken_for_a_tab(
     assert main(["set-image", str(tmp_path), "api:1.5.0"]) == 2
     err = capsys.readouterr().err
     assert "control character" in err and "tabs" not in err and _clean(err, newlines=True)
+
+
+def test_text_log_lines_are_escaped_json_lines_are_left_to_json() -> None:
+    import json
+    import logging
+
+    from steps.runtime.harness import JsonLineFormatter, TextLineFormatter
+
+    record = logging.LogRecord("x", logging.WARNING, __file__, 1, "author %s", (HOSTILE,), None)
+    assert _clean(TextLineFormatter("imagebump reconcile").format(record))
+    line = JsonLineFormatter("cli", {"command": "reconcile"}).format(record)
+    assert HOSTILE in json.loads(line)["message"]  # the JSON logs stay as they are

@@ -411,3 +411,15 @@ def test_the_event_and_the_sweep_hold_a_flow_entry(
     (row,) = swept.report
     assert row.state == "held" and "INC-7" in row.reason
     assert swept.targets == []
+
+
+def test_the_positions_docs_holds_md_shows_each_hold_their_entry() -> None:
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "holds.md").read_text()
+    shown = next(b for b in re.findall(r"```yaml\n(.*?)```", page, re.S) if "after the dash" in b)
+    entries = kustomize.read_images(shown)
+    assert len(entries) >= 5
+    for entry in entries:
+        assert kustomize.hold_marker(shown, entry.name), entry.name

@@ -16,7 +16,9 @@ its first character in a flow sequence. A node's comments are:
 - those after its content on its last line, up to where the next sibling starts;
 - the comment lines after it indented deeper than its lead (blank lines between them allowed);
 - the comment lines above its lead, back to its previous sibling (less what that sibling's own
-  deeper comment lines take) or, for a first child, back to the nearest line with content.
+  deeper comment lines take) or, for a first child, back to the nearest line with content;
+- in a flow collection, what lies between its opening bracket and its first child is that child's,
+  and between its last child and its closing bracket, that child's.
 
 A comment therefore belongs to at most one of a collection's children. Lines end at every YAML line
 break (:data:`~steps.kustomize.yaml_nodes.LINE_BREAK`: CR LF, CR, LF, NEL, U+2028, U+2029), the
@@ -161,6 +163,9 @@ class _Siblings:
         spans = _children(events, first, last)
         start = events[first]
         self.flow = bool(start.flow_style)
+        # a flow collection's brackets: what lies between one and the nearest child is that child's
+        self.open = start.end_mark.index + offset
+        self.close = events[last].start_mark.index + offset
         if start.__class__ is _ev.MappingStartEvent:  # a child is a key with its value
             self.spans = [(spans[k][0], spans[k + 1][1]) for k in range(0, len(spans) - 1, 2)]
             self.keyed = True
@@ -239,6 +244,10 @@ class _Siblings:
         trailing = line_end(text, end) if after is None else min(line_end(text, end), after)
         out = [(lead, end), (end, trailing)]
         out.append((trailing, self.below(k, after)))
+        if self.flow and after is None:  # the last child: up to the closing bracket
+            out.append((trailing, self.close))
+        if self.flow and k == 0:  # the first child: from the opening bracket
+            out.append((self.open, lead))
         if k > 0:
             out.append((self.below(k - 1, lead), lead))
         elif text[line_start(text, lead) : lead].strip(_LEAD_PREFIX) == "":

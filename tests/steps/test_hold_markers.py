@@ -68,6 +68,13 @@ FILE = "overlays/prod/kustomization.yaml"
             id="flow-seq-same-line",
         ),
         pytest.param(
+            "images: [  # imagebump:hold why\n  {name: api},\n  {name: web}\n]\n", id="flow-seq-after-open"
+        ),
+        pytest.param(
+            "images: [\n  {name: web},\n  {name: api}\n  # imagebump:hold why\n]\n",
+            id="flow-seq-before-close",
+        ),
+        pytest.param(
             "images:\r- name: web\r  newTag: '1'\r# imagebump:hold why\r- name: api\r", id="cr-above"
         ),
         pytest.param(
@@ -227,6 +234,8 @@ def _flow_list_entry(name: str, last: bool, where: str | None, marker: str) -> l
         lines.insert(0, f"  {marker}")
     elif where == "below":
         lines.append(f"    {marker}")
+    elif where == "before-close":  # after the last entry, at its column, before the `]`
+        lines.append(f"  {marker}")
     return lines
 
 
@@ -249,8 +258,12 @@ def kustomizations(draw) -> Drawn:
     if flow_list:
         lines.append("images: [")
         for i, name in enumerate(names):
-            at = draw(st.sampled_from(_FLOW_SEQ_POSITIONS)) if i == held else None
+            positions = _FLOW_SEQ_POSITIONS + (("after-open",) if i == 0 else ())
+            positions += ("before-close",) if i == len(names) - 1 else ()
+            at = draw(st.sampled_from(positions)) if i == held else None
             where = at or where
+            if at == "after-open":  # on the `images: [` line
+                lines[-1] += f"  {marker}"
             if i != held and draw(st.booleans()):
                 at = draw(st.sampled_from(_FLOW_SEQ_POSITIONS))
                 lines += _flow_list_entry(name, i == len(names) - 1, at, decoy)

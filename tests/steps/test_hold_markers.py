@@ -436,3 +436,15 @@ def test_the_positions_docs_holds_md_shows_each_hold_their_entry() -> None:
     assert len(entries) >= 5
     for entry in entries:
         assert kustomize.hold_marker(shown, entry.name), entry.name
+
+
+@pytest.mark.parametrize("brk", BREAKS, ids=["lf", "crlf", "cr", "nel", "ls", "ps"])
+def test_the_marker_survives_an_edit_that_removes_its_line_under_every_line_break(brk: str) -> None:
+    digest = "sha256:" + "a" * 64
+    b = brk
+    text = f"images:{b}- name: api{b}  newTag: 1.4.1{b}  digest: {digest}  # imagebump:hold INC-5{b}- name: web{b}"
+    edited = kustomize.set_image(text, "api", tag="1.5.0")
+    assert kustomize.get_image(edited, "api").digest is None
+    assert kustomize.hold_marker(edited, "api") == "INC-5"
+    assert kustomize.hold_marker(edited, "web") is None
+    assert brk in edited and all(other not in edited for other in set(BREAKS) - {brk, "\n", "\r"})

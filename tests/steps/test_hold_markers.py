@@ -448,3 +448,18 @@ def test_the_marker_survives_an_edit_that_removes_its_line_under_every_line_brea
     assert kustomize.hold_marker(edited, "api") == "INC-5"
     assert kustomize.hold_marker(edited, "web") is None
     assert brk in edited and all(other not in edited for other in set(BREAKS) - {brk, "\n", "\r"})
+
+
+def test_a_large_file_full_of_markers_and_look_alikes_costs_one_pass() -> None:
+    """Half a MiB: every entry marked, every value holding ``# imagebump:hold``; one line each way."""
+    import time
+
+    block = "".join(
+        f'- name: app{i}\n  newTag: "1 # imagebump:hold no"  # imagebump:hold r{i}\n' for i in range(4000)
+    )
+    flow = "images: [" + ", ".join(f'{{name: app{i}, newTag: "# imagebump:hold no"}}' for i in range(6000))
+    started = time.perf_counter()
+    assert kustomize.hold_marker("images:\n" + block, "app3999") == "r3999"
+    assert kustomize.hold_marker(flow + "]  # imagebump:hold end\n", "app5999") == "end"
+    assert kustomize.hold_marker(flow + "]  # imagebump:hold end\n", "app0") is None
+    assert time.perf_counter() - started < 30  # a finder that rescans its line per look-alike: hours

@@ -69,6 +69,7 @@ def log_format(args: argparse.Namespace) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from steps.domain.errors import ImagebumpError
+    from steps.domain.terminal import for_terminal
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -89,7 +90,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "%s", exc, extra={"fields": {"error": type(exc).__name__, "exit_code": exc.exit_code}}
             )
         else:
-            print(f"imagebump {args.command}: error: {exc}", file=sys.stderr)
+            print(
+                f"imagebump {args.command}: error: {for_terminal(exc, 4000, newlines=True)}", file=sys.stderr
+            )
         return exc.exit_code
     except KeyboardInterrupt:
         print(f"imagebump {args.command}: interrupted", file=sys.stderr)
@@ -98,7 +101,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("IMAGEBUMP_DEBUG"):
             raise
         print(
-            f"imagebump {args.command}: unexpected error: {type(exc).__name__}: {exc}\n"
+            f"imagebump {args.command}: unexpected error: {type(exc).__name__}: "
+            f"{for_terminal(exc, 4000, newlines=True)}\n"
             "This is a bug or an environment problem; rerun with IMAGEBUMP_DEBUG=1 for a traceback "
             "and report it.",
             file=sys.stderr,

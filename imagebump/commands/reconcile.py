@@ -187,6 +187,7 @@ def run(args: argparse.Namespace) -> int:
     if sweep.message and not sweep.report:
         say(f"imagebump reconcile: {sweep.message}")
         return sweep.exit_code
+    from steps.domain.terminal import for_terminal
     from steps.reconcile.step import TargetState, render_table
 
     say(render_table([TargetState(**t) for t in sweep.report]).rstrip("\n"))
@@ -202,10 +203,11 @@ def run(args: argparse.Namespace) -> int:
         done = sum(1 for u in sweep.updates if u["ok"])
         say(f"applied: {sweep.submitted} target(s) behind submitted, {done} brought up to date; {tail}")
         for update in sweep.updates:
-            say(f"  {update['env'] or '-'} {update['repo_url']}/{update['path']}: {update['outcome']}")
+            where = for_terminal(f"{update['env'] or '-'} {update['repo_url']}/{update['path']}")
+            say(f"  {where}: {for_terminal(update['outcome'])}")
     else:
         say(f"dry run ({tail}); --apply updates the targets behind")
     if sweep.message:
-        say(f"imagebump reconcile: {sweep.message}")
+        say(f"imagebump reconcile: {for_terminal(sweep.message, 4000)}")
     print(json.dumps(sweep.summary(), indent=2))
     return sweep.exit_code

@@ -98,8 +98,10 @@ def run(args: argparse.Namespace) -> int:
 
     s3 = s3_client(args.profile) if args.source.startswith("s3://") else None
 
+    from steps.domain.terminal import for_terminal
+
     def progress(line: str) -> None:  # each write as it is done, before the next one is tried
-        print(line, flush=True)
+        print(for_terminal(line, 4000), flush=True)  # object names come from the archive
 
     _, report = restore.restore(
         args.source,
@@ -111,5 +113,5 @@ def run(args: argparse.Namespace) -> int:
         prune=args.prune,
         progress=progress,
     )
-    print(report)
+    print(for_terminal(report, None, newlines=True))
     return 0

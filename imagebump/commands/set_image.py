@@ -113,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from steps.domain.errors import ConfigError, ImageNotFoundError
+    from steps.domain.terminal import for_terminal
     from steps.kustomize import edit_image, find_kustomization, parse_image_spec
 
     spec = parse_image_spec(args.spec)
@@ -146,19 +147,21 @@ def run(args: argparse.Namespace) -> int:
             source=shown,
         )
     except ImageNotFoundError as exc:
-        print(f"imagebump set-image: {exc} or pass --add", file=sys.stderr)
+        print(f"imagebump set-image: {for_terminal(exc, 4000)} or pass --add", file=sys.stderr)
         return 1
-    name = edit.new.name  # the entry that was (or will be) changed: one parse told all of it
+    # what the file and its history say is others' text: shown through for_terminal
+    name = for_terminal(edit.new.name)  # the entry that was (or will be) changed: one parse told all of it
+    where = for_terminal(shown)
     if not edit.changed:
-        print(f"{shown}: {name} already current ({_describe(edit.old)})")
+        print(f"{where}: {name} already current ({for_terminal(_describe(edit.old))})")
         return 0
     _write_atomically(target, edit.text.encode("utf-8"), shown)
     if edit.old is None:
-        print(f"{shown}: {name} added ({_describe(edit.new)})")
+        print(f"{where}: {name} added ({for_terminal(_describe(edit.new))})")
     else:
-        print(f"{shown}: {name} {_describe(edit.old)} → {_describe(edit.new)}")
-        for note in _holds(given, target, text, name, edit.new):
-            print(f"{shown}: {name} {note}")
+        print(f"{where}: {name} {for_terminal(_describe(edit.old))} → {for_terminal(_describe(edit.new))}")
+        for note in _holds(given, target, text, edit.new.name, edit.new):
+            print(f"{where}: {name} {for_terminal(note, None)}")
     return 0
 
 
@@ -170,6 +173,7 @@ def _holds(given, target, text: str, name: str, new) -> list[str]:
     from steps.domain.errors import ImagebumpError
     from steps.domain.intent import HOLD_MARKER, rollback
     from steps.domain.models import entry_ref
+    from steps.domain.terminal import for_terminal
     from steps.domain.version_order import compare_semver, parse_semver
     from steps.entry_history import last_image_change
     from steps.git import ClonedRepo
@@ -179,7 +183,8 @@ def _holds(given, target, text: str, name: str, new) -> list[str]:
     marker = hold_marker(text, name, by_new_name=False)
     if marker is not None:
         notes.append(
-            f"is held by '# {HOLD_MARKER}{' ' + marker if marker else ''}': changed as you asked; the "
+            f"is held by '# {HOLD_MARKER}{' ' + for_terminal(marker, 200) if marker else ''}': changed as you "
+            "asked; the "
             "marker stays, and imagebump leaves the entry alone until you remove it"
         )
     root, in_git = _boundary(given, target)

@@ -11,7 +11,6 @@ nodes run under item ``i`` of the ``update-target`` fan-out, which :mod:`workflo
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -207,8 +206,11 @@ def live_words(nodes: dict[str, NodeResult]) -> str:
 
 
 def printable(text: str) -> str:
-    """``text`` that any UTF-8 stream can take: lone surrogates (from JSON escapes) become U+FFFD."""
-    return re.sub("[\ud800-\udfff]", "\ufffd", text)
+    """``text`` that any terminal can take (:func:`steps.domain.terminal.for_terminal`): control
+    characters, bidi overrides and lone surrogates (from JSON escapes) escaped, cut at 4,000."""
+    from steps.domain.terminal import for_terminal
+
+    return for_terminal(text, 4000)
 
 
 def progress_line(event: dict[str, Any], result: WorkflowResult) -> str:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from steps.domain.errors import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK, EXIT_TRANSIENT, ConfigError
+from steps.domain.terminal import for_terminal
 from workflows import names
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -340,7 +341,7 @@ class Sweeper:
         )
         if sweep.message:
             line += f"  [{sweep.message}]"
-        self.out(line)
+        self.out(for_terminal(line, 4000))
         self.log(
             {
                 "event": "sweep-finished",

@@ -3,16 +3,20 @@
 ``argocd-cmd-params-cm`` names them in ``application.namespaces`` and
 ``applicationsetcontroller.namespaces``: comma-separated plain names, globs, or ``/regex/``.
 :func:`namespace_enabled` is Argo CD's matching (util/security/application_namespaces.go), with a
-regular expression given a time limit so a pattern cannot hang a step. Used by
+regular expression given a time limit and a glob matched by RE2 (linear in the name), so a pattern
+cannot hang a step; a glob over :data:`MAX_GLOB_LENGTH` characters or nested deeper than
+:data:`MAX_GLOB_DEPTH` is refused (:class:`~steps.domain.errors.ConfigError` naming the setting). Used by
 :mod:`steps.argocd_backup.live_objects` (what a backup lists) and :mod:`steps.argocd_backup.restore`. Imports :mod:`steps.domain.errors` only.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from typing import Any
 
+import re2
 import regex
 
 from steps.domain.errors import ConfigError
@@ -28,6 +32,9 @@ _NAMESPACE_RE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 #: A /regex/ namespace pattern gets this long to decide on one namespace name (≤ 63 characters);
 #: longer means catastrophic backtracking, refused rather than left to hang the step.
 _REGEX_TIMEOUT = 1.0
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False
+_RE2_OPTIONS.never_capture = True
 
 
 def namespace_patterns(cmd_params: dict[str, Any] | None, setting: str) -> list[str]:
@@ -58,7 +65,7 @@ def namespace_enabled(
             if _regex_search(pattern, namespace, setting):
                 return True
             continue
-        compiled = _glob(pattern)
+        compiled = _glob(pattern, setting)
         if compiled is not None and compiled.fullmatch(namespace):
             return True
     return False
@@ -79,12 +86,36 @@ def _regex_search(pattern: str, namespace: str, setting: str) -> bool:
         ) from None
 
 
-def _glob(pattern: str) -> re.Pattern[str] | None:
+#: The longest glob pattern read, in characters, and the deepest ``{...}`` nesting: a namespace name
+#: has at most 63 characters, so a longer pattern is a mistake (or an attack), refused by name.
+MAX_GLOB_LENGTH = 1000
+MAX_GLOB_DEPTH = 32
+
+
+def _literal(c: str) -> str:
+    """One character as RE2 reads it literally (inside a class too)."""
+    return c if c.isascii() and c.isalnum() else f"\\x{{{ord(c):x}}}"
+
+
+def _glob(pattern: str, setting: str = "") -> Any:
     """gobwas/glob syntax without separators: ``*``, ``?``, ``[abc]``, ``[!a-z]``, ``{a,b}``, ``\\x``.
 
-    Translated to a regular expression of literal characters, classes and alternations only (no
-    nested quantifiers), so matching is linear; None when the pattern is malformed.
+    Translated to RE2 (google-re2, as the rules' patterns), whose matching time is linear in the
+    name by construction: ``*a*a*a*a*b`` costs what ``*`` costs. None when the pattern is malformed
+    (upstream matches nothing then); a pattern longer than :data:`MAX_GLOB_LENGTH` or with ``{``
+    nested deeper than :data:`MAX_GLOB_DEPTH` raises :class:`ConfigError` naming the setting.
     """
+    where = f"{setting or 'namespace'} pattern in {CMD_PARAMS_CONFIG_MAP}"
+    if len(pattern) > MAX_GLOB_LENGTH:
+        raise ConfigError(
+            f"{where} is {len(pattern)} characters long ({pattern[:40]!r}…), over the {MAX_GLOB_LENGTH} "
+            "a glob may have (a namespace name has at most 63); shorten it"
+        )
+    return _compiled_glob(pattern, where)
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled_glob(pattern: str, where: str) -> Any:
     out: list[str] = []
     depth = 0
     i, n = 0, len(pattern)
@@ -93,7 +124,7 @@ def _glob(pattern: str) -> re.Pattern[str] | None:
         if c == "\\":
             if i + 1 >= n:
                 return None
-            out.append(re.escape(pattern[i + 1]))
+            out.append(_literal(pattern[i + 1]))
             i += 2
             continue
         if c == "*":
@@ -113,16 +144,23 @@ def _glob(pattern: str) -> re.Pattern[str] | None:
             j = 0
             while j < len(body):
                 if j + 2 < len(body) and body[j + 1] == "-":
-                    parts.append(f"{re.escape(body[j])}-{re.escape(body[j + 2])}")
+                    if body[j] > body[j + 2]:
+                        return None
+                    parts.append(f"{_literal(body[j])}-{_literal(body[j + 2])}")
                     j += 3
                 else:
-                    parts.append(re.escape(body[j]))
+                    parts.append(_literal(body[j]))
                     j += 1
             out.append(f"[{'^' if negate else ''}{''.join(parts)}]")
             i = end + 1
             continue
         elif c == "{":
             depth += 1
+            if depth > MAX_GLOB_DEPTH:
+                raise ConfigError(
+                    f"{where} {pattern[:40]!r}… nests '{{' more than {MAX_GLOB_DEPTH} deep; "
+                    "write the alternatives out flat ({a,b,c})"
+                )
             out.append("(?:")
         elif c == "}" and depth:
             depth -= 1
@@ -130,11 +168,11 @@ def _glob(pattern: str) -> re.Pattern[str] | None:
         elif c == "," and depth:
             out.append("|")
         else:
-            out.append(re.escape(c))
+            out.append(_literal(c))
         i += 1
     if depth:
         return None
     try:
-        return re.compile("".join(out), re.DOTALL)
-    except re.error:
+        return re2.compile("(?s)" + "".join(out), _RE2_OPTIONS)
+    except re2.error:
         return None

@@ -7,7 +7,7 @@ else raises :class:`~steps.domain.errors.KustomizationError`; hostile texts are 
 anything. Modules, each importing only those before it: ``yaml_nodes`` (libyaml events with
 positions, the guards), ``spec`` (``NAME[=NEWNAME][:TAG][@DIGEST]``), ``files`` (finding the kustomization
 file), ``reader`` (the one parse), ``splice`` (the line editor's tools), ``verify`` (proving an
-edit), ``holds`` (the ``# imagebump:hold`` marker of an entry), ``flow`` (adding ``images:`` to a
+edit), ``holds`` (the ``# imagebump:hold`` marker of an entry, or of any node of any YAML file: ``hold_at``), ``flow`` (adding ``images:`` to a
 kustomization written as one flow mapping), ``edit`` (:func:`set_image`; :func:`edit_image`, the same edit also returning the entry
 before and after it). May import ``steps.domain.errors``, ``steps.domain.events`` and
 ``steps.domain.models``; nothing else of the project.
@@ -15,7 +15,7 @@ before and after it). May import ``steps.domain.errors``, ``steps.domain.events`
 
 from steps.kustomize.edit import ImageEdit, edit_image, set_image
 from steps.kustomize.files import KUSTOMIZATION_FILES, find_kustomization
-from steps.kustomize.holds import HOLD_MARKER_RE, hold_marker
+from steps.kustomize.holds import HOLD_MARKER_RE, hold_at, hold_marker
 from steps.kustomize.reader import MAX_ALIAS_EXPANSION, get_image, read_images
 from steps.kustomize.spec import KEEP, ImageSpec, parse_image_spec, validate_image_name
 from steps.kustomize.yaml_nodes import MAX_KUSTOMIZATION_BYTES
@@ -31,6 +31,7 @@ __all__ = [
     "edit_image",
     "find_kustomization",
     "get_image",
+    "hold_at",
     "hold_marker",
     "parse_image_spec",
     "read_images",

@@ -238,6 +238,30 @@ def _compose(text: str, source: str, *, record: bool):
     return root, events, scalar_index, unknown, offset
 
 
+@dataclass
+class YamlTree:
+    """Any one-document YAML text read for positions: its root (a collection node, a scalar event or
+    None), every event in order, and the offset to add to their indices (a leading BOM)."""
+
+    text: str
+    root: object
+    events: list
+    offset: int
+
+
+def parse_tree(text: str, source: str) -> YamlTree:
+    """``text`` read with the guards of :func:`parse_document` (size, nesting, aliases, duplicate keys)
+    but no kustomization shape: for readers of other YAML files (a Helm values file)."""
+    if not isinstance(text, str):
+        raise TypeError("text must be str")
+    refuse_oversize(text, source)
+    try:
+        root, events, _scalars, _unknown, offset = _compose(text, source, record=True)
+    except yaml.YAMLError as exc:
+        raise yaml_error(exc, source) from None
+    return YamlTree(text, root, events, offset)
+
+
 def parse_document(text: str, source: str, *, check_size: bool = True, record: bool = False) -> ParsedDoc:
     if not isinstance(text, str):
         raise TypeError("text must be str")

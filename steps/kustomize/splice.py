@@ -14,8 +14,12 @@ from steps.kustomize.holds import HOLD_MARKER_RE
 from steps.kustomize.reader import ParsedDoc, ParsedEntry
 from steps.kustomize.yaml_nodes import (
     LINE_BREAK,
+    LINE_BREAK_CHARS,
     STR_TAG,
     Scalar,
+    line_end,
+    line_start,
+    next_line,
     position_of,
     refuse_anchor,
     resolve_tag,
@@ -76,23 +80,9 @@ class Splicer:
         return "".join(out)
 
 
-def start_of_line(text: str, pos: int) -> int:
-    start = pos
-    while start > 0 and text[start - 1] not in "\n\r\x85\u2028\u2029":
-        start -= 1
-    return start
-
-
-def end_of_line_content(text: str, pos: int) -> int:
-    """Index of the line break ending the line that holds ``pos`` (or len(text))."""
-    m = LINE_BREAK.search(text, pos)
-    return m.start() if m else len(text)
-
-
-def end_of_line(text: str, pos: int) -> int:
-    """Index just after the line break ending the line that holds ``pos``."""
-    m = LINE_BREAK.search(text, pos)
-    return m.end() if m else len(text)
+start_of_line = line_start
+end_of_line_content = line_end
+end_of_line = next_line
 
 
 def line_ending(text: str, near: int = 0) -> str:
@@ -118,7 +108,7 @@ def _value_end(text: str, key: Scalar, value: Scalar) -> int:
         return colon_after(text, key)
     end = value.end_mark.index
     if value.style in ("|", ">"):  # a block scalar ends where the next line starts: end at its last line
-        while end > value.start_mark.index and text[end - 1] in "\r\n\x85\u2028\u2029":
+        while end > value.start_mark.index and text[end - 1] in LINE_BREAK_CHARS:
             end -= 1
     return end
 

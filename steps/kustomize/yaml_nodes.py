@@ -24,8 +24,30 @@ MAX_KUSTOMIZATION_BYTES = 1 << 20
 
 
 IMAGE_FIELDS = ("name", "newName", "newTag", "digest")
-#: YAML's line breaks, exactly as libyaml's scanner counts them (YAML 1.1: NEL, LS and PS too).
+#: YAML's line breaks, exactly as libyaml's scanner counts them (YAML 1.1: NEL, LS and PS too): the
+#: one definition of a line that the line editor (:mod:`steps.kustomize.splice`) and the hold finder
+#: (:mod:`steps.kustomize.holds`) share. ``\r\n`` is one break.
+LINE_BREAK_CHARS = "\r\n\x85\u2028\u2029"
 LINE_BREAK = re.compile(r"\r\n|\r|\n|\x85|\u2028|\u2029")
+
+
+def line_start(text: str, pos: int) -> int:
+    """Index of the first character of the line that holds ``pos`` (after a :data:`LINE_BREAK`)."""
+    return max(text.rfind(c, 0, pos) for c in LINE_BREAK_CHARS) + 1
+
+
+def line_end(text: str, pos: int) -> int:
+    """Index of the line break ending the line that holds ``pos`` (or ``len(text)``)."""
+    m = LINE_BREAK.search(text, pos)
+    return m.start() if m else len(text)
+
+
+def next_line(text: str, pos: int) -> int:
+    """Index just after the line break ending the line that holds ``pos`` (or ``len(text)``)."""
+    m = LINE_BREAK.search(text, pos)
+    return m.end() if m else len(text)
+
+
 _RESOLVERS = (VersionedResolver(version=(1, 1)), VersionedResolver(version=(1, 2)))
 #: ruamel's implicit-resolver tables for YAML 1.1 and 1.2 ({first character: [(tag, regexp)]}), read
 #: once: its ``resolve`` looks the YAML version up through exceptions on every call (~10 µs).
@@ -203,7 +225,9 @@ def yaml_error(exc: Exception, source: str) -> KustomizationError:
     if "nesting depth" in problem:  # libyaml's own limit (1000 levels), met while scanning ahead
         return too_deep(source, at)
     hint = "fix the YAML (kubectl kustomize rejects it too)"
-    if "\\t" in problem or "\t" in problem or "tab" in problem:
+    if "control characters are not allowed" in problem:
+        hint = "remove the control character (YAML allows no terminal escapes or other controls)"
+    elif "\\t" in problem or "\t" in problem or re.search(r"\btabs?\b", problem):  # not "unacceptable"
         hint = "indent with spaces; YAML does not allow tabs for indentation"
     return KustomizationError(f"{source}: invalid YAML{at}: {problem}; {hint}")
 

@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 
 from steps.domain.errors import ConfigError, TransientError
 from steps.domain.models import short_ref
+from steps.domain.terminal import for_terminal
 from steps.reconcile.decide import STATES, State
 
 #: Why an ``unknown`` target could not be read: ``transient`` (Git or ECR failing for now: the next
@@ -86,17 +87,23 @@ def cap_report(report: Sequence[TargetState], limit: int | None) -> tuple[list[T
 
 
 def render_table(report: Sequence[TargetState]) -> str:
-    """The human view (stderr): one line per target, worst first, then a count per state."""
+    """The human view (stderr): one line per target, worst first, then a count per state.
+
+    Every cell is what Git, ECR or a person wrote: shown through :func:`for_terminal`.
+    """
     rows = worst_first(report)
     head = ("STATE", "ENV", "OVERLAY", "CURRENT", "NEWEST", "REASON")
     lines = [
-        (
-            t.state,
-            t.env or "-",
-            f"{t.repo_url}/{t.path}",
-            short_ref(t.current) or "-",
-            short_ref(t.newest) or "-",
-            t.reason,
+        tuple(
+            for_terminal(cell)
+            for cell in (
+                t.state,
+                t.env or "-",
+                f"{t.repo_url}/{t.path}",
+                short_ref(t.current) or "-",
+                short_ref(t.newest) or "-",
+                t.reason,
+            )
         )
         for t in rows
     ]

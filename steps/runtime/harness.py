@@ -53,6 +53,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from steps.domain.errors import ImagebumpError
+from steps.domain.terminal import for_terminal
 from steps.runtime import timing
 from steps.runtime.redact import redact
 from steps.runtime.settings import register_secrets_from_environment
@@ -178,16 +179,19 @@ class _StderrHandler(logging.StreamHandler):
 
 
 class TextLineFormatter(logging.Formatter):
-    """One human-readable line per record, secrets redacted: ``imagebump backup: warning: …``."""
+    """One human-readable line per record, secrets redacted, what others wrote escaped
+    (:func:`steps.domain.terminal.for_terminal`): ``imagebump backup: warning: …``."""
 
     def __init__(self, prefix: str) -> None:
         super().__init__()
         self.prefix = prefix
 
     def format(self, record: logging.LogRecord) -> str:
-        text = f"{self.prefix}: {record.levelname.lower()}: {redact(record.getMessage())}"
+        message = for_terminal(redact(record.getMessage()), 4000)  # one line per record
+        text = f"{self.prefix}: {record.levelname.lower()}: {message}"
         if record.exc_info:
-            text += "\n" + redact("".join(traceback.format_exception(*record.exc_info))).rstrip()
+            trace = redact("".join(traceback.format_exception(*record.exc_info))).rstrip()
+            text += "\n" + for_terminal(trace, None, newlines=True)
         return text
 
 

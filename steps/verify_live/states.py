@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field
 
 from steps.domain.errors import ImagebumpError
 from steps.domain.models import Target
+from steps.domain.terminal import for_terminal
 from steps.runtime.harness import step_entry
 from steps.verify_live import decide
 from steps.verify_live.step import AppLive
@@ -133,7 +134,7 @@ def render_live_table(states: list[LiveState]) -> str:
     """The human view: one line per current target, mismatches first."""
     order = {s: i for i, s in enumerate(("mismatch", "unknown", "syncing", "no-application", "live"))}
     rows = [
-        (s.state, s.env or "-", f"{s.repo_url}/{s.path}", s.reason)
+        tuple(for_terminal(c) for c in (s.state, s.env or "-", f"{s.repo_url}/{s.path}", s.reason))
         for s in sorted(states, key=lambda s: (order.get(s.state, 9), s.repo_url, s.path))
     ]
     head = ("LIVE", "ENV", "OVERLAY", "REASON")

@@ -222,6 +222,9 @@ class ArgoCDSimulator:
         self._thread = threading.Thread(target=self._loop, name="argocd-sim", daemon=True)
 
     def __enter__(self) -> ArgoCDSimulator:
+        if self._thread.ident is not None:  # entered before: a new thread for this run
+            self._stop = threading.Event()
+            self._thread = threading.Thread(target=self._loop, name="argocd-sim", daemon=True)
         self._thread.start()
         return self
 

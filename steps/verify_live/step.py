@@ -298,10 +298,10 @@ def bounded(out: VerifyLiveOutput, repository: str = "") -> VerifyLiveOutput:
                 }
             )
         )
-    message = out.message
+    message = _clip(out.message, MAX_MESSAGE)
     if len(apps) > MAX_APPLICATIONS:
         message += f" ({len(apps) - MAX_APPLICATIONS} more Application(s) not listed)"
-    return out.model_copy(update={"applications": kept, "message": _clip(message, MAX_MESSAGE)})
+    return out.model_copy(update={"applications": kept, "message": message})
 
 
 @step_entry

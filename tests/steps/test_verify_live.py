@@ -17,6 +17,7 @@ import pytest
 from imagebump.local.argocd_sim import ArgoCDApiServer, ArgoCDSimulator
 from steps.domain.errors import ConfigError, PermissionDeniedError
 from steps.domain.models import ImagesEntry, Plan, Target
+from steps.kube import api as kube_api
 from steps.kube.client import KubernetesApi
 from steps.verify_live import step as verify_live
 from steps.verify_live.history import History
@@ -25,6 +26,7 @@ from tests.fakes.kube import FakeKube, FakeKubeServer
 IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/team/api"
 OVERLAY = "overlays/prod"
 FILE = f"{OVERLAY}/kustomization.yaml"
+_APPS = kube_api.APPLICATION
 DEPLOYMENT = f"""apiVersion: apps/v1
 kind: Deployment
 metadata:
@@ -154,8 +156,10 @@ def cluster(tmp_path, git_token, monkeypatch):
     c.argocd_api.__exit__(None, None, None)
 
 
-def push(remote, tag: str = "1.1.0", pushed_seconds_ago: float = 30.0) -> tuple[Target, Plan, str]:
-    sha = remote.commit_files({FILE: kustomization(tag)}, message=f"imagebump(prod): api {tag}")
+def push(
+    remote, tag: str = "1.1.0", pushed_seconds_ago: float = 30.0, resources: str = "deployment.yaml"
+) -> tuple[Target, Plan, str]:
+    sha = remote.commit_files({FILE: kustomization(tag, resources)}, message=f"imagebump(prod): api {tag}")
     target = Target(
         rule=0,
         repo_url=remote.url,
@@ -490,3 +494,55 @@ def test_a_live_timeout_longer_than_a_pod_may_wait_ends_in_timeout_not_a_killed_
     rendered = yaml.safe_load((root / "manifests" / "workflows" / "image-update.yaml").read_text())
     (template,) = [t for t in rendered["spec"]["templates"] if t["name"] == "verify-live"]
     assert MAX_WAIT_SECONDS + 30 <= template["activeDeadlineSeconds"]
+
+
+def test_a_deployment_scaled_to_zero_is_idle_not_a_mismatch(cluster: Cluster, make_remote, git_env) -> None:
+    """Issue 30 item 7: Argo CD lists images of Pods only; ``replicas: 0`` shows none. Synced and
+    healthy at the commit: ``idle``, the Workflow succeeds."""
+    idle_deployment = DEPLOYMENT.replace("spec:\n  selector:", "spec:\n  replicas: 0\n  selector:")
+    remote = make_remote({f"{OVERLAY}/deployment.yaml": idle_deployment, FILE: kustomization("1.0.0")})
+    cluster.seed(application("api-prod", remote.url))
+    assert cluster.kube.get_raw(_APPS, "argocd", "api-prod")["status"]["summary"]["images"] == []
+    target, plan, sha = push(remote)
+    with cluster.sim:
+        out = verify(cluster, target, plan, sha)
+    assert out.result == "idle", out.message
+    (app,) = out.applications
+    assert (app.state, app.revision, app.images) == ("idle", sha, [])
+    assert out.seconds_push_to_synced and out.seconds_push_to_healthy == ""
+
+
+def test_a_cronjob_shows_its_last_run_until_the_next_one_idle_then_live(
+    cluster: Cluster, make_remote, git_env
+) -> None:
+    """Only a CronJob uses the image: after the sync Argo CD still lists the last run's completed
+    Pod (the old image) — ``idle``, not ``mismatch``; after its next run the new image is listed."""
+    remote = make_remote({f"{OVERLAY}/cronjob.yaml": CRONJOB, FILE: kustomization("1.0.0", "cronjob.yaml")})
+    cluster.seed(application("report-prod", remote.url))
+    target, plan, sha = push(remote, "1.1.0", resources="cronjob.yaml")
+    with cluster.sim:
+        out = verify(cluster, target, plan, sha)
+    assert out.result == "idle", out.message
+    (app,) = out.applications
+    assert app.images == [f"{IMAGE}:1.0.0"]  # the completed Pod of the run before the sync
+    cluster.sim.run_cronjobs("argocd", "report-prod")
+    with cluster.sim:
+        out = verify(cluster, target, plan, sha)
+    assert out.result == "live", out.message
+
+
+def test_outputs_stay_bounded_whatever_argocd_lists(cluster: Cluster, remote) -> None:
+    """Issue 31 item 8: 20,000 images in ``summary.images`` → outputs far below Argo's ~1 MB."""
+    import json
+
+    cluster.seed(application("api-prod", remote.url))
+    many = [f"{IMAGE}:old-{i:05d}" for i in range(20_000)]
+    cluster.sim.stale["argocd/api-prod"] = many
+    target, plan, sha = push(remote)
+    with cluster.sim:
+        out = verify(cluster, target, plan, sha)
+    assert out.result == "mismatch"
+    size = len(json.dumps(out.model_dump()))
+    assert size < 64_000, size
+    (app,) = out.applications
+    assert len(app.images) <= verify_live.MAX_IMAGES + 1 and "19980 more" in app.images[-1]

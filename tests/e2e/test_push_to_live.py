@@ -109,3 +109,32 @@ def test_sweep_reports_live_states_and_a_mismatch_on_an_overlay_nobody_pushed_to
     table = render_live_table([LiveState(**s) for s in sweep.live])
     assert table.splitlines()[1].startswith("mismatch  staging")
     assert "1 mismatch" in table
+
+
+def test_an_idle_overlay_is_idle_not_an_alarm_in_the_run_and_the_sweep(live_world: World) -> None:
+    """Issue 30 item 7 end to end: the Deployment scaled to zero (KEDA/HPA idle) — Argo CD lists no
+    image. verify-live's outcome is ``idle`` (the Workflow succeeds, the progress line says so) and
+    the sweep's live state is ``idle`` in its JSON and its table."""
+    from imagebump.local.demo_repo import APP, MANIFESTS_REPO
+    from imagebump.local.sweep import run_sweep
+    from steps.verify_live.states import LiveState, render_live_table
+
+    base = f"apps/{APP}/base/deployment.yaml"
+    scaled = live_world.read(base).replace("replicas: 1", "replicas: 0")
+    live_world.git.commit_files(MANIFESTS_REPO, {base: scaled}, "scale to zero for the night\n")
+    live_world.sim.refresh("argocd", "api-staging")
+    with live_world.sim:
+        push_image(live_world, "1.4.2")
+        report = run_until_done(live_world, 1, timeout=120, visibility_timeout=5)
+    result = report.outcomes[0].result
+    assert result.phase == "Succeeded", [(n.name, n.message) for n in result.nodes if n.phase != "Succeeded"]
+    target = staging(live_world, result)
+    assert target.action == "committed" and target.live == "idle", target.live_outputs
+    index = next(i for i, t in enumerate(target_results(result)) if t.env == "staging")
+    assert "→ idle" in target_outcome(result, index)
+
+    sweep = run_sweep(live_world.sweep_executor(), apply=False)
+    row = next(row for row in sweep.summary()["targets"] if row["env"] == "staging")
+    assert row["live"]["state"] == "idle", row["live"]
+    table = render_live_table([LiveState(**s) for s in sweep.live])
+    assert table.splitlines()[1].startswith("idle") and "1 idle" in table

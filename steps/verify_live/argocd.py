@@ -269,6 +269,7 @@ class Refresher:
         """
         if self.mode != REFRESH_API:
             return
+        import http.client
         import ssl
         import urllib.error
         import urllib.parse
@@ -292,7 +293,7 @@ class Refresher:
             log.warning(
                 "refreshing %s through %s: HTTP %s %s", deployment.display, self.server, exc.code, said
             )
-        except (OSError, ValueError) as exc:  # URLError, timeouts, TLS: Argo CD's poll still refreshes
+        except (OSError, ValueError, http.client.HTTPException) as exc:  # Argo CD's poll still refreshes
             log.warning("refreshing %s through %s failed: %s", deployment.display, self.server, exc)
 
 

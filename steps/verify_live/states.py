@@ -4,11 +4,14 @@ Argo CD Applications deploying its overlay, whoever changed it (a merged pull re
 Reads only: the Applications (:mod:`steps.verify_live.argocd`, no refresh: a sweep must not make
 Argo CD work) and the base branch's history (:mod:`steps.verify_live.history`). Per target:
 ``live`` (every Application synced at a revision holding the overlay's newest change, healthy,
-running what Git holds), ``syncing`` (not yet, with the reason: not synced, no automated sync,
-progressing, an error condition), ``mismatch`` (synced and compared, yet running another image),
+running what Git holds), ``idle`` (synced and healthy there, but no Pod runs the image now),
+``syncing`` (not yet, with the reason: not synced, no automated sync, progressing, an error
+condition), ``mismatch`` (synced and compared, yet a Pod runs another image of the repository),
 ``no-application`` (nothing deploys it) or ``unknown`` (it could not be read, with the reason).
-Outputs ``states`` (a row per target) and ``counts`` (targets per state and env: the gauge
-``imagebump_live_targets``). Safe to run twice.
+Cost per sweep: one list of Applications; per repository one ``ls-remote``, one fetch of its
+branches and one of the overlay files — never per target. A repository or status that cannot be
+read costs only its rows. Outputs ``states`` (a row per target, bounded) and ``counts`` (targets
+per state and env: the gauge ``imagebump_live_targets``). Safe to run twice.
 """
 
 # No `from __future__ import annotations`: Hera's runner reads real annotation objects.
@@ -30,6 +33,7 @@ log = logging.getLogger(__name__)
 
 LIVE_STATES = ("live", "idle", "syncing", "mismatch", "no-application", "unknown")
 #: Bounds of the outputs (as verify-live's): images per Application, characters per reason.
+MAX_APPLICATIONS = 50
 MAX_IMAGES = 20
 MAX_REASON = 1000
 
@@ -137,6 +141,8 @@ def live_state(
             judged.append((deployment.display, judgement))
             row.applications.append(_app_row(deployment, judgement, decide.repository(expected)))
         row.state, row.reason = target_state(judged)
+        rank = {"mismatch": 0, "unknown": 1, "syncing": 2}
+        row.applications = sorted(row.applications, key=lambda a: rank.get(a.state, 9))[:MAX_APPLICATIONS]
         row.reason = _clip(row.reason, MAX_REASON * 4)
     except ImagebumpError as exc:
         row.state, row.reason = "unknown", _clip(str(exc))

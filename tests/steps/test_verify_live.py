@@ -546,3 +546,15 @@ def test_outputs_stay_bounded_whatever_argocd_lists(cluster: Cluster, remote) ->
     assert size < 64_000, size
     (app,) = out.applications
     assert len(app.images) <= verify_live.MAX_IMAGES + 1 and "19980 more" in app.images[-1]
+
+
+def test_imagebump_run_local_mounts_the_argocd_token_as_its_secret_never_as_a_variable() -> None:
+    from imagebump.commands.run import local_secrets, step_environment
+
+    token = "argocd-account-token-for-the-test"
+    secrets = local_secrets(
+        {"IMAGEBUMP_GIT_TOKEN": "git-write-token-for-the-test", "IMAGEBUMP_ARGOCD_TOKEN": token}
+    )
+    assert secrets["imagebump-argocd"] == {"token": token}
+    env = step_environment({"IMAGEBUMP_ARGOCD_TOKEN": token, "IMAGEBUMP_ARGOCD_REFRESH": "api"}, None, None)
+    assert "IMAGEBUMP_ARGOCD_TOKEN" not in env and env["IMAGEBUMP_ARGOCD_REFRESH"] == "api"

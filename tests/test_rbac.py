@@ -192,3 +192,15 @@ def test_the_sensor_holds_exactly_what_its_triggers_and_leader_election_use() ->
     assert actual == needed, (
         f"granted but not used: {_show(actual - needed)}; used but not granted: {_show(needed - actual)}"
     )
+
+
+def test_verify_live_holds_no_write_right_on_any_application() -> None:
+    """Issue 30 item 12: RBAC cannot narrow a patch to one annotation, so a patch (or update) right
+    would let the pod's token repoint every Application; verify-live reads only."""
+    grants = ACTUAL.get("imagebump/imagebump-live", set())
+    on_apps = {
+        verb
+        for _ns, group, resource, _name, verb in grants
+        if (group, resource) == ("argoproj.io", "applications")
+    }
+    assert on_apps == {"get", "list", "watch"}

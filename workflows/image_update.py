@@ -17,7 +17,8 @@ queues behind a verification; the workflow parameter ``verify-live`` (``true``) 
 
 Reads the rules ConfigMap (resolve-image only), the Git write token Secret (commit-pr only)
 and an optional read-token Secret (edit-kustomize and verify-live). verify-live, as its own
-ServiceAccount, reads Argo CD's Applications and patches their refresh annotation. Writes nothing itself.
+ServiceAccount, reads Argo CD's Applications (no write on any; a refresh, when configured, goes
+through Argo CD's API server with the optional ``imagebump-argocd`` token). Writes nothing itself.
 
 Deadlines sit where the work happens: every pod template has ``activeDeadlineSeconds`` (per
 attempt; Argo puts it on the pod, which is created only once the overlay's mutex is held) and a

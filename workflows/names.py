@@ -52,7 +52,7 @@ def rendered_file(name: str, project_root: str | os.PathLike[str]) -> Path:
 SA_WORKFLOW = "imagebump-workflow"  # commit-pr and the workflow's own pods: no cloud role
 SA_ECR_READER = "imagebump-ecr-reader"  # resolve-image, edit-kustomize: ECR read via IRSA
 SA_BACKUP = "imagebump-backup"  # backup-export: S3 write + Argo CD read
-SA_LIVE = "imagebump-live"  # verify-live: read Argo CD Applications, patch their refresh annotation
+SA_LIVE = "imagebump-live"  # verify-live: read Argo CD Applications (no write on any)
 SA_SENSOR = "imagebump-sensor"  # the Sensor: create Workflows, hold a Lease
 SA_EVENTSOURCE = "imagebump-eventsource"  # the SQS EventSource: SQS receive via IRSA
 
@@ -67,6 +67,8 @@ GIT_APP_KEY_KEY = "app-private-key"  # GitHub App private key → file GIT_DIR/a
 GIT_DIR = "/etc/imagebump/git"
 GIT_READ_SECRET = "imagebump-git-read"  # optional read-only token (key `token`): edit-kustomize
 GIT_READ_DIR = "/etc/imagebump/git-read"
+ARGOCD_SECRET = "imagebump-argocd"  # optional Argo CD account token (key `token`): verify-live's refresh
+ARGOCD_DIR = "/etc/imagebump/argocd"
 BACKUP_CONFIGMAP = "imagebump-backup"
 
 #: The Workflows controller resolves ``valueFrom.configMapKeyRef`` of workflow parameters only from

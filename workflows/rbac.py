@@ -8,8 +8,10 @@ Plain dicts (core kinds need no Hera). Who gets what:
 - ``imagebump-backup``: the executor's rights here, read-only on Argo CD's objects in its
   namespace (Applications, ApplicationSets, AppProjects, Secrets, ConfigMaps); S3 via IRSA.
 - ``imagebump-live`` (verify-live): the executor's rights here; in Argo CD's namespace get/list/watch
-  Applications and patch them (only their refresh annotation is ever written: RBAC cannot narrow a
-  patch to a field), nothing more. The namespaces ``application.namespaces`` enables come from the
+  Applications, nothing more: no write on any Application (RBAC cannot narrow a patch to one
+  annotation, so a patch right would let that pod's token repoint every Application). A refresh,
+  when configured, goes through Argo CD's API server with an Argo CD account limited to
+  ``applications, get`` (Secret ``imagebump-argocd``). The namespaces ``application.namespaces`` enables come from the
   setting ``IMAGEBUMP_ARGOCD_APPLICATION_NAMESPACES`` (imagebump-env), not from Argo CD's ConfigMaps;
   each needs the same Application rights bound there (docs/push-to-live.md shows the Role).
 - ``imagebump-sensor``: create Workflows (the Sensor's ``k8s`` trigger), hold its leader-election
@@ -71,9 +73,8 @@ def sensor_rules() -> list[dict]:
 def live_rules() -> list[dict]:
     """What verify-live (and the sweep's live states) do with Argo CD's objects, and nothing more."""
     return [
+        # Read only: a refresh goes through Argo CD's API server (steps/verify_live/argocd.py Refresher)
         {"apiGroups": ["argoproj.io"], "resources": ["applications"], "verbs": ["get", "list", "watch"]},
-        # The refresh annotation (steps/verify_live/argocd.py refresh): a merge patch of that key only.
-        {"apiGroups": ["argoproj.io"], "resources": ["applications"], "verbs": ["patch"]},
     ]
 
 

@@ -2,15 +2,16 @@
 
 Wiring only; the work is :mod:`steps.verify_live`. Used by the WorkflowTemplate ``image-update``
 (after its ``update-target``, outside the overlay's mutex) and, by ``templateRef``, by the sweep
-``image-reconcile``. Runs as ServiceAccount ``imagebump-live`` (workflows/rbac.py: get/list/watch and
-patch Applications in Argo CD's namespace, get ``argocd-cmd-params-cm``) with the optional read
-token. Metrics (the controller adds the prefix ``argo_workflows_``):
+``image-reconcile``. Runs as ServiceAccount ``imagebump-live`` (workflows/rbac.py: get/list/watch
+Applications in Argo CD's namespace, no write) with the optional read token and, for a refresh
+through Argo CD's API server (``IMAGEBUMP_ARGOCD_REFRESH=api``), the optional Argo CD account token
+(Secret ``imagebump-argocd``). Metrics (the controller adds the prefix ``argo_workflows_``):
 ``imagebump_live_total{result,env}`` and ``imagebump_push_to_live_seconds{env}``.
 """
 
 from __future__ import annotations
 
-from hera.workflows import Env, Parameter, script
+from hera.workflows import Env, Parameter, SecretVolume, script
 from hera.workflows import models as m
 
 from steps.verify_live import states as live_states
@@ -31,13 +32,14 @@ LIVE_LATENCY_HELP = (
     "deploying the overlay (verify-live's result live), by env."
 )
 LIVE_HELP = (
-    "verify-live's outcome for each committed target, by env: live, mismatch (Argo CD runs another "
-    "image than Git holds), timeout, no-application, manual-sync or superseded."
+    "verify-live's outcome for each committed target, by env: live, idle (synced and healthy, no Pod "
+    "runs the image now), mismatch (Argo CD runs another image than Git holds), timeout, "
+    "no-application, manual-sync or superseded."
 )
 LIVE_STATES_METRIC = "imagebump_live_targets"
 LIVE_STATES_HELP = (
-    "current targets per live state in Argo CD (live, syncing, mismatch, no-application, unknown) and "
-    "env at the last sweep"
+    "current targets per live state in Argo CD (live, idle, syncing, mismatch, no-application, unknown) "
+    "and env at the last sweep"
 )
 #: Default wait of verify-live (workflow parameter ``live-timeout``).
 LIVE_TIMEOUT = verify_live.DEFAULT_TIMEOUT
@@ -61,6 +63,19 @@ def when_committed(update_step: str) -> str:
     )
 
 
+def argocd_token_volume() -> SecretVolume:
+    """The optional Argo CD account token (Secret ``imagebump-argocd``, key ``token``) for a refresh
+    through Argo CD's API server; absent, an empty directory (no refresh unless configured)."""
+    return SecretVolume(
+        name="argocd-token",
+        secret_name=n.ARGOCD_SECRET,
+        mount_path=n.ARGOCD_DIR,
+        read_only=True,
+        optional=True,
+        default_mode=0o440,
+    )
+
+
 def verify_live_template():
     """The verify-live script template (one per Workflow definition that runs it)."""
     return script(
@@ -74,11 +89,13 @@ def verify_live_template():
             *c.base_env(),
             c.read_token_env(),
             Env(name="IMAGEBUMP_ARGOCD_NAMESPACE", value=n.ARGOCD_NAMESPACE),
+            Env(name="IMAGEBUMP_ARGOCD_TOKEN_FILE", value=f"{n.ARGOCD_DIR}/token"),
         ],
         env_from=c.base_env_from(),
         volumes=[
             c.tmp_volume(),
             c.read_token_volume(),
+            argocd_token_volume(),
         ],
         security_context=c.CONTAINER_SECURITY_CONTEXT,
         resources=c.resources(),

@@ -46,6 +46,8 @@ _SECRET_VARIABLES = {
     "IMAGEBUMP_GIT_TOKEN_FILE",
     "IMAGEBUMP_GIT_READ_TOKEN",
     "IMAGEBUMP_GIT_READ_TOKEN_FILE",
+    "IMAGEBUMP_ARGOCD_TOKEN",
+    "IMAGEBUMP_ARGOCD_TOKEN_FILE",
 }
 _PASSTHROUGH_PREFIXES = ("AWS_", "IMAGEBUMP_")
 
@@ -148,6 +150,8 @@ def local_secrets(
     App's installation token, which it mints itself — :func:`steps.forge.github.read_auth`).
     ``imagebump-git-read`` (edit-kustomize, reconcile) holds ``IMAGEBUMP_GIT_READ_TOKEN[_FILE]`` when
     given, else the same write token: one user on one machine, whose token may read what it may push.
+    ``imagebump-argocd`` (verify-live) holds ``IMAGEBUMP_ARGOCD_TOKEN[_FILE]`` when given: the Argo CD
+    account token for ``IMAGEBUMP_ARGOCD_REFRESH=api``.
     (On a cluster the read Secret is separate and optional; absent, the clone is anonymous.)
     """
     environ = os.environ if environ is None else environ
@@ -164,6 +168,9 @@ def local_secrets(
     secrets: dict[str, dict[str, str]] = {names.GIT_SECRET: {"token": token} if token else {}}
     if read_token:
         secrets[names.GIT_READ_SECRET] = {"token": read_token}
+    argocd_token = _git_token("IMAGEBUMP_ARGOCD_TOKEN", environ)  # verify-live's refresh (optional)
+    if argocd_token:
+        secrets[names.ARGOCD_SECRET] = {"token": argocd_token}
     return secrets
 
 

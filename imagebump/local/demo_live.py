@@ -2,8 +2,10 @@
 
 :func:`simulated_argocd` starts the Kubernetes API fake (:mod:`imagebump.local.kube_fake`, over HTTP
 on 127.0.0.1, reached through a kubeconfig context as ``--argocd-context`` does) with one Application
-deploying the staging overlay, and :class:`~imagebump.local.argocd_sim.ArgoCDSimulator` playing Argo
-CD's application controller; the world's executors then run verify-live against it. The simulator
+deploying the staging overlay, :class:`~imagebump.local.argocd_sim.ArgoCDSimulator` playing Argo
+CD's application controller and :class:`~imagebump.local.argocd_sim.ArgoCDApiServer` answering the
+refresh verify-live asks for (``IMAGEBUMP_ARGOCD_REFRESH=api``, as on a cluster so configured); the
+world's executors then run verify-live against it. The simulator
 renders overlays with ``kubectl kustomize``: without ``kubectl`` on ``PATH`` the live part is
 skipped with a line that says so (the rest of the demo needs only git). ``wrong_manifest`` makes it
 run the previous image while reporting the new revision synced: verify-live raises the alarm.
@@ -17,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from imagebump.local.argocd_sim import ArgoCDSimulator, application, kubectl_available
+from imagebump.local.argocd_sim import ArgoCDApiServer, ArgoCDSimulator, application, kubectl_available
 from imagebump.local.demo_repo import STAGING_PATH
 
 CONTEXT = "imagebump-demo"
@@ -47,10 +49,12 @@ def simulated_argocd(
     from imagebump.local.kube_fake import FakeKube, FakeKubeServer
 
     kube = FakeKube()
-    with FakeKubeServer(kube) as server:
+    with FakeKubeServer(kube) as server, ArgoCDApiServer(kube) as argocd_api:
         kubeconfig = server.write_kubeconfig(world.root / "kubeconfig", context=CONTEXT)
         world.set_live(CONTEXT, "2m", kubeconfig=str(kubeconfig))
         world.set_env_config({"IMAGEBUMP_LIVE_POLL_SECONDS": "0.2"})
+        # verify-live asks Argo CD's API server to refresh (an account with `applications, get`)
+        world.set_argocd_api(argocd_api.url, argocd_api.token)
         kube.seed(application(APPLICATION, world.manifests_url, STAGING_PATH))
         sim = ArgoCDSimulator(kube, git_token=world.token, poll=0.1)
         say(f"simulated Argo CD: Application argocd/{APPLICATION} deploys {STAGING_PATH} (automated sync)")
@@ -74,6 +78,12 @@ def live_lines(targets: list[Any], skipped: str = "") -> list[str]:
                 f"{t.env}: push → committed {float(out.get('seconds-push-to-committed') or 0):.1f}s → synced "
                 f"{float(out.get('seconds-push-to-synced') or 0):.1f}s → live "
                 f"{float(out.get('seconds-push-to-healthy') or 0):.1f}s (running {out.get('image', '')})"
+            )
+        elif t.live == "idle":
+            lines.append(
+                f"{t.env}: push → committed {float(out.get('seconds-push-to-committed') or 0):.1f}s → synced "
+                f"{float(out.get('seconds-push-to-synced') or 0):.1f}s → idle (no Pod runs the image now: "
+                f"{out.get('image', '')} runs when one starts)"
             )
         elif t.live == "mismatch":
             lines.append(

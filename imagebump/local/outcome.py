@@ -201,6 +201,10 @@ def live_words(nodes: dict[str, NodeResult]) -> str:
     result = live.outputs.get("result") or live.phase.lower()
     if result == "live" and live.outputs.get("seconds-push-to-healthy"):
         return f" → live {float(live.outputs['seconds-push-to-healthy']):.1f}s after the push"
+    if result == "idle":  # synced and healthy at the commit; no Pod runs the image now
+        synced = live.outputs.get("seconds-push-to-synced")
+        when = f" {float(synced):.1f}s after the push" if synced else ""
+        return f" → idle: synced{when}, no Pod runs the image now"
     message = live.outputs.get("message") or live.message
     return f" → {result}" + (f": {message[:160]}" if result != "live" and message else "")
 

@@ -83,6 +83,8 @@ class World:
     step_token: str | None = field(default=None, repr=False)
     #: the Secrets the steps get instead (tests: a cluster without the optional read Secret)
     step_secrets: dict[str, dict[str, str]] | None = field(default=None, repr=False)
+    #: Argo CD's API server for verify-live's refresh (``set_argocd_api``): its URL and account token
+    argocd_token: str | None = field(default=None, repr=False)
     logs: list[dict[str, Any]] = field(default_factory=list, repr=False)
     log_sink: Callable[[dict[str, Any]], None] | None = field(default=None, repr=False)
     pushes: dict[str, float] = field(default_factory=dict)  # event id -> monotonic time of the ECR push
@@ -203,6 +205,13 @@ class World:
         )
         self._executor = None
 
+    def set_argocd_api(self, url: str, token: str) -> None:
+        """verify-live refreshes through this Argo CD API server (``IMAGEBUMP_ARGOCD_REFRESH=api``),
+        with ``token`` in the Secret ``imagebump-argocd`` as on a cluster."""
+        self.env_configmap.update({"IMAGEBUMP_ARGOCD_REFRESH": "api", "IMAGEBUMP_ARGOCD_SERVER": url})
+        self.argocd_token = token
+        self._executor = None
+
     def set_step_token(self, token: str | None) -> None:
         """Give the steps another Git token (None: the server's own)."""
         self.step_token = token
@@ -237,7 +246,10 @@ class World:
                 secrets=(
                     self.step_secrets
                     if self.step_secrets is not None
-                    else local_secrets({"IMAGEBUMP_GIT_TOKEN": token})
+                    else local_secrets(
+                        {"IMAGEBUMP_GIT_TOKEN": token}
+                        | ({"IMAGEBUMP_ARGOCD_TOKEN": self.argocd_token} if self.argocd_token else {})
+                    )
                 ),
                 configmaps={
                     names.RULES_CONFIGMAP: {names.RULES_KEY: self.rules_text},

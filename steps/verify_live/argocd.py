@@ -1,12 +1,20 @@
-"""Argo CD through the Kubernetes API: which Applications deploy an overlay, and asking for a refresh.
+"""Argo CD: which Applications deploy an overlay (the Kubernetes API, read only), and asking for a
+refresh (Argo CD's own API server, or not at all).
 
 Reads Applications (get/list) in Argo CD's namespace and in every namespace ``application.namespaces``
-of ``argocd-cmd-params-cm`` enables (:mod:`steps.kube.argocd_namespaces`: plain names are listed one
-namespace at a time, a pattern needs one cluster-wide list), and that ConfigMap by name. Writes one
-thing: the annotation ``argocd.argoproj.io/refresh: normal`` on the Applications found (a JSON merge
-patch of that key only), which Argo CD's application controller removes once it has refreshed the
-Application from Git (argo-cd ``pkg/apis/application/v1alpha1/application_annotations.go``).
-Imports :mod:`steps.kube.api`, :mod:`steps.kube.argocd_namespaces` and :mod:`steps.domain.errors`.
+enables (:mod:`steps.kube.argocd_namespaces`: plain names are listed one namespace at a time, a
+pattern needs one cluster-wide list), and ``argocd-cmd-params-cm`` by name unless the setting
+``IMAGEBUMP_ARGOCD_APPLICATION_NAMESPACES`` gives its value. Writes nothing to the Kubernetes API:
+imagebump holds no write right on any Application.
+
+A refresh, by the setting ``IMAGEBUMP_ARGOCD_REFRESH``: ``none`` (the default; Argo CD's Git webhook
+or its poll refreshes) or ``api``: ``GET {IMAGEBUMP_ARGOCD_SERVER}/api/v1/applications/{name}?
+refresh=normal&appNamespace={ns}`` with the Argo CD account token ``IMAGEBUMP_ARGOCD_TOKEN[_FILE]``.
+Argo CD's API server answers it for an account holding only ``applications, get``: it sets the
+refresh annotation itself and answers once its controller has refreshed (argo-cd
+``server/application/application.go``, ``Server.Get``; ``util/argo/argo.go``, ``RefreshApp``).
+Imports :mod:`steps.kube.api`, :mod:`steps.kube.argocd_namespaces`, :mod:`steps.runtime.settings`
+and :mod:`steps.domain.errors`.
 """
 
 from __future__ import annotations
@@ -15,16 +23,27 @@ import logging
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from steps.domain.errors import PermissionDeniedError
+from steps.domain.errors import ConfigError, PermissionDeniedError
 from steps.kube import api as kube
 from steps.kube import argocd_namespaces as namespaces
+from steps.runtime import settings
 
 log = logging.getLogger(__name__)
 
-REFRESH_ANNOTATION = "argocd.argoproj.io/refresh"
+#: How verify-live asks Argo CD to refresh: ``none`` (default) or ``api`` (Argo CD's API server).
+REFRESH_ENV = "IMAGEBUMP_ARGOCD_REFRESH"
+REFRESH_NONE, REFRESH_API = "none", "api"
+#: Argo CD's API server, e.g. ``https://argocd-server.argocd.svc`` (with ``api``).
+SERVER_ENV = "IMAGEBUMP_ARGOCD_SERVER"
+#: The Argo CD account's token (``…_FILE``: the Secret ``imagebump-argocd`` mounted), with ``api``.
+TOKEN_ENV = "IMAGEBUMP_ARGOCD_TOKEN"
+#: Optional CA bundle for the API server's certificate (default: the system's).
+CA_FILE_ENV = "IMAGEBUMP_ARGOCD_CA_FILE"
+#: Seconds one refresh call may take (Argo CD answers once its controller refreshed).
+REFRESH_TIMEOUT_SECONDS = 30.0
 #: Argo CD's ``application.namespaces`` as verify-live should read it (its Role reads no ConfigMap).
 APPLICATION_NAMESPACES_ENV = "IMAGEBUMP_ARGOCD_APPLICATION_NAMESPACES"
 #: Argo CD's namespace; ``IMAGEBUMP_ARGOCD_NAMESPACE`` (the imagebump-env ConfigMap) overrides it.
@@ -148,6 +167,47 @@ def application_namespaces(api: kube.KubeApi, argocd_ns: str) -> tuple[list[str]
     return literal, [p for p in patterns if not namespaces.is_literal(p)]
 
 
+def list_applications(api: kube.KubeApi, argocd_ns: str) -> list[dict[str, Any]]:
+    """Every Application in Argo CD's namespace and those it enables: one list per namespace searched
+    (one cluster-wide list with a pattern), whatever the number of overlays asked about."""
+    literal, patterns = application_namespaces(api, argocd_ns)
+    if patterns:  # a pattern cannot be listed namespace by namespace: one list over the cluster
+        return [
+            a
+            for a in kube.list_all(api, kube.APPLICATION, None)
+            if namespaces.namespace_enabled(
+                _namespace_of(a),
+                argocd_ns,
+                [*literal, *patterns],
+                setting=namespaces.APPLICATION_NAMESPACES_KEY,
+            )
+        ]
+    apps: list[dict[str, Any]] = []
+    for ns in [argocd_ns, *literal]:
+        apps.extend(kube.list_all(api, kube.APPLICATION, ns))
+    return apps
+
+
+def _namespace_of(app: dict[str, Any]) -> str:
+    meta = app.get("metadata")
+    return str(meta.get("namespace", "")) if isinstance(meta, dict) else ""
+
+
+def select(
+    apps: list[dict[str, Any]], repo_url: str, path: str, branch: str, default_branch: bool
+) -> list[tuple[Deployment, dict[str, Any]]]:
+    """The Applications of ``apps`` deploying the overlay at ``branch`` (no I/O)."""
+    found = []
+    for app in apps:
+        if not isinstance(app, dict) or not isinstance(app.get("spec") or {}, dict):
+            continue
+        index = deploys(app, repo_url, path, branch, default_branch)
+        if index is not False:
+            meta = app.get("metadata") if isinstance(app.get("metadata"), dict) else {}
+            found.append((Deployment(str(meta.get("namespace", "")), str(meta.get("name", "")), index), app))
+    return sorted(found, key=lambda pair: pair[0].display)
+
+
 def find(
     api: kube.KubeApi,
     argocd_ns: str,
@@ -157,39 +217,84 @@ def find(
     default_branch: bool,
 ) -> list[tuple[Deployment, dict[str, Any]]]:
     """Every Application (Argo CD's namespace and those it enables) deploying the overlay at ``branch``."""
-    literal, patterns = application_namespaces(api, argocd_ns)
-    apps: list[dict[str, Any]] = []
-    if patterns:  # a pattern cannot be listed namespace by namespace: one list over the cluster
-        apps = [
-            a
-            for a in kube.list_all(api, kube.APPLICATION, None)
-            if namespaces.namespace_enabled(
-                (a.get("metadata") or {}).get("namespace", ""),
-                argocd_ns,
-                [*literal, *patterns],
-                setting=namespaces.APPLICATION_NAMESPACES_KEY,
+    return select(list_applications(api, argocd_ns), repo_url, path, branch, default_branch)
+
+
+@dataclass(frozen=True)
+class Refresher:
+    """How verify-live asks Argo CD to refresh an Application (:data:`REFRESH_ENV`)."""
+
+    mode: str = REFRESH_NONE
+    server: str = ""
+    token: str = field(default="", repr=False)
+    ca_file: str = ""
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Refresher:
+        """The settings, validated (before any I/O): ``api`` needs the server and the token."""
+        environ = os.environ if environ is None else environ
+        mode = settings.setting(REFRESH_ENV, REFRESH_NONE, environ).lower()
+        if mode not in (REFRESH_NONE, REFRESH_API):
+            raise ConfigError(
+                f"{REFRESH_ENV}={mode[:40]!r}: expected {REFRESH_NONE} (Argo CD's webhook or poll refreshes) "
+                f"or {REFRESH_API} (through Argo CD's API server)"
             )
-        ]
-    else:
-        for ns in [argocd_ns, *literal]:
-            apps.extend(kube.list_all(api, kube.APPLICATION, ns))
-    found = []
-    for app in apps:
-        index = deploys(app, repo_url, path, branch, default_branch)
-        if index is not False:
-            meta = app.get("metadata") or {}
-            found.append((Deployment(meta.get("namespace", ""), meta.get("name", ""), index), app))
-    return sorted(found, key=lambda pair: pair[0].display)
+        if mode == REFRESH_NONE:
+            return cls()
+        server = settings.setting(SERVER_ENV, "", environ).rstrip("/")
+        if not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", server):
+            raise ConfigError(
+                f"{REFRESH_ENV}=api needs {SERVER_ENV}, Argo CD's API server URL "
+                "(e.g. https://argocd-server.argocd.svc)" + (f"; got {server[:80]!r}" if server else "")
+            )
+        token = settings.read_secret(
+            TOKEN_ENV,
+            environ,
+            label="the Argo CD token file",
+            absent_file_is_unset=True,
+            fix="create the Secret imagebump-argocd (key token) with an Argo CD account's token",
+        )
+        if not token:
+            raise ConfigError(
+                f"{REFRESH_ENV}=api needs an Argo CD account token ({TOKEN_ENV} or {TOKEN_ENV}_FILE: the "
+                "Secret imagebump-argocd, key token), an account allowed only 'applications, get'"
+            )
+        return cls(REFRESH_API, server, token, settings.setting(CA_FILE_ENV, "", environ))
 
+    def refresh(self, deployment: Deployment) -> None:
+        """Ask Argo CD to refresh ``deployment`` now (nothing with ``none``).
 
-def refresh(api: kube.KubeApi, deployment: Deployment) -> None:
-    """Ask Argo CD to refresh the Application from Git now (its annotation; nothing else written)."""
-    api.patch(
-        kube.APPLICATION,
-        deployment.namespace,
-        deployment.name,
-        {"metadata": {"annotations": {REFRESH_ANNOTATION: "normal"}}},
-    )
+        Raises :class:`PermissionDeniedError` when Argo CD refuses the account (401/403); anything
+        else (a timeout, a 5xx, no connection) is logged: Argo CD's own poll still refreshes.
+        """
+        if self.mode != REFRESH_API:
+            return
+        import http.client
+        import ssl
+        import urllib.error
+        import urllib.parse
+        import urllib.request
+
+        query = urllib.parse.urlencode({"refresh": "normal", "appNamespace": deployment.namespace})
+        url = f"{self.server}/api/v1/applications/{urllib.parse.quote(deployment.name, safe='')}?{query}"
+        request = urllib.request.Request(url, headers={"Authorization": f"Bearer {self.token}"})
+        context = ssl.create_default_context(cafile=self.ca_file or None) if url.startswith("https") else None
+        try:
+            with urllib.request.urlopen(request, timeout=REFRESH_TIMEOUT_SECONDS, context=context) as answer:
+                answer.read(1 << 20)
+        except urllib.error.HTTPError as exc:
+            said = exc.read(300).decode("utf-8", "replace").strip()
+            if exc.code in (401, 403):
+                raise PermissionDeniedError(
+                    f"Argo CD's API server ({self.server}) refused to refresh {deployment.display}: HTTP "
+                    f"{exc.code} {said[:200]}; the account of {TOKEN_ENV} needs 'applications, get' on it "
+                    f"(or set {REFRESH_ENV}=none)"
+                ) from None
+            log.warning(
+                "refreshing %s through %s: HTTP %s %s", deployment.display, self.server, exc.code, said
+            )
+        except (OSError, ValueError, http.client.HTTPException) as exc:  # Argo CD's poll still refreshes
+            log.warning("refreshing %s through %s failed: %s", deployment.display, self.server, exc)
 
 
 def get(api: kube.KubeApi, deployment: Deployment) -> dict[str, Any] | None:

@@ -1,96 +1,204 @@
 """What Git says about the revisions Argo CD reports: does a revision contain the commit verified,
 and which image does the overlay set there.
 
-One partial clone per step (``--filter=tree:0``: the base branch's commits only, no work tree) in the step's scratch directory, with the optional read token. ``git merge-base
---is-ancestor`` decides containment; a revision not fetched yet is fetched once more (the branch
-moved on). The overlay's file at a revision is read from the object store (its blob fetched on
-demand). Imports :mod:`steps.git` and :mod:`steps.kustomize`.
+:class:`Clone`: one partial clone per repository in the step's scratch directory, with the
+optional read token, fetched once for every branch asked about (verify-live: ``--filter=tree:0``,
+the base branch's commits only; the sweep: ``--filter=blob:none``, so ``git log -- path`` needs no
+further reads, and the overlay files' blobs are fetched in one batch, :meth:`Clone.prefetch`). A
+revision not fetched yet is fetched once more (the branch moved on); a revision still unknown then
+is remembered as not on the branch, never fetched for again. Only commit ids reach git as
+revisions. :class:`History` is one overlay's view of a clone: ``git merge-base --is-ancestor``
+decides containment, the overlay's file at a revision is read from the object store. Imports
+:mod:`steps.git` and :mod:`steps.kustomize`.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from steps import git
 from steps.domain.errors import KustomizationError
 from steps.verify_live.decide import RevisionFacts, expected_image
 
+_COMMIT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+#: The most of an overlay file read to find its image (a kustomization is a few KB).
+MAX_FILE_BYTES = 1 << 20
 
-class History:
-    """The base branch's history, fetched once into ``workdir`` and again when a revision is new."""
 
-    def __init__(
-        self, repo_url: str, branch: str, commit: str, file: str, image_name: str, workdir: Path
-    ) -> None:
-        self.url, self.branch, self.commit = repo_url, branch, commit
-        self.file, self.image_name = file, image_name
+class Clone:
+    """One repository's partial clone, fetched once for ``branches``; counts its fetches."""
+
+    def __init__(self, repo_url: str, branches: list[str], workdir: Path, *, filter: str = "tree:0") -> None:
+        self.url = repo_url
+        self.branches = sorted(set(branches))
+        self.filter = filter
         self.auth = git.GitAuth.from_env(write=False)
         self.path = workdir
-        self._facts: dict[str, RevisionFacts] = {}
+        self.fetches = 0
+        self._missing: set[str] = set()  # revisions a fetch did not bring: not on these branches
+        self._fetched_blobs: set[str] = set()
+        self._commits: set[str] | None = None  # the commits fetched (listed on the first look)
         git.run_git(["init", "--quiet", "--bare", str(workdir)], auth=None, what="git init")
-        self._git(["config", "remote.origin.url", repo_url])
-        self._git(["config", "remote.origin.promisor", "true"])
-        self._git(["config", "remote.origin.partialclonefilter", "tree:0"])
+        self.git(["config", "remote.origin.url", repo_url])
+        self.git(["config", "remote.origin.promisor", "true"])
+        self.git(["config", "remote.origin.partialclonefilter", filter])
         self.fetch()
-        if not commit:  # the sweep: the newest change of the overlay's file is the one to find live
-            self.commit = self.last_change(file) or self.head()
 
-    def _git(self, args: list[str], *, check: bool = True):
+    def git(self, args: list[str], *, check: bool = True):
         return git.run_git(
             args, self.path, self.auth, check, url=self.url, what=f"git {args[0]} in {self.url}"
         )
 
     def fetch(self) -> None:
-        self._git(
+        """Every branch asked about, in one fetch (commits, and trees unless ``tree:0``)."""
+        self.fetches += 1
+        self._commits = None
+        self.git(
             [
                 "fetch",
                 "--quiet",
                 "--no-tags",
-                # commits only: ancestry needs no trees; the one file read fetches its trees on demand
-                "--filter=tree:0",
+                f"--filter={self.filter}",
                 "origin",
-                f"+refs/heads/{self.branch}:refs/heads/{self.branch}",
+                *(f"+refs/heads/{b}:refs/heads/{b}" for b in self.branches),
             ]
         )
 
-    def head(self) -> str:
-        """The base branch's newest commit (as fetched)."""
-        return self._git(["rev-parse", f"refs/heads/{self.branch}"]).stdout.strip()
+    def head(self, branch: str) -> str:
+        """The branch's newest commit (as fetched)."""
+        return self.git(["rev-parse", "--verify", "--end-of-options", f"refs/heads/{branch}"]).stdout.strip()
 
-    def last_change(self, path: str) -> str | None:
-        """The newest commit of the branch that changed ``path`` (None: it never existed)."""
-        out = self._git(["log", "-1", "--format=%H", f"refs/heads/{self.branch}", "--", path]).stdout.strip()
+    def last_change(self, branch: str, path: str) -> str | None:
+        """The newest commit of ``branch`` that changed ``path`` (None: it never existed)."""
+        out = self.git(["log", "-1", "--format=%H", f"refs/heads/{branch}", "--", path]).stdout.strip()
         return out or None
 
-    def exists(self, revision: str, path: str) -> bool:
-        return self._git(["cat-file", "-e", f"{revision}:{path}"], check=False).returncode == 0
+    def blob(self, revision: str, path: str) -> str | None:
+        """The id of ``path`` at ``revision`` (from the trees: no blob is read), or None."""
+        proc = self.git(
+            ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{revision}:{path}"], check=False
+        )
+        return proc.stdout.strip() or None if proc.returncode == 0 else None
 
-    def _known(self, revision: str) -> bool:
-        return self._git(["cat-file", "-e", f"{revision}^{{commit}}"], check=False).returncode == 0
+    def exists(self, revision: str, path: str) -> bool:
+        return self.blob(revision, path) is not None
+
+    def known(self, revision: str) -> bool:
+        """Is ``revision`` (a commit id) here, fetching once when it is new; remembered when not."""
+        if not _COMMIT_ID.fullmatch(revision) or revision in self._missing:
+            return False
+        if self._has(revision):
+            return True
+        self.fetch()
+        if self._has(revision):
+            return True
+        self._missing.add(revision)  # not on the branch: another branch, or force-pushed away
+        return False
+
+    def known_locally(self, revision: str) -> bool:
+        """Is ``revision`` (a commit id) here already (no fetch)?"""
+        return bool(_COMMIT_ID.fullmatch(revision)) and self._has(revision)
+
+    def _has(self, revision: str) -> bool:
+        # not an object lookup: a partial clone fetches a missing object on its own, once per look,
+        # so a revision not on the branch would cost a read every poll; the commits fetched are
+        # listed once per fetch instead
+        if self._commits is None:
+            listed = self.git(["rev-list", "--all"]).stdout.split()
+            self._commits = set(listed)
+        return revision in self._commits
+
+    def is_ancestor(self, ancestor: str, revision: str) -> bool:
+        return ancestor == revision or (
+            self.git(["merge-base", "--is-ancestor", ancestor, revision], check=False).returncode == 0
+        )
+
+    def prefetch(self, pairs: list[tuple[str, str]]) -> None:
+        """The blobs of ``(revision, path)`` pairs not fetched yet, in one fetch (partial clones
+        otherwise fetch each blob on its own when it is read)."""
+        wanted = []
+        for revision, path in pairs:
+            oid = self.blob(revision, path) if _COMMIT_ID.fullmatch(revision) else None
+            if oid and oid not in self._fetched_blobs:
+                wanted.append(oid)
+        wanted = sorted(set(wanted))
+        if not wanted:
+            return
+        self.fetches += 1
+        self.git(["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "origin", *wanted])
+        self._fetched_blobs.update(wanted)
+
+    def show(self, revision: str, path: str) -> str | None:
+        """``path`` at ``revision`` (None: absent, or larger than :data:`MAX_FILE_BYTES`)."""
+        oid = self.blob(revision, path)
+        if oid is None:
+            return None
+        size = self.git(["cat-file", "-s", oid], check=False)
+        if size.returncode != 0 or int(size.stdout.strip() or 0) > MAX_FILE_BYTES:
+            return None
+        shown = self.git(["cat-file", "blob", oid], check=False)
+        self._fetched_blobs.add(oid)
+        return shown.stdout if shown.returncode == 0 else None
+
+
+class History:
+    """One overlay's view of the base branch: which revisions contain ``commit``, and the image the
+    overlay's ``file`` sets at a revision (memoised per revision)."""
+
+    def __init__(
+        self,
+        repo_url: str,
+        branch: str,
+        commit: str,
+        file: str,
+        image_name: str,
+        workdir: Path | None = None,
+        *,
+        clone: Clone | None = None,
+    ) -> None:
+        if clone is None:
+            if workdir is None:
+                raise ValueError("History needs a workdir or a clone")
+            clone = Clone(repo_url, [branch], workdir)
+        self.clone = clone
+        self.url, self.branch, self.commit = repo_url, branch, commit
+        self.file, self.image_name = file, image_name
+        self._facts: dict[str, RevisionFacts] = {}
+        if not commit:  # the sweep: the newest change of the overlay's file is the one to find live
+            self.commit = self.last_change(file) or self.head()
+
+    def head(self) -> str:
+        """The base branch's newest commit (as fetched)."""
+        return self.clone.head(self.branch)
+
+    def last_change(self, path: str) -> str | None:
+        return self.clone.last_change(self.branch, path)
+
+    def exists(self, revision: str, path: str) -> bool:
+        return self.clone.exists(revision, path)
 
     def facts(self, revision: str) -> RevisionFacts:
         """Does ``revision`` contain the commit, and what the overlay's entry renders there."""
         if revision in self._facts:
             return self._facts[revision]
-        if not self._known(revision):
-            self.fetch()
-            if not self._known(revision):  # not on the branch: another branch, or force-pushed away
-                return RevisionFacts(False)
-        contains = revision == self.commit or (
-            self._git(["merge-base", "--is-ancestor", self.commit, revision], check=False).returncode == 0
-        )
-        facts = RevisionFacts(contains, self._image_at(revision) if contains else None)
-        self._facts[revision] = facts
+        if not self.clone.known(revision):
+            facts = RevisionFacts(False)
+        else:
+            contains = self.clone.is_ancestor(self.commit, revision)
+            facts = RevisionFacts(contains, self._image_at(revision) if contains else None)
+        if len(self._facts) < 10_000:
+            self._facts[revision] = facts
         return facts
 
     def _image_at(self, revision: str) -> str | None:
         from steps.kustomize import get_image
 
-        shown = self._git(["show", f"{revision}:{self.file}"], check=False)
-        if shown.returncode != 0:
+        text = self.clone.show(revision, self.file)
+        if text is None:
             return None
         try:
-            entry = get_image(shown.stdout, self.image_name, source=self.file)
+            entry = get_image(text, self.image_name, source=self.file)
         except KustomizationError:  # a file that no longer parses: what Git holds there is unknown
             return None
         if entry is None:

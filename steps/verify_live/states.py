@@ -4,11 +4,14 @@ Argo CD Applications deploying its overlay, whoever changed it (a merged pull re
 Reads only: the Applications (:mod:`steps.verify_live.argocd`, no refresh: a sweep must not make
 Argo CD work) and the base branch's history (:mod:`steps.verify_live.history`). Per target:
 ``live`` (every Application synced at a revision holding the overlay's newest change, healthy,
-running what Git holds), ``syncing`` (not yet, with the reason: not synced, no automated sync,
-progressing, an error condition), ``mismatch`` (synced and compared, yet running another image),
+running what Git holds), ``idle`` (synced and healthy there, but no Pod runs the image now),
+``syncing`` (not yet, with the reason: not synced, no automated sync, progressing, an error
+condition), ``mismatch`` (synced and compared, yet a Pod runs another image of the repository),
 ``no-application`` (nothing deploys it) or ``unknown`` (it could not be read, with the reason).
-Outputs ``states`` (a row per target) and ``counts`` (targets per state and env: the gauge
-``imagebump_live_targets``). Safe to run twice.
+Cost per sweep: one list of Applications; per repository one ``ls-remote``, one fetch of its
+branches and one of the overlay files — never per target. A repository or status that cannot be
+read costs only its rows. Outputs ``states`` (a row per target, bounded) and ``counts`` (targets
+per state and env: the gauge ``imagebump_live_targets``). Safe to run twice.
 """
 
 # No `from __future__ import annotations`: Hera's runner reads real annotation objects.
@@ -29,7 +32,11 @@ from steps.verify_live.step import AppLive
 
 log = logging.getLogger(__name__)
 
-LIVE_STATES = ("live", "syncing", "mismatch", "no-application", "unknown")
+LIVE_STATES = ("live", "idle", "syncing", "mismatch", "no-application", "unknown")
+#: Bounds of the outputs (as verify-live's): images per Application, characters per reason.
+MAX_APPLICATIONS = 50
+MAX_IMAGES = 20
+MAX_REASON = 1000
 
 
 class LiveState(BaseModel):
@@ -61,44 +68,71 @@ def count_live(states: list[LiveState]) -> list[LiveCount]:
 
 
 def target_state(judged: list[tuple[str, decide.Judgement]]) -> tuple[str, str]:
-    """A target's state from its Applications' judgements: mismatch > syncing > live."""
+    """A target's state from its Applications' judgements: mismatch > unknown > syncing > live >
+    idle (``idle`` only when no Application runs the image: every one is idle)."""
     if not judged:
         return "no-application", "no Argo CD Application deploys this overlay"
-    for state in ("mismatch", "syncing"):
+    for state in ("mismatch", "unknown", "syncing"):
         hits = [f"{name}: {j.reason}" for name, j in judged if _sweep_state(j.state) == state]
         if hits:
             return state, "; ".join(hits)
-    return "live", "; ".join(f"{name}: {j.reason}" for name, j in judged)
+    states = {_sweep_state(j.state) for _, j in judged}
+    return ("live" if "live" in states else "idle"), "; ".join(f"{name}: {j.reason}" for name, j in judged)
 
 
 def _sweep_state(state: str) -> str:
     # manual-sync and superseded are waits, seen from a sweep: a person syncs, a newer change lands
-    return state if state in ("live", "mismatch") else "syncing"
+    return state if state in ("live", "mismatch", "idle", "unknown") else "syncing"
 
 
-def live_state(target: Target, api: Any, namespace: str, workdir: Path) -> LiveState:
-    """One current target's live state (``unknown`` with the reason when it cannot be read)."""
-    from steps import git
+def _clip(text: str, limit: int = MAX_REASON) -> str:
+    return text if len(text) <= limit else f"{text[: limit - 40]}… ({len(text) - limit + 40} more chars)"
+
+
+def _app_row(deployment: Any, judgement: decide.Judgement, repository: str) -> AppLive:
+    images = sorted(judgement.images, key=lambda i: decide.repository(i) != repository)
+    shown = images[:MAX_IMAGES] + (
+        [f"… {len(images) - MAX_IMAGES} more images"] if len(images) > MAX_IMAGES else []
+    )
+    return AppLive(
+        namespace=deployment.namespace,
+        name=deployment.name,
+        state=_sweep_state(judgement.state),
+        reason=_clip(judgement.reason),
+        revision=judgement.revision[:64],
+        images=[_clip(i, 300) for i in shown],
+    )
+
+
+def live_state(
+    target: Target,
+    apps: list[dict[str, Any]],
+    clone: Any,
+    default_branch: str,
+) -> LiveState:
+    """One current target's live state from the sweep's one list of Applications and its
+    repository's one clone (``unknown`` with the reason when it cannot be read). No I/O but the
+    clone's reads of objects it already holds (and one fetch if Argo CD is ahead of it)."""
     from steps.kustomize import KUSTOMIZATION_FILES
     from steps.verify_live import argocd
     from steps.verify_live.history import History
 
     row = LiveState(repo_url=target.repo_url, path=target.path, env=target.env, state="unknown")
     try:
-        auth = git.GitAuth.from_env(write=False)
-        default_branch = git.default_branch(target.repo_url, auth)
         branch = target.base_branch or default_branch
-        found = argocd.find(api, namespace, target.repo_url, target.path, branch, branch == default_branch)
+        found = argocd.select(apps, target.repo_url, target.path, branch, branch == default_branch)
         if not found:
             row.state, row.reason = target_state([])
             return row
         files = [f"{target.path}/{name}".lstrip("/") for name in KUSTOMIZATION_FILES]
-        history = History(target.repo_url, branch, "", files[0], target.image_name or target.image, workdir)
-        head = history.head()
-        file = next((f for f in files if history.exists(head, f)), files[0])
-        # the overlay's newest change is what must be live (History took files[0]'s)
-        history.file, history.commit = file, history.last_change(file) or head
-        expected = history.facts(history.head()).image
+        head = clone.head(branch)
+        file = next((f for f in files if clone.exists(head, f)), files[0])
+        # the overlay's newest change is what must be live
+        commit = clone.last_change(branch, file) or head
+        history = History(
+            target.repo_url, branch, commit, file, target.image_name or target.image, clone=clone
+        )
+        expected = history.facts(head).image
         if expected is None:
             row.reason = f"{file} at {branch} sets no image {target.image}"
             return row
@@ -106,25 +140,79 @@ def live_state(target: Target, api: Any, namespace: str, workdir: Path) -> LiveS
         for deployment, app in found:
             judgement = decide.judge(app, deployment.source_index, expected, history.facts)
             judged.append((deployment.display, judgement))
-            row.applications.append(
-                AppLive(
-                    namespace=deployment.namespace,
-                    name=deployment.name,
-                    state=_sweep_state(judgement.state),
-                    reason=judgement.reason,
-                    revision=judgement.revision,
-                    images=judgement.images,
-                )
-            )
+            row.applications.append(_app_row(deployment, judgement, decide.repository(expected)))
         row.state, row.reason = target_state(judged)
+        rank = {"mismatch": 0, "unknown": 1, "syncing": 2}
+        row.applications = sorted(row.applications, key=lambda a: rank.get(a.state, 9))[:MAX_APPLICATIONS]
+        row.reason = _clip(row.reason, MAX_REASON * 4)
     except ImagebumpError as exc:
-        row.state, row.reason = "unknown", str(exc)
+        row.state, row.reason = "unknown", _clip(str(exc))
     return row
 
 
+def _synced_revisions(apps: list[dict[str, Any]]) -> list[str]:
+    """Every revision the Applications report synced (to read their overlay files in one batch)."""
+    found = []
+    for app in apps:
+        status = app.get("status") if isinstance(app, dict) else None
+        sync = status.get("sync") if isinstance(status, dict) else None
+        if not isinstance(sync, dict):
+            continue
+        values = [
+            sync.get("revision"),
+            *(sync.get("revisions") or [] if isinstance(sync.get("revisions"), list) else []),
+        ]
+        found.extend(v for v in values if isinstance(v, str) and len(v) in (40, 64))
+    return found
+
+
+def _repository_states(
+    repo_url: str, targets: list[Target], apps: list[dict[str, Any]], workdir: Path
+) -> list[LiveState]:
+    """The states of one repository's targets: one ``ls-remote`` (its default branch), one fetch of
+    every branch they use, one fetch of the overlay files' blobs — whatever the number of targets."""
+    from steps import git
+    from steps.kustomize import KUSTOMIZATION_FILES
+    from steps.verify_live.history import Clone
+
+    try:
+        default_branch = git.default_branch(repo_url, git.GitAuth.from_env(write=False))
+        branches = sorted({t.base_branch or default_branch for t in targets})
+        clone = Clone(repo_url, branches, workdir, filter="blob:none")
+        revisions = [*(clone.head(b) for b in branches), *_synced_revisions(apps)]
+        revisions = [r for r in dict.fromkeys(revisions) if clone.known_locally(r)]
+        files = {f"{t.path}/{name}".lstrip("/") for t in targets for name in KUSTOMIZATION_FILES}
+        clone.prefetch([(r, f) for r in revisions for f in sorted(files)])
+    except ImagebumpError as exc:  # this repository only: its rows say why
+        reason = _clip(f"reading {repo_url}: {exc}")
+        return [
+            LiveState(repo_url=t.repo_url, path=t.path, env=t.env, state="unknown", reason=reason)
+            for t in targets
+        ]
+    return [live_state(t, apps, clone, default_branch) for t in targets]
+
+
 def check(targets: list[Target], api: Any, namespace: str, scratch: Path) -> LiveStatesOutput:
-    """Every target's live state, and the counts."""
-    states = [live_state(t, api, namespace, scratch / str(i)) for i, t in enumerate(targets)]
+    """Every target's live state, and the counts: one list of Applications for the sweep, one
+    history read per repository (:func:`_repository_states`)."""
+    from steps.verify_live import argocd
+
+    try:
+        apps = argocd.list_applications(api, namespace)
+    except ImagebumpError as exc:
+        states = [
+            LiveState(repo_url=t.repo_url, path=t.path, env=t.env, state="unknown", reason=_clip(str(exc)))
+            for t in targets
+        ]
+    else:
+        by_repo: dict[str, list[int]] = {}
+        for i, t in enumerate(targets):
+            by_repo.setdefault(t.repo_url, []).append(i)
+        found: dict[int, LiveState] = {}
+        for n, (repo_url, indexes) in enumerate(by_repo.items()):
+            rows = _repository_states(repo_url, [targets[i] for i in indexes], apps, scratch / str(n))
+            found.update(zip(indexes, rows, strict=True))
+        states = [found[i] for i in range(len(targets))]
     return LiveStatesOutput(
         states=states, counts=count_live(states), mismatches=sum(s.state == "mismatch" for s in states)
     )
@@ -132,7 +220,7 @@ def check(targets: list[Target], api: Any, namespace: str, scratch: Path) -> Liv
 
 def render_live_table(states: list[LiveState]) -> str:
     """The human view: one line per current target, mismatches first."""
-    order = {s: i for i, s in enumerate(("mismatch", "unknown", "syncing", "no-application", "live"))}
+    order = {s: i for i, s in enumerate(("mismatch", "unknown", "syncing", "no-application", "idle", "live"))}
     rows = [
         tuple(for_terminal(c) for c in (s.state, s.env or "-", f"{s.repo_url}/{s.path}", s.reason))
         for s in sorted(states, key=lambda s: (order.get(s.state, 9), s.repo_url, s.path))

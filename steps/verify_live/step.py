@@ -1,12 +1,15 @@
 """verify-live: after commit-pr committed, watch Argo CD until the commit runs — or raise the alarm.
 
 Reads: the Argo CD Applications deploying the target's overlay (:mod:`steps.verify_live.argocd`),
-the base branch's history (:mod:`steps.verify_live.history`, optional read token). Writes: the
-refresh annotation of those Applications, nothing else. Runs outside the overlay's mutex, so the
+the base branch's history (:mod:`steps.verify_live.history`, optional read token). Writes nothing:
+with ``IMAGEBUMP_ARGOCD_REFRESH=api`` it asks Argo CD's API server to refresh those Applications
+(a ``get`` with ``refresh=normal``), else Argo CD's webhook or poll does. Runs outside the overlay's mutex, so the
 next push to the overlay never queues behind it; stops ``superseded`` when Git at the revision Argo
 CD synced holds a newer image for the overlay (a newer imagebump commit, verified by its own run).
-Outcomes: ``live``, ``mismatch`` (exit 2: the Workflow fails naming the Application, the revision,
-what Git holds and what runs), ``timeout``, ``no-application``, ``manual-sync``, ``superseded``.
+Outcomes: ``live``, ``idle`` (synced and healthy at the commit, but no Pod runs the image now:
+scaled to zero, or only a CronJob/Job uses it), ``mismatch`` (exit 2: the Workflow fails naming the
+Application, the revision, what Git holds and what runs), ``timeout``, ``no-application``,
+``manual-sync``, ``superseded``. Outputs are bounded (:func:`bounded`), whatever the status holds.
 Safe to run twice: a second run refreshes and watches again.
 """
 
@@ -40,15 +43,23 @@ POLL_SECONDS = 5.0
 #: An Application still at a revision without the commit is asked to refresh again this often.
 REFRESH_AGAIN_SECONDS = 60.0
 
-LIVE, MISMATCH, TIMEOUT, NO_APPLICATION, MANUAL_SYNC, SUPERSEDED = (
+LIVE, MISMATCH, TIMEOUT, NO_APPLICATION, MANUAL_SYNC, SUPERSEDED, IDLE = (
     "live",
     "mismatch",
     "timeout",
     "no-application",
     "manual-sync",
     "superseded",
+    "idle",
 )
-RESULTS = (LIVE, MISMATCH, TIMEOUT, NO_APPLICATION, MANUAL_SYNC, SUPERSEDED)
+RESULTS = (LIVE, IDLE, MISMATCH, TIMEOUT, NO_APPLICATION, MANUAL_SYNC, SUPERSEDED)
+#: Output bounds (Argo keeps outputs in the Workflow's status and refuses them near 1 MB): at most
+#: this many Applications listed (not-live first; the rest counted in ``message``), images per
+#: Application (those of the overlay's repository first) and characters per reason and message.
+MAX_APPLICATIONS = 50
+MAX_IMAGES = 20
+MAX_REASON = 1000
+MAX_MESSAGE = 4000
 #: Only on one machine without ``--argocd-context`` (a local executor that left verify-live on).
 OFF = "off"
 
@@ -68,7 +79,9 @@ class AppLive(BaseModel):
 
 
 class VerifyLiveOutput(BaseModel):
-    result: str = Field(description="live, mismatch, timeout, no-application, manual-sync or superseded")
+    result: str = Field(
+        description="live, idle, mismatch, timeout, no-application, manual-sync or superseded"
+    )
     message: str = ""
     image: str = Field(default="", description="the image Git holds, as the cluster should run it")
     applications: list[AppLive] = Field(default_factory=list)
@@ -102,18 +115,19 @@ def not_before(seconds: str, earlier: str) -> str:
 
 
 def overall(judgements: list[Judgement], timed_out: bool) -> str:
-    """The outcome of a set of Applications: mismatch > superseded > timeout > manual-sync > live."""
+    """The outcome of a set of Applications: mismatch > superseded > timeout > manual-sync > live >
+    idle (``idle`` only when no Application runs the image: every one is idle)."""
     states = {j.state for j in judgements}
     if not judgements:
         return NO_APPLICATION
     for state in (MISMATCH, SUPERSEDED):
         if state in states:
             return state
-    if decide.SYNCING in states:
+    if decide.SYNCING in states or decide.UNKNOWN in states:
         return TIMEOUT if timed_out else ""
     if MANUAL_SYNC in states:
         return MANUAL_SYNC
-    return LIVE
+    return LIVE if LIVE in states else IDLE
 
 
 def watch(
@@ -129,7 +143,8 @@ def watch(
     """Judge each Application until the outcome is known or ``timeout`` passes.
 
     Returns (outcome, last judgement of each, clock time all were live or None). An Application
-    once ``live``, ``manual-sync``, ``mismatch`` or ``superseded`` is not read again.
+    once ``live``, ``idle``, ``manual-sync``, ``mismatch`` or ``superseded`` is not read again
+    (``unknown``, an unreadable status, is read again like ``syncing``).
     """
     start = clock()
     last_refresh = {i: start for i in range(len(names))}
@@ -137,7 +152,7 @@ def watch(
     live_at: float | None = None
     while True:
         for i in range(len(names)):
-            if i in judged and judged[i].state != decide.SYNCING:
+            if i in judged and judged[i].state not in (decide.SYNCING, decide.UNKNOWN):
                 continue
             judged[i] = read(i)
             if judged[i].state == decide.LIVE:
@@ -171,8 +186,10 @@ def verify(
     timeout: float,
     api: Any,
     history_factory: Callable[[str], Any],
+    refresher: Any = None,
 ) -> VerifyLiveOutput:
-    """The step without its runtime: find, refresh, watch, and the outcome with its timings."""
+    """The step without its runtime: find, refresh, watch, and the outcome with its timings.
+    ``refresher``: :class:`~steps.verify_live.argocd.Refresher` (default: from the settings)."""
     from steps import git
     from steps.verify_live import argocd
 
@@ -183,6 +200,7 @@ def verify(
     else:
         default = branch == git.default_branch(target.repo_url, git.GitAuth.from_env(write=False))
     namespace = argocd.argocd_namespace()
+    refresher = refresher if refresher is not None else argocd.Refresher.from_env()
     found = argocd.find(api, namespace, target.repo_url, target.path, branch, default)
     out = VerifyLiveOutput(result=NO_APPLICATION, image=expected, seconds_push_to_committed=seconds_to_commit)
     if not found:
@@ -192,7 +210,7 @@ def verify(
         )
         return out
     for deployment, _ in found:
-        argocd.refresh(api, deployment)
+        refresher.refresh(deployment)
     history = history_factory(branch)
     facts: Callable[[str], RevisionFacts] = history.facts
     deployments = [d for d, _ in found]
@@ -208,7 +226,7 @@ def verify(
     outcome, judged, live_at = watch(
         [d.display for d in deployments],
         read,
-        lambda i: argocd.refresh(api, deployments[i]),
+        lambda i: refresher.refresh(deployments[i]),
         timeout,
         poll=poll,
     )
@@ -225,6 +243,11 @@ def verify(
         for d, j in zip(deployments, judged, strict=True)
     ]
     pushed = _pushed(target)
+    if outcome == IDLE:  # synced at the commit; no Pod to be healthy in
+        synced = [j.synced_at for j in judged if j.synced_at is not None]
+        out.seconds_push_to_synced = not_before(
+            _seconds(max(synced) if synced else None, pushed), out.seconds_push_to_committed
+        )
     if outcome == LIVE:
         synced = [j.synced_at for j in judged if j.synced_at is not None]
         out.seconds_push_to_synced = _seconds(max(synced) if synced else None, pushed)
@@ -244,7 +267,41 @@ def verify(
         )
     else:
         out.message = "; ".join(f"{a.namespace}/{a.name}: {a.reason}" for a in interesting)
-    return out
+    return bounded(out, decide.repository(expected))
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[: limit - 40]}… ({len(text) - limit + 40} more chars)"
+
+
+def bounded(out: VerifyLiveOutput, repository: str = "") -> VerifyLiveOutput:
+    """``out`` within the output bounds, whatever Argo CD reported: at most :data:`MAX_APPLICATIONS`
+    Applications (not-live first), :data:`MAX_IMAGES` images each (``repository``'s first, the rest
+    counted), reasons and the message clipped. Argo refuses outputs near 1 MB; the alarm must reach
+    the Workflow, not an Argo error."""
+    rank = {MISMATCH: 0, decide.UNKNOWN: 1, decide.SYNCING: 2, SUPERSEDED: 3, MANUAL_SYNC: 4}
+    apps = sorted(out.applications, key=lambda a: rank.get(a.state, 9))
+    kept = []
+    for app in apps[:MAX_APPLICATIONS]:
+        images = sorted(app.images, key=lambda i: decide.repository(i) != repository)
+        shown = images[:MAX_IMAGES]
+        if len(images) > MAX_IMAGES:
+            shown.append(f"… {len(images) - MAX_IMAGES} more images")
+        kept.append(
+            app.model_copy(
+                update={
+                    "images": [_clip(i, 300) for i in shown],
+                    "reason": _clip(app.reason, MAX_REASON),
+                    "namespace": _clip(app.namespace, 253),
+                    "name": _clip(app.name, 253),
+                    "revision": _clip(app.revision, 64),
+                }
+            )
+        )
+    message = _clip(out.message, MAX_MESSAGE)
+    if len(apps) > MAX_APPLICATIONS:
+        message += f" ({len(apps) - MAX_APPLICATIONS} more Application(s) not listed)"
+    return out.model_copy(update={"applications": kept, "message": message})
 
 
 @step_entry
@@ -256,7 +313,10 @@ def run(
     live_timeout: str = DEFAULT_TIMEOUT,
 ) -> VerifyLiveOutput:
     """Find the Applications deploying the overlay, refresh them and wait until the commit is live."""
+    from steps.verify_live import argocd
+
     asked = parse_duration(live_timeout)  # before any I/O
+    refresher = argocd.Refresher.from_env()
     timeout = min(asked, MAX_WAIT_SECONDS)
     if asked > timeout:
         log.warning(
@@ -265,7 +325,6 @@ def run(
     if not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", commit_sha or ""):
         raise ConfigError(f"commit_sha {commit_sha!r}: expected the full commit id commit-pr pushed")
     from steps.runtime.scratch_dir import scratch
-    from steps.verify_live import argocd
     from steps.verify_live.history import History
 
     if not argocd.configured():  # a local executor run without --argocd-context
@@ -284,6 +343,7 @@ def run(
             lambda branch: History(
                 target.repo_url, branch, commit_sha, plan.file, plan.image_name, workdir / "history"
             ),
+            refresher,
         )
     log.info("%s: %s %s", target.key, out.result, out.message)
     if out.result == MISMATCH:

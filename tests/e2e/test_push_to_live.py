@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from imagebump.local.argocd_sim import ArgoCDSimulator, application
+from imagebump.local.argocd_sim import ArgoCDApiServer, ArgoCDSimulator, application
 from imagebump.local.demo_repo import STAGING_PATH
 from imagebump.local.drive import push_image, run_until_done
 from imagebump.local.outcome import target_outcome, target_results
@@ -24,10 +24,16 @@ pytestmark = pytest.mark.slow
 @pytest.fixture()
 def live_world(moto, tmp_path: Path):
     kube = FakeKube()
-    with build_world(tmp_path, moto=moto) as world, FakeKubeServer(kube) as server:
+    with (
+        build_world(tmp_path, moto=moto) as world,
+        FakeKubeServer(kube) as server,
+        ArgoCDApiServer(kube) as argocd_api,
+    ):
         kubeconfig = server.write_kubeconfig(tmp_path / "kubeconfig", context="sim")
         world.set_live("sim", "60s", kubeconfig=str(kubeconfig))
         world.set_env_config({"IMAGEBUMP_LIVE_POLL_SECONDS": "0.1"})
+        world.set_argocd_api(argocd_api.url, argocd_api.token)
+        world.argocd_api = argocd_api
         kube.seed(application("api-staging", world.manifests_url, STAGING_PATH))
         sim = ArgoCDSimulator(kube, git_token=world.token, poll=0.05)
         sim.reconcile_once()  # synced at the first commit, before any push
@@ -60,13 +66,10 @@ def test_push_to_live_in_commit_mode_with_timings(live_world: World) -> None:
     # the one line `imagebump run --local` prints for the target names push → committed → live
     index = next(i for i, t in enumerate(target_results(result)) if t.env == "staging")
     assert "→ live" in target_outcome(result, index)
-    # verify-live wrote only the refresh annotation
-    writes = [r for r in live_world.api_server.requests if r.method != "GET"]
-    assert writes and all(
-        r.method == "PATCH"
-        and r.body == {"metadata": {"annotations": {"argocd.argoproj.io/refresh": "normal"}}}
-        for r in writes
-    )
+    # verify-live wrote nothing to Kubernetes; it asked Argo CD's API server for the refresh
+    assert [r for r in live_world.api_server.requests if r.method != "GET"] == []
+    calls = live_world.argocd_api.calls
+    assert calls and all(c.status == 200 and c.query.get("refresh") == ["normal"] for c in calls)
 
 
 def test_mismatch_fails_the_workflow_naming_application_revision_git_and_cluster(live_world: World) -> None:
@@ -106,3 +109,32 @@ def test_sweep_reports_live_states_and_a_mismatch_on_an_overlay_nobody_pushed_to
     table = render_live_table([LiveState(**s) for s in sweep.live])
     assert table.splitlines()[1].startswith("mismatch  staging")
     assert "1 mismatch" in table
+
+
+def test_an_idle_overlay_is_idle_not_an_alarm_in_the_run_and_the_sweep(live_world: World) -> None:
+    """Issue 30 item 7 end to end: the Deployment scaled to zero (KEDA/HPA idle) — Argo CD lists no
+    image. verify-live's outcome is ``idle`` (the Workflow succeeds, the progress line says so) and
+    the sweep's live state is ``idle`` in its JSON and its table."""
+    from imagebump.local.demo_repo import APP, MANIFESTS_REPO
+    from imagebump.local.sweep import run_sweep
+    from steps.verify_live.states import LiveState, render_live_table
+
+    base = f"apps/{APP}/base/deployment.yaml"
+    scaled = live_world.read(base).replace("replicas: 1", "replicas: 0")
+    live_world.git.commit_files(MANIFESTS_REPO, {base: scaled}, "scale to zero for the night\n")
+    live_world.sim.refresh("argocd", "api-staging")
+    with live_world.sim:
+        push_image(live_world, "1.4.2")
+        report = run_until_done(live_world, 1, timeout=120, visibility_timeout=5)
+    result = report.outcomes[0].result
+    assert result.phase == "Succeeded", [(n.name, n.message) for n in result.nodes if n.phase != "Succeeded"]
+    target = staging(live_world, result)
+    assert target.action == "committed" and target.live == "idle", target.live_outputs
+    index = next(i for i, t in enumerate(target_results(result)) if t.env == "staging")
+    assert "→ idle" in target_outcome(result, index)
+
+    sweep = run_sweep(live_world.sweep_executor(), apply=False)
+    row = next(row for row in sweep.summary()["targets"] if row["env"] == "staging")
+    assert row["live"]["state"] == "idle", row["live"]
+    table = render_live_table([LiveState(**s) for s in sweep.live])
+    assert table.splitlines()[1].startswith("idle") and "1 idle" in table

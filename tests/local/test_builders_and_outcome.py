@@ -196,3 +196,25 @@ def test_progress_line_of_a_push_without_a_tag_shows_the_short_digest() -> None:
     event = builders.ecr_push_event("team/api", DIGEST, None)
     line = outcome.progress_line(event, _result(phase="Succeeded"))
     assert " team/api@sha256:0123456789ab… → " in line
+
+
+@pytest.mark.parametrize(
+    ("outputs", "expected"),
+    [
+        ({"result": "live", "seconds-push-to-healthy": "41.25"}, " → live 41.2s after the push"),
+        (
+            {"result": "idle", "seconds-push-to-synced": "12.5"},
+            " → idle: synced 12.5s after the push, no Pod",
+        ),
+        ({"result": "mismatch", "message": "argocd/api runs x"}, " → mismatch: argocd/api runs x"),
+    ],
+    ids=["live", "idle", "mismatch"],
+)
+def test_the_progress_line_names_verify_lives_outcome(outputs: dict, expected: str) -> None:
+    """Issue 30 item 7: ``idle`` shows on the progress line like the other outcomes."""
+    nodes = {
+        "verify-live": NodeResult(
+            name="verify-live", template="verify-live", phase="Succeeded", outputs=outputs
+        )
+    }
+    assert outcome.live_words(nodes).startswith(expected)

@@ -1,7 +1,9 @@
 """verify-live against a SIMULATED Argo CD: the Kubernetes API fake (tests/fakes/kube.py, over HTTP,
 read through the real adapter) with :class:`imagebump.local.argocd_sim.ArgoCDSimulator` playing the
 application controller (it renders the overlay at the branch head with the real ``kubectl
-kustomize``); Git is a real ``git http-backend`` remote. Nothing of Argo CD itself runs here.
+kustomize`` and takes images from the Pods a cluster would have) and
+:class:`~imagebump.local.argocd_sim.ArgoCDApiServer` answering the refresh call; Git is a real ``git
+http-backend`` remote. Nothing of Argo CD itself runs here.
 """
 
 from __future__ import annotations
@@ -12,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from imagebump.local.argocd_sim import ArgoCDSimulator
-from steps.domain.errors import ConfigError
+from imagebump.local.argocd_sim import ArgoCDApiServer, ArgoCDSimulator
+from steps.domain.errors import ConfigError, PermissionDeniedError
 from steps.domain.models import ImagesEntry, Plan, Target
+from steps.kube import api as kube_api
 from steps.kube.client import KubernetesApi
 from steps.verify_live import step as verify_live
 from steps.verify_live.history import History
@@ -23,6 +26,7 @@ from tests.fakes.kube import FakeKube, FakeKubeServer
 IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/team/api"
 OVERLAY = "overlays/prod"
 FILE = f"{OVERLAY}/kustomization.yaml"
+_APPS = kube_api.APPLICATION
 DEPLOYMENT = f"""apiVersion: apps/v1
 kind: Deployment
 metadata:
@@ -42,9 +46,26 @@ spec:
 """
 
 
-def kustomization(tag: str) -> str:
+CRONJOB = f"""apiVersion: batch/v1
+kind: CronJob
+metadata:
+  name: report
+spec:
+  schedule: "0 3 * * *"
+  jobTemplate:
+    spec:
+      template:
+        spec:
+          restartPolicy: Never
+          containers:
+          - name: report
+            image: {IMAGE}:latest
+"""
+
+
+def kustomization(tag: str, resources: str = "deployment.yaml") -> str:
     return (
-        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- deployment.yaml\n"
+        f"apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- {resources}\n"
         f'images:\n- name: {IMAGE}\n  newTag: "{tag}"\n'
     )
 
@@ -84,7 +105,9 @@ class Cluster:
     def __init__(self, tmp_path: Path, token: str) -> None:
         self.kube = FakeKube()
         self.server = FakeKubeServer(self.kube)
-        self.sim = ArgoCDSimulator(self.kube, git_token=token, poll=0.02)
+        # no Git poll: a refresh comes only through the API server (a test turns the poll on)
+        self.sim = ArgoCDSimulator(self.kube, git_token=token, poll=0.02, git_poll=None)
+        self.argocd_api = ArgoCDApiServer(self.kube, wait=10)
         self.tmp = tmp_path
         self._render_chart = self.sim._render
 
@@ -114,6 +137,10 @@ def remote(make_remote, git_env):
 def cluster(tmp_path, git_token, monkeypatch):
     monkeypatch.setenv("IMAGEBUMP_LIVE_POLL_SECONDS", "0.05")
     c = Cluster(tmp_path, git_token)
+    c.argocd_api.__enter__()
+    monkeypatch.setenv("IMAGEBUMP_ARGOCD_REFRESH", "api")
+    monkeypatch.setenv("IMAGEBUMP_ARGOCD_SERVER", c.argocd_api.url)
+    monkeypatch.setenv("IMAGEBUMP_ARGOCD_TOKEN", c.argocd_api.token)
     # a chart source (multi-source Applications) renders nothing here: only the overlay's images count
     original = c.sim._render
 
@@ -126,10 +153,13 @@ def cluster(tmp_path, git_token, monkeypatch):
     with c.server:
         yield c
     c.sim.__exit__(None, None, None) if c.sim._thread.is_alive() else None
+    c.argocd_api.__exit__(None, None, None)
 
 
-def push(remote, tag: str = "1.1.0", pushed_seconds_ago: float = 30.0) -> tuple[Target, Plan, str]:
-    sha = remote.commit_files({FILE: kustomization(tag)}, message=f"imagebump(prod): api {tag}")
+def push(
+    remote, tag: str = "1.1.0", pushed_seconds_ago: float = 30.0, resources: str = "deployment.yaml"
+) -> tuple[Target, Plan, str]:
+    sha = remote.commit_files({FILE: kustomization(tag, resources)}, message=f"imagebump(prod): api {tag}")
     target = Target(
         rule=0,
         repo_url=remote.url,
@@ -198,20 +228,98 @@ def test_the_timings_never_go_backwards_with_whole_second_timestamps() -> None:
     assert not_before("", "1.400") == "" and not_before("1.000", "") == "1.000"
 
 
-def test_refresh_annotation_patched_and_nothing_else_written(cluster: Cluster, remote) -> None:
+def test_refresh_through_argocd_api_server_and_nothing_written_to_kubernetes(
+    cluster: Cluster, remote
+) -> None:
+    """Issue 30 item 12: verify-live writes nothing to any Application; it asks Argo CD's API server
+    (``GET /api/v1/applications/{name}?refresh=normal``, an account with ``applications, get``)."""
     cluster.seed(
         application("api-prod", remote.url), application("unrelated", "http://127.0.0.1:9/team/other")
     )
     target, plan, sha = push(remote)
     with cluster.sim:
         assert verify(cluster, target, plan, sha).result == "live"
-    writes = cluster.writes()
-    assert writes, "no refresh asked for"
-    for request in writes:
-        assert request.method == "PATCH"
-        assert request.path == "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications/api-prod"
-        assert request.content_type == "application/merge-patch+json"
-        assert request.body == {"metadata": {"annotations": {"argocd.argoproj.io/refresh": "normal"}}}
+    assert cluster.writes() == []
+    calls = cluster.argocd_api.calls
+    assert calls and all(c.status == 200 and c.authorized for c in calls)
+    assert {c.path for c in calls} == {"/api/v1/applications/api-prod"}
+    assert all(c.query == {"refresh": ["normal"], "appNamespace": ["argocd"]} for c in calls)
+
+
+def test_no_refresh_by_default_argocd_polls_git(cluster: Cluster, remote, monkeypatch) -> None:
+    """``IMAGEBUMP_ARGOCD_REFRESH`` unset (``none``): no call at all; Argo CD's own poll syncs."""
+    monkeypatch.delenv("IMAGEBUMP_ARGOCD_REFRESH")
+    cluster.seed(application("api-prod", remote.url))
+    cluster.sim.git_poll_seconds = 0.2
+    target, plan, sha = push(remote)
+    with cluster.sim:
+        assert verify(cluster, target, plan, sha).result == "live"
+    assert cluster.writes() == [] and cluster.argocd_api.calls == []
+
+
+def test_an_account_without_applications_get_is_a_clear_error(cluster: Cluster, remote) -> None:
+    cluster.argocd_api.accounts = {cluster.argocd_api.token: {"projects, get"}}
+    cluster.seed(application("api-prod", remote.url))
+    target, plan, sha = push(remote)
+    with cluster.sim, pytest.raises(PermissionDeniedError, match="applications, get") as caught:
+        verify(cluster, target, plan, sha)
+    assert cluster.argocd_api.token not in str(caught.value)
+    assert [c.status for c in cluster.argocd_api.calls] == [403]
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, "none"),
+        ({"IMAGEBUMP_ARGOCD_REFRESH": "none"}, "none"),
+        ({"IMAGEBUMP_ARGOCD_REFRESH": "patch"}, "IMAGEBUMP_ARGOCD_REFRESH"),
+        ({"IMAGEBUMP_ARGOCD_REFRESH": "api"}, "IMAGEBUMP_ARGOCD_SERVER"),
+        (
+            {"IMAGEBUMP_ARGOCD_REFRESH": "api", "IMAGEBUMP_ARGOCD_SERVER": "argocd-server"},
+            "IMAGEBUMP_ARGOCD_SERVER",
+        ),
+        (
+            {"IMAGEBUMP_ARGOCD_REFRESH": "api", "IMAGEBUMP_ARGOCD_SERVER": "https://argocd.example"},
+            "IMAGEBUMP_ARGOCD_TOKEN",
+        ),
+        (
+            {
+                "IMAGEBUMP_ARGOCD_REFRESH": "api",
+                "IMAGEBUMP_ARGOCD_SERVER": "https://argocd.example",
+                "IMAGEBUMP_ARGOCD_TOKEN_FILE": "/nonexistent/token",
+            },
+            "IMAGEBUMP_ARGOCD_TOKEN",
+        ),
+        (
+            {
+                "IMAGEBUMP_ARGOCD_REFRESH": "API",
+                "IMAGEBUMP_ARGOCD_SERVER": "https://argocd.example/",
+                "IMAGEBUMP_ARGOCD_TOKEN": "t0ken",
+            },
+            "api",
+        ),
+    ],
+    ids=[
+        "unset",
+        "none",
+        "unknown-mode",
+        "api-no-server",
+        "api-bad-url",
+        "api-no-token",
+        "api-no-file",
+        "api",
+    ],
+)
+def test_refresh_settings_are_validated(env: dict, expected: str) -> None:
+    from steps.verify_live.argocd import Refresher
+
+    if expected in ("none", "api"):
+        refresher = Refresher.from_env(env)
+        assert refresher.mode == expected
+        assert "t0ken" not in repr(refresher)
+        return
+    with pytest.raises(ConfigError, match=expected):
+        Refresher.from_env(env)
 
 
 def test_application_in_another_namespace(cluster: Cluster, remote) -> None:
@@ -386,3 +494,67 @@ def test_a_live_timeout_longer_than_a_pod_may_wait_ends_in_timeout_not_a_killed_
     rendered = yaml.safe_load((root / "manifests" / "workflows" / "image-update.yaml").read_text())
     (template,) = [t for t in rendered["spec"]["templates"] if t["name"] == "verify-live"]
     assert MAX_WAIT_SECONDS + 30 <= template["activeDeadlineSeconds"]
+
+
+def test_a_deployment_scaled_to_zero_is_idle_not_a_mismatch(cluster: Cluster, make_remote, git_env) -> None:
+    """Issue 30 item 7: Argo CD lists images of Pods only; ``replicas: 0`` shows none. Synced and
+    healthy at the commit: ``idle``, the Workflow succeeds."""
+    idle_deployment = DEPLOYMENT.replace("spec:\n  selector:", "spec:\n  replicas: 0\n  selector:")
+    remote = make_remote({f"{OVERLAY}/deployment.yaml": idle_deployment, FILE: kustomization("1.0.0")})
+    cluster.seed(application("api-prod", remote.url))
+    assert cluster.kube.get_raw(_APPS, "argocd", "api-prod")["status"]["summary"]["images"] == []
+    target, plan, sha = push(remote)
+    with cluster.sim:
+        out = verify(cluster, target, plan, sha)
+    assert out.result == "idle", out.message
+    (app,) = out.applications
+    assert (app.state, app.revision, app.images) == ("idle", sha, [])
+    assert out.seconds_push_to_synced and out.seconds_push_to_healthy == ""
+
+
+def test_a_cronjob_shows_its_last_run_until_the_next_one_idle_then_live(
+    cluster: Cluster, make_remote, git_env
+) -> None:
+    """Only a CronJob uses the image: after the sync Argo CD still lists the last run's completed
+    Pod (the old image) — ``idle``, not ``mismatch``; after its next run the new image is listed."""
+    remote = make_remote({f"{OVERLAY}/cronjob.yaml": CRONJOB, FILE: kustomization("1.0.0", "cronjob.yaml")})
+    cluster.seed(application("report-prod", remote.url))
+    target, plan, sha = push(remote, "1.1.0", resources="cronjob.yaml")
+    with cluster.sim:
+        out = verify(cluster, target, plan, sha)
+    assert out.result == "idle", out.message
+    (app,) = out.applications
+    assert app.images == [f"{IMAGE}:1.0.0"]  # the completed Pod of the run before the sync
+    cluster.sim.run_cronjobs("argocd", "report-prod")
+    with cluster.sim:
+        out = verify(cluster, target, plan, sha)
+    assert out.result == "live", out.message
+
+
+def test_outputs_stay_bounded_whatever_argocd_lists(cluster: Cluster, remote) -> None:
+    """Issue 31 item 8: 20,000 images in ``summary.images`` → outputs far below Argo's ~1 MB."""
+    import json
+
+    cluster.seed(application("api-prod", remote.url))
+    many = [f"{IMAGE}:old-{i:05d}" for i in range(20_000)]
+    cluster.sim.stale["argocd/api-prod"] = many
+    target, plan, sha = push(remote)
+    with cluster.sim:
+        out = verify(cluster, target, plan, sha)
+    assert out.result == "mismatch"
+    size = len(json.dumps(out.model_dump()))
+    assert size < 64_000, size
+    (app,) = out.applications
+    assert len(app.images) <= verify_live.MAX_IMAGES + 1 and "19980 more" in app.images[-1]
+
+
+def test_imagebump_run_local_mounts_the_argocd_token_as_its_secret_never_as_a_variable() -> None:
+    from imagebump.commands.run import local_secrets, step_environment
+
+    token = "argocd-account-token-for-the-test"
+    secrets = local_secrets(
+        {"IMAGEBUMP_GIT_TOKEN": "git-write-token-for-the-test", "IMAGEBUMP_ARGOCD_TOKEN": token}
+    )
+    assert secrets["imagebump-argocd"] == {"token": token}
+    env = step_environment({"IMAGEBUMP_ARGOCD_TOKEN": token, "IMAGEBUMP_ARGOCD_REFRESH": "api"}, None, None)
+    assert "IMAGEBUMP_ARGOCD_TOKEN" not in env and env["IMAGEBUMP_ARGOCD_REFRESH"] == "api"

@@ -172,8 +172,10 @@ def land_pr(
     github: forges.GitHubForge | None = None
     if db is not None:  # one client, one rate-limit budget for the whole step
         github = forges.GitHubForge(db.owner, db.repo, db.client, secrets=db.secrets)
-    elif target.provider != "local":
-        github = forges.GitHubForge.for_repo_url(target.repo_url, gh_settings)
+    elif target.provider != "local":  # the step's one rate-limit budget, as with commitMethod api
+        github = forges.GitHubForge.for_repo_url(
+            target.repo_url, gh_settings, retry=gh.RateLimitBudget(settings.rate_limit_budget)
+        )
     open_pr = _OpenPr(target, github, branch, base)
     repo = clone_base(target, plan, auth, base, workdir)
     proposal = _propose(repo, target, plan, settings, base, branch, open_pr, db)

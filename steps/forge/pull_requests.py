@@ -106,7 +106,7 @@ class GitHubForge:
     def full_name(self) -> str:
         return f"{self.owner}/{self.repo}"
 
-    def _fail(self, exc: GitHubException, what: str) -> ImagebumpError:
+    def _fail(self, exc: Exception, what: str) -> ImagebumpError:
         return gh.translate(exc, f"{what} in {self.full_name}", self._secrets)
 
     @staticmethod
@@ -127,7 +127,7 @@ class GitHubForge:
                 self.owner, self.repo, state="open", head=f"{self.owner}:{head}", base=base, per_page=10
             )
             pulls = resp.parsed_data
-        except GitHubException as exc:
+        except (GitHubException, ValueError) as exc:
             raise self._fail(exc, f"listing pull requests for {head}") from None
         # GitHub filters by head, but check: a fork's branch of the same name is not ours.
         mine = [p for p in pulls if p.head.ref == head and p.state == "open"]
@@ -161,14 +161,14 @@ class GitHubForge:
                 if "already exists" in text.lower():
                     raise PullRequestExists(f"a pull request for {head} already exists ({text})") from None
             raise self._fail(exc, f"creating a pull request {head} → {base}") from None
-        except GitHubException as exc:
+        except (GitHubException, ValueError) as exc:
             raise self._fail(exc, f"creating a pull request {head} → {base}") from None
 
     def update_pr(self, number: int, *, title: str, body: str) -> PullRequest:
         try:
             resp = self.client.rest.pulls.update(self.owner, self.repo, number, title=title, body=body)
             return self._pr(resp.parsed_data)
-        except GitHubException as exc:
+        except (GitHubException, ValueError) as exc:
             raise self._fail(exc, f"updating pull request #{number}") from None
 
     def add_labels(self, number: int, labels: list[str]) -> None:
@@ -178,7 +178,7 @@ class GitHubForge:
             _ = self.client.rest.issues.add_labels(
                 self.owner, self.repo, number, labels=list(labels)
             ).parsed_data
-        except GitHubException as exc:
+        except (GitHubException, ValueError) as exc:
             raise self._fail(exc, f"labelling pull request #{number}") from None
 
     def request_reviewers(self, number: int, reviewers: list[str]) -> None:
@@ -201,7 +201,7 @@ class GitHubForge:
                 )
                 return
             raise self._fail(exc, f"requesting reviewers on pull request #{number}") from None
-        except GitHubException as exc:
+        except (GitHubException, ValueError) as exc:
             raise self._fail(exc, f"requesting reviewers on pull request #{number}") from None
 
 

@@ -296,7 +296,7 @@ def _open_pr_heads(repo_url: str, auth: Any, calls: Calls) -> set[tuple[str, str
             calls.add("git")
             try:
                 pulls = client.rest.pulls.list(owner, name, state="open", per_page=100, page=page).parsed_data
-            except GitHubException as exc:
+            except (GitHubException, ValueError) as exc:
                 raise gh.translate(
                     exc, f"listing the open pull requests of {owner}/{name}", (token,)
                 ) from None

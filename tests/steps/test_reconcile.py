@@ -239,6 +239,16 @@ def test_table_lists_worst_first_and_totals() -> None:
     )
 
 
+def test_a_branch_taken_target_is_a_state_of_the_table_and_the_counts() -> None:
+    rows = [_state("current", path="a"), _state("branch-taken", path="b"), _state("behind", path="c")]
+    lines = render_table(rows).splitlines()
+    assert [line.split()[0] for line in lines[1:4]] == ["behind", "branch-taken", "current"]
+    assert lines[-1].endswith("1 branch-taken")
+    table = {(c.state, c.env): c.count for c in count_states(rows)}
+    assert table[("branch-taken", "staging")] == 1
+    assert TargetState.model_validate_json(rows[1].model_dump_json()).state == "branch-taken"
+
+
 def test_the_pure_core_reads_neither_ecr_nor_git() -> None:
     """judge_target and pick_newest live in steps.reconcile.decide, which imports no I/O module (issue 14)."""
     import subprocess

@@ -439,7 +439,8 @@ def error_text(exc: RequestFailed) -> str:
     if not isinstance(data, dict):
         return str(data)[:200]
     parts = [str(data.get("message", ""))[:500]]
-    for err in data.get("errors") or [] if isinstance(data.get("errors"), list) else []:
+    errors = data.get("errors")
+    for err in errors if isinstance(errors, list) else []:
         if isinstance(err, dict) and err.get("message"):
             parts.append(str(err["message"])[:500])
         elif isinstance(err, dict) and err.get("code"):

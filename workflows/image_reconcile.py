@@ -177,7 +177,7 @@ class _MeteredSuspend(Suspend):
 def _count_template(
     name: str = "count-targets",
     metric: str = "imagebump_reconcile_targets",
-    help_text: str = "targets per state (behind, current, ahead, proposed, unknown, held, pinned) and env at the last sweep",
+    help_text: str = "targets per state (behind, current, ahead, proposed, unknown, held, pinned, branch-taken) and env at the last sweep",
 ) -> Suspend:
     """A pod-less node per (state, env) that sets the gauge (a suspend of zero seconds: no pod)."""
     return _MeteredSuspend(

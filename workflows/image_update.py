@@ -90,8 +90,8 @@ DECISIONS_METRIC = "imagebump_decisions_total"
 LATENCY_METRIC = "imagebump_push_to_change_seconds"
 #: One help text per metric name: the controller refuses a second help for the same name.
 UPDATES_HELP = (
-    "Final outcome of each target update, by env: committed, pr-created, pr-updated or unchanged "
-    "(commit-pr succeeded), or error (edit-kustomize or commit-pr failed after all its retries, "
+    "Final outcome of each target update, by env: committed, pr-created, pr-updated, unchanged or "
+    "branch-taken (a person pushed to the PR branch: left to them) (commit-pr succeeded), or error (edit-kustomize or commit-pr failed after all its retries, "
     "or the update waited past the Workflow deadline). Retried attempts are not counted."
 )
 DECISIONS_HELP = (
@@ -247,7 +247,7 @@ def _commit_pr_template():
     )(commit_pr.run)
 
 
-#: What an update did: commit-pr's ``action`` (committed, pr-created, pr-updated, unchanged).
+#: What an update did: commit-pr's ``action`` (committed, pr-created, pr-updated, unchanged, branch-taken).
 #: When commit-pr did not run (edit-kustomize found the overlay current) the value is "unchanged"
 #: on Argo before 3.7.16 and commit-pr's own output default ("error") from 3.7.16 / 4.0.7 on, which
 #: give a skipped step's outputs their defaults (argo-workflows workflow/controller/scope.go); only

@@ -53,7 +53,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="which overlays are behind their newest allowed image (--apply: update them)",
         description=(
             "Compare every overlay the rules map an ECR repository to with the newest image ECR holds that "
-            "the rule allows, and report each as behind, current, ahead, proposed, unknown, held or pinned. With --apply, "
+            "the rule allows, and report each as behind, current, ahead, proposed, unknown, held, pinned or branch-taken. With --apply, "
             "the overlays behind are updated by the same update-target steps an ECR push runs. Runs the "
             "rendered image-reconcile CronWorkflow once through the local executor. Git tokens come from "
             "IMAGEBUMP_GIT_TOKEN / IMAGEBUMP_GIT_READ_TOKEN (or *_FILE), never a flag."

@@ -170,14 +170,15 @@ def target_label(target: dict[str, Any]) -> str:
 
 
 def target_outcome(result: WorkflowResult, index: int) -> str:
-    """One target's outcome in a few words: ``committed abc1234``, ``pr-updated URL``, ``unchanged``…"""
+    """One target's outcome in a few words: ``committed abc1234``, ``pr-updated URL``, ``branch-taken
+    URL`` (a person pushed to the PR branch: left to them), ``unchanged``…"""
     nodes = target_nodes(result, index)
     commit, edit = nodes.get("commit-pr"), nodes.get("edit-kustomize")
     if commit is not None and commit.phase == "Succeeded":
         action = commit.outputs.get("action", "")
         if action == "committed":
             return f"committed {commit.outputs.get('commit-sha', '')[:7]}".strip() + live_words(nodes)
-        if action.startswith("pr-"):
+        if action.startswith("pr-") or action == "branch-taken":  # taken: a person pushed to it
             where = commit.outputs.get("pr-url") or commit.outputs.get("branch", "")
             return f"{action} {where}".strip()
         return action or "done"

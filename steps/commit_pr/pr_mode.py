@@ -29,6 +29,7 @@ from steps.commit_pr.result import Action, CommitPrOutput
 from steps.commit_pr.retry import backoff, lost_race
 from steps.commit_pr.rollbacks import reapply
 from steps.commit_pr.settings import CommitPrSettings
+from steps.domain.branch_owner import BRANCH_TAKEN, TAKEN_MARKER, foreign_commits, taken_comment, taken_reason
 from steps.domain.branches import branch_name
 from steps.domain.errors import NoCommitsBetween, PullRequestExists, PushRejected, TransientError
 from steps.domain.models import Plan, Target
@@ -57,6 +58,27 @@ class _Proposal:
     fields: dict[str, str]
     message: str
     made: ApiCommit | None = None  # commitMethod api: the commit GitHub created
+
+
+@dataclass(frozen=True)
+class _Taken:
+    """The branch is a person's (:mod:`steps.domain.branch_owner`): the outcome, and the PR's one comment."""
+
+    output: CommitPrOutput
+    comment: str
+
+
+def _taken(
+    repo: git.ClonedRepo, target: Target, settings: CommitPrSettings, branch: str, base: str
+) -> tuple[str, str] | None:
+    """Is the living proposal ``branch`` a person's now? Every commit it has over ``base`` must be
+    imagebump's (:func:`steps.domain.branch_owner.made_by_imagebump`). None when they all are, else
+    the reason and the pull request's comment."""
+    commits = repo.branch_commits(branch, base)
+    foreign = foreign_commits(commits, settings.author_email, api=target.commit_method == "api")
+    if not foreign:
+        return None
+    return taken_reason(branch, foreign), taken_comment(branch, foreign)
 
 
 class _OpenPr:
@@ -91,14 +113,17 @@ def _propose(
     branch: str,
     open_pr: _OpenPr,
     db: GitDatabase | None = None,
-) -> _Proposal | CommitPrOutput:
+) -> _Proposal | CommitPrOutput | _Taken:
     """Build the branch's one commit on the newest base and force-push it with a lease.
 
     Before pushing, a living proposal on the branch (its pull request is open; for ``provider:
     local`` the branch exists) is re-checked with :func:`guard_branch`: never overwrite a newer or
     unknown proposal. A branch whose pull request was closed or merged is no proposal: replaced.
-    A lost lease (someone moved the branch meanwhile) re-fetches the base and tries again, like
-    ``mode: commit``. Returns the outcome, or an ``unchanged`` output when nothing is to propose.
+    A living proposal with a commit imagebump did not make is a person's (:class:`_Taken`,
+    ``branch-taken``): nothing is pushed and the pull request's text is left alone. A lost lease
+    (someone moved the branch meanwhile) re-fetches the base and tries again, like ``mode: commit``
+    — the next attempt sees the person's commit. Returns the outcome, or an ``unchanged`` output
+    when nothing is to propose.
     """
     for attempt in range(1, settings.push_attempts + 1):
         open_pr.forget()
@@ -115,10 +140,24 @@ def _propose(
                 action="unchanged", reason=f"{plan.file}: no difference to commit", branch=branch
             )
         remote_sha = repo.fetch(branch)  # what the lease expects (None: the branch must not exist)
+        living = open_pr() if remote_sha else None
+        if remote_sha and living is not None:
+            taken = _taken(repo, target, settings, branch, base)
+            if taken is not None:  # a person pushed to it: theirs until the PR is merged or closed
+                reason, comment = taken
+                log.info("not updating %s: %s", branch, reason)
+                output = CommitPrOutput(
+                    action=BRANCH_TAKEN,
+                    commit_sha=remote_sha,
+                    pr_url=living.url,
+                    pr_number=living.number,
+                    branch=branch,
+                    reason=reason,
+                )
+                return _Taken(output, comment)
         if remote_sha and _tree(repo, remote_sha) == _tree(repo, "HEAD"):
             # The branch already proposes exactly this tree on this base: no new commit.
             return _Proposal(remote_sha, True, False, fields, message)
-        living = open_pr() if remote_sha else None
         if remote_sha and living is not None:
             why = guard_branch(plan, branch, entry_at(repo, remote_sha, plan.file, plan.image_name))
             if why:
@@ -170,11 +209,17 @@ def land_pr(
     github: forges.GitHubForge | None = None
     if db is not None:  # one client, one rate-limit budget for the whole step
         github = forges.GitHubForge(db.owner, db.repo, db.client, secrets=db.secrets)
-    elif target.provider != "local":
-        github = forges.GitHubForge.for_repo_url(target.repo_url, gh_settings)
+    elif target.provider != "local":  # the step's one rate-limit budget, as with commitMethod api
+        github = forges.GitHubForge.for_repo_url(
+            target.repo_url, gh_settings, retry=gh.RateLimitBudget(settings.rate_limit_budget)
+        )
     open_pr = _OpenPr(target, github, branch, base)
     repo = clone_base(target, plan, auth, base, workdir)
     proposal = _propose(repo, target, plan, settings, base, branch, open_pr, db)
+    if isinstance(proposal, _Taken):
+        if github is not None:  # one comment per pull request, not one per event
+            github.comment_once(proposal.output.pr_number, TAKEN_MARKER, proposal.comment)
+        return proposal.output
     if isinstance(proposal, CommitPrOutput):
         return proposal
     sha, fields = proposal.sha, proposal.fields

@@ -5,7 +5,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-Action = Literal["committed", "pr-created", "pr-updated", "unchanged"]
+#: ``branch-taken``: the living proposal branch has a commit imagebump did not make (a person's
+#: now, :mod:`steps.domain.branch_owner`): nothing pushed until its pull request is merged or closed.
+Action = Literal["committed", "pr-created", "pr-updated", "unchanged", "branch-taken"]
 
 
 class CommitPrOutput(BaseModel):

@@ -6,6 +6,7 @@ but each other).
 (which of two images is newer: semver or push time), ``never_downgrade`` (the one home of "never
 an older image"), ``branches`` (a target's proposal branch name), ``regex_tokens`` (RE2 pattern
 tokens), ``intent`` (what people decided: imagebump's commit trailer, pins, hold markers,
-rollbacks), ``repo_url`` (a repository's URL and its one spelling, ``repo_id``), ``terminal``
+rollbacks), ``branch_owner`` (whose a proposal branch is: imagebump's, or a person's once they
+pushed to it), ``repo_url`` (a repository's URL and its one spelling, ``repo_id``), ``terminal``
 (what others wrote, escaped and cut for a terminal). Imports nothing of the project outside this package.
 """

@@ -24,27 +24,25 @@ GitHub's REST git database instead of ``git push``:
      update has no expected value): GitHub moves the ref only while it still points at the commit
      read before, atomically; otherwise a lost race.
 
-Rate limits: every request of one step shares a :class:`RateLimitBudget`. A 403/429 with
-``Retry-After`` (secondary limits: 80 content-creating requests a minute, 500 an hour per
-installation) or ``x-ratelimit-remaining: 0`` with ``x-ratelimit-reset`` is waited out exactly as
-told (plus ≤ 0.25 s of jitter), as often as the budget allows; a wait beyond what is left of it gives
-up as :class:`~steps.domain.errors.TransientError` (exit 75: Argo retries the step later). Requests are
-counted (:attr:`GitDatabase.requests`, every HTTP request including retries) and logged per step.
+Rate limits: every request of one step shares a :class:`~steps.forge.github.RateLimitBudget`
+(:func:`steps.forge.github.rate_limit_wait`: ``Retry-After``, a reset, or for a secondary limit naming
+no wait a minute doubling; every wait at least a floor, so ``Retry-After: 0`` spends it too); a wait
+beyond what is left of it gives up as :class:`~steps.domain.errors.TransientError` (exit 75: Argo
+retries the step later). A 422 "Reference cannot be updated" (GitHub's answer to concurrent updates
+of one ref) is a lost race like "not a fast forward". Requests are counted
+(:attr:`GitDatabase.requests`, every HTTP request including retries) and logged per step.
 """
 
 from __future__ import annotations
 
 import logging
-import random
 import threading
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import httpx
 from githubkit import GitHub
-from githubkit.exception import GitHubException, GraphQLFailed, RateLimitExceeded, RequestFailed
-from githubkit.retry import RetryOption
+from githubkit.exception import GitHubException, GraphQLFailed, RequestFailed
 
 from steps.domain.errors import (
     ImagebumpError,
@@ -54,6 +52,7 @@ from steps.domain.errors import (
     UnverifiedCommit,
 )
 from steps.forge import github as gh
+from steps.forge.github import RateLimitBudget as RateLimitBudget  # the step's budget (re-exported)
 
 if TYPE_CHECKING:
     from steps.git import ClonedRepo
@@ -71,50 +70,6 @@ _UPDATE_REFS = (
 #: GraphQL repository ids, per (API URL, owner, repo): they never change.
 _REPOSITORY_IDS: dict[tuple[str, str, str], str] = {}
 _IDS_LOCK = threading.Lock()
-
-
-class RateLimitBudget(gh.RetryPolicy):
-    """:class:`steps.forge.github.RetryPolicy` whose rate-limit waits share one budget (seconds) per step.
-
-    A rate limit is retried as often as it comes, after exactly the wait GitHub names, while the
-    waits add up to no more than ``budget``; 5xx and network errors as the base policy says.
-    """
-
-    def __init__(self, budget: float, max_retries: int = 4) -> None:
-        super().__init__(max_retries=max_retries, max_wait=budget)
-        self.budget = budget
-        self.waited = 0.0
-        self.limited = 0  # rate-limit answers met
-        self._lock = threading.Lock()
-
-    def __call__(self, exc: GitHubException, retry_count: int) -> RetryOption:
-        if not isinstance(exc, RateLimitExceeded):
-            return super().__call__(exc, retry_count)
-        wait = exc.retry_after.total_seconds()
-        with self._lock:
-            self.limited += 1
-            left = self.budget - self.waited
-            if wait > left:
-                log.warning(
-                    "GitHub rate limit on %s %s asks for %.0fs; only %.0fs of this step's budget left: "
-                    "giving up for now (the step is retried later)",
-                    exc.request.method,
-                    exc.request.url.path,
-                    wait,
-                    max(left, 0.0),
-                )
-                return RetryOption(False)
-            wait = max(wait, 0.0) + random.uniform(0, min(0.25, left - wait))
-            self.waited += wait
-        log.warning(
-            "GitHub rate limit on %s %s (HTTP %d); waiting %.2fs as told",
-            exc.request.method,
-            exc.request.url.path,
-            exc.response.status_code,
-            wait,
-            extra={"fields": {"rate_limited": True, "rate_limit_wait_s": round(wait, 3)}},
-        )
-        return RetryOption(True, timedelta(seconds=wait))
 
 
 @dataclass(frozen=True)
@@ -138,6 +93,15 @@ class ApiCommit:
     def outputs(self) -> dict[str, str]:
         """commit-pr's outputs ``verified`` (``true``/``false``) and ``verification_reason``."""
         return {"verified": str(self.verified).lower(), "verification_reason": self.reason}
+
+
+def _lost_race(text: str) -> bool:
+    """GitHub's 422 on a ref move that means "someone else moved it": "Update is not a fast forward",
+    or "Reference cannot be updated", which GitHub answers to concurrent updates of one ref
+    (reported on ``PATCH …/git/refs/heads/B`` when a person pushed meanwhile: cagov/wordpress-to-github
+    #74, osunyorg/admin #119). A lost race is retried on the new tip, never a configuration error."""
+    lowered = text.lower()
+    return "fast forward" in lowered or "reference cannot be updated" in lowered
 
 
 class GitDatabase:
@@ -167,10 +131,13 @@ class GitDatabase:
         self.content_requests = 0
 
     @classmethod
-    def for_repo_url(cls, repo_url: str, settings: gh.GitHubSettings, budget: float) -> GitDatabase:
-        """A database for ``https://HOST/OWNER/REPO`` with ``settings``' credentials and a fresh budget."""
+    def for_repo_url(
+        cls, repo_url: str, settings: gh.GitHubSettings, budget: float, retry: RateLimitBudget | None = None
+    ) -> GitDatabase:
+        """A database for ``https://HOST/OWNER/REPO`` with ``settings``' credentials and a fresh budget
+        (or ``retry``, a budget made by the caller: tests inject its clock)."""
         _host, owner, repo = gh.parse_repo_url(repo_url)
-        retry = RateLimitBudget(budget)
+        retry = retry or RateLimitBudget(budget)
         token = gh.api_token(settings, retry=retry)
         holder: list[GitDatabase] = []
 
@@ -182,8 +149,7 @@ class GitDatabase:
             if (request.method != "GET" and not graphql) or (graphql and b"mutation" in request.content[:40]):
                 holder[0].content_requests += 1
 
-        options = gh.client_options(settings, retry)
-        client = GitHub(token, event_hooks={"request": [count]}, **options)
+        client = GitHub(token, **gh.client_options(settings, retry, request_hooks=(count,)))
         db = cls(owner, repo, client, retry, settings.api_url, secrets=(token, settings.token))
         holder.append(db)
         return db
@@ -226,7 +192,7 @@ class GitDatabase:
             require_verified=require_verified,
         )
 
-    def _fail(self, exc: GitHubException, what: str) -> ImagebumpError:
+    def _fail(self, exc: Exception, what: str) -> ImagebumpError:
         return gh.translate(exc, f"{what} in {self.full_name}", self.secrets)
 
     # ----------------------------------------------------------------------- objects
@@ -252,7 +218,7 @@ class GitDatabase:
             tree = self.client.rest.git.create_tree(
                 self.owner, self.repo, base_tree=parent_tree, tree=entries
             ).parsed_data
-        except GitHubException as exc:
+        except (GitHubException, ValueError) as exc:
             raise self._fail(exc, "creating a tree") from None
         if tree.sha != expected_tree:
             raise TreeMismatch(
@@ -265,7 +231,7 @@ class GitDatabase:
             made = self.client.rest.git.create_commit(
                 self.owner, self.repo, message=message, tree=tree.sha, parents=[parent]
             ).parsed_data
-        except GitHubException as exc:
+        except (GitHubException, ValueError) as exc:
             raise self._fail(exc, "creating a commit") from None
         verification = made.verification
         result = ApiCommit(made.sha, tree.sha, bool(verification.verified), str(verification.reason))
@@ -296,7 +262,7 @@ class GitDatabase:
             if exc.response.status_code == 404:
                 return None
             raise self._fail(exc, f"reading branch {branch}") from None
-        except GitHubException as exc:
+        except (GitHubException, ValueError) as exc:
             raise self._fail(exc, f"reading branch {branch}") from None
         return found.object_.sha if found.ref == f"refs/heads/{branch}" else None
 
@@ -306,10 +272,10 @@ class GitDatabase:
             self.client.rest.git.update_ref(self.owner, self.repo, f"heads/{branch}", sha=sha, force=False)
         except RequestFailed as exc:
             text = gh.error_text(exc)
-            if exc.response.status_code == 422 and "fast forward" in text.lower():
+            if exc.response.status_code == 422 and _lost_race(text):
                 raise PushRejected(f"{branch} of {self.full_name} moved on ({text})") from None
             raise self._fail(exc, f"moving {branch} to {sha[:12]}") from None
-        except GitHubException as exc:
+        except (GitHubException, ValueError) as exc:
             raise self._fail(exc, f"moving {branch} to {sha[:12]}") from None
 
     def create_branch(self, branch: str, sha: str) -> None:
@@ -318,12 +284,12 @@ class GitDatabase:
             self.client.rest.git.create_ref(self.owner, self.repo, ref=f"refs/heads/{branch}", sha=sha)
         except RequestFailed as exc:
             text = gh.error_text(exc)
-            if exc.response.status_code == 422 and "already exists" in text.lower():
+            if exc.response.status_code == 422 and ("already exists" in text.lower() or _lost_race(text)):
                 if self.ref(branch) == sha:  # a retried request that did land
                     return
                 raise PushRejected(f"{branch} of {self.full_name} was created meanwhile ({text})") from None
             raise self._fail(exc, f"creating branch {branch}") from None
-        except GitHubException as exc:
+        except (GitHubException, ValueError) as exc:
             raise self._fail(exc, f"creating branch {branch}") from None
 
     def repository_id(self) -> str:
@@ -334,9 +300,10 @@ class GitDatabase:
                 return _REPOSITORY_IDS[key]
         try:
             data = self.client.graphql.request(_REPOSITORY_ID, {"owner": self.owner, "name": self.repo})
-        except GitHubException as exc:
+        except (GitHubException, ValueError) as exc:
             raise self._fail(exc, "reading the repository id") from None
-        found = (data.get("repository") or {}).get("id")
+        repository = data.get("repository") if isinstance(data, dict) else None
+        found = repository.get("id") if isinstance(repository, dict) else None
         if not found:
             raise TransientError(f"GitHub returned no repository id for {self.full_name}; retried")
         with _IDS_LOCK:
@@ -357,8 +324,8 @@ class GitDatabase:
             self.client.graphql.request(_UPDATE_REFS, {"repositoryId": repository, "refUpdates": [update]})
             return
         except GraphQLFailed as exc:
-            errors = "; ".join(e.message for e in exc.response.errors or [])
-        except GitHubException as exc:
+            errors = "; ".join(str(e.message)[:300] for e in exc.response.errors or [])
+        except (GitHubException, ValueError) as exc:
             raise self._fail(exc, f"moving {branch}") from None
         now = self.ref(branch)  # GitHub refused: find out whether the lease was what failed
         if now == sha:  # a retried mutation that did land
@@ -368,4 +335,6 @@ class GitDatabase:
                 f"{branch} of {self.full_name} moved from {expected[:12]} to {(now or 'nothing')[:12]} "
                 f"since it was read ({errors})"
             )
+        if _lost_race(errors):  # GitHub's answer to concurrent updates of one ref: try again on the new tip
+            raise PushRejected(f"{branch} of {self.full_name} could not be moved now ({errors})")
         raise TransientError(f"GitHub refused to move {branch} of {self.full_name}: {errors}; retried")

@@ -1,7 +1,8 @@
 """The narrow seam between commit-pr and a Git hosting service ("forge").
 
-commit-pr needs five things from a forge: find the open pull request for a head branch, create
-one, update its title and body, add labels, request reviewers. :class:`Forge` is that protocol.
+commit-pr needs six things from a forge: find the open pull request for a head branch, create
+one, update its title and body, add labels, request reviewers, and comment once (a branch a person
+took over). :class:`Forge` is that protocol.
 
 - :class:`GitHubForge` speaks GitHub's REST API (github.com or Enterprise) through githubkit;
   its responses are parsed by githubkit's models, generated from GitHub's OpenAPI description.
@@ -74,6 +75,11 @@ class Forge(Protocol):
         """Request reviews from users (``login``) or teams (``org/team`` or ``team:slug``)."""
         ...
 
+    def comment_once(self, number: int, marker: str, body: str) -> bool:
+        """Comment ``body`` on pull request ``number`` unless a comment holding ``marker`` is there
+        already; True when it commented."""
+        ...
+
 
 class GitHubForge:
     """:class:`Forge` over GitHub's REST API for one repository.
@@ -106,7 +112,7 @@ class GitHubForge:
     def full_name(self) -> str:
         return f"{self.owner}/{self.repo}"
 
-    def _fail(self, exc: GitHubException, what: str) -> ImagebumpError:
+    def _fail(self, exc: Exception, what: str) -> ImagebumpError:
         return gh.translate(exc, f"{what} in {self.full_name}", self._secrets)
 
     @staticmethod
@@ -127,7 +133,7 @@ class GitHubForge:
                 self.owner, self.repo, state="open", head=f"{self.owner}:{head}", base=base, per_page=10
             )
             pulls = resp.parsed_data
-        except GitHubException as exc:
+        except (GitHubException, ValueError) as exc:
             raise self._fail(exc, f"listing pull requests for {head}") from None
         # GitHub filters by head, but check: a fork's branch of the same name is not ours.
         mine = [p for p in pulls if p.head.ref == head and p.state == "open"]
@@ -161,14 +167,14 @@ class GitHubForge:
                 if "already exists" in text.lower():
                     raise PullRequestExists(f"a pull request for {head} already exists ({text})") from None
             raise self._fail(exc, f"creating a pull request {head} → {base}") from None
-        except GitHubException as exc:
+        except (GitHubException, ValueError) as exc:
             raise self._fail(exc, f"creating a pull request {head} → {base}") from None
 
     def update_pr(self, number: int, *, title: str, body: str) -> PullRequest:
         try:
             resp = self.client.rest.pulls.update(self.owner, self.repo, number, title=title, body=body)
             return self._pr(resp.parsed_data)
-        except GitHubException as exc:
+        except (GitHubException, ValueError) as exc:
             raise self._fail(exc, f"updating pull request #{number}") from None
 
     def add_labels(self, number: int, labels: list[str]) -> None:
@@ -178,7 +184,7 @@ class GitHubForge:
             _ = self.client.rest.issues.add_labels(
                 self.owner, self.repo, number, labels=list(labels)
             ).parsed_data
-        except GitHubException as exc:
+        except (GitHubException, ValueError) as exc:
             raise self._fail(exc, f"labelling pull request #{number}") from None
 
     def request_reviewers(self, number: int, reviewers: list[str]) -> None:
@@ -201,8 +207,32 @@ class GitHubForge:
                 )
                 return
             raise self._fail(exc, f"requesting reviewers on pull request #{number}") from None
-        except GitHubException as exc:
+        except (GitHubException, ValueError) as exc:
             raise self._fail(exc, f"requesting reviewers on pull request #{number}") from None
+
+    def comment_once(self, number: int, marker: str, body: str) -> bool:
+        """One comment per pull request for one thing said (``marker``, a hidden line in ``body``):
+        the comments are read first (at most :data:`MAX_COMMENT_PAGES` pages), so every later event
+        finds it and says nothing. A comment GitHub refuses is a warning: what it reports stands."""
+        what = f"commenting on pull request #{number}"
+        try:
+            for page in range(1, MAX_COMMENT_PAGES + 1):
+                comments = self.client.rest.issues.list_comments(
+                    self.owner, self.repo, number, per_page=100, page=page
+                ).parsed_data
+                if any(marker in (c.body or "") for c in comments):
+                    return False
+                if len(comments) < 100:
+                    break
+            self.client.rest.issues.create_comment(self.owner, self.repo, number, body=body)
+        except (GitHubException, ValueError) as exc:
+            log.warning("could not comment on %s#%d: %s", self.full_name, number, self._fail(exc, what))
+            return False
+        return True
+
+
+#: At most this many pages (100 comments each) of a pull request's comments are read for a marker.
+MAX_COMMENT_PAGES = 10
 
 
 def split_reviewers(reviewers: list[str]) -> tuple[list[str], list[str]]:
@@ -271,3 +301,7 @@ class LocalForge:
     def request_reviewers(self, number: int, reviewers: list[str]) -> None:
         if reviewers:
             log.info("local forge: reviewers %s not requested (no API)", reviewers)
+
+    def comment_once(self, number: int, marker: str, body: str) -> bool:
+        log.info("local forge: no pull request to comment on (no API): %s", body.split("\n", 1)[0])
+        return False

@@ -1,6 +1,7 @@
 """Git's object format, without a process: object ids, raw trees, the chain of objects from a
 commit down to one file (what commit-pr needs to commit on that commit without fetching it), a
-``cat-file --batch`` answer, and the ref files a clone leaves behind.
+``cat-file --batch`` answer, a commit's identities and message (:func:`commit_facts`), and the ref
+files a clone leaves behind.
 
 The formats are git's stable on-disk ones (Pro Git, "Git Internals - Git Objects",
 https://git-scm.com/book/en/v2/Git-Internals-Git-Objects): an object's id is
@@ -21,6 +22,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
+from steps.domain.branch_owner import CommitFacts
 from steps.domain.errors import CarriedObjectsError
 
 #: Modes of a regular file and of a directory in a raw tree (git writes them without leading zeros).
@@ -158,3 +160,39 @@ def branch_file_sha(gitdir: Path, branch: str) -> str:
     except (OSError, UnicodeDecodeError):
         pass
     return ""
+
+
+_PERSON = re.compile(rb"^(.*?) ?<([^<>\n]*)> ")
+
+
+def commit_facts(sha: str, raw: bytes) -> CommitFacts:
+    """Author, committer, message and parent count of a raw commit object (git's format: header
+    lines ``key value`` — a continuation line starts with a space —, a blank line, the message).
+    Read field by field from the object itself, so no text in a message can pose as a header."""
+    head, _, message = raw.partition(b"\n\n")
+    people: dict[bytes, tuple[str, str]] = {}
+    parents = 0
+    for line in head.split(b"\n"):
+        if line.startswith(b" "):
+            continue  # a continuation (a signature's lines)
+        key, _, value = line.partition(b" ")
+        if key == b"parent":
+            parents += 1
+        elif key in (b"author", b"committer") and key not in people:
+            m = _PERSON.match(value)
+            if m:
+                people[key] = (
+                    m.group(1).decode("utf-8", "replace").strip(),
+                    m.group(2).decode("utf-8", "replace").strip(),
+                )
+    author = people.get(b"author", ("", ""))
+    committer = people.get(b"committer", ("", ""))
+    return CommitFacts(
+        sha=sha,
+        author_name=author[0],
+        author_email=author[1],
+        committer_name=committer[0],
+        committer_email=committer[1],
+        message=message.decode("utf-8", "replace"),
+        parents=parents,
+    )

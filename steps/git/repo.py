@@ -12,6 +12,7 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
+from steps.domain.branch_owner import MAX_BRANCH_COMMITS, MAX_COMMIT_BYTES, CommitFacts
 from steps.domain.errors import ConfigError, PermissionDeniedError
 from steps.git.auth import GitAuth, origin
 from steps.git.commit import COMMIT_SUMMARY, fast_import_stream, identity
@@ -20,6 +21,7 @@ from steps.git.objects import (
     REGULAR_MODES,
     blob_id,
     branch_file_sha,
+    commit_facts,
     head_file_branch,
     object_format,
     split_batch,
@@ -393,6 +395,104 @@ class ClonedRepo:
         self.git("reset", "--quiet", "--hard", sha, what=f"reset to the newest '{branch}'")
         self._written.clear()  # (a new file stays untracked after the reset: _new keeps it)
         return sha
+
+    def branch_commits(self, branch: str, base: str | None = None) -> list[CommitFacts]:
+        """The commits remote ``branch`` has over remote ``base`` (default: the cloned branch), newest
+        first, at most :data:`~steps.domain.branch_owner.MAX_BRANCH_COMMITS` (+1, so a caller sees
+        there are more), each read from its object (:func:`~steps.git.objects.commit_facts`).
+
+        One fetch of the branch's own history only (``--shallow-exclude`` of the base: the commits
+        reachable from the base stay on the server; trees and commits, no blob). When the server
+        refuses that — a branch already merged into its base (nothing to select), or no
+        ``deepen-not`` — both tips are fetched :data:`~steps.domain.branch_owner.MAX_BRANCH_COMMITS`
+        deep, commits only, and compared here (a merged branch has none: []). A commit object larger
+        than :data:`~steps.domain.branch_owner.MAX_COMMIT_BYTES` is not read: it is reported with its
+        id only (nobody's imagebump commit is that large).
+        """
+        base = base or self.branch
+        refspec = f"+refs/heads/{branch}:refs/remotes/origin/{branch}"
+        proc = self.git(
+            "fetch",
+            "--quiet",
+            "--filter=blob:none",
+            "--no-tags",
+            f"--shallow-exclude=refs/heads/{base}",
+            "origin",
+            refspec,
+            check=False,
+            what=f"fetch of the history of '{branch}' over '{base}' from {self.url}",
+        )
+        if proc.returncode != 0:
+            err = classify(
+                proc.stderr,
+                args=["fetch"],
+                what=f"fetch of the history of '{branch}'",
+                url=self.url,
+                anonymous=self.auth is None and origin(self.url or "") is not None,
+            )
+            if isinstance(err, PermissionDeniedError) or NO_BRANCH.search(proc.stderr):
+                raise err
+            # The server refused the exclusion: the branch is merged into the base ("no commits
+            # selected"; over HTTP only "error processing shallow info"), or it has no deepen-not.
+            # Then both tips, MAX_BRANCH_COMMITS deep, commits only (no tree, no blob), compared here.
+            depth = f"--depth={MAX_BRANCH_COMMITS + 1}"
+            fallback = self.git(
+                "fetch",
+                "--quiet",
+                "--filter=tree:0",
+                "--no-tags",
+                depth,
+                "origin",
+                refspec,
+                f"+refs/heads/{base}:refs/remotes/origin/{base}",
+                check=False,
+                what=f"fetch of the last commits of '{branch}' and '{base}' from {self.url}",
+            )
+            if fallback.returncode != 0:
+                raise err
+        tip = f"refs/remotes/origin/{branch}"
+        exclude = (
+            ["--not", f"refs/remotes/origin/{base}"] if self._has_ref(f"refs/remotes/origin/{base}") else []
+        )
+        listed = self.git(
+            "rev-list",
+            f"--max-count={MAX_BRANCH_COMMITS + 1}",
+            tip,
+            *exclude,
+            check=False,
+            what=f"listing the commits of '{branch}'",
+        )
+        shas = [s for s in listed.stdout.split() if s]
+        if listed.returncode != 0 or not shas:
+            return []
+        sizes = self.git(
+            "cat-file",
+            "--batch-check",
+            input="\n".join(shas) + "\n",
+            what=f"sizing the commits of '{branch}'",
+        ).stdout.split("\n")
+        small = [
+            sha
+            for sha, line in zip(shas, sizes, strict=False)
+            if len(line.split()) == 3
+            and line.split()[1] == "commit"
+            and int(line.split()[2]) <= MAX_COMMIT_BYTES
+        ]
+        read: dict[str, CommitFacts] = {}
+        if small:
+            out = self.git(
+                "cat-file",
+                "--batch",
+                input="\n".join(small) + "\n",
+                raw_stdout=True,
+                what=f"reading the commits of '{branch}'",
+            ).stdout
+            objects = split_batch(out, len(small)) or []
+            read = {sha: commit_facts(sha, raw) for sha, raw in zip(small, objects, strict=False)}
+        return [read.get(sha, CommitFacts(sha=sha)) for sha in shas]
+
+    def _has_ref(self, ref: str) -> bool:
+        return self.git("rev-parse", "--verify", "--quiet", ref, check=False).returncode == 0
 
     def remote_head(self, branch: str) -> str | None:
         """The sha of ``branch`` on the remote right now (ls-remote), or None if absent."""

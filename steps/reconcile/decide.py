@@ -3,7 +3,8 @@
 Reads and writes nothing: every fact (ECR's candidates, the overlay's images entry, the proposal
 branch's entry, push times) was gathered before (:mod:`steps.reconcile.ecr`,
 :mod:`steps.reconcile.git`). :func:`pick_newest` chooses by the rule's order; :func:`decide` says
-``behind`` / ``current`` / ``ahead`` / ``proposed`` / ``unknown`` / ``held`` / ``pinned`` with a reason: ``unknown`` when
+``behind`` / ``current`` / ``ahead`` / ``proposed`` / ``unknown`` / ``held`` / ``pinned`` with a reason
+(the Git phase adds ``branch-taken``): ``unknown`` when
 a fact is missing, otherwise what the never-downgrade rule says against the overlay and its
 proposal branch (:func:`steps.domain.never_downgrade.sweep_verdict`; that rule lives there only).
 Table-tested in ``tests/steps/test_reconcile.py`` without ECR or git. Imports only
@@ -25,9 +26,10 @@ from steps.domain.never_downgrade import SweepState, sweep_verdict
 from steps.domain.version_order import compare_semver, parse_semver
 
 #: A target's state: never-downgrade's verdict (:data:`steps.domain.never_downgrade.SweepState`), unknown,
-#: or what a person decided (:mod:`steps.domain.intent`): ``held`` (a hold marker, a rollback), ``pinned``.
-State = SweepState | Literal["unknown", "held", "pinned"]
-STATES: tuple[str, ...] = (*get_args(SweepState), "unknown", "held", "pinned")
+#: or what a person decided (:mod:`steps.domain.intent`): ``held`` (a hold marker, a rollback), ``pinned``,
+#: ``branch-taken`` (a person pushed to the proposal branch: :mod:`steps.domain.branch_owner`).
+State = SweepState | Literal["unknown", "held", "pinned", "branch-taken"]
+STATES: tuple[str, ...] = (*get_args(SweepState), "unknown", "held", "pinned", "branch-taken")
 
 
 def _natural(tag: str) -> tuple:

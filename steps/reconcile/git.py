@@ -7,7 +7,9 @@ with one ``ls-remote`` and fetched together; for ``provider: github`` a branch c
 only while its pull request is open (one paginated listing of the open pull requests with the Git
 read token, else anonymous; pages counted with the Git calls) — a branch whose pull request was
 closed, or cannot be confirmed open, leaves the target ``behind`` and update-target proposes again
-(commit-pr is idempotent). ``provider: local``: the branch is the proposal. Each item is then
+(commit-pr is idempotent). ``provider: local``: the branch is the proposal. A living proposal branch
+with a commit imagebump did not make is a person's: ``branch-taken``, not handed to update-target
+(:mod:`steps.domain.branch_owner`; its history over the base read once per branch). Each item is then
 decided (:func:`steps.reconcile.decide.judge_target`), the ones still behind checked for a rollback
 (:mod:`steps.reconcile.holds`); an unreadable repository makes its targets ``unknown`` (``failure``).
 """
@@ -54,6 +56,8 @@ class Item:
     failure: ErrorKind = ""  # unknown because the repository could not be read: why (exit codes)
     hold: str | None = None  # the entry's `# imagebump:hold` reason (None: no marker)
     rev: str = ""  # the commit the overlay was read at
+    branch_sha: str = ""  # mode pr: the proposal branch's tip ('' when there is none)
+    taken: str = ""  # the proposal branch is a person's (steps.domain.branch_owner): why
 
     @property
     def sample(self) -> Target:
@@ -235,6 +239,8 @@ def _read_proposals(repo: Any, items: Sequence[Item], *, calls: Calls) -> None:
         *[f"+refs/heads/{b}:refs/remotes/origin/{b}" for b in sorted(heads)],
         what=f"fetch of {len(heads)} proposal branch(es) from {repo.url}",
     )
+    for item in items:
+        item.branch_sha = heads.get(item.branch, "")
     located: dict[int, str] = {}
     for b, sha in sorted(heads.items()):
         users = [item for item in items if item.branch == b]
@@ -286,7 +292,7 @@ def _open_pr_heads(repo_url: str, auth: Any, calls: Calls) -> set[tuple[str, str
             calls.add("git")
             try:
                 pulls = client.rest.pulls.list(owner, name, state="open", per_page=100, page=page).parsed_data
-            except GitHubException as exc:
+            except (GitHubException, ValueError) as exc:
                 raise gh.translate(
                     exc, f"listing the open pull requests of {owner}/{name}", (token,)
                 ) from None
@@ -317,6 +323,30 @@ def _forget_closed_proposals(repo_url: str, items: Sequence[Item], *, auth: Any,
         else:
             continue
         item.proposed = None
+
+
+def _find_taken(repo: Any, items: Sequence[Item], *, calls: Calls) -> None:
+    """mode pr: a living proposal branch with a commit imagebump did not make is a person's
+    (:mod:`steps.domain.branch_owner`): its item says why (``taken``), one history read per branch."""
+    from steps.domain.branch_owner import foreign_commits, taken_reason
+    from steps.runtime.settings import author_identity
+
+    _name, email = author_identity()
+    judged: dict[tuple[str, str], list[Any]] = {}
+    for item in items:
+        living = item.branch_sha and not item.no_pr
+        if not living or (item.sample.provider != "local" and item.proposed is None):
+            continue  # no branch, or a pull request not confirmed open: no proposal to leave alone
+        base = (
+            item.verdict.update.base_branch if item.verdict and item.verdict.update else None
+        ) or repo.branch
+        key = (item.branch, base)
+        if key not in judged:
+            calls.add("git")
+            judged[key] = repo.branch_commits(item.branch, base)
+        foreign = foreign_commits(judged[key], email, api=item.sample.commit_method == "api")
+        if foreign:
+            item.taken = taken_reason(item.branch, foreign)
 
 
 def sweep_repository(repo_url: str, items: list[Item], *, auth: Any, calls: Calls, scratch: Path) -> None:
@@ -372,8 +402,14 @@ def sweep_repository(repo_url: str, items: list[Item], *, auth: Any, calls: Call
         if pending:
             _read_proposals(repo, pending, calls=calls)
             _forget_closed_proposals(repo_url, pending, auth=auth, calls=calls)
+            _find_taken(repo, pending, calls=calls)
             for item in pending:
                 item.verdict = item.judge()
+                if item.taken and item.verdict.state in ("behind", "proposed"):  # a person's branch
+                    item.verdict = dataclasses.replace(
+                        item.verdict, state="branch-taken", reason=item.taken, update=None
+                    )
+                    continue
                 if item.no_pr and item.verdict.state == "behind":
                     reason = f"{item.verdict.reason}; {item.no_pr}: update-target proposes it again"
                     item.verdict = dataclasses.replace(item.verdict, reason=reason)

@@ -66,12 +66,18 @@ def count_states(report: Iterable[TargetState]) -> list[StateCount]:
     return [StateCount(state=s, env=e, count=seen.get((s, e), 0)) for e in envs for s in STATES]
 
 
-_RANK = {s: i for i, s in enumerate(("behind", "unknown", "held", "ahead", "pinned", "proposed", "current"))}
+_RANK = {
+    s: i
+    for i, s in enumerate(
+        ("behind", "unknown", "branch-taken", "held", "ahead", "pinned", "proposed", "current")
+    )
+}
 
 
 def worst_first(report: Iterable[TargetState]) -> list[TargetState]:
-    """Behind, unknown, held, ahead, pinned, proposed, current; by repository and path within a state."""
-    return sorted(report, key=lambda t: (_RANK[t.state], t.repo_url, t.path))
+    """Behind, unknown, branch-taken, held, ahead, pinned, proposed, current; by repository and path
+    within a state (a state no rank knows goes last)."""
+    return sorted(report, key=lambda t: (_RANK.get(t.state, len(_RANK)), t.repo_url, t.path))
 
 
 def cap_report(report: Sequence[TargetState], limit: int | None) -> tuple[list[TargetState], int]:

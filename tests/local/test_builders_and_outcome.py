@@ -125,6 +125,24 @@ def _result(*nodes: NodeResult, phase: str = "Succeeded") -> WorkflowResult:
             id="both",
         ),
         pytest.param(
+            [
+                _node("wf.resolve", "resolve-image", targets=TARGETS),
+                _node("wf.update-target(0).edit", "edit-kustomize", decision="current"),
+                _node("wf.update-target(0).commit", "commit-pr", phase="Skipped"),
+                _node("wf.update-target(1).edit", "edit-kustomize", decision="update"),
+                _node(
+                    "wf.update-target(1).commit",
+                    "commit-pr",
+                    action="branch-taken",
+                    **{"pr-url": "https://github.example/o/r/pull/7", "branch": "imagebump/x"},
+                ),
+            ],
+            "Succeeded",
+            "event 13cde686… team/api:1.4.2 → 2 targets: staging unchanged, "
+            "production branch-taken https://github.example/o/r/pull/7  (3.2s)",
+            id="branch-taken",
+        ),
+        pytest.param(
             [_node("wf.resolve", "resolve-image", targets="[]", reason="no rule for team/api")],
             "Succeeded",
             "event 13cde686… team/api:1.4.2 → no targets: no rule for team/api  (3.2s)",

@@ -86,3 +86,18 @@ def write_app_key(path) -> None:
             serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
         )
     )
+
+
+#: The identity commit-pr commits as by default (``IMAGEBUMP_GIT_AUTHOR_*`` unset).
+IMAGEBUMP_AUTHOR = "imagebump <imagebump@users.noreply.github.com>"
+PERSON = "Dana Reviewer <dana@example.com>"
+
+
+def imagebump_commit(remote, branch: str, tag: str, path: str = "overlays/prod") -> str:
+    """A commit on ``branch`` as an earlier commit-pr run made it (its identity, its trailer)."""
+    return remote.commit_files(
+        {f"{path}/kustomization.yaml": kustomization(tag)},
+        f"imagebump(prod): api → {tag}\n\nImagebump-Image: {IMAGE}:{tag}\n",
+        branch=branch,
+        author=IMAGEBUMP_AUTHOR,
+    )

@@ -28,6 +28,9 @@ from steps.forge import github as gh
 from tests.steps.commit_pr_support import (
     DIGEST_A,
     IMAGE,
+    IMAGEBUMP_AUTHOR,
+    PERSON,
+    imagebump_commit,
     kustomization,
     overlay_files,
     plan,
@@ -317,17 +320,70 @@ def test_pr_mode_local_keeps_one_branch(make_remote) -> None:
     assert remote.branches() == sorted(["main", branch])
 
 
-def test_pr_mode_replaces_foreign_commits_on_its_branch(make_remote) -> None:
+def test_pr_mode_never_pushes_over_a_persons_commit_on_its_branch(make_remote) -> None:
+    """Issue 30 item 9, provider local: the branch is the proposal; a person's commit on it makes it
+    theirs (``branch-taken``, nothing pushed) until it is merged into the base or deleted."""
     remote = make_remote(overlay_files("overlays/prod"))
     t = target(remote.url, mode="pr")
     first = commit_pr.run(t, plan())
-    remote.commit_files(
-        {"overlays/prod/kustomization.yaml": "# hand edit\n"}, "a human's fixup", branch=first.branch
+    fixed = kustomization("1.1.0") + "# a reviewer's fix\n"
+    theirs = remote.commit_files(
+        {"overlays/prod/kustomization.yaml": fixed}, "fix", branch=first.branch, author=PERSON
     )
-    out = commit_pr.run(t, plan())
-    assert out.action == "pr-updated"
-    assert remote.read("overlays/prod/kustomization.yaml", ref=first.branch) == kustomization("1.1.0")
+    for newer in ("1.2.0", "1.3.0"):
+        out = commit_pr.run(target(remote.url, mode="pr", tag=newer), plan(new=newer))
+        assert out.action == "branch-taken" and out.branch == first.branch and out.commit_sha == theirs
+        assert "Dana Reviewer" in out.reason and theirs[:12] in out.reason
+        assert remote.rev(first.branch) == theirs  # their commit is still there
+    remote.git("update-ref", "refs/heads/main", theirs)  # merged (fast-forward) into the base
+    resumed = commit_pr.run(target(remote.url, mode="pr", tag="1.3.0"), plan(old="1.1.0", new="1.3.0"))
+    assert resumed.action in ("pr-created", "pr-updated")
+    assert remote.git("merge-base", "--is-ancestor", theirs, resumed.commit_sha) == ""  # built on it
+
+
+def test_pr_mode_rebuilds_a_branch_of_imagebumps_own_commits(make_remote) -> None:
+    remote = make_remote(overlay_files("overlays/prod"))
+    t = target(remote.url, mode="pr")
+    first = commit_pr.run(t, plan())
+    remote.commit_files({"README.md": "base moved on\n"}, "docs")
+    out = commit_pr.run(target(remote.url, mode="pr", tag="1.2.0"), plan(new="1.2.0"))
+    assert out.action == "pr-updated" and remote.rev(first.branch) == out.commit_sha
     assert remote.log(first.branch)[1:] == remote.log()  # one commit on top of the newest base
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        pytest.param("amend", id="amended-by-a-person"),
+        pytest.param("no-trailer", id="imagebumps-identity-without-trailer"),
+        pytest.param("under", id="a-persons-commit-below-imagebumps"),
+    ],
+)
+def test_pr_mode_a_branch_is_taken_by_any_commit_imagebump_did_not_make(make_remote, how: str) -> None:
+    remote = make_remote(overlay_files("overlays/prod"))
+    t = target(remote.url, mode="pr")
+    branch = branch_name(t)
+    remote.git("branch", branch, "main")
+    if how == "amend":  # imagebump's message and author, a person as committer (git commit --amend)
+        remote.commit_files(
+            {"overlays/prod/kustomization.yaml": kustomization("1.1.0")},
+            f"bump\n\nImagebump-Image: {IMAGE}:1.1.0\n",
+            branch=branch,
+            author=PERSON,
+        )
+    elif how == "no-trailer":
+        remote.commit_files(
+            {"overlays/prod/kustomization.yaml": kustomization("1.1.0")},
+            "bump",
+            branch=branch,
+            author=IMAGEBUMP_AUTHOR,
+        )
+    else:
+        remote.commit_files({"README.md": "mine\n"}, "a person's commit", branch=branch, author=PERSON)
+        imagebump_commit(remote, branch, "1.1.0")
+    before = remote.rev(branch)
+    out = commit_pr.run(target(remote.url, mode="pr", tag="1.2.0"), plan(new="1.2.0"))
+    assert out.action == "branch-taken" and remote.rev(branch) == before
 
 
 @pytest.mark.parametrize(
@@ -339,9 +395,7 @@ def test_pr_mode_never_overwrites_a_proposal_the_plan_did_not_see(make_remote, s
     t = target(remote.url, mode="pr", tag="1.4.0")
     branch = branch_name(t)
     remote.git("branch", branch, "main")
-    moved = remote.commit_files(
-        {"overlays/prod/kustomization.yaml": kustomization("1.3.0")}, "another run", branch=branch
-    )
+    moved = imagebump_commit(remote, branch, "1.3.0")  # another run of imagebump
     out = commit_pr.run(t, _looked(branch, seen, new="1.4.0"))
     assert out.action == "unchanged" and out.branch == branch
     assert "1.3.0" in out.reason and "1.4.0" in out.reason
@@ -354,9 +408,7 @@ def test_pr_mode_updates_the_proposal_the_plan_saw(make_remote) -> None:
     t = target(remote.url, mode="pr", tag="1.4.0")
     branch = branch_name(t)
     remote.git("branch", branch, "main")
-    remote.commit_files(
-        {"overlays/prod/kustomization.yaml": kustomization("1.3.0")}, "earlier", branch=branch
-    )
+    imagebump_commit(remote, branch, "1.3.0")  # an earlier run
     out = commit_pr.run(t, _looked(branch, "1.3.0", new="1.4.0"))
     assert out.action == "pr-updated"
     assert remote.read("overlays/prod/kustomization.yaml", ref=branch) == kustomization("1.4.0")

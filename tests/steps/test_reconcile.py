@@ -234,7 +234,19 @@ def test_table_lists_worst_first_and_totals() -> None:
     assert lines[0].split()[:3] == ["STATE", "ENV", "OVERLAY"]
     assert [line.split()[0] for line in lines[1:4]] == ["behind", "unknown", "current"]
     assert "1.4.2@sha256:222222222222…" in text and D2 not in text  # digests shortened for people
-    assert lines[-1] == "3 target(s): 1 behind, 1 current, 0 ahead, 0 proposed, 1 unknown, 0 held, 0 pinned"
+    assert lines[-1] == (
+        "3 target(s): 1 behind, 1 current, 0 ahead, 0 proposed, 1 unknown, 0 held, 0 pinned, 0 branch-taken"
+    )
+
+
+def test_a_branch_taken_target_is_a_state_of_the_table_and_the_counts() -> None:
+    rows = [_state("current", path="a"), _state("branch-taken", path="b"), _state("behind", path="c")]
+    lines = render_table(rows).splitlines()
+    assert [line.split()[0] for line in lines[1:4]] == ["behind", "branch-taken", "current"]
+    assert lines[-1].endswith("1 branch-taken")
+    table = {(c.state, c.env): c.count for c in count_states(rows)}
+    assert table[("branch-taken", "staging")] == 1
+    assert TargetState.model_validate_json(rows[1].model_dump_json()).state == "branch-taken"
 
 
 def test_the_pure_core_reads_neither_ecr_nor_git() -> None:

@@ -26,6 +26,9 @@ from tests.fixtures import ecr_clock
 from tests.fixtures.ecr_pages import PagingProxy
 
 REGION = "us-west-2"
+#: An earlier commit-pr run's commit: its identity and its trailer (steps.domain.branch_owner).
+IMAGEBUMP = "imagebump <imagebump@users.noreply.github.com>"
+TRAILER = "\n\nImagebump-Image: earlier-run\n"
 
 pytestmark = pytest.mark.slow
 
@@ -147,8 +150,9 @@ def test_every_state_against_real_ecr_and_git(registry: Registry, make_remote, a
     production = next(t for t in rules.match(newest_image).targets if t.env == "production")
     remote.commit_files(
         {"apps/api/overlays/production/kustomization.yaml": kustomization(api, "1.4.2", api_newest)},
-        "imagebump(production): api 1.4.0 → 1.4.2",
+        "imagebump(production): api 1.4.0 → 1.4.2" + TRAILER,
         branch=branch_name(production),
+        author=IMAGEBUMP,
     )
     sessions_before = remote.server.read_sessions(remote.name)
 
@@ -177,8 +181,9 @@ def test_every_state_against_real_ecr_and_git(registry: Registry, make_remote, a
     assert out.ecr_calls == 1 + 5
     assert out.git_clones == 1
     # clone, checkout, ls-remote, 2 fetches; and for the one target behind, its file's earlier
-    # versions (one fetch; main's whole history, one commit, came with the clone): issue 23
-    assert remote.server.read_sessions(remote.name) - sessions_before <= 6
+    # versions (one fetch; main's whole history, one commit, came with the clone): issue 23; and
+    # the living proposal branch's own commits, to know it is still imagebump's (one fetch): issue 30
+    assert remote.server.read_sessions(remote.name) - sessions_before <= 7
     counts = {(c.state, c.env): c.count for c in out.counts}
     assert counts[("behind", "staging")] == 1 and counts[("proposed", "production")] == 1
 
@@ -304,8 +309,9 @@ def test_an_older_living_proposal_is_updated_and_an_unreadable_repository_is_rep
                 api, "1.4.1", registry.digests[(f"{p}/api", "1.4.1")]
             )
         },
-        "an older proposal",
+        "an older proposal" + TRAILER,
         branch=branch_name(production),
+        author=IMAGEBUMP,
     )
 
     out = scan_targets(rules, auth=auth)
@@ -424,8 +430,9 @@ def test_a_pr_branch_proposes_only_while_its_github_pull_request_is_open(
     branch = branch_name(target)
     remote.commit_files(
         {"apps/api/overlays/production/kustomization.yaml": kustomization(api, "1.4.2")},
-        "imagebump(production): api 1.4.1 → 1.4.2",
+        "imagebump(production): api 1.4.1 → 1.4.2" + TRAILER,
         branch=branch,
+        author=IMAGEBUMP,
     )
     owner, name = remote.name.split("/")
     github_env.pulls.append(FakePull(owner, name, 7, branch, "main", "api 1.4.2", ""))
@@ -478,8 +485,9 @@ def test_an_open_pull_request_counts_whatever_case_github_gives_the_owner(
     branch = branch_name(target)
     remote.commit_files(
         {"apps/api/overlays/production/kustomization.yaml": kustomization(api, "1.4.2")},
-        "imagebump(production): api 1.4.1 → 1.4.2",
+        "imagebump(production): api 1.4.1 → 1.4.2" + TRAILER,
         branch=branch,
+        author=IMAGEBUMP,
     )
     owner, name = remote.name.split("/")
     assert owner != owner.upper()
@@ -535,3 +543,52 @@ def test_the_ecr_scan_keeps_candidates_bounded_by_targets_not_images(
         del overlays, newest
     # two overlays of two rules: at most two candidates each, however many images
     assert retained["large"] == retained["small"] <= 2 * 2
+
+
+def test_a_pr_branch_a_person_pushed_to_is_branch_taken_not_handed_on(
+    registry: Registry, make_remote, auth: GitAuth, github_env
+) -> None:
+    """Issue 30 item 9: a living proposal branch with a commit imagebump did not make is the
+    person's: the sweep says ``branch-taken`` and hands nothing to update-target, until the pull
+    request is closed (then ``behind``: proposed afresh)."""
+    from tests.fixtures.github import FakePull
+
+    p = registry.prefix
+    registry.push(f"{p}/api", "1.4.1")
+    ecr_clock.advance()
+    newest = registry.push(f"{p}/api", "1.4.2")
+    api = registry.uri(f"{p}/api")
+    file = "apps/api/overlays/production/kustomization.yaml"
+    remote = make_remote({file: kustomization(api, "1.4.0")})
+    rules = load_rules(
+        f"- registryURI: {registry.registry}/{p}/$1\n"
+        f"  githubRepository: {remote.url}/apps/$1/overlays/production\n"
+        "  env: production\n  mode: pr\n  provider: github\n"
+    )
+    image = Image(account=registry.account, region=REGION, repository=f"{p}/api", tag="1.4.2", digest=newest)
+    (target,) = rules.match(image).targets
+    branch = branch_name(target)
+    remote.commit_files(
+        {file: kustomization(api, "1.4.1")}, "imagebump: 1.4.1" + TRAILER, branch=branch, author=IMAGEBUMP
+    )
+    theirs = remote.commit_files(
+        {file: kustomization(api, "1.4.1") + "# keep 1.4.1 until the migration ran\n"},
+        "hold on",
+        branch=branch,
+        author="Dana Reviewer <dana@example.com>",
+    )
+    owner, name = remote.name.split("/")
+    github_env.pulls.append(FakePull(owner, name, 7, branch, "main", "api 1.4.1", ""))
+
+    out = scan_targets(rules, auth=auth)
+    (row,) = out.report
+    assert row.state == "branch-taken" and out.targets == []
+    assert theirs[:12] in row.reason and "Dana Reviewer" in row.reason
+    assert {(c.state, c.count) for c in out.counts if c.env == "production" and c.count} == {
+        ("branch-taken", 1)
+    }
+
+    github_env.close(7)  # closed: no living proposal, imagebump proposes the newest image again
+    out = scan_targets(rules, auth=auth)
+    (row,) = out.report
+    assert row.state == "behind" and [t.tag for t in out.targets] == ["1.4.2"]

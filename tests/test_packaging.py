@@ -150,11 +150,14 @@ def test_an_editable_install_is_quiet(tmp_path: Path) -> None:
     shutil.copytree(
         ROOT,
         source,
-        ignore=shutil.ignore_patterns(".git", ".venv", "build", "*.egg-info", "__pycache__", ".*_cache", "site"),
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv", "build", "*.egg-info", "__pycache__", ".*_cache", "site"
+        ),
     )
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps"]
-        + ["--prefix", str(tmp_path / "prefix"), "-e", str(source)],
+        # --ignore-installed: into the prefix only (without it pip uninstalls this suite's own install)
+        + ["--ignore-installed", "--prefix", str(tmp_path / "prefix"), "-e", str(source)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -162,5 +165,7 @@ def test_an_editable_install_is_quiet(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     # pip's own notes about this machine's package index are not ours; anything else is
-    ours = [line for line in proc.stderr.splitlines() if line.strip() and "is ignored: it is neither" not in line]
+    ours = [
+        line for line in proc.stderr.splitlines() if line.strip() and "is ignored: it is neither" not in line
+    ]
     assert ours == []

@@ -6,5 +6,6 @@ but each other).
 (which of two images is newer: semver or push time), ``never_downgrade`` (the one home of "never
 an older image"), ``branches`` (a target's proposal branch name), ``regex_tokens`` (RE2 pattern
 tokens), ``intent`` (what people decided: imagebump's commit trailer, pins, hold markers,
-rollbacks), ``repo_url`` (a repository's URL and its one spelling, ``repo_id``). Imports nothing of the project outside this package.
+rollbacks), ``repo_url`` (a repository's URL and its one spelling, ``repo_id``), ``settings_registry`` (every
+``IMAGEBUMP_*`` setting: the settings page is generated from it). Imports nothing of the project outside this package.
 """

@@ -38,12 +38,19 @@ class Setting:
         return (self.name, f"{self.name}_FILE") if self.secret else (self.name,)
 
 
-_STEPS_WITH_GIT_READS = ("edit-kustomize", "reconcile", "verify-live", "imagebump set-image")
+_STEPS_WITH_GIT_READS = (
+    "edit-kustomize",
+    "reconcile",
+    "verify-live",
+    "live-states",
+    "imagebump run --local",
+    "imagebump reconcile",
+)
 
 SETTINGS: tuple[Setting, ...] = (
     Setting(
         "IMAGEBUMP_RULES_FILE",
-        ("resolve-image", "reconcile", "imagebump run --local", "imagebump reconcile"),
+        ("resolve-image", "reconcile"),
         "the rules file (the `imagebump-rules` ConfigMap mounted there on a cluster)",
         default="/etc/imagebump/rules/rules.yaml",
     ),

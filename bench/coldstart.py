@@ -1,28 +1,12 @@
 """Cold start (issue 15, goal 1): what a step pod pays before its own work, with Hera's runner and ours.
 
-On a cluster every step is a fresh Python in a fresh pod. This measures, on this machine, with the
-rendered templates' own command and environment:
-
-1. **Per step, exec → the first line of the step's own work** (p50 over ``runs``, the two runners
-   interleaved run by run so their ratio is fair on a shared machine): a probe module imports the
-   real step module and exposes its ``run`` under the same signature (``functools.wraps``), so the
-   runner imports and parses exactly what it does for the real step; the probe's first line
-   records the time and ends the process. Inputs are the template's declared inputs, rendered as
-   Argo renders ``{{inputs.parameters}}`` (every input, defaults included). Runners: ``hera``
-   (``python -m hera.workflows.runner``, the templates before issue 15) and ``entry``
-   (``python -m steps.runtime.launcher``, what the templates render now).
-2. **``python -X importtime``** of the same processes: modules loaded, the sum of import self
-   times, and the top-level imports by cumulative time (the evidence in bench/README.md).
-3. **A whole event with fresh processes**: event on the queue → commit done through the local
-   executor with ``prefork=False`` (``IMAGEBUMP_LOCAL_PREFORK=0``: every step a new interpreter,
-   as every pod is), over the rendered ``image-update`` template and a variant of it whose steps
-   run Hera's runner; interleaved, p50 over ``event_runs``.
-
-The project's modules are byte-compiled first, as the Dockerfile does (the templates set
-``PYTHONDONTWRITEBYTECODE=1``, so nothing is cached at run time otherwise). Nothing here asserts on
-time: it measures and prints. ``python -m bench.coldstart [--runs N] [--event-runs N] [--no-event]
-[--merge-into bench/results.json]`` standalone; ``python -m bench`` runs it as the ``coldstart``
-scenario (``--only coldstart --merge`` alone) and stores it under ``cold_start`` in results.json.
+On a cluster every step is a fresh Python in a fresh pod; this measures it on this machine with the
+rendered templates' own command and environment: exec → the first line of each step's work,
+``python -X importtime`` of the same processes, and a whole event with a new interpreter per step
+(what each measure does: :func:`run`). Asserts nothing: it prints, and with ``--merge-into``
+writes the ``cold_start`` section of ``bench/results.json``. ``python -m bench.coldstart [--runs N]
+[--event-runs N] [--no-event] [--merge-into bench/results.json]``; ``python -m bench`` runs it as
+the ``coldstart`` scenario.
 """
 
 from __future__ import annotations
@@ -248,7 +232,32 @@ def run_event(
 
 def run(runs: int = 7, event_runs: int = 7, event: bool = True, log: Any = print) -> dict[str, Any]:
     """Everything above; the ``cold_start`` section of results.json (``python -m bench`` runs the
-    event part in its own world: :func:`run_event` with ``world``)."""
+    event part in its own world: :func:`run_event` with ``world``).
+
+    On a cluster every step is a fresh Python in a fresh pod. This measures, on this machine, with the
+    rendered templates' own command and environment:
+
+    1. **Per step, exec → the first line of the step's own work** (p50 over ``runs``, the two runners
+       interleaved run by run so their ratio is fair on a shared machine): a probe module imports the
+       real step module and exposes its ``run`` under the same signature (``functools.wraps``), so the
+       runner imports and parses exactly what it does for the real step; the probe's first line
+       records the time and ends the process. Inputs are the template's declared inputs, rendered as
+       Argo renders ``{{inputs.parameters}}`` (every input, defaults included). Runners: ``hera``
+       (``python -m hera.workflows.runner``, the templates before issue 15) and ``entry``
+       (``python -m steps.runtime.launcher``, what the templates render now).
+    2. **``python -X importtime``** of the same processes: modules loaded, the sum of import self
+       times, and the top-level imports by cumulative time (the evidence in bench/README.md).
+    3. **A whole event with fresh processes**: event on the queue → commit done through the local
+       executor with ``prefork=False`` (``IMAGEBUMP_LOCAL_PREFORK=0``: every step a new interpreter,
+       as every pod is), over the rendered ``image-update`` template and a variant of it whose steps
+       run Hera's runner; interleaved, p50 over ``event_runs``.
+
+    The project's modules are byte-compiled first, as the Dockerfile does (the templates set
+    ``PYTHONDONTWRITEBYTECODE=1``, so nothing is cached at run time otherwise). Nothing here asserts on
+    time: it measures and prints. ``python -m bench.coldstart [--runs N] [--event-runs N] [--no-event]
+    [--merge-into bench/results.json]`` standalone; ``python -m bench`` runs it as the ``coldstart``
+    scenario (``--only coldstart --merge`` alone) and stores it under ``cold_start`` in results.json.
+    """
     result: dict[str, Any] = {
         "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": machine(),

@@ -1,28 +1,10 @@
 """6. The reconcile sweep: what one sweep costs at 10 / 100 / 1,000 ECR repositories.
 
-Each size gets its own ECR repositories in moto (``swN/svcNNNN``, two tags each) and one GitOps
-repository (built with ``git fast-import``) holding two overlays per ECR repository: staging
-(``mode: commit``) and production (``mode: pr``, ``provider: local``), one rule each with ``$1``.
-A tenth of the overlays hold the older tag, so the sweep also looks at proposal branches. The sweep
-runs as a user runs it — ``imagebump reconcile`` without ``--apply``: the rendered
-``image-reconcile`` CronWorkflow through the local executor — and reports wall time, the reconcile
-step's own time, ECR calls, Git calls and clones.
-
-What should hold (and what the table shows): ECR calls = one listing page per 1,000 repositories
-+ one DescribeImages per repository (linear); one clone per Git repository whatever the number of
-overlays; time roughly linear in repositories.
-
-The images-per-repository axis (:func:`run_memory`): registries as large as real ones (100
-repositories × 2,000 images, 10 × 10,000), served by :mod:`bench.ecr_synth` (paged as ECR pages;
-moto cannot be filled that fast), two push-time rules as in the README (staging allows only short
-hashes, production denies ``latest``), two tags per image. The reconcile step runs as its pod runs it
-(``steps.runtime.launcher -e steps.reconcile.step:run``) in a child process; its peak RSS (the process's own
-VmHWM, written at exit), wall time and CPU time (``wait4``: the step and its git processes) are
-printed. What should hold: peak RSS ≤ 256 MiB at both shapes (the pod's limit is 1 GiB), time
-linear in images.
-
+Two axes, each printed as a table: repositories (:func:`run_sweeps`: moto's ECR and one GitOps
+repository, the sweep run as ``imagebump reconcile`` runs it) and images per repository
+(:func:`run_memory`: the reconcile step's peak memory and time on registries as large as real ones).
 ``python -m bench.sweep`` runs the memory axis only (about two minutes); ``--repositories`` adds the
-repositories axis.
+repositories axis. Writes nothing but temporary directories.
 """
 
 from __future__ import annotations
@@ -98,7 +80,20 @@ def _build(moto: Any, server: Any, n: int, log: Any) -> tuple[str, str]:
 def run_sweeps(
     sizes: tuple[int, ...] = (10, 100, 1000), *, reps: int = 1, concurrency: int = 8, log: Any = print
 ) -> list[dict[str, Any]]:
-    """One world (moto + git server); per size: build, then ``reps`` dry-run sweeps."""
+    """One world (moto + git server); per size: build, then ``reps`` dry-run sweeps.
+
+    Each size gets its own ECR repositories in moto (``swN/svcNNNN``, two tags each) and one GitOps
+    repository (built with ``git fast-import``) holding two overlays per ECR repository: staging
+    (``mode: commit``) and production (``mode: pr``, ``provider: local``), one rule each with ``$1``.
+    A tenth of the overlays hold the older tag, so the sweep also looks at proposal branches. The sweep
+    runs as a user runs it — ``imagebump reconcile`` without ``--apply``: the rendered
+    ``image-reconcile`` CronWorkflow through the local executor — and reports wall time, the reconcile
+    step's own time, ECR calls, Git calls and clones.
+
+    What should hold (and what the table shows): ECR calls = one listing page per 1,000 repositories
+    + one DescribeImages per repository (linear); one clone per Git repository whatever the number of
+    overlays; time roughly linear in repositories.
+    """
     from imagebump.local.git_server import GitHttpServer
     from imagebump.local.moto import moto_server
     from imagebump.local.stack import quiet_request_logs
@@ -192,7 +187,17 @@ def _memory_rules(prefix: str, git_url: str) -> str:
 def run_memory(
     shapes: tuple[tuple[int, int], ...] = MEMORY_SHAPES, *, concurrency: int = 8, log: Any = print
 ) -> list[dict[str, Any]]:
-    """Per ``(repositories, images)``: the reconcile step's peak RSS and time against a synthetic ECR."""
+    """Per ``(repositories, images)``: the reconcile step's peak RSS and time against a synthetic ECR.
+
+    The images-per-repository axis (:func:`run_memory`): registries as large as real ones (100
+    repositories × 2,000 images, 10 × 10,000), served by :mod:`bench.ecr_synth` (paged as ECR pages;
+    moto cannot be filled that fast), two push-time rules as in the README (staging allows only short
+    hashes, production denies ``latest``), two tags per image. The reconcile step runs as its pod runs it
+    (``steps.runtime.launcher -e steps.reconcile.step:run``) in a child process; its peak RSS (the process's own
+    VmHWM, written at exit), wall time and CPU time (``wait4``: the step and its git processes) are
+    printed. What should hold: peak RSS ≤ 256 MiB at both shapes (the pod's limit is 1 GiB), time
+    linear in images.
+    """
     from imagebump.local.git_server import GitHttpServer
 
     rows = []

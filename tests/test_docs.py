@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from imagebump import exit_codes
-from imagebump.cli import COMMANDS
+from imagebump import docs_gen, exit_codes
+from imagebump.cli import COMMANDS, build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -162,3 +162,85 @@ def test_the_readme_rules_example_does_what_it_says(tmp_path: Path, tag: str, ro
         assert target["repo_url"] == "https://github.com/example-org/gitops"
     else:
         assert targets == []
+
+
+# --- the generated pages (./dev docs-gen) --------------------------------------------------------
+
+
+def test_the_generated_pages_are_current() -> None:
+    """Every page ``./dev docs-gen`` writes is what the code makes today, as manifests/ are."""
+    stale = [str(p.relative_to(ROOT)) for p in docs_gen.stale()]
+    assert stale == [], f"run ./dev docs-gen: {stale}"
+
+
+def test_the_drift_check_reports_a_stale_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    page = tmp_path / "settings.md"
+    page.write_text(docs_gen.settings_page().replace("IMAGEBUMP_PUSH_ATTEMPTS", "IMAGEBUMP_PUSH_TRIES"))
+    monkeypatch.setattr(
+        docs_gen, "outputs", lambda: {page: lambda _current: docs_gen.settings_page().encode()}
+    )
+    assert list(docs_gen.stale()) == [page]
+    assert docs_gen.main(["--check"]) == 1 and "IMAGEBUMP_PUSH_TRIES" in page.read_text()
+    assert docs_gen.main([]) == 0 and docs_gen.main(["--check"]) == 0
+
+
+def test_every_setting_the_code_names_is_in_the_registry() -> None:
+    """The registry is the one list: a setting read anywhere in the code is on the settings page."""
+    named = docs_gen.settings_in_code()
+    assert "IMAGEBUMP_PUSH_ATTEMPTS" in named and "IMAGEBUMP_LIVE_POLL_SECONDS" in named
+    assert docs_gen.unregistered_settings() == {}
+    page = (ROOT / "docs" / "reference" / "settings.md").read_text()
+    assert all(f"`{name}`" in page for name in named)
+
+
+def test_a_setting_read_outside_the_registry_fails_the_generator(tmp_path: Path) -> None:
+    (tmp_path / "steps").mkdir()
+    (tmp_path / "steps" / "new.py").write_text('import os\nos.environ.get("IMAGEBUMP_SHINY_NEW")\n')
+    assert docs_gen.settings_in_code(tmp_path, ["steps"]) == {"IMAGEBUMP_SHINY_NEW": ["steps/new.py"]}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(docs_gen, "ROOT", tmp_path)
+        patch.setattr(docs_gen, "CODE_PACKAGES", ("steps",))
+        with pytest.raises(ValueError, match="IMAGEBUMP_SHINY_NEW"):
+            docs_gen.stale()
+        assert docs_gen.main(["--check"]) == 2
+
+
+def test_every_documented_setting_exists() -> None:
+    """Docs and README name only settings the registry knows (a renamed one cannot linger)."""
+    from steps.domain.settings_registry import NAMES
+
+    texts = [README, ROOT / "RELIABILITY.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    named = {m for path in texts for m in docs_gen.SETTING_NAME.findall(path.read_text())}
+    assert sorted(named - NAMES) == []
+
+
+def test_the_rules_reference_has_every_key_of_the_schema() -> None:
+    from steps.rules.schema import RuleSpec
+
+    page = (ROOT / "docs" / "reference" / "rules.md").read_text()
+    keys = [f.alias or name for name, f in RuleSpec.model_fields.items()]
+    assert all(f"| `{key}` |" in page for key in keys)
+    assert set(docs_gen.RULE_FIELDS) == set(keys)
+
+
+def test_the_cli_reference_has_every_command_and_flag() -> None:
+    import argparse
+
+    page = (ROOT / "docs" / "reference" / "cli.md").read_text()
+    parser = build_parser()
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    for name, sub in commands.choices.items():
+        assert f"## imagebump {name}\n" in page
+        for action in sub._actions:
+            for flag in action.option_strings:
+                if flag not in ("-h", "--help") and action.help != argparse.SUPPRESS:
+                    assert f"`{flag}" in page or f", {flag}" in page, (name, flag)
+
+
+def test_development_draws_the_import_graph_from_the_layering_test() -> None:
+    from tests.test_layering import MAY_IMPORT
+
+    text = (ROOT / "docs" / "development.md").read_text()
+    graph = text.split(docs_gen.GRAPH_BEGIN, 1)[1].split(docs_gen.GRAPH_END, 1)[0]
+    drawn = {line.split()[0] for line in graph.splitlines() if line and not line.startswith("```")}
+    assert drawn == {p.removeprefix("steps.") for p in MAY_IMPORT}

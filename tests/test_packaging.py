@@ -140,3 +140,32 @@ def test_the_demo_runs_from_a_plain_install(installed: Path, tmp_path: Path) -> 
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout)
     assert summary["ok"] is True
+
+
+def test_an_editable_install_is_quiet(tmp_path: Path) -> None:
+    """``./dev`` installs the checkout editable: a quiet pip install of it prints nothing of
+    setuptools' (its "BuildBackendWarning: Editable installation ... !!" block came from the
+    meta-path-finder strategy that a flat layout without ``package-dir`` selects)."""
+    source = tmp_path / "imagebump"
+    shutil.copytree(
+        ROOT,
+        source,
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv", "build", "*.egg-info", "__pycache__", ".*_cache", "site"
+        ),
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps"]
+        # --ignore-installed: into the prefix only (without it pip uninstalls this suite's own install)
+        + ["--ignore-installed", "--prefix", str(tmp_path / "prefix"), "-e", str(source)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    # pip's own notes about this machine's package index are not ours; anything else is
+    ours = [
+        line for line in proc.stderr.splitlines() if line.strip() and "is ignored: it is neither" not in line
+    ]
+    assert ours == []

@@ -1,28 +1,10 @@
 """CronWorkflow ``argocd-backup``: daily, Argo CD's configuration → one encrypted archive in S3.
 
 Wiring only; the work is :func:`steps.argocd_backup.export.run`. Settings (bucket, prefix, cluster,
-namespace, KMS key, retention) come from the ConfigMap ``imagebump-backup`` as workflow
-parameters, so an operator changes them without re-rendering. Runs as its own ServiceAccount
-(``imagebump-backup``: read-only in Argo CD's namespace, S3 write through IRSA).
-
-The controller reads those parameters only from a ConfigMap labelled
-``workflows.argoproj.io/configmap-type: Parameter`` (:data:`workflows.names.PARAMETER_CONFIGMAP_LABELS`).
-Every setting but ``bucket`` has ``valueFrom.default`` = the step's own default, so a missing key
-(or a missing label) falls back to what ``imagebump backup`` would use. ``bucket`` has none on
-purpose: without it the controller fails the Workflow at start, before any pod, instead of a
-backup that writes somewhere unintended. Its message (argo-workflows v4.0.10
-workflow/controller/operator.go ``setGlobalParameters`` wrapping workflow/common/configmap.go
-``GetConfigMapValue``) always names the parameter, the ConfigMap and the key; it names the label
-only when the label is what is missing::
-
-    failed to set global parameters: failed to set global parameter bucket from configmap with
-    name imagebump-backup and key bucket: ConfigMap 'imagebump-backup' does not have the key 'bucket'
-
-(unlabelled: "... ConfigMap 'imagebump-backup' does not exist. Please make sure it has the label
-workflows.argoproj.io/configmap-type: Parameter to be detectable by the controller"). A bucket that
-is set but empty, still the example's ``CHANGE-ME-…`` or not a bucket name fails the step (exit 2,
-not retried) with a message naming the key ``bucket`` of ConfigMap ``imagebump-backup`` and its
-namespace (:class:`steps.argocd_backup.settings.ConfigMapKeys`); so does any other bad setting.
+namespace, KMS key, retention) come from the ConfigMap ``imagebump-backup`` as workflow parameters
+(:func:`settings_configmap` says how the controller reads them, and what a missing ``bucket``
+does). Runs as its own ServiceAccount (``imagebump-backup``: read-only in Argo CD's namespace, S3
+write through IRSA).
 """
 
 from __future__ import annotations
@@ -115,7 +97,27 @@ def build() -> CronWorkflow:
 
 
 def settings_configmap() -> dict:
-    """The example ``imagebump-backup`` ConfigMap the CronWorkflow reads its parameters from."""
+    """The example ``imagebump-backup`` ConfigMap the CronWorkflow reads its parameters from.
+
+    The controller reads those parameters only from a ConfigMap labelled
+    ``workflows.argoproj.io/configmap-type: Parameter`` (:data:`workflows.names.PARAMETER_CONFIGMAP_LABELS`).
+    Every setting but ``bucket`` has ``valueFrom.default`` = the step's own default, so a missing key
+    (or a missing label) falls back to what ``imagebump backup`` would use. ``bucket`` has none on
+    purpose: without it the controller fails the Workflow at start, before any pod, instead of a
+    backup that writes somewhere unintended. Its message (argo-workflows v4.0.10
+    workflow/controller/operator.go ``setGlobalParameters`` wrapping workflow/common/configmap.go
+    ``GetConfigMapValue``) always names the parameter, the ConfigMap and the key; it names the label
+    only when the label is what is missing::
+
+        failed to set global parameters: failed to set global parameter bucket from configmap with
+        name imagebump-backup and key bucket: ConfigMap 'imagebump-backup' does not have the key 'bucket'
+
+    (unlabelled: "... ConfigMap 'imagebump-backup' does not exist. Please make sure it has the label
+    workflows.argoproj.io/configmap-type: Parameter to be detectable by the controller"). A bucket that
+    is set but empty, still the example's ``CHANGE-ME-…`` or not a bucket name fails the step (exit 2,
+    not retried) with a message naming the key ``bucket`` of ConfigMap ``imagebump-backup`` and its
+    namespace (:class:`steps.argocd_backup.settings.ConfigMapKeys`); so does any other bad setting.
+    """
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",

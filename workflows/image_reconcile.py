@@ -1,37 +1,11 @@
 """CronWorkflow ``image-reconcile``: every 10 minutes, bring every overlay behind to its newest allowed image.
 
 Wiring only; the work is :func:`steps.reconcile.step.run` and, for each target it finds behind, the
-``update-target`` template of the ``image-update`` WorkflowTemplate, reused by ``templateRef`` —
-the same edit-kustomize and commit-pr code, under the same per-overlay mutex as events. Shape::
-
-    main (steps)
-      reconcile                              rules × ECR × Git → targets behind, counts
-      count-targets  withParam: counts       a gauge per (state, env); no pod (suspend 0s)
-      sweep-target   withParam: targets      when apply; one per overlay behind
-        update-target (templateRef image-update)   edit-kustomize → commit-pr, mutex "<repo_id>/<path>"
-
-Runs as the ECR-reader ServiceAccount for the sweep (ECR read through IRSA; the optional read
-token for the clone); update-target's steps keep their own ServiceAccounts and Secrets. No new
-Kubernetes rights: the controller resolves ``templateRef`` itself. ``concurrencyPolicy: Forbid``
-so sweeps never overlap; a starting deadline so a controller that was down does not run a backlog.
-
-Deadlines: the pods carry their own (per attempt, with a retry window); ``sweep-target`` and the
-referenced ``update-target`` carry none, since a deadline there would count the time queued on
-the overlay's mutex. The Workflow deadline counts from the sweep's start, queue included, and is
-sized (:func:`workflow_deadline_seconds`) for the worst the sweep is meant to wait for: the
-reconcile step using all its retries, then a target that waits behind one update of its overlay
-using all of its retries and deadlines and then does the same itself. It is the least that covers
-this, because with ``concurrencyPolicy: Forbid`` a running sweep skips the next slots. A target
-still queued when it expires fails ("Step exceeded its deadline"; counted as
-``imagebump_updates_total{result="error"}``) and the Workflow fails; the next sweep finds the
-overlay still behind and updates it.
-
-Metrics (the controller exports them with the prefix ``argo_workflows_``):
-``imagebump_reconcile_targets{state,env}`` (gauge: targets per state at the last sweep) and
-``imagebump_reconcile_updates_total{env}`` (counter: targets a sweep found behind and updated —
-a commit, or a pull request created or updated, by update-target's ``action`` output; a target
-found current after all, or one an event already updated, is not counted — a push whose event was
-lost somewhere; worth an alert).
+``update-target`` template of the ``image-update`` WorkflowTemplate by ``templateRef`` (the same
+edit-kustomize and commit-pr, under the same per-overlay mutex as events); then, with verify-live
+on, ``live-report`` (the live states). ``concurrencyPolicy: Forbid``; its deadline:
+:func:`workflow_deadline_seconds`. Metrics ``imagebump_reconcile_targets{state,env}`` and
+``imagebump_reconcile_updates_total{env}`` (docs/operations.md, "Metrics").
 """
 
 from __future__ import annotations
@@ -115,7 +89,19 @@ def update_hold_seconds() -> int:
 
 def workflow_deadline_seconds() -> int:
     """The sweep's deadline: the reconcile step at its worst, then :data:`MUTEX_HOLDS` worst holds,
-    then verify-live of the sweep's own commit at its worst (it runs outside the mutex)."""
+    then verify-live of the sweep's own commit at its worst (it runs outside the mutex).
+
+    Deadlines: the pods carry their own (per attempt, with a retry window); ``sweep-target`` and the
+    referenced ``update-target`` carry none, since a deadline there would count the time queued on
+    the overlay's mutex. The Workflow deadline counts from the sweep's start, queue included, and is
+    sized (:func:`workflow_deadline_seconds`) for the worst the sweep is meant to wait for: the
+    reconcile step using all its retries, then a target that waits behind one update of its overlay
+    using all of its retries and deadlines and then does the same itself. It is the least that covers
+    this, because with ``concurrencyPolicy: Forbid`` a running sweep skips the next slots. A target
+    still queued when it expires fails ("Step exceeded its deadline"; counted as
+    ``imagebump_updates_total{result="error"}``) and the Workflow fails; the next sweep finds the
+    overlay still behind and updates it.
+    """
     reconcile_hold = _seconds(_reconcile_retry().backoff.max_duration) + RECONCILE_DEADLINE_SECONDS
     return reconcile_hold + MUTEX_HOLDS * update_hold_seconds() + live.VERIFY_HOLD_SECONDS
 

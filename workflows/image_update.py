@@ -1,37 +1,13 @@
 """WorkflowTemplate ``image-update``: an ECR push (or a manual image) → one Git change per overlay.
 
-Wiring only; the work is in :mod:`steps`. Shape::
-
-    main (steps)
-      resolve-image                         event|image → targets (JSON list)
-      update-target  withParam: targets     one per overlay (template deliver-target, no mutex)
-        update         (template update-target)   mutex "<repo_id>/<path>"
-          edit-kustomize                    target → plan, changed
-          commit-pr      when: changed      target, plan → commit or PR
-        verify-live    when: committed      Argo CD refreshed and watched until live (no mutex held)
-      (update-target outputs ``action``: what commit-pr did; the sweep counts real updates by it)
-
-verify-live runs outside the mutex-holding ``update-target`` so the next push to the overlay never
-queues behind a verification; the workflow parameter ``verify-live`` (``true``) turns it off with
-``false``, ``live-timeout`` (``15m``) bounds the wait.
-
-Reads the rules ConfigMap (resolve-image only), the Git write token Secret (commit-pr only)
-and an optional read-token Secret (edit-kustomize and verify-live). verify-live, as its own
-ServiceAccount, reads Argo CD's Applications (no write on any; a refresh, when configured, goes
-through Argo CD's API server with the optional ``imagebump-argocd`` token). Writes nothing itself.
-
-Deadlines sit where the work happens: every pod template has ``activeDeadlineSeconds`` (per
-attempt; Argo puts it on the pod, which is created only once the overlay's mutex is held) and a
-retry window (``backoff.maxDuration``). The Workflow-level deadline counts from the Workflow's
-start, so it includes time queued on an overlay's mutex (argo-workflows v4.0.10
-workflow/controller/operator.go ``getWorkflowDeadline`` and
-``failNodesWithoutCreatedPodsAfterDeadlineOrShutdown``); it is a backstop sized for a long
-queue (:data:`WORKFLOW_DEADLINE_SECONDS`), not a work budget.
-
-Metrics count final outcomes, not attempts: the controller evaluates a template's metrics for
-every failed retry attempt as well as for the final result (operator.go ``executeTemplate``), so
-the per-step counters are emitted only when ``status`` is ``Succeeded`` and a failure after all
-retries is counted once, by the ``update-target`` template (which is never retried).
+Wiring only; the work is in :mod:`steps`. ``main``: ``resolve-image`` (event or image → targets),
+then per target ``deliver-target``: ``update-target`` under the overlay's mutex (edit-kustomize,
+then commit-pr when the plan changes something), then, outside the mutex, ``verify-live`` when
+commit-pr committed (workflow parameters ``verify-live``, ``live-timeout``). docs/concepts.md draws
+it. Reads the rules ConfigMap (resolve-image), the Git write token Secret (commit-pr only), the
+optional read-token Secret (edit-kustomize, verify-live) and, for verify-live's optional refresh
+through Argo CD's API server, the ``imagebump-argocd`` token; writes nothing itself (no write on
+any Application).
 """
 
 from __future__ import annotations
@@ -106,6 +82,17 @@ LATENCY_HELP = "Seconds from the ECR push to the end of a successful commit-pr, 
 #: Failed attempts are evaluated too but have status Failed/Error. (Same form as upstream's
 #: docs/metrics.md example; ``when`` is govaluate with bare words read as strings.)
 FINAL_SUCCESS = "{{status}} == Succeeded"
+
+# Deadlines sit where the work happens: every pod template has ``activeDeadlineSeconds`` (per
+# attempt; Argo puts it on the pod, which is created only once the overlay's mutex is held) and a
+# retry window (``backoff.maxDuration``). The Workflow-level deadline counts from the Workflow's
+# start, so it includes time queued on an overlay's mutex (argo-workflows v4.0.10
+# workflow/controller/operator.go ``getWorkflowDeadline`` and
+# ``failNodesWithoutCreatedPodsAfterDeadlineOrShutdown``).
+# Metrics count final outcomes, not attempts: the controller evaluates a template's metrics for
+# every failed retry attempt as well as for the final result (operator.go ``executeTemplate``), so
+# the per-step counters are emitted only when ``status`` is ``Succeeded`` and a failure after all
+# retries is counted once, by the ``update-target`` template (which is never retried).
 
 #: Workflow deadline: a backstop for a pod that never starts, not a budget for work. It counts
 #: from the Workflow's start, so it includes time queued behind other updates of the same

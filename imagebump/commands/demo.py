@@ -1,29 +1,10 @@
 """``imagebump demo [--keep] [--json] [--verbose] [--lost-push]``: one ECR push becomes a commit and a PR branch.
 
-Runs everything on this machine, on 127.0.0.1 only, with nothing installed beyond this package
-and git: moto's AWS emulator (the queue, DLQ and EventBridge rule deployed from
-``manifests/aws/cloudformation.yaml``, an ECR repository), a manifests repository served by
-``git http-backend`` with token auth, the local sensor and the local executor running the rendered
-WorkflowTemplate (:mod:`imagebump.local.demo`). It pushes one image and shows the event, the
-matched targets, the staging commit's diff, the production pull-request branch's diff and the
-time of each step. Everything it started is stopped and its temporary directory removed
-(``--keep`` keeps the directory). ``--json`` prints a machine-readable summary instead.
-``--lost-push`` then pushes one more image with the sensor stopped, purges its event from the queue
-and runs one sweep (the rendered ``image-reconcile`` CronWorkflow): both overlays follow anyway.
-Push → live: a simulated Argo CD (the Kubernetes API fake and a small application controller that
-renders the overlay with ``kubectl kustomize``) deploys the staging overlay, and the demo prints
-push → committed → synced → live; ``--wrong-manifest`` makes it run another image, and the demo shows
-verify-live's alarm (the Workflow fails naming the Application, the revision, what Git holds and what
-runs). Without ``kubectl`` the live part is skipped with a line that says so.
-
-It needs moto's server, which a plain ``pip install imagebump`` does not bring: install the demo
-extra, ``pip install 'imagebump[demo]'`` (``./dev demo`` does, into ``.venv``). Without it the demo
-says so and exits 2.
-
-Exit codes: 0 the push became both changes; 1 it did not (the message says why, e.g. the
-workflow failed and its message is left for the dead-letter queue); 2 a missing prerequisite (the
-demo extra, git, git-http-backend); 3 an unexpected error; 75 the local AWS emulator failed for a
-while (e.g. its CloudFormation stack did not come up).
+Starts everything on 127.0.0.1 (moto's AWS emulator with the CloudFormation stack, a ``git
+http-backend`` manifests repository, the local sensor and executor, a simulated Argo CD) through
+:mod:`imagebump.local.demo`, pushes one image and prints what imagebump did with it; everything it
+started is stopped and its temporary directory removed (``--keep`` keeps it). Needs the ``demo``
+extra (``pip install 'imagebump[demo]'``; without it: exit 2). Exit codes: docs/operations.md.
 """
 
 from __future__ import annotations

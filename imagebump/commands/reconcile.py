@@ -2,29 +2,10 @@
 ``--apply``, bring them up to date.
 
 Runs the rendered CronWorkflow ``manifests/workflows/image-reconcile.yaml`` once through the local
-executor (its ``update-target`` steps by ``templateRef`` from the rendered ``image-update``
-WorkflowTemplate): the very templates a cluster runs every 10 minutes, each step its own process
-in its own temporary directory. Not a parallel code path.
-
-Inputs: ``--rules FILE`` becomes the ``imagebump-rules`` ConfigMap; the Git tokens come from the
-environment, never a flag: ``IMAGEBUMP_GIT_TOKEN`` (or ``_FILE``; needed with ``--apply``) becomes
-the ``imagebump-git`` Secret only commit-pr mounts; ``IMAGEBUMP_GIT_READ_TOKEN`` (or ``_FILE``)
-the read token of the sweep's clones — one user on one machine, so without a read token the write
-token reads. ``AWS_*`` and ``IMAGEBUMP_*`` pass through to the steps; ``--endpoint-url`` also sets
-``AWS_ENDPOINT_URL`` (moto, a VPC endpoint).
-
-Output: a table on stderr; on stdout one JSON object ``{"targets": [{"repo_url", "path", "env",
-"current", "newest", "state", "reason"[, "live": {"state", "reason", "applications"}]}], "submitted": N, "ecr_calls", "git_calls", "git_clones",
-"errors": {"refused", "transient", "failed"}, "updates": [...]}`` (``errors``: targets ``unknown``
-because a read failed, by kind). Exit codes: 0 nothing behind (with ``--apply``: everything behind
-was brought up to date), 1 a dry run found targets behind, 2 bad input or a read refused (a wrong
-token, a missing IAM permission), 3 unexpected, 75 transient (run it again), also when Git or ECR
-failed for now; the first of 2, 75, 3, 1, 0 wins (:data:`imagebump.local.sweep.PRECEDENCE`).
-
-:mod:`imagebump.local.sweep` builds and runs the sweep (and its :class:`Sweeper` runs the same sweep
-every ``--reconcile-every`` inside ``imagebump run --local``); this module is the command.
-``--argocd-context CTX`` adds push → live: the live state in Argo CD of every current target (a
-second table, and ``live`` in each current target's JSON), and verify-live after a commit.
+executor (:mod:`imagebump.local.sweep` builds and runs it): the very templates a cluster runs every
+10 minutes. Reads ``--rules FILE`` and the Git tokens from the environment (never a flag; see
+docs/reference/settings.md); writes a table on stderr and one JSON object on stdout. Its JSON and
+exit codes: docs/operations.md, "Nothing lost".
 """
 
 from __future__ import annotations

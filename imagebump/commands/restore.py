@@ -1,37 +1,11 @@
 """``imagebump restore --from s3://…|FILE [--apply] [--prune]``: make Argo CD equal to a backup.
 
-Dry run by default: prints, object by object, what would be created, changed (with a diff against
-the live object showing every difference, removed keys included; Secret values shown as ``***``)
-or left alone, and the live Argo CD objects the archive does not hold. ``--apply`` creates what
-is missing and replaces what differs (each object becomes equal to the archive, not a merge) in a
-safe order (ConfigMaps and Secrets, AppProjects, ApplicationSets, Applications). ``--prune``
-deletes the live Argo CD objects the archive does not hold — only those the archive's producer
-would have taken (a plain ``argocd admin export``: upstream's selection; our archives: the
-selection of the format their index names), never ``argocd-secret`` or a ConfigMap; Applications
-and ApplicationSets lose their finalizers first, so nothing they made is deleted with them;
-without ``--apply`` it only lists them. An archive whose producer is unknown (no index, or a
-format newer than this imagebump) refuses ``--prune``.
-
-Every namespace the restore writes into (Argo CD's, or ``--namespace``, and those of other
-Applications) is read first: the dry run names the missing ones and ``--apply`` refuses before any
-write (create them, or pass ``--namespace``).
-
-The archive is checked before the cluster is contacted: its sha256 must match the index beside it
-(``X.index.json`` for ``X.yaml.gz``, or ``X.yaml.gz.index.json``) — a missing index is refused
-unless ``--no-verify`` — and it must be a readable gzip of valid YAML. A plain ``argocd admin
-export`` file (not gzip, no index) is accepted as *unverified* and sanitised like our archives. A
-refused archive applies nothing. ``--namespace`` moves Argo CD's own namespace only; Applications
-and ApplicationSets of other namespaces go back to their own.
-
-``--apply`` prints each write as it is done (``created …``, ``replaced …``, ``deleted …``), then
-the report. A write that fails stops the restore with ``N of M writes done; re-run the same command
-to finish``, the object and the API server's reason: every write makes one object equal to the
-archive, so running the same command again does what is left.
-
-Exit codes: 0 done (dry run or applied); 2 refused archive, bad input, missing namespace, --prune
-of an archive whose producer is unknown, missing permission, or a write the API server refused
-(4xx, such as an admission webhook's 422); 75 a transient failure (5xx, 429, a lost connection, a
-timeout, an object that kept changing while it was replaced).
+Reads the archive (its sha256 checked against the index beside it, unless ``--no-verify``; a plain
+``argocd admin export`` file is accepted as unverified) and the live Argo CD objects; a dry run by
+default prints what would be created, replaced or left alone (Secret values as ``***``).
+``--apply`` writes, object by object in a safe order; ``--prune`` deletes live objects the
+archive does not hold. What it refuses, the write order and the exit codes: docs/backup-restore.md
+and :mod:`steps.argocd_backup.restore`.
 """
 
 from __future__ import annotations

@@ -1,26 +1,11 @@
 """``imagebump run --local``: the whole intake on one machine — SQS → local sensor → local executor.
 
-For development and small installs without a cluster. It reads ECR push events from an SQS
-queue (real AWS, or any ``--endpoint-url`` such as moto's server), applies the cluster Sensor's
-filters (:mod:`sensors.definition`) and runs the rendered ``image-update`` WorkflowTemplate with
-:class:`workflows.local.executor.LocalExecutor`, each step in its own process and temp dir.
-
-Inputs: ``--rules FILE`` becomes the ``imagebump-rules`` ConfigMap the template mounts into
-resolve-image; the Git token comes from ``IMAGEBUMP_GIT_TOKEN`` (or ``IMAGEBUMP_GIT_TOKEN_FILE``)
-in the environment — never from a flag — and becomes the ``imagebump-git`` Secret that only
-commit-pr mounts. One user on one machine: the same token also becomes the ``imagebump-git-read``
-Secret, so edit-kustomize reads private repositories with it, unless ``IMAGEBUMP_GIT_READ_TOKEN``
-(or ``IMAGEBUMP_GIT_READ_TOKEN_FILE``) gives a separate read token (:func:`local_secrets`).
-``AWS_*`` and the other ``IMAGEBUMP_*`` settings pass through to the steps; ``--endpoint-url`` also
-sets ``AWS_ENDPOINT_URL`` for them (boto3 also honours ``AWS_ENDPOINT_URL`` itself).
-
-Output: JSON-line logs on stderr — the sensor's, the executor's and every step's own records, in
-the one format of :mod:`steps.runtime.harness` (each record of a workflow carries its ``event_id``) — and
-one progress line per event on stdout (:func:`imagebump.local.outcome.progress_line`, shared with
-the demo; plus a summary line when it stops). Runs until SIGTERM/SIGINT (then finishes what is
-running and exits 0) or ``--max-events``.
-
-Without ``--local`` it refuses: on a cluster the intake is the Argo Events Sensor.
+Reads ECR push events from an SQS queue (real AWS, or ``--endpoint-url`` such as moto's server),
+applies the cluster Sensor's filters (:mod:`sensors.definition`) and runs the rendered
+``image-update`` WorkflowTemplate with :class:`workflows.local.executor.LocalExecutor`. Reads
+``--rules FILE`` and the Git tokens from the environment, never a flag (:func:`local_secrets` makes
+them the Secrets the template mounts); writes JSON-line logs on stderr and one progress line per
+event on stdout. Runs until SIGTERM/SIGINT or ``--max-events``; without ``--local`` it refuses.
 """
 
 from __future__ import annotations

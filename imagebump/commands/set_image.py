@@ -1,26 +1,11 @@
 """``imagebump set-image PATH SPEC [--add]``: set one image of a kustomization in place.
 
 Reads the kustomization at PATH (the file, or the directory holding it), applies the pure edit of
-:func:`steps.kustomize.edit_image` — one parse, which also says what the entry was and is — and
-writes the file back only if it changed: atomically (a temporary file in the same directory, then
-``os.replace``) and with its mode kept. The edit is linear in the file's size (``python -m
-bench.hostile`` times the command on a 1 MiB kustomization). SPEC is
-kustomize's own ``NAME[=NEWNAME][:TAG][@DIGEST]``, ``*`` keeping a part as the file has it; the
-entry is found by ``name``, as ``kustomize edit set image`` finds it.
-
-Symbolic links (the pipeline's rule, :meth:`steps.git.ClonedRepo.read`): a kustomization that is a
-link, or sits under one, is followed only while it stays inside the repository — the git work
-tree holding PATH, or outside a git work tree the directory given — and is then edited through:
-the file the link points to changes, the link stays a link. A link that leaves is refused.
-
-Holds (:mod:`steps.domain.intent`): set-image is a person acting, so it changes a held entry; it says
-which hold it lifted (a rollback in the local history that it moves forward from) and keeps a
-``# imagebump:hold`` marker, which holds until removed.
-
-Exit codes: 0 changed or already current; 1 the image is not in the file (the message lists the
-ones that are; nothing written) unless ``--add``; 2 bad input (invalid YAML, tag or digest, no
-kustomization found, a link out of the repository, a file or directory that cannot be written,
-only ``*`` for an entry ``--add`` would create — it would set nothing; nothing written).
+:func:`steps.kustomize.edit_image` (SPEC is kustomize's own ``NAME[=NEWNAME][:TAG][@DIGEST]``) and
+writes the file back only if it changed, atomically and with its mode kept. A symbolic link is
+followed only while it stays inside the repository. A person acting: it changes a held entry and
+says which hold it lifted, and keeps a ``# imagebump:hold`` marker. Exit codes: 0 changed or
+current, 1 the image is not in the file (unless ``--add``), 2 bad input; nothing written unless 0.
 """
 
 from __future__ import annotations

@@ -1,34 +1,13 @@
 """``imagebump demo``: build a local world, push one image, and report what imagebump did with it.
 
-:func:`build_world` starts, on 127.0.0.1 only, everything an image push needs to become a Git
-change without a cluster or a cloud account, and stops / removes it again on exit:
-
-* moto's AWS emulator in server mode (:func:`imagebump.local.moto.moto_server`), unless the
-  caller passes a running one;
-* the AWS side deployed FROM ``manifests/aws/cloudformation.yaml`` into moto's CloudFormation
-  (queue, dead-letter queue, EventBridge rule; its Outputs give the queue URLs);
-* an ECR repository (``team/api``);
-* a manifests repository ``demo/manifests`` served by ``git http-backend`` with token auth
-  (:class:`imagebump.local.git_server.GitHttpServer`): a base Deployment and two overlays,
-  staging (``mode: commit``) and production (``mode: pr``, ``provider: local``);
-* the rules file mapping the ECR repository to both overlays.
-
-:func:`push_image` puts an image into ECR (``put_image`` with a digest and a manifest; moto's ECR
-emits no events) and sends its push event through EventBridge (``put_events``), which the rule
-routes to the queue. :func:`run_until_done` runs the local sensor (:mod:`sensors.local`) and the
-local executor (:mod:`workflows.local.executor`, each step its own process) until the given
-number of messages reached an outcome.
-
-Steps get only what the WorkflowTemplate gives them: AWS through an explicit environment
-passthrough (``AWS_ENDPOINT_URL`` = moto, fake credentials, ``AWS_REGION``), the rules as the
-``imagebump-rules`` ConfigMap, the Git token as ``imagebump run --local`` gives it with only
-``IMAGEBUMP_GIT_TOKEN`` set (:func:`imagebump.commands.run.local_secrets`: the ``imagebump-git``
-Secret, and the same token as ``imagebump-git-read``). The token is random per world and never
-printed. ``anonymous_read=True`` makes the remote serve reads without a token (a public repository).
-
-:func:`run_demo` is the demo itself: build, push one image, run until done, and report the event,
-the targets, both diffs and the timings (:func:`render_report`, or :meth:`DemoReport.summary` as
-JSON). It reads and writes only under its temporary directory and moto's memory.
+:func:`build_world` (:mod:`.world`) starts on 127.0.0.1 moto (the AWS side deployed from
+``manifests/aws/cloudformation.yaml``, an ECR repository), a ``demo/manifests`` repository behind
+``git http-backend`` with a staging (``mode: commit``) and a production (``mode: pr``) overlay, and
+the rules; :func:`push_image` (:mod:`.drive`) pushes an image and sends its event through EventBridge;
+:func:`run_until_done` runs the local sensor and executor; :func:`run_demo` does all three and
+reports. Steps get only what the WorkflowTemplate gives them (the Git token as ``imagebump run
+--local`` gives it, random per world, never printed). Reads and writes only under its temporary
+directory and moto's memory.
 """
 
 from __future__ import annotations

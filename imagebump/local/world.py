@@ -1,25 +1,10 @@
 """The local world: everything an image push needs to become a Git change, on 127.0.0.1 only.
 
-:func:`build_world` starts, and stops / removes again on exit:
-
-* moto's AWS emulator in server mode (:func:`imagebump.local.moto.moto_server`), unless the
-  caller passes a running one;
-* the AWS side deployed FROM ``manifests/aws/cloudformation.yaml`` into moto's CloudFormation
-  (:func:`imagebump.local.stack.deploy_stack`: queue, dead-letter queue, EventBridge rule);
-* an ECR repository (``team/api``);
-* a manifests repository ``demo/manifests`` served by ``git http-backend`` with token auth
-  (:class:`imagebump.local.git_server.GitHttpServer`), from :mod:`imagebump.local.demo_repo`;
-* the rules file mapping the ECR repository to both overlays.
-
-Steps get only what the WorkflowTemplate gives them: AWS through an explicit environment
-passthrough (``AWS_ENDPOINT_URL`` = moto, fake credentials, ``AWS_REGION``), the rules as the
-``imagebump-rules`` ConfigMap, the Git token as ``imagebump run --local`` gives it with only
-``IMAGEBUMP_GIT_TOKEN`` set (:func:`imagebump.commands.run.local_secrets`: the ``imagebump-git``
-Secret, and the same token as ``imagebump-git-read``). The token is random per world and never
-printed. ``anonymous_read=True`` makes the remote serve reads without a token (a public repository).
-
-Pushing images and running the sensor until done: :mod:`imagebump.local.drive`. Imports
-:mod:`imagebump.local` modules; the executor, sensor and commands lazily.
+:func:`build_world` starts (and stops and removes on exit) moto with the CloudFormation stack, an
+ECR repository, a ``git http-backend`` manifests repository with token auth and the rules file;
+what it starts and what the steps get from it: its docstring. Pushing images and running the
+sensor until done: :mod:`imagebump.local.drive`. Imports :mod:`imagebump.local` modules; the
+executor, sensor and commands lazily.
 """
 
 from __future__ import annotations
@@ -337,6 +322,24 @@ def build_world(
 
     Yields:
         A :class:`World`.
+
+    :func:`build_world` starts, and stops / removes again on exit:
+
+    * moto's AWS emulator in server mode (:func:`imagebump.local.moto.moto_server`), unless the
+      caller passes a running one;
+    * the AWS side deployed FROM ``manifests/aws/cloudformation.yaml`` into moto's CloudFormation
+      (:func:`imagebump.local.stack.deploy_stack`: queue, dead-letter queue, EventBridge rule);
+    * an ECR repository (``team/api``);
+    * a manifests repository ``demo/manifests`` served by ``git http-backend`` with token auth
+      (:class:`imagebump.local.git_server.GitHttpServer`), from :mod:`imagebump.local.demo_repo`;
+    * the rules file mapping the ECR repository to both overlays.
+
+    Steps get only what the WorkflowTemplate gives them: AWS through an explicit environment
+    passthrough (``AWS_ENDPOINT_URL`` = moto, fake credentials, ``AWS_REGION``), the rules as the
+    ``imagebump-rules`` ConfigMap, the Git token as ``imagebump run --local`` gives it with only
+    ``IMAGEBUMP_GIT_TOKEN`` set (:func:`imagebump.commands.run.local_secrets`: the ``imagebump-git``
+    Secret, and the same token as ``imagebump-git-read``). The token is random per world and never
+    printed. ``anonymous_read=True`` makes the remote serve reads without a token (a public repository).
     """
     from imagebump.local.git_server import GitHttpServer
     from imagebump.local.moto import moto_server

@@ -8,5 +8,6 @@ an older image"), ``branches`` (a target's proposal branch name), ``regex_tokens
 tokens), ``intent`` (what people decided: imagebump's commit trailer, pins, hold markers,
 rollbacks), ``branch_owner`` (whose a proposal branch is: imagebump's, or a person's once they
 pushed to it), ``repo_url`` (a repository's URL and its one spelling, ``repo_id``), ``terminal``
-(what others wrote, escaped and cut for a terminal). Imports nothing of the project outside this package.
+(what others wrote, escaped and cut for a terminal), ``settings_registry`` (every ``IMAGEBUMP_*``
+setting: the settings page is generated from it). Imports nothing of the project outside this package.
 """

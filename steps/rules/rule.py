@@ -9,7 +9,7 @@ the rule yields none. :attr:`Rule.repository_prefix` and :meth:`Rule.match_repos
 one home of "may this ECR repository belong to this rule" (reconcile filters ECR's listing with
 them).
 
-Semantics (DESIGN.md, issue 2):
+Semantics (users read them in docs/rules.md; every key: docs/reference/rules.md):
 
 - ``registryURI`` = ``ACCOUNT.dkr.ecr.REGION.amazonaws.com/REPO[:TAGPATTERN]``. The registry host
   is literal. In ``REPO`` everything is literal except ``$n``, which captures one path segment

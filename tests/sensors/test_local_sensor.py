@@ -222,13 +222,28 @@ def test_duplicate_of_a_running_workflow_is_deleted_not_left_to_the_dlq(queues, 
 
 
 def test_long_workflow_is_not_redelivered_meanwhile(queues, make_sensor, state) -> None:
-    queues.send(ecr_event(f"sleep-{VISIBILITY * 2 + 1}"))
-    sensor = make_sensor(concurrency=2)
+    """A workflow that runs for twice the visibility timeout: the heartbeat keeps its message hidden.
 
-    stats = run_with_watchdog(sensor, max_events=1)
+    No sleep: the workflow blocks until the test releases it, and the test releases it once the
+    heartbeat has extended the message's visibility enough times to cover two visibility timeouts
+    (an event, however slow the machine is)."""
+    queues.send(ecr_event("block-long"))
+    sensor = make_sensor(concurrency=2, heartbeat_seconds=0.5)
+    extended = _VisibilityCounted(queues.sqs, enough=int(2 * VISIBILITY / 0.5))
+    sensor.sqs = extended
+    box: dict[str, SensorStats] = {}
+    thread = threading.Thread(target=lambda: box.update(stats=run_with_watchdog(sensor, max_events=1)))
+    thread.start()
+    try:
+        assert extended.enough_seen.wait(60), "the heartbeat never extended the message's visibility"
+    finally:
+        (state / "release").write_text("go")
+    thread.join(60)
 
     # without the visibility heartbeat the message would come back while running (a "deferred")
+    stats = box["stats"]
     assert (stats.received, stats.succeeded, stats.duplicates) == (1, 1, 0)
+    assert not [r for r in sensor.logs if r.get("event") == "message-redelivered"]
     assert queues.count() == 0
 
 
@@ -264,6 +279,26 @@ def test_own_message_redelivered_while_running_is_kept_not_deleted_as_a_duplicat
     redelivered = [r for r in sensor.logs if r.get("event") == "message-redelivered"]
     assert redelivered[0]["level"] == "warning" and "visibility lapsed" in redelivered[0]["reason"]
     assert not [r for r in sensor.logs if r.get("outcome") == "duplicate"]
+
+
+class _VisibilityCounted:
+    """moto's SQS client, counting the heartbeat's visibility extensions (each one goes through)."""
+
+    def __init__(self, sqs, enough: int) -> None:
+        self._sqs = sqs
+        self.enough = enough
+        self.calls = 0
+        self.enough_seen = threading.Event()
+
+    def __getattr__(self, name: str):
+        return getattr(self._sqs, name)
+
+    def change_message_visibility(self, **kwargs):
+        result = self._sqs.change_message_visibility(**kwargs)
+        self.calls += 1
+        if self.calls >= self.enough:
+            self.enough_seen.set()
+        return result
 
 
 class _VisibilityRefused:

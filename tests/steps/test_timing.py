@@ -4,7 +4,9 @@ at the end of a step process — the numbers the benchmark uses to account for e
 from __future__ import annotations
 
 import threading
-import time
+from types import SimpleNamespace
+
+import pytest
 
 from steps.runtime import timing
 from tests.steps.commit_pr_support import kustomization, target
@@ -30,16 +32,19 @@ def test_phases_are_summed_named_by_thread_and_taken_once() -> None:
     assert timing.take() == {}
 
 
-def test_a_phase_counts_only_its_own_time_not_the_phases_timed_within_it() -> None:
-    """``history`` wraps its ``git fetch``: the fetch is counted once, under ``git fetch``."""
+def test_a_phase_counts_only_its_own_time_not_the_phases_timed_within_it(monkeypatch) -> None:
+    """``history`` wraps its ``git fetch``: the fetch is counted once, under ``git fetch``. The
+    clock is injected (the module's ``time``), so a loaded machine cannot move the figures."""
+    now = [100.0]
+    monkeypatch.setattr(timing, "time", SimpleNamespace(perf_counter=lambda: now[0]))
     timing.take()
     with timing.timed("history"):
-        time.sleep(0.02)
+        now[0] += 0.02
         with timing.timed("git fetch"):
-            time.sleep(0.1)
+            now[0] += 0.1
+        now[0] += 0.005
     phases = timing.take()
-    assert phases["git fetch"] >= 0.1
-    assert 0.02 <= phases["history"] < 0.1  # its own 0.02 s, not the fetch's 0.1 s again
+    assert phases == {"git fetch": pytest.approx(0.1), "history": pytest.approx(0.025)}
 
 
 def test_git_phase_is_the_subcommand() -> None:

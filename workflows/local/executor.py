@@ -1,80 +1,10 @@
-"""``LocalExecutor``: run a rendered WorkflowTemplate on this machine, with no Kubernetes.
+"""``LocalExecutor``: run a rendered WorkflowTemplate or CronWorkflow on this machine, with no Kubernetes.
 
-Reads the WorkflowTemplate YAML a cluster gets (``manifests/workflows/image-update.yaml``) and
-runs it the way Argo would, for development, the demo and small installs. It is not a second
-Argo: no scheduler, no persistence, no API. The pieces: :mod:`documents` (reading),
-:mod:`validation` (the supported subset, refused at construction), :mod:`interpreter` (the run),
-:mod:`sandbox` (each step's pod), :mod:`launchers` (how its process starts), :mod:`mutexes`.
-
-What each script template gets, mirroring its pod:
-
-* its own process running the template's own command (``python -m steps.runtime.launcher -e
-  steps.x:run <script>``; ``python`` is this interpreter) — forked from a warm interpreter that has
-  imported the step entry and the steps already (:mod:`.forkserver_client`; ``prefork=False`` or
-  ``IMAGEBUMP_LOCAL_PREFORK=0`` starts a new interpreter instead) — the rendered ``source`` (Hera's
-  ``{{inputs.parameters}}``: the JSON list of ALL declared inputs, defaults included) written to
-  ``<tmp>/mounts/argo/staging/script`` and appended to the arguments as Argo does;
-* its own fresh ``tempfile.mkdtemp()`` as cwd, ``HOME`` and ``TMPDIR``, removed after (on a
-  background thread, off the node's time; every one is gone before :meth:`LocalExecutor.run` returns);
-* only the environment the template declares (``value``; ``valueFrom.secretKeyRef`` /
-  ``configMapKeyRef`` and ``envFrom`` resolved from the ``secrets`` / ``configmaps`` mappings the
-  caller passes), plus a minimal base: ``PATH``, ``PYTHONPATH`` (the project), ``LANG`` and what
-  the caller passes in ``env`` (e.g. ``AWS_*``);
-* Secret/ConfigMap/emptyDir ``volumeMounts`` materialised inside its temp dir. We cannot write
-  to ``/etc``, so every container path under a mount path (and under ``/tmp``, ``/argo``) is
-  rewritten to ``<tmp>/mounts/<path>``; env values and ``valueFrom.path`` that name such a path
-  are rewritten the same way (``hera__outputs_directory`` too; it defaults to
-  ``/tmp/hera-outputs`` so a step never writes to the real ``/tmp``).
-
-Supported: ``steps`` and ``dag`` (``dependencies``; ``depends`` as ``a && b`` /
-``a.Succeeded``) templates, ``script`` templates, ``suspend`` templates with a ``duration`` (the run
-waits that long; ``0`` is a node without a pod), ``templateRef`` to a template of another rendered
-WorkflowTemplate (given in ``workflow_templates``, or rendered next to the template; see below),
-``parallelism`` on a steps/dag template (at most that many of its steps, tasks or items run at
-once), ``withParam`` / ``withItems`` with ``{{item}}`` / ``{{item.field}}``, ``when`` (``==``,
-``!=``, ``&&``, ``||``, ``true``/``false``), input parameters (``value``/``default``), output
-parameters (``valueFrom.path`` for scripts, ``valueFrom.parameter`` for steps/dag,
-``valueFrom.default`` when missing or skipped), ``outputs.result`` (stdout),
-``{{workflow.name}}``, ``{{workflow.parameters.*}}``, ``{{inputs.parameters.*}}``,
-``{{steps.*.outputs.parameters.*}}``, ``{{tasks.*.outputs.parameters.*}}``,
-``synchronization.mutexes`` / ``mutex`` (one registry of named locks per process, so they hold
-across concurrently running workflows), ``retryStrategy`` (``limit``, ``retryPolicy``,
-``backoff.duration/factor/maxDuration``, ``expression`` comparing ``lastRetry.exitCode`` /
-``lastRetry.status``), ``activeDeadlineSeconds`` (template and workflow: the process group is
-killed) and ``spec.arguments.parameters``.
-
-A ``CronWorkflow`` runs its ``workflowSpec`` once per :meth:`LocalExecutor.run`: scheduling is the
-caller's (``imagebump run --local --reconcile-every``), so ``schedules``, ``timezone``,
-``concurrencyPolicy``, ``startingDeadlineSeconds``, the history limits, ``suspend`` and
-``workflowMetadata`` are ignored; ``stopStrategy`` and ``when`` are refused.
-
-``templateRef`` (``{name, template}``) runs a template of another WorkflowTemplate the way Argo
-does: the template and the templates it names run in that WorkflowTemplate's scope, under the
-running workflow (its parameters, its ``spec.volumes``; the other WorkflowTemplate's own
-``spec`` does not apply), and its mutexes are the same process-wide locks, so a run of the
-referenced WorkflowTemplate and a run that references it serialise on the same overlay. Refused:
-a name that is not one of those WorkflowTemplates, a template it does not hold, ``clusterScope``,
-and a step with both ``template`` and ``templateRef``.
-
-Ignored (they shape pods, not results): metrics, podGC, ttlStrategy, securityContext, resources,
-serviceAccountName, automountServiceAccountToken, podSpecPatch, archiveLocation, metadata
-(labels, annotations), podMetadata, workflowMetadata, image, imagePullPolicy, imagePullSecrets,
-nodeSelector, tolerations, affinity, priorityClassName, workingDir, volumeClaimGC, descriptions.
-
-Anything else (``container``/``resource``/``http`` templates, a ``suspend`` without a duration
-(it waits for a manual resume), artifacts, ``onExit``, hooks, semaphores, ``{{=expressions}}``,
-unknown ``{{variables}}``, ``when``/retry expressions it cannot evaluate, …) is refused when the
-executor is constructed, with an :class:`UnsupportedFeatureError` whose message starts
-``not supported by the local executor: `` and names the field.
-
-Logs are JSON-line records passed to ``log``, in the format steps write on a cluster
-(:mod:`steps.runtime.harness`), so one ``jq`` filter reads both: ``ts``, ``level``, ``component``
-(``executor``), ``event`` (what happened: ``workflow-started``, ``node-finished``, …), ``workflow``,
-``event_id``, ``node``, ``template``, ``step`` (the script template), ``phase``, ``duration``,
-``attempt``, ``exit_code``, ``message``; a failed step adds its stderr tail. Each step process's
-own records (its stderr, JSON lines with ``component: step``) are forwarded as they are, with
-``workflow``, ``node`` and ``attempt`` added; other stderr lines become ``step-stderr`` records.
-Every secret value the executor was given is redacted from all of them.
+Reads the YAML a cluster gets (``manifests/workflows/*.yaml``) and runs it as Argo would: each
+script template's step in its own process, private temporary directory and declared environment
+(:mod:`.sandbox`, :mod:`.launchers`), mutexes, retries and deadlines honoured; anything it does not
+support is refused at construction (:class:`UnsupportedFeatureError`). Writes JSON-line log records
+to ``log``, in the steps' own format. What it supports and refuses: docs/local-executor.md.
 """
 
 from __future__ import annotations

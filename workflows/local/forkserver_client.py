@@ -1,27 +1,11 @@
 """The fork server's client: start ``python -m MODULE ...`` step processes from a warm interpreter.
 
-Every step of the WorkflowTemplate runs ``python -m steps.runtime.launcher -e steps.x:run``. In a
-pod that costs a Python start plus 1–2 s of imports (Hera's runner imports all of
-``hera.workflows``; the steps import pydantic, boto3, githubkit), and a cluster pays it once per
-pod anyway. The local executor pays it for every step of every event on one machine, where it
-was ~75% of an event's time (``python -m bench``, scenario "waste").
-
-So the local executor asks a fork server (:mod:`workflows.local.forkserver_server`; "the step
-zygote" in logs and messages) — a Python process that has done those imports once — to ``fork()`` a child that becomes the command: its own process, session,
-working directory, stdout/stderr files and exactly the environment given, with ``MODULE`` run as
-``__main__`` the way ``python -m`` runs it. The template's command is unchanged; what changes is
-only how its interpreter is started (as gunicorn's ``--preload``, Android's zygote or
-:mod:`multiprocessing`'s ``forkserver`` do).
-
-Only commands that are exactly ``<the executor's python> -m MODULE ...``, with no ``PYTHON*``
-environment beyond ``PYTHONPATH`` (the zygote's own), ``PYTHONDONTWRITEBYTECODE`` and
-``PYTHONUNBUFFERED``, are eligible (:meth:`ForkServerClient.eligible`); anything else is started as a new
-process as before. ``IMAGEBUMP_LOCAL_PREFORK=0`` (or ``LocalExecutor(prefork=False)``) turns it off.
-
-This module is the client (:class:`ForkServerClient`); the launcher that uses it is
-:class:`workflows.local.launchers.ForkServerLauncher`. One fork server serves every executor of a process with the same interpreter and project (see
-:func:`shared`); it is started on first use, restarted if it dies, and it kills its children and
-exits when this process ends.
+The local executor pays a Python start and 1–2 s of imports for every step of every event; this
+client asks the fork server (:mod:`workflows.local.forkserver_server`, "the step zygote" in logs)
+to ``fork()`` a child that becomes the command instead — same command, own process, session,
+directory, streams and exactly the environment given (why and for which commands:
+:class:`ForkServerClient`). :func:`shared` gives one server per interpreter and project, started on
+first use, restarted if it dies; ``IMAGEBUMP_LOCAL_PREFORK=0`` turns it off.
 """
 
 from __future__ import annotations
@@ -115,6 +99,24 @@ class ForkServerClient:
         preload: modules imported once, before any fork.
         base_env: the zygote's own environment (``PATH``, ``LANG``); never a secret — children get
             only the environment each request names.
+
+    Every step of the WorkflowTemplate runs ``python -m steps.runtime.launcher -e steps.x:run``. In a
+    pod that costs a Python start plus 1–2 s of imports (Hera's runner imports all of
+    ``hera.workflows``; the steps import pydantic, boto3, githubkit), and a cluster pays it once per
+    pod anyway. The local executor pays it for every step of every event on one machine, where it
+    was ~75% of an event's time (``python -m bench``, scenario "waste").
+
+    So the local executor asks a fork server (:mod:`workflows.local.forkserver_server`; "the step
+    zygote" in logs and messages) — a Python process that has done those imports once — to ``fork()`` a child that becomes the command: its own process, session,
+    working directory, stdout/stderr files and exactly the environment given, with ``MODULE`` run as
+    ``__main__`` the way ``python -m`` runs it. The template's command is unchanged; what changes is
+    only how its interpreter is started (as gunicorn's ``--preload``, Android's zygote or
+    :mod:`multiprocessing`'s ``forkserver`` do).
+
+    Only commands that are exactly ``<the executor's python> -m MODULE ...``, with no ``PYTHON*``
+    environment beyond ``PYTHONPATH`` (the zygote's own), ``PYTHONDONTWRITEBYTECODE`` and
+    ``PYTHONUNBUFFERED``, are eligible (:meth:`ForkServerClient.eligible`); anything else is started as a new
+    process as before. ``IMAGEBUMP_LOCAL_PREFORK=0`` (or ``LocalExecutor(prefork=False)``) turns it off.
     """
 
     def __init__(

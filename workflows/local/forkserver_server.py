@@ -1,47 +1,9 @@
 """The fork server: a warm interpreter that forks step processes (client: :mod:`.forkserver_client`).
 
-Started by :class:`~workflows.local.forkserver_client.ForkServerClient` as
-``python -m workflows.local.forkserver_server FD MODULE...``. It
-imports the modules named (Hera's runner, the steps' modules: what every step process would
-otherwise import again, 1–2 s of CPU each time) and the ones each of them lists in a module-level
-``LAZY_IMPORTS`` tuple (what a step imports only while it runs, e.g. boto3), runs the ``WARM_UP``
-functions of every module of those packages it now holds, then serves requests on the Unix socket ``FD``.
-Each request — one message on the SEQPACKET socket, JSON ``{"id", "argv", "cwd", "env"}`` where ``argv`` is ``[python, "-m",
-MODULE, ARG...]``, sent with three file descriptors (``SCM_RIGHTS``: the write ends of the caller's
-stdout, stderr and status pipes) — gets a child made by ``fork()`` that becomes what that command
-would have been, started fresh:
-
-* its own session and process group (``setsid``), so a deadline kills it and the git it runs;
-* stdin ``/dev/null``, stdout and stderr the two descriptors that came with the request;
-* the working directory and EXACTLY the environment given (nothing of this process's own), with
-  ``tempfile``'s cached directory cleared so ``TMPDIR`` is the step's own private directory;
-* default signal handlers, ``sys.argv`` as ``python -m`` sets it, and ``MODULE`` run as
-  ``__main__`` by :func:`runpy.run_module`, exactly as ``python -m`` does; its exit status is the
-  process's (``SystemExit`` code, 1 with a traceback for an uncaught exception);
-* at its end it flushes and closes its stdout and stderr, writes its exit status (``"%d\\n"``) on
-  the status pipe and calls ``os._exit``: the caller has the outcome while the kernel still tears
-  the process down (~4 ms here for a copy of this interpreter); a child that dies without writing
-  it (a signal, a crash) is known by the status this process sends when it reaps it.
-
-One child is forked ahead of the next request and waits for it on a socket of its own
-(:class:`_Spare`, as Android's zygote keeps unspecialized app processes ready): the request's
-child is that one, so the fork (~4 ms for a copy of this interpreter) is off the step's path; the
-next spare is forked while the step runs. A spare that died waiting is replaced by a fork on request.
-
-Nothing runs in this process after the imports but this loop: it starts no thread (and refuses to
-serve if an import started one), so ``fork`` is safe, and a child shares nothing with another child or with later requests (each is a copy of the
-interpreter as it stood after the imports; memory is copy-on-write, ``random`` is reseeded by the
-interpreter at fork).
-
-Replies are JSON messages, each ending in a newline: ``{"ready": true, "pid", "failed"}`` once the imports are done (``failed``
-lists modules that did not import: the child imports them itself and reports the error the way a
-fresh process would), then per request ``{"id", "pid"}`` when forked and ``{"id", "status"}``
-when it ended (``status`` as :attr:`subprocess.Popen.returncode`: the exit code, or ``-signal``),
-or ``{"id", "error"}`` if it could not be forked.
-
-When the socket closes (the executor ended, even by SIGKILL) every child still running is killed
-with its process group and this process exits: no step outlives the executor that started it.
-SIGINT is ignored (a Ctrl-C in the terminal is the executor's to handle); SIGTERM ends it.
+``python -m workflows.local.forkserver_server FD MODULE...`` imports the modules named once, then
+serves requests on the Unix socket ``FD``: each request (a ``python -m MODULE ARG...`` command, its
+working directory, environment and three pipes) gets a forked child that becomes that command,
+started fresh; replies are JSON messages (ready, forked, exited). The protocol: :func:`serve`.
 """
 
 import importlib
@@ -197,6 +159,51 @@ def _warm_up(packages: set[str]) -> None:
 
 
 def serve(fd: int, modules: list[str]) -> int:
+    """Import ``modules``, then fork a child per request on the socket ``fd`` until it closes.
+
+    Started by :class:`~workflows.local.forkserver_client.ForkServerClient` as
+    ``python -m workflows.local.forkserver_server FD MODULE...``. It
+    imports the modules named (Hera's runner, the steps' modules: what every step process would
+    otherwise import again, 1–2 s of CPU each time) and the ones each of them lists in a module-level
+    ``LAZY_IMPORTS`` tuple (what a step imports only while it runs, e.g. boto3), runs the ``WARM_UP``
+    functions of every module of those packages it now holds, then serves requests on the Unix socket ``FD``.
+    Each request — one message on the SEQPACKET socket, JSON ``{"id", "argv", "cwd", "env"}`` where ``argv`` is ``[python, "-m",
+    MODULE, ARG...]``, sent with three file descriptors (``SCM_RIGHTS``: the write ends of the caller's
+    stdout, stderr and status pipes) — gets a child made by ``fork()`` that becomes what that command
+    would have been, started fresh:
+
+    * its own session and process group (``setsid``), so a deadline kills it and the git it runs;
+    * stdin ``/dev/null``, stdout and stderr the two descriptors that came with the request;
+    * the working directory and EXACTLY the environment given (nothing of this process's own), with
+      ``tempfile``'s cached directory cleared so ``TMPDIR`` is the step's own private directory;
+    * default signal handlers, ``sys.argv`` as ``python -m`` sets it, and ``MODULE`` run as
+      ``__main__`` by :func:`runpy.run_module`, exactly as ``python -m`` does; its exit status is the
+      process's (``SystemExit`` code, 1 with a traceback for an uncaught exception);
+    * at its end it flushes and closes its stdout and stderr, writes its exit status (``"%d\n"``) on
+      the status pipe and calls ``os._exit``: the caller has the outcome while the kernel still tears
+      the process down (~4 ms here for a copy of this interpreter); a child that dies without writing
+      it (a signal, a crash) is known by the status this process sends when it reaps it.
+
+    One child is forked ahead of the next request and waits for it on a socket of its own
+    (:class:`_Spare`, as Android's zygote keeps unspecialized app processes ready): the request's
+    child is that one, so the fork (~4 ms for a copy of this interpreter) is off the step's path; the
+    next spare is forked while the step runs. A spare that died waiting is replaced by a fork on request.
+
+    Nothing runs in this process after the imports but this loop: it starts no thread (and refuses to
+    serve if an import started one), so ``fork`` is safe, and a child shares nothing with another child or with later requests (each is a copy of the
+    interpreter as it stood after the imports; memory is copy-on-write, ``random`` is reseeded by the
+    interpreter at fork).
+
+    Replies are JSON messages, each ending in a newline: ``{"ready": true, "pid", "failed"}`` once the imports are done (``failed``
+    lists modules that did not import: the child imports them itself and reports the error the way a
+    fresh process would), then per request ``{"id", "pid"}`` when forked and ``{"id", "status"}``
+    when it ended (``status`` as :attr:`subprocess.Popen.returncode`: the exit code, or ``-signal``),
+    or ``{"id", "error"}`` if it could not be forked.
+
+    When the socket closes (the executor ended, even by SIGKILL) every child still running is killed
+    with its process group and this process exits: no step outlives the executor that started it.
+    SIGINT is ignored (a Ctrl-C in the terminal is the executor's to handle); SIGTERM ends it.
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sock = socket.socket(fileno=fd)
     failed = []

@@ -8,7 +8,8 @@ Reads: the ``target`` and the ``plan`` (parameters); the write token (``IMAGEBUM
 
 Writes: one commit on the base branch (``mode: commit``), or one branch per target plus one open
 pull request for it (``mode: pr``). Outputs ``action`` (``committed`` | ``pr-created`` |
-``pr-updated`` | ``unchanged``), ``commit_sha``, ``pr_url``, ``pr_number``, ``branch``, ``reason``,
+``pr-updated`` | ``unchanged`` | ``branch-taken``: a person pushed to the living PR branch, which is
+theirs until its pull request is merged or closed, :mod:`steps.domain.branch_owner`), ``commit_sha``, ``pr_url``, ``pr_number``, ``branch``, ``reason``,
 and for ``commitMethod: api`` (the commit made through GitHub, :mod:`steps.forge.github_commits`) GitHub's
 ``verified`` / ``verification_reason``.
 

@@ -15,8 +15,10 @@ import regex
 
 #: Characters no terminal should receive from others: C0 and C1 controls and DEL (``Cc``), format
 #: characters (``Cf``: bidi overrides and isolates, zero-width characters, the BOM), line and
-#: paragraph separators (``Zl``, ``Zp``) and lone surrogates (``Cs``, from JSON escapes).
-_UNSAFE = regex.compile(r"[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Cs}]")
+#: paragraph separators (``Zl``, ``Zp``). Lone surrogates (``Cs``, from JSON escapes), which no
+#: UTF-8 stream can take, become U+FFFD.
+_UNSAFE = regex.compile(r"[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]")
+_SURROGATE = regex.compile(r"\p{Cs}")
 _NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r", "\x1b": "\\e"}
 #: The most characters of one piece of text shown by default; the rest is cut with a visible note.
 MAX_SHOWN = 1000
@@ -33,12 +35,13 @@ def _escape(m: regex.Match) -> str:
 
 def for_terminal(text: object, limit: int | None = MAX_SHOWN, *, newlines: bool = False) -> str:
     """``text`` safe to print: every control, format or separator character written as an escape
-    (``\\e``, ``\\x9b``, ``\\u202e``), cut after ``limit`` characters with ``… [N more characters]``.
+    (``\\e``, ``\\x9b``, ``\\u202e``), a lone surrogate as U+FFFD, cut after ``limit`` characters
+    with ``… [N more characters]``.
 
     ``newlines`` keeps ``\\n`` as a line break (a multi-line message imagebump wrote around what
     others wrote); everything else is escaped all the same.
     """
-    text = text if isinstance(text, str) else str(text)
+    text = _SURROGATE.sub("\ufffd", text if isinstance(text, str) else str(text))
     cut = ""
     if limit is not None and len(text) > limit:
         cut = f"… [{len(text) - limit} more characters]"

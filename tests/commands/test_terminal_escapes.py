@@ -38,6 +38,7 @@ def test_for_terminal_escapes_controls_and_says_what_it_cut() -> None:
     assert (
         for_terminal("team/api:1.4.1 → 1.5.0 — ok") == "team/api:1.4.1 → 1.5.0 — ok"
     )  # printable text stays
+    assert for_terminal("lone \ud800 surrogate") == "lone \ufffd surrogate"  # any UTF-8 stream takes it
 
 
 @given(st.text(max_size=200))

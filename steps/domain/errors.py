@@ -164,6 +164,15 @@ class CarriedObjectsError(ValueError):
     """
 
 
+class StatusError(ValueError):
+    """An Argo CD Application status field of the wrong type or shape, or a revision that is not a
+    commit id (the message names the field).
+
+    Raised and caught inside :mod:`steps.verify_live.decide`: the Application's state is ``unknown``
+    with that reason, never an exception out of the judgement.
+    """
+
+
 class EditMismatch(Exception):
     """The edited text does not read as the original plus the intended change.
 

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from steps.domain.errors import StatusError
+
 #: Per-Application states. ``syncing``: not live yet, nothing wrong for sure (verify-live waits).
 #: ``idle``: synced and healthy at the commit, but no Pod runs an image of the repository now.
 LIVE, SYNCING, MISMATCH, MANUAL_SYNC, SUPERSEDED, UNKNOWN, IDLE = (
@@ -56,10 +58,6 @@ POD_KEEPING_KINDS = frozenset(
 _COMMIT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 #: How much of a text from the status a reason quotes.
 _QUOTE = 80
-
-
-class StatusError(ValueError):
-    """A status field of the wrong type or shape (the message names the field)."""
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,7 @@ from steps.domain.errors import (
     KustomizationError,
 )
 from steps.domain.events import parse_repository_uri
-from steps.domain.models import Decision, ImagesEntry, Plan, Target, image_ref
+from steps.domain.models import Decision, ImagesEntry, Plan, Target, ValuesRef, image_ref
 from steps.runtime.harness import step_entry
 from steps.runtime.settings import github_app_configured
 from steps.runtime.timing import timed
@@ -135,10 +135,22 @@ def _new_entry(target: Target, old: ImagesEntry) -> ImagesEntry:
     return ImagesEntry(**data, newTag=tag, digest=digest)
 
 
-def find_entry(text: str, target: Target, file: str) -> ImagesEntry:
-    """The overlay's entry for the target's image (pure); ImageNotFoundError naming the ones there."""
+def values_ref(target: Target, scope: list | None = None) -> ValuesRef | None:
+    """How to find the image in the target's values file (None: the target edits a kustomization)."""
+    if not target.edits_values:
+        return None
+    return ValuesRef(keys=target.values_keys, scope=scope, add_digest=target.write_digest)
+
+
+def find_entry(text: str, target: Target, file: str, values: ValuesRef | None = None) -> ImagesEntry:
+    """The overlay's entry for the target's image (pure); ImageNotFoundError naming the ones there.
+
+    For a values file (``values``): the pushed image wherever the file holds it, as an entry whose
+    ``name`` is the pushed repository (:func:`steps.kustomize.require_entry`)."""
     from steps import kustomize
 
+    if values is not None:
+        return kustomize.require_entry(text, target.image, source=file, values=values)
     wanted = target.image_name or target.image
     old = kustomize.get_image(text, wanted, source=file)
     if old is None:
@@ -158,28 +170,53 @@ def plan_edit(
     base_branch: str,
     known: "PushTimes",
     old: ImagesEntry | None = None,
+    values: ValuesRef | None = None,
 ) -> Plan:
     """The pure core: the plan for ``target`` on the kustomization ``text``, given ECR's push times.
 
     ``known`` holds what :func:`steps.domain.never_downgrade.lookups` asked of ECR for this entry; ``old``,
     the entry :func:`find_entry` read from this ``text`` when the caller has it (else it is read
-    here: a 1 MiB file costs a parse each time).
+    here: a 1 MiB file costs a parse each time); ``values``, how to find the image when ``file`` is
+    a Helm values file (the same decisions, the values-file writer: :mod:`steps.kustomize.seam`).
     """
     from steps import kustomize
     from steps.domain.intent import marker_hold, pinned
     from steps.domain.never_downgrade import decide_base
 
     if old is None:
-        old = find_entry(text, target, file)
-    new = _new_entry(target, old)
+        old = find_entry(text, target, file, values)
+    new = _new_entry(target, old) if values is None else _new_values_entry(target, old)
     pin = pinned(old, target.image)  # what a person decided stands: a pin, a hold marker
-    hold = None if pin else marker_hold(kustomize.hold_marker(text, old.name, by_new_name=False, source=file))
+    hold = None
+    if not pin:
+        hold = marker_hold(
+            kustomize.entry_hold(text, old.name, by_new_name=False, source=file, values=values)
+        )
     if pin or hold:
         decision, reason = ("pinned", pin) if pin else ("held", hold or "")
     else:
         decision, reason = decide_base(target, old, known)
     changed = False
-    if decision == "update":
+    if decision == "update" and values is not None:
+        edit = kustomize.edit_entry(
+            text, old.name, source=file, tag=target.tag, digest=target.digest, values=values
+        )
+        changed, new = edit.changed, edit.new or new
+        for note in edit.notes:
+            log.info("%s: %s", file, note)
+        if changed:
+            log.info(
+                "%s: %s set in %s",
+                file,
+                image_ref(new.newTag, new.digest, name=target.image),
+                ", ".join(edit.edited),
+            )
+        else:
+            decision, reason = (
+                "current",
+                f"{file} already sets {old.name} to {image_ref(new.newTag, new.digest)}",
+            )
+    elif decision == "update":
         edited = kustomize.set_image(text, old.name, tag=new.newTag, digest=new.digest, source=file)
         changed = edited != text
         if not changed:
@@ -197,6 +234,14 @@ def plan_edit(
         new=new,
         base_commit=base_commit,
         base_branch=base_branch,
+        values=values,
+    )
+
+
+def _new_values_entry(target: Target, old: ImagesEntry) -> ImagesEntry:
+    """What a values file would say after the edit, before it is made (the edit itself says it exactly)."""
+    return ImagesEntry(
+        name=old.name, newName=old.newName, newTag=target.tag or old.newTag, digest=target.digest
     )
 
 
@@ -305,6 +350,55 @@ def _read_overlay(repo, overlay: str) -> tuple[str, str]:
     return file, text
 
 
+def _read_values(repo, target: Target) -> tuple[str, str, ValuesRef]:
+    """(repository path of the values file that holds the image, its text, how to find it there).
+
+    A ``valuesFile`` is read as it is; a helmfile release's sources
+    (:func:`steps.kustomize.values.helmfile.release_sources`) are searched, highest precedence
+    first, and the first that holds the pushed image is the one edited."""
+    from steps.kustomize.values import find_pushed
+    from steps.kustomize.values.helmfile import release_sources
+
+    where = f"{repo.url} branch '{repo.branch}'"
+    if target.values_file is not None:
+        text = repo.read(target.values_file)
+        if text is None:
+            raise KustomizationError(
+                f"values file {target.values_file} is not in {where}; fix valuesFile in the rule"
+            )
+        return target.values_file, text, values_ref(target)
+    ref = target.helmfile
+    assert ref is not None
+    head = repo.cloned_head()
+    text = repo.read(ref.file)
+    if text is None:
+        raise KustomizationError(f"helmfile {ref.file} is not in {where}; fix helmfile.file in the rule")
+    sources = release_sources(text, ref.file, ref.release, ref.environment)
+    searched = []
+    for source in reversed(sources):
+        body = text if source.file == ref.file else repo.show(head, source.file)
+        if body is None:
+            searched.append(f"{source} (absent)")
+            continue
+        searched.append(str(source))
+        scope = list(source.scope) if source.scope else None
+        ref_values = values_ref(target, scope)
+        _, _, matches = find_pushed(
+            body,
+            target.image,
+            source=source.file,
+            keys=target.values_keys,
+            scope=tuple(scope) if scope else None,
+        )
+        if matches:
+            return source.file, body, ref_values
+    raise ImageNotFoundError(
+        f"image {target.image!r} is in none of the values of release {ref.release!r} "
+        f"(environment {ref.environment or '(none)'}) of {ref.file}: searched {', '.join(searched) or 'nothing'}",
+        found=[],
+    )
+
+
 def carry_text(plan: Plan, repo, text: str, mode: str = "commit") -> Plan:
     """The plan with the file's text and blob id, so commit-pr need not download the file again,
     and in ``mode: commit`` the objects above it, so commit-pr need not fetch the base either.
@@ -370,18 +464,24 @@ def run(target: Target) -> EditKustomizeOutput:
             sparse=True,
             auth=auth,
         )
+        values = None
         with timed("kustomize"):  # finding and reading the kustomization, then its entry
-            file, text = _read_overlay(repo, overlay)
-            entry = find_entry(text, target, file)  # read once: the lookups and the decision both use it
+            if target.edits_values:
+                file, text, values = _read_values(repo, target)
+            else:
+                file, text = _read_overlay(repo, overlay)
+            entry = find_entry(
+                text, target, file, values
+            )  # read once: the lookups and the decision both use it
         known = dict(ecr.ask(lookups(target, entry) if not pinned(entry, target.image) else []))
         head = repo.cloned_head()
         with timed("kustomize"):
-            plan = plan_edit(target, text, file, head, repo.branch, known, old=entry)
+            plan = plan_edit(target, text, file, head, repo.branch, known, old=entry, values=values)
         if plan.changed:  # only a target that would change reads the history: was it rolled back?
             plan = unless_rolled_back(target, plan, repo, ecr.ask, known, current=(text, entry))
         if target.mode == "pr" and plan.changed:
             branch = branch_name(target)
-            proposed = branch_entry(repo, branch, plan.file, plan.image_name)
+            proposed = branch_entry(repo, branch, plan.file, plan.image_name, plan.values)
             known = ecr.ask(branch_lookups(target, plan, proposed))
             plan = against_branch(target, plan, branch, proposed, known)
         plan = carry_text(plan, repo, text, target.mode)

@@ -104,14 +104,14 @@ def _read_blobs(repo: Any, wanted: list[str], have: dict[str, str]) -> None:
         have[oid.strip()] = body.removesuffix("\n")
 
 
-def _entry(text: str | None, name: str, file: str):
+def _entry(text: str | None, name: str, file: str, values: Any = None):
     from steps import kustomize
     from steps.domain.errors import ImagebumpError
 
     if text is None:
         return None
     try:
-        return kustomize.get_image(text, name, by_new_name=False, source=file)
+        return kustomize.read_entry(text, name, by_new_name=False, source=file, values=values)
     except ImagebumpError:
         return None  # not a readable kustomization then: no evidence either way
 
@@ -128,6 +128,7 @@ def last_image_change(
     depths: dict[str, int] | None = None,
     fetch: bool = True,
     current: tuple[str, Any] | None = None,
+    values: Any = None,
 ) -> ImageChange | None:
     """The newest commit at ``rev`` (at most ``limit`` commits that touched ``file`` back) that
     changed the image of the entry named ``name``, or None.
@@ -139,6 +140,7 @@ def last_image_change(
     fetched), shared by the callers of one clone, keeps a second entry from fetching it again.
     ``current`` (the file's text at ``rev`` and its entry, when the caller has read them) spares
     parsing that text again; every other version is parsed once, however many commits share it.
+    ``values`` (a :class:`steps.domain.models.ValuesRef`): ``file`` is a Helm values file.
     """
     texts: dict[str, str] = {}
     entries: dict[str, Any] = {}
@@ -147,7 +149,7 @@ def last_image_change(
         if oid not in entries:
             text = texts.get(oid)
             known = current is not None and text is not None and text == current[0]
-            entries[oid] = current[1] if known else _entry(text, name, file)  # type: ignore[index]
+            entries[oid] = current[1] if known else _entry(text, name, file, values)  # type: ignore[index]
         return entries[oid]
 
     tick = (count or (lambda: None)) if fetch else None
@@ -254,6 +256,7 @@ def unless_rolled_back(
             new_pushed_at=new_at,
             pushed_at=pushed_at,
             current=current,
+            values=plan.values,
         )
     if why is None:
         return plan

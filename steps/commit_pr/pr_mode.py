@@ -122,7 +122,9 @@ def _propose(
             return _Proposal(remote_sha, True, False, fields, message)
         living = open_pr() if remote_sha else None
         if remote_sha and living is not None:
-            why = guard_branch(plan, branch, entry_at(repo, remote_sha, plan.file, plan.image_name))
+            why = guard_branch(
+                plan, branch, entry_at(repo, remote_sha, plan.file, plan.image_name, plan.values)
+            )
             if why:
                 log.info("not updating %s: %s", branch, why)
                 return CommitPrOutput(

@@ -35,7 +35,7 @@ from steps.kustomize.splice import (
 )
 from steps.kustomize.values.find import Found, block_scalar_mentions, find_images, matching, show_path
 from steps.kustomize.values.refs import normalise, split_reference
-from steps.kustomize.values.tree import VMap, VScalar, ValuesError, compose, plain
+from steps.kustomize.values.tree import ValuesError, VMap, VScalar, compose, plain
 from steps.kustomize.yaml_nodes import position_of
 
 
@@ -280,7 +280,11 @@ def edit_values(
         _plan_one(plan, f, tag, digest, add_digest, source)
     t, d = plan.expect[0][1], next((e[2] for e in plan.expect if e[2]), None)
     new = ImagesEntry(name=repository, newName=old.newName, newTag=t, digest=d)
-    notes = [f"{f.where} is shared with {', '.join(f.shared)} (an anchor: edited once)" for f in matches if f.shared]
+    notes = [
+        f"{f.where} is shared with {', '.join(f.shared)} (an anchor: edited once)"
+        for f in matches
+        if f.shared
+    ]
     if not plan.replace and not plan.insert:
         return ValuesEdit(text, False, matches, [], notes, old, new)
     sp = Splicer(text)
@@ -330,7 +334,9 @@ def _verify(text, result, roots, plan: _Plan, repository, source, keys, scope) -
     try:
         after = compose(result, source)
     except ValuesError as exc:
-        raise ValuesError(f"{source}: the edit produced unreadable YAML ({exc}); nothing was written. This is a bug") from None
+        raise ValuesError(
+            f"{source}: the edit produced unreadable YAML ({exc}); nothing was written. This is a bug"
+        ) from None
     replace = {k: v[1] for k, v in plan.replace.items()}
     insert = {k: (v[0], v[1], v[2]) for k, v in plan.insert.items()}
     memo: dict = {}
@@ -341,8 +347,10 @@ def _verify(text, result, roots, plan: _Plan, repository, source, keys, scope) -
             f"{source}: the edit did not read back as intended (something besides the image changed); "
             "nothing was written. This is a bug, please report it with the file"
         )
-    now = matching(find_images(after, keys=keys, scope=scope, source=source), repository) if keys is None else (
-        find_images(after, keys=keys, scope=scope, source=source)
+    now = (
+        matching(find_images(after, keys=keys, scope=scope, source=source), repository)
+        if keys is None
+        else (find_images(after, keys=keys, scope=scope, source=source))
     )
     want = {f.path: (t, d) for f, t, d in plan.expect}
     got = {f.path: (f.tag, f.digest) for f in now}

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from steps.kustomize.splice import end_of_line, end_of_line_content, start_of_line
 from steps.kustomize.values.refs import join_registry, normalise, spellings, split_reference
-from steps.kustomize.values.tree import VMap, VScalar, VSeq, ValuesError
+from steps.kustomize.values.tree import ValuesError, VMap, VScalar, VSeq
 
 #: The roles :data:`VALUES_KEYS` may name (``valuesKeys`` of a rule).
 VALUES_KEYS = ("repository", "tag", "registry", "digest")
@@ -149,7 +149,9 @@ def _shapes(m: VMap, path: tuple, parent_key: VScalar | None, ctx: _Context) -> 
     repo, image, name = _str(m.get("repository")), _str(m.get("image")), _str(m.get("name"))
     registry = _str(m.get("registry"))
     has_registry = m.key_node("registry") is not None
-    digest_key = "digest" if m.key_node("digest") is not None else "sha" if m.key_node("sha") is not None else None
+    digest_key = (
+        "digest" if m.key_node("digest") is not None else "sha" if m.key_node("sha") is not None else None
+    )
 
     def mapping_image(shape: str, repository_key: str, repository: str, reg: str | None) -> Found:
         tag_slot = _slot(m, "tag", m.key_node(repository_key))
@@ -167,8 +169,10 @@ def _shapes(m: VMap, path: tuple, parent_key: VScalar | None, ctx: _Context) -> 
     if repo and "://" not in repo and "@" not in repo and split_reference(repo)[1] is None:
         reg = (ctx.image_registry or registry) if has_registry else None
         found.append(mapping_image("repository", "repository", repo, reg))
-    elif image and split_reference(image)[1:] == (None, None) and (
-        m.key_node("tag") is not None or digest_key or has_registry
+    elif (
+        image
+        and split_reference(image)[1:] == (None, None)
+        and (m.key_node("tag") is not None or digest_key or has_registry)
     ):
         found.append(mapping_image("image", "image", image, registry or ctx.global_image_registry))
     elif name and m.key_node("tag") is not None and split_reference(name)[1:] == (None, None):
@@ -183,7 +187,16 @@ def _shapes(m: VMap, path: tuple, parent_key: VScalar | None, ctx: _Context) -> 
         if (tag is None and digest is None) or not repository or " " in repository:
             continue
         found.append(
-            Found(path + (k.value,), "string", repository, tag, digest, m, k, string_slot=Slot(k, v, None, m, k.value))
+            Found(
+                path + (k.value,),
+                "string",
+                repository,
+                tag,
+                digest,
+                m,
+                k,
+                string_slot=Slot(k, v, None, m, k.value),
+            )
         )
     return found
 
@@ -241,11 +254,17 @@ def _by_keys(root, doc: int, keys: dict[str, str], source: str) -> Found | None:
     digest = _str(digest_slot.value) if digest_slot else None
     if tag and "@" in tag and digest is None:
         tag, _, digest = tag.partition("@")
-    return Found(path, "valuesKeys", join_registry(registry, repo), tag, digest, mapping, None, tag_slot, digest_slot)
+    return Found(
+        path, "valuesKeys", join_registry(registry, repo), tag, digest, mapping, None, tag_slot, digest_slot
+    )
 
 
 def find_images(
-    roots: list, *, keys: dict[str, str] | None = None, scope: tuple | None = None, source: str = "values.yaml"
+    roots: list,
+    *,
+    keys: dict[str, str] | None = None,
+    scope: tuple | None = None,
+    source: str = "values.yaml",
 ) -> list[Found]:
     """Every image the file holds (whatever its repository), in file order; ``scope``: only under
     that path (a helmfile release's inline values); ``keys``: only the one ``valuesKeys`` names."""
@@ -308,9 +327,7 @@ def block_scalar_mentions(roots: list, repository: str) -> VScalar | None:
     """A block scalar (``|``/``>``) whose text names ``repository`` with a tag or digest, if any:
     an image there cannot be edited as YAML (flux2 #5307 skipped it silently; imagebump refuses)."""
     names = spellings(repository)
-    pattern = re.compile(
-        r"(?<![\w./-])(?:" + "|".join(re.escape(n) for n in names) + r")(?=[:@])"
-    )
+    pattern = re.compile(r"(?<![\w./-])(?:" + "|".join(re.escape(n) for n in names) + r")(?=[:@])")
     stack = [r for r in roots if r is not None]
     seen: set[int] = set()
     while stack:

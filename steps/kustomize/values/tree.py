@@ -12,6 +12,8 @@ must read as. Pure.
 
 from __future__ import annotations
 
+import re
+
 import yaml
 from yaml import events as _ev
 
@@ -133,8 +135,20 @@ def compose(text: str, source: str) -> list:
         raise ValuesError(f"{source}: invalid YAML{at}: {' '.join(str(problem).split())}; {hint}") from None
 
 
+_TEMPLATE_LINE = re.compile(r"(?m)^([ \t]*)\{\{(?:[^\r\n]*)\}\}[ \t]*$")
+
+
+def neutralise(text: str) -> str:
+    """``text`` with each line that is only a Go template action (``{{- if … }}``, ``{{ end }}``)
+    turned into a comment of the same length (``#{- if … }}``), so the YAML around it can be read
+    with every position unchanged. Template actions inside values stay as they are."""
+    if "{{" not in text:
+        return text
+    return _TEMPLATE_LINE.sub(lambda m: m[1] + "#" + m[0][len(m[1]) + 1 :], text)
+
+
 def _compose(text: str, source: str) -> list:
-    get, offset = parse_events(text)
+    get, offset = parse_events(neutralise(text))
     anchors: dict[str, object] = {}
     stack: list[list] = []  # [node, pending key, keys seen]
     roots: list = []
@@ -170,7 +184,9 @@ def _compose(text: str, source: str) -> list:
                     f"{source}: undefined alias *{event.anchor} at {position_of(event.start_mark)}"
                 )
             if any(frame[0] is node for frame in stack):
-                raise ValuesError(f"{source}: the alias *{event.anchor} refers to itself (a recursive document)")
+                raise ValuesError(
+                    f"{source}: the alias *{event.anchor} refers to itself (a recursive document)"
+                )
             size = node.size
         elif kind is _ev.StreamEndEvent:
             break

@@ -39,12 +39,12 @@ def require_entry(text: str, name: str, *, source: str, values: ValuesRef | None
     from steps.domain.errors import ImageNotFoundError
 
     if values is not None:
-        _, found, matches = _values_writer.find_pushed(
+        roots, found, matches = _values_writer.find_pushed(
             text, name, source=source, keys=values.keys, scope=_scope(values)
         )
         entry = _values_writer.values_entry(matches, name, source)
         if entry is None:
-            raise _values_writer.not_found(found, name, source)
+            raise _values_writer.not_found(found, name, source, roots)
         return entry
     entry = get_image(text, name, source=source)
     if entry is None:

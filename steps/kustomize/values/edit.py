@@ -108,7 +108,12 @@ def values_entry(matches: list[Found], image: str, source: str) -> ImagesEntry |
     return ImagesEntry(name=image, newName=new_name, newTag=tag, digest=digest)
 
 
-def not_found(found: list[Found], repository: str, source: str) -> ImageNotFoundError:
+def not_found(found: list[Found], repository: str, source: str, roots: list | None = None) -> Exception:
+    """Why the file holds no image of ``repository``: a block scalar that names it (refused, not
+    skipped), else :class:`ImageNotFoundError` listing the images it holds."""
+    node = block_scalar_mentions(roots, repository) if roots else None
+    if node is not None:
+        return _in_block_scalar(repository, node, source)
     names = sorted({f.repository for f in found})
     listed = f"found: {', '.join(names)}" if names else "it holds no image in a known shape"
     return ImageNotFoundError(
@@ -153,11 +158,15 @@ def _refuse_unsafe(text: str, roots: list, matches: list[Found], repository: str
             )
     node = block_scalar_mentions(roots, repository)
     if node is not None:
-        raise ValuesError(
-            f"{source}: {repository} is named inside a block scalar (| or >) at {position_of(node.start_mark)}; "
-            "text inside a block scalar is not YAML imagebump can edit (Flux skips it silently): move the "
-            "image to its own fields"
-        )
+        raise _in_block_scalar(repository, node, source)
+
+
+def _in_block_scalar(repository: str, node: VScalar, source: str) -> ValuesError:
+    return ValuesError(
+        f"{source}: {repository} is named inside a block scalar (| or >) at {position_of(node.start_mark)}; "
+        "text inside a block scalar is not YAML imagebump can edit (Flux skips it silently): move the "
+        "image to its own fields"
+    )
 
 
 def _value_span(text: str, node: VScalar) -> tuple[int, int]:
@@ -272,7 +281,7 @@ def edit_values(
         raise ValuesError(f"nothing to set for {repository}: give a tag or a digest")
     roots, found, matches = find_pushed(text, repository, source=source, keys=keys, scope=scope)
     if not matches:
-        raise not_found(found, repository, source)
+        raise not_found(found, repository, source, roots)
     old = values_entry(matches, repository, source)
     _refuse_unsafe(text, roots, matches, repository, source)
     plan = _Plan()

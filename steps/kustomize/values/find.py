@@ -310,9 +310,14 @@ def find_images(
                     stack.append((node.items[i], path + (i,), None))
     for f in found:
         shared = set()
+        own = {f.path}
+        for slot in (f.tag_slot, f.digest_slot, f.string_slot):
+            if slot is not None and slot.key is not None:
+                own.add(f.path + (slot.key.value,) if slot is not f.string_slot else f.path)
         for n in [f.mapping, *f.nodes()] if f.shape != "string" else f.nodes():
-            for p in occurrences.get(id(n), [])[1:] if n is not None else []:
-                shared.add(show_path(p))
+            for p in occurrences.get(id(n), []) if n is not None else []:
+                if p not in own and not any(p[: len(o)] == o for o in own):
+                    shared.add(show_path(p))
         f.shared = sorted(shared)
     return found
 

@@ -187,7 +187,7 @@ def _compose(text: str, source: str) -> list:
                 raise ValuesError(
                     f"{source}: the alias *{event.anchor} refers to itself (a recursive document)"
                 )
-            size = node.size
+            size = 1 if isinstance(node, VScalar) else node.size
         elif kind is _ev.StreamEndEvent:
             break
         else:

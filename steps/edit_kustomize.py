@@ -137,9 +137,7 @@ def _new_entry(target: Target, old: ImagesEntry) -> ImagesEntry:
 
 def values_ref(target: Target, scope: list | None = None) -> ValuesRef | None:
     """How to find the image in the target's values file (None: the target edits a kustomization)."""
-    if not target.edits_values:
-        return None
-    return ValuesRef(keys=target.values_keys, scope=scope, add_digest=target.write_digest)
+    return target.values_ref(scope)
 
 
 def find_entry(text: str, target: Target, file: str, values: ValuesRef | None = None) -> ImagesEntry:
@@ -353,16 +351,15 @@ def _read_overlay(repo, overlay: str) -> tuple[str, str]:
 def _read_values(repo, target: Target) -> tuple[str, str, ValuesRef]:
     """(repository path of the values file that holds the image, its text, how to find it there).
 
-    A ``valuesFile`` is read as it is; a helmfile release's sources
-    (:func:`steps.kustomize.values.helmfile.release_sources`) are searched, highest precedence
-    first, and the first that holds the pushed image is the one edited."""
-    from steps.kustomize.values import find_pushed
-    from steps.kustomize.values.helmfile import release_sources
+    A ``valuesFile`` is read as it is; a helmfile release's sources are searched
+    (:func:`steps.kustomize.values.helmfile.locate_image`, highest precedence first).
+    """
+    from steps.kustomize.values.helmfile import locate_image
 
-    where = f"{repo.url} branch '{repo.branch}'"
     if target.values_file is not None:
         text = repo.read(target.values_file)
         if text is None:
+            where = f"{repo.url} branch '{repo.branch}'"
             raise KustomizationError(
                 f"values file {target.values_file} is not in {where}; fix valuesFile in the rule"
             )
@@ -370,33 +367,15 @@ def _read_values(repo, target: Target) -> tuple[str, str, ValuesRef]:
     ref = target.helmfile
     assert ref is not None
     head = repo.cloned_head()
-    text = repo.read(ref.file)
-    if text is None:
-        raise KustomizationError(f"helmfile {ref.file} is not in {where}; fix helmfile.file in the rule")
-    sources = release_sources(text, ref.file, ref.release, ref.environment)
-    searched = []
-    for source in reversed(sources):
-        body = text if source.file == ref.file else repo.show(head, source.file)
-        if body is None:
-            searched.append(f"{source} (absent)")
-            continue
-        searched.append(str(source))
-        scope = list(source.scope) if source.scope else None
-        ref_values = values_ref(target, scope)
-        _, _, matches = find_pushed(
-            body,
-            target.image,
-            source=source.file,
-            keys=target.values_keys,
-            scope=tuple(scope) if scope else None,
-        )
-        if matches:
-            return source.file, body, ref_values
-    raise ImageNotFoundError(
-        f"image {target.image!r} is in none of the values of release {ref.release!r} "
-        f"(environment {ref.environment or '(none)'}) of {ref.file}: searched {', '.join(searched) or 'nothing'}",
-        found=[],
+    file, text, scope = locate_image(
+        lambda path: repo.show(head, path),
+        ref.file,
+        ref.release,
+        ref.environment,
+        target.image,
+        target.values_keys,
     )
+    return file, text, values_ref(target, list(scope) if scope else None)
 
 
 def carry_text(plan: Plan, repo, text: str, mode: str = "commit") -> Plan:

@@ -193,6 +193,12 @@ class Target(BaseModel):
         """Does this target edit a Helm values file (or a helmfile release) rather than a kustomization?"""
         return self.values_file is not None or self.helmfile is not None
 
+    def values_ref(self, scope: list | None = None) -> ValuesRef | None:
+        """How to find the image in this target's values file (None: it edits a kustomization)."""
+        if not self.edits_values:
+            return None
+        return ValuesRef(keys=self.values_keys, scope=scope, add_digest=self.write_digest)
+
     @property
     def key(self) -> str:
         """What serialises writers: one overlay of one repository, however a rule spells it

@@ -50,6 +50,7 @@ def hold_rolled_back(repo: Any, items: Sequence[Any], *, count: Callable[[], Non
                 branch=newest.base_branch or repo.branch,
                 count=count,
                 depths=depths,
+                values=item.values,
             )
         except ImagebumpError as exc:
             reason = f"{verdict.reason}; its history could not be read to find a rollback ({exc})"

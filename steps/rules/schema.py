@@ -116,9 +116,8 @@ class RuleSpec(BaseModel):
     def _values_file(cls, value: str | None) -> str | None:
         if value is not None:
             value = value.strip()
-            parts = value.strip("/").split("/")
-            if not value.strip("/") or ".." in parts or "\\" in value or "\x00" in value:
-                raise _problem(f"{excerpt(value)} must be a path inside the repository (no '..')")
+            if not value.strip("/") or "\\" in value or "\x00" in value or value.endswith("/"):
+                raise _problem(f"{excerpt(value)} must be the path of a file ('/' separated)")
         return value
 
     @field_validator("values_keys")

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from steps.domain.errors import ImageNotFoundError
 from steps.kustomize.values.tree import ValuesError, VMap, VScalar, VSeq, compose
 
 _ENV_NAME = re.compile(r"\{\{-?\s*\.Environment\.Name\s*-?\}\}")
@@ -111,3 +113,46 @@ def _resolve_path(raw: str, base: str, helmfile: str, environment: str) -> str:
     if joined == ".." or joined.startswith("../"):
         raise ValuesError(f"{helmfile}: the values path {raw!r} leaves the repository")
     return joined
+
+
+def locate_image(
+    read: Callable[[str], str | None],
+    helmfile: str,
+    release: str,
+    environment: str,
+    repository: str,
+    keys: dict[str, str] | None = None,
+) -> tuple[str, str, tuple | None]:
+    """(file, its text, scope) of the release's values that hold ``repository``: its sources
+    (:func:`release_sources`) searched highest precedence first; ``read`` gives a repository
+    file's text (None: absent — a conditional file helmfile skips too).
+
+    Raises:
+        ImageNotFoundError: no source holds the image (the message lists those searched).
+        ValuesError: the helmfile cannot be read or resolved.
+    """
+    from steps.kustomize.values.edit import find_pushed
+
+    text = read(helmfile)
+    if text is None:
+        raise ValuesError(f"helmfile {helmfile} is not in the repository; fix helmfile.file in the rule")
+    searched = []
+    for source in reversed(release_sources(text, helmfile, release, environment)):
+        body = text if source.file == helmfile else read(source.file)
+        if body is None:
+            searched.append(f"{source} (absent)")
+            continue
+        searched.append(str(source))
+        try:
+            _, _, matches = find_pushed(body, repository, source=source.file, keys=keys, scope=source.scope)
+        except ValuesError:
+            if keys is None:
+                raise
+            continue  # valuesKeys name fields of another of the release's files
+        if matches:
+            return source.file, body, source.scope
+    raise ImageNotFoundError(
+        f"image {repository!r} is in none of the values of release {release!r} (environment "
+        f"{environment or '(none)'}) of {helmfile}: searched {', '.join(searched) or 'nothing'}",
+        found=[],
+    )

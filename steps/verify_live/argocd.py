@@ -116,6 +116,52 @@ def deploys(
     return False
 
 
+def deploys_file(
+    app: dict[str, Any], repo_url: str, file: str, branch: str, default_branch: bool
+) -> int | None | bool:
+    """The index of the source through which the Application deploys the Helm values file (or
+    helmfile) ``file`` of ``repo_url`` at ``branch`` (None for ``spec.source``), or False (issue 34).
+
+    It does when a source of that repository and branch has the file inside its ``path`` (a Helm
+    chart's own values, a helmfile plugin's directory), or a Helm source names it in
+    ``helm.valueFiles`` — relative to its ``path``, or ``$ref/…`` through a ``ref:`` source of the
+    repository (the chart from a Helm repository, the values from Git: that ``ref`` source's
+    revision is the one to compare).
+    """
+    want_repo, want_file = normalise_repo_url(repo_url), normalise_path(file)
+    ours = {
+        index: source
+        for index, source in sources(app)
+        if normalise_repo_url(str(source.get("repoURL") or "")) == want_repo
+        and follows_branch(str(source.get("targetRevision") or ""), branch, default_branch)
+    }
+    refs = {str(s["ref"]): i for i, s in ours.items() if s.get("ref")}
+    for index, source in sources(app):
+        path = normalise_path(str(source.get("path") or ""))
+        if (
+            index in ours
+            and source.get("path") is not None
+            and (not path or want_file.startswith(path + "/"))
+        ):
+            return index
+        helm = source.get("helm") if isinstance(source.get("helm"), dict) else {}
+        for value_file in helm.get("valueFiles") or []:
+            text = str(value_file)
+            if text.startswith("$"):
+                ref, _, rest = text[1:].partition("/")
+                if ref in refs and normalise_path(rest) == want_file:
+                    return refs[ref]
+            elif index in ours and _joined(path, text) == want_file:
+                return index
+    return False
+
+
+def _joined(path: str, relative: str) -> str:
+    import posixpath
+
+    return normalise_path(posixpath.normpath(posixpath.join(path or ".", relative)))
+
+
 def application_namespaces(api: kube.KubeApi, argocd_ns: str) -> tuple[list[str], list[str]]:
     """(plain namespace names, patterns) where Argo CD manages Applications besides its own.
 
@@ -155,8 +201,10 @@ def find(
     path: str,
     branch: str,
     default_branch: bool,
+    file: str | None = None,
 ) -> list[tuple[Deployment, dict[str, Any]]]:
-    """Every Application (Argo CD's namespace and those it enables) deploying the overlay at ``branch``."""
+    """Every Application (Argo CD's namespace and those it enables) deploying the overlay at ``branch``
+    (``file``: a Helm values file or helmfile, :func:`deploys_file`)."""
     literal, patterns = application_namespaces(api, argocd_ns)
     apps: list[dict[str, Any]] = []
     if patterns:  # a pattern cannot be listed namespace by namespace: one list over the cluster
@@ -175,7 +223,10 @@ def find(
             apps.extend(kube.list_all(api, kube.APPLICATION, ns))
     found = []
     for app in apps:
-        index = deploys(app, repo_url, path, branch, default_branch)
+        if file is not None:
+            index = deploys_file(app, repo_url, file, branch, default_branch)
+        else:
+            index = deploys(app, repo_url, path, branch, default_branch)
         if index is not False:
             meta = app.get("metadata") or {}
             found.append((Deployment(meta.get("namespace", ""), meta.get("name", ""), index), app))

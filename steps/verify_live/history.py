@@ -10,6 +10,7 @@ demand). Imports :mod:`steps.git` and :mod:`steps.kustomize`.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from steps import git
 from steps.domain.errors import KustomizationError
@@ -20,10 +21,18 @@ class History:
     """The base branch's history, fetched once into ``workdir`` and again when a revision is new."""
 
     def __init__(
-        self, repo_url: str, branch: str, commit: str, file: str, image_name: str, workdir: Path
+        self,
+        repo_url: str,
+        branch: str,
+        commit: str,
+        file: str,
+        image_name: str,
+        workdir: Path,
+        values: Any = None,
     ) -> None:
         self.url, self.branch, self.commit = repo_url, branch, commit
         self.file, self.image_name = file, image_name
+        self.values = values  # a Helm values file: how to find the image (steps.domain.models.ValuesRef)
         self.auth = git.GitAuth.from_env(write=False)
         self.path = workdir
         self._facts: dict[str, RevisionFacts] = {}
@@ -84,13 +93,13 @@ class History:
         return facts
 
     def _image_at(self, revision: str) -> str | None:
-        from steps.kustomize import get_image
+        from steps.kustomize import read_entry
 
         shown = self._git(["show", f"{revision}:{self.file}"], check=False)
         if shown.returncode != 0:
             return None
         try:
-            entry = get_image(shown.stdout, self.image_name, source=self.file)
+            entry = read_entry(shown.stdout, self.image_name, source=self.file, values=self.values)
         except KustomizationError:  # a file that no longer parses: what Git holds there is unknown
             return None
         if entry is None:

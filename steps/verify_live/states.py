@@ -87,12 +87,33 @@ def live_state(target: Target, api: Any, namespace: str, workdir: Path) -> LiveS
         auth = git.GitAuth.from_env(write=False)
         default_branch = git.default_branch(target.repo_url, auth)
         branch = target.base_branch or default_branch
-        found = argocd.find(api, namespace, target.repo_url, target.path, branch, branch == default_branch)
+        if target.helmfile is not None:  # issue 34: the release's values file is known only after an update
+            row.reason = "the live state of a helmfile release is read by verify-live after each update"
+            return row
+        found = argocd.find(
+            api,
+            namespace,
+            target.repo_url,
+            target.path,
+            branch,
+            branch == default_branch,
+            file=target.values_file,
+        )
         if not found:
             row.state, row.reason = target_state([])
             return row
         files = [f"{target.path}/{name}".lstrip("/") for name in KUSTOMIZATION_FILES]
-        history = History(target.repo_url, branch, "", files[0], target.image_name or target.image, workdir)
+        if target.values_file is not None:
+            files = [target.values_file]
+        history = History(
+            target.repo_url,
+            branch,
+            "",
+            files[0],
+            target.image_name or target.image,
+            workdir,
+            target.values_ref(),
+        )
         head = history.head()
         file = next((f for f in files if history.exists(head, f)), files[0])
         # the overlay's newest change is what must be live (History took files[0]'s)

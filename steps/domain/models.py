@@ -193,6 +193,16 @@ class Target(BaseModel):
         """Does this target edit a Helm values file (or a helmfile release) rather than a kustomization?"""
         return self.values_file is not None or self.helmfile is not None
 
+    @property
+    def edited(self) -> str:
+        """What the target edits inside its repository: the overlay directory, the values file, or
+        the helmfile release (``FILE#RELEASE@ENV``): one target per edited thing."""
+        if self.values_file is not None:
+            return self.values_file
+        if self.helmfile is not None:
+            return f"{self.helmfile.file}#{self.helmfile.release}@{self.helmfile.environment}"
+        return self.path
+
     def values_ref(self, scope: list | None = None) -> ValuesRef | None:
         """How to find the image in this target's values file (None: it edits a kustomization)."""
         if not self.edits_values:

@@ -205,7 +205,9 @@ def _run_values(args: argparse.Namespace) -> int:
         for item in args.values_key:
             role, eq, path = item.partition("=")
             if not eq or role not in VALUES_KEYS or not path.strip():
-                raise ConfigError(f"--values-key {item!r}: expected ROLE=PATH, ROLE one of {', '.join(VALUES_KEYS)}")
+                raise ConfigError(
+                    f"--values-key {item!r}: expected ROLE=PATH, ROLE one of {', '.join(VALUES_KEYS)}"
+                )
             keys[role] = path.strip()
         if "repository" not in keys or "tag" not in keys:
             raise ConfigError("--values-key needs repository=PATH and tag=PATH")
@@ -217,7 +219,9 @@ def _run_values(args: argparse.Namespace) -> int:
     try:
         text = target.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"{shown}: not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8") from None
+        raise ConfigError(
+            f"{shown}: not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8"
+        ) from None
     except OSError as exc:
         raise ConfigError(f"{shown}: cannot read: {exc.strerror}") from None
     try:
@@ -225,6 +229,7 @@ def _run_values(args: argparse.Namespace) -> int:
     except ImageNotFoundError as exc:
         print(f"imagebump set-image: {exc}", file=sys.stderr)
         return 1
+
     def version(entry) -> str:
         return image_ref(entry.newTag, entry.digest, short=True, mark="…", none="(unset)")
 

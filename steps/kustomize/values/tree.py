@@ -71,31 +71,43 @@ class _Coll:
 class VMap(_Coll):
     """A mapping: ``pairs`` [(key node, value node)] in file order."""
 
-    __slots__ = ("pairs",)
+    __slots__ = ("_index", "pairs")
 
     def __init__(self, event, offset: int) -> None:
         super().__init__(event, offset)
         self.pairs: list[tuple[object, object]] = []
+        self._index: dict[str, tuple[object, object]] | None = None
+
+    @property
+    def index(self) -> dict[str, tuple[object, object]]:
+        """scalar key → (key node, value node), the first of each (built once, after composing)."""
+        if self._index is None:
+            index: dict[str, tuple[object, object]] = {}
+            for k, v in self.pairs:
+                if isinstance(k, VScalar):
+                    index.setdefault(k.event.value, (k, v))
+            self._index = index
+        return self._index
 
     def get(self, key: str):
         """The value node of the scalar key ``key`` (merge keys ``<<`` followed), or None."""
-        for k, v in self.pairs:
-            if isinstance(k, VScalar) and k.value == key and k.value != "<<":
-                return v
-        for k, v in self.pairs:
-            if isinstance(k, VScalar) and k.value == "<<":
-                for merged in v.items if isinstance(v, VSeq) else [v]:
-                    if isinstance(merged, VMap):
-                        found = merged.get(key)
-                        if found is not None:
-                            return found
+        index = self.index
+        found = index.get(key)
+        if found is not None and key != "<<":
+            return found[1]
+        merge = index.get("<<")
+        if merge is not None:
+            v = merge[1]
+            for merged in v.items if isinstance(v, VSeq) else [v]:
+                if isinstance(merged, VMap):
+                    got = merged.get(key)
+                    if got is not None:
+                        return got
         return None
 
     def key_node(self, key: str) -> VScalar | None:
-        for k, _ in self.pairs:
-            if isinstance(k, VScalar) and k.value == key:
-                return k
-        return None
+        found = self.index.get(key)
+        return found[0] if found is not None else None  # type: ignore[return-value]
 
 
 class VSeq(_Coll):
@@ -229,10 +241,22 @@ def _compose(text: str, source: str) -> list:
 _PENDING = object()
 
 
+_TAGS: dict[str, str] = {}
+
+
 def scalar_key(node: VScalar) -> tuple:
     """A scalar as compared: its resolved YAML type and its value (positions and quoting aside)."""
-    tag = node.tag
-    return ("s", tag, node.value if tag != "tag:yaml.org,2002:null" else "")
+    event = node.event
+    if event.tag is None and event.implicit[0]:  # plain: YAML 1.2's reading (remembered per value)
+        value = event.value
+        tag = _TAGS.get(value)
+        if tag is None:
+            tag = node.tag
+            if len(_TAGS) < 4096:
+                _TAGS[value] = tag
+    else:
+        tag = node.tag
+    return ("s", tag, event.value if tag != "tag:yaml.org,2002:null" else "")
 
 
 def plain(node, replace: dict[int, str] | None = None, insert: dict[int, tuple] | None = None, memo=None):

@@ -126,3 +126,38 @@ def test_reconcile_moves_values_targets_from_behind_to_current(world: World, cap
         "production": "proposed",
     }
     assert second["submitted"] == 0
+
+
+def test_push_to_live_through_a_multi_source_values_application(moto, tmp_path: Path) -> None:
+    """verify-live on a values file: the chart from a Helm repository, the values from Git through a
+    ``ref: values`` source (``$values/…``), against the simulated Argo CD."""
+    from imagebump.local.argocd_sim import ArgoCDSimulator, application
+    from tests.fakes.kube import FakeKube, FakeKubeServer
+
+    kube = FakeKube()
+    with build_world(tmp_path, moto=moto, files=files, rules=rules) as world, FakeKubeServer(kube) as server:
+        kubeconfig = server.write_kubeconfig(tmp_path / "kubeconfig", context="sim")
+        world.set_live("sim", "60s", kubeconfig=str(kubeconfig))
+        world.set_env_config({"IMAGEBUMP_LIVE_POLL_SECONDS": "0.1"})
+        app = application("api-helm", world.manifests_url, "")
+        app["spec"].pop("source")
+        app["spec"]["sources"] = [
+            {
+                "repoURL": "https://charts.example.com",
+                "chart": "api",
+                "targetRevision": "1.2.0",
+                "helm": {"valueFiles": [f"$values/{VALUES_FILE}"]},
+            },
+            {"repoURL": world.manifests_url, "targetRevision": "HEAD", "ref": "values"},
+        ]
+        kube.seed(app)
+        sim = ArgoCDSimulator(kube, git_token=world.token, poll=0.05)
+        sim.reconcile_once()
+        with sim:
+            push_image(world, "1.4.2")
+            report = run_until_done(world, 1, timeout=120, visibility_timeout=5)
+        (outcome,) = report.outcomes
+        by_env = {t.env: t for t in target_results(outcome.result)}
+        staging = by_env["staging"]
+        assert staging.action == "committed" and staging.live == "live", staging.live_outputs
+        assert ":1.4.2" in staging.live_outputs["image"] or "@sha256:" in staging.live_outputs["image"]

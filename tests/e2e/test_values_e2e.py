@@ -161,3 +161,38 @@ def test_push_to_live_through_a_multi_source_values_application(moto, tmp_path: 
         staging = by_env["staging"]
         assert staging.action == "committed" and staging.live == "live", staging.live_outputs
         assert ":1.4.2" in staging.live_outputs["image"] or "@sha256:" in staging.live_outputs["image"]
+
+
+def test_holds_and_pins_on_values_files(moto, tmp_path: Path) -> None:
+    """A ``# imagebump:hold`` on the image's mapping holds it; ``valuesKeys`` naming another
+    repository pins it: nothing is written to either file."""
+    pinned_file = "charts/api/values-dr.yaml"
+
+    def held_files(image: str) -> dict[str, str]:
+        out = files(image)
+        out[VALUES_FILE] = out[VALUES_FILE].replace(
+            "image:\n", "image:  # imagebump:hold until the QA sign-off\n"
+        )
+        out[pinned_file] = f"image: {image}-dr\nimageTag: 1.4.1\n"
+        return out
+
+    def held_rules(world: World) -> str:
+        prefix = world.repository.rsplit("/", 1)[0]
+        uri = f"{world.registry}/{prefix}/$1"
+        repo = f"{world.git.base_url}/{MANIFESTS_REPO}"
+        return (
+            f"- registryURI: {uri}\n  githubRepository: {repo}/charts/$1\n  valuesFile: values-staging.yaml\n"
+            "  env: staging\n  mode: commit\n  provider: local\n"
+            f"- registryURI: {uri}\n  githubRepository: {repo}/charts/$1\n  valuesFile: values-dr.yaml\n"
+            "  valuesKeys: {repository: image, tag: imageTag}\n  env: dr\n  mode: commit\n  provider: local\n"
+        )
+
+    with build_world(tmp_path, moto=moto, files=held_files, rules=held_rules) as world:
+        before = {f: world.read(f) for f in (VALUES_FILE, pinned_file)}
+        push_image(world, "1.4.2")
+        report = run_until_done(world, 1, timeout=90, visibility_timeout=3)
+        (outcome,) = report.outcomes
+        by_env = {t.env: t for t in target_results(outcome.result)}
+        assert by_env["staging"].decision == "held" and "QA sign-off" in by_env["staging"].reason
+        assert by_env["dr"].decision == "pinned"
+        assert {f: world.read(f) for f in before} == before

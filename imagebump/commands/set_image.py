@@ -64,6 +64,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--add", action="store_true", help="append the image to images: if it is not there")
     parser.add_argument(
         "--values",
+        "--values-file",
+        dest="values",
         action="store_true",
         help="PATH is a Helm values file: set the image REPOSITORY[:TAG][@DIGEST] wherever the file holds it",
     )

@@ -30,7 +30,9 @@ def branch_name(target: Target) -> str:
     branch as configured — never on tag or digest), a valid git ref, at most 120 characters; the
     hash keeps two targets apart when their slugs collide after shortening.
     """
-    where = target.edited.strip("/")  # the overlay; a values file or helmfile release (issue 34) by its own name
+    where = target.edited.strip(
+        "/"
+    )  # the overlay; a values file or helmfile release (issue 34) by its own name
     identity = "\n".join([target.env, where, target.image, target.image_name or "", target.base_branch or ""])
     digest = hashlib.sha256(identity.encode()).hexdigest()[:8]
     repository = target.image.split("/", 1)[1] if "/" in target.image else target.image

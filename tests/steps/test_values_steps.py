@@ -223,3 +223,37 @@ def test_helmfile_path_it_cannot_resolve_is_a_clear_error_naming_it() -> None:
 def test_helmfile_unknown_release_lists_the_releases() -> None:
     with pytest.raises(ValuesError, match="api, worker, templated"):
         locate_image(zoo_reader(), "deploy/helmfile.yaml", "nope", "prod", IMAGE)
+
+
+# --- rollbacks from the values file's history ---------------------------------------------------------
+
+
+def _git(cwd: Path, *args: str) -> None:
+    import subprocess
+
+    env = {"GIT_AUTHOR_NAME": "Ann", "GIT_AUTHOR_EMAIL": "ann@example.com", "GIT_COMMITTER_NAME": "Ann"}
+    env |= {"GIT_COMMITTER_EMAIL": "ann@example.com", "PATH": "/usr/bin:/bin", "HOME": str(cwd)}
+    subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True)
+
+
+def test_a_persons_rollback_in_the_values_files_history_holds_it(tmp_path: Path) -> None:
+    from steps.domain.intent import rollback
+    from steps.entry_history import last_image_change
+    from steps.git import ClonedRepo
+
+    _git(tmp_path, "init", "-q", "-b", "main")
+    file = tmp_path / "values.yaml"
+    steps = [
+        ("1.4.1", "initial"),
+        ("1.4.2", f"imagebump(prod): 1.4.2\n\nImagebump-Image: {IMAGE}:1.4.2"),
+        ("1.4.1", "roll back: 1.4.2 leaks memory"),
+    ]
+    for tag, message in steps:
+        file.write_text(VALUES.replace("1.4.2", tag))
+        _git(tmp_path, "add", "values.yaml")
+        _git(tmp_path, "commit", "-q", "-m", message)
+    change = last_image_change(
+        ClonedRepo(tmp_path, "main"), "HEAD", "values.yaml", IMAGE, fetch=False, values=target().values_ref()
+    )
+    assert change is not None and (change.before.newTag, change.after.newTag) == ("1.4.2", "1.4.1")
+    assert rollback(change, "semver", lambda _entry: None) is change

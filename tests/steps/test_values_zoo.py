@@ -309,6 +309,9 @@ def test_hold_marker_on_any_line_of_the_images_mapping() -> None:
         text = "".join(lines)
         _, _, matches = find_pushed(text, f"{ECR}/team/api")
         assert hold_reason(text, matches) == "waiting for QA"
+    above = f"# imagebump:hold pinned for the audit\nimage:\n  repository: {ECR}/team/api\n  tag: 1.0\n"
+    _, _, matches = find_pushed(above, f"{ECR}/team/api")
+    assert hold_reason(above, matches) == "pinned for the audit"
     quoted = f"image:\n  repository: {ECR}/team/api\n  tag: '1.0 # imagebump:hold'\n"
     _, _, matches = find_pushed(quoted, f"{ECR}/team/api")
     assert hold_reason(quoted, matches) is None

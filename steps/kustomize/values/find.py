@@ -77,6 +77,13 @@ class Found:
         line, and the comment lines right after it indented at least as deep as its keys."""
         start_node = self.parent_key or self.mapping or self.string_slot.value
         first = start_of_line(text, start_node.start)
+        while first > 0:  # comment lines right above, at the key's column, belong to it
+            above = start_of_line(text, first - 1)
+            line = text[above:first].rstrip("\r\n")
+            stripped = line.lstrip(" \t")
+            if not stripped.startswith("#") or len(line) - len(stripped) != start_node.column:
+                break
+            first = above
         if self.mapping is not None and self.shape != "string":
             last = _last_end(self.mapping)
             column = self.mapping.column

@@ -386,7 +386,8 @@ def carry_text(plan: Plan, repo, text: str, mode: str = "commit") -> Plan:
     regular file reached without a symbolic link (the blob id is what commit-pr compares with the
     newest base; a file behind a link has another), and a file without a ``secretGenerator`` (its
     literals would be secrets in a workflow parameter, shown by Argo's UI and kept in the
-    Workflow's status; commit-pr reads such a file from the remote). commit-pr believes the text
+    Workflow's status; commit-pr reads such a file from the remote), nor a Helm values file (values
+    often hold credentials). commit-pr believes the text
     only when it hashes to the blob id (:meth:`steps.git.ClonedRepo.know`).
 
     The objects (``Plan.base_objects``: the base commit and the trees from its root down to the
@@ -400,6 +401,8 @@ def carry_text(plan: Plan, repo, text: str, mode: str = "commit") -> Plan:
     from steps.git.objects import blob_id, object_format
 
     if not plan.changed or len(text.encode("utf-8")) > CARRIED_TEXT_LIMIT or "secretGenerator" in text:
+        return plan
+    if plan.values is not None:  # a Helm values file may hold passwords: never in a workflow parameter
         return plan
     root = repo.path.resolve()
     if repo.resolve(plan.file) != root / plan.file or (repo.path / plan.file).is_symlink():

@@ -257,3 +257,26 @@ def test_a_persons_rollback_in_the_values_files_history_holds_it(tmp_path: Path)
     )
     assert change is not None and (change.before.newTag, change.after.newTag) == ("1.4.2", "1.4.1")
     assert rollback(change, "semver", lambda _entry: None) is change
+
+
+def test_a_values_files_text_never_travels_in_the_plan() -> None:
+    """Values files often hold credentials: the plan never carries the text to commit-pr."""
+    from steps.edit_kustomize import carry_text
+
+    p = plan(VALUES + "auth:\n  password: hunter2\n")
+    assert p.changed
+    assert carry_text(p, repo=None, text=VALUES) is p  # the repository is not even looked at
+
+
+def test_write_refuses_a_pinned_value_keys_image() -> None:
+    text = f"image: {ECR}/dr/api\nimageTag: 1.4.2\n"
+    keys = {"repository": "image", "tag": "imageTag"}
+    with pytest.raises(ValuesError, match="pinned"):
+        write_entry(
+            text,
+            IMAGE,
+            source="v.yaml",
+            tag="1.4.3",
+            digest=None,
+            values=target(values_keys=keys).values_ref(),
+        )

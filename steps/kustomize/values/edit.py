@@ -283,6 +283,11 @@ def edit_values(
     if not matches:
         raise not_found(found, repository, source, roots)
     old = values_entry(matches, repository, source)
+    if keys is not None and normalise(matches[0].repository) != normalise(repository):
+        raise ValuesError(
+            f"{source}: the fields valuesKeys names compose {matches[0].repository}, not {repository}: that "
+            "image is pinned to another repository; nothing was written"
+        )
     _refuse_unsafe(text, roots, matches, repository, source)
     plan = _Plan()
     for f in matches:

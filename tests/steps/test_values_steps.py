@@ -280,3 +280,8 @@ def test_write_refuses_a_pinned_value_keys_image() -> None:
             digest=None,
             values=target(values_keys=keys).values_ref(),
         )
+
+
+def test_helmfile_without_an_environment_uses_helmfiles_default() -> None:
+    text = "releases:\n  - name: api\n    values:\n      - values/{{ .Environment.Name }}.yaml\n"
+    assert [str(s) for s in release_sources(text, "helmfile.yaml", "api", "")] == ["values/default.yaml"]

@@ -43,12 +43,13 @@ class ValuesSource:
 
 def release_sources(text: str, helmfile: str, release: str, environment: str) -> list[ValuesSource]:
     """Where release ``release`` of the helmfile at repository path ``helmfile`` takes its values in
-    ``environment``, lowest precedence first.
+    ``environment`` (``""``: helmfile's ``default``), lowest precedence first.
 
     Raises:
         ValuesError: the helmfile cannot be read, has no (or several) such release, or a values
             path needs more than ``{{ .Environment.Name }}`` to resolve.
     """
+    environment = environment or "default"  # helmfile's own default without --environment
     roots = compose(text, helmfile)
     base = posixpath.dirname(helmfile)
     found: list[ValuesSource] = []
@@ -58,7 +59,7 @@ def release_sources(text: str, helmfile: str, release: str, environment: str) ->
         if not isinstance(root, VMap):
             continue
         envs = root.get("environments")
-        if isinstance(envs, VMap) and environment:
+        if isinstance(envs, VMap):
             env = envs.get(environment)
             values = env.get("values") if isinstance(env, VMap) else None
             found += _entries(values, (d, "environments", environment, "values"), base, helmfile, environment)
@@ -100,7 +101,7 @@ def _entries(values, path: tuple, base: str, helmfile: str, environment: str) ->
 
 
 def _resolve_path(raw: str, base: str, helmfile: str, environment: str) -> str:
-    value = _ENV_NAME.sub(environment, raw) if environment else raw
+    value = _ENV_NAME.sub(environment, raw)
     if "{{" in value or "}}" in value:
         raise ValuesError(
             f"{helmfile}: the values path {raw!r} needs helmfile to render it (imagebump resolves only "

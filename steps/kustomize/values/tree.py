@@ -17,7 +17,7 @@ import re
 import yaml
 from yaml import events as _ev
 
-from steps.domain.errors import KustomizationError
+from steps.domain.errors import ValuesError
 from steps.kustomize.yaml_nodes import STR_TAG, Scalar, gc_paused, is_null, parse_events, position_of
 
 #: The largest values file read, in bytes: real charts' values files are up to a few hundred KiB.
@@ -26,10 +26,6 @@ MAX_VALUES_BYTES = 4 << 20
 MAX_VALUES_DEPTH = 128
 #: How many nodes aliases may add once expanded (a "billion laughs" document is refused).
 MAX_VALUES_EXPANSION = 100_000
-
-
-class ValuesError(KustomizationError):
-    """A values file or helmfile that cannot be read, or an image in it that cannot be edited safely."""
 
 
 class VScalar(Scalar):

@@ -56,7 +56,7 @@ from steps.domain.errors import (
     KustomizationError,
 )
 from steps.domain.events import parse_repository_uri
-from steps.domain.models import Decision, ImagesEntry, Plan, Target, image_ref
+from steps.domain.models import Decision, ImagesEntry, Plan, Target, ValuesRef, image_ref
 from steps.runtime.harness import step_entry
 from steps.runtime.settings import github_app_configured
 from steps.runtime.timing import timed
@@ -135,10 +135,20 @@ def _new_entry(target: Target, old: ImagesEntry) -> ImagesEntry:
     return ImagesEntry(**data, newTag=tag, digest=digest)
 
 
-def find_entry(text: str, target: Target, file: str) -> ImagesEntry:
-    """The overlay's entry for the target's image (pure); ImageNotFoundError naming the ones there."""
+def values_ref(target: Target, scope: list | None = None) -> ValuesRef | None:
+    """How to find the image in the target's values file (None: the target edits a kustomization)."""
+    return target.values_ref(scope)
+
+
+def find_entry(text: str, target: Target, file: str, values: ValuesRef | None = None) -> ImagesEntry:
+    """The overlay's entry for the target's image (pure); ImageNotFoundError naming the ones there.
+
+    For a values file (``values``): the pushed image wherever the file holds it, as an entry whose
+    ``name`` is the pushed repository (:func:`steps.kustomize.require_entry`)."""
     from steps import kustomize
 
+    if values is not None:
+        return kustomize.require_entry(text, target.image, source=file, values=values)
     wanted = target.image_name or target.image
     old = kustomize.get_image(text, wanted, source=file)
     if old is None:
@@ -158,28 +168,53 @@ def plan_edit(
     base_branch: str,
     known: "PushTimes",
     old: ImagesEntry | None = None,
+    values: ValuesRef | None = None,
 ) -> Plan:
     """The pure core: the plan for ``target`` on the kustomization ``text``, given ECR's push times.
 
     ``known`` holds what :func:`steps.domain.never_downgrade.lookups` asked of ECR for this entry; ``old``,
     the entry :func:`find_entry` read from this ``text`` when the caller has it (else it is read
-    here: a 1 MiB file costs a parse each time).
+    here: a 1 MiB file costs a parse each time); ``values``, how to find the image when ``file`` is
+    a Helm values file (the same decisions, the values-file writer: :mod:`steps.kustomize.seam`).
     """
     from steps import kustomize
     from steps.domain.intent import marker_hold, pinned
     from steps.domain.never_downgrade import decide_base
 
     if old is None:
-        old = find_entry(text, target, file)
-    new = _new_entry(target, old)
+        old = find_entry(text, target, file, values)
+    new = _new_entry(target, old) if values is None else _new_values_entry(target, old)
     pin = pinned(old, target.image)  # what a person decided stands: a pin, a hold marker
-    hold = None if pin else marker_hold(kustomize.hold_marker(text, old.name, by_new_name=False, source=file))
+    hold = None
+    if not pin:
+        hold = marker_hold(
+            kustomize.entry_hold(text, old.name, by_new_name=False, source=file, values=values)
+        )
     if pin or hold:
         decision, reason = ("pinned", pin) if pin else ("held", hold or "")
     else:
         decision, reason = decide_base(target, old, known)
     changed = False
-    if decision == "update":
+    if decision == "update" and values is not None:
+        edit = kustomize.edit_entry(
+            text, old.name, source=file, tag=target.tag, digest=target.digest, values=values
+        )
+        changed, new = edit.changed, edit.new or new
+        for note in edit.notes:
+            log.info("%s: %s", file, note)
+        if changed:
+            log.info(
+                "%s: %s set in %s",
+                file,
+                image_ref(new.newTag, new.digest, name=target.image),
+                ", ".join(edit.edited),
+            )
+        else:
+            decision, reason = (
+                "current",
+                f"{file} already sets {old.name} to {image_ref(new.newTag, new.digest)}",
+            )
+    elif decision == "update":
         edited = kustomize.set_image(text, old.name, tag=new.newTag, digest=new.digest, source=file)
         changed = edited != text
         if not changed:
@@ -197,6 +232,14 @@ def plan_edit(
         new=new,
         base_commit=base_commit,
         base_branch=base_branch,
+        values=values,
+    )
+
+
+def _new_values_entry(target: Target, old: ImagesEntry) -> ImagesEntry:
+    """What a values file would say after the edit, before it is made (the edit itself says it exactly)."""
+    return ImagesEntry(
+        name=old.name, newName=old.newName, newTag=target.tag or old.newTag, digest=target.digest
     )
 
 
@@ -305,6 +348,36 @@ def _read_overlay(repo, overlay: str) -> tuple[str, str]:
     return file, text
 
 
+def _read_values(repo, target: Target) -> tuple[str, str, ValuesRef]:
+    """(repository path of the values file that holds the image, its text, how to find it there).
+
+    A ``valuesFile`` is read as it is; a helmfile release's sources are searched
+    (:func:`steps.kustomize.values.helmfile.locate_image`, highest precedence first).
+    """
+    from steps.kustomize.values.helmfile import locate_image
+
+    if target.values_file is not None:
+        text = repo.read(target.values_file)
+        if text is None:
+            where = f"{repo.url} branch '{repo.branch}'"
+            raise KustomizationError(
+                f"values file {target.values_file} is not in {where}; fix valuesFile in the rule"
+            )
+        return target.values_file, text, values_ref(target)
+    ref = target.helmfile
+    assert ref is not None
+    head = repo.cloned_head()
+    file, text, scope = locate_image(
+        lambda path: repo.show(head, path),
+        ref.file,
+        ref.release,
+        ref.environment,
+        target.image,
+        target.values_keys,
+    )
+    return file, text, values_ref(target, list(scope) if scope else None)
+
+
 def carry_text(plan: Plan, repo, text: str, mode: str = "commit") -> Plan:
     """The plan with the file's text and blob id, so commit-pr need not download the file again,
     and in ``mode: commit`` the objects above it, so commit-pr need not fetch the base either.
@@ -313,7 +386,8 @@ def carry_text(plan: Plan, repo, text: str, mode: str = "commit") -> Plan:
     regular file reached without a symbolic link (the blob id is what commit-pr compares with the
     newest base; a file behind a link has another), and a file without a ``secretGenerator`` (its
     literals would be secrets in a workflow parameter, shown by Argo's UI and kept in the
-    Workflow's status; commit-pr reads such a file from the remote). commit-pr believes the text
+    Workflow's status; commit-pr reads such a file from the remote), nor a Helm values file (values
+    often hold credentials). commit-pr believes the text
     only when it hashes to the blob id (:meth:`steps.git.ClonedRepo.know`).
 
     The objects (``Plan.base_objects``: the base commit and the trees from its root down to the
@@ -327,6 +401,8 @@ def carry_text(plan: Plan, repo, text: str, mode: str = "commit") -> Plan:
     from steps.git.objects import blob_id, object_format
 
     if not plan.changed or len(text.encode("utf-8")) > CARRIED_TEXT_LIMIT or "secretGenerator" in text:
+        return plan
+    if plan.values is not None:  # a Helm values file may hold passwords: never in a workflow parameter
         return plan
     root = repo.path.resolve()
     if repo.resolve(plan.file) != root / plan.file or (repo.path / plan.file).is_symlink():
@@ -370,18 +446,24 @@ def run(target: Target) -> EditKustomizeOutput:
             sparse=True,
             auth=auth,
         )
+        values = None
         with timed("kustomize"):  # finding and reading the kustomization, then its entry
-            file, text = _read_overlay(repo, overlay)
-            entry = find_entry(text, target, file)  # read once: the lookups and the decision both use it
+            if target.edits_values:
+                file, text, values = _read_values(repo, target)
+            else:
+                file, text = _read_overlay(repo, overlay)
+            entry = find_entry(
+                text, target, file, values
+            )  # read once: the lookups and the decision both use it
         known = dict(ecr.ask(lookups(target, entry) if not pinned(entry, target.image) else []))
         head = repo.cloned_head()
         with timed("kustomize"):
-            plan = plan_edit(target, text, file, head, repo.branch, known, old=entry)
+            plan = plan_edit(target, text, file, head, repo.branch, known, old=entry, values=values)
         if plan.changed:  # only a target that would change reads the history: was it rolled back?
             plan = unless_rolled_back(target, plan, repo, ecr.ask, known, current=(text, entry))
         if target.mode == "pr" and plan.changed:
             branch = branch_name(target)
-            proposed = branch_entry(repo, branch, plan.file, plan.image_name)
+            proposed = branch_entry(repo, branch, plan.file, plan.image_name, plan.values)
             known = ecr.ask(branch_lookups(target, plan, proposed))
             plan = against_branch(target, plan, branch, proposed, known)
         plan = carry_text(plan, repo, text, target.mode)

@@ -60,14 +60,14 @@ class History:
     paths: tuple[str, ...] = field(default=(), compare=False)
 
 
-def _entry(text: str | None, name: str, file: str):
+def _entry(text: str | None, name: str, file: str, values: Any = None):
     from steps import kustomize
     from steps.domain.errors import ImagebumpError
 
     if text is None:
         return None
     try:
-        return kustomize.get_image(text, name, by_new_name=False, source=file)
+        return kustomize.read_entry(text, name, by_new_name=False, source=file, values=values)
     except ImagebumpError:
         return None  # not a readable kustomization then: no evidence either way
 
@@ -75,8 +75,11 @@ def _entry(text: str | None, name: str, file: str):
 class _Reader:
     """One entry's history read: blob texts and parsed entries shared across deepening steps."""
 
-    def __init__(self, repo: Any, name: str, tick: Callable[[], None] | None, current: Any) -> None:
+    def __init__(
+        self, repo: Any, name: str, tick: Callable[[], None] | None, current: Any, values: Any = None
+    ) -> None:
         self.repo, self.name, self.tick, self.current = repo, name, tick, current
+        self.values = values  # a steps.domain.models.ValuesRef: the file is a Helm values file
         self.texts: dict[str, str | None] = {}  # blob id -> text (None: larger than BLOB_LIMIT)
         self.sizes: dict[str, int] = {}
         self.entries: dict[tuple[str, str], Any] = {}
@@ -109,7 +112,7 @@ class _Reader:
         if key not in self.entries:
             text = self.texts.get(oid)
             known = self.current is not None and text is not None and text == self.current[0]
-            self.entries[key] = self.current[1] if known else _entry(text, self.name, file)
+            self.entries[key] = self.current[1] if known else _entry(text, self.name, file, self.values)
         return self.entries[key]
 
 
@@ -206,6 +209,7 @@ def entry_history(
     depths: dict[str, int] | None = None,
     fetch: bool = True,
     current: tuple[str, Any] | None = None,
+    values: Any = None,
 ) -> History:
     """Every commit at ``rev`` (at most ``limit`` commits that touched ``file`` back, renames
     followed) that changed the image of the entry named ``name``, newest first.
@@ -217,9 +221,10 @@ def entry_history(
     fetched), shared by the callers of one clone, keeps a second entry from fetching it again.
     ``current`` (the file's text at ``rev`` and its entry, when the caller has read them) spares
     parsing that text again; every other version is parsed once, however many commits share it.
+    ``values`` (a :class:`steps.domain.models.ValuesRef`): ``file`` is a Helm values file.
     """
     tick = (count or (lambda: None)) if fetch else None
-    reader = _Reader(repo, name, tick, current)
+    reader = _Reader(repo, name, tick, current, values)
     branch = branch or repo.branch
     reached = depths if depths is not None else {}
     found: list = []
@@ -396,6 +401,7 @@ def unless_rolled_back(
             pushed_at=pushed_at,
             current=current,
             notes=notes,
+            values=plan.values,
         )
     if why is None:
         if notes:  # the update goes ahead; its reason says how far the history was read

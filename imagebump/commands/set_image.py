@@ -6,6 +6,10 @@ writes the file back only if it changed, atomically and with its mode kept. A sy
 followed only while it stays inside the repository. A person acting: it changes a held entry and
 says which hold it lifted, and keeps a ``# imagebump:hold`` marker. Exit codes: 0 changed or
 current, 1 the image is not in the file (unless ``--add``), 2 bad input; nothing written unless 0.
+Helm values files: ``--values`` names PATH a Helm values file (or any YAML a chart reads); SPEC is
+then ``REPOSITORY[:TAG][@DIGEST]`` and every place the file holds that repository (the shapes
+:mod:`steps.kustomize.values` finds, or the fields ``--values-key ROLE=PATH`` names) is set, only
+those scalars rewritten; each is printed.
 """
 
 from __future__ import annotations
@@ -20,6 +24,9 @@ examples:
   imagebump set-image overlays/prod api@sha256:<64 hex>
   imagebump set-image overlays/prod 'api=*:1.4.3'     # keep newName, set the tag
   imagebump set-image overlays/prod worker:2.0 --add
+  imagebump set-image --values charts/api/values-prod.yaml 123456789012.dkr.ecr.us-west-2.amazonaws.com/api:1.4.2
+  imagebump set-image --values values.yaml docker.elastic.co/elasticsearch/elasticsearch:8.6.0 \
+      --values-key repository=image --values-key tag=imageTag
 """
 
 
@@ -39,6 +46,21 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "spec", metavar="SPEC", help="NAME[=NEWNAME][:TAG][@DIGEST] (kustomize's syntax; '*' keeps a part)"
     )
     parser.add_argument("--add", action="store_true", help="append the image to images: if it is not there")
+    parser.add_argument(
+        "--values",
+        "--values-file",
+        dest="values",
+        action="store_true",
+        help="PATH is a Helm values file: set the image REPOSITORY[:TAG][@DIGEST] wherever the file holds it",
+    )
+    parser.add_argument(
+        "--values-key",
+        action="append",
+        default=[],
+        metavar="ROLE=PATH",
+        help="with --values: the dotted path of the image's repository, tag, registry or digest "
+        "(for a chart whose keys follow none of the known shapes)",
+    )
     parser.set_defaults(func=run)
     return parser
 
@@ -101,6 +123,8 @@ def run(args: argparse.Namespace) -> int:
     from steps.domain.terminal import for_terminal
     from steps.kustomize import edit_image, find_kustomization, parse_image_spec
 
+    if getattr(args, "values", False):
+        return _run_values(args)
     spec = parse_image_spec(args.spec)
     given = Path(args.path)
     if given.is_dir():
@@ -147,6 +171,64 @@ def run(args: argparse.Namespace) -> int:
         print(f"{where}: {name} {for_terminal(_describe(edit.old))} → {for_terminal(_describe(edit.new))}")
         for note in _holds(given, target, text, edit.new.name, edit.new):
             print(f"{where}: {name} {for_terminal(note, None)}")
+    return 0
+
+
+def _run_values(args: argparse.Namespace) -> int:
+    """``--values``: the values-file writer (:mod:`steps.kustomize.values`) on PATH."""
+    from pathlib import Path
+
+    from steps.domain.errors import ConfigError, ImageNotFoundError
+    from steps.domain.models import image_ref
+    from steps.kustomize import parse_image_spec
+    from steps.kustomize.values import VALUES_KEYS, edit_values
+
+    spec = parse_image_spec(args.spec)
+    if spec.new_name is not None or "*" in (spec.tag, spec.digest) or args.add:
+        raise ConfigError("--values takes REPOSITORY[:TAG][@DIGEST] (no '=NEWNAME', no '*', no --add)")
+    if spec.tag is None and spec.digest is None:
+        raise ConfigError(f"nothing to set for {spec.name}: give :TAG and/or @DIGEST")
+    keys = None
+    if args.values_key:
+        keys = {}
+        for item in args.values_key:
+            role, eq, path = item.partition("=")
+            if not eq or role not in VALUES_KEYS or not path.strip():
+                raise ConfigError(
+                    f"--values-key {item!r}: expected ROLE=PATH, ROLE one of {', '.join(VALUES_KEYS)}"
+                )
+            keys[role] = path.strip()
+        if "repository" not in keys or "tag" not in keys:
+            raise ConfigError("--values-key needs repository=PATH and tag=PATH")
+    given = Path(args.path)
+    if not given.is_file():
+        raise ConfigError(f"{given}: no such file; pass the values file")
+    shown = str(given)
+    target = _real_target(given, given)
+    try:
+        text = target.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{shown}: not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"{shown}: cannot read: {exc.strerror}") from None
+    try:
+        edit = edit_values(text, spec.name, tag=spec.tag, digest=spec.digest, source=shown, keys=keys)
+    except ImageNotFoundError as exc:
+        print(f"imagebump set-image: {exc}", file=sys.stderr)
+        return 1
+
+    def version(entry) -> str:
+        return image_ref(entry.newTag, entry.digest, short=True, mark="…", none="(unset)")
+
+    if not edit.changed:
+        print(f"{shown}: {spec.name} already current ({version(edit.old)})")
+        return 0
+    _write_atomically(target, edit.text.encode("utf-8"), shown)
+    print(f"{shown}: {spec.name} {version(edit.old)} → {version(edit.new)} ({', '.join(edit.edited)})")
+    for note in edit.notes:
+        print(f"{shown}: {note}")
     return 0
 
 

@@ -99,6 +99,11 @@ def application(
     }
 
 
+def _helm_only(source: dict[str, Any]) -> bool:
+    """A chart from a Helm repository, or a ``ref:`` source without a path (multi-source values)."""
+    return bool(source.get("chart")) or (bool(source.get("ref")) and not source.get("path"))
+
+
 def kubectl_available(kubectl: str = "kubectl") -> bool:
     """Can the simulator render overlays here (``kubectl`` with its built-in kustomize)?"""
     return shutil.which(kubectl) is not None
@@ -307,7 +312,9 @@ class ArgoCDSimulator:
         try:
             revisions, documents = [], []
             for source in sources:
-                revision, rendered = self._render(source)
+                revision, rendered = (
+                    self._render_helm(source, sources) if _helm_only(source) else self._render(source)
+                )
                 revisions.append(revision)
                 documents.extend(rendered)
         except (OSError, subprocess.SubprocessError, ValueError, ImagebumpError) as exc:
@@ -403,6 +410,43 @@ class ArgoCDSimulator:
 
         auth = GitAuth(self.git_token) if self.git_token else None
         return run_git(args, cwd, auth, what="simulated Argo CD repo-server").stdout
+
+    def _render_helm(
+        self, source: dict[str, Any], sources: list[dict[str, Any]]
+    ) -> tuple[str, list[dict[str, Any]]]:
+        """A source Argo CD renders without kustomize: a ``ref:`` source (the commit it tracks,
+        nothing rendered), or a chart from a Helm repository, simulated with no ``helm`` binary: one
+        Deployment running the images its ``helm.valueFiles`` hold (``$ref/…`` read at the ``ref``
+        source's commit), found as imagebump finds them (:mod:`steps.kustomize.values`)."""
+        from steps.kustomize.values import find_images, read_documents
+
+        if not source.get("chart"):
+            return self._resolve(source), []
+        images: list[str] = []
+        for value_file in (source.get("helm") or {}).get("valueFiles") or []:
+            ref, _, rest = str(value_file).removeprefix("$").partition("/")
+            origin = next((s for s in sources if s.get("ref") == ref), None)
+            if origin is None:
+                raise ValueError(f"valueFiles {value_file}: no source with ref {ref}")
+            commit = self._resolve(origin)
+            with tempfile.TemporaryDirectory(prefix="argocd-sim-") as tmp:
+                self._git(["clone", "--quiet", "--no-checkout", str(origin.get("repoURL")), tmp])
+                text = self._git(["show", f"{commit}:{rest}"], cwd=tmp)
+            for found in find_images(read_documents(text, rest), source=rest):
+                images.append(found.reference)
+        name = str(source.get("chart"))
+        deployment = {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": name},
+            "spec": {
+                "replicas": 1,
+                "template": {
+                    "spec": {"containers": [{"name": f"c{i}", "image": im} for i, im in enumerate(images)]}
+                },
+            },
+        }
+        return str(source.get("targetRevision") or ""), [deployment] if images else []
 
     def _resolve(self, source: dict[str, Any]) -> str:
         """The commit the source's ``targetRevision`` points to now."""

@@ -22,6 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from imagebump.local.demo_live import live_lines, simulated_argocd
+from imagebump.local.demo_repo import (
+    HELM_ENV,
+    HELM_VALUES_PATH,
+    default_rules,
+    helm_rule,
+    helm_values_file,
+    manifests_files,
+)
 from imagebump.local.drive import RunReport, push_image, run_until_done
 from imagebump.local.outcome import TargetResult, failure_details, node, resolved_image, target_results
 from imagebump.local.stack import quiet_request_logs
@@ -39,6 +47,8 @@ class DemoReport:
     targets: list[TargetResult] = field(default_factory=list)
     staging_diff: str = ""
     production_diff: str = ""
+    #: the Helm values file's commit (issue 34: a values-file target next to the overlays)
+    helm_diff: str = ""
     timings: list[tuple[str, float]] = field(default_factory=list)
     total_seconds: float = 0.0
     setup_seconds: float = 0.0
@@ -70,7 +80,7 @@ class DemoReport:
 
     def summary(self) -> dict[str, Any]:
         """The machine-readable summary (``imagebump demo --json``)."""
-        staging = next((t for t in self.targets if t.mode == "commit"), None)
+        staging = next((t for t in self.targets if t.mode == "commit" and t.env != HELM_ENV), None)
         production = next((t for t in self.targets if t.mode == "pr"), None)
         return {
             "ok": self.ok,
@@ -105,6 +115,7 @@ class DemoReport:
             "wall_seconds": round(self.wall_seconds, 3),
             "staging_diff": self.staging_diff,
             "production_diff": self.production_diff,
+            "helm_diff": self.helm_diff,
             "details": self.details,
             "kept": self.kept or None,
             "aws_endpoint_url": self.endpoint_url,
@@ -145,7 +156,7 @@ def run_demo(
         )
         with (
             quiet_request_logs(),
-            build_world(tmp, log_sink=log_sink) as world,
+            build_world(tmp, log_sink=log_sink, files=_demo_files, rules=_demo_rules) as world,
             simulated_argocd(world, wrong_manifest=wrong_manifest, say=say) as live,
         ):
             report.live_skipped = live.skipped
@@ -172,6 +183,17 @@ def run_demo(
     return report
 
 
+def _demo_files(image: str) -> dict[str, str]:
+    """The demo repository: the overlays, and the api chart's Helm values file."""
+    return manifests_files(image) | {HELM_VALUES_PATH: helm_values_file(image)}
+
+
+def _demo_rules(world: World) -> str:
+    """The overlays' rules and one naming the Helm values file."""
+    base = default_rules(world.git.base_url, world.registry, repository=world.repository)
+    return base + helm_rule(world.git.base_url, world.registry, repository=world.repository)
+
+
 def _lose_a_push_then_sweep(report: DemoReport, world: World, say: Callable[[str], None]) -> None:
     """Push a newer image with the sensor stopped, purge its event from the queue, sweep once."""
     from imagebump.local.sweep import run_sweep
@@ -194,10 +216,10 @@ def _lose_a_push_then_sweep(report: DemoReport, world: World, say: Callable[[str
         **sweep.calls,
         "message": sweep.message,
     }
-    if sweep.exit_code != 0 or sweep.submitted != 2:
+    if sweep.exit_code != 0 or sweep.submitted != len(report.targets):
         report.ok = False
         report.error = (
-            f"the sweep after a lost push did not bring both overlays up: {sweep.message or sweep.updates}"
+            f"the sweep after a lost push did not bring every target up: {sweep.message or sweep.updates}"
         )
 
 
@@ -261,6 +283,8 @@ def fill_report(
         if t.mode == "commit":
             if t.action != "committed" or not t.commit_sha:
                 problems.append(f"{t.env}: expected a commit, got {t.action or t.phase} ({t.reason})")
+            elif t.env == HELM_ENV:
+                report.helm_diff = world.show(t.commit_sha)
             else:
                 report.staging_diff = world.show(t.commit_sha)
         elif t.mode == "pr":
@@ -307,6 +331,9 @@ def render_report(report: DemoReport) -> str:
     if report.staging_diff:
         section("3. Staging: the commit on main (git show)")
         out.append(report.staging_diff.rstrip("\n"))
+    if report.helm_diff:
+        section("3b. Helm values: the commit on main (a values file, next to the kustomization)")
+        out.append(report.helm_diff.rstrip("\n"))
     if report.production_diff:
         branch = next((t.branch for t in report.targets if t.mode == "pr"), "")
         section("4. Production: the pull request branch vs main (git diff main...BRANCH)")
@@ -334,7 +361,8 @@ def render_report(report: DemoReport) -> str:
     section("Result")
     if report.ok:
         out.append(
-            "OK: one ECR push became a staging commit and a production pull request branch"
+            "OK: one ECR push became a staging commit, a production pull request branch"
+            + (" and a Helm values commit" if report.helm_diff else "")
             + (", and a push whose event was lost followed within one sweep." if report.sweep else ".")
         )
     else:

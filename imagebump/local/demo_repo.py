@@ -16,6 +16,46 @@ STAGING_PATH = f"apps/{APP}/overlays/staging"
 PRODUCTION_PATH = f"apps/{APP}/overlays/production"
 
 
+#: The demo's Helm values file (issue 34): the api chart's values, updated next to the overlays.
+HELM_VALUES_PATH = f"charts/{APP}/values.yaml"
+#: The env of the demo's values-file target.
+HELM_ENV = "helm"
+
+
+def helm_values_file(image: str, tag: str = "1.4.1") -> str:
+    """The api chart's values (Bitnami's shape: registry + repository + tag + digest)."""
+    registry, _, repository = image.partition("/")
+    return (
+        "# Values of the api Helm chart: imagebump updates the image where the chart keeps it.\n"
+        "replicaCount: 2\n"
+        "\n"
+        "image:\n"
+        f"  registry: {registry}\n"
+        f"  repository: {repository}\n"
+        f"  tag: {tag}  # set by imagebump\n"
+        '  digest: ""\n'
+        "  pullPolicy: IfNotPresent\n"
+    )
+
+
+def helm_rule(
+    git_base_url: str, registry: str, *, repository: str = ECR_REPOSITORY, provider: str = "local"
+) -> str:
+    """A rule naming the chart's values file (``valuesFile``), committed directly (``mode: commit``)."""
+    prefix, _, _ = repository.rpartition("/")
+    uri = f"{registry}/{prefix}/$1" if prefix else f"{registry}/$1"
+    return (
+        f"- registryURI: {uri}\n"
+        f"  githubRepository: {git_base_url}/{MANIFESTS_REPO}/charts/$1\n"
+        "  valuesFile: values.yaml\n"
+        f"  env: {HELM_ENV}\n"
+        "  mode: commit\n"
+        f"  provider: {provider}\n"
+        "  denyImageTag:\n"
+        "    - latest\n"
+    )
+
+
 def manifests_files(
     image: str, *, staging_tag: str = "1.4.1", production_tag: str = "1.4.0"
 ) -> dict[str, str]:

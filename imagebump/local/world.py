@@ -300,7 +300,7 @@ def build_world(
     *,
     moto: Any = None,
     rules: str | Callable[[World], str] | None = None,
-    files: dict[str, str] | None = None,
+    files: dict[str, str] | Callable[[str], dict[str, str]] | None = None,
     max_receive_count: int | None = None,
     log_sink: Callable[[dict[str, Any]], None] | None = None,
     backoff_scale: float = 0.02,
@@ -314,7 +314,8 @@ def build_world(
         moto: a running :class:`~imagebump.local.moto.MotoServer` to reuse (tests); default:
             start one here. Names are unique per world, so worlds can share one server.
         rules: rules text, or a function of the world returning it; default :func:`default_rules`.
-        files: the manifests repository's files; default :func:`manifests_files`.
+        files: the manifests repository's files, or a function of the image's repository URI
+            returning them; default :func:`manifests_files`.
         max_receive_count: shorten the stack queue's redrive policy (tests of the DLQ).
         log_sink: also receives every sensor/executor log record (e.g. JSON lines to stderr).
         backoff_scale: multiplies the template's retry backoffs (10s → 0.2s by default).
@@ -374,6 +375,8 @@ def build_world(
         token = "ibdemo_" + secrets.token_hex(20)
         git = stack.enter_context(GitHttpServer(root / "git", token, anonymous_read=anonymous_read))
         image = f"{account}.dkr.ecr.{REGION}.amazonaws.com/{repository}"
+        if callable(files):
+            files = files(image)
         if files is None:
             files = manifests_files(image)
         manifests_url = git.create_repo(MANIFESTS_REPO, files)

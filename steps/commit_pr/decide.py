@@ -31,23 +31,27 @@ def reapply_plan(text: str, target: Target, plan: Plan) -> Applied:
     """
     from steps.domain.intent import marker_hold, pinned
     from steps.domain.never_downgrade import recheck
-    from steps.kustomize import get_image, hold_marker, set_image
+    from steps.kustomize import entry_hold, read_entry, write_entry
 
-    current = get_image(text, plan.image_name, source=plan.file)
+    values = plan.values  # a Helm values file: the same decisions, the values-file writer
+    current = read_entry(text, plan.image_name, source=plan.file, values=values)
     why = recheck(target, plan, current)
     if why is None and current is not None:  # pinned or held on the newest base since the plan
         why = pinned(current, target.image) or marker_hold(
-            hold_marker(text, plan.image_name, source=plan.file)
+            entry_hold(text, plan.image_name, source=plan.file, values=values)
         )
     if why is not None:
         return Applied(None, current, why)
-    new_text = set_image(
+    if values is not None and current is None:
+        return Applied(None, None, f"{plan.file} no longer holds {plan.image_name}")
+    new_text = write_entry(
         text,
         plan.image_name,
-        new_name=plan.new.newName,
-        tag=plan.new.newTag,
-        digest=plan.new.digest,
+        new_name=plan.new.newName if values is None else None,
+        tag=plan.new.newTag if values is None else target.tag,
+        digest=plan.new.digest if values is None else target.digest,
         source=plan.file,
+        values=values,
     )
     if new_text == text:
         return Applied(None, current, f"{plan.file} already sets {plan.image_name} to {entry_ref(plan.new)}")

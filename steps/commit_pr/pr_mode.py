@@ -159,7 +159,9 @@ def _propose(
             # The branch already proposes exactly this tree on this base: no new commit.
             return _Proposal(remote_sha, True, False, fields, message)
         if remote_sha and living is not None:
-            why = guard_branch(plan, branch, entry_at(repo, remote_sha, plan.file, plan.image_name))
+            why = guard_branch(
+                plan, branch, entry_at(repo, remote_sha, plan.file, plan.image_name, plan.values)
+            )
             if why:
                 log.info("not updating %s: %s", branch, why)
                 return CommitPrOutput(

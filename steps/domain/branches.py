@@ -30,13 +30,14 @@ def branch_name(target: Target) -> str:
     branch as configured — never on tag or digest), a valid git ref, at most 120 characters; the
     hash keeps two targets apart when their slugs collide after shortening.
     """
-    identity = "\n".join(
-        [target.env, target.path.strip("/"), target.image, target.image_name or "", target.base_branch or ""]
-    )
+    where = target.edited.strip(
+        "/"
+    )  # the overlay; a values file or helmfile release (issue 34) by its own name
+    identity = "\n".join([target.env, where, target.image, target.image_name or "", target.base_branch or ""])
     digest = hashlib.sha256(identity.encode()).hexdigest()[:8]
     repository = target.image.split("/", 1)[1] if "/" in target.image else target.image
     env = _slug(target.env, 24) if target.env else "default"
-    path = _slug(target.path.strip("/").replace("/", "-") or "root", 48)
+    path = _slug(where.replace("/", "-").replace("#", "-").replace("@", "-") or "root", 48)
     image = _slug(repository.replace("/", "-"), 32)
     name = f"{BRANCH_PREFIX}/{env}/{path}/{image}-{digest}"
     return name[:MAX_BRANCH_LENGTH]

@@ -74,6 +74,10 @@ class KustomizationError(ConfigError):
     """A kustomization file that cannot be found, parsed or edited."""
 
 
+class ValuesError(KustomizationError):
+    """A Helm values file or helmfile that cannot be read, or an image in it that cannot be edited safely."""
+
+
 class ImageNotFoundError(KustomizationError):
     """The image to set is not an entry of the kustomization's ``images``."""
 

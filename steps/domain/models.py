@@ -115,6 +115,27 @@ class Image(BaseModel):
         return image_ref(self.tag, self.digest, name=self.uri)
 
 
+class HelmfileRef(BaseModel):
+    """A rule's ``helmfile``: the release whose values hold the image, in an environment."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    file: str = Field(description="the helmfile, repository-relative (resolved like valuesFile)")
+    release: str
+    environment: str = Field(default="", description="replaces {{ .Environment.Name }}; '' = none given")
+
+
+class ValuesRef(BaseModel):
+    """Where a values-file target's image is, beyond the file: the rule's ``valuesKeys`` and, for
+    inline values in a helmfile, the path to that mapping (document index first)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    keys: dict[str, str] | None = None
+    scope: list[str | int] | None = None
+    add_digest: bool = Field(default=False, description="writeDigest: append the digest to a string image")
+
+
 class Target(BaseModel):
     """One overlay to update for one image: the result of one matching rule."""
 
@@ -146,6 +167,16 @@ class Target(BaseModel):
     require_verified: bool = Field(
         default=False, description="refuse to move a ref to a commit GitHub does not show as Verified"
     )
+    values_file: str | None = Field(
+        default=None,
+        description="a Helm values file to edit instead of a kustomization (repository-relative)",
+    )
+    values_keys: dict[str, str] | None = Field(
+        default=None, description="dotted paths of repository, tag (registry, digest) in the values file"
+    )
+    helmfile: HelmfileRef | None = Field(
+        default=None, description="a helmfile release whose values files (or inline values) hold the image"
+    )
     repo_id: str = Field(
         default="",
         description="the repository's one spelling (steps.domain.repo_url.repo_id of repo_url): what compares "
@@ -156,6 +187,27 @@ class Target(BaseModel):
     def _derive_repo_id(self) -> Target:
         self.repo_id = repository_id(self.repo_url)
         return self
+
+    @property
+    def edits_values(self) -> bool:
+        """Does this target edit a Helm values file (or a helmfile release) rather than a kustomization?"""
+        return self.values_file is not None or self.helmfile is not None
+
+    @property
+    def edited(self) -> str:
+        """What the target edits inside its repository: the overlay directory, the values file, or
+        the helmfile release (``FILE#RELEASE@ENV``): one target per edited thing."""
+        if self.values_file is not None:
+            return self.values_file
+        if self.helmfile is not None:
+            return f"{self.helmfile.file}#{self.helmfile.release}@{self.helmfile.environment}"
+        return self.path
+
+    def values_ref(self, scope: list | None = None) -> ValuesRef | None:
+        """How to find the image in this target's values file (None: it edits a kustomization)."""
+        if not self.edits_values:
+            return None
+        return ValuesRef(keys=self.values_keys, scope=scope, add_digest=self.write_digest)
 
     @property
     def key(self) -> str:
@@ -217,7 +269,13 @@ class Plan(BaseModel):
     decision: Decision
     reason: str = ""
     file: str = Field(description="path of the kustomization file inside the repository")
-    image_name: str = Field(description="the images[].name of the entry that is (or would be) set")
+    image_name: str = Field(
+        description="the images[].name of the entry that is (or would be) set; for a values file the pushed repository"
+    )
+    values: ValuesRef | None = Field(
+        default=None,
+        description="set when ``file`` is a Helm values file (or a helmfile): how to find the image",
+    )
     old: ImagesEntry | None = None
     new: ImagesEntry
     base_commit: str = ""

@@ -7,7 +7,9 @@ else raises :class:`~steps.domain.errors.KustomizationError`; hostile texts are 
 anything. Modules, each importing only those before it: ``yaml_nodes`` (libyaml events with
 positions, the guards), ``spec`` (``NAME[=NEWNAME][:TAG][@DIGEST]``), ``files`` (finding the kustomization
 file), ``reader`` (the one parse), ``splice`` (the line editor's tools), ``verify`` (proving an
-edit), ``holds`` (the ``# imagebump:hold`` marker of an entry, or of any node of any YAML file: ``hold_at``), ``flow`` (adding ``images:`` to a
+edit), ``holds`` (the ``# imagebump:hold`` marker of an entry, or of any node of any YAML file: ``hold_at``), ``values`` (the
+Helm values-file writer, a sub-package), ``seam`` (the one way the steps read and write an image,
+either writer), ``flow`` (adding ``images:`` to a
 kustomization written as one flow mapping), ``edit`` (:func:`set_image`; :func:`edit_image`, the same edit also returning the entry
 before and after it). May import ``steps.domain.errors``, ``steps.domain.events`` and
 ``steps.domain.models``; nothing else of the project.
@@ -17,6 +19,7 @@ from steps.kustomize.edit import ImageEdit, edit_image, set_image
 from steps.kustomize.files import KUSTOMIZATION_FILES, find_kustomization
 from steps.kustomize.holds import HOLD_MARKER_RE, hold_at, hold_marker
 from steps.kustomize.reader import MAX_ALIAS_EXPANSION, get_image, read_images
+from steps.kustomize.seam import edit_entry, entry_hold, read_entry, require_entry, write_entry
 from steps.kustomize.spec import KEEP, ImageSpec, parse_image_spec, validate_image_name
 from steps.kustomize.yaml_nodes import MAX_KUSTOMIZATION_BYTES
 
@@ -28,13 +31,18 @@ __all__ = [
     "MAX_KUSTOMIZATION_BYTES",
     "ImageEdit",
     "ImageSpec",
+    "edit_entry",
     "edit_image",
+    "entry_hold",
     "find_kustomization",
     "get_image",
     "hold_at",
     "hold_marker",
     "parse_image_spec",
+    "read_entry",
     "read_images",
+    "require_entry",
     "set_image",
     "validate_image_name",
+    "write_entry",
 ]

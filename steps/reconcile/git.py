@@ -27,7 +27,7 @@ from typing import Any
 
 from steps.domain.branches import branch_name
 from steps.domain.errors import ImagebumpError, TransientError
-from steps.domain.models import ImagesEntry, Target
+from steps.domain.models import ImagesEntry, Target, ValuesRef
 from steps.domain.repo_url import is_own_head
 from steps.reconcile.decide import Verdict, judge_target
 from steps.reconcile.ecr import Calls, Overlay
@@ -58,6 +58,7 @@ class Item:
     rev: str = ""  # the commit the overlay was read at
     branch_sha: str = ""  # mode pr: the proposal branch's tip ('' when there is none)
     taken: str = ""  # the proposal branch is a person's (steps.domain.branch_owner): why
+    values: ValuesRef | None = None  # a Helm values file (or helmfile release): how to find the image
 
     @property
     def sample(self) -> Target:
@@ -148,6 +149,12 @@ def _read_at(repo: Any, rev: str, items: Sequence[Item], *, fetch: bool, calls: 
     """Fill ``file``/``current``/``error`` of each item from its overlay at ``rev`` (object store)."""
     from steps import kustomize
 
+    values_items = [item for item in items if item.sample.edits_values]
+    if values_items:
+        _read_values_at(repo, rev, values_items)
+        items = [item for item in items if not item.sample.edits_values]
+        if not items:
+            return
     dirs = sorted({item.path for item in items})
     entries = _ls_tree(repo, rev, [f"{d}/" for d in dirs if d])
     if "" in dirs:
@@ -188,6 +195,38 @@ def _read_at(repo: Any, rev: str, items: Sequence[Item], *, fetch: bool, calls: 
             )
             continue
         _set_entry(item, text)
+
+
+def _read_values_at(repo: Any, rev: str, items: Sequence[Item]) -> None:
+    """Fill ``file``/``current``/``hold``/``error`` of items that edit a Helm values file (or a
+    helmfile release's values), read from the object store at ``rev``."""
+    from steps import kustomize
+    from steps.kustomize.values.helmfile import locate_image
+
+    for item in items:
+        sample, item.rev = item.sample, rev
+        try:
+            if sample.values_file is not None:
+                item.file, scope = sample.values_file, None
+                text = repo.show(rev, item.file)
+                if text is None:
+                    item.error = f"values file {item.file} does not exist; fix valuesFile in the rule"
+                    continue
+            else:
+                ref = sample.helmfile
+                item.file, text, scope = locate_image(
+                    lambda path: repo.show(rev, path),
+                    ref.file,
+                    ref.release,
+                    ref.environment,
+                    sample.image,
+                    sample.values_keys,
+                )
+            item.values = sample.values_ref(list(scope) if scope else None)
+            item.current = kustomize.require_entry(text, sample.image, source=item.file, values=item.values)
+            item.hold = kustomize.entry_hold(text, sample.image, source=item.file, values=item.values)
+        except ImagebumpError as exc:
+            item.error = str(exc)
 
 
 def _set_entry(item: Item, text: str) -> None:
@@ -256,7 +295,9 @@ def _read_proposals(repo: Any, items: Sequence[Item], *, calls: Calls) -> None:
             continue
         try:
             item.proposed = (
-                kustomize.get_image(text, item.current.name, source=item.file) if item.current else None
+                kustomize.read_entry(text, item.current.name, source=item.file, values=item.values)
+                if item.current
+                else None
             )
         except ImagebumpError:
             item.proposed = None  # not a readable kustomization there: no proposal to protect

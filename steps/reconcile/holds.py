@@ -55,6 +55,7 @@ def hold_rolled_back(repo: Any, items: Sequence[Any], *, count: Callable[[], Non
                 count=count,
                 depths=depths,
                 notes=notes,
+                values=item.values,
             )
         except ImagebumpError as exc:
             reason = f"{verdict.reason}; its history could not be read to find a rollback ({exc})"

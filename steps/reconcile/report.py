@@ -43,6 +43,9 @@ class TargetState(BaseModel):
     repo_url: str
     path: str
     env: str = ""
+    file: str = Field(
+        default="", description="a values-file target: the Helm values file it edits ('' for an overlay)"
+    )
     current: str = Field(default="", description="the overlay's newTag[@digest] ('' when unreadable)")
     newest: str = Field(default="", description="the newest allowed image as it would be written")
     state: State

@@ -267,6 +267,7 @@ def scan_targets(
                 repo_url=s.repo_url,
                 path=s.path,
                 env=s.env,
+                file=(item.file or s.edited) if s.edits_values else "",
                 current=v.current,
                 newest=v.newest,
                 state=v.state,

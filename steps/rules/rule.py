@@ -26,6 +26,7 @@ Semantics (users read them in docs/rules.md; every key: docs/reference/rules.md)
 
 from __future__ import annotations
 
+import posixpath
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +39,7 @@ from steps.domain.models import (
     DEFAULT_ORDER,
     DEFAULT_PROVIDER,
     CommitMethod,
+    HelmfileRef,
     Image,
     Mode,
     Order,
@@ -107,6 +109,9 @@ class Rule:
     provider: Provider = DEFAULT_PROVIDER
     commit_method: CommitMethod = DEFAULT_COMMIT_METHOD
     require_verified: bool = False
+    values_file: str | None = None
+    values_keys: dict[str, str] | None = None
+    helmfile: tuple[str, str, str] | None = None  # file, release, environment (templates: $n)
     repo_groups: dict[int, tuple[int, ...]] = field(default_factory=dict)  # $n -> group indices
     tag_groups: dict[int, tuple[int, ...]] = field(default_factory=dict)
     _allow: TagList = field(default_factory=TagList)
@@ -189,6 +194,12 @@ class Rule:
             return f"githubRepository {self.git_scheme}://{self.git_netloc}{location}: {where}"
         owner_repo, path = where
         uri = image.uri if image.account else f"{self.host}/{image.repository}"
+        values: dict = {}
+        if self.values_file is not None or self.helmfile is not None:
+            values = _values_target(self, path, captures)
+            if isinstance(values, str):
+                return values
+            path = values.pop("path")
         return Target(
             rule=self.index,
             repo_url=f"{self.git_scheme}://{self.git_netloc}/{owner_repo}",
@@ -209,7 +220,38 @@ class Rule:
             provider=self.provider,
             commit_method=self.commit_method,
             require_verified=self.require_verified,
+            **values,
         )
+
+
+def _values_target(rule: Rule, path: str, captures: dict[int, str]) -> dict | str:
+    """The target's values-file fields (``path`` becomes the file's directory), or why none."""
+
+    def resolve(template: str, what: str) -> str | None:
+        value = VAR_RE.sub(lambda v: captures[int(v[1])], template)
+        joined = posixpath.normpath(
+            value.lstrip("/") if value.startswith("/") else posixpath.join(path, value)
+        )
+        if joined in (".", "") or joined == ".." or joined.startswith("../") or joined.startswith("/"):
+            return None
+        return joined
+
+    fields: dict = {"values_keys": dict(rule.values_keys) if rule.values_keys else None}
+    if rule.values_file is not None:
+        file = resolve(rule.values_file, "valuesFile")
+        if file is None:
+            return f"valuesFile {rule.values_file!r} resolves outside the repository"
+        fields["values_file"] = file
+    else:
+        assert rule.helmfile is not None
+        template, release, environment = rule.helmfile
+        file = resolve(template, "helmfile.file")
+        if file is None:
+            return f"helmfile.file {template!r} resolves outside the repository"
+        sub = lambda t: VAR_RE.sub(lambda v: captures[int(v[1])], t)  # noqa: E731
+        fields["helmfile"] = HelmfileRef(file=file, release=sub(release), environment=sub(environment))
+    fields["path"] = posixpath.dirname(file) or "."
+    return fields
 
 
 def _repo_and_path(location: str) -> tuple[str, str] | str:
@@ -233,6 +275,23 @@ def _repo_and_path(location: str) -> tuple[str, str] | str:
     if not repo:
         return "the repository name is empty"
     return f"{owner}/{repo}", "/".join(parts[2:]) or "."
+
+
+def values_checks(spec: RuleSpec, captured: set[int], uri: str) -> None:
+    """``valuesFile`` / ``helmfile`` / ``valuesKeys`` together: one target file, captured ``$n`` only."""
+    if spec.values_file is not None and spec.helmfile is not None:
+        raise _Problem("valuesFile", "a rule names either valuesFile or helmfile, not both")
+    if spec.values_keys is not None and spec.values_file is None and spec.helmfile is None:
+        raise _Problem("valuesKeys", "needs valuesFile or helmfile (the file whose keys it names)")
+    templates = [("valuesFile", spec.values_file)]
+    if spec.helmfile is not None:
+        templates += [
+            (f"helmfile.{k}", getattr(spec.helmfile, k)) for k in ("file", "release", "environment")
+        ]
+    for name, template in templates:
+        for vm in VAR_RE.finditer(template or ""):
+            if int(vm[1]) not in captured:
+                raise _Problem(name, f"${vm[1]} is not captured by registryURI {_excerpt(uri)}")
 
 
 def compile_rule(index: int, raw: Any, cache: dict[tuple[str, bool], Any]) -> Rule:
@@ -342,6 +401,7 @@ def compile_rule(index: int, raw: Any, cache: dict[tuple[str, bool], Any]) -> Ru
                 f"{', '.join(f'${n}' for n in sorted(captured)) or 'nothing'})",
             )
 
+    values_checks(spec, captured, uri)
     return Rule(
         index=index,
         registry_uri=uri,
@@ -372,6 +432,11 @@ def compile_rule(index: int, raw: Any, cache: dict[tuple[str, bool], Any]) -> Ru
         provider=spec.provider,
         commit_method=spec.commit_method,
         require_verified=spec.require_verified,
+        values_file=spec.values_file,
+        values_keys=dict(spec.values_keys) if spec.values_keys else None,
+        helmfile=(spec.helmfile.file, spec.helmfile.release, spec.helmfile.environment)
+        if spec.helmfile
+        else None,
         repo_groups=group_indices(repo_regex, repo_groups),
         tag_groups=tag_group_indices,
     )

@@ -44,6 +44,20 @@ def _problem(message: str) -> PydanticCustomError:
     return PydanticCustomError(_CUSTOM, "{message}", {"message": message})
 
 
+class HelmfileSpec(BaseModel):
+    """A rule's ``helmfile``: ``{file, release, environment}``."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, hide_input_in_errors=True)
+
+    file: Annotated[str, Field(min_length=1)]
+    release: Annotated[str, Field(min_length=1)]
+    environment: str = ""
+
+
+#: The roles a rule's ``valuesKeys`` may name; ``repository`` and ``tag`` are required.
+VALUES_KEY_ROLES = ("repository", "tag", "registry", "digest")
+
+
 class RuleSpec(BaseModel):
     """One rule as written (in the in-house format), validated; fields in the order messages list them."""
 
@@ -64,6 +78,9 @@ class RuleSpec(BaseModel):
     provider: Provider = DEFAULT_PROVIDER
     commit_method: CommitMethod = Field(default=DEFAULT_COMMIT_METHOD, alias="commitMethod")
     require_verified: bool = Field(default=False, alias="requireVerified")
+    values_file: str | None = Field(default=None, alias="valuesFile")
+    values_keys: dict[str, str] | None = Field(default=None, alias="valuesKeys")
+    helmfile: HelmfileSpec | None = None
 
     @field_validator(
         "allow_image_tag",
@@ -92,6 +109,31 @@ class RuleSpec(BaseModel):
     def _branch(cls, value: str | None) -> str | None:
         if value is not None and (not value or _BRANCH_BAD_RE.search(value)):
             raise _problem(f"{excerpt(value)} is not a valid branch name")
+        return value
+
+    @field_validator("values_file")
+    @classmethod
+    def _values_file(cls, value: str | None) -> str | None:
+        if value is not None:
+            value = value.strip()
+            if not value.strip("/") or "\\" in value or "\x00" in value or value.endswith("/"):
+                raise _problem(f"{excerpt(value)} must be the path of a file ('/' separated)")
+        return value
+
+    @field_validator("values_keys")
+    @classmethod
+    def _values_keys(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        if value is None:
+            return None
+        unknown = sorted(set(value) - set(VALUES_KEY_ROLES))
+        if unknown:
+            raise _problem(f"unknown role {excerpt(unknown[0])}; roles: {', '.join(VALUES_KEY_ROLES)}")
+        missing = [r for r in ("repository", "tag") if r not in value]
+        if missing:
+            raise _problem(f"needs {' and '.join(missing)} (dotted paths such as image.repository)")
+        for role, path in value.items():
+            if not path.strip() or any(c.isspace() for c in path):
+                raise _problem(f"{role}: {excerpt(path)} is not a dotted path (such as image.tag)")
         return value
 
     @field_validator("image_name")

@@ -135,6 +135,52 @@ def deploys(
     return False
 
 
+def deploys_file(
+    app: dict[str, Any], repo_url: str, file: str, branch: str, default_branch: bool
+) -> int | None | bool:
+    """The index of the source through which the Application deploys the Helm values file (or
+    helmfile) ``file`` of ``repo_url`` at ``branch`` (None for ``spec.source``), or False (issue 34).
+
+    It does when a source of that repository and branch has the file inside its ``path`` (a Helm
+    chart's own values, a helmfile plugin's directory), or a Helm source names it in
+    ``helm.valueFiles`` — relative to its ``path``, or ``$ref/…`` through a ``ref:`` source of the
+    repository (the chart from a Helm repository, the values from Git: that ``ref`` source's
+    revision is the one to compare).
+    """
+    want_repo, want_file = normalise_repo_url(repo_url), normalise_path(file)
+    ours = {
+        index: source
+        for index, source in sources(app)
+        if normalise_repo_url(str(source.get("repoURL") or "")) == want_repo
+        and follows_branch(str(source.get("targetRevision") or ""), branch, default_branch)
+    }
+    refs = {str(s["ref"]): i for i, s in ours.items() if s.get("ref")}
+    for index, source in sources(app):
+        path = normalise_path(str(source.get("path") or ""))
+        if (
+            index in ours
+            and source.get("path") is not None
+            and (not path or want_file.startswith(path + "/"))
+        ):
+            return index
+        helm = source.get("helm") if isinstance(source.get("helm"), dict) else {}
+        for value_file in helm.get("valueFiles") or []:
+            text = str(value_file)
+            if text.startswith("$"):
+                ref, _, rest = text[1:].partition("/")
+                if ref in refs and normalise_path(rest) == want_file:
+                    return refs[ref]
+            elif index in ours and _joined(path, text) == want_file:
+                return index
+    return False
+
+
+def _joined(path: str, relative: str) -> str:
+    import posixpath
+
+    return normalise_path(posixpath.normpath(posixpath.join(path or ".", relative)))
+
+
 def application_namespaces(api: kube.KubeApi, argocd_ns: str) -> tuple[list[str], list[str]]:
     """(plain namespace names, patterns) where Argo CD manages Applications besides its own.
 
@@ -194,14 +240,23 @@ def _namespace_of(app: dict[str, Any]) -> str:
 
 
 def select(
-    apps: list[dict[str, Any]], repo_url: str, path: str, branch: str, default_branch: bool
+    apps: list[dict[str, Any]],
+    repo_url: str,
+    path: str,
+    branch: str,
+    default_branch: bool,
+    file: str | None = None,
 ) -> list[tuple[Deployment, dict[str, Any]]]:
-    """The Applications of ``apps`` deploying the overlay at ``branch`` (no I/O)."""
+    """The Applications of ``apps`` deploying the overlay at ``branch`` (``file``: a Helm values file
+    or helmfile, :func:`deploys_file`) (no I/O)."""
     found = []
     for app in apps:
         if not isinstance(app, dict) or not isinstance(app.get("spec") or {}, dict):
             continue
-        index = deploys(app, repo_url, path, branch, default_branch)
+        if file is not None:
+            index = deploys_file(app, repo_url, file, branch, default_branch)
+        else:
+            index = deploys(app, repo_url, path, branch, default_branch)
         if index is not False:
             meta = app.get("metadata") if isinstance(app.get("metadata"), dict) else {}
             found.append((Deployment(str(meta.get("namespace", "")), str(meta.get("name", "")), index), app))
@@ -215,9 +270,11 @@ def find(
     path: str,
     branch: str,
     default_branch: bool,
+    file: str | None = None,
 ) -> list[tuple[Deployment, dict[str, Any]]]:
-    """Every Application (Argo CD's namespace and those it enables) deploying the overlay at ``branch``."""
-    return select(list_applications(api, argocd_ns), repo_url, path, branch, default_branch)
+    """Every Application (Argo CD's namespace and those it enables) deploying the overlay at ``branch``
+    (``file``: a Helm values file or helmfile, :func:`deploys_file`)."""
+    return select(list_applications(api, argocd_ns), repo_url, path, branch, default_branch, file=file)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 from steps import git
 from steps.domain.errors import KustomizationError
@@ -156,6 +157,7 @@ class History:
         workdir: Path | None = None,
         *,
         clone: Clone | None = None,
+        values: Any = None,
     ) -> None:
         if clone is None:
             if workdir is None:
@@ -164,6 +166,7 @@ class History:
         self.clone = clone
         self.url, self.branch, self.commit = repo_url, branch, commit
         self.file, self.image_name = file, image_name
+        self.values = values  # a Helm values file: how to find the image (steps.domain.models.ValuesRef)
         self._facts: dict[str, RevisionFacts] = {}
         if not commit:  # the sweep: the newest change of the overlay's file is the one to find live
             self.commit = self.last_change(file) or self.head()
@@ -192,13 +195,13 @@ class History:
         return facts
 
     def _image_at(self, revision: str) -> str | None:
-        from steps.kustomize import get_image
+        from steps.kustomize import read_entry
 
         text = self.clone.show(revision, self.file)
         if text is None:
             return None
         try:
-            entry = get_image(text, self.image_name, source=self.file)
+            entry = read_entry(text, self.image_name, source=self.file, values=self.values)
         except KustomizationError:  # a file that no longer parses: what Git holds there is unknown
             return None
         if entry is None:

@@ -120,17 +120,30 @@ def live_state(
     row = LiveState(repo_url=target.repo_url, path=target.path, env=target.env, state="unknown")
     try:
         branch = target.base_branch or default_branch
-        found = argocd.select(apps, target.repo_url, target.path, branch, branch == default_branch)
+        if target.helmfile is not None:  # issue 34: the release's values file is known only after an update
+            row.reason = "the live state of a helmfile release is read by verify-live after each update"
+            return row
+        found = argocd.select(
+            apps, target.repo_url, target.path, branch, branch == default_branch, file=target.values_file
+        )
         if not found:
             row.state, row.reason = target_state([])
             return row
         files = [f"{target.path}/{name}".lstrip("/") for name in KUSTOMIZATION_FILES]
+        if target.values_file is not None:
+            files = [target.values_file]
         head = clone.head(branch)
         file = next((f for f in files if clone.exists(head, f)), files[0])
         # the overlay's newest change is what must be live
         commit = clone.last_change(branch, file) or head
         history = History(
-            target.repo_url, branch, commit, file, target.image_name or target.image, clone=clone
+            target.repo_url,
+            branch,
+            commit,
+            file,
+            target.image_name or target.image,
+            clone=clone,
+            values=target.values_ref(),
         )
         expected = history.facts(head).image
         if expected is None:

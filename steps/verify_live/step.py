@@ -201,7 +201,8 @@ def verify(
         default = branch == git.default_branch(target.repo_url, git.GitAuth.from_env(write=False))
     namespace = argocd.argocd_namespace()
     refresher = refresher if refresher is not None else argocd.Refresher.from_env()
-    found = argocd.find(api, namespace, target.repo_url, target.path, branch, default)
+    deployed_file = _deployed_file(target, plan)  # a Helm values file (issue 34), else the overlay
+    found = argocd.find(api, namespace, target.repo_url, target.path, branch, default, file=deployed_file)
     out = VerifyLiveOutput(result=NO_APPLICATION, image=expected, seconds_push_to_committed=seconds_to_commit)
     if not found:
         out.message = (
@@ -341,7 +342,13 @@ def run(
             timeout,
             api,
             lambda branch: History(
-                target.repo_url, branch, commit_sha, plan.file, plan.image_name, workdir / "history"
+                target.repo_url,
+                branch,
+                commit_sha,
+                plan.file,
+                plan.image_name,
+                workdir / "history",
+                values=plan.values,
             ),
             refresher,
         )
@@ -350,3 +357,11 @@ def run(
         emit_outputs(out)  # the metric and the UI read them though the step fails
         raise LiveMismatch(out.message + f" (commit {commit_sha[:12]})")
     return out
+
+
+def _deployed_file(target: Target, plan: Plan) -> str | None:
+    """The file an Application must deploy for a values-file target: the helmfile for a release, else
+    the values file; None for a kustomization (the overlay's directory is what is deployed)."""
+    if plan.values is None:
+        return None
+    return target.helmfile.file if target.helmfile is not None else plan.file

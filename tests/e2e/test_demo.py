@@ -57,7 +57,10 @@ def test_demo_runs_twice_in_a_row_prints_both_diffs_and_cleans_up(
     assert second == 0, out + err
     summary = json.loads(out)
     assert summary["ok"] is True
-    assert summary["actions"] == {"staging": "committed", "production": "pr-created"}
+    assert summary["actions"] == {"staging": "committed", "production": "pr-created", "helm": "committed"}
+    # issue 34: a Helm values update next to the kustomize one, only the tag line changed
+    assert "-  tag: 1.4.1  # set by imagebump" in summary["helm_diff"]
+    assert "+  tag: 1.4.2  # set by imagebump" in summary["helm_diff"]
     assert len(summary["commit_sha"]) == 40
     assert summary["branch"].startswith("imagebump/production/")
     assert '+  newTag: "1.4.2"' in summary["staging_diff"]

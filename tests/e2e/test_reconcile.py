@@ -406,5 +406,5 @@ def test_the_demo_shows_a_lost_push_followed_by_one_sweep(capsys) -> None:
     assert main(["demo", "--lost-push", "--json"]) == 0, capsys.readouterr().err
     summary = json.loads(capsys.readouterr().out)
     sweep = summary["sweep"]
-    assert sweep["lost_tag"] == "1.5.0" and sweep["submitted"] == 2
-    assert sorted(u["outcome"] for u in sweep["updates"]) == ["committed", "pr-updated"]
+    assert sweep["lost_tag"] == "1.5.0" and sweep["submitted"] == 3  # two overlays and the Helm values file
+    assert sorted(u["outcome"] for u in sweep["updates"]) == ["committed", "committed", "pr-updated"]

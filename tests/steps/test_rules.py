@@ -999,6 +999,9 @@ def test_the_schema_declares_every_yaml_key_as_an_alias() -> None:
         "provider",
         "commitMethod",
         "requireVerified",
+        "valuesFile",  # issue 34: Helm values files and helmfile releases
+        "valuesKeys",
+        "helmfile",
     )
     assert REQUIRED_FIELDS == ("registryURI", "githubRepository")
     spec = RuleSpec.model_validate(

@@ -1,0 +1,375 @@
+"""Editing a values file: find the pushed image → plan the scalars to change → splice → re-read.
+
+:func:`edit_values` is the writer: only the scalars that change are rewritten, in place, by the
+same line editor the kustomization writer uses (:class:`~steps.kustomize.splice.Splicer`,
+:func:`~steps.kustomize.splice.format_scalar`); comments (a trailing one on the edited line too),
+blank lines, quoting, indentation, anchors and aliases, CRLF and the other documents are the
+original bytes. A tag YAML would read as something else (``1.20``, ``1e3``, ``yes``, ``null``,
+``0x1F``) is written quoted. The result is read again: every document must parse to the original
+data except the edited fields, and every matched image must compose the pushed reference —
+else :class:`~steps.kustomize.values.tree.ValuesError` and nothing is written.
+
+Refused (nothing written): a SOPS / helm-secrets file (a top-level ``sops:`` key), an image whose
+lines (or the lines next to them) hold Go template actions ``{{ … }}``, a field written as a block
+scalar, the pushed repository named inside a block scalar, and an ambiguous match (the same
+repository under different tags). :func:`values_entry` reads the image as an ``images``-style
+entry (``name`` the pushed repository, ``newName`` what the file composes, ``newTag``,
+``digest``) so that every decision made for kustomizations is made for values files. Pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from steps.domain.errors import ImageNotFoundError
+from steps.domain.models import ImagesEntry
+from steps.kustomize.holds import HOLD_MARKER_RE
+from steps.kustomize.splice import (
+    Splicer,
+    colon_after,
+    end_of_line,
+    end_of_line_content,
+    format_scalar,
+    line_ending,
+    start_of_line,
+)
+from steps.kustomize.values.find import Found, block_scalar_mentions, find_images, matching, show_path
+from steps.kustomize.values.refs import normalise, split_reference
+from steps.kustomize.values.tree import ValuesError, VMap, VScalar, compose, plain
+from steps.kustomize.yaml_nodes import position_of
+
+
+@dataclass(frozen=True)
+class ValuesEdit:
+    """What :func:`edit_values` did."""
+
+    text: str  # the new text; the input itself when nothing changed
+    changed: bool
+    found: list[Found]  # the matched images, before the edit
+    edited: list[str] = field(default_factory=list)  # the fields rewritten (dotted paths)
+    notes: list[str] = field(default_factory=list)  # anchors shared with other keys, etc.
+    old: ImagesEntry | None = None
+    new: ImagesEntry | None = None
+
+
+def read_documents(text: str, source: str) -> list:
+    """The file's documents (:func:`~steps.kustomize.values.tree.compose`); a SOPS file is refused."""
+    roots = compose(text, source)
+    for root in roots:
+        if isinstance(root, VMap) and root.key_node("sops") is not None:
+            raise ValuesError(
+                f"{source}: a SOPS / helm-secrets encrypted file (top-level 'sops:'); imagebump never edits "
+                "an encrypted file (its MAC would break and the values are ciphertext): keep the image in a "
+                "plain values file"
+            )
+    return roots
+
+
+def find_pushed(
+    text: str,
+    repository: str,
+    *,
+    source: str = "values.yaml",
+    keys: dict[str, str] | None = None,
+    scope: tuple | None = None,
+) -> tuple[list, list[Found], list[Found]]:
+    """(documents, every image found, the images that are ``repository``). With ``keys`` (a
+    rule's ``valuesKeys``) the one image they name is returned whatever its repository (a pin)."""
+    roots = read_documents(text, source)
+    found = find_images(roots, keys=keys, scope=scope, source=source)
+    return roots, found, (found if keys is not None else matching(found, repository))
+
+
+def _one_version(matches: list[Found], source: str) -> tuple[str | None, str | None]:
+    tags = {f.tag or None for f in matches}
+    if len(tags) > 1:
+        listed = "; ".join(f"{f.where} ({f.reference}, line {_line(f)})" for f in matches)
+        raise ValuesError(
+            f"{source}: ambiguous: {matches[0].repository} appears under {len(tags)} different tags: "
+            f"{listed}; imagebump does not guess which to update — name the fields with valuesKeys, "
+            "or make the tags agree"
+        )
+    digests = [f.digest for f in matches if f.digest]
+    return next(iter(tags)), (digests[0] if digests else None)
+
+
+def _line(f: Found) -> int:
+    node = f.parent_key or f.mapping
+    return (node.line if node is not None else 0) + 1
+
+
+def values_entry(matches: list[Found], image: str, source: str) -> ImagesEntry | None:
+    """The matched image as an ``images`` entry (None: no match); an ambiguous match raises."""
+    if not matches:
+        return None
+    tag, digest = _one_version(matches, source)
+    composed = matches[0].repository
+    new_name = image if normalise(composed) == normalise(image) else composed
+    return ImagesEntry(name=image, newName=new_name, newTag=tag, digest=digest)
+
+
+def not_found(found: list[Found], repository: str, source: str, roots: list | None = None) -> Exception:
+    """Why the file holds no image of ``repository``: a block scalar that names it (refused, not
+    skipped), else :class:`ImageNotFoundError` listing the images it holds."""
+    node = block_scalar_mentions(roots, repository) if roots else None
+    if node is not None:
+        return _in_block_scalar(repository, node, source)
+    names = sorted({f.repository for f in found})
+    listed = f"found: {', '.join(names)}" if names else "it holds no image in a known shape"
+    return ImageNotFoundError(
+        f"image {repository!r} not in {source} ({listed}); write it as repository + tag, or name its "
+        "fields with valuesKeys",
+        found=names,
+    )
+
+
+def hold_reason(text: str, matches: list[Found]) -> str | None:
+    """The reason of a ``# imagebump:hold [reason]`` comment on any line of a matched image's
+    mapping ("" without a reason), or None. A ``#`` inside a value is no comment."""
+    if "imagebump:hold" not in text:
+        return None
+    for f in matches:
+        first, stop = f.lines(text)
+        spans = []
+        if f.mapping is not None:
+            spans = [(v.start, v.end) for _, v in f.mapping.pairs if isinstance(v, VScalar)]
+        for m in HOLD_MARKER_RE.finditer(text, first, stop):
+            if not any(a <= m.start() < b for a, b in spans):
+                return m["reason"].strip()
+    return None
+
+
+def _refuse_unsafe(text: str, roots: list, matches: list[Found], repository: str, source: str) -> None:
+    for f in matches:
+        for node in f.nodes():
+            if node.style in ("|", ">"):
+                raise ValuesError(
+                    f"{source}: {f.where} at {position_of(node.start_mark)} is a block scalar (| or >); "
+                    "write the tag on one line (tag: 1.2.3) to let imagebump edit it"
+                )
+        first, stop = f.lines(text)
+        before = start_of_line(text, max(first - 1, 0))
+        after = end_of_line_content(text, end_of_line(text, stop))
+        if "{{" in text[before:after] or "}}" in text[before:after]:
+            raise ValuesError(
+                f"{source}: the image at {f.where} (line {_line(f)}) is inside or next to Go template actions "
+                "({{ … }}); imagebump cannot know what the template renders, so it edits no such line: keep "
+                "the image's lines plain YAML (template actions elsewhere in the file are fine)"
+            )
+    node = block_scalar_mentions(roots, repository)
+    if node is not None:
+        raise _in_block_scalar(repository, node, source)
+
+
+def _in_block_scalar(repository: str, node: VScalar, source: str) -> ValuesError:
+    return ValuesError(
+        f"{source}: {repository} is named inside a block scalar (| or >) at {position_of(node.start_mark)}; "
+        "text inside a block scalar is not YAML imagebump can edit (Flux skips it silently): move the "
+        "image to its own fields"
+    )
+
+
+def _value_span(text: str, node: VScalar) -> tuple[int, int]:
+    """The span of a scalar's value, after its anchor (``&a``) and tag (``!!str``) if any."""
+    start, end = node.start, node.end
+    if node.anchor is not None or node.explicit_tag is not None:
+        i = start
+        while i < end and text[i] in "&!":
+            while i < end and text[i] not in " \t\r\n":
+                i += 1
+            while i < end and text[i] in " \t\r\n":
+                i += 1
+        start = i
+    return start, end
+
+
+@dataclass
+class _Plan:
+    replace: dict[int, tuple[VScalar, str, bool]] = field(default_factory=dict)  # id -> node, value, flow
+    insert: dict[int, tuple[VScalar, str, str, VMap]] = field(default_factory=dict)  # id(map) -> after, k, v
+    expect: list[tuple[Found, str | None, str | None]] = field(default_factory=list)
+
+    def set(self, node: VScalar, value: str, flow: bool, source: str) -> None:
+        had = self.replace.get(id(node))
+        if had is not None and had[1] != value:
+            raise ValuesError(
+                f"{source}: the scalar at {position_of(node.start_mark)} is shared (an anchor) by images that "
+                f"would need different values ({had[1]!r}, {value!r}); write them out separately"
+            )
+        current = None if node.null else node.value
+        if current != value:
+            self.replace[id(node)] = (node, value, flow)
+
+
+def _plan_one(p: _Plan, f: Found, tag: str | None, digest: str | None, add_digest: bool, source: str) -> None:
+    if f.string_slot is not None:
+        node = f.string_slot.value
+        repo_text, old_tag, old_digest = split_reference(node.value.strip())
+        t = tag
+        d = digest if digest and (old_digest or add_digest or not t) else None
+        if not t and not d:
+            raise ValuesError(f"{source}: nothing to write at {f.where}")
+        p.set(node, repo_text + (f":{t}" if t else "") + (f"@{d}" if d else ""), f.mapping.flow, source)
+        p.expect.append((f, t, d))
+        return
+    ts, ds = f.tag_slot, f.digest_slot
+    flow = f.mapping.flow if f.mapping is not None else False
+    has_digest_slot = ds is not None and ds.key is not None
+    raw_tag = ts.value.value if ts is not None and ts.value is not None and not ts.value.null else None
+    tag_at = raw_tag is not None and "@" in raw_tag and not has_digest_slot
+    new_tag, new_digest = f.tag, None
+    if tag is not None:
+        new_tag = tag
+        value = f"{tag}@{digest}" if (tag_at and digest) else tag
+        new_digest = digest if tag_at else None
+        if ts is None:
+            raise ValuesError(f"{source}: {f.where} has no tag field to write (valuesKeys names none)")
+        if ts.key is None:  # `repository:` without `tag:` (the chart defaults to appVersion): add it
+            if f.mapping is None or ts.after is None:
+                raise ValuesError(f"{source}: {f.where} has no tag key")
+            p.insert[id(f.mapping)] = (ts.after, "tag", value, f.mapping)
+        elif ts.value is None:
+            raise ValuesError(f"{source}: the tag at {f.where} is not a single value")
+        else:
+            p.set(ts.value, value, flow, source)
+    elif has_digest_slot:
+        pass  # a digest-only push: the digest field says it, the tag stays
+    elif tag_at and digest:
+        p.set(ts.value, f"{raw_tag.partition('@')[0]}@{digest}", flow, source)
+        new_digest = digest
+    else:
+        raise ValuesError(
+            f"{source}: a digest-only push, but {f.where} has no digest field to write it to; push with a tag, "
+            "or add a digest key next to the tag"
+        )
+    if has_digest_slot:
+        if ds.value is None:
+            raise ValuesError(f"{source}: the digest at {f.where} is not a single value")
+        old = "" if ds.value.null else ds.value.value
+        if digest:
+            hexonly = ds.name == "sha" and not old.startswith("sha256:")
+            value = digest.partition(":")[2] if hexonly else digest
+            new_digest = digest
+        else:
+            value = ""  # a tag-only push: a digest left behind would pin the old image
+        if value != old:
+            p.set(ds.value, value, flow, source)
+    p.expect.append((f, new_tag, new_digest))
+
+
+def edit_values(
+    text: str,
+    repository: str,
+    *,
+    tag: str | None,
+    digest: str | None,
+    source: str = "values.yaml",
+    keys: dict[str, str] | None = None,
+    scope: tuple | None = None,
+    add_digest: bool = False,
+) -> ValuesEdit:
+    """Set the pushed image ``repository`` to ``tag`` / ``digest`` wherever the file holds it.
+
+    ``add_digest`` (a rule's ``writeDigest``) also appends the digest to a string ``image:
+    repo:tag`` that has none; a digest key next to the tag always gets the pushed digest.
+
+    Raises:
+        ImageNotFoundError: the file holds no image of ``repository``.
+        ValuesError: the file or the image cannot be edited safely (see the module).
+    """
+    if not tag and not digest:
+        raise ValuesError(f"nothing to set for {repository}: give a tag or a digest")
+    roots, found, matches = find_pushed(text, repository, source=source, keys=keys, scope=scope)
+    if not matches:
+        raise not_found(found, repository, source, roots)
+    old = values_entry(matches, repository, source)
+    if keys is not None and normalise(matches[0].repository) != normalise(repository):
+        raise ValuesError(
+            f"{source}: the fields valuesKeys names compose {matches[0].repository}, not {repository}: that "
+            "image is pinned to another repository; nothing was written"
+        )
+    _refuse_unsafe(text, roots, matches, repository, source)
+    plan = _Plan()
+    for f in matches:
+        _plan_one(plan, f, tag, digest, add_digest, source)
+    t, d = plan.expect[0][1], next((e[2] for e in plan.expect if e[2]), None)
+    new = ImagesEntry(name=repository, newName=old.newName, newTag=t, digest=d)
+    notes = [
+        f"{f.where} is shared with {', '.join(f.shared)} (an anchor: edited once)"
+        for f in matches
+        if f.shared
+    ]
+    if not plan.replace and not plan.insert:
+        return ValuesEdit(text, False, matches, [], notes, old, new)
+    sp = Splicer(text)
+    for node, value, flow in plan.replace.values():
+        start, end = _value_span(text, node)
+        if start == end:  # `tag:` with nothing after it
+            key = _key_of(matches, node)
+            at = colon_after(text, key) if key is not None else start
+            sp.insert(at, " " + format_scalar(value, None, flow))
+        else:
+            style = node.style if node.style in ("'", '"') else None
+            sp.replace(start, end, format_scalar(value, style, flow))
+    for after, key, value, mapping in plan.insert.values():
+        value_node = mapping.get(after.value)
+        if mapping.flow:
+            sp.insert(value_node.end, f", {key}: {format_scalar(value, None, True)}")
+        else:
+            at = end_of_line_content(text, value_node.end)
+            indent = " " * after.column
+            sp.insert(at, f"{line_ending(text, at)}{indent}{key}: {format_scalar(value, None, False)}")
+    result = sp.apply()
+    _verify(text, result, roots, plan, repository, source, keys, scope)
+    edited = sorted({_where_of(matches, node) for node, _, _ in plan.replace.values()})
+    edited += [show_path(f.path + ("tag",)) for f in matches if id(f.mapping) in plan.insert]
+    return ValuesEdit(result, True, matches, edited, notes, old, new)
+
+
+def _key_of(matches: list[Found], node: VScalar) -> VScalar | None:
+    for f in matches:
+        for slot in (f.tag_slot, f.digest_slot, f.string_slot):
+            if slot is not None and slot.value is node:
+                return slot.key
+    return None
+
+
+def _where_of(matches: list[Found], node: VScalar) -> str:
+    for f in matches:
+        for slot in (f.tag_slot, f.digest_slot, f.string_slot):
+            if slot is not None and slot.value is node:
+                return f.where if slot is f.string_slot else show_path(f.path + (slot.key.value,))
+    return "?"  # pragma: no cover - every planned node belongs to a match
+
+
+def _verify(text, result, roots, plan: _Plan, repository, source, keys, scope) -> None:
+    """Read ``result`` again: the same data but the planned fields, and every match composing the
+    pushed reference; else raise (the file is not written)."""
+    try:
+        after = compose(result, source)
+    except ValuesError as exc:
+        raise ValuesError(
+            f"{source}: the edit produced unreadable YAML ({exc}); nothing was written. This is a bug"
+        ) from None
+    replace = {k: v[1] for k, v in plan.replace.items()}
+    insert = {k: (v[0], v[1], v[2]) for k, v in plan.insert.items()}
+    memo: dict = {}
+    if len(after) != len(roots) or any(
+        plain(a, replace, insert, memo) != plain(b) for a, b in zip(roots, after)
+    ):
+        raise ValuesError(
+            f"{source}: the edit did not read back as intended (something besides the image changed); "
+            "nothing was written. This is a bug, please report it with the file"
+        )
+    now = (
+        matching(find_images(after, keys=keys, scope=scope, source=source), repository)
+        if keys is None
+        else (find_images(after, keys=keys, scope=scope, source=source))
+    )
+    want = {f.path: (t, d) for f, t, d in plan.expect}
+    got = {f.path: (f.tag, f.digest) for f in now}
+    if any(got.get(path) != version for path, version in want.items()):
+        raise ValuesError(
+            f"{source}: after the edit an image does not compose the pushed reference; nothing was written. "
+            "This is a bug, please report it with the file"
+        )

@@ -1,0 +1,357 @@
+"""Finding images in a values file without markers, by the shapes real charts use.
+
+Shapes (each a mapping, at any depth, in any document, in list items too):
+
+- ``repository`` (+ ``tag`` and/or ``digest`` or ``sha``, optionally ``registry``): Bitnami, Grafana,
+  Prometheus, cert-manager, Argo. A mapping with a ``registry`` key takes ``global.imageRegistry``
+  (of its document) instead when that is set, as Bitnami's ``common.images.image`` does.
+- ``image`` (a repository without tag) + ``tag`` and/or ``digest`` (+ ``registry``): ingress-nginx;
+  without ``registry`` the document's ``global.image.registry`` when set.
+- ``name`` + ``tag`` (+ ``registry``).
+- a string ``image: repo:tag`` / ``repo:tag@sha256:…`` / ``repo@sha256:…`` (a key ``image`` or
+  ending in ``Image``); a string without tag or digest names no version and is not an image here.
+- ``valuesKeys``: dotted paths (``a.b[0].c``) for ``repository`` and ``tag`` (and optionally
+  ``registry``, ``digest``) name the fields of a chart that follows none of these.
+
+An image matches the pushed repository when the two name the same repository once normalised
+(:func:`~steps.kustomize.values.refs.normalise`). Pure.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from steps.kustomize.splice import end_of_line, end_of_line_content, start_of_line
+from steps.kustomize.values.refs import join_registry, normalise, spellings, split_reference
+from steps.kustomize.values.tree import ValuesError, VMap, VScalar, VSeq
+
+#: The roles :data:`VALUES_KEYS` may name (``valuesKeys`` of a rule).
+VALUES_KEYS = ("repository", "tag", "registry", "digest")
+_PATH_RE = re.compile(r"[^.\[\]]+|\[\d+\]")
+
+
+@dataclass
+class Slot:
+    """One field of an image: its key and value nodes (value None: the key is absent, to insert)."""
+
+    key: VScalar | None
+    value: VScalar | None
+    #: For an absent key: the key node after which to insert it, and the mapping holding it.
+    after: VScalar | None = None
+    mapping: VMap | None = None
+    name: str = ""
+
+
+@dataclass
+class Found:
+    """One image in the file."""
+
+    path: tuple
+    shape: str  # repository | image | name | string | valuesKeys
+    repository: str  # as the file composes it: registry/repository
+    tag: str | None
+    digest: str | None
+    mapping: VMap | None  # the mapping that holds the fields
+    parent_key: VScalar | None  # the key that introduces the mapping (or holds the string)
+    tag_slot: Slot | None = None
+    digest_slot: Slot | None = None  # a `digest` key; name `sha`: hex only (the chart adds sha256:)
+    string_slot: Slot | None = None  # the string shape's scalar
+    #: Other paths where the image's mapping or an edited scalar also is (anchors and aliases).
+    shared: list[str] = field(default_factory=list)
+
+    @property
+    def where(self) -> str:
+        return show_path(self.path)
+
+    @property
+    def reference(self) -> str:
+        ref = self.repository + (f":{self.tag}" if self.tag else "")
+        return ref + (f"@{self.digest}" if self.digest else "")
+
+    def nodes(self) -> list[VScalar]:
+        return [s.value for s in (self.tag_slot, self.digest_slot, self.string_slot) if s and s.value]
+
+    def lines(self, text: str) -> tuple[int, int]:
+        """The character span of the image's lines: the key that introduces it to its last value's
+        line, and the comment lines right after it indented at least as deep as its keys."""
+        start_node = self.parent_key or self.mapping or self.string_slot.value
+        first = start_of_line(text, start_node.start)
+        while first > 0:  # comment lines right above, at the key's column, belong to it
+            above = start_of_line(text, first - 1)
+            line = text[above:first].rstrip("\r\n")
+            stripped = line.lstrip(" \t")
+            if not stripped.startswith("#") or len(line) - len(stripped) != start_node.column:
+                break
+            first = above
+        if self.mapping is not None and self.shape != "string":
+            last = _last_end(self.mapping)
+            column = self.mapping.column
+        else:
+            last = self.string_slot.value.end
+            column = start_node.column + 1
+        stop = end_of_line_content(text, last)
+        while stop < len(text):
+            nxt = end_of_line_content(text, end_of_line(text, stop))
+            line = text[end_of_line(text, stop) : nxt]
+            stripped = line.lstrip(" \t")
+            if not stripped.startswith("#") or len(line) - len(stripped) < column:
+                break
+            stop = nxt
+        return first, stop
+
+
+def _last_end(node) -> int:
+    while True:
+        if isinstance(node, VScalar):
+            return node.end
+        if node.flow:
+            return node.end
+        children = [v for _, v in node.pairs] if isinstance(node, VMap) else node.items
+        if not children:
+            return node.start
+        node = children[-1]
+
+
+def show_path(path: tuple) -> str:
+    """``image.tag``, ``containers[0].image``; ``document 2: …`` beyond the first document."""
+    doc, rest = path[0], path[1:]
+    text = ""
+    for part in rest:
+        text += f"[{part}]" if isinstance(part, int) else (("." if text else "") + str(part))
+    text = text or "(top level)"
+    return f"document {doc + 1}: {text}" if doc else text
+
+
+def _str(node) -> str | None:
+    if isinstance(node, VScalar) and not node.null and node.value.strip():
+        return node.value
+    return None
+
+
+def _slot(m: VMap, key: str, after: VScalar | None) -> Slot | None:
+    k = m.key_node(key)
+    if k is None:
+        return Slot(None, None, after, m, key) if after is not None else None
+    v = m.get(key)
+    return Slot(k, v if isinstance(v, VScalar) else None, None, m, key)
+
+
+@dataclass
+class _Context:
+    image_registry: str | None  # global.imageRegistry
+    global_image_registry: str | None  # global.image.registry
+
+
+def _context(root) -> _Context:
+    g = root.get("global") if isinstance(root, VMap) else None
+    if not isinstance(g, VMap):
+        return _Context(None, None)
+    gi = g.get("image")
+    return _Context(_str(g.get("imageRegistry")), _str(gi.get("registry")) if isinstance(gi, VMap) else None)
+
+
+def _shapes(m: VMap, path: tuple, parent_key: VScalar | None, ctx: _Context) -> list[Found]:
+    found: list[Found] = []
+    repo, image, name = _str(m.get("repository")), _str(m.get("image")), _str(m.get("name"))
+    registry = _str(m.get("registry"))
+    has_registry = m.key_node("registry") is not None
+    digest_key = (
+        "digest" if m.key_node("digest") is not None else "sha" if m.key_node("sha") is not None else None
+    )
+
+    def mapping_image(shape: str, repository_key: str, repository: str, reg: str | None) -> Found:
+        tag_slot = _slot(m, "tag", m.key_node(repository_key))
+        digest_slot = _slot(m, digest_key, None) if digest_key else None
+        tag = _str(tag_slot.value) if tag_slot else None
+        digest = _str(digest_slot.value) if digest_slot else None
+        if tag and "@" in tag and digest is None:  # `tag: 1.2@sha256:…` (a tag@digest setter)
+            tag, _, digest = tag.partition("@")
+        if digest and digest_key == "sha" and not digest.startswith("sha256:"):
+            digest = "sha256:" + digest
+        return Found(
+            path, shape, join_registry(reg, repository), tag, digest, m, parent_key, tag_slot, digest_slot
+        )
+
+    if repo and "://" not in repo and "@" not in repo and split_reference(repo)[1] is None:
+        reg = (ctx.image_registry or registry) if has_registry else None
+        found.append(mapping_image("repository", "repository", repo, reg))
+    elif (
+        image
+        and split_reference(image)[1:] == (None, None)
+        and (m.key_node("tag") is not None or digest_key or has_registry)
+    ):
+        found.append(mapping_image("image", "image", image, registry or ctx.global_image_registry))
+    elif name and m.key_node("tag") is not None and split_reference(name)[1:] == (None, None):
+        reg = (ctx.image_registry or registry) if has_registry else None
+        found.append(mapping_image("name", "name", name, reg))
+    for k, v in m.pairs:
+        if not isinstance(k, VScalar) or not isinstance(v, VScalar) or not _str(v):
+            continue
+        if not (k.value == "image" or k.value.endswith("Image") or k.value.endswith("_image")):
+            continue
+        repository, tag, digest = split_reference(v.value.strip())
+        if (tag is None and digest is None) or not repository or " " in repository:
+            continue
+        found.append(
+            Found(
+                path + (k.value,),
+                "string",
+                repository,
+                tag,
+                digest,
+                m,
+                k,
+                string_slot=Slot(k, v, None, m, k.value),
+            )
+        )
+    return found
+
+
+def parse_keys_path(path: str) -> list[str | int]:
+    """``a.b[0].c`` (or ``a.b.0.c``) → ``["a", "b", 0, "c"]``."""
+    parts: list[str | int] = []
+    for m in _PATH_RE.finditer(path):
+        token = m[0]
+        parts.append(int(token[1:-1]) if token.startswith("[") else token)
+    if not parts or "".join(str(p) for p in parts).strip() == "":
+        raise ValuesError(f"valuesKeys path {path!r} is empty")
+    return parts
+
+
+def _resolve(root, parts: list[str | int]):
+    """(parent mapping, key node, value node) at ``parts`` from ``root``, or None."""
+    node, parent, key = root, None, None
+    for part in parts:
+        if isinstance(node, VSeq):
+            index = part if isinstance(part, int) else int(part) if str(part).isdigit() else None
+            if index is None or index >= len(node.items):
+                return None
+            parent, key, node = None, None, node.items[index]
+        elif isinstance(node, VMap):
+            k = node.key_node(str(part))
+            if k is None:
+                return None
+            parent, key, node = node, k, node.get(str(part))
+        else:
+            return None
+    return parent, key, node
+
+
+def _by_keys(root, doc: int, keys: dict[str, str], source: str) -> Found | None:
+    got = {role: _resolve(root, parse_keys_path(p)) for role, p in keys.items()}
+    if got.get("repository") is None:
+        return None
+    for role, hit in got.items():
+        if hit is None and role in ("tag",):
+            raise ValuesError(
+                f"{source}: valuesKeys.{role} {keys[role]!r} is not in the file (valuesKeys.repository "
+                f"{keys['repository']!r} is); fix the rule's valuesKeys"
+            )
+        if hit is not None and not isinstance(hit[2], VScalar):
+            raise ValuesError(f"{source}: valuesKeys.{role} {keys[role]!r} is not a single value")
+    repo = _str(got["repository"][2]) or ""
+    registry = _str(got["registry"][2]) if got.get("registry") else None
+    tag_hit, digest_hit = got.get("tag"), got.get("digest")
+    tag_slot = Slot(tag_hit[1], tag_hit[2], None, tag_hit[0], "tag") if tag_hit else None
+    digest_slot = Slot(digest_hit[1], digest_hit[2], None, digest_hit[0], "digest") if digest_hit else None
+    mapping = tag_hit[0] if tag_hit else got["repository"][0]
+    path = (doc, *parse_keys_path(keys["repository"]))[:-1]
+    tag = _str(tag_slot.value) if tag_slot else None
+    digest = _str(digest_slot.value) if digest_slot else None
+    if tag and "@" in tag and digest is None:
+        tag, _, digest = tag.partition("@")
+    return Found(
+        path, "valuesKeys", join_registry(registry, repo), tag, digest, mapping, None, tag_slot, digest_slot
+    )
+
+
+def find_images(
+    roots: list,
+    *,
+    keys: dict[str, str] | None = None,
+    scope: tuple | None = None,
+    source: str = "values.yaml",
+) -> list[Found]:
+    """Every image the file holds (whatever its repository), in file order; ``scope``: only under
+    that path (a helmfile release's inline values); ``keys``: only the one ``valuesKeys`` names."""
+    starts: list[tuple[object, tuple]] = []
+    for i, root in enumerate(roots):
+        if root is None:
+            continue
+        starts.append((root, (i,)))
+    if scope is not None:
+        node = roots[scope[0]] if scope[0] < len(roots) else None
+        hit = _resolve(node, list(scope[1:])) if node is not None else None
+        starts = [(hit[2], tuple(scope))] if hit else []
+    if keys is not None:
+        out = []
+        for root, path in starts:
+            f = _by_keys(root, path[0], keys, source)
+            if f is not None:
+                out.append(f)
+        if not out:
+            raise ValuesError(
+                f"{source}: valuesKeys.repository {keys.get('repository')!r} is not in the file; fix the "
+                "rule's valuesKeys"
+            )
+        return out
+    found: list[Found] = []
+    occurrences: dict[int, list[tuple]] = {}
+    for root, base in starts:
+        ctx = _context(root)
+        stack: list[tuple[object, tuple, VScalar | None]] = [(root, base, None)]
+        while stack:
+            node, path, parent_key = stack.pop()
+            seen = id(node) in occurrences
+            occurrences.setdefault(id(node), []).append(path)
+            if seen or isinstance(node, VScalar):
+                continue
+            if isinstance(node, VMap):
+                found.extend(_shapes(node, path, parent_key, ctx))
+                for k, v in reversed(node.pairs):
+                    if isinstance(k, VScalar) and k.value != "<<":
+                        stack.append((v, path + (k.value,), k))
+            else:
+                for i in range(len(node.items) - 1, -1, -1):
+                    stack.append((node.items[i], path + (i,), None))
+    for f in found:
+        shared = set()
+        own = {f.path}
+        for slot in (f.tag_slot, f.digest_slot, f.string_slot):
+            if slot is not None and slot.key is not None:
+                own.add(f.path + (slot.key.value,) if slot is not f.string_slot else f.path)
+        for n in [f.mapping, *f.nodes()] if f.shape != "string" else f.nodes():
+            for p in occurrences.get(id(n), []) if n is not None else []:
+                if p not in own and not any(p[: len(o)] == o for o in own):
+                    shared.add(show_path(p))
+        f.shared = sorted(shared)
+    return found
+
+
+def matching(found: list[Found], repository: str) -> list[Found]:
+    """The images of ``found`` that are the pushed ``repository`` (normalised names equal)."""
+    want = normalise(repository)
+    return [f for f in found if f.repository and normalise(f.repository) == want]
+
+
+def block_scalar_mentions(roots: list, repository: str) -> VScalar | None:
+    """A block scalar (``|``/``>``) whose text names ``repository`` with a tag or digest, if any:
+    an image there cannot be edited as YAML (flux2 #5307 skipped it silently; imagebump refuses)."""
+    names = spellings(repository)
+    pattern = re.compile(r"(?<![\w./-])(?:" + "|".join(re.escape(n) for n in names) + r")(?=[:@])")
+    stack = [r for r in roots if r is not None]
+    seen: set[int] = set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, VScalar):
+            if node.style in ("|", ">") and pattern.search(node.value):
+                return node
+        elif isinstance(node, VMap):
+            stack.extend(v for _, v in node.pairs)
+        elif isinstance(node, VSeq):
+            stack.extend(node.items)
+    return None

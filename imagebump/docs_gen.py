@@ -116,6 +116,13 @@ RULE_FIELDS: dict[str, str] = {
     "writeDigest": "also pin the image's `digest`",
     "order": "which image is newest: `push-time` (ECR's push time), `semver`, or `none` (never compared: "
     "the sweep leaves such targets alone)",
+    "valuesFile": "a Helm values file to update instead of a kustomization: relative to the directory "
+    "`githubRepository` names, or from the repository root with a leading `/`; `$n` captures as in the "
+    "path ([Helm values and helmfile](../helm-values.md))",
+    "valuesKeys": "for a chart whose keys follow none of the shapes found without markers: dotted paths "
+    "for `repository` and `tag` (required) and optionally `registry` and `digest`",
+    "helmfile": "`{file, release, environment}`: update the values files (or the inline values) a "
+    "helmfile release uses in that environment (default `default`)",
     "labels": "labels of the pull request",
     "reviewers": "reviewers of the pull request: user logins, or teams written `org/team` or `team:slug`",
     "provider": "`github` (github.com, or Enterprise through `IMAGEBUMP_GITHUB_API_URL`) or `local` (no "

@@ -38,7 +38,7 @@ class ImageSpec:
         )
 
 
-def _split_reference(ref: str) -> tuple[str, str | None, str | None]:
+def split_reference(ref: str) -> tuple[str, str | None, str | None]:
     """``name[:tag][@digest]`` → parts; a ``:`` before the last ``/`` is a registry port."""
     digest = None
     if "@" in ref:
@@ -78,13 +78,13 @@ def parse_image_spec(spec: str) -> ImageSpec:
     new_name = None
     if "=" in spec:
         name, rest = spec.split("=", 1)
-        new_name, tag, digest = _split_reference(rest)
+        new_name, tag, digest = split_reference(rest)
         if not new_name:
             raise ConfigError(f"image spec {spec!r}: nothing after '='; expected NAME=NEWNAME[:TAG][@DIGEST]")
         if new_name != KEEP:
             validate_image_name(new_name, "new name")
     else:
-        name, tag, digest = _split_reference(spec)
+        name, tag, digest = split_reference(spec)
     if not name:
         raise ConfigError(f"image spec {spec!r} has no NAME; expected NAME[=NEWNAME][:TAG][@DIGEST]")
     if name == KEEP:

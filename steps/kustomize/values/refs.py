@@ -8,19 +8,11 @@ one-segment name there is under ``library/``. ``index.docker.io`` is ``docker.io
 
 from __future__ import annotations
 
+from steps.kustomize.spec import split_reference
+
+__all__ = ["DOCKER_HUB", "join_registry", "normalise", "same_repository", "spellings", "split_reference"]
+
 DOCKER_HUB = "docker.io"
-
-
-def split_reference(ref: str) -> tuple[str, str | None, str | None]:
-    """``name[:tag][@digest]`` → (name, tag, digest); a ``:`` before the last ``/`` is a registry port."""
-    digest = None
-    if "@" in ref:
-        ref, digest = ref.split("@", 1)
-    tag = None
-    colon = ref.rfind(":")
-    if colon > ref.rfind("/"):
-        ref, tag = ref[:colon], ref[colon + 1 :]
-    return ref, tag, digest
 
 
 def join_registry(registry: str | None, repository: str) -> str:

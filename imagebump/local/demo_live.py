@@ -20,10 +20,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from imagebump.local.argocd_sim import ArgoCDApiServer, ArgoCDSimulator, application, kubectl_available
-from imagebump.local.demo_repo import STAGING_PATH
+from imagebump.local.demo_repo import HELM_VALUES_PATH, STAGING_PATH
 
 CONTEXT = "imagebump-demo"
 APPLICATION = "api-staging"
+#: The Application of the Helm values target: the chart from a Helm repository, its values from Git.
+HELM_APPLICATION = "api-helm"
 SKIPPED = (
     "kubectl not found: push → live skipped (the simulated Argo CD renders overlays with kubectl kustomize)"
 )
@@ -56,12 +58,36 @@ def simulated_argocd(
         # verify-live asks Argo CD's API server to refresh (an account with `applications, get`)
         world.set_argocd_api(argocd_api.url, argocd_api.token)
         kube.seed(application(APPLICATION, world.manifests_url, STAGING_PATH))
+        if not wrong_manifest:  # the wrong-manifest demo shows the one alarm, staging's
+            kube.seed(helm_application(world.manifests_url))
         sim = ArgoCDSimulator(kube, git_token=world.token, poll=0.1)
         say(f"simulated Argo CD: Application argocd/{APPLICATION} deploys {STAGING_PATH} (automated sync)")
+        if not wrong_manifest:
+            say(
+                f"simulated Argo CD: Application argocd/{HELM_APPLICATION} deploys the api chart with "
+                f"$values/{HELM_VALUES_PATH} (multi-source, automated sync)"
+            )
         sim.reconcile_once()  # synced at the first commit before the push
         sim.wrong_manifest = wrong_manifest
         with sim:
             yield LiveDemo(sim=sim)
+
+
+def helm_application(manifests_url: str) -> dict[str, Any]:
+    """The common multi-source pattern: the chart from a Helm repository, the values file from Git
+    through a ``ref: values`` source (``$values/…``)."""
+    app = application(HELM_APPLICATION, manifests_url, "")
+    app["spec"].pop("source")
+    app["spec"]["sources"] = [
+        {
+            "repoURL": "https://charts.example.com",
+            "chart": "api",
+            "targetRevision": "1.2.0",
+            "helm": {"valueFiles": [f"$values/{HELM_VALUES_PATH}"]},
+        },
+        {"repoURL": manifests_url, "targetRevision": "HEAD", "ref": "values"},
+    ]
+    return app
 
 
 def live_lines(targets: list[Any], skipped: str = "") -> list[str]:

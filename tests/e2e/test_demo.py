@@ -48,6 +48,8 @@ def test_demo_runs_twice_in_a_row_prints_both_diffs_and_cleans_up(
     assert "OK: one ECR push became a staging commit" in out
     # push → live against the simulated Argo CD (docs/push-to-live.md): the staging commit runs
     assert "staging: push → committed" in out and "→ live" in out and ":1.4.2)" in out
+    # the Helm values commit is live too, through a multi-source `$values` Application
+    assert "helm: push → committed" in out
     assert "ibdemo_" not in out + err  # the demo's git token is never shown
     assert list(tmp_path.iterdir()) == []  # temp dir removed
 

@@ -1,29 +1,10 @@
-"""Git for the steps: cheap clones and what a step does in one; the public face of the git layer.
+"""Clones and seeds for the steps: the working directory a step edits in.
 
-:func:`clone` makes the clone every step uses: partial (``--filter=blob:none``), shallow
-(``--depth 1``), single branch, sparse (cone) on the overlay's path only. :class:`ClonedRepo`
-reads files inside the work tree (escapes refused) or at any fetched revision from the object
-store (:meth:`ClonedRepo.show`), writes, commits, pushes (optionally with a lease) and re-bases
-itself on the newest remote branch.
-
-The layer, bottom up: ``auth`` (token and environment: header-only auth), ``failures`` (stderr →
-:mod:`steps.domain.errors`), ``process`` (:func:`run_git`, the one place git runs;
-:func:`default_branch`, :func:`ls_remote`), ``objects`` (git's object format: ids, trees, the
-path chain), ``commit`` (what a commit is made of: identity, ``git fast-import`` streams),
-``repo`` (:class:`ClonedRepo`, a clone; URLs are parsed by :mod:`steps.domain.repo_url`), ``history`` (a
-file's history read bounded and unforgeable: raw ``-z`` output, objects read by length), and this package's ``__init__`` (:func:`clone`, :func:`seed`). Their public names are
-re-exported here: callers import ``steps.git`` only. May import :mod:`steps.runtime` and
-:mod:`steps.domain`.
-
-Reads: ``IMAGEBUMP_GIT_AUTHOR_NAME`` / ``IMAGEBUMP_GIT_AUTHOR_EMAIL`` (commit identity); the tokens
-through :class:`~steps.git.auth.GitAuth`. Writes: only inside the directory given to :func:`clone`.
-
-The read token is optional. On a cluster it is the optional Secret ``imagebump-git-read``
-mounted where ``IMAGEBUMP_GIT_READ_TOKEN_FILE`` points; an absent optional Secret mounts an empty
-directory, so a read-token file that does not exist means "no read token": the clone is
-anonymous (public repositories). When the remote refuses an anonymous read (401, 403 or 404), the
-error is a :class:`~steps.domain.errors.PermissionDeniedError` (exit 2, never retried) that names the fix:
-create the ``imagebump-git-read`` Secret for private repositories.
+:func:`clone` makes the partial (``--filter=blob:none``), shallow, single-branch, sparse (cone)
+clone every step uses; :func:`seed` creates a branch from given files. Reads: the tokens through
+:class:`~steps.git.auth.GitAuth`. Writes: only inside the directory given to :func:`clone`. An
+anonymous read the remote refuses is a :class:`~steps.domain.errors.PermissionDeniedError` naming
+the ``imagebump-git-read`` Secret.
 """
 
 from __future__ import annotations
@@ -41,22 +22,6 @@ from steps.git.objects import object_format, object_id, verify_path_chain
 from steps.git.process import default_branch, ls_remote, redact, run_git
 from steps.git.repo import ClonedRepo
 from steps.runtime.timing import timed
-
-__all__ = [
-    "READ_SECRET",
-    "ClonedRepo",
-    "GitAuth",
-    "GitCommandError",
-    "PushRejected",
-    "anonymous_read_fix",
-    "classify",
-    "clone",
-    "default_branch",
-    "ls_remote",
-    "redact",
-    "run_git",
-    "seed",
-]
 
 
 # --- clones -------------------------------------------------------------------------------------

@@ -15,14 +15,12 @@ import zlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path, PurePosixPath
 
-from steps.domain.errors import CarriedObjectsError, ConfigError, GitCommandError, PushRejected
-from steps.git.auth import READ_SECRET, GitAuth, anonymous_read_fix, check_url
-from steps.git.failures import classify
+from steps.domain.errors import CarriedObjectsError, ConfigError
+from steps.git.auth import GitAuth, check_url
 from steps.git.objects import object_format, object_id, verify_path_chain
-from steps.git.process import default_branch, ls_remote, redact, run_git
+from steps.git.process import run_git
 from steps.git.repo import ClonedRepo
 from steps.runtime.timing import timed
-
 
 # --- clones -------------------------------------------------------------------------------------
 

@@ -219,3 +219,14 @@ def test_no_secret_ever_appears_in_a_message_a_log_or_an_output(token, tmp_path_
         assert secret not in bodies
         assert secret not in logs
         assert secret not in str(report.counts)
+
+
+def test_a_rule_names_its_notification_destinations_and_refuses_a_bad_list():
+    from steps.domain.errors import RuleFieldError
+    from steps.rules.schema import parse_rule
+
+    base = {"registryURI": "123456789012.dkr.ecr.us-west-2.amazonaws.com/team/app", "githubRepository": "https://github.com/o/r/apps/app"}
+    assert parse_rule({**base, "notify": ["team", "ops"]}).notify == ["team", "ops"]
+    assert parse_rule({**base, "notify": None}).notify == []
+    with pytest.raises(RuleFieldError, match="notify"):
+        parse_rule({**base, "notify": "team"})

@@ -243,13 +243,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "IMAGEBUMP_NOTIFY_LEDGER_DIR",
         ("notify", "imagebump run --local"),
-        "where the \"already sent\" record of each notification is kept (one file per key)",
+        'where the "already sent" record of each notification is kept (one file per key)',
         default="~/.cache/imagebump/notifications",
     ),
     Setting(
         "IMAGEBUMP_NOTIFY_LEDGER_BUCKET",
         ("notify",),
-        "on a cluster: an S3 bucket for the \"already sent\" record (conditional puts); else the directory",
+        'on a cluster: an S3 bucket for the "already sent" record (conditional puts); else the directory',
     ),
 )
 

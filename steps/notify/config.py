@@ -83,11 +83,15 @@ def parse(data: object, source: str = "notifications file") -> NotifyConfig:
                 f"{source}: destination {name!r} needs `type` ({', '.join(KINDS)}) and `url`"
             )
         if spec["type"] == "webhook" and not spec.get("secret"):
-            raise NotifyConfigError(f"{source}: webhook destination {name!r} needs `secret` (it signs each request)")
+            raise NotifyConfigError(
+                f"{source}: webhook destination {name!r} needs `secret` (it signs each request)"
+            )
         register_secret(str(spec["url"]))
         if spec.get("secret"):
             register_secret(str(spec["secret"]))
-        destinations[str(name)] = Destination(str(name), spec["type"], str(spec["url"]), str(spec.get("secret", "")))
+        destinations[str(name)] = Destination(
+            str(name), spec["type"], str(spec["url"]), str(spec.get("secret", ""))
+        )
     default = _names(data.get("default", list(destinations)), "default")
     alarms = _names(data["alarms"], "alarms") if "alarms" in data else None
     others = _names(data["others"], "others") if "others" in data else None

@@ -55,9 +55,15 @@ class Report:
     failures: list[str] = field(default_factory=list)
 
 
-def _once(destination: Destination, message: Message, post: Post, clock: Callable[[], float], timeout: float) -> str:
+def _once(
+    destination: Destination, message: Message, post: Post, clock: Callable[[], float], timeout: float
+) -> str:
     body = encode(destination.kind, message)
-    headers = {"Content-Type": "application/json", "User-Agent": "imagebump", "X-Imagebump-Delivery": message.key}
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": "imagebump",
+        "X-Imagebump-Delivery": message.key,
+    }
     if destination.kind == "webhook":
         headers[HEADER] = sign(destination.secret, body, int(clock()))
     try:
@@ -113,6 +119,9 @@ def deliver(
 
 def metrics_text(totals: Mapping[str, int] = TOTALS) -> str:
     """``notifications_total{result}`` in Prometheus' text format."""
-    lines = [f"# HELP {METRIC} Notifications by result: sent, duplicate (already sent), failed.", f"# TYPE {METRIC} counter"]
+    lines = [
+        f"# HELP {METRIC} Notifications by result: sent, duplicate (already sent), failed.",
+        f"# TYPE {METRIC} counter",
+    ]
     lines += [f'{METRIC}{{result="{r}"}} {totals.get(r, 0)}' for r in RESULTS]
     return "\n".join(lines) + "\n"

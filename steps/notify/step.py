@@ -78,7 +78,11 @@ def with_workflow_failure(
     except ValueError:
         nodes = []
     first = nodes[0] if isinstance(nodes, list) and nodes and isinstance(nodes[0], dict) else {}
-    fields = {"workflow_link": workflow_url, "step": str(first.get("displayName", "")), "error": str(first.get("message", ""))[:300]}
+    fields = {
+        "workflow_link": workflow_url,
+        "step": str(first.get("displayName", "")),
+        "error": str(first.get("message", ""))[:300],
+    }
     target = outcomes[0].target if outcomes else ""
     kind = "backup-failed" if backup else "failed"
     if not backup and outcomes:
@@ -116,7 +120,9 @@ def run(
     try:
         cfg = notify_config.load()
         found = parse_outcomes(outcomes, event_id)
-        found = with_workflow_failure(found, workflow_status, workflow_failures, event_id, workflow_url, backup == "true")
+        found = with_workflow_failure(
+            found, workflow_status, workflow_failures, event_id, workflow_url, backup == "true"
+        )
         if not cfg.destinations:
             log.info("no notification destinations configured: %d outcome(s) not sent", len(found))
             return NotifyOutput()

@@ -49,11 +49,15 @@ class Receiver:
             return isinstance(data.get("text"), str) and bool(data["text"])
         if self.shape == "teams":
             attachments = data.get("attachments") or []
-            return data.get("type") == "message" and all(
-                a.get("contentType") == "application/vnd.microsoft.card.adaptive"
-                and a["content"].get("type") == "AdaptiveCard"
-                for a in attachments
-            ) and bool(attachments)
+            return (
+                data.get("type") == "message"
+                and all(
+                    a.get("contentType") == "application/vnd.microsoft.card.adaptive"
+                    and a["content"].get("type") == "AdaptiveCard"
+                    for a in attachments
+                )
+                and bool(attachments)
+            )
         return isinstance(data, dict)
 
     def __enter__(self) -> Receiver:
@@ -82,7 +86,9 @@ class Receiver:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+        threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        ).start()
         return self
 
     def __exit__(self, *exc: object) -> None:

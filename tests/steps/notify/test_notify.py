@@ -56,7 +56,10 @@ def test_each_outcome_sends_exactly_one_message_per_destination_with_its_fields(
     assert report.counts == {"sent": 3}
     assert [len(r.received) for r in receivers] == [1, 1, 1]
     text = slack.received[0].json["text"]
-    facts = {f["title"]: f["value"] for f in teams.received[0].json["attachments"][0]["content"]["body"][1]["facts"]}
+    facts = {
+        f["title"]: f["value"]
+        for f in teams.received[0].json["attachments"][0]["content"]["body"][1]["facts"]
+    }
     payload = hook.received[0].json
     assert payload["outcome"] == kind and payload["alarm"] == (kind in ALARMS)
     for name, value in _fields(kind).items():
@@ -65,9 +68,16 @@ def test_each_outcome_sends_exactly_one_message_per_destination_with_its_fields(
         assert payload["fields"][name] == value
 
 
-def test_the_webhook_signature_verifies_as_a_receiver_would_and_old_timestamps_are_rejected(receivers, tmp_path):
+def test_the_webhook_signature_verifies_as_a_receiver_would_and_old_timestamps_are_rejected(
+    receivers, tmp_path
+):
     _, _, hook = receivers
-    notify([Outcome("live", "e", "t", _fields("live"))], _cfg(*receivers), FileLedger(tmp_path), clock=lambda: NOW)
+    notify(
+        [Outcome("live", "e", "t", _fields("live"))],
+        _cfg(*receivers),
+        FileLedger(tmp_path),
+        clock=lambda: NOW,
+    )
     got = hook.received[0]
     header = got.headers[signature.HEADER]
     assert signature.verify(SECRET, header, got.body, now=NOW + 10)
@@ -100,11 +110,15 @@ def test_a_redelivered_event_and_a_resubmitted_workflow_send_nothing_new(receive
 
 
 @pytest.mark.parametrize("status", [500, 503, 429])
-def test_a_receiver_answering_errors_is_retried_a_bounded_number_of_times_then_counted(status, tmp_path, caplog):
+def test_a_receiver_answering_errors_is_retried_a_bounded_number_of_times_then_counted(
+    status, tmp_path, caplog
+):
     with Receiver("slack", status=status) as slack:
         cfg = config.parse({"destinations": {"s": {"type": "slack", "url": slack.url}}})
         sleeps = _Sleeps()
-        report = notify([Outcome("failed", "e", "t", _fields("failed"))], cfg, FileLedger(tmp_path), sleep=sleeps)
+        report = notify(
+            [Outcome("failed", "e", "t", _fields("failed"))], cfg, FileLedger(tmp_path), sleep=sleeps
+        )
     assert report.counts == {"failed": 1}
     assert len(slack.received) == send.ATTEMPTS
     assert len(sleeps) == send.ATTEMPTS - 1
@@ -128,10 +142,19 @@ def test_a_slow_receiver_times_out_and_does_not_hold_the_others(tmp_path):
     hold = threading.Event()
     with Receiver("slack", hold=hold) as slow, Receiver("teams") as teams:
         cfg = config.parse(
-            {"destinations": {"slow": {"type": "slack", "url": slow.url}, "t": {"type": "teams", "url": teams.url}}}
+            {
+                "destinations": {
+                    "slow": {"type": "slack", "url": slow.url},
+                    "t": {"type": "teams", "url": teams.url},
+                }
+            }
         )
         report = notify(
-            [Outcome("timeout", "e", "t", _fields("timeout"))], cfg, FileLedger(tmp_path), sleep=_Sleeps(), timeout=0.2
+            [Outcome("timeout", "e", "t", _fields("timeout"))],
+            cfg,
+            FileLedger(tmp_path),
+            sleep=_Sleeps(),
+            timeout=0.2,
         )
         hold.set()
     assert report.counts == {"failed": 1, "sent": 1}
@@ -142,7 +165,9 @@ def test_a_receiver_that_is_down_is_counted_not_raised(tmp_path):
     with Receiver("slack") as gone:
         url = gone.url
     cfg = config.parse({"destinations": {"s": {"type": "slack", "url": url}}})
-    report = notify([Outcome("failed", "e", "t", _fields("failed"))], cfg, FileLedger(tmp_path), sleep=_Sleeps())
+    report = notify(
+        [Outcome("failed", "e", "t", _fields("failed"))], cfg, FileLedger(tmp_path), sleep=_Sleeps()
+    )
     assert report.counts == {"failed": 1}
 
 
@@ -150,7 +175,9 @@ def test_routing_alarms_to_one_channel_the_rest_to_another_and_rules_choose_thei
     routing = Routing(default=("team",), alarms=("ops",), others=("feed",))
     assert [m.destination for m in decide(Outcome("mismatch", "e", "t"), routing)] == ["ops"]
     assert [m.destination for m in decide(Outcome("committed", "e", "t"), routing)] == ["feed"]
-    assert [m.destination for m in decide(Outcome("committed", "e", "t", rule_notify=("a", "b")), routing)] == [
+    assert [
+        m.destination for m in decide(Outcome("committed", "e", "t", rule_notify=("a", "b")), routing)
+    ] == [
         "a",
         "b",
     ]
@@ -160,8 +187,12 @@ def test_routing_alarms_to_one_channel_the_rest_to_another_and_rules_choose_thei
 
 
 def test_a_workflow_that_failed_without_an_alarm_becomes_failed_with_its_link():
-    found = parse_outcomes(json.dumps([{"kind": "unchanged", "target": "t", "fields": {"image": "i:1"}}]), "e")
-    failures = json.dumps([{"displayName": "commit-pr(0)", "message": "exit 75", "templateName": "commit-pr"}])
+    found = parse_outcomes(
+        json.dumps([{"kind": "unchanged", "target": "t", "fields": {"image": "i:1"}}]), "e"
+    )
+    failures = json.dumps(
+        [{"displayName": "commit-pr(0)", "message": "exit 75", "templateName": "commit-pr"}]
+    )
     out = with_workflow_failure(found, "Failed", failures, "e", "https://argo/workflows/ns/wf")
     assert out[-1].kind == "failed" and out[-1].fields["workflow_link"] == "https://argo/workflows/ns/wf"
     assert with_workflow_failure(found, "Succeeded", "", "e", "u") == found
@@ -174,8 +205,14 @@ def test_a_workflow_that_failed_without_an_alarm_becomes_failed_with_its_link():
     [
         pytest.param({}, "destinations", id="no-destinations"),
         pytest.param({"destinations": {"x": {"type": "irc", "url": "u"}}}, "'x'", id="unknown-type"),
-        pytest.param({"destinations": {"x": {"type": "webhook", "url": "u"}}}, "secret", id="webhook-unsigned"),
-        pytest.param({"destinations": {"x": {"type": "slack", "url": "u"}}, "alarms": ["y"]}, "'y'", id="alarms-unknown"),
+        pytest.param(
+            {"destinations": {"x": {"type": "webhook", "url": "u"}}}, "secret", id="webhook-unsigned"
+        ),
+        pytest.param(
+            {"destinations": {"x": {"type": "slack", "url": "u"}}, "alarms": ["y"]},
+            "'y'",
+            id="alarms-unknown",
+        ),
     ],
 )
 def test_a_bad_notifications_file_names_the_field(data, fault):
@@ -212,7 +249,9 @@ def test_no_secret_ever_appears_in_a_message_a_log_or_an_output(token, tmp_path_
                 }
             }
         )
-        report = notify([Outcome("failed", "e", "t", _fields("failed"))], cfg, FileLedger(tmp), sleep=_Sleeps())
+        report = notify(
+            [Outcome("failed", "e", "t", _fields("failed"))], cfg, FileLedger(tmp), sleep=_Sleeps()
+        )
     bodies = b"".join(r.body for r in down.received + hook.received).decode()
     logs = "\n".join(r.getMessage() for r in caplog.records) + "\n".join(report.failures)
     for secret in (token, token + "s"):
@@ -225,7 +264,10 @@ def test_a_rule_names_its_notification_destinations_and_refuses_a_bad_list():
     from steps.domain.errors import RuleFieldError
     from steps.rules.schema import parse_rule
 
-    base = {"registryURI": "123456789012.dkr.ecr.us-west-2.amazonaws.com/team/app", "githubRepository": "https://github.com/o/r/apps/app"}
+    base = {
+        "registryURI": "123456789012.dkr.ecr.us-west-2.amazonaws.com/team/app",
+        "githubRepository": "https://github.com/o/r/apps/app",
+    }
     assert parse_rule({**base, "notify": ["team", "ops"]}).notify == ["team", "ops"]
     assert parse_rule({**base, "notify": None}).notify == []
     with pytest.raises(RuleFieldError, match="notify"):

@@ -273,3 +273,18 @@ def test_a_rule_names_its_notification_destinations_and_refuses_a_bad_list():
     assert parse_rule({**base, "notify": None}).notify == []
     with pytest.raises(RuleFieldError, match="notify"):
         parse_rule({**base, "notify": "team"})
+
+
+def test_the_receiver_snippet_in_the_docs_verifies_our_signature():
+    import re
+    import time
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "notifications.md").read_text()
+    snippet = re.search(r"```python\n(.*?)```", doc, re.S).group(1)
+    scope: dict = {}
+    exec(snippet, scope)  # noqa: S102 - the documentation's own code
+    body = b'{"outcome":"live"}'
+    now = int(time.time())
+    assert scope["verify"](SECRET.encode(), signature.sign(SECRET, body, now), body)
+    assert not scope["verify"](SECRET.encode(), signature.sign(SECRET, body, now - 301), body)

@@ -125,6 +125,8 @@ RULE_FIELDS: dict[str, str] = {
     "helmfile release uses in that environment (default `default`)",
     "labels": "labels of the pull request",
     "reviewers": "reviewers of the pull request: user logins, or teams written `org/team` or `team:slug`",
+    "notify": "the notification destinations (names in the notifications file) for this rule's outcomes; "
+    "empty: the default (docs/notifications.md)",
     "provider": "`github` (github.com, or Enterprise through `IMAGEBUMP_GITHUB_API_URL`) or `local` (no "
     "API: the pull request is the pushed branch)",
     "commitMethod": "`git` (commit and push with git) or `api` (needs `provider: github`): GitHub creates the "

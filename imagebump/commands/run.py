@@ -188,6 +188,7 @@ def run(args: argparse.Namespace) -> int:
     from imagebump.local.sweep import Sweeper, build_executor, parse_every
 
     sweep_every = parse_every(args.reconcile_every)
+    from imagebump.local import notify_outcomes
     from imagebump.local.live import apply_live, live_environment, live_parameters
 
     live = live_parameters(args.argocd_context, args.live_timeout)
@@ -245,7 +246,10 @@ def run(args: argparse.Namespace) -> int:
         wait_seconds=args.wait_seconds,
         visibility_timeout=args.visibility_timeout,
         log=log,
-        on_result=lambda event, result: print(printable(progress_line(event, result)), flush=True),
+        on_result=lambda event, result: (
+            print(printable(progress_line(event, result)), flush=True),
+            notify_outcomes.send(event, result),  # issue 36: the exit handler's messages, on one machine
+        ),
     )
     if sweeper is not None:
         sweeper.start()

@@ -159,6 +159,8 @@ class Target(BaseModel):
     order: Order = DEFAULT_ORDER
     labels: list[str] = Field(default_factory=list)
     reviewers: list[str] = Field(default_factory=list)
+    #: The rule's ``notify:`` destination names (empty: the notifications file's default).
+    notify: list[str] = Field(default_factory=list)
     provider: Provider = DEFAULT_PROVIDER
     commit_method: CommitMethod = Field(
         default=DEFAULT_COMMIT_METHOD,

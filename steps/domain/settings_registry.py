@@ -208,6 +208,49 @@ SETTINGS: tuple[Setting, ...] = (
         "`1`: whoever started the step deletes its `TMPDIR` afterwards (the local executor sets it)",
         audience=INTERNAL,
     ),
+    # notifications (issue 36; docs/notifications.md)
+    Setting(
+        "IMAGEBUMP_NOTIFY_FILE",
+        ("notify", "imagebump run --local"),
+        "the notifications file: destinations (with their URLs and secrets) and routing; on a "
+        "cluster the `imagebump-notify` Secret mounted there",
+        default="/etc/imagebump/notify/notify.yaml",
+    ),
+    Setting(
+        "IMAGEBUMP_NOTIFY_SLACK_URL",
+        ("notify", "imagebump run --local"),
+        "without a notifications file: a Slack incoming webhook (destination `slack`)",
+        secret=True,
+    ),
+    Setting(
+        "IMAGEBUMP_NOTIFY_TEAMS_URL",
+        ("notify", "imagebump run --local"),
+        "without a notifications file: a Microsoft Teams incoming webhook (destination `teams`)",
+        secret=True,
+    ),
+    Setting(
+        "IMAGEBUMP_NOTIFY_WEBHOOK_URL",
+        ("notify", "imagebump run --local"),
+        "without a notifications file: a generic JSON webhook (destination `webhook`), signed",
+        secret=True,
+    ),
+    Setting(
+        "IMAGEBUMP_NOTIFY_WEBHOOK_SECRET",
+        ("notify", "imagebump run --local"),
+        "the HMAC-SHA256 key that signs the generic webhook's requests (`X-Imagebump-Signature`)",
+        secret=True,
+    ),
+    Setting(
+        "IMAGEBUMP_NOTIFY_LEDGER_DIR",
+        ("notify", "imagebump run --local"),
+        'where the "already sent" record of each notification is kept (one file per key)',
+        default="~/.cache/imagebump/notifications",
+    ),
+    Setting(
+        "IMAGEBUMP_NOTIFY_LEDGER_BUCKET",
+        ("notify",),
+        'on a cluster: an S3 bucket for the "already sent" record (conditional puts); else the directory',
+    ),
 )
 
 #: Every variable name the registry knows, ``_FILE`` variants included.

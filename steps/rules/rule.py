@@ -106,6 +106,7 @@ class Rule:
     order: Order = DEFAULT_ORDER
     labels: tuple[str, ...] = ()
     reviewers: tuple[str, ...] = ()
+    notify: tuple[str, ...] = ()
     provider: Provider = DEFAULT_PROVIDER
     commit_method: CommitMethod = DEFAULT_COMMIT_METHOD
     require_verified: bool = False
@@ -217,6 +218,7 @@ class Rule:
             order=self.order,
             labels=list(self.labels),
             reviewers=list(self.reviewers),
+            notify=list(self.notify),
             provider=self.provider,
             commit_method=self.commit_method,
             require_verified=self.require_verified,
@@ -429,6 +431,7 @@ def compile_rule(index: int, raw: Any, cache: dict[tuple[str, bool], Any]) -> Ru
         order=spec.order,
         labels=tuple(spec.labels),
         reviewers=tuple(spec.reviewers),
+        notify=tuple(spec.notify),
         provider=spec.provider,
         commit_method=spec.commit_method,
         require_verified=spec.require_verified,

@@ -81,6 +81,7 @@ class RuleSpec(BaseModel):
     values_file: str | None = Field(default=None, alias="valuesFile")
     values_keys: dict[str, str] | None = Field(default=None, alias="valuesKeys")
     helmfile: HelmfileSpec | None = None
+    notify: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
 
     @field_validator(
         "allow_image_tag",
@@ -90,6 +91,7 @@ class RuleSpec(BaseModel):
         "labels",
         "reviewers",
         "require_verified",
+        "notify",
         mode="before",
     )
     @classmethod

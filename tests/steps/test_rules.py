@@ -1002,6 +1002,7 @@ def test_the_schema_declares_every_yaml_key_as_an_alias() -> None:
         "valuesFile",  # issue 34: Helm values files and helmfile releases
         "valuesKeys",
         "helmfile",
+        "notify",  # issue 36: the rule's notification destinations
     )
     assert REQUIRED_FIELDS == ("registryURI", "githubRepository")
     spec = RuleSpec.model_validate(

@@ -1,0 +1,15 @@
+"""notify: one message per push outcome per destination, never one per retry (issue 36).
+
+- ``decide`` (pure): which outcome becomes which message for which destination,
+  and the idempotency key of each; nothing for ``current``/``stale``/``unchanged`` no-ops.
+- ``config``: the destinations (Slack, Microsoft Teams, a signed JSON webhook),
+  read once from a file (a mounted Secret) or environment variables; their URLs and secrets are
+  registered for redaction.
+- ``payloads`` (pure): the JSON body each kind of destination expects.
+- ``signature`` (pure): the ``X-Imagebump-Signature`` HMAC-SHA256 scheme, and the
+  check a receiver runs.
+- ``ledger``: the "already sent" record that survives pods and restarts.
+- ``send``: delivery with timeouts and a bounded retry; a destination that is down
+  is logged and counted (``notifications_total{result}``), never raised.
+- ``step``: the step (the Workflows' exit handler, and ``imagebump run --local``).
+"""

@@ -1,0 +1,99 @@
+"""Real HTTP receivers on 127.0.0.1 for the notification tests: Slack-, Teams- and webhook-shaped.
+
+Slack's incoming webhooks answer ``200 ok`` (text/plain) to a JSON ``{"text": …}``; Teams'
+Workflows webhooks answer ``202 Accepted`` to a ``message`` with an Adaptive Card attachment
+(api.slack.com/messaging/webhooks; learn.microsoft.com, "Create incoming webhooks with
+Workflows for Microsoft Teams"). Each receiver refuses a body that is not its shape with 400, as
+the services do. ``status`` makes it answer an error; ``hold`` makes it answer only after the
+event is set (a slow receiver: the client's timeout fires first).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@dataclass
+class Received:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def json(self) -> dict:
+        return json.loads(self.body)
+
+
+@dataclass
+class Receiver:
+    shape: str  # slack | teams | webhook
+    status: int = 0  # 0: the shape's success status
+    hold: threading.Event | None = None
+    received: list[Received] = field(default_factory=list)
+    server: ThreadingHTTPServer | None = None
+
+    @property
+    def url(self) -> str:
+        assert self.server is not None
+        return f"http://127.0.0.1:{self.server.server_address[1]}/hook/{self.shape}"
+
+    def _accepts(self, body: bytes) -> bool:
+        try:
+            data = json.loads(body)
+        except ValueError:
+            return False
+        if self.shape == "slack":
+            return isinstance(data.get("text"), str) and bool(data["text"])
+        if self.shape == "teams":
+            attachments = data.get("attachments") or []
+            return (
+                data.get("type") == "message"
+                and all(
+                    a.get("contentType") == "application/vnd.microsoft.card.adaptive"
+                    and a["content"].get("type") == "AdaptiveCard"
+                    for a in attachments
+                )
+                and bool(attachments)
+            )
+        return isinstance(data, dict)
+
+    def __enter__(self) -> Receiver:
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                if owner.hold is not None:
+                    owner.hold.wait(5)
+                owner.received.append(Received(self.path, dict(self.headers.items()), body))
+                status = owner.status or (202 if owner.shape == "teams" else 200)
+                if not owner.status and not owner._accepts(body):
+                    status = 400
+                payload = b"ok" if status < 300 else b"error"
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                except OSError:
+                    pass  # the client gave up (timeout)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        ).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.hold is not None:
+            self.hold.set()
+        assert self.server is not None
+        self.server.shutdown()
+        self.server.server_close()

@@ -13,6 +13,6 @@ shaped gather → decide → act with a pure decision in the middle: ``resolve_i
 ``edit_kustomize`` (one module each), ``commit_pr/`` and ``reconcile/`` (``step`` and its pure
 ``decide``), ``argocd_backup/`` (backup-export's ``export`` and the restore ``imagebump restore``
 runs, with its pure ``restore_plan``), ``verify_live/`` (push → live: Argo CD refreshed and watched
-until the commit runs, with its pure ``decide``). A step never imports another step, and nothing here imports
+until the commit runs, with its pure ``decide``), ``gate/`` (the promotion gate's pure ``decide``). A step never imports another step, and nothing here imports
 ``imagebump``, ``workflows``, ``sensors``, ``render`` or Hera.
 """

@@ -88,6 +88,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
         ),
         "steps.argocd_backup": (_DOMAIN, _RUNTIME, "steps.aws", "steps.kube"),
         "steps.verify_live": (_DOMAIN, _RUNTIME, "steps.git", "steps.kube", "steps.kustomize"),
+        "steps.gate": (_DOMAIN,),  # the promotion gate's pure core (issue 35)
         # above steps/: the local runtime, the declarations, the sensors, rendering, the CLI
         "workflows.local": (_DOMAIN, _RUNTIME, "workflows"),  # workflows.names only (see below)
         "workflows": (_DOMAIN, _RUNTIME, "steps.kube", *_STEPS),  # steps.kube: Argo CD's namespaces (RBAC)

@@ -14,6 +14,7 @@ shaped gather → decide → act with a pure decision in the middle: ``resolve_i
 ``decide``), ``argocd_backup/`` (backup-export's ``export`` and the restore ``imagebump restore``
 runs, with its pure ``restore_plan``), ``verify_live/`` (push → live: Argo CD refreshed and watched
 until the commit runs, with its pure ``decide``), ``notify/`` (the exit handlers' messages: one per
-outcome per destination, with its pure ``decide``). A step never imports another step, and nothing here imports
+outcome per destination, with its pure ``decide``), ``gate/`` (the promotion gate's pure
+``decide``). A step never imports another step, and nothing here imports
 ``imagebump``, ``workflows``, ``sensors``, ``render`` or Hera.
 """

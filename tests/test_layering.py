@@ -46,6 +46,7 @@ _STEPS = (
     "steps.argocd_backup",
     "steps.verify_live",
     "steps.notify",
+    "steps.gate",
 )
 #: Who may import whom: each package → the packages it may import (besides itself). A package not
 #: listed fails :func:`test_every_package_has_a_place_in_the_dag`, so a new one is placed on purpose.
@@ -90,6 +91,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
         "steps.argocd_backup": (_DOMAIN, _RUNTIME, "steps.aws", "steps.kube"),
         "steps.verify_live": (_DOMAIN, _RUNTIME, "steps.git", "steps.kube", "steps.kustomize"),
         "steps.notify": (_DOMAIN, _RUNTIME, "steps.aws"),  # S3: the "already sent" record
+        "steps.gate": (_DOMAIN,),  # the promotion gate's pure core (issue 35)
         # above steps/: the local runtime, the declarations, the sensors, rendering, the CLI
         "workflows.local": (_DOMAIN, _RUNTIME, "workflows"),  # workflows.names only (see below)
         "workflows": (_DOMAIN, _RUNTIME, "steps.kube", *_STEPS),  # steps.kube: Argo CD's namespaces (RBAC)

@@ -1,0 +1,100 @@
+"""The gate's pure core: ``waiting``, ``blocked`` or ``promoted`` for one image of a gated target.
+
+The input is a timeline of :class:`Fact` s about the environment before (``promoteAfter.env``),
+oldest first; each fact holds until the next one. A fact is read from what survives any restart:
+the digest Argo CD reports live and its sync state (``status.sync``, ``status.history[].revision``
+and ``deployedAt``), its health (``status.health.status``, and ``lastTransitionTime`` where Argo CD
+records it), and from Git whether a person held or rolled back the environment.
+
+The promises (tested as properties in tests/steps/gate/):
+
+- an image is never ``promoted`` before the environment before ran it, with the same digest,
+  synced and continuously ``Healthy``, for the whole soak;
+- once blocked, never promoted (a ``mismatch``, ``Degraded``, rollback, hold or newer image
+  during the soak blocks this image for good; a newer image starts its own clock);
+- a person's hold or rollback is a decision: it blocks, it is never waited out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal
+
+GateState = Literal["waiting", "blocked", "promoted"]
+#: Why an image is blocked.
+BlockReason = Literal["mismatch", "degraded", "rolled-back", "held", "superseded"]
+GATE_STATES: tuple[GateState, ...] = ("waiting", "blocked", "promoted")
+HEALTHY, DEGRADED = "Healthy", "Degraded"
+
+
+@dataclass(frozen=True)
+class Fact:
+    """What held in the environment before from ``at`` until the next fact."""
+
+    at: datetime
+    digest: str | None  # the digest Argo CD reports live (None: nothing live / unknown)
+    health: str = HEALTHY  # Argo CD's health status: Healthy, Progressing, Degraded, Missing, ...
+    synced: bool = True  # status.sync.status == Synced at the revision that carries the digest
+    held: bool = False  # a person's hold on the environment (Git)
+    rolled_back: bool = False  # a person's rollback of the environment (Git)
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    """The gate's answer for one image of one gated target."""
+
+    state: GateState
+    image: str
+    env: str
+    time_left: timedelta | None = None  # waiting only: how much of the soak remains
+    reason: BlockReason | None = None  # blocked only
+    live_since: datetime | None = None  # when the soak's clock started (the env went live)
+
+
+def decide(
+    image: str, digest: str, env: str, soak: timedelta, facts: Sequence[Fact], now: datetime
+) -> GateDecision:
+    """Decide the gate for ``image`` (``digest``) waiting on ``env`` at ``now`` from ``facts``.
+
+    The clock starts at the first fact where ``env`` runs ``digest``, synced and Healthy; a fact
+    that is not Healthy yet not Degraded (``Progressing``, ``Missing``) restarts it at the next
+    Healthy fact. Facts after ``now`` are ignored."""
+    seen = sorted((f for f in facts if f.at <= now), key=lambda f: f.at)
+    since: datetime | None = None
+    arrived = False
+    for fact in seen:
+        if since is not None and fact.at - since >= soak:
+            break  # the soak passed before this fact: what came after is not about the gate
+        if fact.held or fact.rolled_back:
+            if arrived:
+                return GateDecision(
+                    "blocked", image, env, reason="held" if fact.held else "rolled-back", live_since=since
+                )
+            continue  # a person's decision before this image arrived is not about it
+        if fact.digest != digest:
+            if arrived:
+                return GateDecision(
+                    "blocked",
+                    image,
+                    env,
+                    reason="superseded" if fact.digest else "mismatch",
+                    live_since=since,
+                )
+            continue
+        arrived = True
+        if not fact.synced:
+            return GateDecision("blocked", image, env, reason="mismatch", live_since=since)
+        if fact.health == DEGRADED:
+            return GateDecision("blocked", image, env, reason="degraded", live_since=since)
+        if fact.health != HEALTHY:
+            since = None
+        elif since is None:
+            since = fact.at
+    if since is None:
+        return GateDecision("waiting", image, env, time_left=soak)
+    left = soak - (now - since)
+    if left <= timedelta(0):
+        return GateDecision("promoted", image, env, live_since=since)
+    return GateDecision("waiting", image, env, time_left=left, live_since=since)

@@ -2,7 +2,8 @@
 
 commit-pr needs six things from a forge: find the open pull request for a head branch, create
 one, update its title and body, add labels, request reviewers, and comment once (a branch a person
-took over). :class:`Forge` is that protocol.
+took over); the promotion gate and notifications add a seventh, commit statuses (set one, read the
+latest per context). :class:`Forge` is that protocol.
 
 - :class:`GitHubForge` speaks GitHub's REST API (github.com or Enterprise) through githubkit;
   its responses are parsed by githubkit's models, generated from GitHub's OpenAPI description.
@@ -31,6 +32,7 @@ __all__ = [
     "GitHubForge",
     "LocalForge",
     "NoCommitsBetween",
+    "CommitStatus",
     "PullRequest",
     "PullRequestExists",
     "split_reviewers",
@@ -50,6 +52,23 @@ class PullRequest:
     base: str
     title: str = ""
     body: str = ""
+
+
+#: GitHub's commit status states (docs.github.com/rest/commits/statuses#create-a-commit-status).
+STATUS_STATES = ("error", "failure", "pending", "success")
+
+#: GitHub refuses a status description longer than this (422).
+MAX_STATUS_DESCRIPTION = 140
+
+
+@dataclass(frozen=True)
+class CommitStatus:
+    """The latest status of one context on a commit (e.g. ``imagebump/soak: staging``)."""
+
+    context: str
+    state: str  # one of STATUS_STATES
+    description: str = ""
+    target_url: str | None = None
 
 
 class Forge(Protocol):
@@ -78,6 +97,16 @@ class Forge(Protocol):
     def comment_once(self, number: int, marker: str, body: str) -> bool:
         """Comment ``body`` on pull request ``number`` unless a comment holding ``marker`` is there
         already; True when it commented."""
+        ...
+
+    def set_status(
+        self, sha: str, *, state: str, context: str, description: str = "", target_url: str | None = None
+    ) -> bool:
+        """Set commit status ``context`` on commit ``sha``; True when the forge took it."""
+        ...
+
+    def statuses(self, sha: str) -> dict[str, CommitStatus]:
+        """The latest status of each context on commit ``sha`` (empty when the forge has none)."""
         ...
 
 
@@ -230,6 +259,43 @@ class GitHubForge:
             return False
         return True
 
+    def set_status(
+        self, sha: str, *, state: str, context: str, description: str = "", target_url: str | None = None
+    ) -> bool:
+        """``POST /repos/{o}/{r}/statuses/{sha}`` (the App needs the "Commit statuses: write"
+        permission, a token ``repo:status``). The description is cut to GitHub's 140 characters. A
+        status GitHub refuses is a warning, like a comment: it never fails the step that sets it."""
+        if state not in STATUS_STATES:
+            raise ValueError(f"commit status state {state!r}: use one of {', '.join(STATUS_STATES)}")
+        text = description if len(description) <= MAX_STATUS_DESCRIPTION else description[:139] + "…"
+        what = f"setting status {context} on commit {sha[:12]}"
+        body: dict[str, str] = {"state": state, "context": context, "description": text}
+        if target_url:
+            body["target_url"] = target_url
+        try:
+            self.client.rest.repos.create_commit_status(self.owner, self.repo, sha, data=body)  # type: ignore[arg-type]
+        except (GitHubException, ValueError) as exc:
+            log.warning(
+                "could not set a status on %s@%s: %s", self.full_name, sha[:12], self._fail(exc, what)
+            )
+            return False
+        return True
+
+    def statuses(self, sha: str) -> dict[str, CommitStatus]:
+        """``GET /repos/{o}/{r}/commits/{sha}/status``: the latest status per context."""
+        try:
+            combined = self.client.rest.repos.get_combined_status_for_ref(
+                self.owner, self.repo, sha
+            ).parsed_data
+        except (GitHubException, ValueError) as exc:
+            raise self._fail(exc, f"reading the statuses of commit {sha[:12]}") from None
+        return {
+            s.context: CommitStatus(
+                context=s.context, state=s.state, description=s.description or "", target_url=s.target_url
+            )
+            for s in combined.statuses
+        }
+
 
 #: At most this many pages (100 comments each) of a pull request's comments are read for a marker.
 MAX_COMMENT_PAGES = 10
@@ -305,3 +371,14 @@ class LocalForge:
     def comment_once(self, number: int, marker: str, body: str) -> bool:
         log.info("local forge: no pull request to comment on (no API): %s", body.split("\n", 1)[0])
         return False
+
+    def set_status(
+        self, sha: str, *, state: str, context: str, description: str = "", target_url: str | None = None
+    ) -> bool:
+        log.info(
+            "local forge: status %s=%s on %s not set (no API): %s", context, state, sha[:12], description
+        )
+        return False
+
+    def statuses(self, sha: str) -> dict[str, CommitStatus]:
+        return {}

@@ -191,3 +191,11 @@ class SettingError(ValueError):
     def __init__(self, message: str, *settings: str) -> None:
         super().__init__(message)
         self.settings = settings
+
+
+class NotifyConfigError(ValueError):
+    """An outcome or a notification routing that cannot be used (the message names what is wrong).
+
+    Raised by :mod:`steps.notify.decide` and :mod:`steps.notify.config`; the notify step turns it
+    into a log record and a counted failure, never a failed Workflow.
+    """

@@ -14,6 +14,8 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from steps.domain.errors import NotifyConfigError
+
 #: Outcomes and the fields each message names (issue 36's catalogue; docs/notifications.md).
 FIELDS: dict[str, tuple[str, ...]] = {
     "committed": ("image", "overlay", "link"),
@@ -50,10 +52,6 @@ _TITLES = {
     "restore-finished": "restore finished",
     "restore-halfway": "restore STOPPED HALFWAY",
 }
-
-
-class NotifyConfigError(ValueError):
-    """An outcome or routing that cannot be used: names what is wrong."""
 
 
 @dataclass(frozen=True)

@@ -244,3 +244,39 @@ def test_development_draws_the_import_graph_from_the_layering_test() -> None:
     graph = text.split(docs_gen.GRAPH_BEGIN, 1)[1].split(docs_gen.GRAPH_END, 1)[0]
     drawn = {line.split()[0] for line in graph.splitlines() if line and not line.startswith("```")}
     assert drawn == {p.removeprefix("steps.") for p in MAY_IMPORT}
+
+
+def _nav_pages(nav: object) -> list[str]:
+    if isinstance(nav, str):
+        return [nav]
+    if isinstance(nav, list):
+        return [page for item in nav for page in _nav_pages(item)]
+    if isinstance(nav, dict):
+        return [page for value in nav.values() for page in _nav_pages(value)]
+    return []
+
+
+def test_the_home_page_table_links_every_page_of_the_nav() -> None:
+    """docs/index.md's "Where to read on" is the site's map: a page in the nav missing from it drifted."""
+    import yaml
+
+    class _Loader(yaml.SafeLoader):
+        pass
+
+    # mkdocs.yml names Python objects (``!!python/name:``); the nav needs none of them
+    _Loader.add_multi_constructor("tag:yaml.org,2002:python/", lambda loader, suffix, node: None)
+    nav = yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=_Loader)["nav"]
+    table = (ROOT / "docs" / "index.md").read_text().split("## Where to read on", 1)[1].split("\n## ", 1)[0]
+    linked = {target for target, _anchor in LINK.findall(table)}
+    assert set(_nav_pages(nav)) - {"index.md"} - linked == set()
+
+
+def test_the_docs_state_the_cap_of_the_live_states_a_sweep_reads() -> None:
+    """The sweep reads the live state of at most REPORT_LIMIT current targets a run: the README and
+    the push → live page say so with the code's number, never "every current target"."""
+    from steps.reconcile.step import REPORT_LIMIT
+
+    for path in (README, ROOT / "docs" / "push-to-live.md"):
+        text = " ".join(path.read_text().split())
+        assert f"up to {REPORT_LIMIT}" in text, path.name
+        assert "every current target" not in text, path.name

@@ -179,3 +179,35 @@ def output(name: str, default: str = "") -> Parameter:
         name=name,
         value_from=m.ValueFrom(path=f"{n.OUTPUTS_DIR}/parameters/{name}", default=default),
     )
+
+
+def target_fan_out() -> dict[str, str]:
+    """The arguments of a per-target step fanned out over a list of targets (``with_param``): each
+    ``{{item}}`` is one target, and its ``repo_id`` the one spelling of its repository (one mutex
+    per overlay)."""
+    return {
+        "target": "{{item}}",
+        "repo-url": "{{item.repo_id}}",  # the one spelling: one mutex per overlay
+        "path": "{{item.path}}",
+        "env": "{{item.env}}",
+    }
+
+
+def target_passed_on() -> dict[str, str]:
+    """The arguments that hand a per-target template's own inputs (:func:`target_inputs`) on."""
+    return {name: f"{{{{inputs.parameters.{name}}}}}" for name in ("target", "repo-url", "path", "env")}
+
+
+def counter(name: str, help: str, when: str, labels: dict[str, str]) -> m.Metrics:
+    """One Prometheus counter, 1 added each time ``when`` holds, with ``labels`` (key → value)."""
+    return m.Metrics(
+        prometheus=[
+            m.Prometheus(
+                name=name,
+                help=help,
+                labels=[m.MetricLabel(key=key, value=value) for key, value in labels.items()],
+                when=when,
+                counter=m.Counter(value="1"),
+            )
+        ]
+    )

@@ -186,6 +186,83 @@ def _count_template(
     )
 
 
+def _live_report_steps(live_states, count_live) -> Steps:
+    """``live-report``: the live states of the current targets, then their gauge."""
+    with Steps(name="live-report") as live_report:
+        live_states(name="live-states", arguments={"targets": "{{inputs.parameters.targets}}"})
+        Step(
+            name="count-live",
+            template=count_live,
+            arguments={"state": "{{item.state}}", "env": "{{item.env}}", "count": "{{item.count}}"},
+            with_param="{{steps.live-states.outputs.parameters.counts}}",
+        )
+    live_report.inputs = [Parameter(name="targets")]
+    return live_report
+
+
+def _sweep_target_steps() -> Steps:
+    """``sweep-target``: image-update's update-target for one behind target, then verify-live;
+    counted when it really changed something."""
+    with Steps(
+        name="sweep-target",
+        inputs=c.target_inputs(),
+        outputs=[image_update.update_action_output(UPDATE_TEMPLATE)],
+        metrics=c.counter(
+            "imagebump_reconcile_updates_total",
+            "targets a sweep found behind and updated (a push whose event was lost), by env",
+            UPDATED_WHEN,
+            {"env": ENV_LABEL},
+        ),
+    ) as sweep_target:
+        Step(
+            name=UPDATE_TEMPLATE,
+            template_ref=m.TemplateRef(name=image_update.NAME, template=UPDATE_TEMPLATE),
+            arguments=c.target_passed_on(),
+        )
+        Step(
+            name="verify-live",
+            template_ref=m.TemplateRef(name=image_update.NAME, template="verify-live"),
+            arguments=live.verify_live_arguments(UPDATE_TEMPLATE),
+            when=live.when_committed(UPDATE_TEMPLATE),
+        )
+    return sweep_target
+
+
+def _main_steps(sweep, count, sweep_target: Steps, live_report: Steps) -> Steps:
+    """``main``: the reconcile step, then at once its counts, the behind targets' updates and the
+    live report of the current ones."""
+    with Steps(name="main", parallelism=PARALLELISM) as main:
+        sweep(
+            name="reconcile",
+            arguments={
+                "concurrency": "{{workflow.parameters.concurrency}}",
+                "limit": "{{workflow.parameters.limit}}",
+                "full": "{{workflow.parameters.full}}",
+            },
+        )
+        with main.parallel():
+            Step(
+                name="count-targets",
+                template=count,
+                arguments={"state": "{{item.state}}", "env": "{{item.env}}", "count": "{{item.count}}"},
+                with_param="{{steps.reconcile.outputs.parameters.counts}}",
+            )
+            Step(
+                name="sweep-target",
+                template=sweep_target,
+                arguments=c.target_fan_out(),
+                with_param="{{steps.reconcile.outputs.parameters.targets}}",
+                when="{{workflow.parameters.apply}} == true",
+            )
+            Step(
+                name="live-report",
+                template=live_report,
+                arguments={"targets": "{{steps.reconcile.outputs.parameters.current-targets}}"},
+                when="{{workflow.parameters.verify-live}} == true",
+            )
+    return main
+
+
 def build() -> CronWorkflow:
     """The ``image-reconcile`` CronWorkflow (Hera object; ``.to_dict()`` is the manifest)."""
     with CronWorkflow(
@@ -235,81 +312,7 @@ def build() -> CronWorkflow:
         count_live = _count_template("count-live", live.LIVE_STATES_METRIC, live.LIVE_STATES_HELP)
         live_states = live.live_states_template()
 
-        with Steps(name="live-report") as live_report:
-            live_states(name="live-states", arguments={"targets": "{{inputs.parameters.targets}}"})
-            Step(
-                name="count-live",
-                template=count_live,
-                arguments={"state": "{{item.state}}", "env": "{{item.env}}", "count": "{{item.count}}"},
-                with_param="{{steps.live-states.outputs.parameters.counts}}",
-            )
-        live_report.inputs = [Parameter(name="targets")]
-
-        with Steps(
-            name="sweep-target",
-            inputs=c.target_inputs(),
-            outputs=[image_update.update_action_output(UPDATE_TEMPLATE)],
-            metrics=m.Metrics(
-                prometheus=[
-                    m.Prometheus(
-                        name="imagebump_reconcile_updates_total",
-                        help="targets a sweep found behind and updated (a push whose event was lost), by env",
-                        labels=[m.MetricLabel(key="env", value=ENV_LABEL)],
-                        when=UPDATED_WHEN,
-                        counter=m.Counter(value="1"),
-                    )
-                ]
-            ),
-        ) as sweep_target:
-            Step(
-                name=UPDATE_TEMPLATE,
-                template_ref=m.TemplateRef(name=image_update.NAME, template=UPDATE_TEMPLATE),
-                arguments={
-                    "target": "{{inputs.parameters.target}}",
-                    "repo-url": "{{inputs.parameters.repo-url}}",
-                    "path": "{{inputs.parameters.path}}",
-                    "env": "{{inputs.parameters.env}}",
-                },
-            )
-            Step(
-                name="verify-live",
-                template_ref=m.TemplateRef(name=image_update.NAME, template="verify-live"),
-                arguments=live.verify_live_arguments(UPDATE_TEMPLATE),
-                when=live.when_committed(UPDATE_TEMPLATE),
-            )
-
-        with Steps(name="main", parallelism=PARALLELISM) as main:
-            sweep(
-                name="reconcile",
-                arguments={
-                    "concurrency": "{{workflow.parameters.concurrency}}",
-                    "limit": "{{workflow.parameters.limit}}",
-                    "full": "{{workflow.parameters.full}}",
-                },
-            )
-            with main.parallel():
-                Step(
-                    name="count-targets",
-                    template=count,
-                    arguments={"state": "{{item.state}}", "env": "{{item.env}}", "count": "{{item.count}}"},
-                    with_param="{{steps.reconcile.outputs.parameters.counts}}",
-                )
-                Step(
-                    name="sweep-target",
-                    template=sweep_target,
-                    arguments={
-                        "target": "{{item}}",
-                        "repo-url": "{{item.repo_id}}",  # the one spelling: one mutex per overlay
-                        "path": "{{item.path}}",
-                        "env": "{{item.env}}",
-                    },
-                    with_param="{{steps.reconcile.outputs.parameters.targets}}",
-                    when="{{workflow.parameters.apply}} == true",
-                )
-                Step(
-                    name="live-report",
-                    template=live_report,
-                    arguments={"targets": "{{steps.reconcile.outputs.parameters.current-targets}}"},
-                    when="{{workflow.parameters.verify-live}} == true",
-                )
+        live_report = _live_report_steps(live_states, count_live)
+        sweep_target = _sweep_target_steps()
+        _main_steps(sweep, count, sweep_target, live_report)
     return cw

@@ -150,19 +150,11 @@ def _edit_kustomize_template():
         resources=c.resources(memory_limit="1Gi"),
         retry_strategy=c.retry_transient(),
         active_deadline_seconds=600,
-        metrics=m.Metrics(
-            prometheus=[
-                m.Prometheus(
-                    name=DECISIONS_METRIC,
-                    help=DECISIONS_HELP,
-                    labels=[
-                        m.MetricLabel(key="decision", value="{{outputs.parameters.decision}}"),
-                        m.MetricLabel(key="env", value=ENV_LABEL),
-                    ],
-                    when=FINAL_SUCCESS,
-                    counter=m.Counter(value="1"),
-                )
-            ]
+        metrics=c.counter(
+            DECISIONS_METRIC,
+            DECISIONS_HELP,
+            FINAL_SUCCESS,
+            {"decision": "{{outputs.parameters.decision}}", "env": ENV_LABEL},
         ),
     )(edit_kustomize.run)
 
@@ -252,6 +244,94 @@ def update_action_output(step: str) -> Parameter:
     )
 
 
+def _update_target_steps(edit, commit) -> Steps:
+    """``update-target``: edit-kustomize, then commit-pr when it changed something, under the
+    overlay's mutex; its outputs are what verify-live needs, read outside the mutex."""
+    with Steps(
+        name="update-target",
+        inputs=c.target_inputs(),
+        outputs=[
+            update_action_output("commit-pr"),
+            # What verify-live needs, read outside this mutex-holding template.
+            Parameter(
+                name="plan",
+                value_from=m.ValueFrom(
+                    parameter="{{steps.edit-kustomize.outputs.parameters.plan}}", default=""
+                ),
+            ),
+            Parameter(
+                name="commit-sha",
+                value_from=m.ValueFrom(
+                    parameter="{{steps.commit-pr.outputs.parameters.commit-sha}}", default=""
+                ),
+            ),
+            Parameter(
+                name="seconds-since-push",
+                value_from=m.ValueFrom(
+                    parameter="{{steps.commit-pr.outputs.parameters.seconds-since-push}}", default=""
+                ),
+            ),
+        ],
+        synchronization=m.Synchronization(mutexes=[m.Mutex(name=MUTEX_NAME)]),
+        # No deadline here: on a steps template `activeDeadlineSeconds` reaches no pod, and
+        # `timeout` would count the time queued on the mutex. The pods below carry theirs.
+        # Counted once per target (this template is not retried): a failure after all retries
+        # of edit-kustomize or commit-pr, or a wait past the Workflow deadline.
+        metrics=c.counter(
+            UPDATES_METRIC, UPDATES_HELP, "{{status}} != Succeeded", {"result": "error", "env": ENV_LABEL}
+        ),
+    ) as update_target:
+        edit(
+            name="edit-kustomize",
+            arguments={"target": "{{inputs.parameters.target}}", "env": "{{inputs.parameters.env}}"},
+        )
+        commit(
+            name="commit-pr",
+            arguments={
+                "target": "{{inputs.parameters.target}}",
+                "plan": "{{steps.edit-kustomize.outputs.parameters.plan}}",
+                "env": "{{inputs.parameters.env}}",
+            },
+            when="{{steps.edit-kustomize.outputs.parameters.changed}} == true",
+        )
+    return update_target
+
+
+def _deliver_target_steps(update_target: Steps, verify) -> Steps:
+    """``deliver-target``: update-target, then verify-live of what it committed (outside the mutex)."""
+    with Steps(
+        name="deliver-target",
+        inputs=c.target_inputs(),
+        outputs=[update_action_output("update")],
+    ) as deliver_target:
+        Step(name="update", template=update_target, arguments=c.target_passed_on())
+        verify(
+            name="verify-live",
+            arguments=live.verify_live_arguments("update"),
+            when=live.when_committed("update"),
+        )
+    return deliver_target
+
+
+def _main_steps(resolve, deliver_target: Steps) -> Steps:
+    """``main``: resolve-image, then deliver-target for each target it found."""
+    with Steps(name="main") as main:
+        resolve(
+            name="resolve-image",
+            arguments={
+                "event": "{{workflow.parameters.event}}",
+                "image": "{{workflow.parameters.image}}",
+            },
+        )
+        Step(
+            name="update-target",
+            template=deliver_target,
+            arguments=c.target_fan_out(),
+            with_param="{{steps.resolve-image.outputs.parameters.targets}}",
+        )
+    return main
+
+
 def build() -> WorkflowTemplate:
     """The ``image-update`` WorkflowTemplate (Hera object; ``.to_dict()`` is the manifest)."""
     with WorkflowTemplate(
@@ -277,104 +357,7 @@ def build() -> WorkflowTemplate:
         edit = _edit_kustomize_template()
         commit = _commit_pr_template()
         verify = live.verify_live_template()
-
-        with Steps(
-            name="update-target",
-            inputs=c.target_inputs(),
-            outputs=[
-                update_action_output("commit-pr"),
-                # What verify-live needs, read outside this mutex-holding template.
-                Parameter(
-                    name="plan",
-                    value_from=m.ValueFrom(
-                        parameter="{{steps.edit-kustomize.outputs.parameters.plan}}", default=""
-                    ),
-                ),
-                Parameter(
-                    name="commit-sha",
-                    value_from=m.ValueFrom(
-                        parameter="{{steps.commit-pr.outputs.parameters.commit-sha}}", default=""
-                    ),
-                ),
-                Parameter(
-                    name="seconds-since-push",
-                    value_from=m.ValueFrom(
-                        parameter="{{steps.commit-pr.outputs.parameters.seconds-since-push}}", default=""
-                    ),
-                ),
-            ],
-            synchronization=m.Synchronization(mutexes=[m.Mutex(name=MUTEX_NAME)]),
-            # No deadline here: on a steps template `activeDeadlineSeconds` reaches no pod, and
-            # `timeout` would count the time queued on the mutex. The pods below carry theirs.
-            # Counted once per target (this template is not retried): a failure after all retries
-            # of edit-kustomize or commit-pr, or a wait past the Workflow deadline.
-            metrics=m.Metrics(
-                prometheus=[
-                    m.Prometheus(
-                        name=UPDATES_METRIC,
-                        help=UPDATES_HELP,
-                        labels=[
-                            m.MetricLabel(key="result", value="error"),
-                            m.MetricLabel(key="env", value=ENV_LABEL),
-                        ],
-                        when="{{status}} != Succeeded",
-                        counter=m.Counter(value="1"),
-                    )
-                ]
-            ),
-        ) as update_target:
-            edit(
-                name="edit-kustomize",
-                arguments={"target": "{{inputs.parameters.target}}", "env": "{{inputs.parameters.env}}"},
-            )
-            commit(
-                name="commit-pr",
-                arguments={
-                    "target": "{{inputs.parameters.target}}",
-                    "plan": "{{steps.edit-kustomize.outputs.parameters.plan}}",
-                    "env": "{{inputs.parameters.env}}",
-                },
-                when="{{steps.edit-kustomize.outputs.parameters.changed}} == true",
-            )
-
-        with Steps(
-            name="deliver-target",
-            inputs=c.target_inputs(),
-            outputs=[update_action_output("update")],
-        ) as deliver_target:
-            Step(
-                name="update",
-                template=update_target,
-                arguments={
-                    "target": "{{inputs.parameters.target}}",
-                    "repo-url": "{{inputs.parameters.repo-url}}",
-                    "path": "{{inputs.parameters.path}}",
-                    "env": "{{inputs.parameters.env}}",
-                },
-            )
-            verify(
-                name="verify-live",
-                arguments=live.verify_live_arguments("update"),
-                when=live.when_committed("update"),
-            )
-
-        with Steps(name="main"):
-            resolve(
-                name="resolve-image",
-                arguments={
-                    "event": "{{workflow.parameters.event}}",
-                    "image": "{{workflow.parameters.image}}",
-                },
-            )
-            Step(
-                name="update-target",
-                template=deliver_target,
-                arguments={
-                    "target": "{{item}}",
-                    "repo-url": "{{item.repo_id}}",  # the one spelling: one mutex per overlay
-                    "path": "{{item.path}}",
-                    "env": "{{item.env}}",
-                },
-                with_param="{{steps.resolve-image.outputs.parameters.targets}}",
-            )
+        update_target = _update_target_steps(edit, commit)
+        deliver_target = _deliver_target_steps(update_target, verify)
+        _main_steps(resolve, deliver_target)
     return wt

@@ -3,7 +3,7 @@
 ``export`` (the backup-export step's ``run``), ``settings`` (its ConfigMap settings), ``archive``
 (what an archive holds and how objects are sanitised), ``live_objects`` (the live Argo CD objects,
 read through :mod:`steps.kube.api`; which namespaces Argo CD watches:
-:mod:`steps.kube.argocd_namespaces`), ``retention`` (old archives pruned), ``object_diff`` (archive vs live), ``restore`` (the restore
+:mod:`steps.kube.argocd_namespaces`), ``retention`` (pure: which old archives expire), ``retention_s3`` (listing and deleting them), ``object_diff`` (archive vs live), ``restore`` (the restore
 the CLI runs; no template runs it), ``restore_plan`` (pure: what a restore would change) and
 ``restore_report``. May import :mod:`steps.aws`, :mod:`steps.kube.api`, :mod:`steps.runtime` and
 :mod:`steps.domain`.

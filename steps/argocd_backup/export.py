@@ -59,7 +59,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from steps.argocd_backup import archive, retention
+from steps.argocd_backup import archive, retention, retention_s3
 from steps.argocd_backup.live_objects import collect_live, namespace_exists
 from steps.argocd_backup.settings import DEFAULTS, BackupSettings, ConfigMapKeys
 from steps.aws import s3 as s3io
@@ -280,10 +280,10 @@ def export_backup(
             extra={"fields": {"event": "backup-suspect", "suspect_reason": reason}},
         )
     # retention: gather the listing and the indexes (only when a rule is on), decide, delete
-    listing = retention.listing(s3, bucket, prefix, keep=settings.keep, keep_days=settings.keep_days)
+    listing = retention_s3.listing(s3, bucket, prefix, keep=settings.keep, keep_days=settings.keep_days)
     suspect = {k: retention.is_suspect(indexes.get(k)) for k in retention.archives(listing, prefix)}
     expired = plan_backup(settings, created, listing=listing, written=key, suspect=suspect).expired
-    deleted = retention.delete(s3, bucket, expired, listing)
+    deleted = retention_s3.delete(s3, bucket, expired, listing)
     return BackupExportOutput(
         url=f"s3://{bucket}/{key}",
         sha256=index["sha256"],
@@ -304,7 +304,7 @@ class _Indexes:
 
     def get(self, key: str) -> dict[str, Any] | None:
         if key not in self.cache:
-            self.cache[key] = retention.read_index(self._s3, self._bucket, key)
+            self.cache[key] = retention_s3.read_index(self._s3, self._bucket, key)
         return self.cache[key]
 
 

@@ -1,4 +1,5 @@
-"""Backup retention: which archives of one cluster to delete (pure), listing and deleting them (S3).
+"""Backup retention's rule: which archives of one cluster to delete (pure; the S3 side, listing,
+reading indexes and deleting, is :mod:`steps.argocd_backup.retention_s3`).
 
 Archives live at exactly ``PREFIX/CLUSTER/YYYY/MM/DD/HHMMSSZ[-N].yaml.gz`` with ``….index.json``
 beside them. Only keys of exactly that shape *directly under this cluster's* ``PREFIX/CLUSTER/``
@@ -18,22 +19,15 @@ An archive is kept when ANY rule keeps it:
   the last good archives out; once ``keep`` healthy backups follow it (a real, lasting change),
   the older archives expire as usual.
 
-Imports :mod:`steps.aws.s3`, :mod:`steps.argocd_backup.archive` and :mod:`steps.domain.errors` only.
+No I/O: keys, times and index flags in, keys out.
 """
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
-
-from steps.argocd_backup import archive
-from steps.aws import s3 as s3io
-from steps.domain.errors import ConfigError
-
-log = logging.getLogger(__name__)
 
 _ARCHIVE_RE = re.compile(r"(\d{4})/(\d{2})/(\d{2})/(\d{2})(\d{2})(\d{2})Z(?:-(\d+))?\.yaml\.gz")
 _ARCHIVE_TAIL_RE = re.compile(r"(?:^|/)" + _ARCHIVE_RE.pattern + "$")
@@ -149,44 +143,8 @@ def select_expired(
     return list(reversed(expired))
 
 
-def read_index(s3: Any, bucket: str, key: str) -> dict[str, Any] | None:
-    """The index beside archive ``key``; None when it is missing or unreadable (logged)."""
-    where = f"s3://{bucket}/{index_key(key)}"
-    data = s3io.read(s3, bucket, index_key(key), missing_ok=True)
-    if data is None:
-        log.warning(
-            "archive s3://%s/%s has no index (%s); it does not count as a healthy backup", bucket, key, where
-        )
-        return None
-    try:
-        return archive.parse_index(data, where)
-    except ConfigError as exc:
-        log.warning("%s; archive s3://%s/%s does not count as a healthy backup", exc, bucket, key)
-        return None
-
-
 def is_suspect(index: Mapping[str, Any] | None) -> bool | None:
     """True when ``index`` marks its archive suspect, False when healthy, None without an index."""
     if index is None:
         return None
     return bool(index.get(SUSPECT))
-
-
-def listing(s3: Any, bucket: str, prefix: str, *, keep: int, keep_days: int) -> list[str]:
-    """Every key under ``prefix`` when a retention rule is on; nothing is listed when both are off."""
-    if keep <= 0 and keep_days <= 0:
-        return []
-    return s3io.list_keys(s3, bucket, prefix)
-
-
-def delete(s3: Any, bucket: str, expired: Sequence[str], keys: Sequence[str]) -> list[str]:
-    """Delete the ``expired`` archives and those of their indexes ``keys`` holds; the s3:// URLs deleted."""
-    present = set(keys)
-    deleted = []
-    for key in expired:
-        s3io.delete(s3, bucket, key)
-        if index_key(key) in present:
-            s3io.delete(s3, bucket, index_key(key))
-        log.info("retention: deleted s3://%s/%s", bucket, key)
-        deleted.append(f"s3://{bucket}/{key}")
-    return deleted

@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 def hold_rolled_back(repo: Any, items: Sequence[Any], *, count: Callable[[], None]) -> None:
     """Turn each ``behind`` item (:class:`steps.reconcile.git.Item`) that a rollback holds into ``held``.
 
-    Push times come from the sweep's ECR listing (:meth:`steps.reconcile.ecr.Overlay.pushed_at`). A history
+    Push times come from the sweep's ECR listing (:meth:`steps.reconcile.model.Overlay.pushed_at`). A history
     that cannot be read leaves the item ``behind`` (commit-pr and the events still guard it) and
     says so in its reason.
     """

@@ -56,7 +56,8 @@ not current, at most :data:`REPORT_LIMIT` of them, worst first, the rest counted
 ``current-targets`` (for the live states in Argo CD). It pushes nothing:
 the update-target steps do, under the same per-overlay mutex as events.
 
-Layout (gather → decide → act): :mod:`steps.reconcile.ecr` gathers from ECR,
+Layout (gather → decide → act): :mod:`steps.reconcile.model` holds the types the phases pass on,
+:mod:`steps.reconcile.ecr` gathers from ECR,
 :mod:`steps.reconcile.git` reads Git (one partial sparse clone per repository),
 :mod:`steps.reconcile.decide` is the pure core (:func:`pick_newest`, :func:`judge_target`, table-tested
 without ECR or git), :mod:`steps.reconcile.report` renders the report and the counts; this module is
@@ -83,8 +84,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from steps.domain.errors import ConfigError
 from steps.domain.models import Target, short_ref
 from steps.reconcile.decide import STATES, State, Verdict, pick_newest
-from steps.reconcile.ecr import Calls, make_clients, pool, scan_ecr
+from steps.reconcile.ecr import make_clients, pool, scan_ecr
 from steps.reconcile.git import Item, isolate_failure, overlay_dir, sweep_repository
+from steps.reconcile.model import Calls
 from steps.reconcile.report import (
     ERROR_KINDS,
     StateCount,

@@ -296,14 +296,28 @@ def values_checks(spec: RuleSpec, captured: set[int], uri: str) -> None:
                 raise _Problem(name, f"${vm[1]} is not captured by registryURI {_excerpt(uri)}")
 
 
-def compile_rule(index: int, raw: Any, cache: dict[tuple[str, bool], Any]) -> Rule:
-    """Validate (:func:`~steps.rules.schema.parse_rule`) and compile rule ``index`` as YAML gave it.
+@dataclass(frozen=True)
+class _RegistryParts:
+    """What ``registryURI`` compiles to (:func:`_compile_registry_uri`)."""
 
-    Raises:
-        RuleFieldError: the field at fault and the problem (load_rules adds source and index).
-    """
-    spec: RuleSpec = parse_rule(raw)
-    budget = Budget()
+    account: str
+    region: str
+    repo_template: str
+    repo_regex: Any
+    repo_groups: dict[int, list[str]]
+    segments: list[str]
+    tag_pattern: str
+    tag_regex: Any
+    tag_groups: dict[int, list[str]]
+    tag_group_indices: dict[int, tuple[int, ...]]
+
+    @property
+    def captured(self) -> set[int]:
+        return set(self.repo_groups) | set(self.tag_groups)
+
+
+def _check_commit_settings(spec: RuleSpec) -> None:
+    """``commitMethod: api`` needs GitHub; ``requireVerified`` needs ``commitMethod: api``."""
     if spec.commit_method == "api" and spec.provider != "github":
         raise _Problem(
             "commitMethod",
@@ -317,8 +331,9 @@ def compile_rule(index: int, raw: Any, cache: dict[tuple[str, bool], Any]) -> Ru
             "add commitMethod: api",
         )
 
-    # registryURI
-    uri = spec.registry_uri
+
+def _compile_registry_uri(uri: str, cache: dict[tuple[str, bool], Any], budget: Budget) -> _RegistryParts:
+    """``registryURI``: the literal registry host, the repository template and the optional tag pattern."""
     host, sep, rest = uri.partition("/")
     hm = _REGISTRY_RE.fullmatch(host)
     if not hm:
@@ -346,7 +361,6 @@ def compile_rule(index: int, raw: Any, cache: dict[tuple[str, bool], Any]) -> Ru
         )
     repo_source, repo_groups = dollar_regex(repo_template, literal=True)
     repo_regex = compile_pattern(repo_source, "registryURI", cache, captures=True, user_text=repo_template)
-    segments = repo_template.split("/")
 
     tag_regex = None
     tag_groups: dict[int, list[str]] = {}
@@ -358,10 +372,23 @@ def compile_rule(index: int, raw: Any, cache: dict[tuple[str, bool], Any]) -> Ru
         tag_regex = compile_pattern(source, "registryURI", cache, captures=True, user_text=tag_pattern)
         budget.spend(tag_regex, "registryURI", tag_pattern)
         tag_group_indices = group_indices(tag_regex, tag_groups)
-    captured = set(repo_groups) | set(tag_groups)
+    return _RegistryParts(
+        account=hm["account"],
+        region=hm["region"],
+        repo_template=repo_template,
+        repo_regex=repo_regex,
+        repo_groups=repo_groups,
+        segments=repo_template.split("/"),
+        tag_pattern=tag_pattern,
+        tag_regex=tag_regex,
+        tag_groups=tag_groups,
+        tag_group_indices=tag_group_indices,
+    )
 
-    # githubRepository (shown redacted: a token in it must not reach a log)
-    git = spec.github_repository
+
+def _compile_git_url(git: str, captured: set[int], uri: str) -> tuple[str, str, str]:
+    """``githubRepository`` → (scheme, netloc, path template); shown redacted: a token in it must
+    not reach a log. Every ``$n`` of its path must be captured by ``registryURI``."""
 
     def shown_git() -> str:  # only when a message needs it (a redacted, bounded excerpt)
         return _shown(git, "githubRepository")
@@ -402,23 +429,41 @@ def compile_rule(index: int, raw: Any, cache: dict[tuple[str, bool], Any]) -> Ru
                 f"${num} is not captured by registryURI {_excerpt(uri)} (it captures: "
                 f"{', '.join(f'${n}' for n in sorted(captured)) or 'nothing'})",
             )
+    return gm["scheme"], netloc, git_path
+
+
+def compile_rule(index: int, raw: Any, cache: dict[tuple[str, bool], Any]) -> Rule:
+    """Validate (:func:`~steps.rules.schema.parse_rule`) and compile rule ``index`` as YAML gave it:
+    the commit settings, ``registryURI``, ``githubRepository``, the values settings, the tag filters.
+
+    Raises:
+        RuleFieldError: the field at fault and the problem (load_rules adds source and index).
+    """
+    spec: RuleSpec = parse_rule(raw)
+    budget = Budget()
+    _check_commit_settings(spec)
+    uri = spec.registry_uri
+    registry = _compile_registry_uri(uri, cache, budget)
+    captured = registry.captured
+    git = spec.github_repository
+    git_scheme, netloc, git_path = _compile_git_url(git, captured, uri)
 
     values_checks(spec, captured, uri)
     return Rule(
         index=index,
         registry_uri=uri,
         github_repository=git,
-        account=hm["account"],
-        region=hm["region"],
-        repo_template=repo_template,
-        repo_regex=repo_regex,
-        segments=len(segments),
-        literal_segments=tuple((i, s) for i, s in enumerate(segments) if "$" not in s),
-        tag_pattern=tag_pattern or None,
-        tag_regex=tag_regex,
-        repo_vars=tuple(repo_groups),
-        tag_vars=tuple(tag_groups),
-        git_scheme=gm["scheme"],
+        account=registry.account,
+        region=registry.region,
+        repo_template=registry.repo_template,
+        repo_regex=registry.repo_regex,
+        segments=len(registry.segments),
+        literal_segments=tuple((i, s) for i, s in enumerate(registry.segments) if "$" not in s),
+        tag_pattern=registry.tag_pattern or None,
+        tag_regex=registry.tag_regex,
+        repo_vars=tuple(registry.repo_groups),
+        tag_vars=tuple(registry.tag_groups),
+        git_scheme=git_scheme,
         git_netloc=netloc,
         git_path_template=git_path,
         allow=tag_filters(spec.allow_image_tag, "allowImageTag", cache, budget),
@@ -440,6 +485,6 @@ def compile_rule(index: int, raw: Any, cache: dict[tuple[str, bool], Any]) -> Ru
         helmfile=(spec.helmfile.file, spec.helmfile.release, spec.helmfile.environment)
         if spec.helmfile
         else None,
-        repo_groups=group_indices(repo_regex, repo_groups),
-        tag_groups=tag_group_indices,
+        repo_groups=group_indices(registry.repo_regex, registry.repo_groups),
+        tag_groups=registry.tag_group_indices,
     )

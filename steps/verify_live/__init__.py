@@ -1,7 +1,7 @@
 """verify-live: prove Argo CD runs what imagebump committed, and time push → live.
 
 ``step`` (typed input/output and ``run``), ``decide`` (an Application's status → its live
-state, pure), ``argocd`` (finding Applications, refreshing them), ``history`` (what Git
+state, pure), ``argocd`` (finding Applications, refreshing them), ``revisions`` (what Git
 says about a revision), ``states`` (the sweep's live state of every current target). The step is
 ``steps.verify_live.step:run``. May import :mod:`steps.git`, :mod:`steps.kube`,
 :mod:`steps.kustomize`, :mod:`steps.runtime` and :mod:`steps.domain`.

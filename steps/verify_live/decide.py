@@ -1,7 +1,7 @@
 """The pure judgement of push → live: one Argo CD Application's status → its live state.
 
 No I/O: what Git says about a revision comes in as :class:`RevisionFacts` (from
-:mod:`steps.verify_live.history`), the Application as the API server's JSON. Argo CD's status
+:mod:`steps.verify_live.revisions`), the Application as the API server's JSON. Argo CD's status
 fields read here (argo-cd ``pkg/apis/application/v1alpha1/types.go``): ``status.sync.status`` and
 ``.revision`` (``.revisions[i]`` for source ``i`` of a multi-source Application),
 ``status.operationState.phase`` / ``.finishedAt`` / ``.syncResult.revision(s)`` (the last sync

@@ -2,7 +2,7 @@
 Argo CD Applications deploying its overlay, whoever changed it (a merged pull request, a person).
 
 Reads only: the Applications (:mod:`steps.verify_live.argocd`, no refresh: a sweep must not make
-Argo CD work) and the base branch's history (:mod:`steps.verify_live.history`). Per target:
+Argo CD work) and the base branch's history (:mod:`steps.verify_live.revisions`). Per target:
 ``live`` (every Application synced at a revision holding the overlay's newest change, healthy,
 running what Git holds), ``idle`` (synced and healthy there, but no Pod runs the image now),
 ``syncing`` (not yet, with the reason: not synced, no automated sync, progressing, an error
@@ -115,7 +115,7 @@ def live_state(
     clone's reads of objects it already holds (and one fetch if Argo CD is ahead of it)."""
     from steps.kustomize import KUSTOMIZATION_FILES
     from steps.verify_live import argocd
-    from steps.verify_live.history import History
+    from steps.verify_live.revisions import History
 
     row = LiveState(repo_url=target.repo_url, path=target.path, env=target.env, state="unknown")
     try:
@@ -186,7 +186,7 @@ def _repository_states(
     every branch they use, one fetch of the overlay files' blobs — whatever the number of targets."""
     from steps import git
     from steps.kustomize import KUSTOMIZATION_FILES
-    from steps.verify_live.history import Clone
+    from steps.verify_live.revisions import Clone
 
     try:
         default_branch = git.default_branch(repo_url, git.GitAuth.from_env(write=False))

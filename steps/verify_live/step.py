@@ -1,7 +1,7 @@
 """verify-live: after commit-pr committed, watch Argo CD until the commit runs — or raise the alarm.
 
 Reads: the Argo CD Applications deploying the target's overlay (:mod:`steps.verify_live.argocd`),
-the base branch's history (:mod:`steps.verify_live.history`, optional read token). Writes nothing:
+the base branch's history (:mod:`steps.verify_live.revisions`, optional read token). Writes nothing:
 with ``IMAGEBUMP_ARGOCD_REFRESH=api`` it asks Argo CD's API server to refresh those Applications
 (a ``get`` with ``refresh=normal``), else Argo CD's webhook or poll does. Runs outside the overlay's mutex, so the
 next push to the overlay never queues behind it; stops ``superseded`` when Git at the revision Argo
@@ -326,7 +326,7 @@ def run(
     if not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", commit_sha or ""):
         raise ConfigError(f"commit_sha {commit_sha!r}: expected the full commit id commit-pr pushed")
     from steps.runtime.scratch_dir import scratch
-    from steps.verify_live.history import History
+    from steps.verify_live.revisions import History
 
     if not argocd.configured():  # a local executor run without --argocd-context
         return VerifyLiveOutput(

@@ -118,6 +118,24 @@ def run_with_watchdog(sensor: LocalSensor, seconds: float = 90, **kwargs) -> Sen
         timer.cancel()
 
 
+def _run_until(sensor: LocalSensor, state: Path, seen: Callable[[], bool], max_events: int) -> SensorStats:
+    """Run the sensor in a thread; once ``seen()`` holds, release its blocked workflow (a ``block-``
+    tag waits for ``release`` in the state dir) and return its stats. An event, not a sleep."""
+    box: dict[str, SensorStats] = {}
+    thread = threading.Thread(
+        target=lambda: box.update(stats=run_with_watchdog(sensor, max_events=max_events))
+    )
+    thread.start()
+    try:
+        while not seen():
+            assert thread.is_alive(), "the sensor stopped before the awaited record"
+            thread.join(0.05)
+    finally:
+        (state / "release").write_text("go")
+        thread.join(60)
+    return box["stats"]
+
+
 def markers(state: Path) -> list[str]:
     path = state / "markers"
     return path.read_text().splitlines() if path.exists() else []
@@ -207,12 +225,13 @@ def test_duplicate_of_a_running_workflow_is_deleted_not_left_to_the_dlq(queues, 
     It is deleted at once (as the Argo API server refuses a second Workflow of the same name): left
     on the queue it would come back on every poll, spending maxReceiveCount until the DLQ took it.
     """
-    event = ecr_event("sleep-2")
+    event = ecr_event("block-2")
     queues.send(event)
     queues.send(dict(event, id=str(uuid.uuid4())))
     sensor = make_sensor(concurrency=2)
 
-    stats = run_with_watchdog(sensor, max_events=2)
+    # No sleep: the workflow blocks until the sensor has judged the second copy a duplicate.
+    stats = _run_until(sensor, state, lambda: any(r.get("outcome") == "duplicate" for r in sensor.logs), 2)
 
     assert (stats.succeeded, stats.duplicates, stats.failed) == (1, 1, 0)
     assert len(markers(state)) == 1
@@ -317,17 +336,20 @@ class _VisibilityRefused:
 def test_failed_heartbeat_is_logged_with_its_event_and_the_workflow_still_settles(
     queues, make_sensor, state
 ) -> None:
-    event = ecr_event("sleep-1")
+    event = ecr_event("block-1")
     queues.send(event)
     sensor = make_sensor(concurrency=1, heartbeat_seconds=0.2)
     sensor.sqs = _VisibilityRefused(queues.sqs)
 
-    stats = run_with_watchdog(sensor, max_events=1)
+    # No sleep: the workflow blocks until a heartbeat has failed.
+    stats = _run_until(
+        sensor, state, lambda: any(r.get("event") == "heartbeat-failed" for r in sensor.logs), 1
+    )
 
     assert (stats.succeeded, stats.failed) == (1, 0)
     assert queues.count() == 0
     failed = [r for r in sensor.logs if r.get("event") == "heartbeat-failed"]
-    assert failed, "the heartbeat ran while the workflow slept"
+    assert failed, "the heartbeat ran while the workflow was blocked"
     assert {(r["event_id"], r["workflow"]) for r in failed} == {
         (event["id"], sensor.definition.workflow_name(event))
     }

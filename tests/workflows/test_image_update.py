@@ -589,11 +589,10 @@ def test_deadlines_bound_the_work_not_the_queue(name):
     for template_name, template in _templates(docs[name]).items():
         if "script" in template:
             assert int(template["activeDeadlineSeconds"]) < deadline, template_name
-    if name == image_update.NAME:
-        assert deadline == image_update.WORKFLOW_DEADLINE_SECONDS
-    else:
+    if name == image_reconcile.NAME:
+        # the sweep's deadline is bounded: with Forbid a running sweep skips the next slots
         assert docs[name]["spec"]["concurrencyPolicy"] == "Forbid"
-        assert deadline == image_reconcile.workflow_deadline_seconds()
+        assert deadline <= 2 * 3600
 
 
 # --- Who holds the Git token (issue 16, item 7) -------------------------------------------------

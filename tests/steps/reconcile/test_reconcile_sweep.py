@@ -19,7 +19,8 @@ from imagebump.local import builders
 from steps.domain.branches import branch_name
 from steps.domain.models import Image, Target
 from steps.git import GitAuth
-from steps.reconcile.ecr import Calls, make_clients, scan_ecr
+from steps.reconcile.ecr import make_clients, scan_ecr
+from steps.reconcile.model import Calls
 from steps.reconcile.step import scan_targets
 from steps.rules import load_rules
 from tests.fixtures import ecr_clock

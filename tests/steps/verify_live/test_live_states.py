@@ -18,7 +18,7 @@ from steps.domain.models import Target
 from steps.kube import api as kube
 from steps.kube.client import KubernetesApi
 from steps.verify_live import states
-from steps.verify_live.history import Clone
+from steps.verify_live.revisions import Clone
 from tests.fakes.kube import FakeKube, FakeKubeServer
 
 IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/team/api"

@@ -20,7 +20,7 @@ from steps.domain.models import ImagesEntry, Plan, Target
 from steps.kube import api as kube_api
 from steps.kube.client import KubernetesApi
 from steps.verify_live import step as verify_live
-from steps.verify_live.history import History
+from steps.verify_live.revisions import History
 from tests.fakes.kube import FakeKube, FakeKubeServer
 
 IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/team/api"

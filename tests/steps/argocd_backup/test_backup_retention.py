@@ -169,3 +169,23 @@ def test_once_keep_healthy_backups_follow_a_suspect_one_the_old_archives_expire(
     last = backup_export.export_backup(api=small, s3=s3, bucket=bucket, keep=2, now=at(3))
     assert not last.suspect, "the accepted size is the yardstick now"
     assert set(last.deleted) == {old, suspect.url}
+
+
+def test_the_retention_rule_is_pure_its_s3_side_apart() -> None:
+    """retention.py holds the rule only: it imports no S3, kube or logging; retention_s3 does the I/O."""
+    import ast
+    from pathlib import Path
+
+    source = Path(retention.__file__).read_text()
+    imported = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            imported.add(node.module or "")
+    assert not {m for m in imported if m.startswith(("steps.aws", "steps.kube", "boto", "logging"))}
+    from steps.argocd_backup import retention_s3
+
+    assert (
+        callable(retention_s3.delete) and callable(retention_s3.listing) and callable(retention_s3.read_index)
+    )

@@ -91,16 +91,16 @@ class _Reader:
             return
         if self.tick is not None:
             self.tick()
-            githistory.fetch_objects(
-                self.repo,
-                wanted,
-                f"fetch of {len(wanted)} earlier version(s) of a kustomization from {self.repo.url}",
-            )
-        for oid, obj in githistory.read_objects(self.repo, wanted, BLOB_LIMIT // 2).items():
-            self.sizes[oid] = obj.size
-            self.texts[oid] = (
-                obj.head.decode("utf-8", "replace") if obj.whole and obj.size <= BLOB_LIMIT else None
-            )
+        read = githistory.read_blobs(
+            self.repo,
+            wanted,
+            BLOB_LIMIT,
+            fetch=self.tick is not None,
+            what=f"fetch of {len(wanted)} earlier version(s) of a kustomization from {self.repo.url}",
+        )
+        for oid, (size, data) in read.items():
+            self.sizes[oid] = size
+            self.texts[oid] = None if data is None else data.decode("utf-8", "replace")
 
     def too_large(self, oid: str) -> bool:
         return oid in self.texts and self.texts[oid] is None

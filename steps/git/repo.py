@@ -395,6 +395,7 @@ class ClonedRepo:
         sha = self.fetch(branch)
         if sha is None:
             raise ConfigError(f"branch '{branch}' no longer exists in {self.url}")
+        self.seeded_from = ""  # the newest base was fetched: a push from it needs no seed's lease
         if not self.checked_out:  # no work tree, no index: the branch just moves
             self.git("update-ref", "HEAD", sha, what=f"moving to the newest '{branch}'")
             self._pending.clear()

@@ -8,9 +8,12 @@ remote moved on — fetches the new base into the same repository, re-applies an
 ``push_attempts`` times (:func:`steps.commit_pr.retry.backoff`: the first retry at once), then fails as
 transient.
 
-``commitMethod: api`` (``db`` given): the same local commit is then created through GitHub
-(:meth:`steps.forge.github_commits.GitDatabase.commit_head`: Verified when the token is an App installation's) and the
-branch is moved with ``force: false``; "not a fast forward" is the same lost race.
+``commitMethod: api`` (``db`` given): the same local commit is then created through GitHub, Verified
+when the token is an App installation's: the tree proven, then GraphQL ``createCommitOnBranch`` with
+the plan's base as ``expectedHeadOid`` (:meth:`steps.forge.github_commits.GitDatabase.append_head`:
+two content-creating requests); with ``requireVerified`` (or a file whose mode is not ``100644``)
+tree, commit and a ``force: false`` ref move (:meth:`~steps.forge.github_commits.GitDatabase.commit_head`),
+so no ref moves to an unverified commit. A moved branch is the same lost race.
 """
 
 from __future__ import annotations
@@ -71,8 +74,18 @@ def land_commit(
                 repo.push(f"HEAD:refs/heads/{base}", (base, repo.seeded_from) if repo.seeded_from else None)
             else:
                 required = target.require_verified or settings.require_verified
-                made = db.commit_head(repo, plan.file, applied.text, message, required)
-                db.fast_forward(base, made.sha)
+                # unless verified commits are required (then nothing may move before GitHub said it
+                # verifies the commit): the proven tree, then createCommitOnBranch with its lease
+                made = (
+                    None
+                    if required
+                    else db.append_head(
+                        repo, plan.file, applied.text, message, base, prove=True, create=False
+                    )
+                )
+                if made is None:
+                    made = db.commit_head(repo, plan.file, applied.text, message, required)
+                    db.fast_forward(base, made.sha)
                 sha = made.sha
         except PushRejected as exc:
             if attempt == settings.push_attempts:

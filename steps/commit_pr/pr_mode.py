@@ -179,11 +179,17 @@ def _propose(
                 repo.push(f"HEAD:refs/heads/{branch}", force_with_lease=(branch, remote_sha or ""))
                 return _Proposal(sha, remote_sha is not None, True, fields, message)
             required = target.require_verified or settings.require_verified
-            made = db.commit_head(repo, plan.file, applied.text, message, required)
-            if remote_sha is None:
-                db.create_branch(branch, made.sha)
-            else:
-                db.move_with_lease(branch, made.sha, remote_sha)
+            made = None
+            if remote_sha is None and not required:  # a new branch at the base, the commit on it
+                made = db.append_head(
+                    repo, plan.file, applied.text, message, branch, prove=False, create=True
+                )
+            if made is None:
+                made = db.commit_head(repo, plan.file, applied.text, message, required)
+                if remote_sha is None:
+                    db.create_branch(branch, made.sha)
+                else:
+                    db.move_with_lease(branch, made.sha, remote_sha)
             return _Proposal(made.sha, remote_sha is not None, True, fields, message, made)
         except PushRejected as exc:
             if attempt == settings.push_attempts:

@@ -424,7 +424,7 @@ def run(target: Target) -> EditKustomizeOutput:
     from steps import git
     from steps.domain.intent import pinned
     from steps.domain.never_downgrade import against_branch, branch_lookups, lookups
-    from steps.entry_history import unless_rolled_back
+    from steps.entry_history import DEPTHS, unless_rolled_back
     from steps.proposals import branch_entry
 
     overlay = EditKustomizeInput.of(target).overlay
@@ -445,6 +445,7 @@ def run(target: Target) -> EditKustomizeOutput:
             paths=[overlay] if overlay else [],
             sparse=True,
             auth=auth,
+            depth=DEPTHS[0],  # the history read's commits come with the clone: no second fetch
         )
         values = None
         with timed("kustomize"):  # finding and reading the kustomization, then its entry
@@ -460,7 +461,9 @@ def run(target: Target) -> EditKustomizeOutput:
         with timed("kustomize"):
             plan = plan_edit(target, text, file, head, repo.branch, known, old=entry, values=values)
         if plan.changed:  # only a target that would change reads the history: was it rolled back?
-            plan = unless_rolled_back(target, plan, repo, ecr.ask, known, current=(text, entry))
+            plan = unless_rolled_back(
+                target, plan, repo, ecr.ask, known, current=(text, entry), depths={repo.branch: DEPTHS[0]}
+            )
         if target.mode == "pr" and plan.changed:
             branch = branch_name(target)
             proposed = branch_entry(repo, branch, plan.file, plan.image_name, plan.values)

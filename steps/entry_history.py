@@ -18,9 +18,11 @@ Unforgeable: which commits touched the file and its versions come from NUL-termi
 (object ids only); what a commit says is parsed from its object by length
 (:mod:`steps.git.history`). A commit date beyond year 9999 or before 1970 is clamped, never raised.
 
-Cost, on the clone every step already makes (``blob:none``, depth 1): one ``fetch --depth`` of
-:data:`DEPTHS`\\ [0] commits (commits and trees, no file contents), one ``git log`` of the
-file, and one fetch of the file's versions those commits name (one request for all of them);
+Cost, on the clone every step already makes (``blob:none``): one ``fetch --depth`` of
+:data:`DEPTHS`\\ [0] commits (commits and trees, no file contents) — none when the clone already
+brought them (edit-kustomize clones :data:`DEPTHS`\\ [0] deep and says so in ``depths``) — one
+``git log`` of the file, and one fetch of the file's earlier versions those commits name (one
+request for all of them);
 deeper only while the history goes on past the shallow boundary. bench/README.md "History read"
 has the numbers.
 """
@@ -91,16 +93,16 @@ class _Reader:
             return
         if self.tick is not None:
             self.tick()
-            githistory.fetch_objects(
-                self.repo,
-                wanted,
-                f"fetch of {len(wanted)} earlier version(s) of a kustomization from {self.repo.url}",
-            )
-        for oid, obj in githistory.read_objects(self.repo, wanted, BLOB_LIMIT // 2).items():
-            self.sizes[oid] = obj.size
-            self.texts[oid] = (
-                obj.head.decode("utf-8", "replace") if obj.whole and obj.size <= BLOB_LIMIT else None
-            )
+        read = githistory.read_blobs(
+            self.repo,
+            wanted,
+            BLOB_LIMIT,
+            fetch=self.tick is not None,
+            what=f"fetch of {len(wanted)} earlier version(s) of a kustomization from {self.repo.url}",
+        )
+        for oid, (size, data) in read.items():
+            self.sizes[oid] = size
+            self.texts[oid] = None if data is None else data.decode("utf-8", "replace")
 
     def too_large(self, oid: str) -> bool:
         return oid in self.texts and self.texts[oid] is None
@@ -361,12 +363,14 @@ def unless_rolled_back(
     ask: Callable[[list], dict],
     known: dict,
     current: tuple[str, Any] | None = None,
+    depths: dict[str, int] | None = None,
 ) -> Any:
     """edit-kustomize: ``plan`` (a :class:`steps.domain.models.Plan` that changes something), or the same
     plan ``held`` (``changed: false``) when a person's rollback of its entry stands.
 
     ``ask`` is ECR's push-time lookup (``[ImageKey] → {ImageKey: datetime | None}``), called only
-    for ``order: push-time`` and only for what ``known`` (the push times already asked) lacks.
+    for ``order: push-time`` and only for what ``known`` (the push times already asked) lacks;
+    ``depths`` (branch → commits the clone already holds) spares fetching commits it brought.
     """
     from steps.domain.errors import InvalidEventError
     from steps.domain.intent import pinned
@@ -400,6 +404,7 @@ def unless_rolled_back(
             new_pushed_at=new_at,
             pushed_at=pushed_at,
             current=current,
+            depths=depths,
             notes=notes,
             values=plan.values,
         )

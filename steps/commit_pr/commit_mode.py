@@ -4,19 +4,21 @@ Act half of commit-pr for ``mode: commit``: the plan's own base made from the ob
 (:func:`steps.commit_pr.base_branch.seed_base`, no fetch), else a clone of the newest base; re-apply the plan
 with the pure :func:`steps.commit_pr.decide.reapply_plan`, commit and push to the base branch (from the
 plan's base: with a lease on it, so only while the branch is still there). A rejection — the
-remote moved on — clones or fetches the new base, re-applies and pushes again, at most
+remote moved on — fetches the new base into the same repository, re-applies and pushes again, at most
 ``push_attempts`` times (:func:`steps.commit_pr.retry.backoff`: the first retry at once), then fails as
 transient.
 
-``commitMethod: api`` (``db`` given): the same local commit is then created through GitHub
-(:meth:`steps.forge.github_commits.GitDatabase.commit_head`: Verified when the token is an App installation's) and the
-branch is moved with ``force: false``; "not a fast forward" is the same lost race.
+``commitMethod: api`` (``db`` given): the same local commit is then created through GitHub, Verified
+when the token is an App installation's: the tree proven, then GraphQL ``createCommitOnBranch`` with
+the plan's base as ``expectedHeadOid`` (:meth:`steps.forge.github_commits.GitDatabase.append_head`:
+two content-creating requests); with ``requireVerified`` (or a file whose mode is not ``100644``)
+tree, commit and a ``force: false`` ref move (:meth:`~steps.forge.github_commits.GitDatabase.commit_head`),
+so no ref moves to an unverified commit. A moved branch is the same lost race.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,7 +26,7 @@ from steps import git
 from steps.commit_pr.base_branch import clone_base, read_overlay_file, seed_base
 from steps.commit_pr.message import commit_message, message_fields
 from steps.commit_pr.result import CommitPrOutput
-from steps.commit_pr.retry import backoff, lost_race
+from steps.commit_pr.retry import Pacer
 from steps.commit_pr.rollbacks import reapply
 from steps.commit_pr.settings import CommitPrSettings
 from steps.domain.errors import GitCommandError, PushRejected, TransientError
@@ -44,8 +46,14 @@ def land_commit(
     base: str,
     workdir: Path,
     db: GitDatabase | None = None,
+    pacer: Pacer | None = None,
 ) -> CommitPrOutput:
-    """``mode: commit``: commit on the newest base and push; a lost race re-applies and retries."""
+    """``mode: commit``: commit on the newest base and push; a lost race re-applies and retries.
+
+    A lost race moves the same repository to the newest base (one fetch: commits and trees of the
+    new tip, the carried text still known, so no blob) instead of cloning anew; ``pacer``: the
+    retries' clock, sleep and jitter (:class:`steps.commit_pr.retry.Pacer`, injected by tests)."""
+    pacer = pacer or Pacer()
     repo = seed_base(target, plan, auth, base, workdir) or clone_base(target, plan, auth, base, workdir)
 
     for attempt in range(1, settings.push_attempts + 1):
@@ -59,15 +67,25 @@ def land_commit(
         sha = repo.commit(message, settings.author_name, settings.author_email)
         if sha is None:  # the editor changed bytes git does not see (cannot happen; be safe)
             return CommitPrOutput(action="unchanged", reason=f"{plan.file}: no difference to commit")
-        pushed = time.monotonic()
+        pacer.started()
         made: ApiCommit | None = None
         try:
             if db is None:
                 repo.push(f"HEAD:refs/heads/{base}", (base, repo.seeded_from) if repo.seeded_from else None)
             else:
                 required = target.require_verified or settings.require_verified
-                made = db.commit_head(repo, plan.file, applied.text, message, required)
-                db.fast_forward(base, made.sha)
+                # unless verified commits are required (then nothing may move before GitHub said it
+                # verifies the commit): the proven tree, then createCommitOnBranch with its lease
+                made = (
+                    None
+                    if required
+                    else db.append_head(
+                        repo, plan.file, applied.text, message, base, prove=True, create=False
+                    )
+                )
+                if made is None:
+                    made = db.commit_head(repo, plan.file, applied.text, message, required)
+                    db.fast_forward(base, made.sha)
                 sha = made.sha
         except PushRejected as exc:
             if attempt == settings.push_attempts:
@@ -75,13 +93,10 @@ def land_commit(
                     f"push to {base} of {target.repo_url} lost the race {attempt} times (last: {exc}); "
                     "the step will be retried"
                 ) from None
-            delay = backoff(attempt, base=time.monotonic() - pushed)
-            lost_race(f"push to {base}", attempt, settings.push_attempts, delay)
-            time.sleep(delay)
-            if repo.seeded_from:  # the plan's base is not the newest any more: clone the newest
-                repo = clone_base(target, plan, auth, base, workdir)
-            else:
-                repo.fetch_and_reset(base)
+            pacer.lost(f"push to {base}", attempt, settings.push_attempts)
+            # the plan's base (or the last one fetched) is not the newest any more: move the same
+            # repository to the newest (a seeded one too: its origin is a promisor like a clone's)
+            repo.fetch_and_reset(base)
             continue
         except GitCommandError as exc:
             if not repo.seeded_from or db is not None:

@@ -17,7 +17,6 @@ rate-limit budget.
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,7 +25,7 @@ from steps import git
 from steps.commit_pr.base_branch import clone_base, read_overlay_file
 from steps.commit_pr.message import commit_message, message_fields, pr_text
 from steps.commit_pr.result import Action, CommitPrOutput
-from steps.commit_pr.retry import backoff, lost_race
+from steps.commit_pr.retry import Pacer
 from steps.commit_pr.rollbacks import reapply
 from steps.commit_pr.settings import CommitPrSettings
 from steps.domain.branch_owner import BRANCH_TAKEN, TAKEN_MARKER, foreign_commits, taken_comment, taken_reason
@@ -113,6 +112,7 @@ def _propose(
     branch: str,
     open_pr: _OpenPr,
     db: GitDatabase | None = None,
+    pacer: Pacer | None = None,
 ) -> _Proposal | CommitPrOutput | _Taken:
     """Build the branch's one commit on the newest base and force-push it with a lease.
 
@@ -125,6 +125,7 @@ def _propose(
     — the next attempt sees the person's commit. Returns the outcome, or an ``unchanged`` output
     when nothing is to propose.
     """
+    pacer = pacer or Pacer()
     for attempt in range(1, settings.push_attempts + 1):
         open_pr.forget()
         text = read_overlay_file(repo, plan, target, base)
@@ -172,26 +173,30 @@ def _propose(
                     branch=branch,
                     reason=why,
                 )
-        pushed = time.monotonic()
+        pacer.started()
         try:
             if db is None:
                 repo.push(f"HEAD:refs/heads/{branch}", force_with_lease=(branch, remote_sha or ""))
                 return _Proposal(sha, remote_sha is not None, True, fields, message)
             required = target.require_verified or settings.require_verified
-            made = db.commit_head(repo, plan.file, applied.text, message, required)
-            if remote_sha is None:
-                db.create_branch(branch, made.sha)
-            else:
-                db.move_with_lease(branch, made.sha, remote_sha)
+            made = None
+            if remote_sha is None and not required:  # a new branch at the base, the commit on it
+                made = db.append_head(
+                    repo, plan.file, applied.text, message, branch, prove=False, create=True
+                )
+            if made is None:
+                made = db.commit_head(repo, plan.file, applied.text, message, required)
+                if remote_sha is None:
+                    db.create_branch(branch, made.sha)
+                else:
+                    db.move_with_lease(branch, made.sha, remote_sha)
             return _Proposal(made.sha, remote_sha is not None, True, fields, message, made)
         except PushRejected as exc:
             if attempt == settings.push_attempts:
                 raise TransientError(
                     f"branch {branch} of {target.repo_url} kept moving ({exc}); retried"
                 ) from None
-            delay = backoff(attempt, base=time.monotonic() - pushed)
-            lost_race(f"push of {branch}", attempt, settings.push_attempts, delay)
-            time.sleep(delay)
+            pacer.lost(f"push of {branch}", attempt, settings.push_attempts)
             repo.fetch_and_reset(base)
     raise AssertionError("unreachable")
 

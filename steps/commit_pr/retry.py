@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import logging
 import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 log = logging.getLogger(__name__)
 
@@ -15,7 +18,9 @@ log = logging.getLogger(__name__)
 BACKOFF_BASE_MIN, BACKOFF_BASE_MAX, BACKOFF_CAP = 0.02, 0.5, 1.0
 
 
-def backoff(attempt: int, base: float = 0.05, cap: float = BACKOFF_CAP) -> float:
+def backoff(
+    attempt: int, base: float = 0.05, cap: float = BACKOFF_CAP, rng: random.Random | None = None
+) -> float:
     """Seconds to wait after losing push race number ``attempt`` (1 = the first loss) before
     fetching the new base and trying again.
 
@@ -25,11 +30,34 @@ def backoff(attempt: int, base: float = 0.05, cap: float = BACKOFF_CAP) -> float
     passes how long the rejected push took), so many writers on one branch spread out without a
     sleep that dominates the drain. No backoff at all doubled the lost races in a 27-writer burst
     (each loss is a fetch, reset, commit and push of CPU); issue 15's research, bench/README.md.
+    ``rng``: the random source (tests inject a seeded one; default the module's).
     """
     if attempt <= 1:
         return 0.0
     base = min(max(base, BACKOFF_BASE_MIN), BACKOFF_BASE_MAX)
-    return random.uniform(0.0, min(cap, base * (2 ** (attempt - 2))))
+    return (rng or random).uniform(0.0, min(cap, base * (2 ** (attempt - 2))))
+
+
+@dataclass
+class Pacer:
+    """The clock, sleep and random source of one step's push retries, injected (tests pass fakes:
+    no real sleep, a seeded jitter). :meth:`started` before a push; :meth:`lost` after a rejection
+    logs the loss (:func:`lost_race`), waits :func:`backoff` and returns the delay."""
+
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+    rng: random.Random | None = None
+    _pushed: float = field(default=0.0, init=False)
+
+    def started(self) -> None:
+        self._pushed = self.clock()
+
+    def lost(self, what: str, attempt: int, attempts: int) -> float:
+        delay = backoff(attempt, base=self.clock() - self._pushed, rng=self.rng)
+        lost_race(what, attempt, attempts, delay)
+        if delay > 0:
+            self.sleep(delay)
+        return delay
 
 
 def lost_race(what: str, attempt: int, attempts: int, delay: float) -> None:

@@ -67,6 +67,11 @@ _UPDATE_REFS = (
     "{ updateRefs(input: {repositoryId: $repositoryId, refUpdates: $refUpdates}) { clientMutationId } }"
 )
 
+_CREATE_COMMIT_ON_BRANCH = (
+    "mutation($input: CreateCommitOnBranchInput!) { createCommitOnBranch(input: $input) "
+    "{ commit { oid tree { oid } signature { isValid state } } } }"
+)
+
 #: GraphQL repository ids, per (API URL, owner, repo): they never change.
 _REPOSITORY_IDS: dict[tuple[str, str, str], str] = {}
 _IDS_LOCK = threading.Lock()
@@ -213,6 +218,29 @@ class GitDatabase:
             TreeMismatch: GitHub's tree id is not ``expected_tree`` (no commit is made).
             UnverifiedCommit: ``require_verified`` and GitHub does not verify the commit.
         """
+        tree = self.prove_tree(parent, parent_tree, changes, expected_tree)
+        try:
+            made = self.client.rest.git.create_commit(
+                self.owner, self.repo, message=message, tree=tree, parents=[parent]
+            ).parsed_data
+        except (GitHubException, ValueError) as exc:
+            raise self._fail(exc, "creating a commit") from None
+        verification = made.verification
+        result = ApiCommit(made.sha, tree, bool(verification.verified), str(verification.reason))
+        self._log_made(result)
+        if require_verified and not result.verified:
+            raise UnverifiedCommit(
+                f"GitHub does not verify commit {result.sha[:12]} in {self.full_name} (reason: {result.reason}) "
+                "and verified commits are required (requireVerified / IMAGEBUMP_REQUIRE_VERIFIED); no ref was "
+                "moved. Authenticate as a GitHub App installation (IMAGEBUMP_GITHUB_APP_ID, "
+                "IMAGEBUMP_GITHUB_APP_PRIVATE_KEY_FILE, IMAGEBUMP_GITHUB_APP_INSTALLATION_ID), not a personal "
+                "token, and on GitHub Enterprise Server turn on web commit signing"
+            )
+        return result
+
+    def prove_tree(self, parent: str, parent_tree: str, changes: list[FileChange], expected_tree: str) -> str:
+        """``POST git/trees``: the tree GitHub builds for ``changes`` on ``parent_tree``; its id must be
+        ``expected_tree`` (git's, computed locally), else :class:`TreeMismatch` and nothing is made."""
         entries = [{"path": c.path, "mode": c.mode, "type": "blob", "content": c.text} for c in changes]
         try:
             tree = self.client.rest.git.create_tree(
@@ -227,14 +255,10 @@ class GitDatabase:
                 "would differ); nothing was committed or moved. Use commitMethod: git for this rule and report "
                 "the file"
             )
-        try:
-            made = self.client.rest.git.create_commit(
-                self.owner, self.repo, message=message, tree=tree.sha, parents=[parent]
-            ).parsed_data
-        except (GitHubException, ValueError) as exc:
-            raise self._fail(exc, "creating a commit") from None
-        verification = made.verification
-        result = ApiCommit(made.sha, tree.sha, bool(verification.verified), str(verification.reason))
+        return tree.sha
+
+    @staticmethod
+    def _log_made(result: ApiCommit) -> None:
         log.info(
             "GitHub created commit %s (verified: %s, reason: %s)",
             result.sha[:12],
@@ -242,15 +266,110 @@ class GitDatabase:
             result.reason,
             extra={"fields": {"verified": result.verified, "verification_reason": result.reason}},
         )
-        if require_verified and not result.verified:
-            raise UnverifiedCommit(
-                f"GitHub does not verify commit {result.sha[:12]} in {self.full_name} (reason: {result.reason}) "
-                "and verified commits are required (requireVerified / IMAGEBUMP_REQUIRE_VERIFIED); no ref was "
-                "moved. Authenticate as a GitHub App installation (IMAGEBUMP_GITHUB_APP_ID, "
-                "IMAGEBUMP_GITHUB_APP_PRIVATE_KEY_FILE, IMAGEBUMP_GITHUB_APP_INSTALLATION_ID), not a personal "
-                "token, and on GitHub Enterprise Server turn on web commit signing"
+
+    def append_head(
+        self, repo: ClonedRepo, path: str, text: str, message: str, branch: str, *, prove: bool, create: bool
+    ) -> ApiCommit | None:
+        """Land the commit ``repo`` made at ``HEAD`` on ``branch`` with fewer content-creating requests
+        (issue 33), or None when this way cannot keep every guarantee (the file's mode is not
+        ``100644``: ``createCommitOnBranch`` takes no mode) and the caller uses :meth:`commit_head`.
+
+        ``createCommitOnBranch`` (GraphQL) creates the commit on ``branch`` and moves the branch in
+        one request, only while the branch's head is still ``HEAD^`` (``expectedHeadOid``, its lease:
+        a moved branch is :class:`PushRejected`). ``prove`` first proves the tree (:meth:`prove_tree`)
+        before anything moves (``mode: commit``: 2 requests instead of 3); ``create`` first creates
+        ``branch`` at ``HEAD^`` (a new proposal branch, no pull request yet: 2 instead of 3), and the
+        tree of the created commit is proven from the mutation's answer before a pull request points
+        at it: a mismatch deletes the branch again and raises :class:`TreeMismatch`.
+        """
+        parent, parent_tree, tree = repo.git(
+            "rev-parse", "HEAD^", "HEAD^^{tree}", "HEAD^{tree}"
+        ).stdout.split()
+        listing = repo.git("ls-tree", "HEAD", "--", path).stdout.split(None, 1)
+        if not listing or listing[0] != "100644":
+            return None
+        changes = [FileChange(path, "100644", text)]
+        if prove:
+            self.prove_tree(parent, parent_tree, changes, tree)
+        if create:
+            self.create_branch(branch, parent)
+        try:
+            return self.commit_on_branch(branch, parent, changes, message, tree)
+        except TreeMismatch:
+            if create:
+                self._delete_branch(branch)
+            raise
+
+    def commit_on_branch(
+        self, branch: str, expected_head: str, changes: list[FileChange], message: str, expected_tree: str
+    ) -> ApiCommit:
+        """GraphQL ``createCommitOnBranch``: a commit of ``changes`` on ``branch``, whose head must be
+        ``expected_head``; no author, committer or signature (GitHub signs it for an App installation,
+        as the web editor's commits). The created commit's tree must be ``expected_tree``.
+        https://docs.github.com/en/graphql/reference/mutations#createcommitonbranch
+        """
+        import base64
+
+        headline, _, body = message.partition("\n")
+        variables = {
+            "input": {
+                "branch": {"repositoryNameWithOwner": self.full_name, "branchName": branch},
+                "expectedHeadOid": expected_head,
+                "message": {"headline": headline, "body": body.lstrip("\n")},
+                "fileChanges": {
+                    "additions": [
+                        {"path": c.path, "contents": base64.b64encode(c.text.encode("utf-8")).decode("ascii")}
+                        for c in changes
+                    ]
+                },
+            }
+        }
+        try:
+            data = self.client.graphql.request(_CREATE_COMMIT_ON_BRANCH, variables)
+        except GraphQLFailed as exc:
+            errors = "; ".join(str(e.message)[:300] for e in exc.response.errors or [])
+            now = self.ref(branch)
+            if now != expected_head or _lost_race(errors) or "expected" in errors.lower():
+                raise PushRejected(
+                    f"{branch} of {self.full_name} moved from {expected_head[:12]} to {(now or 'nothing')[:12]} "
+                    f"since it was read ({errors})"
+                ) from None
+            raise TransientError(
+                f"GitHub refused to commit on {branch} of {self.full_name}: {errors}; retried"
+            ) from None
+        except RequestFailed as exc:
+            text = gh.error_text(exc)
+            if exc.response.status_code == 422 and _lost_race(text):
+                raise PushRejected(f"{branch} of {self.full_name} could not be moved now ({text})") from None
+            raise self._fail(exc, f"committing on {branch}") from None
+        except (GitHubException, ValueError) as exc:
+            raise self._fail(exc, f"committing on {branch}") from None
+        made = (data or {}).get("createCommitOnBranch") if isinstance(data, dict) else None
+        commit = made.get("commit") if isinstance(made, dict) else None
+        if not isinstance(commit, dict) or not commit.get("oid"):
+            raise TransientError(f"GitHub answered no commit for {branch} of {self.full_name}; retried")
+        signature = commit.get("signature") or {}
+        result = ApiCommit(
+            str(commit["oid"]),
+            str((commit.get("tree") or {}).get("oid") or ""),
+            bool(signature.get("isValid")),
+            str(signature.get("state") or "unsigned").lower(),
+        )
+        self._log_made(result)
+        if result.tree != expected_tree:
+            raise TreeMismatch(
+                f"GitHub built tree {result.tree} for {', '.join(c.path for c in changes)} on "
+                f"{expected_head[:12]} of {self.full_name} (commit {result.sha[:12]} on {branch}), but git "
+                f"computes {expected_tree} for the same edit. Use commitMethod: git for this rule and report the file"
             )
         return result
+
+    def _delete_branch(self, branch: str) -> None:
+        """Delete ``branch`` (best effort: a branch this step created whose commit failed its proof)."""
+        try:
+            self.client.rest.git.delete_ref(self.owner, self.repo, f"heads/{branch}")
+        except (GitHubException, ValueError) as exc:
+            log.warning("could not delete branch %s of %s: %s", branch, self.full_name, exc)
 
     # ----------------------------------------------------------------------- refs
 

@@ -238,6 +238,30 @@ def fetch_objects(repo: Any, oids: list[str], what: str) -> None:
     )
 
 
+def read_blobs(
+    repo: Any, oids: Any, limit: int, *, fetch: bool = True, what: str = ""
+) -> dict[str, tuple[int, bytes | None]]:
+    """``oid → (size, bytes)`` of the blobs ``oids`` (full ids only; others, missing objects and
+    objects that are not blobs are left out); ``bytes`` is None for a blob larger than ``limit``.
+
+    The one home of "bring these files' versions and read them": ``fetch`` True brings the blobs
+    in ONE request first (:func:`fetch_objects`: protocol v2 lets a client want any object, so
+    every version costs one round trip, not one each), then ONE streaming ``git cat-file --batch``
+    reads them, holding at most ``limit`` bytes per blob (:func:`read_objects`). Used by the
+    history read (:mod:`steps.entry_history`) and the sweep (:mod:`steps.reconcile.git`).
+    """
+    wanted = sorted(o for o in set(oids) if is_oid(o) and o not in ZERO)
+    if not wanted:
+        return {}
+    if fetch:
+        fetch_objects(repo, wanted, what or f"fetch of {len(wanted)} file version(s) from {repo.url}")
+    found: dict[str, tuple[int, bytes | None]] = {}
+    for oid, obj in read_objects(repo, wanted, (limit + 1) // 2).items():
+        if obj.kind == "blob":
+            found[oid] = (obj.size, obj.head if obj.whole and obj.size <= limit else None)
+    return found
+
+
 def fetch_ref(repo: Any, ref: str, what: str) -> str | None:
     """Fetch ``ref`` (commits and trees only, depth 1) and return the commit it names, or None
     when the remote has no such ref or refuses."""

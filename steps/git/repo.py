@@ -345,10 +345,13 @@ class ClonedRepo:
                 returncode=proc.returncode,
             )
 
-    def fetch(self, branch: str | None = None) -> str | None:
-        """Fetch the newest ``branch`` (default: the base) shallowly; its sha, or None if absent."""
-        branch = branch or self.branch
-        proc = self.git(
+    def fetch_branches(
+        self, branches: list[str], *, check: bool = True, what: str = ""
+    ) -> subprocess.CompletedProcess[str]:
+        """Fetch the newest tips of ``branches`` in ONE request, shallowly (depth 1, commits and trees,
+        no file contents), each into ``refs/remotes/origin/BRANCH``: the one home of the shallow branch
+        fetch (:meth:`fetch`, the sweep's proposal branches). ``check`` False: a failure is returned."""
+        return self.git(
             "fetch",
             "--quiet",
             "--filter=blob:none",
@@ -356,10 +359,15 @@ class ClonedRepo:
             "1",
             "--no-tags",
             "origin",
-            f"+refs/heads/{branch}:refs/remotes/origin/{branch}",
-            check=False,
-            what=f"fetch of branch '{branch}' from {self.url}",
+            *[f"+refs/heads/{b}:refs/remotes/origin/{b}" for b in branches],
+            check=check,
+            what=what or f"fetch of {len(branches)} branch(es) from {self.url}",
         )
+
+    def fetch(self, branch: str | None = None) -> str | None:
+        """Fetch the newest ``branch`` (default: the base) shallowly; its sha, or None if absent."""
+        branch = branch or self.branch
+        proc = self.fetch_branches([branch], check=False, what=f"fetch of branch '{branch}' from {self.url}")
         if proc.returncode != 0:
             err = classify(
                 proc.stderr,
@@ -387,6 +395,7 @@ class ClonedRepo:
         sha = self.fetch(branch)
         if sha is None:
             raise ConfigError(f"branch '{branch}' no longer exists in {self.url}")
+        self.seeded_from = ""  # the newest base was fetched: a push from it needs no seed's lease
         if not self.checked_out:  # no work tree, no index: the branch just moves
             self.git("update-ref", "HEAD", sha, what=f"moving to the newest '{branch}'")
             self._pending.clear()

@@ -72,6 +72,7 @@ def clone(
     sparse: bool | None = None,
     one_process: bool = True,
     checkout: bool = True,
+    depth: int = 1,
 ) -> ClonedRepo:
     """A cheap clone: partial (``blob:none``), depth 1, one branch, sparse cone on ``paths``.
 
@@ -92,6 +93,10 @@ def clone(
             (:meth:`ClonedRepo.read`, which takes a blob it was told about without fetching it,
             :meth:`ClonedRepo.know`) and commits are written with one ``git fast-import``.
             ``paths`` and ``sparse`` do not apply.
+        depth: how many commits of the branch come (commits and trees, no file contents beyond the
+            cone's at the tip): edit-kustomize clones the commits its history read needs
+            (:data:`steps.entry_history.DEPTHS` ``[0]``) in the clone's own request, so the usual
+            history read fetches no commits (one round trip fewer per event).
 
     Raises:
         ConfigError: missing repository or branch; PermissionDeniedError: token rejected;
@@ -102,7 +107,15 @@ def clone(
     cone = _clean_paths(paths)
     use_sparse = (bool(cone) if sparse is None else sparse) and checkout
     patterns = cone_patterns(cone) if (use_sparse and one_process) else None
-    args = ["clone", "--quiet", "--filter=blob:none", "--depth", "1", "--single-branch", "--no-tags"]
+    args = [
+        "clone",
+        "--quiet",
+        "--filter=blob:none",
+        "--depth",
+        str(max(1, int(depth))),
+        "--single-branch",
+        "--no-tags",
+    ]
     if patterns is not None:
         # The template holds only info/sparse-checkout: no sample hooks to copy (or delete) either.
         template = dest.parent / f".{dest.name}-template"

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import secrets
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -114,8 +113,8 @@ def _ls_tree(repo: Any, rev: str, paths: Sequence[str]) -> dict[str, tuple[str, 
 
 def _blobs(repo: Any, oids: Iterable[str], *, fetch: bool, calls: Calls) -> dict[str, str]:
     """``oid → text`` of the blobs (each at most the kustomize size limit; others left out); ``fetch``:
-    missing ones come in ONE request (protocol v2 lets a client want any object), not one each."""
-    from steps.git.history import fetch_objects, is_oid
+    missing ones come in ONE request (:func:`steps.git.history.read_blobs`), not one each."""
+    from steps.git.history import is_oid, read_blobs
     from steps.kustomize import MAX_KUSTOMIZATION_BYTES
 
     wanted = sorted(o for o in set(oids) if is_oid(o))  # object ids only: nothing reaches git as an option
@@ -123,26 +122,14 @@ def _blobs(repo: Any, oids: Iterable[str], *, fetch: bool, calls: Calls) -> dict
         return {}
     if fetch:
         calls.add("git")
-        fetch_objects(repo, wanted, f"fetch of {len(wanted)} file(s) from {repo.url}")
-    sizes = {}
-    for line in repo.git(
-        "cat-file", "--batch-check=%(objectname) %(objecttype) %(objectsize)", input="\n".join(wanted) + "\n"
-    ).stdout.splitlines():
-        oid, kind, size = (line.split(" ") + ["", ""])[:3]
-        if kind == "blob" and size.isdigit() and int(size) <= MAX_KUSTOMIZATION_BYTES:
-            sizes[oid] = int(size)
-    small = [oid for oid in wanted if oid in sizes]
-    if not small:
-        return {}
-    # One process for every blob. The output is text (run_git decodes it), so a random marker,
-    # which no file can guess, separates the objects instead of byte counts.
-    marker = "imagebump-" + secrets.token_hex(16)
-    out = repo.git("cat-file", f"--batch={marker} %(objectname)", input="\n".join(small) + "\n").stdout
-    texts = {}
-    for chunk in out.split(marker + " ")[1:]:
-        oid, _, body = chunk.partition("\n")
-        texts[oid.strip()] = body.removesuffix("\n")
-    return texts
+    read = read_blobs(
+        repo,
+        wanted,
+        MAX_KUSTOMIZATION_BYTES,
+        fetch=fetch,
+        what=f"fetch of {len(wanted)} file(s) from {repo.url}",
+    )
+    return {oid: data.decode("utf-8", "replace") for oid, (_size, data) in read.items() if data is not None}
 
 
 def _read_at(repo: Any, rev: str, items: Sequence[Item], *, fetch: bool, calls: Calls) -> None:
@@ -267,17 +254,7 @@ def _read_proposals(repo: Any, items: Sequence[Item], *, calls: Calls) -> None:
     if not heads:
         return
     calls.add("git")
-    repo.git(
-        "fetch",
-        "--quiet",
-        "--filter=blob:none",
-        "--depth",
-        "1",
-        "--no-tags",
-        "origin",
-        *[f"+refs/heads/{b}:refs/remotes/origin/{b}" for b in sorted(heads)],
-        what=f"fetch of {len(heads)} proposal branch(es) from {repo.url}",
-    )
+    repo.fetch_branches(sorted(heads), what=f"fetch of {len(heads)} proposal branch(es) from {repo.url}")
     for item in items:
         item.branch_sha = heads.get(item.branch, "")
     located: dict[int, str] = {}

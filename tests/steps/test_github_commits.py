@@ -162,21 +162,26 @@ def test_commit_mode_api_lands_a_verified_commit_with_the_same_tree_git_computes
     # GitHub signed it: no author, committer or signature was sent
     (made,) = fake.gitdb.commits_created
     assert made["sha"] == out.commit_sha and made["given"] == [] and made["verified"]
-    # three requests land it: a tree, a commit, a fast-forward of the branch
+    # two requests land it (issue 33): the tree proven, then createCommitOnBranch with its lease
     assert _git_statuses(fake, "POST", "trees") == [201]
-    assert _git_statuses(fake, "POST", "commits") == [201]
-    patch = [c for c in fake.calls if c.method == "PATCH" and "/git/refs/heads/main" in c.path]
-    assert [c.status for c in patch] == [200] and patch[0].body["force"] is False
+    assert _git_statuses(fake, "POST", "commits") == []
+    (mutation,) = [c for c in fake.calls if c.path.endswith("graphql")]
+    assert mutation.body["variables"]["input"]["expectedHeadOid"] == before
+    assert not [c for c in fake.calls if c.method == "PATCH"]
 
 
 def test_commit_mode_api_lost_race_rebases_and_retries(world, as_app) -> None:
     remote, fake = world
-    fake.on("PATCH", r".*/git/refs/heads/main", lambda: remote.commit_files({"README.md": "someone\n"}))
+    fake.on("POST", r"/api/graphql", lambda: remote.commit_files({"README.md": "someone\n"}))
     out = commit_pr.run(_api(remote), plan())
     assert out.action == "committed" and remote.rev() == out.commit_sha
     assert remote.log()[1] == "someone else's change"  # kept, below ours
     assert remote.read("README.md") == "someone\n" and remote.read(FILE) == kustomization("1.1.0")
-    assert [c.status for c in fake.calls if c.method == "PATCH"] == [422, 200]
+    mutations = [c for c in fake.calls if c.path.endswith("graphql")]
+    assert len(mutations) == 2  # the lease refused the first (expectedHeadOid), the second landed
+    assert (
+        mutations[1].body["variables"]["input"]["expectedHeadOid"] == remote.git("rev-parse", "HEAD^").strip()
+    )
 
 
 def test_commit_mode_api_tree_mismatch_moves_nothing(world, as_app) -> None:
@@ -246,9 +251,10 @@ def test_rate_limit_is_waited_out_as_told_and_a_long_one_exits_75(
     world, as_app, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     remote, fake = world
-    fake.rate_limit("POST", r"/repos/[^/]+/[^/]+/git/commits", status=403, retry_after=1)
+    fake.rate_limit("POST", r"/api/graphql", status=403, retry_after=1)
     out = commit_pr.run(_api(remote), plan())
-    assert out.action == "committed" and _git_statuses(fake, "POST", "commits") == [403, 201]
+    assert out.action == "committed"
+    assert [c.status for c in fake.calls if c.path.endswith("graphql")] == [403, 200]
 
     before = remote.rev()
     monkeypatch.setenv("IMAGEBUMP_GITHUB_RATE_LIMIT_BUDGET", "5")
@@ -342,13 +348,13 @@ def test_burst_of_27_pr_mode_api_lands_completely_under_the_secondary_limits(
     make_remote, github_env, git_server, as_app
 ) -> None:
     """27 pushes into 27 overlays of one repository, PR mode, through the API, against a GitHub
-    that enforces the secondary limits (a minute shrunk to 3 s, 20 content-creating requests in it)."""
+    that enforces the secondary limits (a minute shrunk to 3 s, 15 content-creating requests in it)."""
     paths = [f"apps/app{i:02d}/overlays/prod" for i in range(27)]
     remote = make_remote(overlay_files(*paths))
     fake = github_env
     fake.serve_git(git_server)
     fake.ahead = lambda o, r, b, h: int(remote.git("rev-list", "--count", f"{b}..{h}").strip())
-    limits = fake.enforce_secondary_limits(per_minute=20, per_hour=500, scale=0.05)
+    limits = fake.enforce_secondary_limits(per_minute=15, per_hour=500, scale=0.05)
     lock = threading.Lock()
     results = {}
 
@@ -382,3 +388,66 @@ def test_the_default_rate_limit_budget_fits_in_one_commit_pr_pod() -> None:
     rendered = yaml.safe_load((root / "manifests" / "workflows" / "image-update.yaml").read_text())
     (template,) = [t for t in rendered["spec"]["templates"] if t["name"] == "commit-pr"]
     assert 60 <= DEFAULT_RATE_LIMIT_BUDGET <= template["activeDeadlineSeconds"] - 90
+
+
+# ------------------------------------------------------------------------------ issue 33: cost
+
+
+def _content_requests(fake) -> int:
+    """Content-creating requests as GitHub's secondary limit counts them: REST writes, GraphQL mutations
+    (the App's installation token, minted once per step process, is not repository content)."""
+    return sum(
+        1
+        for c in fake.calls
+        if (c.method != "GET" and not c.path.endswith(("graphql", "access_tokens")))
+        or (c.path.endswith("graphql") and "mutation" in str((c.body or {}).get("query", "")))
+    )
+
+
+def test_api_commit_costs_two_content_requests_and_a_new_pr_three(world, as_app) -> None:
+    remote, fake = world
+    out = commit_pr.run(_api(remote), plan())
+    assert out.action == "committed" and out.verified == "true"
+    assert _content_requests(fake) == 2  # the tree (its proof), createCommitOnBranch
+    fake.calls.clear()
+    created = commit_pr.run(_api(remote, mode="pr", tag="1.2.0"), plan(old="1.1.0", new="1.2.0"))
+    assert created.action == "pr-created" and created.verified == "true"
+    assert _content_requests(fake) == 3  # the branch at the base, createCommitOnBranch, the pull request
+    assert remote.git("rev-list", "--count", f"main..{created.branch}").strip() == "1"
+    assert remote.read(FILE, ref=created.branch) == kustomization("1.2.0")
+
+
+def test_a_new_pr_branch_whose_commit_fails_the_tree_proof_is_deleted_and_gets_no_pr(world, as_app) -> None:
+    remote, fake = world
+    fake.gitdb.alter_content = lambda text: text.replace("\n", "\r\n")
+    with pytest.raises(TreeMismatch, match="git"):
+        commit_pr.land(_api(remote, mode="pr"), plan())
+    branch = branch_name(_api(remote, mode="pr"))
+    assert remote.git("for-each-ref", f"refs/heads/{branch}").strip() == ""  # deleted again
+    assert fake.pulls == []  # nothing points a pull request at it
+
+
+def test_the_fake_requires_expected_head_oid_and_refuses_a_moved_branch(world, as_app) -> None:
+    """GitHub's schema: ``expectedHeadOid`` is ``GitObjectID!`` (required), and a branch whose head
+    is not that commit is not committed on (docs.github.com/en/graphql/reference/input-objects
+    #createcommitonbranchinput)."""
+    remote, fake = world
+    before = remote.rev()
+    given = {
+        "branch": {"repositoryNameWithOwner": remote.name, "branchName": "main"},
+        "message": {"headline": "x"},
+        "fileChanges": {"additions": [{"path": "a.txt", "contents": "eA=="}]},
+    }
+    query = "mutation($input: CreateCommitOnBranchInput!) { createCommitOnBranch(input: $input) { commit { oid } } }"
+    _status, _headers, missing = fake.gitdb.graphql({"query": query, "variables": {"input": given}})
+    assert missing.get("errors") and "data" not in missing
+    stale = {**given, "expectedHeadOid": "1" * 40}
+    _status, _headers, refused = fake.gitdb.graphql({"query": query, "variables": {"input": stale}})
+    assert refused["errors"] and refused["data"]["createCommitOnBranch"] is None
+    assert remote.rev() == before
+    good = {**given, "expectedHeadOid": before}
+    _status, _headers, made = fake.gitdb.graphql(
+        {"query": query, "variables": {"input": good}}, installation=True
+    )
+    assert remote.rev() == made["data"]["createCommitOnBranch"]["commit"]["oid"]
+    assert remote.git("rev-parse", "HEAD^").strip() == before

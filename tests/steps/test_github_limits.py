@@ -410,22 +410,22 @@ def test_commit_pr_sits_out_a_secondary_limit_without_retry_after_and_exits_75_w
 
 def test_commit_pr_api_ref_that_cannot_be_updated_is_a_lost_race_and_lands(world, clock: FakeClock) -> None:
     remote, fake = world
-    fake.reference_cannot_be_updated(times=2)
+    fake.reference_cannot_be_updated(method="POST", path=r"/api/graphql", times=2)  # createCommitOnBranch
     out = commit_pr.run(target(remote.url, provider="github", commit_method="api"), plan())
     assert out.action == "committed" and remote.rev() == out.commit_sha
-    assert [c.status for c in fake.calls_to("PATCH", r".*/git/refs/heads/main")] == [422, 422, 200]
+    assert [c.status for c in fake.calls_to("POST", r"/api/graphql")] == [422, 422, 200]
 
 
 def test_the_fake_answers_a_concurrent_ref_move_as_github_does(world) -> None:
-    """The fake's own compare-and-swap: a branch moved between GitHub's read and write is 422
-    "Reference cannot be updated", and commit-pr treats it as the lost race it is."""
+    """The fake's own lease: a branch moved before ``createCommitOnBranch`` (its ``expectedHeadOid``)
+    is refused, and commit-pr treats it as the lost race it is."""
     remote, fake = world
     moved = {}
 
     def person_pushes() -> None:
         moved["sha"] = remote.commit_files({"README.md": "a person's push\n"}, "docs")
 
-    fake.on("PATCH", r".*/git/refs/heads/main", person_pushes)
+    fake.on("POST", r"/api/graphql", person_pushes)
     out = commit_pr.run(target(remote.url, provider="github", commit_method="api"), plan())
     assert out.action == "committed" and remote.rev() == out.commit_sha
     assert remote.git("merge-base", "--is-ancestor", moved["sha"], out.commit_sha) == ""

@@ -1,0 +1,95 @@
+"""Issue 33: a lost push race costs one fetch into the same repository (no fresh clone), and the
+backoff runs on an injected clock, sleep and random source (no real sleep in a test).
+
+Against a real ``git http-backend`` remote (``make_remote``).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from steps.commit_pr.commit_mode import land_commit
+from steps.commit_pr.retry import BACKOFF_BASE_MAX, BACKOFF_CAP, Pacer, backoff
+from steps.commit_pr.settings import CommitPrSettings
+from steps.git import GitAuth
+from tests.steps.commit_pr_support import kustomization, overlay_files, plan, target
+from tests.steps.test_carried_plan import _env, seeded  # noqa: F401 - the autouse fixture
+
+FILE = "overlays/prod/kustomization.yaml"
+
+
+class FakeTime:
+    """A clock that moves only when slept on, and records every sleep."""
+
+    def __init__(self) -> None:
+        self.now, self.slept = 100.0, []
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+@pytest.fixture()
+def no_real_sleep(monkeypatch):
+    def refuse(_seconds: float) -> None:
+        raise AssertionError("a real sleep in a push retry")
+
+    monkeypatch.setattr(time, "sleep", refuse)
+
+
+def test_the_pacer_waits_on_the_injected_sleep_only(no_real_sleep) -> None:
+    fake = FakeTime()
+    pacer = Pacer(clock=fake.clock, sleep=fake.sleep, rng=random.Random(7))
+    pacer.started()
+    assert pacer.lost("push to main", 1, 5) == 0.0  # the first retry at once
+    assert fake.slept == []
+    pacer.started()
+    fake.now += 0.2  # the rejected push took 0.2 s
+    delays = [pacer.lost("push to main", n, 5) for n in (2, 3, 4)]
+    assert fake.slept == [d for d in delays if d > 0]
+    assert all(
+        0.0 <= d <= min(BACKOFF_CAP, 0.2 * 2 ** (n - 2)) for d, n in zip(delays, (2, 3, 4), strict=True)
+    )
+
+
+@given(attempt=st.integers(1, 50), base=st.floats(0, 100, allow_nan=False), seed=st.integers(0, 2**32))
+def test_backoff_never_exceeds_its_cap_nor_goes_negative(attempt: int, base: float, seed: int) -> None:
+    delay = backoff(attempt, base=base, rng=random.Random(seed))
+    assert 0.0 <= delay <= min(BACKOFF_CAP, BACKOFF_BASE_MAX * 2 ** max(0, attempt - 2))
+    assert delay == backoff(attempt, base=base, rng=random.Random(seed))  # the injected source decides
+
+
+def test_a_lost_race_from_the_plans_base_fetches_into_the_same_repository(make_remote, tmp_path):
+    """The plan's base (seeded, no fetch) loses to someone else's commit: commit-pr moves that same
+    repository to the newest base with one fetch and lands there; no second clone is made."""
+    paths = ["overlays/prod", "overlays/dev"]
+    remote = make_remote(overlay_files(*paths))
+    p = seeded(remote, plan(), kustomization("1.0.0"))
+    remote.commit_files({"overlays/dev/kustomization.yaml": kustomization("2.0.0")}, "someone else")
+    before = remote.server.read_sessions(remote.name)
+    fake = FakeTime()
+
+    out = land_commit(
+        target(remote.url),
+        p,
+        CommitPrSettings.from_env(),
+        GitAuth.from_env(write=True),
+        "main",
+        tmp_path,
+        pacer=Pacer(clock=fake.clock, sleep=fake.sleep, rng=random.Random(1)),
+    )
+
+    assert out.action == "committed"
+    assert remote.read(FILE) == kustomization("1.1.0")
+    assert remote.read("overlays/dev/kustomization.yaml") == kustomization("2.0.0")  # nobody's commit lost
+    assert remote.server.read_sessions(remote.name) - before == 1  # one fetch, no blob
+    assert not (tmp_path / "repo").exists()  # no fresh clone
+    assert fake.slept == []  # the first retry goes at once

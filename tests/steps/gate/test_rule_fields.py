@@ -1,0 +1,71 @@
+"""The rule fields of the promotion gate (issue 35): ``promoteAfter: {env, soak}`` and
+``gate: wait|check``, validated at load with the field named, and carried to every target."""
+
+from __future__ import annotations
+
+import pytest
+
+from steps.domain.errors import RulesError
+from steps.domain.models import Image
+from steps.rules import load_rules
+from steps.rules.schema import parse_soak
+
+REGISTRY = "123456789012.dkr.ecr.us-west-2.amazonaws.com"
+IMAGE = Image(account="123456789012", region="us-west-2", repository="team/api", tag="1.0.0")
+
+
+def _rules(gated: str) -> str:
+    return f"""
+- registryURI: {REGISTRY}/team/api
+  githubRepository: https://github.com/o/r/stg
+  env: staging
+- registryURI: {REGISTRY}/team/api
+  githubRepository: https://github.com/o/r/prd
+  env: production
+{gated}
+"""
+
+
+def test_promote_after_and_gate_reach_the_target():
+    rules = load_rules(_rules("  promoteAfter: {env: staging, soak: 30m}\n  gate: check"))
+    staging, production = rules.match(IMAGE).targets
+    assert staging.promote_after is None and staging.gate == "wait"
+    assert production.promote_after is not None
+    assert (production.promote_after.env, production.promote_after.soak_seconds) == ("staging", 1800)
+    assert production.gate == "check"
+
+
+def test_gate_defaults_to_wait():
+    rules = load_rules(_rules("  promoteAfter: {env: staging, soak: 90s}"))
+    production = rules.match(IMAGE).targets[1]
+    assert (production.gate, production.promote_after.soak_seconds) == ("wait", 90)
+
+
+@pytest.mark.parametrize(
+    ("gated", "field"),
+    [
+        ("  promoteAfter: {env: stage, soak: 30m}", "promoteAfter.env"),  # unknown env
+        ("  promoteAfter: {env: production, soak: 30m}", "promoteAfter.env"),  # its own env
+        ("  promoteAfter: {env: staging, soak: thirty}", "promoteAfter.soak"),  # bad duration
+        ("  promoteAfter: {env: staging, soak: 30x}", "promoteAfter.soak"),
+        ("  promoteAfter: {env: staging, soak: 30}", "promoteAfter.soak"),  # a number, no unit
+        ("  promoteAfter: {env: staging, soak: 9999h}", "promoteAfter.soak"),  # beyond a week
+        ("  promoteAfter: {env: staging}", "promoteAfter.soak"),
+        ("  promoteAfter: {soak: 30m}", "promoteAfter.env"),
+        ("  promoteAfter: {env: staging, soak: 30m, after: x}", "promoteAfter.after"),
+        ("  promoteAfter: staging", "promoteAfter"),
+        ("  promoteAfter: {env: staging, soak: 30m}\n  gate: later", "gate"),
+        ("  gate: check", "gate"),  # no promoteAfter
+        ("  promoteAfter: {env: staging, soak: 30m}\n  gate: check\n  mode: commit", "gate"),
+        ("  promoteAfter: {env: staging, soak: 30m}\n  gate: check\n  provider: local", "gate"),
+    ],
+)
+def test_bad_gate_fields_are_refused_with_the_field_named(gated, field):
+    with pytest.raises(RulesError) as caught:
+        load_rules(_rules(gated))
+    assert f"rule 1: {field}:" in str(caught.value)
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("30m", 1800), ("90s", 90), ("2h", 7200), ("1h30m", 5400)])
+def test_soak_durations(text, seconds):
+    assert parse_soak(text) == seconds

@@ -75,6 +75,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +83,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from steps.domain.errors import ConfigError
 from steps.domain.models import Target, short_ref
-from steps.reconcile.decide import STATES, State, Verdict, pick_newest
+from steps.gate.sweep import apply_gates, gate_fields
+from steps.reconcile.decide import STATES, State, Verdict, pick_newest, summary_states
 from steps.reconcile.ecr import Calls, make_clients, pool, scan_ecr
 from steps.reconcile.git import Item, isolate_failure, overlay_dir, sweep_repository
 from steps.reconcile.report import (
@@ -202,6 +204,8 @@ def scan_targets(
     auth: Any = None,
     full: bool = True,
     report_limit: int | None = None,
+    gate_reader: Any = None,
+    now: Any = None,
 ) -> ReconcileOutput:
     """Compare every target overlay of ``rules`` with the newest image ECR holds that its rule allows.
 
@@ -213,6 +217,8 @@ def scan_targets(
         auth: Git read token (:class:`steps.git.GitAuth`) or None for anonymous.
         full: list current targets in ``report`` too.
         report_limit: at most this many rows in ``report``, worst first (None: all).
+        gate_reader: Argo CD and Git reads for the promotion gate (:class:`steps.gate.read.ArgoGitReader`;
+            None: gated targets wait); now: the gate's clock (default: the time now).
 
     Raises:
         ConfigError: ECR refused to list (permissions) or a bad argument.
@@ -246,6 +252,7 @@ def scan_targets(
 
     # gather from Git and decide, one repository at a time (one clone each)
     pool(concurrency, sorted(by_repo), one)
+    gates = apply_gates(items, gate_reader, now or datetime.now(UTC))  # issue 35: promoteAfter
 
     # the outputs
 
@@ -255,7 +262,7 @@ def scan_targets(
     for item in items:
         v = item.verdict or Verdict("unknown", "not decided")
         reason = v.reason
-        if v.state == "behind" and v.update is not None:
+        if v.state in ("behind", "promoted") and v.update is not None:
             if len(behind) < limit:
                 behind.append(v.update)
             else:
@@ -273,6 +280,7 @@ def scan_targets(
                 state=v.state,
                 reason=reason,
                 error=item.failure if v.state == "unknown" else "",
+                **gate_fields(gates.get(id(item))),
             )
         )
     report += [
@@ -283,7 +291,9 @@ def scan_targets(
     ]
     counts = count_states(report)
     totals = Counter(t.state for t in report)
-    summary = f"{len(report)} target(s): " + ", ".join(f"{totals.get(s, 0)} {s}" for s in STATES)
+    summary = f"{len(report)} target(s): " + ", ".join(
+        f"{totals.get(s, 0)} {s}" for s in summary_states(totals)
+    )
     errors = Counter(t.error for t in report if t.error)
     if errors:
         summary += " (" + ", ".join(f"{errors[k]} {k}" for k in ERROR_KINDS if errors[k]) + " read error(s))"

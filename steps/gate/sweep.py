@@ -1,0 +1,139 @@
+"""The gate in the sweep: every gated target the sweep found behind (or, ``gate: check``, proposed)
+gets ``waiting``, ``blocked`` or ``promoted`` from the facts of the environment before.
+
+The sweep considers only the newest allowed image of each target, so an older image that a newer
+push overtook during its soak is never promoted: the newer one is the one gated, and its clock
+starts at its own live time in the environment before (Argo CD's history of that image).
+
+- ``gate: wait``: ``waiting`` and ``blocked`` hand nothing over (no commit, no pull request);
+  ``promoted`` hands the target to update-target, the same edit and commit-pr as any update.
+- ``gate: check``: the target is handed over at once (the pull request opens); the decision is the
+  commit status ``imagebump/soak: ENV`` on the pull request's head (:mod:`steps.gate.status`).
+
+Without Argo CD (``reader`` None) a gated target waits: nothing proves the environment before ran it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from steps.domain.errors import ImagebumpError
+from steps.domain.models import Target
+from steps.gate.decide import GateDecision
+from steps.gate.evaluate import EnvTarget, combine
+from steps.gate.read import wanted
+
+log = logging.getLogger(__name__)
+GATED_STATES = ("behind", "proposed")
+
+
+def gated(target: Target | None) -> bool:
+    return target is not None and target.promote_after is not None
+
+
+def _person(item: Any) -> str | None:
+    """Git: did a person hold or roll back this environment target's entry?"""
+    if item.hold is not None:
+        return "held"
+    verdict = item.verdict
+    if verdict is not None and verdict.state == "held":
+        return "rolled-back"
+    return None
+
+
+def _env_targets(item: Any, items: Sequence[Any]) -> list[Any]:
+    """The items of ``item``'s ``promoteAfter.env`` for the same image repository (the same push)."""
+    target = item.verdict.update or item.sample
+    env = target.promote_after.env
+    return [i for i in items if i is not item and i.sample.env == env and i.sample.image == target.image]
+
+
+def decide_item(item: Any, items: Sequence[Any], reader: Any, now: datetime) -> GateDecision:
+    """One gated item's decision (reads through ``reader``; a read that fails: waiting, with why)."""
+    target: Target = item.verdict.update or item.sample
+    after = target.promote_after
+    assert after is not None
+    soak = timedelta(seconds=after.soak_seconds)
+    shown = f"{target.image}:{target.tag}" if target.tag else f"{target.image}@{target.digest}"
+    if reader is None:
+        return GateDecision(
+            "waiting",
+            shown,
+            after.env,
+            time_left=soak,
+            note=f"no Argo CD to read: nothing proves {after.env} ran it",
+        )
+    envs: list[EnvTarget] = []
+    try:
+        for env_item in _env_targets(item, items):
+            env_target = env_item.sample
+            expect = wanted(target, env_target)
+            envs.append(
+                EnvTarget(
+                    f"{env_target.repo_url}/{env_target.path}",
+                    reader.deployments(env_target),
+                    _as_expected(reader.image_at(env_target), expect),
+                    _person(env_item),  # type: ignore[arg-type]
+                )
+            )
+    except ImagebumpError as exc:
+        return GateDecision(
+            "waiting", shown, after.env, time_left=soak, note=f"cannot read {after.env}: {exc}"
+        )
+    return combine(shown, "wanted", after.env, soak, envs, now)
+
+
+def _as_expected(image_at: Any, expect: str | None) -> Any:
+    """The timeline compares with one token: ``wanted`` for the gated image, the identity otherwise."""
+
+    def at(revision: str) -> str | None:
+        found = image_at(revision)
+        return "wanted" if found is not None and found == expect else found
+
+    return at
+
+
+def apply_gates(items: Sequence[Any], reader: Any, now: datetime) -> dict[int, GateDecision]:
+    """Decide every gated item; ``gate: wait`` items not promoted get their state and hand nothing
+    over. Returns the decisions by ``id(item)`` (for the report's fields)."""
+    decisions: dict[int, GateDecision] = {}
+    for item in items:
+        verdict = item.verdict
+        if verdict is None or verdict.state not in GATED_STATES:
+            continue
+        target = verdict.update or item.sample
+        if not gated(target) or (verdict.state == "proposed" and target.gate != "check"):
+            continue
+        decision = decide_item(item, items, reader, now)
+        decisions[id(item)] = decision
+        reason = f"{decision.state}: promoteAfter {decision.env}: {decision.note}"
+        if decision.state == "waiting" and decision.seconds_left is not None:
+            reason += f"; {decision.seconds_left}s of the soak left"
+        if target.gate == "check":  # the pull request opens at once; the status says the rest
+            state = decision.state if verdict.state == "proposed" else verdict.state
+            item.verdict = dataclasses.replace(verdict, state=state, reason=f"{verdict.reason}; {reason}")
+        elif decision.state == "promoted":
+            item.verdict = dataclasses.replace(
+                verdict, state="promoted", reason=f"{verdict.reason}; {reason}"
+            )
+        else:
+            item.verdict = dataclasses.replace(verdict, state=decision.state, reason=reason, update=None)
+        log.info("gate %s/%s: %s", target.repo_url, target.path, reason)
+    return decisions
+
+
+def gate_fields(decision: GateDecision | None) -> dict[str, Any]:
+    """The report row's gate fields (:class:`steps.reconcile.report.TargetState`): the environment
+    waited on and the time left (waiting), the reason (blocked)."""
+    if decision is None:
+        return {}
+    return {
+        "gate": decision.state,
+        "waiting_on": decision.env,
+        "time_left": decision.seconds_left,
+        "blocked_reason": decision.reason or "",
+    }

@@ -53,8 +53,17 @@ def _env_targets(item: Any, items: Sequence[Any]) -> list[Any]:
 
 
 def decide_item(item: Any, items: Sequence[Any], reader: Any, now: datetime) -> GateDecision:
-    """One gated item's decision (reads through ``reader``; a read that fails: waiting, with why)."""
+    """One gated sweep item's decision (reads through ``reader``)."""
     target: Target = item.verdict.update or item.sample
+    envs = [(i.sample, _person(i)) for i in _env_targets(item, items)]
+    return decide_target(target, envs, reader, now)
+
+
+def decide_target(
+    target: Target, envs: Sequence[tuple[Target, str | None]], reader: Any, now: datetime
+) -> GateDecision:
+    """The gate for ``target``'s image over the targets of its ``promoteAfter.env`` (each with a
+    person's ``held`` / ``rolled-back`` from Git, or None). A read that fails: waiting, with why."""
     after = target.promote_after
     assert after is not None
     soak = timedelta(seconds=after.soak_seconds)
@@ -67,24 +76,22 @@ def decide_item(item: Any, items: Sequence[Any], reader: Any, now: datetime) -> 
             time_left=soak,
             note=f"no Argo CD to read: nothing proves {after.env} ran it",
         )
-    envs: list[EnvTarget] = []
+    read: list[EnvTarget] = []
     try:
-        for env_item in _env_targets(item, items):
-            env_target = env_item.sample
-            expect = wanted(target, env_target)
-            envs.append(
+        for env_target, person in envs:
+            read.append(
                 EnvTarget(
                     f"{env_target.repo_url}/{env_target.path}",
                     reader.deployments(env_target),
-                    _as_expected(reader.image_at(env_target), expect),
-                    _person(env_item),  # type: ignore[arg-type]
+                    _as_expected(reader.image_at(env_target), wanted(target, env_target)),
+                    person,  # type: ignore[arg-type]
                 )
             )
     except ImagebumpError as exc:
         return GateDecision(
             "waiting", shown, after.env, time_left=soak, note=f"cannot read {after.env}: {exc}"
         )
-    return combine(shown, "wanted", after.env, soak, envs, now)
+    return combine(shown, "wanted", after.env, soak, read, now)
 
 
 def _as_expected(image_at: Any, expect: str | None) -> Any:
@@ -137,3 +144,18 @@ def gate_fields(decision: GateDecision | None) -> dict[str, Any]:
         "time_left": decision.seconds_left,
         "blocked_reason": decision.reason or "",
     }
+
+
+def open_gate_reader(rules: Any) -> Any:
+    """The reads the gate needs (:class:`steps.gate.read.ArgoGitReader`) when a rule has
+    ``promoteAfter`` and Argo CD is configured (``IMAGEBUMP_ARGOCD_*``, as verify-live); else None."""
+    from steps.verify_live import argocd
+
+    if not any(getattr(r, "promote_after", None) is not None for r in getattr(rules, "rules", ())):
+        return None
+    if not argocd.configured():
+        log.info("gated rules, but %s: gated targets wait", argocd.NOT_CONFIGURED)
+        return None
+    from steps.gate.read import ArgoGitReader
+
+    return ArgoGitReader(argocd.connect(), argocd.argocd_namespace())

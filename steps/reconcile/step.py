@@ -83,7 +83,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from steps.domain.errors import ConfigError
 from steps.domain.models import Target, short_ref
-from steps.gate.sweep import apply_gates, gate_fields
+from steps.gate.sweep import apply_gates, gate_fields, open_gate_reader
 from steps.reconcile.decide import STATES, State, Verdict, pick_newest, summary_states
 from steps.reconcile.ecr import Calls, make_clients, pool, scan_ecr
 from steps.reconcile.git import Item, isolate_failure, overlay_dir, sweep_repository
@@ -347,14 +347,20 @@ def run(
         from steps.forge.github import read_auth
 
         auth = read_auth()
-    out = scan_targets(
-        rules,
-        concurrency=given.concurrency,
-        limit=given.limit,
-        auth=auth,
-        full=given.full,
-        report_limit=None if given.full else REPORT_LIMIT,
-    )
+    gate_reader = open_gate_reader(rules)  # issue 35: None without gated rules or without Argo CD
+    try:
+        out = scan_targets(
+            rules,
+            concurrency=given.concurrency,
+            limit=given.limit,
+            auth=auth,
+            full=given.full,
+            report_limit=None if given.full else REPORT_LIMIT,
+            gate_reader=gate_reader,
+        )
+    finally:
+        if gate_reader is not None:
+            gate_reader.close()
     for t in out.report:  # the pod's log: what needs a look (the current ones are only counted)
         if t.state != "current":
             log.info(

@@ -26,6 +26,7 @@ from steps.domain.models import Target
 from steps.gate.decide import GateDecision
 from steps.gate.evaluate import EnvTarget, combine
 from steps.gate.read import wanted
+from steps.gate.status import report_statuses
 
 log = logging.getLogger(__name__)
 GATED_STATES = ("behind", "proposed")
@@ -104,7 +105,9 @@ def _as_expected(image_at: Any, expect: str | None) -> Any:
     return at
 
 
-def apply_gates(items: Sequence[Any], reader: Any, now: datetime) -> dict[int, GateDecision]:
+def apply_gates(
+    items: Sequence[Any], reader: Any, now: datetime, forge_for: Any = None
+) -> dict[int, GateDecision]:
     """Decide every gated item; ``gate: wait`` items not promoted get their state and hand nothing
     over. Returns the decisions by ``id(item)`` (for the report's fields)."""
     decisions: dict[int, GateDecision] = {}
@@ -130,7 +133,23 @@ def apply_gates(items: Sequence[Any], reader: Any, now: datetime) -> dict[int, G
         else:
             item.verdict = dataclasses.replace(verdict, state=decision.state, reason=reason, update=None)
         log.info("gate %s/%s: %s", target.repo_url, target.path, reason)
+    rows = [
+        (i.verdict.update or i.sample, i.branch_sha, decisions[id(i)])
+        for i in items
+        if id(i) in decisions and i.branch_sha and (i.verdict.update or i.sample).gate == "check"
+    ]
+    if rows:
+        try:
+            report_statuses(rows, forge_for or _github_forge)
+        except ImagebumpError as exc:  # a status not set now is set by the next evaluation
+            log.warning("gate: commit statuses not set: %s", exc)
     return decisions
+
+
+def _github_forge(repo_url: str) -> Any:
+    from steps.forge.pull_requests import GitHubForge
+
+    return GitHubForge.for_repo_url(repo_url)
 
 
 def gate_fields(decision: GateDecision | None) -> dict[str, Any]:

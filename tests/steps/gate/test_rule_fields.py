@@ -69,3 +69,24 @@ def test_bad_gate_fields_are_refused_with_the_field_named(gated, field):
 @pytest.mark.parametrize(("text", "seconds"), [("30m", 1800), ("90s", 90), ("2h", 7200), ("1h30m", 5400)])
 def test_soak_durations(text, seconds):
     assert parse_soak(text) == seconds
+
+
+def _pushed(rules_text: str):
+    from steps.aws.ecr import EcrImage
+    from steps.resolve_image import select_targets
+
+    found = EcrImage(digest="sha256:" + "a" * 64, tags=("1.0.0",))
+    return select_targets(
+        IMAGE, manual=False, account="123456789012", found=found, rules=load_rules(rules_text)
+    )
+
+
+def test_a_push_gives_a_gate_wait_target_no_commit_or_pr_and_says_why():
+    out = _pushed(_rules("  promoteAfter: {env: staging, soak: 30m}"))
+    assert [t.env for t in out.targets] == ["staging"]
+    assert [s.rule for s in out.skipped] == [1] and "promoteAfter staging" in out.skipped[0].reason
+
+
+def test_a_push_opens_the_gate_check_pr_at_once():
+    out = _pushed(_rules("  promoteAfter: {env: staging, soak: 30m}\n  gate: check"))
+    assert [(t.env, t.gate) for t in out.targets] == [("staging", "wait"), ("production", "check")]

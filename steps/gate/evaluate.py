@@ -37,7 +37,9 @@ def combine(
     decisions: list[tuple[str, GateDecision]] = []
     for target in targets:
         for app_name, index, app in target.apps:
-            facts = application_facts(app, index, target.image_at, person=target.person, now=now)
+            facts = application_facts(
+                app, index, target.image_at, person=target.person, now=now, wanted=expected
+            )
             decisions.append((f"{target.name} ({app_name})", decide(image, expected, env, soak, facts, now)))
     if not decisions:
         where = ", ".join(t.name for t in targets) or f"no target of {env} for this image"

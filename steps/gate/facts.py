@@ -84,12 +84,14 @@ def application_facts(
     *,
     person: Person = None,
     now: datetime,
+    wanted: str | None = None,
 ) -> list[Fact]:
     """The timeline of one Application deploying the environment's overlay, oldest first.
 
     ``image_at(revision)``: the image the overlay sets at ``revision`` (``name@digest`` or
     ``name:tag``, as kustomize renders it; None when Git cannot tell). A fact's ``digest`` is that
-    image reference (compare it with the gated image rendered the same way).
+    image reference (compare it with the gated image rendered the same way). ``wanted``: the gated
+    image so rendered (a rollback is the deploy that replaced it).
     """
     status = _dict(app.get("status"))
     history = status.get("history")
@@ -130,14 +132,14 @@ def application_facts(
         current = facts[-1] if facts else None
         facts.append(Fact(now, current.digest if current else None, held=True))
     elif person == "rolled-back":
-        facts = _rolled_back(facts, now)
+        facts = _rolled_back(facts, now, wanted)
     return facts
 
 
-def _rolled_back(facts: list[Fact], now: datetime) -> list[Fact]:
-    """Mark the deploy that replaced the newest-but-one image as a person's rollback (or add one now,
-    when Argo CD has not deployed the rollback yet)."""
-    if len(facts) >= 2 and facts[-1].digest != facts[-2].digest:
+def _rolled_back(facts: list[Fact], now: datetime, wanted: str | None) -> list[Fact]:
+    """Mark the deploy that replaced the gated image as a person's rollback (or add one now, when
+    Argo CD has not deployed the rollback yet)."""
+    if len(facts) >= 2 and facts[-1].digest != wanted and facts[-2].digest == wanted:
         last = facts[-1]
         return [*facts[:-1], Fact(last.at, last.digest, last.health, last.synced, rolled_back=True)]
     last = facts[-1] if facts else None

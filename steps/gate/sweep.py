@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from pydantic import BaseModel
+
 from steps.domain.errors import ImagebumpError
 from steps.domain.models import Target
 from steps.gate.decide import GateDecision
@@ -178,3 +180,33 @@ def open_gate_reader(rules: Any) -> Any:
     from steps.gate.read import ArgoGitReader
 
     return ArgoGitReader(argocd.connect(), argocd.argocd_namespace())
+
+
+class GateOutcome(BaseModel):
+    """One gate decided this evaluation (the metrics): ``promoted`` or ``blocked``, the environment
+    waited on, and for ``promoted`` the seconds from that environment going live to the promotion."""
+
+    result: str
+    env: str
+    seconds: float = 0.0
+
+
+def outcomes(decisions: dict[int, GateDecision], now: datetime) -> list[GateOutcome]:
+    """The promotions and blocks among ``decisions`` (``waiting`` is the gauge's, not a result)."""
+    found = []
+    for d in decisions.values():
+        if d.state == "waiting":
+            continue
+        seconds = (now - d.live_since).total_seconds() if d.state == "promoted" and d.live_since else 0.0
+        found.append(GateOutcome(result=d.state, env=d.env, seconds=round(max(seconds, 0.0), 3)))
+    return found
+
+
+def gated_rules(rules: Any) -> Any:
+    """Only the rules with ``promoteAfter`` and the rules of the environments they wait on (the
+    short evaluation: ``image-gate``, ``reconcile --gated``); indices and sources kept."""
+    from steps.rules import RuleSet
+
+    waited = {r.promote_after.env for r in rules.rules if r.promote_after is not None}
+    kept = [r for r in rules.rules if r.promote_after is not None or r.env in waited]
+    return RuleSet(kept, rules.source)

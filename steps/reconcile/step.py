@@ -83,7 +83,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from steps.domain.errors import ConfigError
 from steps.domain.models import Target, short_ref
-from steps.gate.sweep import apply_gates, gate_fields, open_gate_reader
+from steps.gate.sweep import GateOutcome, apply_gates, gate_fields, gated_rules, open_gate_reader, outcomes
 from steps.reconcile.decide import STATES, State, Verdict, pick_newest, summary_states
 from steps.reconcile.ecr import Calls, make_clients, pool, scan_ecr
 from steps.reconcile.git import Item, isolate_failure, overlay_dir, sweep_repository
@@ -190,6 +190,10 @@ class ReconcileOutput(BaseModel):
         description="the current targets (all up to REPORT_LIMIT; beyond it a window that moves every "
         "sweep), whose live state in Argo CD the live-states step reports (steps.verify_live.states)",
     )
+    gates: list[GateOutcome] = Field(
+        default_factory=list,
+        description="promoteAfter: the gates promoted or blocked this sweep (the promotion metrics)",
+    )
 
 
 # ============================================================================ the sweep
@@ -252,7 +256,8 @@ def scan_targets(
 
     # gather from Git and decide, one repository at a time (one clone each)
     pool(concurrency, sorted(by_repo), one)
-    gates = apply_gates(items, gate_reader, now or datetime.now(UTC))  # issue 35: promoteAfter
+    now = now or datetime.now(UTC)
+    gates = apply_gates(items, gate_reader, now)  # issue 35: promoteAfter
 
     # the outputs
 
@@ -314,6 +319,7 @@ def scan_targets(
         git_calls=calls.git,
         git_clones=calls.clones,
         reason=summary,
+        gates=outcomes(gates, now),
         current_targets=_live_window(
             [i.sample for i in items if i.verdict is not None and i.verdict.state == "current"]
         ),
@@ -334,7 +340,10 @@ def _live_window(current: list[Target], now: float | None = None) -> list[Target
 
 @step_entry
 def run(
-    concurrency: int = DEFAULT_CONCURRENCY, limit: int = DEFAULT_LIMIT, full: bool = False
+    concurrency: int = DEFAULT_CONCURRENCY,
+    limit: int = DEFAULT_LIMIT,
+    full: bool = False,
+    gated: bool = False,
 ) -> ReconcileOutput:
     """Sweep every rule's overlays; output the behind ones for update-target, and the report."""
     from steps import git
@@ -342,6 +351,8 @@ def run(
 
     given = ReconcileInput.of(concurrency=concurrency, limit=limit, full=full)  # before any I/O
     rules = load_rules_file(rules_file())
+    if gated:  # issue 35: the short evaluation (CronWorkflow image-gate): the gated rules only
+        rules = gated_rules(rules)
     auth = git.GitAuth.from_env(write=False)
     if auth is None and github_app_configured():  # only the App's settings: read as the App
         from steps.forge.github import read_auth

@@ -90,3 +90,30 @@ def test_a_push_gives_a_gate_wait_target_no_commit_or_pr_and_says_why():
 def test_a_push_opens_the_gate_check_pr_at_once():
     out = _pushed(_rules("  promoteAfter: {env: staging, soak: 30m}\n  gate: check"))
     assert [(t.env, t.gate) for t in out.targets] == [("staging", "wait"), ("production", "check")]
+
+
+def test_the_short_evaluation_keeps_the_gated_rules_and_the_rules_they_wait_on():
+    from steps.gate.sweep import gated_rules
+
+    text = _rules("  promoteAfter: {env: staging, soak: 30m}") + (
+        f"- registryURI: {REGISTRY}/team/api\n  githubRepository: https://github.com/o/r/dev\n  env: dev\n"
+    )
+    subset = gated_rules(load_rules(text))
+    assert [t.env for t in subset.match(IMAGE).targets] == ["staging", "production"]
+    assert [t.rule for t in subset.match(IMAGE).targets] == [0, 1]
+
+
+def test_the_outcomes_count_promotions_and_blocks_with_the_time_from_live():
+    from datetime import UTC, datetime, timedelta
+
+    from steps.gate.decide import GateDecision
+    from steps.gate.sweep import outcomes
+
+    now = datetime(2026, 12, 1, 12, tzinfo=UTC)
+    decisions = {
+        1: GateDecision("promoted", "api:2", "staging", live_since=now - timedelta(minutes=31)),
+        2: GateDecision("blocked", "api:3", "staging", reason="degraded"),
+        3: GateDecision("waiting", "api:4", "staging", time_left=timedelta(minutes=3)),
+    }
+    got = sorted((o.result, o.env, o.seconds) for o in outcomes(decisions, now))
+    assert got == [("blocked", "staging", 0.0), ("promoted", "staging", 1860.0)]

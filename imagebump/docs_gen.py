@@ -133,6 +133,13 @@ RULE_FIELDS: dict[str, str] = {
     "commit through its API and, for a GitHub App, signs it ([Verified commits](../verified-commits.md))",
     "requireVerified": "`true` (needs `commitMethod: api`): never move a branch to a commit GitHub does not "
     "verify; `IMAGEBUMP_REQUIRE_VERIFIED=true` sets it for every rule",
+    "promoteAfter": "`{env: ENV, soak: DURATION}` (e.g. `{env: staging, soak: 30m}`; `90s`, `2h`, `1h30m`): "
+    "this rule's targets get an image only after every target of `ENV` the same push updated ran it live "
+    "(the same digest), continuously Healthy, for the soak ([Promotion](../promotion.md)). `ENV` must be "
+    "the `env` of another rule",
+    "gate": "with `promoteAfter`: `wait` (no commit or pull request until the soak passed) or `check` "
+    "(needs `mode: pr`, `provider: github`: the pull request opens at once with the commit status "
+    "`imagebump/soak: ENV`, pending until the soak passes)",
 }
 
 
@@ -146,6 +153,8 @@ def _type_name(annotation: Any) -> str:
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
     if args and len(args) < len(typing.get_args(annotation)):  # X | None
         return _type_name(args[0])
+    if isinstance(annotation, type) and hasattr(annotation, "model_fields"):  # a nested mapping (pydantic)
+        return "mapping"
     return {str: "string", bool: "boolean", int: "integer"}.get(annotation, str(annotation))
 
 

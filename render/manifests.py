@@ -75,7 +75,7 @@ def _configmap(name: str, data: dict[str, str]) -> dict[str, Any]:
 def documents() -> dict[str, tuple[list[dict[str, Any]], str]]:
     """Relative path → (documents, source module) for everything generated."""
     from sensors import argo
-    from workflows import argocd_backup, image_reconcile, image_update, rbac
+    from workflows import argocd_backup, image_gate, image_reconcile, image_update, rbac
     from workflows import names as n
 
     return {
@@ -103,6 +103,7 @@ def documents() -> dict[str, tuple[list[dict[str, Any]], str]]:
             [image_reconcile.build().to_dict()],
             "workflows/image_reconcile.py",
         ),
+        n.rendered(image_gate.NAME): ([image_gate.manifest()], "workflows/image_gate.py"),  # issue 35
         "events/eventbus.yaml": ([argo.eventbus()], "sensors/argo.py"),
         "events/eventsource.yaml": ([argo.eventsource()], "sensors/argo.py"),
         "events/sensor.yaml": ([argo.sensor()], "sensors/argo.py"),

@@ -118,6 +118,18 @@ def select_targets(
     # model_copy does not validate: re-validate so a bad value from ECR cannot slip through.
     resolved = Image.model_validate(img.model_copy(update=update).model_dump())
     match = rules.match(resolved)
+    waits = [t for t in match.targets if t.promote_after is not None and t.gate == "wait"]
+    if waits:  # issue 35: a gated target gets no commit or PR now; the gate promotes it after the soak
+        match.targets = [t for t in match.targets if not (t.promote_after is not None and t.gate == "wait")]
+        match.skipped += [
+            SkippedRule(
+                rule=t.rule,
+                reason=f"gate: wait: promoteAfter {t.promote_after.env} ({t.promote_after.soak_seconds}s soak); "
+                "the gate promotes it after the soak",
+            )
+            for t in waits
+            if t.promote_after is not None
+        ]
     reason = ""
     if not match.targets:
         reason = f"no rule yields a target for {resolved.reference}" + (

@@ -83,15 +83,22 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
             "steps.forge",
             "steps.proposals",
             "steps.entry_history",  # rollbacks re-checked on the newest base
+            "steps.gate",  # issue 35: gate: check's pending soak status on the pull request
         ),
         "steps.reconcile": (
             *(_DOMAIN, _RUNTIME, "steps.kustomize", "steps.rules", "steps.aws", "steps.git", "steps.forge"),
             "steps.entry_history",
+            "steps.gate",  # issue 35: gated targets wait, are blocked or promoted
         ),
         "steps.argocd_backup": (_DOMAIN, _RUNTIME, "steps.aws", "steps.kube"),
         "steps.verify_live": (_DOMAIN, _RUNTIME, "steps.git", "steps.kube", "steps.kustomize"),
         "steps.notify": (_DOMAIN, _RUNTIME, "steps.aws"),  # S3: the "already sent" record
-        "steps.gate": (_DOMAIN,),  # the promotion gate's pure core (issue 35)
+        # the promotion gate (issue 35): its pure core, and its reads through verify-live's seams
+        "steps.gate": (
+            *(_DOMAIN, _RUNTIME, "steps.git", "steps.kube", "steps.kustomize", "steps.verify_live"),
+            "steps.forge",  # gate: check's commit status
+            "steps.rules",  # the short evaluation keeps the gated rules
+        ),
         # above steps/: the local runtime, the declarations, the sensors, rendering, the CLI
         "workflows.local": (_DOMAIN, _RUNTIME, "workflows"),  # workflows.names only (see below)
         "workflows": (_DOMAIN, _RUNTIME, "steps.kube", *_STEPS),  # steps.kube: Argo CD's namespaces (RBAC)

@@ -14,6 +14,8 @@ Plain dicts (core kinds need no Hera). Who gets what:
   ``applications, get`` (Secret ``imagebump-argocd``). The namespaces ``application.namespaces`` enables come from the
   setting ``IMAGEBUMP_ARGOCD_APPLICATION_NAMESPACES`` (imagebump-env), not from Argo CD's ConfigMaps;
   each needs the same Application rights bound there (docs/push-to-live.md shows the Role).
+- ``imagebump-ecr-reader`` also reads (get, list) Applications in Argo CD's namespace: the sweep's
+  promotion gate (``promoteAfter``, issue 35), nothing more.
 - ``imagebump-sensor``: create Workflows (the Sensor's ``k8s`` trigger), hold its leader-election
   Lease (``events.argoproj.io/leader-election: k8s``).
 - ``imagebump-eventsource``: no Kubernetes rights; SQS via IRSA.
@@ -75,6 +77,19 @@ def live_rules() -> list[dict]:
     return [
         # Read only: a refresh goes through Argo CD's API server (steps/verify_live/argocd.py Refresher)
         {"apiGroups": ["argoproj.io"], "resources": ["applications"], "verbs": ["get", "list", "watch"]},
+    ]
+
+
+#: The promotion gate (issue 35): the reconcile pod (``imagebump-ecr-reader``, which also reads ECR)
+#: reads Argo CD's Applications to decide ``promoteAfter`` — get and list, nothing more.
+GATE_ROLE = "imagebump-argocd-gate"
+
+
+def gate_documents() -> list[dict]:
+    rules = [{"apiGroups": ["argoproj.io"], "resources": ["applications"], "verbs": ["get", "list"]}]
+    return [
+        role(GATE_ROLE, rules, namespace=n.ARGOCD_NAMESPACE),
+        role_binding(GATE_ROLE, GATE_ROLE, [n.SA_ECR_READER], namespace=n.ARGOCD_NAMESPACE),
     ]
 
 
@@ -160,4 +175,5 @@ def documents() -> list[dict]:
         ),
         role(LIVE_ROLE, live_rules(), namespace=n.ARGOCD_NAMESPACE),
         role_binding(LIVE_ROLE, LIVE_ROLE, [n.SA_LIVE], namespace=n.ARGOCD_NAMESPACE),
+        *gate_documents(),  # issue 35: the promotion gate reads Applications
     ]

@@ -45,6 +45,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         action="store_true",
         help="the simulated Argo CD runs another image than the commit holds: see verify-live's alarm",
     )
+    parser.add_argument(
+        "--gate",
+        action="store_true",
+        help="gate production on staging (promoteAfter, a short soak): staging live, then the production PR",
+    )
     parser.set_defaults(func=run)
     return parser
 
@@ -84,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
         progress=None if args.json else progress,
         lost_push=args.lost_push,
         wrong_manifest=args.wrong_manifest,
+        gate=args.gate,
     )
     if args.json:
         print(json.dumps(report.summary(), indent=2, default=str))

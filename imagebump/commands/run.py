@@ -185,6 +185,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--rules is required: the rules file that maps images to overlays")
     if args.concurrency < 1:
         raise ConfigError(f"--concurrency {args.concurrency}: must be at least 1")
+    from imagebump.local import gate as local_gate
     from imagebump.local.sweep import Sweeper, build_executor, parse_every
 
     sweep_every = parse_every(args.reconcile_every)
@@ -238,6 +239,19 @@ def run(args: argparse.Namespace) -> int:
                 "(or turn the sweep off with --reconcile-every 0)"
             ) from None
         sweeper = Sweeper(sweep_executor, sweep_every, log=log)
+    gater = local_gate.gate_sweeper(  # issue 35: promoteAfter, evaluated every IMAGEBUMP_GATE_INTERVAL
+        rules_text,
+        lambda: apply_live(
+            build_executor(
+                secrets=secrets,
+                configmaps={names.RULES_CONFIGMAP: {names.RULES_KEY: rules_text}},
+                env={**step_environment(dict(os.environ), args.endpoint_url, region), **live_env},
+                log=log,
+            ),
+            live,
+        ),
+        log=log,
+    )
     sensor = LocalSensor(
         args.queue_url,
         executor,
@@ -253,12 +267,16 @@ def run(args: argparse.Namespace) -> int:
     )
     if sweeper is not None:
         sweeper.start()
+    if gater is not None:
+        gater.start()
     try:
         with _stop_on_signals(sensor):
             stats = sensor.run(max_events=args.max_events)
     finally:
         if sweeper is not None:
             sweeper.stop()  # a sweep that is running finishes
+        if gater is not None:
+            gater.stop()
     # stdout: the human-readable lines; stderr stays JSON lines only (the sensor logged sensor-stopped)
     print(
         f"stopped: {stats.received} received, {stats.succeeded} succeeded, {stats.failed} failed, "

@@ -218,6 +218,12 @@ class ArgoCDSimulator:
         self.stale: dict[str, list[str]] = {}
         self.stuck: set[str] = set()
         self.progressing_seconds = 0.0
+        #: Applications (``namespace/name``) whose workloads fail now: health ``Degraded`` from the
+        #: next pass until removed (then ``Healthy`` again), with ``health.lastTransitionTime``
+        self.degraded: set[str] = set()
+        #: The controller's clock for the times it writes (``deployedAt``, ``finishedAt``, …): a test
+        #: injects one to play a soak without sleeping (None: the time now)
+        self.clock: Callable[[], Any] | None = None
         self.errors: list[str] = []
         self._pods: dict[str, list[Pod]] = {}  # namespace/name → the Pods it has now
         self._docs: dict[str, list[dict[str, Any]]] = {}  # namespace/name → its last rendered objects
@@ -246,6 +252,56 @@ class ArgoCDSimulator:
                 self.errors.append(f"{type(exc).__name__}: {exc}")
             self._stop.wait(self.poll)
 
+    def _stamp(self) -> str:
+        if self.clock is None:
+            return _now()
+        return self.clock().strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def _set_health(self, status: dict[str, Any], health: str) -> None:
+        """``status.health``, with ``lastTransitionTime`` when it changes (argo-cd
+        ``pkg/apis/application/v1alpha1/types.go``, ``HealthStatus.LastTransitionTime``)."""
+        before = status.get("health") or {}
+        if before.get("status") == health and before.get("lastTransitionTime"):
+            status["health"] = {"status": health, "lastTransitionTime": before["lastTransitionTime"]}
+        else:
+            status["health"] = {"status": health, "lastTransitionTime": self._stamp()}
+
+    def _record_history(self, app: dict[str, Any], sync: dict[str, Any], multi: bool) -> None:
+        """One ``status.history`` entry per sync to a new revision, as the application controller
+        records it (argo-cd ``controller/appcontroller.go``, ``persistRevisionHistory``: ``id``,
+        ``revision``/``revisions``, ``deployedAt``, ``deployStartedAt``, ``source``), keeping the newest
+        ``spec.revisionHistoryLimit`` (default 10)."""
+        status = app["status"]
+        history = list(status.get("history") or [])
+        key = "revisions" if multi else "revision"
+        if history and history[-1].get(key) == sync[key]:
+            return
+        spec = app.get("spec") or {}
+        entry = {
+            "id": (history[-1].get("id", 0) + 1) if history else 0,
+            key: sync[key],
+            "deployedAt": self._stamp(),
+            "deployStartedAt": self._stamp(),
+        }
+        entry["sources" if multi else "source"] = spec.get("sources" if multi else "source")
+        limit = spec.get("revisionHistoryLimit")
+        limit = limit if isinstance(limit, int) and limit >= 0 else 10
+        status["history"] = (history + [entry])[-limit:] if limit else []
+
+    def _degrade(self, key: str) -> None:
+        """Apply :attr:`degraded` to one Application (health only: Argo CD keeps no health history)."""
+        app = self.store.get(kube.APPLICATION, *key.split("/", 1))
+        if app is None or "reconciledAt" not in (app.get("status") or {}):
+            return
+        want = "Degraded" if key in self.degraded else "Healthy"
+        have = ((app.get("status") or {}).get("health") or {}).get("status")
+        if have == want or (have != "Degraded" and want == "Healthy"):
+            return
+        app = copy.deepcopy(app)
+        self._set_health(app["status"], want)
+        app["status"]["reconciledAt"] = self._stamp()
+        self._write(app)
+
     def reconcile_once(self) -> None:
         """One pass over every Application: refresh those asked to (or due a Git poll whose branch
         moved), settle rolling updates."""
@@ -268,6 +324,7 @@ class ArgoCDSimulator:
                     self._refresh(app, key)
             else:
                 self._polled.setdefault(key, now)
+            self._degrade(key)
 
     def _branch_moved(self, app: dict[str, Any]) -> bool:
         """Does a source's branch point elsewhere than the revision synced (one ``ls-remote`` each)?"""
@@ -304,10 +361,10 @@ class ArgoCDSimulator:
                 {
                     "type": "ComparisonError",
                     "message": "rpc error: repo server unavailable",
-                    "lastTransitionTime": _now(),
+                    "lastTransitionTime": self._stamp(),
                 }
             ]
-            status["reconciledAt"] = _now()
+            status["reconciledAt"] = self._stamp()
             return self._write(app)
         try:
             revisions, documents = [], []
@@ -319,9 +376,9 @@ class ArgoCDSimulator:
                 documents.extend(rendered)
         except (OSError, subprocess.SubprocessError, ValueError, ImagebumpError) as exc:
             status["conditions"] = [
-                {"type": "ComparisonError", "message": str(exc)[:300], "lastTransitionTime": _now()}
+                {"type": "ComparisonError", "message": str(exc)[:300], "lastTransitionTime": self._stamp()}
             ]
-            status["reconciledAt"] = _now()
+            status["reconciledAt"] = self._stamp()
             return self._write(app)
         status.pop("conditions", None)
         sync = {
@@ -336,7 +393,7 @@ class ArgoCDSimulator:
                 == sync["revisions" if multi else "revision"]
             )
             status["sync"] = {**sync, "status": "Synced" if same else "OutOfSync"}
-            status["reconciledAt"] = _now()
+            status["reconciledAt"] = self._stamp()
             return self._write(app)
         if self.wrong_manifest and key in self._docs:
             documents = self._docs[key]  # the repo server handed back the previous revision's render
@@ -344,7 +401,7 @@ class ArgoCDSimulator:
         before = self._pods.get(key, [])
         pods = pods_of(documents, before, self.stale.get(key))
         status["sync"] = sync
-        finished = _now()
+        finished = self._stamp()
         status["operationState"] = {
             "phase": "Succeeded",
             "message": "successfully synced (all tasks run)",
@@ -362,12 +419,13 @@ class ArgoCDSimulator:
         old_running = [p for p in before if p.running]
         new_running = [p for p in pods if p.running]
         if self.progressing_seconds > 0 and _summary_images(old_running) != _summary_images(new_running):
-            status["health"] = {"status": "Progressing"}  # a rolling update: old and new Pods run
+            self._set_health(status, "Progressing")  # a rolling update: old and new Pods run
             status["summary"] = {"images": _summary_images([*old_running, *pods])}
             self._settle[key] = time.monotonic() + self.progressing_seconds
         else:
-            status["health"] = {"status": "Healthy"}
+            self._set_health(status, "Degraded" if key in self.degraded else "Healthy")
             status["summary"] = {"images": _summary_images(pods)}
+        self._record_history(app, sync, multi)
         self._write(app)
         if self.on_sync:
             self.on_sync(key, ",".join(revisions))
@@ -392,15 +450,15 @@ class ArgoCDSimulator:
         app = copy.deepcopy(app)
         status = app.setdefault("status", {})
         status["summary"] = {"images": _summary_images(self._pods[key])}
-        status["reconciledAt"] = _now()
+        status["reconciledAt"] = self._stamp()
         self._write(app)
 
     def _healthy(self, app: dict[str, Any], key: str) -> None:
         app = copy.deepcopy(app)
         status = app.setdefault("status", {})
-        status["health"] = {"status": "Healthy"}
+        self._set_health(status, "Degraded" if key in self.degraded else "Healthy")
         status["summary"] = {"images": _summary_images(self._pods.get(key, []))}
-        status["reconciledAt"] = _now()
+        status["reconciledAt"] = self._stamp()
         self._settle.pop(key, None)
         self._write(app)
 

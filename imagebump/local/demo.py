@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from imagebump.local.demo_gate import gated_rules, watch_the_gate
 from imagebump.local.demo_live import live_lines, simulated_argocd
 from imagebump.local.demo_repo import (
     HELM_ENV,
@@ -134,6 +135,7 @@ def run_demo(
     progress: Callable[[str], None] | None = None,
     lost_push: bool = False,
     wrong_manifest: bool = False,
+    gate: bool = False,
 ) -> DemoReport:
     """Build the world, push one image, run until its event is done, and collect what to show.
 
@@ -156,7 +158,9 @@ def run_demo(
         )
         with (
             quiet_request_logs(),
-            build_world(tmp, log_sink=log_sink, files=_demo_files, rules=_demo_rules) as world,
+            build_world(
+                tmp, log_sink=log_sink, files=_demo_files, rules=_gated_demo_rules if gate else _demo_rules
+            ) as world,
             simulated_argocd(world, wrong_manifest=wrong_manifest, say=say) as live,
         ):
             report.live_skipped = live.skipped
@@ -174,6 +178,8 @@ def run_demo(
                 report.ok, report.error = True, ""  # the alarm is what this variant shows
             if lost_push and report.ok:
                 _lose_a_push_then_sweep(report, world, say)
+            if gate and report.ok:  # issue 35: staging live → a short soak → the production PR
+                watch_the_gate(world, say)
     finally:
         report.wall_seconds = time.monotonic() - wall
         if keep:
@@ -192,6 +198,11 @@ def _demo_rules(world: World) -> str:
     """The overlays' rules and one naming the Helm values file."""
     base = default_rules(world.git.base_url, world.registry, repository=world.repository)
     return base + helm_rule(world.git.base_url, world.registry, repository=world.repository)
+
+
+def _gated_demo_rules(world: World) -> str:
+    """The demo's rules, production gated on staging's soak (``--gate``)."""
+    return gated_rules(_demo_rules(world))
 
 
 def _lose_a_push_then_sweep(report: DemoReport, world: World, say: Callable[[str], None]) -> None:

@@ -35,6 +35,7 @@ from steps.domain.models import Plan, Target
 from steps.domain.never_downgrade import guard_branch
 from steps.forge import github as gh
 from steps.forge import pull_requests as forges
+from steps.gate.status import soak_pending
 from steps.proposals import entry_at
 
 if TYPE_CHECKING:
@@ -270,6 +271,7 @@ def land_pr(
             action = "pr-updated"
     forge.add_labels(pr.number, list(target.labels))
     forge.request_reviewers(pr.number, list(target.reviewers))
+    soak_pending(forge, target, sha)  # issue 35: gate: check, pending until the soak passes
     log.info("%s %s for %s", action, pr.url or branch, fields["subject"])
     return CommitPrOutput(
         action=action,

@@ -27,6 +27,10 @@ DEFAULT_MODE: Mode = "pr"
 DEFAULT_ORDER: Order = "push-time"
 DEFAULT_PROVIDER: Provider = "github"
 DEFAULT_COMMIT_METHOD: CommitMethod = "git"
+#: ``gate`` (issue 35): ``wait`` — no commit or PR until the soak passed; ``check`` — the PR opens at
+#: once with a commit status ``imagebump/soak: ENV`` pending until it passes.
+GateMode = Literal["wait", "check"]
+DEFAULT_GATE: GateMode = "wait"
 
 
 def short_digest(digest: str | None, *, mark: str = "") -> str:
@@ -136,6 +140,15 @@ class ValuesRef(BaseModel):
     add_digest: bool = Field(default=False, description="writeDigest: append the digest to a string image")
 
 
+class PromoteAfter(BaseModel):
+    """A target's gate (a rule's ``promoteAfter``): the environment before it and the soak (seconds)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    env: str
+    soak_seconds: int = Field(ge=0)
+
+
 class Target(BaseModel):
     """One overlay to update for one image: the result of one matching rule."""
 
@@ -178,6 +191,13 @@ class Target(BaseModel):
     )
     helmfile: HelmfileRef | None = Field(
         default=None, description="a helmfile release whose values files (or inline values) hold the image"
+    )
+    promote_after: PromoteAfter | None = Field(
+        default=None,
+        description="the rule's promoteAfter: promoted only after env ran the image for the soak",
+    )
+    gate: GateMode = Field(
+        default=DEFAULT_GATE, description="wait: no commit/PR until promoted; check: a status"
     )
     repo_id: str = Field(
         default="",

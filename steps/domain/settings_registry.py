@@ -142,6 +142,14 @@ SETTINGS: tuple[Setting, ...] = (
         "verify-live watches (`--argocd-context` sets it)",
     ),
     Setting(
+        "IMAGEBUMP_GATE_INTERVAL",
+        ("imagebump run --local",),
+        "how often the promotion gate (`promoteAfter`) is evaluated: a gated target is promoted within "
+        "one interval after its soak ends (`30s`, `1m`; at most `1m`, so within 2 minutes; on a cluster "
+        "the CronWorkflow `image-gate` runs every minute)",
+        default="60s",
+    ),
+    Setting(
         "IMAGEBUMP_ARGOCD_REFRESH",
         ("verify-live",),
         "`none`: no refresh (Argo CD's Git webhook or poll brings the commit in); `api`: refresh "

@@ -51,6 +51,14 @@ class GateDecision:
     time_left: timedelta | None = None  # waiting only: how much of the soak remains
     reason: BlockReason | None = None  # blocked only
     live_since: datetime | None = None  # when the soak's clock started (the env went live)
+    note: str = ""  # for people: why it waits (nothing deploys the env yet, ...), what blocked it
+
+    @property
+    def seconds_left(self) -> int | None:
+        """``time_left`` in whole seconds, rounded up (None unless waiting)."""
+        if self.time_left is None:
+            return None
+        return max(0, -int(-self.time_left.total_seconds() // 1))
 
 
 def decide(

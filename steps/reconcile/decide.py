@@ -28,8 +28,19 @@ from steps.domain.version_order import compare_semver, parse_semver
 #: A target's state: never-downgrade's verdict (:data:`steps.domain.never_downgrade.SweepState`), unknown,
 #: or what a person decided (:mod:`steps.domain.intent`): ``held`` (a hold marker, a rollback), ``pinned``,
 #: ``branch-taken`` (a person pushed to the proposal branch: :mod:`steps.domain.branch_owner`).
-State = SweepState | Literal["unknown", "held", "pinned", "branch-taken"]
-STATES: tuple[str, ...] = (*get_args(SweepState), "unknown", "held", "pinned", "branch-taken")
+#: ``waiting`` / ``blocked`` / ``promoted``: a gated target's promotion gate (``promoteAfter``, issue 35).
+State = SweepState | Literal["unknown", "held", "pinned", "branch-taken", "waiting", "blocked", "promoted"]
+STATES: tuple[str, ...] = (
+    *(*get_args(SweepState), "unknown", "held", "pinned", "branch-taken"),
+    *("waiting", "blocked", "promoted"),
+)
+#: The gate's states: in the gauge always (zeros reset it), in a summary line only when some target has one.
+GATE_STATES: tuple[str, ...] = ("waiting", "blocked", "promoted")
+
+
+def summary_states(totals: Any) -> list[str]:
+    """The states a summary line lists: every state, but the gate's only when counted."""
+    return [s for s in STATES if s not in GATE_STATES or totals.get(s)]
 
 
 def _natural(tag: str) -> tuple:

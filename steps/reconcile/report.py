@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 from steps.domain.errors import ConfigError, TransientError
 from steps.domain.models import short_ref
 from steps.domain.terminal import for_terminal
-from steps.reconcile.decide import STATES, State
+from steps.reconcile.decide import STATES, State, summary_states
 
 #: Why an ``unknown`` target could not be read: ``transient`` (Git or ECR failing for now: the next
 #: sweep tries again), ``refused`` (a token or IAM policy refused the read, or the configuration is
@@ -54,6 +54,12 @@ class TargetState(BaseModel):
         default="",
         description="unknown only: why the read failed (transient, refused, failed); '' when not an error",
     )
+    gate: str = Field(default="", description="promoteAfter: waiting, blocked or promoted ('' = not gated)")
+    waiting_on: str = Field(default="", description="promoteAfter: the environment waited on")
+    time_left: int | None = Field(default=None, description="waiting: seconds of the soak left")
+    blocked_reason: str = Field(
+        default="", description="blocked: mismatch, degraded, rolled-back, held or superseded"
+    )
 
 
 class StateCount(BaseModel):
@@ -72,7 +78,20 @@ def count_states(report: Iterable[TargetState]) -> list[StateCount]:
 _RANK = {
     s: i
     for i, s in enumerate(
-        ("behind", "unknown", "branch-taken", "held", "ahead", "pinned", "proposed", "current")
+        (
+            *(
+                "behind",
+                "promoted",
+                "blocked",
+                "unknown",
+                "branch-taken",
+                "held",
+                "waiting",
+                "ahead",
+                "pinned",
+            ),
+            *("proposed", "current"),
+        )
     )
 }
 
@@ -119,5 +138,7 @@ def render_table(report: Sequence[TargetState]) -> str:
     widths = [max(len(r[i]) for r in [head, *lines]) for i in range(5)]
     out = ["  ".join(c.ljust(w) for c, w in zip(r[:5], widths)) + "  " + r[5] for r in [head, *lines]]
     totals = Counter(t.state for t in report)
-    out.append(f"{len(report)} target(s): " + ", ".join(f"{totals.get(s, 0)} {s}" for s in STATES))
+    out.append(
+        f"{len(report)} target(s): " + ", ".join(f"{totals.get(s, 0)} {s}" for s in summary_states(totals))
+    )
     return "\n".join(line.rstrip() for line in out) + "\n"

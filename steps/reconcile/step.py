@@ -76,6 +76,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +84,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from steps.domain.errors import ConfigError
 from steps.domain.models import Target, short_ref
-from steps.reconcile.decide import STATES, State, Verdict, pick_newest
+from steps.gate.sweep import GateOutcome, apply_gates, gate_fields, gated_rules, open_gate_reader, outcomes
+from steps.reconcile.decide import STATES, State, Verdict, pick_newest, summary_states
 from steps.reconcile.ecr import make_clients, pool, scan_ecr
 from steps.reconcile.git import Item, isolate_failure, overlay_dir, sweep_repository
 from steps.reconcile.model import Calls
@@ -190,6 +192,10 @@ class ReconcileOutput(BaseModel):
         description="the current targets (all up to REPORT_LIMIT; beyond it a window that moves every "
         "sweep), whose live state in Argo CD the live-states step reports (steps.verify_live.states)",
     )
+    gates: list[GateOutcome] = Field(
+        default_factory=list,
+        description="promoteAfter: the gates promoted or blocked this sweep (the promotion metrics)",
+    )
 
 
 # ============================================================================ the sweep
@@ -204,6 +210,8 @@ def scan_targets(
     auth: Any = None,
     full: bool = True,
     report_limit: int | None = None,
+    gate_reader: Any = None,
+    now: Any = None,
 ) -> ReconcileOutput:
     """Compare every target overlay of ``rules`` with the newest image ECR holds that its rule allows.
 
@@ -215,6 +223,8 @@ def scan_targets(
         auth: Git read token (:class:`steps.git.GitAuth`) or None for anonymous.
         full: list current targets in ``report`` too.
         report_limit: at most this many rows in ``report``, worst first (None: all).
+        gate_reader: Argo CD and Git reads for the promotion gate (:class:`steps.gate.read.ArgoGitReader`;
+            None: gated targets wait); now: the gate's clock (default: the time now).
 
     Raises:
         ConfigError: ECR refused to list (permissions) or a bad argument.
@@ -248,6 +258,8 @@ def scan_targets(
 
     # gather from Git and decide, one repository at a time (one clone each)
     pool(concurrency, sorted(by_repo), one)
+    now = now or datetime.now(UTC)
+    gates = apply_gates(items, gate_reader, now)  # issue 35: promoteAfter
 
     # the outputs
 
@@ -257,7 +269,7 @@ def scan_targets(
     for item in items:
         v = item.verdict or Verdict("unknown", "not decided")
         reason = v.reason
-        if v.state == "behind" and v.update is not None:
+        if v.state in ("behind", "promoted") and v.update is not None:
             if len(behind) < limit:
                 behind.append(v.update)
             else:
@@ -275,6 +287,7 @@ def scan_targets(
                 state=v.state,
                 reason=reason,
                 error=item.failure if v.state == "unknown" else "",
+                **gate_fields(gates.get(id(item))),
             )
         )
     report += [
@@ -285,7 +298,9 @@ def scan_targets(
     ]
     counts = count_states(report)
     totals = Counter(t.state for t in report)
-    summary = f"{len(report)} target(s): " + ", ".join(f"{totals.get(s, 0)} {s}" for s in STATES)
+    summary = f"{len(report)} target(s): " + ", ".join(
+        f"{totals.get(s, 0)} {s}" for s in summary_states(totals)
+    )
     errors = Counter(t.error for t in report if t.error)
     if errors:
         summary += " (" + ", ".join(f"{errors[k]} {k}" for k in ERROR_KINDS if errors[k]) + " read error(s))"
@@ -306,6 +321,7 @@ def scan_targets(
         git_calls=calls.git,
         git_clones=calls.clones,
         reason=summary,
+        gates=outcomes(gates, now),
         current_targets=_live_window(
             [i.sample for i in items if i.verdict is not None and i.verdict.state == "current"]
         ),
@@ -326,7 +342,10 @@ def _live_window(current: list[Target], now: float | None = None) -> list[Target
 
 @step_entry
 def run(
-    concurrency: int = DEFAULT_CONCURRENCY, limit: int = DEFAULT_LIMIT, full: bool = False
+    concurrency: int = DEFAULT_CONCURRENCY,
+    limit: int = DEFAULT_LIMIT,
+    full: bool = False,
+    gated: bool = False,
 ) -> ReconcileOutput:
     """Sweep every rule's overlays; output the behind ones for update-target, and the report."""
     from steps import git
@@ -334,19 +353,27 @@ def run(
 
     given = ReconcileInput.of(concurrency=concurrency, limit=limit, full=full)  # before any I/O
     rules = load_rules_file(rules_file())
+    if gated:  # issue 35: the short evaluation (CronWorkflow image-gate): the gated rules only
+        rules = gated_rules(rules)
     auth = git.GitAuth.from_env(write=False)
     if auth is None and github_app_configured():  # only the App's settings: read as the App
         from steps.forge.github import read_auth
 
         auth = read_auth()
-    out = scan_targets(
-        rules,
-        concurrency=given.concurrency,
-        limit=given.limit,
-        auth=auth,
-        full=given.full,
-        report_limit=None if given.full else REPORT_LIMIT,
-    )
+    gate_reader = open_gate_reader(rules)  # issue 35: None without gated rules or without Argo CD
+    try:
+        out = scan_targets(
+            rules,
+            concurrency=given.concurrency,
+            limit=given.limit,
+            auth=auth,
+            full=given.full,
+            report_limit=None if given.full else REPORT_LIMIT,
+            gate_reader=gate_reader,
+        )
+    finally:
+        if gate_reader is not None:
+            gate_reader.close()
     for t in out.report:  # the pod's log: what needs a look (the current ones are only counted)
         if t.state != "current":
             log.info(

@@ -213,7 +213,20 @@ def load_rules(text: str, source: str = "rules.yaml") -> RuleSet:
             rules.append(compile_rule(index, raw, cache))
         except RuleFieldError as problem:
             raise RulesError(f"{source}: rule {index}: {problem.field}: {problem.message}") from None
+    _check_promote_after(rules, source)
     return RuleSet(rules, source)
+
+
+def _check_promote_after(rules: list[Any], source: str) -> None:
+    """Every ``promoteAfter.env`` names the ``env`` of some rule of the file (issue 35)."""
+    envs = sorted({r.env for r in rules if r.env})
+    for rule in rules:
+        after = rule.promote_after
+        if after is not None and after.env not in envs:
+            raise RulesError(
+                f"{source}: rule {rule.index}: promoteAfter.env: unknown env {_excerpt(after.env)}; "
+                f"the rules name: {', '.join(envs) or 'no env (give the rules before it an env)'}"
+            )
 
 
 def load_rules_file(path: str | Path) -> RuleSet:

@@ -35,14 +35,17 @@ from urllib.parse import unquote
 from steps.domain.errors import RuleFieldError as _Problem
 from steps.domain.models import (
     DEFAULT_COMMIT_METHOD,
+    DEFAULT_GATE,
     DEFAULT_MODE,
     DEFAULT_ORDER,
     DEFAULT_PROVIDER,
     CommitMethod,
+    GateMode,
     HelmfileRef,
     Image,
     Mode,
     Order,
+    PromoteAfter,
     Provider,
     Target,
 )
@@ -113,6 +116,8 @@ class Rule:
     values_file: str | None = None
     values_keys: dict[str, str] | None = None
     helmfile: tuple[str, str, str] | None = None  # file, release, environment (templates: $n)
+    promote_after: PromoteAfter | None = None  # issue 35: the environment before and the soak
+    gate: GateMode = DEFAULT_GATE
     repo_groups: dict[int, tuple[int, ...]] = field(default_factory=dict)  # $n -> group indices
     tag_groups: dict[int, tuple[int, ...]] = field(default_factory=dict)
     _allow: TagList = field(default_factory=TagList)
@@ -222,6 +227,8 @@ class Rule:
             provider=self.provider,
             commit_method=self.commit_method,
             require_verified=self.require_verified,
+            promote_after=self.promote_after,
+            gate=self.gate,
             **values,
         )
 
@@ -294,6 +301,28 @@ def values_checks(spec: RuleSpec, captured: set[int], uri: str) -> None:
         for vm in VAR_RE.finditer(template or ""):
             if int(vm[1]) not in captured:
                 raise _Problem(name, f"${vm[1]} is not captured by registryURI {_excerpt(uri)}")
+
+
+def gate_checks(spec: RuleSpec) -> PromoteAfter | None:
+    """``promoteAfter`` and ``gate`` together (issue 35); the env it names is checked against the
+    other rules by the loader (:func:`steps.rules.loader.load_rules`)."""
+    after = spec.promote_after
+    if after is None:
+        if "gate" in spec.model_fields_set:
+            raise _Problem("gate", "needs promoteAfter: {env, soak} (the environment to wait for)")
+        return None
+    if spec.env and after.env == spec.env:
+        raise _Problem(
+            "promoteAfter.env",
+            f"{_excerpt(after.env)} is this rule's own env: name the environment before it",
+        )
+    if spec.gate == "check" and (spec.mode != "pr" or spec.provider != "github"):
+        raise _Problem(
+            "gate",
+            "check needs mode: pr and provider: github (the commit status goes on the pull request); "
+            "use gate: wait",
+        )
+    return PromoteAfter(env=after.env, soak_seconds=after.soak_seconds)
 
 
 @dataclass(frozen=True)
@@ -449,6 +478,7 @@ def compile_rule(index: int, raw: Any, cache: dict[tuple[str, bool], Any]) -> Ru
     git_scheme, netloc, git_path = _compile_git_url(git, captured, uri)
 
     values_checks(spec, captured, uri)
+    promote_after = gate_checks(spec)
     return Rule(
         index=index,
         registry_uri=uri,
@@ -487,4 +517,6 @@ def compile_rule(index: int, raw: Any, cache: dict[tuple[str, bool], Any]) -> Ru
         else None,
         repo_groups=group_indices(registry.repo_regex, registry.repo_groups),
         tag_groups=registry.tag_group_indices,
+        promote_after=promote_after,
+        gate=spec.gate,
     )

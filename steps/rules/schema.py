@@ -24,10 +24,12 @@ from pydantic_core import PydanticCustomError
 from steps.domain.errors import RuleFieldError
 from steps.domain.models import (
     DEFAULT_COMMIT_METHOD,
+    DEFAULT_GATE,
     DEFAULT_MODE,
     DEFAULT_ORDER,
     DEFAULT_PROVIDER,
     CommitMethod,
+    GateMode,
     Mode,
     Order,
     Provider,
@@ -52,6 +54,48 @@ class HelmfileSpec(BaseModel):
     file: Annotated[str, Field(min_length=1)]
     release: Annotated[str, Field(min_length=1)]
     environment: str = ""
+
+
+#: ``promoteAfter.soak``: a number and a unit (``30m``, ``90s``, ``1h30m``, ``2h``).
+_DURATION_RE = re.compile(r"(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?")
+#: The longest soak a rule may ask for (a week): a gate is evaluated from Argo CD's history, which
+#: keeps ``revisionHistoryLimit`` entries (10 by default).
+MAX_SOAK_SECONDS = 7 * 24 * 3600
+
+
+def parse_soak(text: str) -> int:
+    """``30m`` → 1800 seconds; raises ValueError naming the expected form."""
+    m = _DURATION_RE.fullmatch(text.strip()) if isinstance(text, str) else None
+    if m is None or not any(m.groups()):
+        raise ValueError(f"{excerpt(text)} is not a duration: write it like 30m, 90s, 2h or 1h30m")
+    hours, minutes, seconds = (int(g or 0) for g in m.groups())
+    total = hours * 3600 + minutes * 60 + seconds
+    if total > MAX_SOAK_SECONDS:
+        raise ValueError(f"{excerpt(text)} is longer than a week ({MAX_SOAK_SECONDS // 3600}h)")
+    return total
+
+
+class PromoteAfterSpec(BaseModel):
+    """A rule's ``promoteAfter``: ``{env, soak}`` — the environment whose targets of the same push must
+    have run the image live and Healthy for ``soak`` first (issue 35)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, hide_input_in_errors=True)
+
+    env: Annotated[str, Field(min_length=1)]
+    soak: Annotated[str, Field(min_length=1)]
+
+    @field_validator("soak")
+    @classmethod
+    def _soak(cls, value: str) -> str:
+        try:
+            parse_soak(value)
+        except ValueError as exc:
+            raise _problem(str(exc)) from None
+        return value.strip()
+
+    @property
+    def soak_seconds(self) -> int:
+        return parse_soak(self.soak)
 
 
 #: The roles a rule's ``valuesKeys`` may name; ``repository`` and ``tag`` are required.
@@ -82,6 +126,8 @@ class RuleSpec(BaseModel):
     values_keys: dict[str, str] | None = Field(default=None, alias="valuesKeys")
     helmfile: HelmfileSpec | None = None
     notify: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
+    promote_after: PromoteAfterSpec | None = Field(default=None, alias="promoteAfter")
+    gate: GateMode = DEFAULT_GATE
 
     @field_validator(
         "allow_image_tag",
@@ -159,7 +205,20 @@ MODES = _choices(Mode)
 ORDERS = _choices(Order)
 PROVIDERS = _choices(Provider)
 COMMIT_METHODS = _choices(CommitMethod)
-_CHOICES = {"mode": MODES, "order": ORDERS, "provider": PROVIDERS, "commitMethod": COMMIT_METHODS}
+GATES = _choices(GateMode)
+_CHOICES = {
+    "mode": MODES,
+    "order": ORDERS,
+    "provider": PROVIDERS,
+    "commitMethod": COMMIT_METHODS,
+    "gate": GATES,
+}
+
+
+#: Mapping fields checked field by field: their shape as messages show it, and their keys.
+_NESTED = {
+    "promoteAfter": ("{env: ENV, soak: DURATION} (e.g. {env: staging, soak: 30m})", ("env", "soak")),
+}
 
 
 def _field_name(loc: tuple[Any, ...]) -> str:
@@ -175,6 +234,15 @@ def _message(error: dict[str, Any]) -> RuleFieldError:
     loc, kind_of, value = tuple(error["loc"]), error["type"], error.get("input")
     name = _field_name(loc)
     top = loc[0] if loc else None
+    nested = _NESTED.get(top) if len(loc) > 1 or kind_of in ("model_type", "dict_type") else None
+    if nested is not None:  # a field inside a mapping field (promoteAfter.env), or that mapping's shape
+        name = ".".join(key_shown(p) if isinstance(p, str) else str(p) for p in loc)
+        if kind_of in _UNKNOWN_KEY:
+            return RuleFieldError(name, f"unknown field; known fields: {', '.join(nested[1])}")
+        if kind_of in ("model_type", "dict_type"):
+            return RuleFieldError(name, f"must be a mapping {nested[0]}, got {kind(value)}")
+        if kind_of in ("missing", "string_too_short") or (kind_of == "string_type" and value is None):
+            return RuleFieldError(name, f"is required ({nested[0]})")
     if kind_of in _UNKNOWN_KEY:  # invalid_key: a key that is not a string (``1: x``)
         return RuleFieldError(name, f"unknown field; known fields: {', '.join(KNOWN_FIELDS)}")
     if kind_of in ("model_type", "model_attributes_type", "dict_type"):

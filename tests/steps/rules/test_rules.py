@@ -1003,6 +1003,8 @@ def test_the_schema_declares_every_yaml_key_as_an_alias() -> None:
         "valuesKeys",
         "helmfile",
         "notify",  # issue 36: the rule's notification destinations
+        "promoteAfter",  # issue 35: the promotion gate
+        "gate",
     )
     assert REQUIRED_FIELDS == ("registryURI", "githubRepository")
     spec = RuleSpec.model_validate(

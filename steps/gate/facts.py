@@ -1,0 +1,149 @@
+"""The gate's facts: a timeline of :class:`~steps.gate.decide.Fact` s about one Application of the
+environment before, read from what survives any restart (pure: the caller hands over what it read).
+
+From Argo CD's Application (argo-cd ``pkg/apis/application/v1alpha1/types.go``):
+
+- ``status.history[]`` (``RevisionHistory``: ``revision`` or ``revisions[]``, ``deployedAt``,
+  ``id``), one entry per successful sync, appended by the application controller
+  (``controller/appcontroller.go``, ``persistRevisionHistory``; at most ``revisionHistoryLimit``,
+  10 by default): each entry is a fact at ``deployedAt`` whose image is what Git's overlay sets at
+  that revision (``image_at``);
+- ``status.health`` (``status``, and ``lastTransitionTime`` where Argo CD records it): the health
+  now, since its last transition (before it, after the newest deploy, the Application was not yet
+  ``Healthy``: ``Progressing``);
+- ``status.sync`` and ``status.summary.images`` (from Pods only): not ``Synced`` at the newest
+  deployed revision, or Pods running another image of the repository than Git holds there, is a
+  ``mismatch``.
+
+From Git: a person's ``# imagebump:hold`` on the environment's entry (``held``: a fact now) or a
+rollback (``rolled-back``: the deploy that replaced the image, or now if Argo CD has not synced it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, Literal
+
+from steps.domain.errors import ImagebumpError
+from steps.gate.decide import DEGRADED, HEALTHY, Fact
+
+Person = Literal["held", "rolled-back"] | None
+
+_REPOSITORY_OF = Callable[[str], str]
+
+
+def parse_time(value: Any) -> datetime | None:
+    """An RFC 3339 time of Argo CD's status, or None."""
+    from datetime import UTC
+
+    if not isinstance(value, str) or not value or len(value) > 64:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _revision(entry: dict[str, Any], source_index: int | None) -> str:
+    if source_index is None:
+        value = entry.get("revision")
+    else:
+        revisions = entry.get("revisions")
+        value = (
+            revisions[source_index] if isinstance(revisions, list) and source_index < len(revisions) else ""
+        )
+    return value if isinstance(value, str) else ""
+
+
+def _repository(image: str) -> str:
+    name = image.partition("@")[0]
+    last = name.rsplit("/", 1)[-1]
+    return name.rsplit(":", 1)[0] if ":" in last else name
+
+
+def _runs(expected: str, images: list[str]) -> bool:
+    """Is ``expected`` (``repo:tag`` or ``repo@digest``) among Argo CD's ``summary.images``?"""
+    for image in images:
+        name_tag, _, digest = image.partition("@")
+        name = name_tag.rsplit(":", 1)[0] if ":" in name_tag.rsplit("/", 1)[-1] else name_tag
+        if expected in (image, name_tag, f"{name}@{digest}" if digest else None):
+            return True
+    return False
+
+
+def application_facts(
+    app: dict[str, Any],
+    source_index: int | None,
+    image_at: Callable[[str], str | None],
+    *,
+    person: Person = None,
+    now: datetime,
+    wanted: str | None = None,
+) -> list[Fact]:
+    """The timeline of one Application deploying the environment's overlay, oldest first.
+
+    ``image_at(revision)``: the image the overlay sets at ``revision`` (``name@digest`` or
+    ``name:tag``, as kustomize renders it; None when Git cannot tell). A fact's ``digest`` is that
+    image reference (compare it with the gated image rendered the same way). ``wanted``: the gated
+    image so rendered (a rollback is the deploy that replaced it).
+    """
+    status = _dict(app.get("status"))
+    history = status.get("history")
+    entries = [e for e in history if isinstance(e, dict)] if isinstance(history, list) else []
+    deployed: list[tuple[datetime, str | None, str]] = []
+    for entry in entries:
+        at = parse_time(entry.get("deployedAt"))
+        revision = _revision(entry, source_index)
+        if at is None or not revision:
+            continue
+        try:
+            image = image_at(revision)
+        except ImagebumpError:
+            image = None
+        deployed.append((at, image, revision))
+    deployed.sort(key=lambda d: d[0])
+    facts = [Fact(at, image) for at, image, _ in deployed]
+    if deployed:
+        last_at, last_image, last_revision = deployed[-1]
+        health = _dict(status.get("health"))
+        state = health.get("status") if isinstance(health.get("status"), str) else "Unknown"
+        changed = parse_time(health.get("lastTransitionTime"))
+        sync = _dict(status.get("sync"))
+        synced = not (
+            _revision(sync, source_index) == last_revision and sync.get("status") not in (None, "Synced")
+        )
+        images = [i for i in _dict(status.get("summary")).get("images") or [] if isinstance(i, str)]
+        if last_image is not None and images and not _runs(last_image, images):
+            others = [i for i in images if _repository(i) == _repository(last_image)]
+            if others and state != "Progressing":  # Pods run another image than Git holds: mismatch
+                synced = False
+        if changed is not None and changed > last_at:
+            facts[-1] = Fact(last_at, last_image, health="Progressing" if state != DEGRADED else DEGRADED)
+            facts.append(Fact(min(changed, now), last_image, health=state, synced=synced))
+        else:
+            facts[-1] = Fact(last_at, last_image, health=state, synced=synced)
+    if person == "held":
+        current = facts[-1] if facts else None
+        facts.append(Fact(now, current.digest if current else None, held=True))
+    elif person == "rolled-back":
+        facts = _rolled_back(facts, now, wanted)
+    return facts
+
+
+def _rolled_back(facts: list[Fact], now: datetime, wanted: str | None) -> list[Fact]:
+    """Mark the deploy that replaced the gated image as a person's rollback (or add one now, when
+    Argo CD has not deployed the rollback yet)."""
+    if len(facts) >= 2 and facts[-1].digest != wanted and facts[-2].digest == wanted:
+        last = facts[-1]
+        return [*facts[:-1], Fact(last.at, last.digest, last.health, last.synced, rolled_back=True)]
+    last = facts[-1] if facts else None
+    return [*facts, Fact(now, last.digest if last else None, rolled_back=True)]
+
+
+__all__ = ["DEGRADED", "HEALTHY", "Person", "application_facts", "parse_time"]

@@ -1,0 +1,119 @@
+"""The gate's reads: Argo CD's Applications (one list per evaluation) and Git (what the environment's
+overlay sets at each revision Argo CD deployed), through verify-live's seams. Read-only; what is
+read survives any restart, so a restarted evaluator decides the same (issue 35).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from steps.domain.errors import ImagebumpError
+from steps.domain.models import Target
+
+
+def identity(ref: str | None) -> str | None:
+    """What makes two rendered images the same image: the digest (``name@sha256:…``), else ``:tag``."""
+    if not ref:
+        return None
+    name_tag, at, digest = ref.partition("@")
+    if at:
+        return digest
+    last = name_tag.rsplit("/", 1)[-1]
+    return ":" + last.rsplit(":", 1)[1] if ":" in last else None
+
+
+def wanted(target: Target, env_target: Target) -> str | None:
+    """The identity of ``target``'s image as ``env_target``'s overlay holds it: its digest when that
+    rule writes digests, else its tag (the digest ECR gave that tag, so the same image)."""
+    if env_target.write_digest and target.digest:
+        return target.digest
+    return f":{target.tag}" if target.tag else target.digest
+
+
+class ArgoGitReader:
+    """One evaluation's reads: the Applications listed once, one partial clone per repository."""
+
+    def __init__(self, api: Any, namespace: str, scratch: Path | None = None) -> None:
+        self.api, self.namespace = api, namespace
+        self._apps: list[dict[str, Any]] | None = None
+        self._tmp = None if scratch is not None else tempfile.TemporaryDirectory(prefix="gate-")
+        self.scratch = scratch if scratch is not None else Path(self._tmp.name)  # type: ignore[union-attr]
+        self._clones: dict[str, Any] = {}
+        self._branches: dict[str, str] = {}
+
+    def close(self) -> None:
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+    def apps(self) -> list[dict[str, Any]]:
+        from steps.verify_live import argocd
+
+        if self._apps is None:
+            self._apps = argocd.list_applications(self.api, self.namespace)
+        return self._apps
+
+    def _default_branch(self, repo_url: str) -> str:
+        from steps import git
+
+        if repo_url not in self._branches:
+            self._branches[repo_url] = git.default_branch(repo_url, git.GitAuth.from_env(write=False))
+        return self._branches[repo_url]
+
+    def deployments(self, target: Target) -> list[tuple[str, int | None, dict[str, Any]]]:
+        """The Applications deploying ``target``'s overlay (``namespace/name``, source, Application)."""
+        from steps.verify_live import argocd
+
+        default = self._default_branch(target.repo_url)
+        branch = target.base_branch or default
+        found = argocd.select(
+            self.apps(), target.repo_url, target.path, branch, branch == default, file=target.values_file
+        )
+        return [(d.display, d.source_index, app) for d, app in found]
+
+    def image_at(self, target: Target) -> Callable[[str], str | None]:
+        """``revision → identity`` of the image ``target``'s overlay sets there (None: cannot tell)."""
+        from steps.kustomize import KUSTOMIZATION_FILES, read_entry
+        from steps.verify_live.decide import expected_image
+        from steps.verify_live.history import Clone
+
+        branch = target.base_branch or self._default_branch(target.repo_url)
+        key = f"{target.repo_url}#{branch}"
+        if key not in self._clones:
+            self._clones[key] = Clone(
+                target.repo_url, [branch], self.scratch / str(len(self._clones)), filter="blob:none"
+            )
+        clone = self._clones[key]
+        files = (
+            [target.values_file]
+            if target.values_file
+            else [f"{target.path}/{n}".lstrip("/") for n in KUSTOMIZATION_FILES]
+        )
+        seen: dict[str, str | None] = {}
+
+        def at(revision: str) -> str | None:
+            if revision in seen:
+                return seen[revision]
+            found = None
+            try:
+                if clone.known(revision):
+                    for file in files:
+                        text = clone.show(revision, file)
+                        if text is None:
+                            continue
+                        entry = read_entry(
+                            text, target.image_name or target.image, source=file, values=target.values_ref()
+                        )
+                        if entry is not None:
+                            found = identity(
+                                expected_image(entry.newName or entry.name, entry.newTag, entry.digest)
+                            )
+                        break
+            except ImagebumpError:
+                found = None
+            seen[revision] = found
+            return found
+
+        return at

@@ -1,0 +1,212 @@
+"""The gate in the sweep: every gated target the sweep found behind (or, ``gate: check``, proposed)
+gets ``waiting``, ``blocked`` or ``promoted`` from the facts of the environment before.
+
+The sweep considers only the newest allowed image of each target, so an older image that a newer
+push overtook during its soak is never promoted: the newer one is the one gated, and its clock
+starts at its own live time in the environment before (Argo CD's history of that image).
+
+- ``gate: wait``: ``waiting`` and ``blocked`` hand nothing over (no commit, no pull request);
+  ``promoted`` hands the target to update-target, the same edit and commit-pr as any update.
+- ``gate: check``: the target is handed over at once (the pull request opens); the decision is the
+  commit status ``imagebump/soak: ENV`` on the pull request's head (:mod:`steps.gate.status`).
+
+Without Argo CD (``reader`` None) a gated target waits: nothing proves the environment before ran it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import BaseModel
+
+from steps.domain.errors import ImagebumpError
+from steps.domain.models import Target
+from steps.gate.decide import GateDecision
+from steps.gate.evaluate import EnvTarget, combine
+from steps.gate.read import wanted
+from steps.gate.status import report_statuses
+
+log = logging.getLogger(__name__)
+GATED_STATES = ("behind", "proposed")
+
+
+def gated(target: Target | None) -> bool:
+    return target is not None and target.promote_after is not None
+
+
+def _person(item: Any) -> str | None:
+    """Git: did a person hold or roll back this environment target's entry?"""
+    if item.hold is not None:
+        return "held"
+    verdict = item.verdict
+    if verdict is not None and verdict.state == "held":
+        return "rolled-back"
+    return None
+
+
+def _env_targets(item: Any, items: Sequence[Any]) -> list[Any]:
+    """The items of ``item``'s ``promoteAfter.env`` for the same image repository (the same push)."""
+    target = item.verdict.update or item.sample
+    env = target.promote_after.env
+    return [i for i in items if i is not item and i.sample.env == env and i.sample.image == target.image]
+
+
+def decide_item(item: Any, items: Sequence[Any], reader: Any, now: datetime) -> GateDecision:
+    """One gated sweep item's decision (reads through ``reader``)."""
+    target: Target = item.verdict.update or item.sample
+    envs = [(i.sample, _person(i)) for i in _env_targets(item, items)]
+    return decide_target(target, envs, reader, now)
+
+
+def decide_target(
+    target: Target, envs: Sequence[tuple[Target, str | None]], reader: Any, now: datetime
+) -> GateDecision:
+    """The gate for ``target``'s image over the targets of its ``promoteAfter.env`` (each with a
+    person's ``held`` / ``rolled-back`` from Git, or None). A read that fails: waiting, with why."""
+    after = target.promote_after
+    assert after is not None
+    soak = timedelta(seconds=after.soak_seconds)
+    shown = f"{target.image}:{target.tag}" if target.tag else f"{target.image}@{target.digest}"
+    if reader is None:
+        return GateDecision(
+            "waiting",
+            shown,
+            after.env,
+            time_left=soak,
+            note=f"no Argo CD to read: nothing proves {after.env} ran it",
+        )
+    read: list[EnvTarget] = []
+    try:
+        for env_target, person in envs:
+            read.append(
+                EnvTarget(
+                    f"{env_target.repo_url}/{env_target.path}",
+                    reader.deployments(env_target),
+                    _as_expected(reader.image_at(env_target), wanted(target, env_target)),
+                    person,  # type: ignore[arg-type]
+                )
+            )
+    except ImagebumpError as exc:
+        return GateDecision(
+            "waiting", shown, after.env, time_left=soak, note=f"cannot read {after.env}: {exc}"
+        )
+    return combine(shown, "wanted", after.env, soak, read, now)
+
+
+def _as_expected(image_at: Any, expect: str | None) -> Any:
+    """The timeline compares with one token: ``wanted`` for the gated image, the identity otherwise."""
+
+    def at(revision: str) -> str | None:
+        found = image_at(revision)
+        return "wanted" if found is not None and found == expect else found
+
+    return at
+
+
+def apply_gates(
+    items: Sequence[Any], reader: Any, now: datetime, forge_for: Any = None
+) -> dict[int, GateDecision]:
+    """Decide every gated item; ``gate: wait`` items not promoted get their state and hand nothing
+    over. Returns the decisions by ``id(item)`` (for the report's fields)."""
+    decisions: dict[int, GateDecision] = {}
+    for item in items:
+        verdict = item.verdict
+        if verdict is None or verdict.state not in GATED_STATES:
+            continue
+        target = verdict.update or item.sample
+        if not gated(target) or (verdict.state == "proposed" and target.gate != "check"):
+            continue
+        decision = decide_item(item, items, reader, now)
+        decisions[id(item)] = decision
+        reason = f"{decision.state}: promoteAfter {decision.env}: {decision.note}"
+        if decision.state == "waiting" and decision.seconds_left is not None:
+            reason += f"; {decision.seconds_left}s of the soak left"
+        if target.gate == "check":  # the pull request opens at once; the status says the rest
+            state = decision.state if verdict.state == "proposed" else verdict.state
+            item.verdict = dataclasses.replace(verdict, state=state, reason=f"{verdict.reason}; {reason}")
+        elif decision.state == "promoted":
+            item.verdict = dataclasses.replace(
+                verdict, state="promoted", reason=f"{verdict.reason}; {reason}"
+            )
+        else:
+            item.verdict = dataclasses.replace(verdict, state=decision.state, reason=reason, update=None)
+        log.info("gate %s/%s: %s", target.repo_url, target.path, reason)
+    rows = [
+        (i.verdict.update or i.sample, i.branch_sha, decisions[id(i)])
+        for i in items
+        if id(i) in decisions and i.branch_sha and (i.verdict.update or i.sample).gate == "check"
+    ]
+    if rows:
+        try:
+            report_statuses(rows, forge_for or _github_forge)
+        except ImagebumpError as exc:  # a status not set now is set by the next evaluation
+            log.warning("gate: commit statuses not set: %s", exc)
+    return decisions
+
+
+def _github_forge(repo_url: str) -> Any:
+    from steps.forge.pull_requests import GitHubForge
+
+    return GitHubForge.for_repo_url(repo_url)
+
+
+def gate_fields(decision: GateDecision | None) -> dict[str, Any]:
+    """The report row's gate fields (:class:`steps.reconcile.report.TargetState`): the environment
+    waited on and the time left (waiting), the reason (blocked)."""
+    if decision is None:
+        return {}
+    return {
+        "gate": decision.state,
+        "waiting_on": decision.env,
+        "time_left": decision.seconds_left,
+        "blocked_reason": decision.reason or "",
+    }
+
+
+def open_gate_reader(rules: Any) -> Any:
+    """The reads the gate needs (:class:`steps.gate.read.ArgoGitReader`) when a rule has
+    ``promoteAfter`` and Argo CD is configured (``IMAGEBUMP_ARGOCD_*``, as verify-live); else None."""
+    from steps.verify_live import argocd
+
+    if not any(getattr(r, "promote_after", None) is not None for r in getattr(rules, "rules", ())):
+        return None
+    if not argocd.configured():
+        log.info("gated rules, but %s: gated targets wait", argocd.NOT_CONFIGURED)
+        return None
+    from steps.gate.read import ArgoGitReader
+
+    return ArgoGitReader(argocd.connect(), argocd.argocd_namespace())
+
+
+class GateOutcome(BaseModel):
+    """One gate decided this evaluation (the metrics): ``promoted`` or ``blocked``, the environment
+    waited on, and for ``promoted`` the seconds from that environment going live to the promotion."""
+
+    result: str
+    env: str
+    seconds: float = 0.0
+
+
+def outcomes(decisions: dict[int, GateDecision], now: datetime) -> list[GateOutcome]:
+    """The promotions and blocks among ``decisions`` (``waiting`` is the gauge's, not a result)."""
+    found = []
+    for d in decisions.values():
+        if d.state == "waiting":
+            continue
+        seconds = (now - d.live_since).total_seconds() if d.state == "promoted" and d.live_since else 0.0
+        found.append(GateOutcome(result=d.state, env=d.env, seconds=round(max(seconds, 0.0), 3)))
+    return found
+
+
+def gated_rules(rules: Any) -> Any:
+    """Only the rules with ``promoteAfter`` and the rules of the environments they wait on (the
+    short evaluation: ``image-gate``, ``reconcile --gated``); indices and sources kept."""
+    from steps.rules import RuleSet
+
+    waited = {r.promote_after.env for r in rules.rules if r.promote_after is not None}
+    kept = [r for r in rules.rules if r.promote_after is not None or r.env in waited]
+    return RuleSet(kept, rules.source)

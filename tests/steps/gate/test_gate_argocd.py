@@ -1,0 +1,181 @@
+"""The promotion gate against the SIMULATED Argo CD (imagebump.local.argocd_sim, on the Kubernetes API
+fake over HTTP, read through the real adapter) and a real ``git http-backend`` remote (issue 35).
+
+The clock is injected: the simulator stamps ``deployedAt`` and ``health.lastTransitionTime`` with it
+and the gate decides at a given ``now``; nothing sleeps. Each decision reads afresh through a new
+reader, so every one is what an evaluator restarted at that moment decides.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from imagebump.local.argocd_sim import ArgoCDSimulator, application, kubectl_available
+from steps.domain.models import PromoteAfter, Target
+from steps.gate.read import ArgoGitReader
+from steps.gate.sweep import decide_target
+from steps.kube.client import KubernetesApi
+from tests.fakes.kube import FakeKube, FakeKubeServer
+
+pytestmark = pytest.mark.skipif(not kubectl_available(), reason="the simulated Argo CD renders with kubectl")
+
+IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/team/api"
+T0 = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+SOAK = timedelta(minutes=30)
+STAGING = "overlays/staging"
+
+
+def kustomization(tag: str) -> str:
+    return (
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- deployment.yaml\n"
+        f'images:\n- name: {IMAGE}\n  newTag: "{tag}"\n'
+    )
+
+
+DEPLOYMENT = (
+    "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: api\nspec:\n  selector:\n"
+    "    matchLabels: {app: api}\n  template:\n    metadata:\n      labels: {app: api}\n    spec:\n"
+    f"      containers:\n      - name: api\n        image: {IMAGE}:latest\n"
+)
+
+
+class World:
+    """Staging deployed by the simulated Argo CD; production gated on it."""
+
+    def __init__(self, kube_store: FakeKube, api: KubernetesApi, sim: ArgoCDSimulator, remote, tmp: Path):
+        self.kube, self.api, self.sim, self.remote, self.tmp = kube_store, api, sim, remote, tmp
+        self.now = T0
+        sim.clock = lambda: self.now
+        self.readers = 0
+
+    def at(self, minutes: float) -> datetime:
+        self.now = T0 + timedelta(minutes=minutes)
+        return self.now
+
+    def staging_gets(self, tag: str, minutes: float, *, person: bool = False) -> None:
+        """A commit sets staging's tag (imagebump's, or a person's); Argo CD syncs it at ``minutes``."""
+        self.remote.commit_files({f"{STAGING}/kustomization.yaml": kustomization(tag)})
+        self.at(minutes)
+        self.sim.refresh("argocd", "api-staging")
+
+    def degrade(self, minutes: float, on: bool = True) -> None:
+        self.at(minutes)
+        (self.sim.degraded.add if on else self.sim.degraded.discard)("argocd/api-staging")
+        self.sim.reconcile_once()
+
+    def gate(self, tag: str, minutes: float, person: str | None = None):
+        """The decision for production's ``tag`` at ``minutes``, by a freshly started evaluator."""
+        self.readers += 1
+        reader = ArgoGitReader(self.api, "argocd", self.tmp / f"reader-{self.readers}")
+        try:
+            return decide_target(
+                production(self.remote, tag), [(staging(self.remote, tag), person)], reader, self.at(minutes)
+            )
+        finally:
+            reader.close()
+
+
+def staging(remote, tag: str) -> Target:
+    return Target(
+        rule=0, repo_url=remote.url, path=STAGING, env="staging", image=IMAGE, tag=tag, mode="commit"
+    )
+
+
+def production(remote, tag: str) -> Target:
+    return Target(
+        rule=1,
+        repo_url=remote.url,
+        path="overlays/production",
+        env="production",
+        image=IMAGE,
+        tag=tag,
+        digest="sha256:" + "a" * 64,
+        promote_after=PromoteAfter(env="staging", soak_seconds=int(SOAK.total_seconds())),
+    )
+
+
+@pytest.fixture()
+def world(tmp_path: Path, git_token: str, git_env, make_remote):
+    files = {}
+    for env in ("staging", "production"):
+        files[f"overlays/{env}/deployment.yaml"] = DEPLOYMENT
+        files[f"overlays/{env}/kustomization.yaml"] = kustomization("1.0.0")
+    remote = make_remote(files)
+    kube_store = FakeKube()
+    with FakeKubeServer(kube_store) as server:
+        api = KubernetesApi.from_config(kubeconfig=str(server.write_kubeconfig(tmp_path / "kubeconfig")))
+        sim = ArgoCDSimulator(kube_store, git_token=git_token, git_poll=None)
+        w = World(kube_store, api, sim, remote, tmp_path)
+        kube_store.seed(application("api-staging", remote.url, STAGING, target_revision="main"))
+        kube_store.objects[("applications", "argocd", "api-staging")].pop("status", None)
+        sim.reconcile_once()  # staging runs 1.0.0 since T0
+        yield w
+
+
+def test_a_soak_that_passes_promotes_and_until_then_waits_with_the_time_left(world: World) -> None:
+    world.staging_gets("2.0.0", 1)
+    waiting = world.gate("2.0.0", 11)
+    assert (waiting.state, waiting.env) == ("waiting", "staging")
+    assert waiting.time_left == timedelta(minutes=20) and waiting.live_since == T0 + timedelta(minutes=1)
+    assert world.gate("2.0.0", 30.5).state == "waiting"
+    promoted = world.gate("2.0.0", 31)
+    assert promoted.state == "promoted" and promoted.live_since == T0 + timedelta(minutes=1)
+
+
+def test_nothing_live_yet_waits_the_whole_soak(world: World) -> None:
+    got = world.gate("2.0.0", 100)  # staging never got 2.0.0
+    assert (got.state, got.time_left) == ("waiting", SOAK)
+
+
+def test_degraded_during_the_soak_blocks_and_is_never_promoted(world: World) -> None:
+    world.staging_gets("2.0.0", 1)
+    world.degrade(10)
+    for minutes in (10, 40, 200):
+        got = world.gate("2.0.0", minutes)
+        assert (got.state, got.reason) == ("blocked", "degraded")
+
+
+def test_a_rollback_of_staging_during_the_soak_blocks(world: World) -> None:
+    world.staging_gets("2.0.0", 1)
+    world.staging_gets("1.0.0", 10, person=True)  # a person moved staging back
+    got = world.gate("2.0.0", 45, person="rolled-back")
+    assert (got.state, got.reason) == ("blocked", "rolled-back")
+
+
+def test_a_hold_on_staging_during_the_soak_blocks(world: World) -> None:
+    world.staging_gets("2.0.0", 1)
+    got = world.gate("2.0.0", 10, person="held")
+    assert (got.state, got.reason) == ("blocked", "held")
+
+
+def test_a_newer_push_during_the_soak_the_older_is_never_promoted_the_newer_has_its_own_clock(
+    world: World,
+) -> None:
+    world.staging_gets("2.0.0", 1)
+    world.staging_gets("3.0.0", 20)
+    for minutes in (31, 60, 120):
+        older = world.gate("2.0.0", minutes)
+        assert older.state == "blocked" and older.reason == "superseded"
+    newer = world.gate("3.0.0", 31)
+    assert newer.state == "waiting" and newer.live_since == T0 + timedelta(minutes=20)
+    assert newer.time_left == timedelta(minutes=19)
+    assert world.gate("3.0.0", 50).state == "promoted"
+
+
+def test_a_restart_mid_soak_neither_loses_nor_restarts_the_clock(world: World) -> None:
+    """Every decision here comes from a new reader (an evaluator started afresh): the clock is
+    Argo CD's ``deployedAt``, not a memory of when the evaluator first saw it."""
+    world.staging_gets("2.0.0", 1)
+    first = world.gate("2.0.0", 16)
+    again = world.gate("2.0.0", 16)
+    assert first == again and first.time_left == timedelta(minutes=15)
+    assert world.gate("2.0.0", 31).state == "promoted"
+
+
+def test_no_application_deploys_staging_waits(world: World) -> None:
+    world.kube.objects.pop(("applications", "argocd", "api-staging"))
+    got = world.gate("2.0.0", 100)
+    assert got.state == "waiting" and "no Argo CD Application" in got.note

@@ -1,7 +1,8 @@
 """Declarations of what runs on a cluster, and the local runtime that runs them without one.
 
 Top-level modules only declare: Hera definitions (``image_update``, ``image_reconcile``,
-``argocd_backup``, wired by ``common``; ``verify_live``, the push → live step both use), ``rbac``, ``names`` (the names every manifest agrees on:
+``argocd_backup``, wired by ``common``; ``verify_live``, the push → live step both use; ``notify``, the exit handler of
+``image-update`` and ``argocd-backup``), ``rbac``, ``names`` (the names every manifest agrees on:
 plain constants, no Hera) and ``pod_security`` (every pod's user and securityContexts). They may
 import ``steps`` (the step functions they wire), never :mod:`sensors`, :mod:`render` (which
 renders both into ``manifests/``) or ``local``, the local runtime (its own

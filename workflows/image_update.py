@@ -29,6 +29,7 @@ from steps import edit_kustomize, resolve_image
 from steps.commit_pr import step as commit_pr
 from workflows import common as c
 from workflows import names as n
+from workflows import notify as exit_notify
 from workflows import verify_live as live
 
 NAME = n.IMAGE_UPDATE
@@ -263,6 +264,7 @@ def build() -> WorkflowTemplate:
             "in the kustomization of every overlay a rule maps it to.",
         },
         entrypoint="main",
+        on_exit=exit_notify.EXIT_HANDLER,
         arguments=[
             Parameter(name="event", value="", description=EVENT_HELP),
             Parameter(name="image", value="", description=IMAGE_HELP),
@@ -277,6 +279,7 @@ def build() -> WorkflowTemplate:
         edit = _edit_kustomize_template()
         commit = _commit_pr_template()
         verify = live.verify_live_template()
+        exit_notify.exit_handler()
 
         with Steps(
             name="update-target",

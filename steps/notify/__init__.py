@@ -11,5 +11,6 @@
 - ``ledger``: the "already sent" record that survives pods and restarts.
 - ``send``: delivery with timeouts and a bounded retry; a destination that is down
   is logged and counted (``notifications_total{result}``), never raised.
+- ``workflow_outcomes`` (pure): a finished Workflow's nodes → its outcomes (what the exit handler sends).
 - ``step``: the step (the Workflows' exit handler, and ``imagebump run --local``).
 """

@@ -8,7 +8,7 @@ per destination (:mod:`steps.notify.ledger`); writes the counts ``sent``, ``dupl
 notifications file or a destination that is down is a log record and a ``failed`` count.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations`: Hera reads real annotation objects.
 
 import json
 import logging
@@ -19,15 +19,23 @@ from typing import Any
 from pydantic import BaseModel
 
 from steps.domain.errors import ImagebumpError
+from steps.kube.api import Resource
 from steps.notify import config as notify_config
 from steps.notify.decide import NotifyConfigError, Outcome, decide
 from steps.notify.ledger import FileLedger, Ledger, S3Ledger
 from steps.notify.send import Report, deliver
+from steps.notify.workflow_outcomes import backup_outcomes, image_outcomes, nodes_of
 from steps.runtime.harness import step_entry
 
 log = logging.getLogger("imagebump.notify")
 
 LEDGER_BUCKET_ENV = "IMAGEBUMP_NOTIFY_LEDGER_BUCKET"
+#: The finished Workflow as JSON (``{metadata, status: {phase, nodes}}``): the local executor writes
+#: it for its exit handlers; on a cluster the step reads the Workflow from the Kubernetes API.
+WORKFLOW_FILE_ENV = "IMAGEBUMP_WORKFLOW_FILE"
+#: The pod's namespace (the downward API), where its Workflow is.
+NAMESPACE_ENV = "IMAGEBUMP_NAMESPACE"
+WORKFLOW = Resource("Workflow", "argoproj.io/v1alpha1", "workflows")
 DEFAULT_LEDGER_DIR = "~/.cache/imagebump/notifications"
 #: Argo's workflow phases that mean the Workflow did not succeed.
 FAILED_PHASES = frozenset({"Failed", "Error"})
@@ -107,6 +115,37 @@ def notify(outcomes: list[Outcome], cfg: notify_config.NotifyConfig, ledger: Led
     return deliver(messages, cfg.destinations, ledger, **kw)
 
 
+def read_workflow(name: str, env: Any = None) -> dict[str, Any]:
+    """The finished Workflow ``name``: the local executor's file, else the Kubernetes API ({} if none)."""
+    env = os.environ if env is None else env
+    if env.get(WORKFLOW_FILE_ENV):
+        return json.loads(Path(env[WORKFLOW_FILE_ENV]).read_text())
+    if not name or not env.get("KUBERNETES_SERVICE_HOST"):
+        return {}
+    from steps.kube.client import KubernetesApi
+
+    api = KubernetesApi.from_config(timeout=20.0)
+    return api.get(WORKFLOW, env.get(NAMESPACE_ENV) or "argo", name) or {}
+
+
+#: Argo's label on a resubmitted Workflow naming the one it was resubmitted from
+#: (argo-workflows workflow/common/common.go ``LabelKeyPreviousWorkflowName``).
+RESUBMITTED_FROM = "workflows.argoproj.io/resubmitted-from-workflow"
+
+
+def event_of(event: str, workflow: dict[str, Any], workflow_name: str) -> str:
+    """The idempotency's event id: the push event's ``id`` (the same for a redelivery and a resubmit
+    of it), else the Workflow a resubmitted one came from, else the Workflow's name."""
+    try:
+        data = json.loads(event) if event else {}
+    except ValueError:
+        data = {}
+    if isinstance(data, dict) and data.get("id"):
+        return str(data["id"])
+    labels = (workflow.get("metadata") or {}).get("labels") or {}
+    return str(labels.get(RESUBMITTED_FROM) or workflow_name)
+
+
 @step_entry
 def run(
     outcomes: str = "[]",
@@ -115,19 +154,34 @@ def run(
     workflow_failures: str = "",
     workflow_url: str = "",
     backup: str = "false",
+    workflow_name: str = "",
+    event: str = "",
 ) -> NotifyOutput:
     """Send the Workflow's outcomes; never fails the Workflow."""
     try:
         cfg = notify_config.load()
+        workflow = read_workflow(workflow_name)
+        event_id = event_id or event_of(event, workflow, workflow_name)
         found = parse_outcomes(outcomes, event_id)
+        if workflow:
+            nodes = nodes_of(workflow)
+            if backup == "true":
+                found += backup_outcomes(nodes, event_id)
+            else:
+                found += image_outcomes(nodes, event_id, workflow_url or workflow_name)
         found = with_workflow_failure(
-            found, workflow_status, workflow_failures, event_id, workflow_url, backup == "true"
+            found,
+            workflow_status,
+            workflow_failures,
+            event_id,
+            workflow_url or workflow_name,
+            backup == "true",
         )
         if not cfg.destinations:
             log.info("no notification destinations configured: %d outcome(s) not sent", len(found))
             return NotifyOutput()
         report = notify(found, cfg, ledger_from_env())
-    except (NotifyConfigError, ImagebumpError, OSError) as exc:
+    except (NotifyConfigError, ImagebumpError, OSError, ValueError) as exc:
         log.error("notifications not sent: %s", exc)
         return NotifyOutput(failed=1)
     return NotifyOutput(**{k: report.counts.get(k, 0) for k in ("sent", "duplicate", "failed")})

@@ -12,7 +12,7 @@ environment variable: never parameters. ``notifications_total{result}`` counts t
 
 from __future__ import annotations
 
-from hera.workflows import Env, FieldEnv, SecretEnv, SecretVolume, Steps, script
+from hera.workflows import Env, SecretEnv, SecretVolume, Steps, script
 from hera.workflows import models as m
 
 from steps.notify import step as notify_step
@@ -35,7 +35,6 @@ def _notify_template():
         env=[
             *c.base_env(),
             Env(name="IMAGEBUMP_NOTIFY_FILE", value=f"{n.NOTIFY_DIR}/{n.NOTIFY_KEY}"),
-            FieldEnv(name=notify_step.NAMESPACE_ENV, field_path="metadata.namespace"),
             SecretEnv(
                 name="IMAGEBUMP_GIT_TOKEN",
                 secret_name=n.GIT_SECRET,

@@ -33,8 +33,8 @@ LEDGER_BUCKET_ENV = "IMAGEBUMP_NOTIFY_LEDGER_BUCKET"
 #: The finished Workflow as JSON (``{metadata, status: {phase, nodes}}``): the local executor writes
 #: it for its exit handlers; on a cluster the step reads the Workflow from the Kubernetes API.
 WORKFLOW_FILE_ENV = "IMAGEBUMP_WORKFLOW_FILE"
-#: The pod's namespace (the downward API), where its Workflow is.
-NAMESPACE_ENV = "IMAGEBUMP_NAMESPACE"
+#: The pod's namespace, where its Workflow is: the service account's own file in every pod.
+NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 WORKFLOW = Resource("Workflow", "argoproj.io/v1alpha1", "workflows")
 DEFAULT_LEDGER_DIR = "~/.cache/imagebump/notifications"
 #: Argo's workflow phases that mean the Workflow did not succeed.
@@ -125,7 +125,8 @@ def read_workflow(name: str, env: Any = None) -> dict[str, Any]:
     from steps.kube.client import KubernetesApi
 
     api = KubernetesApi.from_config(timeout=20.0)
-    return api.get(WORKFLOW, env.get(NAMESPACE_ENV) or "argo", name) or {}
+    namespace = Path(NAMESPACE_FILE).read_text().strip() if Path(NAMESPACE_FILE).is_file() else "imagebump"
+    return api.get(WORKFLOW, namespace, name) or {}
 
 
 #: Argo's label on a resubmitted Workflow naming the one it was resubmitted from

@@ -109,10 +109,17 @@ def ledger_from_env(env: Any = None) -> Ledger:
 
 def notify(outcomes: list[Outcome], cfg: notify_config.NotifyConfig, ledger: Ledger, **kw: Any) -> Report:
     """Decide and deliver: the core the step and ``imagebump run --local`` share."""
-    messages = []
+    messages, unknown = [], []
     for outcome in outcomes:
-        messages += decide(outcome, cfg.routing, list(cfg.destinations))
-    return deliver(messages, cfg.destinations, ledger, **kw)
+        for message in decide(outcome, cfg.routing):
+            (messages if message.destination in cfg.destinations else unknown).append(message)
+    report = deliver(messages, cfg.destinations, ledger, **kw)
+    for message in unknown:  # a rule naming a destination the file lacks: the others still go out
+        text = f"notification {message.kind} for {message.target}: destination {message.destination!r} is not configured"
+        log.error(text)
+        report.failures.append(text)
+        report.counts["failed"] += 1
+    return report
 
 
 def read_workflow(name: str, env: Any = None) -> dict[str, Any]:

@@ -90,7 +90,13 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
         ),
         "steps.argocd_backup": (_DOMAIN, _RUNTIME, "steps.aws", "steps.kube"),
         "steps.verify_live": (_DOMAIN, _RUNTIME, "steps.git", "steps.kube", "steps.kustomize"),
-        "steps.notify": (_DOMAIN, _RUNTIME, "steps.aws", "steps.kube", "steps.forge"),  # S3 ledger; its Workflow; GitHub
+        "steps.notify": (
+            _DOMAIN,
+            _RUNTIME,
+            "steps.aws",
+            "steps.kube",
+            "steps.forge",
+        ),  # ledger, Workflow, GitHub
         "steps.gate": (_DOMAIN,),  # the promotion gate's pure core (issue 35)
         # above steps/: the local runtime, the declarations, the sensors, rendering, the CLI
         "workflows.local": (_DOMAIN, _RUNTIME, "workflows"),  # workflows.names only (see below)

@@ -133,7 +133,9 @@ def documents() -> list[dict]:
             [n.SA_WORKFLOW, n.SA_ECR_READER, n.SA_BACKUP, n.SA_LIVE, n.SA_NOTIFY],
         ),
         # notify (the exit handler) reads its own Workflow's nodes: get, nothing else.
-        role("imagebump-notify", [{"apiGroups": ["argoproj.io"], "resources": ["workflows"], "verbs": ["get"]}]),
+        role(
+            "imagebump-notify", [{"apiGroups": ["argoproj.io"], "resources": ["workflows"], "verbs": ["get"]}]
+        ),
         role_binding("imagebump-notify", "imagebump-notify", [n.SA_NOTIFY]),
         role("imagebump-sensor", sensor_rules()),
         role_binding("imagebump-sensor", "imagebump-sensor", [n.SA_SENSOR]),

@@ -13,6 +13,7 @@ from typing import Any
 
 log = logging.getLogger("imagebump.notify")
 
+
 def executor_secrets(environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
     """The ``imagebump-notify`` Secret the exit handler mounts, from this machine's notification
     settings (the file or ``IMAGEBUMP_NOTIFY_*``), as a cluster holds it; {} when none is set.

@@ -73,7 +73,11 @@ def image_outcomes(
         key = f"{target.get('repo_url', '')}/{target.get('path', '')}"
         notify = tuple(target.get("notify") or ())
         mine = per_item.get(i, [])
-        base = {"image": image or str(target.get("image", "")), "overlay": str(target.get("path", ""))}
+        base = {
+            "image": image or str(target.get("image", "")),
+            "overlay": str(target.get("path", "")),
+            "repo": str(target.get("repo_url", "")),  # GitHub as a destination: which repository
+        }
 
         def add(kind: str, fields: dict[str, str], key: str = key, notify: tuple[str, ...] = notify) -> None:
             found.append(Outcome(kind, event_id, key, fields, notify))
@@ -89,10 +93,22 @@ def image_outcomes(
         if edit is not None and _outputs(edit).get("decision") in ("held", "pinned"):
             out = _outputs(edit)
             add(out["decision"], {**base, "reason": out.get("reason", "")})
+        sha = _outputs(commit).get("commit-sha", "") if commit is not None else ""
         if commit is not None and commit.get("phase") == "Succeeded":
             out = _outputs(commit)
             if out.get("action") in ACTIONS:
-                add(ACTIONS[out["action"]], {**base, "link": out.get("pr-url") or out.get("commit-sha", "")})
+                verifying = live is not None and live.get("phase") != "Skipped"
+                number = out.get("pr-number", "0")
+                add(
+                    ACTIONS[out["action"]],
+                    {
+                        **base,
+                        "link": out.get("pr-url") or sha,
+                        "commit": sha,
+                        "pr": number if number not in ("", "0") else "",
+                        "verifying": "true" if verifying else "",
+                    },
+                )
         if live is not None and live.get("phase") != "Skipped":
             out = _outputs(live)
             kind = LIVE.get(out.get("result", ""))
@@ -103,6 +119,7 @@ def image_outcomes(
                     kind,
                     {
                         **base,
+                        "commit": sha,
                         "seconds": out.get("seconds-push-to-healthy", ""),
                         "application": f"{app.get('namespace', '')}/{app.get('name', '')}" if app else "",
                         "revision": str(app.get("revision", "")),

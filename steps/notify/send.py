@@ -15,7 +15,7 @@ import urllib.error
 import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from steps.domain.errors import ImagebumpError
 from steps.notify import github
@@ -100,6 +100,8 @@ def deliver(
     report = Report()
     for message in messages:
         destination = destinations[message.destination]
+        # no secret in any message: a step's error text, a URL the outcome carries
+        message = replace(message, fields={k: redact(v) for k, v in message.fields.items()})
         if destination.kind == github.KIND and not github.applies(message):
             continue  # nothing for GitHub to show: not a message
         if not ledger.claim(message.key):

@@ -154,6 +154,19 @@ def event_of(event: str, workflow: dict[str, Any], workflow_name: str) -> str:
     return str(labels.get(RESUBMITTED_FROM) or workflow_name)
 
 
+def send_now(outcomes: list[Outcome], env: Any = None) -> Report:
+    """Send ``outcomes`` from a command on one machine (``imagebump restore``): the same
+    destinations and ledger as ``imagebump run --local``; never raises (a problem is a log record)."""
+    try:
+        cfg = notify_config.load(env)
+        if not cfg.destinations:
+            return Report()
+        return notify(outcomes, cfg, ledger_from_env(env))
+    except Exception as exc:  # noqa: BLE001 - a notification never fails the command
+        log.warning("notifications not sent: %s", type(exc).__name__)
+        return Report()
+
+
 @step_entry
 def run(
     outcomes: str = "[]",

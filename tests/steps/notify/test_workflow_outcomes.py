@@ -9,9 +9,14 @@ import threading
 import uuid
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from steps.notify import config
 from steps.notify import step as notify_step
-from steps.notify.ledger import S3Ledger
+from steps.notify.decide import Outcome, decide
+from steps.notify.ledger import FileLedger, S3Ledger
+from steps.notify.step import notify
 from steps.notify.workflow_outcomes import backup_outcomes, image_outcomes, nodes_of
 from tests.steps.notify.receivers import Receiver
 
@@ -240,3 +245,49 @@ def test_two_senders_racing_for_one_key_on_s3_one_wins(s3_bucket):
     for t in threads:
         t.join()
     assert sorted(wins) == [False] * 5 + [True]
+
+
+_kinds = st.sampled_from(["committed", "pr-opened", "held", "live", "mismatch", "failed", "backup-suspect"])
+_outcome = st.builds(
+    Outcome,
+    kind=_kinds,
+    event=st.sampled_from(["ev-1", "ev-2"]),
+    target=st.sampled_from(["r/a", "r/b"]),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    runs=st.lists(st.lists(_outcome, max_size=6), min_size=1, max_size=5),
+    statuses=st.lists(st.sampled_from([200, 500, 503]), min_size=1),
+)
+def test_any_mix_of_retries_redeliveries_and_resubmits_sends_each_outcome_once_per_destination(
+    runs, statuses, tmp_path_factory
+):
+    """Whatever the runs (a resubmit, a redelivery: the same outcomes again) and however the
+    receiver answers, no key is ever delivered twice, and every key a run saw was delivered once
+    unless every attempt for it failed; nothing raises."""
+    ledger = FileLedger(tmp_path_factory.mktemp("ledger"))
+    cfg = config.parse(
+        {
+            "destinations": {
+                "a": {"type": "slack", "url": "http://a"},
+                "b": {"type": "teams", "url": "http://b"},
+            }
+        }
+    )
+    answers = iter(statuses * 1000)
+    delivered: list[str] = []
+
+    def post(url, body, headers, timeout):
+        status = next(answers)
+        if status == 200:
+            delivered.append(headers["X-Imagebump-Delivery"])
+        return status
+
+    for outcomes in runs:
+        notify(outcomes, cfg, ledger, post=post, sleep=lambda s: None)
+    assert len(delivered) == len(set(delivered))
+    if 200 not in statuses or all(s == 200 for s in statuses):
+        wanted = {m.key for run in runs for o in run for m in decide(o, cfg.routing)}
+        assert set(delivered) == (wanted if 200 in statuses else set())

@@ -92,7 +92,7 @@ def image_outcomes(
             continue
         if edit is not None and _outputs(edit).get("decision") in ("held", "pinned"):
             out = _outputs(edit)
-            add(out["decision"], {**base, "reason": out.get("reason", "")})
+            add(out["decision"], {**base, "reason": out.get("reason", ""), **_proposal(target, out)})
         sha = _outputs(commit).get("commit-sha", "") if commit is not None else ""
         if commit is not None and commit.get("phase") == "Succeeded":
             out = _outputs(commit)
@@ -129,6 +129,21 @@ def image_outcomes(
                     },
                 )
     return found
+
+
+def _proposal(target: dict[str, Any], edit_outputs: dict[str, str]) -> dict[str, str]:
+    """A ``mode: pr`` target's proposal branch and base: where GitHub finds imagebump's open PR."""
+    if target.get("mode") != "pr":
+        return {}
+    from steps.domain.branches import branch_name
+    from steps.domain.models import Target
+
+    try:
+        branch = branch_name(Target.model_validate(target))
+        base = str(json.loads(edit_outputs.get("plan") or "{}").get("base_branch") or "")
+    except ValueError:  # pydantic's ValidationError is one
+        return {}
+    return {"branch": branch, "base": base or str(target.get("base_branch") or "")}
 
 
 def resolved_image(text: str) -> str:

@@ -98,3 +98,47 @@ def test_github_down_is_counted_never_raised(tmp_path):
         [_o("live", commit=SHA1)], CFG, FileLedger(tmp_path), forge_for=broken, sleep=lambda s: None
     )
     assert report.counts == {"failed": 1}
+
+
+def test_a_held_pr_target_finds_imagebumps_open_pr_from_its_branch(github_fake, forge_for, tmp_path):
+    from steps.domain.branches import branch_name
+    from steps.domain.models import Target
+    from steps.notify.workflow_outcomes import image_outcomes
+
+    target = Target(
+        rule=0,
+        repo_url=REPO,
+        path="overlays/prod",
+        env="prod",
+        image="team/api",
+        tag="v2",
+        order="none",
+        mode="pr",
+    )
+    branch = branch_name(target)
+    github_fake.pulls.append(FakePull("acme", "gitops", 12, branch, "main", "imagebump(prod): api", ""))
+    nodes = [
+        {
+            "name": "wf.resolve-image",
+            "templateName": "resolve-image",
+            "phase": "Succeeded",
+            "outputs": {"parameters": [{"name": "targets", "value": f"[{target.model_dump_json()}]"}]},
+        },
+        {
+            "name": "wf.update-target(0).update.edit-kustomize",
+            "templateName": "edit-kustomize",
+            "phase": "Succeeded",
+            "outputs": {
+                "parameters": [
+                    {"name": "decision", "value": "held"},
+                    {"name": "reason", "value": "rolled back by alice in c0ffee"},
+                    {"name": "plan", "value": '{"base_branch": "main"}'},
+                ]
+            },
+        },
+    ]
+    (held,) = image_outcomes(nodes, "ev-1")
+    assert (held.kind, held.fields["branch"], held.fields["base"]) == ("held", branch, "main")
+    assert notify([held], CFG, FileLedger(tmp_path), forge_for=forge_for).counts == {"sent": 1}
+    (comment,) = github_fake.pulls[-1].comments
+    assert "rolled back by alice" in comment and "imagebump:notify:held:" in comment

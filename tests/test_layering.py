@@ -92,7 +92,13 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
         ),
         "steps.argocd_backup": (_DOMAIN, _RUNTIME, "steps.aws", "steps.kube"),
         "steps.verify_live": (_DOMAIN, _RUNTIME, "steps.git", "steps.kube", "steps.kustomize"),
-        "steps.notify": (_DOMAIN, _RUNTIME, "steps.aws"),  # S3: the "already sent" record
+        "steps.notify": (
+            _DOMAIN,
+            _RUNTIME,
+            "steps.aws",
+            "steps.kube",
+            "steps.forge",
+        ),  # ledger, Workflow, GitHub
         # the promotion gate (issue 35): its pure core, and its reads through verify-live's seams
         "steps.gate": (
             *(_DOMAIN, _RUNTIME, "steps.git", "steps.kube", "steps.kustomize", "steps.verify_live"),

@@ -16,6 +16,7 @@ from steps.argocd_backup import export as backup_export
 from steps.argocd_backup.settings import DEFAULTS, BackupSettings
 from workflows import common as c
 from workflows import names as n
+from workflows import notify as exit_notify
 
 NAME = n.ARGOCD_BACKUP
 SCHEDULE = "17 3 * * *"  # 03:17 UTC daily: off the hour, when schedulers pile up
@@ -82,12 +83,14 @@ def build() -> CronWorkflow:
         successful_jobs_history_limit=3,
         failed_jobs_history_limit=7,
         entrypoint="main",
+        on_exit=exit_notify.EXIT_HANDLER,
         arguments=[_setting(name) for name in SETTINGS],
         service_account_name=n.SA_BACKUP,
         active_deadline_seconds=3600,
         **c.housekeeping(),
     ) as cw:
         export = _backup_export_template()
+        exit_notify.exit_handler(backup=True)
         with Steps(name="main"):
             export(
                 name="backup-export",

@@ -29,6 +29,7 @@ from steps import edit_kustomize, resolve_image
 from steps.commit_pr import step as commit_pr
 from workflows import common as c
 from workflows import names as n
+from workflows import notify as exit_notify
 from workflows import verify_live as live
 
 NAME = n.IMAGE_UPDATE
@@ -343,6 +344,7 @@ def build() -> WorkflowTemplate:
             "in the kustomization of every overlay a rule maps it to.",
         },
         entrypoint="main",
+        on_exit=exit_notify.EXIT_HANDLER,
         arguments=[
             Parameter(name="event", value="", description=EVENT_HELP),
             Parameter(name="image", value="", description=IMAGE_HELP),
@@ -357,6 +359,7 @@ def build() -> WorkflowTemplate:
         edit = _edit_kustomize_template()
         commit = _commit_pr_template()
         verify = live.verify_live_template()
+        exit_notify.exit_handler()
         update_target = _update_target_steps(edit, commit)
         deliver_target = _deliver_target_steps(update_target, verify)
         _main_steps(resolve, deliver_target)

@@ -55,6 +55,7 @@ SA_BACKUP = "imagebump-backup"  # backup-export: S3 write + Argo CD read
 SA_LIVE = "imagebump-live"  # verify-live: read Argo CD Applications (no write on any)
 SA_SENSOR = "imagebump-sensor"  # the Sensor: create Workflows, hold a Lease
 SA_EVENTSOURCE = "imagebump-eventsource"  # the SQS EventSource: SQS receive via IRSA
+SA_NOTIFY = "imagebump-notify"  # the exit handler's notify: read its own Workflow
 
 # Configuration objects the templates mount (names are documented in docs/install.md).
 RULES_CONFIGMAP = "imagebump-rules"
@@ -70,6 +71,9 @@ GIT_READ_DIR = "/etc/imagebump/git-read"
 ARGOCD_SECRET = "imagebump-argocd"  # optional Argo CD account token (key `token`): verify-live's refresh
 ARGOCD_DIR = "/etc/imagebump/argocd"
 BACKUP_CONFIGMAP = "imagebump-backup"
+NOTIFY_SECRET = "imagebump-notify"  # optional notifications file (key `notify.yaml`): notify only
+NOTIFY_KEY = "notify.yaml"
+NOTIFY_DIR = "/etc/imagebump/notify"
 
 #: The Workflows controller resolves ``valueFrom.configMapKeyRef`` of workflow parameters only from
 #: ConfigMaps carrying this label (argo-workflows v4.0.10: workflow/common/configmap.go

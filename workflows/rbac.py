@@ -137,6 +137,7 @@ def role_binding(name: str, role_name: str, subjects: list[str], namespace: str 
 def documents() -> list[dict]:
     """Every RBAC object, in apply order."""
     accounts = [n.SA_WORKFLOW, n.SA_ECR_READER, n.SA_BACKUP, n.SA_LIVE, n.SA_SENSOR, n.SA_EVENTSOURCE]
+    accounts.append(n.SA_NOTIFY)
     return [
         namespace(),
         *(service_account(name) for name in accounts),
@@ -144,8 +145,13 @@ def documents() -> list[dict]:
         role_binding(
             "imagebump-executor",
             "imagebump-executor",
-            [n.SA_WORKFLOW, n.SA_ECR_READER, n.SA_BACKUP, n.SA_LIVE],
+            [n.SA_WORKFLOW, n.SA_ECR_READER, n.SA_BACKUP, n.SA_LIVE, n.SA_NOTIFY],
         ),
+        # notify (the exit handler) reads its own Workflow's nodes: get, nothing else.
+        role(
+            "imagebump-notify", [{"apiGroups": ["argoproj.io"], "resources": ["workflows"], "verbs": ["get"]}]
+        ),
+        role_binding("imagebump-notify", "imagebump-notify", [n.SA_NOTIFY]),
         role("imagebump-sensor", sensor_rules()),
         role_binding("imagebump-sensor", "imagebump-sensor", [n.SA_SENSOR]),
         role(

@@ -86,6 +86,18 @@ def run(args: argparse.Namespace) -> int:
         verify=not args.no_verify,
         prune=args.prune,
         progress=progress,
+        on_outcome=_notify(args.source),  # issue 36: restore finished / stopped halfway
     )
     print(for_terminal(report, None, newlines=True))
     return 0
+
+
+def _notify(source: str):
+    """Send a restore's outcome to the configured destinations (``IMAGEBUMP_NOTIFY_*``); never raises."""
+    import time
+
+    from steps.notify.decide import Outcome
+    from steps.notify.step import send_now
+
+    event = f"restore-{time.time_ns()}"  # each run of the command is its own event
+    return lambda kind, fields: send_now([Outcome(kind, event, source, fields)])

@@ -33,6 +33,12 @@ _SECRET_VARIABLES = {
     "IMAGEBUMP_GIT_READ_TOKEN_FILE",
     "IMAGEBUMP_ARGOCD_TOKEN",
     "IMAGEBUMP_ARGOCD_TOKEN_FILE",
+    # notify's destinations: in the imagebump-notify Secret (imagebump.local.notify_outcomes.executor_secrets)
+    *(
+        f"IMAGEBUMP_NOTIFY_{k}{f}"
+        for k in ("SLACK_URL", "TEAMS_URL", "WEBHOOK_URL", "WEBHOOK_SECRET")
+        for f in ("", "_FILE")
+    ),
 }
 _PASSTHROUGH_PREFIXES = ("AWS_", "IMAGEBUMP_")
 
@@ -202,6 +208,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.template.is_file():
         raise ConfigError(f"--template {args.template}: no such file; render it with `imagebump render`")
     secrets = local_secrets(os.environ)
+    secrets.update(notify_outcomes.executor_secrets(os.environ))  # issue 36: the exit handler's destinations
     region, region_from = resolve_region(args.region, args.queue_url, args.endpoint_url, os.environ)
 
     import boto3
@@ -218,7 +225,11 @@ def run(args: argparse.Namespace) -> int:
         project_root=PROJECT_ROOT,
         secrets=secrets,
         configmaps={names.RULES_CONFIGMAP: {names.RULES_KEY: rules_text}},
-        env={**step_environment(dict(os.environ), args.endpoint_url, region), **live_env},
+        env={
+            **step_environment(dict(os.environ), args.endpoint_url, region),
+            **live_env,
+            **notify_outcomes.ledger_environment(os.environ),
+        },
         log=log,
     )
     apply_live(executor, live)
@@ -260,10 +271,8 @@ def run(args: argparse.Namespace) -> int:
         wait_seconds=args.wait_seconds,
         visibility_timeout=args.visibility_timeout,
         log=log,
-        on_result=lambda event, result: (
-            print(printable(progress_line(event, result)), flush=True),
-            notify_outcomes.send(event, result),  # issue 36: the exit handler's messages, on one machine
-        ),
+        # the messages: the template's exit handler (onExit), as on a cluster (issue 36)
+        on_result=lambda event, result: print(printable(progress_line(event, result)), flush=True),
     )
     if sweeper is not None:
         sweeper.start()

@@ -23,6 +23,7 @@ from typing import Any
 
 from imagebump.local.demo_gate import gated_rules, watch_the_gate
 from imagebump.local.demo_live import live_lines, simulated_argocd
+from imagebump.local.demo_notify import demo_receiver, notification_lines
 from imagebump.local.demo_repo import (
     HELM_ENV,
     HELM_VALUES_PATH,
@@ -63,6 +64,8 @@ class DemoReport:
     sweep: dict[str, Any] = field(default_factory=dict)
     #: why push → live did not run (no kubectl), else ""
     live_skipped: str = ""
+    #: the messages the demo's webhook receiver got from the exit handler (issue 36)
+    notifications: list[dict[str, Any]] = field(default_factory=list)
 
     def step_seconds(self) -> dict[str, float]:
         """Stable keys for benchmarks: ``queue``, ``resolve-image``, ``edit-kustomize[ENV]``,
@@ -123,6 +126,7 @@ class DemoReport:
             "git_base_url": self.git_base_url,
             "sweep": self.sweep or None,
             "live": {t.env: {"result": t.live, **t.live_outputs} for t in self.targets if t.live} or None,
+            "notifications": self.notifications,
         }
 
 
@@ -162,7 +166,9 @@ def run_demo(
                 tmp, log_sink=log_sink, files=_demo_files, rules=_gated_demo_rules if gate else _demo_rules
             ) as world,
             simulated_argocd(world, wrong_manifest=wrong_manifest, say=say) as live,
+            demo_receiver(world, tmp / "notifications") as receiver,
         ):
+            say(f"notifications: the exit handler sends to a webhook receiver on {receiver.url}")
             report.live_skipped = live.skipped
             world.executor().warm()  # as `imagebump run --local` does before its first message
             report.setup_seconds = time.monotonic() - wall
@@ -174,6 +180,7 @@ def run_demo(
             say("running the local sensor and executor until the event is done …")
             run = run_until_done(world, 1, timeout=timeout)
             fill_report(report, world, run, event_id, pushed, timeout=timeout)
+            report.notifications = list(receiver.messages)
             if wrong_manifest and any(t.live == "mismatch" for t in report.targets):
                 report.ok, report.error = True, ""  # the alarm is what this variant shows
             if lost_push and report.ok:
@@ -361,6 +368,9 @@ def render_report(report: DemoReport) -> str:
     if any(t.live for t in report.targets) or report.live_skipped:
         section("Push → live (simulated Argo CD)")
         out.extend(live_lines(report.targets, report.live_skipped))
+    if report.notifications or report.targets:
+        section("Notifications (the exit handler → a webhook receiver on 127.0.0.1)")
+        out.extend(notification_lines(report.notifications))
     if report.sweep:
         s = report.sweep
         section("6. A push whose event was lost, then one sweep (imagebump reconcile --apply)")

@@ -68,6 +68,8 @@ class World:
     step_token: str | None = field(default=None, repr=False)
     #: the Secrets the steps get instead (tests: a cluster without the optional read Secret)
     step_secrets: dict[str, dict[str, str]] | None = field(default=None, repr=False)
+    #: Secrets the steps get besides those (the demo: ``imagebump-notify``, its receiver)
+    extra_secrets: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
     #: Argo CD's API server for verify-live's refresh (``set_argocd_api``): its URL and account token
     argocd_token: str | None = field(default=None, repr=False)
     logs: list[dict[str, Any]] = field(default_factory=list, repr=False)
@@ -207,6 +209,11 @@ class World:
         self.step_secrets = secrets
         self._executor = None
 
+    def set_extra_secrets(self, secrets: dict[str, dict[str, str]]) -> None:
+        """Give the steps these Secrets too (the demo's ``imagebump-notify``)."""
+        self.extra_secrets = secrets
+        self._executor = None
+
     def step_env(self) -> dict[str, str]:
         """The explicit environment passthrough every step gets (no secrets in it)."""
         return {
@@ -235,7 +242,8 @@ class World:
                         {"IMAGEBUMP_GIT_TOKEN": token}
                         | ({"IMAGEBUMP_ARGOCD_TOKEN": self.argocd_token} if self.argocd_token else {})
                     )
-                ),
+                )
+                | self.extra_secrets,
                 configmaps={
                     names.RULES_CONFIGMAP: {names.RULES_KEY: self.rules_text},
                     names.ENV_CONFIGMAP: {"AWS_REGION": self.region, **self.env_configmap},

@@ -326,8 +326,12 @@ def restore(
     verify: bool = True,
     prune: bool = False,
     progress: Callable[[str], None] | None = None,
+    on_outcome: Callable[[str, dict[str, str]], None] | None = None,
 ) -> tuple[Plan, str]:
     """Load and check ``source``, then plan (and with ``do_apply`` apply); returns plan and report.
+
+    ``on_outcome(kind, fields)``: told ``restore-finished`` or ``restore-halfway`` (a write failed)
+    after an apply, for notifications (issue 36).
 
     ``api_factory`` is called only after the archive passed every check, so a bad archive never
     even reaches the cluster. ``prune`` without ``do_apply`` only lists what would be deleted.
@@ -345,7 +349,17 @@ def restore(
         for note in (result.unverified, suspect):  # said before the first write, not only after
             if note and progress:
                 progress(note)
-        apply(api, result, progress=progress)
+        done: list[Entry] = []
+        total = sum(e.action in (CREATE, CHANGE, DELETE) for e in result.entries)
+        try:
+            apply(api, result, progress=progress, on_applied=done.append)
+        except ImagebumpError as exc:
+            if on_outcome:
+                fields = {"archive": source, "applied": str(len(done)), "remaining": str(total - len(done))}
+                on_outcome("restore-halfway", {**fields, "error": str(exc)[:300]})
+            raise
+        if on_outcome:
+            on_outcome("restore-finished", {"archive": source, "objects": str(len(done))})
     report = _with_namespaces(render(result, applied=do_apply), result)
     return result, (f"{suspect}\n{report}" if suspect else report)
 

@@ -259,6 +259,18 @@ SETTINGS: tuple[Setting, ...] = (
         ("notify",),
         'on a cluster: an S3 bucket for the "already sent" record (conditional puts); else the directory',
     ),
+    Setting(
+        "IMAGEBUMP_NOTIFY_GITHUB",
+        ("notify", "imagebump run --local"),
+        "`true`: GitHub is a destination (PR comments, the `imagebump/live` commit status), with "
+        "commit-pr's credentials",
+    ),
+    Setting(
+        "IMAGEBUMP_WORKFLOW_FILE",
+        ("notify",),
+        "set by the local executor for an exit handler: the finished Workflow as JSON (on a cluster "
+        "notify reads it from the Kubernetes API)",
+    ),
 )
 
 #: Every variable name the registry knows, ``_FILE`` variants included.

@@ -8,8 +8,10 @@
 - ``payloads`` (pure): the JSON body each kind of destination expects.
 - ``signature`` (pure): the ``X-Imagebump-Signature`` HMAC-SHA256 scheme, and the
   check a receiver runs.
+- ``github``: GitHub as a destination (a comment on imagebump's PR, the ``imagebump/live`` status).
 - ``ledger``: the "already sent" record that survives pods and restarts.
 - ``send``: delivery with timeouts and a bounded retry; a destination that is down
   is logged and counted (``notifications_total{result}``), never raised.
+- ``workflow_outcomes`` (pure): a finished Workflow's nodes → its outcomes (what the exit handler sends).
 - ``step``: the step (the Workflows' exit handler, and ``imagebump run --local``).
 """

@@ -8,6 +8,7 @@ The file (YAML or JSON)::
       team:   {type: slack,   url: https://hooks.slack.com/services/…}
       ops:    {type: teams,   url: https://….logic.azure.com/…}
       hooks:  {type: webhook, url: https://receiver.example/imagebump, secret: …}
+    gh:     {type: github}   # PR comments and the imagebump/live status, with commit-pr's credentials
     default: [team]          # every outcome no rule routes
     alarms: [ops]            # optional: mismatch, timeout, failed, backup alarms go here instead
     others: [team]           # optional: every other outcome goes here instead of default
@@ -34,6 +35,9 @@ from steps.runtime.redact import register_secret
 FILE_ENV = "IMAGEBUMP_NOTIFY_FILE"
 DEFAULT_FILE = "/etc/imagebump/notify/notify.yaml"
 LEDGER_ENV = "IMAGEBUMP_NOTIFY_LEDGER_DIR"
+#: ``true``: a destination ``github`` (PR comments, the ``imagebump/live`` status) with commit-pr's token.
+GITHUB_ENV = "IMAGEBUMP_NOTIFY_GITHUB"
+GITHUB = "github"
 _ENV_DESTINATIONS = (
     ("slack", "IMAGEBUMP_NOTIFY_SLACK_URL", None),
     ("teams", "IMAGEBUMP_NOTIFY_TEAMS_URL", None),
@@ -78,9 +82,13 @@ def parse(data: object, source: str = "notifications file") -> NotifyConfig:
         raise NotifyConfigError(f"{source}: expected a mapping with `destinations:` (name: {{type, url}})")
     destinations = {}
     for name, spec in data["destinations"].items():
+        if isinstance(spec, dict) and spec.get("type") == GITHUB:  # commit-pr's credentials, no URL
+            destinations[str(name)] = Destination(str(name), GITHUB, "")
+            continue
         if not isinstance(spec, dict) or spec.get("type") not in KINDS or not spec.get("url"):
             raise NotifyConfigError(
-                f"{source}: destination {name!r} needs `type` ({', '.join(KINDS)}) and `url`"
+                f"{source}: destination {name!r} needs `type` ({', '.join((*KINDS, GITHUB))}) and `url` "
+                f"(`github` needs none)"
             )
         if spec["type"] == "webhook" and not spec.get("secret"):
             raise NotifyConfigError(
@@ -120,4 +128,6 @@ def load(env: Mapping[str, str] | None = None) -> NotifyConfig:
             spec[name] = {"type": name, "url": url}
             if secret_env:
                 spec[name]["secret"] = _secret_env(env, secret_env)
+    if env.get(GITHUB_ENV, "").lower() in ("1", "true", "yes"):
+        spec[GITHUB] = {"type": GITHUB}
     return parse({"destinations": spec}, "environment") if spec else NotifyConfig({}, Routing())

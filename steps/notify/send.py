@@ -15,8 +15,10 @@ import urllib.error
 import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from steps.domain.errors import ImagebumpError
+from steps.notify import github
 from steps.notify.config import Destination
 from steps.notify.decide import Message
 from steps.notify.ledger import Ledger
@@ -75,12 +77,20 @@ def _once(
     return f"HTTP {status}"
 
 
+def _github(message: Message, forge_for: github.ForgeFor | None) -> str:
+    try:
+        return github.send(message, forge_for or github.default_forge_for)
+    except (ImagebumpError, OSError) as exc:  # no credentials, GitHub unreachable: counted, not raised
+        return type(exc).__name__
+
+
 def deliver(
     messages: Iterable[Message],
     destinations: Mapping[str, Destination],
     ledger: Ledger,
     *,
     post: Post = http_post,
+    forge_for: github.ForgeFor | None = None,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.time,
     attempts: int = ATTEMPTS,
@@ -90,12 +100,20 @@ def deliver(
     report = Report()
     for message in messages:
         destination = destinations[message.destination]
+        # no secret in any message: a step's error text, a URL the outcome carries
+        message = replace(message, fields={k: redact(v) for k, v in message.fields.items()})
+        if destination.kind == github.KIND and not github.applies(message):
+            continue  # nothing for GitHub to show: not a message
         if not ledger.claim(message.key):
             result = "duplicate"
         else:
             error = ""
             for attempt in range(attempts):
-                error = _once(destination, message, post, clock, timeout)
+                error = (
+                    _github(message, forge_for)
+                    if destination.kind == github.KIND
+                    else _once(destination, message, post, clock, timeout)
+                )
                 retryable = error and not (error.startswith("HTTP 4") and error != "HTTP 429")
                 if not retryable or attempt == attempts - 1:
                     break

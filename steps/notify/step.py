@@ -8,7 +8,7 @@ per destination (:mod:`steps.notify.ledger`); writes the counts ``sent``, ``dupl
 notifications file or a destination that is down is a log record and a ``failed`` count.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations`: Hera reads real annotation objects.
 
 import json
 import logging
@@ -19,15 +19,23 @@ from typing import Any
 from pydantic import BaseModel
 
 from steps.domain.errors import ImagebumpError
+from steps.kube.api import Resource
 from steps.notify import config as notify_config
 from steps.notify.decide import NotifyConfigError, Outcome, decide
 from steps.notify.ledger import FileLedger, Ledger, S3Ledger
 from steps.notify.send import Report, deliver
+from steps.notify.workflow_outcomes import backup_outcomes, image_outcomes, nodes_of
 from steps.runtime.harness import step_entry
 
 log = logging.getLogger("imagebump.notify")
 
 LEDGER_BUCKET_ENV = "IMAGEBUMP_NOTIFY_LEDGER_BUCKET"
+#: The finished Workflow as JSON (``{metadata, status: {phase, nodes}}``): the local executor writes
+#: it for its exit handlers; on a cluster the step reads the Workflow from the Kubernetes API.
+WORKFLOW_FILE_ENV = "IMAGEBUMP_WORKFLOW_FILE"
+#: The pod's namespace, where its Workflow is: the service account's own file in every pod.
+NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+WORKFLOW = Resource("Workflow", "argoproj.io/v1alpha1", "workflows")
 DEFAULT_LEDGER_DIR = "~/.cache/imagebump/notifications"
 #: Argo's workflow phases that mean the Workflow did not succeed.
 FAILED_PHASES = frozenset({"Failed", "Error"})
@@ -101,10 +109,62 @@ def ledger_from_env(env: Any = None) -> Ledger:
 
 def notify(outcomes: list[Outcome], cfg: notify_config.NotifyConfig, ledger: Ledger, **kw: Any) -> Report:
     """Decide and deliver: the core the step and ``imagebump run --local`` share."""
-    messages = []
+    messages, unknown = [], []
     for outcome in outcomes:
-        messages += decide(outcome, cfg.routing, list(cfg.destinations))
-    return deliver(messages, cfg.destinations, ledger, **kw)
+        for message in decide(outcome, cfg.routing):
+            (messages if message.destination in cfg.destinations else unknown).append(message)
+    report = deliver(messages, cfg.destinations, ledger, **kw)
+    for message in unknown:  # a rule naming a destination the file lacks: the others still go out
+        text = f"notification {message.kind} for {message.target}: destination {message.destination!r} is not configured"
+        log.error(text)
+        report.failures.append(text)
+        report.counts["failed"] += 1
+    return report
+
+
+def read_workflow(name: str, env: Any = None) -> dict[str, Any]:
+    """The finished Workflow ``name``: the local executor's file, else the Kubernetes API ({} if none)."""
+    env = os.environ if env is None else env
+    if env.get(WORKFLOW_FILE_ENV):
+        return json.loads(Path(env[WORKFLOW_FILE_ENV]).read_text())
+    if not name or not env.get("KUBERNETES_SERVICE_HOST"):
+        return {}
+    from steps.kube.client import KubernetesApi
+
+    api = KubernetesApi.from_config(timeout=20.0)
+    namespace = Path(NAMESPACE_FILE).read_text().strip() if Path(NAMESPACE_FILE).is_file() else "imagebump"
+    return api.get(WORKFLOW, namespace, name) or {}
+
+
+#: Argo's label on a resubmitted Workflow naming the one it was resubmitted from
+#: (argo-workflows workflow/common/common.go ``LabelKeyPreviousWorkflowName``).
+RESUBMITTED_FROM = "workflows.argoproj.io/resubmitted-from-workflow"
+
+
+def event_of(event: str, workflow: dict[str, Any], workflow_name: str) -> str:
+    """The idempotency's event id: the push event's ``id`` (the same for a redelivery and a resubmit
+    of it), else the Workflow a resubmitted one came from, else the Workflow's name."""
+    try:
+        data = json.loads(event) if event else {}
+    except ValueError:
+        data = {}
+    if isinstance(data, dict) and data.get("id"):
+        return str(data["id"])
+    labels = (workflow.get("metadata") or {}).get("labels") or {}
+    return str(labels.get(RESUBMITTED_FROM) or workflow_name)
+
+
+def send_now(outcomes: list[Outcome], env: Any = None) -> Report:
+    """Send ``outcomes`` from a command on one machine (``imagebump restore``): the same
+    destinations and ledger as ``imagebump run --local``; never raises (a problem is a log record)."""
+    try:
+        cfg = notify_config.load(env)
+        if not cfg.destinations:
+            return Report()
+        return notify(outcomes, cfg, ledger_from_env(env))
+    except Exception as exc:  # noqa: BLE001 - a notification never fails the command
+        log.warning("notifications not sent: %s", type(exc).__name__)
+        return Report()
 
 
 @step_entry
@@ -115,19 +175,34 @@ def run(
     workflow_failures: str = "",
     workflow_url: str = "",
     backup: str = "false",
+    workflow_name: str = "",
+    event: str = "",
 ) -> NotifyOutput:
     """Send the Workflow's outcomes; never fails the Workflow."""
     try:
         cfg = notify_config.load()
+        workflow = read_workflow(workflow_name)
+        event_id = event_id or event_of(event, workflow, workflow_name)
         found = parse_outcomes(outcomes, event_id)
+        if workflow:
+            nodes = nodes_of(workflow)
+            if backup == "true":
+                found += backup_outcomes(nodes, event_id)
+            else:
+                found += image_outcomes(nodes, event_id, workflow_url or workflow_name)
         found = with_workflow_failure(
-            found, workflow_status, workflow_failures, event_id, workflow_url, backup == "true"
+            found,
+            workflow_status,
+            workflow_failures,
+            event_id,
+            workflow_url or workflow_name,
+            backup == "true",
         )
         if not cfg.destinations:
             log.info("no notification destinations configured: %d outcome(s) not sent", len(found))
             return NotifyOutput()
         report = notify(found, cfg, ledger_from_env())
-    except (NotifyConfigError, ImagebumpError, OSError) as exc:
+    except (NotifyConfigError, ImagebumpError, OSError, ValueError) as exc:
         log.error("notifications not sent: %s", exc)
         return NotifyOutput(failed=1)
     return NotifyOutput(**{k: report.counts.get(k, 0) for k in ("sent", "duplicate", "failed")})

@@ -51,6 +51,12 @@ def test_demo_runs_twice_in_a_row_prints_both_diffs_and_cleans_up(
     # the Helm values commit is live too, through a multi-source `$values` Application
     assert "helm: push → committed" in out
     assert "ibdemo_" not in out + err  # the demo's git token is never shown
+    # issue 36: the exit handler's messages, as the demo's webhook receiver on 127.0.0.1 got them
+    notified = out.split("== Notifications", 1)[1].split("\n== ", 1)[0]
+    kinds = sorted(line.split(" — ")[0] for line in notified.splitlines() if line.startswith("received"))
+    # staging and Helm: committed, then live; production: its pull request; each once
+    assert kinds == ["received committed"] * 2 + ["received live"] * 2 + ["received pr-opened"]
+    assert "alarm" not in notified and ":1.4.2" in notified
     assert list(tmp_path.iterdir()) == []  # temp dir removed
 
     second = main(["demo", "--json", "--keep"])
@@ -59,6 +65,8 @@ def test_demo_runs_twice_in_a_row_prints_both_diffs_and_cleans_up(
     assert second == 0, out + err
     summary = json.loads(out)
     assert summary["ok"] is True
+    sent = [(m["outcome"], m["target"].rsplit("/", 1)[-1]) for m in summary["notifications"]]
+    assert len(sent) == len(set(sent))  # each outcome of each target once
     assert summary["actions"] == {"staging": "committed", "production": "pr-created", "helm": "committed"}
     # issue 34: a Helm values update next to the kustomize one, only the tag line changed
     assert "-  tag: 1.4.1  # set by imagebump" in summary["helm_diff"]

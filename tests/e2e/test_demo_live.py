@@ -26,6 +26,10 @@ def test_wrong_manifest_shows_the_alarm(capsys, tmp_path: Path, monkeypatch) -> 
     assert "argocd/api-staging" in alarm and "synced at revision" in alarm
     assert ":1.4.2" in alarm and ":1.4.1" in alarm  # what Git holds, what runs
     assert "ibdemo_" not in out + err
+    # the alarm arrives at the demo's webhook receiver (issue 36), once
+    received = [line for line in out.splitlines() if line.startswith("received alarm")]
+    assert len(received) == 1 and received[0].startswith("received alarm: mismatch")
+    assert ":1.4.1" in received[0] and "argocd/api-staging" in received[0]
 
 
 def test_without_kubectl_the_live_part_is_skipped_with_a_line(monkeypatch) -> None:

@@ -1,51 +1,47 @@
-"""``imagebump run --local`` sends the exit handler's messages (issue 36): a finished workflow's
-outcomes, once each, to a real receiver on 127.0.0.1."""
+"""``imagebump run --local`` hands the exit handler what a cluster would (issue 36): the
+``imagebump-notify`` Secret from this machine's settings, never those secrets in the steps' env."""
 
 from __future__ import annotations
 
 import json
 
+import pytest
+
+from imagebump.commands.run import step_environment
 from imagebump.local import notify_outcomes
-from tests.steps.notify.receivers import Receiver
-from workflows.local.results import NodeResult, WorkflowResult
-
-TARGETS = json.dumps(
-    [
-        {"env": "staging", "path": "a", "repo_url": "r"},
-        {"env": "production", "path": "b", "repo_url": "r", "notify": ["x"]},
-    ]
-)
+from steps.notify import config
+from steps.notify.decide import NotifyConfigError
 
 
-def _node(name: str, template: str, phase: str = "Succeeded", **outputs: str) -> NodeResult:
-    return NodeResult(name=name, template=template, phase=phase, outputs=outputs, duration=0.5, attempts=1)
+def test_the_settings_become_the_secret_the_exit_handler_reads(tmp_path):
+    environ = {
+        "IMAGEBUMP_NOTIFY_FILE": str(tmp_path / "absent"),
+        "IMAGEBUMP_NOTIFY_SLACK_URL": "https://hooks.slack.com/services/T/B/secret-part",
+        "IMAGEBUMP_NOTIFY_WEBHOOK_URL": "https://receiver.example/hook",
+        "IMAGEBUMP_NOTIFY_WEBHOOK_SECRET": "whsec-abcdefabcdef",
+    }
+    secret = notify_outcomes.executor_secrets(environ)
+    text = secret["imagebump-notify"]["notify.yaml"]
+    back = config.parse(json.loads(text))
+    assert {d.name: (d.kind, d.url, d.secret) for d in back.destinations.values()} == {
+        "slack": ("slack", environ["IMAGEBUMP_NOTIFY_SLACK_URL"], ""),
+        "webhook": ("webhook", environ["IMAGEBUMP_NOTIFY_WEBHOOK_URL"], "whsec-abcdefabcdef"),
+    }
+    # the steps' environment carries none of them
+    env = step_environment({**environ, "IMAGEBUMP_NOTIFY_LEDGER_DIR": "/x"}, None, None)
+    assert not any(v in env.values() for k, v in environ.items() if k != "IMAGEBUMP_NOTIFY_FILE")
+    assert env["IMAGEBUMP_NOTIFY_LEDGER_DIR"] == "/x"
 
 
-RESULT = WorkflowResult(
-    "wf",
-    "Failed",
-    [
-        _node("wf.resolve", "resolve-image", targets=TARGETS),
-        _node("wf.update-target(0).edit", "edit-kustomize", decision="update"),
-        _node("wf.update-target(0).commit", "commit-pr", action="committed", **{"commit-sha": "abcdef12"}),
-        _node("wf.update-target(0).live", "verify-live", result="mismatch", message="runs :1.0"),
-        _node("wf.update-target(1).edit", "edit-kustomize", decision="current"),
-        _node("wf.update-target(1).commit", "commit-pr", phase="Skipped"),
-    ],
-)
+def test_no_settings_no_secret_and_a_bad_file_is_refused_before_the_first_event(tmp_path):
+    assert notify_outcomes.executor_secrets({"IMAGEBUMP_NOTIFY_FILE": str(tmp_path / "absent")}) == {}
+    bad = tmp_path / "notify.yaml"
+    bad.write_text("destinations: {team: {type: pager, url: x}}")
+    with pytest.raises(NotifyConfigError, match="team"):
+        notify_outcomes.executor_secrets({"IMAGEBUMP_NOTIFY_FILE": str(bad)})
 
 
-def test_a_finished_workflow_becomes_its_outcomes_and_no_ops_none():
-    found = notify_outcomes.outcomes({"id": "ev-1"}, RESULT)
-    assert [(o.kind, o.target) for o in found] == [("committed", "r/a"), ("mismatch", "r/a")]
-    assert all(o.event == "ev-1" for o in found)
-
-
-def test_run_local_sends_each_message_once_and_a_redelivery_nothing(tmp_path, monkeypatch):
-    with Receiver("slack") as slack:
-        monkeypatch.setenv("IMAGEBUMP_NOTIFY_FILE", str(tmp_path / "absent"))
-        monkeypatch.setenv("IMAGEBUMP_NOTIFY_SLACK_URL", slack.url)
-        monkeypatch.setenv("IMAGEBUMP_NOTIFY_LEDGER_DIR", str(tmp_path / "ledger"))
-        notify_outcomes.send({"id": "ev-1"}, RESULT)
-        notify_outcomes.send({"id": "ev-1"}, RESULT)  # redelivered
-    assert len(slack.received) == 2  # committed, mismatch
+def test_the_ledger_directory_is_absolute(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (value,) = notify_outcomes.ledger_environment({}).values()
+    assert value.startswith(str(tmp_path)) and value.endswith("notifications")

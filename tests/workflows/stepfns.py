@@ -189,3 +189,20 @@ def chatty(words: str = "hello from the step") -> None:
         print("a plain line on stderr", file=sys.stderr)
 
     run(words=words)
+
+
+def record_exit(status: str = "", failures: str = "", fail: str = "false") -> None:
+    """An exit handler: write what it was given and the node names of the finished Workflow it finds."""
+    workflow = json.loads(Path(os.environ["IMAGEBUMP_WORKFLOW_FILE"]).read_text())
+    (_state() / "exit.json").write_text(
+        json.dumps(
+            {
+                "status": status,
+                "failures": failures,
+                "phase": workflow["status"]["phase"],
+                "nodes": {n["name"]: n for n in workflow["status"]["nodes"].values()},
+            }
+        )
+    )
+    if fail == "true":
+        raise SystemExit(1)

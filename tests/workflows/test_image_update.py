@@ -447,6 +447,7 @@ def test_one_help_per_metric_name_across_templates(manifest):
         "imagebump_decisions_total",
         "imagebump_push_to_change_seconds",
         "imagebump_live_total",
+        "imagebump_notifications_total",
         "imagebump_push_to_live_seconds",
     }
     assert all(len(texts) == 1 for texts in helps.values()), helps

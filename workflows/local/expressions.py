@@ -178,7 +178,7 @@ def check_variables(
 ) -> None:
     """Refuse any ``{{variable}}`` in ``text`` the local runtime cannot resolve at ``where``.
 
-    Allowed: ``workflow.name``, ``workflow.parameters.P`` (declared), ``inputs.parameters.P``
+    Allowed: ``workflow.name``, ``workflow.status`` and ``workflow.failures`` (the exit handler), ``workflow.parameters.P`` (declared), ``inputs.parameters.P``
     (declared by the template), ``inputs.parameters`` (the script source only), ``item`` /
     ``item.F`` (under withParam/withItems), ``<prefix>.S.outputs.parameters.P`` and
     ``<prefix>.S.outputs.result`` for an earlier step/task ``S``.
@@ -189,8 +189,8 @@ def check_variables(
         if var.startswith("="):
             raise UnsupportedFeatureError(where, f"expression {{{{{var}}}}}")
         parts = var.split(".")
-        if var == "workflow.name":
-            continue
+        if var in ("workflow.name", "workflow.status", "workflow.failures"):
+            continue  # status, failures: resolved in the exit handler only (scope.Scope.lookup)
         if len(parts) == 3 and parts[:2] == ["workflow", "parameters"]:
             if parts[2] not in workflow_parameters:
                 raise ConfigError(f"{where}: {{{{{var}}}}} names no spec.arguments parameter")

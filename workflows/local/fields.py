@@ -33,7 +33,7 @@ IGNORED_SPEC = {
     "podPriorityClassName",
     "workflowTemplateRef",
 }
-SUPPORTED_SPEC = {"entrypoint", "arguments", "templates", "activeDeadlineSeconds", "volumes"}
+SUPPORTED_SPEC = {"entrypoint", "arguments", "templates", "activeDeadlineSeconds", "volumes", "onExit"}
 
 IGNORED_TEMPLATE = {
     "metrics",

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -87,6 +89,9 @@ class Run:
         ads = workflow.spec.get("activeDeadlineSeconds")
         self.started = time.monotonic()
         self.deadline = self.started + int(ads) if ads is not None else None
+        #: set while the exit handler runs: ``{{workflow.status}}``/``failures`` and its environment
+        self.exit_status: dict[str, str] | None = None
+        self.exit_env: dict[str, str] | None = None
 
     def execute(self) -> WorkflowResult:
         entrypoint = self.wf.spec["entrypoint"]
@@ -98,9 +103,71 @@ class Run:
             phase, message, outputs = node.phase, node.message, node.outputs
         except NodeError as exc:
             phase, message, outputs = ERROR, self.redact(str(exc)), {}
+        if self.wf.spec.get("onExit"):
+            phase, message = self.run_exit_handler(phase, message)
         duration = time.monotonic() - self.started
         self.log(event="workflow-finished", phase=phase, duration=round(duration, 3), message=message or None)
         return WorkflowResult(self.name, phase, self.rec.snapshot(), message, duration, outputs)
+
+    def run_exit_handler(self, phase: Phase, message: str) -> tuple[Phase, str]:
+        """``spec.onExit``: run after the entrypoint whatever its result, as Argo does, with
+        ``{{workflow.status}}`` and ``{{workflow.failures}}`` (a JSON list of the failed nodes:
+        displayName, message, templateName, phase, as argo-workflows workflow/controller/operator.go
+        ``getWorkflowFailures`` writes them). The handler's steps find the finished Workflow
+        (``{metadata, status: {phase, nodes}}``, Argo's shape) in the file ``IMAGEBUMP_WORKFLOW_FILE``
+        names, where a pod would read its Workflow from the API. A failing exit handler fails a
+        Workflow that had succeeded (Argo does the same)."""
+        nodes = self.rec.snapshot()
+        failures = [
+            {
+                "displayName": n.name.rsplit(".", 1)[-1],
+                "message": n.message,
+                "templateName": n.template,
+                "phase": str(n.phase),
+                "podName": n.name,
+            }
+            for n in nodes
+            if n.phase in (FAILED, ERROR) and "steps" not in (self.doc.templates.get(n.template) or {})
+        ]
+        workflow = {
+            "metadata": {"name": self.name, "labels": {}},
+            "status": {
+                "phase": str(phase),
+                "message": message,
+                "nodes": {
+                    f"node-{i}": {
+                        "id": f"node-{i}",
+                        "name": n.name,
+                        "displayName": n.name.rsplit(".", 1)[-1],
+                        "templateName": n.template,
+                        "phase": str(n.phase),
+                        "message": n.message,
+                        "outputs": {"parameters": [{"name": k, "value": v} for k, v in n.outputs.items()]},
+                    }
+                    for i, n in enumerate(nodes)
+                },
+            },
+        }
+        fd, path = tempfile.mkstemp(prefix="imagebump-workflow-", suffix=".json", dir=self.sandbox.work_root)
+        with os.fdopen(fd, "w") as fh:
+            json.dump(workflow, fh)
+        self.exit_status = {"status": str(phase), "failures": json.dumps(failures) if failures else ""}
+        self.exit_env = {"IMAGEBUMP_WORKFLOW_FILE": path}
+        handler = self.doc.templates[self.wf.spec["onExit"]]
+        self.log(event="exit-handler-started", template=handler["name"], phase=phase)
+        try:
+            node = self.run_template(
+                handler, bind_inputs(handler, {}, "spec.onExit"), f"{self.name}.onExit", None
+            )
+            if not node.phase.ok and phase == SUCCEEDED:
+                phase, message = node.phase, f"exit handler {handler['name']!r} {node.phase.lower()}"
+        except NodeError as exc:
+            if phase == SUCCEEDED:
+                phase, message = ERROR, self.redact(str(exc))
+        finally:
+            self.exit_status = self.exit_env = None
+            os.unlink(path)
+        return phase, message
 
     # -- templates ----------------------------------------------------------------------------
 
@@ -110,7 +177,7 @@ class Run:
         if tpl.get("activeDeadlineSeconds") is not None:
             own = time.monotonic() + int(str(tpl["activeDeadlineSeconds"]))
             deadline = own if deadline is None else min(deadline, own)
-        scope = Scope(self.name, self.params, inputs, where=self.doc.scope(tpl))
+        scope = Scope(self.name, self.params, inputs, where=self.doc.scope(tpl), exit_status=self.exit_status)
         sync = tpl.get("synchronization") or {}
         names = [
             scope.render(m["name"])
@@ -340,7 +407,9 @@ class Run:
     def run_script(
         self, tpl: dict[str, Any], scope: Scope, node_name: str, deadline: float | None
     ) -> NodeResult:
-        return run_script(self.rec, self.sandbox, tpl, scope.render, node_name, deadline, self.backoff_scale)
+        return run_script(
+            self.rec, self.sandbox, tpl, scope.render, node_name, deadline, self.backoff_scale, self.exit_env
+        )
 
 
 __all__ = ["Run"]

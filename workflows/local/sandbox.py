@@ -127,13 +127,20 @@ class Sandbox:
         self.launcher = launcher  # asked per attempt: the fork server may be replaced or turned off
 
     def attempt(
-        self, tpl: dict[str, Any], render: Callable[[Any], str], deadline: float | None, report: Report
+        self,
+        tpl: dict[str, Any],
+        render: Callable[[Any], str],
+        deadline: float | None,
+        report: Report,
+        extra_env: Mapping[str, str] | None = None,
     ) -> AttemptOutcome:
-        """Prepare the pod, run its process once (killed at ``deadline``), read its outputs."""
+        """Prepare the pod, run its process once (killed at ``deadline``), read its outputs.
+
+        ``extra_env``: the run's own additions (an exit handler's ``IMAGEBUMP_WORKFLOW_FILE``)."""
         script = tpl["script"]
         tmp = tempfile.mkdtemp(prefix="imagebump-step-", dir=self.work_root)
         try:
-            return self._attempt(tpl, script, render, deadline, report, tmp)
+            return self._attempt(tpl, script, render, deadline, report, tmp, extra_env)
         finally:
             discard(tmp)  # deleted off the node's critical path; never reused
 
@@ -145,11 +152,12 @@ class Sandbox:
         deadline: float | None,
         report: Report,
         tmp: str,
+        extra_env: Mapping[str, str] | None = None,
     ) -> AttemptOutcome:
         root = Path(tmp)
         try:
             mounts = self.materialise(tpl, root)
-            env = self.environment(tpl, render, root, mounts)
+            env = {**self.environment(tpl, render, root, mounts), **(extra_env or {})}
             script_path = self.map_path(STAGING_SCRIPT, root, mounts)
             script_path.parent.mkdir(parents=True, exist_ok=True)
             script_path.write_text(render(script.get("source", "")))

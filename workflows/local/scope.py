@@ -27,6 +27,9 @@ class Scope:
     item: Any = None
     has_item: bool = False
     where: str = ""  # the WorkflowTemplate whose templates `template:` names ('' = the one being run)
+    #: ``{{workflow.status}}`` and ``{{workflow.failures}}``: set for the exit handler only (Argo
+    #: resolves them once the entrypoint finished; argo-workflows docs/variables.md, "Exit Handler")
+    exit_status: dict[str, str] | None = None
 
     def with_item(self, item: Any) -> Scope:
         """The scope of one fan-out item: the same inputs and step outputs, plus ``{{item}}``."""
@@ -36,6 +39,8 @@ class Scope:
         parts = var.split(".")
         if var == "workflow.name":
             return self.workflow_name
+        if var in ("workflow.status", "workflow.failures") and self.exit_status is not None:
+            return self.exit_status[parts[1]]
         if parts[:2] == ["workflow", "parameters"]:
             return str(self.params[parts[2]])
         if var == "inputs.parameters":

@@ -25,6 +25,7 @@ def run_script(
     node_name: str,
     deadline: float | None,
     backoff_scale: float,
+    extra_env: dict[str, str] | None = None,
 ) -> NodeResult:
     policy = RetryPolicy.of(tpl)
     started = time.monotonic()
@@ -37,7 +38,7 @@ def run_script(
         def report(event: str, message: str, n: int = attempt) -> None:
             rec.log(event=event, node=node_name, attempt=n, message=message)
 
-        outcome = sandbox.attempt(tpl, render, deadline, report)
+        outcome = sandbox.attempt(tpl, render, deadline, report, extra_env)
         rec.forward(outcome.step_log, tpl["name"], node_name, attempt)
         message = outcome.message
         if outcome.phase != SUCCEEDED:

@@ -99,6 +99,8 @@ class _Validator:
                 raise UnsupportedFeatureError(f"spec.{key}")
         if not spec.get("entrypoint") or spec["entrypoint"] not in doc.templates:
             raise ConfigError(f"{doc.source}: spec.entrypoint {spec.get('entrypoint')!r} is not a template")
+        if spec.get("onExit") and spec["onExit"] not in doc.templates:
+            raise ConfigError(f"{doc.source}: spec.onExit {spec['onExit']!r} is not a template")
         if spec.get("activeDeadlineSeconds") is not None:
             _int(spec["activeDeadlineSeconds"], "spec.activeDeadlineSeconds")
         args = spec.get("arguments") or {}

@@ -232,7 +232,6 @@ UNSUPPORTED = [
         "templates[r].resource",
         id="resource-template",
     ),
-    pytest.param(lambda d: d["spec"].update(onExit="exit-handler"), "spec.onExit", id="onExit"),
     pytest.param(
         lambda d: _tpl(d, "greet")["outputs"].update(artifacts=[{"name": "a", "path": "/tmp/a"}]),
         "templates[greet].outputs.artifacts",
@@ -419,3 +418,44 @@ def test_step_records_are_forwarded_in_the_one_log_format(state: Path, logs: lis
         assert r["level"] in ("debug", "info", "warning", "error")
     finished = [r for r in logs if r.get("event") == "node-finished" and r.get("template") == "chatty"]
     assert finished and finished[0]["component"] == "executor" and finished[0]["step"] == "chatty"
+
+
+@pytest.mark.parametrize("succeed_on", ["1", "9"])
+def test_the_exit_handler_runs_after_the_entrypoint_whatever_its_result(
+    succeed_on: str, state: Path, logs: list[dict]
+) -> None:
+    """spec.onExit runs as Argo runs it: after main, succeeded or failed, with {{workflow.status}},
+    {{workflow.failures}} and the finished Workflow's nodes (their outputs) to read."""
+    result = make("onexit.yaml", state, logs).run({"succeed-on": succeed_on, "code": "2"}, "exit-1")
+
+    seen = json.loads((state / "exit.json").read_text())
+    want = "Succeeded" if succeed_on == "1" else "Failed"
+    assert result.phase == want, result.message
+    assert seen["status"] == seen["phase"] == want
+    flaky = seen["nodes"]["exit-1.main.flaky"] if "exit-1.main.flaky" in seen["nodes"] else None
+    flaky = flaky or next(n for n in seen["nodes"].values() if n["templateName"] == "flaky")
+    assert flaky["phase"] == want
+    if want == "Succeeded":
+        assert seen["failures"] == ""
+        assert {"name": "attempt", "value": "1"} in flaky["outputs"]["parameters"]
+    else:
+        failures = json.loads(seen["failures"])
+        assert [f["templateName"] for f in failures] == ["flaky"]
+        assert {"displayName", "message", "phase"} <= set(failures[0])
+    assert result.node(".onExit").phase == "Succeeded"
+    assert result.nodes_for("record")[0].phase == "Succeeded"
+    events = [r["event"] for r in logs]
+    assert events.index("exit-handler-started") < events.index("workflow-finished")
+
+
+def test_a_failing_exit_handler_fails_a_workflow_that_succeeded(state: Path, logs: list[dict]) -> None:
+    result = make("onexit.yaml", state, logs).run({"exit-fails": "true"}, "exit-2")
+    assert result.phase == "Failed"
+    assert "exit-handler" in result.message
+
+
+def test_an_exit_handler_that_names_no_template_is_refused(tmp_path: Path) -> None:
+    doc = yaml.safe_load((DATA / "onexit.yaml").read_text())
+    doc["spec"]["onExit"] = "nope"
+    with pytest.raises(ConfigError, match="onExit"):
+        LocalExecutor(yaml.safe_dump(doc), project_root=ROOT)

@@ -1,0 +1,113 @@
+"""GitHub as a destination: a comment on imagebump's pull request when something about it changes,
+and the commit status ``imagebump/live`` on imagebump's commits.
+
+- Comments (:data:`COMMENTS`): ``held`` (a person's rollback or hold marker stands), ``live-before``
+  (the image is live in the environment before this one) and ``blocked`` (the promotion gate
+  holds it back), on the pull request the outcome names (field ``pr``: its number or URL; else the
+  one open from the target's proposal branch, fields ``branch`` and ``base``), through
+  :meth:`steps.forge.pull_requests.Forge.comment_once` with a hidden marker per outcome and event:
+  a resubmit finds the marker and comments nothing.
+- Statuses (:data:`STATES`): ``pending`` on the commit a push produced while it is verified
+  (``committed``/``pr-opened``/``pr-updated`` with ``verifying: true``), ``success`` when
+  ``live``, ``failure`` on ``mismatch`` or ``timeout``; on the commit the outcome names (field
+  ``commit``), context ``imagebump/live``.
+
+An outcome with nothing for GitHub (no ``pr``/``commit``, another kind) is not a GitHub message.
+The repository is the outcome's ``repo`` field (the target's ``repo_url``); the credentials are
+commit-pr's (``IMAGEBUMP_GIT_TOKEN`` or the GitHub App), never in the notifications file.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from steps.notify.decide import Message
+
+KIND = "github"
+CONTEXT = "imagebump/live"
+COMMENTS = frozenset({"held", "live-before", "blocked"})
+STATES = {
+    "committed": "pending",
+    "pr-opened": "pending",
+    "pr-updated": "pending",
+    "live": "success",
+    "mismatch": "failure",
+    "timeout": "failure",
+}
+_PR = re.compile(r"(?:/pull/)?(\d+)$")
+
+ForgeFor = Callable[[str], object]  # repo_url → a steps.forge.pull_requests.Forge
+
+
+def marker(message: Message) -> str:
+    """The hidden line that makes a comment once per outcome of one event and target."""
+    return f"<!-- imagebump:notify:{message.kind}:{message.key[:20]} -->"
+
+
+def pr_number(value: str) -> int | None:
+    m = _PR.search(value.strip()) if value else None
+    return int(m.group(1)) if m else None
+
+
+def applies(message: Message) -> bool:
+    """Whether GitHub has anything to show for ``message``."""
+    fields = message.fields
+    if not fields.get("repo"):
+        return False
+    if message.kind in COMMENTS:
+        return pr_number(fields.get("pr", "")) is not None or bool(
+            fields.get("branch") and fields.get("base")
+        )
+    if message.kind in STATES and fields.get("commit"):
+        return STATES[message.kind] != "pending" or fields.get("verifying") == "true"
+    return False
+
+
+def description(message: Message) -> str:
+    f = message.fields
+    if message.kind == "live":
+        return f"live in {f.get('overlay', '')} after {f.get('seconds', '?')}s"
+    if message.kind in ("mismatch", "timeout"):
+        return f"{message.kind}: {f.get('application', '') or f.get('overlay', '')} runs {f.get('running_image', '?')}"
+    return f"verifying that {f.get('overlay', '')} runs it"
+
+
+def comment_body(message: Message) -> str:
+    facts = "\n".join(f"- **{k}**: {v}" for k, v in message.fields.items() if v and k not in ("repo", "pr"))
+    return f"{marker(message)}\n**imagebump: {message.title}** — {message.target}\n\n{facts}\n"
+
+
+def send(message: Message, forge_for: ForgeFor) -> str:
+    """Comment or set the status; "" when done (or already there), else what went wrong."""
+    forge = forge_for(message.fields["repo"])
+    if message.kind in COMMENTS:
+        number = pr_number(message.fields.get("pr", ""))
+        if number is None:  # a held target's PR: the one open from its proposal branch
+            found = forge.find_open_pr(message.fields["branch"], message.fields["base"])  # type: ignore[attr-defined]
+            if found is None:
+                return ""  # no open pull request: nothing to comment on
+            number = found.number
+        forge.comment_once(number, marker(message), comment_body(message))  # type: ignore[attr-defined]
+        return ""  # comment_once logs what GitHub refused; a marker found is "already sent"
+    took = forge.set_status(  # type: ignore[attr-defined]
+        message.fields["commit"],
+        state=STATES[message.kind],
+        context=CONTEXT,
+        description=description(message),
+        target_url=next(
+            (
+                u
+                for u in (message.fields.get("link", ""), message.fields.get("workflow_link", ""))
+                if u.startswith("https://")
+            ),
+            None,
+        ),
+    )
+    return "" if took else "GitHub refused the commit status"
+
+
+def default_forge_for(repo_url: str) -> object:
+    from steps.forge.pull_requests import GitHubForge
+
+    return GitHubForge.for_repo_url(repo_url)

@@ -1,0 +1,189 @@
+"""The outcomes of a finished Workflow, read from its nodes as the exit handler sees them. Pure.
+
+A Workflow's ``status.nodes`` (Argo's shape: a mapping of node id → ``{name, templateName, phase,
+message, outputs: {parameters: [{name, value}]}}``; the local executor writes the same shape) is
+all the exit handler needs: which targets ``resolve-image`` found, and under item ``i`` of the
+``update-target`` fan-out what ``edit-kustomize``, ``commit-pr`` and ``verify-live`` did; for the
+backup CronWorkflow, what ``backup-export`` wrote. Argo names an item's nodes
+``wf[1].update-target(0:{…})[0].update…``, the local executor ``wf.update-target(0).update…``: both
+carry ``.update-target(<i>`` (argo-workflows workflow/controller/steps.go ``expandStep``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from steps.notify.decide import Outcome
+
+_ITEM = re.compile(r"\.update-target\((\d+)")
+#: commit-pr's ``action`` → the outcome (``unchanged``/``branch-taken``: nothing to say).
+ACTIONS = {"committed": "committed", "pr-created": "pr-opened", "pr-updated": "pr-updated"}
+#: verify-live's ``result`` → the outcome (idle, superseded, …: nothing to say).
+LIVE = {"live": "live", "mismatch": "mismatch", "timeout": "timeout"}
+FAILED = ("Failed", "Error")
+
+
+def _outputs(node: Mapping[str, Any]) -> dict[str, str]:
+    params = ((node.get("outputs") or {}).get("parameters")) or []
+    return {str(p.get("name")): str(p.get("value", "")) for p in params if isinstance(p, dict)}
+
+
+def nodes_of(workflow: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The nodes of a Workflow object (``status.nodes``, a mapping or a list)."""
+    nodes = (workflow.get("status") or {}).get("nodes") or {}
+    values: Iterable[Any] = nodes.values() if isinstance(nodes, dict) else nodes
+    return [n for n in values if isinstance(n, dict)]
+
+
+def _first(nodes: list[dict[str, Any]], template: str) -> dict[str, Any] | None:
+    return next((n for n in nodes if n.get("templateName") == template and n.get("type") != "Retry"), None)
+
+
+def _last_attempt(nodes: list[dict[str, Any]], template: str) -> dict[str, Any] | None:
+    """The node of ``template`` that holds its final outputs (a retried step's last attempt)."""
+    found = [n for n in nodes if n.get("templateName") == template]
+    with_outputs = [n for n in found if _outputs(n)]
+    return (with_outputs or found or [None])[-1]
+
+
+def image_outcomes(
+    nodes: list[dict[str, Any]], event_id: str, workflow_link: str = "", image: str = ""
+) -> list[Outcome]:
+    """Each target's outcomes: its commit or PR, held/pinned, live/mismatch/timeout, or failed."""
+    resolve = _first(nodes, "resolve-image")
+    try:
+        targets = json.loads(_outputs(resolve).get("targets") or "[]") if resolve else []
+    except ValueError:
+        targets = []
+    if not isinstance(targets, list):
+        targets = []
+    per_item: dict[int, list[dict[str, Any]]] = {}
+    for node in nodes:
+        m = _ITEM.search(str(node.get("name", "")))
+        if m:
+            per_item.setdefault(int(m.group(1)), []).append(node)
+    image = image or resolved_image(_outputs(resolve).get("image", "") if resolve else "")
+    found: list[Outcome] = []
+    for i, target in enumerate(targets):
+        if not isinstance(target, dict):
+            continue
+        key = f"{target.get('repo_url', '')}/{target.get('path', '')}"
+        notify = tuple(target.get("notify") or ())
+        mine = per_item.get(i, [])
+        base = {
+            "image": image or str(target.get("image", "")),
+            "overlay": str(target.get("path", "")),
+            "repo": str(target.get("repo_url", "")),  # GitHub as a destination: which repository
+        }
+
+        def add(kind: str, fields: dict[str, str], key: str = key, notify: tuple[str, ...] = notify) -> None:
+            found.append(Outcome(kind, event_id, key, fields, notify))
+
+        edit = _last_attempt(mine, "edit-kustomize")
+        commit = _last_attempt(mine, "commit-pr")
+        live = _last_attempt(mine, "verify-live")
+        if any(n is not None and n.get("phase") in FAILED for n in (edit, commit)):
+            bad = edit if edit is not None and edit.get("phase") in FAILED else commit
+            error = str((bad or {}).get("message", ""))[:300]
+            add("failed", {**base, "workflow_link": workflow_link, "error": error})
+            continue
+        if edit is not None and _outputs(edit).get("decision") in ("held", "pinned"):
+            out = _outputs(edit)
+            add(out["decision"], {**base, "reason": out.get("reason", ""), **_proposal(target, out)})
+        sha = _outputs(commit).get("commit-sha", "") if commit is not None else ""
+        if commit is not None and commit.get("phase") == "Succeeded":
+            out = _outputs(commit)
+            if out.get("action") in ACTIONS:
+                verifying = live is not None and live.get("phase") != "Skipped"
+                number = out.get("pr-number", "0")
+                add(
+                    ACTIONS[out["action"]],
+                    {
+                        **base,
+                        "link": out.get("pr-url") or sha,
+                        "commit": sha,
+                        "pr": number if number not in ("", "0") else "",
+                        "verifying": "true" if verifying else "",
+                    },
+                )
+        if live is not None and live.get("phase") != "Skipped":
+            out = _outputs(live)
+            kind = LIVE.get(out.get("result", ""))
+            if kind:
+                apps = _applications(out.get("applications", ""))
+                app = next((a for a in apps if a.get("state") == kind), apps[0] if apps else {})
+                add(
+                    kind,
+                    {
+                        **base,
+                        "commit": sha,
+                        "seconds": out.get("seconds-push-to-healthy", ""),
+                        "application": f"{app.get('namespace', '')}/{app.get('name', '')}" if app else "",
+                        "revision": str(app.get("revision", "")),
+                        "git_image": out.get("image", ""),
+                        "running_image": ", ".join(app.get("images") or []),
+                        "message": out.get("message", "")[:300],
+                    },
+                )
+    return found
+
+
+def _proposal(target: dict[str, Any], edit_outputs: dict[str, str]) -> dict[str, str]:
+    """A ``mode: pr`` target's proposal branch and base: where GitHub finds imagebump's open PR."""
+    if target.get("mode") != "pr":
+        return {}
+    from steps.domain.branches import branch_name
+    from steps.domain.models import Target
+
+    try:
+        branch = branch_name(Target.model_validate(target))
+        base = str(json.loads(edit_outputs.get("plan") or "{}").get("base_branch") or "")
+    except ValueError:  # pydantic's ValidationError is one
+        return {}
+    return {"branch": branch, "base": base or str(target.get("base_branch") or "")}
+
+
+def resolved_image(text: str) -> str:
+    """resolve-image's ``image`` output as a reference (the output as it is when not an image)."""
+    from steps.domain.models import Image
+
+    if not text:
+        return ""
+    try:
+        return Image.model_validate_json(text).reference
+    except ValueError:
+        return text
+
+
+def _applications(text: str) -> list[dict[str, Any]]:
+    try:
+        apps = json.loads(text or "[]")
+    except ValueError:
+        return []
+    return [a for a in apps if isinstance(a, dict)] if isinstance(apps, list) else []
+
+
+def backup_outcomes(nodes: list[dict[str, Any]], event_id: str, target: str = "") -> list[Outcome]:
+    """The backup run's alarm when ``backup-export`` wrote a suspect (shrunken) archive."""
+    export = _last_attempt(nodes, "backup-export")
+    if export is None or export.get("phase") != "Succeeded":
+        return []
+    out = _outputs(export)
+    if out.get("suspect") != "true":
+        return []
+    try:
+        counts = json.loads(out.get("counts") or "{}")
+        objects = str(sum(int(v) for v in counts.values())) if isinstance(counts, dict) else ""
+    except (ValueError, TypeError):
+        objects = ""
+    previous = re.search(r"of the (\d+) in|, (\d+) before\)", out.get("suspect-reason", ""))
+    fields = {
+        "archive": out.get("url", ""),
+        "objects": objects,
+        "previous_objects": next((g for g in previous.groups() if g), "") if previous else "",
+        "reason": out.get("suspect-reason", ""),
+    }
+    return [Outcome("backup-suspect", event_id, target or out.get("url", ""), fields)]

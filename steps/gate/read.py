@@ -77,7 +77,7 @@ class ArgoGitReader:
         """``revision → identity`` of the image ``target``'s overlay sets there (None: cannot tell)."""
         from steps.kustomize import KUSTOMIZATION_FILES, read_entry
         from steps.verify_live.decide import expected_image
-        from steps.verify_live.history import Clone
+        from steps.verify_live.revisions import Clone
 
         branch = target.base_branch or self._default_branch(target.repo_url)
         key = f"{target.repo_url}#{branch}"

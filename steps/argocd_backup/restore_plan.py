@@ -2,7 +2,7 @@
 each object — :func:`desired_objects` (where each object goes) and :func:`plan_restore` (create, change,
 unchanged, delete or keep, from the live objects :func:`steps.argocd_backup.restore.plan` gathered).
 
-Table-tested without a cluster (tests/steps/test_restore_plan.py). Imports :mod:`steps.argocd_backup.archive`,
+Table-tested without a cluster (tests/steps/argocd_backup/test_backup_restore_cores.py). Imports :mod:`steps.argocd_backup.archive`,
 :mod:`steps.kube.argocd_namespaces` and :mod:`steps.domain.errors`.
 """
 

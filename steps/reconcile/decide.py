@@ -7,7 +7,7 @@ branch's entry, push times) was gathered before (:mod:`steps.reconcile.ecr`,
 (the Git phase adds ``branch-taken``): ``unknown`` when
 a fact is missing, otherwise what the never-downgrade rule says against the overlay and its
 proposal branch (:func:`steps.domain.never_downgrade.sweep_verdict`; that rule lives there only).
-Table-tested in ``tests/steps/test_reconcile.py`` without ECR or git. Imports only
+Table-tested in ``tests/steps/reconcile/test_reconcile.py`` without ECR or git. Imports only
 ``steps.domain.models``, ``steps.domain.version_order``, ``steps.domain.intent`` and ``steps.domain.never_downgrade``.
 """
 

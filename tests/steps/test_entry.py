@@ -253,7 +253,7 @@ def test_commit_pr_in_pr_mode_is_the_same_through_both(make_remote, git_token, t
 
 def test_reconcile_reports_the_same_through_both(moto, make_remote, git_token, tmp_path):
     """A report-only sweep (``full=false``… ``limit``) over one rule: moto's ECR and a real remote."""
-    from tests.steps.test_reconcile_sweep import Registry, kustomization
+    from tests.steps.reconcile.test_reconcile_sweep import Registry, kustomization
 
     registry = Registry(moto.client("ecr"))
     name = f"{registry.prefix}/api"

@@ -51,7 +51,7 @@ from tests.fakes.kube import (
     seeded,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EXPECTED_COUNTS = {
     "ConfigMap": 7,
     "Secret": len(BACKED_UP_SECRETS),

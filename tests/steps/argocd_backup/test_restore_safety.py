@@ -23,7 +23,7 @@ from steps.domain.errors import ConfigError
 from steps.kube import api as kube
 from steps.kube import client as kube_client
 from tests.fakes.kube import APP_FINALIZER, SYSTEM_NAMESPACES, FakeKube, FakeKubeServer, seeded
-from tests.steps.test_restore import _argocd_export
+from tests.steps.argocd_backup.test_restore import _argocd_export
 
 FROZEN = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 APP_NAMESPACES = ("team-a", "team-b")

@@ -1,7 +1,7 @@
 """The reconcile step's pure core: which image is the newest, and what state each target is in.
 
 No ECR, no Git: tables of facts in, verdicts out. The sweep against moto's ECR and a real
-``git http-backend`` is in ``tests/steps/test_reconcile_sweep.py``.
+``git http-backend`` is in ``tests/steps/reconcile/test_reconcile_sweep.py``.
 """
 
 from __future__ import annotations
@@ -260,7 +260,7 @@ def test_the_pure_core_reads_neither_ecr_nor_git() -> None:
         "io = ('boto3', 'botocore', 'steps.aws.ecr', 'steps.git', 'steps.kustomize', 'steps.rules')\n"
         "print(sorted(m for m in io if m in sys.modules))\n"
     )
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     done = subprocess.run(
         [sys.executable, "-c", program], check=False, capture_output=True, text=True, cwd=root, timeout=120
     )
@@ -311,7 +311,7 @@ def test_reliability_guarantee_1_states_the_bound_in_the_issues_words() -> None:
     on one line (so it can be found as written), for both runtimes."""
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[2] / "RELIABILITY.md").read_text(encoding="utf-8")
+    text = (Path(__file__).resolve().parents[3] / "RELIABILITY.md").read_text(encoding="utf-8")
     section = text.split("### 1.", 1)[1].split("\n### 2.", 1)[0]
     lines = section.splitlines()
     body = [line for line in lines[1:] if "every push is reflected within one sweep interval" in line]

@@ -14,8 +14,8 @@ from steps.domain.events import parse_image_reference
 from steps.domain.models import Image
 from steps.rules import RuleSet, load_rules, load_rules_file
 
-ROOT = Path(__file__).resolve().parents[2]
-RULES = Path(__file__).parent.parent / "testdata" / "rules"
+ROOT = Path(__file__).resolve().parents[3]
+RULES = Path(__file__).resolve().parents[2] / "testdata" / "rules"
 IN_HOUSE = RULES / "in-house.yaml"
 REG = "123456789012.dkr.ecr.ap-northeast-1.amazonaws.com"
 DIGEST = "sha256:" + "ab" * 32
@@ -962,7 +962,7 @@ def test_a_hostile_repository_name_cannot_make_matching_hang() -> None:
         "(rule,) = load_rules(f'- registryURI: {registry}/{template}\\n  githubRepository: https://github.com/o/r\\n').rules\n"
         "print(rule.match_repository('t/' + 'a' * 255) is not None)\n"
     )
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     try:
         done = subprocess.run(
             [sys.executable, "-c", program],

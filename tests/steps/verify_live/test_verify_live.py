@@ -490,7 +490,7 @@ def test_a_live_timeout_longer_than_a_pod_may_wait_ends_in_timeout_not_a_killed_
 
     from steps.verify_live.step import MAX_WAIT_SECONDS
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     rendered = yaml.safe_load((root / "manifests" / "workflows" / "image-update.yaml").read_text())
     (template,) = [t for t in rendered["spec"]["templates"] if t["name"] == "verify-live"]
     assert MAX_WAIT_SECONDS + 30 <= template["activeDeadlineSeconds"]

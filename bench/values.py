@@ -102,9 +102,10 @@ def run(runs: int = 9) -> dict[str, Any]:
                 def work(repo: Any = repo, target: Any = target, kind: str = kind) -> None:
                     values = None
                     if kind == "values":
-                        file, text, values = ek._read_values(repo, target)
+                        file, values = target.values_file, ek.values_ref(target)
                     else:
-                        file, text = ek._read_overlay(repo, target.path)
+                        file = f"{target.path}/kustomization.yaml"
+                    text = repo.read(file)
                     entry = ek.find_entry(text, target, file, values)
                     plan = ek.plan_edit(
                         target, text, file, "0" * 40, repo.branch, {}, old=entry, values=values

@@ -93,6 +93,16 @@ QUICK = Sizes(
 )
 
 
+def _values_vs_kustomize(results: dict[str, Any], quick: bool, log: Any) -> None:
+    """Issue 34: a values-file edit vs a kustomization edit, same run (:mod:`bench.values`)."""
+    from bench import values as values_bench
+
+    log("[growth] a values-file edit vs a kustomization edit …")
+    found = values_bench.run(3 if quick else 15)
+    results["growth"]["values_vs_kustomize"] = found
+    results["ratios"]["values_edit_vs_kustomize"] = found["ratio_p50"]
+
+
 def run(
     sizes: Sizes, only: Sequence[str], quick: bool, log: Any = print, checkpoint: Any = None
 ) -> dict[str, Any]:
@@ -229,6 +239,8 @@ def run(
             g["concurrency"] = burst.run_concurrency(
                 world, factory, levels=sizes.concurrency_levels, events=sizes.concurrency_events
             )
+            save()
+            _values_vs_kustomize(results, quick, log)
             save()
         if "waste" in only:
             log("[waste] imports per step process …")

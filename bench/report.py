@@ -156,6 +156,16 @@ def headline_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
                 + " / ".join(f"{x['wall_s']:.1f} s ({x.get('cpu_s', 0):.1f} s CPU)" for x in mem),
             )
         )
+    vk = r.get("growth", {}).get("values_vs_kustomize")
+    if vk:
+        rows.append(
+            (
+                "a values-file edit vs a kustomization edit (edit-kustomize's clone + read, find, plan, splice), p50",
+                f"{vk['values']['with_clone_s']['p50']:.3f} s vs {vk['kustomize']['with_clone_s']['p50']:.3f} s "
+                f"({vk['ratio_p50']}×); the edit alone {vk['values']['edit_s']['p50'] * 1000:.1f} ms vs "
+                f"{vk['kustomize']['edit_s']['p50'] * 1000:.1f} ms ({vk['edit_ratio_p50']}×)",
+            )
+        )
     api = r.get("api_commits")
     if api:
         per = api["requests_per_event"]

@@ -24,6 +24,14 @@ GitHub's REST git database instead of ``git push``:
      update has no expected value): GitHub moves the ref only while it still points at the commit
      read before, atomically; otherwise a lost race.
 
+Fewer content-creating requests (issue 33), :meth:`GitDatabase.append_head`: GraphQL
+``createCommitOnBranch`` creates the commit and moves the branch in one request, only while the
+branch's head is the planned parent (``expectedHeadOid``, its lease). ``mode: commit``: the tree
+proven (1.) then that mutation — 2 requests, not 3; a new PR branch: the branch created at the base,
+the mutation, the created commit's tree compared before a pull request points at it — 2, not 3.
+Not with ``require_verified`` (no ref may move before GitHub said the commit is Verified) nor for a
+file whose mode is not ``100644`` (the mutation takes no mode): then 1.–3. as above.
+
 Rate limits: every request of one step shares a :class:`~steps.forge.github.RateLimitBudget`
 (:func:`steps.forge.github.rate_limit_wait`: ``Retry-After``, a reset, or for a secondary limit naming
 no wait a minute doubling; every wait at least a floor, so ``Retry-After: 0`` spends it too); a wait

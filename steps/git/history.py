@@ -106,7 +106,9 @@ def renamed_from(repo: Any, commit: str, file: str, blob: str) -> str | None:
         "diff-tree",
         "-z",
         "-r",
-        "--root",
+        # no --root: a root commit (or a shallow clone's boundary commit) deletes nothing, so it
+        # renamed nothing; with --root git would list every file of it as added (a 5,000-file
+        # monorepo's first commit: a walk of all its trees for nothing)
         "--no-renames",
         "--no-commit-id",
         "--raw",

@@ -274,3 +274,14 @@ def test_any_mix_of_retries_redeliveries_and_resubmits_sends_each_outcome_once_p
     if 200 not in statuses or all(s == 200 for s in statuses):
         wanted = {m.key for run in runs for o in run for m in decide(o, cfg.routing)}
         assert set(delivered) == (wanted if 200 in statuses else set())
+
+
+def test_a_failed_workflows_link_is_its_page_in_the_argo_ui_when_configured():
+    from steps.notify.step import workflow_link
+
+    assert workflow_link("image-update-x1", "imagebump", {}) == "image-update-x1"
+    ui = {"IMAGEBUMP_ARGO_UI_URL": "https://argo.example.com/"}
+    assert (
+        workflow_link("image-update-x1", "imagebump", ui)
+        == "https://argo.example.com/workflows/imagebump/image-update-x1"
+    )

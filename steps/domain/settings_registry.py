@@ -266,6 +266,11 @@ SETTINGS: tuple[Setting, ...] = (
         "commit-pr's credentials",
     ),
     Setting(
+        "IMAGEBUMP_ARGO_UI_URL",
+        ("notify",),
+        "the Argo Workflows UI's URL: a failed Workflow's message links to its page there (else names it)",
+    ),
+    Setting(
         "IMAGEBUMP_WORKFLOW_FILE",
         ("notify",),
         "set by the local executor for an exit handler: the finished Workflow as JSON (on a cluster "

@@ -136,6 +136,18 @@ def read_workflow(name: str, env: Any = None) -> dict[str, Any]:
     return api.get(WORKFLOW, namespace, name) or {}
 
 
+#: The Argo Workflows UI (e.g. ``https://argo.example.com``; the ``imagebump-env`` ConfigMap): a
+#: failed Workflow's message links to it (``/workflows/<namespace>/<name>``, the UI's route).
+ARGO_UI_ENV = "IMAGEBUMP_ARGO_UI_URL"
+
+
+def workflow_link(name: str, namespace: str = "imagebump", env: Any = None) -> str:
+    """The Workflow's page in the Argo UI when its URL is configured, else its name."""
+    env = os.environ if env is None else env
+    base = str(env.get(ARGO_UI_ENV) or "").rstrip("/")
+    return f"{base}/workflows/{namespace}/{name}" if base and name else name
+
+
 #: Argo's label on a resubmitted Workflow naming the one it was resubmitted from
 #: (argo-workflows workflow/common/common.go ``LabelKeyPreviousWorkflowName``).
 RESUBMITTED_FROM = "workflows.argoproj.io/resubmitted-from-workflow"
@@ -182,6 +194,8 @@ def run(
     try:
         cfg = notify_config.load()
         workflow = read_workflow(workflow_name)
+        namespace = str((workflow.get("metadata") or {}).get("namespace") or "imagebump")
+        workflow_url = workflow_url or workflow_link(workflow_name, namespace)
         event_id = event_id or event_of(event, workflow, workflow_name)
         found = parse_outcomes(outcomes, event_id)
         if workflow:
@@ -189,13 +203,13 @@ def run(
             if backup == "true":
                 found += backup_outcomes(nodes, event_id)
             else:
-                found += image_outcomes(nodes, event_id, workflow_url or workflow_name)
+                found += image_outcomes(nodes, event_id, workflow_url)
         found = with_workflow_failure(
             found,
             workflow_status,
             workflow_failures,
             event_id,
-            workflow_url or workflow_name,
+            workflow_url,
             backup == "true",
         )
         if not cfg.destinations:

@@ -19,6 +19,7 @@ from typing import Any
 from steps.notify.decide import Outcome
 
 _ITEM = re.compile(r"\.update-target\((\d+)")
+_ROLLBACK = re.compile(r"rollback ([0-9a-f]{7,40}) by (.+?) \(")
 #: commit-pr's ``action`` → the outcome (``unchanged``/``branch-taken``: nothing to say).
 ACTIONS = {"committed": "committed", "pr-created": "pr-opened", "pr-updated": "pr-updated"}
 #: verify-live's ``result`` → the outcome (idle, superseded, …: nothing to say).
@@ -92,7 +93,10 @@ def image_outcomes(
             continue
         if edit is not None and _outputs(edit).get("decision") in ("held", "pinned"):
             out = _outputs(edit)
-            add(out["decision"], {**base, "reason": out.get("reason", ""), **_proposal(target, out)})
+            reason = out.get("reason", "")
+            who = _ROLLBACK.search(reason)  # steps.domain.intent.Rollback.describe: who, which commit
+            by = {"by": who.group(2), "commit": who.group(1)} if who else {}
+            add(out["decision"], {**base, **by, "reason": reason, **_proposal(target, out)})
         sha = _outputs(commit).get("commit-sha", "") if commit is not None else ""
         if commit is not None and commit.get("phase") == "Succeeded":
             out = _outputs(commit)

@@ -5,7 +5,6 @@ redelivered Workflow sends nothing new. The S3 "already sent" record against mot
 from __future__ import annotations
 
 import json
-import threading
 import uuid
 
 import pytest
@@ -63,7 +62,7 @@ ARGO = _workflow(
         'image-update-x1[1].update-target(0:{"env":"staging"})[0].update[0].edit-kustomize',
         "edit-kustomize",
         decision="held",
-        reason="rolled back by alice",
+        reason="rollback abc1234 by Alice <a@x> (1.5.0 → 1.4.1, committed 2026-12-03T10:00:00Z)",
     ),
     _node(
         'image-update-x1[1].update-target(0:{"env":"staging"})[0].update[1].commit-pr', "commit-pr", "Skipped"
@@ -105,7 +104,8 @@ def test_argo_shaped_nodes_become_each_targets_outcomes():
         ("mismatch", "github.com/acme/gitops/overlays/prod"),
     ]
     held, committed, mismatch = found
-    assert held.fields["reason"] == "rolled back by alice" and held.fields["image"] == IMAGE
+    assert held.fields["image"] == IMAGE and held.fields["reason"].startswith("rollback abc1234")
+    assert (held.fields["by"], held.fields["commit"]) == ("Alice <a@x>", "abc1234")  # who, which commit
     assert committed.fields["link"] == "c0ffee" and committed.rule_notify == ("ops",)
     assert mismatch.fields["application"] == "argocd/api-prod"
     assert (mismatch.fields["revision"], mismatch.fields["git_image"], mismatch.fields["running_image"]) == (
@@ -230,23 +230,6 @@ def test_the_s3_ledger_claims_each_key_once_with_a_conditional_put(s3_bucket):
     assert keys == ["imagebump/notifications/k1"]
 
 
-def test_two_senders_racing_for_one_key_on_s3_one_wins(s3_bucket):
-    s3, bucket = s3_bucket
-    wins: list[bool] = []
-    barrier = threading.Barrier(6)
-
-    def claim() -> None:
-        barrier.wait()
-        wins.append(S3Ledger(s3, bucket).claim("race"))
-
-    threads = [threading.Thread(target=claim) for _ in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert sorted(wins) == [False] * 5 + [True]
-
-
 _kinds = st.sampled_from(["committed", "pr-opened", "held", "live", "mismatch", "failed", "backup-suspect"])
 _outcome = st.builds(
     Outcome,
@@ -291,3 +274,14 @@ def test_any_mix_of_retries_redeliveries_and_resubmits_sends_each_outcome_once_p
     if 200 not in statuses or all(s == 200 for s in statuses):
         wanted = {m.key for run in runs for o in run for m in decide(o, cfg.routing)}
         assert set(delivered) == (wanted if 200 in statuses else set())
+
+
+def test_a_failed_workflows_link_is_its_page_in_the_argo_ui_when_configured():
+    from steps.notify.step import workflow_link
+
+    assert workflow_link("image-update-x1", "imagebump", {}) == "image-update-x1"
+    ui = {"IMAGEBUMP_ARGO_UI_URL": "https://argo.example.com/"}
+    assert (
+        workflow_link("image-update-x1", "imagebump", ui)
+        == "https://argo.example.com/workflows/imagebump/image-update-x1"
+    )

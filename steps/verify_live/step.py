@@ -187,9 +187,13 @@ def verify(
     api: Any,
     history_factory: Callable[[str], Any],
     refresher: Any = None,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> VerifyLiveOutput:
     """The step without its runtime: find, refresh, watch, and the outcome with its timings.
-    ``refresher``: :class:`~steps.verify_live.argocd.Refresher` (default: from the settings)."""
+    ``refresher``: :class:`~steps.verify_live.argocd.Refresher` (default: from the settings);
+    ``clock`` and ``sleep``: the watch's time (tests inject them)."""
     from steps import git
     from steps.verify_live import argocd
 
@@ -223,12 +227,14 @@ def verify(
         return decide.judge(app, deployments[i].source_index, expected, facts)
 
     poll = float(os.environ.get("IMAGEBUMP_LIVE_POLL_SECONDS") or POLL_SECONDS)
-    started = time.monotonic()
+    started = clock()
     outcome, judged, live_at = watch(
         [d.display for d in deployments],
         read,
         lambda i: refresher.refresh(deployments[i]),
         timeout,
+        clock=clock,
+        sleep=sleep,
         poll=poll,
     )
     out.result = outcome
@@ -252,7 +258,7 @@ def verify(
     if outcome == LIVE:
         synced = [j.synced_at for j in judged if j.synced_at is not None]
         out.seconds_push_to_synced = _seconds(max(synced) if synced else None, pushed)
-        healthy_at = datetime.now(UTC) - timedelta(seconds=time.monotonic() - (live_at or started))
+        healthy_at = datetime.now(UTC) - timedelta(seconds=clock() - (live_at or started))
         out.seconds_push_to_healthy = _seconds(healthy_at, pushed)
         # Kubernetes timestamps (finishedAt) have whole seconds: a sync of a revision holding the
         # commit cannot end before the commit, nor health before the sync, so the figures never

@@ -8,9 +8,9 @@ http-backend`` remote. Nothing of Argo CD itself runs here.
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -183,7 +183,13 @@ def push(
 
 
 def verify(
-    cluster: Cluster, target: Target, plan: Plan, sha: str, timeout: float = 20.0, committed: str = "12.5"
+    cluster: Cluster,
+    target: Target,
+    plan: Plan,
+    sha: str,
+    timeout: float = 20.0,
+    committed: str = "12.5",
+    **clock: Any,
 ):
     return verify_live.verify(
         target,
@@ -195,7 +201,23 @@ def verify(
         lambda branch: History(
             target.repo_url, branch, sha, plan.file, plan.image_name, cluster.tmp / "history"
         ),
+        **clock,
     )
+
+
+class _Clock:
+    """The watch's time, injected: ``sleep`` moves it on at once (no real wait, no wall-clock window)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
 
 
 def test_live_in_commit_mode_with_timings(cluster: Cluster, remote) -> None:
@@ -400,11 +422,12 @@ def test_timeout(cluster: Cluster, remote) -> None:
     cluster.seed(application("api-prod", remote.url))
     cluster.sim.stuck.add("argocd/api-prod")  # its comparison fails from now on (repo server down)
     target, plan, sha = push(remote)
-    started = time.monotonic()
+    clock = _Clock()
     with cluster.sim:
-        out = verify(cluster, target, plan, sha, timeout=1.0)
+        out = verify(cluster, target, plan, sha, timeout=1.0, clock=clock, sleep=clock.sleep)
     assert out.result == "timeout"
-    assert time.monotonic() - started < 15
+    assert clock.now == pytest.approx(1.0)  # it waited exactly its timeout, then stopped
+    assert clock.slept and sum(clock.slept) == pytest.approx(1.0)
     assert "argocd/api-prod" in out.message and out.seconds_push_to_healthy == ""
 
 

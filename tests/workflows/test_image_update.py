@@ -18,7 +18,7 @@ from steps.domain.errors import EXIT_CONFIG, EXIT_TRANSIENT
 from steps.domain.models import Image, Target
 from steps.runtime.harness import kebab
 from tests.workflows import schemas
-from workflows import image_reconcile, image_update
+from workflows import image_gate, image_reconcile, image_update
 from workflows.common import OUTPUTS_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -498,7 +498,7 @@ def test_the_docs_name_every_series_as_prometheus_shows_it(manifest):
 #: Holders of one overlay's mutex each Workflow's deadline is sized for, its own update included
 #: (docs/operations.md, "Deadlines"): an event's update may wait behind 9 others; a sweep's behind one (a deeper
 #: queue is left to the next sweep, so a sweep never blocks the next slots for longer).
-MUTEX_HOLDS = {image_update.NAME: 10, image_reconcile.NAME: 2}
+MUTEX_HOLDS = {image_update.NAME: 10, image_reconcile.NAME: 2, image_gate.NAME: 2}
 RENDERED = ROOT / "manifests" / "workflows"
 
 

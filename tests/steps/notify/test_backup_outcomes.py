@@ -11,8 +11,8 @@ from steps.argocd_backup import restore
 from steps.domain.errors import PermissionDeniedError
 from steps.notify.decide import Outcome
 from steps.notify.step import send_now
-from tests.steps.notify.receivers import Receiver
 from tests.steps.argocd_backup.test_restore import TOTAL, backup, empty, s3, source  # noqa: F401 - fixtures
+from tests.steps.notify.receivers import Receiver
 
 
 def test_a_finished_restore_says_so_with_its_count(empty, backup, s3):  # noqa: F811

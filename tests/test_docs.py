@@ -280,3 +280,18 @@ def test_the_docs_state_the_cap_of_the_live_states_a_sweep_reads() -> None:
         text = " ".join(path.read_text().split())
         assert f"up to {REPORT_LIMIT}" in text, path.name
         assert "every current target" not in text, path.name
+
+
+def test_every_test_file_the_docs_and_the_bench_name_exists() -> None:
+    """A page, a docstring or bench/ that sends a reader to `tests/….py` sends them to a real file
+    (the tests moved into a tree mirroring steps/; three references were left pointing at old paths)."""
+    tracked = subprocess.run(
+        ["git", "ls-files", "*.md", "*.py", "*.yaml"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    missing = {
+        f"{name}: {path}"
+        for name in tracked
+        for path in re.findall(r"\btests/[A-Za-z0-9_/]+\.py\b", (ROOT / name).read_text(errors="replace"))
+        if not (ROOT / path).exists()
+    }
+    assert not missing, sorted(missing)

@@ -11,7 +11,7 @@ closed, or cannot be confirmed open, leaves the target ``behind`` and update-tar
 with a commit imagebump did not make is a person's: ``branch-taken``, not handed to update-target
 (:mod:`steps.domain.branch_owner`; its history over the base read once per branch). Each item is then
 decided (:func:`steps.reconcile.decide.judge_target`), the ones still behind checked for a rollback
-(:mod:`steps.reconcile.holds`); an unreadable repository makes its targets ``unknown`` (``failure``).
+(:mod:`steps.reconcile.rollbacks`); an unreadable repository makes its targets ``unknown`` (``failure``).
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from steps.domain.models import ImagesEntry, Target, ValuesRef
 from steps.domain.repo_url import is_own_head
 from steps.reconcile.decide import Verdict, judge_target
 from steps.reconcile.ecr import Calls, Overlay
-from steps.reconcile.holds import hold_rolled_back
 from steps.reconcile.report import ErrorKind, error_kind
+from steps.reconcile.rollbacks import hold_rolled_back
 
 _REGULAR = ("100644", "100755")
 

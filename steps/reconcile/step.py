@@ -40,7 +40,7 @@ are :func:`steps.domain.never_downgrade.sweep_verdict`'s):
 * ``proposed`` (``mode: pr``): the target's proposal branch already proposes the newest;
 * ``held``: what a person decided stands — a ``# imagebump:hold`` marker on the entry, or a
   rollback (the last commit that changed the entry's image, not imagebump's, moved it to an older
-  one; read only for targets otherwise behind: :mod:`steps.reconcile.holds`) until the newest
+  one; read only for targets otherwise behind: :mod:`steps.reconcile.rollbacks`) until the newest
   allowed image was pushed after it — never touched, the reason names the marker or the commit;
 * ``pinned``: the entry's ``newName`` names another repository — never touched;
 * ``unknown``: with the reason (``order: none`` has no newest; the overlay or its image entry is

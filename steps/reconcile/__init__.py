@@ -1,7 +1,7 @@
 """The reconcile step (the image-reconcile CronWorkflow): find overlays behind their newest image.
 
 ``step`` (``run``: the I/O side), ``decide`` (pure: each target's state and verdict), ``model`` (the
-overlays, push times and call counts the phases pass on), ``ecr`` (the ECR scan), ``git`` (the overlays swept in each repository), ``holds`` (the behind targets a person's
+overlays, push times and call counts the phases pass on), ``ecr`` (the ECR scan), ``git`` (the overlays swept in each repository), ``rollbacks`` (the behind targets a person's
 rollback holds), ``report`` (counts, states, errors).
 May import :mod:`steps.entry_history`, :mod:`steps.git`, :mod:`steps.forge.pull_requests`, :mod:`steps.aws`, :mod:`steps.kustomize`,
 :mod:`steps.rules`, :mod:`steps.runtime` and :mod:`steps.domain`.

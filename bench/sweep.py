@@ -230,6 +230,7 @@ def run_memory(
                 {"name": "concurrency", "value": str(concurrency)},
                 {"name": "limit", "value": "1000"},
                 {"name": "full", "value": "false"},
+                {"name": "gated", "value": "false"},
             ]
             (work / "inputs.json").write_text(json.dumps(inputs))
             with ecr_synth.SyntheticEcr(

@@ -272,7 +272,7 @@ def test_reconcile_reports_the_same_through_both(moto, make_remote, git_token, t
     token.write_text(git_token)
     hera, ours = _both(
         "reconcile.step",
-        _params(concurrency="2", limit="5", full="true"),
+        _params(concurrency="2", limit="5", full="true", gated="false"),
         tmp_path,
         {
             "IMAGEBUMP_RULES_FILE": str(rules),
@@ -344,7 +344,7 @@ def test_a_refused_step_exits_2_with_the_same_record_through_both(tmp_path):
 def test_inputs_that_do_not_validate_are_bad_input_not_a_retried_traceback(tmp_path):
     """The one deliberate difference: Hera's runner lets pydantic's ValidationError escape (exit 1,
     retried by the template's retryStrategy); steps.runtime.launcher says what is wrong and exits 2."""
-    hera, ours = _both("reconcile.step", _params(concurrency="abc", limit="5", full="false"), tmp_path)
+    hera, ours = _both("reconcile.step", _params(concurrency="abc", limit="5", full="false", gated="false"), tmp_path)
     assert hera["code"] == 1 and "ValidationError" in hera["stderr"]
     assert ours["code"] == 2
     (record,) = ours["records"]
@@ -390,7 +390,7 @@ def _first_line_inputs() -> dict[str, dict[str, str]]:
         "resolve_image": {"event": "", "image": "x.dkr.ecr.us-west-2.amazonaws.com/a:1"},
         "edit_kustomize": {"target": tgt},
         "commit_pr.step": {"target": tgt, "plan": plan().model_dump_json()},
-        "reconcile.step": {"concurrency": "4", "limit": "5", "full": "false"},
+        "reconcile.step": {"concurrency": "4", "limit": "5", "full": "false", "gated": "false"},
         "argocd_backup.export": {"bucket": "b"},
     }
 

@@ -5,6 +5,5 @@
 read through :mod:`steps.kube.api`; which namespaces Argo CD watches:
 :mod:`steps.kube.argocd_namespaces`), ``retention`` (pure: which old archives expire), ``retention_s3`` (listing and deleting them), ``object_diff`` (archive vs live), ``restore`` (the restore
 the CLI runs; no template runs it), ``restore_plan`` (pure: what a restore would change) and
-``restore_report``. May import :mod:`steps.aws`, :mod:`steps.kube.api`, :mod:`steps.runtime` and
-:mod:`steps.domain`.
+``restore_report``. Who it may import: docs/development.md (checked by tests/test_layering.py).
 """

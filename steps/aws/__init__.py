@@ -1,5 +1,5 @@
 """AWS: the two services steps call, through boto3.
 
 ``ecr`` (describe images, page repositories, push times) and ``s3`` (put, get and list the backup
-archives). May import :mod:`steps.runtime` and :mod:`steps.domain`.
+archives). Who it may import: docs/development.md (checked by tests/test_layering.py).
 """

@@ -5,7 +5,5 @@ the plan re-applied to the file as it is now), ``rollbacks`` (that re-applicatio
 history judged again on the newest base when the file changed since the plan), ``base_branch`` (the base both modes start from:
 seeded from the plan's objects, else cloned), ``commit_mode`` and ``pr_mode`` (the two ways to
 land), ``retry`` (backoff after a lost push race), ``message`` (commit message and pull-request
-text), ``settings`` (commit-pr's environment), ``result`` (its outputs). May import :mod:`steps.git`,
-:mod:`steps.forge.pull_requests`, :mod:`steps.kustomize`, :mod:`steps.proposals`, :mod:`steps.entry_history`, :mod:`steps.runtime` and
-:mod:`steps.domain`.
+text), ``settings`` (commit-pr's environment), ``result`` (its outputs). Who it may import: docs/development.md (checked by tests/test_layering.py).
 """

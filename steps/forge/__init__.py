@@ -4,6 +4,5 @@
 ``pull_requests`` (the narrow seam commit-pr needs: find, create, update a pull request, with a
 local forge for hosts without an API) and ``github_commits`` (``commitMethod: api``: commits
 made through GitHub's git database API — Verified —, refs moved fast-forward or with a lease, the
-secondary rate limits honoured). May import :mod:`steps.git`, :mod:`steps.runtime`,
-:mod:`steps.domain`.
+secondary rate limits honoured). Who it may import: docs/development.md (checked by tests/test_layering.py).
 """

@@ -2,5 +2,5 @@
 
 ``api`` (the ``KubeApi`` protocol, ``Resource``, ``Page`` and error mapping) and ``client`` (its
 implementation over the official ``kubernetes`` client), ``argocd_namespaces`` (which namespaces
-Argo CD watches for Applications: ``application.namespaces``). May import :mod:`steps.domain`.
+Argo CD watches for Applications: ``application.namespaces``). Who it may import: docs/development.md (checked by tests/test_layering.py).
 """

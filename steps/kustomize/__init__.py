@@ -11,8 +11,7 @@ edit), ``holds`` (the ``# imagebump:hold`` marker of an entry, or of any node of
 Helm values-file writer, a sub-package), ``seam`` (the one way the steps read and write an image,
 either writer), ``flow`` (adding ``images:`` to a
 kustomization written as one flow mapping), ``edit`` (:func:`set_image`; :func:`edit_image`, the same edit also returning the entry
-before and after it). May import ``steps.domain.errors``, ``steps.domain.events`` and
-``steps.domain.models``; nothing else of the project.
+before and after it). Who it may import: docs/development.md (checked by tests/test_layering.py).
 """
 
 from steps.kustomize.edit import ImageEdit, edit_image, set_image

@@ -3,6 +3,5 @@
 ``step`` (``run``: the I/O side), ``decide`` (pure: each target's state and verdict), ``model`` (the
 overlays, push times and call counts the phases pass on), ``ecr`` (the ECR scan), ``git`` (the overlays swept in each repository), ``rollbacks`` (the behind targets a person's
 rollback holds), ``report`` (counts, states, errors).
-May import :mod:`steps.entry_history`, :mod:`steps.git`, :mod:`steps.forge.pull_requests`, :mod:`steps.aws`, :mod:`steps.kustomize`,
-:mod:`steps.rules`, :mod:`steps.runtime` and :mod:`steps.domain`.
+Who it may import: docs/development.md (checked by tests/test_layering.py).
 """

@@ -8,8 +8,7 @@ Modules, each importing only those before it: ``show`` (bounded excerpts for mes
 ``schema`` (:class:`RuleSpec`, the one declared schema), ``patterns`` (RE2 within caps, so hostile
 patterns and tags stay cheap; the one ``$n`` compiler), ``rule`` (:class:`Rule`: what each field
 means, compiled and evaluated), ``matcher`` (:class:`RuleSet`: indexed matching), ``loader`` (safe
-YAML, :func:`load_rules`). May import ``steps.domain.errors``, ``steps.domain.events``, ``steps.domain.models`` and
-``steps.domain.regex_tokens``; nothing else of the project.
+YAML, :func:`load_rules`). Who it may import: docs/development.md (checked by tests/test_layering.py).
 """
 
 from steps.domain.errors import RulesError

@@ -4,5 +4,5 @@
 call, without Hera), ``harness`` (``step_entry``: JSON-line logging, outputs, exit codes),
 ``settings`` (``$NAME`` / ``$NAME_FILE`` settings and secrets), ``redact`` (the one redaction),
 ``timing`` (where a step's time went) and ``scratch_dir`` (a step's private scratch directory).
-May import :mod:`steps.domain` only.
+Who it may import: docs/development.md (checked by tests/test_layering.py).
 """

@@ -3,6 +3,5 @@
 ``step`` (typed input/output and ``run``), ``decide`` (an Application's status → its live
 state, pure), ``argocd`` (finding Applications, refreshing them), ``revisions`` (what Git
 says about a revision), ``states`` (the sweep's live state of every current target). The step is
-``steps.verify_live.step:run``. May import :mod:`steps.git`, :mod:`steps.kube`,
-:mod:`steps.kustomize`, :mod:`steps.runtime` and :mod:`steps.domain`.
+``steps.verify_live.step:run``. Who it may import: docs/development.md (checked by tests/test_layering.py).
 """

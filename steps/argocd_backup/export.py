@@ -174,6 +174,19 @@ def run(
     return export_backup(api=api, s3=boto3.client("s3"), settings=settings)
 
 
+class _Indexes:
+    """The indexes of one bucket's archives, each read once (None: missing or unreadable)."""
+
+    def __init__(self, s3: Any, bucket: str) -> None:
+        self._s3, self._bucket = s3, bucket
+        self.cache: dict[str, dict[str, Any] | None] = {}
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        if key not in self.cache:
+            self.cache[key] = retention_s3.read_index(self._s3, self._bucket, key)
+        return self.cache[key]
+
+
 def export_backup(
     *,
     api: kube.KubeApi,
@@ -207,36 +220,54 @@ def export_backup(
     elif values:
         raise TypeError(f"pass settings or its fields, not both ({', '.join(values)})")
     created = (now or (lambda: datetime.now(UTC)))().astimezone(UTC)
-    # gather: is Argo CD there at all? An empty list is a 200 too, so a wrong namespace or context
-    # would otherwise give a zero-object archive that rotates the good ones out.
-    missing = missing_argocd(api, settings.namespace)
+    require_argocd(api, settings.namespace)
+    objects = collect(api, settings.namespace, page_size=page_size)
+    indexes = _Indexes(s3, settings.bucket)
+    reason = "" if accept_shrink else _shrink(s3, settings, indexes, archive.counts(objects))
+    key, index_key, index = _write(s3, settings, created, objects, reason)
+    indexes.cache[key] = index
+    deleted = _retain(s3, settings, created, key, indexes)
+    return BackupExportOutput(
+        url=f"s3://{settings.bucket}/{key}",
+        sha256=index["sha256"],
+        counts=index["counts"],
+        deleted=deleted,
+        index_url=f"s3://{settings.bucket}/{index_key}",
+        suspect=bool(reason),
+        suspect_reason=reason,
+    )
+
+
+def require_argocd(api: kube.KubeApi, namespace: str) -> None:
+    """ConfigError, nothing written, unless Argo CD is there: an empty list is a 200 too, so a wrong
+    namespace or context would otherwise give a zero-object archive that rotates the good ones out."""
+    missing = missing_argocd(api, namespace)
     if missing:
         raise ConfigError(
-            f"found no Argo CD to back up in namespace {settings.namespace} of {kube.describe(api)}: "
+            f"found no Argo CD to back up in namespace {namespace} of {kube.describe(api)}: "
             f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing; nothing was written. "
             "Pass the namespace Argo CD runs in (--namespace, or the ConfigMap key `namespace`) and "
             "the cluster it runs on (--context)"
         )
-    objects = collect(api, settings.namespace, page_size=page_size)
-    bucket, kms, prefix = settings.bucket, settings.kms_key_id, settings.prefix_path
-    indexes = _Indexes(s3, bucket)
-    baseline = next(
-        (
-            (key, index)
-            for key in retention.archives(s3io.list_keys(s3, bucket, prefix), prefix)
-            if (index := indexes.get(key)) is not None and not index.get(retention.SUSPECT)
-        ),
-        None,
-    )
-    # decide (pure): the bytes, where they go, whether they look like a broken Argo CD
+
+
+def _shrink(s3: Any, settings: BackupSettings, indexes: _Indexes, counts: dict[str, int]) -> str:
+    """Why this backup looks like a broken Argo CD next to the newest healthy archive ("" if not)."""
+    prefix = settings.prefix_path
+    for key in retention.archives(s3io.list_keys(s3, settings.bucket, prefix), prefix):
+        index = indexes.get(key)
+        if index is not None and not index.get(retention.SUSPECT):
+            return retention.shrink_reason(counts, index.get("counts") or {}, key.rpartition("/")[2])
+    return ""
+
+
+def _write(
+    s3: Any, settings: BackupSettings, created: datetime, objects: list[dict], reason: str
+) -> tuple[str, str, dict[str, Any]]:
+    """Write the archive (never overwriting), then its index (marked suspect with ``reason``);
+    returns the archive's key, the index's key and the index."""
+    bucket, kms = settings.bucket, settings.kms_key_id
     data = archive.build_archive(objects)
-    counts = archive.counts(objects)
-    reason = ""
-    if baseline and not accept_shrink:
-        reason = retention.shrink_reason(
-            counts, baseline[1].get("counts") or {}, baseline[0].rpartition("/")[2]
-        )
-    # act
     key = s3io.put_new(s3, bucket, plan_backup(settings, created).key, data, kms_key_id=kms)
     index_key = retention.index_key(key)
     index = archive.make_index(
@@ -259,7 +290,6 @@ def export_backup(
             f"s3://{bucket}/{index_key} already exists although its archive did not; "
             f"the archive s3://{bucket}/{key} has no index — inspect the bucket"
         )
-    indexes.cache[key] = index
     log.info(
         "wrote s3://%s/%s (%d bytes, sha256 %s, %s)",
         bucket,
@@ -279,33 +309,18 @@ def export_backup(
             max(settings.keep, 1),
             extra={"fields": {"event": "backup-suspect", "suspect_reason": reason}},
         )
-    # retention: gather the listing and the indexes (only when a rule is on), decide, delete
+    return key, index_key, index
+
+
+def _retain(
+    s3: Any, settings: BackupSettings, created: datetime, written: str, indexes: _Indexes
+) -> list[str]:
+    """Retention: gather the listing and the indexes (only when a rule is on), decide, delete."""
+    bucket, prefix = settings.bucket, settings.prefix_path
     listing = retention_s3.listing(s3, bucket, prefix, keep=settings.keep, keep_days=settings.keep_days)
     suspect = {k: retention.is_suspect(indexes.get(k)) for k in retention.archives(listing, prefix)}
-    expired = plan_backup(settings, created, listing=listing, written=key, suspect=suspect).expired
-    deleted = retention_s3.delete(s3, bucket, expired, listing)
-    return BackupExportOutput(
-        url=f"s3://{bucket}/{key}",
-        sha256=index["sha256"],
-        counts=index["counts"],
-        deleted=deleted,
-        index_url=f"s3://{bucket}/{index_key}",
-        suspect=bool(reason),
-        suspect_reason=reason,
-    )
-
-
-class _Indexes:
-    """The indexes of one bucket's archives, each read once (None: missing or unreadable)."""
-
-    def __init__(self, s3: Any, bucket: str) -> None:
-        self._s3, self._bucket = s3, bucket
-        self.cache: dict[str, dict[str, Any] | None] = {}
-
-    def get(self, key: str) -> dict[str, Any] | None:
-        if key not in self.cache:
-            self.cache[key] = retention_s3.read_index(self._s3, self._bucket, key)
-        return self.cache[key]
+    expired = plan_backup(settings, created, listing=listing, written=written, suspect=suspect).expired
+    return retention_s3.delete(s3, bucket, expired, listing)
 
 
 def collect(api: kube.KubeApi, namespace: str, *, page_size: int = kube.DEFAULT_PAGE_SIZE) -> list[dict]:

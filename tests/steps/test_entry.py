@@ -344,7 +344,9 @@ def test_a_refused_step_exits_2_with_the_same_record_through_both(tmp_path):
 def test_inputs_that_do_not_validate_are_bad_input_not_a_retried_traceback(tmp_path):
     """The one deliberate difference: Hera's runner lets pydantic's ValidationError escape (exit 1,
     retried by the template's retryStrategy); steps.runtime.launcher says what is wrong and exits 2."""
-    hera, ours = _both("reconcile.step", _params(concurrency="abc", limit="5", full="false", gated="false"), tmp_path)
+    hera, ours = _both(
+        "reconcile.step", _params(concurrency="abc", limit="5", full="false", gated="false"), tmp_path
+    )
     assert hera["code"] == 1 and "ValidationError" in hera["stderr"]
     assert ours["code"] == 2
     (record,) = ours["records"]

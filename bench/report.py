@@ -201,6 +201,52 @@ def headline_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
+#: The goals the issues set (issue 33's table, issue 34's last line): (key, what, goal, unit).
+#: A measure at or under its goal is met; over it is a miss, printed as one.
+GOALS = (
+    ("single_p50", "one push → commit, p50, ours / plain git", 1.5, "×"),
+    ("burst_27", "burst of 27 pushes into 27 overlays: drain, ours / plain git", 1.2, "×"),
+    ("burst_200", "burst of 200 into 20 overlays: drain, ours / plain git", 1.2, "×"),
+    ("cold_vs_warm", "one push → commit, p50, a new Python per step / forked warm steps", 2.5, "×"),
+    ("api_commit", "commitMethod api, content-creating requests: commit", 2, ""),
+    ("api_pr_created", "commitMethod api, content-creating requests: PR created", 3, ""),
+    ("api_pr_updated", "commitMethod api, content-creating requests: PR updated", 3, ""),
+    ("values_edit_vs_kustomize", "a values-file edit / a kustomization edit, p50", 1.0, "×"),
+)
+
+
+def goal_values(r: dict[str, Any]) -> dict[str, float]:
+    """Each goal's measured value in ``r`` (a goal the run did not reach is absent)."""
+    ratios = r.get("ratios", {})
+    out = {
+        k: float(ratios[k])
+        for k in ("single_p50", "burst_27", "burst_200", "values_edit_vs_kustomize")
+        if k in ratios
+    }
+    cold = ((r.get("cold_start") or {}).get("event") or {}).get("latency_s", {}).get("entry", {}).get("p50")
+    warm = (r.get("single_event") or {}).get("latency_s", {}).get("p50")
+    if cold and warm:
+        out["cold_vs_warm"] = round(cold / warm, 2)
+    per = (r.get("api_commits") or {}).get("requests_per_event", {})
+    for key in ("api_commit", "api_pr_created", "api_pr_updated"):
+        if key in per:
+            out[key] = float(per[key]["content_creating"])
+    return out
+
+
+def goal_rows(r: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """(what, measured, goal, verdict) per goal: ``met``, ``MISS`` or ``not measured``."""
+    values = goal_values(r)
+    rows = []
+    for key, what, goal, unit in GOALS:
+        value = values.get(key)
+        if value is None:
+            rows.append((what, "–", f"≤ {goal:g}{unit}", "not measured"))
+        else:
+            rows.append((what, f"{value:g}{unit}", f"≤ {goal:g}{unit}", "met" if value <= goal else "MISS"))
+    return rows
+
+
 def _cold_start_rows(c: dict[str, Any]) -> list[tuple[str, str]]:
     """A step pod's cold start (exec → first line of its own work) and a whole event with fresh
     processes, through Hera's runner (before issue 15) and ``steps.runtime.launcher`` (the templates now)."""
@@ -260,7 +306,11 @@ def table(r: dict[str, Any]) -> str:
     width = max((len(a) for a, _ in rows), default=10)
     lines = [f"{'measure':<{width}}  result", "-" * (width + 30)]
     lines += [f"{a:<{width}}  {b}" for a, b in rows]
-    return "\n".join(lines + _breakdown_lines(r) + _import_lines(r))
+    goals = ["", "goals (issues 33 and 34): measured, goal, verdict"]
+    goals += [
+        f"  {what:<{width}}  {value:>8}  {goal:>8}  {verdict}" for what, value, goal, verdict in goal_rows(r)
+    ]
+    return "\n".join(lines + goals + _breakdown_lines(r) + _import_lines(r))
 
 
 #: ``docs/benchmarks.md`` is half written by hand (what the numbers mean, where the time goes) and
@@ -321,7 +371,10 @@ def markdown(r: dict[str, Any], command: str) -> str:
         out += ["**Partial results: the run had not finished when this was written.**", ""]
     if r.get("notes"):
         out += ["Notes on this run:", ""] + [f"- {n}" for n in r["notes"]] + [""]
-    out += ["| measure | result |", "|---|---|"]
+    out += ["Goals (issue 33's table, issue 34's values line); a miss is printed as one:", ""]
+    out += ["| goal | measured | goal | verdict |", "|---|---|---|---|"]
+    out += [f"| {what} | {value} | {goal} | {verdict} |" for what, value, goal, verdict in goal_rows(r)]
+    out += ["", "| measure | result |", "|---|---|"]
     out += [f"| {a} | {b} |" for a, b in headline_rows(r)]
     bd = r.get("single_event", {}).get("breakdown")
     if bd:

@@ -33,3 +33,29 @@ def test_the_checked_in_page_has_both_parts() -> None:
     text = page.read_text()
     assert report.GENERATED_BEGIN in text and report.GENERATED_END in text
     assert text.index("## How fast") < text.index(report.GENERATED_BEGIN)
+
+
+def test_each_goal_is_met_missed_or_not_measured_from_the_results() -> None:
+    """Issue 33: a ratio over its goal is reported as a miss; a goal the run did not reach says so."""
+    results = {
+        "ratios": {"single_p50": 2.39, "burst_27": 1.1},
+        "single_event": {"runs": 1, "latency_s": {"n": 1, "p50": 0.5, "p95": 0.5, "max": 0.5}},
+        "cold_start": {"event": {"latency_s": {"entry": {"p50": 1.0}}}},
+        "api_commits": {
+            "requests_per_event": {
+                "api_commit": {"requests": 2, "content_creating": 2},
+                "api_pr_created": {"requests": 4, "content_creating": 3},
+                "api_pr_updated": {"requests": 6, "content_creating": 4},
+            },
+            "burst": [],
+        },
+    }
+    verdicts = {what: (value, verdict) for what, value, _goal, verdict in report.goal_rows(results)}
+    by_key = dict(zip((g[0] for g in report.GOALS), (g[1] for g in report.GOALS), strict=True))
+    assert verdicts[by_key["single_p50"]] == ("2.39×", "MISS")
+    assert verdicts[by_key["burst_27"]] == ("1.1×", "met")
+    assert verdicts[by_key["cold_vs_warm"]] == ("2×", "met")
+    assert verdicts[by_key["api_pr_updated"]] == ("4", "MISS")
+    assert verdicts[by_key["burst_200"]][1] == "not measured"
+    page = report.markdown({"machine": {"python": "3.11", "git": "git"}, "timestamp": "t", **results}, "cmd")
+    assert "| MISS |" in page and "| met |" in page

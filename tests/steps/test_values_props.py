@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import io
 
+import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
-from steps.kustomize.values import edit_values
+from steps.kustomize.values import ValuesError, edit_values, find_pushed
+from steps.kustomize.values.tree import reread
 
 ECR = "123456789012.dkr.ecr.us-east-1.amazonaws.com"
 REPO = f"{ECR}/team/api"
@@ -87,3 +89,89 @@ def test_every_tag_reads_back_as_the_same_string_in_yaml_1_1_and_1_2(new: str) -
     edit = edit_values(text, REPO, tag=new, digest=None)
     assert yaml.safe_load(edit.text)["image"]["tag"] == new  # YAML 1.1 (PyYAML, Helm's sigs.k8s.io/yaml)
     assert YAML(typ="safe").load(io.StringIO(edit.text))["image"]["tag"] == new  # YAML 1.2
+
+
+# --- the re-read: it accepts the planned edit and nothing else -------------------------------------
+
+edits = st.sampled_from(["insert", "delete", "replace"])
+chars = st.sampled_from(list(" x1:#-'\"&*[]{},\n"))
+
+
+@settings(max_examples=150, deadline=None)
+@given(documents(), tags, st.data())
+def test_a_reread_that_accepts_a_text_proves_it_reads_as_planned(doc, new: str, data) -> None:
+    """The verification of every edit (:func:`steps.kustomize.values.tree.reread`): the planned
+    edit is accepted, and whatever else a text changes, if the re-read accepts it, the text reads as
+    the original with the planned field set — a change it lets through changes nothing YAML reads."""
+    head, token, tail, shape, _old = doc
+    text = head + token + tail
+    try:
+        want = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return
+    docs, _, (match,) = find_pushed(text, REPO)
+    node = (match.tag_slot if shape == "mapping" else match.string_slot).value
+    value = new if shape == "mapping" else f"{REPO}:{new}"
+    written = f'"{value}"'
+    result = text[: node.start] + written + text[node.end :]
+    replaced = {id(node.event): value}
+    reread(docs, result, "values.yaml", replaced, [])  # the planned edit itself reads back
+    if shape == "mapping":
+        want["app"]["image"]["tag"] = value
+    else:
+        want["app"]["image"] = value
+    # one more change anywhere outside the written value
+    at = data.draw(
+        st.integers(0, len(result)).filter(lambda i: not node.start <= i <= node.start + len(written))
+    )
+    how, char = data.draw(edits), data.draw(chars)
+    cut = at + (how != "insert")
+    changed = result[:at] + ("" if how == "delete" else char) + result[cut:]
+    try:
+        reread(docs, changed, "values.yaml", replaced, [])
+    except ValuesError as exc:
+        assert "nothing was written" in str(exc)
+        return
+    assert yaml.safe_load(changed) == want
+
+
+ORIGINAL = "base: &b {a: 1}\nimage:\n  repository: r\n  tag: 1.0\nother: yes\nlist: [a, b]\nshared: *b\n---\nsecond: 2\n"
+PLANNED = ORIGINAL.replace("  tag: 1.0\n", '  tag: "2.0"\n')
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        pytest.param('tag: "2.0"\n', 'tag: "2.0"\n  pullPolicy: Always\n', id="a-new-key"),
+        pytest.param("other: yes", "other: 'yes'", id="the-quoting-of-another-value"),
+        pytest.param("[a, b]", "[a, c]", id="a-list-item"),
+        pytest.param("second: 2", "second: 3", id="another-document"),
+        pytest.param("shared: *b", "shared: {a: 1}", id="an-alias-written-out"),
+        pytest.param("&b {a: 1}", "&b {a: 2}", id="what-an-alias-reads"),
+        pytest.param("repository: r", "repository: r2", id="the-repository"),
+        pytest.param('tag: "2.0"', "tag: 2.0", id="the-tag-read-as-a-number"),
+        pytest.param('tag: "2.0"', 'tag: "2.1"', id="another-tag"),
+        pytest.param('tag: "2.0"', 'tag: &t "2.0"', id="an-anchor-added"),
+    ],
+)
+def test_a_reread_refuses_any_change_but_the_planned_one(old: str, new: str) -> None:
+    docs, _, (match,) = find_pushed(ORIGINAL, "docker.io/library/r")
+    replaced = {id(match.tag_slot.value.event): "2.0"}
+    reread(docs, PLANNED, "values.yaml", replaced, [])
+    assert old in PLANNED
+    with pytest.raises(ValuesError, match="did not read back as intended"):
+        reread(docs, PLANNED.replace(old, new, 1), "values.yaml", replaced, [])
+
+
+def test_a_reread_refuses_a_missing_or_different_inserted_key() -> None:
+    text = "image:\n  repository: r\n  pullPolicy: Always\n"
+    docs, _, (match,) = find_pushed(text, "r")
+    inserted = [(match.tag_slot.after, "tag", "v1.2")]
+    reread(docs, text.replace("r\n", "r\n  tag: v1.2\n", 1), "values.yaml", {}, inserted)
+    for wrong in (
+        text,
+        text.replace("r\n", "r\n  tag: v1.3\n", 1),
+        text.replace("r\n", "r\n  tags: v1.2\n", 1),
+    ):
+        with pytest.raises(ValuesError, match="the tag key it adds"):
+            reread(docs, wrong, "values.yaml", {}, inserted)

@@ -33,9 +33,16 @@ from steps.kustomize.splice import (
     line_ending,
     start_of_line,
 )
-from steps.kustomize.values.find import Found, block_scalar_mentions, find_images, matching, show_path
+from steps.kustomize.values.find import (
+    Found,
+    block_scalar_mentions,
+    find_images,
+    matching,
+    show_path,
+    version,
+)
 from steps.kustomize.values.refs import normalise, split_reference
-from steps.kustomize.values.tree import ValuesError, VMap, VScalar, compose, plain
+from steps.kustomize.values.tree import Documents, ValuesError, VMap, VScalar, compose, reread
 from steps.kustomize.yaml_nodes import position_of
 
 
@@ -52,7 +59,7 @@ class ValuesEdit:
     new: ImagesEntry | None = None
 
 
-def read_documents(text: str, source: str) -> list:
+def read_documents(text: str, source: str) -> Documents:
     """The file's documents (:func:`~steps.kustomize.values.tree.compose`); a SOPS file is refused."""
     roots = compose(text, source)
     for root in roots:
@@ -74,10 +81,27 @@ def find_pushed(
     scope: tuple | None = None,
 ) -> tuple[list, list[Found], list[Found]]:
     """(documents, every image found, the images that are ``repository``). With ``keys`` (a
-    rule's ``valuesKeys``) the one image they name is returned whatever its repository (a pin)."""
-    roots = read_documents(text, source)
-    found = find_images(roots, keys=keys, scope=scope, source=source)
+    rule's ``valuesKeys``) the one image they name is returned whatever its repository (a pin).
+
+    A step asks this of the same text several times (the entry, its hold, the edit): the
+    documents and images of the last text read are given again when the very same ``str`` object
+    comes back with the same question, so a step parses its file once (a text read anew is parsed
+    anew). Callers read them, never change them.
+    """
+    question = (source, tuple(sorted(keys.items())) if keys is not None else None, scope)
+    last = _last_read[0]
+    if last is not None and last[0] is text and last[1] == question:
+        roots, found = last[2]
+    else:
+        _last_read[0] = None  # a text that fails to read leaves nothing behind
+        roots = read_documents(text, source)
+        found = find_images(roots, keys=keys, scope=scope, source=source)
+        _last_read[0] = (text, question, (roots, found))
     return roots, found, (found if keys is not None else matching(found, repository))
+
+
+#: The last text :func:`find_pushed` read: (text, (source, keys, scope), (documents, images)).
+_last_read: list = [None]
 
 
 def _one_version(matches: list[Found], source: str) -> tuple[str | None, str | None]:
@@ -320,7 +344,7 @@ def edit_values(
             indent = " " * after.column
             sp.insert(at, f"{line_ending(text, at)}{indent}{key}: {format_scalar(value, None, False)}")
     result = sp.apply()
-    _verify(text, result, roots, plan, repository, source, keys, scope)
+    _verify(result, roots, plan, repository, source, keys)
     edited = sorted({_where_of(matches, node) for node, _, _ in plan.replace.values()})
     edited += [show_path(f.path + ("tag",)) for f in matches if id(f.mapping) in plan.insert]
     return ValuesEdit(result, True, matches, edited, notes, old, new)
@@ -342,34 +366,41 @@ def _where_of(matches: list[Found], node: VScalar) -> str:
     return "?"  # pragma: no cover - every planned node belongs to a match
 
 
-def _verify(text, result, roots, plan: _Plan, repository, source, keys, scope) -> None:
-    """Read ``result`` again: the same data but the planned fields, and every match composing the
-    pushed reference; else raise (the file is not written)."""
-    try:
-        after = compose(result, source)
-    except ValuesError as exc:
-        raise ValuesError(
-            f"{source}: the edit produced unreadable YAML ({exc}); nothing was written. This is a bug"
-        ) from None
-    replace = {k: v[1] for k, v in plan.replace.items()}
-    insert = {k: (v[0], v[1], v[2]) for k, v in plan.insert.items()}
-    memo: dict = {}
-    if len(after) != len(roots) or any(
-        plain(a, replace, insert, memo) != plain(b) for a, b in zip(roots, after)
-    ):
-        raise ValuesError(
-            f"{source}: the edit did not read back as intended (something besides the image changed); "
-            "nothing was written. This is a bug, please report it with the file"
-        )
-    now = (
-        matching(find_images(after, keys=keys, scope=scope, source=source), repository)
-        if keys is None
-        else (find_images(after, keys=keys, scope=scope, source=source))
-    )
-    want = {f.path: (t, d) for f, t, d in plan.expect}
-    got = {f.path: (f.tag, f.digest) for f in now}
-    if any(got.get(path) != version for path, version in want.items()):
-        raise ValuesError(
-            f"{source}: after the edit an image does not compose the pushed reference; nothing was written. "
-            "This is a bug, please report it with the file"
-        )
+def _verify(result: str, docs: Documents, plan: _Plan, repository: str, source: str, keys) -> None:
+    """Read ``result`` again (:func:`~steps.kustomize.values.tree.reread`): the same documents but
+    the planned fields, and every match composing the pushed reference from what it reads now;
+    else raise (the file is not written)."""
+    replaced = {id(node.event): value for node, value, _ in plan.replace.values()}
+    inserted = [(after, key, value) for after, key, value, _ in plan.insert.values()]
+    read = reread(docs, result, source, replaced, inserted)
+
+    def now(slot) -> str | None:
+        """A field's value as ``result`` reads (a field not replaced reads as it did: proven)."""
+        if slot is None:
+            return None
+        if slot.key is None:  # the key inserted after ``slot.after``
+            event = read.get(id(slot.after))
+            value = event.value if event is not None else None
+        else:
+            event = read.get(id(slot.value.event)) if slot.value is not None else None
+            if event is not None:
+                value = event.value
+            else:
+                value = None if slot.value is None or slot.value.null else slot.value.value
+        return value if value and value.strip() else None
+
+    for f, tag, digest in plan.expect:
+        if f.string_slot is not None:
+            composed, *version_now = split_reference((now(f.string_slot) or "").strip())
+        elif any(id(n.event) in replaced for n in f.sources):
+            composed, version_now = "", []  # a field the repository is composed from changed: never planned
+        else:
+            composed = f.repository  # its fields read as they did
+            name = f.digest_slot.name if f.digest_slot is not None else None
+            version_now = version(now(f.tag_slot), now(f.digest_slot), name)
+        wanted = repository if keys is None else f.repository
+        if not composed or normalise(composed) != normalise(wanted) or tuple(version_now) != (tag, digest):
+            raise ValuesError(
+                f"{source}: after the edit the image at {f.where} does not compose the pushed reference; "
+                "nothing was written. This is a bug, please report it with the file"
+            )

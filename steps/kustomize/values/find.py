@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from steps.kustomize.splice import end_of_line, end_of_line_content, start_of_line
 from steps.kustomize.values.refs import join_registry, normalise, spellings, split_reference
-from steps.kustomize.values.tree import ValuesError, VMap, VScalar, VSeq
+from steps.kustomize.values.tree import Documents, ValuesError, VMap, VScalar, VSeq
 
 #: The roles :data:`VALUES_KEYS` may name (``valuesKeys`` of a rule).
 VALUES_KEYS = ("repository", "tag", "registry", "digest")
@@ -57,6 +57,9 @@ class Found:
     tag_slot: Slot | None = None
     digest_slot: Slot | None = None  # a `digest` key; name `sha`: hex only (the chart adds sha256:)
     string_slot: Slot | None = None  # the string shape's scalar
+    #: The scalars the repository is composed from (registry, repository, a global registry); for
+    #: the string shape, its one scalar.
+    sources: tuple = ()
     #: Other paths where the image's mapping or an edited scalar also is (anchors and aliases).
     shared: list[str] = field(default_factory=list)
 
@@ -139,8 +142,12 @@ def _slot(m: VMap, key: str, after: VScalar | None) -> Slot | None:
 
 @dataclass
 class _Context:
-    image_registry: str | None  # global.imageRegistry
-    global_image_registry: str | None  # global.image.registry
+    image_registry: VScalar | None  # global.imageRegistry, when set
+    global_image_registry: VScalar | None  # global.image.registry, when set
+
+
+def _set(node) -> VScalar | None:
+    return node if _str(node) is not None else None
 
 
 def _context(root) -> _Context:
@@ -148,47 +155,68 @@ def _context(root) -> _Context:
     if not isinstance(g, VMap):
         return _Context(None, None)
     gi = g.get("image")
-    return _Context(_str(g.get("imageRegistry")), _str(gi.get("registry")) if isinstance(gi, VMap) else None)
+    return _Context(_set(g.get("imageRegistry")), _set(gi.get("registry")) if isinstance(gi, VMap) else None)
+
+
+def version(tag: str | None, digest: str | None, digest_name: str | None) -> tuple[str | None, str | None]:
+    """(tag, digest) an image's fields say: ``tag: 1.2@sha256:…`` (a tag@digest setter) is both
+    when no digest field is set; a ``sha`` field holds the hex alone (the chart adds ``sha256:``)."""
+    if tag and "@" in tag and digest is None:
+        tag, _, digest = tag.partition("@")
+    if digest and digest_name == "sha" and not digest.startswith("sha256:"):
+        digest = "sha256:" + digest
+    return tag, digest
 
 
 def _shapes(m: VMap, path: tuple, parent_key: VScalar | None, ctx: _Context) -> list[Found]:
     found: list[Found] = []
-    repo, image, name = _str(m.get("repository")), _str(m.get("image")), _str(m.get("name"))
-    registry = _str(m.get("registry"))
+    index = m.index
+    if "<<" in index or "repository" in index or "image" in index or "name" in index:
+        repo_node, image_node, name_node = (
+            _set(m.get("repository")),
+            _set(m.get("image")),
+            _set(m.get("name")),
+        )
+    else:  # the common case: a mapping of settings, no image's fields
+        repo_node = image_node = name_node = None
+    repo, image, name = (n.value if n is not None else None for n in (repo_node, image_node, name_node))
+    registry_node = _set(m.get("registry"))
     has_registry = m.key_node("registry") is not None
     digest_key = (
         "digest" if m.key_node("digest") is not None else "sha" if m.key_node("sha") is not None else None
     )
 
-    def mapping_image(shape: str, repository_key: str, repository: str, reg: str | None) -> Found:
+    def mapping_image(shape: str, repository_key: str, repository: VScalar, reg: VScalar | None) -> Found:
         tag_slot = _slot(m, "tag", m.key_node(repository_key))
         digest_slot = _slot(m, digest_key, None) if digest_key else None
-        tag = _str(tag_slot.value) if tag_slot else None
-        digest = _str(digest_slot.value) if digest_slot else None
-        if tag and "@" in tag and digest is None:  # `tag: 1.2@sha256:…` (a tag@digest setter)
-            tag, _, digest = tag.partition("@")
-        if digest and digest_key == "sha" and not digest.startswith("sha256:"):
-            digest = "sha256:" + digest
+        tag, digest = version(
+            _str(tag_slot.value) if tag_slot else None,
+            _str(digest_slot.value) if digest_slot else None,
+            digest_key,
+        )
+        composed = join_registry(reg.value if reg is not None else None, repository.value)
+        sources = (repository,) if reg is None else (reg, repository)
         return Found(
-            path, shape, join_registry(reg, repository), tag, digest, m, parent_key, tag_slot, digest_slot
+            path, shape, composed, tag, digest, m, parent_key, tag_slot, digest_slot, sources=sources
         )
 
     if repo and "://" not in repo and "@" not in repo and split_reference(repo)[1] is None:
-        reg = (ctx.image_registry or registry) if has_registry else None
-        found.append(mapping_image("repository", "repository", repo, reg))
+        reg = (ctx.image_registry or registry_node) if has_registry else None
+        found.append(mapping_image("repository", "repository", repo_node, reg))
     elif (
         image
         and split_reference(image)[1:] == (None, None)
         and (m.key_node("tag") is not None or digest_key or has_registry)
     ):
-        found.append(mapping_image("image", "image", image, registry or ctx.global_image_registry))
+        found.append(mapping_image("image", "image", image_node, registry_node or ctx.global_image_registry))
     elif name and m.key_node("tag") is not None and split_reference(name)[1:] == (None, None):
-        reg = (ctx.image_registry or registry) if has_registry else None
-        found.append(mapping_image("name", "name", name, reg))
+        reg = (ctx.image_registry or registry_node) if has_registry else None
+        found.append(mapping_image("name", "name", name_node, reg))
     for k, v in m.pairs:
-        if not isinstance(k, VScalar) or not isinstance(v, VScalar) or not _str(v):
+        if k.__class__ is not VScalar or v.__class__ is not VScalar:
             continue
-        if not (k.value == "image" or k.value.endswith("Image") or k.value.endswith("_image")):
+        key = k.event.value
+        if not (key == "image" or key.endswith(("Image", "_image"))) or not _str(v):
             continue
         repository, tag, digest = split_reference(v.value.strip())
         if (tag is None and digest is None) or not repository or " " in repository:
@@ -203,6 +231,7 @@ def _shapes(m: VMap, path: tuple, parent_key: VScalar | None, ctx: _Context) -> 
                 m,
                 k,
                 string_slot=Slot(k, v, None, m, k.value),
+                sources=(v,),
             )
         )
     return found
@@ -257,12 +286,21 @@ def _by_keys(root, doc: int, keys: dict[str, str], source: str) -> Found | None:
     digest_slot = Slot(digest_hit[1], digest_hit[2], None, digest_hit[0], "digest") if digest_hit else None
     mapping = tag_hit[0] if tag_hit else got["repository"][0]
     path = (doc, *parse_keys_path(keys["repository"]))[:-1]
-    tag = _str(tag_slot.value) if tag_slot else None
-    digest = _str(digest_slot.value) if digest_slot else None
-    if tag and "@" in tag and digest is None:
-        tag, _, digest = tag.partition("@")
+    tag, digest = version(
+        _str(tag_slot.value) if tag_slot else None, _str(digest_slot.value) if digest_slot else None, None
+    )
+    sources = tuple(got[role][2] for role in ("registry", "repository") if got.get(role))
     return Found(
-        path, "valuesKeys", join_registry(registry, repo), tag, digest, mapping, None, tag_slot, digest_slot
+        path,
+        "valuesKeys",
+        join_registry(registry, repo),
+        tag,
+        digest,
+        mapping,
+        None,
+        tag_slot,
+        digest_slot,
+        sources=sources,
     )
 
 
@@ -297,24 +335,38 @@ def find_images(
             )
         return out
     found: list[Found] = []
+    # id(node) → every path it is at, for collections and anchored scalars: only those can be at
+    # several (through aliases); any other scalar is only where its mapping or sequence is
     occurrences: dict[int, list[tuple]] = {}
     for root, base in starts:
         ctx = _context(root)
         stack: list[tuple[object, tuple, VScalar | None]] = [(root, base, None)]
         while stack:
             node, path, parent_key = stack.pop()
-            seen = id(node) in occurrences
-            occurrences.setdefault(id(node), []).append(path)
-            if seen or isinstance(node, VScalar):
+            paths = occurrences.get(id(node))
+            if paths is not None:  # an alias of a collection already walked
+                paths.append(path)
                 continue
-            if isinstance(node, VMap):
+            occurrences[id(node)] = [path]
+            if node.__class__ is VMap:
                 found.extend(_shapes(node, path, parent_key, ctx))
                 for k, v in reversed(node.pairs):
-                    if isinstance(k, VScalar) and k.value != "<<":
-                        stack.append((v, path + (k.value,), k))
-            else:
-                for i in range(len(node.items) - 1, -1, -1):
-                    stack.append((node.items[i], path + (i,), None))
+                    if k.__class__ is not VScalar or k.event.value == "<<":
+                        continue
+                    if v.__class__ is VScalar:  # nothing to walk
+                        if v.event.anchor is not None:
+                            occurrences.setdefault(id(v), []).append(path + (k.event.value,))
+                    else:
+                        stack.append((v, path + (k.event.value,), k))
+            elif node.__class__ is VSeq:
+                items = node.items
+                for i in range(len(items) - 1, -1, -1):
+                    item = items[i]
+                    if item.__class__ is VScalar:
+                        if item.event.anchor is not None:
+                            occurrences.setdefault(id(item), []).append(path + (i,))
+                    else:
+                        stack.append((item, path + (i,), None))
     for f in found:
         shared = set()
         own = {f.path}
@@ -335,23 +387,11 @@ def matching(found: list[Found], repository: str) -> list[Found]:
     return [f for f in found if f.repository and normalise(f.repository) == want]
 
 
-def block_scalar_mentions(roots: list, repository: str) -> VScalar | None:
+def block_scalar_mentions(docs: Documents, repository: str) -> VScalar | None:
     """A block scalar (``|``/``>``) whose text names ``repository`` with a tag or digest, if any:
     an image there cannot be edited as YAML (flux2 #5307 skipped it silently; imagebump refuses)."""
+    if not docs.blocks:
+        return None
     names = spellings(repository)
     pattern = re.compile(r"(?<![\w./-])(?:" + "|".join(re.escape(n) for n in names) + r")(?=[:@])")
-    stack = [r for r in roots if r is not None]
-    seen: set[int] = set()
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        if isinstance(node, VScalar):
-            if node.style in ("|", ">") and pattern.search(node.value):
-                return node
-        elif isinstance(node, VMap):
-            stack.extend(v for _, v in node.pairs)
-        elif isinstance(node, VSeq):
-            stack.extend(node.items)
-    return None
+    return next((node for node in docs.blocks if pattern.search(node.value)), None)

@@ -5,9 +5,9 @@ file or a helmfile may be several documents, a top-level list, anchors and alias
 this module builds its own light tree from the same events (:func:`~steps.kustomize.yaml_nodes.parse_events`):
 :class:`VScalar` (a scalar event with its positions), :class:`VMap` and :class:`VSeq`. An alias is
 the anchored node itself (the same object), so an edit at the anchor is seen at every alias, and
-nothing is ever expanded. :func:`plain` turns a node into comparable data (types resolved as
-YAML 1.2 reads them), with some scalars' values replaced and keys inserted: what the edited file
-must read as. Pure.
+nothing is ever expanded. The events read are kept (:class:`Documents`), so :func:`reread` proves
+an edit by reading the new text once and comparing event by event: the same documents but for the
+scalars replaced and the keys inserted. Pure.
 """
 
 from __future__ import annotations
@@ -18,7 +18,16 @@ import yaml
 from yaml import events as _ev
 
 from steps.domain.errors import ValuesError
-from steps.kustomize.yaml_nodes import STR_TAG, Scalar, gc_paused, is_null, parse_events, position_of
+from steps.kustomize.yaml_nodes import (
+    STR_TAG,
+    Node,
+    Scalar,
+    gc_paused,
+    is_null,
+    parse_events,
+    position_of,
+    same_value,
+)
 
 #: The largest values file read, in bytes: real charts' values files are up to a few hundred KiB.
 MAX_VALUES_BYTES = 4 << 20
@@ -38,8 +47,11 @@ class VScalar(Scalar):
         return is_null(self.event)
 
 
-class _Coll:
-    __slots__ = ("end", "event", "flow", "offset", "size")
+class _Coll(Node):
+    """A collection: its start event's accessors are :class:`~steps.kustomize.yaml_nodes.Node`'s;
+    ``end`` is where its end event ends."""
+
+    __slots__ = ("end", "flow", "size")
 
     def __init__(self, event, offset: int) -> None:
         self.event, self.offset = event, offset
@@ -47,43 +59,17 @@ class _Coll:
         self.flow = bool(event.flow_style)
         self.size = 1
 
-    @property
-    def start(self) -> int:
-        return self.event.start_mark.index + self.offset
-
-    @property
-    def line(self) -> int:
-        return self.event.start_mark.line
-
-    @property
-    def column(self) -> int:
-        return self.event.start_mark.column
-
-    @property
-    def anchor(self) -> str | None:
-        return self.event.anchor
-
 
 class VMap(_Coll):
-    """A mapping: ``pairs`` [(key node, value node)] in file order."""
+    """A mapping: ``pairs`` [(key node, value node)] in file order; ``index``, scalar key → (key
+    node, value node) (keys are unique but ``<<``: the first of each), filled as it is composed."""
 
-    __slots__ = ("_index", "pairs")
+    __slots__ = ("index", "pairs")
 
     def __init__(self, event, offset: int) -> None:
         super().__init__(event, offset)
         self.pairs: list[tuple[object, object]] = []
-        self._index: dict[str, tuple[object, object]] | None = None
-
-    @property
-    def index(self) -> dict[str, tuple[object, object]]:
-        """scalar key → (key node, value node), the first of each (built once, after composing)."""
-        if self._index is None:
-            index: dict[str, tuple[object, object]] = {}
-            for k, v in self.pairs:
-                if isinstance(k, VScalar):
-                    index.setdefault(k.event.value, (k, v))
-            self._index = index
-        return self._index
+        self.index: dict[str, tuple[object, object]] = {}
 
     def get(self, key: str):
         """The value node of the scalar key ``key`` (merge keys ``<<`` followed), or None."""
@@ -116,8 +102,21 @@ class VSeq(_Coll):
         self.items: list[object] = []
 
 
-def compose(text: str, source: str) -> list:
-    """Every document's root node (None for an empty document), in order.
+class Documents(list):
+    """Every document's root node (None for an empty document), in order — a list — and what they
+    were read from: ``events``, libyaml's events of the whole text in order (what a re-read is
+    compared with, :func:`reread`), and ``blocks``, the block scalars (``|``, ``>``)."""
+
+    __slots__ = ("blocks", "events")
+
+    def __init__(self, roots, events: list, blocks: list) -> None:
+        super().__init__(roots)
+        self.events = events
+        self.blocks = blocks
+
+
+def compose(text: str, source: str) -> Documents:
+    """Every document's root node (None for an empty document), in order (:class:`Documents`).
 
     Raises:
         ValuesError: invalid YAML (naming Go template actions when the file has them), too large,
@@ -155,74 +154,92 @@ def neutralise(text: str) -> str:
     return _TEMPLATE_LINE.sub(lambda m: m[1] + "#" + m[0][len(m[1]) + 1 :], text)
 
 
-def _compose(text: str, source: str) -> list:
+#: A collection's size (nodes once its aliases are written out) is counted up to this.
+_SIZE_CAP = 1 << 62
+
+
+def _compose(text: str, source: str) -> Documents:
     get, offset = parse_events(neutralise(text))
+    events: list = []
+    record = events.append
+    blocks: list = []
     anchors: dict[str, object] = {}
-    stack: list[list] = []  # [node, pending key, keys seen]
+    parent = pending = None  # the open collection, and a mapping's key waiting for its value
+    stack: list[tuple] = []  # (parent, pending) of the collections around ``parent``
     roots: list = []
     written = 0
+    scalar_event, alias_event = _ev.ScalarEvent, _ev.AliasEvent
+    map_start, seq_start = _ev.MappingStartEvent, _ev.SequenceStartEvent
+    map_end, seq_end = _ev.MappingEndEvent, _ev.SequenceEndEvent
     while True:
         event = get()
+        record(event)
         kind = event.__class__
-        if kind is _ev.ScalarEvent:
+        if kind is scalar_event:
             node = VScalar(event, offset)
             written += 1
             size = 1
             if event.anchor is not None:
                 anchors[event.anchor] = node
-        elif kind is _ev.MappingStartEvent or kind is _ev.SequenceStartEvent:
+            if event.style == "|" or event.style == ">":
+                blocks.append(node)
+        elif kind is map_start or kind is seq_start:
             if len(stack) >= MAX_VALUES_DEPTH:
                 raise ValuesError(
                     f"{source}: nested more than {MAX_VALUES_DEPTH} deep at {position_of(event.start_mark)}"
                 )
-            node = (VMap if kind is _ev.MappingStartEvent else VSeq)(event, offset)
+            node = (VMap if kind is map_start else VSeq)(event, offset)
             written += 1
             if event.anchor is not None:
                 anchors[event.anchor] = node
-            stack.append([node, None, {}])
+            stack.append((parent, pending))
+            parent, pending = node, None
             continue
-        elif kind is _ev.MappingEndEvent or kind is _ev.SequenceEndEvent:
-            node = stack.pop()[0]
+        elif kind is map_end or kind is seq_end:
+            node = parent
+            parent, pending = stack.pop()
             node.end = event.end_mark.index + offset
+            if node.size > _SIZE_CAP:
+                node.size = _SIZE_CAP
             size = node.size
-        elif kind is _ev.AliasEvent:
+        elif kind is alias_event:
             node = anchors.get(event.anchor)
             if node is None:
                 raise ValuesError(
                     f"{source}: undefined alias *{event.anchor} at {position_of(event.start_mark)}"
                 )
-            if any(frame[0] is node for frame in stack):
+            if node is parent or any(frame[0] is node for frame in stack):
                 raise ValuesError(
                     f"{source}: the alias *{event.anchor} refers to itself (a recursive document)"
                 )
-            size = 1 if isinstance(node, VScalar) else node.size
+            size = 1 if node.__class__ is VScalar else node.size
         elif kind is _ev.StreamEndEvent:
             break
         else:
             if kind is _ev.DocumentStartEvent:
                 roots.append(_PENDING)
             continue
-        if not stack:
+        if parent is None:
             roots[-1] = node
             continue
-        frame = stack[-1]
-        parent = frame[0]
-        parent.size = min(parent.size + size, 1 << 62)
-        if isinstance(parent, VSeq):
+        parent.size += size
+        if parent.__class__ is VSeq:
             parent.items.append(node)
-        elif frame[1] is None:
-            frame[1] = node
-            if isinstance(node, VScalar) and node.value != "<<":
-                first = frame[2].get(node.value)
-                if first is not None:
+        elif pending is None:
+            pending = node
+            if node.__class__ is VScalar:
+                value = node.event.value
+                if value != "<<" and value in parent.index:
+                    first = parent.index[value][0]
                     raise ValuesError(
-                        f"{source}: duplicate key {node.value!r} at {position_of(node.start_mark)} "
+                        f"{source}: duplicate key {value!r} at {position_of(node.start_mark)} "
                         f"(first at {position_of(first.start_mark)}); remove one of them"
                     )
-                frame[2][node.value] = node
         else:
-            parent.pairs.append((frame[1], node))
-            frame[1] = None
+            parent.pairs.append((pending, node))
+            if pending.__class__ is VScalar:
+                parent.index.setdefault(pending.event.value, (pending, node))
+            pending = None
     docs = [None if r is _PENDING else r for r in roots]
     total = sum(1 if isinstance(r, VScalar) else r.size for r in docs if r is not None)
     if total - written > MAX_VALUES_EXPANSION:
@@ -230,58 +247,100 @@ def _compose(text: str, source: str) -> list:
             f"{source}: uses YAML aliases that expand to more than {MAX_VALUES_EXPANSION} nodes; "
             "write the values out without anchors and aliases"
         )
-    return docs
+    return Documents(docs, events, blocks)
 
 
 #: A document whose root has not been read yet (an empty document stays None).
 _PENDING = object()
 
 
-_TAGS: dict[str, str] = {}
+def _reads_as(event, value: str, anchor: str | None) -> bool:
+    """Whether ``event`` is a scalar that reads as the string ``value`` (YAML 1.2) with ``anchor``."""
+    if event.__class__ is not _ev.ScalarEvent or event.value != value or event.anchor != anchor:
+        return False
+    return VScalar(event, 0).tag == STR_TAG
 
 
-def scalar_key(node: VScalar) -> tuple:
-    """A scalar as compared: its resolved YAML type and its value (positions and quoting aside)."""
-    event = node.event
-    if event.tag is None and event.implicit[0]:  # plain: YAML 1.2's reading (remembered per value)
-        value = event.value
-        tag = _TAGS.get(value)
-        if tag is None:
-            tag = node.tag
-            if len(_TAGS) < 4096:
-                _TAGS[value] = tag
-    else:
-        tag = node.tag
-    return ("s", tag, event.value if tag != "tag:yaml.org,2002:null" else "")
+def _value_last(events: list, at: int) -> int:
+    """The index of the last event of the node whose first event is ``events[at]``."""
+    depth = 0
+    while True:
+        kind = events[at].__class__
+        if kind is _ev.MappingStartEvent or kind is _ev.SequenceStartEvent:
+            depth += 1
+        elif kind is _ev.MappingEndEvent or kind is _ev.SequenceEndEvent:
+            depth -= 1
+        if depth == 0:
+            return at
+        at += 1
 
 
-def plain(node, replace: dict[int, str] | None = None, insert: dict[int, tuple] | None = None, memo=None):
-    """``node`` as comparable data: scalars as :func:`scalar_key`, except those in ``replace``
-    (``id(scalar)`` → the string it must read as), and mappings with ``insert``'s pairs
-    (``id(mapping)`` → (after this key node, key, value)). Shared nodes (aliases) are built once."""
-    replace = replace or {}
-    insert = insert or {}
-    memo = {} if memo is None else memo
+def reread(
+    docs: Documents,
+    text: str,
+    source: str,
+    replaced: dict[int, str],
+    inserted: list[tuple[VScalar, str, str]],
+) -> dict[int, object]:
+    """Read ``text`` — an edit of the text ``docs`` were read from — and prove it reads as ``docs``
+    but for the edit: libyaml's events compared one by one (values, types, tags, anchors, aliases,
+    structure, every document; positions and quoting styles aside), except that the scalar of each
+    event ``id`` in ``replaced`` reads as the string given there, and right after the value of each
+    key node of ``inserted`` a new pair of strings ``(key, value)`` follows.
 
-    def build(n):
-        got = memo.get(id(n))
-        if got is not None:
-            return got
-        if n is None:
-            out = None
-        elif isinstance(n, VScalar):
-            out = ("s", STR_TAG, replace[id(n)]) if id(n) in replace else scalar_key(n)
-        elif isinstance(n, VMap):
-            pairs = []
-            extra = insert.get(id(n))
-            for k, v in n.pairs:
-                pairs.append((build(k), build(v)))
-                if extra is not None and extra[0] is k:
-                    pairs.append((("s", STR_TAG, extra[1]), ("s", STR_TAG, extra[2])))
-            out = ("m", n.anchor is not None, tuple(pairs))
-        else:
-            out = ("q", tuple(build(i) for i in n.items))
-        memo[id(n)] = out
-        return out
+    Returns:
+        ``id(original event)`` → the event read now in its place, for the events of ``replaced``
+        (every other event reads as it did); an inserted pair's value under ``id`` of the key node
+        it follows.
 
-    return build(node)
+    Raises:
+        ValuesError: ``text`` is not YAML, or reads as anything else.
+    """
+    original = docs.events
+    after: dict[int, tuple[str, str, int]] = {}
+    for key, name, value in inserted:
+        at = next(i for i, e in enumerate(original) if e is key.event)
+        after[_value_last(original, at + 1)] = (name, value, id(key))
+    read: dict[int, object] = {}
+    scalar_event = _ev.ScalarEvent
+    try:
+        get, _ = parse_events(neutralise(text))
+        with gc_paused():
+            for i, was in enumerate(original):
+                now = get()
+                kind = was.__class__
+                if kind is scalar_event and now.__class__ is kind:  # the most events: compared here
+                    want = replaced.get(id(was))
+                    if want is not None:
+                        ok = _reads_as(now, want, was.anchor)
+                        read[id(was)] = now
+                    else:
+                        ok = (
+                            now.value == was.value
+                            and now.implicit == was.implicit
+                            and now.tag == was.tag
+                            and now.anchor == was.anchor
+                        )
+                else:
+                    ok = same_value(now, was)
+                if not ok:
+                    raise ValuesError(
+                        f"{source}: the edit did not read back as intended (at line {now.start_mark.line + 1}: "
+                        "something besides the image changed); nothing was written. This is a bug, please "
+                        "report it with the file"
+                    )
+                if i in after:
+                    name, value, key = after[i]
+                    new_key, new_value = get(), get()
+                    if not (_reads_as(new_key, name, None) and _reads_as(new_value, value, None)):
+                        raise ValuesError(
+                            f"{source}: the edit did not read back as intended (the {name} key it adds); "
+                            "nothing was written. This is a bug, please report it with the file"
+                        )
+                    read[key] = new_value
+    except yaml.YAMLError as exc:
+        raise ValuesError(
+            f"{source}: the edit produced unreadable YAML ({' '.join(str(exc).split())}); nothing was written. "
+            "This is a bug"
+        ) from None
+    return read

@@ -27,6 +27,8 @@ GateState = Literal["waiting", "blocked", "promoted"]
 BlockReason = Literal["mismatch", "degraded", "rolled-back", "held", "superseded"]
 GATE_STATES: tuple[GateState, ...] = ("waiting", "blocked", "promoted")
 HEALTHY, DEGRADED = "Healthy", "Degraded"
+#: Argo CD's health when it cannot tell; also a deploy's health before ``lastTransitionTime`` (not seen)
+UNKNOWN = "Unknown"
 
 
 @dataclass(frozen=True)

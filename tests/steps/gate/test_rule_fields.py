@@ -112,8 +112,27 @@ def test_the_outcomes_count_promotions_and_blocks_with_the_time_from_live():
     now = datetime(2026, 12, 1, 12, tzinfo=UTC)
     decisions = {
         1: GateDecision("promoted", "api:2", "staging", live_since=now - timedelta(minutes=31)),
-        2: GateDecision("blocked", "api:3", "staging", reason="degraded"),
+        2: GateDecision(
+            "blocked", "api:3", "staging", reason="degraded", decided_at=now - timedelta(seconds=20)
+        ),
         3: GateDecision("waiting", "api:4", "staging", time_left=timedelta(minutes=3)),
     }
     got = sorted((o.result, o.env, o.seconds) for o in outcomes(decisions, now))
     assert got == [("blocked", "staging", 0.0), ("promoted", "staging", 1860.0)]
+
+
+def test_a_block_is_counted_once_by_the_evaluation_of_the_minute_it_happened():
+    """The evaluations are stateless (every minute, image-gate decides the same block again): the
+    block counts only where the time it happened falls in that evaluation's last minute."""
+    from datetime import UTC, datetime, timedelta
+
+    from steps.gate.decide import GateDecision
+    from steps.gate.sweep import outcomes
+
+    start = datetime(2026, 12, 1, 12, tzinfo=UTC)
+    at = start + timedelta(minutes=3, seconds=12)  # Argo CD: Degraded since then
+    blocked = {1: GateDecision("blocked", "api:3", "staging", reason="degraded", decided_at=at)}
+    counted = [len(outcomes(blocked, start + timedelta(minutes=m, seconds=1))) for m in range(10)]
+    assert counted == [0, 0, 0, 0, 1, 0, 0, 0, 0, 0]  # the first evaluation after it
+    held = {1: GateDecision("blocked", "api:3", "staging", reason="held", decided_at=start)}
+    assert outcomes(held, start) == []  # a hold's time is not recorded: the gauge shows it

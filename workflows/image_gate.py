@@ -5,7 +5,10 @@ two never drift): its reconcile step with ``gated: true`` (only the gated rules 
 environments they wait on), whose promoted ``gate: wait`` targets go to image-update's
 ``update-target``. Every minute, so a gated target is promoted within 2 minutes of its soak's end.
 Adds the metrics ``imagebump_promotions_total{result,env}`` (promoted, blocked) and
-``imagebump_promotion_seconds{env}`` (from the environment before going live to the promotion).
+``imagebump_promotion_seconds{env}`` (from the environment before going live to the promotion), and
+counts the same decisions in ``imagebump_decisions_total{decision,env}`` (each once: see
+:func:`steps.gate.sweep.outcomes`) beside image-update's (edit-kustomize's, and the gate's ``waiting``
+of a push).
 
 Rights: the reconcile pod reads Argo CD's Applications (``get``, ``list``: the role verify-live has).
 """
@@ -15,7 +18,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from workflows import image_reconcile
+from workflows import image_reconcile, image_update
 from workflows import names as n
 
 NAME = "image-gate"
@@ -43,6 +46,15 @@ def _count_promotion() -> dict[str, Any]:
                     "name": "imagebump_promotions_total",
                     "help": "gated targets decided by the promotion gate, by result (promoted, blocked) and env",
                     "labels": labels,
+                    "counter": {"value": "1"},
+                },
+                {
+                    "name": image_update.DECISIONS_METRIC,
+                    "help": image_update.DECISIONS_HELP,
+                    "labels": [
+                        {"key": "decision", "value": "{{inputs.parameters.result}}"},
+                        {"key": "env", "value": "{{inputs.parameters.env}}"},
+                    ],
                     "counter": {"value": "1"},
                 },
                 {

@@ -151,22 +151,13 @@ def _reconcile_template():
     )(reconcile.run)
 
 
-class _MeteredSuspend(Suspend):
-    """A Suspend template that keeps its metrics: Hera 7.1's ``Suspend._build_template`` drops them."""
-
-    def _build_template(self):
-        template = super()._build_template()
-        template.metrics = self._build_metrics()
-        return template
-
-
 def _count_template(
     name: str = "count-targets",
     metric: str = "imagebump_reconcile_targets",
     help_text: str = "targets per state (behind, current, ahead, proposed, unknown, held, pinned, branch-taken) and env at the last sweep",
 ) -> Suspend:
     """A pod-less node per (state, env) that sets the gauge (a suspend of zero seconds: no pod)."""
-    return _MeteredSuspend(
+    return c.MeteredSuspend(
         name=name,
         duration="0",
         inputs=[Parameter(name="state"), Parameter(name="env"), Parameter(name="count")],

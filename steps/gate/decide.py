@@ -57,6 +57,9 @@ class GateDecision:
     #: when it came to hold (blocked: the fact that blocked it; promoted: the soak's end), per the
     #: facts' own times (Argo CD's, Git's): what counts a decision once (steps.gate.sweep.outcomes)
     decided_at: datetime | None = None
+    #: already reported (a ``gate: check`` commit status says it since an earlier evaluation): the
+    #: metrics do not count it again
+    settled: bool = False
 
     @property
     def seconds_left(self) -> int | None:

@@ -28,7 +28,7 @@ from steps.domain.models import Target
 from steps.gate.decide import GateDecision
 from steps.gate.evaluate import EnvTarget, combine
 from steps.gate.read import wanted
-from steps.gate.status import report_statuses
+from steps.gate.status import STATUS_OF, report_statuses
 
 log = logging.getLogger(__name__)
 GATED_STATES = ("behind", "proposed")
@@ -140,11 +140,19 @@ def apply_gates(
         for i in items
         if id(i) in decisions and i.branch_sha and (i.verdict.update or i.sample).gate == "check"
     ]
+    done: dict[str, str] = {}
     if rows:
         try:
-            report_statuses(rows, forge_for or _github_forge)
+            done = dict(report_statuses(rows, forge_for or _github_forge))
         except ImagebumpError as exc:  # a status not set now is set by the next evaluation
             log.warning("gate: commit statuses not set: %s", exc)
+    for item in items:  # gate: check: a decision is new where this evaluation set its status
+        decision = decisions.get(id(item))
+        if decision is None or decision.state == "waiting":
+            continue
+        if (item.verdict.update or item.sample).gate == "check":
+            new = bool(item.branch_sha) and done.get(item.branch_sha) == STATUS_OF[decision.state]
+            decisions[id(item)] = dataclasses.replace(decision, settled=not new)
     return decisions
 
 
@@ -207,10 +215,12 @@ def outcomes(
     evaluation whose last ``interval`` holds the time it happened (Argo CD's or Git's time of the
     fact that blocked it, :attr:`GateDecision.decided_at`): the evaluations are stateless, the count
     is still once per image. A block whose time nothing records (a person's hold; a rollback Argo CD
-    has not synced yet, counted once it has) is not counted: the gauge shows it."""
+    has not synced yet, counted once it has) is not counted: the gauge shows it. A ``gate: check``
+    decision is counted where the evaluation set its commit status (``settled`` otherwise): its pull
+    request stays open after the promotion, and the status is set once."""
     found = []
     for d in decisions.values():
-        if d.state == "waiting":
+        if d.state == "waiting" or d.settled:
             continue
         if d.state == "blocked" and not (d.decided_at is not None and now - interval < d.decided_at < now):
             continue

@@ -136,3 +136,72 @@ def test_a_block_is_counted_once_by_the_evaluation_of_the_minute_it_happened():
     assert counted == [0, 0, 0, 0, 1, 0, 0, 0, 0, 0]  # the first evaluation after it
     held = {1: GateDecision("blocked", "api:3", "staging", reason="held", decided_at=start)}
     assert outcomes(held, start) == []  # a hold's time is not recorded: the gauge shows it
+
+
+def test_a_check_gate_promoted_is_counted_once_though_its_pull_request_stays_open():
+    """gate: check: the pull request stays open (``proposed``) after the promotion, so every
+    evaluation decides ``promoted`` again; it counts where the evaluation set the success status."""
+    from datetime import UTC, datetime, timedelta
+    from types import SimpleNamespace
+
+    from steps.domain.models import PromoteAfter, Target
+    from steps.forge.pull_requests import CommitStatus
+    from steps.gate.sweep import apply_gates, outcomes
+    from steps.reconcile.decide import Verdict
+
+    now = datetime(2026, 12, 1, 12, tzinfo=UTC)
+    repo = "https://github.com/o/deploy"
+    staging = Target(
+        rule=0, repo_url=repo, path="staging", env="staging", image=f"{REGISTRY}/team/api", tag="2"
+    )
+    production = staging.model_copy(
+        update={
+            "rule": 1,
+            "path": "production",
+            "env": "production",
+            "gate": "check",
+            "promote_after": PromoteAfter(env="staging", soak_seconds=1800),
+        }
+    )
+    deployed = (now - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    app = {
+        "status": {
+            "history": [{"id": 0, "revision": "r1", "deployedAt": deployed}],
+            "sync": {"status": "Synced", "revision": "r1"},
+            "health": {"status": "Healthy", "lastTransitionTime": deployed},
+        }
+    }
+    reader = SimpleNamespace(
+        deployments=lambda _t: [("argocd/api-staging", None, app)], image_at=lambda _t: lambda _r: ":2"
+    )
+
+    class Statuses:
+        def __init__(self) -> None:
+            self.set: dict[str, CommitStatus] = {}
+
+        def statuses(self, sha: str) -> dict[str, CommitStatus]:
+            return dict(self.set)
+
+        def set_status(
+            self, sha: str, *, state: str, context: str, description: str = "", **_: object
+        ) -> bool:
+            self.set[context] = CommitStatus(context, state, description)
+            return True
+
+    forge = Statuses()
+
+    def evaluation() -> list:
+        items = [
+            SimpleNamespace(sample=staging, verdict=Verdict("current", ""), hold=None, branch_sha=""),
+            SimpleNamespace(
+                sample=production,
+                verdict=Verdict("proposed", "pull request open"),
+                hold=None,
+                branch_sha="c0ffee",
+            ),
+        ]
+        return outcomes(apply_gates(items, reader, now, forge_for=lambda _url: forge), now)
+
+    assert [(o.result, o.env) for o in evaluation()] == [("promoted", "staging")]
+    assert forge.set["imagebump/soak: staging"].state == "success"
+    assert evaluation() == []  # decided again, counted once

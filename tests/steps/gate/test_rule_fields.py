@@ -57,7 +57,6 @@ def test_gate_defaults_to_wait():
         ("  promoteAfter: {env: staging, soak: 30m}\n  gate: later", "gate"),
         ("  gate: check", "gate"),  # no promoteAfter
         ("  promoteAfter: {env: staging, soak: 30m}\n  gate: check\n  mode: commit", "gate"),
-        ("  promoteAfter: {env: staging, soak: 30m}\n  gate: check\n  provider: local", "gate"),
     ],
 )
 def test_bad_gate_fields_are_refused_with_the_field_named(gated, field):
@@ -85,6 +84,12 @@ def test_a_push_gives_a_gate_wait_target_no_commit_or_pr_and_says_why():
     out = _pushed(_rules("  promoteAfter: {env: staging, soak: 30m}"))
     assert [t.env for t in out.targets] == ["staging"]
     assert [s.rule for s in out.skipped] == [1] and "promoteAfter staging" in out.skipped[0].reason
+
+
+def test_check_on_a_host_without_an_api_is_accepted_its_status_a_git_note():
+    rules = load_rules(_rules("  promoteAfter: {env: staging, soak: 30m}\n  gate: check\n  provider: local"))
+    production = rules.match(IMAGE).targets[1]
+    assert (production.gate, production.provider) == ("check", "local")
 
 
 def test_a_push_opens_the_gate_check_pr_at_once():

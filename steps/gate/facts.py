@@ -148,8 +148,9 @@ def _since_transition(
     ``controller/health.go``, ``setApplicationHealth``: "if the status didn't change, don't update
     the timestamp"). The field came with argo-cd PR #18660 ("Timestamp for Health Status") in v2.14,
     set there only while the controller persists resource health; PR #22666 sets it always from 3.0
-    (``AppHealthStatus.LastTransitionTime`` in ``pkg/apis/application/v1alpha1/types.go``). So the health is ``state`` from ``changed`` until
-    now, through every deploy since, and nothing is known of it before: a deploy before ``changed``
+    (``AppHealthStatus.LastTransitionTime`` in ``pkg/apis/application/v1alpha1/types.go``). So the
+    health is ``state`` from ``changed`` until now, through every deploy since, and nothing is known
+    of it before: a deploy before ``changed``
     is ``Unknown`` (the clock does not run on it), and at ``changed`` the image then deployed turns
     ``state``. The soak's clock therefore starts at max(the deploy, ``changed``): a ``Degraded`` that
     recovered between two evaluations restarts it at the recovery, never promotes early."""

@@ -138,8 +138,8 @@ RULE_FIELDS: dict[str, str] = {
     "(the same digest), continuously Healthy, for the soak ([Promotion](../promotion.md)). `ENV` must be "
     "the `env` of another rule",
     "gate": "with `promoteAfter`: `wait` (no commit or pull request until the soak passed) or `check` "
-    "(needs `mode: pr`, `provider: github`: the pull request opens at once with the commit status "
-    "`imagebump/soak: ENV`, pending until the soak passes)",
+    "(needs `mode: pr`: the pull request opens at once with the commit status "
+    "`imagebump/soak: ENV`, pending until the soak passes; with `provider: local`, a git note)",
 }
 
 

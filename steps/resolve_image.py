@@ -6,7 +6,8 @@ the rules file at ``$IMAGEBUMP_RULES_FILE`` (default ``/etc/imagebump/rules/rule
 (digest, push time, and the account when the event lacks it). No Git access.
 
 Writes: the output parameters ``image``, ``targets`` (the JSON list Argo fans out over with
-``withParam``), ``skipped``, ``reason``, ``event-id``.
+``withParam``), ``skipped``, ``reason``, ``event-id``, and ``gated``: the targets left to the
+promotion gate (``gate: wait``), whose decision for this push is ``waiting``.
 
 Skips (empty ``targets`` and a ``reason``, exit 0): an event that is not a successful push; an
 image ECR no longer has; a tag that has moved to another digest since the push (a newer event
@@ -44,7 +45,26 @@ LAZY_IMPORTS = (
 )
 
 
-__all__ = ["ResolveImageInput", "ResolveImageOutput", "SkippedRule", "resolve", "run", "select_targets"]
+__all__ = [
+    "GateWaiting",
+    "ResolveImageInput",
+    "ResolveImageOutput",
+    "SkippedRule",
+    "resolve",
+    "run",
+    "select_targets",
+]
+
+
+class GateWaiting(BaseModel):
+    """A target this push left to the promotion gate (``promoteAfter`` with ``gate: wait``): its
+    decision for the push is ``waiting`` (the decision metric counts it, as it counts
+    edit-kustomize's decision of an ungated target)."""
+
+    decision: str = "waiting"
+    env: str = ""
+    rule: int
+    waiting_on: str
 
 
 class ResolveImageOutput(BaseModel):
@@ -53,6 +73,7 @@ class ResolveImageOutput(BaseModel):
     skipped: list[SkippedRule] = Field(default_factory=list)
     reason: str = ""
     event_id: str = ""
+    gated: list[GateWaiting] = Field(default_factory=list)
 
 
 class ResolveImageInput(BaseModel):
@@ -130,6 +151,11 @@ def select_targets(
             for t in waits
             if t.promote_after is not None
         ]
+    gated = [
+        GateWaiting(env=t.env or "", rule=t.rule, waiting_on=t.promote_after.env)
+        for t in waits
+        if t.promote_after is not None
+    ]
     reason = ""
     if not match.targets:
         reason = f"no rule yields a target for {resolved.reference}" + (
@@ -138,7 +164,12 @@ def select_targets(
             else " (no rule matches its repository)"
         )
     return ResolveImageOutput(
-        image=resolved, targets=match.targets, skipped=match.skipped, reason=reason, event_id=event_id
+        image=resolved,
+        targets=match.targets,
+        skipped=match.skipped,
+        reason=reason,
+        event_id=event_id,
+        gated=gated,
     )
 
 

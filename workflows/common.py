@@ -21,6 +21,7 @@ from hera.workflows import (
     RunnerScriptConstructor,
     Script,
     SecretVolume,
+    Suspend,
 )
 from hera.workflows import models as m
 from pydantic import BaseModel
@@ -198,8 +199,9 @@ def target_passed_on() -> dict[str, str]:
     return {name: f"{{{{inputs.parameters.{name}}}}}" for name in ("target", "repo-url", "path", "env")}
 
 
-def counter(name: str, help: str, when: str, labels: dict[str, str]) -> m.Metrics:
-    """One Prometheus counter, 1 added each time ``when`` holds, with ``labels`` (key → value)."""
+def counter(name: str, help: str, when: str | None, labels: dict[str, str]) -> m.Metrics:
+    """One Prometheus counter, 1 added each time ``when`` holds (None: each time the node ends),
+    with ``labels`` (key → value)."""
     return m.Metrics(
         prometheus=[
             m.Prometheus(
@@ -211,3 +213,13 @@ def counter(name: str, help: str, when: str, labels: dict[str, str]) -> m.Metric
             )
         ]
     )
+
+
+class MeteredSuspend(Suspend):
+    """A Suspend template that keeps its metrics: Hera 7.1's ``Suspend._build_template`` drops them.
+    With ``duration: "0"`` it is a pod-less node that only emits its metrics."""
+
+    def _build_template(self):
+        template = super()._build_template()
+        template.metrics = self._build_metrics()
+        return template

@@ -11,6 +11,7 @@ on, ``live-report`` (the live states). ``concurrencyPolicy: Forbid``; its deadli
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from hera.workflows import (
@@ -39,6 +40,11 @@ SCHEDULE = "*/10 * * * *"
 STARTING_DEADLINE_SECONDS = 300
 #: At most this many update-target pods at once (a first sweep may find hundreds behind).
 PARALLELISM = 8
+DESCRIPTION = (
+    "Every overlay a rule maps an ECR repository to, compared with the newest image ECR holds that the "
+    "rule allows; those behind are updated by image-update's update-target (a push whose event was lost "
+    "is reflected within one sweep)."
+)
 #: The referenced template: update-target of the image-update WorkflowTemplate.
 UPDATE_TEMPLATE = "update-target"
 
@@ -59,6 +65,21 @@ RECONCILE_DEADLINE_SECONDS = 1200
 #: included: one update ahead (an overlay is busy when its events are being handled, and those
 #: move it forward anyway), then its own. A deeper queue is left to the next sweep.
 MUTEX_HOLDS = 2
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """What makes one CronWorkflow of this wiring: ``image-reconcile`` (the default), or the promotion
+    gate's ``image-gate`` (:mod:`workflows.image_gate`): its reconcile step given ``gated: true`` and,
+    beside its counts, ``count_step`` (a pod-less template counting each of the ``gates`` output)."""
+
+    name: str = NAME
+    description: str = DESCRIPTION
+    schedule: str = SCHEDULE
+    starting_deadline_seconds: int = STARTING_DEADLINE_SECONDS
+    gated: bool = False
+    #: (step name, template) counting each item of the reconcile step's ``gates`` output
+    count_gates: tuple[str, Any] | None = None
 
 
 def _seconds(duration: str) -> int:
@@ -110,7 +131,7 @@ def _reconcile_retry():
     return c.retry_transient(limit=2)
 
 
-def _reconcile_template():
+def _reconcile_template(gated: bool = False):
     return script(
         name="reconcile",
         constructor=c.step_runner(),
@@ -126,6 +147,7 @@ def _reconcile_template():
                 "ecr-calls": "0",
                 "git-calls": "0",
                 "git-clones": "0",
+                **({"gates": "[]"} if gated else {}),
             },
         ),
         env=[
@@ -151,22 +173,13 @@ def _reconcile_template():
     )(reconcile.run)
 
 
-class _MeteredSuspend(Suspend):
-    """A Suspend template that keeps its metrics: Hera 7.1's ``Suspend._build_template`` drops them."""
-
-    def _build_template(self):
-        template = super()._build_template()
-        template.metrics = self._build_metrics()
-        return template
-
-
 def _count_template(
     name: str = "count-targets",
     metric: str = "imagebump_reconcile_targets",
     help_text: str = "targets per state (behind, current, ahead, proposed, unknown, held, pinned, branch-taken) and env at the last sweep",
 ) -> Suspend:
     """A pod-less node per (state, env) that sets the gauge (a suspend of zero seconds: no pod)."""
-    return _MeteredSuspend(
+    return c.MeteredSuspend(
         name=name,
         duration="0",
         inputs=[Parameter(name="state"), Parameter(name="env"), Parameter(name="count")],
@@ -228,9 +241,9 @@ def _sweep_target_steps() -> Steps:
     return sweep_target
 
 
-def _main_steps(sweep, count, sweep_target: Steps, live_report: Steps) -> Steps:
+def _main_steps(sweep, count, sweep_target: Steps, live_report: Steps, variant: Sweep) -> Steps:
     """``main``: the reconcile step, then at once its counts, the behind targets' updates and the
-    live report of the current ones."""
+    live report of the current ones (and, for the gate, the count of each gate decided)."""
     with Steps(name="main", parallelism=PARALLELISM) as main:
         sweep(
             name="reconcile",
@@ -238,6 +251,7 @@ def _main_steps(sweep, count, sweep_target: Steps, live_report: Steps) -> Steps:
                 "concurrency": "{{workflow.parameters.concurrency}}",
                 "limit": "{{workflow.parameters.limit}}",
                 "full": "{{workflow.parameters.full}}",
+                **({"gated": "true"} if variant.gated else {}),
             },
         )
         with main.parallel():
@@ -260,24 +274,30 @@ def _main_steps(sweep, count, sweep_target: Steps, live_report: Steps) -> Steps:
                 arguments={"targets": "{{steps.reconcile.outputs.parameters.current-targets}}"},
                 when="{{workflow.parameters.verify-live}} == true",
             )
+            if variant.count_gates is not None:
+                step_name, template = variant.count_gates
+                Step(
+                    name=step_name,
+                    template=template,
+                    arguments={k: f"{{{{item.{k}}}}}" for k in ("result", "env", "seconds")},
+                    with_param="{{steps.reconcile.outputs.parameters.gates}}",
+                )
     return main
 
 
-def build() -> CronWorkflow:
-    """The ``image-reconcile`` CronWorkflow (Hera object; ``.to_dict()`` is the manifest)."""
+def build(variant: Sweep | None = None) -> CronWorkflow:
+    """The ``image-reconcile`` CronWorkflow, or another :class:`Sweep` of the same wiring (Hera
+    object; ``.to_dict()`` is the manifest)."""
+    variant = variant or Sweep()
     with CronWorkflow(
-        name=NAME,
+        name=variant.name,
         namespace=n.NAMESPACE,
         labels=dict(n.LABELS),
-        annotations={
-            "workflows.argoproj.io/description": "Every overlay a rule maps an ECR repository to, compared with "
-            "the newest image ECR holds that the rule allows; those behind are updated by image-update's "
-            "update-target (a push whose event was lost is reflected within one sweep).",
-        },
-        schedules=[SCHEDULE],
+        annotations={"workflows.argoproj.io/description": variant.description},
+        schedules=[variant.schedule],
         timezone="UTC",
         concurrency_policy="Forbid",
-        starting_deadline_seconds=STARTING_DEADLINE_SECONDS,
+        starting_deadline_seconds=variant.starting_deadline_seconds,
         successful_jobs_history_limit=3,
         failed_jobs_history_limit=5,
         entrypoint="main",
@@ -307,12 +327,12 @@ def build() -> CronWorkflow:
         **c.housekeeping(seconds_after_success=3600),
         workflow_metadata=m.WorkflowMetadata(labels=dict(n.LABELS)),
     ) as cw:
-        sweep = _reconcile_template()
+        sweep = _reconcile_template(variant.gated)
         count = _count_template()
         count_live = _count_template("count-live", live.LIVE_STATES_METRIC, live.LIVE_STATES_HELP)
         live_states = live.live_states_template()
 
         live_report = _live_report_steps(live_states, count_live)
         sweep_target = _sweep_target_steps()
-        _main_steps(sweep, count, sweep_target, live_report)
+        _main_steps(sweep, count, sweep_target, live_report, variant)  # adds count_gates' template
     return cw

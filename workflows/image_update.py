@@ -75,8 +75,11 @@ DECISIONS_HELP = (
     "edit-kustomize's decision for each target, by env: update, current, stale, held (a person's "
     "rollback or an imagebump:hold marker) or pinned (newName names another repository). Counted once per "
     "target when the step succeeds; a target whose edit failed after all retries is counted as "
-    "result=error in imagebump_updates_total."
+    "result=error in imagebump_updates_total. The promotion gate's decisions (promoteAfter) too: waiting "
+    "(a push to a gate: wait target, once, by image-update), then promoted or blocked (once, by image-gate)."
 )
+#: The pod-less template that counts a decision taken outside a pod (the gate's ``waiting``).
+COUNT_DECISION = "count-decision"
 LATENCY_HELP = "Seconds from the ECR push to the end of a successful commit-pr, by env."
 
 #: ``when`` of a per-step metric: only the final, successful result (the retry node's status).
@@ -114,7 +117,9 @@ def _resolve_image_template():
         constructor=c.step_runner(),
         image=c.IMAGE,
         service_account_name=n.SA_ECR_READER,
-        outputs=c.outputs_of(resolve_image.ResolveImageOutput, {"targets": "[]", "skipped": "[]"}),
+        outputs=c.outputs_of(
+            resolve_image.ResolveImageOutput, {"targets": "[]", "skipped": "[]", "gated": "[]"}
+        ),
         env=[*c.base_env(), Env(name="IMAGEBUMP_RULES_FILE", value=f"{n.RULES_DIR}/{n.RULES_KEY}")],
         env_from=c.base_env_from(),
         volumes=[
@@ -314,8 +319,26 @@ def _deliver_target_steps(update_target: Steps, verify) -> Steps:
     return deliver_target
 
 
-def _main_steps(resolve, deliver_target: Steps) -> Steps:
-    """``main``: resolve-image, then deliver-target for each target it found."""
+def _count_decision_template():
+    """``count-decision``: a pod-less node (a suspend of zero seconds) that counts one decision no
+    step of this Workflow takes in a pod: ``waiting``, for a target resolve-image left to the
+    promotion gate (``gate: wait``; issue 35)."""
+    return c.MeteredSuspend(
+        name=COUNT_DECISION,
+        duration="0",
+        inputs=[Parameter(name="decision"), Parameter(name="env")],
+        metrics=c.counter(
+            DECISIONS_METRIC,
+            DECISIONS_HELP,
+            None,
+            {"decision": "{{inputs.parameters.decision}}", "env": ENV_LABEL},
+        ),
+    )
+
+
+def _main_steps(resolve, deliver_target: Steps, count_decision) -> Steps:
+    """``main``: resolve-image, then deliver-target for each target it found and the decision of
+    each target it left to the promotion gate."""
     with Steps(name="main") as main:
         resolve(
             name="resolve-image",
@@ -324,12 +347,19 @@ def _main_steps(resolve, deliver_target: Steps) -> Steps:
                 "image": "{{workflow.parameters.image}}",
             },
         )
-        Step(
-            name="update-target",
-            template=deliver_target,
-            arguments=c.target_fan_out(),
-            with_param="{{steps.resolve-image.outputs.parameters.targets}}",
-        )
+        with main.parallel():
+            Step(
+                name="update-target",
+                template=deliver_target,
+                arguments=c.target_fan_out(),
+                with_param="{{steps.resolve-image.outputs.parameters.targets}}",
+            )
+            Step(
+                name="count-gated",
+                template=count_decision,
+                arguments={"decision": "{{item.decision}}", "env": "{{item.env}}"},
+                with_param="{{steps.resolve-image.outputs.parameters.gated}}",
+            )
     return main
 
 
@@ -362,5 +392,5 @@ def build() -> WorkflowTemplate:
         exit_notify.exit_handler()
         update_target = _update_target_steps(edit, commit)
         deliver_target = _deliver_target_steps(update_target, verify)
-        _main_steps(resolve, deliver_target)
+        _main_steps(resolve, deliver_target, _count_decision_template())
     return wt

@@ -13,6 +13,8 @@ import argparse
 import json
 import sys
 
+from imagebump.local.demo_gate import GATES
+
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
@@ -47,8 +49,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--gate",
-        action="store_true",
-        help="gate production on staging (promoteAfter, a short soak): staging live, then the production PR",
+        nargs="?",
+        const="wait",
+        choices=GATES,
+        default=None,
+        help="gate production on staging (promoteAfter, a short soak): staging live, then the production "
+        "PR (wait, the default); check: the PR at once, its commit status going from pending to success",
     )
     parser.set_defaults(func=run)
     return parser

@@ -66,6 +66,10 @@ class DemoReport:
     live_skipped: str = ""
     #: the messages the demo's webhook receiver got from the exit handler (issue 36)
     notifications: list[dict[str, Any]] = field(default_factory=list)
+    #: ``--gate``: the gate's last row for production (``waiting``, ``promoted``, …), and with
+    #: ``--gate check`` each state the commit status ``imagebump/soak: staging`` took on its head
+    gate: dict[str, Any] = field(default_factory=dict)
+    gate_statuses: list[str] = field(default_factory=list)
 
     def step_seconds(self) -> dict[str, float]:
         """Stable keys for benchmarks: ``queue``, ``resolve-image``, ``edit-kustomize[ENV]``,
@@ -127,6 +131,8 @@ class DemoReport:
             "sweep": self.sweep or None,
             "live": {t.env: {"result": t.live, **t.live_outputs} for t in self.targets if t.live} or None,
             "notifications": self.notifications,
+            "gate": self.gate or None,
+            "gate_statuses": self.gate_statuses,
         }
 
 
@@ -139,7 +145,7 @@ def run_demo(
     progress: Callable[[str], None] | None = None,
     lost_push: bool = False,
     wrong_manifest: bool = False,
-    gate: bool = False,
+    gate: str | bool | None = None,
 ) -> DemoReport:
     """Build the world, push one image, run until its event is done, and collect what to show.
 
@@ -147,11 +153,14 @@ def run_demo(
     is lost), and run one sweep (``imagebump reconcile --apply``'s template): both overlays follow.
     The staging commit is then watched until live in a simulated Argo CD (:mod:`.demo_live`);
     ``wrong_manifest`` makes that Argo CD run another image: the demo shows verify-live's alarm.
+    ``gate`` (``wait`` or ``check``; True is ``wait``): production is gated on staging's short soak
+    (:mod:`.demo_gate`); ``check`` records the soak status's states on the pull request's head.
 
     Never raises for a failing pipeline: the report says ``ok=False`` with the reason. Raises
     :class:`steps.domain.errors.ConfigError` when a prerequisite (git, git-http-backend) is missing.
     """
     say = progress or (lambda _msg: None)
+    gate = "wait" if gate is True else (gate or None)
     wall = time.monotonic()
     tmp = Path(tempfile.mkdtemp(prefix="imagebump-demo-"))
     report = DemoReport(ok=False)
@@ -163,7 +172,10 @@ def run_demo(
         with (
             quiet_request_logs(),
             build_world(
-                tmp, log_sink=log_sink, files=_demo_files, rules=_gated_demo_rules if gate else _demo_rules
+                tmp,
+                log_sink=log_sink,
+                files=_demo_files,
+                rules=(lambda w: gated_rules(_demo_rules(w), gate=gate)) if gate else _demo_rules,
             ) as world,
             simulated_argocd(world, wrong_manifest=wrong_manifest, say=say) as live,
             demo_receiver(world, tmp / "notifications") as receiver,
@@ -186,7 +198,9 @@ def run_demo(
             if lost_push and report.ok:
                 _lose_a_push_then_sweep(report, world, say)
             if gate and report.ok:  # issue 35: staging live → a short soak → the production PR
-                watch_the_gate(world, say)
+                statuses = report.gate_statuses if gate == "check" else None
+                row = watch_the_gate(world, say, statuses=statuses)
+                report.gate = dict((row or {}).get("gate") or {})
     finally:
         report.wall_seconds = time.monotonic() - wall
         if keep:
@@ -205,11 +219,6 @@ def _demo_rules(world: World) -> str:
     """The overlays' rules and one naming the Helm values file."""
     base = default_rules(world.git.base_url, world.registry, repository=world.repository)
     return base + helm_rule(world.git.base_url, world.registry, repository=world.repository)
-
-
-def _gated_demo_rules(world: World) -> str:
-    """The demo's rules, production gated on staging's soak (``--gate``)."""
-    return gated_rules(_demo_rules(world))
 
 
 def _lose_a_push_then_sweep(report: DemoReport, world: World, say: Callable[[str], None]) -> None:
@@ -371,6 +380,14 @@ def render_report(report: DemoReport) -> str:
     if report.notifications or report.targets:
         section("Notifications (the exit handler → a webhook receiver on 127.0.0.1)")
         out.extend(notification_lines(report.notifications))
+    if report.gate:
+        section("Promotion gate: production waits for staging's soak (promoteAfter)")
+        out.append(f"production: {report.gate.get('state', '')} (gated on {report.gate.get('env', '')})")
+        if report.gate_statuses:
+            out.append(
+                "commit status imagebump/soak: staging on the pull request's head: "
+                + " → ".join(report.gate_statuses)
+            )
     if report.sweep:
         s = report.sweep
         section("6. A push whose event was lost, then one sweep (imagebump reconcile --apply)")

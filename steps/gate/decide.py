@@ -27,6 +27,8 @@ GateState = Literal["waiting", "blocked", "promoted"]
 BlockReason = Literal["mismatch", "degraded", "rolled-back", "held", "superseded"]
 GATE_STATES: tuple[GateState, ...] = ("waiting", "blocked", "promoted")
 HEALTHY, DEGRADED = "Healthy", "Degraded"
+#: Argo CD's health when it cannot tell; also a deploy's health before ``lastTransitionTime`` (not seen)
+UNKNOWN = "Unknown"
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,12 @@ class GateDecision:
     reason: BlockReason | None = None  # blocked only
     live_since: datetime | None = None  # when the soak's clock started (the env went live)
     note: str = ""  # for people: why it waits (nothing deploys the env yet, ...), what blocked it
+    #: when it came to hold (blocked: the fact that blocked it; promoted: the soak's end), per the
+    #: facts' own times (Argo CD's, Git's): what counts a decision once (steps.gate.sweep.outcomes)
+    decided_at: datetime | None = None
+    #: already reported (a ``gate: check`` commit status says it since an earlier evaluation): the
+    #: metrics do not count it again
+    settled: bool = False
 
     @property
     def seconds_left(self) -> int | None:
@@ -78,7 +86,12 @@ def decide(
         if fact.held or fact.rolled_back:
             if arrived:
                 return GateDecision(
-                    "blocked", image, env, reason="held" if fact.held else "rolled-back", live_since=since
+                    "blocked",
+                    image,
+                    env,
+                    reason="held" if fact.held else "rolled-back",
+                    live_since=since,
+                    decided_at=fact.at,
                 )
             continue  # a person's decision before this image arrived is not about it
         if fact.digest != digest:
@@ -89,13 +102,18 @@ def decide(
                     env,
                     reason="superseded" if fact.digest else "mismatch",
                     live_since=since,
+                    decided_at=fact.at,
                 )
             continue
         arrived = True
         if not fact.synced:
-            return GateDecision("blocked", image, env, reason="mismatch", live_since=since)
+            return GateDecision(
+                "blocked", image, env, reason="mismatch", live_since=since, decided_at=fact.at
+            )
         if fact.health == DEGRADED:
-            return GateDecision("blocked", image, env, reason="degraded", live_since=since)
+            return GateDecision(
+                "blocked", image, env, reason="degraded", live_since=since, decided_at=fact.at
+            )
         if fact.health != HEALTHY:
             since = None
         elif since is None:
@@ -104,5 +122,5 @@ def decide(
         return GateDecision("waiting", image, env, time_left=soak)
     left = soak - (now - since)
     if left <= timedelta(0):
-        return GateDecision("promoted", image, env, live_since=since)
+        return GateDecision("promoted", image, env, live_since=since, decided_at=since + soak)
     return GateDecision("waiting", image, env, time_left=left, live_since=since)

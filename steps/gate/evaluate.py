@@ -60,4 +60,7 @@ def combine(
         )
         return replace(longest, note=note)
     since = max(d.live_since for _, d in decisions if d.live_since is not None)
-    return GateDecision("promoted", image, env, live_since=since, note=f"{env} ran it for the soak")
+    at = max((d.decided_at for _, d in decisions if d.decided_at is not None), default=None)
+    return GateDecision(
+        "promoted", image, env, live_since=since, note=f"{env} ran it for the soak", decided_at=at
+    )

@@ -8,9 +8,10 @@ From Argo CD's Application (argo-cd ``pkg/apis/application/v1alpha1/types.go``):
   (``controller/appcontroller.go``, ``persistRevisionHistory``; at most ``revisionHistoryLimit``,
   10 by default): each entry is a fact at ``deployedAt`` whose image is what Git's overlay sets at
   that revision (``image_at``);
-- ``status.health`` (``status``, and ``lastTransitionTime`` where Argo CD records it): the health
-  now, since its last transition (before it, after the newest deploy, the Application was not yet
-  ``Healthy``: ``Progressing``);
+- ``status.health`` (``status``, and ``lastTransitionTime`` where Argo CD records it, 2.14 on): the
+  health now, since its last transition; before that transition nothing is known of it
+  (``Unknown``: the soak's clock does not run), so a ``Degraded`` spell that ended between two
+  evaluations restarts the clock at the recovery;
 - ``status.sync`` and ``status.summary.images`` (from Pods only): not ``Synced`` at the newest
   deployed revision, or Pods running another image of the repository than Git holds there, is a
   ``mismatch``.
@@ -26,7 +27,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from steps.domain.errors import ImagebumpError
-from steps.gate.decide import DEGRADED, HEALTHY, Fact
+from steps.gate.decide import DEGRADED, HEALTHY, UNKNOWN, Fact
 
 Person = Literal["held", "rolled-back"] | None
 
@@ -112,7 +113,7 @@ def application_facts(
     if deployed:
         last_at, last_image, last_revision = deployed[-1]
         health = _dict(status.get("health"))
-        state = health.get("status") if isinstance(health.get("status"), str) else "Unknown"
+        state = health.get("status") if isinstance(health.get("status"), str) else UNKNOWN
         changed = parse_time(health.get("lastTransitionTime"))
         sync = _dict(status.get("sync"))
         synced = not (
@@ -123,16 +124,47 @@ def application_facts(
             others = [i for i in images if _repository(i) == _repository(last_image)]
             if others and state != "Progressing":  # Pods run another image than Git holds: mismatch
                 synced = False
-        if changed is not None and changed > last_at:
-            facts[-1] = Fact(last_at, last_image, health="Progressing" if state != DEGRADED else DEGRADED)
-            facts.append(Fact(min(changed, now), last_image, health=state, synced=synced))
-        else:
+        if changed is None:
+            # Argo CD before 2.14 records no lastTransitionTime: the health now is all there is. It is
+            # the newest deploy's; the older deploys count as Healthy (a Degraded spell between two
+            # evaluations is not seen: docs/promotion.md says so).
             facts[-1] = Fact(last_at, last_image, health=state, synced=synced)
+        else:
+            facts = _since_transition(deployed, state, min(changed, now), synced)
     if person == "held":
         current = facts[-1] if facts else None
         facts.append(Fact(now, current.digest if current else None, held=True))
     elif person == "rolled-back":
         facts = _rolled_back(facts, now, wanted)
+    return facts
+
+
+def _since_transition(
+    deployed: list[tuple[datetime, str | None, str]], state: str, changed: datetime, synced: bool
+) -> list[Fact]:
+    """The deploys as facts when Argo CD says since when its health is ``state`` (``changed``).
+
+    Argo CD moves ``status.health.lastTransitionTime`` only when the status changes (argo-cd
+    ``controller/health.go``, ``setApplicationHealth``: "if the status didn't change, don't update
+    the timestamp"). The field came with argo-cd PR #18660 ("Timestamp for Health Status") in v2.14,
+    set there only while the controller persists resource health; PR #22666 sets it always from 3.0
+    (``AppHealthStatus.LastTransitionTime`` in ``pkg/apis/application/v1alpha1/types.go``). So the
+    health is ``state`` from ``changed`` until now, through every deploy since, and nothing is known
+    of it before: a deploy before ``changed``
+    is ``Unknown`` (the clock does not run on it), and at ``changed`` the image then deployed turns
+    ``state``. The soak's clock therefore starts at max(the deploy, ``changed``): a ``Degraded`` that
+    recovered between two evaluations restarts it at the recovery, never promotes early."""
+    facts: list[Fact] = []
+    last = len(deployed) - 1
+    for i, (at, image, _) in enumerate(deployed):
+        if i and deployed[i - 1][0] < changed < at:  # the transition came while the previous ran
+            facts.append(Fact(changed, deployed[i - 1][1], health=state))
+        known = at >= changed
+        facts.append(
+            Fact(at, image, health=state if known else UNKNOWN, synced=synced if i == last else True)
+        )
+    if deployed[last][0] < changed:
+        facts.append(Fact(changed, deployed[last][1], health=state, synced=synced))
     return facts
 
 

@@ -6,6 +6,8 @@ passed, ``failure`` when the environment before blocked the image, ``pending`` (
 while it waits — a branch protection rule can require the context, and a reviewer sees it on the PR.
 Setting a status needs the GitHub App's "Commit statuses: write" permission (a token's ``repo:status``)
 and nothing more; a status GitHub refuses is a warning, never a failed step (:mod:`steps.forge`).
+On a host without an API (``provider: local``) the status is a git note on the commit
+(:mod:`steps.forge.local_status`), set with the write token (on one machine, every step has it).
 """
 
 from __future__ import annotations
@@ -45,12 +47,23 @@ def describe(decision: GateDecision) -> str:
     )
 
 
+def status_forge(target: Target, forge: Any) -> Any:
+    """Where ``target``'s commit statuses live: ``forge`` (GitHub's API), or for ``provider: local``
+    git notes in its repository."""
+    if target.provider == "local":
+        from steps.forge.local_status import GitNoteStatuses
+
+        return GitNoteStatuses(target.repo_url)
+    return forge
+
+
 def soak_pending(forge: Any, target: Target, sha: str) -> None:
     """commit-pr, after opening or updating a ``gate: check`` pull request: ``pending`` on its head
     (unless the gate already said something on that commit)."""
     if not checks(target) or not sha:
         return
     assert target.promote_after is not None
+    forge = status_forge(target, forge)
     name = context(target.promote_after.env)
     if name in forge.statuses(sha):
         return
@@ -71,7 +84,7 @@ def report_statuses(
     for target, sha, decision in rows:
         if not checks(target) or not sha:
             continue
-        forge = forge_for(target.repo_url)
+        forge = status_forge(target, None) if target.provider == "local" else forge_for(target.repo_url)
         name = context(decision.env)
         want = STATUS_OF[decision.state]
         now = forge.statuses(sha).get(name)

@@ -28,7 +28,7 @@ from steps.domain.models import Target
 from steps.gate.decide import GateDecision
 from steps.gate.evaluate import EnvTarget, combine
 from steps.gate.read import wanted
-from steps.gate.status import report_statuses
+from steps.gate.status import STATUS_OF, report_statuses
 
 log = logging.getLogger(__name__)
 GATED_STATES = ("behind", "proposed")
@@ -140,11 +140,19 @@ def apply_gates(
         for i in items
         if id(i) in decisions and i.branch_sha and (i.verdict.update or i.sample).gate == "check"
     ]
+    done: dict[str, str] = {}
     if rows:
         try:
-            report_statuses(rows, forge_for or _github_forge)
+            done = dict(report_statuses(rows, forge_for or _github_forge))
         except ImagebumpError as exc:  # a status not set now is set by the next evaluation
             log.warning("gate: commit statuses not set: %s", exc)
+    for item in items:  # gate: check: a decision is new where this evaluation set its status
+        decision = decisions.get(id(item))
+        if decision is None or decision.state == "waiting":
+            continue
+        if (item.verdict.update or item.sample).gate == "check":
+            new = bool(item.branch_sha) and done.get(item.branch_sha) == STATUS_OF[decision.state]
+            decisions[id(item)] = dataclasses.replace(decision, settled=not new)
     return decisions
 
 
@@ -182,20 +190,39 @@ def open_gate_reader(rules: Any) -> Any:
     return ArgoGitReader(argocd.connect(), argocd.argocd_namespace())
 
 
+#: How often image-gate evaluates (its schedule: every minute): a block is counted by the evaluation
+#: whose last interval holds the time it happened.
+EVALUATION_INTERVAL = timedelta(minutes=1)
+
+
 class GateOutcome(BaseModel):
-    """One gate decided this evaluation (the metrics): ``promoted`` or ``blocked``, the environment
-    waited on, and for ``promoted`` the seconds from that environment going live to the promotion."""
+    """One gate decided this evaluation (the metrics ``imagebump_promotions_total`` and
+    ``imagebump_decisions_total``): ``promoted`` or ``blocked``, the environment waited on, and for
+    ``promoted`` the seconds from that environment going live to the promotion."""
 
     result: str
     env: str
     seconds: float = 0.0
 
 
-def outcomes(decisions: dict[int, GateDecision], now: datetime) -> list[GateOutcome]:
-    """The promotions and blocks among ``decisions`` (``waiting`` is the gauge's, not a result)."""
+def outcomes(
+    decisions: dict[int, GateDecision], now: datetime, interval: timedelta = EVALUATION_INTERVAL
+) -> list[GateOutcome]:
+    """The promotions and blocks among ``decisions``, each counted once (``waiting`` is the gauge's).
+
+    A promotion is decided once: the target then goes to update-target and is no longer behind. A
+    block stays decided at every evaluation until a newer image, so it is counted only by the
+    evaluation whose last ``interval`` holds the time it happened (Argo CD's or Git's time of the
+    fact that blocked it, :attr:`GateDecision.decided_at`): the evaluations are stateless, the count
+    is still once per image. A block whose time nothing records (a person's hold; a rollback Argo CD
+    has not synced yet, counted once it has) is not counted: the gauge shows it. A ``gate: check``
+    decision is counted where the evaluation set its commit status (``settled`` otherwise): its pull
+    request stays open after the promotion, and the status is set once."""
     found = []
     for d in decisions.values():
-        if d.state == "waiting":
+        if d.state == "waiting" or d.settled:
+            continue
+        if d.state == "blocked" and not (d.decided_at is not None and now - interval < d.decided_at < now):
             continue
         seconds = (now - d.live_since).total_seconds() if d.state == "promoted" and d.live_since else 0.0
         found.append(GateOutcome(result=d.state, env=d.env, seconds=round(max(seconds, 0.0), 3)))

@@ -316,11 +316,10 @@ def gate_checks(spec: RuleSpec) -> PromoteAfter | None:
             "promoteAfter.env",
             f"{_excerpt(after.env)} is this rule's own env: name the environment before it",
         )
-    if spec.gate == "check" and (spec.mode != "pr" or spec.provider != "github"):
+    if spec.gate == "check" and spec.mode != "pr":
         raise _Problem(
             "gate",
-            "check needs mode: pr and provider: github (the commit status goes on the pull request); "
-            "use gate: wait",
+            "check needs mode: pr (the commit status goes on the pull request's head commit); use gate: wait",
         )
     return PromoteAfter(env=after.env, soak_seconds=after.soak_seconds)
 

@@ -94,3 +94,28 @@ def test_demo_runs_twice_in_a_row_prints_both_diffs_and_cleans_up(
     # what it started is stopped, --keep or not
     assert _refuses_connections(summary["aws_endpoint_url"])
     assert _refuses_connections(summary["git_base_url"])
+
+
+@pytest.mark.parametrize("gate", ["wait", "check"])
+def test_demo_gate_staging_live_then_a_short_soak_then_production(
+    capsys, tmp_path: Path, monkeypatch, gate: str
+) -> None:
+    """issue 35: ``--gate`` (wait): production's pull request branch appears only once staging ran the
+    image for the soak; ``--gate check``: the branch is there at once and the commit status
+    ``imagebump/soak: staging`` on its head goes from pending to success (a git note: no API)."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+    code = main(["demo", "--json", "--gate", gate])
+    out, err = capsys.readouterr()
+
+    assert code == 0, out + err
+    summary = json.loads(out)
+    assert summary["ok"] is True
+    assert summary["gate"]["state"] == "promoted" and summary["gate"]["env"] == "staging"
+    if gate == "check":
+        assert summary["actions"]["production"] == "pr-created"  # the pull request opens at once
+        assert summary["gate_statuses"] == ["pending", "success"]
+    else:
+        assert "production" not in summary["actions"]  # no commit or PR from the push itself
+        assert summary["gate_statuses"] == []
+    assert list(tmp_path.iterdir()) == []

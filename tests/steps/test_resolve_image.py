@@ -108,6 +108,27 @@ def test_push_event_yields_targets_with_ecr_digest_and_push_time(registry: Regis
     assert json.loads(files["image"])["digest"] == D1
 
 
+def test_a_gate_wait_target_is_left_to_the_gate_and_its_decision_is_waiting(
+    registry: Registry, env: Path
+) -> None:
+    """issue 35: a target of a rule with promoteAfter and gate: wait gets no commit or PR from the
+    push; the push's decision for it is ``waiting`` (the ``gated`` output the decision metric counts)."""
+    (env.parent / "rules.yaml").write_text(
+        RULES.replace(
+            "  writeDigest: true\n", "  writeDigest: true\n  promoteAfter: {env: staging, soak: 30m}\n"
+        )
+    )
+    registry.push("v1.4.2", D1)
+    out = run(event=registry.event(tag="v1.4.2"))
+    assert [t.env for t in out.targets] == ["staging"]
+    assert [(g.decision, g.env, g.waiting_on, g.rule) for g in out.gated] == [
+        ("waiting", "production", "staging", 1)
+    ]
+    assert json.loads(outputs(env)["gated"]) == [
+        {"decision": "waiting", "env": "production", "rule": 1, "waiting_on": "staging"}
+    ]
+
+
 def test_moved_tag_is_skipped(registry: Registry, env: Path) -> None:
     registry.push("1.4.2", D1)
     registry.push("1.4.2", D2)  # the tag moves before our event is handled

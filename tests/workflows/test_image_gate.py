@@ -36,6 +36,21 @@ def test_promotions_by_result_and_the_time_to_promotion_are_metrics() -> None:
     assert {label["key"] for label in metrics["imagebump_promotions_total"]["labels"]} == {"result", "env"}
     assert "counter" in metrics["imagebump_promotions_total"]
     assert "histogram" in metrics["imagebump_promotion_seconds"]
+    # the same decisions in the decision metric, with image-update's help (one help per name)
+    decisions = metrics["imagebump_decisions_total"]
+    assert {label["key"]: label["value"] for label in decisions["labels"]} == {
+        "decision": "{{inputs.parameters.result}}",
+        "env": "{{inputs.parameters.env}}",
+    }
+    assert "counter" in decisions and "when" not in decisions
+    update = yaml.safe_load((ROOT / "manifests" / "workflows" / "image-update.yaml").read_text())
+    helps = {
+        m["help"]
+        for t in update["spec"]["templates"]
+        for m in (t.get("metrics") or {}).get("prometheus", [])
+        if m["name"] == "imagebump_decisions_total"
+    }
+    assert helps == {decisions["help"]}
     main = next(t for t in cw["spec"]["workflowSpec"]["templates"] if t["name"] == "main")
     step = next(s for group in main["steps"] for s in group if s["name"] == "count-promotions")
     assert step["withParam"] == "{{steps.reconcile.outputs.parameters.gates}}"

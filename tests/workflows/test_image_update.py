@@ -56,8 +56,11 @@ def test_parameters_event_and_image_default_empty_with_descriptions(manifest):
 
 
 def test_main_resolves_then_fans_out_over_targets(templates):
-    (resolve,), (fan_out,) = templates["main"]["steps"]
+    (resolve,), (fan_out, count_gated) = templates["main"]["steps"]
     assert resolve["template"] == "resolve-image"
+    # the targets left to the promotion gate (gate: wait) are counted, in parallel, as decided: waiting
+    assert count_gated["template"] == "count-decision"
+    assert count_gated["withParam"] == "{{steps.resolve-image.outputs.parameters.gated}}"
     # each target: update-target (the mutex) then verify-live outside it (deliver-target holds no mutex)
     assert fan_out["name"] == "update-target" and fan_out["template"] == "deliver-target"
     (update,), (verify,) = templates["deliver-target"]["steps"]
@@ -91,7 +94,7 @@ def test_per_target_template_edits_then_commits_only_when_changed(templates):
 def _mutex_of(templates, target: Target) -> str:
     """The mutex name ``update-target`` takes for a target the fan-out hands it (as Argo renders it)."""
     (mutex,) = templates["update-target"]["synchronization"]["mutexes"]
-    (_, (fan_out,)) = templates["main"]["steps"]
+    (_, (fan_out, _count_gated)) = templates["main"]["steps"]
     item = target.model_dump(mode="json")
     args = {
         p["name"]: re.sub(r"\{\{item\.(\w+)\}\}", lambda m: str(item[m[1]]), p["value"])
@@ -423,6 +426,22 @@ def _series(name: str, **labels: str) -> tuple:
 )
 def test_counters_count_each_target_once_whatever_the_retries(templates, edit, commit, expected):
     assert _run_target(templates, edit, commit) == expected
+
+
+def test_a_target_left_to_the_gate_counts_its_decision_waiting_once_without_a_pod(templates):
+    count = templates["count-decision"]
+    assert count["suspend"] == {"duration": "0"} and "script" not in count  # no pod
+    (step,) = [s for s in templates["main"]["steps"][1] if s["template"] == "count-decision"]
+    args = {p["name"]: p["value"] for p in step["arguments"]["parameters"]}
+    assert args == {"decision": "{{item.decision}}", "env": "{{item.env}}"}
+    series: dict[tuple, float] = {}
+    for item in ({"decision": "waiting", "env": "production"}, {"decision": "waiting", "env": ""}):
+        scope = {f"inputs.parameters.{k}": v for k, v in item.items()}
+        _emit(count, {"status": "Succeeded", **scope}, series)
+    assert series == {
+        _series("imagebump_decisions_total", decision="waiting", env="production"): 1,
+        _series("imagebump_decisions_total", decision="waiting", env="none"): 1,
+    }
 
 
 def test_the_emission_model_counts_attempts_for_a_metric_without_a_final_only_guard(templates):

@@ -138,6 +138,37 @@ def test_degraded_during_the_soak_blocks_and_is_never_promoted(world: World) -> 
         assert (got.state, got.reason) == ("blocked", "degraded")
 
 
+def test_a_degraded_spell_between_two_evaluations_restarts_the_clock_at_the_recovery(world: World) -> None:
+    """Argo CD keeps no health history, but ``health.lastTransitionTime`` says since when it is
+    Healthy again: the soak's clock restarts there, and nothing is promoted early."""
+    world.staging_gets("2.0.0", 1)
+    assert world.gate("2.0.0", 5).live_since == T0 + timedelta(minutes=1)
+    world.degrade(10)
+    world.degrade(12, on=False)  # recovered before the next evaluation looked
+    got = world.gate("2.0.0", 31)
+    assert (got.state, got.live_since, got.time_left) == (
+        "waiting",
+        T0 + timedelta(minutes=12),
+        timedelta(minutes=11),
+    )
+    assert world.gate("2.0.0", 41.5).state == "waiting"
+    assert world.gate("2.0.0", 42).state == "promoted"
+
+
+def test_the_simulator_moves_last_transition_time_only_when_the_health_changes(world: World) -> None:
+    def health() -> dict:
+        return world.kube.objects[("applications", "argocd", "api-staging")]["status"]["health"]
+
+    since = health()["lastTransitionTime"]
+    world.staging_gets("2.0.0", 1)  # a sync that stays Healthy: no transition
+    assert health() == {"status": "Healthy", "lastTransitionTime": since}
+    world.degrade(10)
+    assert health() == {"status": "Degraded", "lastTransitionTime": "2026-12-01T10:10:00Z"}
+    world.at(11)
+    world.sim.reconcile_once()
+    assert health()["lastTransitionTime"] == "2026-12-01T10:10:00Z"
+
+
 def test_a_rollback_of_staging_during_the_soak_blocks(world: World) -> None:
     world.staging_gets("2.0.0", 1)
     world.staging_gets("1.0.0", 10, person=True)  # a person moved staging back

@@ -14,4 +14,5 @@
   is logged and counted (``notifications_total{result}``), never raised.
 - ``workflow_outcomes`` (pure): a finished Workflow's nodes → its outcomes (what the exit handler sends).
 - ``step``: the step (the Workflows' exit handler, and ``imagebump run --local``).
+- ``verifying``: the step beside verify-live that sets ``imagebump/live`` = ``pending`` on the commit it watches.
 """

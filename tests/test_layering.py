@@ -104,6 +104,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
             *(_DOMAIN, _RUNTIME, "steps.git", "steps.kube", "steps.kustomize", "steps.verify_live"),
             "steps.forge",  # gate: check's commit status
             "steps.rules",  # the short evaluation keeps the gated rules
+            "steps.notify",  # issue 36: its live-before / blocked messages (steps.notify.promotion)
         ),
         # above steps/: the local runtime, the declarations, the sensors, rendering, the CLI
         "workflows.local": (_DOMAIN, _RUNTIME, "workflows"),  # workflows.names only (see below)

@@ -31,6 +31,7 @@ from steps.reconcile import step as reconcile
 from workflows import common as c
 from workflows import image_update
 from workflows import names as n
+from workflows import notify as exit_notify
 from workflows import verify_live as live
 
 NAME = n.IMAGE_RECONCILE
@@ -154,6 +155,7 @@ def _reconcile_template(gated: bool = False):
             *c.base_env(),
             Env(name="IMAGEBUMP_RULES_FILE", value=f"{n.RULES_DIR}/{n.RULES_KEY}"),
             c.read_token_env(),
+            *exit_notify.messages_env(),  # issue 36: the promotion gate's live-before / blocked
         ],
         env_from=c.base_env_from(),
         volumes=[
@@ -165,6 +167,7 @@ def _reconcile_template(gated: bool = False):
                 items=[m.KeyToPath(key=n.RULES_KEY, path=n.RULES_KEY)],
             ),
             c.read_token_volume(),
+            exit_notify.messages_volume(),
         ],
         security_context=c.CONTAINER_SECURITY_CONTEXT,
         resources=c.resources(memory_limit="1Gi"),

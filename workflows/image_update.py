@@ -303,19 +303,26 @@ def _update_target_steps(edit, commit) -> Steps:
     return update_target
 
 
-def _deliver_target_steps(update_target: Steps, verify) -> Steps:
-    """``deliver-target``: update-target, then verify-live of what it committed (outside the mutex)."""
+def _deliver_target_steps(update_target: Steps, verify, verifying) -> Steps:
+    """``deliver-target``: update-target, then verify-live of what it committed (outside the mutex),
+    and beside it notify-verifying (``imagebump/live`` = ``pending`` on that commit, issue 36)."""
     with Steps(
         name="deliver-target",
         inputs=c.target_inputs(),
         outputs=[update_action_output("update")],
     ) as deliver_target:
         Step(name="update", template=update_target, arguments=c.target_passed_on())
-        verify(
-            name="verify-live",
-            arguments=live.verify_live_arguments("update"),
-            when=live.when_committed("update"),
-        )
+        with deliver_target.parallel():  # the pending status never delays the verification
+            verify(
+                name="verify-live",
+                arguments=live.verify_live_arguments("update"),
+                when=live.when_committed("update"),
+            )
+            verifying(
+                name=exit_notify.VERIFYING,
+                arguments=exit_notify.verifying_arguments("update"),
+                when=live.when_committed("update"),
+            )
     return deliver_target
 
 
@@ -389,8 +396,9 @@ def build() -> WorkflowTemplate:
         edit = _edit_kustomize_template()
         commit = _commit_pr_template()
         verify = live.verify_live_template()
+        verifying = exit_notify.verifying_template()
         exit_notify.exit_handler()
         update_target = _update_target_steps(edit, commit)
-        deliver_target = _deliver_target_steps(update_target, verify)
+        deliver_target = _deliver_target_steps(update_target, verify, verifying)
         _main_steps(resolve, deliver_target, _count_decision_template())
     return wt

@@ -240,7 +240,11 @@ def run(args: argparse.Namespace) -> int:
             sweep_executor = build_executor(
                 secrets=secrets,
                 configmaps={names.RULES_CONFIGMAP: {names.RULES_KEY: rules_text}},
-                env={**step_environment(dict(os.environ), args.endpoint_url, region), **live_env},
+                env={
+                    **step_environment(dict(os.environ), args.endpoint_url, region),
+                    **live_env,
+                    **notify_outcomes.ledger_environment(os.environ),  # the gate's messages, once each
+                },
                 log=log,
             )
             apply_live(sweep_executor, live)
@@ -256,7 +260,11 @@ def run(args: argparse.Namespace) -> int:
             build_executor(
                 secrets=secrets,
                 configmaps={names.RULES_CONFIGMAP: {names.RULES_KEY: rules_text}},
-                env={**step_environment(dict(os.environ), args.endpoint_url, region), **live_env},
+                env={
+                    **step_environment(dict(os.environ), args.endpoint_url, region),
+                    **live_env,
+                    **notify_outcomes.ledger_environment(os.environ),  # the gate's messages, once each
+                },
                 log=log,
             ),
             live,

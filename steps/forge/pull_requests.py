@@ -157,9 +157,15 @@ class GitHubForge:
         )
 
     def find_open_pr(self, head: str, base: str) -> PullRequest | None:
+        """The open pull request from branch ``head`` into ``base`` ("": into any branch)."""
         try:
             resp = self.client.rest.pulls.list(
-                self.owner, self.repo, state="open", head=f"{self.owner}:{head}", base=base, per_page=10
+                self.owner,
+                self.repo,
+                state="open",
+                head=f"{self.owner}:{head}",
+                per_page=10,
+                **({"base": base} if base else {}),
             )
             pulls = resp.parsed_data
         except (GitHubException, ValueError) as exc:

@@ -135,6 +135,16 @@ def apply_gates(
         else:
             item.verdict = dataclasses.replace(verdict, state=decision.state, reason=reason, update=None)
         log.info("gate %s/%s: %s", target.repo_url, target.path, reason)
+    from steps.notify.promotion import announce  # issue 36: live-before, blocked; once each
+
+    announce(
+        [
+            (i.verdict.update or i.sample, decisions[id(i)], i.branch if i.branch_sha and not i.no_pr else "")
+            for i in items
+            if id(i) in decisions
+        ],
+        forge_for=forge_for,
+    )
     rows = [
         (i.verdict.update or i.sample, i.branch_sha, decisions[id(i)])
         for i in items

@@ -4,7 +4,7 @@ and the commit status ``imagebump/live`` on imagebump's commits.
 - Comments (:data:`COMMENTS`): ``held`` (a person's rollback or hold marker stands), ``live-before``
   (the image is live in the environment before this one) and ``blocked`` (the promotion gate
   holds it back), on the pull request the outcome names (field ``pr``: its number or URL; else the
-  one open from the target's proposal branch, fields ``branch`` and ``base``), through
+  one open from the target's proposal branch, field ``branch``, into ``base`` when known), through
   :meth:`steps.forge.pull_requests.Forge.comment_once` with a hidden marker per outcome and event:
   a resubmit finds the marker and comments nothing.
 - Statuses (:data:`STATES`): ``pending`` on the commit a push produced while it is verified
@@ -56,9 +56,7 @@ def applies(message: Message) -> bool:
     if not fields.get("repo"):
         return False
     if message.kind in COMMENTS:
-        return pr_number(fields.get("pr", "")) is not None or bool(
-            fields.get("branch") and fields.get("base")
-        )
+        return pr_number(fields.get("pr", "")) is not None or bool(fields.get("branch"))
     if message.kind in STATES and fields.get("commit"):
         return STATES[message.kind] != "pending" or fields.get("verifying") == "true"
     return False
@@ -84,7 +82,7 @@ def send(message: Message, forge_for: ForgeFor) -> str:
     if message.kind in COMMENTS:
         number = pr_number(message.fields.get("pr", ""))
         if number is None:  # a held target's PR: the one open from its proposal branch
-            found = forge.find_open_pr(message.fields["branch"], message.fields["base"])  # type: ignore[attr-defined]
+            found = forge.find_open_pr(message.fields["branch"], message.fields.get("base", ""))  # type: ignore[attr-defined]
             if found is None:
                 return ""  # no open pull request: nothing to comment on
             number = found.number

@@ -13,6 +13,7 @@ notifications file or a destination that is down is a log record and a ``failed`
 import json
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from pydantic import BaseModel
 from steps.domain.errors import ImagebumpError
 from steps.kube.api import Resource
 from steps.notify import config as notify_config
-from steps.notify.decide import NotifyConfigError, Outcome, decide
+from steps.notify.decide import Message, NotifyConfigError, Outcome, decide
 from steps.notify.ledger import FileLedger, Ledger, S3Ledger
 from steps.notify.send import Report, deliver
 from steps.notify.workflow_outcomes import backup_outcomes, image_outcomes, nodes_of
@@ -107,11 +108,20 @@ def ledger_from_env(env: Any = None) -> Ledger:
     return FileLedger(Path(env.get(notify_config.LEDGER_ENV) or DEFAULT_LEDGER_DIR).expanduser())
 
 
-def notify(outcomes: list[Outcome], cfg: notify_config.NotifyConfig, ledger: Ledger, **kw: Any) -> Report:
-    """Decide and deliver: the core the step and ``imagebump run --local`` share."""
+def notify(
+    outcomes: list[Outcome],
+    cfg: notify_config.NotifyConfig,
+    ledger: Ledger,
+    keep: Callable[[Message], bool] | None = None,
+    **kw: Any,
+) -> Report:
+    """Decide and deliver: the core the step and ``imagebump run --local`` share. ``keep``: only the
+    messages it accepts (notify-verifying: GitHub's; the gate: none for a GitHub it cannot reach)."""
     messages, unknown = [], []
     for outcome in outcomes:
         for message in decide(outcome, cfg.routing):
+            if keep is not None and not keep(message):
+                continue
             (messages if message.destination in cfg.destinations else unknown).append(message)
     report = deliver(messages, cfg.destinations, ledger, **kw)
     for message in unknown:  # a rule naming a destination the file lacks: the others still go out

@@ -15,8 +15,13 @@ import pytest
 
 from imagebump.commands.run import local_secrets
 from imagebump.local.drive import push_image, run_until_done
+from imagebump.local.outcome import target_results
 from imagebump.local.world import World, build_world
+from steps.domain.repo_url import parse_repo_url
+from steps.notify.github import CONTEXT
 from steps.notify.signature import HEADER, verify
+from tests.e2e.test_push_to_live import live_world  # noqa: F401 - the simulated Argo CD's world
+from tests.fixtures.github import GitHubFake
 from tests.steps.notify.receivers import Receiver
 
 pytestmark = pytest.mark.slow
@@ -92,3 +97,33 @@ def test_a_failed_workflow_still_notifies_and_a_receiver_down_fails_nothing(
     counts = notify_counts(result)
     assert (counts["sent"], counts["failed"]) == ("2", "2")  # the 500s: counted, not raised
     assert "wrong-token-" not in repr([r.body for r in hook.received])
+
+
+@pytest.mark.parametrize(("wrong_manifest", "verdict"), [(False, "success"), (True, "failure")])
+def test_imagebump_live_is_pending_while_verifying_then_the_verdict_on_the_same_commit(
+    live_world: World,  # noqa: F811 - the fixture imported above
+    tmp_path: Path,
+    wrong_manifest: bool,
+    verdict: str,
+) -> None:
+    """Push → commit → ``pending`` (notify-verifying, beside verify-live) → ``success`` when live or
+    ``failure`` on a mismatch (the exit handler), on the commit imagebump made; GitHub is the fake."""
+    with GitHubFake({live_world.token}) as fake:
+        live_world.set_env_config({"IMAGEBUMP_GITHUB_API_URL": fake.url})
+        notify_file = json.dumps({"destinations": {"gh": {"type": "github"}}})
+        live_world.set_extra_secrets({"imagebump-notify": {"notify.yaml": notify_file}})
+        live_world.extra_env["IMAGEBUMP_NOTIFY_LEDGER_DIR"] = str(tmp_path / "ledger")
+        live_world.sim.wrong_manifest = wrong_manifest
+        with live_world.sim:
+            push_image(live_world, "1.4.2")
+            report = run_until_done(live_world, 1, timeout=120, visibility_timeout=5)
+    result = report.outcomes[0].result
+    (target,) = [t for t in target_results(result) if t.env == "staging"]
+    assert target.action == "committed" and target.live == ("mismatch" if wrong_manifest else "live")
+    _host, owner, repo = parse_repo_url(live_world.manifests_url)
+    states = [s["state"] for s in fake.statuses[(owner, repo, target.commit_sha)] if s["context"] == CONTEXT]
+    assert states == ["pending", verdict]
+    # one notify-verifying per target; only the committed (staging) one ran and sent
+    assert sorted(n.outputs.get("sent", "0") for n in result.nodes_for("notify-verifying"))[-1] == "1"
+    assert notify_counts(result)["duplicate"] == "1"  # the exit handler's own pending: the same key
+    assert live_world.token not in repr(live_world.logs)

@@ -128,7 +128,11 @@ def test_metrics_a_gauge_per_state_and_env_and_a_counter_of_updates(templates):
 def test_no_template_of_the_sweep_holds_the_write_token(manifest):
     """Only commit-pr (in image-update, reached by templateRef) mounts the write token."""
     secrets = re.findall(r'"secretName": "([^"]+)"', json.dumps(manifest))
-    assert set(secrets) == {n.GIT_READ_SECRET}  # the reconcile and live-states pods
+    # the reconcile and live-states pods; the reconcile pod the notifications file too (issue 36:
+    # the promotion gate's messages), never the write token
+    assert set(secrets) == {n.GIT_READ_SECRET, n.NOTIFY_SECRET}
+    refs = re.findall(r'"secretKeyRef": \{[^}]*"name": "([^"]+)"', json.dumps(manifest))
+    assert n.GIT_SECRET not in refs
 
 
 def test_the_local_executor_accepts_the_rendered_cron_workflow():

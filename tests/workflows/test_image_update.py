@@ -63,9 +63,11 @@ def test_main_resolves_then_fans_out_over_targets(templates):
     assert count_gated["withParam"] == "{{steps.resolve-image.outputs.parameters.gated}}"
     # each target: update-target (the mutex) then verify-live outside it (deliver-target holds no mutex)
     assert fan_out["name"] == "update-target" and fan_out["template"] == "deliver-target"
-    (update,), (verify,) = templates["deliver-target"]["steps"]
+    (update,), (verify, pending) = templates["deliver-target"]["steps"]
     assert "synchronization" not in templates["deliver-target"]
     assert (update["template"], verify["template"]) == ("update-target", "verify-live")
+    # beside verify-live (issue 36): imagebump/live = pending on the commit it watches, same condition
+    assert pending["template"] == "notify-verifying" and pending["when"] == verify["when"]
     assert verify["when"] == (
         "{{steps.update.outputs.parameters.action}} == committed && {{workflow.parameters.verify-live}} == true"
     )

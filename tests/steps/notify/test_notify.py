@@ -288,3 +288,25 @@ def test_the_receiver_snippet_in_the_docs_verifies_our_signature():
     now = int(time.time())
     assert scope["verify"](SECRET.encode(), signature.sign(SECRET, body, now), body)
     assert not scope["verify"](SECRET.encode(), signature.sign(SECRET, body, now - 301), body)
+
+
+def test_the_catalogue_names_every_outcome_its_fields_and_its_producer():
+    """docs/notifications.md's catalogue is what :data:`steps.notify.decide.FIELDS` sends: every
+    outcome, every field, and what sends it (issue 36: no message without a producer)."""
+    import re
+    from pathlib import Path
+
+    from steps.notify.decide import ALARMS, FIELDS
+
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "notifications.md").read_text()
+    section = doc.split("## The message catalogue", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1:-1] for line in section.splitlines() if line.startswith("| `")]
+    seen = {}
+    for outcomes, alarm, fields, producer in rows:
+        for kind in re.findall(r"`([a-z-]+)`", outcomes):
+            seen[kind] = (alarm.strip() == "yes", set(re.findall(r"`([a-z_]+)`", fields)), producer.strip())
+    assert set(seen) == set(FIELDS)
+    for kind, (alarm, fields, producer) in seen.items():
+        assert alarm == (kind in ALARMS), kind
+        assert set(FIELDS[kind]) <= fields, kind
+        assert producer, f"{kind}: the catalogue names no producer"

@@ -358,6 +358,7 @@ def test_the_image_update_steps_and_their_lazy_imports_are_imported_ahead(tmp_pa
         "steps.edit_kustomize",
         "steps.commit_pr.step",
         "steps.verify_live.step",
+        "steps.notify.verifying",  # imagebump/live pending beside verify-live
         "steps.notify.step",  # the exit handler
     ]
     zygote = ForkServerClient(sys.executable, str(ROOT), executor.preload_modules())

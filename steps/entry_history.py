@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from steps.domain.intent import HISTORY_LIMIT, TRAILER_KEY, ImageChange, changed_image
+from steps.domain.intent import HISTORY_LIMIT, TRAILER_KEY, ImageChange, by_imagebump, changed_image
 from steps.git import history as githistory
 
 #: How deep the clone is fetched, step by step, while no decision is found (commits from the tip).
@@ -262,6 +262,66 @@ def last_image_change(repo: Any, rev: str, file: str, name: str, **history: Any)
     return changes[0] if changes else None
 
 
+def only_imagebump(
+    repo: Any,
+    rev: str,
+    file: str,
+    limit: int = HISTORY_LIMIT,
+    *,
+    branch: str | None = None,
+    count: Callable[[], None] | None = None,
+    depths: dict[str, int] | None = None,
+    fetch: bool = True,
+) -> bool:
+    """True when no change :func:`entry_history` could find at ``rev`` can be a rollback: every
+    commit among the last ``limit`` that touched ``file`` carries imagebump's trailer, up to where
+    the file begins (a root commit added it, or a commit that deleted no kustomization beside it:
+    :func:`steps.git.history.renamed_from`). A rollback is a change made by someone else
+    (:func:`steps.domain.intent.rollback`), so no version of the file needs reading then.
+
+    Cheap: one ``git log`` of the file and one ``git cat-file --batch`` of those commits, on the
+    commits and trees the clone brought (no file version is fetched or read); deeper only as
+    :func:`entry_history` deepens (``branch``, ``count``, ``depths``, ``fetch`` as there: a
+    ``depths`` shared with it fetches nothing twice). False — read the history as ever — whenever
+    it cannot tell: a commit without the trailer (a person's edit, even of another line), a
+    rename, the shallow boundary where no deeper fetch is allowed, a commit it could not read.
+    """
+    tick = (count or (lambda: None)) if fetch else None
+    branch = branch or repo.branch
+    reached = depths if depths is not None else {}
+    for depth in DEPTHS:
+        boundary = githistory.shallow(repo)
+        if boundary and tick is not None and reached.get(branch, 1) < depth:
+            tick()
+            githistory.deepen(repo, branch, depth)
+            reached[branch] = depth
+            boundary = githistory.shallow(repo)
+        verdict = _judged_by_messages(repo, rev, file, limit, boundary)
+        if verdict is not None:
+            return verdict
+        if tick is None:
+            return False
+    return False
+
+
+def _judged_by_messages(repo: Any, rev: str, file: str, limit: int, boundary: set[str]) -> bool | None:
+    """:func:`only_imagebump` on the commits at hand; None when it reached the shallow boundary."""
+    touches = githistory.touching(repo, rev, file, limit)
+    objects = githistory.read_objects(repo, [t.commit for t in touches], MESSAGE_KEEP)
+    for touch in touches:
+        if touch.commit in boundary:
+            return None  # its parent was not fetched: deepen and look again
+        obj = objects.get(touch.commit)
+        if obj is None or obj.kind != "commit":
+            return False
+        info = githistory.parse_commit(obj)
+        if touch.old in githistory.ZERO:  # the file begins here, unless it was renamed from another
+            return info.parents == 0 or githistory.renamed_from(repo, touch.commit, file, touch.new) is None
+        if not by_imagebump(info.message):
+            return False
+    return len(touches) >= limit
+
+
 def _pull_request_trailers(repo: Any, number: str, tick: Callable[[], None]) -> list[str]:
     """The ``Imagebump-Image`` values of the head commit of pull request ``number``
     (``refs/pull/N/head``, which GitHub keeps after the pull request is merged and its branch
@@ -342,6 +402,11 @@ def held_by_rollback(
 
     from steps.domain.intent import held_by_standing, rollback, standing_rollbacks
 
+    if history.get("depths") is None:
+        history["depths"] = {}  # one clone's deepening, shared by the two reads below
+    asks = {k: history[k] for k in ("branch", "count", "depths", "fetch") if k in history}
+    if only_imagebump(repo, rev, file, history.get("limit", HISTORY_LIMIT), **asks):
+        return None  # nobody else touched the file within the bound: no rollback, nothing to read
     found = entry_history(repo, rev, file, name, **history)
     if found.bound:
         logging.getLogger(__name__).warning("history of %s [%s]: %s", file, name, found.bound)

@@ -72,12 +72,7 @@ def fast_import_stream(
     Raises:
         ConfigError: an identity with ``<``, ``>`` or a newline, or a message that is empty.
     """
-    for part in (name, email):
-        if re.search(r"[<>\n]", part):
-            raise ConfigError(f"commit identity {part!r} must not contain '<', '>' or a newline")
-    body = stripspace(message)
-    if not body:
-        raise ConfigError("the commit message is empty; fix IMAGEBUMP_COMMIT_MESSAGE_TEMPLATE")
+    body = _checked(message, name, email)
     when = f"{int(time.time())} +0000"
     lines = [f"blob\ndata {len(old.encode('utf-8'))}\n{old}" for old in replaced]
     lines += [
@@ -91,3 +86,30 @@ def fast_import_stream(
         lines += [f"M {mode} inline {_quote_path(rel)}", f"data {len(text.encode('utf-8'))}", text]
     lines += ["done", ""]
     return "\n".join(lines)
+
+
+def _checked(message: str, name: str, email: str) -> str:
+    """The message as git stores it; ConfigError for an identity git would refuse or an empty message."""
+    for part in (name, email):
+        if re.search(r"[<>\n]", part):
+            raise ConfigError(f"commit identity {part!r} must not contain '<', '>' or a newline")
+    body = stripspace(message)
+    if not body:
+        raise ConfigError("the commit message is empty; fix IMAGEBUMP_COMMIT_MESSAGE_TEMPLATE")
+    return body
+
+
+def commit_object(
+    tree: str, parent: str, message: str, name: str, email: str, when: int | None = None
+) -> bytes:
+    """The content of the commit object :func:`fast_import_stream` makes for the same commit (git's
+    commit format: ``tree``, ``parent``, ``author`` and ``committer`` lines — ``name <email> SECONDS
+    +0000`` —, a blank line, the message as ``git commit -F`` stores it: :func:`stripspace`).
+
+    Raises:
+        ConfigError: an identity with ``<``, ``>`` or a newline, or a message that is empty.
+    """
+    body = _checked(message, name, email)
+    stamp = f"{int(time.time()) if when is None else when} +0000"
+    person = f"{name} <{email}> {stamp}"
+    return f"tree {tree}\nparent {parent}\nauthor {person}\ncommitter {person}\n\n{body}".encode()

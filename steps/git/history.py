@@ -325,6 +325,8 @@ class CommitInfo:
     committed_at: datetime
     message: str
     message_size: int
+    #: how many ``parent`` lines the commit has (0: a root commit, where every file begins)
+    parents: int = 0
 
 
 def when(seconds: str) -> datetime:
@@ -344,10 +346,12 @@ def when(seconds: str) -> datetime:
 def parse_commit(obj: Object) -> CommitInfo:
     """A commit object's author, committer time and message, from :func:`read_objects`' bytes."""
     head, _, body = obj.head.partition(b"\n\n")
-    author, committed = "", _EPOCH
+    author, committed, parents = "", _EPOCH, 0
     for line in head.split(b"\n"):
         key, _, value = line.partition(b" ")
-        if key == b"author" and not author:
+        if key == b"parent":
+            parents += 1
+        elif key == b"author" and not author:
             author = _ident(value)
         elif key == b"committer":
             stamp = value.rpartition(b">")[2].decode("ascii", "replace").split()
@@ -355,7 +359,7 @@ def parse_commit(obj: Object) -> CommitInfo:
     message = body.decode("utf-8", "replace")
     if obj.tail:
         message += "\n…\n" + obj.tail.decode("utf-8", "replace")
-    return CommitInfo(author, committed, message, max(0, obj.size - len(head) - 2))
+    return CommitInfo(author, committed, message, max(0, obj.size - len(head) - 2), parents)
 
 
 def _ident(value: bytes) -> str:

@@ -10,7 +10,7 @@ https://git-scm.com/book/en/v2/Git-Internals-Git-Objects): an object's id is
 in git's order; a commit's content starts with ``tree <id>\\n``.
 
 Pure but for :func:`head_file_branch` and :func:`branch_file_sha`, which read a ``.git``
-directory's files; used by :mod:`steps.git.repo` (blob ids), :mod:`steps.edit_kustomize` (which
+directory's files, and :func:`write_loose`, which stores an object in one; used by :mod:`steps.git.repo` (blob ids), :mod:`steps.edit_kustomize` (which
 carries the chain in the plan) and :mod:`steps.git` (which believes a carried chain only when
 every link hashes to the id its parent names, :func:`verify_path_chain`).
 """
@@ -102,6 +102,41 @@ def verify_path_chain(objects: Sequence[bytes], commit: str, path: str, blob: st
     return mode
 
 
+def replace_in_chain(objects: Sequence[bytes], path: str, blob: str, fmt: str = "sha1") -> list[bytes]:
+    """The trees of a verified chain (:func:`verify_path_chain`'s ``objects``: the commit, then the
+    trees from the root down to ``path``'s directory) with ``path``'s entry naming ``blob`` instead,
+    root first: each tree's entry for the next directory names that directory's new tree. Entries
+    keep their order, names and modes (only ids change), so each tree stays in git's order.
+
+    Raises:
+        CarriedObjectsError: a tree of the chain lacks the entry it leads through.
+    """
+    size = hashlib.new(fmt).digest_size
+    names = [n.encode("utf-8") for n in PurePosixPath(path).parts]
+    trees = list(objects[1:])
+    if len(trees) != len(names):
+        raise CarriedObjectsError(f"{len(trees)} trees for a path {len(names) - 1} directories deep")
+    new_id = bytes.fromhex(blob)
+    out: list[bytes] = []
+    for raw, name in zip(reversed(trees), reversed(names), strict=True):
+        pos, found = 0, -1
+        while pos < len(raw):  # the entry named ``name`` (tree_entries' walk, with positions)
+            space = raw.find(b" ", pos)
+            nul = raw.find(b"\0", space)
+            if space < 0 or nul < 0 or nul + 1 + size > len(raw):
+                raise CarriedObjectsError("a tree entry is cut short")
+            if raw[space + 1 : nul] == name:
+                found = nul + 1
+                break
+            pos = nul + 1 + size
+        if found < 0:
+            raise CarriedObjectsError(f"{name.decode('utf-8', 'replace')!r} is not in its tree")
+        tree = raw[:found] + new_id + raw[found + size :]
+        out.append(tree)
+        new_id = bytes.fromhex(object_id("tree", tree, fmt))
+    return out[::-1]
+
+
 __all__ = [
     "REGULAR_MODES",
     "TREE_MODE",
@@ -109,9 +144,23 @@ __all__ = [
     "commit_tree",
     "object_format",
     "object_id",
+    "replace_in_chain",
     "tree_entries",
     "verify_path_chain",
 ]
+
+
+def write_loose(gitdir: Path, kind: str, content: bytes, fmt: str = "sha1") -> str:
+    """Store an object in ``gitdir`` as a loose object (``objects/XX/REST``, zlib of ``"<kind>
+    <size>\\0" + content``: gitrepository-layout(5), Pro Git "Git Objects"); its id."""
+    import zlib
+
+    oid = object_id(kind, content, fmt)
+    loose = gitdir / "objects" / oid[:2] / oid[2:]
+    if not loose.exists():
+        loose.parent.mkdir(exist_ok=True)
+        loose.write_bytes(zlib.compress(b"%s %d\0" % (kind.encode(), len(content)) + content, 1))
+    return oid
 
 
 def split_batch(out: bytes, count: int) -> list[bytes] | None:

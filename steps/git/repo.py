@@ -15,7 +15,7 @@ from pathlib import Path, PurePosixPath
 from steps.domain.branch_owner import MAX_BRANCH_COMMITS, MAX_COMMIT_BYTES, CommitFacts
 from steps.domain.errors import ConfigError, PermissionDeniedError
 from steps.git.auth import GitAuth, origin
-from steps.git.commit import COMMIT_SUMMARY, fast_import_stream, identity
+from steps.git.commit import COMMIT_SUMMARY, commit_object, fast_import_stream, identity
 from steps.git.failures import NO_BRANCH, classify
 from steps.git.objects import (
     REGULAR_MODES,
@@ -24,7 +24,10 @@ from steps.git.objects import (
     commit_facts,
     head_file_branch,
     object_format,
+    object_id,
+    replace_in_chain,
     split_batch,
+    write_loose,
 )
 from steps.git.process import ls_remote, run_git
 
@@ -57,6 +60,10 @@ class ClonedRepo:
         #: The commit a :func:`steps.git.seed` repository was made at ("" for a clone): a push from it
         #: must find the remote branch still there (its lease), as nothing was fetched.
         self.seeded_from = ""
+        #: A seed's proven chain (the commit and the trees down to :attr:`seeded_path`'s directory):
+        #: its first commit is written from them in Python, without ``fast-import``.
+        self.seeded_chain: list[bytes] = []
+        self.seeded_path = ""
         self._written: set[str] = set()
         self._new: set[str] = set()
         self._pending: dict[str, tuple[str, str, str]] = {}  # objects-only: path -> (mode, old blob, text)
@@ -306,6 +313,10 @@ class ClonedRepo:
         self._pending.clear()
         if not changed:
             return None
+        if self.seeded_chain and head == self.seeded_from and list(changed) == [self.seeded_path]:
+            return self._commit_on_seed(
+                head, fmt, changed[self.seeded_path][1], replaced, message, name, email
+            )
         stream = fast_import_stream(self.branch, head, message, name, email, changed, replaced)
         self.git(
             "fast-import",
@@ -316,6 +327,26 @@ class ClonedRepo:
         )
         self._head_entries.clear()
         return self.cloned_head()
+
+    def _commit_on_seed(
+        self, head: str, fmt: str, text: str, replaced: list[str], message: str, name: str, email: str
+    ) -> str:
+        """:meth:`_fast_import`'s commit of :attr:`seeded_path` on the seed's own commit, written as
+        loose objects from the proven chain (the same blob, trees and commit: tests compare) —
+        one ``git fast-import`` process fewer. The replaced blob is stored too, as there."""
+        gitdir = self.path / ".git"
+        for old in replaced:
+            write_loose(gitdir, "blob", old.encode("utf-8"), fmt)
+        blob = write_loose(gitdir, "blob", text.encode("utf-8"), fmt)
+        trees = replace_in_chain(self.seeded_chain, self.seeded_path, blob, fmt)
+        for tree in trees[::-1]:
+            write_loose(gitdir, "tree", tree, fmt)
+        content = commit_object(object_id("tree", trees[0], fmt), head, message, name, email)
+        sha = write_loose(gitdir, "commit", content, fmt)
+        (gitdir / "refs" / "heads" / self.branch).write_text(sha + "\n")
+        self.seeded_chain = []  # one commit: the next one builds on a commit the chain is not
+        self._head_entries.clear()
+        return sha
 
     def push(self, refspec: str, force_with_lease: tuple[str, str] | None = None) -> None:
         """``git push origin REFSPEC``, optionally ``--force-with-lease=REF:EXPECTED``.

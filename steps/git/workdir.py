@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import re
 import shutil
-import zlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path, PurePosixPath
 
 from steps.domain.errors import CarriedObjectsError, ConfigError
 from steps.git.auth import GitAuth, check_url
-from steps.git.objects import object_format, object_id, verify_path_chain
+from steps.git.objects import object_format, object_id, verify_path_chain, write_loose
 from steps.git.process import run_git
 from steps.git.repo import ClonedRepo
 from steps.runtime.timing import timed
@@ -210,14 +209,11 @@ def seed(
     if object_id("blob", text.encode("utf-8"), fmt) != blob:
         raise CarriedObjectsError(f"the text given for {path} is not blob {blob}")
     dest = Path(dest)
-    run_git(
-        ["init", "--quiet", "--template=", f"--object-format={fmt}", f"--initial-branch={branch}", str(dest)],
-        what="git init",
-    )
-    with timed("git seed"):  # the carried objects, the branch, shallow and the remote: files git reads
+    with timed("git seed"):  # the repository's files, the carried objects, the branch, shallow, the remote
         _write_seed(dest / ".git", objects, fmt, branch, commit, repo_url)
     repo = ClonedRepo(dest, branch, auth, url=repo_url, checked_out=False)
     repo.seeded_from = commit
+    repo.seeded_chain, repo.seeded_path = list(objects), PurePosixPath(path).as_posix()
     repo.know(text, blob)
     repo.assume_entry(path, mode, blob)
     return repo
@@ -226,22 +222,26 @@ def seed(
 def _write_seed(
     gitdir: Path, objects: Sequence[bytes], fmt: str, branch: str, commit: str, repo_url: str
 ) -> None:
-    """:func:`seed`'s writes into the new repository's ``gitdir``."""
+    """:func:`seed`'s writes: the repository ``git init --template= --object-format=FMT
+    --initial-branch=BRANCH`` makes (gitrepository-layout(5): ``HEAD``, ``config``, ``objects/``,
+    ``refs/``; tests compare), without its process, then the carried objects, the branch, the
+    shallow boundary and the promisor remote a ``blob:none`` clone configures."""
+    for sub in ("objects/info", "objects/pack", "refs/heads", "refs/tags"):
+        (gitdir / sub).mkdir(parents=True, exist_ok=True)
+    (gitdir / "HEAD").write_text(f"ref: refs/heads/{branch}\n")
     kinds = ["commit"] + ["tree"] * (len(objects) - 1)
     for kind, content in zip(kinds, objects, strict=True):
-        oid = object_id(kind, content, fmt)
-        loose = gitdir / "objects" / oid[:2] / oid[2:]
-        loose.parent.mkdir(exist_ok=True)
-        loose.write_bytes(zlib.compress(b"%s %d\0" % (kind.encode(), len(content)) + content))
+        write_loose(gitdir, kind, content, fmt)
     ref = gitdir / "refs" / "heads" / branch
     ref.parent.mkdir(parents=True, exist_ok=True)
     ref.write_text(commit + "\n")
     (gitdir / "shallow").write_text(commit + "\n")
     quoted = '"' + repo_url.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    # version 1: the extensions below (and a partial clone's promisor remote) need it
+    extensions = "[extensions]\n\tobjectformat = sha256\n" if fmt == "sha256" else ""
     config = (
-        (gitdir / "config").read_text().replace("repositoryformatversion = 0", "repositoryformatversion = 1")
-    )
-    config += (
+        "[core]\n\trepositoryformatversion = 1\n\tfilemode = true\n\tbare = false\n"
+        f"\tlogallrefupdates = true\n{extensions}"
         f'[remote "origin"]\n\turl = {quoted}\n\ttagOpt = --no-tags\n'
         "\tpromisor = true\n\tpartialclonefilter = blob:none\n"
     )

@@ -7,6 +7,7 @@ tampering is refused with its reason. No network: local repositories made with `
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -199,3 +200,81 @@ def test_seed_refuses_and_writes_nothing(repo: Path, tmp_path: Path, kwargs: dic
     with pytest.raises(CarriedObjectsError, match=why):
         git.seed("https://git.example.com/team/apps", tmp_path / "seeded", **{**args, **kwargs})
     assert not (tmp_path / "seeded").exists()
+
+
+def _seed(repo: Path, dest: Path) -> git.ClonedRepo:
+    head, objects = _chain(repo, FILE)
+    blob = _git(repo, "rev-parse", f"HEAD:{FILE}").decode().strip()
+    return git.seed(
+        "https://git.example.com/team/apps",
+        dest,
+        branch="main",
+        commit=head,
+        objects=objects,
+        path=FILE,
+        text=FILES[FILE],
+        blob=blob,
+    )
+
+
+def test_the_seeded_commit_written_in_python_is_the_one_fast_import_writes(
+    repo: Path, tmp_path: Path
+) -> None:
+    """Issue 33: the seed's first commit is written as loose objects from the proven chain (no
+    ``git fast-import`` process); the same blob, trees and commit as fast-import's, read by git."""
+    python, fast = _seed(repo, tmp_path / "python"), _seed(repo, tmp_path / "fast")
+    fast.seeded_chain = []  # no chain: the fast-import path
+    shas = []
+    for seeded in (python, fast):
+        seeded.write(FILE, FILES[FILE].replace("1.0.0", "1.1.0"))
+        shas.append(seeded.commit("bump\n\n\nImagebump-Image: api:1.1.0  \n", "Deploy Bot", "bot@x"))
+
+    def shown(seeded: git.ClonedRepo, sha: str) -> list[bytes]:
+        raw = _git(seeded.path, "cat-file", "commit", sha)
+        return [
+            line.rsplit(b">", 1)[0] if line.startswith((b"author", b"committer")) else line
+            for line in raw.split(b"\n")
+        ]
+
+    assert shown(python, shas[0]) == shown(fast, shas[1])  # all but the seconds
+    for seeded, sha in zip((python, fast), shas, strict=True):
+        assert seeded.cloned_head() == sha
+        assert _git(seeded.path, "cat-file", "-p", f"{sha}:{FILE}").decode() == FILES[FILE].replace(
+            "1.0.0", "1.1.0"
+        )
+        assert _git(seeded.path, "rev-parse", f"{sha}^{{tree}}") == _git(
+            fast.path, "rev-parse", f"{shas[1]}^{{tree}}"
+        )
+        assert (
+            _git(seeded.path, "cat-file", "-e", _git(repo, "rev-parse", f"HEAD:{FILE}").decode().strip())
+            == b""
+        )
+
+
+def test_the_seeded_repository_is_the_one_git_init_makes(repo: Path, tmp_path: Path) -> None:
+    """The seed writes the repository ``git init --template= --object-format= --initial-branch=``
+    makes (no process): same files and settings, plus the shallow boundary and the promisor remote."""
+    fmt = "sha256" if repo.name == "sha256" else "sha1"
+    seeded = _seed(repo, tmp_path / "seeded")
+    init = tmp_path / "init"
+    subprocess.run(
+        ["git", "init", "-q", "--template=", f"--object-format={fmt}", "--initial-branch=main", str(init)],
+        check=True,
+    )
+
+    def layout(gitdir: Path) -> set[str]:
+        """Every file and directory, but the seed's own additions (objects, the branch, shallow)."""
+        theirs = re.compile(r"objects/[0-9a-f]{2}(/.*)?|refs/heads/main|shallow")
+        names = {p.relative_to(gitdir).as_posix() for p in gitdir.rglob("*")}
+        return {n for n in names if not theirs.fullmatch(n)}
+
+    def settings(path: Path) -> dict[str, str]:
+        listed = _git(path, "config", "--local", "--list").decode().splitlines()
+        return dict(line.split("=", 1) for line in listed if not line.startswith("remote."))
+
+    assert layout(seeded.path / ".git") == layout(init / ".git")
+    assert (seeded.path / ".git" / "HEAD").read_text() == (init / ".git" / "HEAD").read_text()
+    assert settings(seeded.path) == settings(init) | {"core.repositoryformatversion": "1"}
+    assert _git(seeded.path, "rev-parse", "--show-object-format").decode().strip() == fmt
+    remote = _git(seeded.path, "config", "--get-regexp", "^remote[.]origin[.]").decode()
+    assert "remote.origin.promisor true" in remote and "partialclonefilter blob:none" in remote

@@ -61,3 +61,17 @@ def test_a_rollback_beyond_the_clones_depth_is_still_held(make_remote, ecr) -> N
         remote.server.commit_files(remote.name, {"README.md": f"{i}\n"}, f"readme {i}\n", author=PERSON)
     out = plan_step(_target(remote, image, "1.5.0", BROKEN, order="semver"))
     assert (out.decision, out.changed) == ("held", False), out.reason
+
+
+def test_an_update_over_imagebumps_own_commits_reads_no_earlier_version(make_remote, ecr) -> None:
+    """Every commit that touched the file carries imagebump's trailer: none can be a rollback, so
+    no version of the file is fetched (the commit messages came with the clone)."""
+    name, _push = ecr
+    image = _uri(name)
+    remote = make_remote({FILE: _text(image, "1.0.0")})
+    for old, new in (("1.0.0", "1.1.0"), ("1.1.0", "1.4.1")):
+        _imagebump_commit(remote, image, old, new)
+    current, quiet = _sessions(remote, _target(remote, image, "1.4.1", BROKEN, order="semver"))
+    update, busy = _sessions(remote, _target(remote, image, "1.5.0", BROKEN, order="semver"))
+    assert (current.decision, update.decision, update.changed) == ("current", "update", True)
+    assert busy == quiet  # the clone's one request: no fetch of the file's earlier versions

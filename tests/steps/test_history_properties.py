@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from imagebump.local import builders
 from steps.domain.intent import trailer
-from steps.entry_history import entry_history
+from steps.entry_history import entry_history, only_imagebump
 from steps.git import ClonedRepo
 
 IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/team/api"
@@ -120,3 +120,10 @@ def test_the_history_reader_returns_every_image_change_through_renames_and_merge
     got = [(c.before.newTag, c.after.newTag, c.by_imagebump) for c in found.changes]
     assert got == expected[:20]
     assert found.bound == ""
+    # issue 33: the cheap check (commit messages only, no version of the file read) says "no
+    # rollback possible" only when every change the full read finds is imagebump's, and says it
+    # whenever nobody but imagebump touched the file (the root commit that added it aside)
+    quick = only_imagebump(ClonedRepo(repo.path, "main"), "HEAD", path, fetch=False)
+    assert not quick or all(c.by_imagebump for c in found.changes)
+    if all(op.startswith("imagebump") for op, _new, _where in ops):
+        assert quick

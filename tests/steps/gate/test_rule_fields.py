@@ -197,12 +197,16 @@ def test_a_check_gate_promoted_is_counted_once_though_its_pull_request_stays_ope
 
     def evaluation() -> list:
         items = [
-            SimpleNamespace(sample=staging, verdict=Verdict("current", ""), hold=None, branch_sha=""),
+            SimpleNamespace(
+                sample=staging, verdict=Verdict("current", ""), hold=None, branch="", branch_sha="", no_pr=""
+            ),
             SimpleNamespace(
                 sample=production,
                 verdict=Verdict("proposed", "pull request open"),
                 hold=None,
+                branch="imagebump/production",
                 branch_sha="c0ffee",
+                no_pr="",
             ),
         ]
         return outcomes(apply_gates(items, reader, now, forge_for=lambda _url: forge), now)

@@ -28,6 +28,8 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "live": ("image", "overlay", "seconds"),
     "mismatch": ("application", "revision", "git_image", "running_image"),
     "timeout": ("image", "overlay", "application"),
+    "idle": ("image", "overlay", "application"),
+    "not-verified": ("image", "overlay", "result"),
     "failed": ("image", "overlay", "workflow_link"),
     "backup-failed": ("workflow_link",),
     "backup-suspect": ("archive", "objects", "previous_objects"),
@@ -38,6 +40,9 @@ FIELDS: dict[str, tuple[str, ...]] = {
 ALARMS = frozenset({"mismatch", "timeout", "failed", "backup-failed", "backup-suspect", "restore-halfway"})
 #: Decisions that say nothing happened: never a message.
 NOOPS = frozenset({"current", "stale", "unchanged", "skipped", ""})
+#: Outcomes only a ``github`` destination acts on (they end ``imagebump/live``'s ``pending``); the
+#: team's channels hear nothing of them: verify-live ended without a verdict worth a message.
+GITHUB_ONLY = frozenset({"idle", "not-verified"})
 
 _TITLES = {
     "committed": "committed",
@@ -50,6 +55,8 @@ _TITLES = {
     "live": "live",
     "mismatch": "MISMATCH: a synced Application runs another image",
     "timeout": "TIMEOUT: not live before the deadline",
+    "idle": "synced and healthy, no Pod runs it now",
+    "not-verified": "not verified",
     "failed": "FAILED for good (after its retries)",
     "backup-failed": "Argo CD backup FAILED",
     "backup-suspect": "Argo CD backup SUSPECT: the archive shrank",

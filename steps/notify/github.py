@@ -9,8 +9,10 @@ and the commit status ``imagebump/live`` on imagebump's commits.
   a resubmit finds the marker and comments nothing.
 - Statuses (:data:`STATES`): ``pending`` on the commit a push produced while it is verified
   (``committed``/``pr-opened``/``pr-updated`` with ``verifying: true``), ``success`` when
-  ``live``, ``failure`` on ``mismatch`` or ``timeout``; on the commit the outcome names (field
-  ``commit``), context ``imagebump/live``.
+  ``live``, ``failure`` on ``mismatch`` or ``timeout``, ``success`` on ``idle`` and ``error`` when
+  verify-live ended without a verdict (``not-verified``: superseded, no Application, a manual
+  sync), so no status stays ``pending``; on the commit the outcome names (field ``commit``),
+  context ``imagebump/live``.
 
 An outcome with nothing for GitHub (no ``pr``/``commit``, another kind) is not a GitHub message.
 The repository is the outcome's ``repo`` field (the target's ``repo_url``); the credentials are
@@ -34,6 +36,8 @@ STATES = {
     "live": "success",
     "mismatch": "failure",
     "timeout": "failure",
+    "idle": "success",  # Argo CD synced the commit and is Healthy; no Pod runs the image now
+    "not-verified": "error",  # superseded, no Application, a manual sync: never proven either way
 }
 _PR = re.compile(r"(?:/pull/)?(\d+)$")
 
@@ -68,6 +72,12 @@ def description(message: Message) -> str:
         return f"live in {f.get('overlay', '')} after {f.get('seconds', '?')}s"
     if message.kind in ("mismatch", "timeout"):
         return f"{message.kind}: {f.get('application', '') or f.get('overlay', '')} runs {f.get('running_image', '?')}"
+    if message.kind == "idle":
+        return (
+            f"idle: {f.get('application', '') or f.get('overlay', '')} synced and Healthy, no Pod runs it now"
+        )
+    if message.kind == "not-verified":
+        return f"not verified ({f.get('result', '')}): {f.get('message', '')}"[:140]
     return f"verifying that {f.get('overlay', '')} runs it"
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from steps.domain.errors import ImagebumpError
 from steps.notify import github
 from steps.notify.config import Destination
-from steps.notify.decide import Message
+from steps.notify.decide import GITHUB_ONLY, Message
 from steps.notify.ledger import Ledger
 from steps.notify.payloads import encode
 from steps.notify.signature import HEADER, sign
@@ -104,6 +104,8 @@ def deliver(
         message = replace(message, fields={k: redact(v) for k, v in message.fields.items()})
         if destination.kind == github.KIND and not github.applies(message):
             continue  # nothing for GitHub to show: not a message
+        if destination.kind != github.KIND and message.kind in GITHUB_ONLY:
+            continue  # a status's end, not news for the team's channels
         if not ledger.claim(message.key):
             result = "duplicate"
         else:

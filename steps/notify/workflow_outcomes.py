@@ -22,8 +22,17 @@ _ITEM = re.compile(r"\.update-target\((\d+)")
 _ROLLBACK = re.compile(r"rollback ([0-9a-f]{7,40}) by (.+?) \(")
 #: commit-pr's ``action`` → the outcome (``unchanged``/``branch-taken``: nothing to say).
 ACTIONS = {"committed": "committed", "pr-created": "pr-opened", "pr-updated": "pr-updated"}
-#: verify-live's ``result`` → the outcome (idle, superseded, …: nothing to say).
-LIVE = {"live": "live", "mismatch": "mismatch", "timeout": "timeout"}
+#: verify-live's ``result`` → the outcome. ``idle`` and ``not-verified`` go to GitHub only (they end
+#: ``imagebump/live``'s ``pending``; :data:`steps.notify.decide.GITHUB_ONLY`).
+LIVE = {
+    "live": "live",
+    "mismatch": "mismatch",
+    "timeout": "timeout",
+    "idle": "idle",
+    "superseded": "not-verified",
+    "no-application": "not-verified",
+    "manual-sync": "not-verified",
+}
 FAILED = ("Failed", "Error")
 
 
@@ -107,7 +116,7 @@ def image_outcomes(
                     ACTIONS[out["action"]],
                     {
                         **base,
-                        "link": out.get("pr-url") or sha,
+                        "link": out.get("pr-url") or commit_link(str(target.get("repo_url", "")), sha),
                         "commit": sha,
                         "pr": number if number not in ("", "0") else "",
                         "verifying": "true" if verifying else "",
@@ -130,9 +139,25 @@ def image_outcomes(
                         "git_image": out.get("image", ""),
                         "running_image": ", ".join(app.get("images") or []),
                         "message": out.get("message", "")[:300],
+                        "result": out.get("result", ""),
                     },
                 )
     return found
+
+
+def commit_link(repo_url: str, sha: str) -> str:
+    """A commit's page (``https://HOST/OWNER/REPO/commit/SHA``, GitHub's path) for an https
+    repository; the bare SHA otherwise (a local remote has no page)."""
+    from steps.domain.errors import ConfigError
+    from steps.domain.repo_url import parse_repo_url
+
+    if not sha or not repo_url.lower().startswith("https://"):
+        return sha
+    try:
+        host, owner, repo = parse_repo_url(repo_url)
+    except ConfigError:
+        return sha
+    return f"https://{host}/{owner}/{repo}/commit/{sha}"
 
 
 def _proposal(target: dict[str, Any], edit_outputs: dict[str, str]) -> dict[str, str]:

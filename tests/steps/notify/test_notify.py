@@ -11,7 +11,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from steps.notify import config, send, signature
-from steps.notify.decide import ALARMS, FIELDS, NOOPS, NotifyConfigError, Outcome, Routing, decide
+from steps.notify.decide import (
+    ALARMS,
+    FIELDS,
+    GITHUB_ONLY,
+    NOOPS,
+    NotifyConfigError,
+    Outcome,
+    Routing,
+    decide,
+)
 from steps.notify.ledger import FileLedger
 from steps.notify.step import notify, parse_outcomes, with_workflow_failure
 from tests.secret_scan import register
@@ -49,7 +58,16 @@ def receivers():
         yield slack, teams, hook
 
 
-@pytest.mark.parametrize("kind", sorted(FIELDS))
+@pytest.mark.parametrize("kind", sorted(GITHUB_ONLY))
+def test_a_status_only_outcome_sends_nothing_to_the_teams_channels(kind, receivers, tmp_path):
+    """``idle``/``not-verified`` end GitHub's ``imagebump/live``; Slack, Teams and webhooks hear nothing."""
+    outcome = Outcome(kind, "event-1", "github.com/acme/gitops/overlays/prod", _fields(kind))
+    report = notify([outcome], _cfg(*receivers), FileLedger(tmp_path), sleep=_Sleeps(), clock=lambda: NOW)
+    assert report.counts == {}
+    assert [len(r.received) for r in receivers] == [0, 0, 0]
+
+
+@pytest.mark.parametrize("kind", sorted(set(FIELDS) - GITHUB_ONLY))
 def test_each_outcome_sends_exactly_one_message_per_destination_with_its_fields(kind, receivers, tmp_path):
     slack, teams, hook = receivers
     outcome = Outcome(kind, "event-1", "github.com/acme/gitops/overlays/prod", _fields(kind))

@@ -285,3 +285,33 @@ def test_a_failed_workflows_link_is_its_page_in_the_argo_ui_when_configured():
         workflow_link("image-update-x1", "imagebump", ui)
         == "https://argo.example.com/workflows/imagebump/image-update-x1"
     )
+
+
+@pytest.mark.parametrize(
+    ("repo_url", "link"),
+    [
+        ("https://github.com/acme/gitops", "https://github.com/acme/gitops/commit/c0ffee"),
+        ("https://ghe.example.com/acme/gitops.git", "https://ghe.example.com/acme/gitops/commit/c0ffee"),
+        ("http://127.0.0.1:8080/acme/gitops.git", "c0ffee"),  # a local remote has no page
+        ("github.com/acme/gitops", "c0ffee"),
+    ],
+)
+def test_a_commits_link_is_its_page_on_an_https_forge(repo_url, link):
+    wf = _workflow(
+        _node(
+            "wf.resolve-image", "resolve-image", targets=json.dumps([{**TARGETS[0], "repo_url": repo_url}])
+        ),
+        _node("wf.update-target(0).update.edit-kustomize", "edit-kustomize", decision="update"),
+        _node(
+            "wf.update-target(0).update.commit-pr",
+            "commit-pr",
+            action="committed",
+            **{"commit-sha": "c0ffee"},
+        ),
+    )
+    (committed,) = image_outcomes(nodes_of(wf), "ev-1")
+    assert (committed.kind, committed.fields["link"], committed.fields["commit"]) == (
+        "committed",
+        link,
+        "c0ffee",
+    )

@@ -145,11 +145,16 @@ RULE_FIELDS: dict[str, str] = {
 
 def _type_name(annotation: Any) -> str:
     origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:  # constraints (e.g. a minimum length) are the validator's: the type
+        return _type_name(typing.get_args(annotation)[0])
     if origin is typing.Literal:
         return "one of " + ", ".join(f"`{a}`" for a in typing.get_args(annotation))
     if origin is list:
         (item,) = typing.get_args(annotation)
         return f"list of {_type_name(item)}"
+    if origin is dict:
+        key, value = typing.get_args(annotation)
+        return f"mapping of {_type_name(key)} to {_type_name(value)}"
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
     if args and len(args) < len(typing.get_args(annotation)):  # X | None
         return _type_name(args[0])

@@ -221,6 +221,13 @@ def test_the_rules_reference_has_every_key_of_the_schema() -> None:
     keys = [f.alias or name for name, f in RuleSpec.model_fields.items()]
     assert all(f"| `{key}` |" in page for key in keys)
     assert set(docs_gen.RULE_FIELDS) == set(keys)
+    # each key's type is a word a user reads (string, list of string, mapping…), never Python's repr
+    types = {
+        row.split("|")[1].strip(): row.split("|")[2].strip()
+        for row in page.splitlines()
+        if row.startswith("| `")
+    }
+    assert not [(k, t) for k, t in types.items() if any(c in t for c in "[]<>()=")], types
 
 
 def test_the_cli_reference_has_every_command_and_flag() -> None:

@@ -203,6 +203,9 @@ def run(
     """Send the Workflow's outcomes; never fails the Workflow."""
     try:
         cfg = notify_config.load()
+        if not cfg.destinations:  # nothing to send: the Workflow is not even read (no API call)
+            log.info("no notification destinations configured: nothing sent")
+            return NotifyOutput()
         workflow = read_workflow(workflow_name)
         namespace = str((workflow.get("metadata") or {}).get("namespace") or "imagebump")
         workflow_url = workflow_url or workflow_link(workflow_name, namespace)
@@ -222,9 +225,6 @@ def run(
             workflow_url,
             backup == "true",
         )
-        if not cfg.destinations:
-            log.info("no notification destinations configured: %d outcome(s) not sent", len(found))
-            return NotifyOutput()
         report = notify(found, cfg, ledger_from_env())
     except (NotifyConfigError, ImagebumpError, OSError, ValueError) as exc:
         log.error("notifications not sent: %s", exc)

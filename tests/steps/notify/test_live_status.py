@@ -175,3 +175,21 @@ def test_no_destination_file_sends_nothing(tmp_path: Path, monkeypatch):
         monkeypatch.delenv(name, raising=False)
     out = notify_verifying.run.__wrapped__(target=TARGET, commit_sha=SHA)
     assert (out.sent, out.duplicate, out.failed) == (0, 0, 0)
+
+
+def test_the_exit_handler_without_destinations_reads_no_workflow(tmp_path: Path, monkeypatch):
+    """No destinations: the exit handler sends nothing and asks nothing of the Kubernetes API."""
+    from steps.notify import step as notify_step
+
+    monkeypatch.setenv("IMAGEBUMP_NOTIFY_FILE", str(tmp_path / "absent.yaml"))
+    for name in (
+        "IMAGEBUMP_NOTIFY_GITHUB",
+        "IMAGEBUMP_NOTIFY_SLACK_URL",
+        "IMAGEBUMP_NOTIFY_WEBHOOK_URL",
+        "IMAGEBUMP_NOTIFY_TEAMS_URL",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    asked = []
+    monkeypatch.setattr(notify_step, "read_workflow", lambda name, env=None: asked.append(name) or {})
+    out = notify_step.run.__wrapped__(workflow_name="image-update-x", workflow_status="Failed")
+    assert (out.sent, out.duplicate, out.failed) == (0, 0, 0) and asked == []

@@ -204,6 +204,7 @@ def run_event(
     byte_compile()
     out: dict[str, Any] = {"runs": event_runs, "repository": repository, "loadavg_before": loadavg()}
     latencies: dict[str, list[float]] = {r: [] for r in RUNNERS}
+    to_commit: dict[str, list[float]] = {r: [] for r in RUNNERS}  # push → commit landed
     step_times: dict[str, dict[str, list[float]]] = {r: {} for r in RUNNERS}
     outcomes: dict[str, dict[str, int]] = {r: {} for r in RUNNERS}
     with nullcontext(world) if world is not None else open_world(apps=4, log=log) as w:
@@ -214,12 +215,14 @@ def run_event(
                 if one["failed"]:
                     raise RuntimeError(f"event via {runner} failed: {one['outcomes']}")
                 latencies[runner] += one["latencies"]
+                to_commit[runner] += one["to_commits"]
                 for step, s in one["steps_s"].items():
                     if s.get("n"):
                         step_times[runner].setdefault(step, []).append(s["p50"])
                 for outcome, n in one["outcomes"].items():
                     outcomes[runner][outcome] = outcomes[runner].get(outcome, 0) + n
     out["latency_s"] = {r: summary(v) for r, v in latencies.items()}
+    out["to_commit_s"] = {r: summary(v) for r, v in to_commit.items() if v}
     out["steps_s"] = {r: {s: summary(v) for s, v in per.items()} for r, per in step_times.items()}
     out["outcomes"] = outcomes
     out["loadavg_after"] = loadavg()

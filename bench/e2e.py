@@ -69,16 +69,19 @@ def run_sequential(
             if phase == "Succeeded":
                 per_step[template].append(duration)
     latencies = [c.latency for c in completions]
+    to_commit = [c.to_commit for c in completions if c.to_commit is not None]
     return {
         "runs": runs,
         "repository": repository,
         "latency_s": summary(latencies),
+        **({"to_commit_s": summary(to_commit)} if to_commit else {}),
         "workflow_s": summary([c.duration for c in completions]),
         "queue_and_sensor_s": summary([c.latency - c.duration for c in completions]),
         "steps_s": {s: summary(v) for s, v in per_step.items()},
         "outcomes": _count(c.outcome for c in completions),
         "failed": sum(1 for c in completions if c.phase != "Succeeded"),
         "latencies": [round(x, 3) for x in latencies],
+        "to_commits": [round(x, 3) for x in to_commit],
         "accounting": accounting(completions, timings),
     }
 

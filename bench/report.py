@@ -32,8 +32,18 @@ def headline_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
     s = r.get("single_event")
     if s:
         rows.append(
-            (f"single event → commit, end to end, p50 / p95 / max ({s['runs']} runs)", _lat(s["latency_s"]))
+            (
+                f"single event, push → Workflow finished (verify-live, exit handler), p50 / p95 / max ({s['runs']} runs)",
+                _lat(s["latency_s"]),
+            )
         )
+        if s.get("to_commit_s"):
+            rows.append(
+                (
+                    "single event, push → commit landed (commit-pr's end), p50 / p95 / max",
+                    _lat(s["to_commit_s"]),
+                )
+            )
         if s.get("pr_mode"):
             p = s["pr_mode"]
             rows.append(
@@ -204,10 +214,10 @@ def headline_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
 #: The goals the issues set (issue 33's table, issue 34's last line): (key, what, goal, unit).
 #: A measure at or under its goal is met; over it is a miss, printed as one.
 GOALS = (
-    ("single_p50", "one push → commit, p50, ours / plain git", 1.5, "×"),
+    ("single_p50", "one push → commit landed, p50, ours / plain git", 1.5, "×"),
     ("burst_27", "burst of 27 pushes into 27 overlays: drain, ours / plain git", 1.2, "×"),
     ("burst_200", "burst of 200 into 20 overlays: drain, ours / plain git", 1.2, "×"),
-    ("cold_vs_warm", "one push → commit, p50, a new Python per step / forked warm steps", 2.5, "×"),
+    ("cold_vs_warm", "one push → commit landed, p50, a new Python per step / forked warm steps", 2.5, "×"),
     ("api_commit", "commitMethod api, content-creating requests: commit", 2, ""),
     ("api_pr_created", "commitMethod api, content-creating requests: PR created", 3, ""),
     ("api_pr_updated", "commitMethod api, content-creating requests: PR updated", 3, ""),
@@ -223,8 +233,12 @@ def goal_values(r: dict[str, Any]) -> dict[str, float]:
         for k in ("single_p50", "burst_27", "burst_200", "values_edit_vs_kustomize")
         if k in ratios
     }
-    cold = ((r.get("cold_start") or {}).get("event") or {}).get("latency_s", {}).get("entry", {}).get("p50")
-    warm = (r.get("single_event") or {}).get("latency_s", {}).get("p50")
+    event = (r.get("cold_start") or {}).get("event") or {}
+    single = r.get("single_event") or {}
+    both = "to_commit_s" in event and "to_commit_s" in single  # push → commit landed on both sides
+    measure = "to_commit_s" if both else "latency_s"
+    cold = event.get(measure, {}).get("entry", {}).get("p50")
+    warm = single.get(measure, {}).get("p50")
     if cold and warm:
         out["cold_vs_warm"] = round(cold / warm, 2)
     per = (r.get("api_commits") or {}).get("requests_per_event", {})

@@ -32,10 +32,17 @@ class Completion:
     workflow: str = ""
     #: (node name, template, duration) of each step that succeeded at its first attempt
     node_names: list[tuple[str, str, float]] = field(default_factory=list)
+    #: when commit-pr succeeded (monotonic): the change is in Git; verify-live and onExit follow
+    committed_at: float | None = None
 
     @property
     def latency(self) -> float:
         return self.done - self.sent
+
+    @property
+    def to_commit(self) -> float | None:
+        """Push → commit landed (commit-pr's end), the measure plain git's floor is compared with."""
+        return None if self.committed_at is None else self.committed_at - self.sent
 
 
 class _EndClock:
@@ -109,6 +116,7 @@ class SensorLoop:
                 outcome,
                 result.name,
                 first_try,
+                commit.finished_at if commit else None,
             )
             self._cond.notify_all()
 

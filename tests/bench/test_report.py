@@ -59,3 +59,13 @@ def test_each_goal_is_met_missed_or_not_measured_from_the_results() -> None:
     assert verdicts[by_key["burst_200"]][1] == "not measured"
     page = report.markdown({"machine": {"python": "3.11", "git": "git"}, "timestamp": "t", **results}, "cmd")
     assert "| MISS |" in page and "| met |" in page
+
+
+def test_cold_vs_warm_compares_push_to_commit_landed_when_both_sides_measured_it() -> None:
+    """The exit handler and verify-live run after the commit: when both runs carry push → commit
+    landed, the goal compares that; otherwise the whole Workflow on both sides, never a mix."""
+    single = {"runs": 1, "latency_s": {"p50": 0.5}, "to_commit_s": {"p50": 0.25}}
+    cold = {"latency_s": {"entry": {"p50": 3.0}}, "to_commit_s": {"entry": {"p50": 2.0}}}
+    assert report.goal_values({"single_event": single, "cold_start": {"event": cold}})["cold_vs_warm"] == 8.0
+    del cold["to_commit_s"]
+    assert report.goal_values({"single_event": single, "cold_start": {"event": cold}})["cold_vs_warm"] == 6.0

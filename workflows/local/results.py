@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 import json
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +66,8 @@ class NodeResult:
     message: str = ""
     item: Any = None
     result: str | None = None
+    #: ``time.monotonic()`` when the node's result was made: its end (the bench's push → commit)
+    finished_at: float = field(default_factory=time.monotonic)
 
     def step_outputs(self) -> StepOutputs:
         return StepOutputs(dict(self.outputs), self.result)

@@ -37,7 +37,7 @@ STATES = {
     "mismatch": "failure",
     "timeout": "failure",
     "idle": "success",  # Argo CD synced the commit and is Healthy; no Pod runs the image now
-    "not-verified": "error",  # superseded, no Application, a manual sync: never proven either way
+    "not-verified": "error",  # superseded, no Application, a manual sync, off: never proven either way
 }
 _PR = re.compile(r"(?:/pull/)?(\d+)$")
 

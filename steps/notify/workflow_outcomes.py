@@ -32,6 +32,8 @@ LIVE = {
     "superseded": "not-verified",
     "no-application": "not-verified",
     "manual-sync": "not-verified",
+    # verify-live left on without Argo CD (one machine): never proven either way, but pending ends
+    "off": "not-verified",
 }
 FAILED = ("Failed", "Error")
 

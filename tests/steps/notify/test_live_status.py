@@ -15,11 +15,12 @@ from steps.forge import github as gh
 from steps.forge.pull_requests import GitHubForge
 from steps.notify import config
 from steps.notify import verifying as notify_verifying
-from steps.notify.github import CONTEXT
+from steps.notify.github import CONTEXT, STATES
 from steps.notify.ledger import FileLedger
 from steps.notify.step import notify
 from steps.notify.verifying import mark_pending, pending_outcome
-from steps.notify.workflow_outcomes import image_outcomes
+from steps.notify.workflow_outcomes import LIVE, image_outcomes
+from steps.verify_live import step as verify_step
 from tests.fixtures.github import GitHubFake
 
 FAST = gh.RetryPolicy(max_retries=1, base_delay=0.0, max_delay=0.0, sleep=lambda s: None)
@@ -86,6 +87,7 @@ def _states(fake: GitHubFake) -> list[str]:
         ("superseded", "Succeeded", "error", "not-verified"),
         ("no-application", "Succeeded", "error", "not-verified"),
         ("manual-sync", "Succeeded", "error", "not-verified"),
+        ("off", "Succeeded", "error", "not-verified"),
     ],
 )
 def test_pending_while_verifying_then_the_verdict_on_the_same_commit(
@@ -117,6 +119,16 @@ def test_pending_while_verifying_then_the_verdict_on_the_same_commit(
     notify(outcomes, CFG, ledger, forge_for=forge_for, post=lambda *a: 200)
     mark_pending(pending_outcome(TARGET, SHA, "ev-1"), CFG, ledger, forge_for=forge_for)
     assert _states(github_fake) == ["pending", final]
+
+
+def test_every_end_of_verify_live_ends_the_pending_status():
+    """Whatever verify-live ends with (each of its results, and ``off`` when no Argo CD is
+    configured), the exit handler maps it to an outcome: ``imagebump/live`` never stays pending."""
+    ends = (*verify_step.RESULTS, verify_step.OFF)
+    assert set(LIVE) == set(ends)
+    for result in ends:
+        kinds = [o.kind for o in image_outcomes(_finished(result), "ev-1")]
+        assert kinds[0] == "committed" and len(kinds) == 2 and kinds[1] in STATES
 
 
 def test_nothing_without_a_github_destination_or_when_the_rule_routes_elsewhere(

@@ -124,7 +124,7 @@ def _overlay_path(path: str) -> str:
 def _new_entry(target: Target, old: ImagesEntry) -> ImagesEntry:
     """The entry after the edit: kustomize setter semantics (a tag alone drops the digest)."""
     tag = target.tag
-    digest = target.digest if (target.write_digest or not target.tag) else None
+    digest = target.digest if (target.settings.write_digest or not target.tag) else None
     if tag is None and digest is None:
         raise ConfigError(
             f"target for {target.image} has neither a tag nor a digest; nothing to set in the overlay"
@@ -149,7 +149,7 @@ def find_entry(text: str, target: Target, file: str, values: ValuesRef | None = 
 
     if values is not None:
         return kustomize.require_entry(text, target.image, source=file, values=values)
-    wanted = target.image_name or target.image
+    wanted = target.settings.image_name or target.image
     old = kustomize.get_image(text, wanted, source=file)
     if old is None:
         found = [entry.name for entry in kustomize.read_images(text, source=file)]
@@ -267,7 +267,7 @@ class _Ecr:
 
     def start(self) -> None:
         """Begin building the client in the background when this target may need ECR."""
-        if self.target.order != "push-time" or self._builder is not None:
+        if self.target.settings.order != "push-time" or self._builder is not None:
             return
         try:
             _, region, _ = parse_repository_uri(self.target.image)
@@ -441,7 +441,7 @@ def run(target: Target) -> EditKustomizeOutput:
         repo = git.clone(
             target.repo_url,
             workdir / "repo",
-            branch=target.base_branch,
+            branch=target.settings.base_branch,
             paths=[overlay] if overlay else [],
             sparse=True,
             auth=auth,
@@ -464,12 +464,12 @@ def run(target: Target) -> EditKustomizeOutput:
             plan = unless_rolled_back(
                 target, plan, repo, ecr.ask, known, current=(text, entry), depths={repo.branch: DEPTHS[0]}
             )
-        if target.mode == "pr" and plan.changed:
+        if target.settings.mode == "pr" and plan.changed:
             branch = branch_name(target)
             proposed = branch_entry(repo, branch, plan.file, plan.image_name, plan.values)
             known = ecr.ask(branch_lookups(target, plan, proposed))
             plan = against_branch(target, plan, branch, proposed, known)
-        plan = carry_text(plan, repo, text, target.mode)
+        plan = carry_text(plan, repo, text, target.settings.mode)
     log.info(
         "%s [%s] at %s: %s%s",
         plan.file,

@@ -444,7 +444,7 @@ def unless_rolled_back(
     from steps.runtime.timing import timed
 
     def pushed_at(entry: ImagesEntry) -> datetime | None:
-        if target.order != "push-time" or pinned(entry, target.image):
+        if target.settings.order != "push-time" or pinned(entry, target.image):
             return None
         key = image_key(entry.newTag, entry.digest)
         if key not in known:
@@ -464,7 +464,7 @@ def unless_rolled_back(
             plan.base_commit,
             plan.file,
             plan.image_name,
-            order=target.order,
+            order=target.settings.order,
             new=plan.new,
             new_pushed_at=new_at,
             pushed_at=pushed_at,

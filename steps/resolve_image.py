@@ -139,22 +139,26 @@ def select_targets(
     # model_copy does not validate: re-validate so a bad value from ECR cannot slip through.
     resolved = Image.model_validate(img.model_copy(update=update).model_dump())
     match = rules.match(resolved)
-    waits = [t for t in match.targets if t.promote_after is not None and t.gate == "wait"]
+    waits = [t for t in match.targets if t.settings.promote_after is not None and t.settings.gate == "wait"]
     if waits:  # issue 35: a gated target gets no commit or PR now; the gate promotes it after the soak
-        match.targets = [t for t in match.targets if not (t.promote_after is not None and t.gate == "wait")]
+        match.targets = [
+            t
+            for t in match.targets
+            if not (t.settings.promote_after is not None and t.settings.gate == "wait")
+        ]
         match.skipped += [
             SkippedRule(
                 rule=t.rule,
-                reason=f"gate: wait: promoteAfter {t.promote_after.env} ({t.promote_after.soak_seconds}s soak); "
+                reason=f"gate: wait: promoteAfter {t.settings.promote_after.env} ({t.settings.promote_after.soak_seconds}s soak); "
                 "the gate promotes it after the soak",
             )
             for t in waits
-            if t.promote_after is not None
+            if t.settings.promote_after is not None
         ]
     gated = [
-        GateWaiting(env=t.env or "", rule=t.rule, waiting_on=t.promote_after.env)
+        GateWaiting(env=t.env or "", rule=t.rule, waiting_on=t.settings.promote_after.env)
         for t in waits
-        if t.promote_after is not None
+        if t.settings.promote_after is not None
     ]
     reason = ""
     if not match.targets:

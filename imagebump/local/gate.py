@@ -44,7 +44,7 @@ def gated(rules_text: str, source: str = "rules.yaml") -> bool:
     """Does a rule of this file have ``promoteAfter``?"""
     from steps.rules import load_rules
 
-    return any(r.promote_after is not None for r in load_rules(rules_text, source).rules)
+    return any(r.settings.promote_after is not None for r in load_rules(rules_text, source).rules)
 
 
 def gate_sweeper(

@@ -73,7 +73,7 @@ def land_commit(
             if db is None:
                 repo.push(f"HEAD:refs/heads/{base}", (base, repo.seeded_from) if repo.seeded_from else None)
             else:
-                required = target.require_verified or settings.require_verified
+                required = target.settings.require_verified or settings.require_verified
                 # unless verified commits are required (then nothing may move before GitHub said it
                 # verifies the commit): the proven tree, then createCommitOnBranch with its lease
                 made = (

@@ -109,7 +109,7 @@ def message_fields(target: Target, plan: Plan, old: ImagesEntry | None, base_bra
         f"Overlay:  {target.path} ({plan.file})",
         f"Event:    {target.event_id or '(none)'}",
         "",
-        f"Produced by imagebump {version} (rule #{target.rule}, mode {target.mode}).",
+        f"Produced by imagebump {version} (rule #{target.rule}, mode {target.settings.mode}).",
     ]
     return {
         "subject": subject,
@@ -130,7 +130,7 @@ def message_fields(target: Target, plan: Plan, old: ImagesEntry | None, base_bra
         "base_branch": base_branch,
         "event_id": target.event_id or "",
         "rule": str(target.rule),
-        "mode": target.mode,
+        "mode": target.settings.mode,
         "version": version,
         "trailer": trailer(target.image, new.newTag, new.digest),
     }

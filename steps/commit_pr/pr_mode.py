@@ -75,7 +75,7 @@ def _taken(
     imagebump's (:func:`steps.domain.branch_owner.made_by_imagebump`). None when they all are, else
     the reason and the pull request's comment."""
     commits = repo.branch_commits(branch, base)
-    foreign = foreign_commits(commits, settings.author_email, api=target.commit_method == "api")
+    foreign = foreign_commits(commits, settings.author_email, api=target.settings.commit_method == "api")
     if not foreign:
         return None
     return taken_reason(branch, foreign), taken_comment(branch, foreign)
@@ -179,7 +179,7 @@ def _propose(
             if db is None:
                 repo.push(f"HEAD:refs/heads/{branch}", force_with_lease=(branch, remote_sha or ""))
                 return _Proposal(sha, remote_sha is not None, True, fields, message)
-            required = target.require_verified or settings.require_verified
+            required = target.settings.require_verified or settings.require_verified
             made = None
             if remote_sha is None and not required:  # a new branch at the base, the commit on it
                 made = db.append_head(
@@ -217,7 +217,7 @@ def land_pr(
     github: forges.GitHubForge | None = None
     if db is not None:  # one client, one rate-limit budget for the whole step
         github = forges.GitHubForge(db.owner, db.repo, db.client, secrets=db.secrets)
-    elif target.provider != "local":  # the step's one rate-limit budget, as with commitMethod api
+    elif target.settings.provider != "local":  # the step's one rate-limit budget, as with commitMethod api
         github = forges.GitHubForge.for_repo_url(
             target.repo_url, gh_settings, retry=gh.RateLimitBudget(settings.rate_limit_budget)
         )
@@ -269,8 +269,8 @@ def land_pr(
                 ) from None
             pr = forge.update_pr(found.number, title=title, body=body)
             action = "pr-updated"
-    forge.add_labels(pr.number, list(target.labels))
-    forge.request_reviewers(pr.number, list(target.reviewers))
+    forge.add_labels(pr.number, list(target.settings.labels))
+    forge.request_reviewers(pr.number, list(target.settings.reviewers))
     soak_pending(forge, target, sha)  # issue 35: gate: check, pending until the soak passes
     log.info("%s %s for %s", action, pr.url or branch, fields["subject"])
     return CommitPrOutput(

@@ -37,7 +37,7 @@ def reapply(repo: Any, text: str, target: Target, plan: Plan) -> Applied:
             "HEAD",
             plan.file,
             plan.image_name,
-            order=target.order,
+            order=target.settings.order,
             new=plan.new,
             new_pushed_at=target.pushed_at,
             pushed_at=lambda _entry: None,

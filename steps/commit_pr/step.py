@@ -157,7 +157,9 @@ def _credentials(target: Target) -> "tuple[git.GitAuth | None, gh.GitHubSettings
 
     auth = git.GitAuth.from_env(write=True, required=False)
     settings = None
-    if target.provider == "github" and (target.mode == "pr" or auth is None or target.commit_method == "api"):
+    if target.settings.provider == "github" and (
+        target.settings.mode == "pr" or auth is None or target.settings.commit_method == "api"
+    ):
         from steps.forge import github as gh  # the API client (githubkit, httpx): only where the API is used
 
         settings = gh.GitHubSettings.from_env()  # ConfigError naming both ways when neither is set
@@ -178,7 +180,9 @@ def land(target: Target, plan: Plan) -> CommitPrOutput:
     """
     settings = CommitPrSettings.from_env()
     CommitPrInput.of(target, plan)
-    if (target.require_verified or settings.require_verified) and target.commit_method != "api":
+    if (
+        target.settings.require_verified or settings.require_verified
+    ) and target.settings.commit_method != "api":
         raise ConfigError(
             f"verified commits are required (requireVerified / IMAGEBUMP_REQUIRE_VERIFIED) but rule {target.rule} "
             "uses commitMethod: git, whose commits are unsigned; set commitMethod: api (provider: github)"
@@ -187,7 +191,7 @@ def land(target: Target, plan: Plan) -> CommitPrOutput:
         return CommitPrOutput(
             action="unchanged",
             reason=plan.reason or "the plan changes nothing",
-            branch=branch_name(target) if target.mode == "pr" else "",
+            branch=branch_name(target) if target.settings.mode == "pr" else "",
         )
     from steps import git
 
@@ -197,18 +201,18 @@ def land(target: Target, plan: Plan) -> CommitPrOutput:
 
         assert gh_settings is not None
         auth = git.GitAuth(gh.installation_token(gh_settings))  # the App's token pushes too
-    base = target.base_branch or plan.base_branch or git.default_branch(target.repo_url, auth=auth)
+    base = target.settings.base_branch or plan.base_branch or git.default_branch(target.repo_url, auth=auth)
     from steps.runtime.scratch_dir import scratch
 
     db = None
-    if target.commit_method == "api":  # GitHub's git database; the step's one rate-limit budget
+    if target.settings.commit_method == "api":  # GitHub's git database; the step's one rate-limit budget
         from steps.forge.github_commits import GitDatabase
 
         assert gh_settings is not None  # _credentials reads them for commitMethod api
         db = GitDatabase.for_repo_url(target.repo_url, gh_settings, settings.rate_limit_budget)
     try:
         with scratch("imagebump-commit-pr-") as tmp:
-            if target.mode == "commit":
+            if target.settings.mode == "commit":
                 from steps.commit_pr.commit_mode import land_commit
 
                 return land_commit(target, plan, settings, auth, base, tmp, db=db)

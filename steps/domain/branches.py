@@ -33,7 +33,9 @@ def branch_name(target: Target) -> str:
     where = target.edited.strip(
         "/"
     )  # the overlay; a values file or helmfile release (issue 34) by its own name
-    identity = "\n".join([target.env, where, target.image, target.image_name or "", target.base_branch or ""])
+    identity = "\n".join(
+        [target.env, where, target.image, target.settings.image_name or "", target.settings.base_branch or ""]
+    )
     digest = hashlib.sha256(identity.encode()).hexdigest()[:8]
     repository = target.image.split("/", 1)[1] if "/" in target.image else target.image
     env = _slug(target.env, 24) if target.env else "default"

@@ -10,10 +10,18 @@ and the one comparison of two ``images`` entries (:func:`entry_sets`, :func:`sam
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from steps.domain.repo_url import repo_id as repository_id
 
@@ -149,8 +157,50 @@ class PromoteAfter(BaseModel):
     soak_seconds: int = Field(ge=0)
 
 
+class RuleSettings(BaseModel):
+    """What a rule says about how its targets are written, gated and announced: one object, shared by
+    the rule and every target it yields (``Target.settings``), never copied field by field.
+
+    The defaults are what a rule that does not say gets (the rules schema declares the same ones).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    mode: Mode = DEFAULT_MODE
+    base_branch: str | None = Field(default=None, description="None: the remote's default branch")
+    image_name: str | None = Field(
+        default=None, description="images[].name to set; None: the entry whose name or newName is `image`"
+    )
+    write_digest: bool = False
+    order: Order = DEFAULT_ORDER
+    labels: tuple[str, ...] = ()
+    reviewers: tuple[str, ...] = ()
+    #: The rule's ``notify:`` destination names (empty: the notifications file's default).
+    notify: tuple[str, ...] = ()
+    provider: Provider = DEFAULT_PROVIDER
+    commit_method: CommitMethod = Field(
+        default=DEFAULT_COMMIT_METHOD,
+        description="git: commit and push with git; api: through GitHub's git database API (Verified)",
+    )
+    require_verified: bool = Field(
+        default=False, description="refuse to move a ref to a commit GitHub does not show as Verified"
+    )
+    promote_after: PromoteAfter | None = Field(
+        default=None,
+        description="the rule's promoteAfter: promoted only after env ran the image for the soak",
+    )
+    gate: GateMode = Field(
+        default=DEFAULT_GATE, description="wait: no commit/PR until promoted; check: a status"
+    )
+
+
+#: The rule's settings a target holds in ``settings`` (on the wire they sit at the top level).
+SETTINGS_FIELDS = frozenset(RuleSettings.model_fields)
+
+
 class Target(BaseModel):
-    """One overlay to update for one image: the result of one matching rule."""
+    """One overlay to update for one image: the result of one matching rule — what it edits (the
+    repository, overlay, values file), the image, and the rule's :class:`RuleSettings`."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -163,25 +213,7 @@ class Target(BaseModel):
     digest: str | None = None
     pushed_at: datetime | None = None
     event_id: str | None = None
-    mode: Mode = DEFAULT_MODE
-    base_branch: str | None = Field(default=None, description="None: the remote's default branch")
-    image_name: str | None = Field(
-        default=None, description="images[].name to set; None: the entry whose name or newName is `image`"
-    )
-    write_digest: bool = False
-    order: Order = DEFAULT_ORDER
-    labels: list[str] = Field(default_factory=list)
-    reviewers: list[str] = Field(default_factory=list)
-    #: The rule's ``notify:`` destination names (empty: the notifications file's default).
-    notify: list[str] = Field(default_factory=list)
-    provider: Provider = DEFAULT_PROVIDER
-    commit_method: CommitMethod = Field(
-        default=DEFAULT_COMMIT_METHOD,
-        description="git: commit and push with git; api: through GitHub's git database API (Verified)",
-    )
-    require_verified: bool = Field(
-        default=False, description="refuse to move a ref to a commit GitHub does not show as Verified"
-    )
+    settings: RuleSettings = Field(default_factory=RuleSettings, description="the rule's settings")
     values_file: str | None = Field(
         default=None,
         description="a Helm values file to edit instead of a kustomization (repository-relative)",
@@ -192,18 +224,49 @@ class Target(BaseModel):
     helmfile: HelmfileRef | None = Field(
         default=None, description="a helmfile release whose values files (or inline values) hold the image"
     )
-    promote_after: PromoteAfter | None = Field(
-        default=None,
-        description="the rule's promoteAfter: promoted only after env ran the image for the soak",
-    )
-    gate: GateMode = Field(
-        default=DEFAULT_GATE, description="wait: no commit/PR until promoted; check: a status"
-    )
     repo_id: str = Field(
         default="",
         description="the repository's one spelling (steps.domain.repo_url.repo_id of repo_url): what compares "
         "and locks repositories; derived, any value given is replaced",
     )
+
+    @model_serializer(mode="wrap")
+    def _flat_settings(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """On the wire (Argo parameters, ``imagebump explain``) the settings stay at the top level,
+        as every version of the steps wrote and reads them: a Workflow resubmitted from the Argo UI
+        and a step of another version read the same JSON."""
+        data = handler(self)
+        nested = data.pop("settings", None)
+        return {**data, **nested} if isinstance(nested, dict) else data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nest_settings(cls, data: Any) -> Any:
+        """The wire form (and keyword arguments) hold the settings at the top level: nest them."""
+        if not isinstance(data, dict) or not SETTINGS_FIELDS.intersection(data):
+            return data
+        flat = {k: v for k, v in data.items() if k in SETTINGS_FIELDS}
+        rest = {k: v for k, v in data.items() if k not in SETTINGS_FIELDS}
+        given = rest.get("settings")
+        if isinstance(given, RuleSettings):
+            given = given.model_dump()
+        rest["settings"] = {**(given or {}), **flat}
+        return rest
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Target:
+        """As pydantic's, refusing a rule setting in ``update`` (it would land beside ``settings``,
+        unread): :meth:`with_settings` changes those."""
+        if update and SETTINGS_FIELDS.intersection(update):
+            raise TypeError(
+                f"{sorted(SETTINGS_FIELDS.intersection(update))} are settings: use with_settings()"
+            )
+        return super().model_copy(update=update, deep=deep)
+
+    def with_settings(self, **changes: Any) -> Target:
+        """This target with some of its rule's settings changed (validated)."""
+        return self.model_copy(
+            update={"settings": self.settings.model_validate({**self.settings.model_dump(), **changes})}
+        )
 
     @model_validator(mode="after")
     def _derive_repo_id(self) -> Target:
@@ -229,7 +292,7 @@ class Target(BaseModel):
         """How to find the image in this target's values file (None: it edits a kustomization)."""
         if not self.edits_values:
             return None
-        return ValuesRef(keys=self.values_keys, scope=scope, add_digest=self.write_digest)
+        return ValuesRef(keys=self.values_keys, scope=scope, add_digest=self.settings.write_digest)
 
     @property
     def key(self) -> str:

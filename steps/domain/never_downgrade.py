@@ -56,7 +56,7 @@ def lookups(target: Target, entry: ImagesEntry) -> list[ImageKey]:
     Only ``order: push-time`` needs them; never for the same image, for an entry that pins
     nothing, for an entry of another image, or for a new image whose push time the target carries.
     """
-    if target.order != "push-time":
+    if target.settings.order != "push-time":
         return []
     if entry.newTag == target.tag and (entry.digest == target.digest or not target.digest):
         return []  # the same image reference: nothing to compare
@@ -107,7 +107,7 @@ def _judge(target: Target, entry: ImagesEntry, known: PushTimes) -> tuple[Decisi
         new_tag=target.tag,
         new_digest=target.digest,
         new_pushed_at=new_at,
-        order=target.order,
+        order=target.settings.order,
     )
 
 
@@ -140,12 +140,12 @@ def against_branch(
         elif verdict == "stale":
             why = (
                 f"the open PR branch {branch} proposes {branch_ref}, newer than {new_ref} "
-                f"(order: {target.order}); not proposing {new_ref}: {why}"
+                f"(order: {target.settings.order}); not proposing {new_ref}: {why}"
             )
         else:
             return plan.model_copy(update={"pr_decision": verdict, "pr_reason": f"PR branch {branch}: {why}"})
     plan = plan.model_copy(update={"pr_decision": verdict, "pr_reason": why})
-    if target.provider == "local":  # the branch is the proposal: final
+    if target.settings.provider == "local":  # the branch is the proposal: final
         return plan.model_copy(update={"changed": False, "decision": verdict, "reason": why})
     # github: only commit-pr can ask whether the branch's pull request is still open
     return plan.model_copy(
@@ -167,10 +167,15 @@ def recheck(target: Target, plan: Plan, current: ImagesEntry | None) -> str | No
     """
     if current is not None and entry_sets(current, plan.new):
         return f"{plan.file} already sets {plan.image_name} to {entry_ref(plan.new)}"
-    if current is None or plan.old is None or entry_sets(current, plan.old) or target.order == "none":
+    if (
+        current is None
+        or plan.old is None
+        or entry_sets(current, plan.old)
+        or target.settings.order == "none"
+    ):
         return None
     now, planned, wanted = entry_ref(current), entry_ref(plan.old), entry_ref(plan.new)
-    if target.order == "semver":
+    if target.settings.order == "semver":
         decision, why = judge_update(
             current_tag=current.newTag,
             current_digest=current.digest,
@@ -178,7 +183,7 @@ def recheck(target: Target, plan: Plan, current: ImagesEntry | None) -> str | No
             new_tag=plan.new.newTag,
             new_digest=plan.new.digest,
             new_pushed_at=target.pushed_at,
-            order=target.order,
+            order=target.settings.order,
         )
         if decision == "update":
             return None
@@ -257,7 +262,7 @@ def sweep_verdict(
             new_tag=tag,
             new_digest=digest,
             new_pushed_at=newest.pushed_at,
-            order=newest.order,
+            order=newest.settings.order,
         )
 
     verdict, why = against(current, current_pushed_at)
@@ -268,7 +273,7 @@ def sweep_verdict(
             "ahead",
             f"holds something newer than the newest allowed {short_ref(new)}: {why}; never touched",
         )
-    if newest.mode != "pr" or proposed is None:
+    if newest.settings.mode != "pr" or proposed is None:
         return "behind", why
     offered = image_ref(proposed.newTag, proposed.digest, none="") or "(unset)"
     if _proposes(proposed, tag, digest) and (proposed.newName or None) == (current.newName or None):

@@ -28,7 +28,7 @@ def identity(ref: str | None) -> str | None:
 def wanted(target: Target, env_target: Target) -> str | None:
     """The identity of ``target``'s image as ``env_target``'s overlay holds it: its digest when that
     rule writes digests, else its tag (the digest ECR gave that tag, so the same image)."""
-    if env_target.write_digest and target.digest:
+    if env_target.settings.write_digest and target.digest:
         return target.digest
     return f":{target.tag}" if target.tag else target.digest
 
@@ -67,7 +67,7 @@ class ArgoGitReader:
         from steps.verify_live import argocd
 
         default = self._default_branch(target.repo_url)
-        branch = target.base_branch or default
+        branch = target.settings.base_branch or default
         found = argocd.select(
             self.apps(), target.repo_url, target.path, branch, branch == default, file=target.values_file
         )
@@ -79,7 +79,7 @@ class ArgoGitReader:
         from steps.verify_live.decide import expected_image
         from steps.verify_live.revisions import Clone
 
-        branch = target.base_branch or self._default_branch(target.repo_url)
+        branch = target.settings.base_branch or self._default_branch(target.repo_url)
         key = f"{target.repo_url}#{branch}"
         if key not in self._clones:
             self._clones[key] = Clone(
@@ -104,7 +104,10 @@ class ArgoGitReader:
                         if text is None:
                             continue
                         entry = read_entry(
-                            text, target.image_name or target.image, source=file, values=target.values_ref()
+                            text,
+                            target.settings.image_name or target.image,
+                            source=file,
+                            values=target.values_ref(),
                         )
                         if entry is not None:
                             found = identity(

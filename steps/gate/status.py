@@ -32,7 +32,7 @@ def context(env: str) -> str:
 
 def checks(target: Target) -> bool:
     """Does this target carry the soak status (``gate: check`` with ``promoteAfter``)?"""
-    return target.promote_after is not None and target.gate == "check"
+    return target.settings.promote_after is not None and target.settings.gate == "check"
 
 
 def describe(decision: GateDecision) -> str:
@@ -50,7 +50,7 @@ def describe(decision: GateDecision) -> str:
 def status_forge(target: Target, forge: Any) -> Any:
     """Where ``target``'s commit statuses live: ``forge`` (GitHub's API), or for ``provider: local``
     git notes in its repository."""
-    if target.provider == "local":
+    if target.settings.provider == "local":
         from steps.forge.local_status import GitNoteStatuses
 
         return GitNoteStatuses(target.repo_url)
@@ -62,16 +62,16 @@ def soak_pending(forge: Any, target: Target, sha: str) -> None:
     (unless the gate already said something on that commit)."""
     if not checks(target) or not sha:
         return
-    assert target.promote_after is not None
+    assert target.settings.promote_after is not None
     forge = status_forge(target, forge)
-    name = context(target.promote_after.env)
+    name = context(target.settings.promote_after.env)
     if name in forge.statuses(sha):
         return
     forge.set_status(
         sha,
         state="pending",
         context=name,
-        description=f"waiting for {target.promote_after.env} to run it for the soak",
+        description=f"waiting for {target.settings.promote_after.env} to run it for the soak",
     )
 
 
@@ -84,7 +84,9 @@ def report_statuses(
     for target, sha, decision in rows:
         if not checks(target) or not sha:
             continue
-        forge = status_forge(target, None) if target.provider == "local" else forge_for(target.repo_url)
+        forge = (
+            status_forge(target, None) if target.settings.provider == "local" else forge_for(target.repo_url)
+        )
         name = context(decision.env)
         want = STATUS_OF[decision.state]
         now = forge.statuses(sha).get(name)

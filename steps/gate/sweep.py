@@ -35,7 +35,7 @@ GATED_STATES = ("behind", "proposed")
 
 
 def gated(target: Target | None) -> bool:
-    return target is not None and target.promote_after is not None
+    return target is not None and target.settings.promote_after is not None
 
 
 def _person(item: Any) -> str | None:
@@ -51,7 +51,7 @@ def _person(item: Any) -> str | None:
 def _env_targets(item: Any, items: Sequence[Any]) -> list[Any]:
     """The items of ``item``'s ``promoteAfter.env`` for the same image repository (the same push)."""
     target = item.verdict.update or item.sample
-    env = target.promote_after.env
+    env = target.settings.promote_after.env
     return [i for i in items if i is not item and i.sample.env == env and i.sample.image == target.image]
 
 
@@ -67,7 +67,7 @@ def decide_target(
 ) -> GateDecision:
     """The gate for ``target``'s image over the targets of its ``promoteAfter.env`` (each with a
     person's ``held`` / ``rolled-back`` from Git, or None). A read that fails: waiting, with why."""
-    after = target.promote_after
+    after = target.settings.promote_after
     assert after is not None
     soak = timedelta(seconds=after.soak_seconds)
     shown = f"{target.image}:{target.tag}" if target.tag else f"{target.image}@{target.digest}"
@@ -118,14 +118,14 @@ def apply_gates(
         if verdict is None or verdict.state not in GATED_STATES:
             continue
         target = verdict.update or item.sample
-        if not gated(target) or (verdict.state == "proposed" and target.gate != "check"):
+        if not gated(target) or (verdict.state == "proposed" and target.settings.gate != "check"):
             continue
         decision = decide_item(item, items, reader, now)
         decisions[id(item)] = decision
         reason = f"{decision.state}: promoteAfter {decision.env}: {decision.note}"
         if decision.state == "waiting" and decision.seconds_left is not None:
             reason += f"; {decision.seconds_left}s of the soak left"
-        if target.gate == "check":  # the pull request opens at once; the status says the rest
+        if target.settings.gate == "check":  # the pull request opens at once; the status says the rest
             state = decision.state if verdict.state == "proposed" else verdict.state
             item.verdict = dataclasses.replace(verdict, state=state, reason=f"{verdict.reason}; {reason}")
         elif decision.state == "promoted":
@@ -148,7 +148,7 @@ def apply_gates(
     rows = [
         (i.verdict.update or i.sample, i.branch_sha, decisions[id(i)])
         for i in items
-        if id(i) in decisions and i.branch_sha and (i.verdict.update or i.sample).gate == "check"
+        if id(i) in decisions and i.branch_sha and (i.verdict.update or i.sample).settings.gate == "check"
     ]
     done: dict[str, str] = {}
     if rows:
@@ -160,7 +160,7 @@ def apply_gates(
         decision = decisions.get(id(item))
         if decision is None or decision.state == "waiting":
             continue
-        if (item.verdict.update or item.sample).gate == "check":
+        if (item.verdict.update or item.sample).settings.gate == "check":
             new = bool(item.branch_sha) and done.get(item.branch_sha) == STATUS_OF[decision.state]
             decisions[id(item)] = dataclasses.replace(decision, settled=not new)
     return decisions
@@ -190,7 +190,7 @@ def open_gate_reader(rules: Any) -> Any:
     ``promoteAfter`` and Argo CD is configured (``IMAGEBUMP_ARGOCD_*``, as verify-live); else None."""
     from steps.verify_live import argocd
 
-    if not any(getattr(r, "promote_after", None) is not None for r in getattr(rules, "rules", ())):
+    if not any(r.settings.promote_after is not None for r in getattr(rules, "rules", ())):
         return None
     if not argocd.configured():
         log.info("gated rules, but %s: gated targets wait", argocd.NOT_CONFIGURED)
@@ -244,6 +244,6 @@ def gated_rules(rules: Any) -> Any:
     short evaluation: ``image-gate``, ``reconcile --gated``); indices and sources kept."""
     from steps.rules import RuleSet
 
-    waited = {r.promote_after.env for r in rules.rules if r.promote_after is not None}
-    kept = [r for r in rules.rules if r.promote_after is not None or r.env in waited]
+    waited = {r.settings.promote_after.env for r in rules.rules if r.settings.promote_after is not None}
+    kept = [r for r in rules.rules if r.settings.promote_after is not None or r.env in waited]
     return RuleSet(kept, rules.source)

@@ -52,7 +52,7 @@ def gate_outcomes(decided: Iterable[Decided]) -> list[Outcome]:
             "environment": str(decision.env),
             "pr": "",
             "repo": target.repo_url,
-            **({"branch": branch, "base": target.base_branch or ""} if branch else {}),
+            **({"branch": branch, "base": target.settings.base_branch or ""} if branch else {}),
         }
         if kind == "blocked":
             fields["reason"] = f"{decision.reason}: {note}" if note else str(decision.reason or "")
@@ -65,7 +65,7 @@ def gate_outcomes(decided: Iterable[Decided]) -> list[Outcome]:
                 f"gate {decision.image}",
                 f"{target.repo_url}/{target.path}",
                 fields,
-                tuple(target.notify),
+                tuple(target.settings.notify),
             )
         )
     return found

@@ -45,7 +45,7 @@ def pending_outcome(target: Target, commit_sha: str, event_id: str) -> Outcome:
             "pr": "",
             "verifying": "true",
         },
-        tuple(target.notify),
+        tuple(target.settings.notify),
     )
 
 

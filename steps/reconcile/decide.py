@@ -64,7 +64,7 @@ def pick_newest(candidates: Sequence[Target]) -> tuple[Target | None, str]:
     """
     if not candidates:
         return None, "no tag in ECR that the rules allow"
-    orders = sorted({c.order for c in candidates})
+    orders = sorted({c.settings.order for c in candidates})
     rules = sorted({c.rule for c in candidates})
     if len(orders) > 1:
         return None, (
@@ -125,7 +125,7 @@ def _written(
     tag = newest.tag
     if current.newTag and current.newTag in set(same_image_tags):
         tag = current.newTag  # another allowed tag of the very same image: no tag churn
-    digest = newest.digest if (newest.write_digest or not tag) else None
+    digest = newest.digest if (newest.settings.write_digest or not tag) else None
     return tag, digest
 
 

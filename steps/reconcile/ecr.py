@@ -55,7 +55,7 @@ def _unreadable(rules: Any, account: str, region: str, name: str, exc: Imagebump
             bare = dataclasses.replace(rule, tag_pattern=None, tag_regex=None, allow=(), deny=())
             found = bare.evaluate(Image(account=account, region=region, repository=name))
         if isinstance(found, Target):
-            key = (found.repo_id, found.edited, found.image_name)
+            key = (found.repo_id, found.edited, found.settings.image_name)
             if key not in seen:
                 seen.add(key)
                 out.append(Unreadable(found.repo_url, found.path, found.env, why, error_kind(exc)))
@@ -147,7 +147,7 @@ def scan_ecr(
         account, region, name = repo
         client = client_for(region)  # a bad endpoint stays fatal: it is no one repository's fault
         wants_times = any(
-            r.order == "push-time"
+            r.settings.order == "push-time"
             and (r.account, r.region) == (account, region)
             and r.match_repository(name) is not None
             for r in rules.rules
@@ -173,7 +173,7 @@ def scan_ecr(
                         )
                     )
                     for target in match.targets:
-                        key = (target.repo_id, target.edited, target.image_name or target.image)
+                        key = (target.repo_id, target.edited, target.settings.image_name or target.image)
                         by_key.setdefault(key, []).append(target)
                 for key, targets in by_key.items():
                     overlay = found.get(key)

@@ -219,7 +219,7 @@ def _read_values_at(repo: Any, rev: str, items: Sequence[Item]) -> None:
 def _set_entry(item: Item, text: str) -> None:
     from steps import kustomize
 
-    wanted = item.sample.image_name or item.sample.image
+    wanted = item.sample.settings.image_name or item.sample.image
     if "\ufffd" in text:
         item.error = f"{item.file} is not UTF-8"
         return
@@ -328,12 +328,14 @@ def _open_pr_heads(repo_url: str, auth: Any, calls: Calls) -> set[tuple[str, str
 
 def _forget_closed_proposals(repo_url: str, items: Sequence[Item], *, auth: Any, calls: Calls) -> None:
     """``provider: github``: a proposal branch counts only while its pull request is open."""
-    github = [item for item in items if item.proposed is not None and item.sample.provider == "github"]
+    github = [
+        item for item in items if item.proposed is not None and item.sample.settings.provider == "github"
+    ]
     if not github:
         return
     heads = _open_pr_heads(repo_url, auth, calls)
     for item in github:
-        base = item.verdict.update.base_branch if item.verdict and item.verdict.update else None
+        base = item.verdict.update.settings.base_branch if item.verdict and item.verdict.update else None
         if isinstance(heads, str):
             item.no_pr = f"the PR branch {item.branch} has no confirmed open pull request ({heads})"
         elif not any(head == item.branch and (base is None or b == base) for head, b in heads):
@@ -353,16 +355,16 @@ def _find_taken(repo: Any, items: Sequence[Item], *, calls: Calls) -> None:
     judged: dict[tuple[str, str], list[Any]] = {}
     for item in items:
         living = item.branch_sha and not item.no_pr
-        if not living or (item.sample.provider != "local" and item.proposed is None):
+        if not living or (item.sample.settings.provider != "local" and item.proposed is None):
             continue  # no branch, or a pull request not confirmed open: no proposal to leave alone
         base = (
-            item.verdict.update.base_branch if item.verdict and item.verdict.update else None
+            item.verdict.update.settings.base_branch if item.verdict and item.verdict.update else None
         ) or repo.branch
         key = (item.branch, base)
         if key not in judged:
             calls.add("git")
             judged[key] = repo.branch_commits(item.branch, base)
-        foreign = foreign_commits(judged[key], email, api=item.sample.commit_method == "api")
+        foreign = foreign_commits(judged[key], email, api=item.sample.settings.commit_method == "api")
         if foreign:
             item.taken = taken_reason(item.branch, foreign)
 
@@ -377,7 +379,7 @@ def sweep_repository(repo_url: str, items: list[Item], *, auth: Any, calls: Call
     items = [item for item in items if item.path is not None]
     if not items:
         return
-    bases = Counter(item.sample.base_branch for item in items)
+    bases = Counter(item.sample.settings.base_branch for item in items)
     branch = None if None in bases else bases.most_common(1)[0][0]
     try:
         calls.add("git")
@@ -394,10 +396,10 @@ def sweep_repository(repo_url: str, items: list[Item], *, auth: Any, calls: Call
         on_clone: list[Item] = []
         others: dict[str, list[Item]] = {}  # base branch → its items (fetched into the same clone)
         for item in items:
-            if item.sample.base_branch in (None, repo.branch):
+            if item.sample.settings.base_branch in (None, repo.branch):
                 on_clone.append(item)
             else:
-                others.setdefault(item.sample.base_branch or "", []).append(item)
+                others.setdefault(item.sample.settings.base_branch or "", []).append(item)
         _read_at(repo, head, on_clone, fetch=False, calls=calls)
         for base, group in sorted(others.items()):
             calls.add("git")
@@ -413,7 +415,7 @@ def sweep_repository(repo_url: str, items: list[Item], *, auth: Any, calls: Call
             if (
                 item.verdict.state == "behind"
                 and item.verdict.update is not None
-                and item.verdict.update.mode == "pr"
+                and item.verdict.update.settings.mode == "pr"
             ):
                 item.branch = branch_name(item.verdict.update)
                 pending.append(item)

@@ -116,18 +116,18 @@ class Overlay:
     def add_image(self, digest: str | None, targets: Sequence[Target]) -> None:
         """The targets one image's tags yield for this overlay (in tag order)."""
         for c in targets:
-            self._reps.setdefault((c.rule, c.order), c)
-            if c.order == "none":
+            self._reps.setdefault((c.rule, c.settings.order), c)
+            if c.settings.order == "none":
                 continue
-            current = self._best.get(c.order)
+            current = self._best.get(c.settings.order)
             best, _ = pick_newest([current, c] if current is not None else [c])
             if best is not None:
-                self._best[c.order] = best
-        for order in {c.order for c in targets}:
+                self._best[c.settings.order] = best
+        for order in {c.settings.order for c in targets}:
             best = self._best.get(order)
             if best is None or best.digest != digest:
                 continue
-            tags = {c.tag for c in targets if c.order == order and c.tag}
+            tags = {c.tag for c in targets if c.settings.order == order and c.tag}
             known, same = self._same.get(order, (None, set()))
             self._same[order] = (digest, same | tags if known == digest else tags)
 
@@ -160,7 +160,7 @@ class Overlay:
         """Every allowed tag of the newest image (the overlay may hold another tag of it)."""
         if newest is None:
             return frozenset()
-        digest, tags = self._same.get(newest.order, (None, set()))
+        digest, tags = self._same.get(newest.settings.order, (None, set()))
         return frozenset(tags) if digest == newest.digest else frozenset()
 
     def pushed_at(self, entry: ImagesEntry | None, image: str) -> datetime | None:

@@ -221,7 +221,7 @@ def _check_promote_after(rules: list[Any], source: str) -> None:
     """Every ``promoteAfter.env`` names the ``env`` of some rule of the file (issue 35)."""
     envs = sorted({r.env for r in rules if r.env})
     for rule in rules:
-        after = rule.promote_after
+        after = rule.settings.promote_after
         if after is not None and after.env not in envs:
             raise RulesError(
                 f"{source}: rule {rule.index}: promoteAfter.env: unknown env {_excerpt(after.env)}; "

@@ -98,7 +98,7 @@ class RuleSet:
             if isinstance(outcome, str):
                 result.skipped.append(SkippedRule(rule=i, reason=outcome))
                 continue
-            key = (outcome.repo_id, outcome.edited, outcome.image_name)
+            key = (outcome.repo_id, outcome.edited, outcome.settings.image_name)
             if key in seen:
                 result.skipped.append(
                     SkippedRule(

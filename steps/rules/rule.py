@@ -33,22 +33,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from steps.domain.errors import RuleFieldError as _Problem
-from steps.domain.models import (
-    DEFAULT_COMMIT_METHOD,
-    DEFAULT_GATE,
-    DEFAULT_MODE,
-    DEFAULT_ORDER,
-    DEFAULT_PROVIDER,
-    CommitMethod,
-    GateMode,
-    HelmfileRef,
-    Image,
-    Mode,
-    Order,
-    PromoteAfter,
-    Provider,
-    Target,
-)
+from steps.domain.models import SETTINGS_FIELDS, HelmfileRef, Image, PromoteAfter, RuleSettings, Target
 from steps.rules.patterns import (
     VAR_RE,
     Budget,
@@ -102,22 +87,11 @@ class Rule:
     allow: tuple[TagFilter, ...] = ()
     deny: tuple[TagFilter, ...] = ()
     env: str = ""
-    mode: Mode = DEFAULT_MODE
-    base_branch: str | None = None
-    image_name: str | None = None
-    write_digest: bool = False
-    order: Order = DEFAULT_ORDER
-    labels: tuple[str, ...] = ()
-    reviewers: tuple[str, ...] = ()
-    notify: tuple[str, ...] = ()
-    provider: Provider = DEFAULT_PROVIDER
-    commit_method: CommitMethod = DEFAULT_COMMIT_METHOD
-    require_verified: bool = False
+    #: How its targets are written, gated and announced: one object every target shares.
+    settings: RuleSettings = field(default_factory=RuleSettings)
     values_file: str | None = None
     values_keys: dict[str, str] | None = None
     helmfile: tuple[str, str, str] | None = None  # file, release, environment (templates: $n)
-    promote_after: PromoteAfter | None = None  # issue 35: the environment before and the soak
-    gate: GateMode = DEFAULT_GATE
     repo_groups: dict[int, tuple[int, ...]] = field(default_factory=dict)  # $n -> group indices
     tag_groups: dict[int, tuple[int, ...]] = field(default_factory=dict)
     _allow: TagList = field(default_factory=TagList)
@@ -216,19 +190,7 @@ class Rule:
             digest=image.digest,
             pushed_at=image.pushed_at,
             event_id=image.event_id,
-            mode=self.mode,
-            base_branch=self.base_branch,
-            image_name=self.image_name,
-            write_digest=self.write_digest,
-            order=self.order,
-            labels=list(self.labels),
-            reviewers=list(self.reviewers),
-            notify=list(self.notify),
-            provider=self.provider,
-            commit_method=self.commit_method,
-            require_verified=self.require_verified,
-            promote_after=self.promote_after,
-            gate=self.gate,
+            settings=self.settings,
             **values,
         )
 
@@ -477,7 +439,9 @@ def compile_rule(index: int, raw: Any, cache: dict[tuple[str, bool], Any]) -> Ru
     git_scheme, netloc, git_path = _compile_git_url(git, captured, uri)
 
     values_checks(spec, captured, uri)
-    promote_after = gate_checks(spec)
+    settings = RuleSettings.model_validate(
+        {name: getattr(spec, name) for name in SETTINGS_FIELDS} | {"promote_after": gate_checks(spec)}
+    )
     return Rule(
         index=index,
         registry_uri=uri,
@@ -498,17 +462,7 @@ def compile_rule(index: int, raw: Any, cache: dict[tuple[str, bool], Any]) -> Ru
         allow=tag_filters(spec.allow_image_tag, "allowImageTag", cache, budget),
         deny=tag_filters(spec.deny_image_tag, "denyImageTag", cache, budget),
         env=spec.env,
-        mode=spec.mode,
-        base_branch=spec.base_branch,
-        image_name=spec.image_name,
-        write_digest=spec.write_digest,
-        order=spec.order,
-        labels=tuple(spec.labels),
-        reviewers=tuple(spec.reviewers),
-        notify=tuple(spec.notify),
-        provider=spec.provider,
-        commit_method=spec.commit_method,
-        require_verified=spec.require_verified,
+        settings=settings,
         values_file=spec.values_file,
         values_keys=dict(spec.values_keys) if spec.values_keys else None,
         helmfile=(spec.helmfile.file, spec.helmfile.release, spec.helmfile.environment)
@@ -516,6 +470,4 @@ def compile_rule(index: int, raw: Any, cache: dict[tuple[str, bool], Any]) -> Ru
         else None,
         repo_groups=group_indices(registry.repo_regex, registry.repo_groups),
         tag_groups=registry.tag_group_indices,
-        promote_after=promote_after,
-        gate=spec.gate,
     )

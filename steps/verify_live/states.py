@@ -119,7 +119,7 @@ def live_state(
 
     row = LiveState(repo_url=target.repo_url, path=target.path, env=target.env, state="unknown")
     try:
-        branch = target.base_branch or default_branch
+        branch = target.settings.base_branch or default_branch
         if target.helmfile is not None:  # issue 34: the release's values file is known only after an update
             row.reason = "the live state of a helmfile release is read by verify-live after each update"
             return row
@@ -141,7 +141,7 @@ def live_state(
             branch,
             commit,
             file,
-            target.image_name or target.image,
+            target.settings.image_name or target.image,
             clone=clone,
             values=target.values_ref(),
         )
@@ -190,7 +190,7 @@ def _repository_states(
 
     try:
         default_branch = git.default_branch(repo_url, git.GitAuth.from_env(write=False))
-        branches = sorted({t.base_branch or default_branch for t in targets})
+        branches = sorted({t.settings.base_branch or default_branch for t in targets})
         clone = Clone(repo_url, branches, workdir, filter="blob:none")
         revisions = [*(clone.head(b) for b in branches), *_synced_revisions(apps)]
         revisions = [r for r in dict.fromkeys(revisions) if clone.known_locally(r)]

@@ -198,8 +198,8 @@ def verify(
     from steps.verify_live import argocd
 
     expected = decide.expected_image(plan.new.newName or plan.new.name, plan.new.newTag, plan.new.digest)
-    branch = plan.base_branch or target.base_branch or ""
-    if target.base_branch is None:
+    branch = plan.base_branch or target.settings.base_branch or ""
+    if target.settings.base_branch is None:
         default = True
     else:
         default = branch == git.default_branch(target.repo_url, git.GitAuth.from_env(write=False))

@@ -118,7 +118,7 @@ def test_rules_carry_commit_method_and_require_verified_to_the_target() -> None:
     )
     pushed = Image(account="123456789012", region="us-west-2", repository="team/api", tag="1.0.0")
     (found,) = rules.match(pushed).targets
-    assert (found.commit_method, found.require_verified) == ("api", True)
+    assert (found.settings.commit_method, found.settings.require_verified) == ("api", True)
 
 
 def test_local_run_needs_no_token_when_the_github_app_is_configured(tmp_path: Path) -> None:

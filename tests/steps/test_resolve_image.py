@@ -100,7 +100,7 @@ def test_push_event_yields_targets_with_ecr_digest_and_push_time(registry: Regis
         assert isinstance(t.pushed_at, datetime)
         assert t.pushed_at != datetime(2026, 11, 16, 1, 54, 34, tzinfo=UTC)  # ECR's time, not the event's
         assert t.event_id == "13cde686-328b-6117-af20-0e5566167481"
-    assert out.targets[1].write_digest is True and out.targets[1].order == "semver"
+    assert out.targets[1].settings.write_digest is True and out.targets[1].settings.order == "semver"
     files = outputs(env)
     assert json.loads(files["targets"])[0]["repo_url"] == "https://github.com/o/gitops"
     assert files["event-id"] == "13cde686-328b-6117-af20-0e5566167481"

@@ -29,16 +29,19 @@ def _rules(gated: str) -> str:
 def test_promote_after_and_gate_reach_the_target():
     rules = load_rules(_rules("  promoteAfter: {env: staging, soak: 30m}\n  gate: check"))
     staging, production = rules.match(IMAGE).targets
-    assert staging.promote_after is None and staging.gate == "wait"
-    assert production.promote_after is not None
-    assert (production.promote_after.env, production.promote_after.soak_seconds) == ("staging", 1800)
-    assert production.gate == "check"
+    assert staging.settings.promote_after is None and staging.settings.gate == "wait"
+    assert production.settings.promote_after is not None
+    assert (production.settings.promote_after.env, production.settings.promote_after.soak_seconds) == (
+        "staging",
+        1800,
+    )
+    assert production.settings.gate == "check"
 
 
 def test_gate_defaults_to_wait():
     rules = load_rules(_rules("  promoteAfter: {env: staging, soak: 90s}"))
     production = rules.match(IMAGE).targets[1]
-    assert (production.gate, production.promote_after.soak_seconds) == ("wait", 90)
+    assert (production.settings.gate, production.settings.promote_after.soak_seconds) == ("wait", 90)
 
 
 @pytest.mark.parametrize(
@@ -89,12 +92,12 @@ def test_a_push_gives_a_gate_wait_target_no_commit_or_pr_and_says_why():
 def test_check_on_a_host_without_an_api_is_accepted_its_status_a_git_note():
     rules = load_rules(_rules("  promoteAfter: {env: staging, soak: 30m}\n  gate: check\n  provider: local"))
     production = rules.match(IMAGE).targets[1]
-    assert (production.gate, production.provider) == ("check", "local")
+    assert (production.settings.gate, production.settings.provider) == ("check", "local")
 
 
 def test_a_push_opens_the_gate_check_pr_at_once():
     out = _pushed(_rules("  promoteAfter: {env: staging, soak: 30m}\n  gate: check"))
-    assert [(t.env, t.gate) for t in out.targets] == [("staging", "wait"), ("production", "check")]
+    assert [(t.env, t.settings.gate) for t in out.targets] == [("staging", "wait"), ("production", "check")]
 
 
 def test_the_short_evaluation_keeps_the_gated_rules_and_the_rules_they_wait_on():
@@ -159,15 +162,9 @@ def test_a_check_gate_promoted_is_counted_once_though_its_pull_request_stays_ope
     staging = Target(
         rule=0, repo_url=repo, path="staging", env="staging", image=f"{REGISTRY}/team/api", tag="2"
     )
-    production = staging.model_copy(
-        update={
-            "rule": 1,
-            "path": "production",
-            "env": "production",
-            "gate": "check",
-            "promote_after": PromoteAfter(env="staging", soak_seconds=1800),
-        }
-    )
+    production = staging.with_settings(
+        gate="check", promote_after=PromoteAfter(env="staging", soak_seconds=1800)
+    ).model_copy(update={"rule": 1, "path": "production", "env": "production"})
     deployed = (now - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
     app = {
         "status": {

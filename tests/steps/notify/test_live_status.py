@@ -141,7 +141,7 @@ def test_nothing_without_a_github_destination_or_when_the_rule_routes_elsewhere(
         ).counts
         == {}
     )
-    routed = TARGET.model_copy(update={"notify": ["team"]})  # the rule names Slack only
+    routed = TARGET.with_settings(notify=["team"])  # the rule names Slack only
     assert (
         mark_pending(
             pending_outcome(routed, SHA, "ev-1"), CFG, FileLedger(tmp_path), forge_for=forge_for

@@ -399,7 +399,7 @@ def test_two_applications_on_one_overlay(cluster: Cluster, remote) -> None:
         application("api-prod-eu", remote.url), application("api-prod-us", remote.url, revision="HEAD")
     )
     target, plan, sha = push(remote)
-    target = target.model_copy(update={"base_branch": None})  # HEAD follows the default branch
+    target = target.with_settings(base_branch=None)  # HEAD follows the default branch
     with cluster.sim:
         out = verify(cluster, target, plan, sha)
     assert out.result == "live", out.message

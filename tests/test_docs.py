@@ -302,3 +302,13 @@ def test_every_test_file_the_docs_and_the_bench_name_exists() -> None:
         if not (ROOT / path).exists()
     }
     assert not missing, sorted(missing)
+
+
+def test_the_commit_message_fields_are_documented_each_once() -> None:
+    """docs/concepts.md's table of template fields lists exactly the fields the template accepts."""
+    from steps.commit_pr.message import TEMPLATE_FIELDS
+
+    text = (ROOT / "docs" / "concepts.md").read_text()
+    section = text.split("### Commit messages", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `([a-z_]+)` \|", section, re.M)
+    assert sorted(rows) == sorted(TEMPLATE_FIELDS) and len(rows) == len(set(rows))

@@ -83,6 +83,15 @@ def test_single_event_and_breakdown(world: World, fast_executor) -> None:
     assert "as each step process accounts for it" in shown and "commit-pr (PR)" in shown
 
 
+def test_the_world_runs_the_template_as_run_local_without_argo_cd(world: World) -> None:
+    """No Argo CD in the world: verify-live is off, as ``imagebump run --local`` sets it without
+    ``--argocd-context`` (verify-live and notify-verifying are skipped, not run to say so)."""
+    from imagebump.local.live import live_parameters
+
+    params = world.executor().workflow_parameters
+    assert params["verify-live"] == live_parameters(None)["verify-live"] == "false"
+
+
 def test_burst_shape(world: World, fast_executor) -> None:
     result = burst.run_burst(world, fast_executor, events=2, overlays=2, concurrency=2)
     assert result["failed"] == 0, result

@@ -98,6 +98,14 @@ def test_burst_shape(world: World, fast_executor) -> None:
     assert {"drain_s", "events_per_s", "latency_s", "outcomes", "step_retries", "mutex_waits"} <= set(result)
 
 
+def test_the_floors_commits_read_as_imagebumps_own() -> None:
+    """The floor's commits stay in the world the next scenario runs in: they carry imagebump's
+    trailer, so they do not read as a person's edits (which make every later event read the history)."""
+    from steps.domain.intent import by_imagebump
+
+    assert by_imagebump(floor.floor_message("apps/app00/overlays/prod", "8.0.1"))
+
+
 def test_floor_shape(world: World) -> None:
     single = floor.run_sequential(world, 1)
     assert {"total_s", "clone_s", "edit_commit_s", "push_s"} <= set(single)

@@ -23,6 +23,7 @@ from typing import Any
 
 from bench.stats import summary
 from bench.testbed import OVERLAY, World
+from steps.domain.intent import TRAILER_KEY
 
 _TAG = re.compile(r"(?m)^(\s*newTag:\s*).*$")
 
@@ -53,6 +54,17 @@ def _git(args: list[str], env: dict[str, str], cwd: Path | None = None, check: b
     if check and proc.returncode != 0:
         raise RuntimeError(f"git {' '.join(args[:2])} failed: {proc.stderr.decode(errors='replace')[-300:]}")
     return proc.returncode
+
+
+def floor_message(overlay: str, tag: str) -> str:
+    """The floor's commit message: a subject and imagebump's trailer, as imagebump's own commits carry.
+
+    The floor stands in for imagebump's commits, and its commits stay in the world the next scenario
+    runs in (the floor's 27-event burst runs just before our 200-event one, on the same overlays):
+    without the trailer they read as a person's edits, and every later event of ours read the whole
+    history of its file (a deeper fetch and the file's earlier versions) because of the floor.
+    """
+    return f"floor: {overlay} → {tag}\n\n{TRAILER_KEY}: floor/{overlay}:{tag}\n"
 
 
 def plain_commit(
@@ -98,7 +110,7 @@ def plain_commit(
             attempts += 1
             path = work / overlay / "kustomization.yaml"
             path.write_text(_TAG.sub(lambda m: m.group(1) + tag, path.read_text(), count=1))
-            _git(["commit", "--quiet", "-a", "-m", f"floor: {overlay} → {tag}"], env, work)
+            _git(["commit", "--quiet", "-a", "-m", floor_message(overlay, tag)], env, work)
             t2 = time.perf_counter()
             if _git(["push", "--quiet", "origin", "HEAD:refs/heads/main"], env, work, check=False) == 0:
                 break

@@ -33,7 +33,7 @@ def headline_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
     if s:
         rows.append(
             (
-                f"single event, push → Workflow finished (verify-live, exit handler), p50 / p95 / max ({s['runs']} runs)",
+                f"single event, push → Workflow finished (exit handler; no Argo CD: verify-live off, as in run --local), p50 / p95 / max ({s['runs']} runs)",
                 _lat(s["latency_s"]),
             )
         )

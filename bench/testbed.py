@@ -201,12 +201,19 @@ class World:
 
         ``prefork``: as :class:`LocalExecutor` (default on: steps forked from a warm interpreter);
         False starts every step as a new Python process (the "before" of ``bench.waste``).
+
+        Its workflow parameters are those ``imagebump run --local`` gives without ``--argocd-context``
+        (:func:`imagebump.local.live.live_parameters`): this world has no Argo CD, so ``verify-live``
+        is ``false`` and the verify-live and notify-verifying steps are skipped, as in every local run
+        without one (they ran before and answered "not configured": two processes per event that no
+        real configuration starts).
         """
+        from imagebump.local.live import apply_live, live_parameters
         from workflows.local.executor import LocalExecutor
 
         work = self.root / "steps"
         work.mkdir(exist_ok=True)
-        return LocalExecutor(
+        executor = LocalExecutor(
             template_text if template_text is not None else TEMPLATE,
             project_root=PROJECT_ROOT,
             secrets={names.GIT_SECRET: {"token": self.token}, names.GIT_READ_SECRET: {"token": self.token}},
@@ -216,6 +223,7 @@ class World:
             work_root=work,
             prefork=prefork,
         )
+        return apply_live(executor, live_parameters(None))
 
     def git_auth(self) -> Any:
         from steps.git import GitAuth

@@ -195,7 +195,17 @@ def head_file_branch(gitdir: Path) -> str:
 def branch_file_sha(gitdir: Path, branch: str) -> str:
     """The sha of ``refs/heads/BRANCH`` read from its loose ref file or, when there is none, its
     ``packed-refs`` line (gitrepository-layout(5)); "" when neither holds one."""
-    ref = f"refs/heads/{branch}"
+    return ref_file_sha(gitdir, f"refs/heads/{branch}")
+
+
+def is_oid(text: str) -> bool:
+    """Is ``text`` a full object id (40 or 64 lowercase hex digits)?"""
+    return bool(_SHA.fullmatch(text))
+
+
+def ref_file_sha(gitdir: Path, ref: str) -> str:
+    """The sha of the full ref ``ref`` (``refs/remotes/origin/main``) from its loose ref file or, when
+    there is none, its ``packed-refs`` line; "" when neither holds one (or a reftable repository)."""
     try:
         loose = gitdir / ref
         if loose.is_file():

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
 from steps.domain.branch_owner import MAX_BRANCH_COMMITS, MAX_COMMIT_BYTES, CommitFacts
-from steps.domain.errors import ConfigError, PermissionDeniedError
+from steps.domain.errors import CarriedObjectsError, ConfigError, PermissionDeniedError
 from steps.git.auth import GitAuth, origin
 from steps.git.commit import COMMIT_SUMMARY, commit_object, fast_import_stream, identity
 from steps.git.failures import NO_BRANCH, classify
@@ -23,10 +23,14 @@ from steps.git.objects import (
     branch_file_sha,
     commit_facts,
     head_file_branch,
+    is_oid,
     object_format,
     object_id,
+    ref_file_sha,
     replace_in_chain,
     split_batch,
+    tree_entries,
+    verify_path_chain,
     write_loose,
 )
 from steps.git.process import ls_remote, run_git
@@ -69,6 +73,9 @@ class ClonedRepo:
         self._pending: dict[str, tuple[str, str, str]] = {}  # objects-only: path -> (mode, old blob, text)
         self._known: dict[str, str] = {}  # blob id -> text, told by know(): read without a fetch
         self._head_entries: dict[str, tuple[str, str] | None] = {}  # entry("HEAD", path) until HEAD moves
+        #: objects-only: path -> (HEAD's sha, the chain from HEAD down to path's directory), read by
+        #: :meth:`entry` with one ``cat-file --batch``; :meth:`_fast_import` commits on it in Python
+        self._chains: dict[str, tuple[str, list[bytes]]] = {}
 
     def __repr__(self) -> str:
         return f"ClonedRepo(path={str(self.path)!r}, branch={self.branch!r}, url={self.url!r})"
@@ -151,6 +158,11 @@ class ClonedRepo:
         regular file (a directory, a symbolic link, a submodule)."""
         if rev == "HEAD" and relpath in self._head_entries:
             return self._head_entries[relpath]
+        if rev == "HEAD" and not self.checked_out:
+            found = self._chain_entry(relpath)
+            if found is not False:
+                self._head_entries[relpath] = found
+                return found
         listing = self.git("ls-tree", rev, "--", relpath).stdout.strip()
         found = None
         if listing:
@@ -160,6 +172,29 @@ class ClonedRepo:
         if rev == "HEAD" and not self.checked_out:  # HEAD moves only through this object
             self._head_entries[relpath] = found
         return found
+
+    def _chain_entry(self, relpath: str) -> tuple[str, str] | None | bool:
+        """:meth:`entry` at ``HEAD`` of an objects-only repository from the chain of objects down to
+        ``relpath``'s directory (:meth:`path_objects`: one ``cat-file --batch``, as ``ls-tree``; kept
+        for :meth:`_fast_import`, which then commits without ``fast-import``). False when the chain
+        cannot tell (a directory missing, a sha it cannot read): then ``ls-tree`` answers."""
+        head = self.cloned_head()
+        rel = self._relative(relpath)
+        chain = self.path_objects(head, rel) if is_oid(head) else None
+        if not chain:
+            return False
+        fmt = object_format(head)
+        name = PurePosixPath(rel).name.encode("utf-8")
+        try:
+            if object_id("commit", chain[0], fmt) != head:
+                return False
+            found = [(mode, oid) for mode, entry, oid in tree_entries(chain[-1], fmt) if entry == name]
+        except CarriedObjectsError:
+            return False
+        entry = found[0] if len(found) == 1 and found[0][0] in REGULAR_MODES else None
+        if entry is not None:
+            self._chains[rel] = (head, chain)
+        return entry
 
     def show(self, rev: str, relpath: str) -> str | None:
         """The text of ``relpath`` at ``rev`` from the object store (nothing is checked out).
@@ -304,10 +339,11 @@ class ClonedRepo:
         """
         head = self.cloned_head()
         fmt = object_format(head)
-        changed, replaced = {}, []
+        changed, replaced, olds = {}, [], {}
         for rel, (mode, old_blob, text) in sorted(self._pending.items()):
             if old_blob != blob_id(text, fmt):
                 changed[rel] = (mode, text)
+                olds[rel] = old_blob
                 if old_blob in self._known:
                     replaced.append(self._known[old_blob])
         self._pending.clear()
@@ -317,6 +353,17 @@ class ClonedRepo:
             return self._commit_on_seed(
                 head, fmt, changed[self.seeded_path][1], replaced, message, name, email
             )
+        # one file changed on a HEAD whose chain entry() read: the same commit in Python (as on a seed)
+        (rel,) = changed if len(changed) == 1 else ("",)
+        at, chain = self._chains.get(rel, ("", []))
+        if chain and at == head:
+            try:
+                verify_path_chain(chain, head, rel, olds[rel])
+            except CarriedObjectsError:
+                chain = []
+            if chain:
+                self.seeded_chain, self.seeded_path = chain, rel
+                return self._commit_on_seed(head, fmt, changed[rel][1], replaced, message, name, email)
         stream = fast_import_stream(self.branch, head, message, name, email, changed, replaced)
         self.git(
             "fast-import",
@@ -326,6 +373,7 @@ class ClonedRepo:
             what=f"commit in {self.url or self.path}",
         )
         self._head_entries.clear()
+        self._chains.clear()
         return self.cloned_head()
 
     def _commit_on_seed(
@@ -346,6 +394,7 @@ class ClonedRepo:
         (gitdir / "refs" / "heads" / self.branch).write_text(sha + "\n")
         self.seeded_chain = []  # one commit: the next one builds on a commit the chain is not
         self._head_entries.clear()
+        self._chains.clear()
         return sha
 
     def push(self, refspec: str, force_with_lease: tuple[str, str] | None = None) -> None:
@@ -414,7 +463,8 @@ class ClonedRepo:
             ):
                 return None
             raise err
-        return self.git("rev-parse", f"refs/remotes/origin/{branch}").stdout.strip()
+        fetched = ref_file_sha(self.path / ".git", f"refs/remotes/origin/{branch}")
+        return fetched or self.git("rev-parse", f"refs/remotes/origin/{branch}").stdout.strip()
 
     def fetch_and_reset(self, branch: str | None = None) -> str:
         """Move the work tree to the newest remote ``branch`` (sparse cone kept); return its sha.
@@ -428,9 +478,16 @@ class ClonedRepo:
             raise ConfigError(f"branch '{branch}' no longer exists in {self.url}")
         self.seeded_from = ""  # the newest base was fetched: a push from it needs no seed's lease
         if not self.checked_out:  # no work tree, no index: the branch just moves
-            self.git("update-ref", "HEAD", sha, what=f"moving to the newest '{branch}'")
+            gitdir = self.path / ".git"
+            if head_file_branch(gitdir) == self.branch and "/" not in self.branch:
+                # what ``git update-ref HEAD SHA`` writes there (a loose ref wins over packed-refs),
+                # as the seed's own commit writes its branch: one process fewer per lost race
+                (gitdir / "refs" / "heads" / self.branch).write_text(sha + "\n")
+            else:
+                self.git("update-ref", "HEAD", sha, what=f"moving to the newest '{branch}'")
             self._pending.clear()
             self._head_entries.clear()
+            self._chains.clear()
             return sha
         self.git("reset", "--quiet", "--hard", sha, what=f"reset to the newest '{branch}'")
         self._written.clear()  # (a new file stays untracked after the reset: _new keeps it)

@@ -83,10 +83,27 @@ def test_single_event_and_breakdown(world: World, fast_executor) -> None:
     assert "as each step process accounts for it" in shown and "commit-pr (PR)" in shown
 
 
+def test_the_world_runs_the_template_as_run_local_without_argo_cd(world: World) -> None:
+    """No Argo CD in the world: verify-live is off, as ``imagebump run --local`` sets it without
+    ``--argocd-context`` (verify-live and notify-verifying are skipped, not run to say so)."""
+    from imagebump.local.live import live_parameters
+
+    params = world.executor().workflow_parameters
+    assert params["verify-live"] == live_parameters(None)["verify-live"] == "false"
+
+
 def test_burst_shape(world: World, fast_executor) -> None:
     result = burst.run_burst(world, fast_executor, events=2, overlays=2, concurrency=2)
     assert result["failed"] == 0, result
     assert {"drain_s", "events_per_s", "latency_s", "outcomes", "step_retries", "mutex_waits"} <= set(result)
+
+
+def test_the_floors_commits_read_as_imagebumps_own() -> None:
+    """The floor's commits stay in the world the next scenario runs in: they carry imagebump's
+    trailer, so they do not read as a person's edits (which make every later event read the history)."""
+    from steps.domain.intent import by_imagebump
+
+    assert by_imagebump(floor.floor_message("apps/app00/overlays/prod", "8.0.1"))
 
 
 def test_floor_shape(world: World) -> None:

@@ -93,3 +93,37 @@ def test_a_lost_race_from_the_plans_base_fetches_into_the_same_repository(make_r
     assert remote.server.read_sessions(remote.name) - before == 1  # one fetch, no blob
     assert not (tmp_path / "repo").exists()  # no fresh clone
     assert fake.slept == []  # the first retry goes at once
+
+
+def test_a_lost_race_lands_the_same_commit_with_one_git_process_after_the_fetch(make_remote, tmp_path):
+    """After the fetch, the retry reads the newest base's trees above the file with one ``cat-file``
+    and writes its commit as loose objects (no ``rev-parse``, ``update-ref``, ``ls-tree`` nor
+    ``fast-import``): the remote holds exactly the newest base with the one file replaced, whole."""
+    from steps.runtime import timing
+
+    paths = ["overlays/prod", "overlays/dev"]
+    remote = make_remote(overlay_files(*paths))
+    p = seeded(remote, plan(), kustomization("1.0.0"))
+    remote.commit_files({"overlays/dev/kustomization.yaml": kustomization("2.0.0")}, "someone else")
+    newest = remote.git("rev-parse", "main").strip()
+    fake = FakeTime()
+    timing.take()
+
+    out = land_commit(
+        target(remote.url),
+        p,
+        CommitPrSettings.from_env(),
+        GitAuth.from_env(write=True),
+        "main",
+        tmp_path,
+        pacer=Pacer(clock=fake.clock, sleep=fake.sleep, rng=random.Random(1)),
+    )
+
+    git_phases = {k for k in timing.take() if k.startswith("git ")}
+    assert out.action == "committed"
+    assert git_phases == {"git seed", "git push", "git fetch", "git cat-file"}, git_phases
+    assert remote.git("rev-parse", f"{out.commit_sha}^").strip() == newest
+    changed = remote.git("diff-tree", "--no-commit-id", "--name-only", "-r", newest, out.commit_sha).split()
+    assert changed == [FILE]
+    assert remote.read(FILE) == kustomization("1.1.0")
+    assert remote.git("fsck", "--no-dangling").strip() == ""

@@ -1,83 +1,18 @@
-"""commit-pr: re-apply the plan on the newest base; commit, or keep one living PR per target.
+"""commit-pr: re-apply the plan on the newest base, then commit (``mode: commit``) or keep one living
+pull request per target (``mode: pr``). What users see of it: docs/concepts.md, "Commits and pull
+requests".
 
-Reads: the ``target`` and the ``plan`` (parameters); the write token (``IMAGEBUMP_GIT_TOKEN`` /
-``IMAGEBUMP_GIT_TOKEN_FILE``, or the GitHub App trio, see :mod:`steps.forge.github`);
-``IMAGEBUMP_GITHUB_API_URL``; ``IMAGEBUMP_GIT_AUTHOR_NAME`` / ``IMAGEBUMP_GIT_AUTHOR_EMAIL``
-(default ``imagebump`` / ``imagebump@users.noreply.github.com``);
-``IMAGEBUMP_COMMIT_MESSAGE_TEMPLATE`` (see below); ``IMAGEBUMP_PUSH_ATTEMPTS`` (default 10).
+Reads: the ``target`` and ``plan`` parameters; the write token or GitHub App
+(:mod:`steps.forge.github`) and the ``IMAGEBUMP_*`` settings of :class:`~steps.commit_pr.settings.CommitPrSettings`.
+Writes: one commit on the base branch, or one branch and one open pull request per target.
+Outputs: :class:`~steps.commit_pr.result.CommitPrOutput`.
 
-Writes: one commit on the base branch (``mode: commit``), or one branch per target plus one open
-pull request for it (``mode: pr``). Outputs ``action`` (``committed`` | ``pr-created`` |
-``pr-updated`` | ``unchanged`` | ``branch-taken``: a person pushed to the living PR branch, which is
-theirs until its pull request is merged or closed, :mod:`steps.domain.branch_owner`), ``commit_sha``, ``pr_url``, ``pr_number``, ``branch``, ``reason``,
-and for ``commitMethod: api`` (the commit made through GitHub, :mod:`steps.forge.github_commits`) GitHub's
-``verified`` / ``verification_reason``.
-
-How: a fresh clone of the newest base in a private temporary directory; the plan's *edit*
-(``target`` + ``plan.new``) is re-applied there with the pure editor — never a stale patch. When
-the plan carries the file it was made from (``plan.base_text`` and its blob id ``plan.base_blob``,
-see :func:`steps.edit_kustomize.carry_text`), the clone holds objects only (commits and trees; no
-blob, no work tree) and the text comes from the plan for as long as the newest base holds that very
-blob — believed only when it hashes to that id; the commit is written with one ``git fast-import``.
-In ``mode: commit`` the plan also carries the commit and the trees above the file
-(``plan.base_objects``): the first attempt makes the plan's own base from them without any fetch
-(:func:`steps.commit_pr.base_branch.seed_base`, :func:`steps.git.seed`, believed only when each object hashes to the id its
-parent names) and pushes with a lease on that base, so it lands only while nobody moved the
-branch (a moved or deleted branch refuses it: then the clone above, as after any lost race).
-Otherwise (an older plan, a file too large to carry) a partial clone checked out sparsely on the
-file's directory. All land the same commit (tests/steps/test_carried_plan.py). Before writing,
-the file's current entry is re-checked:
-
-- already equal to ``plan.new`` → ``unchanged`` (someone — or an earlier try of this step — landed it);
-- changed since the plan to something else → with ``order: semver`` re-decided by
-  :func:`steps.domain.version_order.judge_update`; with ``order: push-time`` ``unchanged`` with a reason naming both
-  (commit-pr does not read ECR, so it cannot know the other image's push time); with
-  ``order: none`` the plan wins.
-
-Skips (``unchanged``, no commit, no PR): ``plan.changed`` is false; the re-check above; in
-``mode: pr`` the branch already holds exactly this tree and its open PR already says this, or the
-living proposal must not be replaced (never a downgrade of an open PR);
-GitHub's 422 "No commits between".
-
-``mode: commit`` pushes to the base branch; a non-fast-forward rejection fetches the new base,
-re-applies and pushes again, at most ``IMAGEBUMP_PUSH_ATTEMPTS`` times with jittered exponential
-backoff, then fails as transient. A hook or permission rejection is :class:`PermissionDeniedError`.
-
-``mode: pr`` uses the branch :func:`branch_name` (stable for env + overlay path + image; defined in
-:mod:`steps.domain.branches`), builds its one commit on the newest base and, unless the branch is a living
-proposal that must not be replaced (see :func:`steps.domain.never_downgrade.guard_branch`: it proposes something else than the
-plan saw there, or edit-kustomize found it already proposes this image or a newer one — the
-pull request is open; for ``provider: local`` the branch exists), force-pushes it with a lease on
-the sha seen before (a branch whose pull request was closed or merged is replaced); then
-the open PR for that branch is updated (title, body), or a new one is created (also after the
-previous one was merged or closed). Running the same input twice gives one commit and one PR:
-the second run finds the branch's tree identical and the PR's text identical and reports
-``unchanged`` (with the PR's url and number), pushing nothing.
-
-``provider: local`` has no API: the pushed branch is the proposal, ``pr_url`` is
-``<repo_url>/tree/<branch>``, ``pr_number`` 0, ``pr-created`` when the branch was new.
-
-Layout (gather → decide → act): :class:`CommitPrInput` and :class:`steps.commit_pr.settings.CommitPrSettings`
-are validated before any I/O; :func:`steps.commit_pr.decide.reapply_plan` is the pure core, table-tested without git in
-tests/steps/test_commit_pr.py (its never-downgrade re-check is :func:`steps.domain.never_downgrade.recheck`);
-both modes start from :mod:`steps.commit_pr.base_branch` and back off after a lost race with
-:mod:`steps.commit_pr.retry`; the outputs are :class:`steps.commit_pr.result.CommitPrOutput`;
-the two forge modes act in :mod:`steps.commit_pr.commit_mode` and :mod:`steps.commit_pr.pr_mode`; messages are templated
-by :mod:`steps.commit_pr.message`.
-
-Message template: ``IMAGEBUMP_COMMIT_MESSAGE_TEMPLATE`` is a Python ``str.format`` string over
-these fields (unknown fields are a ConfigError, checked before any I/O); the PR title is the
-message's first line, and the PR body is imagebump's own Markdown summary:
-
-``subject``      the default first line (``imagebump(ENV): NAME OLD → NEW in PATH``)
-``details``      the default body (image, tag and digest old → new, push time, env, overlay, event)
-``image``        repository URI of the pushed image (no tag)
-``image_name``   the ``images[].name`` set
-``old_tag`` ``new_tag`` ``old_digest`` ``new_digest``   ("" when none)
-``old`` ``new``  short forms: the tag, else the short digest
-``pushed_at``    ISO-8601 push time ("" when unknown)
-``env`` ``path`` ``file`` ``repo_url`` ``base_branch`` ``event_id`` ``rule`` ``mode``
-``version``      imagebump's version
+Gather → decide → act: the input and settings are validated before any I/O;
+:func:`steps.commit_pr.decide.decide` is the pure core (re-applying the plan, with
+:func:`steps.domain.never_downgrade.recheck`); :mod:`~steps.commit_pr.base_branch` starts from a
+carried or fresh base, :mod:`~steps.commit_pr.commit_mode` and :mod:`~steps.commit_pr.pr_mode` act,
+:mod:`~steps.commit_pr.retry` backs off after a lost race, :mod:`~steps.commit_pr.message` writes
+the messages.
 """
 
 # No `from __future__ import annotations`: Hera's runner reads real annotation objects.

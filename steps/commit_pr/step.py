@@ -25,7 +25,7 @@ In ``mode: commit`` the plan also carries the commit and the trees above the fil
 parent names) and pushes with a lease on that base, so it lands only while nobody moved the
 branch (a moved or deleted branch refuses it: then the clone above, as after any lost race).
 Otherwise (an older plan, a file too large to carry) a partial clone checked out sparsely on the
-file's directory. All land the same commit (tests/steps/test_carried_plan.py). Before writing,
+file's directory. All land the same commit (tests/steps/commit_pr/test_carried_plan.py). Before writing,
 the file's current entry is re-checked:
 
 - already equal to ``plan.new`` → ``unchanged`` (someone — or an earlier try of this step — landed it);
@@ -59,7 +59,7 @@ the second run finds the branch's tree identical and the PR's text identical and
 
 Layout (gather → decide → act): :class:`CommitPrInput` and :class:`steps.commit_pr.settings.CommitPrSettings`
 are validated before any I/O; :func:`steps.commit_pr.decide.reapply_plan` is the pure core, table-tested without git in
-tests/steps/test_commit_pr.py (its never-downgrade re-check is :func:`steps.domain.never_downgrade.recheck`);
+tests/steps/commit_pr/test_commit_pr.py (its never-downgrade re-check is :func:`steps.domain.never_downgrade.recheck`);
 both modes start from :mod:`steps.commit_pr.base_branch` and back off after a lost race with
 :mod:`steps.commit_pr.retry`; the outputs are :class:`steps.commit_pr.result.CommitPrOutput`;
 the two forge modes act in :mod:`steps.commit_pr.commit_mode` and :mod:`steps.commit_pr.pr_mode`; messages are templated

@@ -25,7 +25,7 @@ from steps.domain.errors import ConfigError, ImageNotFoundError, PermissionDenie
 from steps.domain.models import ImagesEntry
 from steps.domain.never_downgrade import guard_branch
 from steps.forge import github as gh
-from tests.steps.commit_pr_support import (
+from tests.steps.commit_pr.support import (
     DIGEST_A,
     IMAGE,
     IMAGEBUMP_AUTHOR,
@@ -38,7 +38,7 @@ from tests.steps.commit_pr_support import (
     write_app_key,
 )
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(autouse=True)

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import pytest
 
 from steps.runtime import timing
-from tests.steps.commit_pr_support import kustomization, target
-from tests.steps.test_runtime import _records, _runner
+from tests.steps.commit_pr.support import kustomization, target
+from tests.steps.runtime.test_runtime import _records, _runner
 
 
 def test_phases_are_summed_named_by_thread_and_taken_once() -> None:

@@ -12,8 +12,17 @@ from __future__ import annotations
 
 from steps.edit_kustomize import run
 from steps.entry_history import DEPTHS
-from tests.steps import test_intent as _intent
-from tests.steps.test_intent import BROKEN, FILE, PERSON, _imagebump_commit, _roll_back, _target, _text, _uri
+from tests.steps.domain import test_intent as _intent
+from tests.steps.domain.test_intent import (
+    BROKEN,
+    FILE,
+    PERSON,
+    _imagebump_commit,
+    _roll_back,
+    _target,
+    _text,
+    _uri,
+)
 
 plan_step = run.__wrapped__
 _env = _intent._env  # the autouse fixture: git and AWS settings

@@ -20,7 +20,7 @@ from steps import git
 from steps.commit_pr import step as commit_pr
 from steps.domain.errors import ImagebumpError, PermissionDeniedError
 from tests.fixtures.github import GitHubFake
-from tests.steps.commit_pr_support import overlay_files, plan, target
+from tests.steps.commit_pr.support import overlay_files, plan, target
 
 WRONG = "ibt_wrong_" + "9" * 30
 

@@ -17,8 +17,8 @@ import pytest
 from steps.edit_kustomize import run
 from steps.git import GitAuth
 from steps.reconcile.step import scan_targets as sweep
-from tests.steps import test_intent as _intent
-from tests.steps.test_intent import (
+from tests.steps.domain import test_intent as _intent
+from tests.steps.domain.test_intent import (
     BROKEN,
     FILE,
     FIX,

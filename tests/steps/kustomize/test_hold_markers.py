@@ -19,7 +19,7 @@ from steps import edit_kustomize, kustomize
 from steps.commit_pr.decide import reapply_plan
 from steps.domain.models import ImagesEntry, Plan
 from steps.kustomize.holds import hold_at
-from tests.steps.commit_pr_support import target
+from tests.steps.commit_pr.support import target
 
 REGISTRY = "123456789012.dkr.ecr.us-west-2.amazonaws.com/team/"
 NAMES = ("api", "web", "worker", "db")
@@ -430,7 +430,7 @@ def test_the_positions_docs_holds_md_shows_each_hold_their_entry() -> None:
     import re
     from pathlib import Path
 
-    page = (Path(__file__).resolve().parents[2] / "docs" / "holds.md").read_text()
+    page = (Path(__file__).resolve().parents[3] / "docs" / "holds.md").read_text()
     shown = next(b for b in re.findall(r"```yaml\n(.*?)```", page, re.S) if "after the dash" in b)
     entries = kustomize.read_images(shown)
     assert len(entries) >= 5

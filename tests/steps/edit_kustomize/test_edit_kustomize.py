@@ -27,7 +27,7 @@ from steps.domain.models import Target
 from steps.edit_kustomize import EditKustomizeOutput, run
 from tests.fixtures import ecr_clock
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 ACCOUNT = "123456789012"  # moto's default account
 REGION = "us-west-2"
 OVERLAY = "apps/api/overlays/prod"

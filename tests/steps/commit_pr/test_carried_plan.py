@@ -23,7 +23,7 @@ from steps.commit_pr import step as commit_pr
 from steps.domain.branches import branch_name
 from steps.domain.models import CARRIED_TEXT_LIMIT, Plan
 from steps.git.repo import blob_id
-from tests.steps.commit_pr_support import kustomization, overlay_files, plan, target
+from tests.steps.commit_pr.support import kustomization, overlay_files, plan, target
 
 FILE = "overlays/prod/kustomization.yaml"
 

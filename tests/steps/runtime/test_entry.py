@@ -35,9 +35,9 @@ import pytest
 
 from steps.domain.models import Target
 from tests.conftest import FAKE_CREDENTIALS
-from tests.steps.commit_pr_support import overlay_files, plan, target
+from tests.steps.commit_pr.support import overlay_files, plan, target
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 HERA, ENTRY = "hera.workflows.runner", "steps.runtime.launcher"
 RUNNERS = (HERA, ENTRY)
 STEPS = ("resolve_image", "edit_kustomize", "commit_pr.step", "reconcile.step", "argocd_backup.export")
@@ -160,7 +160,7 @@ def _github_client(modules: set[str]) -> set[str]:
 
 def test_resolve_image_gives_the_same_targets_through_both_and_never_imports_git_code(moto, tmp_path):
     """A push that matches a rule, against moto's ECR server: the targets Argo fans out over."""
-    from tests.steps.test_resolve_image import D1, RULES, Registry
+    from tests.steps.resolve_image.test_resolve_image import D1, RULES, Registry
 
     registry = Registry(moto)
     registry.push("1.4.2", D1)

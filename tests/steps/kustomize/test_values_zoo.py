@@ -15,7 +15,7 @@ import yaml
 from steps.domain.errors import ImageNotFoundError
 from steps.kustomize.values import ValuesError, edit_values, find_pushed, hold_reason, normalise, values_entry
 
-ZOO = Path(__file__).resolve().parents[1] / "testdata" / "values"
+ZOO = Path(__file__).resolve().parents[2] / "testdata" / "values"
 ECR = "123456789012.dkr.ecr.us-east-1.amazonaws.com"
 D1 = "sha256:" + "1" * 64
 D2 = "sha256:" + "2" * 64

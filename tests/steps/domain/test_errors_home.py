@@ -7,7 +7,7 @@ import importlib
 import inspect
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _step_modules() -> list[str]:

@@ -21,9 +21,9 @@ from steps.domain.errors import ConfigError
 from steps.domain.models import Target
 from steps.runtime import harness as _runtime
 from steps.runtime.harness import step_entry
-from tests.steps.commit_pr_support import overlay_files, target
+from tests.steps.commit_pr.support import overlay_files, target
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EVENT_ID = "6f0e8b2c-1111-2222-3333-444455556666"  # the one commit_pr_support.target carries
 
 

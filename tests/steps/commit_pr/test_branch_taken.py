@@ -27,7 +27,7 @@ from steps.domain.branch_owner import (
 )
 from steps.forge import github as gh
 from steps.git.objects import commit_facts
-from tests.steps.commit_pr_support import (
+from tests.steps.commit_pr.support import (
     IMAGE,
     PERSON,
     kustomization,

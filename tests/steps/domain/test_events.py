@@ -23,7 +23,7 @@ from steps.domain.events import (
 )
 from steps.domain.models import Image
 
-EVENTS = Path(__file__).parent.parent / "testdata" / "events"
+EVENTS = Path(__file__).parents[2] / "testdata" / "events"
 DIGEST = "sha256:7f5b2640fe6fb4f46592dfd3410c4a79dac4f89e4782432e0378abcd12340000"
 REGISTRY = "123456789012.dkr.ecr.us-west-2.amazonaws.com"
 

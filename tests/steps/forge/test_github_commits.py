@@ -20,7 +20,7 @@ from steps.domain.branches import branch_name
 from steps.domain.errors import ConfigError, TransientError, TreeMismatch, UnverifiedCommit
 from steps.forge import github as gh
 from steps.rules import load_rules
-from tests.steps.commit_pr_support import IMAGE, kustomization, overlay_files, plan, target, write_app_key
+from tests.steps.commit_pr.support import IMAGE, kustomization, overlay_files, plan, target, write_app_key
 
 REG = "123456789012.dkr.ecr.us-west-2.amazonaws.com"
 FILE = "overlays/prod/kustomization.yaml"
@@ -384,7 +384,7 @@ def test_the_default_rate_limit_budget_fits_in_one_commit_pr_pod() -> None:
 
     from steps.commit_pr.settings import DEFAULT_RATE_LIMIT_BUDGET
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     rendered = yaml.safe_load((root / "manifests" / "workflows" / "image-update.yaml").read_text())
     (template,) = [t for t in rendered["spec"]["templates"] if t["name"] == "commit-pr"]
     assert 60 <= DEFAULT_RATE_LIMIT_BUDGET <= template["activeDeadlineSeconds"] - 90

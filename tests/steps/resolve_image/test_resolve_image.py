@@ -19,7 +19,7 @@ from steps.domain.errors import ConfigError, InvalidEventError, RulesError, Tran
 from steps.resolve_image import ResolveImageOutput, resolve, run
 from steps.rules import load_rules
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EVENTS = ROOT / "tests" / "testdata" / "events"
 ACCOUNT = "123456789012"  # moto's default account
 REGISTRY = f"{ACCOUNT}.dkr.ecr.us-west-2.amazonaws.com"

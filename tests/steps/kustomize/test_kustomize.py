@@ -28,9 +28,9 @@ from steps.kustomize import (
     read_images,
     set_image,
 )
-from tests.steps.test_kustomize_parses import _spy_parses
+from tests.steps.kustomize.test_kustomize_parses import _spy_parses
 
-EDIT = Path(__file__).resolve().parents[1] / "testdata" / "edit"
+EDIT = Path(__file__).resolve().parents[2] / "testdata" / "edit"
 CASES = sorted(p.name for p in EDIT.iterdir() if (p / "case.json").is_file())
 KUBECTL = "/usr/bin/kubectl"
 D1 = "sha256:" + "1" * 64

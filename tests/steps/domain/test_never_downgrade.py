@@ -26,7 +26,7 @@ from steps.domain.models import (
     short_digest,
 )
 from steps.rules import RuleSet, load_rules
-from tests.steps.commit_pr_support import DIGEST_A, DIGEST_B, IMAGE, kustomization, target
+from tests.steps.commit_pr.support import DIGEST_A, DIGEST_B, IMAGE, kustomization, target
 
 OLD_AT = datetime(2026, 11, 1, tzinfo=UTC)
 NEW_AT = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)

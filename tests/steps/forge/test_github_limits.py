@@ -21,7 +21,7 @@ from steps.forge import github as gh
 from steps.forge.github_commits import RateLimitBudget
 from steps.forge.pull_requests import GitHubForge
 from tests.fixtures.github import GitHubFake
-from tests.steps.commit_pr_support import overlay_files, plan, target, write_app_key
+from tests.steps.commit_pr.support import overlay_files, plan, target, write_app_key
 
 PULLS = r"/repos/acme/gitops/pulls"
 NOW = 1_800_000_000.0

@@ -17,7 +17,7 @@ from steps.kustomize.values import ValuesError
 from steps.kustomize.values.helmfile import locate_image, release_sources
 from steps.rules import load_rules
 
-ZOO = Path(__file__).resolve().parents[1] / "testdata" / "values"
+ZOO = Path(__file__).resolve().parents[2] / "testdata" / "values"
 ECR = "123456789012.dkr.ecr.us-east-1.amazonaws.com"
 IMAGE = f"{ECR}/team/api"
 VALUES = f"# the api chart\nimage:\n  registry: {ECR}\n  repository: team/api\n  tag: 1.4.2  # bumped by imagebump\n"

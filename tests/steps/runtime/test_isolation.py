@@ -29,7 +29,7 @@ from pathlib import Path
 from imagebump.local import builders
 from steps.domain.models import Target
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 REGISTRY = "123456789012.dkr.ecr.us-west-2.amazonaws.com"
 OVERLAYS = ("apps/api/overlays/prod", "apps/web/overlays/prod")
 SCRATCH_PREFIXES = ("edit-kustomize-", "imagebump-commit-pr-")
@@ -227,7 +227,7 @@ def test_step_modules_name_no_fixed_tmp_path() -> None:
             if re.search(r"""["']/tmp(/|["'])""", code) and rel not in allowed:
                 offenders.append(f"{rel}:{lineno}: {line.strip()}")
             # steps/runtime/scratch_dir.py: the one maker of scratch directories; it deletes them (or leaves them
-            # inside the TMPDIR the runtime deletes after the step: tests/steps/test_warm_path.py)
+            # inside the TMPDIR the runtime deletes after the step: tests/steps/runtime/test_warm_path.py)
             if rel != "steps/runtime/scratch_dir.py" and re.search(
                 r"\bmkdtemp\(|\bmktemp\(|NamedTemporaryFile\(.*delete=False", code
             ):

@@ -51,9 +51,24 @@ EXIT_TRANSIENT = 75
 
 
 class ImagebumpError(Exception):
-    """Base of every error imagebump raises on purpose."""
+    """Base of every error imagebump raises on purpose.
+
+    ``reason`` is a short, stable code for what went wrong (kebab-case, e.g. ``invalid-yaml``) where
+    one class covers several causes, and ``field`` the input or file field at fault: callers and tests
+    key on them, so the message's wording may change and the meaning may not. Empty where the class
+    alone says it.
+    """
 
     exit_code: int = EXIT_FAILURE
+    reason: str = ""
+    field: str = ""
+
+    def __init__(self, *args: object, reason: str = "", field: str = "") -> None:
+        super().__init__(*args)
+        if reason:
+            self.reason = reason
+        if field:
+            self.field = field
 
 
 class ConfigError(ImagebumpError):

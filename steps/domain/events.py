@@ -90,7 +90,9 @@ def validate_tag(tag: Any, *, field: str = "tag", error: type[ImagebumpError] = 
     if not tag.isascii() or not TAG_RE.fullmatch(tag):
         raise error(
             f"invalid {field} {tag!r}: not a valid image tag: 1 to 128 of A-Z a-z 0-9 _ . -, "
-            "not starting with '.' or '-'"
+            "not starting with '.' or '-'",
+            reason="invalid-tag",
+            field=field,
         )
     return tag
 
@@ -104,7 +106,9 @@ def validate_digest(
     if not digest.isascii() or not DIGEST_RE.fullmatch(digest):
         raise error(
             f"invalid {field} {digest!r}: not a valid image digest: expected 'sha256:' and 64 lowercase "
-            "hex digits"
+            "hex digits",
+            reason="invalid-digest",
+            field=field,
         )
     return digest
 

@@ -198,111 +198,153 @@ def test_add_to_a_kustomization_written_as_one_flow_mapping(text: str, expected:
 
 
 @pytest.mark.parametrize(
-    ("text", "kwargs", "error", "message"),
+    ("text", "kwargs", "error", "expected"),
     [
         pytest.param(
             "images:\n- name: web\n- name: worker\n",
             {"tag": "1"},
             ImageNotFoundError,
-            "image 'api' not in kustomization.yaml (found: web, worker); add it under images:",
+            {"found": ["web", "worker"]},
             id="not-found-lists-names",
         ),
         pytest.param(
             "resources: [a]\n",
             {"tag": "1"},
             ImageNotFoundError,
-            "it has no images entries",
+            {"found": []},
             id="not-found-no-images",
         ),
         pytest.param(
-            "images: [\n", {"tag": "1"}, KustomizationError, "invalid YAML at line 2", id="bad-yaml"
+            "images: [\n", {"tag": "1"}, KustomizationError, {"reason": "invalid-yaml"}, id="bad-yaml"
         ),
         pytest.param(
             "images:\n- name: api\n\tnewTag: 1\n",
             {"tag": "1"},
             KustomizationError,
-            "indent with spaces",
+            {"reason": "invalid-yaml"},
             id="tab-indentation",
         ),
         pytest.param(
             "images:\n- name: api\n---\nkind: Other\n",
             {"tag": "1"},
             KustomizationError,
-            "2 YAML documents",
+            {"reason": "multiple-documents"},
             id="multi-document",
         ),
         pytest.param(
             "images:\n- name: api\n  newTag: a\n  newTag: b\n",
             {"tag": "1"},
             KustomizationError,
-            "duplicate key 'newTag' at line 4",
+            {"reason": "duplicate-key"},
             id="duplicate-keys",
         ),
         pytest.param(
             "images: []\nimages: []\n",
             {"tag": "1"},
             KustomizationError,
-            "duplicate key 'images'",
+            {"reason": "duplicate-key"},
             id="duplicate-top-key",
         ),
         pytest.param(
             "images:\n- &e {name: api, newTag: a}\nother: [*e]\n",
             {"tag": "1"},
             KustomizationError,
-            "anchor &e",
+            {"reason": "anchor"},
             id="aliased-entry",
         ),
         pytest.param(
             "images:\n- name: api\n  newTag: &t a\nother: *t\n",
             {"tag": "1"},
             KustomizationError,
-            "anchor &t",
+            {"reason": "anchor"},
             id="aliased-value",
         ),
         pytest.param(
             "base: &b {newTag: a}\nimages:\n- <<: *b\n  name: api\n",
             {"tag": "1"},
             KustomizationError,
-            "merge key",
+            {"reason": "complex-key"},
             id="merge-key",
         ),
-        pytest.param("- a\n- b\n", {"tag": "1"}, KustomizationError, "not a mapping", id="top-level-list"),
         pytest.param(
-            "images: api\n", {"tag": "1"}, KustomizationError, "is not a list", id="images-not-a-list"
+            "- a\n- b\n", {"tag": "1"}, KustomizationError, {"reason": "not-a-mapping"}, id="top-level-list"
         ),
         pytest.param(
-            "images:\n- newTag: a\n", {"tag": "1"}, KustomizationError, "has no name", id="entry-without-name"
+            "images: api\n",
+            {"tag": "1"},
+            KustomizationError,
+            {"reason": "images-not-a-list"},
+            id="images-not-a-list",
+        ),
+        pytest.param(
+            "images:\n- newTag: a\n",
+            {"tag": "1"},
+            KustomizationError,
+            {"reason": "entry-without-name"},
+            id="entry-without-name",
         ),
         pytest.param(
             "images:\n- name: api\n- name: api\n",
             {"tag": "1"},
             KustomizationError,
-            "is the name of 2 images entries",
+            {"reason": "ambiguous-entry"},
             id="ambiguous-name",
         ),
         pytest.param(
             "images:\n- name: api\n  newTag: |\n    a\n",
             {"tag": "1"},
             KustomizationError,
-            "block scalar",
+            {"reason": "block-scalar"},
             id="block-scalar",
         ),
-        pytest.param(BASE, {"tag": "-bad"}, ConfigError, "invalid tag", id="invalid-tag"),
-        pytest.param(BASE, {"tag": "a" * 129}, ConfigError, "invalid tag", id="tag-too-long"),
-        pytest.param(BASE, {"digest": "sha256:abc"}, ConfigError, "invalid digest", id="short-digest"),
         pytest.param(
-            BASE, {"digest": "md5:" + "a" * 64}, ConfigError, "invalid digest", id="wrong-algorithm"
+            BASE, {"tag": "-bad"}, ConfigError, {"reason": "invalid-tag", "field": "tag"}, id="invalid-tag"
         ),
-        pytest.param(BASE, {"new_name": "a b"}, ConfigError, "invalid new name", id="invalid-new-name"),
-        pytest.param(BASE, {}, ConfigError, "nothing to set", id="nothing-to-set"),
+        pytest.param(
+            BASE,
+            {"tag": "a" * 129},
+            ConfigError,
+            {"reason": "invalid-tag", "field": "tag"},
+            id="tag-too-long",
+        ),
+        pytest.param(
+            BASE,
+            {"digest": "sha256:abc"},
+            ConfigError,
+            {"reason": "invalid-digest", "field": "digest"},
+            id="short-digest",
+        ),
+        pytest.param(
+            BASE,
+            {"digest": "md5:" + "a" * 64},
+            ConfigError,
+            {"reason": "invalid-digest", "field": "digest"},
+            id="wrong-algorithm",
+        ),
+        pytest.param(
+            BASE,
+            {"new_name": "a b"},
+            ConfigError,
+            {"reason": "invalid-name", "field": "new name"},
+            id="invalid-new-name",
+        ),
+        pytest.param(BASE, {}, ConfigError, {"reason": "nothing-to-set"}, id="nothing-to-set"),
     ],
 )
-def test_errors(text: str, kwargs: dict, error: type[Exception], message: str):
+def test_errors(text: str, kwargs: dict, error: type[Exception], expected: dict):
     original = text
     with pytest.raises(error) as excinfo:
         set_image(text, "api", **kwargs)
-    assert message in str(excinfo.value)
+    assert {key: getattr(excinfo.value, key) for key in expected} == expected
     assert text == original
+
+
+def test_a_tab_indented_file_is_told_to_indent_with_spaces():
+    """The fix is the message's meaning (no field carries it): the hint names spaces."""
+    with pytest.raises(KustomizationError) as excinfo:
+        set_image("images:\n- name: api\n\tnewTag: 1\n", "api", tag="1")
+    assert excinfo.value.reason == "invalid-yaml"
+    assert "indent with spaces" in str(excinfo.value)
 
 
 def test_not_found_error_carries_the_names():
@@ -312,8 +354,11 @@ def test_not_found_error_carries_the_names():
 
 
 def test_reading_bad_yaml_raises_kustomization_error():
-    with pytest.raises(KustomizationError, match=r"overlays/prod/kustomization.yaml: invalid YAML"):
+    with pytest.raises(
+        KustomizationError, match=r"^overlays/prod/kustomization\.yaml: "
+    ) as info:  # the file to fix
         read_images("a: [\n", source="overlays/prod/kustomization.yaml")
+    assert info.value.reason == "invalid-yaml"
 
 
 # --- hostile input: size, alias bombs, nesting ----------------------------------------------------
@@ -335,8 +380,11 @@ READERS = [
 def test_a_kustomization_over_the_size_limit_is_refused_before_parsing(call):
     # Not even valid YAML after the limit: the size is checked first, so the message is about the size.
     text = IMAGES + "# " + "x" * MAX_KUSTOMIZATION_BYTES + "\n: [\n"
-    with pytest.raises(KustomizationError, match=r"^overlays/prod/kustomization.yaml: \d+ bytes .*1 MiB"):
+    with pytest.raises(
+        KustomizationError, match=r"^overlays/prod/kustomization\.yaml: "
+    ) as info:  # the file to fix
         call(text, "overlays/prod/kustomization.yaml")
+    assert info.value.reason == "too-large"
 
 
 def test_the_size_limit_counts_utf8_bytes_and_allows_the_limit_itself(monkeypatch):
@@ -349,20 +397,21 @@ def test_the_size_limit_counts_utf8_bytes_and_allows_the_limit_itself(monkeypatc
     assert get_image(at_limit, "api").newTag == "1.0"
     # An edit may take a file at the limit a byte over it: still written.
     assert "newTag: '2.0.0'" in set_image(at_limit, "api", tag="2.0.0")
-    with pytest.raises(KustomizationError, match=f"{limit + 1} bytes"):
+    with pytest.raises(KustomizationError) as info:
         read_images(at_limit + "\n")
+    assert info.value.reason == "too-large"
     multibyte = IMAGES + "# " + "é" * (limit // 2) + "\n"  # fewer characters than the limit, more bytes
     assert len(multibyte) < limit
-    with pytest.raises(KustomizationError, match="bytes"):
+    with pytest.raises(KustomizationError) as info:
         read_images(multibyte)
+    assert info.value.reason == "too-large"
 
 
 @pytest.mark.parametrize("call", READERS)
 def test_billion_laughs_is_refused_without_expanding(call):
-    with pytest.raises(
-        KustomizationError, match=r"aliases that expand to more than 10000 nodes.*billion laughs"
-    ):
+    with pytest.raises(KustomizationError) as info:
         call(IMAGES + LAUGHS, "kustomization.yaml")
+    assert info.value.reason == "alias-bomb"
 
 
 def test_aliases_up_to_the_expansion_limit_are_fine(monkeypatch):
@@ -371,8 +420,9 @@ def test_aliases_up_to_the_expansion_limit_are_fine(monkeypatch):
     text = IMAGES + "x: &x [" + ", ".join(["a"] * 49) + "]\ny: *x\n"  # *x adds the list's 50 nodes again
     z = "z: *x\n"
     assert set_image(text + z, "api", tag="2.0") == (text + z).replace("'1.0'", "'2.0'")
-    with pytest.raises(KustomizationError, match="more than 100 nodes"):
+    with pytest.raises(KustomizationError) as info:
         read_images(text + z + "w: *x\n")
+    assert info.value.reason == "alias-bomb"
 
 
 def test_a_large_document_without_aliases_is_not_an_alias_bomb(monkeypatch):
@@ -389,27 +439,23 @@ def test_a_large_document_without_aliases_is_not_an_alias_bomb(monkeypatch):
     ],
 )
 def test_recursive_aliases_are_refused(text):
-    with pytest.raises(KustomizationError, match="alias to itself"):
+    with pytest.raises(KustomizationError) as info:
         set_image(IMAGES + text, "api", tag="2.0")
+    assert info.value.reason == "recursive-alias"
 
 
 @pytest.mark.parametrize(
-    ("text", "message"),
+    "text",
     [
-        pytest.param(
-            "x: " + "[" * 100_000 + "]" * 100_000 + "\n", "nested more than 64 deep", id="flow-sequences"
-        ),
-        pytest.param(
-            "x: " + "{a: " * 1000 + "1" + "}" * 1000 + "\n", "nested more than 64 deep", id="flow-mappings"
-        ),
-        pytest.param(
-            "".join(" " * i + "k:\n" for i in range(1200)), "nested too deeply", id="block-mappings"
-        ),
+        pytest.param("x: " + "[" * 100_000 + "]" * 100_000 + "\n", id="flow-sequences"),
+        pytest.param("x: " + "{a: " * 1000 + "1" + "}" * 1000 + "\n", id="flow-mappings"),
+        pytest.param("".join(" " * i + "k:\n" for i in range(1200)), id="block-mappings"),
     ],
 )
-def test_deep_nesting_is_refused_quickly(text, message):
-    with pytest.raises(KustomizationError, match=message):
+def test_deep_nesting_is_refused_quickly(text):
+    with pytest.raises(KustomizationError) as info:
         get_image(IMAGES + text, "api")
+    assert info.value.reason == "too-deep"
 
 
 # --- image specs ---------------------------------------------------------------------------
@@ -438,24 +484,25 @@ def test_parse_image_spec(spec: str, expected: ImageSpec):
 
 
 @pytest.mark.parametrize(
-    ("spec", "message"),
+    ("spec", "expected"),
     [
-        pytest.param("", "empty image spec", id="empty"),
-        pytest.param(":1.0", "has no NAME", id="no-name"),
-        pytest.param("api:", "invalid tag", id="empty-tag"),
-        pytest.param("api:.1", "invalid tag", id="tag-leading-dot"),
-        pytest.param("api:1 0", "invalid tag", id="tag-space"),
-        pytest.param("api@", "invalid digest", id="empty-digest"),
-        pytest.param("api@sha256:XYZ", "invalid digest", id="bad-digest"),
-        pytest.param("api@sha256:" + "A" * 64, "invalid digest", id="uppercase-digest"),
-        pytest.param("api=", "nothing after '='", id="empty-new-name"),
-        pytest.param("a pi:1", "invalid image name", id="space-in-name"),
-        pytest.param("api=reg/a b", "invalid new name", id="space-in-new-name"),
+        pytest.param("", ("invalid-spec", ""), id="empty"),
+        pytest.param(":1.0", ("invalid-spec", ""), id="no-name"),
+        pytest.param("api:", ("invalid-tag", "tag"), id="empty-tag"),
+        pytest.param("api:.1", ("invalid-tag", "tag"), id="tag-leading-dot"),
+        pytest.param("api:1 0", ("invalid-tag", "tag"), id="tag-space"),
+        pytest.param("api@", ("invalid-digest", "digest"), id="empty-digest"),
+        pytest.param("api@sha256:XYZ", ("invalid-digest", "digest"), id="bad-digest"),
+        pytest.param("api@sha256:" + "A" * 64, ("invalid-digest", "digest"), id="uppercase-digest"),
+        pytest.param("api=", ("invalid-spec", ""), id="empty-new-name"),
+        pytest.param("a pi:1", ("invalid-name", "image name"), id="space-in-name"),
+        pytest.param("api=reg/a b", ("invalid-name", "new name"), id="space-in-new-name"),
     ],
 )
-def test_parse_image_spec_rejects(spec: str, message: str):
-    with pytest.raises(ConfigError, match=message.replace(".", r"\.")):
+def test_parse_image_spec_rejects(spec: str, expected: tuple[str, str]):
+    with pytest.raises(ConfigError) as info:
         parse_image_spec(spec)
+    assert (info.value.reason, info.value.field) == expected
 
 
 # --- finding the file ----------------------------------------------------------------------
@@ -469,20 +516,23 @@ def test_find_kustomization(tmp_path: Path, name: str):
 
 
 def test_find_kustomization_none(tmp_path: Path):
-    with pytest.raises(KustomizationError, match="no kustomization in"):
+    with pytest.raises(KustomizationError) as info:
         find_kustomization(tmp_path)
+    assert info.value.reason == "no-kustomization"
 
 
 def test_find_kustomization_several(tmp_path: Path):
     (tmp_path / "kustomization.yaml").write_text("")
     (tmp_path / "kustomization.yml").write_text("")
-    with pytest.raises(KustomizationError, match="multiple kustomization files"):
+    with pytest.raises(KustomizationError) as info:
         find_kustomization(tmp_path)
+    assert info.value.reason == "multiple-kustomizations"
 
 
 def test_find_kustomization_not_a_directory(tmp_path: Path):
-    with pytest.raises(KustomizationError, match="not a directory"):
+    with pytest.raises(KustomizationError) as info:
         find_kustomization(tmp_path / "missing")
+    assert info.value.reason == "not-a-directory"
 
 
 def test_golden_folders_are_renderable_copies(tmp_path: Path):
@@ -500,8 +550,9 @@ def test_removing_the_dash_line_key_keeps_comments_before_the_next_key():
 
 
 def test_add_refuses_after_document_end_marker():
-    with pytest.raises(KustomizationError, match=r"ends with '\.\.\.' at line 2"):
+    with pytest.raises(KustomizationError) as info:
         set_image("resources: []\n...\n", "api", tag="1", add=True)
+    assert info.value.reason == "document-end-marker"
 
 
 # --- issue 12: verification both ways, kustomize's '*', name-only matching, unknown tags, linear ----------
@@ -567,8 +618,9 @@ def test_a_wrong_splice_is_caught_whichever_way_it_is_verified(
     monkeypatch.setattr(kustomize.splice.Splicer, "apply", lambda self: corrupt(apply(self)))
     kwargs = dict(kwargs)
     name = kwargs.pop("name", "api")
-    with pytest.raises(KustomizationError, match="did not read back as intended|produced invalid YAML"):
+    with pytest.raises(KustomizationError) as info:
         set_image(text, name, **kwargs)
+    assert info.value.reason == "edit-mismatch"
 
 
 @pytest.mark.parametrize(
@@ -639,7 +691,8 @@ def test_an_unknown_tag_is_refused_by_an_edit_in_one_line(value: str):
     assert get_image(text, "api").newTag == "1"  # reading ignores it, as kustomize does
     with pytest.raises(KustomizationError) as info:
         set_image(text, "api", tag="2")
-    assert "unknown YAML tag" in str(info.value) and "line 4, column 8" in str(info.value)
+    assert info.value.reason == "unknown-tag"
+    assert "line 4, column 8" in str(info.value)  # where to fix it
     assert "\n" not in str(info.value)
 
 
@@ -677,12 +730,10 @@ def test_a_key_is_inserted_after_a_block_scalar_not_inside_it(style: str, verifi
 def test_an_entry_that_takes_a_value_from_an_alias_is_refused_clearly():
     text = "tag: &t 1.0\nimages:\n- name: api\n  newTag: *t\n"
     assert get_image(text, "api").newTag == "1.0"
-    with pytest.raises(
-        KustomizationError,
-        match=r"images entry 'api' at line 3, column 3 takes its newTag from "
-        r"the alias \*t; write the value out",
-    ):
+    # the message says where, and which alias
+    with pytest.raises(KustomizationError, match=r"at line 3, column 3 .*\*t") as info:
         set_image(text, "api", new_name="reg/api")
+    assert (info.value.reason, info.value.field) == ("aliased-value", "newTag")
 
 
 def _random_kustomization(rng) -> tuple[str, list[str]]:
@@ -770,8 +821,9 @@ def test_random_layouts_edit_as_meant_whichever_way_it_is_verified(monkeypatch):
         if all(v is None for v in kwargs.values()):
             kwargs["tag"] = "3.0"
         if name not in names and all(v in (None, "*") for v in kwargs.values()):
-            with pytest.raises(ConfigError, match="nothing to keep"):  # a new entry that would set nothing
+            with pytest.raises(ConfigError) as info:  # a new entry that would set nothing
                 set_image(text, name, add=True, by_new_name=False, **kwargs)
+            assert info.value.reason == "nothing-to-set"
             continue
         results = []
         for ready in (window_ready, lambda doc: False):

@@ -82,7 +82,16 @@ class InvalidEventError(ConfigError):
 
 
 class RulesError(ConfigError):
-    """A rules file that cannot be loaded; the message names the rule index and field."""
+    """A rules file that cannot be loaded; the message names the rule index and field.
+
+    ``rule`` is that index (None when the file as a whole is wrong) and ``field`` that field.
+    """
+
+    rule: int | None = None
+
+    def __init__(self, *args: object, rule: int | None = None, **kwargs: str) -> None:
+        super().__init__(*args, **kwargs)
+        self.rule = rule
 
 
 class KustomizationError(ConfigError):

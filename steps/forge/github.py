@@ -112,7 +112,8 @@ class GitHubSettings:
         if not re.match(r"^https?://[^/\s@]+(/\S*)?$", api_url):
             raise ConfigError(
                 f"{API_URL_ENV}={api_url!r} is not an http(s) URL; "
-                "use https://api.github.com or https://HOST/api/v3 for GitHub Enterprise"
+                "use https://api.github.com or https://HOST/api/v3 for GitHub Enterprise",
+                field=API_URL_ENV,
             )
         app_id = env.get(APP_ID_ENV) or None
         key_file = env.get(APP_KEY_FILE_ENV) or None
@@ -140,11 +141,17 @@ class GitHubSettings:
                 fix="mount the App's private key there",
             )  # registered for redaction, like every secret
             if private_key is None or "PRIVATE KEY" not in private_key:
-                raise ConfigError(f"{APP_KEY_FILE_ENV} {key_file!r} is not a PEM private key")
+                raise ConfigError(
+                    f"{APP_KEY_FILE_ENV} {key_file!r} is not a PEM private key",
+                    reason="not-a-pem-key",
+                    field=APP_KEY_FILE_ENV,
+                )
             try:
                 installation_id = int(installation)  # type: ignore[arg-type]
             except ValueError:
-                raise ConfigError(f"{APP_INSTALLATION_ENV}={installation!r} is not a number") from None
+                raise ConfigError(
+                    f"{APP_INSTALLATION_ENV}={installation!r} is not a number", field=APP_INSTALLATION_ENV
+                ) from None
         token = read_secret(TOKEN_ENV, env, label="the token file")
         if not app_given and not token:
             raise ConfigError(
@@ -520,7 +527,11 @@ def app_jwt(app_id: str, private_key: str, now: datetime | None = None) -> str:
     try:
         key = serialization.load_pem_private_key(private_key.encode(), password=None)
     except (ValueError, TypeError):
-        raise ConfigError(f"{APP_KEY_FILE_ENV} does not hold a readable unencrypted PEM RSA key") from None
+        raise ConfigError(
+            f"{APP_KEY_FILE_ENV} does not hold a readable unencrypted PEM RSA key",
+            reason="not-a-pem-key",
+            field=APP_KEY_FILE_ENV,
+        ) from None
     header = {"alg": "RS256", "typ": "JWT"}
     signing_input = f"{_b64url(json.dumps(header).encode())}.{_b64url(json.dumps(claims).encode())}"
     signature = key.sign(signing_input.encode(), padding.PKCS1v15(), hashes.SHA256())  # type: ignore[union-attr]

@@ -278,27 +278,35 @@ def test_image_not_in_file(make_remote) -> None:
 
 
 @pytest.mark.parametrize(
-    ("files", "match"),
+    ("files", "reason"),
     [
-        pytest.param({"README.md": "x\n"}, "does not exist", id="no-overlay-dir"),
         pytest.param(
-            {f"{OVERLAY}/deployment.yaml": "kind: Deployment\n"}, "no kustomization", id="no-kustomization"
+            {f"{OVERLAY}/deployment.yaml": "kind: Deployment\n"}, "no-kustomization", id="no-kustomization"
         ),
         pytest.param(
             {f"{OVERLAY}/kustomization.yaml": "images: [\n", f"{OVERLAY}/x": ""},
-            "kustomization.yaml",
+            "invalid-yaml",
             id="bad-yaml",
         ),
         pytest.param(
             {f"{OVERLAY}/kustomization.yaml": "a: 1\n", f"{OVERLAY}/kustomization.yml": "a: 1\n"},
-            "multiple",
+            "multiple-kustomizations",
             id="several-kustomizations",
         ),
     ],
 )
-def test_kustomization_problems(make_remote, files, match) -> None:
+def test_kustomization_problems(make_remote, files, reason) -> None:
     remote = make_remote(files)
-    with pytest.raises(KustomizationError, match=match) as info:
+    with pytest.raises(KustomizationError) as info:
+        plan_step(_target(remote))
+    assert info.value.reason == reason
+    assert OVERLAY in str(info.value)  # the overlay to fix, named as the repository names it
+    assert "edit-kustomize-" not in str(info.value)  # no scratch paths in messages
+
+
+def test_a_missing_overlay_directory_names_the_rule_to_fix(make_remote) -> None:
+    remote = make_remote({"README.md": "x\n"})
+    with pytest.raises(KustomizationError, match="does not exist") as info:
         plan_step(_target(remote))
     assert "edit-kustomize-" not in str(info.value)  # no scratch paths in messages
 
@@ -527,5 +535,6 @@ def test_an_empty_read_token_file_is_an_error_not_anonymous(
 ) -> None:
     """A Secret that exists but holds nothing is a mistake worth naming, not a public repository."""
     (absent_read_secret / "token").write_text("\n")
-    with pytest.raises(ConfigError, match="is empty"):
+    with pytest.raises(ConfigError) as info:
         plan_step(_remote_target("http://127.0.0.1:9/o/r"))
+    assert info.value.reason == "file-empty"

@@ -101,13 +101,14 @@ def test_helmfile_rule_yields_a_release_target() -> None:
         ("  valuesKeys: {repository: a, tag: b}\n", "valuesKeys"),
         ("  valuesFile: a.yaml\n  valuesKeys: {repository: a}\n", "valuesKeys"),
         ("  valuesFile: a.yaml\n  valuesKeys: {repository: a, tag: b, colour: c}\n", "valuesKeys"),
-        ("  helmfile: {file: h.yaml}\n", "helmfile"),
+        ("  helmfile: {file: h.yaml}\n", "helmfile[release]"),
         ("  valuesFile: $3/a.yaml\n", "valuesFile"),
     ],
 )
 def test_bad_values_rules_name_the_field(extra: str, field: str) -> None:
-    with pytest.raises(RulesError, match=field):
+    with pytest.raises(RulesError) as caught:
         load_rules(f"- registryURI: {ECR}/team/$1\n  githubRepository: https://github.com/o/r\n{extra}")
+    assert (caught.value.rule, caught.value.field) == (0, field)
 
 
 def test_the_seeds_rule_format_keeps_working() -> None:
@@ -271,7 +272,7 @@ def test_a_values_files_text_never_travels_in_the_plan() -> None:
 def test_write_refuses_a_pinned_value_keys_image() -> None:
     text = f"image: {ECR}/dr/api\nimageTag: 1.4.2\n"
     keys = {"repository": "image", "tag": "imageTag"}
-    with pytest.raises(ValuesError, match="pinned"):
+    with pytest.raises(ValuesError) as caught:
         write_entry(
             text,
             IMAGE,
@@ -280,6 +281,7 @@ def test_write_refuses_a_pinned_value_keys_image() -> None:
             digest=None,
             values=target(values_keys=keys).values_ref(),
         )
+    assert caught.value.reason == "pinned"
 
 
 def test_helmfile_without_an_environment_uses_helmfiles_default() -> None:

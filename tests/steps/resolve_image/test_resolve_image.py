@@ -225,14 +225,25 @@ def test_manual_image_problems_are_config_errors(
     [
         pytest.param({}, ConfigError, "got neither", id="neither"),
         pytest.param({"event": "{}", "image": "x"}, ConfigError, "got both", id="both"),
-        pytest.param({"event": "[1]"}, InvalidEventError, "got array", id="bad-event"),
-        pytest.param({"image": "nginx:1"}, InvalidEventError, "not an ECR image reference", id="bad-image"),
     ],
 )
-def test_bad_input(env: Path, kwargs: dict, error: type, fragment: str) -> None:
+def test_neither_or_both_inputs(env: Path, kwargs: dict, error: type, fragment: str) -> None:
     with pytest.raises(error) as info:
         run.__wrapped__(**kwargs)  # type: ignore[attr-defined]
     assert fragment in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "reason"),
+    [
+        pytest.param({"event": "[1]"}, "wrong-type", id="bad-event"),
+        pytest.param({"image": "nginx:1"}, "not-ecr-reference", id="bad-image"),
+    ],
+)
+def test_bad_input(env: Path, kwargs: dict, reason: str) -> None:
+    with pytest.raises(InvalidEventError) as info:
+        run.__wrapped__(**kwargs)  # type: ignore[attr-defined]
+    assert info.value.reason == reason
 
 
 def test_bad_input_exits_2_through_step_entry(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -243,14 +254,17 @@ def test_bad_input_exits_2_through_step_entry(env: Path, capsys: pytest.CaptureF
 
 
 def test_missing_repository_is_a_config_error(env: Path) -> None:
-    with pytest.raises(ConfigError, match="repository 'team/nothing-here' does not exist"):
+    with pytest.raises(ConfigError) as info:
         run.__wrapped__(image=f"{REGISTRY}/team/nothing-here:1")  # type: ignore[attr-defined]
+    assert info.value.reason == "repository-missing"
+    assert "'team/nothing-here'" in str(info.value)  # the repository to check
 
 
 def test_missing_rules_file(env: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("IMAGEBUMP_RULES_FILE", str(tmp_path / "absent.yaml"))
-    with pytest.raises(RulesError, match="absent.yaml"):
+    with pytest.raises(RulesError) as info:
         run.__wrapped__(image=f"{REGISTRY}/team/x:1")  # type: ignore[attr-defined]
+    assert (info.value.reason, info.value.field) == ("no-file", "IMAGEBUMP_RULES_FILE")
 
 
 @pytest.mark.parametrize("name", ["delete.json", "scan.json", "push-failed.json", "replication.json"])
@@ -282,8 +296,9 @@ def test_ecr_unreachable_is_transient() -> None:
         endpoint_url="http://127.0.0.1:9",
         config=Config(retries={"max_attempts": 1}, connect_timeout=1),
     )
-    with pytest.raises(TransientError, match="cannot reach ECR"):
+    with pytest.raises(TransientError) as info:
         ecr.describe_image("team/api", region="us-west-2", tag="1", client=client)
+    assert info.value.reason == "unreachable"
 
 
 def test_repository_account(registry: Registry) -> None:

@@ -466,7 +466,8 @@ def translate(exc: Exception, what: str, secrets: tuple[str | None, ...] = ()) -
     if limited is not None:
         err: ImagebumpError = TransientError(
             f"{what}: GitHub rate limit exceeded (HTTP {exc.response.status_code}, {limited.told}); "  # type: ignore[attr-defined]
-            "the step will be retried"
+            "the step will be retried",
+            reason="rate-limited",
         )
     elif isinstance(exc, RequestFailed):
         status = exc.response.status_code
@@ -475,27 +476,35 @@ def translate(exc: Exception, what: str, secrets: tuple[str | None, ...] = ()) -
         if status in (401, 403):
             err = PermissionDeniedError(
                 f"{what}: GitHub refused {req} with HTTP {status} ({detail}); "
-                "give the token/App contents and pull-requests write access to this repository"
+                "give the token/App contents and pull-requests write access to this repository",
+                reason="refused",
             )
         elif status >= 500:
-            err = TransientError(f"{what}: GitHub answered {req} with HTTP {status} ({detail}); retried")
+            err = TransientError(
+                f"{what}: GitHub answered {req} with HTTP {status} ({detail}); retried", reason="server-error"
+            )
         elif status == 404:
             err = ConfigError(
                 f"{what}: GitHub answered {req} with HTTP 404 ({detail}); check the repository URL and "
-                f"{API_URL_ENV}, and that the credentials can see the repository"
+                f"{API_URL_ENV}, and that the credentials can see the repository",
+                reason="not-found",
             )
         else:
-            err = ConfigError(f"{what}: GitHub refused {req} with HTTP {status} ({detail})")
+            err = ConfigError(f"{what}: GitHub refused {req} with HTTP {status} ({detail})", reason="refused")
     elif isinstance(exc, RequestTimeout):
         err = TransientError(
-            f"{what}: GitHub request timed out ({exc.request.method} {exc.request.url.path})"
+            f"{what}: GitHub request timed out ({exc.request.method} {exc.request.url.path})",
+            reason="timeout",
         )
     elif isinstance(exc, RequestError):
-        err = TransientError(f"{what}: cannot reach GitHub ({type(exc.exc).__name__}: {exc.exc})")
+        err = TransientError(
+            f"{what}: cannot reach GitHub ({type(exc.exc).__name__}: {exc.exc})", reason="unreachable"
+        )
     elif isinstance(exc, ValueError):  # the body is not the JSON (or the shape) GitHub documents
         first = str(exc).splitlines()[0][:200] if str(exc) else ""
         err = TransientError(
-            f"{what}: GitHub's answer is not the JSON expected ({type(exc).__name__}: {first}); retried"
+            f"{what}: GitHub's answer is not the JSON expected ({type(exc).__name__}: {first}); retried",
+            reason="bad-answer",
         )
     else:
         err = TransientError(f"{what}: {type(exc).__name__}: {exc}")

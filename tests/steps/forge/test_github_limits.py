@@ -226,8 +226,9 @@ def test_secondary_limit_that_persists_is_transient_within_the_budget(
 ) -> None:
     github_fake.secondary_limit("GET", PULLS, status=429, times=99)
     forge = _forge(github_fake, RateLimitBudget(500.0))
-    with pytest.raises(TransientError, match="rate limit") as info:
+    with pytest.raises(TransientError) as info:
         forge.find_open_pr("b", "main")
+    assert info.value.reason == "rate-limited"
     assert not isinstance(info.value, PermissionDeniedError)
     assert sum(clock.slept) <= 500 and len(github_fake.calls_to("GET", PULLS)) == 4  # 60+120+240 waited
 
@@ -247,8 +248,9 @@ def test_a_zero_wait_still_spends_the_budget_so_the_step_gives_up(
         "GET", PULLS, 403, times=999, headers=headers, message="You have exceeded a secondary rate limit"
     )
     budget = RateLimitBudget(120.0)
-    with pytest.raises(TransientError, match="rate limit"):
+    with pytest.raises(TransientError) as info:
         _forge(github_fake, budget).find_open_pr("b", "main")
+    assert info.value.reason == "rate-limited"
     calls = len(github_fake.calls_to("GET", PULLS))
     assert budget.waited <= 120 and sum(clock.slept) == pytest.approx(budget.waited)
     assert 2 <= calls <= 12  # a bounded number of requests, each wait at least the (doubling) floor
@@ -274,8 +276,9 @@ def test_malformed_rate_limit_headers_end_in_a_transient_error_never_a_traceback
     github_fake: GitHubFake, clock: FakeClock, headers: dict, message: str
 ) -> None:
     github_fake.fail("GET", PULLS, 403, times=999, headers=headers, message=message)
-    with pytest.raises(TransientError, match="rate limit"):
+    with pytest.raises(TransientError) as info:
         _forge(github_fake, RateLimitBudget(300.0)).find_open_pr("b", "main")
+    assert info.value.reason == "rate-limited"
 
 
 def test_malformed_retry_after_once_is_waited_out(github_fake: GitHubFake, clock: FakeClock) -> None:
@@ -311,8 +314,9 @@ def test_a_403_that_refuses_stays_a_permission_error_with_what_github_said(
 )
 def test_a_non_json_200_is_a_classified_error(github_fake: GitHubFake, clock: FakeClock, body: bytes) -> None:
     github_fake.garbage("POST", PULLS, body)
-    with pytest.raises(TransientError, match="not the JSON expected"):
+    with pytest.raises(TransientError) as info:
         _forge(github_fake, RateLimitBudget(300.0)).create_pr(head="b", base="main", title="t", body="")
+    assert info.value.reason == "bad-answer"
 
 
 # ------------------------------------------------------------------------------ installation tokens

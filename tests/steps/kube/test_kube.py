@@ -85,7 +85,7 @@ def test_create_replace_delete_on_the_wire(api, server, fake):
     request = server.requests[-1]
     assert (request.method, request.path) == ("POST", "/api/v1/namespaces/other/configmaps")
     assert request.query == {"fieldManager": ["imagebump"]} and request.body == obj
-    with pytest.raises(kube.ConflictError, match="cannot create configmaps 'argocd-cm' in namespace other"):
+    with pytest.raises(kube.ConflictError):
         api.create(kube.CONFIG_MAP, "other", obj)
 
     replaced = {
@@ -99,7 +99,7 @@ def test_create_replace_delete_on_the_wire(api, server, fake):
     assert fake.stored("ConfigMap", "other", "argocd-cm")["data"] == {"other": "key"}, (
         "a replace, not a merge"
     )
-    with pytest.raises(kube.ConflictError, match="changed or created meanwhile"):
+    with pytest.raises(kube.ConflictError):
         api.replace(kube.CONFIG_MAP, "other", replaced)  # the resourceVersion is stale now
 
     with pytest.raises(kube.ConflictError):
@@ -116,7 +116,7 @@ def test_create_replace_delete_on_the_wire(api, server, fake):
 
 
 @pytest.mark.parametrize(
-    ("verb", "plural", "code", "call", "error", "text"),
+    ("verb", "plural", "code", "call", "error", "reason", "text"),
     [
         pytest.param(
             "list",
@@ -124,6 +124,7 @@ def test_create_replace_delete_on_the_wire(api, server, fake):
             403,
             lambda a: a.list(kube.SECRET, "argocd"),
             PermissionDeniedError,
+            "forbidden",
             "cannot list secrets in namespace argocd: forbidden; grant get/list on secrets",
             id="403-list",
         ),
@@ -133,6 +134,7 @@ def test_create_replace_delete_on_the_wire(api, server, fake):
             403,
             lambda a: a.get(kube.CONFIG_MAP, "argocd", "argocd-cm"),
             PermissionDeniedError,
+            "forbidden",
             "cannot get configmaps 'argocd-cm' in namespace argocd: forbidden",
             id="403-get",
         ),
@@ -146,6 +148,7 @@ def test_create_replace_delete_on_the_wire(api, server, fake):
                 {"apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject", "metadata": {"name": "p"}},
             ),
             PermissionDeniedError,
+            "forbidden",
             "grant get/create on appprojects.argoproj.io in namespace argocd",
             id="403-create",
         ),
@@ -155,6 +158,7 @@ def test_create_replace_delete_on_the_wire(api, server, fake):
             403,
             lambda a: a.list(kube.APPLICATION, None),
             PermissionDeniedError,
+            "forbidden",
             "cannot list applications.argoproj.io in all namespaces: forbidden; grant get/list on "
             "applications.argoproj.io in all namespaces to 'system:serviceaccount:argocd:imagebump' "
             "(a ClusterRole + ClusterRoleBinding)",
@@ -166,7 +170,8 @@ def test_create_replace_delete_on_the_wire(api, server, fake):
             404,
             lambda a: a.list(kube.APPLICATION_SET, "argocd"),
             ConfigError,
-            "does not serve applicationsets.argoproj.io",
+            "not-served",
+            "",
             id="404-missing-crd",
         ),
         pytest.param(
@@ -175,17 +180,20 @@ def test_create_replace_delete_on_the_wire(api, server, fake):
             500,
             lambda a: a.list(kube.APPLICATION, "argocd"),
             TransientError,
-            "answered 500; retry later",
+            "unavailable",
+            "",
             id="500",
         ),
     ],
 )
-def test_statuses_become_our_errors(api, fake, verb, plural, code, call, error, text):
+def test_statuses_become_our_errors(api, fake, verb, plural, code, call, error, reason, text):
+    """``text`` is what no field carries: for a refusal, what to grant to whom."""
     fake.fail(verb, plural, code)
     with pytest.raises(error) as info:
         call(api)
-    assert type(info.value) is error
-    assert text in str(info.value)
+    assert (type(info.value), info.value.reason) == (error, reason)
+    if text:
+        assert text in str(info.value)
 
 
 def test_unreachable_api_server_is_transient(tmp_path):
@@ -199,8 +207,9 @@ def test_unreachable_api_server_is_transient(tmp_path):
         "users: [{name: x, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: x, user: x}}]\n"
     )
     api = kube_client.KubernetesApi.from_config(kubeconfig=str(kc))
-    with pytest.raises(TransientError, match="API server unreachable"):
+    with pytest.raises(TransientError) as info:
         api.list(kube.SECRET, "argocd")
+    assert info.value.reason == "unreachable"
 
 
 def test_a_context_is_found_in_merged_kubeconfigs_without_a_current_context(tmp_path, server):
@@ -213,15 +222,16 @@ def test_a_context_is_found_in_merged_kubeconfigs_without_a_current_context(tmp_
     api = kube_client.KubernetesApi.from_config(context="two", kubeconfig=f"{a}:{b}")
     assert (api.context, api.server) == ("two", server.url)
     assert api.get(kube.CONFIG_MAP, "argocd", "argocd-cm") is not None
-    with pytest.raises(
-        ConfigError, match="context 'three' is not in the kubeconfig .*; its contexts: one, two"
-    ):
+    with pytest.raises(ConfigError, match="its contexts: one, two") as info:  # the choices, from both files
         kube_client.KubernetesApi.from_config(context="three", kubeconfig=f"{a}:{b}")
+    assert info.value.reason == "unknown-context"
 
 
 def test_bad_kubeconfig_or_context_is_a_config_error(tmp_path, server):
     kc = server.write_kubeconfig(tmp_path / "kc")
-    with pytest.raises(ConfigError, match="context 'nope'"):
+    with pytest.raises(ConfigError) as info:
         kube_client.KubernetesApi.from_config(context="nope", kubeconfig=str(kc))
-    with pytest.raises(ConfigError, match="cannot load Kubernetes configuration"):
+    assert info.value.reason == "unknown-context"
+    with pytest.raises(ConfigError) as info:
         kube_client.KubernetesApi.from_config(kubeconfig=str(tmp_path / "missing"))
+    assert info.value.reason == "bad-kubeconfig"

@@ -97,7 +97,9 @@ def parse_duration(text: str, what: str = "live-timeout") -> float:
         return float(value)
     parts = _DURATION.findall(value)
     if not parts or "".join(n + u for n, u in parts) != value:
-        raise ConfigError(f"{what} {text!r}: expected a duration like 15m, 90s or 1h")
+        raise ConfigError(
+            f"{what} {text!r}: expected a duration like 15m, 90s or 1h", reason="invalid-duration", field=what
+        )
     return sum(float(n) * _UNITS[u] for n, u in parts)
 
 

@@ -52,7 +52,7 @@ def _world(overlays: int):
     from imagebump.local.git_server import GitHttpServer
     from steps.forge import github as gh
     from tests.fixtures.github import GitHubFake
-    from tests.steps.commit_pr_support import write_app_key
+    from tests.steps.commit_pr.support import write_app_key
 
     saved = {k: os.environ.get(k) for k in _ENV}
     with tempfile.TemporaryDirectory(prefix="bench-api-") as tmp:

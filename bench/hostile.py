@@ -2,7 +2,7 @@
 what editing a 1 MiB kustomization costs. ``python -m bench.hostile [--quick] [--json FILE]``.
 
 It measures and prints; nothing here asserts on time (the tests prove the engine and the shape of
-the work instead: tests/steps/rules/test_rules.py, tests/steps/test_kustomize.py).
+the work instead: tests/steps/rules/test_rules.py, tests/steps/kustomize/test_kustomize.py).
 
 Rules: each pattern is loaded through :func:`steps.rules.load_rules` (so it is compiled exactly as
 in production, by RE2) and :meth:`RuleSet.match` is timed on 128-character tags that almost match

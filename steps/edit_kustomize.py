@@ -340,7 +340,9 @@ def _read_overlay(repo, overlay: str) -> tuple[str, str]:
     try:
         found = kustomize.find_kustomization(directory)
     except KustomizationError as exc:
-        raise KustomizationError(str(exc).replace(str(directory), overlay or ".")) from None
+        raise KustomizationError(
+            str(exc).replace(str(directory), overlay or "."), reason=exc.reason
+        ) from None
     file = f"{overlay}/{found.name}" if overlay else found.name
     text = repo.read(file)  # resolves again: a kustomization symlinked out of the repo is refused
     if text is None:

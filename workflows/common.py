@@ -57,7 +57,7 @@ class StepRunner(RunnerScriptConstructor):
     hera.workflows.runner, -e, steps.x:run]`` to ``[-m, steps.runtime.launcher, -e, steps.x:run]``:
     :mod:`steps.runtime.launcher` accepts exactly what Hera's runner accepts (the inputs JSON, Hera's
     ``hera__outputs_directory``, its exit codes) without importing ``hera.workflows`` (0.6–1.4 s of
-    a step's cold start; tests/steps/test_entry.py runs every step through both and compares). Hera
+    a step's cold start; tests/steps/runtime/test_entry.py runs every step through both and compares). Hera
     documents ``Script.constructor`` as the place for one's own ``ScriptConstructor``
     (hera/workflows/script.py, hera 7.1).
     """
@@ -110,7 +110,7 @@ def base_env() -> list[Env]:
     for plugins of group ``pydantic`` on the first schema it builds (pydantic 2.x
     ``pydantic/plugin/_loader.py``), 15–60 ms of each step's cold start here. Plugins are
     observability hooks (logfire and the like); the image installs none, so the setting changes
-    nothing but the scan (tests/steps/test_entry.py fails if a dependency starts to declare one).
+    nothing but the scan (tests/steps/runtime/test_entry.py fails if a dependency starts to declare one).
     """
     return [
         Env(name="hera__outputs_directory", value=n.OUTPUTS_DIR),

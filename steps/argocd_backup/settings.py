@@ -128,7 +128,7 @@ class BackupSettings(BaseModel):
         try:
             return cls(**values)
         except ValidationError as exc:
-            raise ConfigError(_message(exc, source)) from None
+            raise ConfigError(_message(exc, source), field=_setting_at_fault(exc)) from None
 
     @classmethod
     def defaults(cls) -> dict[str, Any]:
@@ -153,6 +153,16 @@ def _message(exc: ValidationError, source: Source) -> str:
     if len(loc) == 1 and loc[0] in BackupSettings.model_fields:
         message += f"; {source.fix(loc)}"
     return message
+
+
+def _setting_at_fault(exc: ValidationError) -> str:
+    """The name of the (first) setting the first error is about, "" when none is."""
+    first = exc.errors()[0]
+    cause = (first.get("ctx") or {}).get("error")
+    if isinstance(cause, SettingError):
+        return cause.settings[0] if cause.settings else ""
+    loc = tuple(str(p) for p in first.get("loc", ()))
+    return loc[0] if len(loc) == 1 else ""
 
 
 #: The defaults, as a mapping: what ``imagebump backup``, the step and the CronWorkflow fall back to.

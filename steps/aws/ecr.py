@@ -161,24 +161,30 @@ def _classify(exc: Exception, what: str, repository: str) -> Exception:
         if code == "RepositoryNotFoundException":
             return ConfigError(
                 f"ECR repository {repository!r} does not exist ({what}): check the repository name, "
-                "the region and the account"
+                "the region and the account",
+                reason="repository-missing",
             )
         if code in _DENIED_CODES or status in (401, 403):
             return PermissionDeniedError(
                 f"ECR refused {what} for {repository!r} ({code}): grant ecr:DescribeImages and "
-                "ecr:DescribeRepositories to the step's role"
+                "ecr:DescribeRepositories to the step's role",
+                reason="denied",
             )
         if code in _TRANSIENT_CODES or status >= 500 or status == 429:
             return TransientError(
-                f"ECR {what} for {repository!r} failed for now ({code or status}: {message})"
+                f"ECR {what} for {repository!r} failed for now ({code or status}: {message})",
+                reason="unavailable",
             )
         return ConfigError(f"ECR {what} for {repository!r} failed: {code}: {message}")
     if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
-        return ConfigError(f"no AWS credentials for ECR {what}: configure the step's role or AWS_* variables")
+        return ConfigError(
+            f"no AWS credentials for ECR {what}: configure the step's role or AWS_* variables",
+            reason="no-credentials",
+        )
     if isinstance(exc, NoRegionError):
-        return ConfigError(f"no AWS region for ECR {what}: set AWS_REGION")
+        return ConfigError(f"no AWS region for ECR {what}: set AWS_REGION", reason="no-region")
     if isinstance(exc, (BotoConnectionError, HTTPClientError)):
-        return TransientError(f"cannot reach ECR for {what} of {repository!r}: {exc}")
+        return TransientError(f"cannot reach ECR for {what} of {repository!r}: {exc}", reason="unreachable")
     return exc
 
 

@@ -2,7 +2,7 @@
 
 :func:`reapply_plan` re-checks the file's entry against the plan (never a downgrade:
 :func:`steps.domain.never_downgrade.recheck`) and re-applies the edit with the pure editor; no
-I/O, table-tested without git in tests/steps/test_commit_pr.py. Both modes call it
+I/O, table-tested without git in tests/steps/commit_pr/test_commit_pr.py. Both modes call it
 (:mod:`steps.commit_pr.commit_mode`, :mod:`steps.commit_pr.pr_mode`).
 """
 

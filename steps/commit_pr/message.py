@@ -66,7 +66,9 @@ def validate_template(template: str) -> None:
         parsed = list(string.Formatter().parse(template))
     except ValueError as exc:
         raise ConfigError(
-            f"{TEMPLATE_ENV} is not a valid str.format template ({exc}); fields: {known}"
+            f"{TEMPLATE_ENV} is not a valid str.format template ({exc}); fields: {known}",
+            reason="template-syntax",
+            field=TEMPLATE_ENV,
         ) from None
     for _literal, field_name, _spec, _conv in parsed:
         if field_name is None:
@@ -74,16 +76,30 @@ def validate_template(template: str) -> None:
         root = re.split(r"[.\[]", field_name, maxsplit=1)[0]
         if root == "" or root.isdigit():
             raise ConfigError(
-                f"{TEMPLATE_ENV} uses a positional field {{{field_name}}}; name one of: {known}"
+                f"{TEMPLATE_ENV} uses a positional field {{{field_name}}}; name one of: {known}",
+                reason="template-positional-field",
+                field=TEMPLATE_ENV,
             )
         if root not in TEMPLATE_FIELDS:
-            raise ConfigError(f"{TEMPLATE_ENV} uses unknown field {{{root}}}; known fields: {known}")
+            raise ConfigError(
+                f"{TEMPLATE_ENV} uses unknown field {{{root}}}; known fields: {known}",
+                reason="template-unknown-field",
+                field=TEMPLATE_ENV,
+            )
     try:
         template.format(**{f: "x" for f in TEMPLATE_FIELDS})
     except (ValueError, KeyError, IndexError, AttributeError) as exc:
-        raise ConfigError(f"{TEMPLATE_ENV} cannot be formatted ({exc}); fields: {known}") from None
+        raise ConfigError(
+            f"{TEMPLATE_ENV} cannot be formatted ({exc}); fields: {known}",
+            reason="template-format",
+            field=TEMPLATE_ENV,
+        ) from None
     if not template.strip():
-        raise ConfigError(f"{TEMPLATE_ENV} is empty; leave it unset for the default")
+        raise ConfigError(
+            f"{TEMPLATE_ENV} is empty; leave it unset for the default",
+            reason="template-empty",
+            field=TEMPLATE_ENV,
+        )
 
 
 def message_fields(target: Target, plan: Plan, old: ImagesEntry | None, base_branch: str) -> dict[str, str]:

@@ -61,9 +61,15 @@ class CommitPrSettings(BaseModel):
         name = env.get(AUTHOR_NAME_ENV) or DEFAULT_AUTHOR_NAME
         email = env.get(AUTHOR_EMAIL_ENV) or DEFAULT_AUTHOR_EMAIL
         if re.search(r"[<>\n\r]", name) or not name.strip():
-            raise ConfigError(f"{AUTHOR_NAME_ENV}={name!r} is not a usable author name (no <, >, newlines)")
+            raise ConfigError(
+                f"{AUTHOR_NAME_ENV}={name!r} is not a usable author name (no <, >, newlines)",
+                field=AUTHOR_NAME_ENV,
+            )
         if not re.fullmatch(r"[^\s<>@]+@[^\s<>@]+", email):
-            raise ConfigError(f"{AUTHOR_EMAIL_ENV}={email!r} is not an e-mail address like bot@example.com")
+            raise ConfigError(
+                f"{AUTHOR_EMAIL_ENV}={email!r} is not an e-mail address like bot@example.com",
+                field=AUTHOR_EMAIL_ENV,
+            )
         template = env.get(TEMPLATE_ENV) or DEFAULT_TEMPLATE
         validate_template(template)
         raw_attempts = env.get(PUSH_ATTEMPTS_ENV) or str(DEFAULT_PUSH_ATTEMPTS)
@@ -72,10 +78,15 @@ class CommitPrSettings(BaseModel):
         except ValueError:
             attempts = 0
         if not 1 <= attempts <= 50:
-            raise ConfigError(f"{PUSH_ATTEMPTS_ENV}={raw_attempts!r} must be a whole number from 1 to 50")
+            raise ConfigError(
+                f"{PUSH_ATTEMPTS_ENV}={raw_attempts!r} must be a whole number from 1 to 50",
+                field=PUSH_ATTEMPTS_ENV,
+            )
         raw_verified = (env.get(REQUIRE_VERIFIED_ENV) or "false").strip().lower()
         if raw_verified not in _BOOLS:
-            raise ConfigError(f"{REQUIRE_VERIFIED_ENV}={raw_verified!r} must be true or false")
+            raise ConfigError(
+                f"{REQUIRE_VERIFIED_ENV}={raw_verified!r} must be true or false", field=REQUIRE_VERIFIED_ENV
+            )
         raw_budget = env.get(RATE_LIMIT_BUDGET_ENV) or str(DEFAULT_RATE_LIMIT_BUDGET)
         try:
             budget = float(raw_budget)
@@ -84,7 +95,8 @@ class CommitPrSettings(BaseModel):
         if not 0 <= budget <= 3600:
             raise ConfigError(
                 f"{RATE_LIMIT_BUDGET_ENV}={raw_budget!r} must be seconds from 0 to 3600 (how long one step may "
-                "wait on GitHub's rate limits before it exits 75 to be retried later)"
+                "wait on GitHub's rate limits before it exits 75 to be retried later)",
+                field=RATE_LIMIT_BUDGET_ENV,
             )
         return cls(
             author_name=name.strip(),

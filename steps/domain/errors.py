@@ -51,9 +51,24 @@ EXIT_TRANSIENT = 75
 
 
 class ImagebumpError(Exception):
-    """Base of every error imagebump raises on purpose."""
+    """Base of every error imagebump raises on purpose.
+
+    ``reason`` is a short, stable code for what went wrong (kebab-case, e.g. ``invalid-yaml``) where
+    one class covers several causes, and ``field`` the input or file field at fault: callers and tests
+    key on them, so the message's wording may change and the meaning may not. Empty where the class
+    alone says it.
+    """
 
     exit_code: int = EXIT_FAILURE
+    reason: str = ""
+    field: str = ""
+
+    def __init__(self, *args: object, reason: str = "", field: str = "") -> None:
+        super().__init__(*args)
+        if reason:
+            self.reason = reason
+        if field:
+            self.field = field
 
 
 class ConfigError(ImagebumpError):
@@ -67,7 +82,16 @@ class InvalidEventError(ConfigError):
 
 
 class RulesError(ConfigError):
-    """A rules file that cannot be loaded; the message names the rule index and field."""
+    """A rules file that cannot be loaded; the message names the rule index and field.
+
+    ``rule`` is that index (None when the file as a whole is wrong) and ``field`` that field.
+    """
+
+    rule: int | None = None
+
+    def __init__(self, *args: object, rule: int | None = None, **kwargs: str) -> None:
+        super().__init__(*args, **kwargs)
+        self.rule = rule
 
 
 class KustomizationError(ConfigError):

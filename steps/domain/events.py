@@ -67,13 +67,16 @@ def _type_name(value: Any) -> str:
 def validate_repository_name(name: Any, *, field: str = "repository") -> str:
     """Return ``name`` if it is a valid ECR repository name, else raise InvalidEventError."""
     if not isinstance(name, str):
-        raise InvalidEventError(f"{field} must be a string, got {_type_name(name)}")
+        raise InvalidEventError(f"{field} must be a string, got {_type_name(name)}", reason="wrong-type")
     if not 2 <= len(name) <= 256:
-        raise InvalidEventError(f"{field} {name!r} must be 2 to 256 characters long, got {len(name)}")
+        raise InvalidEventError(
+            f"{field} {name!r} must be 2 to 256 characters long, got {len(name)}", reason="invalid-repository"
+        )
     if not name.isascii() or not _REPOSITORY_RE.fullmatch(name):
         raise InvalidEventError(
             f"{field} {name!r} is not a valid ECR repository name: use lowercase letters, digits and "
-            "'.', '_', '-' between them, segments separated by '/'"
+            "'.', '_', '-' between them, segments separated by '/'",
+            reason="invalid-repository",
         )
     return name
 
@@ -86,11 +89,13 @@ def validate_tag(tag: Any, *, field: str = "tag", error: type[ImagebumpError] = 
     argument — and names the field.
     """
     if not isinstance(tag, str):
-        raise error(f"{field} must be a string, got {_type_name(tag)}")
+        raise error(f"{field} must be a string, got {_type_name(tag)}", reason="wrong-type", field=field)
     if not tag.isascii() or not TAG_RE.fullmatch(tag):
         raise error(
             f"invalid {field} {tag!r}: not a valid image tag: 1 to 128 of A-Z a-z 0-9 _ . -, "
-            "not starting with '.' or '-'"
+            "not starting with '.' or '-'",
+            reason="invalid-tag",
+            field=field,
         )
     return tag
 
@@ -100,11 +105,13 @@ def validate_digest(
 ) -> str:
     """Return ``digest`` if it is ``sha256:`` followed by 64 lowercase hex digits, else raise ``error``."""
     if not isinstance(digest, str):
-        raise error(f"{field} must be a string, got {_type_name(digest)}")
+        raise error(f"{field} must be a string, got {_type_name(digest)}", reason="wrong-type", field=field)
     if not digest.isascii() or not DIGEST_RE.fullmatch(digest):
         raise error(
             f"invalid {field} {digest!r}: not a valid image digest: expected 'sha256:' and 64 lowercase "
-            "hex digits"
+            "hex digits",
+            reason="invalid-digest",
+            field=field,
         )
     return digest
 
@@ -112,33 +119,42 @@ def validate_digest(
 def validate_account(account: Any, *, field: str = "account") -> str:
     """Return ``account`` if it is a 12-digit AWS account id."""
     if not isinstance(account, str):
-        raise InvalidEventError(f"{field} must be a string, got {_type_name(account)}")
+        raise InvalidEventError(f"{field} must be a string, got {_type_name(account)}", reason="wrong-type")
     if not account.isascii() or not _ACCOUNT_RE.fullmatch(account):
-        raise InvalidEventError(f"{field} {account!r} is not an AWS account id (12 digits)")
+        raise InvalidEventError(
+            f"{field} {account!r} is not an AWS account id (12 digits)", reason="invalid-account"
+        )
     return account
 
 
 def validate_region(region: Any, *, field: str = "region") -> str:
     """Return ``region`` if it looks like an AWS region name (``us-west-2``)."""
     if not isinstance(region, str):
-        raise InvalidEventError(f"{field} must be a string, got {_type_name(region)}")
+        raise InvalidEventError(f"{field} must be a string, got {_type_name(region)}", reason="wrong-type")
     if not region.isascii() or not _REGION_RE.fullmatch(region):
-        raise InvalidEventError(f"{field} {region!r} is not an AWS region name (like us-west-2)")
+        raise InvalidEventError(
+            f"{field} {region!r} is not an AWS region name (like us-west-2)", reason="invalid-region"
+        )
     return region
 
 
 def parse_repository_uri(uri: str) -> tuple[str, str, str]:
     """``ACCOUNT.dkr.ecr.REGION.amazonaws.com/REPO`` → ``(account, region, repo)`` (no tag allowed)."""
     if not isinstance(uri, str):
-        raise InvalidEventError(f"repository URI must be a string, got {_type_name(uri)}")
+        raise InvalidEventError(
+            f"repository URI must be a string, got {_type_name(uri)}", reason="wrong-type"
+        )
     host, sep, repository = uri.partition("/")
     m = _REGISTRY_RE.fullmatch(host) if host.isascii() else None
     if not sep or not m:
         raise InvalidEventError(
-            f"{uri!r} is not an ECR repository URI: expected ACCOUNT.dkr.ecr.REGION.amazonaws.com/REPOSITORY"
+            f"{uri!r} is not an ECR repository URI: expected ACCOUNT.dkr.ecr.REGION.amazonaws.com/REPOSITORY",
+            reason="not-ecr-reference",
         )
     if ":" in repository or "@" in repository:
-        raise InvalidEventError(f"{uri!r} is a repository URI and must not carry a tag or digest")
+        raise InvalidEventError(
+            f"{uri!r} is a repository URI and must not carry a tag or digest", reason="has-version"
+        )
     return (
         m["account"],
         validate_region(m["region"], field=f"region in {uri!r}"),
@@ -155,11 +171,14 @@ def parse_image_reference(ref: str) -> Image:
         InvalidEventError: the reference is not an ECR image reference, naming the part at fault.
     """
     if not isinstance(ref, str):
-        raise InvalidEventError(f"image reference must be a string, got {_type_name(ref)}")
+        raise InvalidEventError(
+            f"image reference must be a string, got {_type_name(ref)}", reason="wrong-type"
+        )
     text = ref.strip()
     if not text:
         raise InvalidEventError(
-            "image reference is empty: give ACCOUNT.dkr.ecr.REGION.amazonaws.com/REPO[:TAG][@sha256:DIGEST]"
+            "image reference is empty: give ACCOUNT.dkr.ecr.REGION.amazonaws.com/REPO[:TAG][@sha256:DIGEST]",
+            reason="empty",
         )
     name, at, digest = text.partition("@")
     tag: str | None = None
@@ -171,7 +190,8 @@ def parse_image_reference(ref: str) -> Image:
     if "/" not in name or not (host.isascii() and _REGISTRY_RE.fullmatch(host)):
         raise InvalidEventError(
             f"{text!r} is not an ECR image reference: expected "
-            "ACCOUNT.dkr.ecr.REGION.amazonaws.com/REPO[:TAG][@sha256:DIGEST]"
+            "ACCOUNT.dkr.ecr.REGION.amazonaws.com/REPO[:TAG][@sha256:DIGEST]",
+            reason="not-ecr-reference",
         )
     account, region, repository = parse_repository_uri(name)
     if tag is not None:
@@ -180,7 +200,8 @@ def parse_image_reference(ref: str) -> Image:
         validate_digest(digest, field="digest")
     if tag is None and not at:
         raise InvalidEventError(
-            f"image reference {text!r} has neither a tag nor a digest: add :TAG or @sha256:DIGEST"
+            f"image reference {text!r} has neither a tag nor a digest: add :TAG or @sha256:DIGEST",
+            reason="no-version",
         )
     return Image(account=account, region=region, repository=repository, tag=tag, digest=digest or None)
 
@@ -191,23 +212,31 @@ def _decode(body: str | bytes | dict) -> dict:
     if isinstance(body, (bytes, bytearray)):
         raw = bytes(body)
         if len(raw) > MAX_BODY_BYTES:
-            raise InvalidEventError(f"event body is {len(raw)} bytes, over the {MAX_BODY_BYTES}-byte limit")
+            raise InvalidEventError(
+                f"event body is {len(raw)} bytes, over the {MAX_BODY_BYTES}-byte limit", reason="too-large"
+            )
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise InvalidEventError(
-                f"event body is not UTF-8 text: {exc.reason} at byte {exc.start}"
+                f"event body is not UTF-8 text: {exc.reason} at byte {exc.start}", reason="not-text"
             ) from None
     elif isinstance(body, str):
         text = body
         size = len(text.encode("utf-8", "surrogatepass"))
         if size > MAX_BODY_BYTES:
-            raise InvalidEventError(f"event body is {size} bytes, over the {MAX_BODY_BYTES}-byte limit")
+            raise InvalidEventError(
+                f"event body is {size} bytes, over the {MAX_BODY_BYTES}-byte limit", reason="too-large"
+            )
     else:
-        raise InvalidEventError(f"event body must be text, bytes or an object, got {type(body).__name__}")
+        raise InvalidEventError(
+            f"event body must be text, bytes or an object, got {type(body).__name__}", reason="wrong-type"
+        )
     text = text.removeprefix("\ufeff")
     if not text.strip():
-        raise InvalidEventError("event body is empty: expected the EventBridge event as a JSON object")
+        raise InvalidEventError(
+            "event body is empty: expected the EventBridge event as a JSON object", reason="empty"
+        )
     try:
         value = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as exc:
@@ -216,10 +245,11 @@ def _decode(body: str | bytes | dict) -> dict:
             if isinstance(exc, json.JSONDecodeError)
             else "nested too deeply"
         )
-        raise InvalidEventError(f"event body is not JSON: {detail}") from None
+        raise InvalidEventError(f"event body is not JSON: {detail}", reason="not-json") from None
     if not isinstance(value, dict):
         raise InvalidEventError(
-            f"event body must be a JSON object (the EventBridge event), got {_type_name(value)}"
+            f"event body must be a JSON object (the EventBridge event), got {_type_name(value)}",
+            reason="wrong-type",
         )
     return value
 
@@ -227,12 +257,14 @@ def _decode(body: str | bytes | dict) -> dict:
 def _field(obj: dict, key: str, path: str, kind: type | tuple[type, ...], *, required: bool = True) -> Any:
     if key not in obj or (obj[key] is None and not required):
         if required:
-            raise InvalidEventError(f"event field {path!r} is missing")
+            raise InvalidEventError(f"event field {path!r} is missing", reason="missing", field=path)
         return None
     value = obj[key]
     if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
         want = {str: "a string", dict: "an object"}.get(kind, getattr(kind, "__name__", str(kind)))  # type: ignore[call-overload]
-        raise InvalidEventError(f"event field {path!r} must be {want}, got {_type_name(value)}")
+        raise InvalidEventError(
+            f"event field {path!r} must be {want}, got {_type_name(value)}", reason="wrong-type", field=path
+        )
     return value
 
 
@@ -240,7 +272,9 @@ def _parse_time(value: str, path: str) -> datetime:
     try:
         return datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
-        raise InvalidEventError(f"event field {path!r} is not an ISO 8601 time: {value!r}") from None
+        raise InvalidEventError(
+            f"event field {path!r} is not an ISO 8601 time: {value!r}", reason="invalid-time", field=path
+        ) from None
 
 
 def parse_event(body: str | bytes | dict) -> Image | Skip:
@@ -256,7 +290,11 @@ def parse_event(body: str | bytes | dict) -> Image | Skip:
     event = _decode(body)
     event_id = event.get("id") if isinstance(event.get("id"), str) else None
     if "id" in event and event["id"] is not None and event_id is None:
-        raise InvalidEventError(f"event field 'id' must be a string, got {_type_name(event['id'])}")
+        raise InvalidEventError(
+            f"event field 'id' must be a string, got {_type_name(event['id'])}",
+            reason="wrong-type",
+            field="id",
+        )
     source = _field(event, "source", "source", str)
     detail_type = _field(event, "detail-type", "detail-type", str)
     if source != PUSH_SOURCE:

@@ -112,7 +112,8 @@ class GitHubSettings:
         if not re.match(r"^https?://[^/\s@]+(/\S*)?$", api_url):
             raise ConfigError(
                 f"{API_URL_ENV}={api_url!r} is not an http(s) URL; "
-                "use https://api.github.com or https://HOST/api/v3 for GitHub Enterprise"
+                "use https://api.github.com or https://HOST/api/v3 for GitHub Enterprise",
+                field=API_URL_ENV,
             )
         app_id = env.get(APP_ID_ENV) or None
         key_file = env.get(APP_KEY_FILE_ENV) or None
@@ -140,11 +141,17 @@ class GitHubSettings:
                 fix="mount the App's private key there",
             )  # registered for redaction, like every secret
             if private_key is None or "PRIVATE KEY" not in private_key:
-                raise ConfigError(f"{APP_KEY_FILE_ENV} {key_file!r} is not a PEM private key")
+                raise ConfigError(
+                    f"{APP_KEY_FILE_ENV} {key_file!r} is not a PEM private key",
+                    reason="not-a-pem-key",
+                    field=APP_KEY_FILE_ENV,
+                )
             try:
                 installation_id = int(installation)  # type: ignore[arg-type]
             except ValueError:
-                raise ConfigError(f"{APP_INSTALLATION_ENV}={installation!r} is not a number") from None
+                raise ConfigError(
+                    f"{APP_INSTALLATION_ENV}={installation!r} is not a number", field=APP_INSTALLATION_ENV
+                ) from None
         token = read_secret(TOKEN_ENV, env, label="the token file")
         if not app_given and not token:
             raise ConfigError(
@@ -459,7 +466,8 @@ def translate(exc: Exception, what: str, secrets: tuple[str | None, ...] = ()) -
     if limited is not None:
         err: ImagebumpError = TransientError(
             f"{what}: GitHub rate limit exceeded (HTTP {exc.response.status_code}, {limited.told}); "  # type: ignore[attr-defined]
-            "the step will be retried"
+            "the step will be retried",
+            reason="rate-limited",
         )
     elif isinstance(exc, RequestFailed):
         status = exc.response.status_code
@@ -468,27 +476,35 @@ def translate(exc: Exception, what: str, secrets: tuple[str | None, ...] = ()) -
         if status in (401, 403):
             err = PermissionDeniedError(
                 f"{what}: GitHub refused {req} with HTTP {status} ({detail}); "
-                "give the token/App contents and pull-requests write access to this repository"
+                "give the token/App contents and pull-requests write access to this repository",
+                reason="refused",
             )
         elif status >= 500:
-            err = TransientError(f"{what}: GitHub answered {req} with HTTP {status} ({detail}); retried")
+            err = TransientError(
+                f"{what}: GitHub answered {req} with HTTP {status} ({detail}); retried", reason="server-error"
+            )
         elif status == 404:
             err = ConfigError(
                 f"{what}: GitHub answered {req} with HTTP 404 ({detail}); check the repository URL and "
-                f"{API_URL_ENV}, and that the credentials can see the repository"
+                f"{API_URL_ENV}, and that the credentials can see the repository",
+                reason="not-found",
             )
         else:
-            err = ConfigError(f"{what}: GitHub refused {req} with HTTP {status} ({detail})")
+            err = ConfigError(f"{what}: GitHub refused {req} with HTTP {status} ({detail})", reason="refused")
     elif isinstance(exc, RequestTimeout):
         err = TransientError(
-            f"{what}: GitHub request timed out ({exc.request.method} {exc.request.url.path})"
+            f"{what}: GitHub request timed out ({exc.request.method} {exc.request.url.path})",
+            reason="timeout",
         )
     elif isinstance(exc, RequestError):
-        err = TransientError(f"{what}: cannot reach GitHub ({type(exc.exc).__name__}: {exc.exc})")
+        err = TransientError(
+            f"{what}: cannot reach GitHub ({type(exc.exc).__name__}: {exc.exc})", reason="unreachable"
+        )
     elif isinstance(exc, ValueError):  # the body is not the JSON (or the shape) GitHub documents
         first = str(exc).splitlines()[0][:200] if str(exc) else ""
         err = TransientError(
-            f"{what}: GitHub's answer is not the JSON expected ({type(exc).__name__}: {first}); retried"
+            f"{what}: GitHub's answer is not the JSON expected ({type(exc).__name__}: {first}); retried",
+            reason="bad-answer",
         )
     else:
         err = TransientError(f"{what}: {type(exc).__name__}: {exc}")
@@ -520,7 +536,11 @@ def app_jwt(app_id: str, private_key: str, now: datetime | None = None) -> str:
     try:
         key = serialization.load_pem_private_key(private_key.encode(), password=None)
     except (ValueError, TypeError):
-        raise ConfigError(f"{APP_KEY_FILE_ENV} does not hold a readable unencrypted PEM RSA key") from None
+        raise ConfigError(
+            f"{APP_KEY_FILE_ENV} does not hold a readable unencrypted PEM RSA key",
+            reason="not-a-pem-key",
+            field=APP_KEY_FILE_ENV,
+        ) from None
     header = {"alg": "RS256", "typ": "JWT"}
     signing_input = f"{_b64url(json.dumps(header).encode())}.{_b64url(json.dumps(claims).encode())}"
     signature = key.sign(signing_input.encode(), padding.PKCS1v15(), hashes.SHA256())  # type: ignore[union-attr]

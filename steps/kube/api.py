@@ -91,7 +91,9 @@ def resource_for(kind: str) -> Resource:
     try:
         return RESOURCES[kind]
     except KeyError:
-        raise ConfigError(f"unsupported kind {kind!r} (supported: {', '.join(RESOURCES)})") from None
+        raise ConfigError(
+            f"unsupported kind {kind!r} (supported: {', '.join(RESOURCES)})", reason="unsupported-kind"
+        ) from None
 
 
 @dataclass
@@ -213,34 +215,43 @@ def api_error(
         return PermissionDeniedError(
             f"cannot {verb} {what} {where}: {reason}; grant {verbs} on {resource.display} "
             f"{where} to {who} ({binding})"
-            + ("" if status == 403 else ", or refresh the kubeconfig credentials")
+            + ("" if status == 403 else ", or refresh the kubeconfig credentials"),
+            reason="forbidden" if status == 403 else "unauthorized",
         )
     gone = _NOT_FOUND_RE.match(server_message.strip()) if status == 404 else None
     if gone and gone.group(1) == "namespaces" and namespace:
         return ConfigError(
             f"cannot {verb} {what} {where}: namespace {namespace} does not exist on this cluster; "
-            f"create it first (kubectl create namespace {namespace})"
+            f"create it first (kubectl create namespace {namespace})",
+            reason="namespace-missing",
         )
     if gone and gone.group(1) in (resource.plural, resource.display):
-        return ConfigError(f"cannot {verb} {what} {where}: it no longer exists (deleted meanwhile); re-run")
+        return ConfigError(
+            f"cannot {verb} {what} {where}: it no longer exists (deleted meanwhile); re-run", reason="gone"
+        )
     if status == 404:
         return ConfigError(
             f"cannot {verb} {what} {where}: the API server does not serve {resource.display} "
-            f"({resource.api_version}); is Argo CD installed (its CRDs) on this cluster?"
+            f"({resource.api_version}); is Argo CD installed (its CRDs) on this cluster?",
+            reason="not-served",
         )
     if status == 409 and verb in ("create", "update", "delete", "patch"):
         return ConflictError(
-            f"cannot {verb} {what} {where}: it was changed or created meanwhile (409 Conflict); re-run"
+            f"cannot {verb} {what} {where}: it was changed or created meanwhile (409 Conflict); re-run",
+            reason="conflict",
         )
     if resource.kind == "Secret" or not server_message:
         cause = f": {server_reason}" if server_reason else ""
     else:
         cause = f": {server_message[:300]}"
     if status in (409, 422, 400):
-        return ConfigError(f"cannot {verb} {what} {where}: rejected by the API server ({status}){cause}")
+        return ConfigError(
+            f"cannot {verb} {what} {where}: rejected by the API server ({status}){cause}", reason="rejected"
+        )
     if status == 429 or status >= 500:
         return TransientError(
             f"cannot {verb} {what} {where}: API server answered {status}; retry later"
-            + (f" ({cause[2:]})" if cause else "")
+            + (f" ({cause[2:]})" if cause else ""),
+            reason="unavailable",
         )
-    return ConfigError(f"cannot {verb} {what} {where}: API server answered {status}")
+    return ConfigError(f"cannot {verb} {what} {where}: API server answered {status}", reason="refused")

@@ -46,7 +46,8 @@ class KubernetesApi:
         if context and names and context not in names:
             raise ConfigError(
                 f"context {context!r} is not in the kubeconfig {path}; its contexts: {', '.join(sorted(names))} "
-                "(pass one of them as --context, or set KUBECONFIG to the file that has it)"
+                "(pass one of them as --context, or set KUBECONFIG to the file that has it)",
+                reason="unknown-context",
             )
         try:
             config.load_kube_config(
@@ -59,7 +60,8 @@ class KubernetesApi:
             raise ConfigError(
                 f"cannot load Kubernetes configuration from {path}"
                 + (f" (context {context!r})" if context else "")
-                + f": {exc}; set KUBECONFIG or --context"
+                + f": {exc}; set KUBECONFIG or --context",
+                reason="bad-kubeconfig",
             ) from None
         return cls(client.ApiClient(configuration), timeout=timeout, context=context or current)
 
@@ -114,11 +116,13 @@ class KubernetesApi:
             if isinstance(exc, TimeoutError) or "Timeout" in type(exc).__name__:
                 raise TransientError(
                     f"cannot {verb} {what} {where}: API server {server} did not answer within "
-                    f"{self._timeout:g}s ({type(exc).__name__}); retry later"
+                    f"{self._timeout:g}s ({type(exc).__name__}); retry later",
+                    reason="timeout",
                 ) from None
             raise TransientError(
                 f"cannot {verb} {what} {where}: API server unreachable: tried {server}, "
-                f"{type(exc).__name__}; check the network, or that --context names the cluster meant"
+                f"{type(exc).__name__}; check the network, or that --context names the cluster meant",
+                reason="unreachable",
             ) from None
         if response.status == 404 and missing_ok:
             return None

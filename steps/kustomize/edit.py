@@ -153,7 +153,8 @@ def _add_entry(sp: Splicer, doc: ParsedDoc, pairs: list[tuple[str, str]]) -> Cha
     if end_marker:  # appending after `...` would start a second document
         line = len(LINE_BREAK.findall(text, 0, end_marker.start())) + 1
         raise KustomizationError(
-            f"{src}: the document ends with '...' at line {line}; remove that line or add images: by hand"
+            f"{src}: the document ends with '...' at line {line}; remove that line or add images: by hand",
+            reason="document-end-marker",
         )
     prefix = "" if not text or LINE_BREAK.search(text[-1]) or text == "\ufeff" else eol
     block = " " * col + "images:" + eol + _block_entry(pairs, col + dash, offset, eol) + eol
@@ -283,7 +284,9 @@ def _set_image(
     if not name or not isinstance(name, str):
         raise ConfigError("image name must be a non-empty string")
     if tag is None and digest is None and new_name is None:
-        raise ConfigError(f"nothing to set for image {name!r}: give a tag, a digest or a new name")
+        raise ConfigError(
+            f"nothing to set for image {name!r}: give a tag, a digest or a new name", reason="nothing-to-set"
+        )
     if tag is not None and tag != KEEP:
         validate_tag(tag, error=ConfigError)
     if digest is not None and digest != KEEP:
@@ -297,7 +300,8 @@ def _set_image(
         shown = repr(tag_name) if len(tag_name) <= 80 else repr(tag_name[:77] + "...")
         raise KustomizationError(
             f"{source}: unknown YAML tag {shown} at {position_of(node.start_mark)}; set-image edits only plain YAML "
-            "(kustomize ignores such tags): remove the tag"
+            "(kustomize ignores such tags): remove the tag",
+            reason="unknown-tag",
         )
     entry = find_entry(doc, name, by_new_name=by_new_name)
     sp = Splicer(text)
@@ -327,7 +331,8 @@ def _set_image(
         if len(pairs) == 1:  # only '*' given: kustomize would add a bare `- name:` that changes nothing
             raise ConfigError(
                 f"image {name!r} is not in {source}, and '*' keeps a part of an existing entry: a new one "
-                f"has nothing to keep. Give what to set, e.g. {name}:TAG, {name}@sha256:… or {name}=NEWNAME"
+                f"has nothing to keep. Give what to set, e.g. {name}:TAG, {name}@sha256:… or {name}=NEWNAME",
+                reason="nothing-to-set",
             )
         change = _add_entry(sp, doc, pairs)
         result = sp.apply()

@@ -177,7 +177,8 @@ def _compose(text: str, source: str, *, record: bool):
             if node is None:
                 raise KustomizationError(
                     f"{source}: invalid YAML at {position_of(event.start_mark)}: found undefined alias "
-                    f"*{event.anchor}; define the anchor before using it"
+                    f"*{event.anchor}; define the anchor before using it",
+                    reason="invalid-yaml",
                 )
             if node.__class__ is scalar_event:
                 size = 1
@@ -185,7 +186,8 @@ def _compose(text: str, source: str, *, record: bool):
                 if any(frame[0] is node for frame in stack):
                     raise KustomizationError(
                         f"{source}: the node &{event.anchor} at {position_of(node.start_mark)} contains an alias "
-                        "to itself (a recursive document); kustomize refuses it too — write the values out"
+                        "to itself (a recursive document); kustomize refuses it too — write the values out",
+                        reason="recursive-alias",
                     )
                 size = node.size
         elif kind is _ev.DocumentStartEvent:
@@ -214,7 +216,8 @@ def _compose(text: str, source: str, *, record: bool):
                     if first is not None:
                         raise KustomizationError(
                             f"{source}: duplicate key {key!r} at {position_of(node.start_mark)} "
-                            f"(first at {position_of(first.start_mark)}); remove one of them"
+                            f"(first at {position_of(first.start_mark)}); remove one of them",
+                            reason="duplicate-key",
                         )
                     frame[2][key] = node
         else:
@@ -224,7 +227,8 @@ def _compose(text: str, source: str, *, record: bool):
     if documents > 1:
         raise KustomizationError(
             f"{source}: {documents} YAML documents (separated by '---'); a kustomization is one document, "
-            "move the others to their own files"
+            "move the others to their own files",
+            reason="multiple-documents",
         )
     root = roots[0] if roots else None
     root_size = 1 if root is None or root.__class__ is scalar_event else root.size
@@ -233,7 +237,8 @@ def _compose(text: str, source: str, *, record: bool):
             f"{source}: uses YAML aliases that expand to more than {MAX_ALIAS_EXPANSION} nodes "
             f"({root_size if root_size < cap else 'astronomically many'} once expanded, from "
             f"{written} written: a 'billion laughs' document); kustomize refuses it too — "
-            "write the values out without anchors and aliases"
+            "write the values out without anchors and aliases",
+            reason="alias-bomb",
         )
     return root, events, scalar_index, unknown, offset
 
@@ -277,13 +282,15 @@ def parse_document(text: str, source: str, *, check_size: bool = True, record: b
         if not is_null(root):
             raise KustomizationError(
                 f"{source}: the top level is a scalar, not a mapping; "
-                "a kustomization is a mapping (apiVersion, kind, resources, images, ...)"
+                "a kustomization is a mapping (apiVersion, kind, resources, images, ...)",
+                reason="not-a-mapping",
             )
         root, null_root = None, Scalar(root, offset)
     if root is not None and root.__class__ is not MappingNode:
         raise KustomizationError(
             f"{source}: the top level is a sequence, not a mapping; "
-            "a kustomization is a mapping (apiVersion, kind, resources, images, ...)"
+            "a kustomization is a mapping (apiVersion, kind, resources, images, ...)",
+            reason="not-a-mapping",
         )
     doc = ParsedDoc(text, source, root, None, None, None, [], events, unknown, null_root, scalar_index)
     if root is None:
@@ -298,7 +305,8 @@ def parse_document(text: str, source: str, *, check_size: bool = True, record: b
             else:
                 raise KustomizationError(
                     f"{source}: images: at {position_of(make_node(value, offset).start_mark)} is not a list; "
-                    "write it as a list of entries (- name: ...)"
+                    "write it as a list of entries (- name: ...)",
+                    reason="images-not-a-list",
                 )
     if doc.images is None:
         return doc
@@ -307,7 +315,8 @@ def parse_document(text: str, source: str, *, check_size: bool = True, record: b
         if item.__class__ is not MappingNode:
             where = f"images[{index}] at {position_of(make_node(item, offset).start_mark)}"
             raise KustomizationError(
-                f"{source}: {where} is not a mapping; an entry is name/newName/newTag/digest"
+                f"{source}: {where} is not a mapping; an entry is name/newName/newTag/digest",
+                reason="entry-not-a-mapping",
             )
         name = new_name = aliased = None
         named = False
@@ -315,12 +324,14 @@ def parse_document(text: str, source: str, *, check_size: bool = True, record: b
             if key.__class__ is not scalar or key.value == "<<":
                 raise KustomizationError(
                     f"{source}: images[{index}] at {position_of(item.start_mark)} uses a merge key or complex key; "
-                    "write the entry out in full"
+                    "write the entry out in full",
+                    reason="complex-key",
                 )
             if value.__class__ is not scalar:
                 raise KustomizationError(
                     f"{source}: images[{index}] at {position_of(item.start_mark)}: {key.value} must be a single "
-                    "value, not a list or mapping"
+                    "value, not a list or mapping",
+                    reason="entry-value-not-scalar",
                 )
             field = key.value
             # an alias: the anchored value it stands for was written before this key (YAML defines
@@ -334,7 +345,8 @@ def parse_document(text: str, source: str, *, check_size: bool = True, record: b
                 new_name = value.value
         if not named:
             raise KustomizationError(
-                f"{source}: images[{index}] at {position_of(item.start_mark)} has no name; every images entry needs one"
+                f"{source}: images[{index}] at {position_of(item.start_mark)} has no name; every images entry needs one",
+                reason="entry-without-name",
             )
         entries.append(ParsedEntry(index, item, offset, name, new_name, aliased))
     return doc
@@ -352,7 +364,8 @@ def find_entry(doc: ParsedDoc, name: str, *, by_new_name: bool = True) -> Parsed
             shown = "newName" if field == "new_name" else field
             raise KustomizationError(
                 f"{doc.source}: image {name!r} is the {shown} of {len(hits)} images entries "
-                f"(lines {lines}); keep one"
+                f"(lines {lines}); keep one",
+                reason="ambiguous-entry",
             )
         if hits:
             return hits[0]

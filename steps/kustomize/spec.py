@@ -54,7 +54,9 @@ def validate_image_name(name: str, what: str = "image name") -> str:
     """Return ``name`` if it is a plausible ``[host[:port]/]path`` image name, else raise."""
     if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise ConfigError(
-            f"invalid {what} {name!r}: expected [HOST[:PORT]/]PATH of letters, digits, '.', '_', '-'"
+            f"invalid {what} {name!r}: expected [HOST[:PORT]/]PATH of letters, digits, '.', '_', '-'",
+            reason="invalid-name",
+            field=what,
         )
     return name
 
@@ -74,22 +76,28 @@ def parse_image_spec(spec: str) -> ImageSpec:
     """
     spec = (spec or "").strip()
     if not spec:
-        raise ConfigError("empty image spec: expected NAME[=NEWNAME][:TAG][@DIGEST]")
+        raise ConfigError("empty image spec: expected NAME[=NEWNAME][:TAG][@DIGEST]", reason="invalid-spec")
     new_name = None
     if "=" in spec:
         name, rest = spec.split("=", 1)
         new_name, tag, digest = split_reference(rest)
         if not new_name:
-            raise ConfigError(f"image spec {spec!r}: nothing after '='; expected NAME=NEWNAME[:TAG][@DIGEST]")
+            raise ConfigError(
+                f"image spec {spec!r}: nothing after '='; expected NAME=NEWNAME[:TAG][@DIGEST]",
+                reason="invalid-spec",
+            )
         if new_name != KEEP:
             validate_image_name(new_name, "new name")
     else:
         name, tag, digest = split_reference(spec)
     if not name:
-        raise ConfigError(f"image spec {spec!r} has no NAME; expected NAME[=NEWNAME][:TAG][@DIGEST]")
+        raise ConfigError(
+            f"image spec {spec!r} has no NAME; expected NAME[=NEWNAME][:TAG][@DIGEST]", reason="invalid-spec"
+        )
     if name == KEEP:
         raise ConfigError(
-            f"image spec {spec!r}: NAME cannot be '*' ('*' keeps the new name, tag or digest the file has)"
+            f"image spec {spec!r}: NAME cannot be '*' ('*' keeps the new name, tag or digest the file has)",
+            reason="invalid-spec",
         )
     validate_image_name(name)
     if tag is not None and tag != KEEP:

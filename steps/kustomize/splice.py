@@ -126,7 +126,9 @@ def refuse_edit(doc: ParsedDoc, entry: ParsedEntry, what: str) -> None:
         field, anchor = entry.aliased
         raise KustomizationError(
             f"{doc.source}: {what} at {position_of(entry.node.start_mark)} takes its {field} from the alias *{anchor}; "
-            "write the value out to edit the entry"
+            "write the value out to edit the entry",
+            reason="aliased-value",
+            field=field,
         )
 
 
@@ -138,7 +140,8 @@ def set_value(sp: Splicer, doc: ParsedDoc, entry: ParsedEntry, field: str, value
     if node.style in ("|", ">"):
         raise KustomizationError(
             f"{doc.source}: {field} of image {entry.value('name')!r} at {position_of(node.start_mark)} is a block "
-            "scalar (| or >); write it on one line as 'field: value'"
+            "scalar (| or >); write it on one line as 'field: value'",
+            reason="block-scalar",
         )
     if node.start_mark.index == node.end_mark.index:  # `newTag:` with nothing after it
         sp.insert(colon_after(doc.text, key), " " + format_scalar(value, None, entry.flow))

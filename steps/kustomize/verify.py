@@ -118,12 +118,14 @@ def verify_edit(before: ParsedDoc, result: str, change: Change) -> None:
     except yaml.YAMLError as exc:
         raise KustomizationError(
             f"{before.source}: the edit produced invalid YAML ({yaml_error(exc, 'result')}); the file was not "
-            "changed. This is a bug, please report it with the file"
+            "changed. This is a bug, please report it with the file",
+            reason="edit-mismatch",
         ) from None
     except _Mismatch as exc:
         raise KustomizationError(
             f"{before.source}: the edit did not read back as intended ({exc}); the file was not changed. "
-            "This is a bug, please report it with the file"
+            "This is a bug, please report it with the file",
+            reason="edit-mismatch",
         ) from None
 
 

@@ -229,13 +229,14 @@ def yaml_error(exc: Exception, source: str) -> KustomizationError:
         hint = "remove the control character (YAML allows no terminal escapes or other controls)"
     elif "\\t" in problem or "\t" in problem or re.search(r"\btabs?\b", problem):  # not "unacceptable"
         hint = "indent with spaces; YAML does not allow tabs for indentation"
-    return KustomizationError(f"{source}: invalid YAML{at}: {problem}; {hint}")
+    return KustomizationError(f"{source}: invalid YAML{at}: {problem}; {hint}", reason="invalid-yaml")
 
 
 def too_deep(source: str, at: str) -> KustomizationError:
     return KustomizationError(
         f"{source}: the YAML is nested too deeply to read (collections nested more than {MAX_DEPTH} deep{at}); "
-        "a kustomization is a few levels deep: flatten it"
+        "a kustomization is a few levels deep: flatten it",
+        reason="too-deep",
     )
 
 
@@ -243,7 +244,8 @@ def refuse_anchor(node: Node, what: str, source: str) -> None:
     if node.anchor:
         raise KustomizationError(
             f"{source}: {what} at {position_of(node.start_mark)} carries the anchor &{node.anchor} "
-            "(it may be used elsewhere through an alias); write it out without anchors/aliases to edit it"
+            "(it may be used elsewhere through an alias); write it out without anchors/aliases to edit it",
+            reason="anchor",
         )
 
 
@@ -256,7 +258,8 @@ def refuse_oversize(text: str, source: str) -> None:
         raise KustomizationError(
             f"{source}: {size} bytes ({size / (1 << 20):.1f} MiB), larger than the "
             f"{MAX_KUSTOMIZATION_BYTES} bytes (1 MiB) a kustomization may be; it was not parsed. "
-            "Keep the kustomization small: move large content to resources or generator files"
+            "Keep the kustomization small: move large content to resources or generator files",
+            reason="too-large",
         )
 
 

@@ -113,7 +113,8 @@ def _expanded_sizes(root: Any, source: str) -> dict[int, int]:
                 mark = child.start_mark
                 raise RulesError(
                     f"{source}: the YAML node at line {mark.line + 1} column {mark.column + 1} contains an "
-                    "alias to itself (a recursive document); write the values out"
+                    "alias to itself (a recursive document); write the values out",
+                    reason="recursive-alias",
                 )
             if id(child) not in sizes:
                 stack.append((child, False))
@@ -134,18 +135,22 @@ def _check_aliases(root: Any, source: str, rules_node: Any) -> None:
     if added <= limit:
         return
     total = sizes[id(root)]
-    where = ""
+    where, index, name = "", None, ""
     if isinstance(rules_node, yaml.SequenceNode) and rules_node.value:
         index, item = max(enumerate(rules_node.value), key=lambda p: sizes[id(p[1])])
         where = f"rule {index}: "
         if isinstance(item, yaml.MappingNode) and item.value:
             key_node, _ = max(item.value, key=lambda pair: sizes[id(pair[1])])
             name = key_node.value if isinstance(key_node, yaml.ScalarNode) else "(key)"
-            where += f"{name if len(name) <= 60 else _excerpt(name)}: "
+            name = name if len(name) <= 60 else _excerpt(name)
+            where += f"{name}: "
     raise RulesError(
         f"{source}: {where}YAML aliases expand this file to "
         f"{total if total < (1 << 62) else 'astronomically many'} nodes from {written} written (more than "
-        f"{limit} added: a 'billion laughs' file); write the values out without anchors and aliases"
+        f"{limit} added: a 'billion laughs' file); write the values out without anchors and aliases",
+        reason="alias-bomb",
+        rule=index,
+        field=name,
     )
 
 
@@ -159,7 +164,8 @@ def _top_level(root: Any, source: str) -> Any:
         if extra or "rules" not in keys:
             raise RulesError(
                 f"{source}: a mapping at the top must hold only 'rules:' (a list of rules); "
-                f"found {', '.join(extra) or 'no rules key'}"
+                f"found {', '.join(extra) or 'no rules key'}",
+                reason="top-level-keys",
             )
         return next(v for k, v in root.value if isinstance(k, yaml.ScalarNode) and k.value == "rules")
     return root
@@ -195,24 +201,32 @@ def load_rules(text: str, source: str = "rules.yaml") -> RuleSet:
     try:
         data = _load_yaml(text, source)
     except yaml.YAMLError as exc:
-        raise RulesError(f"{source}: not valid YAML: {_yaml_error(exc)}") from None
+        raise RulesError(f"{source}: not valid YAML: {_yaml_error(exc)}", reason="invalid-yaml") from None
     except RecursionError:
         raise RulesError(
-            f"{source}: the YAML is nested too deeply to read; a rules file is a few levels deep"
+            f"{source}: the YAML is nested too deeply to read; a rules file is a few levels deep",
+            reason="too-deep",
         ) from None
     if isinstance(data, dict):
         data = data["rules"]  # _top_level checked it holds only that
     if data is None:
-        raise RulesError(f"{source}: no rules: expected a list of rules (or 'rules:' holding one)")
+        raise RulesError(
+            f"{source}: no rules: expected a list of rules (or 'rules:' holding one)", reason="no-rules"
+        )
     if not isinstance(data, list):
-        raise RulesError(f"{source}: expected a list of rules (or 'rules:' holding one), got {_kind(data)}")
+        raise RulesError(
+            f"{source}: expected a list of rules (or 'rules:' holding one), got {_kind(data)}",
+            reason="not-a-list",
+        )
     cache: dict[tuple[str, bool], Any] = {}
     rules = []
     for index, raw in enumerate(data):
         try:
             rules.append(compile_rule(index, raw, cache))
         except RuleFieldError as problem:
-            raise RulesError(f"{source}: rule {index}: {problem.field}: {problem.message}") from None
+            raise RulesError(
+                f"{source}: rule {index}: {problem.field}: {problem.message}", rule=index, field=problem.field
+            ) from None
     _check_promote_after(rules, source)
     return RuleSet(rules, source)
 
@@ -225,7 +239,9 @@ def _check_promote_after(rules: list[Any], source: str) -> None:
         if after is not None and after.env not in envs:
             raise RulesError(
                 f"{source}: rule {rule.index}: promoteAfter.env: unknown env {_excerpt(after.env)}; "
-                f"the rules name: {', '.join(envs) or 'no env (give the rules before it an env)'}"
+                f"the rules name: {', '.join(envs) or 'no env (give the rules before it an env)'}",
+                rule=rule.index,
+                field="promoteAfter.env",
             )
 
 
@@ -240,8 +256,10 @@ def load_rules_file(path: str | Path) -> RuleSet:
         text = p.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise RulesError(
-            f"rules file {str(p)!r} does not exist: mount it there or set IMAGEBUMP_RULES_FILE"
+            f"rules file {str(p)!r} does not exist: mount it there or set IMAGEBUMP_RULES_FILE",
+            reason="no-file",
+            field="IMAGEBUMP_RULES_FILE",
         ) from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise RulesError(f"rules file {str(p)!r} cannot be read: {exc}") from None
+        raise RulesError(f"rules file {str(p)!r} cannot be read: {exc}", reason="unreadable") from None
     return load_rules(text, source=str(p))

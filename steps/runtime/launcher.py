@@ -7,7 +7,7 @@ executor writes that source to a file and appends its path to the arguments. Her
 7.1.0, ``hera/workflows/_runner/util.py`` ``_run``) imports all of ``hera.workflows`` (its
 generated Argo models, ``requests``, ``yaml``, …: 0.6–2 s of a pod's cold start here, bench/README.md)
 to call one function. This module does the same call for what our steps use, importing only the
-step's module and pydantic (tests/steps/test_entry.py runs every step through both and compares):
+step's module and pydantic (tests/steps/runtime/test_entry.py runs every step through both and compares):
 
 ``python -m steps.runtime.launcher -e MODULE:FUNCTION ARGS_PATH``
 

@@ -96,18 +96,32 @@ def read_secret_file(
     except FileNotFoundError:
         if absent_file_is_unset:
             return None
-        raise ConfigError(f"cannot read {label} {path} ({variable}): it does not exist; {fix}") from None
+        raise ConfigError(
+            f"cannot read {label} {path} ({variable}): it does not exist; {fix}",
+            reason="file-missing",
+            field=variable,
+        ) from None
     except OSError as exc:
-        raise ConfigError(f"cannot read {label} {path} ({variable}): {exc.strerror}; {fix}") from None
+        raise ConfigError(
+            f"cannot read {label} {path} ({variable}): {exc.strerror}; {fix}",
+            reason="file-unreadable",
+            field=variable,
+        ) from None
     if len(raw) > MAX_SECRET_BYTES:
-        raise ConfigError(f"{label} {path} ({variable}) is larger than {MAX_SECRET_BYTES} bytes; {fix}")
+        raise ConfigError(
+            f"{label} {path} ({variable}) is larger than {MAX_SECRET_BYTES} bytes; {fix}",
+            reason="file-too-large",
+            field=variable,
+        )
     try:
         text = raw.decode("utf-8").strip()
     except UnicodeDecodeError:
-        raise ConfigError(f"{label} {path} ({variable}) is not UTF-8 text; {fix}") from None
+        raise ConfigError(
+            f"{label} {path} ({variable}) is not UTF-8 text; {fix}", reason="file-not-text", field=variable
+        ) from None
     if not text:
         if empty_file_is_error:
-            raise ConfigError(f"{label} {path} ({variable}) is empty")
+            raise ConfigError(f"{label} {path} ({variable}) is empty", reason="file-empty", field=variable)
         return None
     register_secret(text)
     return text

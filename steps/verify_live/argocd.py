@@ -294,7 +294,8 @@ class Refresher:
         if mode not in (REFRESH_NONE, REFRESH_API):
             raise ConfigError(
                 f"{REFRESH_ENV}={mode[:40]!r}: expected {REFRESH_NONE} (Argo CD's webhook or poll refreshes) "
-                f"or {REFRESH_API} (through Argo CD's API server)"
+                f"or {REFRESH_API} (through Argo CD's API server)",
+                field=REFRESH_ENV,
             )
         if mode == REFRESH_NONE:
             return cls()
@@ -302,7 +303,8 @@ class Refresher:
         if not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", server):
             raise ConfigError(
                 f"{REFRESH_ENV}=api needs {SERVER_ENV}, Argo CD's API server URL "
-                "(e.g. https://argocd-server.argocd.svc)" + (f"; got {server[:80]!r}" if server else "")
+                "(e.g. https://argocd-server.argocd.svc)" + (f"; got {server[:80]!r}" if server else ""),
+                field=SERVER_ENV,
             )
         token = settings.read_secret(
             TOKEN_ENV,
@@ -314,7 +316,8 @@ class Refresher:
         if not token:
             raise ConfigError(
                 f"{REFRESH_ENV}=api needs an Argo CD account token ({TOKEN_ENV} or {TOKEN_ENV}_FILE: the "
-                "Secret imagebump-argocd, key token), an account allowed only 'applications, get'"
+                "Secret imagebump-argocd, key token), an account allowed only 'applications, get'",
+                field=TOKEN_ENV,
             )
         return cls(REFRESH_API, server, token, settings.setting(CA_FILE_ENV, "", environ))
 

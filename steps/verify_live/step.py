@@ -38,6 +38,9 @@ DEFAULT_TIMEOUT = "15m"
 #: (workflows.verify_live, one minute more) must end the wait with an outcome (``timeout``), never
 #: kill it mid-wait.
 MAX_WAIT_SECONDS = 1140.0
+#: The watch's time when the step runs (tests replace both: a clock that sleeping moves on).
+CLOCK: Callable[[], float] = time.monotonic
+SLEEP: Callable[[float], None] = time.sleep
 #: Seconds between two reads of each Application (``IMAGEBUMP_LIVE_POLL_SECONDS`` overrides).
 POLL_SECONDS = 5.0
 #: An Application still at a revision without the commit is asked to refresh again this often.
@@ -97,7 +100,9 @@ def parse_duration(text: str, what: str = "live-timeout") -> float:
         return float(value)
     parts = _DURATION.findall(value)
     if not parts or "".join(n + u for n, u in parts) != value:
-        raise ConfigError(f"{what} {text!r}: expected a duration like 15m, 90s or 1h")
+        raise ConfigError(
+            f"{what} {text!r}: expected a duration like 15m, 90s or 1h", reason="invalid-duration", field=what
+        )
     return sum(float(n) * _UNITS[u] for n, u in parts)
 
 
@@ -357,6 +362,8 @@ def run(
                 values=plan.values,
             ),
             refresher,
+            clock=CLOCK,
+            sleep=SLEEP,
         )
     log.info("%s: %s %s", target.key, out.result, out.message)
     if out.result == MISMATCH:

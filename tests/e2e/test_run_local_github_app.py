@@ -24,7 +24,7 @@ from imagebump.local.drive import put_image
 from imagebump.local.world import build_world
 from tests.fixtures import ecr_clock
 from tests.fixtures.github import GitHubFake
-from tests.steps.commit_pr_support import write_app_key
+from tests.steps.commit_pr.support import write_app_key
 
 pytestmark = pytest.mark.slow
 

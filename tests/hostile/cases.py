@@ -38,7 +38,10 @@ DIGEST = "sha256:" + "7" * 64
 @dataclass(frozen=True)
 class Error:
     cls: type[Exception]
-    pattern: str
+    pattern: str = ""  # what the message must say that no field of the error carries
+    reason: str = ""
+    field: str | None = None
+    rule: int | None = None
 
 
 @dataclass(frozen=True)
@@ -76,218 +79,232 @@ _multibyte = "é" * (MAX_BODY_BYTES // 2 + 1)  # fewer characters than the limit
 
 EVENT_CASES = [
     # malformed
-    pytest.param("", Error(InvalidEventError, "empty"), id="body-empty"),
-    pytest.param(" \n\t ", Error(InvalidEventError, "empty"), id="body-whitespace"),
-    pytest.param("this is not json", Error(InvalidEventError, "not JSON"), id="body-not-json"),
-    pytest.param(event()[:-7], Error(InvalidEventError, "not JSON"), id="body-truncated-json"),
-    pytest.param(b"\xff\xfe{\x00}", Error(InvalidEventError, "not UTF-8"), id="body-invalid-utf8"),
+    pytest.param("", Error(InvalidEventError, reason="empty"), id="body-empty"),
+    pytest.param(" \n\t ", Error(InvalidEventError, reason="empty"), id="body-whitespace"),
+    pytest.param("this is not json", Error(InvalidEventError, reason="not-json"), id="body-not-json"),
+    pytest.param(event()[:-7], Error(InvalidEventError, reason="not-json"), id="body-truncated-json"),
+    pytest.param(b"\xff\xfe{\x00}", Error(InvalidEventError, reason="not-text"), id="body-invalid-utf8"),
     pytest.param(
-        "[" * 50000 + "]" * 50000, Error(InvalidEventError, "not JSON|nested"), id="body-deeply-nested"
+        "[" * 50000 + "]" * 50000, Error(InvalidEventError, reason="not-json"), id="body-deeply-nested"
     ),
     pytest.param(
-        '{"a": NaN, "source": "aws.ecr"', Error(InvalidEventError, "not JSON"), id="body-json-nan-unclosed"
+        '{"a": NaN, "source": "aws.ecr"',
+        Error(InvalidEventError, reason="not-json"),
+        id="body-json-nan-unclosed",
     ),
     # oversized (> 256 KiB, SQS's limit)
     pytest.param(
         event(padding=_padding),
-        Error(InvalidEventError, "bytes, over the 262144-byte limit"),
+        Error(InvalidEventError, reason="too-large"),
         id="body-oversized-str",
     ),
     pytest.param(
         event(padding=_padding).encode(),
-        Error(InvalidEventError, "over the 262144-byte limit"),
+        Error(InvalidEventError, reason="too-large"),
         id="body-oversized-bytes",
     ),
     pytest.param(
         event(padding=_multibyte),
-        Error(InvalidEventError, "over the 262144-byte limit"),
+        Error(InvalidEventError, reason="too-large"),
         id="body-oversized-multibyte",
     ),
     # wrong types
-    pytest.param("[]", Error(InvalidEventError, "JSON object.*got array"), id="type-array"),
-    pytest.param('"PUSH"', Error(InvalidEventError, "JSON object.*got string"), id="type-string"),
-    pytest.param("null", Error(InvalidEventError, "JSON object.*got null"), id="type-null"),
-    pytest.param("42", Error(InvalidEventError, "JSON object.*got number"), id="type-number"),
+    pytest.param("[]", Error(InvalidEventError, reason="wrong-type"), id="type-array"),
+    pytest.param('"PUSH"', Error(InvalidEventError, reason="wrong-type"), id="type-string"),
+    pytest.param("null", Error(InvalidEventError, reason="wrong-type"), id="type-null"),
+    pytest.param("42", Error(InvalidEventError, reason="wrong-type"), id="type-number"),
     pytest.param(
-        event(detail="PUSH"), Error(InvalidEventError, "'detail' must be an object"), id="type-detail-string"
+        event(detail="PUSH"),
+        Error(InvalidEventError, reason="wrong-type", field="detail"),
+        id="type-detail-string",
     ),
     pytest.param(
         detail(repository_name=42),
-        Error(InvalidEventError, "repository-name.*got number"),
+        Error(InvalidEventError, reason="wrong-type", field="detail.repository-name"),
         id="type-repository-number",
     ),
     pytest.param(
         detail(repository_name=["team/api"]),
-        Error(InvalidEventError, "repository-name.*got array"),
+        Error(InvalidEventError, reason="wrong-type", field="detail.repository-name"),
         id="type-repository-list",
     ),
     pytest.param(
-        detail(image_tag=True), Error(InvalidEventError, "image-tag.*got boolean"), id="type-tag-bool"
+        detail(image_tag=True),
+        Error(InvalidEventError, reason="wrong-type", field="detail.image-tag"),
+        id="type-tag-bool",
     ),
     pytest.param(
-        detail(image_tag={"$ne": ""}), Error(InvalidEventError, "image-tag.*got object"), id="type-tag-object"
+        detail(image_tag={"$ne": ""}),
+        Error(InvalidEventError, reason="wrong-type", field="detail.image-tag"),
+        id="type-tag-object",
     ),
-    pytest.param(event(id={"a": 1}), Error(InvalidEventError, "'id' must be a string"), id="type-id-object"),
     pytest.param(
-        event(region=["us-west-2"]), Error(InvalidEventError, "'region'.*got array"), id="type-region-list"
+        event(id={"a": 1}), Error(InvalidEventError, reason="wrong-type", field="id"), id="type-id-object"
+    ),
+    pytest.param(
+        event(region=["us-west-2"]),
+        Error(InvalidEventError, reason="wrong-type", field="region"),
+        id="type-region-list",
     ),
     pytest.param(
         detail(repository_name=None),
-        Error(InvalidEventError, "repository-name' is missing"),
+        Error(InvalidEventError, reason="missing", field="detail.repository-name"),
         id="missing-repository",
     ),
     pytest.param(
         detail(image_tag=None, image_digest=None),
-        Error(InvalidEventError, "image-digest' is missing"),
+        Error(InvalidEventError, reason="missing", field="detail.image-digest"),
         id="missing-tag-and-digest",
     ),
-    pytest.param(event(time="yesterday; rm -rf /"), Error(InvalidEventError, "ISO 8601"), id="bad-time"),
-    pytest.param(event(account="12345678901x"), Error(InvalidEventError, "account id"), id="bad-account"),
     pytest.param(
-        event(region="us-west-2/../../x"), Error(InvalidEventError, "region name"), id="bad-region-path"
+        event(time="yesterday; rm -rf /"), Error(InvalidEventError, reason="invalid-time"), id="bad-time"
+    ),
+    pytest.param(
+        event(account="12345678901x"), Error(InvalidEventError, reason="invalid-account"), id="bad-account"
+    ),
+    pytest.param(
+        event(region="us-west-2/../../x"),
+        Error(InvalidEventError, reason="invalid-region"),
+        id="bad-region-path",
     ),
     # unicode tricks in the repository name
     pytest.param(
         detail(repository_name="ｔｅａｍ/ａｐｉ"),
-        Error(InvalidEventError, "not a valid ECR repository name"),
+        Error(InvalidEventError, reason="invalid-repository"),
         id="repo-fullwidth",
     ),
     pytest.param(
         detail(repository_name="tеam/api"),
-        Error(InvalidEventError, "not a valid ECR repository name"),
+        Error(InvalidEventError, reason="invalid-repository"),
         id="repo-cyrillic-homoglyph",
     ),
     pytest.param(
         detail(repository_name="team/\u200bapi"),
-        Error(InvalidEventError, "not a valid ECR repository name"),
+        Error(InvalidEventError, reason="invalid-repository"),
         id="repo-zero-width-space",
     ),
     pytest.param(
         detail(repository_name="team/api\u202egpj.exe"),
-        Error(InvalidEventError, "not a valid ECR repository name"),
+        Error(InvalidEventError, reason="invalid-repository"),
         id="repo-rtl-override",
     ),
     pytest.param(
         detail(repository_name="team/api\u0000"),
-        Error(InvalidEventError, "not a valid ECR repository name"),
+        Error(InvalidEventError, reason="invalid-repository"),
         id="repo-nul",
     ),
     pytest.param(
         detail(repository_name="team/api\n"),
-        Error(InvalidEventError, "not a valid ECR repository name"),
+        Error(InvalidEventError, reason="invalid-repository"),
         id="repo-trailing-newline",
     ),
     # shell / YAML / path metacharacters in the repository name
     pytest.param(
         detail(repository_name=SHELL),
-        Error(InvalidEventError, "not a valid ECR repository name"),
+        Error(InvalidEventError, reason="invalid-repository"),
         id="repo-shell-subst",
     ),
     pytest.param(
         detail(repository_name="team/api;reboot"),
-        Error(InvalidEventError, "not a valid ECR repository name"),
+        Error(InvalidEventError, reason="invalid-repository"),
         id="repo-semicolon",
     ),
     pytest.param(
         detail(repository_name="team/`id`"),
-        Error(InvalidEventError, "not a valid ECR repository name"),
+        Error(InvalidEventError, reason="invalid-repository"),
         id="repo-backticks",
     ),
     pytest.param(
         detail(repository_name="team/../../etc"),
-        Error(InvalidEventError, "not a valid ECR repository name"),
+        Error(InvalidEventError, reason="invalid-repository"),
         id="repo-dot-dot",
     ),
     pytest.param(
         detail(repository_name="%2e%2e/%2e%2e/etc"),
-        Error(InvalidEventError, "not a valid ECR repository name"),
+        Error(InvalidEventError, reason="invalid-repository"),
         id="repo-percent-encoded-dot-dot",
     ),
     pytest.param(
         detail(repository_name="team/api: x"),
-        Error(InvalidEventError, "not a valid ECR repository name"),
+        Error(InvalidEventError, reason="invalid-repository"),
         id="repo-yaml-colon",
     ),
     pytest.param(
         detail(repository_name="team/api #x"),
-        Error(InvalidEventError, "not a valid ECR repository name"),
+        Error(InvalidEventError, reason="invalid-repository"),
         id="repo-yaml-comment",
     ),
     pytest.param(
         detail(repository_name="*anchor"),
-        Error(InvalidEventError, "not a valid ECR repository name"),
+        Error(InvalidEventError, reason="invalid-repository"),
         id="repo-yaml-alias",
     ),
     pytest.param(
         detail(repository_name=YAML_BANG),
-        Error(InvalidEventError, "not a valid ECR repository name"),
+        Error(InvalidEventError, reason="invalid-repository"),
         id="repo-yaml-python-tag",
     ),
     # ... and in the tag
     pytest.param(
-        detail(image_tag=SHELL), Error(InvalidEventError, "not a valid image tag"), id="tag-shell-subst"
+        detail(image_tag=SHELL), Error(InvalidEventError, reason="invalid-tag"), id="tag-shell-subst"
     ),
     pytest.param(
         detail(image_tag="1.0;rm -rf /"),
-        Error(InvalidEventError, "not a valid image tag"),
+        Error(InvalidEventError, reason="invalid-tag"),
         id="tag-semicolon",
     ),
     pytest.param(
-        detail(image_tag="`reboot`"), Error(InvalidEventError, "not a valid image tag"), id="tag-backticks"
+        detail(image_tag="`reboot`"), Error(InvalidEventError, reason="invalid-tag"), id="tag-backticks"
     ),
     pytest.param(
         detail(image_tag="../../etc/passwd"),
-        Error(InvalidEventError, "not a valid image tag"),
+        Error(InvalidEventError, reason="invalid-tag"),
         id="tag-dot-dot",
     ),
     pytest.param(
-        detail(image_tag="%2e%2e%2f"), Error(InvalidEventError, "not a valid image tag"), id="tag-percent"
+        detail(image_tag="%2e%2e%2f"), Error(InvalidEventError, reason="invalid-tag"), id="tag-percent"
     ),
     pytest.param(
-        detail(image_tag="1.0: x"), Error(InvalidEventError, "not a valid image tag"), id="tag-yaml-colon"
+        detail(image_tag="1.0: x"), Error(InvalidEventError, reason="invalid-tag"), id="tag-yaml-colon"
     ),
     pytest.param(
-        detail(image_tag="#1"), Error(InvalidEventError, "not a valid image tag"), id="tag-yaml-comment"
+        detail(image_tag="#1"), Error(InvalidEventError, reason="invalid-tag"), id="tag-yaml-comment"
     ),
     pytest.param(
-        detail(image_tag="*anchor"), Error(InvalidEventError, "not a valid image tag"), id="tag-yaml-alias"
+        detail(image_tag="*anchor"), Error(InvalidEventError, reason="invalid-tag"), id="tag-yaml-alias"
     ),
     pytest.param(
-        detail(image_tag=YAML_BANG), Error(InvalidEventError, "not a valid image tag"), id="tag-yaml-python"
+        detail(image_tag=YAML_BANG), Error(InvalidEventError, reason="invalid-tag"), id="tag-yaml-python"
     ),
     pytest.param(
         detail(image_tag="1.0\nimages: []"),
-        Error(InvalidEventError, "not a valid image tag"),
+        Error(InvalidEventError, reason="invalid-tag"),
         id="tag-newline-injection",
     ),
     pytest.param(
         detail(image_tag="--upload-pack=touch /tmp/x"),
-        Error(InvalidEventError, "not a valid image tag"),
+        Error(InvalidEventError, reason="invalid-tag"),
         id="tag-option-injection",
     ),
     pytest.param(
-        detail(image_tag="1.0\u200b"), Error(InvalidEventError, "not a valid image tag"), id="tag-zero-width"
+        detail(image_tag="1.0\u200b"), Error(InvalidEventError, reason="invalid-tag"), id="tag-zero-width"
     ),
     pytest.param(
-        detail(image_tag="１.０"), Error(InvalidEventError, "not a valid image tag"), id="tag-fullwidth"
+        detail(image_tag="１.０"), Error(InvalidEventError, reason="invalid-tag"), id="tag-fullwidth"
     ),
+    pytest.param(detail(image_tag="1.0\u202e"), Error(InvalidEventError, reason="invalid-tag"), id="tag-rtl"),
+    pytest.param(detail(image_tag="1.0\x00"), Error(InvalidEventError, reason="invalid-tag"), id="tag-nul"),
     pytest.param(
-        detail(image_tag="1.0\u202e"), Error(InvalidEventError, "not a valid image tag"), id="tag-rtl"
-    ),
-    pytest.param(
-        detail(image_tag="1.0\x00"), Error(InvalidEventError, "not a valid image tag"), id="tag-nul"
-    ),
-    pytest.param(
-        detail(image_tag="a" * 129), Error(InvalidEventError, "not a valid image tag"), id="tag-too-long"
+        detail(image_tag="a" * 129), Error(InvalidEventError, reason="invalid-tag"), id="tag-too-long"
     ),
     pytest.param(
         detail(image_digest="sha256:../../" + "a" * 58),
-        Error(InvalidEventError, "not a valid image digest"),
+        Error(InvalidEventError, reason="invalid-digest"),
         id="digest-path",
     ),
     pytest.param(
         detail(image_digest="sha256:" + "A" * 64),
-        Error(InvalidEventError, "not a valid image digest"),
+        Error(InvalidEventError, reason="invalid-digest"),
         id="digest-uppercase",
     ),
     # valid events that are not pushes: a skip with a reason, never an error
@@ -305,8 +322,8 @@ EVENT_CASES = [
 # -- 2. manual image references → steps.domain.events.parse_image_reference --------------------------------
 
 REFERENCE_CASES = [
-    pytest.param("", Error(InvalidEventError, "empty"), id="ref-empty"),
-    pytest.param(SHELL, Error(InvalidEventError, "not an ECR image reference"), id="ref-shell"),
+    pytest.param("", Error(InvalidEventError, reason="empty"), id="ref-empty"),
+    pytest.param(SHELL, Error(InvalidEventError, reason="not-ecr-reference"), id="ref-shell"),
     pytest.param(
         f"{REGISTRY}/team/api:{SHELL}",
         Error(InvalidEventError, "not an ECR image reference|tag"),
@@ -314,43 +331,41 @@ REFERENCE_CASES = [
     ),
     pytest.param(
         f"{REGISTRY}/team/api:--upload-pack=x",
-        Error(InvalidEventError, "not a valid image tag"),
+        Error(InvalidEventError, reason="invalid-tag"),
         id="ref-tag-option",
     ),
     pytest.param(
         f"{REGISTRY}/ｔｅａｍ/api:1.0",
-        Error(InvalidEventError, "not a valid ECR repository name"),
+        Error(InvalidEventError, reason="invalid-repository"),
         id="ref-repo-fullwidth",
     ),
     pytest.param(
         f"{ACCOUNT}.dkr.ecr.{REGION}.аmazonaws.com/team/api:1.0",
-        Error(InvalidEventError, "not an ECR image reference"),
+        Error(InvalidEventError, reason="not-ecr-reference"),
         id="ref-host-homoglyph",
     ),
     pytest.param(
         f"{REGISTRY}/team/../../etc:1.0",
-        Error(InvalidEventError, "not a valid ECR repository name"),
+        Error(InvalidEventError, reason="invalid-repository"),
         id="ref-repo-dot-dot",
     ),
     pytest.param(
-        f"{REGISTRY}/team/api:1.0\x00", Error(InvalidEventError, "not a valid image tag"), id="ref-tag-nul"
+        f"{REGISTRY}/team/api:1.0\x00", Error(InvalidEventError, reason="invalid-tag"), id="ref-tag-nul"
     ),
-    pytest.param(
-        f"{REGISTRY}/team/api", Error(InvalidEventError, "neither a tag nor a digest"), id="ref-no-tag"
-    ),
+    pytest.param(f"{REGISTRY}/team/api", Error(InvalidEventError, reason="no-version"), id="ref-no-tag"),
     pytest.param(
         f"https://{REGISTRY}/team/api:1.0",
-        Error(InvalidEventError, "not an ECR image reference"),
+        Error(InvalidEventError, reason="not-ecr-reference"),
         id="ref-with-scheme",
     ),
     pytest.param(
         f"user:secret@{REGISTRY}/team/api:1.0",
-        Error(InvalidEventError, "not an ECR image reference"),
+        Error(InvalidEventError, reason="not-ecr-reference"),
         id="ref-with-credentials",
     ),
     pytest.param(
         f"{REGISTRY}/team/api@sha256:{'g' * 64}",
-        Error(InvalidEventError, "not a valid image digest"),
+        Error(InvalidEventError, reason="invalid-digest"),
         id="ref-bad-digest",
     ),
 ]
@@ -394,32 +409,32 @@ RULES_CASES = [
     # What RE2 cannot do (it would need backtracking) is refused at load, naming rule and field.
     pytest.param(
         RULE + "  allowImageTag: ['regexp:(a)\\1']\n",
-        Error(RulesError, r"rule 0: allowImageTag\[0\]: .*backreference"),
+        Error(RulesError, r"backreference", rule=0, field="allowImageTag[0]"),
         id="rules-re2-backreference",
     ),
     pytest.param(
         RULE + "  denyImageTag: ['regexp:(?!v[0-9]).*']\n",
-        Error(RulesError, r"rule 0: denyImageTag\[0\]: .*lookaround"),
+        Error(RulesError, r"lookaround", rule=0, field="denyImageTag[0]"),
         id="rules-re2-lookahead",
     ),
     pytest.param(
         RULE.replace("team/$1", "team/$1:(?<=v).*"),
-        Error(RulesError, "rule 0: registryURI: .*lookaround"),
+        Error(RulesError, "lookaround", rule=0, field="registryURI"),
         id="rules-re2-lookbehind-tag-pattern",
     ),
     pytest.param(
         RULE + "  allowImageTag: ['regexp:a{4294967296}']\n",
-        Error(RulesError, r"rule 0: allowImageTag\[0\]: .*4294967296"),
+        Error(RulesError, r"4294967296", rule=0, field="allowImageTag[0]"),
         id="rules-count-overflow",
     ),
     pytest.param(
         RULE + "  allowImageTag: ['regexp:" + "(?:(?:[a-z0-9]?){22}){22}" + "-']\n",
-        Error(RulesError, r"rule 0: allowImageTag\[0\]: .*RE2 instructions"),
+        Error(RulesError, r"RE2 instructions", rule=0, field="allowImageTag[0]"),
         id="rules-program-too-large",
     ),
     pytest.param(
         RULE.replace("/overlays/prod", "/overlays/prod?access_token=ghp_hostile0123456789"),
-        Error(RulesError, r"githubRepository: .*access_token=\*\*\*"),
+        Error(RulesError, r"access_token=\*\*\*", rule=0, field="githubRepository"),
         id="rules-url-query-token",
     ),
     pytest.param(
@@ -432,26 +447,28 @@ RULES_CASES = [
         + yaml_bomb("  ")
         + "rules:\n"
         + RULE.replace("- ", "  - ", 1).replace("\n  g", "\n    g"),
-        Error(RulesError, "only 'rules:'"),
+        Error(RulesError, reason="top-level-keys"),
         id="rules-billion-laughs-beside",
     ),
     pytest.param(
         "- &r\n" + yaml_bomb("  ") + "  registryURI: x\n",
-        Error(RulesError, "rule 0"),
+        Error(RulesError, rule=0),
         id="rules-billion-laughs-in-rule",
     ),
     pytest.param(
         RULE + "  labels: &l [" + ", ".join(["x"] * 10) + "]\n  reviewers: [*l, *l, *l, *l, *l]\n",
-        Error(RulesError, r"reviewers\[0\]: must be a string"),
+        Error(RulesError, "must be a string", rule=0, field="reviewers[0]"),
         id="rules-alias-list-in-list",
     ),
     pytest.param(
         RULE + "  env: staging\n  env: production\n",
-        Error(RulesError, "duplicate key 'env'"),
+        Error(RulesError, "'env'", reason="invalid-yaml"),
         id="rules-duplicate-field",
     ),
     pytest.param(
-        "rules: []\nrules:\n" + RULE, Error(RulesError, "duplicate key 'rules'"), id="rules-duplicate-top-key"
+        "rules: []\nrules:\n" + RULE,
+        Error(RulesError, "'rules'", reason="invalid-yaml"),
+        id="rules-duplicate-top-key",
     ),
     pytest.param(
         RULE + "---\n" + RULE,
@@ -460,13 +477,15 @@ RULES_CASES = [
     ),
     pytest.param(
         "- !!python/object/apply:os.system ['touch MARKER']\n",
-        Error(RulesError, "not valid YAML"),
+        Error(RulesError, reason="invalid-yaml"),
         id="rules-python-object",
     ),
     pytest.param(
-        RULE + "  env: !!python/name:os.system\n", Error(RulesError, "not valid YAML"), id="rules-python-name"
+        RULE + "  env: !!python/name:os.system\n",
+        Error(RulesError, reason="invalid-yaml"),
+        id="rules-python-name",
     ),
-    pytest.param(RULE + "  env: \x00\n", Error(RulesError, "not valid YAML"), id="rules-nul"),
+    pytest.param(RULE + "  env: \x00\n", Error(RulesError, reason="invalid-yaml"), id="rules-nul"),
     pytest.param(
         RULE.replace("https://github.com", "https://ghp_secret@github.com"),
         Error(RulesError, "must not contain credentials"),
@@ -474,48 +493,52 @@ RULES_CASES = [
     ),
     pytest.param(
         RULE.replace("https://github.com/org/gitops/services/$1/overlays/prod", "file:///etc/passwd"),
-        Error(RulesError, "githubRepository"),
+        Error(RulesError, rule=0, field="githubRepository"),
         id="rules-url-file-scheme",
     ),
     pytest.param(
         RULE.replace("https://github.com/org/gitops/services/$1/overlays/prod", "'ext::sh -c touch% /tmp/x'"),
-        Error(RulesError, "githubRepository"),
+        Error(RulesError, rule=0, field="githubRepository"),
         id="rules-url-ext-transport",
     ),
     pytest.param(
         RULE.replace(f"{REGISTRY}", f"{ACCOUNT}.dkr.ecr.{REGION}.аmazonaws.com"),
-        Error(RulesError, "rule 0: registryURI"),
+        Error(RulesError, rule=0, field="registryURI"),
         id="rules-registry-homoglyph",
     ),
     pytest.param(
         RULE.replace("team/$1", "ｔｅａｍ/$1"),
-        Error(RulesError, "rule 0: registryURI"),
+        Error(RulesError, rule=0, field="registryURI"),
         id="rules-repository-fullwidth",
     ),
     pytest.param(
         RULE + "  baseBranch: --upload-pack=touch /tmp/x\n",
-        Error(RulesError, "baseBranch"),
+        Error(RulesError, rule=0, field="baseBranch"),
         id="rules-branch-option",
     ),
     pytest.param(
-        RULE + "  baseBranch: ../../etc\n", Error(RulesError, "baseBranch"), id="rules-branch-dot-dot"
+        RULE + "  baseBranch: ../../etc\n",
+        Error(RulesError, rule=0, field="baseBranch"),
+        id="rules-branch-dot-dot",
     ),
     pytest.param(
-        RULE + f"  mode: '{SHELL}'\n", Error(RulesError, "mode: must be one of"), id="rules-mode-shell"
+        RULE + f"  mode: '{SHELL}'\n",
+        Error(RulesError, "must be one of", rule=0, field="mode"),
+        id="rules-mode-shell",
     ),
     pytest.param(
         RULE + "  writeDigest: 'yes'\n",
-        Error(RulesError, "writeDigest: must be true or false"),
+        Error(RulesError, "must be true or false", rule=0, field="writeDigest"),
         id="rules-wrong-type-bool",
     ),
     pytest.param(
         RULE + f"  denyImageTag: ['{SHELL}']\n",
-        Error(RulesError, r"denyImageTag\[0\]"),
+        Error(RulesError, rule=0, field="denyImageTag[0]"),
         id="rules-deny-shell-literal",
     ),
     pytest.param(
         f"- registryURI: [{REGISTRY}/team/x]\n  githubRepository: https://github.com/o/r/p\n",
-        Error(RulesError, "registryURI: must be a string"),
+        Error(RulesError, "must be a string", rule=0, field="registryURI"),
         id="rules-wrong-type-list",
     ),
 ]
@@ -526,22 +549,22 @@ RULES_CASES = [
 RULES_BOMB_CASES = [
     pytest.param(
         RULE + f"  labels: [{_BOMB_VALUE}]\n",
-        Error(RulesError, "rule 0: labels: YAML aliases expand"),
+        Error(RulesError, rule=0, field="labels", reason="alias-bomb"),
         id="rules-bomb-labels",
     ),
     pytest.param(
         RULE + f"  mode: {_BOMB_VALUE}\n",
-        Error(RulesError, "rule 0: mode: YAML aliases expand"),
+        Error(RulesError, rule=0, field="mode", reason="alias-bomb"),
         id="rules-bomb-mode",
     ),
     pytest.param(
         RULE + f"  writeDigest: {_BOMB_VALUE}\n",
-        Error(RulesError, "rule 0: writeDigest: YAML aliases"),
+        Error(RulesError, rule=0, field="writeDigest", reason="alias-bomb"),
         id="rules-bomb-write-digest",
     ),
     pytest.param(
         RULE.replace(f"{REGISTRY}/team/$1", _BOMB_VALUE),
-        Error(RulesError, "rule 0: registryURI: YAML"),
+        Error(RulesError, rule=0, field="registryURI", reason="alias-bomb"),
         id="rules-bomb-registry-uri",
     ),
 ]
@@ -564,49 +587,49 @@ KUSTOMIZATION_CASES = [
         KUSTOMIZATION + "images: []\n",
         f"{REGISTRY}/team/api",
         "2.0",
-        Error(KustomizationError, "duplicate key 'images'"),
+        Error(KustomizationError, reason="duplicate-key"),
         id="kust-duplicate-images",
     ),
     pytest.param(
         KUSTOMIZATION + "  newTag: '3.0'\n",
         f"{REGISTRY}/team/api",
         "2.0",
-        Error(KustomizationError, "duplicate key 'newTag'"),
+        Error(KustomizationError, reason="duplicate-key"),
         id="kust-duplicate-newtag",
     ),
     pytest.param(
         KUSTOMIZATION + "---\n" + KUSTOMIZATION,
         f"{REGISTRY}/team/api",
         "2.0",
-        Error(KustomizationError, "2 YAML documents"),
+        Error(KustomizationError, reason="multiple-documents"),
         id="kust-multi-document",
     ),
     pytest.param(
         "---\n---\n" + KUSTOMIZATION,
         f"{REGISTRY}/team/api",
         "2.0",
-        Error(KustomizationError, "YAML documents"),
+        Error(KustomizationError, reason="multiple-documents"),
         id="kust-empty-leading-documents",
     ),
     pytest.param(
         "- " + KUSTOMIZATION.replace("\n", "\n  "),
         f"{REGISTRY}/team/api",
         "2.0",
-        Error(KustomizationError, "not a mapping"),
+        Error(KustomizationError, reason="not-a-mapping"),
         id="kust-top-level-list",
     ),
     pytest.param(
         KUSTOMIZATION.replace("kind:", "kind:\x00"),
         f"{REGISTRY}/team/api",
         "2.0",
-        Error(KustomizationError, "invalid YAML"),
+        Error(KustomizationError, reason="invalid-yaml"),
         id="kust-nul",
     ),
     pytest.param(
         KUSTOMIZATION.replace("images:\n", "images: &i\n") + "x: *i\n",
         f"{REGISTRY}/team/api",
         "2.0",
-        Error(KustomizationError, "anchor"),
+        Error(KustomizationError, reason="anchor"),
         id="kust-anchored-images",
     ),
     pytest.param(
@@ -627,21 +650,21 @@ KUSTOMIZATION_CASES = [
         KUSTOMIZATION,
         f"{REGISTRY}/team/api",
         SHELL,
-        Error(ConfigError, "invalid tag"),
+        Error(ConfigError, reason="invalid-tag", field="tag"),
         id="kust-set-shell-tag",
     ),
     pytest.param(
         KUSTOMIZATION,
         f"{REGISTRY}/team/api",
         "1.0\nimages: []",
-        Error(ConfigError, "invalid tag"),
+        Error(ConfigError, reason="invalid-tag", field="tag"),
         id="kust-set-newline-tag",
     ),
     pytest.param(
         KUSTOMIZATION,
         f"{REGISTRY}/team/api",
         "*anchor",
-        Error(ConfigError, "invalid tag"),
+        Error(ConfigError, reason="invalid-tag", field="tag"),
         id="kust-set-alias-tag",
     ),
     # tags YAML does not define: kustomize ignores them, an edit refuses them in one line (issue 12)
@@ -649,14 +672,18 @@ KUSTOMIZATION_CASES = [
         KUSTOMIZATION.replace("'1.0'", "!Ref '1.0'"),
         f"{REGISTRY}/team/api",
         "2.0",
-        Error(KustomizationError, r"^kustomization.yaml: unknown YAML tag '!Ref' at line 7[^\n]*$"),
+        Error(KustomizationError, r"^kustomization.yaml: .*'!Ref' at line 7[^\n]*$", reason="unknown-tag"),
         id="kust-unknown-tag-ref",
     ),
     pytest.param(
         KUSTOMIZATION + "x: !!python/object/apply:os.system ['id']\n",
         f"{REGISTRY}/team/api",
         "2.0",
-        Error(KustomizationError, r"^kustomization.yaml: unknown YAML tag 'tag:yaml.org,2002:python/object"),
+        Error(
+            KustomizationError,
+            r"^kustomization.yaml: .*'tag:yaml.org,2002:python/object",
+            reason="unknown-tag",
+        ),
         id="kust-unknown-tag-python",
     ),
 ]
@@ -758,21 +785,21 @@ REPO_CASES = [
         {f"{OVERLAY}/kustomization.yaml": KUSTOMIZATION + "images: []\n"},
         {},
         OVERLAY,
-        Error(KustomizationError, "duplicate key"),
+        Error(KustomizationError, reason="duplicate-key"),
         id="repo-duplicate-keys",
     ),
     pytest.param(
         {f"{OVERLAY}/kustomization.yaml": KUSTOMIZATION + "---\n" + KUSTOMIZATION},
         {},
         OVERLAY,
-        Error(KustomizationError, "YAML documents"),
+        Error(KustomizationError, reason="multiple-documents"),
         id="repo-multi-document",
     ),
     pytest.param(
         {f"{OVERLAY}/kustomization.yaml": KUSTOMIZATION.encode().decode() + "x: \x00\n"},
         {},
         OVERLAY,
-        Error(KustomizationError, "invalid YAML"),
+        Error(KustomizationError, reason="invalid-yaml"),
         id="repo-nul-byte",
     ),
 ]

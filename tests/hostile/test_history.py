@@ -15,9 +15,9 @@ from steps.git import GitAuth
 from steps.reconcile import step as reconcile_step
 from steps.reconcile.step import scan_targets as sweep
 from steps.rules import load_rules
-from tests.steps import test_intent as _intent
-from tests.steps.test_intent import FILE, OVERLAY, PERSON, _text, _uri
-from tests.steps.test_rollback_history import _rewrite_tip
+from tests.steps.domain import test_intent as _intent
+from tests.steps.domain.test_intent import FILE, OVERLAY, PERSON, _text, _uri
+from tests.steps.edit_kustomize.test_rollback_history import _rewrite_tip
 
 _env = _intent._env  # the autouse fixture: git and AWS settings
 ecr = _intent.ecr  # the ECR repository holding 1.4.1 and 1.5.0

@@ -67,7 +67,8 @@ def read_documents(text: str, source: str) -> Documents:
             raise ValuesError(
                 f"{source}: a SOPS / helm-secrets encrypted file (top-level 'sops:'); imagebump never edits "
                 "an encrypted file (its MAC would break and the values are ciphertext): keep the image in a "
-                "plain values file"
+                "plain values file",
+                reason="encrypted",
             )
     return roots
 
@@ -111,7 +112,8 @@ def _one_version(matches: list[Found], source: str) -> tuple[str | None, str | N
         raise ValuesError(
             f"{source}: ambiguous: {matches[0].repository} appears under {len(tags)} different tags: "
             f"{listed}; imagebump does not guess which to update — name the fields with valuesKeys, "
-            "or make the tags agree"
+            "or make the tags agree",
+            reason="ambiguous-entry",
         )
     digests = [f.digest for f in matches if f.digest]
     return next(iter(tags)), (digests[0] if digests else None)
@@ -169,7 +171,8 @@ def _refuse_unsafe(text: str, roots: list, matches: list[Found], repository: str
             if node.style in ("|", ">"):
                 raise ValuesError(
                     f"{source}: {f.where} at {position_of(node.start_mark)} is a block scalar (| or >); "
-                    "write the tag on one line (tag: 1.2.3) to let imagebump edit it"
+                    "write the tag on one line (tag: 1.2.3) to let imagebump edit it",
+                    reason="block-scalar",
                 )
         first, stop = f.lines(text)
         before = start_of_line(text, max(first - 1, 0))
@@ -178,7 +181,8 @@ def _refuse_unsafe(text: str, roots: list, matches: list[Found], repository: str
             raise ValuesError(
                 f"{source}: the image at {f.where} (line {_line(f)}) is inside or next to Go template actions "
                 "({{ … }}); imagebump cannot know what the template renders, so it edits no such line: keep "
-                "the image's lines plain YAML (template actions elsewhere in the file are fine)"
+                "the image's lines plain YAML (template actions elsewhere in the file are fine)",
+                reason="template",
             )
     node = block_scalar_mentions(roots, repository)
     if node is not None:
@@ -189,7 +193,8 @@ def _in_block_scalar(repository: str, node: VScalar, source: str) -> ValuesError
     return ValuesError(
         f"{source}: {repository} is named inside a block scalar (| or >) at {position_of(node.start_mark)}; "
         "text inside a block scalar is not YAML imagebump can edit (Flux skips it silently): move the "
-        "image to its own fields"
+        "image to its own fields",
+        reason="block-scalar",
     )
 
 
@@ -218,7 +223,8 @@ class _Plan:
         if had is not None and had[1] != value:
             raise ValuesError(
                 f"{source}: the scalar at {position_of(node.start_mark)} is shared (an anchor) by images that "
-                f"would need different values ({had[1]!r}, {value!r}); write them out separately"
+                f"would need different values ({had[1]!r}, {value!r}); write them out separately",
+                reason="anchor",
             )
         current = None if node.null else node.value
         if current != value:
@@ -302,7 +308,7 @@ def edit_values(
         ValuesError: the file or the image cannot be edited safely (see the module).
     """
     if not tag and not digest:
-        raise ValuesError(f"nothing to set for {repository}: give a tag or a digest")
+        raise ValuesError(f"nothing to set for {repository}: give a tag or a digest", reason="nothing-to-set")
     roots, found, matches = find_pushed(text, repository, source=source, keys=keys, scope=scope)
     if not matches:
         raise not_found(found, repository, source, roots)
@@ -310,7 +316,8 @@ def edit_values(
     if keys is not None and normalise(matches[0].repository) != normalise(repository):
         raise ValuesError(
             f"{source}: the fields valuesKeys names compose {matches[0].repository}, not {repository}: that "
-            "image is pinned to another repository; nothing was written"
+            "image is pinned to another repository; nothing was written",
+            reason="pinned",
         )
     _refuse_unsafe(text, roots, matches, repository, source)
     plan = _Plan()
@@ -402,5 +409,6 @@ def _verify(result: str, docs: Documents, plan: _Plan, repository: str, source: 
         if not composed or normalise(composed) != normalise(wanted) or tuple(version_now) != (tag, digest):
             raise ValuesError(
                 f"{source}: after the edit the image at {f.where} does not compose the pushed reference; "
-                "nothing was written. This is a bug, please report it with the file"
+                "nothing was written. This is a bug, please report it with the file",
+                reason="edit-mismatch",
             )

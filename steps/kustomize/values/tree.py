@@ -125,7 +125,9 @@ def compose(text: str, source: str) -> Documents:
     if not isinstance(text, str):
         raise TypeError("text must be str")
     if len(text) > MAX_VALUES_BYTES // 4 and len(text.encode("utf-8", "surrogatepass")) > MAX_VALUES_BYTES:
-        raise ValuesError(f"{source}: larger than {MAX_VALUES_BYTES} bytes; it was not read")
+        raise ValuesError(
+            f"{source}: larger than {MAX_VALUES_BYTES} bytes; it was not read", reason="too-large"
+        )
     try:
         with gc_paused():
             return _compose(text, source)
@@ -139,7 +141,9 @@ def compose(text: str, source: str) -> Documents:
                 "it holds Go template actions ({{ … }}) that are not YAML: imagebump edits only files that "
                 "read as YAML (keep the image in a plain values file)"
             )
-        raise ValuesError(f"{source}: invalid YAML{at}: {' '.join(str(problem).split())}; {hint}") from None
+        raise ValuesError(
+            f"{source}: invalid YAML{at}: {' '.join(str(problem).split())}; {hint}", reason="invalid-yaml"
+        ) from None
 
 
 _TEMPLATE_LINE = re.compile(r"(?m)^([ \t]*)\{\{(?:[^\r\n]*)\}\}[ \t]*$")
@@ -327,7 +331,8 @@ def reread(
                     raise ValuesError(
                         f"{source}: the edit did not read back as intended (at line {now.start_mark.line + 1}: "
                         "something besides the image changed); nothing was written. This is a bug, please "
-                        "report it with the file"
+                        "report it with the file",
+                        reason="edit-mismatch",
                     )
                 if i in after:
                     name, value, key = after[i]
@@ -335,12 +340,15 @@ def reread(
                     if not (_reads_as(new_key, name, None) and _reads_as(new_value, value, None)):
                         raise ValuesError(
                             f"{source}: the edit did not read back as intended (the {name} key it adds); "
-                            "nothing was written. This is a bug, please report it with the file"
+                            "nothing was written. This is a bug, please report it with the file",
+                            reason="edit-mismatch",
+                            field=name,
                         )
                     read[key] = new_value
     except yaml.YAMLError as exc:
         raise ValuesError(
             f"{source}: the edit produced unreadable YAML ({' '.join(str(exc).split())}); nothing was written. "
-            "This is a bug"
+            "This is a bug",
+            reason="edit-mismatch",
         ) from None
     return read

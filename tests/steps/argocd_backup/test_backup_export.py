@@ -584,18 +584,19 @@ def test_s3_errors_name_bucket_or_key(error, kms, kind, text):
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "text"),
+    "kwargs",
     [
-        pytest.param({"bucket": "B!"}, "not a valid S3 bucket name", id="bucket"),
-        pytest.param({"namespace": "Argo CD"}, "not a valid Kubernetes namespace", id="namespace"),
-        pytest.param({"cluster": "../x"}, "cluster '../x' is not a usable", id="cluster-escape"),
-        pytest.param({"keep": -1}, "must be 0 (off) or positive", id="keep"),
+        pytest.param({"bucket": "B!"}, id="bucket"),
+        pytest.param({"namespace": "Argo CD"}, id="namespace"),
+        pytest.param({"cluster": "../x"}, id="cluster"),
+        pytest.param({"keep": -1}, id="keep"),
     ],
 )
-def test_bad_input_is_refused_before_any_io(kwargs, text):
+def test_bad_input_is_refused_before_any_io(kwargs):
     params = {"bucket": "ok-bucket", **kwargs}
-    with pytest.raises(ConfigError, match=text.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(ConfigError) as info:
         backup_export.export_backup(api=None, s3=None, **params)  # type: ignore[arg-type]
+    assert info.value.field == next(iter(kwargs))  # the setting at fault
 
 
 def test_runs_under_heras_runner(kubeconfig, moto, bucket, tmp_path):

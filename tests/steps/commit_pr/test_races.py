@@ -17,8 +17,8 @@ from steps.commit_pr.commit_mode import land_commit
 from steps.commit_pr.retry import BACKOFF_BASE_MAX, BACKOFF_CAP, Pacer, backoff
 from steps.commit_pr.settings import CommitPrSettings
 from steps.git import GitAuth
-from tests.steps.commit_pr_support import kustomization, overlay_files, plan, target
-from tests.steps.test_carried_plan import _env, seeded  # noqa: F401 - the autouse fixture
+from tests.steps.commit_pr.support import kustomization, overlay_files, plan, target
+from tests.steps.commit_pr.test_carried_plan import _env, seeded  # noqa: F401 - the autouse fixture
 
 FILE = "overlays/prod/kustomization.yaml"
 

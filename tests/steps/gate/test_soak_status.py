@@ -15,7 +15,7 @@ from steps.forge import github as gh
 from steps.forge.pull_requests import GitHubForge
 from steps.gate.decide import GateDecision
 from steps.gate.status import context, report_statuses
-from tests.steps.commit_pr_support import overlay_files, plan, target
+from tests.steps.commit_pr.support import overlay_files, plan, target
 
 CONTEXT = "imagebump/soak: staging"
 SINCE = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)

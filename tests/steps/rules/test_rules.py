@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -384,200 +385,326 @@ def rule(extra: str = "", *, uri: str = f"{REG}/team/$1", git: str = "https://gi
 
 
 BAD_RULES = [
-    pytest.param("a: [\n", "not valid YAML", id="yaml-syntax"),
-    pytest.param("", "no rules", id="empty-file"),
-    pytest.param("rules:\n", "no rules", id="rules-key-null"),
-    pytest.param("just text\n", "expected a list of rules", id="scalar-top"),
-    pytest.param("rulez:\n- x: 1\n", "only 'rules:'", id="top-typo"),
-    pytest.param("- 1\n", "rule 0: (rule): must be a mapping", id="rule-not-mapping"),
+    pytest.param("a: [\n", {"reason": "invalid-yaml"}, "", id="yaml-syntax"),
+    pytest.param("", {"reason": "no-rules"}, "", id="empty-file"),
+    pytest.param("rules:\n", {"reason": "no-rules"}, "", id="rules-key-null"),
+    pytest.param("just text\n", {"reason": "not-a-list"}, "", id="scalar-top"),
+    pytest.param("rulez:\n- x: 1\n", {"reason": "top-level-keys"}, "", id="top-typo"),
+    pytest.param("- 1\n", {"rule": 0, "field": "(rule)"}, "must be a mapping", id="rule-not-mapping"),
     pytest.param(
         GOOD_RULE + "- registryURI: x\n  githubRepository: https://github.com/o/r\n",
-        "rule 1: registryURI",
+        {"rule": 1, "field": "registryURI"},
+        "",
         id="bad-uri-host",
     ),
     pytest.param(
-        GOOD_RULE + f"- registryURI: {REG}/a\n", "rule 1: githubRepository: is required", id="missing-github"
+        GOOD_RULE + f"- registryURI: {REG}/a\n",
+        {"rule": 1, "field": "githubRepository"},
+        "is required",
+        id="missing-github",
     ),
     pytest.param(
         GOOD_RULE + "- githubRepository: https://github.com/o/r\n",
-        "rule 1: registryURI: is required",
+        {"rule": 1, "field": "registryURI"},
+        "is required",
         id="missing-registry",
     ),
-    pytest.param(rule("githubRepo: x"), "rule 1: githubRepo: unknown field", id="unknown-field-typo"),
-    pytest.param(rule("allowImageTags: [x]"), "rule 1: allowImageTags: unknown field", id="unknown-plural"),
-    pytest.param(rule("mode: merge"), "rule 1: mode: must be one of pr, commit", id="bad-mode"),
     pytest.param(
-        rule("order: newest"), "rule 1: order: must be one of push-time, semver, none", id="bad-order"
+        rule("githubRepo: x"), {"rule": 1, "field": "githubRepo"}, "unknown field", id="unknown-field-typo"
     ),
     pytest.param(
-        rule("provider: gitlab"), "rule 1: provider: must be one of github, local", id="bad-provider"
+        rule("allowImageTags: [x]"),
+        {"rule": 1, "field": "allowImageTags"},
+        "unknown field",
+        id="unknown-plural",
     ),
     pytest.param(
-        rule("writeDigest: 'yes'"), "rule 1: writeDigest: must be true or false", id="writedigest-string"
+        rule("mode: merge"), {"rule": 1, "field": "mode"}, "must be one of pr, commit", id="bad-mode"
     ),
-    pytest.param(rule("labels: bug"), "rule 1: labels: must be a list", id="labels-scalar"),
-    pytest.param(rule("reviewers: [1]"), "rule 1: reviewers[0]: must be a string", id="reviewer-number"),
-    pytest.param(rule("env: 1"), "rule 1: env: must be a string", id="env-number"),
     pytest.param(
-        rule("baseBranch: 'a..b'"), "rule 1: baseBranch: 'a..b' is not a valid branch name", id="bad-branch"
+        rule("order: newest"),
+        {"rule": 1, "field": "order"},
+        "must be one of push-time, semver, none",
+        id="bad-order",
     ),
-    pytest.param(rule("imageName: 'a b'"), "rule 1: imageName:", id="image-name-space"),
     pytest.param(
-        rule("allowImageTag: 'regexp:x'"), "rule 1: allowImageTag: must be a list", id="allow-not-list"
+        rule("provider: gitlab"),
+        {"rule": 1, "field": "provider"},
+        "must be one of github, local",
+        id="bad-provider",
+    ),
+    pytest.param(
+        rule("writeDigest: 'yes'"),
+        {"rule": 1, "field": "writeDigest"},
+        "must be true or false",
+        id="writedigest-string",
+    ),
+    pytest.param(rule("labels: bug"), {"rule": 1, "field": "labels"}, "must be a list", id="labels-scalar"),
+    pytest.param(
+        rule("reviewers: [1]"), {"rule": 1, "field": "reviewers[0]"}, "must be a string", id="reviewer-number"
+    ),
+    pytest.param(rule("env: 1"), {"rule": 1, "field": "env"}, "must be a string", id="env-number"),
+    pytest.param(
+        rule("baseBranch: 'a..b'"),
+        {"rule": 1, "field": "baseBranch"},
+        "'a..b' is not a valid branch name",
+        id="bad-branch",
+    ),
+    pytest.param(rule("imageName: 'a b'"), {"rule": 1, "field": "imageName"}, "", id="image-name-space"),
+    pytest.param(
+        rule("allowImageTag: 'regexp:x'"),
+        {"rule": 1, "field": "allowImageTag"},
+        "must be a list",
+        id="allow-not-list",
     ),
     pytest.param(
         rule("allowImageTag: ['regexp:(']"),
-        "rule 1: allowImageTag[0]: invalid regular expression",
+        {"rule": 1, "field": "allowImageTag[0]"},
+        "invalid regular expression",
         id="allow-bad-regex",
     ),
     pytest.param(
         rule("denyImageTag: [ok, 'regexp:[a-']"),
-        "rule 1: denyImageTag[1]: invalid regular expression",
+        {"rule": 1, "field": "denyImageTag[1]"},
+        "invalid regular expression",
         id="deny-bad-regex",
     ),
     pytest.param(
         rule("allowImageTag: ['v*']"),
-        "rule 1: allowImageTag[0]: 'v*' is not a valid image tag",
+        {"rule": 1, "field": "allowImageTag[0]"},
+        "'v*' is not a valid image tag",
         id="allow-glob",
     ),
     pytest.param(
-        rule("allowImageTag: [1.10]"), "rule 1: allowImageTag[0]: must be a string", id="allow-float"
+        rule("allowImageTag: [1.10]"),
+        {"rule": 1, "field": "allowImageTag[0]"},
+        "must be a string",
+        id="allow-float",
     ),
     # RE2 refuses what needs backtracking: each is named, with the rule and the field (issue 12).
     pytest.param(
         rule("allowImageTag: ['regexp:(a)\\1']"),
-        "rule 1: allowImageTag[0]: regular expression '(a)\\\\1' uses a backreference",
+        {"rule": 1, "field": "allowImageTag[0]"},
+        "regular expression '(a)\\\\1' uses a backreference",
         id="re2-backreference",
     ),
     pytest.param(
         rule("denyImageTag: ['x', 'regexp:(?P<v>a)-(?P=v)']"),
-        "rule 1: denyImageTag[1]: regular expression '(?P<v>a)-(?P=v)' uses a backreference",
+        {"rule": 1, "field": "denyImageTag[1]"},
+        "regular expression '(?P<v>a)-(?P=v)' uses a backreference",
         id="re2-named-backreference",
     ),
     pytest.param(
         rule("allowImageTag: ['regexp:(?!latest$).*']"),
-        "rule 1: allowImageTag[0]: regular expression",
+        {"rule": 1, "field": "allowImageTag[0]"},
+        "regular expression",
         id="re2-lookahead",
     ),
-    pytest.param(rule("allowImageTag: ['regexp:(?=v)v1']"), "uses lookaround", id="re2-positive-lookahead"),
+    pytest.param(
+        rule("allowImageTag: ['regexp:(?=v)v1']"),
+        {"rule": 1, "field": "allowImageTag[0]"},
+        "uses lookaround",
+        id="re2-positive-lookahead",
+    ),
     pytest.param(
         rule("denyImageTag: ['regexp:.*(?<=-rc)']"),
-        "denyImageTag[0]: regular expression",
+        {"rule": 1, "field": "denyImageTag[0]"},
+        "regular expression",
         id="re2-lookbehind",
     ),
     pytest.param(
-        rule("denyImageTag: ['regexp:.*(?<!-rc)']"), "uses lookaround", id="re2-negative-lookbehind"
+        rule("denyImageTag: ['regexp:.*(?<!-rc)']"),
+        {"rule": 1, "field": "denyImageTag[0]"},
+        "uses lookaround",
+        id="re2-negative-lookbehind",
     ),
     pytest.param(
-        rule(uri=f"{REG}/team/api:(?=v).*"), "rule 1: registryURI: regular expression", id="re2-lookahead-tag"
+        rule(uri=f"{REG}/team/api:(?=v).*"),
+        {"rule": 1, "field": "registryURI"},
+        "regular expression",
+        id="re2-lookahead-tag",
     ),
-    pytest.param(rule("allowImageTag: ['regexp:(?>a+)b']"), "atomic group or a possessive", id="re2-atomic"),
-    pytest.param(rule("allowImageTag: ['regexp:a++b']"), "atomic group or a possessive", id="re2-possessive"),
-    pytest.param(rule("allowImageTag: ['regexp:(a)?(?(1)b|c)']"), "conditional group", id="re2-conditional"),
     pytest.param(
-        rule("allowImageTag: ['regexp:(?x) a b']"), "inline flag RE2 does not support", id="re2-verbose"
+        rule("allowImageTag: ['regexp:(?>a+)b']"),
+        {"rule": 1, "field": "allowImageTag[0]"},
+        "atomic group or a possessive",
+        id="re2-atomic",
     ),
-    pytest.param(rule("allowImageTag: ['regexp:v1\\Z']"), "write $ (or \\z)", id="python-end-of-string"),
-    pytest.param(rule("allowImageTag: ['regexp:a{,3}']"), "write {0,3}", id="python-empty-lower-count"),
+    pytest.param(
+        rule("allowImageTag: ['regexp:a++b']"),
+        {"rule": 1, "field": "allowImageTag[0]"},
+        "atomic group or a possessive",
+        id="re2-possessive",
+    ),
+    pytest.param(
+        rule("allowImageTag: ['regexp:(a)?(?(1)b|c)']"),
+        {"rule": 1, "field": "allowImageTag[0]"},
+        "conditional group",
+        id="re2-conditional",
+    ),
+    pytest.param(
+        rule("allowImageTag: ['regexp:(?x) a b']"),
+        {"rule": 1, "field": "allowImageTag[0]"},
+        "inline flag RE2 does not support",
+        id="re2-verbose",
+    ),
+    pytest.param(
+        rule("allowImageTag: ['regexp:v1\\Z']"),
+        {"rule": 1, "field": "allowImageTag[0]"},
+        "write $ (or \\z)",
+        id="python-end-of-string",
+    ),
+    pytest.param(
+        rule("allowImageTag: ['regexp:a{,3}']"),
+        {"rule": 1, "field": "allowImageTag[0]"},
+        "write {0,3}",
+        id="python-empty-lower-count",
+    ),
     pytest.param(
         rule("allowImageTag: ['regexp:a{4294967296}']"),
-        "rule 1: allowImageTag[0]: regular expression 'a{4294967296}' repeats 4294967296 times",
+        {"rule": 1, "field": "allowImageTag[0]"},
+        "regular expression 'a{4294967296}' repeats 4294967296 times",
         id="count-overflow",
     ),
     pytest.param(
         rule(uri=f"{REG}/team/api:v{{2,99999999999999999999}}"),
-        "rule 1: registryURI: regular expression",
+        {"rule": 1, "field": "registryURI"},
+        "regular expression",
         id="count-overflow-tag-pattern",
     ),
     pytest.param(
-        rule("allowImageTag: ['regexp:a{1001}']"), "more than the 1000 RE2 allows", id="count-over-1000"
+        rule("allowImageTag: ['regexp:a{1001}']"),
+        {"rule": 1, "field": "allowImageTag[0]"},
+        "more than the 1000 RE2 allows",
+        id="count-over-1000",
     ),
-    pytest.param(rule("allowImageTag: ['regexp:a{3,2}']"), "empty range {3,2}", id="count-reversed"),
-    pytest.param(rule("allowImageTag: ['regexp:v1\u00e9']"), "non-ASCII character", id="non-ascii"),
+    pytest.param(
+        rule("allowImageTag: ['regexp:a{3,2}']"),
+        {"rule": 1, "field": "allowImageTag[0]"},
+        "empty range {3,2}",
+        id="count-reversed",
+    ),
+    pytest.param(
+        rule("allowImageTag: ['regexp:v1\u00e9']"),
+        {"rule": 1, "field": "allowImageTag[0]"},
+        "non-ASCII character",
+        id="non-ascii",
+    ),
     pytest.param(
         rule("allowImageTag: ['regexp:(?:(?:[a-z0-9]?){22}){22}-']"),
-        "rule 1: allowImageTag[0]: regular expression '(?:(?:[a-z0-9]?){22}){22}-' brings this rule's "
-        "patterns to",
+        {"rule": 1, "field": "allowImageTag[0]"},
+        "regular expression '(?:(?:[a-z0-9]?){22}){22}-' brings this rule's patterns to",
         id="program-budget-one-pattern",
     ),
     pytest.param(
         rule("allowImageTag: ['regexp:(?:[a-z]{0,60}){0,5}', 'regexp:(?:[0-9]{0,60}){0,5}']"),
-        "rule 1: allowImageTag[1]: regular expression",
+        {"rule": 1, "field": "allowImageTag[1]"},
+        "regular expression",
         id="program-budget-whole-rule",
     ),
     pytest.param(
         rule(uri=f"{REG}/team/api:v(["),
-        "rule 1: registryURI: invalid regular expression",
+        {"rule": 1, "field": "registryURI"},
+        "invalid regular expression",
         id="bad-tag-pattern",
     ),
-    pytest.param(rule(uri=f"{REG}/team/api:"), "rule 1: registryURI: ", id="empty-tag-pattern"),
+    pytest.param(
+        rule(uri=f"{REG}/team/api:"), {"rule": 1, "field": "registryURI"}, "", id="empty-tag-pattern"
+    ),
     pytest.param(
         rule(uri=f"{REG}/Team/$1"),
-        "rule 1: registryURI: repository part 'Team/$1' can never match",
+        {"rule": 1, "field": "registryURI"},
+        "repository part 'Team/$1' can never match",
         id="uppercase-repo",
     ),
     pytest.param(
-        rule(uri=f"{REG}/team//$1"), "rule 1: registryURI: repository part", id="empty-segment-repo"
+        rule(uri=f"{REG}/team//$1"),
+        {"rule": 1, "field": "registryURI"},
+        "repository part",
+        id="empty-segment-repo",
     ),
-    pytest.param(rule(uri=f"{REG}/"), "rule 1: registryURI:", id="no-repo"),
-    pytest.param(rule(uri=f"{REG}/team/$0"), "rule 1: registryURI: $0 is not a capture", id="dollar-zero"),
+    pytest.param(rule(uri=f"{REG}/"), {"rule": 1, "field": "registryURI"}, "", id="no-repo"),
+    pytest.param(
+        rule(uri=f"{REG}/team/$0"),
+        {"rule": 1, "field": "registryURI"},
+        "$0 is not a capture",
+        id="dollar-zero",
+    ),
     pytest.param(
         rule(uri="$1.dkr.ecr.ap-northeast-1.amazonaws.com/team/x"),
-        "rule 1: registryURI:",
+        {"rule": 1, "field": "registryURI"},
+        "",
         id="capture-in-host",
     ),
-    pytest.param(rule(uri="docker.io/team/x"), "rule 1: registryURI: 'docker.io/team/x'", id="not-ecr-host"),
+    pytest.param(
+        rule(uri="docker.io/team/x"),
+        {"rule": 1, "field": "registryURI"},
+        "'docker.io/team/x'",
+        id="not-ecr-host",
+    ),
     pytest.param(
         rule(git="https://github.com/o/r/apps/$2"),
-        "rule 1: githubRepository: $2 is not captured",
+        {"rule": 1, "field": "githubRepository"},
+        "$2 is not captured",
         id="uncaptured-var",
     ),
     pytest.param(
         rule(git="ssh://git@github.com/o/r"),
-        "rule 1: githubRepository: 'ssh://git@github.com/o/r' must be",
+        {"rule": 1, "field": "githubRepository"},
+        "'ssh://git@github.com/o/r' must be",
         id="ssh-url",
     ),
     pytest.param(
         rule(git="https://x:tok@github.com/o/r/a/$1"),
-        "rule 1: githubRepository: must not contain credentials",
+        {"rule": 1, "field": "githubRepository"},
+        "must not contain credentials",
         id="credentials",
     ),
     pytest.param(
         rule(git="https://github.com/o"),
-        "rule 1: githubRepository: 'https://github.com/o' must name",
+        {"rule": 1, "field": "githubRepository"},
+        "'https://github.com/o' must name",
         id="no-repo-in-url",
     ),
     pytest.param(
         rule(git="https://github.com/o/r/a?ref=$1"),
-        "rule 1: githubRepository: 'https://github.com/o/r/a?ref=***' must not contain a query",
+        {"rule": 1, "field": "githubRepository"},
+        "'https://github.com/o/r/a?ref=***' must not contain a query",
         id="query",
     ),
     pytest.param(
         rule(git="https://git hub.com/o/r"),
-        "rule 1: githubRepository: host 'git hub.com'",
+        {"rule": 1, "field": "githubRepository"},
+        "host 'git hub.com'",
         id="space-in-host",
     ),
     pytest.param(
         GOOD_RULE + "- registryURI: 1\n  githubRepository: x\n",
-        "rule 1: registryURI: must be a string",
+        {"rule": 1, "field": "registryURI"},
+        "must be a string",
         id="uri-number",
     ),
-    pytest.param("- registryURI: a\n  registryURI: b\n", "not valid YAML", id="duplicate-key"),
+    pytest.param("- registryURI: a\n  registryURI: b\n", {"reason": "invalid-yaml"}, "", id="duplicate-key"),
 ]
 
 
-@pytest.mark.parametrize(("text", "fragment"), BAD_RULES)
-def test_bad_rules_files(text: str, fragment: str) -> None:
+@pytest.mark.parametrize(("text", "expected", "fragment"), BAD_RULES)
+def test_bad_rules_files(text: str, expected: dict, fragment: str) -> None:
+    """The rule and the field at fault (or, for the file as a whole, why) are fields of the error;
+    ``fragment`` is what no field carries: the cause or the fix the message must name."""
     with pytest.raises(RulesError) as info:
         load_rules(text, source="rules.yaml")
     message = str(info.value)
-    assert message.startswith("rules.yaml: ")
-    assert fragment in message, message
+    assert message.startswith("rules.yaml: ")  # the file to fix
+    assert {key: getattr(info.value, key) for key in expected} == expected
+    if fragment:
+        assert fragment in message, message
 
 
 def test_missing_rules_file_names_the_variable(tmp_path: Path) -> None:
-    with pytest.raises(RulesError, match="IMAGEBUMP_RULES_FILE"):
+    with pytest.raises(RulesError) as info:
         load_rules_file(tmp_path / "nope.yaml")
+    assert (info.value.reason, info.value.field) == ("no-file", "IMAGEBUMP_RULES_FILE")
 
 
 def test_empty_list_is_valid() -> None:
@@ -774,8 +901,9 @@ def test_merge_keys_load_with_the_written_key_overriding() -> None:
     ],
 )
 def test_a_key_written_twice_is_still_refused(text: str) -> None:
-    with pytest.raises(RulesError, match="not valid YAML: found duplicate key 'env' at line"):
+    with pytest.raises(RulesError, match="'env'") as info:  # names the key written twice
         load_rules(text)
+    assert info.value.reason == "invalid-yaml"
 
 
 _LEVELS = ["&a [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]"] + [
@@ -796,7 +924,8 @@ def _load_in_child(text: str, tmp_path: Path) -> subprocess.CompletedProcess[str
         "try:\n"
         f"    load_rules(open({str(payload)!r}).read())\n"
         "except RulesError as exc:\n"
-        "    print(exc)\n"
+        "    import json\n"
+        "    print(json.dumps({'reason': exc.reason, 'rule': exc.rule, 'field': exc.field, 'message': str(exc)}))\n"
     )
     try:
         return subprocess.run(
@@ -826,9 +955,10 @@ def test_an_alias_bomb_is_refused_at_load_naming_rule_and_field(
     assert len(text.encode()) < 700
     proc = _load_in_child(text, tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    message = proc.stdout.strip()
-    assert message.startswith(f"rules.yaml: rule 0: {field}: YAML aliases expand"), message
-    assert "billion laughs" in message and len(message) < 400 and "lol" not in message
+    refused = json.loads(proc.stdout)
+    assert (refused["reason"], refused["rule"], refused["field"]) == ("alias-bomb", 0, field), refused
+    message = refused["message"]
+    assert len(message) < 400 and "lol" not in message, message  # never the value
 
 
 @pytest.mark.parametrize("field", ["labels", "mode", "writeDigest", "registryURI"])
@@ -840,8 +970,9 @@ def test_a_large_value_is_shown_as_a_short_excerpt(field: str) -> None:
         text = f"- registryURI: {value}\n  githubRepository: https://github.com/o/r/apps/x\n"
     else:
         text += f"  {field}: {'[' + value + ']' if field == 'labels' else value}\n"
-    with pytest.raises(RulesError, match=rf"rule 0: {field}(\[0\])?: must be") as info:
+    with pytest.raises(RulesError) as info:
         load_rules(text)
+    assert (info.value.rule, info.value.field) == (0, f"{field}[0]" if field == "labels" else field)
     assert len(str(info.value)) < 400
 
 
@@ -857,8 +988,9 @@ def test_a_large_value_is_shown_as_a_short_excerpt(field: str) -> None:
     ],
 )
 def test_a_secret_in_github_repository_is_redacted(git: str) -> None:
-    with pytest.raises(RulesError, match="rule 0: githubRepository: ") as info:
+    with pytest.raises(RulesError) as info:
         load_rules(f"- registryURI: {REG}/team/$1\n  githubRepository: '{git}'\n")
+    assert (info.value.rule, info.value.field) == (0, "githubRepository")
     assert "ghp_SECRET0123456789" not in str(info.value) and "***" in str(info.value), str(info.value)
 
 
@@ -1052,28 +1184,36 @@ def test_closed_choices_accept_each_choice_and_name_them_all_when_refusing(
     for wrong in ("PR", "Semver", "''", "[pr]", "1", "null"):
         with pytest.raises(RulesError) as info:
             load_rules(rule(f"{field}: {wrong}"))
-        assert f"rule 1: {field}: must be one of {', '.join(choices)}, got " in str(info.value)
+        assert (info.value.rule, info.value.field) == (1, field)
+        assert f"must be one of {', '.join(choices)}, got " in str(info.value)  # the fix: every choice
 
 
 @pytest.mark.parametrize(
-    ("extra", "fragment"),
+    ("extra", "field", "fragment"),
     [
         pytest.param(
-            "writeDigest: 1", "writeDigest: must be true or false, got number 1", id="bool-not-number"
+            "writeDigest: 1", "writeDigest", "must be true or false, got number 1", id="bool-not-number"
         ),
         pytest.param(
-            "writeDigest: 'true'", "writeDigest: must be true or false, got string", id="bool-not-str"
+            "writeDigest: 'true'", "writeDigest", "must be true or false, got string", id="bool-not-str"
         ),
-        pytest.param("env: [a]", "env: must be a string, got list", id="str-not-list"),
-        pytest.param("labels: {a: 1}", "labels: must be a list, got mapping", id="list-not-mapping"),
-        pytest.param("1: x", "rule 1: 1: unknown field; known fields: registryURI,", id="non-string-key"),
-        pytest.param("registryURI: ''", "duplicate key", id="duplicate-required"),
+        pytest.param("env: [a]", "env", "must be a string, got list", id="str-not-list"),
+        pytest.param("labels: {a: 1}", "labels", "must be a list, got mapping", id="list-not-mapping"),
+        pytest.param("1: x", "1", "unknown field; known fields: registryURI,", id="non-string-key"),
     ],
 )
-def test_strict_types_are_named_with_field_and_fix(extra: str, fragment: str) -> None:
+def test_strict_types_are_named_with_field_and_fix(extra: str, field: str, fragment: str) -> None:
+    """The rule and field are the error's; the type expected and the type found are the message's."""
     with pytest.raises(RulesError) as info:
         load_rules(rule(extra))
+    assert (info.value.rule, info.value.field) == (1, field)
     assert fragment in str(info.value), str(info.value)
+
+
+def test_a_required_field_written_twice_is_refused_as_yaml() -> None:
+    with pytest.raises(RulesError) as info:
+        load_rules(rule("registryURI: ''"))
+    assert info.value.reason == "invalid-yaml"
 
 
 def test_null_optional_fields_mean_their_defaults() -> None:

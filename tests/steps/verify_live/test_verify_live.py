@@ -340,8 +340,9 @@ def test_refresh_settings_are_validated(env: dict, expected: str) -> None:
         assert refresher.mode == expected
         assert "t0ken" not in repr(refresher)
         return
-    with pytest.raises(ConfigError, match=expected):
+    with pytest.raises(ConfigError) as info:
         Refresher.from_env(env)
+    assert info.value.field == expected  # the setting to fix
 
 
 def test_application_in_another_namespace(cluster: Cluster, remote) -> None:
@@ -474,8 +475,9 @@ def test_live_timeout_is_validated(value: str) -> None:
     if value == "15":
         assert verify_live.parse_duration(value) == 15.0
         return
-    with pytest.raises(ConfigError, match="live-timeout"):
+    with pytest.raises(ConfigError) as info:
         verify_live.parse_duration(value)
+    assert (info.value.reason, info.value.field) == ("invalid-duration", "live-timeout")
 
 
 @pytest.mark.parametrize(
@@ -506,17 +508,32 @@ def test_another_repository_or_branch_does_not_match() -> None:
     assert deploys(app, "https://github.com/team/manifests", OVERLAY, "release", False) is False
 
 
-def test_a_live_timeout_longer_than_a_pod_may_wait_ends_in_timeout_not_a_killed_pod() -> None:
-    """``live-timeout=1h``: the step caps its wait below its pod's rendered deadline, so the
-    outcome is ``timeout`` (counted, reported), never a pod killed mid-wait and retried."""
+def test_a_live_timeout_longer_than_a_pod_may_wait_ends_in_timeout_not_a_killed_pod(
+    cluster: Cluster, remote, monkeypatch
+) -> None:
+    """``live-timeout=1h`` on an Application that never goes live: the step's wait ends in the
+    outcome ``timeout`` (counted, reported) with time left before its pod's rendered deadline, never
+    a pod killed mid-wait and retried. The step's clock is injected: no real wait."""
     import yaml
 
-    from steps.verify_live.step import MAX_WAIT_SECONDS
+    from steps.verify_live import argocd
 
     root = Path(__file__).resolve().parents[3]
     rendered = yaml.safe_load((root / "manifests" / "workflows" / "image-update.yaml").read_text())
     (template,) = [t for t in rendered["spec"]["templates"] if t["name"] == "verify-live"]
-    assert MAX_WAIT_SECONDS + 30 <= template["activeDeadlineSeconds"]
+    cluster.seed(application("api-prod", remote.url))
+    cluster.sim.stuck.add("argocd/api-prod")  # its comparison fails from now on: never live
+    target, plan, sha = push(remote)
+    clock = _Clock()
+    monkeypatch.setattr(verify_live, "CLOCK", clock)
+    monkeypatch.setattr(verify_live, "SLEEP", clock.sleep)
+    monkeypatch.setattr(argocd, "configured", lambda environ=None: True)
+    monkeypatch.setattr(argocd, "connect", lambda context=None: cluster.api())
+    monkeypatch.setenv("IMAGEBUMP_LIVE_POLL_SECONDS", "60")  # fewer reads of the simulated Argo CD
+    with cluster.sim:
+        out = verify_live.run.__wrapped__(target, plan, sha, live_timeout="1h")  # type: ignore[attr-defined]
+    assert out.result == "timeout"
+    assert 0 < clock.now <= template["activeDeadlineSeconds"] - 30  # time left to write the outputs
 
 
 def test_a_deployment_scaled_to_zero_is_idle_not_a_mismatch(cluster: Cluster, make_remote, git_env) -> None:

@@ -1,0 +1,454 @@
+"""commit-pr with ``commitMethod: api``: Verified commits through GitHub's git database (issue 26).
+
+The git remote is real (``git http-backend``); the GitHub API is the fake (tests/fixtures/github.py
+and github_gitdb.py), whose git database writes into that same bare repository with git itself,
+so what the tests read back with git is what a clone sees. The fake marks a commit verified
+exactly when an App installation token created it with no author, committer or signature, and
+enforces GitHub's secondary limits when a test asks (with shrunk windows, honest Retry-After).
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from steps.commit_pr import step as commit_pr
+from steps.domain.branches import branch_name
+from steps.domain.errors import ConfigError, TransientError, TreeMismatch, UnverifiedCommit
+from steps.forge import github as gh
+from steps.rules import load_rules
+from tests.steps.commit_pr.support import IMAGE, kustomization, overlay_files, plan, target, write_app_key
+
+REG = "123456789012.dkr.ecr.us-west-2.amazonaws.com"
+FILE = "overlays/prod/kustomization.yaml"
+
+
+@pytest.fixture(autouse=True)
+def _env(git_env: str, outputs_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in (
+        "IMAGEBUMP_GIT_AUTHOR_NAME",
+        "IMAGEBUMP_GIT_AUTHOR_EMAIL",
+        "IMAGEBUMP_COMMIT_MESSAGE_TEMPLATE",
+        "IMAGEBUMP_PUSH_ATTEMPTS",
+        "IMAGEBUMP_REQUIRE_VERIFIED",
+        "IMAGEBUMP_GITHUB_RATE_LIMIT_BUDGET",
+    ):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture()
+def world(make_remote, github_env, git_server):
+    """A remote with one overlay; the fake's git database writes into its bare repository."""
+    remote = make_remote(overlay_files("overlays/prod"))
+    github_env.serve_git(git_server)
+
+    def ahead(owner: str, repo: str, base: str, head: str) -> int | None:
+        try:
+            return int(remote.git("rev-list", "--count", f"{base}..{head}").strip())
+        except RuntimeError:
+            return None
+
+    github_env.ahead = ahead
+    return remote, github_env
+
+
+@pytest.fixture()
+def as_app(github_env, git_token: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Only the GitHub App's settings: its installation token reads, pushes and calls the API."""
+    write_app_key(tmp_path / "app.pem")
+    github_env.app_ids.add("777")
+    github_env.next_installation_token = git_token  # what the git server accepts
+    github_env.tokens.clear()  # the API accepts minted tokens only
+    monkeypatch.delenv("IMAGEBUMP_GIT_TOKEN")
+    monkeypatch.delenv("IMAGEBUMP_GIT_READ_TOKEN")
+    monkeypatch.setenv("IMAGEBUMP_GITHUB_APP_ID", "777")
+    monkeypatch.setenv("IMAGEBUMP_GITHUB_APP_INSTALLATION_ID", "42")
+    monkeypatch.setenv("IMAGEBUMP_GITHUB_APP_PRIVATE_KEY_FILE", str(tmp_path / "app.pem"))
+    gh.clear_token_cache()
+    yield
+    gh.clear_token_cache()
+
+
+def _api(remote, **kw):
+    kw.setdefault("provider", "github")
+    return target(remote.url, commit_method="api", **kw)
+
+
+def _mode_of(remote, ref: str, path: str) -> str:
+    return remote.git("ls-tree", ref, "--", path).split()[0]
+
+
+def _git_statuses(fake, method: str, what: str) -> list[int]:
+    return [c.status for c in fake.calls if c.method == method and c.path.split("/git/")[-1].startswith(what)]
+
+
+# ------------------------------------------------------------------------------------ rules
+
+
+@pytest.mark.parametrize(
+    "extra, field, message",
+    [
+        pytest.param(
+            "commitMethod: api\n  provider: local\n", "commitMethod", "provider: github", id="api-local"
+        ),
+        pytest.param("commitMethod: svn\n", "commitMethod", "must be one of git, api", id="unknown"),
+        pytest.param("requireVerified: maybe\n", "requireVerified", "true or false", id="not-bool"),
+        pytest.param("requireVerified: true\n", "requireVerified", "needs commitMethod: api", id="with-git"),
+    ],
+)
+def test_rules_refuse_bad_commit_method_fields(extra: str, field: str, message: str) -> None:
+    text = (
+        f"- registryURI: {REG}/team/ok\n  githubRepository: https://github.com/o/r/ok\n"
+        f"- registryURI: {REG}/team/api\n  githubRepository: https://github.com/o/r/overlays/prod\n  {extra}"
+    )
+    with pytest.raises(ConfigError) as info:
+        load_rules(text)
+    assert "rule 1" in str(info.value) and field in str(info.value) and message in str(info.value)
+
+
+def test_rules_carry_commit_method_and_require_verified_to_the_target() -> None:
+    from steps.domain.models import Image
+
+    rules = load_rules(
+        f"- registryURI: {REG}/team/api\n  githubRepository: https://github.com/o/r/overlays/prod\n"
+        "  commitMethod: api\n  requireVerified: true\n"
+    )
+    pushed = Image(account="123456789012", region="us-west-2", repository="team/api", tag="1.0.0")
+    (found,) = rules.match(pushed).targets
+    assert (found.settings.commit_method, found.settings.require_verified) == ("api", True)
+
+
+def test_local_run_needs_no_token_when_the_github_app_is_configured(tmp_path: Path) -> None:
+    from imagebump.commands.run import local_secrets
+
+    app = {
+        "IMAGEBUMP_GITHUB_APP_ID": "777",
+        "IMAGEBUMP_GITHUB_APP_INSTALLATION_ID": "42",
+        "IMAGEBUMP_GITHUB_APP_PRIVATE_KEY_FILE": str(tmp_path / "app.pem"),
+    }
+    assert local_secrets(app) == {"imagebump-git": {}}  # each step mints the App's token itself
+    with pytest.raises(ConfigError, match="IMAGEBUMP_GITHUB_APP_ID"):
+        local_secrets({k: v for k, v in app.items() if k != "IMAGEBUMP_GITHUB_APP_ID"})
+
+
+def test_reads_use_the_app_installation_token_when_no_read_token_is_set(
+    github_env, as_app, git_token: str
+) -> None:
+    auth = gh.read_auth()
+    assert auth is not None and auth.token == git_token and github_env.minted == [git_token]
+
+
+def test_requiring_verified_commits_refuses_commit_method_git(world, monkeypatch) -> None:
+    remote, _fake = world
+    monkeypatch.setenv("IMAGEBUMP_REQUIRE_VERIFIED", "true")
+    with pytest.raises(ConfigError, match="commitMethod: git"):
+        commit_pr.land(target(remote.url), plan())
+    assert len(remote.log()) == 1
+
+
+# ------------------------------------------------------------------------------ mode: commit
+
+
+def test_commit_mode_api_lands_a_verified_commit_with_the_same_tree_git_computes(world, as_app) -> None:
+    remote, fake = world
+    before = remote.rev()
+    out = commit_pr.run(_api(remote), plan())
+    assert out.action == "committed" and out.verified == "true" and out.verification_reason == "valid"
+    assert remote.rev() == out.commit_sha and remote.git("rev-parse", f"{out.commit_sha}^").strip() == before
+    assert remote.read(FILE) == kustomization("1.1.0")
+    # GitHub signed it: no author, committer or signature was sent
+    (made,) = fake.gitdb.commits_created
+    assert made["sha"] == out.commit_sha and made["given"] == [] and made["verified"]
+    # two requests land it (issue 33): the tree proven, then createCommitOnBranch with its lease
+    assert _git_statuses(fake, "POST", "trees") == [201]
+    assert _git_statuses(fake, "POST", "commits") == []
+    (mutation,) = [c for c in fake.calls if c.path.endswith("graphql")]
+    assert mutation.body["variables"]["input"]["expectedHeadOid"] == before
+    assert not [c for c in fake.calls if c.method == "PATCH"]
+
+
+def test_commit_mode_api_lost_race_rebases_and_retries(world, as_app) -> None:
+    remote, fake = world
+    fake.on("POST", r"/api/graphql", lambda: remote.commit_files({"README.md": "someone\n"}))
+    out = commit_pr.run(_api(remote), plan())
+    assert out.action == "committed" and remote.rev() == out.commit_sha
+    assert remote.log()[1] == "someone else's change"  # kept, below ours
+    assert remote.read("README.md") == "someone\n" and remote.read(FILE) == kustomization("1.1.0")
+    mutations = [c for c in fake.calls if c.path.endswith("graphql")]
+    assert len(mutations) == 2  # the lease refused the first (expectedHeadOid), the second landed
+    assert (
+        mutations[1].body["variables"]["input"]["expectedHeadOid"] == remote.git("rev-parse", "HEAD^").strip()
+    )
+
+
+def test_commit_mode_api_tree_mismatch_moves_nothing(world, as_app) -> None:
+    remote, fake = world
+    before = remote.rev()
+    fake.gitdb.alter_content = lambda text: text.replace("\n", "\r\n")
+    with pytest.raises(TreeMismatch, match="git computes"):
+        commit_pr.land(_api(remote), plan())
+    assert remote.rev() == before and fake.gitdb.commits_created == []
+    assert not [c for c in fake.calls if "/git/refs" in c.path or c.path.endswith("graphql")]
+
+
+def test_commit_mode_api_personal_token_is_unverified_and_require_verified_refuses(
+    world, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    remote, fake = world
+    before = remote.rev()
+    with pytest.raises(SystemExit) as exited:
+        commit_pr.run(_api(remote, require_verified=True), plan())
+    assert exited.value.code == 2
+    assert remote.rev() == before and fake.gitdb.commits_created[0]["reason"] == "unsigned"
+    with pytest.raises(UnverifiedCommit, match=r"reason: unsigned"):
+        commit_pr.land(_api(remote, require_verified=True), plan())
+    # without requireVerified it lands, and says it is not verified
+    out = commit_pr.run(_api(remote), plan())
+    assert out.action == "committed" and (out.verified, out.verification_reason) == ("false", "unsigned")
+
+
+def _make_executable(remote, *paths: str) -> None:
+    """Commit on main the same files with mode 100755 (trees rebuilt with ``git mktree``)."""
+
+    def rebuild(tree: str, prefix: str) -> str:
+        lines = []
+        for line in remote.git("ls-tree", tree).splitlines():
+            meta, name = line.split("\t", 1)
+            mode, kind, oid = meta.split()
+            full = prefix + name
+            if kind == "tree" and any(p.startswith(full + "/") for p in paths):
+                oid = rebuild(oid, full + "/")
+            if kind == "blob" and full in paths:
+                mode = "100755"
+            lines.append(f"{mode} {kind} {oid}\t{name}\n")
+        return remote.server.git(remote.name, "mktree", input="".join(lines).encode()).strip()
+
+    tree = rebuild("main^{tree}", "")
+    who = {"GIT_AUTHOR_NAME": "dev", "GIT_AUTHOR_EMAIL": "dev@example.com"}
+    who |= {"GIT_COMMITTER_NAME": "dev", "GIT_COMMITTER_EMAIL": "dev@example.com"}
+    head = remote.server.git(
+        remote.name, "commit-tree", tree, "-p", "main", "-m", "executable", env=who
+    ).strip()
+    remote.git("update-ref", "refs/heads/main", head)
+
+
+def test_commit_mode_api_keeps_file_modes(world, as_app) -> None:
+    remote, fake = world
+    remote.commit_files({"overlays/prod/render.sh": "#!/bin/sh\nkustomize build .\n"})
+    _make_executable(remote, FILE, "overlays/prod/render.sh")
+    assert _mode_of(remote, "main", FILE) == "100755"
+
+    out = commit_pr.run(_api(remote), plan())
+    assert out.action == "committed" and remote.read(FILE) == kustomization("1.1.0")
+    assert _mode_of(remote, "main", FILE) == "100755"
+    assert _mode_of(remote, "main", "overlays/prod/render.sh") == "100755"
+
+
+def test_rate_limit_is_waited_out_as_told_and_a_long_one_exits_75(
+    world, as_app, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    remote, fake = world
+    fake.rate_limit("POST", r"/api/graphql", status=403, retry_after=1)
+    out = commit_pr.run(_api(remote), plan())
+    assert out.action == "committed"
+    assert [c.status for c in fake.calls if c.path.endswith("graphql")] == [403, 200]
+
+    before = remote.rev()
+    monkeypatch.setenv("IMAGEBUMP_GITHUB_RATE_LIMIT_BUDGET", "5")
+    fake.rate_limit("POST", r"/repos/[^/]+/[^/]+/git/trees", status=429, retry_after=60)
+    with pytest.raises(TransientError) as info:
+        commit_pr.land(_api(remote, tag="1.2.0"), plan(old="1.1.0", new="1.2.0"))
+    assert info.value.reason == "rate-limited"
+    assert remote.rev() == before
+    with pytest.raises(SystemExit) as exited:
+        fake.rate_limit("POST", r"/repos/[^/]+/[^/]+/git/trees", status=429, retry_after=60)
+        commit_pr.run(_api(remote, tag="1.2.0"), plan(old="1.1.0", new="1.2.0"))
+    assert exited.value.code == 75
+
+
+# ---------------------------------------------------------------------------------- mode: pr
+
+
+def test_pr_mode_api_creates_then_moves_the_branch_with_a_lease(world, as_app) -> None:
+    remote, fake = world
+    first = commit_pr.run(_api(remote, mode="pr"), plan())
+    assert first.action == "pr-created" and first.verified == "true"
+    assert remote.rev(first.branch) == first.commit_sha and len(fake.open_pulls()) == 1
+    assert _git_statuses(fake, "POST", "refs") == [201]
+
+    newer = commit_pr.run(_api(remote, mode="pr", tag="1.2.0"), plan(new="1.2.0"))
+    assert newer.action == "pr-updated" and newer.pr_number == first.pr_number
+    assert remote.rev(newer.branch) == newer.commit_sha and newer.verified == "true"
+    assert remote.read(FILE, ref=newer.branch) == kustomization("1.2.0")
+    assert remote.git("rev-list", "--count", f"main..{newer.branch}").strip() == "1"
+    (mutation,) = [c for c in fake.calls if c.path.endswith("graphql") and "updateRefs" in c.body["query"]]
+    (update,) = mutation.body["variables"]["refUpdates"]
+    assert update["beforeOid"] == first.commit_sha and update["afterOid"] == newer.commit_sha
+    assert len(fake.pulls) == 1
+
+    again = commit_pr.run(_api(remote, mode="pr", tag="1.2.0"), plan(new="1.2.0"))
+    assert again.action == "unchanged" and remote.rev(again.branch) == newer.commit_sha
+
+
+def test_pr_mode_api_branch_created_meanwhile_is_a_lost_race(world, as_app) -> None:
+    remote, fake = world
+    branch = branch_name(_api(remote, mode="pr"))
+    fake.on("POST", r".*/git/refs", lambda: remote.git("update-ref", f"refs/heads/{branch}", remote.rev()))
+    out = commit_pr.run(_api(remote, mode="pr"), plan())
+    assert out.action == "pr-created" and remote.rev(branch) == out.commit_sha
+    assert _git_statuses(fake, "POST", "refs") == [422]
+    assert remote.read(FILE, ref=branch) == kustomization("1.1.0") and len(fake.pulls) == 1
+
+
+def test_pr_mode_api_never_overwrites_what_someone_else_pushed_to_the_branch(world, as_app) -> None:
+    remote, fake = world
+    first = commit_pr.run(_api(remote, mode="pr"), plan())
+    branch = first.branch
+    theirs: list[str] = []
+    fake.on(
+        "POST",
+        r"/api/graphql",  # the repository id query comes first, then the mutation: push in between
+        lambda: theirs.append(
+            remote.commit_files({FILE: kustomization("1.3.0")}, "a human's fix", branch=branch)
+        ),
+    )
+    later = plan(new="1.2.0").model_copy(
+        update={"pr_branch": branch, "pr_entry": first_entry(), "pr_decision": "update"}
+    )
+    out = commit_pr.run(_api(remote, mode="pr", tag="1.2.0"), later)
+    # The lease fails; the next attempt finds a person's commit on the branch: it is theirs now.
+    assert out.action == "branch-taken" and out.pr_number == first.pr_number
+    assert remote.rev(branch) == theirs[0] and remote.read(FILE, ref=branch) == kustomization("1.3.0")
+
+
+def first_entry():
+    from steps.domain.models import ImagesEntry
+
+    return ImagesEntry(name="api", newName=IMAGE, newTag="1.1.0")
+
+
+def test_pr_mode_api_require_verified_by_environment_refuses_before_any_ref(
+    world, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    remote, fake = world
+    monkeypatch.setenv("IMAGEBUMP_REQUIRE_VERIFIED", "true")
+    with pytest.raises(SystemExit) as exited:
+        commit_pr.run(_api(remote, mode="pr"), plan())
+    assert exited.value.code == 2
+    assert remote.branches() == ["main"] and fake.pulls == []
+
+
+# ------------------------------------------------------------------------------------ burst
+
+
+@pytest.mark.slow
+def test_burst_of_27_pr_mode_api_lands_completely_under_the_secondary_limits(
+    make_remote, github_env, git_server, as_app
+) -> None:
+    """27 pushes into 27 overlays of one repository, PR mode, through the API, against a GitHub
+    that enforces the secondary limits (a minute shrunk to 3 s, 15 content-creating requests in it)."""
+    paths = [f"apps/app{i:02d}/overlays/prod" for i in range(27)]
+    remote = make_remote(overlay_files(*paths))
+    fake = github_env
+    fake.serve_git(git_server)
+    fake.ahead = lambda o, r, b, h: int(remote.git("rev-list", "--count", f"{b}..{h}").strip())
+    limits = fake.enforce_secondary_limits(per_minute=15, per_hour=500, scale=0.05)
+    lock = threading.Lock()
+    results = {}
+
+    def land(path: str):
+        out = commit_pr.land(_api(remote, path=path, mode="pr", tag="1.0.1"), plan(path, new="1.0.1"))
+        with lock:
+            results[path] = out
+
+    with ThreadPoolExecutor(max_workers=9) as pool:
+        list(pool.map(land, paths))
+
+    assert limits.limited > 0  # the limit was met, and waited out
+    assert sorted(o.action for o in results.values()) == ["pr-created"] * 27
+    assert all(o.verified == "true" for o in results.values())
+    assert len(fake.pulls) == 27 and len({p.head for p in fake.pulls}) == 27
+    for path, out in results.items():
+        assert remote.read(f"{path}/kustomization.yaml", ref=out.branch) == kustomization("1.0.1")
+        assert remote.git("rev-list", "--count", f"main..{out.branch}").strip() == "1"
+
+
+def test_the_default_rate_limit_budget_fits_in_one_commit_pr_pod() -> None:
+    """A wait GitHub asks for within the budget is sat out in the same attempt: the budget stays
+    below commit-pr's rendered pod deadline, with room to clone, commit and push after it."""
+    from pathlib import Path
+
+    import yaml
+
+    from steps.commit_pr.settings import DEFAULT_RATE_LIMIT_BUDGET
+
+    root = Path(__file__).resolve().parents[3]
+    rendered = yaml.safe_load((root / "manifests" / "workflows" / "image-update.yaml").read_text())
+    (template,) = [t for t in rendered["spec"]["templates"] if t["name"] == "commit-pr"]
+    assert 60 <= DEFAULT_RATE_LIMIT_BUDGET <= template["activeDeadlineSeconds"] - 90
+
+
+# ------------------------------------------------------------------------------ issue 33: cost
+
+
+def _content_requests(fake) -> int:
+    """Content-creating requests as GitHub's secondary limit counts them: REST writes, GraphQL mutations
+    (the App's installation token, minted once per step process, is not repository content)."""
+    return sum(
+        1
+        for c in fake.calls
+        if (c.method != "GET" and not c.path.endswith(("graphql", "access_tokens")))
+        or (c.path.endswith("graphql") and "mutation" in str((c.body or {}).get("query", "")))
+    )
+
+
+def test_api_commit_costs_two_content_requests_and_a_new_pr_three(world, as_app) -> None:
+    remote, fake = world
+    out = commit_pr.run(_api(remote), plan())
+    assert out.action == "committed" and out.verified == "true"
+    assert _content_requests(fake) == 2  # the tree (its proof), createCommitOnBranch
+    fake.calls.clear()
+    created = commit_pr.run(_api(remote, mode="pr", tag="1.2.0"), plan(old="1.1.0", new="1.2.0"))
+    assert created.action == "pr-created" and created.verified == "true"
+    assert _content_requests(fake) == 3  # the branch at the base, createCommitOnBranch, the pull request
+    assert remote.git("rev-list", "--count", f"main..{created.branch}").strip() == "1"
+    assert remote.read(FILE, ref=created.branch) == kustomization("1.2.0")
+
+
+def test_a_new_pr_branch_whose_commit_fails_the_tree_proof_is_deleted_and_gets_no_pr(world, as_app) -> None:
+    remote, fake = world
+    fake.gitdb.alter_content = lambda text: text.replace("\n", "\r\n")
+    with pytest.raises(TreeMismatch, match="git"):
+        commit_pr.land(_api(remote, mode="pr"), plan())
+    branch = branch_name(_api(remote, mode="pr"))
+    assert remote.git("for-each-ref", f"refs/heads/{branch}").strip() == ""  # deleted again
+    assert fake.pulls == []  # nothing points a pull request at it
+
+
+def test_the_fake_requires_expected_head_oid_and_refuses_a_moved_branch(world, as_app) -> None:
+    """GitHub's schema: ``expectedHeadOid`` is ``GitObjectID!`` (required), and a branch whose head
+    is not that commit is not committed on (docs.github.com/en/graphql/reference/input-objects
+    #createcommitonbranchinput)."""
+    remote, fake = world
+    before = remote.rev()
+    given = {
+        "branch": {"repositoryNameWithOwner": remote.name, "branchName": "main"},
+        "message": {"headline": "x"},
+        "fileChanges": {"additions": [{"path": "a.txt", "contents": "eA=="}]},
+    }
+    query = "mutation($input: CreateCommitOnBranchInput!) { createCommitOnBranch(input: $input) { commit { oid } } }"
+    _status, _headers, missing = fake.gitdb.graphql({"query": query, "variables": {"input": given}})
+    assert missing.get("errors") and "data" not in missing
+    stale = {**given, "expectedHeadOid": "1" * 40}
+    _status, _headers, refused = fake.gitdb.graphql({"query": query, "variables": {"input": stale}})
+    assert refused["errors"] and refused["data"]["createCommitOnBranch"] is None
+    assert remote.rev() == before
+    good = {**given, "expectedHeadOid": before}
+    _status, _headers, made = fake.gitdb.graphql(
+        {"query": query, "variables": {"input": good}}, installation=True
+    )
+    assert remote.rev() == made["data"]["createCommitOnBranch"]["commit"]["oid"]
+    assert remote.git("rev-parse", "HEAD^").strip() == before

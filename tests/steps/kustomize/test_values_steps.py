@@ -1,0 +1,289 @@
+"""Issue 34 through the steps' seams: rules naming values files and helmfile releases, the edit
+step's pure core deciding on a values file as on a kustomization (never a downgrade, holds, pins),
+commit-pr re-applying, and a helmfile release's values resolved."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from steps.commit_pr.decide import reapply_plan
+from steps.domain.errors import ImageNotFoundError, RulesError
+from steps.domain.models import Image, Target
+from steps.edit_kustomize import plan_edit
+from steps.kustomize import read_entry, write_entry
+from steps.kustomize.values import ValuesError
+from steps.kustomize.values.helmfile import locate_image, release_sources
+from steps.rules import load_rules
+
+ZOO = Path(__file__).resolve().parents[2] / "testdata" / "values"
+ECR = "123456789012.dkr.ecr.us-east-1.amazonaws.com"
+IMAGE = f"{ECR}/team/api"
+VALUES = f"# the api chart\nimage:\n  registry: {ECR}\n  repository: team/api\n  tag: 1.4.2  # bumped by imagebump\n"
+
+
+def target(tag: str = "1.4.3", **more) -> Target:
+    fields = {
+        "rule": 0,
+        "repo_url": "https://github.com/o/r",
+        "path": "charts/api",
+        "image": IMAGE,
+        "tag": tag,
+        "order": "semver",
+        "values_file": "charts/api/values.yaml",
+    } | more
+    return Target(**fields)
+
+
+def plan(text: str, t: Target | None = None):
+    t = t or target()
+    return plan_edit(t, text, "charts/api/values.yaml", "a" * 40, "main", {}, values=t.values_ref())
+
+
+# --- rules --------------------------------------------------------------------------------------------
+
+
+def push(repository: str = "team/api", tag: str = "1.4.3") -> Image:
+    return Image(account="123456789012", region="us-east-1", repository=repository, tag=tag)
+
+
+@pytest.mark.parametrize(
+    ("values_file", "path", "file"),
+    [
+        ("values.yaml", "charts/api", "charts/api/values.yaml"),
+        ("env/$1.yaml", "charts/api/env", "charts/api/env/api.yaml"),
+        ("/deploy/$1/values-prod.yaml", "deploy/api", "deploy/api/values-prod.yaml"),
+        ("../shared/values.yaml", "charts/shared", "charts/shared/values.yaml"),
+    ],
+)
+def test_values_file_is_relative_to_the_rules_path_and_leading_slash_is_the_root(
+    values_file, path, file
+) -> None:
+    rules = load_rules(
+        f"- registryURI: {ECR}/team/$1\n  githubRepository: https://github.com/o/r/charts/$1\n"
+        f"  valuesFile: {values_file}\n"
+    )
+    (rule,) = rules.rules
+    got = rule.evaluate(push())
+    assert isinstance(got, Target)
+    assert (got.values_file, got.path) == (file, path)
+    assert got.edits_values and got.helmfile is None
+
+
+def test_values_file_that_leaves_the_repository_yields_no_target() -> None:
+    (rule,) = load_rules(
+        f"- registryURI: {ECR}/team/$1\n  githubRepository: https://github.com/o/r/a\n  valuesFile: ../../x.yaml\n"
+    ).rules
+    assert isinstance(rule.evaluate(push()), str)
+
+
+def test_helmfile_rule_yields_a_release_target() -> None:
+    (rule,) = load_rules(
+        f"- registryURI: {ECR}/team/$1\n  githubRepository: https://github.com/o/r\n"
+        "  helmfile: {file: /deploy/helmfile.yaml, release: $1, environment: prod}\n"
+        "  valuesKeys: {repository: image.repository, tag: image.tag}\n"
+    ).rules
+    got = rule.evaluate(push())
+    assert got.helmfile.model_dump() == {
+        "file": "deploy/helmfile.yaml",
+        "release": "api",
+        "environment": "prod",
+    }
+    assert got.values_keys == {"repository": "image.repository", "tag": "image.tag"}
+    assert got.path == "deploy"
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        ("  valuesFile: a.yaml\n  helmfile: {file: h.yaml, release: r}\n", "valuesFile"),
+        ("  valuesKeys: {repository: a, tag: b}\n", "valuesKeys"),
+        ("  valuesFile: a.yaml\n  valuesKeys: {repository: a}\n", "valuesKeys"),
+        ("  valuesFile: a.yaml\n  valuesKeys: {repository: a, tag: b, colour: c}\n", "valuesKeys"),
+        ("  helmfile: {file: h.yaml}\n", "helmfile[release]"),
+        ("  valuesFile: $3/a.yaml\n", "valuesFile"),
+    ],
+)
+def test_bad_values_rules_name_the_field(extra: str, field: str) -> None:
+    with pytest.raises(RulesError) as caught:
+        load_rules(f"- registryURI: {ECR}/team/$1\n  githubRepository: https://github.com/o/r\n{extra}")
+    assert (caught.value.rule, caught.value.field) == (0, field)
+
+
+def test_the_seeds_rule_format_keeps_working() -> None:
+    (rule,) = load_rules(
+        f"- registryURI: {ECR}/team/$1\n  githubRepository: https://github.com/o/r/apps/$1\n"
+    ).rules
+    got = rule.evaluate(push())
+    assert (got.path, got.values_file, got.helmfile, got.edits_values) == ("apps/api", None, None, False)
+
+
+# --- the edit step's pure core on a values file -------------------------------------------------------
+
+
+def test_update_plans_the_values_file() -> None:
+    p = plan(VALUES)
+    assert (p.decision, p.changed) == ("update", True)
+    assert p.values is not None and p.image_name == IMAGE
+    assert (p.old.newTag, p.new.newTag) == ("1.4.2", "1.4.3")
+    assert write_entry(
+        VALUES, IMAGE, source=p.file, tag="1.4.3", digest=None, values=p.values
+    ) == VALUES.replace("1.4.2", "1.4.3")
+
+
+def test_never_a_downgrade_on_a_values_file() -> None:
+    p = plan(VALUES, target("1.4.1"))
+    assert (p.decision, p.changed) == ("stale", False)
+    assert plan(VALUES, target("1.4.2")).decision == "current"
+
+
+def test_a_hold_marker_on_the_images_mapping_holds_it() -> None:
+    held = VALUES.replace("image:\n", "image:  # imagebump:hold until the migration\n")
+    p = plan(held)
+    assert (p.decision, p.changed) == ("held", False)
+    assert "until the migration" in p.reason
+
+
+def test_values_keys_naming_another_repository_pins_it() -> None:
+    text = f"image: {ECR}/dr/api\nimageTag: 1.4.2\n"
+    t = target(values_keys={"repository": "image", "tag": "imageTag"})
+    p = plan(text, t)
+    assert (p.decision, p.changed) == ("pinned", False)
+
+
+def test_image_not_in_the_values_file_names_what_it_holds() -> None:
+    with pytest.raises(ImageNotFoundError) as caught:
+        plan(f"image:\n  repository: {ECR}/team/other\n  tag: 1.0\n")
+    assert f"{ECR}/team/other" in str(caught.value)
+
+
+def test_commit_pr_reapplies_on_the_newest_base() -> None:
+    t = target()
+    p = plan(VALUES, t)
+    moved = "# a comment someone added\n" + VALUES
+    applied = reapply_plan(moved, t, p)
+    assert applied.text == moved.replace("tag: 1.4.2", "tag: 1.4.3")
+    assert reapply_plan(applied.text, t, p).text is None  # already there
+    held = moved.replace("tag: 1.4.2", "tag: 1.4.2 # imagebump:hold")
+    assert reapply_plan(held, t, p).text is None
+
+
+def test_read_entry_of_a_values_file_is_an_images_entry() -> None:
+    entry = read_entry(VALUES, IMAGE, source="values.yaml", values=target().values_ref())
+    assert (entry.name, entry.newName, entry.newTag, entry.digest) == (IMAGE, IMAGE, "1.4.2", None)
+
+
+# --- helmfile -------------------------------------------------------------------------------------------
+
+
+def zoo_reader(root: str = "deploy"):
+    def read(path: str) -> str | None:
+        local = ZOO / "helmfile" / Path(path).relative_to(root)
+        return local.read_text() if local.is_file() else None
+
+    return read
+
+
+def test_helmfile_release_sources_resolve_the_environment_name() -> None:
+    text = (ZOO / "helmfile" / "helmfile.yaml").read_text()
+    got = [str(s) for s in release_sources(text, "deploy/helmfile.yaml", "api", "prod")]
+    assert got == [
+        "deploy/env/prod.yaml",
+        "deploy/charts/api/values.yaml",
+        "deploy/overrides/api/values.prod.yaml",
+        "deploy/overrides/api/values.secrets.prod.yaml",
+    ]
+
+
+def test_helmfile_image_found_in_the_highest_precedence_file_that_holds_it() -> None:
+    file, text, scope = locate_image(zoo_reader(), "deploy/helmfile.yaml", "api", "prod", IMAGE)
+    assert (file, scope) == ("deploy/overrides/api/values.prod.yaml", None)
+    assert "replicas: 3" in text
+
+
+def test_helmfile_inline_values_are_edited_in_the_helmfile() -> None:
+    file, text, scope = locate_image(
+        zoo_reader(), "deploy/helmfile.yaml", "worker", "prod", f"{ECR}/team/worker"
+    )
+    assert file == "deploy/helmfile.yaml" and scope == (1, "releases", 1, "values", 0)
+    t = target(
+        values_file=None,
+        helmfile={"file": "deploy/helmfile.yaml", "release": "worker", "environment": "prod"},
+    )
+    ref = t.values_ref(list(scope))
+    edited = write_entry(text, f"{ECR}/team/worker", source=file, tag="2.0.1", digest=None, values=ref)
+    assert edited == text.replace("tag: 2.0.0  # inline", "tag: 2.0.1  # inline")
+
+
+def test_helmfile_path_it_cannot_resolve_is_a_clear_error_naming_it() -> None:
+    with pytest.raises(ValuesError, match=r"overrides/\{\{ \.Values\.team \}\}/values\.yaml"):
+        locate_image(zoo_reader(), "deploy/helmfile.yaml", "templated", "prod", IMAGE)
+
+
+def test_helmfile_unknown_release_lists_the_releases() -> None:
+    with pytest.raises(ValuesError, match="api, worker, templated"):
+        locate_image(zoo_reader(), "deploy/helmfile.yaml", "nope", "prod", IMAGE)
+
+
+# --- rollbacks from the values file's history ---------------------------------------------------------
+
+
+def _git(cwd: Path, *args: str) -> None:
+    import subprocess
+
+    env = {"GIT_AUTHOR_NAME": "Ann", "GIT_AUTHOR_EMAIL": "ann@example.com", "GIT_COMMITTER_NAME": "Ann"}
+    env |= {"GIT_COMMITTER_EMAIL": "ann@example.com", "PATH": "/usr/bin:/bin", "HOME": str(cwd)}
+    subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True)
+
+
+def test_a_persons_rollback_in_the_values_files_history_holds_it(tmp_path: Path) -> None:
+    from steps.domain.intent import rollback
+    from steps.entry_history import last_image_change
+    from steps.git import ClonedRepo
+
+    _git(tmp_path, "init", "-q", "-b", "main")
+    file = tmp_path / "values.yaml"
+    steps = [
+        ("1.4.1", "initial"),
+        ("1.4.2", f"imagebump(prod): 1.4.2\n\nImagebump-Image: {IMAGE}:1.4.2"),
+        ("1.4.1", "roll back: 1.4.2 leaks memory"),
+    ]
+    for tag, message in steps:
+        file.write_text(VALUES.replace("1.4.2", tag))
+        _git(tmp_path, "add", "values.yaml")
+        _git(tmp_path, "commit", "-q", "-m", message)
+    change = last_image_change(
+        ClonedRepo(tmp_path, "main"), "HEAD", "values.yaml", IMAGE, fetch=False, values=target().values_ref()
+    )
+    assert change is not None and (change.before.newTag, change.after.newTag) == ("1.4.2", "1.4.1")
+    assert rollback(change, "semver", lambda _entry: None) is change
+
+
+def test_a_values_files_text_never_travels_in_the_plan() -> None:
+    """Values files often hold credentials: the plan never carries the text to commit-pr."""
+    from steps.edit_kustomize import carry_text
+
+    p = plan(VALUES + "auth:\n  password: hunter2\n")
+    assert p.changed
+    assert carry_text(p, repo=None, text=VALUES) is p  # the repository is not even looked at
+
+
+def test_write_refuses_a_pinned_value_keys_image() -> None:
+    text = f"image: {ECR}/dr/api\nimageTag: 1.4.2\n"
+    keys = {"repository": "image", "tag": "imageTag"}
+    with pytest.raises(ValuesError) as caught:
+        write_entry(
+            text,
+            IMAGE,
+            source="v.yaml",
+            tag="1.4.3",
+            digest=None,
+            values=target(values_keys=keys).values_ref(),
+        )
+    assert caught.value.reason == "pinned"
+
+
+def test_helmfile_without_an_environment_uses_helmfiles_default() -> None:
+    text = "releases:\n  - name: api\n    values:\n      - values/{{ .Environment.Name }}.yaml\n"
+    assert [str(s) for s in release_sources(text, "helmfile.yaml", "api", "")] == ["values/default.yaml"]

@@ -28,7 +28,7 @@ STEPS = ("resolve-image", "edit-kustomize", "commit-pr")
 STEP_MODULES = {
     "resolve-image": "steps.resolve_image, steps.aws.ecr, steps.domain.events",
     "edit-kustomize": (
-        "steps.edit_kustomize, steps.git, steps.kustomize, steps.domain.version_order, steps.domain.events, steps.aws.ecr"
+        "steps.edit_kustomize.step, steps.git, steps.kustomize, steps.domain.version_order, steps.domain.events, steps.aws.ecr"
     ),
     "commit-pr": "steps.commit_pr.step",
 }

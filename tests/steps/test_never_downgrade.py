@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from steps import edit_kustomize, resolve_image
+from steps import resolve_image
 from steps.aws.ecr import EcrImage
 from steps.domain import never_downgrade
 from steps.domain.errors import ConfigError, ImageNotFoundError
@@ -25,6 +25,7 @@ from steps.domain.models import (
     same_entry,
     short_digest,
 )
+from steps.edit_kustomize import decide as edit_kustomize
 from steps.rules import RuleSet, load_rules
 from tests.steps.commit_pr_support import DIGEST_A, DIGEST_B, IMAGE, kustomization, target
 
@@ -141,7 +142,7 @@ def test_lookups(target_kw, entry, expected) -> None:
 )
 def test_edit_kustomize_decide(target_kw, file_tag, known, decision, changed, reason) -> None:
     t = _t(**target_kw)
-    plan = edit_kustomize.plan_edit(
+    plan = edit_kustomize.decide(
         t, kustomization(file_tag), "overlays/prod/kustomization.yaml", "c0ffee", "main", known
     )
     assert (plan.decision, plan.changed) == (decision, changed), plan.reason
@@ -152,7 +153,7 @@ def test_edit_kustomize_decide(target_kw, file_tag, known, decision, changed, re
 
 def test_edit_kustomize_decide_names_the_entries_when_the_image_is_missing() -> None:
     with pytest.raises(ImageNotFoundError, match=r"found: web.*add it under images:"):
-        edit_kustomize.plan_edit(_t(), "images:\n- name: web\n  newTag: '1'\n", "k.yaml", "c", "main", {})
+        edit_kustomize.decide(_t(), "images:\n- name: web\n  newTag: '1'\n", "k.yaml", "c", "main", {})
 
 
 # --- edit-kustomize against the proposal branch ------------------------------------------------------

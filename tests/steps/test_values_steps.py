@@ -11,7 +11,7 @@ import pytest
 from steps.commit_pr.decide import reapply_plan
 from steps.domain.errors import ImageNotFoundError, RulesError
 from steps.domain.models import Image, Target
-from steps.edit_kustomize import plan_edit
+from steps.edit_kustomize.decide import decide
 from steps.kustomize import read_entry, write_entry
 from steps.kustomize.values import ValuesError
 from steps.kustomize.values.helmfile import locate_image, release_sources
@@ -38,7 +38,7 @@ def target(tag: str = "1.4.3", **more) -> Target:
 
 def plan(text: str, t: Target | None = None):
     t = t or target()
-    return plan_edit(t, text, "charts/api/values.yaml", "a" * 40, "main", {}, values=t.values_ref())
+    return decide(t, text, "charts/api/values.yaml", "a" * 40, "main", {}, values=t.values_ref())
 
 
 # --- rules --------------------------------------------------------------------------------------------
@@ -261,7 +261,7 @@ def test_a_persons_rollback_in_the_values_files_history_holds_it(tmp_path: Path)
 
 def test_a_values_files_text_never_travels_in_the_plan() -> None:
     """Values files often hold credentials: the plan never carries the text to commit-pr."""
-    from steps.edit_kustomize import carry_text
+    from steps.edit_kustomize.step import carry_text
 
     p = plan(VALUES + "auth:\n  password: hunter2\n")
     assert p.changed

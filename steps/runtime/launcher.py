@@ -62,6 +62,7 @@ EXIT_UNSUPPORTED = 3
 #: for as long as their TTL says, and any of them can be resubmitted.
 MOVED: dict[str, str] = {
     "steps.edit_kustomize:run": "steps.edit_kustomize.step:run",
+    "steps.resolve_image:run": "steps.resolve_image.step:run",
 }
 
 

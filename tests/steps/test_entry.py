@@ -41,7 +41,13 @@ from tests.steps.commit_pr_support import overlay_files, plan, target
 ROOT = Path(__file__).resolve().parents[2]
 HERA, ENTRY = "hera.workflows.runner", "steps.runtime.launcher"
 RUNNERS = (HERA, ENTRY)
-STEPS = ("resolve_image", "edit_kustomize.step", "commit_pr.step", "reconcile.step", "argocd_backup.export")
+STEPS = (
+    "resolve_image.step",
+    "edit_kustomize.step",
+    "commit_pr.step",
+    "reconcile.step",
+    "argocd_backup.export",
+)
 
 #: Runs MODULE as ``python -m MODULE ARGS...`` would, and writes the modules imported by the end of
 #: the process (atexit: after the step's work and its exit code) to $SHOW_MODULES_TO.
@@ -168,7 +174,7 @@ def test_resolve_image_gives_the_same_targets_through_both_and_never_imports_git
     rules = tmp_path / "rules.yaml"
     rules.write_text(RULES)
     hera, ours = _both(
-        "resolve_image",
+        "resolve_image.step",
         _params(event=registry.event(), image=""),
         tmp_path,
         {"IMAGEBUMP_RULES_FILE": str(rules), "AWS_ENDPOINT_URL": moto.endpoint_url, **FAKE_CREDENTIALS},
@@ -354,6 +360,7 @@ OLDER_MANIFESTS = {
             ).model_dump_json()
         ),
     ),
+    "steps.resolve_image:run": ("resolve-image", _params(event="", image="")),  # neither: refused
 }
 
 
@@ -446,7 +453,7 @@ def test_the_rendered_arguments_read_directly_are_what_the_parser_gives(argv):
 def _first_line_inputs() -> dict[str, dict[str, str]]:
     tgt = target("https://github.com/o/gitops").model_dump_json()
     return {
-        "resolve_image": {"event": "", "image": "x.dkr.ecr.us-west-2.amazonaws.com/a:1"},
+        "resolve_image.step": {"event": "", "image": "x.dkr.ecr.us-west-2.amazonaws.com/a:1"},
         "edit_kustomize.step": {"target": tgt},
         "commit_pr.step": {"target": tgt, "plan": plan().model_dump_json()},
         "reconcile.step": {"concurrency": "4", "limit": "5", "full": "false", "gated": "false"},

@@ -103,7 +103,7 @@ def test_resolve_image_takes_the_event_id_from_the_event(tmp_path) -> None:
     rules = tmp_path / "rules.yaml"
     rules.write_text("[]\n")  # no rule: a skip with a reason, before any ECR call
     proc = _runner(
-        "resolve_image",
+        "resolve_image.step",
         {"event": json.dumps(event), "image": ""},
         tmp_path,
         {

@@ -45,6 +45,7 @@ _STEPS = (
     "steps.reconcile",
     "steps.argocd_backup",
     "steps.verify_live",
+    "steps.live_states",
     "steps.notify",
     "steps.gate",
 )
@@ -92,6 +93,8 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
         ),
         "steps.argocd_backup": (_DOMAIN, _RUNTIME, "steps.aws", "steps.kube"),
         "steps.verify_live": (_DOMAIN, _RUNTIME, "steps.git", "steps.kube", "steps.kustomize"),
+        # the sweep's live states: each Application judged as verify-live judges it, through its seams
+        "steps.live_states": (_DOMAIN, _RUNTIME, "steps.git", "steps.kustomize", "steps.verify_live"),
         "steps.notify": (
             _DOMAIN,
             _RUNTIME,

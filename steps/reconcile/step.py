@@ -190,7 +190,7 @@ class ReconcileOutput(BaseModel):
     current_targets: list[Target] = Field(
         default_factory=list,
         description="the current targets (all up to REPORT_LIMIT; beyond it a window that moves every "
-        "sweep), whose live state in Argo CD the live-states step reports (steps.verify_live.states)",
+        "sweep), whose live state in Argo CD the live-states step reports (steps.live_states)",
     )
     gates: list[GateOutcome] = Field(
         default_factory=list,

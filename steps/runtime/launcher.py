@@ -63,6 +63,7 @@ EXIT_UNSUPPORTED = 3
 MOVED: dict[str, str] = {
     "steps.edit_kustomize:run": "steps.edit_kustomize.step:run",
     "steps.resolve_image:run": "steps.resolve_image.step:run",
+    "steps.verify_live.states:run": "steps.live_states.step:run",
 }
 
 

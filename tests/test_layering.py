@@ -514,6 +514,16 @@ def test_the_package_docstring_names_each_of_its_modules(package: str) -> None:
     assert not unnamed, f"{package}/__init__.py does not name {unnamed}"
 
 
+@pytest.mark.parametrize("step", _STEPS)
+def test_every_step_keeps_its_pure_core_in_decide_under_one_name(step: str) -> None:
+    """Issue 32: the tree alone says where a step's decision is — ``steps/<step>/decide.py``, its
+    pure core named ``decide`` in every step."""
+    path = TREE.files.get(f"{step}.decide")
+    assert path is not None, f"{step} has no decide.py"
+    functions = {n.name for n in ast.parse(path.read_text()).body if isinstance(n, ast.FunctionDef)}
+    assert "decide" in functions, f"{step}.decide has no function decide"
+
+
 def test_the_steps_image_is_named_in_one_place_and_tagged_with_the_project_version() -> None:
     """The image repository is written once (``workflows.names``): no module spells it again, and
         the tag the CLI and the manifests use is the version the source declares (``pyproject.toml``

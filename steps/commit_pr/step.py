@@ -58,7 +58,7 @@ the second run finds the branch's tree identical and the PR's text identical and
 ``<repo_url>/tree/<branch>``, ``pr_number`` 0, ``pr-created`` when the branch was new.
 
 Layout (gather → decide → act): :class:`CommitPrInput` and :class:`steps.commit_pr.settings.CommitPrSettings`
-are validated before any I/O; :func:`steps.commit_pr.decide.reapply_plan` is the pure core, table-tested without git in
+are validated before any I/O; :func:`steps.commit_pr.decide.decide` is the pure core, table-tested without git in
 tests/steps/test_commit_pr.py (its never-downgrade re-check is :func:`steps.domain.never_downgrade.recheck`);
 both modes start from :mod:`steps.commit_pr.base_branch` and back off after a lost race with
 :mod:`steps.commit_pr.retry`; the outputs are :class:`steps.commit_pr.result.CommitPrOutput`;

@@ -1,7 +1,7 @@
 """live-states' pure core: a current target's Applications, each judged by verify-live → the target's live state.
 
 :func:`decide` reads nothing: :mod:`steps.live_states.step` gathers (the Applications, each
-repository's clone) and has each Application judged (:func:`steps.verify_live.decide.judge`); here
+repository's clone) and has each Application judged (:func:`steps.verify_live.decide.decide`); here
 those judgements become the target's one state (``live``, ``idle``, ``syncing``, ``mismatch``,
 ``no-application``, ``unknown``) with its reason, the rows and counts the step outputs, bounded.
 """

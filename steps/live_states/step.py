@@ -14,7 +14,7 @@ read costs only its rows. Outputs ``states`` (a row per target, bounded) and ``c
 per state and env: the gauge ``imagebump_live_targets``). Safe to run twice.
 
 Shape: gather (the Applications, each repository's one clone, the image its overlay holds) → per
-Application verify-live's judgement (:func:`steps.verify_live.decide.judge`) → per target
+Application verify-live's judgement (:func:`steps.verify_live.decide.decide`) → per target
 :func:`steps.live_states.decide.decide`, the pure core → act (the outputs, the table).
 """
 
@@ -40,7 +40,7 @@ from steps.live_states.decide import (
     decide,
 )
 from steps.runtime.harness import step_entry
-from steps.verify_live.decide import judge, repository
+from steps.verify_live import decide as verify_live
 
 log = logging.getLogger(__name__)
 #: The name in this step's log records (its module is ``step``; the template is live-states).
@@ -94,9 +94,9 @@ def live_state(
             return row
         judged = []
         for deployment, app in found:
-            judgement = judge(app, deployment.source_index, expected, history.facts)
+            judgement = verify_live.decide(app, deployment.source_index, expected, history.facts)
             judged.append((deployment.display, judgement))
-            row.applications.append(app_row(deployment, judgement, repository(expected)))
+            row.applications.append(app_row(deployment, judgement, verify_live.repository(expected)))
         row.state, row.reason = decide(judged)
         rank = {"mismatch": 0, "unknown": 1, "syncing": 2}
         row.applications = sorted(row.applications, key=lambda a: rank.get(a.state, 9))[:MAX_APPLICATIONS]

@@ -16,7 +16,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from steps import kustomize
-from steps.commit_pr.decide import reapply_plan
+from steps.commit_pr import decide as commit_pr
 from steps.domain.models import ImagesEntry, Plan
 from steps.edit_kustomize import decide as edit_kustomize
 from steps.kustomize.holds import hold_at
@@ -336,7 +336,7 @@ def test_imagebump_never_writes_through_a_hold(drawn: Drawn) -> None:
             old=ImagesEntry(name=name, newTag="1.0.0"),
             new=ImagesEntry(name=name, newTag="2.0.0"),
         )
-        applied = reapply_plan(drawn.text, _target(name), planned)
+        applied = commit_pr.decide(drawn.text, _target(name), planned)
         if i == drawn.held:
             assert plan.decision == "held" and not plan.changed, drawn.where
             assert applied.text is None, drawn.where

@@ -12,7 +12,7 @@ import pytest
 
 from imagebump.local import builders
 from steps import kustomize
-from steps.commit_pr.decide import reapply_plan as commit_pr_decide
+from steps.commit_pr.decide import decide as commit_pr_decide
 from steps.commit_pr.message import DEFAULT_TEMPLATE, commit_message, message_fields, pr_text
 from steps.domain.intent import by_imagebump, older, trailer
 from steps.domain.models import ImagesEntry, Plan, Target

@@ -6,7 +6,7 @@ The rules (docs/development.md draws them):
   circle that works only while the imports stay inside functions is still one).
 - **No module uses another module's underscore names**: neither ``from m import _x`` nor
   ``m._x`` (however ``m`` was imported), nor an underscore module of another package.
-- **The package DAG**: every package (a ``steps/`` sub-package or single-module step,
+- **The package DAG**: every package (a ``steps/`` sub-package or single module,
   ``workflows`` — the declarations —, ``workflows.local``, ``sensors``, ``render``, ``imagebump``,
   ``bench``) imports only the packages :data:`MAY_IMPORT` lists for it. So ``steps/`` never
   imports ``workflows``, ``sensors``, ``render`` or ``imagebump``; a step never imports another
@@ -190,7 +190,7 @@ class Tree:
 
 def unit(module: str) -> str:
     """The package ``module`` belongs to in the DAG: ``steps.git.repo`` → ``steps.git``,
-    ``steps.edit_kustomize`` → itself, ``workflows.local.executor`` → ``workflows.local``."""
+    ``steps.proposals`` → itself, ``workflows.local.executor`` → ``workflows.local``."""
     parts = module.split(".")
     if parts[0] == "steps":
         return "steps" if len(parts) == 1 else f"steps.{parts[1]}"

@@ -26,9 +26,9 @@ STEPS = ("resolve-image", "edit-kustomize", "commit-pr")
 #: What each step's process imports: its module plus the modules it imports lazily while running
 #: (boto3 is not here: it is part of the ECR phase).
 STEP_MODULES = {
-    "resolve-image": "steps.resolve_image, steps.aws.ecr, steps.domain.events",
+    "resolve-image": "steps.resolve_image.step, steps.aws.ecr, steps.domain.events",
     "edit-kustomize": (
-        "steps.edit_kustomize, steps.git, steps.kustomize, steps.domain.version_order, steps.domain.events, steps.aws.ecr"
+        "steps.edit_kustomize.step, steps.git, steps.kustomize, steps.domain.version_order, steps.domain.events, steps.aws.ecr"
     ),
     "commit-pr": "steps.commit_pr.step",
 }

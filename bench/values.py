@@ -60,9 +60,9 @@ def _timed(fn: Any) -> float:
 def run(runs: int = 9) -> dict[str, Any]:
     """Interleaved runs of both edits; ``{kustomize: {...}, values: {...}, ratio_p50, ...}``."""
     from imagebump.local.git_server import GitHttpServer
-    from steps import edit_kustomize as ek
     from steps import git
     from steps.domain.models import Target
+    from steps.edit_kustomize import decide as ek
 
     kinds = {
         "kustomize": Target(rule=0, repo_url="", path=OVERLAY, image=IMAGE, tag="1.1.0", order="none"),
@@ -107,9 +107,7 @@ def run(runs: int = 9) -> dict[str, Any]:
                         file = f"{target.path}/kustomization.yaml"
                     text = repo.read(file)
                     entry = ek.find_entry(text, target, file, values)
-                    plan = ek.plan_edit(
-                        target, text, file, "0" * 40, repo.branch, {}, old=entry, values=values
-                    )
+                    plan = ek.decide(target, text, file, "0" * 40, repo.branch, {}, old=entry, values=values)
                     assert plan.changed, plan.reason
 
                 spent = _timed(work)

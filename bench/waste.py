@@ -31,7 +31,7 @@ from bench.testbed import PYTHON, World, python_env
 COMMIT_MODE_NEEDS = "imagebump, pydantic, steps.runtime.harness, steps.git, steps.kustomize, steps.domain.models, steps.domain.errors"
 #: Imported to warm a bytecode cache: the steps, their lazy imports, the runner, boto3's ECR client.
 WARM_CODE = (
-    "import hera.workflows.runner, steps.resolve_image, steps.edit_kustomize, "
+    "import hera.workflows.runner, steps.resolve_image.step, steps.edit_kustomize.step, "
     "steps.commit_pr.step, steps.aws.ecr, steps.domain.events, steps.rules, steps.domain.version_order, steps.kustomize, "
     "steps.git, "
     "boto3; boto3.client('ecr', region_name='us-west-2'); "

@@ -9,11 +9,11 @@ kustomization's ``images:``), ``rules/`` (which overlays an image push updates),
 ``aws/`` (ECR, S3), ``kube/`` (and Argo CD's namespaces) — and ``forge/`` (GitHub) above git, then
 ``proposals`` (what an open proposal branch proposes) and ``entry_history`` (the bounded history of
 an images entry: was it rolled back by a person?), then the steps, each a ``run`` with a typed input and output,
-shaped gather → decide → act with a pure decision in the middle: ``resolve_image`` and
-``edit_kustomize`` (one module each), ``commit_pr/`` and ``reconcile/`` (``step`` and its pure
-``decide``), ``argocd_backup/`` (backup-export's ``export`` and the restore ``imagebump restore``
+shaped gather → decide → act with a pure decision in the middle: ``resolve_image/``,
+``edit_kustomize/``, ``commit_pr/`` and ``reconcile/`` (``step`` and its pure ``decide``), ``argocd_backup/`` (backup-export's ``export`` and the restore ``imagebump restore``
 runs, with its pure ``restore_plan``), ``verify_live/`` (push → live: Argo CD refreshed and watched
-until the commit runs, with its pure ``decide``), ``notify/`` (the exit handlers' messages: one per
+until the commit runs, with its pure ``decide``), ``live_states/`` (the sweep's live state of every
+current target, each Application judged as verify-live judges it), ``notify/`` (the exit handlers' messages: one per
 outcome per destination, with its pure ``decide``), ``gate/`` (the promotion gate's pure
 ``decide``). A step never imports another step, and nothing here imports
 ``imagebump``, ``workflows``, ``sensors``, ``render`` or Hera.

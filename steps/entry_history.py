@@ -33,10 +33,14 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from steps.domain.intent import HISTORY_LIMIT, TRAILER_KEY, ImageChange, by_imagebump, changed_image
 from steps.git import history as githistory
+
+if TYPE_CHECKING:
+    from steps.domain.models import ImagesEntry, ValuesRef
+    from steps.git import ClonedRepo
 
 #: How deep the clone is fetched, step by step, while no decision is found (commits from the tip).
 DEPTHS = (50, 250, 1000)
@@ -62,7 +66,7 @@ class History:
     paths: tuple[str, ...] = field(default=(), compare=False)
 
 
-def _entry(text: str | None, name: str, file: str, values: Any = None):
+def _entry(text: str | None, name: str, file: str, values: ValuesRef | None = None) -> ImagesEntry | None:
     from steps import kustomize
     from steps.domain.errors import ImagebumpError
 
@@ -78,13 +82,18 @@ class _Reader:
     """One entry's history read: blob texts and parsed entries shared across deepening steps."""
 
     def __init__(
-        self, repo: Any, name: str, tick: Callable[[], None] | None, current: Any, values: Any = None
+        self,
+        repo: ClonedRepo,
+        name: str,
+        tick: Callable[[], None] | None,
+        current: tuple[str, ImagesEntry] | None,
+        values: ValuesRef | None = None,
     ) -> None:
         self.repo, self.name, self.tick, self.current = repo, name, tick, current
         self.values = values  # a steps.domain.models.ValuesRef: the file is a Helm values file
         self.texts: dict[str, str | None] = {}  # blob id -> text (None: larger than BLOB_LIMIT)
         self.sizes: dict[str, int] = {}
-        self.entries: dict[tuple[str, str], Any] = {}
+        self.entries: dict[tuple[str, str], ImagesEntry | None] = {}
 
     def load(self, oids: set[str]) -> None:
         """Fetch (one request) and read (one ``cat-file``) the blobs not read yet."""
@@ -107,7 +116,7 @@ class _Reader:
     def too_large(self, oid: str) -> bool:
         return oid in self.texts and self.texts[oid] is None
 
-    def entry(self, oid: str, file: str) -> Any:
+    def entry(self, oid: str, file: str) -> ImagesEntry | None:
         if oid in githistory.ZERO:
             return None
         key = (oid, file)
@@ -122,7 +131,7 @@ def _walk(reader: _Reader, rev: str, file: str, limit: int, boundary: set[str]) 
     """``([(touch, path, before, after)], bound, deeper)``: the image changes found newest first;
     ``deeper`` True when the walk reached the shallow boundary before its end."""
     repo = reader.repo
-    found: list[tuple[githistory.Touch, str, Any, Any]] = []
+    found: list[tuple[githistory.Touch, str, ImagesEntry, ImagesEntry]] = []
     seen, renames, path, at = 0, 0, file, rev
     while seen < limit:
         touches = githistory.touching(repo, at, path, limit - seen)
@@ -175,7 +184,7 @@ def _walk(reader: _Reader, rev: str, file: str, limit: int, boundary: set[str]) 
     return found, "", False
 
 
-def _blob_at(repo: Any, rev: str, path: str) -> str | None:
+def _blob_at(repo: ClonedRepo, rev: str, path: str) -> str | None:
     """The blob id of ``path`` at ``rev`` (trees only: nothing fetched), or None."""
     proc = repo.git(
         "--literal-pathspecs",
@@ -200,7 +209,7 @@ def _blob_at(repo: Any, rev: str, path: str) -> str | None:
 
 
 def entry_history(
-    repo: Any,
+    repo: ClonedRepo,
     rev: str,
     file: str,
     name: str,
@@ -210,8 +219,8 @@ def entry_history(
     count: Callable[[], None] | None = None,
     depths: dict[str, int] | None = None,
     fetch: bool = True,
-    current: tuple[str, Any] | None = None,
-    values: Any = None,
+    current: tuple[str, ImagesEntry] | None = None,
+    values: ValuesRef | None = None,
 ) -> History:
     """Every commit at ``rev`` (at most ``limit`` commits that touched ``file`` back, renames
     followed) that changed the image of the entry named ``name``, newest first.
@@ -256,14 +265,14 @@ def entry_history(
     return History(tuple(changes), bound, tuple(paths))
 
 
-def last_image_change(repo: Any, rev: str, file: str, name: str, **history: Any) -> ImageChange | None:
+def last_image_change(repo: ClonedRepo, rev: str, file: str, name: str, **history: Any) -> ImageChange | None:
     """The newest commit that changed the entry's image (:func:`entry_history`), or None."""
     changes = entry_history(repo, rev, file, name, **history).changes
     return changes[0] if changes else None
 
 
 def only_imagebump(
-    repo: Any,
+    repo: ClonedRepo,
     rev: str,
     file: str,
     limit: int = HISTORY_LIMIT,
@@ -304,7 +313,7 @@ def only_imagebump(
     return False
 
 
-def _judged_by_messages(repo: Any, rev: str, file: str, limit: int, boundary: set[str]) -> bool | None:
+def _judged_by_messages(repo: ClonedRepo, rev: str, file: str, limit: int, boundary: set[str]) -> bool | None:
     """:func:`only_imagebump` on the commits at hand; None when it reached the shallow boundary."""
     touches = githistory.touching(repo, rev, file, limit)
     objects = githistory.read_objects(repo, [t.commit for t in touches], MESSAGE_KEEP)
@@ -322,7 +331,7 @@ def _judged_by_messages(repo: Any, rev: str, file: str, limit: int, boundary: se
     return len(touches) >= limit
 
 
-def _pull_request_trailers(repo: Any, number: str, tick: Callable[[], None]) -> list[str]:
+def _pull_request_trailers(repo: ClonedRepo, number: str, tick: Callable[[], None]) -> list[str]:
     """The ``Imagebump-Image`` values of the head commit of pull request ``number``
     (``refs/pull/N/head``, which GitHub keeps after the pull request is merged and its branch
     deleted: https://docs.github.com/en/pull-requests/collaborating-with-pull-requests/reviewing-changes-in-pull-requests/checking-out-pull-requests-locally)."""
@@ -349,7 +358,7 @@ def _sets(value: str, change: ImageChange) -> bool:
     return value == image_ref(change.after.newTag, change.after.digest, name=repo)
 
 
-def by_pull_request(repo: Any, change: ImageChange, tick: Callable[[], None] | None) -> ImageChange:
+def by_pull_request(repo: ClonedRepo, change: ImageChange, tick: Callable[[], None] | None) -> ImageChange:
     """``change`` marked imagebump's when it is the squash merge of imagebump's own pull request
     whose message lost the trailer (GitHub's "pull request title" squash message,
     ``TITLE (#N)``): the pull request's head commit (``refs/pull/N/head``) carries the trailer
@@ -376,15 +385,15 @@ def by_pull_request(repo: Any, change: ImageChange, tick: Callable[[], None] | N
 
 
 def held_by_rollback(
-    repo: Any,
+    repo: ClonedRepo,
     rev: str,
     file: str,
     name: str,
     *,
     order: str,
-    new: Any,
+    new: ImagesEntry,
     new_pushed_at: datetime | None,
-    pushed_at: Callable[[Any], datetime | None],
+    pushed_at: Callable[[ImagesEntry], datetime | None],
     notes: list[str] | None = None,
     **history: Any,
 ) -> str | None:
@@ -419,67 +428,3 @@ def held_by_rollback(
     ]
     standing = standing_rollbacks(changes, order, pushed_at)  # type: ignore[arg-type]
     return held_by_standing(standing, new, new_pushed_at, order)  # type: ignore[arg-type]
-
-
-def unless_rolled_back(
-    target: Any,
-    plan: Any,
-    repo: Any,
-    ask: Callable[[list], dict],
-    known: dict,
-    current: tuple[str, Any] | None = None,
-    depths: dict[str, int] | None = None,
-) -> Any:
-    """edit-kustomize: ``plan`` (a :class:`steps.domain.models.Plan` that changes something), or the same
-    plan ``held`` (``changed: false``) when a person's rollback of its entry stands.
-
-    ``ask`` is ECR's push-time lookup (``[ImageKey] → {ImageKey: datetime | None}``), called only
-    for ``order: push-time`` and only for what ``known`` (the push times already asked) lacks;
-    ``depths`` (branch → commits the clone already holds) spares fetching commits it brought.
-    """
-    from steps.domain.errors import InvalidEventError
-    from steps.domain.intent import pinned
-    from steps.domain.models import ImagesEntry
-    from steps.domain.never_downgrade import image_key
-    from steps.runtime.timing import timed
-
-    def pushed_at(entry: ImagesEntry) -> datetime | None:
-        if target.settings.order != "push-time" or pinned(entry, target.image):
-            return None
-        key = image_key(entry.newTag, entry.digest)
-        if key not in known:
-            try:
-                known.update(ask([key]))
-            except InvalidEventError:  # not an ECR image: no push times
-                known[key] = None
-        return known.get(key)
-
-    new_at = target.pushed_at or pushed_at(
-        ImagesEntry(name=plan.image_name, newTag=target.tag, digest=target.digest)
-    )
-    notes: list[str] = []
-    with timed("history"):
-        why = held_by_rollback(
-            repo,
-            plan.base_commit,
-            plan.file,
-            plan.image_name,
-            order=target.settings.order,
-            new=plan.new,
-            new_pushed_at=new_at,
-            pushed_at=pushed_at,
-            current=current,
-            depths=depths,
-            notes=notes,
-            values=plan.values,
-        )
-    if why is None:
-        if notes:  # the update goes ahead; its reason says how far the history was read
-            reason = "; ".join(
-                [plan.reason, f"history read stopped early: {'; '.join(notes)}"]
-                if plan.reason
-                else [f"history read stopped early: {'; '.join(notes)}"]
-            )
-            return plan.model_copy(update={"reason": reason})
-        return plan
-    return plan.model_copy(update={"changed": False, "decision": "held", "reason": why})

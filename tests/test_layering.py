@@ -6,7 +6,7 @@ The rules (docs/development.md draws them):
   circle that works only while the imports stay inside functions is still one).
 - **No module uses another module's underscore names**: neither ``from m import _x`` nor
   ``m._x`` (however ``m`` was imported), nor an underscore module of another package.
-- **The package DAG**: every package (a ``steps/`` sub-package or single-module step,
+- **The package DAG**: every package (a ``steps/`` sub-package or single module,
   ``workflows`` — the declarations —, ``workflows.local``, ``sensors``, ``render``, ``imagebump``,
   ``bench``) imports only the packages :data:`MAY_IMPORT` lists for it. So ``steps/`` never
   imports ``workflows``, ``sensors``, ``render`` or ``imagebump``; a step never imports another
@@ -45,6 +45,7 @@ _STEPS = (
     "steps.reconcile",
     "steps.argocd_backup",
     "steps.verify_live",
+    "steps.live_states",
     "steps.notify",
     "steps.gate",
 )
@@ -92,6 +93,8 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
         ),
         "steps.argocd_backup": (_DOMAIN, _RUNTIME, "steps.aws", "steps.kube"),
         "steps.verify_live": (_DOMAIN, _RUNTIME, "steps.git", "steps.kube", "steps.kustomize"),
+        # the sweep's live states: each Application judged as verify-live judges it, through its seams
+        "steps.live_states": (_DOMAIN, _RUNTIME, "steps.git", "steps.kustomize", "steps.verify_live"),
         "steps.notify": (
             _DOMAIN,
             _RUNTIME,
@@ -187,7 +190,7 @@ class Tree:
 
 def unit(module: str) -> str:
     """The package ``module`` belongs to in the DAG: ``steps.git.repo`` → ``steps.git``,
-    ``steps.edit_kustomize`` → itself, ``workflows.local.executor`` → ``workflows.local``."""
+    ``steps.proposals`` → itself, ``workflows.local.executor`` → ``workflows.local``."""
     parts = module.split(".")
     if parts[0] == "steps":
         return "steps" if len(parts) == 1 else f"steps.{parts[1]}"
@@ -509,6 +512,16 @@ def test_the_package_docstring_names_each_of_its_modules(package: str) -> None:
     names += [p.name for p in path.parent.iterdir() if (p / "__init__.py").is_file()]
     unnamed = sorted(n for n in names if f"``{n}``" not in doc and f"``{n}/``" not in doc)
     assert not unnamed, f"{package}/__init__.py does not name {unnamed}"
+
+
+@pytest.mark.parametrize("step", _STEPS)
+def test_every_step_keeps_its_pure_core_in_decide_under_one_name(step: str) -> None:
+    """Issue 32: the tree alone says where a step's decision is — ``steps/<step>/decide.py``, its
+    pure core named ``decide`` in every step."""
+    path = TREE.files.get(f"{step}.decide")
+    assert path is not None, f"{step} has no decide.py"
+    functions = {n.name for n in ast.parse(path.read_text()).body if isinstance(n, ast.FunctionDef)}
+    assert "decide" in functions, f"{step}.decide has no function decide"
 
 
 def test_the_steps_image_is_named_in_one_place_and_tagged_with_the_project_version() -> None:

@@ -25,8 +25,9 @@ from hera.workflows import (
 )
 from hera.workflows import models as m
 
-from steps import edit_kustomize, resolve_image
 from steps.commit_pr import step as commit_pr
+from steps.edit_kustomize import step as edit_kustomize
+from steps.resolve_image import step as resolve_image
 from workflows import common as c
 from workflows import names as n
 from workflows import notify as exit_notify

@@ -14,7 +14,7 @@ from __future__ import annotations
 from hera.workflows import Env, Parameter, SecretVolume, script
 from hera.workflows import models as m
 
-from steps.verify_live import states as live_states
+from steps.live_states import step as live_states
 from steps.verify_live import step as verify_live
 from workflows import common as c
 from workflows import names as n

@@ -173,7 +173,8 @@ def run(args: argparse.Namespace) -> int:
 
     say(render_table([TargetState(**t) for t in sweep.report]).rstrip("\n"))
     if sweep.live:
-        from steps.verify_live.states import LiveState, render_live_table
+        from steps.live_states.decide import LiveState
+        from steps.live_states.step import render_live_table
 
         say(render_live_table([LiveState(**s) for s in sweep.live]).rstrip("\n"))
     tail = (

@@ -84,7 +84,7 @@ class Sweep:
     calls: dict[str, int] = field(default_factory=dict)
     updates: list[dict[str, Any]] = field(default_factory=list)
     reason: str = ""
-    #: live states of the current targets in Argo CD (steps.verify_live.states), when it ran
+    #: live states of the current targets in Argo CD (steps.live_states), when it ran
     live: list[dict[str, Any]] = field(default_factory=list)
     exit_code: int = EXIT_OK
     message: str = ""

@@ -31,7 +31,7 @@ either rule keeps it) are deleted with their index — never the one just writte
 healthy one, and none older than a suspect archive until ``keep`` healthy ones follow it.
 
 Gather → decide → act: :func:`steps.argocd_backup.live_objects.collect_live` reads the cluster; the archive bytes and
-index (:mod:`steps.argocd_backup.archive`) are pure, and so is :func:`plan_backup`, the step's core: where the archive
+index (:mod:`steps.argocd_backup.archive`) are pure, and so is :func:`steps.argocd_backup.decide.decide`, the step's core: where the archive
 goes and, given the listing of this cluster's archives after the write, which ones expire
 (table-tested without S3 or Kubernetes); :mod:`steps.aws.s3` writes, lists and deletes. The settings
 are one model, :class:`steps.argocd_backup.settings.BackupSettings`, whose defaults the step's parameters,
@@ -52,14 +52,14 @@ appear only inside the encrypted archive, never in logs or outputs.
 # No `from __future__ import annotations`: Hera's runner reads real annotation objects.
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from steps.argocd_backup import archive, retention, retention_s3
+from steps.argocd_backup.decide import decide
 from steps.argocd_backup.live_objects import collect_live, namespace_exists
 from steps.argocd_backup.settings import DEFAULTS, BackupSettings, ConfigMapKeys
 from steps.aws import s3 as s3io
@@ -75,42 +75,6 @@ STEP_NAME = "backup-export"
 #: The namespace the step's pod runs in (the template sets it from the pod's metadata.namespace):
 #: the ConfigMap its settings come from is there.
 NAMESPACE_ENV = "IMAGEBUMP_NAMESPACE"
-
-
-@dataclass(frozen=True)
-class Decision:
-    """What :func:`plan_backup` says a backup writes and deletes."""
-
-    key: str  # PREFIX/CLUSTER/YYYY/MM/DD/HHMMSSZ: s3.put_new adds -N (same second) and .yaml.gz
-    expired: tuple[str, ...] = ()  # archive keys retention deletes (with their indexes), oldest first
-
-
-def plan_backup(
-    settings: BackupSettings,
-    created: datetime,
-    *,
-    listing: Sequence[str] = (),
-    written: str = "",
-    suspect: Mapping[str, bool | None] | None = None,
-) -> Decision:
-    """The pure core: where a backup made at ``created`` goes, and which archives expire.
-
-    Before the write nothing is listed: the key alone matters. After it, ``listing`` holds the keys
-    under this cluster's prefix, ``written`` the archive just written (never expired) and
-    ``suspect`` which archives' indexes mark them suspect: only exact archive keys of this cluster
-    are considered, and an archive is kept while any rule keeps it
-    (:func:`steps.argocd_backup.retention.select_expired`). No I/O.
-    """
-    expired = retention.select_expired(
-        list(listing),
-        prefix=settings.prefix_path,
-        keep=settings.keep,
-        keep_days=settings.keep_days,
-        now=created,
-        protect=written,
-        suspect=suspect,
-    )
-    return Decision(key=retention.archive_key(settings.prefix_path, created), expired=tuple(expired))
 
 
 def missing_argocd(api: kube.KubeApi, namespace: str) -> list[str]:
@@ -268,7 +232,7 @@ def _write(
     returns the archive's key, the index's key and the index."""
     bucket, kms = settings.bucket, settings.kms_key_id
     data = archive.build_archive(objects)
-    key = s3io.put_new(s3, bucket, plan_backup(settings, created).key, data, kms_key_id=kms)
+    key = s3io.put_new(s3, bucket, decide(settings, created).key, data, kms_key_id=kms)
     index_key = retention.index_key(key)
     index = archive.make_index(
         data,
@@ -319,7 +283,7 @@ def _retain(
     bucket, prefix = settings.bucket, settings.prefix_path
     listing = retention_s3.listing(s3, bucket, prefix, keep=settings.keep, keep_days=settings.keep_days)
     suspect = {k: retention.is_suspect(indexes.get(k)) for k in retention.archives(listing, prefix)}
-    expired = plan_backup(settings, created, listing=listing, written=written, suspect=suspect).expired
+    expired = decide(settings, created, listing=listing, written=written, suspect=suspect).expired
     return retention_s3.delete(s3, bucket, expired, listing)
 
 

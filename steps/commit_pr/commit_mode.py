@@ -2,7 +2,7 @@
 
 Act half of commit-pr for ``mode: commit``: the plan's own base made from the objects it carries
 (:func:`steps.commit_pr.base_branch.seed_base`, no fetch), else a clone of the newest base; re-apply the plan
-with the pure :func:`steps.commit_pr.decide.reapply_plan`, commit and push to the base branch (from the
+with the pure :func:`steps.commit_pr.decide.decide`, commit and push to the base branch (from the
 plan's base: with a lease on it, so only while the branch is still there). A rejection — the
 remote moved on — fetches the new base into the same repository, re-applies and pushes again, at most
 ``push_attempts`` times (:func:`steps.commit_pr.retry.backoff`: the first retry at once), then fails as

@@ -1,6 +1,6 @@
 """commit-pr's pure core: the plan re-applied to the overlay file as it is on the newest base.
 
-:func:`reapply_plan` re-checks the file's entry against the plan (never a downgrade:
+:func:`decide` re-checks the file's entry against the plan (never a downgrade:
 :func:`steps.domain.never_downgrade.recheck`) and re-applies the edit with the pure editor; no
 I/O, table-tested without git in tests/steps/commit_pr/test_commit_pr.py. Both modes call it
 (:mod:`steps.commit_pr.commit_mode`, :mod:`steps.commit_pr.pr_mode`).
@@ -22,7 +22,7 @@ class Applied:
     reason: str
 
 
-def reapply_plan(text: str, target: Target, plan: Plan) -> Applied:
+def decide(text: str, target: Target, plan: Plan) -> Applied:
     """commit-pr's pure core: re-check the file's entry against the plan and re-apply the edit.
 
     Returns ``Applied.text`` None with a reason when nothing must change: the entry says

@@ -1,7 +1,7 @@
 """commit-pr, ``mode: pr``: one branch per target and one living pull request for it.
 
 Act half of commit-pr for ``mode: pr``: build the branch's one commit on the newest base (the
-plan re-applied with the pure :func:`steps.commit_pr.decide.reapply_plan`), check the living proposal with
+plan re-applied with the pure :func:`steps.commit_pr.decide.decide`), check the living proposal with
 :func:`steps.domain.never_downgrade.guard_branch` (what the branch proposes now is read by
 :mod:`steps.proposals`), force-push with a lease on the sha seen before, then update the open pull
 request (title, body) or open one. ``provider: local`` has no API: the pushed branch is the

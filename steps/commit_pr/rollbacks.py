@@ -2,7 +2,7 @@
 
 edit-kustomize judged the entry's history at the plan's base; a person's rollback that lands
 between that and commit-pr is in the newest base only. :func:`reapply` re-applies the plan with
-the pure :func:`steps.commit_pr.decide.reapply_plan` and, when the file on the newest base is not
+the pure :func:`steps.commit_pr.decide.decide` and, when the file on the newest base is not
 the one the plan read (a commit landed on it since; :func:`_changed_since_plan`), judges the
 entry's history again there
 (:func:`steps.entry_history.held_by_rollback`, every standing rollback): a rollback that stands
@@ -17,16 +17,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from steps.commit_pr.decide import Applied, reapply_plan
+from steps.commit_pr.decide import Applied, decide
 from steps.domain.models import Plan, Target, same_entry
 from steps.runtime.timing import timed
 
 
 def reapply(repo: Any, text: str, target: Target, plan: Plan) -> Applied:
-    """:func:`reapply_plan` on ``text`` (the file on the newest base in ``repo``), then the
+    """:func:`~steps.commit_pr.decide.decide` on ``text`` (the file on the newest base in ``repo``), then the
     rollback re-check when the file changed since the plan."""
     with timed("kustomize"):
-        applied = reapply_plan(text, target, plan)
+        applied = decide(text, target, plan)
     if applied.text is None or not _changed_since_plan(repo, text, plan, applied.current):
         return applied
     from steps.entry_history import held_by_rollback

@@ -108,7 +108,7 @@ def _ref(tag: str | None, digest: str | None) -> str:
 
 @dataclass(frozen=True)
 class Verdict:
-    """What :func:`judge_target` says about one target."""
+    """What :func:`decide` says about one target."""
 
     state: State
     reason: str
@@ -129,7 +129,7 @@ def _written(
     return tag, digest
 
 
-def judge_target(
+def decide(
     *,
     newest: Target | None,
     why_no_newest: str = "",

@@ -10,7 +10,7 @@ closed, or cannot be confirmed open, leaves the target ``behind`` and update-tar
 (commit-pr is idempotent). ``provider: local``: the branch is the proposal. A living proposal branch
 with a commit imagebump did not make is a person's: ``branch-taken``, not handed to update-target
 (:mod:`steps.domain.branch_owner`; its history over the base read once per branch). Each item is then
-decided (:func:`steps.reconcile.decide.judge_target`), the ones still behind checked for a rollback
+decided (:func:`steps.reconcile.decide.decide`), the ones still behind checked for a rollback
 (:mod:`steps.reconcile.rollbacks`); an unreadable repository makes its targets ``unknown`` (``failure``).
 """
 
@@ -28,7 +28,7 @@ from steps.domain.branches import branch_name
 from steps.domain.errors import ImagebumpError, TransientError
 from steps.domain.models import ImagesEntry, Target, ValuesRef
 from steps.domain.repo_url import is_own_head
-from steps.reconcile.decide import Verdict, judge_target
+from steps.reconcile.decide import Verdict, decide
 from steps.reconcile.ecr import Calls, Overlay
 from steps.reconcile.report import ErrorKind, error_kind
 from steps.reconcile.rollbacks import hold_rolled_back
@@ -65,7 +65,7 @@ class Item:
 
     def judge(self) -> Verdict:
         sample = self.sample
-        return judge_target(
+        return decide(
             newest=self.newest,
             why_no_newest=self.why_no_newest,
             same_image_tags=self.same_image_tags,

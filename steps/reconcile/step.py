@@ -29,7 +29,7 @@ precedence). Only tagged images are candidates: ECR leaves an image untagged whe
 a newer push, and multi-platform pushes leave their per-platform manifests untagged, so an untagged
 image is never "the newest release" (a digest-only push is still handled by its event).
 
-Each target gets a state (:func:`~steps.reconcile.decide.judge_target`, pure; the never-downgrade verdicts
+Each target gets a state (:func:`~steps.reconcile.decide.decide`, pure; the never-downgrade verdicts
 are :func:`steps.domain.never_downgrade.sweep_verdict`'s):
 
 * ``behind``: the overlay holds an older image (by the rule's order) than the newest allowed, and
@@ -59,7 +59,7 @@ the update-target steps do, under the same per-overlay mutex as events.
 Layout (gather → decide → act): :mod:`steps.reconcile.model` holds the types the phases pass on,
 :mod:`steps.reconcile.ecr` gathers from ECR,
 :mod:`steps.reconcile.git` reads Git (one partial sparse clone per repository),
-:mod:`steps.reconcile.decide` is the pure core (:func:`pick_newest`, :func:`judge_target`, table-tested
+:mod:`steps.reconcile.decide` is the pure core (:func:`pick_newest`, :func:`~steps.reconcile.decide.decide`, table-tested
 without ECR or git), :mod:`steps.reconcile.report` renders the report and the counts; this module is
 the step (its typed input :class:`ReconcileInput`, :class:`ReconcileOutput`, :func:`scan_targets` and
 :func:`run`). It acts by its outputs only.
@@ -190,7 +190,7 @@ class ReconcileOutput(BaseModel):
     current_targets: list[Target] = Field(
         default_factory=list,
         description="the current targets (all up to REPORT_LIMIT; beyond it a window that moves every "
-        "sweep), whose live state in Argo CD the live-states step reports (steps.verify_live.states)",
+        "sweep), whose live state in Argo CD the live-states step reports (steps.live_states)",
     )
     gates: list[GateOutcome] = Field(
         default_factory=list,

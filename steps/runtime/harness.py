@@ -273,7 +273,7 @@ def configure_logging() -> Callable[[], None]:
 
 def _step_name(fn: Callable[..., Any]) -> str:
     """The step's name in its log records: its module's ``STEP_NAME`` (a step package's ``step``
-    module), else the module's own name in kebab case (``steps.resolve_image`` → resolve-image)."""
+    module), else the module's own name in kebab case (``steps.notify.verifying`` → verifying)."""
     name = getattr(sys.modules.get(fn.__module__), "STEP_NAME", None)
     return name if isinstance(name, str) else kebab(fn.__module__.rsplit(".", 1)[-1])
 

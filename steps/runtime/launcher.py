@@ -31,6 +31,11 @@ step's module and pydantic (tests/steps/runtime/test_entry.py runs every step th
   (a user's ``concurrency=abc``) are one JSON error record and exit 2 (bad input, not retried)
   where Hera's runner prints a pydantic traceback and exits 1 (retried four times).
 
+Moved steps: a Workflow resubmitted (or retried) from the Argo UI runs the manifest it was made from,
+which may name a step where an older release kept it. :data:`MOVED` maps each such entrypoint to
+where the step lives now (looked up before the import), so those Workflows still run; Hera's runner
+has no such map (the templates render this module, not Hera's).
+
 Not supported (refused with exit 3 before the step runs, so a step that starts using them is
 noticed): Hera's ``Annotated[..., Parameter/Artifact]`` inputs and ``Input``/``Output`` classes.
 """
@@ -51,6 +56,15 @@ from steps.domain.errors import EXIT_CONFIG as EXIT_BAD_INPUT
 from steps.domain.errors import BadInput
 
 EXIT_UNSUPPORTED = 3
+
+#: Entrypoints older manifests name → the same step's entrypoint now (issue 32: each step a package
+#: with ``step`` and ``decide``). Never remove an entry: Argo keeps Workflows, and their manifests,
+#: for as long as their TTL says, and any of them can be resubmitted.
+MOVED: dict[str, str] = {
+    "steps.edit_kustomize:run": "steps.edit_kustomize.step:run",
+    "steps.resolve_image:run": "steps.resolve_image.step:run",
+    "steps.verify_live.states:run": "steps.live_states.step:run",
+}
 
 
 class Arguments(typing.NamedTuple):
@@ -178,7 +192,7 @@ def _bad_input(step: str, exc: Exception) -> None:
 def main(argv: list[str] | None = None, *, imported: Callable[[], None] | None = None) -> int:
     """Run the step; ``imported()`` (when given) is called once the step's module is imported."""
     args = _parse_args(argv)
-    module_name, function_name = args.entrypoint.split(":")
+    module_name, function_name = MOVED.get(args.entrypoint, args.entrypoint).split(":")
     module = importlib.import_module(module_name)
     function = getattr(module, function_name)
     if imported is not None:

@@ -198,7 +198,7 @@ def keeps_pods(status: dict[str, Any]) -> bool:
     return bool(kinds & POD_KEEPING_KINDS)
 
 
-def judge(
+def decide(
     app: dict[str, Any],
     source_index: int | None,
     expected: str,

@@ -229,7 +229,7 @@ def verify(
         app = argocd.get(api, deployments[i])
         if app is None:
             return Judgement(decide.SYNCING, "the Application was deleted meanwhile")
-        return decide.judge(app, deployments[i].source_index, expected, facts)
+        return decide.decide(app, deployments[i].source_index, expected, facts)
 
     poll = float(os.environ.get("IMAGEBUMP_LIVE_POLL_SECONDS") or POLL_SECONDS)
     started = clock()

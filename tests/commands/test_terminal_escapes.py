@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 from imagebump.cli import main
 from imagebump.local.outcome import printable
 from steps.domain.terminal import MAX_SHOWN, for_terminal
+from steps.live_states.decide import LiveState
+from steps.live_states.step import render_live_table
 from steps.reconcile.step import TargetState, render_table
-from steps.verify_live.states import LiveState, render_live_table
 
 HOSTILE = "Ann\x1b]0;owned\x07\x1b[2J\x9b31m\u202eevil\u2066\r\n\x00\x7f\u2028"
 _UNSAFE = {chr(c) for c in [*range(0x20), *range(0x7F, 0xA0)]} | set("\u202e\u2066\u2028\u200f\ufeff")

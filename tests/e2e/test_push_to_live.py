@@ -89,7 +89,8 @@ def test_mismatch_fails_the_workflow_naming_application_revision_git_and_cluster
 def test_sweep_reports_live_states_and_a_mismatch_on_an_overlay_nobody_pushed_to(live_world: World) -> None:
     from imagebump.local.drive import put_image
     from imagebump.local.sweep import run_sweep
-    from steps.verify_live.states import LiveState, render_live_table
+    from steps.live_states.decide import LiveState
+    from steps.live_states.step import render_live_table
 
     put_image(live_world, "1.4.1")  # what staging holds is the newest allowed: current; production is behind
     sweep = run_sweep(live_world.sweep_executor(), apply=False)
@@ -117,7 +118,8 @@ def test_an_idle_overlay_is_idle_not_an_alarm_in_the_run_and_the_sweep(live_worl
     the sweep's live state is ``idle`` in its JSON and its table."""
     from imagebump.local.demo_repo import APP, MANIFESTS_REPO
     from imagebump.local.sweep import run_sweep
-    from steps.verify_live.states import LiveState, render_live_table
+    from steps.live_states.decide import LiveState
+    from steps.live_states.step import render_live_table
 
     base = f"apps/{APP}/base/deployment.yaml"
     scaled = live_world.read(base).replace("replicas: 1", "replicas: 0")

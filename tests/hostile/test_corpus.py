@@ -30,11 +30,12 @@ from pathlib import Path
 
 import pytest
 
-from steps import edit_kustomize, kustomize, rules
+from steps import kustomize, rules
 from steps.commit_pr import step as commit_pr
 from steps.domain import events
 from steps.domain.errors import ConfigError, ImagebumpError
 from steps.domain.models import ImagesEntry, Plan, Target
+from steps.edit_kustomize import step as edit_kustomize
 from tests.hostile import cases
 from tests.hostile.cases import (
     EVENT_CASES,

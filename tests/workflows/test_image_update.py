@@ -12,10 +12,11 @@ import pytest
 import yaml
 
 import imagebump
-from steps import edit_kustomize, resolve_image
 from steps.commit_pr import step as commit_pr
 from steps.domain.errors import EXIT_CONFIG, EXIT_TRANSIENT
 from steps.domain.models import Image, Target
+from steps.edit_kustomize import step as edit_kustomize
+from steps.resolve_image import step as resolve_image
 from steps.runtime.harness import kebab
 from tests.workflows import schemas
 from workflows import image_gate, image_reconcile, image_update

@@ -30,6 +30,7 @@ from botocore.exceptions import ClientError
 from imagebump import __version__
 from steps.argocd_backup import (
     archive,
+    decide,
     retention,
 )
 from steps.argocd_backup import (
@@ -487,9 +488,7 @@ def test_select_expired(keep, keep_days, protect, expected):
 def test_decide_where_the_archive_goes_and_what_expires(settings, listing, written, key, expired):
     """backup-export's pure core, without S3 or Kubernetes: the key before the write; after it, the
     archives retention deletes given the listing (the one just written is never among them)."""
-    decision = backup_export.plan_backup(
-        BackupSettings(bucket="b-1", **settings), NOW, listing=listing, written=written
-    )
+    decision = decide.decide(BackupSettings(bucket="b-1", **settings), NOW, listing=listing, written=written)
     assert decision.key == key
     assert sorted(decision.expired) == sorted(expired)
 

@@ -255,7 +255,7 @@ def test_edit_kustomize_carries_the_file_it_read_and_only_when_it_may(tmp_path) 
     (``mode: pr``: no objects are read, this directory is not a git repository)."""
     from functools import partial
 
-    from steps.edit_kustomize import carry_text
+    from steps.edit_kustomize.step import carry_text
     from steps.git.repo import ClonedRepo
 
     carry_text = partial(carry_text, mode="pr")
@@ -459,7 +459,7 @@ def test_edit_kustomize_carries_the_objects_above_the_file_in_commit_mode_only(m
     commit to the file (it verifies), in ``mode: pr`` the text only."""
     import base64
 
-    from steps import edit_kustomize
+    from steps.edit_kustomize import step as edit_kustomize
     from steps.git.objects import verify_path_chain
 
     path = "apps/team-a/api/overlays/prod"

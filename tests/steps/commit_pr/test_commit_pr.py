@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from steps.commit_pr import step as commit_pr
-from steps.commit_pr.decide import reapply_plan
+from steps.commit_pr.decide import decide
 from steps.commit_pr.message import (
     DEFAULT_TEMPLATE,
     commit_message,
@@ -150,7 +150,7 @@ def test_default_message_says_what_a_reviewer_needs() -> None:
     ],
 )
 def test_decide_rechecks_the_file(file_tag: str, order: str, expect_text: bool, reason: str) -> None:
-    applied = reapply_plan(kustomization(file_tag), _t(order=order), plan())
+    applied = decide(kustomization(file_tag), _t(order=order), plan())
     assert (applied.text is not None) == expect_text
     assert reason in applied.reason
     if expect_text:
@@ -161,7 +161,7 @@ def test_decide_rechecks_the_file(file_tag: str, order: str, expect_text: bool, 
 
 def test_decide_without_the_entry_is_image_not_found() -> None:
     with pytest.raises(ImageNotFoundError, match="found: web"):
-        reapply_plan(kustomization(name="web"), _t(), plan())
+        decide(kustomization(name="web"), _t(), plan())
 
 
 def _entry(tag: str) -> ImagesEntry:

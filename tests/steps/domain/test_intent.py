@@ -12,11 +12,11 @@ import pytest
 
 from imagebump.local import builders
 from steps import kustomize
-from steps.commit_pr.decide import reapply_plan as commit_pr_decide
+from steps.commit_pr.decide import decide as commit_pr_decide
 from steps.commit_pr.message import DEFAULT_TEMPLATE, commit_message, message_fields, pr_text
 from steps.domain.intent import by_imagebump, older, trailer
 from steps.domain.models import ImagesEntry, Plan, Target
-from steps.edit_kustomize import run
+from steps.edit_kustomize.step import run
 from steps.git import GitAuth
 from steps.reconcile.step import scan_targets as sweep
 from steps.rules import load_rules

@@ -11,7 +11,6 @@ from datetime import UTC, datetime
 
 import pytest
 
-from steps import edit_kustomize, resolve_image
 from steps.aws.ecr import EcrImage
 from steps.domain import never_downgrade
 from steps.domain.errors import ConfigError, ImageNotFoundError
@@ -25,6 +24,9 @@ from steps.domain.models import (
     same_entry,
     short_digest,
 )
+from steps.edit_kustomize import decide as edit_kustomize
+from steps.resolve_image import decide as resolve_image
+from steps.resolve_image.step import ResolveImageInput
 from steps.rules import RuleSet, load_rules
 from tests.steps.commit_pr.support import DIGEST_A, DIGEST_B, IMAGE, kustomization, target
 
@@ -141,7 +143,7 @@ def test_lookups(target_kw, entry, expected) -> None:
 )
 def test_edit_kustomize_decide(target_kw, file_tag, known, decision, changed, reason) -> None:
     t = _t(**target_kw)
-    plan = edit_kustomize.plan_edit(
+    plan = edit_kustomize.decide(
         t, kustomization(file_tag), "overlays/prod/kustomization.yaml", "c0ffee", "main", known
     )
     assert (plan.decision, plan.changed) == (decision, changed), plan.reason
@@ -152,7 +154,7 @@ def test_edit_kustomize_decide(target_kw, file_tag, known, decision, changed, re
 
 def test_edit_kustomize_decide_names_the_entries_when_the_image_is_missing() -> None:
     with pytest.raises(ImageNotFoundError, match=r"found: web.*add it under images:"):
-        edit_kustomize.plan_edit(_t(), "images:\n- name: web\n  newTag: '1'\n", "k.yaml", "c", "main", {})
+        edit_kustomize.decide(_t(), "images:\n- name: web\n  newTag: '1'\n", "k.yaml", "c", "main", {})
 
 
 # --- edit-kustomize against the proposal branch ------------------------------------------------------
@@ -357,9 +359,9 @@ def _img(**kw) -> Image:
 def test_resolve_image_decide(img, manual, found, targets, error, reason) -> None:
     if error:
         with pytest.raises(ConfigError, match=error):
-            resolve_image.select_targets(img, manual=manual, account=img.account, found=found, rules=RULES)
+            resolve_image.decide(img, manual=manual, account=img.account, found=found, rules=RULES)
         return
-    out = resolve_image.select_targets(img, manual=manual, account=img.account, found=found, rules=RULES)
+    out = resolve_image.decide(img, manual=manual, account=img.account, found=found, rules=RULES)
     assert len(out.targets) == targets and reason in out.reason
     if targets:
         assert out.image.digest == DIGEST_A and out.image.pushed_at == NEW_AT
@@ -369,6 +371,6 @@ def test_resolve_image_decide(img, manual, found, targets, error, reason) -> Non
 def test_resolve_image_input_wants_exactly_one() -> None:
     for kw, word in (({}, "neither"), ({"event": "{}", "image": "x"}, "both")):
         with pytest.raises(ConfigError, match=word):
-            resolve_image.ResolveImageInput.of(**kw)
-    assert resolve_image.ResolveImageInput.of(image="x").manual
+            ResolveImageInput.of(**kw)
+    assert ResolveImageInput.of(image="x").manual
     assert isinstance(RULES, RuleSet)

@@ -24,7 +24,7 @@ from steps.domain.errors import (
     PermissionDeniedError,
 )
 from steps.domain.models import Target
-from steps.edit_kustomize import EditKustomizeOutput, run
+from steps.edit_kustomize.step import EditKustomizeOutput, run
 from tests.fixtures import ecr_clock
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -378,7 +378,7 @@ def test_runs_through_hera_runner(make_remote, tmp_path, git_token, current, cha
     env = {k: v for k, v in os.environ.items() if not k.startswith("IMAGEBUMP_")}
     env.update(PYTHONPATH=str(ROOT), hera__outputs_directory=str(outputs), IMAGEBUMP_GIT_READ_TOKEN=git_token)
     proc = subprocess.run(
-        [sys.executable, "-m", "hera.workflows.runner", "-e", "steps.edit_kustomize:run", str(args)],
+        [sys.executable, "-m", "hera.workflows.runner", "-e", "steps.edit_kustomize.step:run", str(args)],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -466,7 +466,7 @@ def test_commit_mode_does_not_look_at_a_proposal_branch(make_remote) -> None:
 
 def test_edit_kustomize_does_not_import_githubkit() -> None:
     code = (
-        "import sys, steps.edit_kustomize; assert 'githubkit' not in sys.modules; "
+        "import sys, steps.edit_kustomize.step; assert 'githubkit' not in sys.modules; "
         "from steps.commit_pr.step import branch_name; from steps.domain.branches import branch_name as b; "
         "assert branch_name is b"
     )

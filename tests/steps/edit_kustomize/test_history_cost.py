@@ -10,7 +10,7 @@ Against a real ``git http-backend`` remote and moto's ECR (push times injected, 
 
 from __future__ import annotations
 
-from steps.edit_kustomize import run
+from steps.edit_kustomize.step import run
 from steps.entry_history import DEPTHS
 from tests.steps.domain import test_intent as _intent
 from tests.steps.domain.test_intent import (

@@ -14,7 +14,7 @@ from datetime import timedelta
 
 import pytest
 
-from steps.edit_kustomize import run
+from steps.edit_kustomize.step import run
 from steps.git import GitAuth
 from steps.reconcile.step import scan_targets as sweep
 from tests.steps.domain import test_intent as _intent

@@ -75,12 +75,10 @@ def test_soak_durations(text, seconds):
 
 def _pushed(rules_text: str):
     from steps.aws.ecr import EcrImage
-    from steps.resolve_image import select_targets
+    from steps.resolve_image.decide import decide
 
     found = EcrImage(digest="sha256:" + "a" * 64, tags=("1.0.0",))
-    return select_targets(
-        IMAGE, manual=False, account="123456789012", found=found, rules=load_rules(rules_text)
-    )
+    return decide(IMAGE, manual=False, account="123456789012", found=found, rules=load_rules(rules_text))
 
 
 def test_a_push_gives_a_gate_wait_target_no_commit_or_pr_and_says_why():

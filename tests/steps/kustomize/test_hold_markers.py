@@ -15,9 +15,10 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from steps import edit_kustomize, kustomize
-from steps.commit_pr.decide import reapply_plan
+from steps import kustomize
+from steps.commit_pr import decide as commit_pr
 from steps.domain.models import ImagesEntry, Plan
+from steps.edit_kustomize import decide as edit_kustomize
 from steps.kustomize.holds import hold_at
 from tests.steps.commit_pr.support import target
 
@@ -326,7 +327,7 @@ def test_imagebump_never_writes_through_a_hold(drawn: Drawn) -> None:
     """Events (edit-kustomize's plan) and commit-pr's re-check on the newest base: the held entry is
     never written; every other entry is, and writing it keeps the marker where it was."""
     for i, name in enumerate(drawn.names):
-        plan = edit_kustomize.plan_edit(_target(name), drawn.text, FILE, "c0ffee", "main", {})
+        plan = edit_kustomize.decide(_target(name), drawn.text, FILE, "c0ffee", "main", {})
         planned = Plan(
             changed=True,
             decision="update",
@@ -335,7 +336,7 @@ def test_imagebump_never_writes_through_a_hold(drawn: Drawn) -> None:
             old=ImagesEntry(name=name, newTag="1.0.0"),
             new=ImagesEntry(name=name, newTag="2.0.0"),
         )
-        applied = reapply_plan(drawn.text, _target(name), planned)
+        applied = commit_pr.decide(drawn.text, _target(name), planned)
         if i == drawn.held:
             assert plan.decision == "held" and not plan.changed, drawn.where
             assert applied.text is None, drawn.where
@@ -388,7 +389,7 @@ def test_the_event_and_the_sweep_hold_a_flow_entry(
     from datetime import UTC, datetime, timedelta
 
     from imagebump.local import builders
-    from steps.edit_kustomize import run
+    from steps.edit_kustomize.step import run
     from steps.git import GitAuth
     from steps.reconcile.step import scan_targets
     from steps.rules import load_rules

@@ -15,7 +15,7 @@ import pytest
 from imagebump.local import builders
 from steps import kustomize
 from steps.domain.models import ImagesEntry, Target
-from steps.edit_kustomize import run
+from steps.edit_kustomize.step import run
 
 ACCOUNT, REGION = "123456789012", "us-west-2"
 IMAGE = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/team/api"

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from steps.commit_pr.decide import reapply_plan
+from steps.commit_pr import decide as commit_pr
 from steps.domain.errors import ImageNotFoundError, RulesError
 from steps.domain.models import Image, Target
-from steps.edit_kustomize import plan_edit
+from steps.edit_kustomize import decide as edit_kustomize
 from steps.kustomize import read_entry, write_entry
 from steps.kustomize.values import ValuesError
 from steps.kustomize.values.helmfile import locate_image, release_sources
@@ -38,7 +38,9 @@ def target(tag: str = "1.4.3", **more) -> Target:
 
 def plan(text: str, t: Target | None = None):
     t = t or target()
-    return plan_edit(t, text, "charts/api/values.yaml", "a" * 40, "main", {}, values=t.values_ref())
+    return edit_kustomize.decide(
+        t, text, "charts/api/values.yaml", "a" * 40, "main", {}, values=t.values_ref()
+    )
 
 
 # --- rules --------------------------------------------------------------------------------------------
@@ -162,11 +164,11 @@ def test_commit_pr_reapplies_on_the_newest_base() -> None:
     t = target()
     p = plan(VALUES, t)
     moved = "# a comment someone added\n" + VALUES
-    applied = reapply_plan(moved, t, p)
+    applied = commit_pr.decide(moved, t, p)
     assert applied.text == moved.replace("tag: 1.4.2", "tag: 1.4.3")
-    assert reapply_plan(applied.text, t, p).text is None  # already there
+    assert commit_pr.decide(applied.text, t, p).text is None  # already there
     held = moved.replace("tag: 1.4.2", "tag: 1.4.2 # imagebump:hold")
-    assert reapply_plan(held, t, p).text is None
+    assert commit_pr.decide(held, t, p).text is None
 
 
 def test_read_entry_of_a_values_file_is_an_images_entry() -> None:
@@ -262,7 +264,7 @@ def test_a_persons_rollback_in_the_values_files_history_holds_it(tmp_path: Path)
 
 def test_a_values_files_text_never_travels_in_the_plan() -> None:
     """Values files often hold credentials: the plan never carries the text to commit-pr."""
-    from steps.edit_kustomize import carry_text
+    from steps.edit_kustomize.step import carry_text
 
     p = plan(VALUES + "auth:\n  password: hunter2\n")
     assert p.changed

@@ -1,4 +1,4 @@
-"""The sweep's live states (:mod:`steps.verify_live.states`) against the Kubernetes API fake over HTTP
+"""The sweep's live states (:mod:`steps.live_states`) against the Kubernetes API fake over HTTP
 (read through the real adapter), the SIMULATED Argo CD controller (imagebump.local.argocd_sim, Pods
 as a cluster has them) and real ``git http-backend`` remotes.
 
@@ -17,7 +17,7 @@ from imagebump.local.argocd_sim import ArgoCDSimulator, application
 from steps.domain.models import Target
 from steps.kube import api as kube
 from steps.kube.client import KubernetesApi
-from steps.verify_live import states
+from steps.live_states import step as states
 from steps.verify_live.revisions import Clone
 from tests.fakes.kube import FakeKube, FakeKubeServer
 

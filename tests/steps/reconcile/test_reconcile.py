@@ -13,7 +13,7 @@ import pytest
 
 from steps.domain.errors import ConfigError
 from steps.domain.models import ImagesEntry, Target
-from steps.reconcile.decide import judge_target
+from steps.reconcile.decide import decide
 from steps.reconcile.step import (
     STATES,
     ReconcileInput,
@@ -126,7 +126,7 @@ CASES = [
 
 @pytest.mark.parametrize(("facts", "state"), CASES)
 def test_decide(facts: dict, state: str) -> None:
-    verdict = judge_target(newest=NEWEST, **facts)
+    verdict = decide(newest=NEWEST, **facts)
     assert verdict.state == state, verdict.reason
     assert (verdict.update is not None) == (state == "behind")
     if state == "behind":
@@ -134,30 +134,28 @@ def test_decide(facts: dict, state: str) -> None:
 
 
 def test_ahead_names_both_images() -> None:
-    verdict = judge_target(
-        newest=NEWEST, current=entry("hotfix-7"), current_pushed_at=T0 + timedelta(hours=1)
-    )
+    verdict = decide(newest=NEWEST, current=entry("hotfix-7"), current_pushed_at=T0 + timedelta(hours=1))
     assert "hotfix-7" in verdict.reason and "1.4.2" in verdict.reason and "never touched" in verdict.reason
     assert (verdict.current, verdict.newest) == ("hotfix-7", "1.4.2")
 
 
 def test_order_none_is_reported_with_what_the_overlay_holds() -> None:
     best, why = pick_newest([target(order="none")])
-    verdict = judge_target(newest=best, why_no_newest=why, current=entry("1.4.1"))
+    verdict = decide(newest=best, why_no_newest=why, current=entry("1.4.1"))
     assert (verdict.state, verdict.current, verdict.newest) == ("unknown", "1.4.1", "")
     assert "order: none" in verdict.reason
 
 
 def test_write_digest_pins_the_digest_of_the_tag_already_held() -> None:
     newest = target(write_digest=True)
-    verdict = judge_target(newest=newest, current=entry("1.4.2"), current_pushed_at=T0)
+    verdict = decide(newest=newest, current=entry("1.4.2"), current_pushed_at=T0)
     assert verdict.state == "behind" and verdict.newest == f"1.4.2@{D2}"
-    assert judge_target(newest=newest, current=entry("1.4.2", D2)).state == "current"
+    assert decide(newest=newest, current=entry("1.4.2", D2)).state == "current"
 
 
 def test_the_file_keeps_its_own_tag_for_the_same_image() -> None:
     newest = target(write_digest=True)
-    verdict = judge_target(
+    verdict = decide(
         newest=newest, current=entry("abc1234"), same_image_tags={"1.4.2", "abc1234"}, current_pushed_at=T0
     )
     assert verdict.state == "behind" and verdict.update.tag == "abc1234" and verdict.newest == f"abc1234@{D2}"
@@ -165,9 +163,9 @@ def test_the_file_keeps_its_own_tag_for_the_same_image() -> None:
 
 def test_semver_order() -> None:
     newest = target("1.9.0", order="semver")
-    assert judge_target(newest=newest, current=entry("1.10.0")).state == "ahead"
-    assert judge_target(newest=newest, current=entry("1.2.0")).state == "behind"
-    assert judge_target(newest=newest, current=entry("main")).state == "behind"  # not a version: replaced
+    assert decide(newest=newest, current=entry("1.10.0")).state == "ahead"
+    assert decide(newest=newest, current=entry("1.2.0")).state == "behind"
+    assert decide(newest=newest, current=entry("main")).state == "behind"  # not a version: replaced
 
 
 PR_CASES = [
@@ -180,7 +178,7 @@ PR_CASES = [
 
 @pytest.mark.parametrize(("proposed", "proposed_at", "state"), PR_CASES)
 def test_pr_mode_compares_with_the_living_branch(proposed, proposed_at, state: str) -> None:
-    verdict = judge_target(
+    verdict = decide(
         newest=target(**PR),
         current=entry("1.4.0"),
         current_pushed_at=T0 - timedelta(days=2),
@@ -194,7 +192,7 @@ def test_pr_mode_compares_with_the_living_branch(proposed, proposed_at, state: s
 
 
 def test_commit_mode_ignores_any_branch() -> None:
-    verdict = judge_target(
+    verdict = decide(
         newest=NEWEST,
         current=entry("1.4.0"),
         current_pushed_at=T0 - timedelta(days=2),
@@ -250,7 +248,7 @@ def test_a_branch_taken_target_is_a_state_of_the_table_and_the_counts() -> None:
 
 
 def test_the_pure_core_reads_neither_ecr_nor_git() -> None:
-    """judge_target and pick_newest live in steps.reconcile.decide, which imports no I/O module (issue 14)."""
+    """decide and pick_newest live in steps.reconcile.decide, which imports no I/O module (issue 14)."""
     import subprocess
     import sys
     from pathlib import Path

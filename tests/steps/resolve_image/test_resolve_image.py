@@ -16,7 +16,7 @@ from imagebump.local import builders
 from imagebump.local.moto import MotoServer
 from steps.aws import ecr
 from steps.domain.errors import ConfigError, InvalidEventError, RulesError, TransientError
-from steps.resolve_image import ResolveImageOutput, resolve, run
+from steps.resolve_image.step import ResolveImageOutput, resolve, run
 from steps.rules import load_rules
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -325,7 +325,7 @@ def test_through_hera_runner(registry: Registry, moto: MotoServer, tmp_path: Pat
     )
     out_dir = tmp_path / "outputs"
     proc = subprocess.run(
-        [sys.executable, "-m", "hera.workflows.runner", "-e", "steps.resolve_image:run", str(args)],
+        [sys.executable, "-m", "hera.workflows.runner", "-e", "steps.resolve_image.step:run", str(args)],
         cwd=tmp_path,
         env={
             **os.environ,
@@ -354,7 +354,7 @@ def test_through_hera_runner_bad_input_exits_2(tmp_path: Path) -> None:
     args = tmp_path / "args.json"
     args.write_text(json.dumps([{"name": "event", "value": ""}, {"name": "image", "value": ""}]))
     proc = subprocess.run(
-        [sys.executable, "-m", "hera.workflows.runner", "-e", "steps.resolve_image:run", str(args)],
+        [sys.executable, "-m", "hera.workflows.runner", "-e", "steps.resolve_image.step:run", str(args)],
         cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(ROOT), "hera__outputs_directory": str(tmp_path / "o")},
         capture_output=True,

@@ -23,6 +23,7 @@ never imports git code.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -40,7 +41,13 @@ from tests.steps.commit_pr.support import overlay_files, plan, target
 ROOT = Path(__file__).resolve().parents[3]
 HERA, ENTRY = "hera.workflows.runner", "steps.runtime.launcher"
 RUNNERS = (HERA, ENTRY)
-STEPS = ("resolve_image", "edit_kustomize", "commit_pr.step", "reconcile.step", "argocd_backup.export")
+STEPS = (
+    "resolve_image.step",
+    "edit_kustomize.step",
+    "commit_pr.step",
+    "reconcile.step",
+    "argocd_backup.export",
+)
 
 #: Runs MODULE as ``python -m MODULE ARGS...`` would, and writes the modules imported by the end of
 #: the process (atexit: after the step's work and its exit code) to $SHOW_MODULES_TO.
@@ -167,7 +174,7 @@ def test_resolve_image_gives_the_same_targets_through_both_and_never_imports_git
     rules = tmp_path / "rules.yaml"
     rules.write_text(RULES)
     hera, ours = _both(
-        "resolve_image",
+        "resolve_image.step",
         _params(event=registry.event(), image=""),
         tmp_path,
         {"IMAGEBUMP_RULES_FILE": str(rules), "AWS_ENDPOINT_URL": moto.endpoint_url, **FAKE_CREDENTIALS},
@@ -186,7 +193,7 @@ def test_edit_kustomize_gives_the_same_outputs_through_both_entry_points(make_re
     token = tmp_path / "token"
     token.write_text(git_token)
     hera, ours = _both(
-        "edit_kustomize",
+        "edit_kustomize.step",
         _params(target=tgt.model_dump_json(), env="prod"),  # `env` is an input the function does not take
         tmp_path,
         {"IMAGEBUMP_GIT_READ_TOKEN_FILE": str(token)},
@@ -334,11 +341,72 @@ def test_a_refused_step_exits_2_with_the_same_record_through_both(tmp_path):
     tgt = Target(
         rule=0, repo_url="http://127.0.0.1:9/o/r", path="../escape", image="x", tag="1", event_id="e"
     )
-    hera, ours = _both("edit_kustomize", _params(target=tgt.model_dump_json()), tmp_path)
+    hera, ours = _both("edit_kustomize.step", _params(target=tgt.model_dump_json()), tmp_path)
     assert hera["code"] == ours["code"] == 2
     assert ours["records"] == hera["records"] and ours["records"][0]["error"] == "ConfigError"
     assert ours["files"] == hera["files"] == {}
     assert ours["stdout"] == hera["stdout"] == ""
+
+
+#: Each step's entrypoint as an older manifest renders it (the template's ``args``, before issue 32
+#: made the step a package), with inputs the step answers without a remote (a refusal, or "no Argo
+#: CD configured"): its log records, named by the step, prove the old name ran the step's code.
+OLDER_MANIFESTS = {
+    "steps.edit_kustomize:run": (
+        "edit-kustomize",
+        _params(
+            target=Target(
+                rule=0, repo_url="http://127.0.0.1:9/o/r", path="../escape", image="x", tag="1", event_id="e"
+            ).model_dump_json()
+        ),
+    ),
+    "steps.resolve_image:run": ("resolve-image", _params(event="", image="")),  # neither: refused
+    "steps.verify_live.states:run": ("live-states", _params(targets="[]")),  # no Argo CD here: says so
+}
+
+
+def _launch(entrypoint: str, inputs: list[dict], tmp: Path) -> subprocess.CompletedProcess:
+    work = tmp / uuid.uuid4().hex[:6]
+    work.mkdir()
+    (work / "script").write_text(json.dumps(inputs))
+    return subprocess.run(
+        [sys.executable, "-m", ENTRY, "-e", entrypoint, str(work / "script")],
+        cwd=work,
+        env={"PATH": os.environ["PATH"], "HOME": str(work), "PYTHONPATH": str(ROOT), "LANG": "C.UTF-8"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("old", sorted(OLDER_MANIFESTS))
+def test_a_resubmitted_workflow_naming_a_moved_step_runs_the_step_where_it_lives_now(old, tmp_path):
+    """A Workflow resubmitted from the Argo UI runs its own, older manifest: the launcher's
+    ``MOVED`` takes the old entrypoint to the new one, and the step behaves as under its new name."""
+    from steps.runtime.launcher import MOVED
+
+    step, inputs = OLDER_MANIFESTS[old]
+    module, _, function = MOVED[old].partition(":")
+    assert old not in MOVED.values() and callable(getattr(importlib.import_module(module), function))
+    then, now = (_launch(e, inputs, tmp_path) for e in (old, MOVED[old]))
+    said = [  # what each log record says, but the step's timings (they differ run to run)
+        [(r["level"], r["step"], r["logger"], r["message"]) for r in map(json.loads, p.stderr.splitlines())]
+        for p in (then, now)
+    ]
+    said = [
+        [r for r in records if r[2] != "steps.runtime.harness" or " took " not in r[3]] for records in said
+    ]
+    assert (then.returncode, then.stdout) == (now.returncode, now.stdout), then.stderr
+    assert said[0] == said[1] and said[0] and {r[1] for r in said[0]} == {step}, then.stderr
+
+
+def test_every_moved_step_is_named_by_an_older_manifest_test_and_no_current_manifest_names_it():
+    from steps.runtime.launcher import MOVED
+
+    assert sorted(MOVED) == sorted(OLDER_MANIFESTS)
+    rendered = "".join(p.read_text() for p in (ROOT / "manifests").rglob("*.yaml"))
+    assert [old for old in MOVED if f"- {old}\n" in rendered] == []
 
 
 def test_inputs_that_do_not_validate_are_bad_input_not_a_retried_traceback(tmp_path):
@@ -389,8 +457,8 @@ def test_the_rendered_arguments_read_directly_are_what_the_parser_gives(argv):
 def _first_line_inputs() -> dict[str, dict[str, str]]:
     tgt = target("https://github.com/o/gitops").model_dump_json()
     return {
-        "resolve_image": {"event": "", "image": "x.dkr.ecr.us-west-2.amazonaws.com/a:1"},
-        "edit_kustomize": {"target": tgt},
+        "resolve_image.step": {"event": "", "image": "x.dkr.ecr.us-west-2.amazonaws.com/a:1"},
+        "edit_kustomize.step": {"target": tgt},
         "commit_pr.step": {"target": tgt, "plan": plan().model_dump_json()},
         "reconcile.step": {"concurrency": "4", "limit": "5", "full": "false", "gated": "false"},
         "argocd_backup.export": {"bucket": "b"},

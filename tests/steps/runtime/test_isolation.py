@@ -131,7 +131,7 @@ def test_concurrent_runs_for_two_overlays_are_isolated(make_remote, git_token, t
         )
         try:
             planned = run_step(
-                "edit_kustomize",
+                "edit_kustomize.step",
                 {"target": target.model_dump_json()},
                 env=env,
                 cwd=shared_cwd,

@@ -66,13 +66,13 @@ def test_steps_log_json_lines_with_step_event_and_target(make_remote, git_token,
     token_file.write_text(git_token + "\n")
 
     edit = _runner(
-        "edit_kustomize",
+        "edit_kustomize.step",
         {"target": tgt.model_dump_json()},
         tmp_path,
         {"IMAGEBUMP_GIT_READ_TOKEN_FILE": str(token_file)},
     )
     assert edit.returncode == 0, edit.stderr
-    plan = (tmp_path / "edit_kustomize-outputs" / "parameters" / "plan").read_text()
+    plan = (tmp_path / "edit_kustomize.step-outputs" / "parameters" / "plan").read_text()
     commit = _runner(
         "commit_pr.step",
         {"target": tgt.model_dump_json(), "plan": plan},
@@ -103,7 +103,7 @@ def test_resolve_image_takes_the_event_id_from_the_event(tmp_path) -> None:
     rules = tmp_path / "rules.yaml"
     rules.write_text("[]\n")  # no rule: a skip with a reason, before any ECR call
     proc = _runner(
-        "resolve_image",
+        "resolve_image.step",
         {"event": json.dumps(event), "image": ""},
         tmp_path,
         {
@@ -123,7 +123,7 @@ def test_a_refused_step_logs_one_error_record_and_exits_2(tmp_path) -> None:
     tgt = Target(
         rule=0, repo_url="http://127.0.0.1:9/o/r", path="../escape", image="x", tag="1", event_id="ev-1"
     )
-    proc = _runner("edit_kustomize", {"target": tgt.model_dump_json()}, tmp_path, {})
+    proc = _runner("edit_kustomize.step", {"target": tgt.model_dump_json()}, tmp_path, {})
     assert proc.returncode == 2
     (record,) = _records(proc.stderr)
     assert (record["level"], record["error"], record["exit_code"], record["event_id"]) == (

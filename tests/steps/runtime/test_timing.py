@@ -62,7 +62,7 @@ def test_a_step_process_ends_with_its_timings(make_remote, git_token, tmp_path) 
     remote = make_remote({"overlays/prod/kustomization.yaml": kustomization("1.0.0")})
     tgt = target(remote.url, order="semver")
     proc = _runner(
-        "edit_kustomize",
+        "edit_kustomize.step",
         {"target": tgt.model_dump_json()},
         tmp_path,
         {"IMAGEBUMP_GIT_READ_TOKEN": git_token},

@@ -71,7 +71,7 @@ def app(
 
 
 def judge(application: dict[str, Any], multi: bool = False) -> decide.Judgement:
-    return decide.judge(application, 1 if multi else None, NEW, facts)
+    return decide.decide(application, 1 if multi else None, NEW, facts)
 
 
 @pytest.mark.parametrize(
@@ -153,7 +153,7 @@ def test_wrongly_typed_status_fields_give_unknown_with_the_field(path: tuple[str
         asked.append(revision)
         return facts(revision)
 
-    judgement = decide.judge(application, None, NEW, recording)
+    judgement = decide.decide(application, None, NEW, recording)
     assert judgement.state == "unknown"
     assert "status." + path[0] in judgement.reason
     assert len(judgement.reason) < 500
@@ -161,8 +161,8 @@ def test_wrongly_typed_status_fields_give_unknown_with_the_field(path: tuple[str
 
 
 def test_a_status_that_is_not_an_object_is_unknown() -> None:
-    assert decide.judge({"status": ["x"]}, None, NEW, facts).state == "unknown"
-    assert decide.judge({"metadata": "x", "status": None}, None, NEW, facts).state == "manual-sync"
+    assert decide.decide({"status": ["x"]}, None, NEW, facts).state == "unknown"
+    assert decide.decide({"metadata": "x", "status": None}, None, NEW, facts).state == "manual-sync"
 
 
 def test_an_idle_outcome_succeeds_and_a_live_one_wins_over_idle() -> None:

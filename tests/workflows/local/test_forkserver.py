@@ -354,8 +354,8 @@ def test_the_image_update_steps_and_their_lazy_imports_are_imported_ahead(tmp_pa
     )
     assert executor.preload_modules() == [
         "steps.runtime.launcher",
-        "steps.resolve_image",
-        "steps.edit_kustomize",
+        "steps.resolve_image.step",
+        "steps.edit_kustomize.step",
         "steps.commit_pr.step",
         "steps.verify_live.step",
         "steps.notify.verifying",  # imagebump/live pending beside verify-live

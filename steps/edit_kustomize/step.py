@@ -1,4 +1,4 @@
-"""edit-kustomize: read the overlay from a fresh partial clone and decide; push nothing.
+"""edit-kustomize (the step's I/O and ``run``): read the overlay from a fresh partial clone and decide; push nothing.
 
 Reads: the target's repository — a partial (``blob:none``), depth-1, single-branch clone with a
 sparse cone on the overlay's path only, in its own scratch directory (:mod:`steps.runtime.scratch_dir`:
@@ -15,11 +15,11 @@ not fetch the base either: :func:`carry_text`), ``changed`` (``true``/``false``)
 
 Skips (``changed: false``) when the overlay already holds the image (``current``), holds a newer
 one (``stale``), is held by a person (``held``: a ``# imagebump:hold`` marker, or a rollback found in
-the file's history, read only for a target that would change: :mod:`steps.entry_history`) or pinned
+the file's history, read only for a target that would change: :mod:`steps.edit_kustomize.history`) or pinned
 to another repository (``pinned``) — :mod:`steps.domain.intent`.
 
 Shape: gather (clone, read the overlay, ask ECR the push times :func:`steps.domain.never_downgrade.lookups`
-names) → :func:`plan_edit`, the pure core → act (the outputs). The never-downgrade decisions
+names) → :func:`steps.edit_kustomize.decide.decide`, the pure core → act (the outputs). The never-downgrade decisions
 themselves are :mod:`steps.domain.never_downgrade`'s.
 
 ``mode: pr``: an update is also measured against the target's proposal branch
@@ -49,22 +49,21 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from steps.domain.branches import branch_name
-from steps.domain.errors import (
-    ConfigError,
-    ImageNotFoundError,
-    InvalidEventError,
-    KustomizationError,
-)
+from steps.domain.errors import ConfigError, InvalidEventError, KustomizationError
 from steps.domain.events import parse_repository_uri
-from steps.domain.models import Decision, ImagesEntry, Plan, Target, ValuesRef, image_ref
+from steps.domain.models import Decision, Plan, Target, ValuesRef
+from steps.edit_kustomize.decide import decide, find_entry, values_ref
 from steps.runtime.harness import step_entry
 from steps.runtime.settings import github_app_configured
 from steps.runtime.timing import timed
 
 if TYPE_CHECKING:
-    from steps.domain.never_downgrade import ImageKey, PushTimes
+    from steps.domain.never_downgrade import ImageKey
 
 log = logging.getLogger(__name__)
+
+#: The step's name in its log records (:func:`steps.runtime.harness.step_entry`).
+STEP_NAME = "edit-kustomize"
 
 #: Modules this step imports only when it runs (a pod that is refused early never pays for them).
 #: A local executor that forks steps from a warm interpreter imports them ahead (workflows.local.forkserver_server).
@@ -77,6 +76,7 @@ LAZY_IMPORTS = (
     "steps.domain.never_downgrade",
     "steps.domain.intent",
     "steps.entry_history",
+    "steps.edit_kustomize.history",
     "botocore.session",
     "botocore.config",
     "botocore.exceptions",
@@ -119,128 +119,6 @@ def _overlay_path(path: str) -> str:
         raise ConfigError(f"overlay path {path!r} must not contain '..': it would leave the repository")
     text = p.as_posix()
     return "" if text == "." else text
-
-
-def _new_entry(target: Target, old: ImagesEntry) -> ImagesEntry:
-    """The entry after the edit: kustomize setter semantics (a tag alone drops the digest)."""
-    tag = target.tag
-    digest = target.digest if (target.settings.write_digest or not target.tag) else None
-    if tag is None and digest is None:
-        raise ConfigError(
-            f"target for {target.image} has neither a tag nor a digest; nothing to set in the overlay"
-        )
-    data = old.model_dump(exclude_none=True)
-    data.pop("newTag", None)
-    data.pop("digest", None)
-    return ImagesEntry(**data, newTag=tag, digest=digest)
-
-
-def values_ref(target: Target, scope: list | None = None) -> ValuesRef | None:
-    """How to find the image in the target's values file (None: the target edits a kustomization)."""
-    return target.values_ref(scope)
-
-
-def find_entry(text: str, target: Target, file: str, values: ValuesRef | None = None) -> ImagesEntry:
-    """The overlay's entry for the target's image (pure); ImageNotFoundError naming the ones there.
-
-    For a values file (``values``): the pushed image wherever the file holds it, as an entry whose
-    ``name`` is the pushed repository (:func:`steps.kustomize.require_entry`)."""
-    from steps import kustomize
-
-    if values is not None:
-        return kustomize.require_entry(text, target.image, source=file, values=values)
-    wanted = target.settings.image_name or target.image
-    old = kustomize.get_image(text, wanted, source=file)
-    if old is None:
-        found = [entry.name for entry in kustomize.read_images(text, source=file)]
-        listed = f"found: {', '.join(found)}" if found else "it has no images entries"
-        raise ImageNotFoundError(
-            f"image {wanted!r} not in {file} ({listed}); add it under images:", found=found
-        )
-    return old
-
-
-def plan_edit(
-    target: Target,
-    text: str,
-    file: str,
-    base_commit: str,
-    base_branch: str,
-    known: "PushTimes",
-    old: ImagesEntry | None = None,
-    values: ValuesRef | None = None,
-) -> Plan:
-    """The pure core: the plan for ``target`` on the kustomization ``text``, given ECR's push times.
-
-    ``known`` holds what :func:`steps.domain.never_downgrade.lookups` asked of ECR for this entry; ``old``,
-    the entry :func:`find_entry` read from this ``text`` when the caller has it (else it is read
-    here: a 1 MiB file costs a parse each time); ``values``, how to find the image when ``file`` is
-    a Helm values file (the same decisions, the values-file writer: :mod:`steps.kustomize.seam`).
-    """
-    from steps import kustomize
-    from steps.domain.intent import marker_hold, pinned
-    from steps.domain.never_downgrade import decide_base
-
-    if old is None:
-        old = find_entry(text, target, file, values)
-    new = _new_entry(target, old) if values is None else _new_values_entry(target, old)
-    pin = pinned(old, target.image)  # what a person decided stands: a pin, a hold marker
-    hold = None
-    if not pin:
-        hold = marker_hold(
-            kustomize.entry_hold(text, old.name, by_new_name=False, source=file, values=values)
-        )
-    if pin or hold:
-        decision, reason = ("pinned", pin) if pin else ("held", hold or "")
-    else:
-        decision, reason = decide_base(target, old, known)
-    changed = False
-    if decision == "update" and values is not None:
-        edit = kustomize.edit_entry(
-            text, old.name, source=file, tag=target.tag, digest=target.digest, values=values
-        )
-        changed, new = edit.changed, edit.new or new
-        for note in edit.notes:
-            log.info("%s: %s", file, note)
-        if changed:
-            log.info(
-                "%s: %s set in %s",
-                file,
-                image_ref(new.newTag, new.digest, name=target.image),
-                ", ".join(edit.edited),
-            )
-        else:
-            decision, reason = (
-                "current",
-                f"{file} already sets {old.name} to {image_ref(new.newTag, new.digest)}",
-            )
-    elif decision == "update":
-        edited = kustomize.set_image(text, old.name, tag=new.newTag, digest=new.digest, source=file)
-        changed = edited != text
-        if not changed:
-            decision, reason = (
-                "current",
-                f"{file} already sets {old.name} to {image_ref(new.newTag, new.digest)}",
-            )
-    return Plan(
-        changed=changed,
-        decision=decision,
-        reason=reason,
-        file=file,
-        image_name=old.name,
-        old=old,
-        new=new,
-        base_commit=base_commit,
-        base_branch=base_branch,
-        values=values,
-    )
-
-
-def _new_values_entry(target: Target, old: ImagesEntry) -> ImagesEntry:
-    """What a values file would say after the edit, before it is made (the edit itself says it exactly)."""
-    return ImagesEntry(
-        name=old.name, newName=old.newName, newTag=target.tag or old.newTag, digest=target.digest
-    )
 
 
 # --- gather: git and ECR ----------------------------------------------------------------------------
@@ -420,13 +298,14 @@ def carry_text(plan: Plan, repo, text: str, mode: str = "commit") -> Plan:
 def run(target: Target) -> EditKustomizeOutput:
     """Clone the target's overlay, decide update/current/stale and output the plan; push nothing.
 
-    Gather (clone, read, ECR push times) → :func:`plan_edit` (pure) → for ``mode: pr`` gather the
+    Gather (clone, read, ECR push times) → :func:`~steps.edit_kustomize.decide.decide` (pure) → for ``mode: pr`` gather the
     proposal branch's entry → :func:`steps.domain.never_downgrade.against_branch` (pure) → output.
     """
     from steps import git
     from steps.domain.intent import pinned
     from steps.domain.never_downgrade import against_branch, branch_lookups, lookups
-    from steps.entry_history import DEPTHS, unless_rolled_back
+    from steps.edit_kustomize.history import unless_rolled_back
+    from steps.entry_history import DEPTHS
     from steps.proposals import branch_entry
 
     overlay = EditKustomizeInput.of(target).overlay
@@ -461,7 +340,7 @@ def run(target: Target) -> EditKustomizeOutput:
         known = dict(ecr.ask(lookups(target, entry) if not pinned(entry, target.image) else []))
         head = repo.cloned_head()
         with timed("kustomize"):
-            plan = plan_edit(target, text, file, head, repo.branch, known, old=entry, values=values)
+            plan = decide(target, text, file, head, repo.branch, known, old=entry, values=values)
         if plan.changed:  # only a target that would change reads the history: was it rolled back?
             plan = unless_rolled_back(
                 target, plan, repo, ecr.ask, known, current=(text, entry), depths={repo.branch: DEPTHS[0]}

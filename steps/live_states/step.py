@@ -1,4 +1,4 @@
-"""live-states: the sweep's view of push → live — for every current target, the live state of the
+"""live-states (the step's I/O and ``run``): the sweep's view of push → live — for every current target, the live state of the
 Argo CD Applications deploying its overlay, whoever changed it (a merged pull request, a person).
 
 Reads only: the Applications (:mod:`steps.verify_live.argocd`, no refresh: a sweep must not make
@@ -12,6 +12,10 @@ Cost per sweep: one list of Applications; per repository one ``ls-remote``, one 
 branches and one of the overlay files — never per target. A repository or status that cannot be
 read costs only its rows. Outputs ``states`` (a row per target, bounded) and ``counts`` (targets
 per state and env: the gauge ``imagebump_live_targets``). Safe to run twice.
+
+Shape: gather (the Applications, each repository's one clone, the image its overlay holds) → per
+Application verify-live's judgement (:func:`steps.verify_live.decide.decide`) → per target
+:func:`steps.live_states.decide.decide`, the pure core → act (the outputs, the table).
 """
 
 # No `from __future__ import annotations`: Hera's runner reads real annotation objects.
@@ -21,87 +25,26 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
-
 from steps.domain.errors import ImagebumpError
 from steps.domain.models import Target
 from steps.domain.terminal import for_terminal
+from steps.live_states.decide import (
+    LIVE_STATES,
+    MAX_APPLICATIONS,
+    MAX_REASON,
+    LiveState,
+    LiveStatesOutput,
+    app_row,
+    clip,
+    count_live,
+    decide,
+)
 from steps.runtime.harness import step_entry
-from steps.verify_live import decide
-from steps.verify_live.step import AppLive
+from steps.verify_live import decide as verify_live
 
 log = logging.getLogger(__name__)
-
-LIVE_STATES = ("live", "idle", "syncing", "mismatch", "no-application", "unknown")
-#: Bounds of the outputs (as verify-live's): images per Application, characters per reason.
-MAX_APPLICATIONS = 50
-MAX_IMAGES = 20
-MAX_REASON = 1000
-
-
-class LiveState(BaseModel):
-    repo_url: str
-    path: str
-    env: str = ""
-    state: str
-    reason: str = ""
-    applications: list[AppLive] = Field(default_factory=list)
-
-
-class LiveCount(BaseModel):
-    state: str
-    env: str
-    count: int
-
-
-class LiveStatesOutput(BaseModel):
-    states: list[LiveState] = Field(default_factory=list)
-    counts: list[LiveCount] = Field(default_factory=list)
-    mismatches: int = 0
-
-
-def count_live(states: list[LiveState]) -> list[LiveCount]:
-    """Targets per (state, env), every state for every env seen (zeros too: gauges reset)."""
-    seen = Counter((s.state, s.env or "none") for s in states)
-    envs = sorted({env for _, env in seen})
-    return [LiveCount(state=st, env=e, count=seen.get((st, e), 0)) for e in envs for st in LIVE_STATES]
-
-
-def target_state(judged: list[tuple[str, decide.Judgement]]) -> tuple[str, str]:
-    """A target's state from its Applications' judgements: mismatch > unknown > syncing > live >
-    idle (``idle`` only when no Application runs the image: every one is idle)."""
-    if not judged:
-        return "no-application", "no Argo CD Application deploys this overlay"
-    for state in ("mismatch", "unknown", "syncing"):
-        hits = [f"{name}: {j.reason}" for name, j in judged if _sweep_state(j.state) == state]
-        if hits:
-            return state, "; ".join(hits)
-    states = {_sweep_state(j.state) for _, j in judged}
-    return ("live" if "live" in states else "idle"), "; ".join(f"{name}: {j.reason}" for name, j in judged)
-
-
-def _sweep_state(state: str) -> str:
-    # manual-sync and superseded are waits, seen from a sweep: a person syncs, a newer change lands
-    return state if state in ("live", "mismatch", "idle", "unknown") else "syncing"
-
-
-def _clip(text: str, limit: int = MAX_REASON) -> str:
-    return text if len(text) <= limit else f"{text[: limit - 40]}… ({len(text) - limit + 40} more chars)"
-
-
-def _app_row(deployment: Any, judgement: decide.Judgement, repository: str) -> AppLive:
-    images = sorted(judgement.images, key=lambda i: decide.repository(i) != repository)
-    shown = images[:MAX_IMAGES] + (
-        [f"… {len(images) - MAX_IMAGES} more images"] if len(images) > MAX_IMAGES else []
-    )
-    return AppLive(
-        namespace=deployment.namespace,
-        name=deployment.name,
-        state=_sweep_state(judgement.state),
-        reason=_clip(judgement.reason),
-        revision=judgement.revision[:64],
-        images=[_clip(i, 300) for i in shown],
-    )
+#: The name in this step's log records (its module is ``step``; the template is live-states).
+STEP_NAME = "live-states"
 
 
 def live_state(
@@ -127,7 +70,7 @@ def live_state(
             apps, target.repo_url, target.path, branch, branch == default_branch, file=target.values_file
         )
         if not found:
-            row.state, row.reason = target_state([])
+            row.state, row.reason = decide([])
             return row
         files = [f"{target.path}/{name}".lstrip("/") for name in KUSTOMIZATION_FILES]
         if target.values_file is not None:
@@ -151,15 +94,15 @@ def live_state(
             return row
         judged = []
         for deployment, app in found:
-            judgement = decide.judge(app, deployment.source_index, expected, history.facts)
+            judgement = verify_live.decide(app, deployment.source_index, expected, history.facts)
             judged.append((deployment.display, judgement))
-            row.applications.append(_app_row(deployment, judgement, decide.repository(expected)))
-        row.state, row.reason = target_state(judged)
+            row.applications.append(app_row(deployment, judgement, verify_live.repository(expected)))
+        row.state, row.reason = decide(judged)
         rank = {"mismatch": 0, "unknown": 1, "syncing": 2}
         row.applications = sorted(row.applications, key=lambda a: rank.get(a.state, 9))[:MAX_APPLICATIONS]
-        row.reason = _clip(row.reason, MAX_REASON * 4)
+        row.reason = clip(row.reason, MAX_REASON * 4)
     except ImagebumpError as exc:
-        row.state, row.reason = "unknown", _clip(str(exc))
+        row.state, row.reason = "unknown", clip(str(exc))
     return row
 
 
@@ -197,7 +140,7 @@ def _repository_states(
         files = {f"{t.path}/{name}".lstrip("/") for t in targets for name in KUSTOMIZATION_FILES}
         clone.prefetch([(r, f) for r in revisions for f in sorted(files)])
     except ImagebumpError as exc:  # this repository only: its rows say why
-        reason = _clip(f"reading {repo_url}: {exc}")
+        reason = clip(f"reading {repo_url}: {exc}")
         return [
             LiveState(repo_url=t.repo_url, path=t.path, env=t.env, state="unknown", reason=reason)
             for t in targets
@@ -214,7 +157,7 @@ def check(targets: list[Target], api: Any, namespace: str, scratch: Path) -> Liv
         apps = argocd.list_applications(api, namespace)
     except ImagebumpError as exc:
         states = [
-            LiveState(repo_url=t.repo_url, path=t.path, env=t.env, state="unknown", reason=_clip(str(exc)))
+            LiveState(repo_url=t.repo_url, path=t.path, env=t.env, state="unknown", reason=clip(str(exc)))
             for t in targets
         ]
     else:

@@ -1,4 +1,4 @@
-"""resolve-image: an ECR push event (or a manual image reference) → the targets to update.
+"""resolve-image (the step's I/O and ``run``): an ECR push event (or a manual image reference) → the targets to update.
 
 Reads: the ``event`` parameter (the SQS body: the raw EventBridge event) or the ``image``
 parameter (``ACCOUNT.dkr.ecr.REGION.amazonaws.com/REPO[:TAG][@sha256:DIGEST]``) — exactly one;
@@ -14,21 +14,27 @@ image ECR no longer has; a tag that has moved to another digest since the push (
 handles it); an image no rule matches. Bad input (both or neither parameter, a malformed event
 or reference, a bad rules file) is a ConfigError; a manual reference to an image ECR does not
 have is a ConfigError too.
+
+Shape: gather (parse the input, ask ECR) → :func:`steps.resolve_image.decide.decide`, the pure
+core (what ECR said and the rules → the targets, or a skip) → act (the outputs).
 """
 
 # No `from __future__ import annotations`: Hera's runner reads real annotation objects.
 import logging
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from steps.domain.errors import ConfigError
-from steps.domain.models import Image, Target, image_ref
-from steps.rules import RuleSet, SkippedRule, load_rules_file
+from steps.domain.models import Image
+from steps.resolve_image.decide import GateWaiting, ResolveImageOutput, decide
+from steps.rules import RuleSet, load_rules_file
 from steps.runtime.harness import step_entry
 from steps.runtime.settings import rules_file
 
 log = logging.getLogger(__name__)
+#: The name in this step's log records (its module is ``step``; the template is resolve-image).
+STEP_NAME = "resolve-image"
 
 #: Modules this step imports only when it runs (a pod that is refused early never pays for them).
 #: A local executor that forks steps from a warm interpreter imports them ahead (workflows.local.forkserver_server).
@@ -49,31 +55,9 @@ __all__ = [
     "GateWaiting",
     "ResolveImageInput",
     "ResolveImageOutput",
-    "SkippedRule",
     "resolve",
     "run",
-    "select_targets",
 ]
-
-
-class GateWaiting(BaseModel):
-    """A target this push left to the promotion gate (``promoteAfter`` with ``gate: wait``): its
-    decision for the push is ``waiting`` (the decision metric counts it, as it counts
-    edit-kustomize's decision of an ungated target)."""
-
-    decision: str = "waiting"
-    env: str = ""
-    rule: int
-    waiting_on: str
-
-
-class ResolveImageOutput(BaseModel):
-    image: Image | None = None
-    targets: list[Target] = Field(default_factory=list)
-    skipped: list[SkippedRule] = Field(default_factory=list)
-    reason: str = ""
-    event_id: str = ""
-    gated: list[GateWaiting] = Field(default_factory=list)
 
 
 class ResolveImageInput(BaseModel):
@@ -99,86 +83,8 @@ class ResolveImageInput(BaseModel):
         return bool(self.image.strip())
 
 
-def select_targets(
-    img: Image, *, manual: bool, account: str, found: Any, rules: RuleSet
-) -> ResolveImageOutput:
-    """The pure core: what ECR said about the pushed image (``found``, a :class:`steps.aws.ecr.EcrImage`
-    or None) → the targets, or a skip with its reason (a ConfigError for a manual reference).
-    """
-    event_id = img.event_id or ""
-    update: dict[str, Any] = {} if account == img.account else {"account": account}
-
-    def skip(reason: str) -> ResolveImageOutput:
-        if manual:
-            raise ConfigError(reason)
-        return ResolveImageOutput(image=img.model_copy(update=update), reason=reason, event_id=event_id)
-
-    if img.tag:
-        if found is None:
-            where = f"image {img.repository}:{img.tag} is not in ECR (registry {account}, {img.region})"
-            return skip(f"{where}: check the tag" if manual else f"{where} any more: deleted since the push?")
-        if img.digest and found.digest != img.digest:
-            if manual:
-                raise ConfigError(
-                    f"tag {img.tag} of {img.repository} points to {found.digest}, not {img.digest}: "
-                    "give the tag alone, or the digest it has now"
-                )
-            return skip(
-                f"tag {img.tag} moved from {img.digest} to {found.digest} since the push; "
-                "a newer event handles it"
-            )
-    elif found is None:
-        where = (
-            f"image {image_ref(None, img.digest, name=img.repository)} is not in ECR "
-            f"(registry {account}, {img.region})"
-        )
-        return skip(f"{where}: check the digest" if manual else f"{where} any more: deleted since the push?")
-    update["digest"] = found.digest
-    if found.pushed_at is not None:
-        update["pushed_at"] = found.pushed_at
-    # model_copy does not validate: re-validate so a bad value from ECR cannot slip through.
-    resolved = Image.model_validate(img.model_copy(update=update).model_dump())
-    match = rules.match(resolved)
-    waits = [t for t in match.targets if t.settings.promote_after is not None and t.settings.gate == "wait"]
-    if waits:  # issue 35: a gated target gets no commit or PR now; the gate promotes it after the soak
-        match.targets = [
-            t
-            for t in match.targets
-            if not (t.settings.promote_after is not None and t.settings.gate == "wait")
-        ]
-        match.skipped += [
-            SkippedRule(
-                rule=t.rule,
-                reason=f"gate: wait: promoteAfter {t.settings.promote_after.env} ({t.settings.promote_after.soak_seconds}s soak); "
-                "the gate promotes it after the soak",
-            )
-            for t in waits
-            if t.settings.promote_after is not None
-        ]
-    gated = [
-        GateWaiting(env=t.env or "", rule=t.rule, waiting_on=t.settings.promote_after.env)
-        for t in waits
-        if t.settings.promote_after is not None
-    ]
-    reason = ""
-    if not match.targets:
-        reason = f"no rule yields a target for {resolved.reference}" + (
-            f" ({len(match.skipped)} rule(s) refused it; see skipped)"
-            if match.skipped
-            else " (no rule matches its repository)"
-        )
-    return ResolveImageOutput(
-        image=resolved,
-        targets=match.targets,
-        skipped=match.skipped,
-        reason=reason,
-        event_id=event_id,
-        gated=gated,
-    )
-
-
 def resolve(*, event: str = "", image: str = "", rules: RuleSet, client: Any = None) -> ResolveImageOutput:
-    """Gather → decide: parse the input, ask ECR, then :func:`select_targets`. ``client``: an ECR client or None.
+    """Gather → decide: parse the input, ask ECR, then :func:`~steps.resolve_image.decide.decide`. ``client``: an ECR client or None.
 
     Raises:
         ConfigError: bad input (see the module docstring).
@@ -205,7 +111,7 @@ def resolve(*, event: str = "", image: str = "", rules: RuleSet, client: Any = N
     # names its registry; only an image ECR no longer has needs a second call to learn it.
     account = img.account or (found.registry_id if found else "")
     account = account or ecr.repository_account(img.repository, region=img.region, client=client)
-    return select_targets(img, manual=given.manual, account=account, found=found, rules=rules)
+    return decide(img, manual=given.manual, account=account, found=found, rules=rules)
 
 
 @step_entry

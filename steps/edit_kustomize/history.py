@@ -1,0 +1,83 @@
+"""edit-kustomize's rollback check: a plan that would change its entry, held when a person rolled it back.
+
+Asked only for a plan that changes something (a run where nothing moves reads no history). The
+history read itself — bounded, unforgeable, shared with commit-pr's re-check and the sweep — is
+:mod:`steps.entry_history`; what counts as a standing rollback is :mod:`steps.domain.intent`'s.
+Here: ECR's push times asked only for what the plan's decision lacks, and the verdict on the plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from steps.domain.models import ImagesEntry, Plan, Target
+
+if TYPE_CHECKING:
+    from steps.domain.never_downgrade import ImageKey
+    from steps.git import ClonedRepo
+
+
+def unless_rolled_back(
+    target: Target,
+    plan: Plan,
+    repo: ClonedRepo,
+    ask: Callable[[list[ImageKey]], dict[ImageKey, datetime | None]],
+    known: dict[ImageKey, datetime | None],
+    current: tuple[str, ImagesEntry] | None = None,
+    depths: dict[str, int] | None = None,
+) -> Plan:
+    """``plan`` (one that changes something), or the same plan ``held`` (``changed: false``) when a
+    person's rollback of its entry stands (:func:`steps.entry_history.held_by_rollback`).
+
+    ``ask`` is ECR's push-time lookup (``[ImageKey] → {ImageKey: datetime | None}``), called only
+    for ``order: push-time`` and only for what ``known`` (the push times already asked) lacks;
+    ``depths`` (branch → commits the clone already holds) spares fetching commits it brought.
+    """
+    from steps.domain.errors import InvalidEventError
+    from steps.domain.intent import pinned
+    from steps.domain.never_downgrade import image_key
+    from steps.entry_history import held_by_rollback
+    from steps.runtime.timing import timed
+
+    def pushed_at(entry: ImagesEntry) -> datetime | None:
+        if target.settings.order != "push-time" or pinned(entry, target.image):
+            return None
+        key = image_key(entry.newTag, entry.digest)
+        if key not in known:
+            try:
+                known.update(ask([key]))
+            except InvalidEventError:  # not an ECR image: no push times
+                known[key] = None
+        return known.get(key)
+
+    new_at = target.pushed_at or pushed_at(
+        ImagesEntry(name=plan.image_name, newTag=target.tag, digest=target.digest)
+    )
+    notes: list[str] = []
+    with timed("history"):
+        why = held_by_rollback(
+            repo,
+            plan.base_commit,
+            plan.file,
+            plan.image_name,
+            order=target.settings.order,
+            new=plan.new,
+            new_pushed_at=new_at,
+            pushed_at=pushed_at,
+            current=current,
+            depths=depths,
+            notes=notes,
+            values=plan.values,
+        )
+    if why is None:
+        if notes:  # the update goes ahead; its reason says how far the history was read
+            reason = "; ".join(
+                [plan.reason, f"history read stopped early: {'; '.join(notes)}"]
+                if plan.reason
+                else [f"history read stopped early: {'; '.join(notes)}"]
+            )
+            return plan.model_copy(update={"reason": reason})
+        return plan
+    return plan.model_copy(update={"changed": False, "decision": "held", "reason": why})

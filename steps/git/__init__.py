@@ -3,7 +3,7 @@
 Modules, bottom up: ``auth`` (tokens, header-only auth), ``failures`` (stderr → errors),
 ``process`` (:func:`run_git`, the one place git runs), ``objects`` (object ids, trees),
 ``commit`` (identity, ``git fast-import`` streams), ``repo`` (:class:`ClonedRepo`), ``history``
-(a file's bounded history), ``workdir`` (:func:`clone`, :func:`seed`). Callers import
+(a file's bounded history; blob ids, tree listings and the one blob fetch + ``cat-file`` read), ``workdir`` (:func:`clone`, :func:`seed`). Callers import
 ``steps.git``.
 """
 

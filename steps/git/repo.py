@@ -534,6 +534,19 @@ class ClonedRepo:
     def _has_ref(self, ref: str) -> bool:
         return self.git("rev-parse", "--verify", "--quiet", ref, check=False).returncode == 0
 
+    def remote_branches(self, patterns: list[str], what: str = "") -> dict[str, str]:
+        """``branch → sha`` of the remote's branches matching ``patterns`` (``refs/heads/…`` globs),
+        listed with ONE ``ls-remote`` of ``origin``."""
+        listed = self.git(
+            "ls-remote", "origin", *patterns, what=what or f"listing branches of {self.url}"
+        ).stdout
+        heads = {}
+        for line in listed.splitlines():
+            sha, _, ref = line.partition("\t")
+            if ref.startswith("refs/heads/"):
+                heads[ref[len("refs/heads/") :]] = sha
+        return heads
+
     def remote_head(self, branch: str) -> str | None:
         """The sha of ``branch`` on the remote right now (ls-remote), or None if absent."""
         return ls_remote(self.url or "origin", branch, self.auth) if self.url else None

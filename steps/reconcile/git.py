@@ -28,6 +28,7 @@ from steps.domain.branches import branch_name
 from steps.domain.errors import ImagebumpError, TransientError
 from steps.domain.models import ImagesEntry, Target, ValuesRef
 from steps.domain.repo_url import is_own_head
+from steps.git.history import list_tree
 from steps.reconcile.decide import Verdict, judge_target
 from steps.reconcile.ecr import Calls, Overlay
 from steps.reconcile.report import ErrorKind, error_kind
@@ -88,29 +89,6 @@ def overlay_dir(path: str) -> str | None:
     return "" if text == "." else text
 
 
-def _ls_tree(repo: Any, rev: str, paths: Sequence[str]) -> dict[str, tuple[str, str, str]]:
-    """``path → (mode, type, oid)`` at ``rev`` (a dir with a trailing ``/``: its entries); trees only."""
-    if not paths:
-        return {}
-    out = repo.git(
-        "--literal-pathspecs",
-        "ls-tree",
-        "-z",
-        rev,
-        "--",
-        *paths,
-        what=f"listing {len(paths)} path(s) at {rev[:12]} of {repo.url}",
-    ).stdout
-    entries = {}
-    for record in out.split("\0"):
-        if not record:
-            continue
-        meta, _, name = record.partition("\t")
-        mode, kind, oid = meta.split(" ", 2)
-        entries[name] = (mode, kind, oid)
-    return entries
-
-
 def _blobs(repo: Any, oids: Iterable[str], *, fetch: bool, calls: Calls) -> dict[str, str]:
     """``oid → text`` of the blobs (each at most the kustomize size limit; others left out); ``fetch``:
     missing ones come in ONE request (:func:`steps.git.history.read_blobs`), not one each."""
@@ -143,9 +121,9 @@ def _read_at(repo: Any, rev: str, items: Sequence[Item], *, fetch: bool, calls: 
         if not items:
             return
     dirs = sorted({item.path for item in items})
-    entries = _ls_tree(repo, rev, [f"{d}/" for d in dirs if d])
+    entries = list_tree(repo, rev, [f"{d}/" for d in dirs if d])
     if "" in dirs:
-        entries.update(_ls_tree(repo, rev, [name for name in kustomize.KUSTOMIZATION_FILES]))
+        entries.update(list_tree(repo, rev, [name for name in kustomize.KUSTOMIZATION_FILES]))
     chosen: dict[str, tuple[str, str] | str] = {}
     for d in dirs:
         where = d or "(repository root)"
@@ -243,14 +221,8 @@ def _read_proposals(repo: Any, items: Sequence[Item], *, calls: Calls) -> None:
     wanted = {item.branch for item in items}
     patterns = sorted({f"refs/heads/{b.split('/', 1)[0]}/*" for b in wanted})
     calls.add("git")
-    listed = repo.git(
-        "ls-remote", "origin", *patterns, what=f"listing proposal branches of {repo.url}"
-    ).stdout
-    heads = {}
-    for line in listed.splitlines():
-        sha, _, ref = line.partition("\t")
-        if ref.startswith("refs/heads/") and ref[len("refs/heads/") :] in wanted:
-            heads[ref[len("refs/heads/") :]] = sha
+    listed = repo.remote_branches(patterns, what=f"listing proposal branches of {repo.url}")
+    heads = {b: sha for b, sha in listed.items() if b in wanted}
     if not heads:
         return
     calls.add("git")
@@ -260,7 +232,7 @@ def _read_proposals(repo: Any, items: Sequence[Item], *, calls: Calls) -> None:
     located: dict[int, str] = {}
     for b, sha in sorted(heads.items()):
         users = [item for item in items if item.branch == b]
-        entries = _ls_tree(repo, sha, sorted({item.file for item in users}))
+        entries = list_tree(repo, sha, sorted({item.file for item in users}))
         for item in users:
             mode, kind, oid = entries.get(item.file, ("", "", ""))
             if kind == "blob" and mode in _REGULAR:

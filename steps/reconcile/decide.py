@@ -1,8 +1,8 @@
 """reconcile's pure core: the newest allowed image of an overlay, and the state of each target.
 
 Reads and writes nothing: every fact (ECR's candidates, the overlay's images entry, the proposal
-branch's entry, push times) was gathered before (:mod:`steps.reconcile.ecr`,
-:mod:`steps.reconcile.git`). :func:`pick_newest` chooses by the rule's order; :func:`decide` says
+branch's entry, push times) was gathered before (:mod:`steps.reconcile.ecr_scan`,
+:mod:`steps.reconcile.overlay_read`). :func:`pick_newest` chooses by the rule's order; :func:`decide` says
 ``behind`` / ``current`` / ``ahead`` / ``proposed`` / ``unknown`` / ``held`` / ``pinned`` with a reason
 (the Git phase adds ``branch-taken``): ``unknown`` when
 a fact is missing, otherwise what the never-downgrade rule says against the overlay and its

@@ -3,7 +3,7 @@
 :class:`Overlay` (one target overlay and its running newest allowed image), :class:`PushTimes`
 (one repository's push times, compact), :class:`Unreadable` (a target whose ECR repository could
 not be listed) and :class:`Calls` (the sweep's call counters). No I/O: gathered by
-:mod:`steps.reconcile.ecr`, read by :mod:`steps.reconcile.git` and :mod:`steps.reconcile.step`.
+:mod:`steps.reconcile.ecr_scan`, read by :mod:`steps.reconcile.overlay_read` and :mod:`steps.reconcile.step`.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 
 
 def hold_rolled_back(repo: Any, items: Sequence[Any], *, count: Callable[[], None]) -> None:
-    """Turn each ``behind`` item (:class:`steps.reconcile.git.Item`) that a rollback holds into ``held``.
+    """Turn each ``behind`` item (:class:`steps.reconcile.overlay_read.Item`) that a rollback holds into ``held``.
 
     Push times come from the sweep's ECR listing (:meth:`steps.reconcile.model.Overlay.pushed_at`). A history
     that cannot be read leaves the item ``behind`` (commit-pr and the events still guard it) and

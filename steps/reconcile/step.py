@@ -57,8 +57,8 @@ not current, at most :data:`REPORT_LIMIT` of them, worst first, the rest counted
 the update-target steps do, under the same per-overlay mutex as events.
 
 Layout (gather → decide → act): :mod:`steps.reconcile.model` holds the types the phases pass on,
-:mod:`steps.reconcile.ecr` gathers from ECR,
-:mod:`steps.reconcile.git` reads Git (one partial sparse clone per repository),
+:mod:`steps.reconcile.ecr_scan` gathers from ECR,
+:mod:`steps.reconcile.overlay_read` reads Git (one partial sparse clone per repository),
 :mod:`steps.reconcile.decide` is the pure core (:func:`pick_newest`, :func:`judge_target`, table-tested
 without ECR or git), :mod:`steps.reconcile.report` renders the report and the counts; this module is
 the step (its typed input :class:`ReconcileInput`, :class:`ReconcileOutput`, :func:`scan_targets` and
@@ -86,9 +86,9 @@ from steps.domain.errors import ConfigError
 from steps.domain.models import Target, short_ref
 from steps.gate.sweep import GateOutcome, apply_gates, gate_fields, gated_rules, open_gate_reader, outcomes
 from steps.reconcile.decide import STATES, State, Verdict, pick_newest, summary_states
-from steps.reconcile.ecr import make_clients, pool, scan_ecr
-from steps.reconcile.git import Item, isolate_failure, overlay_dir, sweep_repository
+from steps.reconcile.ecr_scan import make_clients, pool, scan_ecr
 from steps.reconcile.model import Calls
+from steps.reconcile.overlay_read import Item, isolate_failure, overlay_dir, sweep_repository
 from steps.reconcile.report import (
     ERROR_KINDS,
     StateCount,

@@ -37,7 +37,7 @@ FAST = gh.RetryPolicy(max_retries=1, base_delay=0.0, max_delay=0.0, sleep=lambda
 
 @dataclass(eq=False)
 class Item:
-    """The fields of a sweep item the gate reads (steps.reconcile.git.Item)."""
+    """The fields of a sweep item the gate reads (steps.reconcile.overlay_read.Item)."""
 
     sample: Target
     verdict: Verdict | None = None

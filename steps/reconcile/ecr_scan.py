@@ -28,7 +28,7 @@ from steps.domain.models import Image, Target
 from steps.reconcile.model import Calls, Overlay, PushTimes, Unreadable
 from steps.reconcile.report import error_kind
 
-__all__ = ["Calls", "Overlay", "PushTimes", "Unreadable", "make_clients", "pool", "scan_ecr"]
+__all__ = ["make_clients", "pool", "scan_ecr"]
 
 
 def _unreadable(rules: Any, account: str, region: str, name: str, exc: ImagebumpError) -> list[Unreadable]:

@@ -30,7 +30,7 @@ from steps.domain.models import ImagesEntry, Target, ValuesRef
 from steps.domain.repo_url import is_own_head
 from steps.git.history import list_tree
 from steps.reconcile.decide import Verdict, judge_target
-from steps.reconcile.ecr import Calls, Overlay
+from steps.reconcile.model import Calls, Overlay
 from steps.reconcile.report import ErrorKind, error_kind
 from steps.reconcile.rollbacks import hold_rolled_back
 

@@ -381,7 +381,7 @@ class ClonedRepo:
     ) -> subprocess.CompletedProcess[str]:
         """Fetch the newest tips of ``branches`` in ONE request, shallowly (depth 1, commits and trees,
         no file contents), each into ``refs/remotes/origin/BRANCH``: the one home of the shallow branch
-        fetch (:meth:`fetch`, the sweep's proposal branches). ``check`` False: a failure is returned."""
+        fetch (:meth:`fetch`, reconcile's proposal branches). ``check`` False: a failure is returned."""
         return self.git(
             "fetch",
             "--quiet",

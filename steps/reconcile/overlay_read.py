@@ -261,10 +261,10 @@ def _open_pr_heads(repo_url: str, auth: Any, calls: Calls) -> set[tuple[str, str
     repository whose head is in the repository itself (not a fork), from ONE paginated listing, or
     why it could not be read.
 
-    The sweep pod has no API credential of its own: the optional Git read token (a GitHub token
+    Reconcile pod has no API credential of its own: the optional Git read token (a GitHub token
     that may read the repository may also list its pull requests), else anonymously (public
     repositories). commit-pr treats a branch whose pull request was closed as no proposal; so does
-    the sweep, and a branch it cannot confirm an open pull request for is no proposal either.
+    reconcile, and a branch it cannot confirm an open pull request for is no proposal either.
     """
     from githubkit.exception import GitHubException
 
@@ -339,7 +339,7 @@ def _find_taken(repo: Any, items: Sequence[Item], *, calls: Calls) -> None:
             item.taken = taken_reason(item.branch, foreign)
 
 
-def sweep_repository(repo_url: str, items: list[Item], *, auth: Any, calls: Calls, scratch: Path) -> None:
+def reconcile_repository(repo_url: str, items: list[Item], *, auth: Any, calls: Calls, scratch: Path) -> None:
     """Read every overlay of one Git repository from ONE partial sparse clone; decide each."""
     from steps import git
 
@@ -405,7 +405,9 @@ def sweep_repository(repo_url: str, items: list[Item], *, auth: Any, calls: Call
                     item.verdict = dataclasses.replace(item.verdict, reason=reason)
         hold_rolled_back(repo, items, count=lambda: calls.add("git"))
     except ImagebumpError as exc:
-        retry = " (it may pass: the next sweep tries again)" if isinstance(exc, TransientError) else ""
+        retry = (
+            " (it may pass: the next reconcile run tries again)" if isinstance(exc, TransientError) else ""
+        )
         for item in items:
             if item.verdict is None or item.verdict.state == "behind":
                 item.failure = error_kind(exc)
@@ -418,18 +420,18 @@ def sweep_repository(repo_url: str, items: list[Item], *, auth: Any, calls: Call
 
 
 def isolate_failure(repo_url: str, items: Sequence[Item], exc: BaseException) -> None:
-    """An unexpected failure while sweeping one repository (what a hostile commit or a bug may
+    """An unexpected failure while reconciling one repository (what a hostile commit or a bug may
     cause): only that repository's undecided and behind rows turn ``unknown`` with the reason; the
-    sweep goes on for every other repository. Logged with its traceback for the maintainers."""
+    reconcile goes on for every other repository. Logged with its traceback for the maintainers."""
     import logging
 
-    logging.getLogger(__name__).error("sweeping %s failed", repo_url, exc_info=exc)
+    logging.getLogger(__name__).error("reconciling %s failed", repo_url, exc_info=exc)
     for item in items:
         if item.verdict is None or item.verdict.state == "behind":
             item.failure = error_kind(exc)
             item.verdict = Verdict(
                 "unknown",
-                f"cannot sweep {repo_url}: {type(exc).__name__}: {str(exc)[:300]}; the other repositories are swept",
+                f"cannot reconcile {repo_url}: {type(exc).__name__}: {str(exc)[:300]}; the other repositories are reconciled",
                 item.verdict.current if item.verdict else "",
                 item.verdict.newest if item.verdict else "",
             )

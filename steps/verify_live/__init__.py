@@ -2,6 +2,6 @@
 
 ``step`` (typed input/output and ``run``), ``decide`` (an Application's status → its live
 state, pure), ``argocd`` (finding Applications, refreshing them), ``revisions`` (what Git
-says about a revision), ``states`` (the sweep's live state of every current target). The step is
+says about a revision), ``states`` (reconcile's live state of every current target). The step is
 ``steps.verify_live.step:run``. Who it may import: docs/development.md (checked by tests/test_layering.py).
 """

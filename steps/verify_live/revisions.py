@@ -3,7 +3,7 @@ and which image does the overlay set there.
 
 :class:`Clone`: one partial clone per repository in the step's scratch directory, with the
 optional read token, fetched once for every branch asked about (verify-live: ``--filter=tree:0``,
-the base branch's commits only; the sweep: ``--filter=blob:none``, so ``git log -- path`` needs no
+the base branch's commits only; reconcile: ``--filter=blob:none``, so ``git log -- path`` needs no
 further reads, and the overlay files' blobs are fetched in one batch, :meth:`Clone.prefetch`). A
 revision not fetched yet is fetched once more (the branch moved on); a revision still unknown then
 is remembered as not on the branch, never fetched for again. Only commit ids reach git as
@@ -173,7 +173,7 @@ class History:
         self.file, self.image_name = file, image_name
         self.values = values  # a Helm values file: how to find the image (steps.domain.models.ValuesRef)
         self._facts: dict[str, RevisionFacts] = {}
-        if not commit:  # the sweep: the newest change of the overlay's file is the one to find live
+        if not commit:  # reconcile: the newest change of the overlay's file is the one to find live
             self.commit = self.last_change(file) or self.head()
 
     def head(self) -> str:

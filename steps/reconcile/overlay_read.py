@@ -28,7 +28,6 @@ from steps.domain.branches import branch_name
 from steps.domain.errors import ImagebumpError, TransientError
 from steps.domain.models import ImagesEntry, Target, ValuesRef
 from steps.domain.repo_url import is_own_head
-from steps.git.history import list_tree
 from steps.reconcile.decide import Verdict, judge_target
 from steps.reconcile.model import Calls, Overlay
 from steps.reconcile.report import ErrorKind, error_kind
@@ -113,6 +112,7 @@ def _blobs(repo: Any, oids: Iterable[str], *, fetch: bool, calls: Calls) -> dict
 def _read_at(repo: Any, rev: str, items: Sequence[Item], *, fetch: bool, calls: Calls) -> None:
     """Fill ``file``/``current``/``error`` of each item from its overlay at ``rev`` (object store)."""
     from steps import kustomize
+    from steps.git.history import list_tree
 
     values_items = [item for item in items if item.sample.edits_values]
     if values_items:
@@ -217,6 +217,7 @@ def _set_entry(item: Item, text: str) -> None:
 def _read_proposals(repo: Any, items: Sequence[Item], *, calls: Calls) -> None:
     """mode pr: what each item's proposal branch proposes (``proposed``), all branches in one go."""
     from steps import kustomize
+    from steps.git.history import list_tree
 
     wanted = {item.branch for item in items}
     patterns = sorted({f"refs/heads/{b.split('/', 1)[0]}/*" for b in wanted})

@@ -23,8 +23,8 @@ from bench import (
     e2e,
     floor,
     growth,
+    reconcile,
     report,
-    sweep,
     waste,
 )
 from bench.stats import loadavg, machine
@@ -58,8 +58,8 @@ class Sizes:
     before_after_runs: int = 5
     sweep_repositories: tuple[int, ...] = (10, 100, 1000)  # ECR repositories, two overlays each
     sweep_reps: int = 2
-    #: (ECR repositories, images each) of the sweep's memory axis: peak RSS of the reconcile step
-    sweep_memory: tuple[tuple[int, int], ...] = sweep.MEMORY_SHAPES
+    #: (ECR repositories, images each) of reconcile's memory axis: peak RSS of the reconcile step
+    sweep_memory: tuple[tuple[int, int], ...] = reconcile.MEMORY_SHAPES
     coldstart_runs: int = 7  # per step and runner (bench.coldstart)
     coldstart_event_runs: int = 7  # events per runner with fresh processes
     api_burst: int = 27  # bench.api_commits: pushes into as many overlays, mode pr, per commitMethod
@@ -138,13 +138,13 @@ def run(
             save()
             return results
     if "sweep" in only:  # its own world: ECR repositories and GitOps repositories of each size
-        log(f"[sweep] reconcile sweeps at {list(sizes.sweep_repositories)} ECR repositories …")
-        results["sweep"] = sweep.run_sweeps(sizes.sweep_repositories, reps=sizes.sweep_reps, log=log)
+        log(f"[sweep] reconcile runs at {list(sizes.sweep_repositories)} ECR repositories …")
+        results["sweep"] = reconcile.run_sizes(sizes.sweep_repositories, reps=sizes.sweep_reps, log=log)
         save()
         log(
             f"[sweep-memory] the reconcile step's peak RSS at {list(sizes.sweep_memory)} (repositories, images) …"
         )
-        results["sweep_memory"] = sweep.run_memory(sizes.sweep_memory, log=log)
+        results["sweep_memory"] = reconcile.run_memory(sizes.sweep_memory, log=log)
         save()
         if list(only) == ["sweep"]:
             results["complete"] = True

@@ -1,9 +1,9 @@
-"""A synthetic ECR for the sweep's memory axis: DescribeRepositories and DescribeImages, paged as
+"""A synthetic ECR for reconcile's memory axis: DescribeRepositories and DescribeImages, paged as
 ECR pages them, for registries far larger than moto can be filled with in a benchmark.
 
 moto (server mode) takes about 5 ms per ``PutImage`` and answers ``DescribeImages`` with every
 image at once (no ``nextToken``): 200,000 images would take minutes to push and arrive as one
-response, which is not what the sweep meets in a real registry. This server generates each page on
+response, which is not what reconcile meets in a real registry. This server generates each page on
 request from ``(repositories, images per repository)`` — nothing is stored — and speaks ECR's JSON
 protocol (``X-Amz-Target: AmazonEC2ContainerRegistry_V20150921.<Operation>``) on 127.0.0.1 behind
 the boto client's endpoint (``AWS_ENDPOINT_URL``). Pages hold at most ``maxResults`` items (ECR's

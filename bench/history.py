@@ -1,6 +1,6 @@
 """What reading an entry's history costs (issue 23): ``python -m bench.history [--commits N ...]``.
 
-edit-kustomize (for a target that would change) and the sweep (for a target behind) read the last
+edit-kustomize (for a target that would change) and reconcile (for a target behind) read the last
 commit that changed the entry's image (:func:`steps.entry_history.last_image_change`) from the
 partial, depth-1 clone they already made. This times that read alone, against the project's own
 ``git http-backend`` server on loopback, for a branch of N commits in three shapes:

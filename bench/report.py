@@ -142,13 +142,13 @@ def headline_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
         repos = _joined([x["repositories"] for x in sw], "{:,}")
         rows.append(
             (
-                f"reconcile sweep (dry run) at {repos} ECR repositories, 2 overlays each: wall time",
+                f"reconcile run (dry run) at {repos} ECR repositories, 2 overlays each: wall time",
                 " / ".join(f"{x['wall_s']:.1f} s" for x in sw),
             )
         )
         rows.append(
             (
-                f"reconcile sweep at {repos} repositories: ECR calls; Git clones",
+                f"reconcile run at {repos} repositories: ECR calls; Git clones",
                 " / ".join(str(x["ecr_calls"]) for x in sw)
                 + "; "
                 + " / ".join(str(x["git_clones"]) for x in sw),

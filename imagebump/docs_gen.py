@@ -115,7 +115,7 @@ RULE_FIELDS: dict[str, str] = {
     "repository URI",
     "writeDigest": "also pin the image's `digest`",
     "order": "which image is newest: `push-time` (ECR's push time), `semver`, or `none` (never compared: "
-    "the sweep leaves such targets alone)",
+    "reconcile leaves such targets alone)",
     "valuesFile": "a Helm values file to update instead of a kustomization: relative to the directory "
     "`githubRepository` names, or from the repository root with a leading `/`; `$n` captures as in the "
     "path ([Helm values and helmfile](../helm-values.md))",

@@ -33,7 +33,7 @@ _USUAL = (EXIT_OK, EXIT_CONFIG, EXIT_UNEXPECTED)
 
 
 def _reconcile_no() -> str:
-    from imagebump.local.sweep import PRECEDENCE
+    from imagebump.local.reconciler import PRECEDENCE
 
     order = " > ".join(str(c) for c in (*PRECEDENCE, EXIT_FAILURE, EXIT_OK))
     return (
@@ -95,7 +95,7 @@ def markdown() -> str:
     lines += [f"| {code} | {text} |" for code, text in sorted(MEANINGS.items())]
     lines += ["", '| command | can return | its "no" (1) |', "|---|---|---|"]
     for name, (shown, codes, no) in COMMANDS.items():
-        no = _reconcile_no() if name == "reconcile" else no  # its precedence is the sweep's own
+        no = _reconcile_no() if name == "reconcile" else no  # its precedence is reconcile's own
         lines.append(f"| `{shown}` | {_codes(codes)} | {no} |")
     steps = ", ".join(f"`{s}`" for s in STEPS)
     lines.append(f"| a step ({steps}) | {_codes(STEP_CODES)} | — |")

@@ -156,7 +156,7 @@ def _walk(reader: _Reader, rev: str, file: str, limit: int, boundary: set[str]) 
                 )
                 if previous is None:
                     return found, "", False
-                old = _blob_at(repo, f"{touch.commit}^", previous)
+                old = githistory.blob_at(repo, f"{touch.commit}^", previous)
                 if old is None:
                     return found, "", False
                 reader.load({old})
@@ -182,30 +182,6 @@ def _walk(reader: _Reader, rev: str, file: str, limit: int, boundary: set[str]) 
         else:
             return found, "", False  # every commit that touched the file read
     return found, "", False
-
-
-def _blob_at(repo: ClonedRepo, rev: str, path: str) -> str | None:
-    """The blob id of ``path`` at ``rev`` (trees only: nothing fetched), or None."""
-    proc = repo.git(
-        "--literal-pathspecs",
-        "ls-tree",
-        "-z",
-        "--full-tree",
-        "--end-of-options",
-        rev,
-        "--",
-        path,
-        check=False,
-        raw_stdout=True,
-    )
-    if proc.returncode != 0:
-        return None
-    for record in proc.stdout.split(b"\0"):
-        meta, _, _ = record.partition(b"\t")
-        fields = meta.decode("ascii", "replace").split()
-        if len(fields) == 3 and fields[1] == "blob" and githistory.is_oid(fields[2]):
-            return fields[2]
-    return None
 
 
 def entry_history(

@@ -7,7 +7,7 @@ environments they wait on), whose promoted ``gate: wait`` targets go to image-up
 Adds the metrics ``imagebump_promotions_total{result,env}`` (promoted, blocked) and
 ``imagebump_promotion_seconds{env}`` (from the environment before going live to the promotion), and
 counts the same decisions in ``imagebump_decisions_total{decision,env}`` (each once: see
-:func:`steps.gate.sweep.outcomes`) beside image-update's (edit-kustomize's, and the gate's ``waiting``
+:func:`steps.gate.apply.outcomes`) beside image-update's (edit-kustomize's, and the gate's ``waiting``
 of a push).
 
 Rights: the reconcile pod reads Argo CD's Applications (``get``, ``list``: the role verify-live has).
@@ -72,9 +72,9 @@ def _count_promotion() -> c.MeteredSuspend:
 
 def build() -> Any:
     """The ``image-gate`` CronWorkflow (Hera object): image-reconcile's wiring, built by its
-    :func:`workflows.image_reconcile.build` with this :class:`~workflows.image_reconcile.Sweep`."""
+    :func:`workflows.image_reconcile.build` with this :class:`~workflows.image_reconcile.ReconcileVariant`."""
     return image_reconcile.build(
-        image_reconcile.Sweep(
+        image_reconcile.ReconcileVariant(
             name=NAME,
             description=DESCRIPTION,
             schedule=SCHEDULE,

@@ -37,21 +37,21 @@ from workflows import verify_live as live
 NAME = n.IMAGE_RECONCILE
 #: Every 10 minutes: the bound on how long a push whose event was lost stays unreflected.
 SCHEDULE = "*/10 * * * *"
-#: A sweep that could not start within this many seconds of its slot is skipped (the next one comes).
+#: A reconcile run that could not start within this many seconds of its slot is skipped (the next one comes).
 STARTING_DEADLINE_SECONDS = 300
-#: At most this many update-target pods at once (a first sweep may find hundreds behind).
+#: At most this many update-target pods at once (a first reconcile run may find hundreds behind).
 PARALLELISM = 8
 DESCRIPTION = (
     "Every overlay a rule maps an ECR repository to, compared with the newest image ECR holds that the "
     "rule allows; those behind are updated by image-update's update-target (a push whose event was lost "
-    "is reflected within one sweep)."
+    "is reflected within one reconcile run)."
 )
 #: The referenced template: update-target of the image-update WorkflowTemplate.
 UPDATE_TEMPLATE = "update-target"
 
 #: The counter counts a target only when update-target really changed something (a commit, or a
 #: pull request created or updated): not when edit-kustomize found it current, nor when commit-pr
-#: was ``unchanged`` (an event that raced the sweep won).
+#: was ``unchanged`` (an event that raced reconcile won).
 #: (``&&`` binds tighter than ``||`` in govaluate: one clause per action, no parentheses.)
 UPDATED_WHEN = " || ".join(
     f"{{{{status}}}} == Succeeded && '{{{{outputs.parameters.{image_update.UPDATE_ACTION}}}}}' == '{a}'"
@@ -62,14 +62,14 @@ ENV_LABEL = "{{=inputs.parameters.env != '' ? inputs.parameters.env : 'none'}}"
 
 #: The reconcile pod's deadline per attempt (its retry window is c.retry_transient's).
 RECONCILE_DEADLINE_SECONDS = 1200
-#: Holders of one overlay's mutex the Workflow deadline is sized for, the sweep's own update
+#: Holders of one overlay's mutex the Workflow deadline is sized for, reconcile's own update
 #: included: one update ahead (an overlay is busy when its events are being handled, and those
-#: move it forward anyway), then its own. A deeper queue is left to the next sweep.
+#: move it forward anyway), then its own. A deeper queue is left to the next reconcile run.
 MUTEX_HOLDS = 2
 
 
 @dataclass(frozen=True)
-class Sweep:
+class ReconcileVariant:
     """What makes one CronWorkflow of this wiring: ``image-reconcile`` (the default), or the promotion
     gate's ``image-gate`` (:mod:`workflows.image_gate`): its reconcile step given ``gated: true`` and,
     beside its counts, ``count_step`` (a pod-less template counting each of the ``gates`` output)."""
@@ -110,18 +110,18 @@ def update_hold_seconds() -> int:
 
 
 def workflow_deadline_seconds() -> int:
-    """The sweep's deadline: the reconcile step at its worst, then :data:`MUTEX_HOLDS` worst holds,
-    then verify-live of the sweep's own commit at its worst (it runs outside the mutex).
+    """Reconcile's deadline: the reconcile step at its worst, then :data:`MUTEX_HOLDS` worst holds,
+    then verify-live of reconcile's own commit at its worst (it runs outside the mutex).
 
     Deadlines: the pods carry their own (per attempt, with a retry window); ``sweep-target`` and the
     referenced ``update-target`` carry none, since a deadline there would count the time queued on
-    the overlay's mutex. The Workflow deadline counts from the sweep's start, queue included, and is
-    sized (:func:`workflow_deadline_seconds`) for the worst the sweep is meant to wait for: the
+    the overlay's mutex. The Workflow deadline counts from reconcile's start, queue included, and is
+    sized (:func:`workflow_deadline_seconds`) for the worst reconcile is meant to wait for: the
     reconcile step using all its retries, then a target that waits behind one update of its overlay
     using all of its retries and deadlines and then does the same itself. It is the least that covers
-    this, because with ``concurrencyPolicy: Forbid`` a running sweep skips the next slots. A target
+    this, because with ``concurrencyPolicy: Forbid`` a running reconcile run skips the next slots. A target
     still queued when it expires fails ("Step exceeded its deadline"; counted as
-    ``imagebump_updates_total{result="error"}``) and the Workflow fails; the next sweep finds the
+    ``imagebump_updates_total{result="error"}``) and the Workflow fails; the next reconcile run finds the
     overlay still behind and updates it.
     """
     reconcile_hold = _seconds(_reconcile_retry().backoff.max_duration) + RECONCILE_DEADLINE_SECONDS
@@ -179,6 +179,7 @@ def _reconcile_template(gated: bool = False):
 def _count_template(
     name: str = "count-targets",
     metric: str = "imagebump_reconcile_targets",
+    # the help texts keep "sweep": see workflows.verify_live.LIVE_STATES_HELP
     help_text: str = "targets per state (behind, current, ahead, proposed, unknown, held, pinned, branch-taken) and env at the last sweep",
 ) -> Suspend:
     """A pod-less node per (state, env) that sets the gauge (a suspend of zero seconds: no pod)."""
@@ -244,7 +245,7 @@ def _sweep_target_steps() -> Steps:
     return sweep_target
 
 
-def _main_steps(sweep, count, sweep_target: Steps, live_report: Steps, variant: Sweep) -> Steps:
+def _main_steps(sweep, count, sweep_target: Steps, live_report: Steps, variant: ReconcileVariant) -> Steps:
     """``main``: the reconcile step, then at once its counts, the behind targets' updates and the
     live report of the current ones (and, for the gate, the count of each gate decided)."""
     with Steps(name="main", parallelism=PARALLELISM) as main:
@@ -288,10 +289,10 @@ def _main_steps(sweep, count, sweep_target: Steps, live_report: Steps, variant: 
     return main
 
 
-def build(variant: Sweep | None = None) -> CronWorkflow:
-    """The ``image-reconcile`` CronWorkflow, or another :class:`Sweep` of the same wiring (Hera
+def build(variant: ReconcileVariant | None = None) -> CronWorkflow:
+    """The ``image-reconcile`` CronWorkflow, or another :class:`ReconcileVariant` of the same wiring (Hera
     object; ``.to_dict()`` is the manifest)."""
-    variant = variant or Sweep()
+    variant = variant or ReconcileVariant()
     with CronWorkflow(
         name=variant.name,
         namespace=n.NAMESPACE,
@@ -308,17 +309,17 @@ def build(variant: Sweep | None = None) -> CronWorkflow:
             Parameter(
                 name="apply",
                 value="true",
-                description="`false`: only report (the sweep's table is in the reconcile pod's log)",
+                description="`false`: only report (reconcile's table is in the reconcile pod's log)",
             ),
             Parameter(
                 name="concurrency",
                 value=str(reconcile.DEFAULT_CONCURRENCY),
-                description="ECR calls and Git repositories the sweep works on at once",
+                description="ECR calls and Git repositories reconcile works on at once",
             ),
             Parameter(
                 name="limit",
                 value=str(reconcile.DEFAULT_LIMIT),
-                description="at most this many targets updated per sweep; the rest wait for the next",
+                description="at most this many targets updated per reconcile run; the rest wait for the next",
             ),
             Parameter(
                 name="full", value="false", description="`true`: the report output lists current targets too"

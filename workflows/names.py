@@ -27,7 +27,7 @@ LABELS = {"app.kubernetes.io/part-of": "imagebump"}
 
 # The templates (their metadata.name; the rendered files are manifests/workflows/<name>.yaml).
 IMAGE_UPDATE = "image-update"  # WorkflowTemplate: an ECR push → one Git change per overlay
-IMAGE_RECONCILE = "image-reconcile"  # CronWorkflow: the sweep
+IMAGE_RECONCILE = "image-reconcile"  # CronWorkflow: reconcile
 ARGOCD_BACKUP = "argocd-backup"  # CronWorkflow: Argo CD's configuration → S3
 #: The Sensor that creates ``image-update`` Workflows is named after that template; its leader
 #: election Lease is ``sensor-<name>`` (argo-events v1.9.11 pkg/sensors/listener.go).

@@ -14,7 +14,7 @@ Plain dicts (core kinds need no Hera). Who gets what:
   ``applications, get`` (Secret ``imagebump-argocd``). The namespaces ``application.namespaces`` enables come from the
   setting ``IMAGEBUMP_ARGOCD_APPLICATION_NAMESPACES`` (imagebump-env), not from Argo CD's ConfigMaps;
   each needs the same Application rights bound there (docs/push-to-live.md shows the Role).
-- ``imagebump-ecr-reader`` also reads (get, list) Applications in Argo CD's namespace: the sweep's
+- ``imagebump-ecr-reader`` also reads (get, list) Applications in Argo CD's namespace: reconcile's
   promotion gate (``promoteAfter``, issue 35), nothing more.
 - ``imagebump-sensor``: create Workflows (the Sensor's ``k8s`` trigger), hold its leader-election
   Lease (``events.argoproj.io/leader-election: k8s``).
@@ -73,7 +73,7 @@ def sensor_rules() -> list[dict]:
 
 
 def live_rules() -> list[dict]:
-    """What verify-live (and the sweep's live states) do with Argo CD's objects, and nothing more."""
+    """What verify-live (and reconcile's live states) do with Argo CD's objects, and nothing more."""
     return [
         # Read only: a refresh goes through Argo CD's API server (steps/verify_live/argocd.py Refresher)
         {"apiGroups": ["argoproj.io"], "resources": ["applications"], "verbs": ["get", "list", "watch"]},

@@ -1,7 +1,7 @@
 """The ``verify-live`` step template (push → live) and the workflow parameters it reads.
 
 Wiring only; the work is :mod:`steps.verify_live`. Used by the WorkflowTemplate ``image-update``
-(after its ``update-target``, outside the overlay's mutex) and, by ``templateRef``, by the sweep
+(after its ``update-target``, outside the overlay's mutex) and, by ``templateRef``, by reconcile
 ``image-reconcile``. Runs as ServiceAccount ``imagebump-live`` (workflows/rbac.py: get/list/watch
 Applications in Argo CD's namespace, no write) with the optional read token and, for a refresh
 through Argo CD's API server (``IMAGEBUMP_ARGOCD_REFRESH=api``), the optional Argo CD account token
@@ -37,6 +37,9 @@ LIVE_HELP = (
     "no-application, manual-sync or superseded."
 )
 LIVE_STATES_METRIC = "imagebump_live_targets"
+#: Metric help texts keep the word "sweep" (issue 32 made "reconcile" the one word): Argo Workflows
+#: requires one help per metric name (argoproj/argo-workflows#3613), so a controller that already
+#: registered the metric would refuse a new help; these stay as installed.
 LIVE_STATES_HELP = (
     "current targets per live state in Argo CD (live, idle, syncing, mismatch, no-application, unknown) "
     "and env at the last sweep"
@@ -47,7 +50,7 @@ LIVE_TIMEOUT = verify_live.DEFAULT_TIMEOUT
 
 #: The pod's deadline per attempt: the wait is bounded by ``live-timeout`` (default 15 min) and by
 #: the step's own cap (a longer ``live-timeout`` ends in ``timeout`` at the cap, an outcome, before
-#: this backstop for a wedged pod). Kept small: the sweep (concurrencyPolicy Forbid) runs
+#: this backstop for a wedged pod). Kept small: reconcile (concurrencyPolicy Forbid) runs
 #: verify-live too, and its deadline stays within 2 h.
 VERIFY_DEADLINE_SECONDS = int(verify_live.MAX_WAIT_SECONDS) + 60
 #: Longest one verify-live runs: its retry window (5 min) and a last attempt's whole deadline.
@@ -160,7 +163,7 @@ def live_parameters() -> list[Parameter]:
 
 
 def live_states_template():
-    """The sweep's live-states script template: reads Applications and Git, writes nothing."""
+    """Reconcile's live-states script template: reads Applications and Git, writes nothing."""
     return script(
         name="live-states",
         constructor=c.step_runner(),

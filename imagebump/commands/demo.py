@@ -40,7 +40,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "--lost-push",
         action="store_true",
         help="then push one more image with the sensor stopped, lose its event (queue "
-        "purged) and run one sweep: nothing lost",
+        "purged) and reconcile once: nothing lost",
     )
     parser.add_argument(
         "--wrong-manifest",

@@ -2,7 +2,7 @@
 ``--apply``, bring them up to date.
 
 Runs the rendered CronWorkflow ``manifests/workflows/image-reconcile.yaml`` once through the local
-executor (:mod:`imagebump.local.sweep` builds and runs it): the very templates a cluster runs every
+executor (:mod:`imagebump.local.reconciler` builds and runs it): the very templates a cluster runs every
 10 minutes. Reads ``--rules FILE`` and the Git tokens from the environment (never a flag; see
 docs/reference/settings.md); writes a table on stderr and one JSON object on stdout. Its JSON and
 exit codes: docs/operations.md, "Nothing lost".
@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from imagebump.commands.run import local_secrets
-from imagebump.local.sweep import (
+from imagebump.local.reconciler import (
     DEFAULT_TEMPLATE,
     DEFAULT_UPDATE_TEMPLATE,
     build_executor,
-    run_sweep,
+    run_reconcile,
 )
 from steps.domain.errors import ConfigError
 
@@ -164,32 +164,32 @@ def run(args: argparse.Namespace) -> int:
         update_template=args.update_template,
     )
     apply_live(executor, live)
-    sweep = run_sweep(executor, apply=args.apply, concurrency=concurrency)
-    if sweep.message and not sweep.report:
-        say(f"imagebump reconcile: {sweep.message}")
-        return sweep.exit_code
+    reconciled = run_reconcile(executor, apply=args.apply, concurrency=concurrency)
+    if reconciled.message and not reconciled.report:
+        say(f"imagebump reconcile: {reconciled.message}")
+        return reconciled.exit_code
     from steps.domain.terminal import for_terminal
     from steps.reconcile.step import TargetState, render_table
 
-    say(render_table([TargetState(**t) for t in sweep.report]).rstrip("\n"))
-    if sweep.live:
+    say(render_table([TargetState(**t) for t in reconciled.report]).rstrip("\n"))
+    if reconciled.live:
         from steps.live_states.decide import LiveState
         from steps.live_states.step import render_live_table
 
-        say(render_live_table([LiveState(**s) for s in sweep.live]).rstrip("\n"))
+        say(render_live_table([LiveState(**s) for s in reconciled.live]).rstrip("\n"))
     tail = (
-        f"{sweep.calls.get('ecr_calls', 0)} ECR call(s), {sweep.calls.get('git_clones', 0)} clone(s), "
-        f"{sweep.calls.get('git_calls', 0)} Git call(s) in {sweep.seconds:.1f}s"
+        f"{reconciled.calls.get('ecr_calls', 0)} ECR call(s), {reconciled.calls.get('git_clones', 0)} clone(s), "
+        f"{reconciled.calls.get('git_calls', 0)} Git call(s) in {reconciled.seconds:.1f}s"
     )
     if args.apply:
-        done = sum(1 for u in sweep.updates if u["ok"])
-        say(f"applied: {sweep.submitted} target(s) behind submitted, {done} brought up to date; {tail}")
-        for update in sweep.updates:
+        done = sum(1 for u in reconciled.updates if u["ok"])
+        say(f"applied: {reconciled.submitted} target(s) behind submitted, {done} brought up to date; {tail}")
+        for update in reconciled.updates:
             where = for_terminal(f"{update['env'] or '-'} {update['repo_url']}/{update['path']}")
             say(f"  {where}: {for_terminal(update['outcome'])}")
     else:
         say(f"dry run ({tail}); --apply updates the targets behind")
-    if sweep.message:
-        say(f"imagebump reconcile: {for_terminal(sweep.message, 4000)}")
-    print(json.dumps(sweep.summary(), indent=2))
-    return sweep.exit_code
+    if reconciled.message:
+        say(f"imagebump reconcile: {for_terminal(reconciled.message, 4000)}")
+    print(json.dumps(reconciled.summary(), indent=2))
+    return reconciled.exit_code

@@ -90,7 +90,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--reconcile-every",
         default="10m",
         metavar="DURATION",
-        help="also sweep every DURATION (10m, 30s, 1h; 0 turns it off): overlays behind their "
+        help="also reconcile every DURATION (10m, 30s, 1h; 0 turns it off): overlays behind their "
         "newest allowed image are updated, so a push whose event was lost is reflected "
         "within one interval (default 10m; see `imagebump reconcile`)",
     )
@@ -105,7 +105,7 @@ def add_live_arguments(parser: argparse.ArgumentParser, *, timeout: bool) -> Non
         "--argocd-context",
         metavar="CTX",
         help="kubeconfig context of the cluster running Argo CD: after each commit, watch its "
-        "Applications until the new image runs (verify-live), and report live states in sweeps "
+        "Applications until the new image runs (verify-live), and report live states in reconcile runs "
         "(default: off; README, 'Push → live')",
     )
     if timeout:
@@ -136,7 +136,7 @@ def local_secrets(
     """The Secrets the templates' steps mount, from this process's environment.
 
     ``imagebump-git`` (commit-pr) holds ``IMAGEBUMP_GIT_TOKEN[_FILE]`` (required unless
-    ``require_write`` is false: a dry-run sweep never runs commit-pr, so its Secret is then empty;
+    ``require_write`` is false: a dry-run reconcile never runs commit-pr, so its Secret is then empty;
     or unless the GitHub App's three settings are given: then every step reads and writes with the
     App's installation token, which it mints itself — :func:`steps.forge.github.read_auth`).
     ``imagebump-git-read`` (edit-kustomize, reconcile) holds ``IMAGEBUMP_GIT_READ_TOKEN[_FILE]`` when
@@ -192,9 +192,9 @@ def run(args: argparse.Namespace) -> int:
     if args.concurrency < 1:
         raise ConfigError(f"--concurrency {args.concurrency}: must be at least 1")
     from imagebump.local import gate as local_gate
-    from imagebump.local.sweep import Sweeper, build_executor, parse_every
+    from imagebump.local.reconciler import Reconciler, build_executor, parse_every
 
-    sweep_every = parse_every(args.reconcile_every)
+    reconcile_every = parse_every(args.reconcile_every)
     from imagebump.local import notify_outcomes
     from imagebump.local.live import apply_live, live_environment, live_parameters
 
@@ -234,10 +234,10 @@ def run(args: argparse.Namespace) -> int:
     )
     apply_live(executor, live)
     executor.warm()  # the steps' warm interpreter, before the first message
-    sweeper = None
-    if sweep_every > 0:  # the rendered image-reconcile CronWorkflow, on this process's schedule
+    reconciler = None
+    if reconcile_every > 0:  # the rendered image-reconcile CronWorkflow, on this process's schedule
         try:
-            sweep_executor = build_executor(
+            reconcile_executor = build_executor(
                 secrets=secrets,
                 configmaps={names.RULES_CONFIGMAP: {names.RULES_KEY: rules_text}},
                 env={
@@ -247,14 +247,14 @@ def run(args: argparse.Namespace) -> int:
                 },
                 log=log,
             )
-            apply_live(sweep_executor, live)
+            apply_live(reconcile_executor, live)
         except ConfigError as exc:
             raise ConfigError(
-                f"cannot sweep every {args.reconcile_every}: {exc} "
-                "(or turn the sweep off with --reconcile-every 0)"
+                f"cannot reconcile every {args.reconcile_every}: {exc} "
+                "(or turn reconcile off with --reconcile-every 0)"
             ) from None
-        sweeper = Sweeper(sweep_executor, sweep_every, log=log)
-    gater = local_gate.gate_sweeper(  # issue 35: promoteAfter, evaluated every IMAGEBUMP_GATE_INTERVAL
+        reconciler = Reconciler(reconcile_executor, reconcile_every, log=log)
+    gater = local_gate.gate_reconciler(  # issue 35: promoteAfter, evaluated every IMAGEBUMP_GATE_INTERVAL
         rules_text,
         lambda: apply_live(
             build_executor(
@@ -282,16 +282,16 @@ def run(args: argparse.Namespace) -> int:
         # the messages: the template's exit handler (onExit), as on a cluster (issue 36)
         on_result=lambda event, result: print(printable(progress_line(event, result)), flush=True),
     )
-    if sweeper is not None:
-        sweeper.start()
+    if reconciler is not None:
+        reconciler.start()
     if gater is not None:
         gater.start()
     try:
         with _stop_on_signals(sensor):
             stats = sensor.run(max_events=args.max_events)
     finally:
-        if sweeper is not None:
-            sweeper.stop()  # a sweep that is running finishes
+        if reconciler is not None:
+            reconciler.stop()  # a reconcile run that is running finishes
         if gater is not None:
             gater.stop()
     # stdout: the human-readable lines; stderr stays JSON lines only (the sensor logged sensor-stopped)

@@ -4,7 +4,7 @@ the demo and the tests of push → live.
 No Argo CD runs on this machine, so this small controller plays its part on the Kubernetes API fake
 (:class:`tests.fakes.kube.FakeKube`, or anything with the same in-memory ``list``/``get``/
 ``replace``): it writes Application status the way argo-cd's application controller does, and only
-what verify-live and the sweep read. It refreshes an Application when it carries
+what verify-live and reconcile read. It refreshes an Application when it carries
 ``argocd.argoproj.io/refresh`` (set by Argo CD's API server, :class:`ArgoCDApiServer`), when it has
 no status yet, and every :attr:`ArgoCDSimulator.git_poll_seconds` (Argo CD's own Git poll,
 ``timeout.reconciliation``). A refresh removes the annotation, resolves the branch each source

@@ -60,7 +60,7 @@ class DemoReport:
     details: list[str] = field(default_factory=list)
     endpoint_url: str = ""
     git_base_url: str = ""
-    #: ``--lost-push``: one push whose event was lost, then one sweep (empty when not asked)
+    #: ``--lost-push``: one push whose event was lost, then one reconcile run (empty when not asked)
     sweep: dict[str, Any] = field(default_factory=dict)
     #: why push → live did not run (no kubectl), else ""
     live_skipped: str = ""
@@ -150,7 +150,7 @@ def run_demo(
     """Build the world, push one image, run until its event is done, and collect what to show.
 
     ``lost_push``: then push one more image while the sensor is stopped, purge the queue (its event
-    is lost), and run one sweep (``imagebump reconcile --apply``'s template): both overlays follow.
+    is lost), and reconcile once (``imagebump reconcile --apply``'s template): both overlays follow.
     The staging commit is then watched until live in a simulated Argo CD (:mod:`.demo_live`);
     ``wrong_manifest`` makes that Argo CD run another image: the demo shows verify-live's alarm.
     ``gate`` (``wait`` or ``check``; True is ``wait``): production is gated on staging's short soak
@@ -222,32 +222,30 @@ def _demo_rules(world: World) -> str:
 
 
 def _lose_a_push_then_sweep(report: DemoReport, world: World, say: Callable[[str], None]) -> None:
-    """Push a newer image with the sensor stopped, purge its event from the queue, sweep once."""
-    from imagebump.local.sweep import run_sweep
+    """Push a newer image with the sensor stopped, purge its event from the queue, reconcile once."""
+    from imagebump.local.reconciler import run_reconcile
 
     lost = "1.5.0"
     say(
         f"pushing {world.repository}:{lost} with the sensor stopped, purging the queue (its event is lost), "
-        "then one sweep …"
+        "then one reconcile run …"
     )
     time.sleep(1.1)  # moto keeps push times in whole seconds: make this push the newest
     push_image(world, lost)
     world.client("sqs").purge_queue(QueueUrl=world.queue_url)
-    sweep = run_sweep(world.sweep_executor(), apply=True)
+    reconciled = run_reconcile(world.reconcile_executor(), apply=True)
     report.sweep = {
         "lost_tag": lost,
-        "behind": sweep.behind,
-        "submitted": sweep.submitted,
-        "updates": sweep.updates,
-        "seconds": round(sweep.seconds, 3),
-        **sweep.calls,
-        "message": sweep.message,
+        "behind": reconciled.behind,
+        "submitted": reconciled.submitted,
+        "updates": reconciled.updates,
+        "seconds": round(reconciled.seconds, 3),
+        **reconciled.calls,
+        "message": reconciled.message,
     }
-    if sweep.exit_code != 0 or sweep.submitted != len(report.targets):
+    if reconciled.exit_code != 0 or reconciled.submitted != len(report.targets):
         report.ok = False
-        report.error = (
-            f"the sweep after a lost push did not bring every target up: {sweep.message or sweep.updates}"
-        )
+        report.error = f"reconcile after a lost push did not bring every target up: {reconciled.message or reconciled.updates}"
 
 
 def fill_report(
@@ -390,10 +388,10 @@ def render_report(report: DemoReport) -> str:
             )
     if report.sweep:
         s = report.sweep
-        section("6. A push whose event was lost, then one sweep (imagebump reconcile --apply)")
+        section("6. A push whose event was lost, then one reconcile run (imagebump reconcile --apply)")
         outcomes = ", ".join(f"{u['env']} {u['outcome']}" for u in s["updates"]) or "nothing to do"
         out.append(
-            f"pushed {s['lost_tag']}, queue purged → sweep: {s['behind']} behind → {outcomes} "
+            f"pushed {s['lost_tag']}, queue purged → reconcile: {s['behind']} behind → {outcomes} "
             f"({s['seconds']:.1f}s; {s.get('ecr_calls', 0)} ECR calls, {s.get('git_clones', 0)} clone)"
         )
     section("Result")
@@ -401,7 +399,11 @@ def render_report(report: DemoReport) -> str:
         out.append(
             "OK: one ECR push became a staging commit, a production pull request branch"
             + (" and a Helm values commit" if report.helm_diff else "")
-            + (", and a push whose event was lost followed within one sweep." if report.sweep else ".")
+            + (
+                ", and a push whose event was lost followed within one reconcile run."
+                if report.sweep
+                else "."
+            )
         )
     else:
         out.append(f"FAILED: {report.error}")

@@ -3,7 +3,7 @@ Healthy for a short soak, then its pull request branch appears (``gate: wait``),
 branch is there at once and its head commit's status goes from pending to success (``gate: check``).
 
 :func:`gated_rules` adds ``promoteAfter: {env: staging, soak: …}`` (and ``gate: check``) to the demo's
-production rule; :func:`watch_the_gate` runs the sweep (what ``imagebump run --local`` runs every
+production rule; :func:`watch_the_gate` runs reconcile (what ``imagebump run --local`` runs every
 ``IMAGEBUMP_GATE_INTERVAL``) until production is promoted, saying each state on the way:
 staging live → waiting (time left) → promoted → the production PR branch, and with ``gate: check``
 each state of the commit status ``imagebump/soak: staging`` on the branch's head (the demo's forge has
@@ -43,19 +43,19 @@ def watch_the_gate(
     timeout: float = 90.0,
     statuses: list[str] | None = None,
 ) -> dict[str, Any] | None:
-    """Sweep every ``every`` seconds until production is promoted (or ``timeout``); the last row.
+    """Reconcile every ``every`` seconds until production is promoted (or ``timeout``); the last row.
 
     ``statuses`` (``gate: check``): each state the commit status ``imagebump/soak: staging`` took on
     the production pull request branch's head is appended to it (and said), in order."""
-    from imagebump.local.sweep import run_sweep
+    from imagebump.local.reconciler import run_reconcile
 
     deadline = time.monotonic() + timeout
     row: dict[str, Any] | None = None
     if statuses is not None:
         _status_changed(world, say, statuses)  # commit-pr set it when it opened the pull request
     while time.monotonic() < deadline:
-        sweep = run_sweep(world.sweep_executor(), apply=True)
-        row = next((r for r in sweep.summary()["targets"] if r.get("env") == "production"), None)
+        reconciled = run_reconcile(world.reconcile_executor(), apply=True)
+        row = next((r for r in reconciled.summary()["targets"] if r.get("env") == "production"), None)
         gate = (row or {}).get("gate") or {}
         if gate.get("state") == "waiting":
             left = gate.get("time_left")

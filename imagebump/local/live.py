@@ -2,7 +2,7 @@
 local executors of ``image-update`` and ``image-reconcile``.
 
 Off by default (``verify-live: false``): a laptop has no Argo CD. With a kubeconfig context the
-rendered templates' ``verify-live`` step (and the sweep's live states) reach Argo CD through that
+rendered templates' ``verify-live`` step (and reconcile's live states) reach Argo CD through that
 context: the step processes get ``IMAGEBUMP_ARGOCD_CONTEXT`` and an absolute ``KUBECONFIG`` (a step's
 ``HOME`` is its own temporary directory, so ``~/.kube/config`` must be resolved here).
 """

@@ -3,7 +3,7 @@
 :func:`deploy_stack` creates the stack (queue, dead-letter queue, EventBridge rule) in moto's
 CloudFormation and returns its Outputs; :func:`quiet_request_logs` silences the request log of
 moto's in-process server. Used by :mod:`imagebump.local.world`, the README test and the benchmarks
-(``bench/testbed.py``, ``bench/sweep.py``). Imports :mod:`steps.domain.errors` only (lazily).
+(``bench/testbed.py``, ``bench/reconcile.py``). Imports :mod:`steps.domain.errors` only (lazily).
 """
 
 from __future__ import annotations

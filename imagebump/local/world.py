@@ -256,10 +256,10 @@ class World:
             apply_live(self._executor, self.live)
         return self._executor
 
-    def sweep_executor(self) -> Any:
+    def reconcile_executor(self) -> Any:
         """The local executor for the rendered ``image-reconcile`` CronWorkflow (it references the
         ``image-update`` template), with the same Secrets, ConfigMaps and environment as events."""
-        from imagebump.local.sweep import build_executor
+        from imagebump.local.reconciler import build_executor
 
         executor = self.executor()  # same settings; its mutexes are this process's, shared
         sweep = build_executor(

@@ -263,15 +263,15 @@ def repository_account(repository: str, *, region: str, client: Any = None) -> s
     return account
 
 
-# --- listing (the reconcile sweep) -------------------------------------------------------------
+# --- listing (the reconcile run) -------------------------------------------------------------
 
 #: The most ECR returns per page of DescribeRepositories / DescribeImages (its API reference).
 MAX_PAGE_SIZE = 1000
 
 
 def make_listing_client(region: str, *, max_pool_connections: int = 10) -> Any:
-    """An ECR client for sweeps: botocore's *adaptive* retry mode (client-side rate limiting that
-    backs off when ECR throttles), and a connection pool as large as the sweep's concurrency."""
+    """An ECR client for reconcile runs: botocore's *adaptive* retry mode (client-side rate limiting that
+    backs off when ECR throttles), and a connection pool as large as reconcile's concurrency."""
     from botocore.config import Config
 
     return _session().create_client(
@@ -367,7 +367,7 @@ def list_images(
     repository: str, *, registry_id: str, client: Any, on_call: Any = None
 ) -> list[EcrImage] | None:
     """Every image of ``repository`` (tagged or not) with its tags and push time; None if the
-    repository does not exist (any more). Holds them all: the sweep streams :func:`iter_images`.
+    repository does not exist (any more). Holds them all: reconcile streams :func:`iter_images`.
 
     Raises:
         PermissionDeniedError, TransientError: as :func:`describe_image`.

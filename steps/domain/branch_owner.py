@@ -1,7 +1,7 @@
 """Whose is a proposal branch: imagebump's while every commit on it is imagebump's, a person's once not.
 
 Pure: no git, no API. :mod:`steps.git` reads the commits a branch has over its base
-(:meth:`steps.git.ClonedRepo.branch_commits`); commit-pr and the sweep ask here.
+(:meth:`steps.git.ClonedRepo.branch_commits`); commit-pr and reconcile ask here.
 
 A bot that force-pushes its branch must not push over a person's work: Renovate calls such a branch
 "modified" and stops updating it when any commit between the base and the branch's head has an
@@ -20,7 +20,7 @@ author or committer that is not its own (renovatebot/renovate ``lib/util/git/ind
   cherry-picks imagebump's commit becomes its committer (git keeps the author): the branch is theirs.
 
 A branch with a commit that is not imagebump's is **taken** (decision/outcome/state
-``branch-taken``): imagebump stops updating it and says so — commit-pr's outcome, the sweep's state,
+``branch-taken``): imagebump stops updating it and says so — commit-pr's outcome, reconcile's state,
 one comment on the pull request (:data:`TAKEN_MARKER` finds it again) — until the pull request is
 merged or closed (``provider: local``: until the branch is merged into its base or deleted).
 """
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from steps.domain.intent import by_imagebump
 
-#: The outcome (commit-pr's ``action``) and the sweep's state of a proposal branch a person pushed to.
+#: The outcome (commit-pr's ``action``) and reconcile's state of a proposal branch a person pushed to.
 BRANCH_TAKEN = "branch-taken"
 #: The committer GitHub writes on commits it creates (web editor, API): "web-flow".
 WEB_FLOW_EMAIL = "noreply@github.com"
@@ -101,7 +101,7 @@ def foreign_commits(
 
 
 def taken_reason(branch: str, foreign: Sequence[CommitFacts]) -> str:
-    """Why imagebump leaves ``branch`` alone (the outcome's and the sweep's ``reason``)."""
+    """Why imagebump leaves ``branch`` alone (the outcome's and reconcile's ``reason``)."""
     first = foreign[0]
     more = f" and {len(foreign) - 1} more commit(s)" if len(foreign) > 1 else ""
     return (

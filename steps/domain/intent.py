@@ -7,7 +7,7 @@ marker, the last commit that changed the entry's image, ECR push times) and ask 
   ``Imagebump-Image: REPO:TAG@DIGEST`` whatever ``IMAGEBUMP_COMMIT_MESSAGE_TEMPLATE`` says; a
   commit without it was made by someone else.
 - :func:`pinned`: an entry whose ``newName`` names a repository other than the pushed one is never
-  changed by an event or a sweep (writing the pushed tag would render an image nobody pushed).
+  changed by an event or a reconcile run (writing the pushed tag would render an image nobody pushed).
 - :func:`marker_hold`: ``# imagebump:hold [reason]`` on an entry holds it until the comment goes.
 - :func:`rollback`: a commit that changed the entry's image, made by someone else, to an image
   older by the rule's ``order`` (``order: none``: any change) — a rollback;

@@ -12,7 +12,7 @@ the rule's order. Where each guard stands in the pipeline:
 - commit-pr, against the proposal branch right before the force-push (:func:`guard_branch`):
   a branch that changed since the plan, or a verdict edit-kustomize reached on it, stands;
 - reconcile, against the overlay's entry and, in ``mode: pr``, the target's proposal branch
-  (:func:`sweep_verdict`): ``behind`` only when neither holds the newest allowed image or a newer
+  (:func:`reconcile_verdict`): ``behind`` only when neither holds the newest allowed image or a newer
   one; a newer one is ``ahead`` and never touched.
 
 ECR facts travel as :data:`PushTimes`: the push time of each image (by :func:`image_key`) the step
@@ -221,15 +221,15 @@ def guard_branch(plan: Plan, branch: str, proposed: ImagesEntry | None) -> str |
     return None
 
 
-#: What the sweep may do with a target, as far as never-downgrade is concerned (reconcile adds ``unknown``).
-SweepState = Literal["behind", "current", "ahead", "proposed"]
+#: What reconcile may do with a target, as far as never-downgrade is concerned (reconcile adds ``unknown``).
+ReconcileState = Literal["behind", "current", "ahead", "proposed"]
 
 
 def _proposes(entry: ImagesEntry, tag: str | None, digest: str | None) -> bool:
     return entry_sets(entry, ImagesEntry(name=entry.name, newTag=tag, digest=digest))
 
 
-def sweep_verdict(
+def reconcile_verdict(
     *,
     newest: Target,
     tag: str | None,
@@ -239,8 +239,8 @@ def sweep_verdict(
     branch: str = "",
     proposed: ImagesEntry | None = None,
     proposed_pushed_at: datetime | None = None,
-) -> tuple[SweepState, str]:
-    """May the reconcile sweep hand the newest allowed image to update-target? The state and why (pure).
+) -> tuple[ReconcileState, str]:
+    """May the reconcile run hand the newest allowed image to update-target? The state and why (pure).
 
     ``newest`` is that image (its rule's order and mode), ``tag``/``digest`` what update-target
     would write; ``current`` the overlay's entry on the base. Against the base: the same digest or

@@ -9,7 +9,7 @@ One repository, one identity: ``https://github.com/Acme/GitOps.git/`` and
 ``HTTPS://GitHub.com/acme/gitops`` are the same repository (GitHub owner and repository names are
 case-insensitive; its API answers with the canonical case, e.g. a pull request labelled
 ``Acme:branch``). Two rules that spell one repository differently must share its per-overlay lock,
-find its open pull requests and share its clone in a sweep: :func:`repo_id` is the key for all
+find its open pull requests and share its clone in a reconcile run: :func:`repo_id` is the key for all
 three. Hosts other than GitHub's keep their owner and repository case (a plain git server's paths
 are case-sensitive).
 """

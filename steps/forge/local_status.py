@@ -19,22 +19,15 @@ import json
 import logging
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from steps.domain.errors import ImagebumpError
 from steps.forge.pull_requests import MAX_STATUS_DESCRIPTION, STATUS_STATES, CommitStatus
-from steps.git import GitAuth, run_git
+from steps.git import GitAuth, NotesRef
 
 log = logging.getLogger(__name__)
 
 #: The notes ref the statuses live under (``git log --notes=imagebump-status``).
 NOTES_REF = "refs/notes/imagebump-status"
-_IDENTITY = {
-    "GIT_AUTHOR_NAME": "imagebump",
-    "GIT_AUTHOR_EMAIL": "imagebump@localhost",
-    "GIT_COMMITTER_NAME": "imagebump",
-    "GIT_COMMITTER_EMAIL": "imagebump@localhost",
-}
 
 
 class GitNoteStatuses:
@@ -53,10 +46,13 @@ class GitNoteStatuses:
     def statuses(self, sha: str) -> dict[str, CommitStatus]:
         """The latest status of each context on commit ``sha`` (empty when it has none)."""
         with tempfile.TemporaryDirectory(prefix="statuses-") as scratch:
-            git = _Repo(Path(scratch), self.repo_url, self.auth)
-            notes = git.fetch_notes()
-            found = git.note(notes, sha) if notes else {}
+            git = self._notes(Path(scratch))
+            notes = git.fetch()
+            found = _note(git, notes, sha) if notes else {}
         return {c: CommitStatus(c, v["state"], v.get("description", "")) for c, v in found.items()}
+
+    def _notes(self, scratch: Path) -> NotesRef:
+        return NotesRef(scratch, self.repo_url, self.auth, NOTES_REF, f"commit statuses of {self.repo_url}")
 
     def set_status(
         self, sha: str, *, state: str, context: str, description: str = "", target_url: str | None = None
@@ -67,13 +63,14 @@ class GitNoteStatuses:
         entry = {"state": state, "description": description[:MAX_STATUS_DESCRIPTION]}
         try:
             with tempfile.TemporaryDirectory(prefix="statuses-") as scratch:
-                git = _Repo(Path(scratch), self.repo_url, self.auth)
+                git = self._notes(Path(scratch))
                 for attempt in range(2):  # a writer in between: read again, once
-                    old = git.fetch_notes()
-                    note = git.note(old, sha) if old else {}
+                    old = git.fetch()
+                    note = _note(git, old, sha) if old else {}
                     if note.get(context) == entry:
                         return True
-                    if git.push_note(old, sha, {**note, context: entry}):
+                    text = json.dumps({**note, context: entry}, sort_keys=True, indent=1) + "\n"
+                    if git.write(old, sha, text, "imagebump: commit status"):
                         return True
                     log.info("local statuses: %s moved meanwhile (attempt %d)", NOTES_REF, attempt + 1)
         except ImagebumpError as exc:
@@ -89,72 +86,13 @@ def _token() -> GitAuth | None:
     return GitAuth.from_env(write=True, required=False) or GitAuth.from_env(write=False)
 
 
-class _Repo:
-    """A scratch bare repository holding only the notes ref's objects."""
-
-    def __init__(self, path: Path, url: str, auth: GitAuth | None) -> None:
-        self.path, self.url, self.auth = path, url, auth
-        run_git(["init", "--bare", "--quiet", str(path)])
-
-    def git(self, args: list[str], **kwargs: Any) -> str:
-        what = f"commit statuses of {self.url}"
-        return run_git(args, self.path, self.auth, url=self.url, what=what, **kwargs).stdout
-
-    def fetch_notes(self) -> str:
-        """The notes commit on the remote, fetched ("" when the remote has no statuses yet)."""
-        listed = self.git(["ls-remote", self.url, NOTES_REF]).split()
-        if not listed:
-            return ""
-        self.git(["fetch", "--quiet", "--no-tags", self.url, f"+{NOTES_REF}:{NOTES_REF}"])
-        return listed[0]
-
-    def _entries(self, notes: str) -> dict[str, str]:
-        """commit id → note blob id (git notes may fan paths out as ``ab/cdef…``)."""
-        listing = self.git(["ls-tree", "-r", "--full-tree", notes])
-        found = {}
-        for line in listing.splitlines():
-            meta, _, path = line.partition("\t")
-            found[path.replace("/", "")] = meta.split()[2]
-        return found
-
-    def note(self, notes: str, sha: str) -> dict[str, dict[str, str]]:
-        blob = self._entries(notes).get(sha)
-        if blob is None:
-            return {}
-        try:
-            value = json.loads(self.git(["cat-file", "blob", blob]))
-        except ValueError:
-            return {}  # someone else's note on this commit: not ours to read
-        return {k: v for k, v in value.items() if isinstance(v, dict) and v.get("state") in STATUS_STATES}
-
-    def push_note(self, old: str, sha: str, note: dict[str, dict[str, str]]) -> bool:
-        """Write ``note`` on ``sha`` on top of ``old`` and push with a lease; False when it moved."""
-        entries = self._entries(old) if old else {}
-        text = json.dumps(note, sort_keys=True, indent=1) + "\n"
-        entries[sha] = self.git(["hash-object", "-w", "--stdin"], input=text).strip()
-        tree = self.git(
-            ["mktree"],
-            input="".join(f"100644 blob {blob}\t{path}\n" for path, blob in sorted(entries.items())),
-        ).strip()
-        parents = ["-p", old] if old else []
-        commit = self.git(
-            ["commit-tree", tree, *parents, "-m", "imagebump: commit status"], env=_IDENTITY
-        ).strip()
-        lease = f"--force-with-lease={NOTES_REF}:{old}"
-        proc = run_git(
-            ["push", "--quiet", lease, self.url, f"{commit}:{NOTES_REF}"],
-            self.path,
-            self.auth,
-            check=False,
-            url=self.url,
-            what=f"push of the commit statuses of {self.url}",
-        )
-        if proc.returncode == 0:
-            return True
-        if "stale info" in proc.stderr or "rejected" in proc.stderr or "fetch first" in proc.stderr:
-            return False
-        raise _refused(proc.stderr)
-
-
-def _refused(stderr: str) -> ImagebumpError:
-    return ImagebumpError(f"the remote refused the commit statuses ({stderr.strip()[:200]})")
+def _note(git: NotesRef, notes: str, sha: str) -> dict[str, dict[str, str]]:
+    """The statuses noted on ``sha`` (empty when none, or the note is someone else's)."""
+    text = git.read(notes, sha)
+    if text is None:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}  # someone else's note on this commit: not ours to read
+    return {k: v for k, v in value.items() if isinstance(v, dict) and v.get("state") in STATUS_STATES}

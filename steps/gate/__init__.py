@@ -12,7 +12,7 @@ Modules:
 - ``evaluate`` — one gated target's decision over every Application of every target of the
   environment before (pure).
 - ``read`` — the reads: Argo CD's Applications and the overlay's image at each revision (Git).
-- ``sweep`` — the gate in the sweep: gated targets behind become ``waiting``, ``blocked`` or
+- ``apply`` — the gate in reconcile: gated targets behind become ``waiting``, ``blocked`` or
   ``promoted`` (``gate: wait`` hands over only the promoted ones).
 - ``status`` — ``gate: check``: the commit status ``imagebump/soak: ENV`` on the pull request's head.
 """

@@ -55,7 +55,7 @@ class GateDecision:
     live_since: datetime | None = None  # when the soak's clock started (the env went live)
     note: str = ""  # for people: why it waits (nothing deploys the env yet, ...), what blocked it
     #: when it came to hold (blocked: the fact that blocked it; promoted: the soak's end), per the
-    #: facts' own times (Argo CD's, Git's): what counts a decision once (steps.gate.sweep.outcomes)
+    #: facts' own times (Argo CD's, Git's): what counts a decision once (steps.gate.apply.outcomes)
     decided_at: datetime | None = None
     #: already reported (a ``gate: check`` commit status says it since an earlier evaluation): the
     #: metrics do not count it again

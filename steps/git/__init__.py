@@ -3,8 +3,9 @@
 Modules, bottom up: ``auth`` (tokens, header-only auth), ``failures`` (stderr → errors),
 ``process`` (:func:`run_git`, the one place git runs), ``objects`` (object ids, trees),
 ``commit`` (identity, ``git fast-import`` streams), ``repo`` (:class:`ClonedRepo`), ``history``
-(a file's bounded history), ``workdir`` (:func:`clone`, :func:`seed`). Callers import
-``steps.git``.
+(a file's bounded history; blob ids, tree listings and the one blob fetch + ``cat-file`` read),
+``workdir`` (:func:`clone`, :func:`seed`), ``notes`` (:class:`NotesRef`: a notes ref on a remote,
+read and written without a clone). Callers import ``steps.git``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from steps.domain.errors import GitCommandError, PushRejected
 from steps.git.auth import READ_SECRET, GitAuth, anonymous_read_fix
 from steps.git.failures import classify
+from steps.git.notes import NotesRef
 from steps.git.process import default_branch, ls_remote, redact, run_git
 from steps.git.repo import ClonedRepo
 from steps.git.workdir import clone, cone_patterns, seed
@@ -21,6 +23,7 @@ __all__ = [
     "ClonedRepo",
     "GitAuth",
     "GitCommandError",
+    "NotesRef",
     "PushRejected",
     "anonymous_read_fix",
     "classify",

@@ -1,4 +1,9 @@
-"""Reading a file's history from a clone, bounded and unforgeable (for :mod:`steps.entry_history`).
+"""Reading a file's history and versions from a clone, bounded and unforgeable.
+
+The one home of reading objects without a checkout: a file's blob id at a revision
+(:func:`blob_at`), the entries under some paths (:func:`list_tree`), and "bring these files'
+versions and read them" (:func:`read_blobs`: one fetch request, one ``cat-file --batch``), used by
+the history read (:mod:`steps.entry_history`), reconcile's overlay read and verify-live's clones.
 
 Nothing a commit says can forge a field here: the commits that touched a file come from
 ``git log -z --format=%H --raw`` (only object ids, modes, a status letter and the path we asked
@@ -19,6 +24,7 @@ from __future__ import annotations
 import re
 import subprocess
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -250,7 +256,8 @@ def read_blobs(
     in ONE request first (:func:`fetch_objects`: protocol v2 lets a client want any object, so
     every version costs one round trip, not one each), then ONE streaming ``git cat-file --batch``
     reads them, holding at most ``limit`` bytes per blob (:func:`read_objects`). Used by the
-    history read (:mod:`steps.entry_history`) and the sweep (:mod:`steps.reconcile.git`).
+    history read (:mod:`steps.entry_history`), reconcile's overlay read and verify-live's clones
+    (:class:`steps.verify_live.revisions.Clone`).
     """
     wanted = sorted(o for o in set(oids) if is_oid(o) and o not in ZERO)
     if not wanted:
@@ -262,6 +269,55 @@ def read_blobs(
         if obj.kind == "blob":
             found[oid] = (obj.size, obj.head if obj.whole and obj.size <= limit else None)
     return found
+
+
+def blob_at(repo: Any, rev: str, path: str) -> str | None:
+    """The blob id of the file ``path`` at ``rev`` (from the trees: nothing fetched), or None when
+    absent, not a blob, or ``rev`` is unknown (a shallow clone's boundary commit's parent)."""
+    proc = repo.git(
+        "--literal-pathspecs",
+        "ls-tree",
+        "-z",
+        "--full-tree",
+        "--end-of-options",
+        rev,
+        "--",
+        path,
+        check=False,
+        raw_stdout=True,
+    )
+    if proc.returncode != 0:
+        return None
+    for record in proc.stdout.split(b"\0"):
+        meta, _, _ = record.partition(b"\t")
+        fields = meta.decode("ascii", "replace").split()
+        if len(fields) == 3 and fields[1] == "blob" and is_oid(fields[2]):
+            return fields[2]
+    return None
+
+
+def list_tree(repo: Any, rev: str, paths: Sequence[str]) -> dict[str, tuple[str, str, str]]:
+    """``path → (mode, type, oid)`` at ``rev`` (a directory given with a trailing ``/``: its entries),
+    from the trees alone (nothing fetched); ONE ``ls-tree`` for all ``paths``."""
+    if not paths:
+        return {}
+    out = repo.git(
+        "--literal-pathspecs",
+        "ls-tree",
+        "-z",
+        rev,
+        "--",
+        *paths,
+        what=f"listing {len(paths)} path(s) at {rev[:12]} of {repo.url}",
+    ).stdout
+    entries = {}
+    for record in out.split("\0"):
+        if not record:
+            continue
+        meta, _, name = record.partition("\t")
+        mode, kind, oid = meta.split(" ", 2)
+        entries[name] = (mode, kind, oid)
+    return entries
 
 
 def fetch_ref(repo: Any, ref: str, what: str) -> str | None:

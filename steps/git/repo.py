@@ -430,7 +430,7 @@ class ClonedRepo:
     ) -> subprocess.CompletedProcess[str]:
         """Fetch the newest tips of ``branches`` in ONE request, shallowly (depth 1, commits and trees,
         no file contents), each into ``refs/remotes/origin/BRANCH``: the one home of the shallow branch
-        fetch (:meth:`fetch`, the sweep's proposal branches). ``check`` False: a failure is returned."""
+        fetch (:meth:`fetch`, reconcile's proposal branches). ``check`` False: a failure is returned."""
         return self.git(
             "fetch",
             "--quiet",
@@ -590,6 +590,19 @@ class ClonedRepo:
 
     def _has_ref(self, ref: str) -> bool:
         return self.git("rev-parse", "--verify", "--quiet", ref, check=False).returncode == 0
+
+    def remote_branches(self, patterns: list[str], what: str = "") -> dict[str, str]:
+        """``branch → sha`` of the remote's branches matching ``patterns`` (``refs/heads/…`` globs),
+        listed with ONE ``ls-remote`` of ``origin``."""
+        listed = self.git(
+            "ls-remote", "origin", *patterns, what=what or f"listing branches of {self.url}"
+        ).stdout
+        heads = {}
+        for line in listed.splitlines():
+            sha, _, ref = line.partition("\t")
+            if ref.startswith("refs/heads/"):
+                heads[ref[len("refs/heads/") :]] = sha
+        return heads
 
     def remote_head(self, branch: str) -> str | None:
         """The sha of ``branch`` on the remote right now (ls-remote), or None if absent."""

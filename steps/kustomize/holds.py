@@ -1,6 +1,6 @@
 """Hold markers: ``# imagebump:hold [reason]`` on a YAML node (:mod:`steps.domain.intent`). Pure.
 
-One finder for every caller (edit-kustomize, the sweep, commit-pr's re-check, ``set-image``):
+One finder for every caller (edit-kustomize, reconcile, commit-pr's re-check, ``set-image``):
 :func:`hold_marker` finds the marker of the ``images`` entry :func:`~steps.kustomize.reader.get_image`
 finds; :func:`hold_at` that of any node of any YAML file, by its path from the root (a Helm values
 file's ``image:`` mapping); :func:`node_hold` is the core both use. :data:`HOLD_MARKER_RE` is what

@@ -5,7 +5,7 @@ Two writers, each a pure core that finds → plans → splices → re-reads: the
 (:mod:`steps.kustomize.values`). A plan (:class:`~steps.domain.models.Plan`) with ``values`` set
 names a values file; without, a kustomization. Both read the image as an ``images``-style
 :class:`~steps.domain.models.ImagesEntry`, so never-downgrade, pins, holds, rollbacks, proposals
-and the sweep decide the same way for both. Pure.
+and reconcile decide the same way for both. Pure.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The promotion gate's messages: ``live-before`` and ``blocked`` (issue 36, for issue 35's gate).
 
-The gate (:func:`steps.gate.sweep.apply_gates`, in the sweep and every minute in ``image-gate``)
+The gate (:func:`steps.gate.apply.apply_gates`, in reconcile and every minute in ``image-gate``)
 hands over each gated target it decided, with its decision and, when one is open, its proposal
 branch (``gate: check``). :func:`announce` sends
 
@@ -8,11 +8,11 @@ branch (``gate: check``). :func:`announce` sends
   started: ``waiting`` with a ``live_since``, or ``promoted``);
 - ``blocked`` when the gate blocked it (a mismatch, ``Degraded``, a rollback, a hold, a newer image);
 
-nothing while it only waits. A sweep has no push event, so the idempotency key's event is the gated
-image (``gate <image>``): the every-minute gate, a restarted pod and the 10-minute sweep find the
+nothing while it only waits. A reconcile run has no push event, so the idempotency key's event is the gated
+image (``gate <image>``): the every-minute gate, a restarted pod and the 10-minute reconcile find the
 key in the ledger and send nothing again. GitHub gets a comment on the open pull request from the
 branch (none open: nothing); the other destinations a message. Never raises; a destination that
-is down is logged and counted, as every message. Without GitHub credentials in the pod (the sweep
+is down is logged and counted, as every message. Without GitHub credentials in the pod (reconcile
 holds no write token) the ``github`` destinations are left out, with a log record.
 """
 

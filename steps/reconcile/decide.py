@@ -1,12 +1,12 @@
 """reconcile's pure core: the newest allowed image of an overlay, and the state of each target.
 
 Reads and writes nothing: every fact (ECR's candidates, the overlay's images entry, the proposal
-branch's entry, push times) was gathered before (:mod:`steps.reconcile.ecr`,
-:mod:`steps.reconcile.git`). :func:`pick_newest` chooses by the rule's order; :func:`decide` says
+branch's entry, push times) was gathered before (:mod:`steps.reconcile.ecr_scan`,
+:mod:`steps.reconcile.overlay_read`). :func:`pick_newest` chooses by the rule's order; :func:`decide` says
 ``behind`` / ``current`` / ``ahead`` / ``proposed`` / ``unknown`` / ``held`` / ``pinned`` with a reason
 (the Git phase adds ``branch-taken``): ``unknown`` when
 a fact is missing, otherwise what the never-downgrade rule says against the overlay and its
-proposal branch (:func:`steps.domain.never_downgrade.sweep_verdict`; that rule lives there only).
+proposal branch (:func:`steps.domain.never_downgrade.reconcile_verdict`; that rule lives there only).
 Table-tested in ``tests/steps/reconcile/test_reconcile.py`` without ECR or git. Imports only
 ``steps.domain.models``, ``steps.domain.version_order``, ``steps.domain.intent`` and ``steps.domain.never_downgrade``.
 """
@@ -22,16 +22,18 @@ from typing import Any, Literal, get_args
 
 from steps.domain.intent import marker_hold, pinned
 from steps.domain.models import ImagesEntry, Target, image_ref
-from steps.domain.never_downgrade import SweepState, sweep_verdict
+from steps.domain.never_downgrade import ReconcileState, reconcile_verdict
 from steps.domain.version_order import compare_semver, parse_semver
 
-#: A target's state: never-downgrade's verdict (:data:`steps.domain.never_downgrade.SweepState`), unknown,
+#: A target's state: never-downgrade's verdict (:data:`steps.domain.never_downgrade.ReconcileState`), unknown,
 #: or what a person decided (:mod:`steps.domain.intent`): ``held`` (a hold marker, a rollback), ``pinned``,
 #: ``branch-taken`` (a person pushed to the proposal branch: :mod:`steps.domain.branch_owner`).
 #: ``waiting`` / ``blocked`` / ``promoted``: a gated target's promotion gate (``promoteAfter``, issue 35).
-State = SweepState | Literal["unknown", "held", "pinned", "branch-taken", "waiting", "blocked", "promoted"]
+State = (
+    ReconcileState | Literal["unknown", "held", "pinned", "branch-taken", "waiting", "blocked", "promoted"]
+)
 STATES: tuple[str, ...] = (
-    *(*get_args(SweepState), "unknown", "held", "pinned", "branch-taken"),
+    *(*get_args(ReconcileState), "unknown", "held", "pinned", "branch-taken"),
     *("waiting", "blocked", "promoted"),
 )
 #: The gate's states: in the gauge always (zeros reset it), in a summary line only when some target has one.
@@ -74,7 +76,7 @@ def pick_newest(candidates: Sequence[Target]) -> tuple[Target | None, str]:
     order = orders[0]
     if order == "none":
         return None, (
-            f"rule {rules[0]} has order: none, so no image is 'the newest': the sweep cannot "
+            f"rule {rules[0]} has order: none, so no image is 'the newest': reconcile cannot "
             "reconcile this target (its events still update it); use push-time or semver"
         )
     if order == "semver":
@@ -168,7 +170,7 @@ def decide(
     if newest is None:
         return Verdict("unknown", why_no_newest or "no newest image", current=held)
     tag, digest = _written(newest, current, same_image_tags)
-    state, why = sweep_verdict(
+    state, why = reconcile_verdict(
         newest=newest,
         tag=tag,
         digest=digest,

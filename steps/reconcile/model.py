@@ -1,9 +1,9 @@
-"""reconcile's model: what the ECR scan hands the Git phase, and what the sweep cost.
+"""reconcile's model: what the ECR scan hands the Git phase, and what reconcile cost.
 
 :class:`Overlay` (one target overlay and its running newest allowed image), :class:`PushTimes`
 (one repository's push times, compact), :class:`Unreadable` (a target whose ECR repository could
-not be listed) and :class:`Calls` (the sweep's call counters). No I/O: gathered by
-:mod:`steps.reconcile.ecr`, read by :mod:`steps.reconcile.git` and :mod:`steps.reconcile.step`.
+not be listed) and :class:`Calls` (reconcile's call counters). No I/O: gathered by
+:mod:`steps.reconcile.ecr_scan`, read by :mod:`steps.reconcile.overlay_read` and :mod:`steps.reconcile.step`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from steps.reconcile.report import ErrorKind
 
 
 class Calls:
-    """What the sweep cost, counted from every thread."""
+    """What reconcile cost, counted from every thread."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -73,7 +73,7 @@ class PushTimes:
     def of(self, entry: ImagesEntry | None) -> datetime | None:
         """Push time of what ``entry`` names: by its digest when it has one, else by its tag —
         :func:`steps.domain.never_downgrade.image_key`, the very lookup edit-kustomize asks ECR
-        with, so a moved tag cannot make the sweep and an event disagree about a rollback."""
+        with, so a moved tag cannot make reconcile and an event disagree about a rollback."""
         from steps.domain.never_downgrade import image_key
 
         if entry is None:

@@ -18,12 +18,12 @@ from steps.domain.terminal import for_terminal
 from steps.reconcile.decide import STATES, State, summary_states
 
 #: Why an ``unknown`` target could not be read: ``transient`` (Git or ECR failing for now: the next
-#: sweep tries again), ``refused`` (a token or IAM policy refused the read, or the configuration is
+#: reconcile tries again), ``refused`` (a token or IAM policy refused the read, or the configuration is
 #: wrong: it needs a fix), ``failed`` (anything else). ``""``: not an error (every other state, and
 #: the unknowns that are only reported: ``order: none``, a missing overlay or images entry).
 ErrorKind = Literal["", "transient", "refused", "failed"]
 ERROR_KINDS: tuple[str, ...] = ("refused", "transient", "failed")
-#: commit-pr's actions that change something: what the sweep's counter of updates counts (a target
+#: commit-pr's actions that change something: what reconcile's counter of updates counts (a target
 #: found current after all, or ``unchanged`` because an event got there first, is not an update).
 UPDATED_ACTIONS: tuple[str, ...] = ("committed", "pr-created", "pr-updated")
 
@@ -38,7 +38,7 @@ def error_kind(exc: BaseException) -> ErrorKind:
 
 
 class TargetState(BaseModel):
-    """One target of the sweep: where, what the overlay holds, the newest allowed, and the verdict."""
+    """One target of reconcile: where, what the overlay holds, the newest allowed, and the verdict."""
 
     repo_url: str
     path: str
@@ -107,7 +107,7 @@ def cap_report(report: Sequence[TargetState], limit: int | None) -> tuple[list[T
 
     On a cluster the report is a Workflow output parameter, kept in the Workflow's status (etcd):
     2,000 unknown targets with their reasons would approach a megabyte. The counts output keeps
-    every target; the rows left out are named by count in the sweep's ``reason``.
+    every target; the rows left out are named by count in reconcile's ``reason``.
     """
     if limit is None or len(report) <= limit:
         return list(report), 0

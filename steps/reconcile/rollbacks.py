@@ -1,8 +1,8 @@
 """reconcile: the behind targets that a person's rollback holds (state ``held``).
 
-Asked only for targets that are ``behind`` after every other check, so a sweep where nothing is
+Asked only for targets that are ``behind`` after every other check, so a reconcile run where nothing is
 behind reads no history and makes no extra request. For each, the last commit that changed the
-entry's image (:func:`steps.entry_history.last_image_change`, within the bound, on the sweep's one
+entry's image (:func:`steps.entry_history.last_image_change`, within the bound, on reconcile's one
 clone of the repository, deepened once per branch and shared by its targets) is judged by
 :func:`steps.domain.intent.rollback` with the push times ECR's listing already gave (no ECR call); a
 rollback holds until the newest allowed image was pushed after the rollback commit.
@@ -22,9 +22,9 @@ log = logging.getLogger(__name__)
 
 
 def hold_rolled_back(repo: Any, items: Sequence[Any], *, count: Callable[[], None]) -> None:
-    """Turn each ``behind`` item (:class:`steps.reconcile.git.Item`) that a rollback holds into ``held``.
+    """Turn each ``behind`` item (:class:`steps.reconcile.overlay_read.Item`) that a rollback holds into ``held``.
 
-    Push times come from the sweep's ECR listing (:meth:`steps.reconcile.model.Overlay.pushed_at`). A history
+    Push times come from reconcile's ECR listing (:meth:`steps.reconcile.model.Overlay.pushed_at`). A history
     that cannot be read leaves the item ``behind`` (commit-pr and the events still guard it) and
     says so in its reason.
     """

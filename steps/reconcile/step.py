@@ -1,10 +1,10 @@
 """reconcile: every overlay the rules map an ECR repository to, against the newest image it allows.
 
-Events make imagebump fast; this sweep makes it complete. A push whose event was lost (a queue
+Events make imagebump fast; this reconcile makes it complete. A push whose event was lost (a queue
 purged, a Sensor outage, a Workflow that failed all its retries) leaves its overlays behind; the
 CronWorkflow ``image-reconcile`` runs this step every few minutes and hands the overlays that are
 behind to the same ``update-target`` steps an event runs, so every push is reflected within one
-sweep interval.
+reconcile interval.
 
 Reads:
 
@@ -15,7 +15,7 @@ Reads:
   before ``$n`` is matched), skipped for rules that name one repository; ``DescribeImages`` once
   per matching repository (paginated): every tag with its digest and push time;
 * Git, read-only (``IMAGEBUMP_GIT_READ_TOKEN[_FILE]``, else anonymous): ONE partial
-  (``blob:none``), depth-1, sparse clone per Git repository per sweep whose cone holds every
+  (``blob:none``), depth-1, sparse clone per Git repository per reconcile run whose cone holds every
   overlay of that repository; in ``mode: pr`` the targets' proposal branches
   (:func:`steps.domain.branches.branch_name`), listed with one ``ls-remote`` and fetched together into
   that clone, their files in one batch; for ``provider: github`` the repository's open pull
@@ -30,7 +30,7 @@ a newer push, and multi-platform pushes leave their per-platform manifests untag
 image is never "the newest release" (a digest-only push is still handled by its event).
 
 Each target gets a state (:func:`~steps.reconcile.decide.decide`, pure; the never-downgrade verdicts
-are :func:`steps.domain.never_downgrade.sweep_verdict`'s):
+are :func:`steps.domain.never_downgrade.reconcile_verdict`'s):
 
 * ``behind``: the overlay holds an older image (by the rule's order) than the newest allowed, and
   no living proposal already offers it — handed to update-target;
@@ -49,16 +49,16 @@ are :func:`steps.domain.never_downgrade.sweep_verdict`'s):
   or policy refused it: needs a fix) or ``failed``; ``imagebump reconcile`` exits on it (75, 2, 3).
 
 Writes nothing but its outputs: ``targets`` (the behind ones, in resolve-image's shape, at most
-``limit`` of them so a Workflow's status stays small; the rest are left for the next sweep and the
+``limit`` of them so a Workflow's status stays small; the rest are left for the next reconcile run and the
 reason says so), ``report`` (one line per target; with ``full: false`` only the targets that are
 not current, at most :data:`REPORT_LIMIT` of them, worst first, the rest counted in ``reason``), ``counts`` (targets per state and env: the gauge), ``behind``, ``ecr-calls``,
-``git-calls``, ``git-clones`` (what the sweep cost), ``reason`` (a summary) and
+``git-calls``, ``git-clones`` (what reconcile cost), ``reason`` (a summary) and
 ``current-targets`` (for the live states in Argo CD). It pushes nothing:
 the update-target steps do, under the same per-overlay mutex as events.
 
 Layout (gather → decide → act): :mod:`steps.reconcile.model` holds the types the phases pass on,
-:mod:`steps.reconcile.ecr` gathers from ECR,
-:mod:`steps.reconcile.git` reads Git (one partial sparse clone per repository),
+:mod:`steps.reconcile.ecr_scan` gathers from ECR,
+:mod:`steps.reconcile.overlay_read` reads Git (one partial sparse clone per repository),
 :mod:`steps.reconcile.decide` is the pure core (:func:`pick_newest`, :func:`~steps.reconcile.decide.decide`, table-tested
 without ECR or git), :mod:`steps.reconcile.report` renders the report and the counts; this module is
 the step (its typed input :class:`ReconcileInput`, :class:`ReconcileOutput`, :func:`scan_targets` and
@@ -67,7 +67,7 @@ the step (its typed input :class:`ReconcileInput`, :class:`ReconcileOutput`, :fu
 Errors: a bad rules file or a refused ECR listing (no ``ecr:DescribeRepositories``) is a
 :class:`~steps.domain.errors.ConfigError`; ECR failing for now is a :class:`~steps.domain.errors.TransientError`.
 A Git repository that cannot be read, or an ECR repository whose images cannot be listed,
-makes its targets ``unknown`` (with the reason and ``error``) and the sweep goes on with the others.
+makes its targets ``unknown`` (with the reason and ``error``) and reconcile goes on with the others.
 """
 
 # No `from __future__ import annotations`: Hera's runner reads real annotation objects.
@@ -84,11 +84,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from steps.domain.errors import ConfigError
 from steps.domain.models import Target, short_ref
-from steps.gate.sweep import GateOutcome, apply_gates, gate_fields, gated_rules, open_gate_reader, outcomes
+from steps.gate.apply import GateOutcome, apply_gates, gate_fields, gated_rules, open_gate_reader, outcomes
 from steps.reconcile.decide import STATES, State, Verdict, pick_newest, summary_states
-from steps.reconcile.ecr import make_clients, pool, scan_ecr
-from steps.reconcile.git import Item, isolate_failure, overlay_dir, sweep_repository
+from steps.reconcile.ecr_scan import make_clients, pool, scan_ecr
 from steps.reconcile.model import Calls
+from steps.reconcile.overlay_read import Item, isolate_failure, overlay_dir, reconcile_repository
 from steps.reconcile.report import (
     ERROR_KINDS,
     StateCount,
@@ -119,7 +119,7 @@ LAZY_IMPORTS = (
 
 DEFAULT_CONCURRENCY = 8
 MAX_CONCURRENCY = 64
-#: Behind targets handed over per sweep: the list is a Workflow output parameter (etcd-sized).
+#: Behind targets handed over per reconcile run: the list is a Workflow output parameter (etcd-sized).
 DEFAULT_LIMIT = 500
 #: Rows of the ``report`` output without ``full`` (worst first; the counts keep every target).
 REPORT_LIMIT = 300
@@ -156,7 +156,9 @@ class ReconcileInput(BaseModel):
         description="ECR calls and Git repositories worked on at once",
     )
     limit: int = Field(
-        default=DEFAULT_LIMIT, ge=0, description="at most this many behind targets per sweep (the rest wait)"
+        default=DEFAULT_LIMIT,
+        ge=0,
+        description="at most this many behind targets per reconcile run (the rest wait)",
     )
     full: bool = Field(default=False, description="list the current targets in the report too")
 
@@ -177,7 +179,7 @@ class ReconcileInput(BaseModel):
 
 
 class ReconcileOutput(BaseModel):
-    """The sweep's outputs (Argo output parameters): see the module docstring."""
+    """Reconcile's outputs (Argo output parameters): see the module docstring."""
 
     targets: list[Target] = Field(default_factory=list)
     report: list[TargetState] = Field(default_factory=list)
@@ -190,15 +192,15 @@ class ReconcileOutput(BaseModel):
     current_targets: list[Target] = Field(
         default_factory=list,
         description="the current targets (all up to REPORT_LIMIT; beyond it a window that moves every "
-        "sweep), whose live state in Argo CD the live-states step reports (steps.live_states)",
+        "reconcile), whose live state in Argo CD the live-states step reports (steps.live_states)",
     )
     gates: list[GateOutcome] = Field(
         default_factory=list,
-        description="promoteAfter: the gates promoted or blocked this sweep (the promotion metrics)",
+        description="promoteAfter: the gates promoted or blocked this reconcile (the promotion metrics)",
     )
 
 
-# ============================================================================ the sweep
+# ============================================================================ reconcile
 
 
 def scan_targets(
@@ -218,7 +220,7 @@ def scan_targets(
     Args:
         rules: a :class:`steps.rules.RuleSet`.
         concurrency: ECR calls and Git repositories worked on at once.
-        limit: at most this many behind targets in ``targets`` (the rest wait for the next sweep).
+        limit: at most this many behind targets in ``targets`` (the rest wait for the next reconcile run).
         client_for: ``region → ECR client`` (default: :func:`steps.aws.ecr.make_listing_client`).
         auth: Git read token (:class:`steps.git.GitAuth`) or None for anonymous.
         full: list current targets in ``report`` too.
@@ -252,7 +254,7 @@ def scan_targets(
         repo_url = by_repo[repo][0].sample.repo_url  # the first spelling clones for all
         try:
             with tempfile.TemporaryDirectory(prefix="reconcile-") as scratch:
-                sweep_repository(repo_url, by_repo[repo], auth=auth, calls=calls, scratch=Path(scratch))
+                reconcile_repository(repo_url, by_repo[repo], auth=auth, calls=calls, scratch=Path(scratch))
         except Exception as exc:  # noqa: BLE001 - one bad repository costs only its own rows
             isolate_failure(repo_url, by_repo[repo], exc)
 
@@ -274,7 +276,7 @@ def scan_targets(
                 behind.append(v.update)
             else:
                 deferred += 1
-                reason += f"; deferred to the next sweep (at most {limit} updates per sweep)"
+                reason += f"; deferred to the next reconcile run (at most {limit} updates per reconcile run)"
         s = item.sample
         report.append(
             TargetState(
@@ -306,7 +308,7 @@ def scan_targets(
         summary += " (" + ", ".join(f"{errors[k]} {k}" for k in ERROR_KINDS if errors[k]) + " read error(s))"
     summary += f"; {calls.ecr} ECR call(s), {calls.clones} clone(s), {calls.git} Git call(s)"
     if deferred:
-        summary += f"; {deferred} behind target(s) deferred to the next sweep (limit {limit})"
+        summary += f"; {deferred} behind target(s) deferred to the next reconcile run (limit {limit})"
     rows, left_out = cap_report(report if full else [t for t in report if t.state != "current"], report_limit)
     if left_out:
         summary += f"; the report lists {len(rows)} target(s), worst first, and {left_out} more are left out"
@@ -329,10 +331,10 @@ def scan_targets(
 
 
 def _live_window(current: list[Target], now: float | None = None) -> list[Target]:
-    """The current targets whose live state this sweep asks Argo CD for: all of them up to
+    """The current targets whose live state this reconcile asks Argo CD for: all of them up to
     :data:`REPORT_LIMIT` (what one output parameter carries); beyond it, a window that moves by
-    :data:`REPORT_LIMIT` every 10-minute sweep slot, so every target is looked at within
-    ``ceil(n / REPORT_LIMIT)`` sweeps."""
+    :data:`REPORT_LIMIT` every 10-minute reconcile slot, so every target is looked at within
+    ``ceil(n / REPORT_LIMIT)`` reconcile runs."""
     if len(current) <= REPORT_LIMIT:
         return current
     slot = int((time.time() if now is None else now) // 600)
@@ -347,7 +349,7 @@ def run(
     full: bool = False,
     gated: bool = False,
 ) -> ReconcileOutput:
-    """Sweep every rule's overlays; output the behind ones for update-target, and the report."""
+    """Reconcile every rule's overlays; output the behind ones for update-target, and the report."""
     from steps import git
     from steps.rules import load_rules_file
 

@@ -3,7 +3,7 @@ and which image does the overlay set there.
 
 :class:`Clone`: one partial clone per repository in the step's scratch directory, with the
 optional read token, fetched once for every branch asked about (verify-live: ``--filter=tree:0``,
-the base branch's commits only; the sweep: ``--filter=blob:none``, so ``git log -- path`` needs no
+the base branch's commits only; reconcile: ``--filter=blob:none``, so ``git log -- path`` needs no
 further reads, and the overlay files' blobs are fetched in one batch, :meth:`Clone.prefetch`). A
 revision not fetched yet is fetched once more (the branch moved on); a revision still unknown then
 is remembered as not on the branch, never fetched for again. Only commit ids reach git as
@@ -20,6 +20,7 @@ from typing import Any
 
 from steps import git
 from steps.domain.errors import KustomizationError
+from steps.git import history as githistory
 from steps.verify_live.decide import RevisionFacts, expected_image
 
 _COMMIT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
@@ -41,14 +42,21 @@ class Clone:
         self._fetched_blobs: set[str] = set()
         self._commits: set[str] | None = None  # the commits fetched (listed on the first look)
         git.run_git(["init", "--quiet", "--bare", str(workdir)], auth=None, what="git init")
-        self.git(["config", "remote.origin.url", repo_url])
-        self.git(["config", "remote.origin.promisor", "true"])
-        self.git(["config", "remote.origin.partialclonefilter", filter])
+        self.git("config", "remote.origin.url", repo_url)
+        self.git("config", "remote.origin.promisor", "true")
+        self.git("config", "remote.origin.partialclonefilter", filter)
         self.fetch()
 
-    def git(self, args: list[str], *, check: bool = True):
+    def git(self, *args: str, check: bool = True, what: str | None = None, raw_stdout: bool = False):
+        """Run a git command in this clone, with its auth (the shape :mod:`steps.git.history` calls)."""
         return git.run_git(
-            args, self.path, self.auth, check, url=self.url, what=f"git {args[0]} in {self.url}"
+            list(args),
+            self.path,
+            self.auth,
+            check,
+            url=self.url,
+            what=what or f"git {args[0]} in {self.url}",
+            raw_stdout=raw_stdout,
         )
 
     def fetch(self) -> None:
@@ -56,29 +64,27 @@ class Clone:
         self.fetches += 1
         self._commits = None
         self.git(
-            [
-                "fetch",
-                "--quiet",
-                "--no-tags",
-                f"--filter={self.filter}",
-                "origin",
-                *(f"+refs/heads/{b}:refs/heads/{b}" for b in self.branches),
-            ]
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            f"--filter={self.filter}",
+            "origin",
+            *(f"+refs/heads/{b}:refs/heads/{b}" for b in self.branches),
         )
 
     def head(self, branch: str) -> str:
         """The branch's newest commit (as fetched)."""
-        return self.git(["rev-parse", "--verify", "--end-of-options", f"refs/heads/{branch}"]).stdout.strip()
+        return self.git("rev-parse", "--verify", "--end-of-options", f"refs/heads/{branch}").stdout.strip()
 
     def last_change(self, branch: str, path: str) -> str | None:
         """The newest commit of ``branch`` that changed ``path`` (None: it never existed)."""
-        out = self.git(["log", "-1", "--format=%H", f"refs/heads/{branch}", "--", path]).stdout.strip()
+        out = self.git("log", "-1", "--format=%H", f"refs/heads/{branch}", "--", path).stdout.strip()
         return out or None
 
     def blob(self, revision: str, path: str) -> str | None:
         """The id of ``path`` at ``revision`` (from the trees: no blob is read), or None."""
         proc = self.git(
-            ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{revision}:{path}"], check=False
+            "rev-parse", "--verify", "--quiet", "--end-of-options", f"{revision}:{path}", check=False
         )
         return proc.stdout.strip() or None if proc.returncode == 0 else None
 
@@ -106,13 +112,13 @@ class Clone:
         # so a revision not on the branch would cost a read every poll; the commits fetched are
         # listed once per fetch instead
         if self._commits is None:
-            listed = self.git(["rev-list", "--all"]).stdout.split()
+            listed = self.git("rev-list", "--all").stdout.split()
             self._commits = set(listed)
         return revision in self._commits
 
     def is_ancestor(self, ancestor: str, revision: str) -> bool:
         return ancestor == revision or (
-            self.git(["merge-base", "--is-ancestor", ancestor, revision], check=False).returncode == 0
+            self.git("merge-base", "--is-ancestor", ancestor, revision, check=False).returncode == 0
         )
 
     def prefetch(self, pairs: list[tuple[str, str]]) -> None:
@@ -127,7 +133,7 @@ class Clone:
         if not wanted:
             return
         self.fetches += 1
-        self.git(["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "origin", *wanted])
+        githistory.fetch_objects(self, wanted, f"fetch of {len(wanted)} file(s) from {self.url}")
         self._fetched_blobs.update(wanted)
 
     def show(self, revision: str, path: str) -> str | None:
@@ -135,12 +141,11 @@ class Clone:
         oid = self.blob(revision, path)
         if oid is None:
             return None
-        size = self.git(["cat-file", "-s", oid], check=False)
-        if size.returncode != 0 or int(size.stdout.strip() or 0) > MAX_FILE_BYTES:
-            return None
-        shown = self.git(["cat-file", "blob", oid], check=False)
+        # not fetched by prefetch: the partial clone's own lazy fetch brings it as it is read
+        read = githistory.read_blobs(self, [oid], MAX_FILE_BYTES, fetch=False)
         self._fetched_blobs.add(oid)
-        return shown.stdout if shown.returncode == 0 else None
+        data = read.get(oid, (0, None))[1]
+        return None if data is None else data.decode("utf-8", "replace")
 
 
 class History:
@@ -168,7 +173,7 @@ class History:
         self.file, self.image_name = file, image_name
         self.values = values  # a Helm values file: how to find the image (steps.domain.models.ValuesRef)
         self._facts: dict[str, RevisionFacts] = {}
-        if not commit:  # the sweep: the newest change of the overlay's file is the one to find live
+        if not commit:  # reconcile: the newest change of the overlay's file is the one to find live
             self.commit = self.last_change(file) or self.head()
 
     def head(self) -> str:

@@ -168,22 +168,22 @@ def test_report_renders_from_partial_results(tmp_path: Path) -> None:
 
 def test_sweep_shape_and_cost() -> None:
     """The reconcile sweep scenario at its smallest: ECR calls = listing + one per repository, one clone."""
-    from bench import sweep
+    from bench import reconcile
 
-    (row,) = sweep.run_sweeps((3,), reps=1, log=lambda *_: None)
+    (row,) = reconcile.run_sizes((3,), reps=1, log=lambda *_: None)
     assert (row["repositories"], row["overlays"]) == (3, 6)
     assert row["ecr_calls"] == 1 + 3 and row["git_clones"] == 1
     assert row["states"] == {"behind": 2, "current": 4}  # svc0000's two overlays hold the older tag
-    assert "reconcile sweep" in report.table({"timestamp": "t", "machine": machine(), "sweep": [row]})
+    assert "reconcile run" in report.table({"timestamp": "t", "machine": machine(), "sweep": [row]})
     assert QUICK.sweep_repositories[-1] <= 100 < FULL.sweep_repositories[-1] == 1000
 
 
 def test_sweep_memory_axis_measures_the_reconcile_step_in_a_child() -> None:
     """The images-per-repository axis at its smallest: the reconcile step runs as its pod runs it
     against the synthetic paged ECR, reads every page, and its peak RSS is reported."""
-    from bench import sweep
+    from bench import reconcile
 
-    (row,) = sweep.run_memory(((2, 1500),), log=lambda *_: None)
+    (row,) = reconcile.run_memory(((2, 1500),), log=lambda *_: None)
     assert (row["repositories"], row["images_per_repository"], row["overlays"]) == (2, 1500, 4)
     assert row["ecr_calls"] == 1 + 2 * 2  # one listing page; two DescribeImages pages per repository
     assert row["states"]["behind"] == 2 and row["states"]["current"] == 2  # svc0000 holds the older image

@@ -18,7 +18,7 @@ from imagebump.local.argocd_sim import ArgoCDSimulator, application
 from imagebump.local.demo_repo import STAGING_PATH, default_rules
 from imagebump.local.drive import push_image, run_until_done
 from imagebump.local.outcome import target_results
-from imagebump.local.sweep import run_sweep
+from imagebump.local.reconciler import run_reconcile
 from imagebump.local.world import World, build_world
 from tests.fakes.kube import FakeKube, FakeKubeServer
 
@@ -55,7 +55,7 @@ def soaked(world: World, minutes: float) -> None:
 
 
 def production_row(world: World) -> dict:
-    sweep = run_sweep(world.sweep_executor(), apply=True)  # a fresh executor: a restarted run --local
+    sweep = run_reconcile(world.reconcile_executor(), apply=True)  # a fresh executor: a restarted run --local
     return next(row for row in sweep.summary()["targets"] if row["env"] == "production"), sweep
 
 

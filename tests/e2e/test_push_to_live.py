@@ -88,12 +88,12 @@ def test_mismatch_fails_the_workflow_naming_application_revision_git_and_cluster
 
 def test_sweep_reports_live_states_and_a_mismatch_on_an_overlay_nobody_pushed_to(live_world: World) -> None:
     from imagebump.local.drive import put_image
-    from imagebump.local.sweep import run_sweep
+    from imagebump.local.reconciler import run_reconcile
     from steps.live_states.decide import LiveState
     from steps.live_states.step import render_live_table
 
     put_image(live_world, "1.4.1")  # what staging holds is the newest allowed: current; production is behind
-    sweep = run_sweep(live_world.sweep_executor(), apply=False)
+    sweep = run_reconcile(live_world.reconcile_executor(), apply=False)
     rows = {row["env"]: row for row in sweep.summary()["targets"]}
     assert rows["staging"]["state"] == "current"
     assert rows["staging"]["live"]["state"] == "live", rows["staging"]["live"]
@@ -103,7 +103,7 @@ def test_sweep_reports_live_states_and_a_mismatch_on_an_overlay_nobody_pushed_to
     # nobody pushes; Argo CD's repo server starts handing back a wrong render, and its next poll syncs it
     live_world.sim.stale["argocd/api-staging"] = [f"{live_world.image_uri}:1.3.9"]
     live_world.sim.refresh("argocd", "api-staging")
-    sweep = run_sweep(live_world.sweep_executor(), apply=False)
+    sweep = run_reconcile(live_world.reconcile_executor(), apply=False)
     staging = next(row for row in sweep.summary()["targets"] if row["env"] == "staging")
     assert staging["live"]["state"] == "mismatch"
     assert ":1.4.1" in staging["live"]["reason"] and ":1.3.9" in staging["live"]["reason"]
@@ -117,7 +117,7 @@ def test_an_idle_overlay_is_idle_not_an_alarm_in_the_run_and_the_sweep(live_worl
     image. verify-live's outcome is ``idle`` (the Workflow succeeds, the progress line says so) and
     the sweep's live state is ``idle`` in its JSON and its table."""
     from imagebump.local.demo_repo import APP, MANIFESTS_REPO
-    from imagebump.local.sweep import run_sweep
+    from imagebump.local.reconciler import run_reconcile
     from steps.live_states.decide import LiveState
     from steps.live_states.step import render_live_table
 
@@ -135,7 +135,7 @@ def test_an_idle_overlay_is_idle_not_an_alarm_in_the_run_and_the_sweep(live_worl
     index = next(i for i, t in enumerate(target_results(result)) if t.env == "staging")
     assert "→ idle" in target_outcome(result, index)
 
-    sweep = run_sweep(live_world.sweep_executor(), apply=False)
+    sweep = run_reconcile(live_world.reconcile_executor(), apply=False)
     row = next(row for row in sweep.summary()["targets"] if row["env"] == "staging")
     assert row["live"]["state"] == "idle", row["live"]
     table = render_live_table([LiveState(**s) for s in sweep.live])

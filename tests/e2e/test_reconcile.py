@@ -23,7 +23,7 @@ import pytest
 from imagebump.local import builders
 from imagebump.local.demo_repo import MANIFESTS_REPO, PRODUCTION_PATH, STAGING_PATH, manifests_files
 from imagebump.local.drive import push_image, run_until_done, send_push_event
-from imagebump.local.sweep import run_sweep
+from imagebump.local.reconciler import run_reconcile
 from imagebump.local.world import World, build_world
 from tests.fixtures import ecr_clock
 
@@ -258,13 +258,13 @@ def test_a_living_pr_that_already_proposes_the_newest_is_left_alone(world: World
 
 def test_a_sweep_racing_an_event_for_the_same_overlay_yields_one_change(world: World) -> None:
     push_image(world, "1.4.2")
-    sweeper = world.sweep_executor()
+    sweeper = world.reconcile_executor()
     results: dict[str, object] = {}
     threads = [
         threading.Thread(
             target=lambda: results.update(event=run_until_done(world, 1, timeout=90, visibility_timeout=5))
         ),
-        threading.Thread(target=lambda: results.update(sweep=run_sweep(sweeper, apply=True))),
+        threading.Thread(target=lambda: results.update(sweep=run_reconcile(sweeper, apply=True))),
     ]
     for t in threads:
         t.start()
@@ -307,7 +307,7 @@ def test_a_sweep_update_that_changes_nothing_is_not_counted(world: World) -> Non
 
     world.log_sink = event_first
     try:
-        sweep = run_sweep(world.sweep_executor(), apply=True)
+        sweep = run_reconcile(world.reconcile_executor(), apply=True)
     finally:
         world.log_sink = None
 
@@ -354,7 +354,7 @@ def test_run_local_sweeps_every_interval(world: World, capsys) -> None:
     out = capsys.readouterr().out
     assert box.get("code") == 0
     assert 'newTag: "1.4.2"' in world.read(overlay("api", "staging"))
-    assert "sweep 1:" in out
+    assert "reconcile 1:" in out
 
 
 GOOD_RULES = (

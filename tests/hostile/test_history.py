@@ -117,14 +117,14 @@ def test_one_repository_failing_in_an_unexpected_way_costs_only_its_own_rows(
     image = _uri(name)
     healthy = make_remote({FILE: _text(image, "1.4.1")})
     broken = make_remote({FILE: _text(image, "1.4.1")})
-    real = reconcile_step.sweep_repository
+    real = reconcile_step.reconcile_repository
 
-    def sweep_repository(repo_url, items, **kw):
+    def reconcile_repository(repo_url, items, **kw):
         if repo_url == broken.url:
             raise ValueError("year 10000 is out of range")  # what a far-future commit used to raise
         return real(repo_url, items, **kw)
 
-    monkeypatch.setattr(reconcile_step, "sweep_repository", sweep_repository)
+    monkeypatch.setattr(reconcile_step, "reconcile_repository", reconcile_repository)
     out = sweep(_rules(name, healthy, broken), auth=GitAuth(git_token), concurrency=2)
     rows = {r.repo_url: r for r in out.report}
     assert rows[healthy.url].state == "behind" and [t.repo_url for t in out.targets] == [healthy.url]

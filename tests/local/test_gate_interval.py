@@ -33,9 +33,9 @@ def test_a_bad_interval_is_refused_naming_the_setting(value) -> None:
 def test_only_gated_rules_start_the_gate_sweeper() -> None:
     made = []
     log = lambda _record: None  # noqa: E731
-    assert gate.gate_sweeper(RULES, lambda: made.append(1), log=log, environ={}) is None and not made
+    assert gate.gate_reconciler(RULES, lambda: made.append(1), log=log, environ={}) is None and not made
     gated = RULES + "  promoteAfter: {env: staging, soak: 30m}\n"
-    sweeper = gate.gate_sweeper(
+    sweeper = gate.gate_reconciler(
         gated, lambda: "executor", log=log, environ={"IMAGEBUMP_GATE_INTERVAL": "20s"}
     )
     assert sweeper is not None and sweeper.interval == 20.0 and sweeper.executor == "executor"

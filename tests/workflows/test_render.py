@@ -112,7 +112,7 @@ def test_each_template_is_rendered_where_the_local_commands_read_it(tmp_path):
     """One home for "where is template X rendered": ``names.rendered`` is where ``imagebump render``
     writes each template, and the default ``--template`` of ``run --local`` / ``reconcile`` and the
     demo world's template are that file in this tree."""
-    from imagebump.local import sweep, world
+    from imagebump.local import reconciler, world
     from workflows import names
 
     out = tmp_path / "manifests"
@@ -122,9 +122,9 @@ def test_each_template_is_rendered_where_the_local_commands_read_it(tmp_path):
         assert out / rel in written and f"name: {name}\n" in written[out / rel]
         assert names.rendered_file(name, ROOT) == ROOT / "manifests" / rel
         assert names.rendered_file(name, ROOT).is_file()
-    assert sweep.DEFAULT_TEMPLATE == names.rendered_file(names.IMAGE_RECONCILE, ROOT)
+    assert reconciler.DEFAULT_TEMPLATE == names.rendered_file(names.IMAGE_RECONCILE, ROOT)
     assert (
-        sweep.DEFAULT_UPDATE_TEMPLATE
+        reconciler.DEFAULT_UPDATE_TEMPLATE
         == world.WORKFLOW_TEMPLATE
         == names.rendered_file(names.IMAGE_UPDATE, ROOT)
     )

@@ -309,7 +309,7 @@ def test_sweep_verdict(mode, order, current, current_at, proposed, proposed_at, 
     """reconcile's never-downgrade verdicts live here with the others: an overlay or a living
     proposal that holds something newer than the newest allowed image is ``ahead``, never touched."""
     newest = _t(mode=mode, order=order, provider="github")
-    got, reason = never_downgrade.sweep_verdict(
+    got, reason = never_downgrade.reconcile_verdict(
         newest=newest,
         tag=newest.tag,
         digest=None,

@@ -15,8 +15,8 @@ import pytest
 
 from imagebump.local.argocd_sim import ArgoCDSimulator, application, kubectl_available
 from steps.domain.models import PromoteAfter, Target
+from steps.gate.apply import decide_target
 from steps.gate.read import ArgoGitReader
-from steps.gate.sweep import decide_target
 from steps.kube.client import KubernetesApi
 from tests.fakes.kube import FakeKube, FakeKubeServer
 

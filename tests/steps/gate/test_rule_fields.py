@@ -99,7 +99,7 @@ def test_a_push_opens_the_gate_check_pr_at_once():
 
 
 def test_the_short_evaluation_keeps_the_gated_rules_and_the_rules_they_wait_on():
-    from steps.gate.sweep import gated_rules
+    from steps.gate.apply import gated_rules
 
     text = _rules("  promoteAfter: {env: staging, soak: 30m}") + (
         f"- registryURI: {REGISTRY}/team/api\n  githubRepository: https://github.com/o/r/dev\n  env: dev\n"
@@ -112,8 +112,8 @@ def test_the_short_evaluation_keeps_the_gated_rules_and_the_rules_they_wait_on()
 def test_the_outcomes_count_promotions_and_blocks_with_the_time_from_live():
     from datetime import UTC, datetime, timedelta
 
+    from steps.gate.apply import outcomes
     from steps.gate.decide import GateDecision
-    from steps.gate.sweep import outcomes
 
     now = datetime(2026, 12, 1, 12, tzinfo=UTC)
     decisions = {
@@ -132,8 +132,8 @@ def test_a_block_is_counted_once_by_the_evaluation_of_the_minute_it_happened():
     block counts only where the time it happened falls in that evaluation's last minute."""
     from datetime import UTC, datetime, timedelta
 
+    from steps.gate.apply import outcomes
     from steps.gate.decide import GateDecision
-    from steps.gate.sweep import outcomes
 
     start = datetime(2026, 12, 1, 12, tzinfo=UTC)
     at = start + timedelta(minutes=3, seconds=12)  # Argo CD: Degraded since then
@@ -152,7 +152,7 @@ def test_a_check_gate_promoted_is_counted_once_though_its_pull_request_stays_ope
 
     from steps.domain.models import PromoteAfter, Target
     from steps.forge.pull_requests import CommitStatus
-    from steps.gate.sweep import apply_gates, outcomes
+    from steps.gate.apply import apply_gates, outcomes
     from steps.reconcile.decide import Verdict
 
     now = datetime(2026, 12, 1, 12, tzinfo=UTC)

@@ -1,7 +1,7 @@
 """The promotion gate's messages (issue 36): ``live-before`` once the environment before runs the
 image live and Healthy, ``blocked`` when the gate blocks it — each once, however often the gate
 evaluates (every minute in ``image-gate``, every 10 minutes in the sweep). Through
-:func:`steps.gate.sweep.apply_gates` (the gate's one call into notify), a real webhook receiver on
+:func:`steps.gate.apply.apply_gates` (the gate's one call into notify), a real webhook receiver on
 127.0.0.1 (its signature checked as a receiver does) and, for ``gate: check``, a comment on the open
 pull request in the GitHub fake. The gate's reads are a stand-in for its reader seam (Argo CD's
 Application as Argo CD writes it; tests/steps/gate/ read the simulated Argo CD for real).
@@ -21,7 +21,7 @@ import pytest
 from steps.domain.models import PromoteAfter, Target
 from steps.forge import github as gh
 from steps.forge.pull_requests import GitHubForge
-from steps.gate.sweep import apply_gates
+from steps.gate.apply import apply_gates
 from steps.notify.promotion import gate_outcomes
 from steps.notify.signature import HEADER, verify
 from steps.reconcile.decide import Verdict
@@ -37,7 +37,7 @@ FAST = gh.RetryPolicy(max_retries=1, base_delay=0.0, max_delay=0.0, sleep=lambda
 
 @dataclass(eq=False)
 class Item:
-    """The fields of a sweep item the gate reads (steps.reconcile.git.Item)."""
+    """The fields of a sweep item the gate reads (steps.reconcile.overlay_read.Item)."""
 
     sample: Target
     verdict: Verdict | None = None

@@ -305,14 +305,15 @@ def test_run_refuses_a_bad_parameter_before_reading_the_rules(
 
 
 def test_reliability_guarantee_1_states_the_bound_in_the_issues_words() -> None:
-    """Issue 13: guarantee 1 carries the bound "every push is reflected within one sweep interval",
-    on one line (so it can be found as written), for both runtimes."""
+    """Issue 13: guarantee 1 carries the bound "every push is reflected within one reconcile interval"
+    (issue 13 said "sweep"; issue 32 made "reconcile" the one word), on one line (so it can be found
+    as written), for both runtimes."""
     from pathlib import Path
 
     text = (Path(__file__).resolve().parents[3] / "RELIABILITY.md").read_text(encoding="utf-8")
     section = text.split("### 1.", 1)[1].split("\n### 2.", 1)[0]
     lines = section.splitlines()
-    body = [line for line in lines[1:] if "every push is reflected within one sweep interval" in line]
+    body = [line for line in lines[1:] if "every push is reflected within one reconcile interval" in line]
     assert body, "guarantee 1 must state the bound in the issue's words on one line"
     assert "runtime" in lines[0] and "imagebump run --local" in section and "CronWorkflow" in section
 

@@ -19,7 +19,7 @@ from imagebump.local import builders
 from steps.domain.branches import branch_name
 from steps.domain.models import Image, Target
 from steps.git import GitAuth
-from steps.reconcile.ecr import make_clients, scan_ecr
+from steps.reconcile.ecr_scan import make_clients, scan_ecr
 from steps.reconcile.model import Calls
 from steps.reconcile.step import scan_targets
 from steps.rules import load_rules
@@ -331,7 +331,7 @@ def test_a_bad_endpoint_url_is_a_config_error_not_a_traceback(monkeypatch) -> No
     """botocore refuses a malformed ``AWS_ENDPOINT_URL`` with a bare ``ValueError`` ("Invalid
     endpoint"): the step exits 2 (bad configuration), naming the variable, instead of 3."""
     from steps.domain.errors import ConfigError
-    from steps.reconcile.ecr import make_clients
+    from steps.reconcile.ecr_scan import make_clients
 
     monkeypatch.setenv("AWS_ENDPOINT_URL", "notaurl")
     with pytest.raises(ConfigError, match="Invalid endpoint: notaurl.*AWS_ENDPOINT_URL"):

@@ -29,7 +29,7 @@ from steps.domain.errors import ImagebumpError, TransientError
 from steps.domain.models import ImagesEntry, Target, ValuesRef
 from steps.domain.repo_url import is_own_head
 from steps.reconcile.decide import Verdict, decide
-from steps.reconcile.ecr import Calls, Overlay
+from steps.reconcile.model import Calls, Overlay
 from steps.reconcile.report import ErrorKind, error_kind
 from steps.reconcile.rollbacks import hold_rolled_back
 
@@ -88,29 +88,6 @@ def overlay_dir(path: str) -> str | None:
     return "" if text == "." else text
 
 
-def _ls_tree(repo: Any, rev: str, paths: Sequence[str]) -> dict[str, tuple[str, str, str]]:
-    """``path → (mode, type, oid)`` at ``rev`` (a dir with a trailing ``/``: its entries); trees only."""
-    if not paths:
-        return {}
-    out = repo.git(
-        "--literal-pathspecs",
-        "ls-tree",
-        "-z",
-        rev,
-        "--",
-        *paths,
-        what=f"listing {len(paths)} path(s) at {rev[:12]} of {repo.url}",
-    ).stdout
-    entries = {}
-    for record in out.split("\0"):
-        if not record:
-            continue
-        meta, _, name = record.partition("\t")
-        mode, kind, oid = meta.split(" ", 2)
-        entries[name] = (mode, kind, oid)
-    return entries
-
-
 def _blobs(repo: Any, oids: Iterable[str], *, fetch: bool, calls: Calls) -> dict[str, str]:
     """``oid → text`` of the blobs (each at most the kustomize size limit; others left out); ``fetch``:
     missing ones come in ONE request (:func:`steps.git.history.read_blobs`), not one each."""
@@ -135,6 +112,7 @@ def _blobs(repo: Any, oids: Iterable[str], *, fetch: bool, calls: Calls) -> dict
 def _read_at(repo: Any, rev: str, items: Sequence[Item], *, fetch: bool, calls: Calls) -> None:
     """Fill ``file``/``current``/``error`` of each item from its overlay at ``rev`` (object store)."""
     from steps import kustomize
+    from steps.git.history import list_tree
 
     values_items = [item for item in items if item.sample.edits_values]
     if values_items:
@@ -143,9 +121,9 @@ def _read_at(repo: Any, rev: str, items: Sequence[Item], *, fetch: bool, calls: 
         if not items:
             return
     dirs = sorted({item.path for item in items})
-    entries = _ls_tree(repo, rev, [f"{d}/" for d in dirs if d])
+    entries = list_tree(repo, rev, [f"{d}/" for d in dirs if d])
     if "" in dirs:
-        entries.update(_ls_tree(repo, rev, [name for name in kustomize.KUSTOMIZATION_FILES]))
+        entries.update(list_tree(repo, rev, [name for name in kustomize.KUSTOMIZATION_FILES]))
     chosen: dict[str, tuple[str, str] | str] = {}
     for d in dirs:
         where = d or "(repository root)"
@@ -239,18 +217,13 @@ def _set_entry(item: Item, text: str) -> None:
 def _read_proposals(repo: Any, items: Sequence[Item], *, calls: Calls) -> None:
     """mode pr: what each item's proposal branch proposes (``proposed``), all branches in one go."""
     from steps import kustomize
+    from steps.git.history import list_tree
 
     wanted = {item.branch for item in items}
     patterns = sorted({f"refs/heads/{b.split('/', 1)[0]}/*" for b in wanted})
     calls.add("git")
-    listed = repo.git(
-        "ls-remote", "origin", *patterns, what=f"listing proposal branches of {repo.url}"
-    ).stdout
-    heads = {}
-    for line in listed.splitlines():
-        sha, _, ref = line.partition("\t")
-        if ref.startswith("refs/heads/") and ref[len("refs/heads/") :] in wanted:
-            heads[ref[len("refs/heads/") :]] = sha
+    listed = repo.remote_branches(patterns, what=f"listing proposal branches of {repo.url}")
+    heads = {b: sha for b, sha in listed.items() if b in wanted}
     if not heads:
         return
     calls.add("git")
@@ -260,7 +233,7 @@ def _read_proposals(repo: Any, items: Sequence[Item], *, calls: Calls) -> None:
     located: dict[int, str] = {}
     for b, sha in sorted(heads.items()):
         users = [item for item in items if item.branch == b]
-        entries = _ls_tree(repo, sha, sorted({item.file for item in users}))
+        entries = list_tree(repo, sha, sorted({item.file for item in users}))
         for item in users:
             mode, kind, oid = entries.get(item.file, ("", "", ""))
             if kind == "blob" and mode in _REGULAR:
@@ -289,10 +262,10 @@ def _open_pr_heads(repo_url: str, auth: Any, calls: Calls) -> set[tuple[str, str
     repository whose head is in the repository itself (not a fork), from ONE paginated listing, or
     why it could not be read.
 
-    The sweep pod has no API credential of its own: the optional Git read token (a GitHub token
+    Reconcile pod has no API credential of its own: the optional Git read token (a GitHub token
     that may read the repository may also list its pull requests), else anonymously (public
     repositories). commit-pr treats a branch whose pull request was closed as no proposal; so does
-    the sweep, and a branch it cannot confirm an open pull request for is no proposal either.
+    reconcile, and a branch it cannot confirm an open pull request for is no proposal either.
     """
     from githubkit.exception import GitHubException
 
@@ -369,7 +342,7 @@ def _find_taken(repo: Any, items: Sequence[Item], *, calls: Calls) -> None:
             item.taken = taken_reason(item.branch, foreign)
 
 
-def sweep_repository(repo_url: str, items: list[Item], *, auth: Any, calls: Calls, scratch: Path) -> None:
+def reconcile_repository(repo_url: str, items: list[Item], *, auth: Any, calls: Calls, scratch: Path) -> None:
     """Read every overlay of one Git repository from ONE partial sparse clone; decide each."""
     from steps import git
 
@@ -435,7 +408,9 @@ def sweep_repository(repo_url: str, items: list[Item], *, auth: Any, calls: Call
                     item.verdict = dataclasses.replace(item.verdict, reason=reason)
         hold_rolled_back(repo, items, count=lambda: calls.add("git"))
     except ImagebumpError as exc:
-        retry = " (it may pass: the next sweep tries again)" if isinstance(exc, TransientError) else ""
+        retry = (
+            " (it may pass: the next reconcile run tries again)" if isinstance(exc, TransientError) else ""
+        )
         for item in items:
             if item.verdict is None or item.verdict.state == "behind":
                 item.failure = error_kind(exc)
@@ -448,18 +423,18 @@ def sweep_repository(repo_url: str, items: list[Item], *, auth: Any, calls: Call
 
 
 def isolate_failure(repo_url: str, items: Sequence[Item], exc: BaseException) -> None:
-    """An unexpected failure while sweeping one repository (what a hostile commit or a bug may
+    """An unexpected failure while reconciling one repository (what a hostile commit or a bug may
     cause): only that repository's undecided and behind rows turn ``unknown`` with the reason; the
-    sweep goes on for every other repository. Logged with its traceback for the maintainers."""
+    reconcile goes on for every other repository. Logged with its traceback for the maintainers."""
     import logging
 
-    logging.getLogger(__name__).error("sweeping %s failed", repo_url, exc_info=exc)
+    logging.getLogger(__name__).error("reconciling %s failed", repo_url, exc_info=exc)
     for item in items:
         if item.verdict is None or item.verdict.state == "behind":
             item.failure = error_kind(exc)
             item.verdict = Verdict(
                 "unknown",
-                f"cannot sweep {repo_url}: {type(exc).__name__}: {str(exc)[:300]}; the other repositories are swept",
+                f"cannot reconcile {repo_url}: {type(exc).__name__}: {str(exc)[:300]}; the other repositories are reconciled",
                 item.verdict.current if item.verdict else "",
                 item.verdict.newest if item.verdict else "",
             )

@@ -1,7 +1,7 @@
-"""The gate in the sweep: every gated target the sweep found behind (or, ``gate: check``, proposed)
-gets ``waiting``, ``blocked`` or ``promoted`` from the facts of the environment before.
+"""The gate applied in reconcile: every gated target reconcile found behind (or, ``gate: check``,
+proposed) gets ``waiting``, ``blocked`` or ``promoted`` from the facts of the environment before.
 
-The sweep considers only the newest allowed image of each target, so an older image that a newer
+Reconcile considers only the newest allowed image of each target, so an older image that a newer
 push overtook during its soak is never promoted: the newer one is the one gated, and its clock
 starts at its own live time in the environment before (Argo CD's history of that image).
 
@@ -56,7 +56,7 @@ def _env_targets(item: Any, items: Sequence[Any]) -> list[Any]:
 
 
 def decide_item(item: Any, items: Sequence[Any], reader: Any, now: datetime) -> GateDecision:
-    """One gated sweep item's decision (reads through ``reader``)."""
+    """One gated reconcile item's decision (reads through ``reader``)."""
     target: Target = item.verdict.update or item.sample
     envs = [(i.sample, _person(i)) for i in _env_targets(item, items)]
     return decide_target(target, envs, reader, now)

@@ -1,9 +1,9 @@
-"""6. The reconcile sweep: what one sweep costs at 10 / 100 / 1,000 ECR repositories.
+"""6. The reconcile run: what one reconcile run costs at 10 / 100 / 1,000 ECR repositories.
 
-Two axes, each printed as a table: repositories (:func:`run_sweeps`: moto's ECR and one GitOps
-repository, the sweep run as ``imagebump reconcile`` runs it) and images per repository
+Two axes, each printed as a table: repositories (:func:`run_sizes`: moto's ECR and one GitOps
+repository, reconcile run as ``imagebump reconcile`` runs it) and images per repository
 (:func:`run_memory`: the reconcile step's peak memory and time on registries as large as real ones).
-``python -m bench.sweep`` runs the memory axis only (about two minutes); ``--repositories`` adds the
+``python -m bench.reconcile`` runs the memory axis only (about two minutes); ``--repositories`` adds the
 repositories axis. Writes nothing but temporary directories.
 """
 
@@ -77,15 +77,15 @@ def _build(moto: Any, server: Any, n: int, log: Any) -> tuple[str, str]:
     return prefix, _rules(account, prefix, server.url(owner_repo))
 
 
-def run_sweeps(
+def run_sizes(
     sizes: tuple[int, ...] = (10, 100, 1000), *, reps: int = 1, concurrency: int = 8, log: Any = print
 ) -> list[dict[str, Any]]:
-    """One world (moto + git server); per size: build, then ``reps`` dry-run sweeps.
+    """One world (moto + git server); per size: build, then ``reps`` dry-run reconcile runs.
 
     Each size gets its own ECR repositories in moto (``swN/svcNNNN``, two tags each) and one GitOps
     repository (built with ``git fast-import``) holding two overlays per ECR repository: staging
     (``mode: commit``) and production (``mode: pr``, ``provider: local``), one rule each with ``$1``.
-    A tenth of the overlays hold the older tag, so the sweep also looks at proposal branches. The sweep
+    A tenth of the overlays hold the older tag, so reconcile also looks at proposal branches. Reconcile
     runs as a user runs it — ``imagebump reconcile`` without ``--apply``: the rendered
     ``image-reconcile`` CronWorkflow through the local executor — and reports wall time, the reconcile
     step's own time, ECR calls, Git calls and clones.
@@ -96,8 +96,8 @@ def run_sweeps(
     """
     from imagebump.local.git_server import GitHttpServer
     from imagebump.local.moto import moto_server
+    from imagebump.local.reconciler import build_executor, run_reconcile
     from imagebump.local.stack import quiet_request_logs
-    from imagebump.local.sweep import build_executor, run_sweep
 
     rows = []
     with ExitStack() as stack:
@@ -124,10 +124,10 @@ def run_sweeps(
             )
             runs = []
             for _ in range(reps):
-                sweep = run_sweep(executor, apply=False, concurrency=concurrency, full=True)
-                if sweep.message:
-                    raise RuntimeError(f"the sweep at {n} repositories failed: {sweep.message}")
-                runs.append(sweep)
+                reconciled = run_reconcile(executor, apply=False, concurrency=concurrency, full=True)
+                if reconciled.message:
+                    raise RuntimeError(f"reconcile at {n} repositories failed: {reconciled.message}")
+                runs.append(reconciled)
             best = min(runs, key=lambda s: s.seconds)
             states: dict[str, int] = {}
             for t in best.report:
@@ -306,13 +306,13 @@ def run_memory(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m bench.sweep``: the memory axis (peak RSS of the reconcile step); prints a line per shape."""
-    parser = argparse.ArgumentParser(prog="python -m bench.sweep", description=main.__doc__)
+    """``python -m bench.reconcile``: the memory axis (peak RSS of the reconcile step); prints a line per shape."""
+    parser = argparse.ArgumentParser(prog="python -m bench.reconcile", description=main.__doc__)
     parser.add_argument("--repositories", action="store_true", help="also the repositories axis (moto)")
     args = parser.parse_args(argv)
     rows = run_memory()
     if args.repositories:
-        run_sweeps((10, 100))
+        run_sizes((10, 100))
     over = [r for r in rows if r["peak_rss_mib"] > MEMORY_BUDGET_MIB]
     for r in rows:
         print(
@@ -323,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if over else 0
 
 
-__all__ = ["MEMORY_SHAPES", "PROJECT_ROOT", "main", "run_memory", "run_sweeps"]
+__all__ = ["MEMORY_SHAPES", "PROJECT_ROOT", "main", "run_memory", "run_sizes"]
 
 if __name__ == "__main__":
     raise SystemExit(main())

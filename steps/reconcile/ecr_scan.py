@@ -9,10 +9,10 @@ matches an event, and folded at once into its overlay's running newest (:class:`
 bounded by the targets, not by the images (plus 16 bytes per image and tag of push time,
 :class:`~steps.reconcile.model.PushTimes`, for repositories a ``push-time`` rule maps); time is linear in images.
 
-A refused or failing ``DescribeRepositories`` listing stops the sweep (nothing can be enumerated);
+A refused or failing ``DescribeRepositories`` listing stops reconcile (nothing can be enumerated);
 a repository whose ``DescribeImages`` is refused or keeps failing makes only its own targets
 ``unknown`` (:class:`~steps.reconcile.model.Unreadable`, with the reason and the :data:`~steps.reconcile.report.ErrorKind`),
-and the sweep goes on with the others.
+and reconcile goes on with the others.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from steps.domain.models import Image, Target
 from steps.reconcile.model import Calls, Overlay, PushTimes, Unreadable
 from steps.reconcile.report import error_kind
 
-__all__ = ["Calls", "Overlay", "PushTimes", "Unreadable", "make_clients", "pool", "scan_ecr"]
+__all__ = ["make_clients", "pool", "scan_ecr"]
 
 
 def _unreadable(rules: Any, account: str, region: str, name: str, exc: ImagebumpError) -> list[Unreadable]:
@@ -42,7 +42,7 @@ def _unreadable(rules: Any, account: str, region: str, name: str, exc: Imagebump
 
     from steps.rules.patterns import VAR_RE
 
-    retry = " (it may pass: the next sweep tries again)" if error_kind(exc) == "transient" else ""
+    retry = " (it may pass: the next reconcile run tries again)" if error_kind(exc) == "transient" else ""
     why = f"cannot list the images of ECR repository {name} ({account}, {region}): {exc}{retry}"
     out: list[Unreadable] = []
     seen: set[tuple[str, str, str | None]] = set()
@@ -183,7 +183,7 @@ def scan_ecr(
         except RepositoryMissing:
             return repo, None
         except ImagebumpError as exc:  # refused or failing for this repository only: its targets
-            return repo, exc  # are unknown, the sweep goes on with the others
+            return repo, exc  # are unknown, reconcile goes on with the others
         return repo, (found, pushed.freeze() if pushed is not None else None)
 
     overlays: dict[tuple[str, str, str], Overlay] = {}

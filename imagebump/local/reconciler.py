@@ -1,9 +1,9 @@
-"""The sweep on this machine: run the rendered ``image-reconcile`` CronWorkflow once, or every N.
+"""Reconcile on this machine: run the rendered ``image-reconcile`` CronWorkflow once, or every N.
 
 :func:`build_executor` builds the local executor for ``manifests/workflows/image-reconcile.yaml``
 (its ``update-target`` steps by ``templateRef`` from the rendered ``image-update``);
-:func:`run_sweep` runs it once and reads what its reconcile step found and its update steps did
-into a :class:`Sweep` (report, updates, exit code); :class:`Sweeper` runs it every
+:func:`run_reconcile` runs it once and reads what its reconcile step found and its update steps did
+into a :class:`ReconcileRun` (report, updates, exit code); :class:`Reconciler` runs it every
 ``--reconcile-every`` (:func:`parse_every`) inside ``imagebump run --local``. Used by ``imagebump
 reconcile`` (:mod:`imagebump.commands.reconcile`, which prints it), ``run --local``, the demo and
 the benchmarks. Node names are read through :class:`workflows.local.results.WorkflowResult`;
@@ -41,7 +41,7 @@ DEFAULT_EVERY = "10m"
 
 
 # ---------------------------------------------------------------------------------------------
-# Building and running the sweep (shared with `imagebump run --local --reconcile-every`)
+# Building and running reconcile (shared with `imagebump run --local --reconcile-every`)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -75,8 +75,8 @@ def build_executor(
 
 
 @dataclass
-class Sweep:
-    """What one run of the sweep found and did."""
+class ReconcileRun:
+    """What one run of reconcile found and did."""
 
     phase: str
     report: list[dict[str, Any]] = field(default_factory=list)
@@ -170,7 +170,7 @@ def _outcome(result: Any, index: int) -> tuple[str, Any]:
     return "not run", None
 
 
-def run_sweep(
+def run_reconcile(
     executor: Any,
     *,
     apply: bool,
@@ -178,7 +178,7 @@ def run_sweep(
     limit: int = LOCAL_LIMIT,
     full: bool = True,
     name: str | None = None,
-) -> Sweep:
+) -> ReconcileRun:
     """Run the CronWorkflow's template once; read what its reconcile step and update steps did."""
     from steps.reconcile import step as reconcile
 
@@ -190,52 +190,52 @@ def run_sweep(
     }
     started = time.monotonic()
     result = executor.run(params, name or f"{names.IMAGE_RECONCILE}-local-{int(time.time())}")
-    sweep = Sweep(phase=result.phase, seconds=time.monotonic() - started)
+    reconciled = ReconcileRun(phase=result.phase, seconds=time.monotonic() - started)
     node = next(iter(result.nodes_for("reconcile")), None)
     if node is None or node.phase != "Succeeded":
-        why = (node.message if node is not None else result.message) or "the sweep did not run"
-        sweep.exit_code = _exit_of(node) if node is not None else EXIT_UNEXPECTED
-        sweep.message = (
+        why = (node.message if node is not None else result.message) or "reconcile did not run"
+        reconciled.exit_code = _exit_of(node) if node is not None else EXIT_UNEXPECTED
+        reconciled.message = (
             f"the reconcile step {('ended ' + node.phase.lower()) if node else 'did not run'}: {why}"
         )
-        return sweep
+        return reconciled
     out = node.outputs
     try:
-        sweep.report = json.loads(out.get("report") or "[]")
+        reconciled.report = json.loads(out.get("report") or "[]")
         targets = json.loads(out.get("targets") or "[]")
     except json.JSONDecodeError as exc:
-        sweep.exit_code, sweep.message = (
+        reconciled.exit_code, reconciled.message = (
             EXIT_UNEXPECTED,
             f"the reconcile step wrote unreadable outputs: {exc}",
         )
-        return sweep
-    sweep.reason = out.get("reason", "")
+        return reconciled
+    reconciled.reason = out.get("reason", "")
     live = next(iter(result.nodes_for("live-states")), None)
     if live is not None and live.outputs.get("states"):
         try:
-            sweep.live = json.loads(live.outputs["states"])
+            reconciled.live = json.loads(live.outputs["states"])
         except json.JSONDecodeError:
-            sweep.live = []
+            reconciled.live = []
     if str(out.get("behind", "")).isdigit():
-        sweep.behind_total = int(out["behind"])
-    sweep.calls = {
+        reconciled.behind_total = int(out["behind"])
+    reconciled.calls = {
         key.replace("-", "_"): int(out.get(key) or 0) for key in ("ecr-calls", "git-calls", "git-clones")
     }
-    unread = {kind: n for kind, n in sweep.errors.items() if n}
+    unread = {kind: n for kind, n in reconciled.errors.items() if n}
     codes = [READ_ERRORS[kind] for kind in unread]
     if unread:
-        sweep.message = (
+        reconciled.message = (
             f"{sum(unread.values())} target(s) unknown because Git or ECR could not be read ("
             + ", ".join(f"{n} {kind}" for kind, n in unread.items())
             + "); see their reasons"
         )
     if not apply:
-        sweep.exit_code = _first(codes) or (EXIT_FAILURE if sweep.behind else EXIT_OK)
-        return sweep
+        reconciled.exit_code = _first(codes) or (EXIT_FAILURE if reconciled.behind else EXIT_OK)
+        return reconciled
     failures = 0
     for i, target in enumerate(targets):
         outcome, failed = _outcome(result, i)
-        sweep.updates.append(
+        reconciled.updates.append(
             {
                 "repo_url": target.get("repo_url"),
                 "path": target.get("path"),
@@ -248,26 +248,27 @@ def run_sweep(
         if failed is not None:
             codes.append(_exit_of(failed))
             failures += 1
-    sweep.submitted = len(targets)
+    reconciled.submitted = len(targets)
     if codes:
-        sweep.exit_code = _first(codes)
+        reconciled.exit_code = _first(codes)
         if failures:
-            sweep.message = "; ".join(
+            reconciled.message = "; ".join(
                 m
                 for m in (
                     f"{failures} of {len(targets)} update(s) failed; see the updates in the JSON output",
-                    sweep.message,
+                    reconciled.message,
                 )
                 if m
             )
     elif result.phase != "Succeeded":
-        sweep.exit_code, sweep.message = EXIT_UNEXPECTED, f"the sweep ended {result.phase}: {result.message}"
-    elif len(targets) < sweep.behind:
-        sweep.exit_code = EXIT_TRANSIENT
-        sweep.message = (
-            f"{sweep.behind - len(targets)} target(s) behind were left for the next sweep (limit {limit})"
+        reconciled.exit_code, reconciled.message = (
+            EXIT_UNEXPECTED,
+            f"reconcile ended {result.phase}: {result.message}",
         )
-    return sweep
+    elif len(targets) < reconciled.behind:
+        reconciled.exit_code = EXIT_TRANSIENT
+        reconciled.message = f"{reconciled.behind - len(targets)} target(s) behind were left for the next reconcile run (limit {limit})"
+    return reconciled
 
 
 # ---------------------------------------------------------------------------------------------
@@ -279,7 +280,7 @@ _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 def parse_every(text: str) -> float:
-    """``10m``, ``30s``, ``1h30m``, ``90`` (seconds) → seconds; ``0`` turns the sweep off."""
+    """``10m``, ``30s``, ``1h30m``, ``90`` (seconds) → seconds; ``0`` turns reconcile off."""
     value = str(text).strip()
     if re.fullmatch(r"\d+(\.\d+)?", value):
         return float(value)
@@ -291,13 +292,13 @@ def parse_every(text: str) -> float:
     return sum(float(n) * _UNITS[u] for n, u in parts)
 
 
-class Sweeper:
-    """Runs the sweep (with apply) every ``interval`` seconds in a thread, until :meth:`stop`.
+class Reconciler:
+    """Runs reconcile (with apply) every ``interval`` seconds in a thread, until :meth:`stop`.
 
-    The first sweep comes one interval after :meth:`start`: while the process was down, pushes
+    The first reconcile run comes one interval after :meth:`start`: while the process was down, pushes
     waited on the SQS queue (the local sensor deletes a message only once its workflow is done),
-    so the sweep is for what the queue lost. Each sweep prints one line to ``out``; a sweep that
-    fails is logged and the next one runs on schedule. :meth:`stop` lets a running sweep finish.
+    so reconcile is for what the queue lost. Each reconcile prints one line to ``out``; a reconcile run that
+    fails is logged and the next one runs on schedule. :meth:`stop` lets a running reconcile run finish.
     """
 
     def __init__(
@@ -312,11 +313,11 @@ class Sweeper:
         self.interval = interval
         self.log = log
         self.out = out
-        self.sweeps = 0
+        self.runs = 0
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="reconcile-sweeper", daemon=True)
+        self._thread = threading.Thread(target=self._loop, name="reconcile-reconcileer", daemon=True)
 
-    def start(self) -> Sweeper:
+    def start(self) -> Reconciler:
         self._thread.start()
         return self
 
@@ -327,37 +328,37 @@ class Sweeper:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
-            self.sweep_once()
+            self.run_once()
 
-    def sweep_once(self) -> Sweep | None:
-        self.sweeps += 1
+    def run_once(self) -> ReconcileRun | None:
+        self.runs += 1
         try:
-            sweep = run_sweep(
+            reconciled = run_reconcile(
                 self.executor,
                 apply=True,
                 full=False,
-                name=f"{names.IMAGE_RECONCILE}-local-{int(time.time())}-{self.sweeps}",
+                name=f"{names.IMAGE_RECONCILE}-local-{int(time.time())}-{self.runs}",
             )
-        except Exception as exc:  # noqa: BLE001 - one failed sweep must not stop the intake
+        except Exception as exc:  # noqa: BLE001 - one failed reconcile must not stop the intake
             self.log({"event": "sweep-failed", "message": f"{type(exc).__name__}: {exc}"})
             return None
-        outcomes = [u["outcome"] for u in sweep.updates]
+        outcomes = [u["outcome"] for u in reconciled.updates]
         line = (
-            f"sweep {self.sweeps}: {sweep.behind} behind, {sweep.submitted} submitted"
+            f"reconcile {self.runs}: {reconciled.behind} behind, {reconciled.submitted} submitted"
             + (f" ({', '.join(outcomes)})" if outcomes else "")
-            + f"  ({sweep.seconds:.1f}s)"
+            + f"  ({reconciled.seconds:.1f}s)"
         )
-        if sweep.message:
-            line += f"  [{sweep.message}]"
+        if reconciled.message:
+            line += f"  [{reconciled.message}]"
         self.out(for_terminal(line, 4000))
         self.log(
             {
                 "event": "sweep-finished",
-                "behind": sweep.behind,
-                "submitted": sweep.submitted,
-                "exit_code": sweep.exit_code,
-                "duration": round(sweep.seconds, 3),
-                **sweep.calls,
+                "behind": reconciled.behind,
+                "submitted": reconciled.submitted,
+                "exit_code": reconciled.exit_code,
+                "duration": round(reconciled.seconds, 3),
+                **reconciled.calls,
             }
         )
-        return sweep
+        return reconciled

@@ -12,7 +12,7 @@ an images entry: was it rolled back by a person?), then the steps, each a ``run`
 shaped gather → decide → act with a pure decision in the middle: ``resolve_image/``,
 ``edit_kustomize/``, ``commit_pr/`` and ``reconcile/`` (``step`` and its pure ``decide``), ``argocd_backup/`` (backup-export's ``export`` and the restore ``imagebump restore``
 runs, with its pure ``restore_plan``), ``verify_live/`` (push → live: Argo CD refreshed and watched
-until the commit runs, with its pure ``decide``), ``live_states/`` (the sweep's live state of every
+until the commit runs, with its pure ``decide``), ``live_states/`` (reconcile's live state of every
 current target, each Application judged as verify-live judges it), ``notify/`` (the exit handlers' messages: one per
 outcome per destination, with its pure ``decide``), ``gate/`` (the promotion gate's pure
 ``decide``). A step never imports another step, and nothing here imports

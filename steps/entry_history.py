@@ -1,7 +1,7 @@
 """The commits that changed an images entry's image, read from a partial shallow clone's history.
 
 Read-only; asked only for a target that would otherwise change (edit-kustomize's ``update``, the
-sweep's ``behind``; commit-pr's re-check when the newest base changed the file), so a run where
+reconcile's ``behind``; commit-pr's re-check when the newest base changed the file), so a run where
 nothing moves reads no history. Bounded in commits: at most :data:`steps.domain.intent.HISTORY_LIMIT`
 commits that touched the kustomization, newest first, within at most :data:`MAX_DEPTH` commits of
 the branch; and in bytes: a commit's message is read streaming, :data:`MESSAGE_KEEP` bytes of its

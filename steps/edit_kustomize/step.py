@@ -15,7 +15,7 @@ not fetch the base either: :func:`carry_text`), ``changed`` (``true``/``false``)
 
 Skips (``changed: false``) when the overlay already holds the image (``current``), holds a newer
 one (``stale``), is held by a person (``held``: a ``# imagebump:hold`` marker, or a rollback found in
-the file's history, read only for a target that would change: :mod:`steps.edit_kustomize.history`) or pinned
+the file's history, read only for a target that would change: :mod:`steps.edit_kustomize.rollbacks`) or pinned
 to another repository (``pinned``) — :mod:`steps.domain.intent`.
 
 Shape: gather (clone, read the overlay, ask ECR the push times :func:`steps.domain.never_downgrade.lookups`
@@ -76,7 +76,7 @@ LAZY_IMPORTS = (
     "steps.domain.never_downgrade",
     "steps.domain.intent",
     "steps.entry_history",
-    "steps.edit_kustomize.history",
+    "steps.edit_kustomize.rollbacks",
     "botocore.session",
     "botocore.config",
     "botocore.exceptions",
@@ -304,7 +304,7 @@ def run(target: Target) -> EditKustomizeOutput:
     from steps import git
     from steps.domain.intent import pinned
     from steps.domain.never_downgrade import against_branch, branch_lookups, lookups
-    from steps.edit_kustomize.history import unless_rolled_back
+    from steps.edit_kustomize.rollbacks import unless_rolled_back
     from steps.entry_history import DEPTHS
     from steps.proposals import branch_entry
 

@@ -67,7 +67,7 @@ def decide(judged: list[tuple[str, Judgement]]) -> tuple[str, str]:
 
 
 def _sweep_state(state: str) -> str:
-    # manual-sync and superseded are waits, seen from a sweep: a person syncs, a newer change lands
+    # manual-sync and superseded are waits, seen from a reconcile run: a person syncs, a newer change lands
     return state if state in ("live", "mismatch", "idle", "unknown") else "syncing"
 
 

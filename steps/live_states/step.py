@@ -1,14 +1,14 @@
-"""live-states (the step's I/O and ``run``): the sweep's view of push → live — for every current target, the live state of the
+"""live-states (the step's I/O and ``run``): reconcile's view of push → live — for every current target, the live state of the
 Argo CD Applications deploying its overlay, whoever changed it (a merged pull request, a person).
 
-Reads only: the Applications (:mod:`steps.verify_live.argocd`, no refresh: a sweep must not make
+Reads only: the Applications (:mod:`steps.verify_live.argocd`, no refresh: a reconcile run must not make
 Argo CD work) and the base branch's history (:mod:`steps.verify_live.revisions`). Per target:
 ``live`` (every Application synced at a revision holding the overlay's newest change, healthy,
 running what Git holds), ``idle`` (synced and healthy there, but no Pod runs the image now),
 ``syncing`` (not yet, with the reason: not synced, no automated sync, progressing, an error
 condition), ``mismatch`` (synced and compared, yet a Pod runs another image of the repository),
 ``no-application`` (nothing deploys it) or ``unknown`` (it could not be read, with the reason).
-Cost per sweep: one list of Applications; per repository one ``ls-remote``, one fetch of its
+Cost per run: one list of Applications; per repository one ``ls-remote``, one fetch of its
 branches and one of the overlay files — never per target. A repository or status that cannot be
 read costs only its rows. Outputs ``states`` (a row per target, bounded) and ``counts`` (targets
 per state and env: the gauge ``imagebump_live_targets``). Safe to run twice.
@@ -53,7 +53,7 @@ def live_state(
     clone: Any,
     default_branch: str,
 ) -> LiveState:
-    """One current target's live state from the sweep's one list of Applications and its
+    """One current target's live state from the run's one list of Applications and its
     repository's one clone (``unknown`` with the reason when it cannot be read). No I/O but the
     clone's reads of objects it already holds (and one fetch if Argo CD is ahead of it)."""
     from steps.kustomize import KUSTOMIZATION_FILES
@@ -149,7 +149,7 @@ def _repository_states(
 
 
 def check(targets: list[Target], api: Any, namespace: str, scratch: Path) -> LiveStatesOutput:
-    """Every target's live state, and the counts: one list of Applications for the sweep, one
+    """Every target's live state, and the counts: one list of Applications per run, one
     history read per repository (:func:`_repository_states`)."""
     from steps.verify_live import argocd
 
@@ -196,7 +196,7 @@ def render_live_table(states: list[LiveState]) -> str:
 
 @step_entry
 def run(targets: list[Target]) -> LiveStatesOutput:
-    """Report the live state in Argo CD of every current target the sweep found."""
+    """Report the live state in Argo CD of every current target reconcile found."""
     from steps.runtime.scratch_dir import scratch
     from steps.verify_live import argocd
 

@@ -1,7 +1,7 @@
 """edit-kustomize's rollback check: a plan that would change its entry, held when a person rolled it back.
 
 Asked only for a plan that changes something (a run where nothing moves reads no history). The
-history read itself — bounded, unforgeable, shared with commit-pr's re-check and the sweep — is
+history read itself — bounded, unforgeable, shared with commit-pr's re-check and reconcile — is
 :mod:`steps.entry_history`; what counts as a standing rollback is :mod:`steps.domain.intent`'s.
 Here: ECR's push times asked only for what the plan's decision lacks, and the verdict on the plan.
 """

@@ -1,52 +1,18 @@
-"""backup-export: Argo CD's configuration → one sanitised, encrypted archive in S3.
+"""backup-export: Argo CD's configuration → one sanitised, encrypted archive in S3, then retention.
+What users see of it (what is taken, the grants, suspect archives, retention): docs/backup-restore.md.
 
-Reads, through the Kubernetes API (in-cluster service account; kubeconfig outside):
+Reads, through the Kubernetes API: Argo CD's AppProjects, Secrets and ConfigMaps (what upstream's
+``argocd admin export`` takes) and the Applications and ApplicationSets of every namespace Argo CD
+watches (:mod:`steps.argocd_backup.live_objects`). A cluster with no Argo CD writes nothing and fails
+(exit 2); a namespace it may not read fails the backup, never a silently partial archive.
+Writes ``s3://BUCKET/PREFIX/CLUSTER/YYYY/MM/DD/HHMMSSZ[-N].yaml.gz`` (server-side encrypted, a
+conditional put: never replaces a key) and its ``.index.json``, then deletes what retention expires.
+Secret values appear only inside the encrypted archive.
 
-- from Argo CD's namespace: AppProjects; every Secret upstream's ``argocd admin export`` takes —
-  any ``argocd.argoproj.io/secret-type`` label whatever its value, the annotation ``managed-by:
-  argocd.argoproj.io``, ``argocd-secret`` — plus Secrets labelled ``app.kubernetes.io/part-of:
-  argocd`` and ``argocd-notifications-secret`` (one paged list, filtered here: RBAC and label
-  selectors cannot select by annotation); the ConfigMaps ``argocd-cm``, ``argocd-rbac-cm``,
-  ``argocd-cmd-params-cm``, ``argocd-ssh-known-hosts-cm``, ``argocd-tls-certs-cm``,
-  ``argocd-gpg-keys-cm``, ``argocd-notifications-cm`` where present (by ``get``, so RBAC may
-  restrict them by resourceNames);
-- Applications from Argo CD's namespace and every namespace ``application.namespaces`` in
-  ``argocd-cmd-params-cm`` enables, ApplicationSets likewise with
-  ``applicationsetcontroller.namespaces`` (Argo CD's own matching: globs, ``/regex/``). Plain
-  namespace names are listed one namespace at a time (a RoleBinding per namespace suffices); a
-  pattern needs one list across all namespaces, filtered here (a ClusterRoleBinding to the
-  ClusterRole ``imagebump-backup-app-reader``: get/list of these two kinds, nothing else; both
-  grants are the overlay of docs/backup-restore.md).
-
-Writes ``s3://BUCKET/PREFIX/CLUSTER/YYYY/MM/DD/HHMMSSZ.yaml.gz`` (gzip of a multi-document YAML,
-see :mod:`steps.argocd_backup.archive`) with server-side encryption (``aws:kms`` with ``kms_key_id`` when given,
-else ``AES256``) and a conditional put (``If-None-Match: *``): an existing key is never replaced;
-a second backup in the same second becomes ``HHMMSSZ-1.yaml.gz``. Beside it,
-``HHMMSSZ.index.json``: sha256 of the archive bytes, counts per kind, tool version, time, cluster,
-namespace, and ``suspect`` (below). Then retention (:mod:`steps.argocd_backup.retention`): only keys exactly
-``PREFIX/CLUSTER/YYYY/MM/DD/HHMMSSZ[-N].yaml.gz`` of this cluster are archives (never another
-cluster's whose name starts the same, nor a copy kept elsewhere under the prefix); archives beyond
-the newest ``keep`` and older than ``keep_days`` (0 disables either rule; an archive is kept when
-either rule keeps it) are deleted with their index — never the one just written, never the newest
-healthy one, and none older than a suspect archive until ``keep`` healthy ones follow it.
-
-Gather → decide → act: :func:`steps.argocd_backup.live_objects.collect_live` reads the cluster; the archive bytes and
-index (:mod:`steps.argocd_backup.archive`) are pure, and so is :func:`steps.argocd_backup.decide.decide`, the step's core: where the archive
-goes and, given the listing of this cluster's archives after the write, which ones expire
-(table-tested without S3 or Kubernetes); :mod:`steps.aws.s3` writes, lists and deletes. The settings
-are one model, :class:`steps.argocd_backup.settings.BackupSettings`, whose defaults the step's parameters,
-``imagebump backup`` and the CronWorkflow share.
-
-A backup that finds no Argo CD — its namespace, ``argocd-cm`` or ``argocd-secret`` missing (a wrong
-namespace or context reads empty lists, which Kubernetes answers with 200) — writes nothing and
-fails (exit 2, naming what is missing, the namespace and the context/server). A backup holding
-fewer than half the objects of the newest healthy archive before it, or no Applications where that
-one had some (:data:`steps.argocd_backup.retention.SHRINK_THRESHOLD`), is still written — a real mass deletion
-must be recorded — but marked ``"suspect": true`` with a ``suspect_reason`` in its index, the
-output and a warning. A namespace it may not read fails the backup (naming the grant), never a
-silently partial archive. S3 is reached with
-boto3's standard configuration (``AWS_REGION``, credentials, ``AWS_ENDPOINT_URL``). Secret values
-appear only inside the encrypted archive, never in logs or outputs.
+Gather → decide → act: :func:`steps.argocd_backup.live_objects.collect_live` reads; the archive and
+index (:mod:`steps.argocd_backup.archive`) and :func:`steps.argocd_backup.decide.decide` (the key,
+which archives expire: :mod:`steps.argocd_backup.retention`) are pure; :mod:`steps.aws.s3` writes,
+lists and deletes. Settings: :class:`steps.argocd_backup.settings.BackupSettings`.
 """
 
 # No `from __future__ import annotations`: Hera's runner reads real annotation objects.

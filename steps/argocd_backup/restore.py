@@ -1,56 +1,20 @@
-"""restore: read a backup archive (S3 or a local file) back into Argo CD — each object made equal
-to the archive, in its own namespace.
+"""restore (``imagebump restore``): a backup archive (S3 or a local file) back into Argo CD, each
+object made equal to the archive. What users see of it (the checks, ``--apply``, ``--prune``, the
+exit codes): docs/backup-restore.md.
 
-**Reading.** An imagebump archive (gzip; a name ending in ``.gz``) is checked against its index
-(``….index.json`` beside it: for ``X.yaml.gz`` either ``X.index.json`` or
-``X.yaml.gz.index.json``): different sha256 bytes are refused, and so is a missing index unless
-``--no-verify`` (which skips only the sha256 check; the archive must still parse). A plain
-``argocd admin export`` file (not gzip, no index) is accepted and reported as *unverified*; its
-objects are sanitised exactly as ours (no ``status`` but an AppProject's project tokens, no
-``operation``, no server-populated metadata). Every check happens before the cluster is even
-contacted, so a bad archive applies nothing.
+Reads the archive and checks it against its index before the cluster is contacted (a plain
+``argocd admin export`` file is accepted as *unverified*), then the live objects. Writes, with
+``apply`` only: creates and replaces (the live ``resourceVersion`` as precondition) in the order
+ConfigMaps and Secrets, AppProjects, ApplicationSets, Applications; with ``prune``, deletes what the
+archive's producer would have taken and the archive lacks (:func:`steps.argocd_backup.restore_plan.prune_scope`),
+never cascading to the workloads. Every write makes one object equal to the archive, so the same
+restore run again finishes an interrupted one.
 
-**Where.** Objects of the archive's Argo CD namespace (the index's ``namespace``; objects without
-one in a plain export) go to ``namespace`` when given, else back where they came from; every
-other object (Applications and ApplicationSets of other namespaces) goes to its own namespace.
-
-**What.** Each archived object is compared with the live one: ``create`` (missing), ``change``
-(any difference — keys, labels, list entries only the live object has are removals — shown as a
-unified diff with Secret values masked: ``***``, a changed value ``*** (changed)``) or
-``unchanged``. Live Argo CD objects of the pruned kinds (:data:`steps.argocd_backup.archive.PRUNE_ORDER`) that
-the archive lacks — selected as the archive's producer selected them (below) — are listed as ``not in archive`` and kept, or with ``prune``
-deleted. AppProjects get ``status.jwtTokensByRole`` completed from their roles' tokens
-(:func:`steps.argocd_backup.archive.with_project_tokens`), so project tokens are accepted right away.
-
-**Applying** (``apply``; a dry run otherwise): create (POST) what is missing and replace (PUT,
-with the live resourceVersion as precondition; a conflict re-reads and retries) what differs, so
-the object equals the archive — what a backup never holds (server metadata, ownerReferences, an
-Application's status and operation) stays as the live object has it. Order: ConfigMaps and
-Secrets, AppProjects, ApplicationSets, Applications. Then prune: ApplicationSets (deleted with
-``propagationPolicy: Orphan`` so the garbage collector does not delete their Applications, and
-their finalizers removed first, so the ApplicationSet controller does not delete them either),
-Applications (their finalizers removed first, so Argo CD does not cascade-delete the workloads
-they deployed; as upstream's ``argocd admin import --prune``), AppProjects, Secrets. ConfigMaps
-are never pruned, nor is ``argocd-secret``. Each write is reported as it is done (``created …``,
-``replaced …``, ``deleted …``); a write that fails stops the restore with ``N of M writes done;
-re-run the same command to finish``, the object and the API's reason, as the error it met
-(transient: exit 75; refused: exit 2). Every write makes one object equal to the archive (or
-deletes one it lacks), so the same restore run again finishes the work.
-
-**What --prune may delete.** Only what the archive's producer would have taken
-(:func:`steps.argocd_backup.restore_plan.prune_scope`): a plain ``argocd admin export`` → upstream's Secret rule
-and the namespaces it holds objects of; an imagebump archive → the rules of its index's ``format``
-(v1, v2, v3). An archive whose producer is unknown (no index, or a newer format) refuses
-``--prune`` before the cluster is contacted.
-
-**Namespaces.** Each namespace the restore writes into is read first: a dry run reports the
-missing ones, ``apply`` refuses before any write, naming them (create them, or use
-``--namespace``).
-
-**Layout.** Gather → decide → act: :func:`load` reads and checks the archive (S3 through
-:mod:`steps.aws.s3`), :func:`plan` reads the live objects (:mod:`steps.argocd_backup.live_objects`), the pure
-:func:`steps.argocd_backup.restore_plan.plan_restore` says what to do with each, :func:`apply` does it, and
-:func:`steps.argocd_backup.restore_report.render` writes the report. Never imports :mod:`steps.argocd_backup.export`.
+Gather → decide → act: :func:`load` reads and checks the archive (:mod:`steps.aws.s3`), :func:`plan`
+reads the live objects (:mod:`steps.argocd_backup.live_objects`), the pure
+:func:`steps.argocd_backup.restore_plan.plan_restore` says what to do with each, :func:`apply` does
+it, :func:`steps.argocd_backup.restore_report.render` writes the report. Never imports
+:mod:`steps.argocd_backup.export`.
 """
 
 from __future__ import annotations

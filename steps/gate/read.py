@@ -75,7 +75,7 @@ class ArgoGitReader:
 
     def image_at(self, target: Target) -> Callable[[str], str | None]:
         """``revision → identity`` of the image ``target``'s overlay sets there (None: cannot tell)."""
-        from steps.git.partial import PartialClone
+        from steps.git import PartialClone
         from steps.kustomize import KUSTOMIZATION_FILES, read_entry
         from steps.verify_live.decide import expected_image
 

@@ -18,6 +18,8 @@ The rules (docs/development.md draws them):
 - ``sensors/`` never loads the interpreter or the sandbox of the local runtime; the top-level
   declarations never load the local runtime.
 - Each package says what lives there; a package's docstring names each of its modules.
+- **One home for git** (issue 32): no module of ``steps/`` outside ``steps/git`` (nor of
+  ``imagebump.commands``) runs git itself: no ``x.git(…)``, no ``run_git``, no ``["git", …]`` argv.
 
 :func:`test_each_rule_can_fail` feeds every checker a small tree that breaks its rule.
 """
@@ -348,6 +350,41 @@ def loads_forbidden(tree: Tree, modules: Iterable[str], forbidden: Iterable[str]
     return found
 
 
+#: Where git may run: the git layer. Checked: the steps and the CLI's commands.
+GIT_HOME = "steps.git"
+GIT_CHECKED = ("steps", "imagebump.commands")
+
+
+def git_outside_its_home(tree: Tree) -> list[str]:
+    """``module:line: what`` for each call that runs git outside :data:`GIT_HOME`: a ``.git(…)``
+    method (a clone's own wrapper), ``run_git``, or an argv (list or tuple) whose first item is
+    ``"git"`` (``subprocess.run(["git", …])``)."""
+    found = []
+    for module, path in tree.files.items():
+        if unit(module) == GIT_HOME or not any(
+            module == p or module.startswith(f"{p}.") for p in GIT_CHECKED
+        ):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            if isinstance(func, ast.Attribute) and name == "git":
+                found.append(f"{module}:{node.lineno}: .git(...)")
+            elif name == "run_git":
+                found.append(f"{module}:{node.lineno}: run_git(...)")
+            elif any(
+                isinstance(arg, (ast.List, ast.Tuple))
+                and arg.elts
+                and isinstance(arg.elts[0], ast.Constant)
+                and arg.elts[0].value == "git"
+                for arg in node.args
+            ):
+                found.append(f"{module}:{node.lineno}: a git argv")
+    return sorted(found)
+
+
 TREE = Tree(ROOT)
 STEPS = sorted(m for m in TREE.files if unit(m).startswith("steps"))
 
@@ -365,6 +402,10 @@ def test_no_module_imports_another_modules_underscore_names() -> None:
 
 def test_no_module_reaches_into_another_modules_underscore_attributes() -> None:
     assert underscore_attributes(TREE) == []
+
+
+def test_git_runs_only_in_steps_git() -> None:
+    assert git_outside_its_home(TREE) == []
 
 
 def test_every_package_imports_only_what_the_dag_allows() -> None:
@@ -454,6 +495,13 @@ def test_each_rule_can_fail(tmp_path: Path) -> None:
             "steps/forge/as_alias.py": "import steps.git.repo as r\nr._x\n",
             "steps/forge/dotted.py": "import steps.git.repo\nsteps.git.repo._x\n",
             "steps/forge/own.py": "_y = 1\nimport steps.forge.own as me\nme._y\n",  # its own: fine
+            # git run outside steps/git, in each way (steps/git itself may)
+            "steps/forge/runs_git.py": (
+                "import subprocess\nfrom steps import git\ndef f(repo):\n"
+                "    repo.git('rev-parse', 'HEAD')\n    git.run_git(['log'])\n"
+                "    subprocess.run(('git', 'status'))\n    git.clone('u')\n"
+            ),
+            "steps/git/process.py": "import subprocess\ndef run_git(a):\n    subprocess.run(['git', *a])\n",
         },
     )
     assert circles(tree) == [["steps.domain.errors", "steps.domain.models"]]
@@ -470,6 +518,11 @@ def test_each_rule_can_fail(tmp_path: Path) -> None:
         "steps.runtime.harness (steps.runtime) imports steps.git._raw (steps.git)",
         "steps.runtime.harness (steps.runtime) imports steps.git.repo (steps.git)",
         "workflows.render_here (workflows) imports render.manifests (render)",
+    ]
+    assert git_outside_its_home(tree) == [
+        "steps.forge.runs_git:4: .git(...)",
+        "steps.forge.runs_git:5: run_git(...)",
+        "steps.forge.runs_git:6: a git argv",
     ]
     assert loads_forbidden(tree, ["steps.runtime.harness"], ["hera"]) == [
         "steps.runtime.harness loads ['hera']"

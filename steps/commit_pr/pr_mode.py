@@ -44,10 +44,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def _tree(repo: git.ClonedRepo, rev: str) -> str:
-    return repo.git("rev-parse", f"{rev}^{{tree}}").stdout.strip()
-
-
 @dataclass(frozen=True)
 class _Proposal:
     """The branch as this run left it."""
@@ -157,7 +153,7 @@ def _propose(
                     reason=reason,
                 )
                 return _Taken(output, comment)
-        if remote_sha and _tree(repo, remote_sha) == _tree(repo, "HEAD"):
+        if remote_sha and repo.tree(remote_sha) == repo.tree("HEAD"):
             # The branch already proposes exactly this tree on this base: no new commit.
             return _Proposal(remote_sha, True, False, fields, message)
         if remote_sha and living is not None:

@@ -192,14 +192,12 @@ class GitDatabase:
     ) -> ApiCommit:
         """Create through GitHub the commit ``repo`` just made locally at ``HEAD`` from ``message`` —
         same parent, the same tree (proven by its id) with ``path`` at its mode; see :meth:`commit`."""
-        parent, parent_tree, tree = repo.git(
-            "rev-parse", "HEAD^", "HEAD^^{tree}", "HEAD^{tree}"
-        ).stdout.split()
-        listing = repo.git("ls-tree", "HEAD", "--", path).stdout.split(None, 1)
+        parent, parent_tree, tree = repo.head_trees()
+        mode = repo.mode_at("HEAD", path)
         return self.commit(
             parent=parent,
             parent_tree=parent_tree,
-            changes=[FileChange(path, listing[0] if listing else "100644", text)],
+            changes=[FileChange(path, mode or "100644", text)],
             message=message,
             expected_tree=tree,
             require_verified=require_verified,
@@ -290,11 +288,9 @@ class GitDatabase:
         tree of the created commit is proven from the mutation's answer before a pull request points
         at it: a mismatch deletes the branch again and raises :class:`TreeMismatch`.
         """
-        parent, parent_tree, tree = repo.git(
-            "rev-parse", "HEAD^", "HEAD^^{tree}", "HEAD^{tree}"
-        ).stdout.split()
-        listing = repo.git("ls-tree", "HEAD", "--", path).stdout.split(None, 1)
-        if not listing or listing[0] != "100644":
+        parent, parent_tree, tree = repo.head_trees()
+        mode = repo.mode_at("HEAD", path)
+        if mode != "100644":
             return None
         changes = [FileChange(path, "100644", text)]
         if prove:

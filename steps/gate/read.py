@@ -75,14 +75,14 @@ class ArgoGitReader:
 
     def image_at(self, target: Target) -> Callable[[str], str | None]:
         """``revision → identity`` of the image ``target``'s overlay sets there (None: cannot tell)."""
+        from steps.git import PartialClone
         from steps.kustomize import KUSTOMIZATION_FILES, read_entry
         from steps.verify_live.decide import expected_image
-        from steps.verify_live.revisions import Clone
 
         branch = target.settings.base_branch or self._default_branch(target.repo_url)
         key = f"{target.repo_url}#{branch}"
         if key not in self._clones:
-            self._clones[key] = Clone(
+            self._clones[key] = PartialClone(
                 target.repo_url, [branch], self.scratch / str(len(self._clones)), filter="blob:none"
             )
         clone = self._clones[key]

@@ -5,7 +5,8 @@ Modules, bottom up: ``auth`` (tokens, header-only auth), ``failures`` (stderr â†
 ``commit`` (identity, ``git fast-import`` streams), ``repo`` (:class:`ClonedRepo`), ``history``
 (a file's bounded history; blob ids, tree listings and the one blob fetch + ``cat-file`` read),
 ``workdir`` (:func:`clone`, :func:`seed`), ``notes`` (:class:`NotesRef`: a notes ref on a remote,
-read and written without a clone). Callers import ``steps.git``.
+read and written without a clone), ``partial`` (:class:`PartialClone`: a bare partial clone for
+reading revisions). Callers import ``steps.git``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from steps.domain.errors import GitCommandError, PushRejected
 from steps.git.auth import READ_SECRET, GitAuth, anonymous_read_fix
 from steps.git.failures import classify
 from steps.git.notes import NotesRef
+from steps.git.partial import PartialClone
 from steps.git.process import default_branch, ls_remote, redact, run_git
 from steps.git.repo import ClonedRepo
 from steps.git.workdir import clone, cone_patterns, seed
@@ -24,6 +26,7 @@ __all__ = [
     "GitAuth",
     "GitCommandError",
     "NotesRef",
+    "PartialClone",
     "PushRejected",
     "anonymous_read_fix",
     "classify",

@@ -257,7 +257,7 @@ def read_blobs(
     every version costs one round trip, not one each), then ONE streaming ``git cat-file --batch``
     reads them, holding at most ``limit`` bytes per blob (:func:`read_objects`). Used by the
     history read (:mod:`steps.entry_history`), reconcile's overlay read and verify-live's clones
-    (:class:`steps.verify_live.revisions.Clone`).
+    (:class:`steps.git.partial.PartialClone`).
     """
     wanted = sorted(o for o in set(oids) if is_oid(o) and o not in ZERO)
     if not wanted:

@@ -278,6 +278,24 @@ class ClonedRepo:
         branch = head_file_branch(self.path / ".git")
         return branch or self.git("symbolic-ref", "--short", "HEAD").stdout.strip()
 
+    def tree(self, rev: str) -> str:
+        """The id of ``rev``'s tree (``git rev-parse REV^{tree}``)."""
+        return self.git("rev-parse", f"{rev}^{{tree}}").stdout.strip()
+
+    def head_trees(self) -> tuple[str, str, str]:
+        """``(parent, parent's tree, tree)`` of ``HEAD``, with one ``git rev-parse`` (``HEAD^``
+        must exist)."""
+        parent, parent_tree, tree = self.git(
+            "rev-parse", "HEAD^", "HEAD^^{tree}", "HEAD^{tree}"
+        ).stdout.split()
+        return parent, parent_tree, tree
+
+    def mode_at(self, rev: str, relpath: str) -> str | None:
+        """The mode of ``relpath``'s entry in ``rev``'s tree (``git ls-tree REV -- PATH``), or None
+        when the tree has no such entry."""
+        listing = self.git("ls-tree", rev, "--", relpath).stdout.split(None, 1)
+        return listing[0] if listing else None
+
     def cloned_head(self) -> str:
         """The sha of ``HEAD`` right after :func:`clone`, read from git's files (``branch_file_sha``);
         anything else (detached, reftable, no such ref) asks ``git rev-parse HEAD`` (tests compare)."""

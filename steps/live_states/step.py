@@ -129,12 +129,11 @@ def _repository_states(
     every branch they use, one fetch of the overlay files' blobs — whatever the number of targets."""
     from steps import git
     from steps.kustomize import KUSTOMIZATION_FILES
-    from steps.verify_live.revisions import Clone
 
     try:
         default_branch = git.default_branch(repo_url, git.GitAuth.from_env(write=False))
         branches = sorted({t.settings.base_branch or default_branch for t in targets})
-        clone = Clone(repo_url, branches, workdir, filter="blob:none")
+        clone = git.PartialClone(repo_url, branches, workdir, filter="blob:none")
         revisions = [*(clone.head(b) for b in branches), *_synced_revisions(apps)]
         revisions = [r for r in dict.fromkeys(revisions) if clone.known_locally(r)]
         files = {f"{t.path}/{name}".lstrip("/") for t in targets for name in KUSTOMIZATION_FILES}

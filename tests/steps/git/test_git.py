@@ -686,3 +686,17 @@ def test_cloned_head_falls_back_to_git_when_the_files_say_nothing(make_remote, a
 def test_git_that_outlives_its_timeout_is_transient(tmp_path) -> None:
     with pytest.raises(TransientError, match="timed out"):
         git.run_git(["-c", "alias.slow=!sleep 2", "slow"], tmp_path, timeout=0.3)
+
+
+def test_tree_head_trees_and_mode_at_answer_as_git_does(make_remote, auth, tmp_path) -> None:
+    remote = make_remote(FILES)
+    repo = git.clone(remote.url, tmp_path / "w", paths=[PROD], auth=auth)
+    base, base_tree = repo.head(), repo.tree("HEAD")
+    repo.write(f"{PROD}/kustomization.yaml", "images:\n- name: api\n  newTag: v2\n")
+    sha = repo.commit("bump")
+    assert sha
+    repo.push("HEAD:main")
+    assert repo.head_trees() == (base, base_tree, repo.tree(sha))
+    assert repo.tree(sha) == remote.git("rev-parse", f"{sha}^{{tree}}").strip() != base_tree
+    assert repo.mode_at("HEAD", f"{PROD}/kustomization.yaml") == "100644"
+    assert repo.mode_at("HEAD", f"{PROD}/missing.yaml") is None

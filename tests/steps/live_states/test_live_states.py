@@ -15,10 +15,10 @@ import pytest
 
 from imagebump.local.argocd_sim import ArgoCDSimulator, application
 from steps.domain.models import Target
+from steps.git import PartialClone
 from steps.kube import api as kube
 from steps.kube.client import KubernetesApi
 from steps.live_states import step as states
-from steps.verify_live.revisions import Clone
 from tests.fakes.kube import FakeKube, FakeKubeServer
 
 IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/team/api"
@@ -154,7 +154,7 @@ def test_a_revision_not_on_the_branch_is_fetched_for_once(
     """Issue 31 item 8: verify-live polls every 5 s; a revision Argo CD reports that is not on the
     branch costs one fetch, then it is remembered."""
     remote = make_remote(overlay_files())
-    clone = Clone(remote.url, ["main"], tmp_path / "c")
+    clone = PartialClone(remote.url, ["main"], tmp_path / "c")
     before = git_server.read_sessions(remote.name)
     for _ in range(50):
         assert clone.known("e" * 40) is False

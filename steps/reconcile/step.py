@@ -234,19 +234,58 @@ def scan_targets(
     """
     ReconcileInput.of(concurrency=concurrency, limit=limit, full=full)
     calls = Calls()
-
     # gather: ECR (every overlay and its candidates), then decide what is the newest of each
     overlays, notes, unreadable = scan_ecr(
         rules, concurrency=concurrency, calls=calls, client_for=client_for or make_clients(concurrency)
     )
+    items = _items(overlays)
+    # gather from Git and decide, one repository at a time (one clone each)
+    _read_repositories(items, concurrency=concurrency, auth=auth, calls=calls)
+    now = now or datetime.now(UTC)
+    gates = apply_gates(items, gate_reader, now)  # issue 35: promoteAfter
+    # the outputs
+    report, behind, deferred = _rows(items, gates, limit)
+    report += [
+        TargetState(
+            repo_url=u.repo_url, path=u.path, env=u.env, state="unknown", reason=u.reason, error=u.error
+        )
+        for u in unreadable
+    ]
+    totals = Counter(t.state for t in report)
+    rows, left_out = cap_report(report if full else [t for t in report if t.state != "current"], report_limit)
+    return ReconcileOutput(
+        targets=behind,
+        report=rows,
+        counts=count_states(report),
+        behind=totals.get("behind", 0),
+        ecr_calls=calls.ecr,
+        git_calls=calls.git,
+        git_clones=calls.clones,
+        reason=_summary(
+            report, calls, deferred=deferred, limit=limit, shown=len(rows), left_out=left_out, notes=notes
+        ),
+        gates=outcomes(gates, now),
+        current_targets=_live_window(
+            [i.sample for i in items if i.verdict is not None and i.verdict.state == "current"]
+        ),
+    )
 
+
+def _items(overlays: dict[Any, Any]) -> list[Item]:
+    """One item per overlay, with the newest image its rules allow (and the reason when none)."""
     items: list[Item] = []
     for key in sorted(overlays):
         overlay = overlays[key]
         best, why = overlay.newest()
         same = overlay.same_image_tags(best)
         items.append(Item(overlay, best, why, same, path=overlay_dir(overlay.candidates[0].path)))
-    by_repo: dict[str, list[Item]] = {}  # one clone per repository, however the rules spell it
+    return items
+
+
+def _read_repositories(items: list[Item], *, concurrency: int, auth: Any, calls: Calls) -> None:
+    """Read and decide every item from Git: one clone per repository, however the rules spell it;
+    one bad repository costs only its own rows."""
+    by_repo: dict[str, list[Item]] = {}
     for item in items:
         by_repo.setdefault(item.sample.repo_id, []).append(item)
 
@@ -258,13 +297,14 @@ def scan_targets(
         except Exception as exc:  # noqa: BLE001 - one bad repository costs only its own rows
             isolate_failure(repo_url, by_repo[repo], exc)
 
-    # gather from Git and decide, one repository at a time (one clone each)
     pool(concurrency, sorted(by_repo), one)
-    now = now or datetime.now(UTC)
-    gates = apply_gates(items, gate_reader, now)  # issue 35: promoteAfter
 
-    # the outputs
 
+def _rows(
+    items: list[Item], gates: dict[int, Any], limit: int
+) -> tuple[list[TargetState], list[Target], int]:
+    """The report's row of each item, the behind targets handed on (at most ``limit``) and how many
+    more were deferred to the next reconcile run."""
     report: list[TargetState] = []
     behind: list[Target] = []
     deferred = 0
@@ -292,13 +332,20 @@ def scan_targets(
                 **gate_fields(gates.get(id(item))),
             )
         )
-    report += [
-        TargetState(
-            repo_url=u.repo_url, path=u.path, env=u.env, state="unknown", reason=u.reason, error=u.error
-        )
-        for u in unreadable
-    ]
-    counts = count_states(report)
+    return report, behind, deferred
+
+
+def _summary(
+    report: list[TargetState],
+    calls: Calls,
+    *,
+    deferred: int,
+    limit: int,
+    shown: int,
+    left_out: int,
+    notes: list[str],
+) -> str:
+    """The one-line ``reason``: targets per state, read errors, what the run cost, what was left."""
     totals = Counter(t.state for t in report)
     summary = f"{len(report)} target(s): " + ", ".join(
         f"{totals.get(s, 0)} {s}" for s in summary_states(totals)
@@ -309,25 +356,11 @@ def scan_targets(
     summary += f"; {calls.ecr} ECR call(s), {calls.clones} clone(s), {calls.git} Git call(s)"
     if deferred:
         summary += f"; {deferred} behind target(s) deferred to the next reconcile run (limit {limit})"
-    rows, left_out = cap_report(report if full else [t for t in report if t.state != "current"], report_limit)
     if left_out:
-        summary += f"; the report lists {len(rows)} target(s), worst first, and {left_out} more are left out"
+        summary += f"; the report lists {shown} target(s), worst first, and {left_out} more are left out"
     if notes:
         summary += "; " + "; ".join(notes)
-    return ReconcileOutput(
-        targets=behind,
-        report=rows,
-        counts=counts,
-        behind=totals.get("behind", 0),
-        ecr_calls=calls.ecr,
-        git_calls=calls.git,
-        git_clones=calls.clones,
-        reason=summary,
-        gates=outcomes(gates, now),
-        current_targets=_live_window(
-            [i.sample for i in items if i.verdict is not None and i.verdict.state == "current"]
-        ),
-    )
+    return summary
 
 
 def _live_window(current: list[Target], now: float | None = None) -> list[Target]:

@@ -434,6 +434,9 @@ def test_chaos(
             for rec in read_jsonl(s.results):
                 results[rec["event_id"]].append(rec)
 
+        killed_finished: dict[str, list[dict]] = defaultdict(list)  # what sensor-1 finished before its kill
+        for rec in read_jsonl(first.results):
+            killed_finished[rec["event_id"]].append(rec)
         outcome: dict[str, str] = {}
         reasons: Counter[str] = Counter()
         for eid in by_id:
@@ -451,6 +454,14 @@ def test_chaos(
                     outcome[eid] = how  # duplicate | skipped (filtered by the sensor)
             elif eid in dlq:
                 outcome[eid] = "dead-lettered"
+            elif eid in killed_finished and queues.depth() == 0:
+                # sensor-1 finished it, then was SIGKILLed between deleting the message and logging
+                # the delete: the message is gone (not queued, not dead-lettered) after its outcome
+                # (a message not yet deleted would have been redelivered to sensor-2 and logged there)
+                ok = [r for r in killed_finished[eid] if r["phase"] == "Succeeded"]
+                outcome[eid] = (
+                    classify(ok[-1])[0] if ok else "finished, its delete record lost with the killed sensor"
+                )
         lost = sorted(set(by_id) - set(outcome))
         twice_deleted = sorted(e for e, rs in deleted.items() if len(rs) > 1)
         counts = Counter(outcome.values())

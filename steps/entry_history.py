@@ -35,7 +35,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from steps.domain.intent import HISTORY_LIMIT, TRAILER_KEY, ImageChange, by_imagebump, changed_image
+from steps.domain.intent import (
+    HISTORY_LIMIT,
+    TRAILER_KEY,
+    ImageChange,
+    by_imagebump,
+    changed_image,
+    history_mark,
+)
 from steps.git import history as githistory
 
 if TYPE_CHECKING:
@@ -270,6 +277,12 @@ def only_imagebump(
     ``depths`` shared with it fetches nothing twice). False — read the history as ever — whenever
     it cannot tell: a commit without the trailer (a person's edit, even of another line), a
     rename, the shallow boundary where no deeper fetch is allowed, a commit it could not read.
+
+    It stops early at imagebump's commit that says, made on its own parent, how many earlier
+    touches it found to be imagebump's (``Imagebump-History``,
+    :func:`steps.domain.intent.history_mark`): those together with the ones walked reach ``limit``.
+    In a monorepo whose overlays all take commits that spares fetching deeper: the file's last 20
+    touches may lie hundreds of commits back, its last imagebump commit a few dozen.
     """
     tick = (count or (lambda: None)) if fetch else None
     branch = branch or repo.branch
@@ -293,17 +306,25 @@ def _judged_by_messages(repo: ClonedRepo, rev: str, file: str, limit: int, bound
     """:func:`only_imagebump` on the commits at hand; None when it reached the shallow boundary."""
     touches = githistory.touching(repo, rev, file, limit)
     objects = githistory.read_objects(repo, [t.commit for t in touches], MESSAGE_KEEP)
-    for touch in touches:
-        if touch.commit in boundary:
-            return None  # its parent was not fetched: deepen and look again
+    for seen, touch in enumerate(touches, 1):
         obj = objects.get(touch.commit)
         if obj is None or obj.kind != "commit":
             return False
         info = githistory.parse_commit(obj)
+        ours = by_imagebump(info.message)
+        # imagebump's commit that found only imagebump's commits behind it, made on this very parent,
+        # vouches for them: they need not be walked (nor fetched) again
+        vouched = history_mark(info.message, info.first_parent, file) if ours and info.parents == 1 else 0
+        if touch.commit in boundary:
+            # its parent was not fetched, so whether it touched the file is not known: only what it
+            # vouches for counts; else deepen and look again
+            return True if vouched and seen - 1 + vouched >= limit else None
         if touch.old in githistory.ZERO:  # the file begins here, unless it was renamed from another
             return info.parents == 0 or githistory.renamed_from(repo, touch.commit, file, touch.new) is None
-        if not by_imagebump(info.message):
+        if not ours:
             return False
+        if seen + vouched >= limit:
+            return True
     return len(touches) >= limit
 
 
@@ -360,7 +381,22 @@ def by_pull_request(repo: ClonedRepo, change: ImageChange, tick: Callable[[], No
     return change
 
 
-def held_by_rollback(
+@dataclass(frozen=True)
+class Verdict:
+    """What the rollback check found: why a standing rollback holds (None: none does), and whether
+    only imagebump touched the file within the bound there (:func:`only_imagebump`): what the
+    commit made on that base may record (:func:`steps.domain.intent.history_trailer`)."""
+
+    held: str | None
+    only_imagebump: bool = False
+
+
+def held_by_rollback(repo: ClonedRepo, rev: str, file: str, name: str, **kwargs: Any) -> str | None:
+    """Why a standing rollback holds the entry (:func:`rollback_verdict`'s ``held``), or None."""
+    return rollback_verdict(repo, rev, file, name, **kwargs).held
+
+
+def rollback_verdict(
     repo: ClonedRepo,
     rev: str,
     file: str,
@@ -372,9 +408,10 @@ def held_by_rollback(
     pushed_at: Callable[[ImagesEntry], datetime | None],
     notes: list[str] | None = None,
     **history: Any,
-) -> str | None:
-    """Why a standing rollback holds the entry ``name`` of ``file`` against writing ``new`` (an
-    :class:`steps.domain.models.ImagesEntry`, pushed at ``new_pushed_at``), or None.
+) -> Verdict:
+    """The :class:`Verdict` on writing ``new`` (an :class:`steps.domain.models.ImagesEntry`, pushed
+    at ``new_pushed_at``) into the entry ``name`` of ``file`` at ``rev``: why a standing rollback
+    holds it (None: none does), and whether :func:`only_imagebump` held there.
 
     Every change :func:`entry_history` (``history``: its keyword arguments) finds is judged by
     :func:`steps.domain.intent.standing_rollbacks` (a later hotfix does not make an earlier
@@ -391,7 +428,8 @@ def held_by_rollback(
         history["depths"] = {}  # one clone's deepening, shared by the two reads below
     asks = {k: history[k] for k in ("branch", "count", "depths", "fetch") if k in history}
     if only_imagebump(repo, rev, file, history.get("limit", HISTORY_LIMIT), **asks):
-        return None  # nobody else touched the file within the bound: no rollback, nothing to read
+        # nobody else touched the file within the bound: no rollback, nothing to read
+        return Verdict(None, only_imagebump=True)
     found = entry_history(repo, rev, file, name, **history)
     if found.bound:
         logging.getLogger(__name__).warning("history of %s [%s]: %s", file, name, found.bound)
@@ -403,4 +441,4 @@ def held_by_rollback(
         for c in found.changes
     ]
     standing = standing_rollbacks(changes, order, pushed_at)  # type: ignore[arg-type]
-    return held_by_standing(standing, new, new_pushed_at, order)  # type: ignore[arg-type]
+    return Verdict(held_by_standing(standing, new, new_pushed_at, order))  # type: ignore[arg-type]

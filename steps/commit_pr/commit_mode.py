@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from steps import git
 from steps.commit_pr.base_branch import clone_base, read_overlay_file, seed_base
-from steps.commit_pr.message import commit_message, message_fields
+from steps.commit_pr.message import commit_message, history_line, message_fields
 from steps.commit_pr.result import CommitPrOutput
 from steps.commit_pr.retry import Pacer
 from steps.commit_pr.rollbacks import reapply
@@ -63,7 +63,8 @@ def land_commit(
             return CommitPrOutput(action="unchanged", reason=applied.reason, commit_sha=repo.head())
         repo.write(plan.file, applied.text)
         fields = message_fields(target, plan, applied.current, base)
-        message = commit_message(settings.template, fields)
+        history = history_line(plan.file, applied.clean_at, repo.cloned_head())
+        message = commit_message(settings.template, fields, history)
         sha = repo.commit(message, settings.author_name, settings.author_email)
         if sha is None:  # the editor changed bytes git does not see (cannot happen; be safe)
             return CommitPrOutput(action="unchanged", reason=f"{plan.file}: no difference to commit")

@@ -20,6 +20,9 @@ class Applied:
     text: str | None  # the new file text; None: nothing to write
     current: ImagesEntry | None
     reason: str
+    #: the commit at which only imagebump's commits touched the file within the rollback check's
+    #: bound ("" = not known): a commit made on it may say so (Imagebump-History)
+    clean_at: str = ""
 
 
 def decide(text: str, target: Target, plan: Plan) -> Applied:

@@ -17,7 +17,7 @@ import re
 import string
 
 from steps.domain.errors import ConfigError
-from steps.domain.intent import trailer, with_trailer
+from steps.domain.intent import HISTORY_LIMIT, history_trailer, trailer, with_history, with_trailer
 from steps.domain.models import ImagesEntry, Plan, Target, entry_ref
 from steps.runtime.harness import imagebump_version
 
@@ -152,12 +152,23 @@ def message_fields(target: Target, plan: Plan, old: ImagesEntry | None, base_bra
     }
 
 
-def commit_message(template: str, fields: dict[str, str]) -> str:
+def commit_message(template: str, fields: dict[str, str], history: str = "") -> str:
     """The commit message: the template filled in, trailing whitespace trimmed, imagebump's trailer
-    (``fields["trailer"]``) last, one final newline."""
+    (``fields["trailer"]``) last — then the ``history`` line (:func:`history_line`) when there is
+    one — one final newline."""
     text = template.format(**fields)
     message = "\n".join(line.rstrip() for line in text.strip().splitlines()) + "\n"
-    return with_trailer(message, fields["trailer"]) if fields.get("trailer") else message
+    message = with_trailer(message, fields["trailer"]) if fields.get("trailer") else message
+    return with_history(message, history)
+
+
+def history_line(file: str, clean_at: str, parent: str) -> str:
+    """The ``Imagebump-History`` trailer for a commit of ``file`` made on ``parent``: only when the
+    rollback check found only imagebump's commits touching the file at that very commit
+    (``clean_at``, :attr:`steps.commit_pr.decide.Applied.clean_at`); "" otherwise."""
+    if not clean_at or clean_at != parent:
+        return ""
+    return history_trailer(HISTORY_LIMIT, parent, file)
 
 
 def pr_text(fields: dict[str, str], message: str) -> tuple[str, str]:

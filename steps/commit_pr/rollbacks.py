@@ -6,7 +6,10 @@ the pure :func:`steps.commit_pr.decide.decide` and, when the file on the newest 
 the one the plan read (a commit landed on it since; :func:`_changed_since_plan`), judges the
 entry's history again there
 (:func:`steps.entry_history.held_by_rollback`, every standing rollback): a rollback that stands
-makes the outcome ``unchanged`` with the rollback as its reason, in both modes.
+makes the outcome ``unchanged`` with the rollback as its reason, in both modes. Either way
+:attr:`~steps.commit_pr.decide.Applied.clean_at` says at which commit only imagebump's commits were
+found touching the file (the plan's base, or the newest base when it was judged again), so the
+commit made on it can record that (:func:`steps.commit_pr.message.history_line`).
 
 commit-pr does not read ECR: push times are unknown here, so with ``order: push-time`` the history
 gives no evidence (its re-check already refuses an entry changed since the plan, naming both),
@@ -15,6 +18,7 @@ and the event's own push time (``target.pushed_at``) is what a rollback is compa
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from steps.commit_pr.decide import Applied, decide
@@ -27,12 +31,15 @@ def reapply(repo: Any, text: str, target: Target, plan: Plan) -> Applied:
     rollback re-check when the file changed since the plan."""
     with timed("kustomize"):
         applied = decide(text, target, plan)
-    if applied.text is None or not _changed_since_plan(repo, text, plan, applied.current):
+    if applied.text is None:
         return applied
-    from steps.entry_history import held_by_rollback
+    if not _changed_since_plan(repo, text, plan, applied.current):
+        # the plan's own verdict, for the plan's own base (a commit on another base says nothing)
+        return replace(applied, clean_at=plan.base_commit if plan.history_clean else "")
+    from steps.entry_history import rollback_verdict
 
     with timed("history"):
-        why = held_by_rollback(
+        verdict = rollback_verdict(
             repo,
             "HEAD",
             plan.file,
@@ -43,7 +50,9 @@ def reapply(repo: Any, text: str, target: Target, plan: Plan) -> Applied:
             pushed_at=lambda _entry: None,
             current=(text, applied.current) if applied.current is not None else None,
         )
-    return applied if why is None else Applied(None, applied.current, why)
+    if verdict.held is not None:
+        return Applied(None, applied.current, verdict.held)
+    return replace(applied, clean_at=repo.cloned_head() if verdict.only_imagebump else "")
 
 
 def _changed_since_plan(repo: Any, text: str, plan: Plan, current: Any) -> bool:

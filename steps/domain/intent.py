@@ -6,6 +6,11 @@ marker, the last commit that changed the entry's image, ECR push times) and ask 
 - :func:`trailer` / :func:`by_imagebump`: every commit imagebump makes ends with the git trailer
   ``Imagebump-Image: REPO:TAG@DIGEST`` whatever ``IMAGEBUMP_COMMIT_MESSAGE_TEMPLATE`` says; a
   commit without it was made by someone else.
+- :func:`history_trailer` / :func:`history_mark`: imagebump's commit may also say, in the trailer
+  ``Imagebump-History: N PARENT PATH``, that when it was made on ``PARENT`` the last ``N`` commits
+  that touched ``PATH`` were all imagebump's (its rollback check's fast path held there), so a later
+  read can stop at it instead of walking those ``N`` again. Believed only on a commit whose parent
+  is ``PARENT`` (a squash, rebase or cherry-pick that carries the line elsewhere says nothing).
 - :func:`pinned`: an entry whose ``newName`` names a repository other than the pushed one is never
   changed by an event or a reconcile run (writing the pushed tag would render an image nobody pushed).
 - :func:`marker_hold`: ``# imagebump:hold [reason]`` on an entry holds it until the comment goes.
@@ -34,6 +39,8 @@ from steps.domain.version_order import compare_semver, parse_semver
 
 #: The git trailer imagebump appends to every commit message (and pull request body) it writes.
 TRAILER_KEY = "Imagebump-Image"
+#: The trailer that records how far back imagebump's commit found only imagebump's commits.
+HISTORY_KEY = "Imagebump-History"
 #: The comment that holds an images entry: ``# imagebump:hold`` or ``# imagebump:hold REASON``.
 HOLD_MARKER = "imagebump:hold"
 #: How many commits that touched the kustomization are read, newest first, to find a rollback.
@@ -42,6 +49,9 @@ HISTORY_LIMIT = 20
 MARKER_REASON_LIMIT = 200
 
 _TRAILER_RE = re.compile(rf"^{TRAILER_KEY}:[ \t]*\S", re.MULTILINE | re.IGNORECASE)
+_HISTORY_RE = re.compile(
+    rf"^{HISTORY_KEY}:[ \t]*([0-9]{{1,4}}) ([0-9a-f]{{40}}|[0-9a-f]{{64}}) ([^\r\n]+?)[ \t]*$", re.MULTILINE
+)
 
 
 def trailer(image: str, tag: str | None, digest: str | None) -> str:
@@ -59,6 +69,34 @@ def with_trailer(message: str, line: str) -> str:
     if by_imagebump(message):
         return message if message.endswith("\n") else message + "\n"
     return message.rstrip("\n") + "\n\n" + line + "\n"
+
+
+def history_trailer(count: int, parent: str, path: str) -> str:
+    """``Imagebump-History: COUNT PARENT PATH``: made on ``parent``, the last ``count`` commits that
+    touched ``path`` were imagebump's (or the file began among them). "" when it cannot be said on
+    one line (a path with a line break or edge whitespace, no parent, no count)."""
+    if count < 1 or not parent or not path or path != path.strip() or any(c in path for c in "\r\n"):
+        return ""
+    return f"{HISTORY_KEY}: {count} {parent} {path}"
+
+
+def history_mark(message: str, parent: str, path: str) -> int:
+    """How many commits before this one that touched ``path`` its message says were imagebump's
+    (:func:`history_trailer`), believed only when said for ``parent`` — the commit's own first and
+    only parent; 0 when it says nothing for that parent and path."""
+    if not parent or HISTORY_KEY not in message:
+        return 0
+    return max(
+        (int(n) for n, p, f in _HISTORY_RE.findall(message) if p == parent and f == path),
+        default=0,
+    )
+
+
+def with_history(message: str, line: str) -> str:
+    """``message`` with the :func:`history_trailer` ``line`` after its last line ("" adds nothing)."""
+    if not line:
+        return message
+    return message.rstrip("\n") + "\n" + line + "\n"
 
 
 def pinned(entry: ImagesEntry, image: str) -> str | None:

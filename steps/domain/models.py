@@ -382,6 +382,12 @@ class Plan(BaseModel):
         "CARRIED_OBJECTS_LIMIT bytes in all), so commit-pr can commit on base_commit without fetching "
         "it; believed only when each hashes to the id its parent names",
     )
+    history_clean: bool = Field(
+        default=False,
+        description="the rollback check found only imagebump's commits among the last touches of file at "
+        "base_commit (steps.entry_history.only_imagebump), so a commit made on base_commit may say so "
+        "(the Imagebump-History trailer)",
+    )
     pr_branch: str = Field(
         default="", description="mode pr: the proposal branch edit-kustomize looked at ('' = not looked at)"
     )

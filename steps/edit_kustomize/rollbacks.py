@@ -29,7 +29,9 @@ def unless_rolled_back(
     depths: dict[str, int] | None = None,
 ) -> Plan:
     """``plan`` (one that changes something), or the same plan ``held`` (``changed: false``) when a
-    person's rollback of its entry stands (:func:`steps.entry_history.held_by_rollback`).
+    person's rollback of its entry stands (:func:`steps.entry_history.rollback_verdict`); a plan
+    that goes ahead says whether only imagebump touched the file within the bound
+    (``history_clean``: its commit may record it).
 
     ``ask`` is ECR's push-time lookup (``[ImageKey] → {ImageKey: datetime | None}``), called only
     for ``order: push-time`` and only for what ``known`` (the push times already asked) lacks;
@@ -38,7 +40,7 @@ def unless_rolled_back(
     from steps.domain.errors import InvalidEventError
     from steps.domain.intent import pinned
     from steps.domain.never_downgrade import image_key
-    from steps.entry_history import held_by_rollback
+    from steps.entry_history import rollback_verdict
     from steps.runtime.timing import timed
 
     def pushed_at(entry: ImagesEntry) -> datetime | None:
@@ -57,7 +59,7 @@ def unless_rolled_back(
     )
     notes: list[str] = []
     with timed("history"):
-        why = held_by_rollback(
+        verdict = rollback_verdict(
             repo,
             plan.base_commit,
             plan.file,
@@ -71,7 +73,10 @@ def unless_rolled_back(
             notes=notes,
             values=plan.values,
         )
+    why = verdict.held
     if why is None:
+        if verdict.only_imagebump:
+            plan = plan.model_copy(update={"history_clean": True})
         if notes:  # the update goes ahead; its reason says how far the history was read
             reason = "; ".join(
                 [plan.reason, f"history read stopped early: {'; '.join(notes)}"]

@@ -383,6 +383,8 @@ class CommitInfo:
     message_size: int
     #: how many ``parent`` lines the commit has (0: a root commit, where every file begins)
     parents: int = 0
+    #: the first parent's object id ("" for a root commit)
+    first_parent: str = ""
 
 
 def when(seconds: str) -> datetime:
@@ -402,11 +404,12 @@ def when(seconds: str) -> datetime:
 def parse_commit(obj: Object) -> CommitInfo:
     """A commit object's author, committer time and message, from :func:`read_objects`' bytes."""
     head, _, body = obj.head.partition(b"\n\n")
-    author, committed, parents = "", _EPOCH, 0
+    author, committed, parents, first = "", _EPOCH, 0, ""
     for line in head.split(b"\n"):
         key, _, value = line.partition(b" ")
         if key == b"parent":
             parents += 1
+            first = first or value.decode("ascii", "replace").strip()
         elif key == b"author" and not author:
             author = _ident(value)
         elif key == b"committer":
@@ -415,7 +418,7 @@ def parse_commit(obj: Object) -> CommitInfo:
     message = body.decode("utf-8", "replace")
     if obj.tail:
         message += "\n…\n" + obj.tail.decode("utf-8", "replace")
-    return CommitInfo(author, committed, message, max(0, obj.size - len(head) - 2), parents)
+    return CommitInfo(author, committed, message, max(0, obj.size - len(head) - 2), parents, first)
 
 
 def _ident(value: bytes) -> str:

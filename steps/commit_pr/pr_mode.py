@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from steps import git
 from steps.commit_pr.base_branch import clone_base, read_overlay_file
-from steps.commit_pr.message import commit_message, message_fields, pr_text
+from steps.commit_pr.message import commit_message, history_line, message_fields, pr_text
 from steps.commit_pr.result import Action, CommitPrOutput
 from steps.commit_pr.retry import Pacer
 from steps.commit_pr.rollbacks import reapply
@@ -131,7 +131,8 @@ def _propose(
             return CommitPrOutput(action="unchanged", reason=applied.reason, branch=branch)
         repo.write(plan.file, applied.text)
         fields = message_fields(target, plan, applied.current, base)
-        message = commit_message(settings.template, fields)
+        history = history_line(plan.file, applied.clean_at, repo.cloned_head())
+        message = commit_message(settings.template, fields, history)
         sha = repo.commit(message, settings.author_name, settings.author_email)
         if sha is None:
             return CommitPrOutput(

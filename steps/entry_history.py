@@ -24,7 +24,9 @@ brought them (edit-kustomize clones :data:`DEPTHS`\\ [0] deep and says so in ``d
 ``git log`` of the file, and one fetch of the file's earlier versions those commits name (one
 request for all of them);
 deeper only while the history goes on past the shallow boundary. bench/README.md "History read"
-has the numbers.
+has the numbers. The fast path (:func:`only_imagebump`) stops early at imagebump's commit whose
+``Imagebump-History`` line vouches, for its own parent, for the touches before it, so it seldom
+fetches deeper (bench/README.md, "Waste found" item 8).
 """
 
 from __future__ import annotations

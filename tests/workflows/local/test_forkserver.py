@@ -315,6 +315,33 @@ def test_the_caller_reads_a_forked_commands_pipes_itself(tmp_path: Path, monkeyp
         zygote.close()
 
 
+def test_a_spare_copies_the_pages_children_write_before_its_request(tmp_path: Path) -> None:
+    """Children tell the zygote which of its pages they copied (written: copy-on-write); the next
+    spares copy those while they wait for a request, so a later command's own writes to the same
+    objects fault far less than the first one's. The command is the same and gets the same bytes:
+    only when the copies are made changes."""
+    zygote = ForkServerClient(sys.executable, str(ROOT), ["tests.workflows.write_faults"])
+    try:
+
+        def faults() -> int:
+            outcome = zygote.run(
+                [sys.executable, "-m", "tests.workflows.write_faults"],
+                cwd=str(tmp_path),
+                env={"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)},
+                timeout=120,
+            )
+            assert outcome.returncode == 0, outcome.stderr
+            return int(outcome.stdout)
+
+        first = faults()  # its spare was forked before any child had reported
+        faults()  # reported by now; the spare that runs the next was forked after it
+        later = [faults() for _ in range(3)]
+        assert first > 100
+        assert max(later) < first / 2, (first, later)
+    finally:
+        zygote.close()
+
+
 def test_tempfile_cached_by_an_import_is_not_shared(tmp_path: Path) -> None:
     """A module that asks ``tempfile`` for its directory at import time (in the zygote, once) must
     not make every forked step use that directory: each step gets its own ``TMPDIR``."""

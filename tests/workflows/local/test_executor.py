@@ -508,3 +508,30 @@ def test_a_group_runs_its_steps_at_once_on_threads_kept_from_earlier_groups(
             f"parallel-{i}.{name}" for name in ("a", "after", "b", "c")
         ]
     assert len(started) <= 2
+
+
+def test_a_finished_steps_directory_is_deleted_by_a_process_of_its_own(tmp_path: Path, monkeypatch) -> None:
+    """A step's directory is deleted in the background by an ``rm`` process at the lowest priority,
+    not by the executor's own thread (whose ``rmtree`` held the interpreter while the next step was
+    being prepared); every discarded directory is gone once ``wait_deleted`` returns."""
+    from workflows.local import sandbox
+
+    on_the_deleter: list[str] = []
+    rmtree = sandbox.shutil.rmtree
+
+    def watched(path, *args, **kwargs):
+        if threading.current_thread().name == "step-dir-deleter":
+            on_the_deleter.append(str(path))
+        return rmtree(path, *args, **kwargs)
+
+    monkeypatch.setattr(sandbox.shutil, "rmtree", watched)
+    step = tmp_path / "imagebump-step-x"
+    (step / "repo" / ".git" / "objects").mkdir(parents=True)
+    for i in range(50):
+        (step / "repo" / ".git" / "objects" / f"o{i}").write_text("x")
+    (step / "link").symlink_to(tmp_path)  # followed by nothing: the link goes, its target stays
+    sandbox.discard(str(step))
+    sandbox.wait_deleted([str(step)])
+    assert not step.exists()
+    assert tmp_path.exists()
+    assert on_the_deleter == []

@@ -32,7 +32,6 @@ finish and their messages are settled; messages received but not started are mad
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -52,6 +51,9 @@ from sensors.local_queue import MAX_MESSAGES_PER_RECEIVE, SqsQueue
 from steps.runtime.harness import utc_timestamp
 from workflows.local.logs import json_logger
 from workflows.local.results import ERROR, SUCCEEDED, WorkflowResult
+
+#: The longest the poll loop waits for a slot without looking again (a workflow's end wakes it at once).
+SLOT_WAIT_SECONDS = 1.0
 
 
 class LocalSensor:
@@ -120,6 +122,9 @@ class LocalSensor:
         self._lock = threading.Lock()
         self._running: dict[str, InFlight] = {}  # workflow name -> in flight
         self._succeeded: set[str] = set()
+        #: set when a workflow ends (a slot is free, the counts changed) or the sensor stops: what
+        #: the poll loop waits for when every slot is taken, instead of polling
+        self._slot_freed = threading.Event()
 
     # -- public ---------------------------------------------------------------------------------
 
@@ -128,6 +133,7 @@ class LocalSensor:
         if not self._stop.is_set():
             self.log(event="sensor-stopping", running=len(self._running))
         self._stop.set()
+        self._slot_freed.set()
 
     @property
     def sqs(self) -> Any:
@@ -160,15 +166,18 @@ class LocalSensor:
                 if stop_when is not None and stop_when(self.stats):
                     break
                 with self._lock:
+                    self._slot_freed.clear()  # under the lock: a workflow that ends after this sets it
                     in_flight = len(self._running)
                 if max_events is not None and self.stats.handled + in_flight >= max_events:
                     if in_flight == 0:
                         break
-                    time.sleep(0.05)
+                    self._slot_freed.wait(SLOT_WAIT_SECONDS)
                     continue
                 free = self.concurrency - in_flight
                 if free <= 0:
-                    time.sleep(0.05)
+                    # woken the moment a workflow ends (a poll every 50 ms made a freed slot wait
+                    # for the next receive up to that long)
+                    self._slot_freed.wait(SLOT_WAIT_SECONDS)
                     continue
                 want = min(free, MAX_MESSAGES_PER_RECEIVE)
                 if max_events is not None:
@@ -230,6 +239,7 @@ class LocalSensor:
                     if item.receipt == message.get("ReceiptHandle"):
                         del self._running[name]
                 self.stats.failed += 1
+                self._slot_freed.set()
             self.log(
                 event="message-error",
                 level="error",
@@ -375,6 +385,7 @@ class LocalSensor:
                     self.stats.succeeded += 1
                 else:
                     self.stats.failed += 1
+                self._slot_freed.set()
 
     def _heartbeat(self) -> None:
         while not self._done.wait(self.heartbeat_seconds):

@@ -14,8 +14,11 @@ argument or environment variable anyway.
 
 from __future__ import annotations
 
+import os
+import select
+import selectors
 import subprocess
-import threading
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -111,13 +114,18 @@ def _run(
     timeout: float,
     raw_stdout: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    """``subprocess.run(argv, timeout=…)`` without its polling: a timer kills git at ``timeout``.
+    """``subprocess.run(argv, timeout=…)`` on this thread alone, without polling.
 
     With a timeout, ``subprocess`` waits for the exit by polling ``waitpid`` with growing sleeps
-    after git has closed its pipes (0.5 ms doubling to 50 ms: milliseconds per command). Here the
-    pipes are drained and the exit awaited blocking, while a timer thread kills a git that outlives
-    ``timeout`` (then ``TimeoutExpired``, as ``subprocess.run`` raises).
+    after git has closed its pipes (0.5 ms doubling to 50 ms: milliseconds per command); a timer
+    thread that kills git instead costs a thread per command, and starting one waits for the new
+    thread to be scheduled (up to milliseconds on a busy machine) before git even starts. Here one
+    selector writes ``input`` and drains both pipes until ``timeout`` (:func:`_communicate`), then
+    the exit is awaited on a pidfd (the kernel says when git has ended) within what is left of
+    it. A git that outlives ``timeout`` is killed (then ``TimeoutExpired``, as ``subprocess.run``
+    raises).
     """
+    deadline = time.monotonic() + timeout
     with subprocess.Popen(
         argv,
         cwd=cwd,
@@ -126,26 +134,87 @@ def _run(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     ) as process:
-        killed = threading.Event()
-
-        def kill() -> None:
-            killed.set()
+        out, err, drained = _communicate(process, None if input is None else input.encode("utf-8"), deadline)
+        if not drained or not _exited(process, deadline):
             process.kill()
-
-        timer = threading.Timer(timeout, kill)
-        timer.daemon = True
-        timer.start()
-        try:
-            out, err = process.communicate(None if input is None else input.encode("utf-8"))
-        finally:
-            timer.cancel()
+            rest_out, rest_err, _ = _communicate(process, None, None)
+            process.wait()
+            raise subprocess.TimeoutExpired(
+                argv,
+                timeout,
+                out + rest_out if raw_stdout else (out + rest_out).decode("utf-8", "replace"),
+                (err + rest_err).decode("utf-8", "replace"),
+            )
         # Decoded by hand, not in text mode: text mode turns CRLF into LF, and a file's bytes read
         # with ``cat-file`` must survive as they are.
         stdout = out if raw_stdout else out.decode("utf-8", "replace")
         stderr = err.decode("utf-8", "replace")
-        if killed.is_set():
-            raise subprocess.TimeoutExpired(argv, timeout, stdout, stderr)
     return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
+
+
+def _communicate(
+    process: subprocess.Popen[bytes], data: bytes | None, deadline: float | None
+) -> tuple[bytes, bytes, bool]:
+    """Write ``data`` to the process's stdin (then close it) while reading its stdout and stderr to
+    EOF, as :meth:`subprocess.Popen.communicate` does: ``(stdout, stderr, True)``, or what was read
+    and False when ``deadline`` passed first."""
+    assert process.stdout is not None and process.stderr is not None
+    out_fd, err_fd = process.stdout.fileno(), process.stderr.fileno()
+    chunks: dict[int, list[bytes]] = {out_fd: [], err_fd: []}
+    pending = memoryview(data or b"")
+    with selectors.DefaultSelector() as selector:
+        selector.register(out_fd, selectors.EVENT_READ)
+        selector.register(err_fd, selectors.EVENT_READ)
+        stdin = process.stdin
+        stdin_fd = -1
+        if stdin is not None and not stdin.closed:
+            if pending:
+                stdin_fd = stdin.fileno()
+                os.set_blocking(stdin_fd, False)
+                selector.register(stdin_fd, selectors.EVENT_WRITE)
+            else:
+                stdin.close()
+        while selector.get_map():
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return b"".join(chunks[out_fd]), b"".join(chunks[err_fd]), False
+            for key, _ in selector.select(left):
+                if key.fd == stdin_fd:
+                    try:
+                        pending = pending[os.write(key.fd, pending[: select.PIPE_BUF * 16]) :]
+                    except BrokenPipeError:  # git stopped reading: its exit status tells why
+                        pending = pending[:0]
+                    if not pending:
+                        selector.unregister(key.fd)
+                        stdin.close()  # type: ignore[union-attr]
+                    continue
+                chunk = os.read(key.fd, 65536)
+                if chunk:
+                    chunks[key.fd].append(chunk)
+                else:
+                    selector.unregister(key.fd)
+    return b"".join(chunks[out_fd]), b"".join(chunks[err_fd]), True
+
+
+def _exited(process: subprocess.Popen[bytes], deadline: float) -> bool:
+    """Wait until the process has ended (its pipes are closed already), at most until ``deadline``;
+    reaps it. A pidfd wakes this thread the moment it ends; where there is none, ``wait``."""
+    left = max(0.0, deadline - time.monotonic())
+    try:
+        pidfd = os.pidfd_open(process.pid)
+    except (AttributeError, OSError):  # not Linux 5.3+: subprocess's own (polling) wait
+        try:
+            process.wait(left)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+    try:
+        if not select.select([pidfd], [], [], left)[0]:
+            return False
+    finally:
+        os.close(pidfd)
+    process.wait()  # ended: reaps at once
+    return True
 
 
 # --- remote queries -----------------------------------------------------------------------------

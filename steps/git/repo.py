@@ -31,7 +31,7 @@ from steps.git.objects import (
     split_batch,
     tree_entries,
     verify_path_chain,
-    write_loose,
+    write_pack,
 )
 from steps.git.process import ls_remote, run_git
 
@@ -398,17 +398,16 @@ class ClonedRepo:
         self, head: str, fmt: str, text: str, replaced: list[str], message: str, name: str, email: str
     ) -> str:
         """:meth:`_fast_import`'s commit of :attr:`seeded_path` on the seed's own commit, written as
-        loose objects from the proven chain (the same blob, trees and commit: tests compare) —
+        one pack from the proven chain (the same blob, trees and commit: tests compare) —
         one ``git fast-import`` process fewer. The replaced blob is stored too, as there."""
         gitdir = self.path / ".git"
-        for old in replaced:
-            write_loose(gitdir, "blob", old.encode("utf-8"), fmt)
-        blob = write_loose(gitdir, "blob", text.encode("utf-8"), fmt)
+        new = text.encode("utf-8")
+        blob = object_id("blob", new, fmt)
         trees = replace_in_chain(self.seeded_chain, self.seeded_path, blob, fmt)
-        for tree in trees[::-1]:
-            write_loose(gitdir, "tree", tree, fmt)
         content = commit_object(object_id("tree", trees[0], fmt), head, message, name, email)
-        sha = write_loose(gitdir, "commit", content, fmt)
+        written = [("blob", old.encode("utf-8")) for old in replaced] + [("blob", new)]
+        written += [("tree", tree) for tree in trees[::-1]] + [("commit", content)]
+        sha = write_pack(gitdir, written, fmt)[-1]  # one pack, not a file and a directory per object
         (gitdir / "refs" / "heads" / self.branch).write_text(sha + "\n")
         self.seeded_chain = []  # one commit: the next one builds on a commit the chain is not
         self._head_entries.clear()

@@ -16,7 +16,7 @@ from pathlib import Path, PurePosixPath
 
 from steps.domain.errors import CarriedObjectsError, ConfigError
 from steps.git.auth import GitAuth, check_url
-from steps.git.objects import object_format, object_id, verify_path_chain, write_loose
+from steps.git.objects import object_format, object_id, verify_path_chain, write_pack
 from steps.git.process import run_git
 from steps.git.repo import ClonedRepo
 from steps.runtime.timing import timed
@@ -230,8 +230,7 @@ def _write_seed(
         (gitdir / sub).mkdir(parents=True, exist_ok=True)
     (gitdir / "HEAD").write_text(f"ref: refs/heads/{branch}\n")
     kinds = ["commit"] + ["tree"] * (len(objects) - 1)
-    for kind, content in zip(kinds, objects, strict=True):
-        write_loose(gitdir, kind, content, fmt)
+    write_pack(gitdir, list(zip(kinds, objects, strict=True)), fmt)
     ref = gitdir / "refs" / "heads" / branch
     ref.parent.mkdir(parents=True, exist_ok=True)
     ref.write_text(commit + "\n")

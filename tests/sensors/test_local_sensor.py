@@ -663,3 +663,63 @@ def test_run_help_says_the_write_token_also_reads(capsys) -> None:
     text = " ".join(capsys.readouterr().out.split())
     assert "it also reads the repositories" in text and "IMAGEBUMP_GIT_READ_TOKEN" in text
     assert "AWS_ENDPOINT_URL" in text
+
+
+class _OneMessageAtATime:
+    """An SQS client that hands out ``bodies`` one per ReceiveMessage and accepts every delete."""
+
+    def __init__(self, bodies: list[str]) -> None:
+        self.bodies = list(bodies)
+        self.received = 0
+        self.deleted: list[str] = []
+
+    def receive_message(self, **kwargs) -> dict:
+        if not self.bodies:
+            return {}
+        self.received += 1
+        n = self.received
+        body = self.bodies.pop(0)
+        return {"Messages": [{"MessageId": f"m{n}", "ReceiptHandle": f"r{n}", "Body": body}]}
+
+    def delete_message(self, QueueUrl: str, ReceiptHandle: str) -> None:  # noqa: N803 - boto3's names
+        self.deleted.append(ReceiptHandle)
+
+    def change_message_visibility(self, **kwargs) -> None:
+        pass
+
+
+def test_a_full_sensor_waits_for_a_workflow_to_end_instead_of_polling(monkeypatch) -> None:
+    """With every slot taken, the poll loop waits for a workflow's end and receives again at once:
+    it does not poll (a 50 ms sleep made a freed slot wait for the next receive up to that long)."""
+    import time
+
+    from workflows.local.results import SUCCEEDED, WorkflowResult
+
+    release = threading.Event()
+    slept: list[float] = []
+
+    def no_sleep(seconds: float) -> None:  # the old loop's poll: recorded, and it lets the step go
+        slept.append(seconds)
+        release.set()
+
+    monkeypatch.setattr(time, "sleep", no_sleep)
+    ran: list[str] = []
+
+    class Blocking:
+        def run(self, arguments, name, *, event_id=None):
+            release.wait()  # the first event's workflow runs until the loop waits for its slot
+            ran.append(name)
+            return WorkflowResult(name, SUCCEEDED, [], "", 0.0)
+
+    class WaitWatched(threading.Event):
+        def wait(self, timeout=None):
+            release.set()  # the loop is waiting for a slot: let the running workflow end
+            return super().wait(timeout)
+
+    bodies = [json.dumps(ecr_event(tag)) for tag in ("1.0.0", "1.0.1")]
+    sqs = _OneMessageAtATime(bodies)
+    sensor = LocalSensor("q", Blocking(), sqs_client=sqs, concurrency=1, wait_seconds=1, log=lambda r: None)
+    sensor._slot_freed = WaitWatched()
+    stats = run_with_watchdog(sensor, seconds=60, max_events=2)
+    assert (stats.succeeded, len(ran), sorted(sqs.deleted)) == (2, 2, ["r1", "r2"])
+    assert slept == []

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import json
 import os
+import selectors
 import signal
 import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 #: Environment variables a step may carry that do not change how the interpreter starts.
@@ -63,31 +64,68 @@ class ForkedOutcome:
     stderr: bytes = b""
 
 
-class _Drain:
-    """Reads one pipe to its end on a thread (both pipes at once: neither can fill and block);
-    ``at_end(everything read)`` is called at EOF."""
+class _Pipes:
+    """The child's stdout, stderr and status pipes, read to their end on the caller's own thread
+    (one selector; no thread per pipe: each thread started would wait to be scheduled before the
+    request is even sent, on the step's path).
 
-    def __init__(self, fd: int, at_end: Callable[[bytes], None] | None = None) -> None:
-        self.fd = fd
-        self.at_end = at_end
-        self.chunks: list[bytes] = []
-        self.thread = threading.Thread(target=self._run, name="zygote-pipe", daemon=True)
-        self.thread.start()
+    ``read(deadline)`` returns True when stdout and stderr are at EOF and the status pipe has either
+    given the exit code (``"%d\\n"``, the child's last word) or reached EOF without it; False when
+    ``deadline`` (monotonic) passed before the child reported its exit code (once it has, its pipes
+    are read to their end whatever the deadline, as :meth:`subprocess.Popen.communicate` does).
+    """
 
-    def _run(self) -> None:
-        try:
-            while chunk := os.read(self.fd, 65536):
-                self.chunks.append(chunk)
-        except OSError:
-            pass
-        finally:
-            os.close(self.fd)  # here, at EOF: never while another thread may still read it
-            if self.at_end is not None:
-                self.at_end(b"".join(self.chunks))
+    def __init__(self, out_r: int, err_r: int, status_r: int) -> None:
+        self.out_r, self.err_r, self.status_r = out_r, err_r, status_r
+        self.chunks: dict[int, list[bytes]] = {out_r: [], err_r: [], status_r: []}
+        self.open = {out_r, err_r, status_r}
+        self.reported: int | None = None
+        self._selector = selectors.DefaultSelector()
+        for fd in self.open:
+            self._selector.register(fd, selectors.EVENT_READ)
 
-    def result(self) -> bytes:
-        self.thread.join()
-        return b"".join(self.chunks)
+    def _done(self) -> bool:
+        return (
+            self.out_r not in self.open
+            and self.err_r not in self.open
+            and (self.status_r not in self.open or self.reported is not None)
+        )
+
+    def read(self, deadline: float | None) -> bool:
+        while not self._done():
+            # the deadline is the child's: once it has ended, its pipes are read to their end
+            timeout = None if deadline is None or self.reported is not None else deadline - time.monotonic()
+            if timeout is not None and timeout <= 0:
+                return False
+            for key, _ in self._selector.select(timeout):
+                fd = key.fd
+                try:
+                    chunk = os.read(fd, 65536)
+                except OSError:
+                    chunk = b""
+                if chunk:
+                    self.chunks[fd].append(chunk)
+                else:
+                    self._close(fd)
+                if fd == self.status_r and self.reported is None:
+                    data = b"".join(self.chunks[fd])
+                    if data.endswith(b"\n") and data.strip().lstrip(b"-").isdigit():
+                        self.reported = int(data)
+        return True
+
+    def _close(self, fd: int) -> None:
+        if fd in self.open:
+            self.open.discard(fd)
+            self._selector.unregister(fd)
+            os.close(fd)
+
+    def close(self) -> None:
+        for fd in list(self.open):
+            self._close(fd)
+        self._selector.close()
+
+    def output(self, fd: int) -> bytes:
+        return b"".join(self.chunks[fd])
 
 
 class ForkServerClient:
@@ -293,14 +331,7 @@ class ForkServerClient:
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         status_r, status_w = os.pipe()
-
-        def reported(data: bytes) -> None:
-            if data.strip().lstrip(b"-").isdigit():
-                pending.reported = int(data)
-                pending.done.set()
-
-        readers = [_Drain(out_r), _Drain(err_r)]
-        _Drain(status_r, reported)
+        pipes = _Pipes(out_r, err_r, status_r)
         try:
             data = json.dumps(request).encode() + b"\n"
             try:
@@ -315,21 +346,28 @@ class ForkServerClient:
             pending.started.wait()
             if pending.pid is None:
                 raise ForkServerError(pending.error or "the step zygote did not fork", started=False)
-            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            timed_out = not pending.done.wait(remaining)
+            timed_out = not pipes.read(deadline)
+            if not timed_out and pipes.reported is None:
+                # it ended without its last word (a signal, a crash): the zygote's status tells
+                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+                timed_out = not pending.done.wait(remaining)
             if timed_out:
                 kill_group(pending.pid)
-                pending.done.wait()
+                pipes.read(None)
+            if pipes.reported is not None:
+                pending.reported = pipes.reported
+                pending.done.set()  # ended: the zygote's reader must not kill its group if the zygote dies
+            pending.done.wait()
             status = pending.reported if pending.status is None else pending.status
             if status is None:
                 raise ForkServerError(pending.error or "the step zygote lost the process", started=True)
-            stdout, stderr = (r.result() for r in readers)
-            return ForkedOutcome(status, timed_out, pending.pid, stdout, stderr)
+            return ForkedOutcome(status, timed_out, pending.pid, pipes.output(out_r), pipes.output(err_r))
         except OSError as exc:
             raise ForkServerError(
                 f"the step zygote is not reachable: {exc}", started=pending.pid is not None
             ) from None
         finally:
+            pipes.close()
             with self._lock:
                 self._pending.pop(request_id, None)
 

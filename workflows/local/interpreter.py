@@ -13,10 +13,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import queue
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
 from workflows.local.errors import NodeError
@@ -40,6 +41,46 @@ from workflows.local.sandbox import Sandbox
 from workflows.local.scope import Scope, bind_inputs
 from workflows.local.scripts import run_script
 from workflows.local.validation import ValidatedWorkflow
+
+
+class _Siblings:
+    """Threads for the steps of a group that run beside its first (:meth:`Run.run_parallel`): a
+    thread is started only when none is idle, then kept and reused (before, every group started
+    threads of its own, and each one started waits to be scheduled). A thread is idle again before
+    its caller can see its result, so groups run one after another never start more threads than
+    the largest of them has siblings."""
+
+    def __init__(self) -> None:
+        self._idle: list[queue.SimpleQueue[Any]] = []
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Any, *args: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        with self._lock:
+            inbox = self._idle.pop() if self._idle else None
+        if inbox is None:
+            inbox = queue.SimpleQueue()
+            threading.Thread(target=self._serve, args=(inbox,), name="step", daemon=True).start()
+        inbox.put((future, fn, args))
+        return future
+
+    def _serve(self, inbox: queue.SimpleQueue[Any]) -> None:
+        while True:
+            future, fn, args = inbox.get()
+            try:
+                result, error = fn(*args), None
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller, as a pool does
+                result, error = None, exc
+            with self._lock:
+                self._idle.append(inbox)
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(result)
+            del future, fn, args, result, error
+
+
+_SIBLINGS = _Siblings()
 
 
 class _Gate:
@@ -292,10 +333,18 @@ class Run:
         return phase, message
 
     def run_parallel(self, calls: list[_Call], gate: _Gate | None = None) -> list[tuple[Phase, StepOutputs]]:
+        """Run a group's steps (or a dag's ready tasks) at once: the first on this thread, the
+        others on threads kept for that (:class:`_Siblings`), reused from group to group (a thread
+        started per group waits to be scheduled, between one step's end and the next one's start:
+        image-update's resolve-image → update-target | count-gated). Returns when all have ended."""
         if len(calls) == 1:
             return [self.run_step(*calls[0], gate)]
-        with ThreadPoolExecutor(max_workers=len(calls), thread_name_prefix="step") as pool:
-            return list(pool.map(lambda c: self.run_step(*c, gate), calls))
+        others = [_SIBLINGS.submit(self.run_step, *c, gate) for c in calls[1:]]
+        try:
+            first = self.run_step(*calls[0], gate)
+        finally:
+            wait(others)  # as a pool's shutdown: never return while a sibling still runs
+        return [first] + [f.result() for f in others]
 
     def error_node(
         self, node_name: str, template: str, exc: NodeError, item: Any = None

@@ -14,6 +14,7 @@ caller's explicit passthrough. The process itself is started by a
 from __future__ import annotations
 
 import atexit
+import functools
 import os
 import queue
 import shutil
@@ -64,10 +65,42 @@ def _delete_forever() -> None:
         path = _trash.get()
         if path is None:
             return
-        shutil.rmtree(path, ignore_errors=True)
+        _remove(path)
         with _pending_lock:
             _pending.discard(path)
             _pending_lock.notify_all()
+
+
+def _remove(path: str) -> None:
+    """Delete ``path`` by an ``rm -rf`` process at the lowest priority (nice 19), waited for without
+    holding the interpreter: ``shutil.rmtree`` on this process's thread held the GIL between its
+    thousands of syscalls while the executor prepared the next step (an edit-kustomize directory, a
+    clone: ~3-30 ms, measured to stretch the next step's preparation from ~1 ms to ~5 ms), and took a
+    full-priority share of a CPU the steps need. ``shutil.rmtree`` is what is left to do when ``rm``
+    cannot run or left something behind."""
+    rm = _rm()
+    if rm:
+        try:
+            pid = os.posix_spawn(rm, [rm, "-rf", "--", path], {"PATH": "/usr/bin:/bin", "LC_ALL": "C"})
+        except OSError:
+            pass
+        else:
+            try:
+                os.setpriority(os.PRIO_PROCESS, pid, 19)
+            except OSError:  # it only runs at the executor's priority
+                pass
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:  # reaped by someone else: whether it is gone tells
+                pass
+            if not os.path.lexists(path):
+                return
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@functools.cache
+def _rm() -> str | None:
+    return shutil.which("rm", path="/usr/bin:/bin")
 
 
 def discard(path: str) -> None:

@@ -688,6 +688,43 @@ def test_git_that_outlives_its_timeout_is_transient(tmp_path) -> None:
         git.run_git(["-c", "alias.slow=!sleep 2", "slow"], tmp_path, timeout=0.3)
 
 
+def test_git_that_outlives_its_timeout_is_killed_and_its_output_kept(tmp_path) -> None:
+    """Past its timeout git is killed and what it wrote is kept, as ``subprocess.run`` keeps it."""
+    import subprocess
+
+    from steps.git import process
+
+    with pytest.raises(subprocess.TimeoutExpired) as raised:
+        process._run(
+            ["sh", "-c", "echo early; echo warn >&2; exec sleep 5"], tmp_path, dict(os.environ), None, 0.3
+        )
+    assert (raised.value.stdout, raised.value.stderr, raised.value.timeout) == ("early\n", "warn\n", 0.3)
+
+
+def test_git_runs_on_the_callers_thread_alone_and_takes_input_larger_than_a_pipe(
+    tmp_path, monkeypatch
+) -> None:
+    """A git command starts no thread of ours (a thread per command waits to be scheduled before git
+    starts); its stdin is written while its output is read, however large both are."""
+    import hashlib
+
+    started: list[str] = []
+    original = threading.Thread.start
+
+    def counting_start(thread: threading.Thread) -> None:
+        started.append(thread.name)
+        original(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", counting_start)
+    blob = "".join(random.choice("abc\n") for _ in range(600_000))  # more than a pipe holds
+    git.run_git(["init", "--quiet", str(tmp_path / "r")])
+    sha = git.run_git(["hash-object", "-w", "--stdin"], tmp_path / "r", input=blob).stdout.strip()
+    assert sha == hashlib.sha1(f"blob {len(blob)}\0{blob}".encode()).hexdigest()
+    shown = git.run_git(["cat-file", "--batch"], tmp_path / "r", input=sha + "\n", raw_stdout=True)
+    assert shown.stdout == f"{sha} blob {len(blob)}\n{blob}\n".encode()
+    assert started == []
+
+
 def test_tree_head_trees_and_mode_at_answer_as_git_does(make_remote, auth, tmp_path) -> None:
     remote = make_remote(FILES)
     repo = git.clone(remote.url, tmp_path / "w", paths=[PROD], auth=auth)

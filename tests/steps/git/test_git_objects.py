@@ -251,9 +251,28 @@ def test_the_seeded_commit_written_in_python_is_the_one_fast_import_writes(
         )
 
 
+def test_the_seed_and_its_commit_are_one_pack_each_that_git_verifies(repo: Path, tmp_path: Path) -> None:
+    """The seed's objects, and its commit's, are written as one pack each (two files where loose
+    objects take a directory and a file each): git verifies both packs and reads every object."""
+    seeded = _seed(repo, tmp_path / "seeded")
+    seeded.write(FILE, FILES[FILE].replace("1.0.0", "1.2.0"))
+    sha = seeded.commit("bump\n", "Deploy Bot", "bot@x")
+    objects = seeded.path / ".git" / "objects"
+    assert [p for p in objects.iterdir() if p.name not in ("info", "pack")] == []  # no loose object
+    indexes = sorted((objects / "pack").glob("pack-*.idx"))
+    assert len(indexes) == 2 and len(list((objects / "pack").glob("pack-*.pack"))) == 2
+    for index in indexes:
+        assert _git(seeded.path, "verify-pack", "-v", str(index)).strip().endswith(b": ok")
+    assert _git(seeded.path, "cat-file", "-p", f"{sha}:{FILE}").decode() == FILES[FILE].replace(
+        "1.0.0", "1.2.0"
+    )
+    assert _git(seeded.path, "rev-parse", f"{sha}^") == _git(repo, "rev-parse", "HEAD")
+
+
 def test_the_seeded_repository_is_the_one_git_init_makes(repo: Path, tmp_path: Path) -> None:
     """The seed writes the repository ``git init --template= --object-format= --initial-branch=``
-    makes (no process): same files and settings, plus the shallow boundary and the promisor remote."""
+    makes (no process): same files and settings, plus its objects (a pack), the shallow boundary and
+    the promisor remote."""
     fmt = "sha256" if repo.name == "sha256" else "sha1"
     seeded = _seed(repo, tmp_path / "seeded")
     init = tmp_path / "init"
@@ -264,7 +283,9 @@ def test_the_seeded_repository_is_the_one_git_init_makes(repo: Path, tmp_path: P
 
     def layout(gitdir: Path) -> set[str]:
         """Every file and directory, but the seed's own additions (objects, the branch, shallow)."""
-        theirs = re.compile(r"objects/[0-9a-f]{2}(/.*)?|refs/heads/main|shallow")
+        theirs = re.compile(
+            r"objects/[0-9a-f]{2}(/.*)?|objects/pack/pack-[0-9a-f]+\.(pack|idx)|refs/heads/main|shallow"
+        )
         names = {p.relative_to(gitdir).as_posix() for p in gitdir.rglob("*")}
         return {n for n in names if not theirs.fullmatch(n)}
 

@@ -459,3 +459,79 @@ def test_an_exit_handler_that_names_no_template_is_refused(tmp_path: Path) -> No
     doc["spec"]["onExit"] = "nope"
     with pytest.raises(ConfigError, match="onExit"):
         LocalExecutor(yaml.safe_dump(doc), project_root=ROOT)
+
+
+PARALLEL_GROUP = """\
+apiVersion: argoproj.io/v1alpha1
+kind: WorkflowTemplate
+metadata:
+  name: parallel-group
+spec:
+  entrypoint: main
+  templates:
+  - name: main
+    steps:
+    - - name: a
+        template: pause
+      - name: b
+        template: pause
+      - name: c
+        template: pause
+    - - name: after
+        template: pause
+  - name: pause
+    suspend:
+      duration: '0'
+"""
+
+
+def test_a_group_runs_its_steps_at_once_on_threads_kept_from_earlier_groups(
+    logs: list[dict], monkeypatch
+) -> None:
+    """A group's steps run at once (the first on the caller's thread, the others on threads kept
+    for that), and later groups reuse those threads: runs one after another start no more threads
+    than one group has siblings (each thread started waits to be scheduled, between one step's end
+    and the next one's start; before, every group started its own)."""
+    started: list[str] = []
+    original = threading.Thread.start
+
+    def counting_start(thread: threading.Thread) -> None:
+        started.append(thread.name)
+        original(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", counting_start)
+    executor = LocalExecutor(PARALLEL_GROUP, project_root=ROOT, log=logs.append)
+    for i in range(5):
+        result = executor.run(workflow_name=f"parallel-{i}")
+        assert result.phase == "Succeeded", result.message
+        assert sorted(n.name for n in result.nodes if n.template == "pause") == [
+            f"parallel-{i}.{name}" for name in ("a", "after", "b", "c")
+        ]
+    assert len(started) <= 2
+
+
+def test_a_finished_steps_directory_is_deleted_by_a_process_of_its_own(tmp_path: Path, monkeypatch) -> None:
+    """A step's directory is deleted in the background by an ``rm`` process at the lowest priority,
+    not by the executor's own thread (whose ``rmtree`` held the interpreter while the next step was
+    being prepared); every discarded directory is gone once ``wait_deleted`` returns."""
+    from workflows.local import sandbox
+
+    on_the_deleter: list[str] = []
+    rmtree = sandbox.shutil.rmtree
+
+    def watched(path, *args, **kwargs):
+        if threading.current_thread().name == "step-dir-deleter":
+            on_the_deleter.append(str(path))
+        return rmtree(path, *args, **kwargs)
+
+    monkeypatch.setattr(sandbox.shutil, "rmtree", watched)
+    step = tmp_path / "imagebump-step-x"
+    (step / "repo" / ".git" / "objects").mkdir(parents=True)
+    for i in range(50):
+        (step / "repo" / ".git" / "objects" / f"o{i}").write_text("x")
+    (step / "link").symlink_to(tmp_path)  # followed by nothing: the link goes, its target stays
+    sandbox.discard(str(step))
+    sandbox.wait_deleted([str(step)])
+    assert not step.exists()
+    assert tmp_path.exists()
+    assert on_the_deleter == []

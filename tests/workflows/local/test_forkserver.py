@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -280,6 +281,64 @@ def test_the_spare_child_becomes_the_next_step_and_ends_with_its_zygote(tmp_path
         while _alive(spare) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not _alive(spare), "the spare ended with its zygote"
+    finally:
+        zygote.close()
+
+
+def test_the_caller_reads_a_forked_commands_pipes_itself(tmp_path: Path, monkeypatch) -> None:
+    """The caller waits for a forked command on its own thread: no thread is started per command
+    (each one started is scheduled before the request can even be sent), and both streams are read
+    whole at once, however much more than a pipe holds the command writes on each."""
+    zygote = ForkServerClient(sys.executable, str(ROOT), ["tests.workflows.big_output"])
+    try:
+        zygote.ensure_started()  # its reader thread: one per zygote, not per command
+        started: list[str] = []
+        original = threading.Thread.start
+
+        def counting_start(thread: threading.Thread) -> None:
+            started.append(thread.name)
+            original(thread)
+
+        monkeypatch.setattr(threading.Thread, "start", counting_start)
+        outcome = zygote.run(
+            [sys.executable, "-m", "tests.workflows.big_output", "512"],
+            cwd=str(tmp_path),
+            env={"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)},
+            timeout=120,
+        )
+        assert started == []
+        assert (outcome.returncode, outcome.timed_out) == (3, False)
+        expected = b"".join(bytes([ord("a") + i % 26]) * 4096 for i in range(128))
+        assert outcome.stdout == expected
+        assert outcome.stderr == expected.upper()
+    finally:
+        zygote.close()
+
+
+def test_a_spare_copies_the_pages_children_write_before_its_request(tmp_path: Path) -> None:
+    """Children tell the zygote which of its pages they copied (written: copy-on-write); the next
+    spares copy those while they wait for a request, so a later command's own writes to the same
+    objects fault far less than the first one's. The command is the same and gets the same bytes:
+    only when the copies are made changes."""
+    zygote = ForkServerClient(sys.executable, str(ROOT), ["tests.workflows.write_faults"])
+    try:
+
+        def faults() -> int:
+            outcome = zygote.run(
+                [sys.executable, "-m", "tests.workflows.write_faults"],
+                cwd=str(tmp_path),
+                env={"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)},
+                timeout=120,
+            )
+            assert outcome.returncode == 0, outcome.stderr
+            return int(outcome.stdout)
+
+        first = faults()  # its spare was forked before any child had reported
+        # a child reports after its exit code (off the caller's path), and a spare learns when it
+        # is forked: a later spare, not necessarily the next one, has the copies made
+        later = [faults() for _ in range(8)]
+        assert first > 100
+        assert min(later) < first / 2, (first, later)
     finally:
         zygote.close()
 

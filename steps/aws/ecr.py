@@ -12,7 +12,7 @@ missing repository is a :class:`ConfigError` naming it; access denied is a
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -74,8 +74,6 @@ def warm_loader() -> None:
     time), and build one session on it for the next :func:`_session` call (a forked step's first
     client)."""
     global _LOADER, _WARM_SESSION
-    from botocore.loaders import create_loader
-
     loader = create_loader()
     for name in ("endpoints", "partitions", "_retry", "sdk-default-configuration"):
         loader.load_data(name)
@@ -98,12 +96,75 @@ def warm_loader() -> None:
     _WARM_SESSION = _new_session()
 
 
+def create_loader(data_path: str | None = None) -> Any:
+    """botocore's data loader (``botocore.loaders.create_loader``: the same search path, ``AWS_DATA_PATH``
+    first, the same files) made cheaper to start on, with what botocore's data says unchanged:
+
+    * which services have a model (checked before a client's model is read) is looked up for the
+      one service asked (its own directory), not by listing every service's directory in botocore's
+      data (~460, a ``stat`` of each: 0.015-0.025 s CPU of a fresh process's first client). The full
+      list is still botocore's own scan (an unknown service's error, ``get_available_services``);
+    * its JSON files are parsed into plain dicts (insertion-ordered as botocore's ``OrderedDict`` s):
+      ``endpoints.json`` (1.2 MB, every service of every partition) parses in half the time.
+    """
+    from botocore.exceptions import DataNotFoundError
+    from botocore.loaders import JSONFileLoader, Loader
+    from botocore.loaders import create_loader as botocore_loader
+
+    class PlainJSONFileLoader(JSONFileLoader):  # type: ignore[misc]
+        def _load_file(self, full_path: str, open_method: Any) -> Any:
+            import json
+            import os
+
+            if not os.path.isfile(full_path):
+                return None
+            with open_method(full_path, "rb") as fp:
+                return json.loads(fp.read().decode("utf-8"))
+
+    class KnownServices(Sequence):  # type: ignore[type-arg]
+        """What ``Loader.list_available_services`` answers, ``in`` checked for one name."""
+
+        def __init__(self, loader: Any, type_name: str) -> None:
+            self._loader, self._type_name = loader, type_name
+            self._all: list[str] | None = None
+
+        def __contains__(self, name: object) -> bool:
+            try:
+                return bool(self._loader.list_api_versions(name, self._type_name))
+            except DataNotFoundError:
+                return False
+
+        def _names(self) -> list[str]:
+            if self._all is None:
+                self._all = Loader.list_available_services(self._loader, self._type_name)
+            return self._all
+
+        def __getitem__(self, index: Any) -> Any:
+            return self._names()[index]
+
+        def __len__(self) -> int:
+            return len(self._names())
+
+    class EcrLoader(Loader):  # type: ignore[misc]
+        FILE_LOADER_CLASS = PlainJSONFileLoader
+
+        def list_available_services(self, type_name: str) -> Any:
+            return KnownServices(self, type_name)
+
+    paths = botocore_loader(data_path).search_paths  # AWS_DATA_PATH's entries, as botocore reads them
+    return EcrLoader(extra_search_paths=list(paths), include_default_search_paths=False)
+
+
 def _new_session() -> Any:
     import botocore.session
 
     core = botocore.session.Session()
     if _LOADER is not None:
         core.register_component("data_loader", _LOADER)
+    else:  # botocore's own default, on this module's loader
+        core.lazy_register_component(
+            "data_loader", lambda: create_loader(core.get_config_variable("data_path"))
+        )
     return core
 
 

@@ -53,7 +53,6 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from steps.domain.errors import ImagebumpError
-from steps.domain.terminal import for_terminal
 from steps.runtime import timing
 from steps.runtime.redact import redact
 from steps.runtime.settings import register_secrets_from_environment
@@ -187,6 +186,10 @@ class TextLineFormatter(logging.Formatter):
         self.prefix = prefix
 
     def format(self, record: logging.LogRecord) -> str:
+        # here, not at the top: a step logs JSON, and the third-party ``regex`` this imports costs a
+        # step's cold start ~0.006 s (bench/README.md "Cold start")
+        from steps.domain.terminal import for_terminal
+
         message = for_terminal(redact(record.getMessage()), 4000)  # one line per record
         text = f"{self.prefix}: {record.levelname.lower()}: {message}"
         if record.exc_info:

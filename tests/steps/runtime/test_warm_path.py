@@ -95,3 +95,50 @@ def test_session_built_before_the_fork_takes_the_steps_environment_and_is_handed
     assert client.meta.endpoint_url == moto.endpoint_url and client.meta.region_name == "eu-west-1"
     assert client._request_signer._credentials.access_key == "AKIASTEPOWNKEY"
     assert client.describe_repositories()["repositories"] == []  # eu-west-1 of moto: empty, answered
+
+
+@pytest.mark.parametrize("region", ["us-west-2", "cn-north-1", "us-gov-west-1", "us-iso-east-1"])
+@pytest.mark.parametrize("setting", [{}, {"use_fips_endpoint": True}, {"use_dualstack_endpoint": True}])
+def test_ecr_loader_gives_the_client_botocores_own_loader_gives(region, setting, monkeypatch) -> None:
+    """steps.aws.ecr's data loader (services checked one by one, plain-dict JSON) builds the client
+    botocore's default loader builds: endpoint, signing, model; other services (STS, which a web
+    identity's credentials need) and botocore's list of services as they were."""
+    import botocore.session
+    from botocore.config import Config
+    from botocore.exceptions import UnknownServiceError
+
+    monkeypatch.setattr(ecr, "_LOADER", None)
+    keys = {"aws_access_key_id": "AKIAEXAMPLE", "aws_secret_access_key": "example"}
+    plain = botocore.session.Session().create_client(
+        "ecr", region_name=region, config=Config(**setting), **keys
+    )
+    ours = ecr._new_session().create_client("ecr", region_name=region, config=Config(**setting), **keys)
+    assert ours._loader is not plain._loader and type(ours._loader).__module__ == ecr.__name__
+    assert ours.meta.endpoint_url == plain.meta.endpoint_url
+    assert ours.meta.partition == plain.meta.partition
+    assert ours._request_signer._signing_name == plain._request_signer._signing_name
+    assert ours._request_signer._region_name == plain._request_signer._region_name
+    assert ours.meta.service_model.operation_names == plain.meta.service_model.operation_names
+    assert ours.meta.service_model._service_description == plain.meta.service_model._service_description
+    shape = "DescribeImagesResponse"  # members in the model's order, as botocore's OrderedDict keeps them
+    assert list(ours.meta.service_model.shape_for(shape).members) == ["imageDetails", "nextToken"]
+    assert list(plain.meta.service_model.shape_for(shape).members) == ["imageDetails", "nextToken"]
+    session = ecr._new_session()
+    assert session.create_client("sts", region_name=region, **keys).meta.service_model.service_name == "sts"
+    assert list(session.get_available_services()) == botocore.session.Session().get_available_services()
+    with pytest.raises(UnknownServiceError, match="Valid service names are: .*ecr"):
+        session.create_client("no-such-service", region_name=region)
+
+
+def test_ecr_loader_reads_aws_data_path_first(tmp_path, monkeypatch) -> None:
+    """``AWS_DATA_PATH`` is searched before botocore's data, as botocore's own loader does."""
+    import json
+
+    monkeypatch.setattr(ecr, "_LOADER", None)
+    (tmp_path / "sdk-default-configuration.json").write_text(
+        json.dumps({"version": 1, "base": {}, "modes": {}})
+    )
+    monkeypatch.setenv("AWS_DATA_PATH", str(tmp_path))
+    loader = ecr._new_session().get_component("data_loader")
+    assert loader.search_paths[0] == str(tmp_path)
+    assert loader.load_data("sdk-default-configuration") == {"version": 1, "base": {}, "modes": {}}

@@ -101,6 +101,7 @@ def _update_how(
     plan: Plan,
     head: str,
     required: bool,
+    pr_title: str,
 ) -> Update:
     """Stack one more commit on the living branch or rebuild it (:func:`steps.commit_pr.stack.decide_update`):
     the facts read here, the decision there."""
@@ -109,7 +110,15 @@ def _update_how(
     can_append = not required and repo.mode_at("HEAD", plan.file) == "100644"
     readable = can_append and len(commits) < MAX_STACKED and len(mine) == len(commits)
     base = repo.head_trees()[0]  # the newest base: the local commit's parent
-    shaped = [BranchCommit(c.sha, _parents(repo, c.sha) if readable else (), c.sha in mine) for c in commits]
+    shaped = [
+        BranchCommit(
+            c.sha,
+            _parents(repo, c.sha) if readable else (),
+            c.sha in mine,
+            (c.message.splitlines() or [""])[0],
+        )
+        for c in commits
+    ]
     changed: list[str] = []
     if readable:
         listed = repo.git(
@@ -130,6 +139,7 @@ def _update_how(
         file=plan.file,
         pr_open=True,
         can_append=can_append,
+        pr_title=pr_title,
     )
 
 
@@ -240,7 +250,7 @@ def _propose(
                     repo, plan.file, applied.text, message, branch, prove=False, create=True
                 )
             elif remote_sha is not None and living is not None:  # issue 33: one more commit on it?
-                how = _update_how(repo, commits, target, settings, plan, remote_sha, required)
+                how = _update_how(repo, commits, target, settings, plan, remote_sha, required, living.title)
                 log.info("updating %s: %s (%s)", branch, how.how, how.reason)
                 if how.stack:
                     made = db.stack_head(repo, plan.file, applied.text, message, branch, remote_sha)

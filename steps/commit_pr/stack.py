@@ -21,6 +21,9 @@ text) — and :data:`REBUILD` (as before) for anything else:
   here, :mod:`steps.domain.branch_owner`; this is a second guard, never a way to build on their work);
 - the base moved: the oldest commit's parent is not the newest base (the proposal is rebuilt on it);
 - the chain is not a line of single-parent commits from the base to the head the lease expects;
+- the pull request's title is not the head commit's subject: imagebump sets it to the subject of each
+  commit it pushes, so the branch was rewritten since (a person dropped imagebump's last commit with a
+  force-push: nothing is stacked on what they left; the rebuild is what happens today);
 - the head's tree differs from the base's outside the file (a former plan edited another file);
 - the branch holds :data:`MAX_STACKED` commits already: it is rebuilt as one (so a pull request shows
   at most that many, and a long-lived one is squashed back to one every so often).
@@ -45,6 +48,7 @@ class BranchCommit:
     sha: str
     parents: tuple[str, ...]
     imagebump: bool
+    subject: str = ""  # the first line of its message
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,7 @@ def decide_update(
     file: str,
     pr_open: bool,
     can_append: bool,
+    pr_title: str | None = None,
     limit: int = MAX_STACKED,
 ) -> Update:
     """Stack on the branch or rebuild it (see the module docstring).
@@ -81,6 +86,10 @@ def decide_update(
         pr_open: the branch's pull request is open (a living proposal).
         can_append: ``createCommitOnBranch`` keeps every guarantee for this commit (not
             ``requireVerified``, the file's mode ``100644``).
+        pr_title: the open pull request's title. imagebump sets it to the subject of the commit it
+            pushes (:func:`steps.commit_pr.message.pr_text`), so a title that is not the head's subject
+            means the branch (or the title) changed since imagebump's last update — a person dropped
+            its last commit with a force-push, say: then no commit is stacked on what they left.
         limit: at most this many commits on the branch before it is rebuilt as one.
     """
     if not can_append:
@@ -93,6 +102,8 @@ def decide_update(
         return Update(REBUILD, "a commit on the branch is not imagebump's")
     if commits[0].sha != head:
         return Update(REBUILD, "the commits read are not the head the lease expects")
+    if pr_title is not None and pr_title != commits[0].subject[:256]:
+        return Update(REBUILD, "the pull request's title is not its head's subject: the branch changed since")
     if len(commits) >= limit:
         return Update(REBUILD, f"the branch holds {len(commits)} commits (at most {limit})")
     for newer, older in zip(commits, commits[1:], strict=False):

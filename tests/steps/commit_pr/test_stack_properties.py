@@ -32,6 +32,7 @@ class Shape:
     head_tree: dict[str, str]
     pr_open: bool
     can_append: bool
+    pr_title: str  # what the open pull request's title says now
 
     @property
     def base(self) -> str:
@@ -55,6 +56,7 @@ class Shape:
             file=FILE,
             pr_open=self.pr_open,
             can_append=self.can_append,
+            pr_title=self.pr_title,
             limit=limit,
         )
 
@@ -85,8 +87,11 @@ def shapes(draw) -> Shape:
         merge = draw(st.integers(0, 7)) == 0  # "Update branch": a merge of the base
         parents = (parent, _base_sha(len(trees) - 1)) if merge else (parent,)
         sha = f"c{i:039x}"
-        commits.append(BranchCommit(sha, parents, imagebump=not person and not merge))
+        commits.append(BranchCommit(sha, parents, imagebump=not person and not merge, subject=f"bump {i}"))
         parent = sha
+    # imagebump titles the pull request with the subject of the commit it pushed last; a person who
+    # dropped that commit (a force-push) leaves the title naming a commit the branch no longer has
+    pushed_last = len(commits) - 1 + draw(st.integers(0, 2))
     return Shape(
         base_trees=tuple(trees),
         built_on=built_on,
@@ -94,6 +99,7 @@ def shapes(draw) -> Shape:
         head_tree=tree,
         pr_open=draw(st.integers(0, 5)) > 0,
         can_append=draw(st.integers(0, 5)) > 0,
+        pr_title=f"bump {pushed_last}",
     )
 
 
@@ -134,8 +140,17 @@ def test_every_branch_of_imagebumps_commits_on_the_newest_base_is_stacked_on_bel
         and all(c.imagebump for c in shape.commits)
         and shape.built_on == len(shape.base_trees) - 1
         and shape.changed <= {FILE}
+        and shape.pr_title == shape.commits[0].subject
     )
     assert shape.decide().stack == eligible
+
+
+@settings(max_examples=400, deadline=None)
+@given(shapes())
+def test_nothing_is_stacked_on_a_branch_a_person_cut_back_with_a_force_push(shape: Shape) -> None:
+    """imagebump's last commit gone from the branch (its title still names it): not built on."""
+    if shape.commits and shape.pr_title != shape.commits[0].subject:
+        assert not shape.decide().stack
 
 
 @settings(max_examples=200, deadline=None)

@@ -360,6 +360,21 @@ def test_pr_mode_api_stacked_update_lost_to_a_persons_push_leaves_the_branch_the
     assert fake.pulls[0].title != out.reason and len(fake.pulls[0].comments) == 1
 
 
+def test_pr_mode_api_does_not_stack_on_a_branch_a_person_cut_back(world, as_app) -> None:
+    """A person force-pushed the branch back to imagebump's first commit (dropping the second): the
+    pull request's title still names the dropped commit, so nothing is stacked on what they left."""
+    remote, fake = world
+    first = commit_pr.run(_api(remote, mode="pr"), plan())
+    second = commit_pr.run(_api(remote, mode="pr", tag="1.2.0"), plan(new="1.2.0"))
+    assert remote.git("rev-parse", f"{second.commit_sha}^").strip() == first.commit_sha
+    remote.git("update-ref", f"refs/heads/{first.branch}", first.commit_sha)  # the person's force-push
+    fake.calls.clear()
+    third = commit_pr.run(_api(remote, mode="pr", tag="1.3.0"), plan(new="1.3.0"))
+    assert third.action == "pr-updated"
+    assert remote.git("rev-parse", f"{third.commit_sha}^").strip() == remote.rev()  # rebuilt, as before
+    assert any("updateRefs" in c.body["query"] for c in fake.calls if c.path.endswith("graphql"))
+
+
 def test_the_fake_marks_a_pull_request_merged_once_its_head_is_reachable_from_its_base(world, as_app) -> None:
     """Why a PR update cannot move the branch to the base first: GitHub closes the pull request as
     merged as soon as its head is a commit of its base."""

@@ -11,7 +11,11 @@ proposal (:class:`steps.forge.pull_requests.LocalForge`).
 (:meth:`steps.forge.github_commits.GitDatabase.commit_head`) and the branch is created (``POST …/git/refs``; "already
 exists" is a lost race) or moved with a lease (GraphQL ``updateRefs`` with ``beforeOid``: never
 over a commit someone else pushed since it was read); the pull request calls share the step's
-rate-limit budget.
+rate-limit budget. Issue 33: a living branch of imagebump's own commits on the newest base is updated
+by one more commit instead (:func:`steps.commit_pr.stack.decide_update` decides,
+:meth:`~steps.forge.github_commits.GitDatabase.stack_head` proves the tree and commits with
+``createCommitOnBranch``, ``expectedHeadOid`` = the head read: the same lease) — the same tree, one
+content-creating request fewer.
 """
 
 from __future__ import annotations

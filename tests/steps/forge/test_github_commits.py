@@ -375,6 +375,20 @@ def test_pr_mode_api_does_not_stack_on_a_branch_a_person_cut_back(world, as_app)
     assert any("updateRefs" in c.body["query"] for c in fake.calls if c.path.endswith("graphql"))
 
 
+def test_pr_mode_api_require_verified_updates_are_rebuilt_over_rest_never_stacked(world, as_app) -> None:
+    """``requireVerified``: no ref may move before GitHub said the commit is Verified, and
+    ``createCommitOnBranch`` moves the branch in the same request: the update keeps the REST path."""
+    remote, fake = world
+    first = commit_pr.run(_api(remote, mode="pr", require_verified=True), plan())
+    fake.calls.clear()
+    newer = commit_pr.run(_api(remote, mode="pr", tag="1.2.0", require_verified=True), plan(new="1.2.0"))
+    assert newer.action == "pr-updated" and newer.verified == "true"
+    assert remote.git("rev-parse", f"{newer.commit_sha}^").strip() == remote.rev() != first.commit_sha
+    queries = [c.body["query"] for c in fake.calls if c.path.endswith("graphql")]
+    assert not any("createCommitOnBranch" in q for q in queries) and any("updateRefs" in q for q in queries)
+    assert _git_statuses(fake, "POST", "commits") == [201]
+
+
 def test_the_fake_marks_a_pull_request_merged_once_its_head_is_reachable_from_its_base(world, as_app) -> None:
     """Why a PR update cannot move the branch to the base first: GitHub closes the pull request as
     merged as soon as its head is a commit of its base."""

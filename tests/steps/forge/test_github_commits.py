@@ -389,6 +389,29 @@ def test_pr_mode_api_require_verified_updates_are_rebuilt_over_rest_never_stacke
     assert _git_statuses(fake, "POST", "commits") == [201]
 
 
+def test_a_stacked_update_whose_tree_fails_its_proof_moves_nothing(world, as_app) -> None:
+    remote, fake = world
+    first = commit_pr.run(_api(remote, mode="pr"), plan())
+    fake.gitdb.alter_content = lambda text: text.replace("\n", "\r\n")
+    with pytest.raises(TreeMismatch, match="git"):
+        commit_pr.land(_api(remote, mode="pr", tag="1.2.0"), plan(new="1.2.0"))
+    assert remote.rev(first.branch) == first.commit_sha  # the proof failed before the branch moved
+    assert not [
+        c for c in fake.calls if c.path.endswith("graphql") and "createCommitOnBranch" in str(c.body)
+    ][1:]
+
+
+def test_a_stacked_commit_github_builds_differently_after_the_proof_is_taken_back(world, as_app) -> None:
+    remote, fake = world
+    first = commit_pr.run(_api(remote, mode="pr"), plan())
+    alter = lambda text: text.replace("\n", "\r\n")  # noqa: E731
+    fake.on("POST", r"/api/graphql", lambda: setattr(fake.gitdb, "alter_content", alter))
+    with pytest.raises(TreeMismatch, match="git"):
+        commit_pr.land(_api(remote, mode="pr", tag="1.2.0"), plan(new="1.2.0"))
+    assert remote.rev(first.branch) == first.commit_sha  # moved back, with a lease
+    assert fake.pulls[0].state == "open"
+
+
 def test_the_fake_marks_a_pull_request_merged_once_its_head_is_reachable_from_its_base(world, as_app) -> None:
     """Why a PR update cannot move the branch to the base first: GitHub closes the pull request as
     merged as soon as its head is a commit of its base."""

@@ -11,8 +11,10 @@ Reported:
 
 - ``requests_per_event``: HTTP requests the fake answered per event, all and content-creating, for
   ``commitMethod: api`` in ``mode: commit``, in ``mode: pr`` (first event: branch and PR created;
-  next event: branch moved with its lease, PR updated), and ``commitMethod: git`` in ``mode: pr``
-  for comparison (git's own requests go to the git remote, not the API);
+  next event on a base that did not move: one commit stacked on the branch with its lease, PR updated
+  — ``api_pr_updated``; next event after a commit landed on the base: the branch rebuilt on it, moved
+  with its lease — ``api_pr_rebuilt``, issue 33), and ``commitMethod: git`` in ``mode: pr`` for
+  comparison (git's own requests go to the git remote, not the API);
 - ``burst``: ``events`` pushes into as many overlays of one repository, ``mode: pr``, run
   ``concurrency`` at a time (``imagebump run --local``'s default 4), once per method: drain time,
   API requests, rate-limit answers waited out, PRs open.
@@ -137,17 +139,29 @@ def requests_per_event() -> dict[str, Any]:
     out: dict[str, Any] = {}
     with _world(4) as (server, fake):
         installation_token(GitHubSettings.from_env())
+        base_moves = "base_moves"  # someone's commit lands on the base between two events
         cases = [
             ("api_commit", 0, "1.0.1", "commit", "api"),
             ("api_pr_created", 1, "1.0.1", "pr", "api"),
-            ("api_pr_updated", 1, "1.0.2", "pr", "api"),
+            ("api_pr_updated", 1, "1.0.2", "pr", "api"),  # the base did not move: one commit stacked
             ("git_pr_created", 2, "1.0.1", "pr", "git"),
             ("git_pr_updated", 2, "1.0.2", "pr", "git"),
+            ("", 3, "1.0.1", "pr", "api"),  # a PR for overlay 3, then the base moves
+            (base_moves, 0, "", "", ""),
+            ("api_pr_rebuilt", 3, "1.0.2", "pr", "api"),  # the base moved: rebuilt on it
         ]
         for name, i, tag, mode, method in cases:
+            if name == base_moves:
+                server.commit_files("bench/api", {"README.md": "someone's change\n"}, "docs: a change")
+                continue
             before = len(fake.calls)
             result = commit_pr.land(*_event(server, i, tag, mode=mode, method=method))
-            out[name] = {"action": result.action, "verified": result.verified, **_count(fake.calls[before:])}
+            if name:
+                out[name] = {
+                    "action": result.action,
+                    "verified": result.verified,
+                    **_count(fake.calls[before:]),
+                }
     return out
 
 

@@ -11,7 +11,11 @@ proposal (:class:`steps.forge.pull_requests.LocalForge`).
 (:meth:`steps.forge.github_commits.GitDatabase.commit_head`) and the branch is created (``POST …/git/refs``; "already
 exists" is a lost race) or moved with a lease (GraphQL ``updateRefs`` with ``beforeOid``: never
 over a commit someone else pushed since it was read); the pull request calls share the step's
-rate-limit budget.
+rate-limit budget. Issue 33: a living branch of imagebump's own commits on the newest base is updated
+by one more commit instead (:func:`steps.commit_pr.stack.decide_update` decides,
+:meth:`~steps.forge.github_commits.GitDatabase.stack_head` proves the tree and commits with
+``createCommitOnBranch``, ``expectedHeadOid`` = the head read: the same lease) — the same tree, one
+content-creating request fewer.
 """
 
 from __future__ import annotations
@@ -28,7 +32,15 @@ from steps.commit_pr.result import Action, CommitPrOutput
 from steps.commit_pr.retry import Pacer
 from steps.commit_pr.rollbacks import reapply
 from steps.commit_pr.settings import CommitPrSettings
-from steps.domain.branch_owner import BRANCH_TAKEN, TAKEN_MARKER, foreign_commits, taken_comment, taken_reason
+from steps.commit_pr.stack import MAX_STACKED, BranchCommit, Update, decide_update
+from steps.domain.branch_owner import (
+    BRANCH_TAKEN,
+    TAKEN_MARKER,
+    CommitFacts,
+    foreign_commits,
+    taken_comment,
+    taken_reason,
+)
 from steps.domain.branches import branch_name
 from steps.domain.errors import NoCommitsBetween, PullRequestExists, PushRejected, TransientError
 from steps.domain.models import Plan, Target
@@ -65,16 +77,74 @@ class _Taken:
 
 
 def _taken(
-    repo: git.ClonedRepo, target: Target, settings: CommitPrSettings, branch: str, base: str
+    commits: list[CommitFacts], target: Target, settings: CommitPrSettings, branch: str
 ) -> tuple[str, str] | None:
-    """Is the living proposal ``branch`` a person's now? Every commit it has over ``base`` must be
-    imagebump's (:func:`steps.domain.branch_owner.made_by_imagebump`). None when they all are, else
-    the reason and the pull request's comment."""
-    commits = repo.branch_commits(branch, base)
+    """Is the living proposal ``branch`` a person's now? Every commit it has over its base
+    (``commits``, :meth:`steps.git.ClonedRepo.branch_commits`) must be imagebump's
+    (:func:`steps.domain.branch_owner.made_by_imagebump`). None when they all are, else the reason and
+    the pull request's comment."""
     foreign = foreign_commits(commits, settings.author_email, api=target.settings.commit_method == "api")
     if not foreign:
         return None
     return taken_reason(branch, foreign), taken_comment(branch, foreign)
+
+
+def _parents(repo: git.ClonedRepo, sha: str) -> tuple[str, ...]:
+    """The parent ids written in commit ``sha`` (read from the object: the branch was fetched
+    shallowly, and git hides a shallow commit's parents from ``rev-list``)."""
+    raw = repo.git("cat-file", "commit", sha, what=f"reading commit {sha[:12]}").stdout
+    header = raw.split("\n\n", 1)[0]
+    return tuple(line.split()[1] for line in header.splitlines() if line.startswith("parent "))
+
+
+def _update_how(
+    repo: git.ClonedRepo,
+    commits: list[CommitFacts],
+    target: Target,
+    settings: CommitPrSettings,
+    plan: Plan,
+    head: str,
+    required: bool,
+    pr_title: str,
+) -> Update:
+    """Stack one more commit on the living branch or rebuild it (:func:`steps.commit_pr.stack.decide_update`):
+    the facts read here, the decision there."""
+    api = target.settings.commit_method == "api"
+    mine = {c.sha for c in commits if not foreign_commits([c], settings.author_email, api=api)}
+    can_append = not required and repo.mode_at("HEAD", plan.file) == "100644"
+    readable = can_append and len(commits) < MAX_STACKED and len(mine) == len(commits)
+    base = repo.head_trees()[0]  # the newest base: the local commit's parent
+    shaped = [
+        BranchCommit(
+            c.sha,
+            _parents(repo, c.sha) if readable else (),
+            c.sha in mine,
+            (c.message.splitlines() or [""])[0],
+        )
+        for c in commits
+    ]
+    changed: list[str] = []
+    if readable:
+        listed = repo.git(
+            "diff-tree",
+            "-r",
+            "--no-renames",
+            "--name-only",
+            base,
+            head,
+            what="comparing the branch with its base",
+        ).stdout
+        changed = [line for line in listed.splitlines() if line]
+    return decide_update(
+        head=head,
+        base=base,
+        commits=shaped,
+        changed=changed,
+        file=plan.file,
+        pr_open=True,
+        can_append=can_append,
+        pr_title=pr_title,
+    )
 
 
 class _OpenPr:
@@ -140,8 +210,10 @@ def _propose(
             )
         remote_sha = repo.fetch(branch)  # what the lease expects (None: the branch must not exist)
         living = open_pr() if remote_sha else None
+        commits: list[CommitFacts] = []
         if remote_sha and living is not None:
-            taken = _taken(repo, target, settings, branch, base)
+            commits = repo.branch_commits(branch, base)
+            taken = _taken(commits, target, settings, branch)
             if taken is not None:  # a person pushed to it: theirs until the PR is merged or closed
                 reason, comment = taken
                 log.info("not updating %s: %s", branch, reason)
@@ -182,6 +254,11 @@ def _propose(
                 made = db.append_head(
                     repo, plan.file, applied.text, message, branch, prove=False, create=True
                 )
+            elif remote_sha is not None and living is not None:  # issue 33: one more commit on it?
+                how = _update_how(repo, commits, target, settings, plan, remote_sha, required, living.title)
+                log.info("updating %s: %s (%s)", branch, how.how, how.reason)
+                if how.stack:
+                    made = db.stack_head(repo, plan.file, applied.text, message, branch, remote_sha)
             if made is None:
                 made = db.commit_head(repo, plan.file, applied.text, message, required)
                 if remote_sha is None:

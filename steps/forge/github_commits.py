@@ -304,8 +304,38 @@ class GitDatabase:
                 self._delete_branch(branch)
             raise
 
+    def stack_head(
+        self, repo: ClonedRepo, path: str, text: str, message: str, branch: str, head: str
+    ) -> ApiCommit | None:
+        """Land the commit ``repo`` made at ``HEAD`` (on the newest base) as one more commit on the
+        living ``branch``, whose head is ``head`` (issue 33: 3 content-creating requests per PR update
+        instead of 4), or None when the file's mode is not ``100644`` (the caller rebuilds).
+
+        :func:`steps.commit_pr.stack.decide_update` decided that ``head`` is imagebump's on the newest
+        base and differs from it in ``path`` only, so ``head``'s tree with ``path`` replaced is
+        ``HEAD``'s tree. That is proven first (:meth:`prove_tree` on ``head``'s tree: nothing points at
+        the new tree unless GitHub builds git's), because the open pull request shows the branch as
+        soon as it moves. Then ``createCommitOnBranch`` with ``expectedHeadOid`` = ``head``: a branch
+        someone pushed to meanwhile is :class:`PushRejected` (a lost race; the caller re-reads it). Should
+        GitHub still answer another tree for the commit, the branch is moved back to ``head`` (with a
+        lease on that commit) and :class:`TreeMismatch` raised.
+        """
+        if repo.mode_at("HEAD", path) != "100644":
+            return None
+        tree, head_tree = repo.tree("HEAD"), repo.tree(head)
+        changes = [FileChange(path, "100644", text)]
+        self.prove_tree(head, head_tree, changes, tree)
+        return self.commit_on_branch(branch, head, changes, message, tree, undo=True)
+
     def commit_on_branch(
-        self, branch: str, expected_head: str, changes: list[FileChange], message: str, expected_tree: str
+        self,
+        branch: str,
+        expected_head: str,
+        changes: list[FileChange],
+        message: str,
+        expected_tree: str,
+        *,
+        undo: bool = False,
     ) -> ApiCommit:
         """GraphQL ``createCommitOnBranch``: a commit of ``changes`` on ``branch``, whose head must be
         ``expected_head``; no author, committer or signature (GitHub signs it for an App installation,
@@ -361,6 +391,11 @@ class GitDatabase:
         )
         self._log_made(result)
         if result.tree != expected_tree:
+            if undo:  # the branch back where it was, with a lease on the commit just made
+                try:
+                    self.move_with_lease(branch, expected_head, result.sha)
+                except ImagebumpError as exc:
+                    log.warning("could not move %s of %s back: %s", branch, self.full_name, exc)
             raise TreeMismatch(
                 f"GitHub built tree {result.tree} for {', '.join(c.path for c in changes)} on "
                 f"{expected_head[:12]} of {self.full_name} (commit {result.sha[:12]} on {branch}), but git "

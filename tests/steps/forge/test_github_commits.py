@@ -272,25 +272,162 @@ def test_rate_limit_is_waited_out_as_told_and_a_long_one_exits_75(
 # ---------------------------------------------------------------------------------- mode: pr
 
 
-def test_pr_mode_api_creates_then_moves_the_branch_with_a_lease(world, as_app) -> None:
+def test_pr_mode_api_creates_then_stacks_one_commit_on_the_branch_with_a_lease(world, as_app) -> None:
+    """Issue 33: the base did not move, so the update is one more commit on the branch's head
+    (``createCommitOnBranch``, ``expectedHeadOid`` = that head): the same tree a rebuild proposes."""
     remote, fake = world
     first = commit_pr.run(_api(remote, mode="pr"), plan())
     assert first.action == "pr-created" and first.verified == "true"
     assert remote.rev(first.branch) == first.commit_sha and len(fake.open_pulls()) == 1
     assert _git_statuses(fake, "POST", "refs") == [201]
+    fake.calls.clear()
 
     newer = commit_pr.run(_api(remote, mode="pr", tag="1.2.0"), plan(new="1.2.0"))
     assert newer.action == "pr-updated" and newer.pr_number == first.pr_number
     assert remote.rev(newer.branch) == newer.commit_sha and newer.verified == "true"
     assert remote.read(FILE, ref=newer.branch) == kustomization("1.2.0")
-    assert remote.git("rev-list", "--count", f"main..{newer.branch}").strip() == "1"
-    (mutation,) = [c for c in fake.calls if c.path.endswith("graphql") and "updateRefs" in c.body["query"]]
-    (update,) = mutation.body["variables"]["refUpdates"]
-    assert update["beforeOid"] == first.commit_sha and update["afterOid"] == newer.commit_sha
-    assert len(fake.pulls) == 1
+    assert remote.git("rev-parse", f"{newer.commit_sha}^").strip() == first.commit_sha  # stacked
+    assert _same_as_rebuilt(remote, newer.branch)
+    (mutation,) = [c for c in fake.calls if c.path.endswith("graphql")]
+    assert "createCommitOnBranch" in mutation.body["query"]
+    assert mutation.body["variables"]["input"]["expectedHeadOid"] == first.commit_sha
+    assert _content_requests(fake) == 3  # the tree (its proof), createCommitOnBranch, PATCH pulls
+    assert fake.open_pulls()[0].merged is False and len(fake.pulls) == 1
 
     again = commit_pr.run(_api(remote, mode="pr", tag="1.2.0"), plan(new="1.2.0"))
     assert again.action == "unchanged" and remote.rev(again.branch) == newer.commit_sha
+
+
+def _same_as_rebuilt(remote, branch: str) -> bool:
+    """The branch's tree is the newest base's with the overlay file alone replaced, at its mode: what
+    a rebuild on the base proposes."""
+    changed = remote.git("diff-tree", "-r", "--name-only", "main", branch).split()
+    return changed == [FILE] and _mode_of(remote, branch, FILE) == _mode_of(remote, "main", FILE)
+
+
+def test_pr_mode_api_rebuilds_the_branch_on_a_base_that_moved(world, as_app) -> None:
+    remote, fake = world
+    first = commit_pr.run(_api(remote, mode="pr"), plan())
+    remote.commit_files({"README.md": "someone's change on the base\n"}, "docs")
+    fake.calls.clear()
+
+    newer = commit_pr.run(_api(remote, mode="pr", tag="1.2.0"), plan(new="1.2.0"))
+    assert newer.action == "pr-updated" and newer.pr_number == first.pr_number
+    assert remote.read(FILE, ref=newer.branch) == kustomization("1.2.0")
+    assert remote.git("rev-list", "--count", f"main..{newer.branch}").strip() == "1"
+    assert remote.git("rev-parse", f"{newer.commit_sha}^").strip() == remote.rev()  # on the newest base
+    (mutation,) = [c for c in fake.calls if c.path.endswith("graphql") and "updateRefs" in c.body["query"]]
+    (update,) = mutation.body["variables"]["refUpdates"]
+    assert update["beforeOid"] == first.commit_sha and update["afterOid"] == newer.commit_sha
+    assert _content_requests(fake) == 4  # tree, commit, updateRefs, PATCH pulls
+    assert len(fake.pulls) == 1 and fake.pulls[0].state == "open"
+
+
+def test_pr_mode_api_stacks_at_most_max_stacked_commits_then_rebuilds_as_one(world, as_app) -> None:
+    from steps.commit_pr.stack import MAX_STACKED
+
+    remote, fake = world
+    first = commit_pr.run(_api(remote, mode="pr"), plan())
+    for n in range(2, MAX_STACKED + 2):
+        tag = f"1.{n}.0"
+        out = commit_pr.run(_api(remote, mode="pr", tag=tag), plan(new=tag))
+        assert out.action == "pr-updated" and out.pr_number == first.pr_number
+        assert remote.read(FILE, ref=out.branch) == kustomization(tag)
+        count = int(remote.git("rev-list", "--count", f"main..{out.branch}").strip())
+        assert count == (n if n <= MAX_STACKED else 1) and _same_as_rebuilt(remote, out.branch)
+    assert len(fake.pulls) == 1 and fake.pulls[0].state == "open"
+
+
+def test_pr_mode_api_stacked_update_lost_to_a_persons_push_leaves_the_branch_theirs(world, as_app) -> None:
+    remote, fake = world
+    first = commit_pr.run(_api(remote, mode="pr"), plan())
+    branch = first.branch
+    theirs: list[str] = []
+    fake.on(  # a person pushes between imagebump's read of the branch and its mutation
+        "POST",
+        r"/api/graphql",
+        lambda: theirs.append(
+            remote.commit_files({FILE: kustomization("1.3.0")}, "a human's fix", branch=branch)
+        ),
+    )
+    out = commit_pr.run(_api(remote, mode="pr", tag="1.2.0"), plan(new="1.2.0"))
+    assert out.action == "branch-taken" and out.pr_number == first.pr_number
+    assert remote.rev(branch) == theirs[0] and remote.read(FILE, ref=branch) == kustomization("1.3.0")
+    stale = [
+        c for c in fake.calls if c.path.endswith("graphql") and "createCommitOnBranch" in c.body["query"]
+    ]
+    assert [c.body["variables"]["input"]["expectedHeadOid"] for c in stale][-1] == first.commit_sha
+    assert fake.pulls[0].title != out.reason and len(fake.pulls[0].comments) == 1
+
+
+def test_pr_mode_api_does_not_stack_on_a_branch_a_person_cut_back(world, as_app) -> None:
+    """A person force-pushed the branch back to imagebump's first commit (dropping the second): the
+    pull request's title still names the dropped commit, so nothing is stacked on what they left."""
+    remote, fake = world
+    first = commit_pr.run(_api(remote, mode="pr"), plan())
+    second = commit_pr.run(_api(remote, mode="pr", tag="1.2.0"), plan(new="1.2.0"))
+    assert remote.git("rev-parse", f"{second.commit_sha}^").strip() == first.commit_sha
+    remote.git("update-ref", f"refs/heads/{first.branch}", first.commit_sha)  # the person's force-push
+    fake.calls.clear()
+    third = commit_pr.run(_api(remote, mode="pr", tag="1.3.0"), plan(new="1.3.0"))
+    assert third.action == "pr-updated"
+    assert remote.git("rev-parse", f"{third.commit_sha}^").strip() == remote.rev()  # rebuilt, as before
+    assert any("updateRefs" in c.body["query"] for c in fake.calls if c.path.endswith("graphql"))
+
+
+def test_pr_mode_api_require_verified_updates_are_rebuilt_over_rest_never_stacked(world, as_app) -> None:
+    """``requireVerified``: no ref may move before GitHub said the commit is Verified, and
+    ``createCommitOnBranch`` moves the branch in the same request: the update keeps the REST path."""
+    remote, fake = world
+    first = commit_pr.run(_api(remote, mode="pr", require_verified=True), plan())
+    fake.calls.clear()
+    newer = commit_pr.run(_api(remote, mode="pr", tag="1.2.0", require_verified=True), plan(new="1.2.0"))
+    assert newer.action == "pr-updated" and newer.verified == "true"
+    assert remote.git("rev-parse", f"{newer.commit_sha}^").strip() == remote.rev() != first.commit_sha
+    queries = [c.body["query"] for c in fake.calls if c.path.endswith("graphql")]
+    assert not any("createCommitOnBranch" in q for q in queries) and any("updateRefs" in q for q in queries)
+    assert _git_statuses(fake, "POST", "commits") == [201]
+
+
+def test_a_stacked_update_whose_tree_fails_its_proof_moves_nothing(world, as_app) -> None:
+    remote, fake = world
+    first = commit_pr.run(_api(remote, mode="pr"), plan())
+    fake.gitdb.alter_content = lambda text: text.replace("\n", "\r\n")
+    with pytest.raises(TreeMismatch, match="git"):
+        commit_pr.land(_api(remote, mode="pr", tag="1.2.0"), plan(new="1.2.0"))
+    assert remote.rev(first.branch) == first.commit_sha  # the proof failed before the branch moved
+    assert not [
+        c for c in fake.calls if c.path.endswith("graphql") and "createCommitOnBranch" in str(c.body)
+    ][1:]
+
+
+def test_a_stacked_commit_github_builds_differently_after_the_proof_is_taken_back(world, as_app) -> None:
+    remote, fake = world
+    first = commit_pr.run(_api(remote, mode="pr"), plan())
+    alter = lambda text: text.replace("\n", "\r\n")  # noqa: E731
+    fake.on("POST", r"/api/graphql", lambda: setattr(fake.gitdb, "alter_content", alter))
+    with pytest.raises(TreeMismatch, match="git"):
+        commit_pr.land(_api(remote, mode="pr", tag="1.2.0"), plan(new="1.2.0"))
+    assert remote.rev(first.branch) == first.commit_sha  # moved back, with a lease
+    assert fake.pulls[0].state == "open"
+
+
+def test_the_fake_marks_a_pull_request_merged_once_its_head_is_reachable_from_its_base(world, as_app) -> None:
+    """Why a PR update cannot move the branch to the base first: GitHub closes the pull request as
+    merged as soon as its head is a commit of its base."""
+    remote, fake = world
+    first = commit_pr.run(_api(remote, mode="pr"), plan())
+    assert fake.open_pulls()[0].merged is False
+    db = _db(remote)
+    db.move_with_lease(first.branch, remote.rev(), first.commit_sha)  # the branch onto the base's head
+    (pull,) = fake.pulls
+    assert pull.state == "closed" and pull.merged is True
+
+
+def _db(remote):
+    from steps.forge.github_commits import GitDatabase
+
+    return GitDatabase.for_repo_url(remote.url, gh.GitHubSettings.from_env(), 60.0)
 
 
 def test_pr_mode_api_branch_created_meanwhile_is_a_lost_race(world, as_app) -> None:

@@ -258,7 +258,9 @@ def _propose(
                 how = _update_how(repo, commits, target, settings, plan, remote_sha, required, living.title)
                 log.info("updating %s: %s (%s)", branch, how.how, how.reason)
                 if how.stack:
-                    made = db.stack_head(repo, plan.file, applied.text, message, branch, remote_sha)
+                    # its parent is the branch's head, not the base the history line speaks of
+                    stacked = commit_message(settings.template, fields)
+                    made = db.stack_head(repo, plan.file, applied.text, stacked, branch, remote_sha)
             if made is None:
                 made = db.commit_head(repo, plan.file, applied.text, message, required)
                 if remote_sha is None:

@@ -89,14 +89,6 @@ def _taken(
     return taken_reason(branch, foreign), taken_comment(branch, foreign)
 
 
-def _parents(repo: git.ClonedRepo, sha: str) -> tuple[str, ...]:
-    """The parent ids written in commit ``sha`` (read from the object: the branch was fetched
-    shallowly, and git hides a shallow commit's parents from ``rev-list``)."""
-    raw = repo.git("cat-file", "commit", sha, what=f"reading commit {sha[:12]}").stdout
-    header = raw.split("\n\n", 1)[0]
-    return tuple(line.split()[1] for line in header.splitlines() if line.startswith("parent "))
-
-
 def _update_how(
     repo: git.ClonedRepo,
     commits: list[CommitFacts],
@@ -117,24 +109,13 @@ def _update_how(
     shaped = [
         BranchCommit(
             c.sha,
-            _parents(repo, c.sha) if readable else (),
+            repo.parents(c.sha) if readable else (),
             c.sha in mine,
             (c.message.splitlines() or [""])[0],
         )
         for c in commits
     ]
-    changed: list[str] = []
-    if readable:
-        listed = repo.git(
-            "diff-tree",
-            "-r",
-            "--no-renames",
-            "--name-only",
-            base,
-            head,
-            what="comparing the branch with its base",
-        ).stdout
-        changed = [line for line in listed.splitlines() if line]
+    changed = repo.changed_paths(base, head) if readable else []
     return decide_update(
         head=head,
         base=base,

@@ -278,6 +278,27 @@ class ClonedRepo:
         branch = head_file_branch(self.path / ".git")
         return branch or self.git("symbolic-ref", "--short", "HEAD").stdout.strip()
 
+    def parents(self, sha: str) -> tuple[str, ...]:
+        """The parent ids written in commit ``sha``, read from its object (in a shallow clone git
+        hides a boundary commit's parents from ``rev-list``)."""
+        raw = self.git("cat-file", "commit", sha, what=f"reading commit {sha[:12]}").stdout
+        header = raw.split("\n\n", 1)[0]
+        return tuple(line.split()[1] for line in header.splitlines() if line.startswith("parent "))
+
+    def changed_paths(self, old: str, new: str) -> list[str]:
+        """The paths whose entries differ between commits ``old`` and ``new`` (no rename detection)."""
+        listed = self.git(
+            "diff-tree",
+            "-r",
+            "--no-renames",
+            "--name-only",
+            "--end-of-options",
+            old,
+            new,
+            what=f"comparing {new[:12]} with {old[:12]}",
+        ).stdout
+        return [line for line in listed.splitlines() if line]
+
     def tree(self, rev: str) -> str:
         """The id of ``rev``'s tree (``git rev-parse REV^{tree}``)."""
         return self.git("rev-parse", f"{rev}^{{tree}}").stdout.strip()

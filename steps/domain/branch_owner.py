@@ -36,7 +36,7 @@ from steps.domain.intent import by_imagebump
 BRANCH_TAKEN = "branch-taken"
 #: The committer GitHub writes on commits it creates (web editor, API): "web-flow".
 WEB_FLOW_EMAIL = "noreply@github.com"
-#: At most this many commits of a branch are judged (imagebump's branch has one).
+#: At most this many commits of a branch are judged (imagebump's branch has at most five: steps.commit_pr.stack.MAX_STACKED).
 MAX_BRANCH_COMMITS = 50
 #: A commit object larger than this is nobody's imagebump commit (its message is bounded): not read.
 MAX_COMMIT_BYTES = 64 * 1024

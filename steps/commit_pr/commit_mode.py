@@ -26,7 +26,7 @@ from steps import git
 from steps.commit_pr.base_branch import clone_base, read_overlay_file, seed_base
 from steps.commit_pr.message import commit_message, history_line, message_fields
 from steps.commit_pr.result import CommitPrOutput
-from steps.commit_pr.retry import Pacer
+from steps.commit_pr.retry import RACE_DEPTH, Pacer
 from steps.commit_pr.rollbacks import reapply
 from steps.commit_pr.settings import CommitPrSettings
 from steps.domain.errors import GitCommandError, PushRejected, TransientError
@@ -55,10 +55,11 @@ def land_commit(
     retries' clock, sleep and jitter (:class:`steps.commit_pr.retry.Pacer`, injected by tests)."""
     pacer = pacer or Pacer()
     repo = seed_base(target, plan, auth, base, workdir) or clone_base(target, plan, auth, base, workdir)
+    clean_from: str | None = None  # the plan's own verdict first; after a lost race, the last base's
 
     for attempt in range(1, settings.push_attempts + 1):
         text = read_overlay_file(repo, plan, target, base)
-        applied = reapply(repo, text, target, plan)  # and rollbacks landed since the plan
+        applied = reapply(repo, text, target, plan, clean_from)  # and rollbacks landed since the plan
         if applied.text is None:
             return CommitPrOutput(action="unchanged", reason=applied.reason, commit_sha=repo.head())
         repo.write(plan.file, applied.text)
@@ -96,8 +97,10 @@ def land_commit(
                 ) from None
             pacer.lost(f"push to {base}", attempt, settings.push_attempts)
             # the plan's base (or the last one fetched) is not the newest any more: move the same
-            # repository to the newest (a seeded one too: its origin is a promisor like a clone's)
-            repo.fetch_and_reset(base)
+            # repository to the newest (a seeded one too: its origin is a promisor like a clone's),
+            # with the commits since the base held so far when they are few
+            clean_from = applied.clean_at
+            repo.fetch_and_reset(base, depth=RACE_DEPTH)
             continue
         except GitCommandError as exc:
             if not repo.seeded_from or db is not None:

@@ -29,7 +29,7 @@ from steps import git
 from steps.commit_pr.base_branch import clone_base, read_overlay_file
 from steps.commit_pr.message import commit_message, history_line, message_fields, pr_text
 from steps.commit_pr.result import Action, CommitPrOutput
-from steps.commit_pr.retry import Pacer
+from steps.commit_pr.retry import RACE_DEPTH, Pacer
 from steps.commit_pr.rollbacks import reapply
 from steps.commit_pr.settings import CommitPrSettings
 from steps.commit_pr.stack import MAX_STACKED, BranchCommit, Update, decide_update
@@ -174,10 +174,11 @@ def _propose(
     when nothing is to propose.
     """
     pacer = pacer or Pacer()
+    clean_from: str | None = None  # the plan's own verdict first; after a lost race, the last base's
     for attempt in range(1, settings.push_attempts + 1):
         open_pr.forget()
         text = read_overlay_file(repo, plan, target, base)
-        applied = reapply(repo, text, target, plan)  # and rollbacks landed since the plan
+        applied = reapply(repo, text, target, plan, clean_from)  # and rollbacks landed since the plan
         if applied.text is None:
             return CommitPrOutput(action="unchanged", reason=applied.reason, branch=branch)
         repo.write(plan.file, applied.text)
@@ -255,7 +256,8 @@ def _propose(
                     f"branch {branch} of {target.repo_url} kept moving ({exc}); retried"
                 ) from None
             pacer.lost(f"push of {branch}", attempt, settings.push_attempts)
-            repo.fetch_and_reset(base)
+            clean_from = applied.clean_at
+            repo.fetch_and_reset(base, depth=RACE_DEPTH)
     raise AssertionError("unreachable")
 
 

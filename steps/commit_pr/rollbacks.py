@@ -26,16 +26,26 @@ from steps.domain.models import Plan, Target, same_entry
 from steps.runtime.timing import timed
 
 
-def reapply(repo: Any, text: str, target: Target, plan: Plan) -> Applied:
+def reapply(repo: Any, text: str, target: Target, plan: Plan, clean_from: str | None = None) -> Applied:
     """:func:`~steps.commit_pr.decide.decide` on ``text`` (the file on the newest base in ``repo``), then the
-    rollback re-check when the file changed since the plan."""
+    rollback re-check when the file changed since the plan.
+
+    ``clean_from``: a commit known to have only imagebump's commits touching the file (default: the
+    plan's base when its history was clean): when the file did not change since the plan and no
+    commit since ``clean_from`` up to the newest base touched it (:meth:`steps.git.ClonedRepo.untouched_between`:
+    the commits a lost race fetched say so), that verdict holds for the newest base too, so the
+    commit made on it records it (a burst's next event on this overlay then reads no deeper)."""
     with timed("kustomize"):
         applied = decide(text, target, plan)
     if applied.text is None:
         return applied
     if not _changed_since_plan(repo, text, plan, applied.current):
-        # the plan's own verdict, for the plan's own base (a commit on another base says nothing)
-        return replace(applied, clean_at=plan.base_commit if plan.history_clean else "")
+        clean = plan.base_commit if clean_from is None and plan.history_clean else (clean_from or "")
+        head = repo.cloned_head() if clean else ""
+        if clean and head != clean:
+            with timed("history"):
+                clean = head if repo.untouched_between(clean, head, plan.file) else ""
+        return replace(applied, clean_at=clean)
     from steps.entry_history import rollback_verdict
 
     with timed("history"):

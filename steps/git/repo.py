@@ -464,17 +464,18 @@ class ClonedRepo:
             )
 
     def fetch_branches(
-        self, branches: list[str], *, check: bool = True, what: str = ""
+        self, branches: list[str], *, check: bool = True, what: str = "", depth: int = 1
     ) -> subprocess.CompletedProcess[str]:
-        """Fetch the newest tips of ``branches`` in ONE request, shallowly (depth 1, commits and trees,
-        no file contents), each into ``refs/remotes/origin/BRANCH``: the one home of the shallow branch
-        fetch (:meth:`fetch`, reconcile's proposal branches). ``check`` False: a failure is returned."""
+        """Fetch the newest tips of ``branches`` in ONE request, shallowly (``depth`` commits of each,
+        default 1; commits and trees, no file contents), each into ``refs/remotes/origin/BRANCH``: the
+        one home of the shallow branch fetch (:meth:`fetch`, reconcile's proposal branches). ``check``
+        False: a failure is returned."""
         return self.git(
             "fetch",
             "--quiet",
             "--filter=blob:none",
             "--depth",
-            "1",
+            str(max(1, int(depth))),
             "--no-tags",
             "origin",
             *[f"+refs/heads/{b}:refs/remotes/origin/{b}" for b in branches],
@@ -482,10 +483,12 @@ class ClonedRepo:
             what=what or f"fetch of {len(branches)} branch(es) from {self.url}",
         )
 
-    def fetch(self, branch: str | None = None) -> str | None:
-        """Fetch the newest ``branch`` (default: the base) shallowly; its sha, or None if absent."""
+    def fetch(self, branch: str | None = None, depth: int = 1) -> str | None:
+        """Fetch the newest ``branch`` (default: the base) ``depth`` commits deep; its sha, or None if absent."""
         branch = branch or self.branch
-        proc = self.fetch_branches([branch], check=False, what=f"fetch of branch '{branch}' from {self.url}")
+        proc = self.fetch_branches(
+            [branch], check=False, what=f"fetch of branch '{branch}' from {self.url}", depth=depth
+        )
         if proc.returncode != 0:
             err = classify(
                 proc.stderr,
@@ -504,14 +507,15 @@ class ClonedRepo:
         fetched = ref_file_sha(self.path / ".git", f"refs/remotes/origin/{branch}")
         return fetched or self.git("rev-parse", f"refs/remotes/origin/{branch}").stdout.strip()
 
-    def fetch_and_reset(self, branch: str | None = None) -> str:
+    def fetch_and_reset(self, branch: str | None = None, depth: int = 1) -> str:
         """Move the work tree to the newest remote ``branch`` (sparse cone kept); return its sha.
 
         For rebase-and-retry: discards local commits and edits, then the caller re-applies its
-        pure edit on the new base.
+        pure edit on the new base. ``depth``: how many of the branch's newest commits come (commits
+        and trees), e.g. enough to reach the base the caller held before (:meth:`untouched_between`).
         """
         branch = branch or self.branch
-        sha = self.fetch(branch)
+        sha = self.fetch(branch, depth)
         if sha is None:
             raise ConfigError(f"branch '{branch}' no longer exists in {self.url}")
         self.seeded_from = ""  # the newest base was fetched: a push from it needs no seed's lease
@@ -530,6 +534,37 @@ class ClonedRepo:
         self.git("reset", "--quiet", "--hard", sha, what=f"reset to the newest '{branch}'")
         self._written.clear()  # (a new file stays untracked after the reset: _new keeps it)
         return sha
+
+    def untouched_between(self, older: str, newer: str, relpath: str) -> bool:
+        """Whether ``older`` is an ancestor of ``newer`` in what this repository holds and no commit
+        after ``older`` up to ``newer`` changed ``relpath`` (on any side of a merge: ``--full-history``).
+        False whenever that cannot be shown with the commits here: ``older`` not reached (a shallow
+        boundary in between, or a rewritten branch) or a git error. Fetches no commit (a tree the
+        partial clone lacks is fetched by git itself, as for any read).
+        """
+        if older == newer:
+            return True
+        reached = self.git(
+            "merge-base",
+            "--is-ancestor",
+            older,
+            newer,
+            check=False,
+            what=f"is {older[:12]} under {newer[:12]}",
+        )
+        if reached.returncode != 0:
+            return False
+        touched = self.git(
+            "rev-list",
+            "--full-history",
+            "--max-count=1",
+            f"{older}..{newer}",
+            "--",
+            relpath,
+            check=False,
+            what=f"commits changing {relpath} after {older[:12]}",
+        )
+        return touched.returncode == 0 and not touched.stdout.strip()
 
     def branch_commits(self, branch: str, base: str | None = None) -> list[CommitFacts]:
         """The commits remote ``branch`` has over remote ``base`` (default: the cloned branch), newest

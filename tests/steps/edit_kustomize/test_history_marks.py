@@ -236,20 +236,89 @@ class TestThroughTheSteps:
         commit_pr.run(self.target(remote, "1.1.0"), plan)
         assert HISTORY_KEY not in self.message(remote)
 
-    def test_a_commit_on_a_base_that_moved_says_nothing_of_the_old_one(self, make_remote) -> None:
-        """The plan's base was checked; commit-pr lost the race to another file's commit and commits
-        on the newest base, which nobody checked: no line (never one naming the old parent)."""
+    def test_a_base_that_moved_past_other_files_is_vouched_for_not_the_old_one(self, make_remote) -> None:
+        """The plan's base was checked; commit-pr lost the race to another file's commit. The lost
+        race fetched the commits since the plan's base: none touched the file, so the line names the
+        newest base, the commit's parent (never the old one): a burst's next event on this overlay
+        stops there instead of reading deeper."""
         from steps.commit_pr import step as commit_pr
         from steps.edit_kustomize.step import run as edit
 
         remote = make_remote({self.PATH: self.text("1.0.0")})
+        base = remote.rev()
         plan = edit(self.target(remote, "1.1.0")).plan
         assert plan.history_clean
         moved = remote.commit_files({"apps/web/kustomization.yaml": "resources: []\n"}, "web by hand")
         assert commit_pr.run(self.target(remote, "1.1.0"), plan).action == "committed"
         message = self.message(remote)
         assert remote.git("rev-parse", "main^").strip() == moved
-        assert HISTORY_KEY not in message
+        assert history_mark(message, moved, self.PATH) == 20
+        assert history_mark(message, base, self.PATH) == 0
+
+    def test_an_edit_undone_since_the_plan_is_a_touch_and_nothing_is_said(self, make_remote) -> None:
+        """A person changed the file and changed it back after the plan: its text is the plan's, but
+        commits touched it, so the newest base is not vouched for."""
+        from steps.commit_pr import step as commit_pr
+        from steps.edit_kustomize.step import run as edit
+
+        remote = make_remote({self.PATH: self.text("1.0.0")})
+        plan = edit(self.target(remote, "1.1.0")).plan
+        remote.commit_files({self.PATH: self.text("0.9.0")}, "roll back by hand")
+        remote.commit_files({self.PATH: self.text("1.0.0")}, "and forward again")
+        assert commit_pr.run(self.target(remote, "1.1.0"), plan).action == "committed"
+        assert HISTORY_KEY not in self.message(remote)
+
+    @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(landed=st.lists(st.sampled_from(["other", "other", "file-undone", "merge-other"]), max_size=11))
+    def test_after_a_lost_race_the_line_is_written_only_when_true(self, make_remote, landed) -> None:
+        """Property over what lands between the plan and commit-pr's push (other files' commits,
+        the file changed and changed back, merges): the commit carries a line for its parent only
+        when no commit since the plan's base touched the file, and always when none did and the
+        lost race's fetch reached the plan's base (at most ``RACE_DEPTH - 1`` commits since)."""
+        from steps.commit_pr import step as commit_pr
+        from steps.commit_pr.retry import RACE_DEPTH
+        from steps.edit_kustomize.step import run as edit
+
+        remote = make_remote({self.PATH: self.text("1.0.0")})
+        plan = edit(self.target(remote, "1.1.0")).plan
+        for n, op in enumerate(landed):
+            if op == "other":
+                remote.commit_files({f"apps/w{n}/kustomization.yaml": "resources: []\n"}, f"w{n}")
+            elif op == "file-undone":
+                remote.commit_files({self.PATH: self.text("0.9.0")}, f"back {n}")
+                remote.commit_files({self.PATH: self.text("1.0.0")}, f"forward {n}")
+            else:  # a merge of a side branch that changed another file
+                side = remote.commit_files({f"apps/s{n}/kustomization.yaml": "resources: []\n"}, f"s{n}")
+                remote.git("update-ref", "refs/heads/main", f"{side}^")
+                tree = remote.git("rev-parse", f"{side}^{{tree}}").strip()
+                merge = remote.git(
+                    "-c",
+                    "user.name=Ann",
+                    "-c",
+                    "user.email=ann@x",
+                    "commit-tree",
+                    tree,
+                    "-p",
+                    remote.rev(),
+                    "-p",
+                    side,
+                    "-m",
+                    f"merge {n}",
+                ).strip()
+                remote.git("update-ref", "refs/heads/main", merge)
+        since = int(remote.git("rev-list", "--count", f"{plan.base_commit}..main"))
+        assert commit_pr.run(self.target(remote, "1.1.0"), plan).action == "committed"
+        parent = remote.git("rev-parse", "main^").strip()
+        mark = history_mark(self.message(remote), parent, self.PATH)
+        touched = bool(
+            remote.git("rev-list", "--full-history", f"{plan.base_commit}..{parent}", "--", self.PATH).strip()
+        )
+        if touched:
+            assert mark == 0
+        elif since < RACE_DEPTH:
+            assert mark == 20
+        if mark:  # never a line the history does not bear out
+            assert not touched
 
     def test_a_person_edit_since_the_plan_is_judged_again_and_nothing_is_said(self, make_remote) -> None:
         from steps.commit_pr import step as commit_pr

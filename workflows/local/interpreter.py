@@ -191,7 +191,7 @@ class Run:
         }
         fd, path = tempfile.mkstemp(prefix="imagebump-workflow-", suffix=".json", dir=self.sandbox.work_root)
         with os.fdopen(fd, "w") as fh:
-            json.dump(workflow, fh)
+            fh.write(json.dumps(workflow))  # one C-encoded string (json.dump encodes in Python)
         self.exit_status = {"status": str(phase), "failures": json.dumps(failures) if failures else ""}
         self.exit_env = {"IMAGEBUMP_WORKFLOW_FILE": path}
         handler = self.doc.templates[self.wf.spec["onExit"]]

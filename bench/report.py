@@ -179,13 +179,13 @@ def headline_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
     api = r.get("api_commits")
     if api:
         per = api["requests_per_event"]
+        kinds = [("api_commit", "commit"), ("api_pr_created", "PR created"), ("api_pr_updated", "PR updated")]
+        kinds += [("api_pr_rebuilt", "PR rebuilt on a moved base")] if "api_pr_rebuilt" in per else []
         rows.append(
             (
-                "commitMethod api: GitHub requests per event (content-creating): commit; PR created; PR updated",
-                "; ".join(
-                    f"{per[k]['requests']} ({per[k]['content_creating']})"
-                    for k in ("api_commit", "api_pr_created", "api_pr_updated")
-                ),
+                "commitMethod api: GitHub requests per event (content-creating): "
+                + "; ".join(label for _, label in kinds),
+                "; ".join(f"{per[k]['requests']} ({per[k]['content_creating']})" for k, _ in kinds),
             )
         )
         by = {b["method"]: b for b in api["burst"]}

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -56,6 +57,25 @@ def outputs_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "hera-outputs"
     monkeypatch.setenv("hera__outputs_directory", str(path))
     return path
+
+
+@pytest.fixture()
+def thread_starts(monkeypatch: pytest.MonkeyPatch) -> Callable[[], list[str]]:
+    """``watch()`` starts recording the name of every thread started from then on (in this process)
+    and returns the list it fills: for the tests whose promise is that a path starts no thread."""
+
+    def watch() -> list[str]:
+        started: list[str] = []
+        original = threading.Thread.start
+
+        def counting_start(thread: threading.Thread) -> None:
+            started.append(thread.name)
+            original(thread)
+
+        monkeypatch.setattr(threading.Thread, "start", counting_start)
+        return started
+
+    return watch
 
 
 # Fixture modules owned by their areas (git remote + token, GitHub API fake).

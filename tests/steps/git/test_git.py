@@ -702,20 +702,13 @@ def test_git_that_outlives_its_timeout_is_killed_and_its_output_kept(tmp_path) -
 
 
 def test_git_runs_on_the_callers_thread_alone_and_takes_input_larger_than_a_pipe(
-    tmp_path, monkeypatch
+    tmp_path, thread_starts
 ) -> None:
     """A git command starts no thread of ours (a thread per command waits to be scheduled before git
     starts); its stdin is written while its output is read, however large both are."""
     import hashlib
 
-    started: list[str] = []
-    original = threading.Thread.start
-
-    def counting_start(thread: threading.Thread) -> None:
-        started.append(thread.name)
-        original(thread)
-
-    monkeypatch.setattr(threading.Thread, "start", counting_start)
+    started = thread_starts()
     blob = "".join(random.choice("abc\n") for _ in range(600_000))  # more than a pipe holds
     git.run_git(["init", "--quiet", str(tmp_path / "r")])
     sha = git.run_git(["hash-object", "-w", "--stdin"], tmp_path / "r", input=blob).stdout.strip()

@@ -486,20 +486,13 @@ spec:
 
 
 def test_a_group_runs_its_steps_at_once_on_threads_kept_from_earlier_groups(
-    logs: list[dict], monkeypatch
+    logs: list[dict], thread_starts
 ) -> None:
     """A group's steps run at once (the first on the caller's thread, the others on threads kept
     for that), and later groups reuse those threads: runs one after another start no more threads
     than one group has siblings (each thread started waits to be scheduled, between one step's end
     and the next one's start; before, every group started its own)."""
-    started: list[str] = []
-    original = threading.Thread.start
-
-    def counting_start(thread: threading.Thread) -> None:
-        started.append(thread.name)
-        original(thread)
-
-    monkeypatch.setattr(threading.Thread, "start", counting_start)
+    started = thread_starts()
     executor = LocalExecutor(PARALLEL_GROUP, project_root=ROOT, log=logs.append)
     for i in range(5):
         result = executor.run(workflow_name=f"parallel-{i}")

@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from pathlib import Path
 
@@ -285,21 +284,14 @@ def test_the_spare_child_becomes_the_next_step_and_ends_with_its_zygote(tmp_path
         zygote.close()
 
 
-def test_the_caller_reads_a_forked_commands_pipes_itself(tmp_path: Path, monkeypatch) -> None:
+def test_the_caller_reads_a_forked_commands_pipes_itself(tmp_path: Path, thread_starts) -> None:
     """The caller waits for a forked command on its own thread: no thread is started per command
     (each one started is scheduled before the request can even be sent), and both streams are read
     whole at once, however much more than a pipe holds the command writes on each."""
     zygote = ForkServerClient(sys.executable, str(ROOT), ["tests.workflows.big_output"])
     try:
         zygote.ensure_started()  # its reader thread: one per zygote, not per command
-        started: list[str] = []
-        original = threading.Thread.start
-
-        def counting_start(thread: threading.Thread) -> None:
-            started.append(thread.name)
-            original(thread)
-
-        monkeypatch.setattr(threading.Thread, "start", counting_start)
+        started = thread_starts()
         outcome = zygote.run(
             [sys.executable, "-m", "tests.workflows.big_output", "512"],
             cwd=str(tmp_path),

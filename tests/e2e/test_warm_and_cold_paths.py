@@ -20,6 +20,7 @@ from imagebump.local.demo_repo import PRODUCTION_PATH, STAGING_PATH
 from imagebump.local.drive import put_image, run_until_done, send_push_event
 from imagebump.local.outcome import target_results
 from imagebump.local.world import World, build_world
+from steps.domain.intent import HISTORY_KEY
 from tests.fixtures import ecr_clock
 
 pytestmark = pytest.mark.slow
@@ -49,14 +50,16 @@ def _outcome(world: World) -> dict[str, Any]:
     for ref in seen["branches"]:
         # A PR branch is rebuilt on the newest base: whether that base already holds the same event's
         # staging commit is a race between the two targets of one Workflow (in either runtime), so a
-        # PR branch is compared by the file it proposes to change.
+        # PR branch is compared by the file it proposes to change, and its message without the
+        # Imagebump-History line: that line is written when the commit's parent is the base its
+        # history was checked at, which is the same race (a loaded CI run saw it go both ways).
         files = FILES if ref == "main" else FILES[1:]
-        seen[ref] = {
-            "files": [world.read(f, ref) for f in files],
-            "messages": world.git_cmd(
-                "log", "--format=%an <%ae>%n%B", *([] if ref == "main" else ["-1"]), ref
-            ),
-        }
+        message = world.git_cmd("log", "--format=%an <%ae>%n%B", *([] if ref == "main" else ["-1"]), ref)
+        if ref != "main":
+            message = "".join(
+                line for line in message.splitlines(keepends=True) if not line.startswith(f"{HISTORY_KEY}:")
+            )
+        seen[ref] = {"files": [world.read(f, ref) for f in files], "messages": message}
 
     own_names = [(world.image_uri, "IMAGE"), (world.manifests_url, "REMOTE")]
     own_names += [(b, f"BRANCH{i}") for i, b in enumerate(seen["branches"]) if b != "main"]

@@ -99,7 +99,7 @@ def land_commit(
             # the plan's base (or the last one fetched) is not the newest any more: move the same
             # repository to the newest (a seeded one too: its origin is a promisor like a clone's),
             # with the commits since the base held so far when they are few
-            clean_from = applied.clean_at
+            clean_from = applied.clean_at if history else ""  # vouched for at the base it held
             repo.fetch_and_reset(base, depth=RACE_DEPTH)
             continue
         except GitCommandError as exc:

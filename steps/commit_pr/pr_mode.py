@@ -256,7 +256,7 @@ def _propose(
                     f"branch {branch} of {target.repo_url} kept moving ({exc}); retried"
                 ) from None
             pacer.lost(f"push of {branch}", attempt, settings.push_attempts)
-            clean_from = applied.clean_at
+            clean_from = applied.clean_at if history else ""  # vouched for at the base it held
             repo.fetch_and_reset(base, depth=RACE_DEPTH)
     raise AssertionError("unreachable")
 

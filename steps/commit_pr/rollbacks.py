@@ -30,18 +30,24 @@ def reapply(repo: Any, text: str, target: Target, plan: Plan, clean_from: str | 
     """:func:`~steps.commit_pr.decide.decide` on ``text`` (the file on the newest base in ``repo``), then the
     rollback re-check when the file changed since the plan.
 
-    ``clean_from``: a commit known to have only imagebump's commits touching the file (default: the
-    plan's base when its history was clean): when the file did not change since the plan and no
-    commit since ``clean_from`` up to the newest base touched it (:meth:`steps.git.ClonedRepo.untouched_between`:
-    the commits a lost race fetched say so), that verdict holds for the newest base too, so the
-    commit made on it records it (a burst's next event on this overlay then reads no deeper)."""
+    ``clean_from`` (after a lost race): the commit ``repo`` stood on before the race moved it, when
+    the commit made there could say that only imagebump's commits touched the file ("": it could
+    not). When the file did not change since the plan and no commit since ``clean_from`` touched it
+    (:meth:`steps.git.ClonedRepo.untouched_between`: the commits the race's fetch brought say so),
+    that holds for the newest base too, so the commit made on it says it (a burst's next event on
+    this overlay then reads no deeper). None, the first attempt: the plan's own verdict, for the
+    plan's own base (only a commit whose parent is that base may carry it)."""
     with timed("kustomize"):
         applied = decide(text, target, plan)
     if applied.text is None:
         return applied
     if not _changed_since_plan(repo, text, plan, applied.current):
-        clean = plan.base_commit if clean_from is None and plan.history_clean else (clean_from or "")
-        head = repo.cloned_head() if clean else ""
+        if clean_from is None:
+            return replace(applied, clean_at=plan.base_commit if plan.history_clean else "")
+        # ``clean_from`` is a commit this repository holds (its head before the race): nothing is
+        # fetched to answer (a missing commit would be, by the partial clone's lazy fetch)
+        head = repo.cloned_head()
+        clean = clean_from
         if clean and head != clean:
             with timed("history"):
                 clean = head if repo.untouched_between(clean, head, plan.file) else ""

@@ -127,3 +127,32 @@ def test_a_lost_race_lands_the_same_commit_with_one_git_process_after_the_fetch(
     assert changed == [FILE]
     assert remote.read(FILE) == kustomization("1.1.0")
     assert remote.git("fsck", "--no-dangling").strip() == ""
+
+
+def test_a_base_that_moved_before_the_clone_is_not_fetched_to_vouch_for_it(make_remote, tmp_path):
+    """The plan's base had a clean history, but main moved before commit-pr cloned it (no lost race):
+    the plan's base is not in the clone, and nothing fetches it to ask whether the file was touched
+    since (a partial clone fetches a commit it lacks as soon as git is asked about it). One read of
+    the remote, the clone; the commit says nothing of a base nobody checked."""
+    from steps.domain.intent import HISTORY_KEY
+
+    paths = ["overlays/prod", "overlays/dev"]
+    remote = make_remote(overlay_files(*paths))
+    p = seeded(remote, plan(), kustomization("1.0.0"))
+    p = p.model_copy(update={"base_objects": [], "history_clean": True})  # text carried, no objects: a clone
+    remote.commit_files({"overlays/dev/kustomization.yaml": kustomization("2.0.0")}, "someone else")
+    before = remote.server.read_sessions(remote.name)
+
+    out = land_commit(
+        target(remote.url),
+        p,
+        CommitPrSettings.from_env(),
+        GitAuth.from_env(write=True),
+        "main",
+        tmp_path,
+        pacer=Pacer(clock=FakeTime().clock, sleep=FakeTime().sleep, rng=random.Random(1)),
+    )
+
+    assert out.action == "committed"
+    assert remote.server.read_sessions(remote.name) - before == 1  # the clone; no fetch of the old base
+    assert HISTORY_KEY not in remote.git("log", "-1", "--format=%B", "main")

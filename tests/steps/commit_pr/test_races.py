@@ -37,6 +37,19 @@ class FakeTime:
         self.now += seconds
 
 
+def land(remote, p, tmp_path, fake: FakeTime):
+    """commit-pr's ``mode: commit`` for plan ``p`` on ``remote``'s main, its retries on ``fake``'s clock."""
+    return land_commit(
+        target(remote.url),
+        p,
+        CommitPrSettings.from_env(),
+        GitAuth.from_env(write=True),
+        "main",
+        tmp_path,
+        pacer=Pacer(clock=fake.clock, sleep=fake.sleep, rng=random.Random(1)),
+    )
+
+
 @pytest.fixture()
 def no_real_sleep(monkeypatch):
     def refuse(_seconds: float) -> None:
@@ -77,15 +90,7 @@ def test_a_lost_race_from_the_plans_base_fetches_into_the_same_repository(make_r
     before = remote.server.read_sessions(remote.name)
     fake = FakeTime()
 
-    out = land_commit(
-        target(remote.url),
-        p,
-        CommitPrSettings.from_env(),
-        GitAuth.from_env(write=True),
-        "main",
-        tmp_path,
-        pacer=Pacer(clock=fake.clock, sleep=fake.sleep, rng=random.Random(1)),
-    )
+    out = land(remote, p, tmp_path, fake)
 
     assert out.action == "committed"
     assert remote.read(FILE) == kustomization("1.1.0")
@@ -109,15 +114,7 @@ def test_a_lost_race_lands_the_same_commit_with_one_git_process_after_the_fetch(
     fake = FakeTime()
     timing.take()
 
-    out = land_commit(
-        target(remote.url),
-        p,
-        CommitPrSettings.from_env(),
-        GitAuth.from_env(write=True),
-        "main",
-        tmp_path,
-        pacer=Pacer(clock=fake.clock, sleep=fake.sleep, rng=random.Random(1)),
-    )
+    out = land(remote, p, tmp_path, fake)
 
     git_phases = {k for k in timing.take() if k.startswith("git ")}
     assert out.action == "committed"
@@ -143,15 +140,7 @@ def test_a_base_that_moved_before_the_clone_is_not_fetched_to_vouch_for_it(make_
     remote.commit_files({"overlays/dev/kustomization.yaml": kustomization("2.0.0")}, "someone else")
     before = remote.server.read_sessions(remote.name)
 
-    out = land_commit(
-        target(remote.url),
-        p,
-        CommitPrSettings.from_env(),
-        GitAuth.from_env(write=True),
-        "main",
-        tmp_path,
-        pacer=Pacer(clock=FakeTime().clock, sleep=FakeTime().sleep, rng=random.Random(1)),
-    )
+    out = land(remote, p, tmp_path, FakeTime())
 
     assert out.action == "committed"
     assert remote.server.read_sessions(remote.name) - before == 1  # the clone; no fetch of the old base

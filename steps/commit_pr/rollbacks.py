@@ -44,14 +44,14 @@ def reapply(repo: Any, text: str, target: Target, plan: Plan, clean_from: str | 
     if not _changed_since_plan(repo, text, plan, applied.current):
         if clean_from is None:
             return replace(applied, clean_at=plan.base_commit if plan.history_clean else "")
-        # ``clean_from`` is a commit this repository holds (its head before the race): nothing is
-        # fetched to answer (a missing commit would be, by the partial clone's lazy fetch)
+        if not clean_from:
+            return replace(applied, clean_at="")
+        # ``clean_from`` is a commit this repository holds (its head before the race): no commit is
+        # fetched to answer (asked about one it lacked, the partial clone would fetch it)
         head = repo.cloned_head()
-        clean = clean_from
-        if clean and head != clean:
-            with timed("history"):
-                clean = head if repo.untouched_between(clean, head, plan.file) else ""
-        return replace(applied, clean_at=clean)
+        with timed("history"):
+            vouched = repo.untouched_between(clean_from, head, plan.file)
+        return replace(applied, clean_at=head if vouched else "")
     from steps.entry_history import rollback_verdict
 
     with timed("history"):

@@ -79,6 +79,23 @@ def parse_log_raw(out: bytes) -> list[Touch]:
     return found
 
 
+def is_ancestor(repo: Any, ancestor: str, revision: str) -> bool:
+    """Whether commit ``ancestor`` is ``revision`` or reachable from it in what ``repo`` holds (a
+    shallow boundary ends the walk). Ask only about a commit ``repo`` holds: a partial clone fetches
+    a missing one on its own."""
+    return ancestor == revision or (
+        repo.git(
+            "merge-base",
+            "--is-ancestor",
+            ancestor,
+            revision,
+            check=False,
+            what=f"is {ancestor[:12]} under {revision[:12]}",
+        ).returncode
+        == 0
+    )
+
+
 def touching(repo: Any, rev: str, file: str, limit: int) -> list[Touch]:
     """The last ``limit`` commits at ``rev`` that touched ``file``, newest first (merges without a
     diff left out)."""

@@ -112,9 +112,7 @@ class PartialClone:
         return revision in self._commits
 
     def is_ancestor(self, ancestor: str, revision: str) -> bool:
-        return ancestor == revision or (
-            self.git("merge-base", "--is-ancestor", ancestor, revision, check=False).returncode == 0
-        )
+        return history.is_ancestor(self, ancestor, revision)
 
     def prefetch(self, pairs: list[tuple[str, str]]) -> None:
         """The blobs of ``(revision, path)`` pairs not fetched yet, in one fetch (partial clones

@@ -17,6 +17,7 @@ from steps.domain.errors import CarriedObjectsError, ConfigError, PermissionDeni
 from steps.git.auth import GitAuth, origin
 from steps.git.commit import COMMIT_SUMMARY, commit_object, fast_import_stream, identity
 from steps.git.failures import NO_BRANCH, classify
+from steps.git.history import is_ancestor
 from steps.git.objects import (
     REGULAR_MODES,
     blob_id,
@@ -539,20 +540,12 @@ class ClonedRepo:
         """Whether ``older`` is an ancestor of ``newer`` in what this repository holds and no commit
         after ``older`` up to ``newer`` changed ``relpath`` (on any side of a merge: ``--full-history``).
         False whenever that cannot be shown with the commits here: ``older`` not reached (a shallow
-        boundary in between, or a rewritten branch) or a git error. Fetches no commit (a tree the
-        partial clone lacks is fetched by git itself, as for any read).
+        boundary in between, or a rewritten branch) or a git error. ``older`` must be a commit this
+        repository holds (:func:`steps.git.history.is_ancestor`): then no commit is fetched.
         """
         if older == newer:
             return True
-        reached = self.git(
-            "merge-base",
-            "--is-ancestor",
-            older,
-            newer,
-            check=False,
-            what=f"is {older[:12]} under {newer[:12]}",
-        )
-        if reached.returncode != 0:
+        if not is_ancestor(self, older, newer):
             return False
         touched = self.git(
             "rev-list",

@@ -384,6 +384,18 @@ def by_pull_request(repo: ClonedRepo, change: ImageChange, tick: Callable[[], No
 
 
 @dataclass(frozen=True)
+class ReadAhead:
+    """:func:`only_imagebump`'s answer at ``rev`` for ``file`` within ``limit``, read before the
+    caller knew it would need it (edit-kustomize reads it while ECR answers): :func:`rollback_verdict`
+    takes it instead of reading again, for that very revision, file and bound only."""
+
+    rev: str
+    file: str
+    limit: int
+    only_imagebump: bool
+
+
+@dataclass(frozen=True)
 class Verdict:
     """What the rollback check found: why a standing rollback holds (None: none does), and whether
     only imagebump touched the file within the bound there (:func:`only_imagebump`): what the
@@ -409,6 +421,7 @@ def rollback_verdict(
     new_pushed_at: datetime | None,
     pushed_at: Callable[[ImagesEntry], datetime | None],
     notes: list[str] | None = None,
+    ahead: ReadAhead | None = None,
     **history: Any,
 ) -> Verdict:
     """The :class:`Verdict` on writing ``new`` (an :class:`steps.domain.models.ImagesEntry`, pushed
@@ -420,7 +433,8 @@ def rollback_verdict(
     rollback forgotten) and :func:`steps.domain.intent.held_by_standing`; ``pushed_at`` gives an
     entry's ECR push time (``order: push-time``). A change without the trailer that would count as
     a rollback is checked against its pull request (:func:`by_pull_request`). When the read
-    stopped at a byte bound, its reason is appended to ``notes`` (and logged).
+    stopped at a byte bound, its reason is appended to ``notes`` (and logged). ``ahead``: the
+    :func:`only_imagebump` answer already read for this ``rev``, ``file`` and bound (another is ignored).
     """
     import logging
 
@@ -429,7 +443,12 @@ def rollback_verdict(
     if history.get("depths") is None:
         history["depths"] = {}  # one clone's deepening, shared by the two reads below
     asks = {k: history[k] for k in ("branch", "count", "depths", "fetch") if k in history}
-    if only_imagebump(repo, rev, file, history.get("limit", HISTORY_LIMIT), **asks):
+    limit = history.get("limit", HISTORY_LIMIT)
+    if ahead is not None and (ahead.rev, ahead.file, ahead.limit) == (rev, file, limit):
+        clean = ahead.only_imagebump
+    else:
+        clean = only_imagebump(repo, rev, file, limit, **asks)
+    if clean:
         # nobody else touched the file within the bound: no rollback, nothing to read
         return Verdict(None, only_imagebump=True)
     found = entry_history(repo, rev, file, name, **history)

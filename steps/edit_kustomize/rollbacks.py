@@ -16,7 +16,25 @@ from steps.domain.models import ImagesEntry, Plan, Target
 
 if TYPE_CHECKING:
     from steps.domain.never_downgrade import ImageKey
+    from steps.entry_history import ReadAhead
     from steps.git import ClonedRepo
+
+
+def read_ahead(repo: ClonedRepo, rev: str, file: str, depths: dict[str, int]) -> ReadAhead | None:
+    """The history's first read (:func:`steps.entry_history.only_imagebump` at ``rev``, the plan's
+    base) before the plan is decided, for :func:`unless_rolled_back` to take: the caller runs it
+    while ECR answers the push times the decision needs. None when it failed: the history read
+    meets that again if the plan needs it (a plan that changes nothing never does)."""
+    from steps.domain.errors import ImagebumpError
+    from steps.domain.intent import HISTORY_LIMIT
+    from steps.entry_history import ReadAhead, only_imagebump
+    from steps.runtime.timing import timed
+
+    with timed("history"):
+        try:
+            return ReadAhead(rev, file, HISTORY_LIMIT, only_imagebump(repo, rev, file, depths=depths))
+        except ImagebumpError:
+            return None
 
 
 def unless_rolled_back(
@@ -27,6 +45,7 @@ def unless_rolled_back(
     known: dict[ImageKey, datetime | None],
     current: tuple[str, ImagesEntry] | None = None,
     depths: dict[str, int] | None = None,
+    ahead: ReadAhead | None = None,
 ) -> Plan:
     """``plan`` (one that changes something), or the same plan ``held`` (``changed: false``) when a
     person's rollback of its entry stands (:func:`steps.entry_history.rollback_verdict`); a plan
@@ -35,7 +54,8 @@ def unless_rolled_back(
 
     ``ask`` is ECR's push-time lookup (``[ImageKey] → {ImageKey: datetime | None}``), called only
     for ``order: push-time`` and only for what ``known`` (the push times already asked) lacks;
-    ``depths`` (branch → commits the clone already holds) spares fetching commits it brought.
+    ``depths`` (branch → commits the clone already holds) spares fetching commits it brought;
+    ``ahead``, the history's first read made before the plan (:func:`read_ahead`), is not made again.
     """
     from steps.domain.errors import InvalidEventError
     from steps.domain.intent import pinned
@@ -71,6 +91,7 @@ def unless_rolled_back(
             current=current,
             depths=depths,
             notes=notes,
+            ahead=ahead,
             values=plan.values,
         )
     why = verdict.held

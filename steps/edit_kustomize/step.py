@@ -20,7 +20,10 @@ to another repository (``pinned``) — :mod:`steps.domain.intent`.
 
 Shape: gather (clone, read the overlay, ask ECR the push times :func:`steps.domain.never_downgrade.lookups`
 names) → :func:`steps.edit_kustomize.decide.decide`, the pure core → act (the outputs). The never-downgrade decisions
-themselves are :mod:`steps.domain.never_downgrade`'s.
+themselves are :mod:`steps.domain.never_downgrade`'s. When ECR is asked (the overlay holds another
+image than the pushed one, so the plan will likely change), the history's first read
+(:func:`steps.edit_kustomize.rollbacks.read_ahead`) runs while ECR answers, and the rollback check
+takes its answer: the two waits overlap instead of adding up.
 
 ``mode: pr``: an update is also measured against the target's proposal branch
 (:func:`steps.domain.branches.branch_name`, fetched shallowly into the same partial clone and read
@@ -40,7 +43,7 @@ network trouble is a :class:`~steps.domain.errors.TransientError`.
 # No `from __future__ import annotations`: Hera's runner reads real annotation objects.
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import PurePosixPath
@@ -181,6 +184,31 @@ class _Ecr:
             self.client = make_client(region)  # raises what building it raises, in this thread
         return self.client
 
+    def ask_later(self, keys: "list[ImageKey]") -> "Callable[[], dict[ImageKey, datetime | None]]":
+        """:meth:`ask` on a thread: the returned call waits for its answer (and raises what it
+        raised). ECR's answer is a network wait, like the git reads the caller runs meanwhile."""
+        if not keys:
+            return dict
+        answer: list[Any] = []
+
+        def asking() -> None:
+            try:
+                answer.append(self.ask(keys))
+            except BaseException as exc:  # noqa: BLE001 - raised again where the answer is taken
+                answer.append(exc)
+
+        thread = threading.Thread(target=asking, name="ecr-lookup", daemon=True)
+        thread.start()
+
+        def taken() -> "dict[ImageKey, datetime | None]":
+            with timed("ecr call (waited for)"):
+                thread.join()
+            if isinstance(answer[0], BaseException):
+                raise answer[0]
+            return answer[0]
+
+        return taken
+
     def ask(self, keys: "list[ImageKey]") -> "dict[ImageKey, datetime | None]":
         """ECR's push time of each image in ``keys`` (nothing asked when empty)."""
         if not keys:
@@ -304,7 +332,7 @@ def run(target: Target) -> EditKustomizeOutput:
     from steps import git
     from steps.domain.intent import pinned
     from steps.domain.never_downgrade import against_branch, branch_lookups, lookups
-    from steps.edit_kustomize.rollbacks import unless_rolled_back
+    from steps.edit_kustomize.rollbacks import read_ahead, unless_rolled_back
     from steps.entry_history import DEPTHS
     from steps.proposals import branch_entry
 
@@ -337,13 +365,19 @@ def run(target: Target) -> EditKustomizeOutput:
             entry = find_entry(
                 text, target, file, values
             )  # read once: the lookups and the decision both use it
-        known = dict(ecr.ask(lookups(target, entry) if not pinned(entry, target.image) else []))
+        keys = lookups(target, entry) if not pinned(entry, target.image) else []
         head = repo.cloned_head()
+        depths = {repo.branch: DEPTHS[0]}
+        answer = ecr.ask_later(keys)
+        # ECR is asked only when the overlay holds another image than the pushed one: the plan will
+        # likely change and read the history, whose first read runs while ECR answers
+        ahead = read_ahead(repo, head, file, depths) if keys else None
+        known = dict(answer())
         with timed("kustomize"):
             plan = decide(target, text, file, head, repo.branch, known, old=entry, values=values)
         if plan.changed:  # only a target that would change reads the history: was it rolled back?
             plan = unless_rolled_back(
-                target, plan, repo, ecr.ask, known, current=(text, entry), depths={repo.branch: DEPTHS[0]}
+                target, plan, repo, ecr.ask, known, current=(text, entry), depths=depths, ahead=ahead
             )
         if target.settings.mode == "pr" and plan.changed:
             branch = branch_name(target)

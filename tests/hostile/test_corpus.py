@@ -22,7 +22,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import textwrap
 import threading
 import uuid
@@ -36,6 +35,7 @@ from steps.domain import events
 from steps.domain.errors import ConfigError, ImagebumpError
 from steps.domain.models import ImagesEntry, Plan, Target
 from steps.edit_kustomize import step as edit_kustomize
+from tests.fixtures.hang_guard import run_guarded
 from tests.hostile import cases
 from tests.hostile.cases import (
     EVENT_CASES,
@@ -81,20 +81,9 @@ def run_bounded(code: str, payload: str, tmp_path: Path) -> subprocess.Completed
     data = tmp_path / "payload.txt"
     data.write_text(payload, encoding="utf-8")
     program = f"import sys\nfrom pathlib import Path\nPAYLOAD = Path({str(data)!r})\n" + textwrap.dedent(code)
-    try:
-        return subprocess.run(
-            [sys.executable, "-c", program],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=BOUND_SECONDS,
-            env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail(
-            f"still running after {BOUND_SECONDS}s: unbounded work on hostile input (see the case id)"
-        )
+    return run_guarded(
+        program, what="unbounded work on hostile input (see the case id)", timeout=BOUND_SECONDS, cwd=tmp_path
+    )
 
 
 def test_corpus_size() -> None:

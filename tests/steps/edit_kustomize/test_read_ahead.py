@@ -61,26 +61,27 @@ def test_the_history_is_read_while_ecr_answers_and_only_once(make_remote, ecr, m
     assert out.plan.history_clean  # nobody but imagebump touched the file (it was only created)
 
 
-def test_a_failed_read_ahead_leaves_a_plan_that_changes_nothing_alone(make_remote, ecr, monkeypatch) -> None:
-    name, _push = ecr
-    image = _uri(name)
-    remote = make_remote({FILE: _text(image, "1.5.0")})
-    seen = _count_first_reads(monkeypatch, fail=1)
-    out = plan_step(_target(remote, image, "1.4.1", None))  # older than what the overlay holds
-    assert out.plan.decision == "stale" and not out.changed
-    assert seen["calls"] == 1
-
-
-def test_a_plan_that_changes_reads_the_history_again_after_a_failed_read_ahead(
-    make_remote, ecr, monkeypatch
+@pytest.mark.parametrize(
+    ("holds", "pushed", "decision", "reads"),
+    [
+        # older than what the overlay holds: a plan that changes nothing never needed the history
+        pytest.param("1.5.0", "1.4.1", "stale", 1, id="stale-never-reads-again"),
+        # newer: the rollback check reads the history again, and the update goes ahead
+        pytest.param("1.4.1", "1.5.0", "update", 2, id="update-reads-again"),
+    ],
+)
+def test_a_failed_read_ahead_changes_no_outcome(
+    make_remote, ecr, monkeypatch, holds, pushed, decision, reads
 ) -> None:
     name, _push = ecr
     image = _uri(name)
-    remote = make_remote({FILE: _text(image, "1.4.1")})
+    remote = make_remote({FILE: _text(image, holds)})
     seen = _count_first_reads(monkeypatch, fail=1)
-    out = plan_step(_target(remote, image, "1.5.0", BROKEN))
-    assert out.plan.decision == "update" and out.plan.history_clean
-    assert seen["calls"] == 2
+    out = plan_step(_target(remote, image, pushed, BROKEN if pushed == "1.5.0" else None))
+    assert out.plan.decision == decision and out.changed is (decision == "update")
+    assert seen["calls"] == reads
+    if decision == "update":
+        assert out.plan.history_clean
 
 
 def test_a_plan_that_changes_still_fails_when_the_history_cannot_be_read(

@@ -20,6 +20,7 @@ from steps.commit_pr import decide as commit_pr
 from steps.domain.models import ImagesEntry, Plan
 from steps.edit_kustomize import decide as edit_kustomize
 from steps.kustomize.holds import hold_at
+from tests.fixtures.hang_guard import run_guarded
 from tests.steps.commit_pr.support import target
 
 REGISTRY = "123456789012.dkr.ecr.us-west-2.amazonaws.com/team/"
@@ -468,21 +469,6 @@ def test_a_large_file_full_of_markers_and_look_alikes_cannot_make_the_finder_han
     """:func:`look_alike_answers`: a finder that rescans its line per look-alike needs hours there,
     the finder's one pass answers at once. A child process with a deadline guards against a hang;
     nothing is timed (the bench measures: bench/hostile.py)."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
     program = f"from {__name__} import look_alike_answers\nprint(look_alike_answers())\n"
-    root = Path(__file__).resolve().parents[3]
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", program],
-            check=False,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail("hold_marker still running after 120s on a file of look-alikes")
+    done = run_guarded(program, what="hold_marker on a file of look-alikes")
     assert done.stdout.strip() == repr(["r3999", "end", None]), done.stderr

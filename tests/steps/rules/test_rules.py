@@ -14,6 +14,7 @@ from steps.domain.errors import RulesError
 from steps.domain.events import parse_image_reference
 from steps.domain.models import Image
 from steps.rules import RuleSet, load_rules, load_rules_file
+from tests.fixtures.hang_guard import run_guarded
 
 ROOT = Path(__file__).resolve().parents[3]
 RULES = Path(__file__).resolve().parents[2] / "testdata" / "rules"
@@ -1101,18 +1102,7 @@ def test_a_hostile_repository_name_cannot_make_matching_hang() -> None:
         "(rule,) = load_rules(f'- registryURI: {registry}/{template}\\n  githubRepository: https://github.com/o/r\\n').rules\n"
         "print(rule.match_repository('t/' + 'a' * 255) is not None)\n"
     )
-    root = Path(__file__).resolve().parents[3]
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", program],
-            check=False,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail("Rule.match_repository still running after 60s on a hostile name")
+    done = run_guarded(program, what="Rule.match_repository on a hostile name", timeout=60)
     assert done.stdout.strip() == "False", done.stderr
 
 

@@ -36,12 +36,21 @@ def reapply(repo: Any, text: str, target: Target, plan: Plan, clean_from: str | 
     (:meth:`steps.git.ClonedRepo.untouched_between`: the commits the race's fetch brought say so),
     that holds for the newest base too, so the commit made on it says it (a burst's next event on
     this overlay then reads no deeper). None, the first attempt: the plan's own verdict, for the
-    plan's own base (only a commit whose parent is that base may carry it)."""
+    plan's own base (only a commit whose parent is that base may carry it).
+
+    The same bytes on another commit are not enough where it can be shown otherwise: in a
+    repository made from the plan's base (a seeded one, after a lost race) a commit since the base
+    that touched the file — changed it and back, a person's change and their rollback of it — has
+    the history judged again, as any change does; none did, and the plan's verdict holds for the
+    newest base too."""
     with timed("kustomize"):
         applied = decide(text, target, plan)
     if applied.text is None:
         return applied
-    if not _changed_since_plan(repo, text, plan, applied.current):
+    changed, untouched = _changed_since_plan(repo, text, plan, applied.current)
+    if not changed:
+        if untouched:  # no commit since the plan's base touched the file: its history is the base's
+            return replace(applied, clean_at=repo.cloned_head() if plan.history_clean else "")
         if clean_from is None:
             return replace(applied, clean_at=plan.base_commit if plan.history_clean else "")
         if not clean_from:
@@ -71,13 +80,28 @@ def reapply(repo: Any, text: str, target: Target, plan: Plan, clean_from: str | 
     return replace(applied, clean_at=repo.cloned_head() if verdict.only_imagebump else "")
 
 
-def _changed_since_plan(repo: Any, text: str, plan: Plan, current: Any) -> bool:
-    """Could a commit have changed the entry's history since the plan? The plan carried the file's
-    text: the file on the newest base differs from it (another file's commit costs no history
-    read). Otherwise: the newest base is another commit than the plan's, or, for a plan naming no
-    base commit, the entry differs from the one the plan saw."""
+def _changed_since_plan(repo: Any, text: str, plan: Plan, current: Any) -> tuple[bool, bool]:
+    """Could a commit have changed the entry's history since the plan? And was it shown that no
+    commit since the plan's base, on another newest base, touched the file (False when not asked)?
+
+    The plan carried the file's text: the file on the newest base differs from it (another file's
+    commit costs no history read); or, the same bytes on another commit of a repository made from
+    the plan's base (:func:`steps.git.seed`, which holds that commit: asking fetches nothing), a
+    commit since touched the file — changed it and back, a person's rollback of their own change
+    that then stands (:meth:`steps.git.ClonedRepo.untouched_between`; the commits a lost race
+    fetched, ``RACE_DEPTH``: a base further back counts as touched and is judged). A clone of the
+    newest base, which lacks the plan's base, compares the text only. Otherwise: the newest base is
+    another commit than the plan's, or, for a plan naming no base commit, the entry differs from
+    the one the plan saw."""
     if plan.base_text:
-        return text != plan.base_text
+        if text != plan.base_text:
+            return True, False
+        head = repo.cloned_head()
+        if head == plan.base_commit or not plan.base_commit or repo.seed_commit != plan.base_commit:
+            return False, False
+        with timed("history"):
+            untouched = repo.untouched_between(plan.base_commit, head, plan.file)
+        return not untouched, untouched
     if plan.base_commit:
-        return repo.head() != plan.base_commit
-    return not same_entry(current, plan.old)
+        return repo.head() != plan.base_commit, False
+    return not same_entry(current, plan.old), False

@@ -65,6 +65,9 @@ class ClonedRepo:
         #: The commit a :func:`steps.git.seed` repository was made at ("" for a clone): a push from it
         #: must find the remote branch still there (its lease), as nothing was fetched.
         self.seeded_from = ""
+        #: The commit a :func:`steps.git.seed` repository was made at, kept after a fetch moved it on
+        #: ("" for a clone): a commit it holds for sure, so asking git about it fetches nothing.
+        self.seed_commit = ""
         #: A seed's proven chain (the commit and the trees down to :attr:`seeded_path`'s directory):
         #: its first commit is written from them in Python, without ``fast-import``.
         self.seeded_chain: list[bytes] = []

@@ -212,7 +212,7 @@ def seed(
     with timed("git seed"):  # the repository's files, the carried objects, the branch, shallow, the remote
         _write_seed(dest / ".git", objects, fmt, branch, commit, repo_url)
     repo = ClonedRepo(dest, branch, auth, url=repo_url, checked_out=False)
-    repo.seeded_from = commit
+    repo.seeded_from = repo.seed_commit = commit
     repo.seeded_chain, repo.seeded_path = list(objects), PurePosixPath(path).as_posix()
     repo.know(text, blob)
     repo.assume_entry(path, mode, blob)

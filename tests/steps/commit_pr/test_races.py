@@ -103,7 +103,10 @@ def test_a_lost_race_from_the_plans_base_fetches_into_the_same_repository(make_r
 def test_a_lost_race_lands_the_same_commit_with_one_git_process_after_the_fetch(make_remote, tmp_path):
     """After the fetch, the retry reads the newest base's trees above the file with one ``cat-file``
     and writes its commit as loose objects (no ``rev-parse``, ``update-ref``, ``ls-tree`` nor
-    ``fast-import``): the remote holds exactly the newest base with the one file replaced, whole."""
+    ``fast-import``): the remote holds exactly the newest base with the one file replaced, whole.
+    Its only other git processes ask whether a commit since the plan's base touched the file (the
+    same bytes may be a change and its rollback): ``merge-base`` and ``rev-list``, on the commits the
+    fetch brought."""
     from steps.runtime import timing
 
     paths = ["overlays/prod", "overlays/dev"]
@@ -118,7 +121,14 @@ def test_a_lost_race_lands_the_same_commit_with_one_git_process_after_the_fetch(
 
     git_phases = {k for k in timing.take() if k.startswith("git ")}
     assert out.action == "committed"
-    assert git_phases == {"git seed", "git push", "git fetch", "git cat-file"}, git_phases
+    assert git_phases == {
+        "git seed",
+        "git push",
+        "git fetch",
+        "git cat-file",
+        "git merge-base",
+        "git rev-list",
+    }, git_phases
     assert remote.git("rev-parse", f"{out.commit_sha}^").strip() == newest
     changed = remote.git("diff-tree", "--no-commit-id", "--name-only", "-r", newest, out.commit_sha).split()
     assert changed == [FILE]

@@ -268,6 +268,23 @@ class TestThroughTheSteps:
         assert commit_pr.run(self.target(remote, "1.1.0"), plan).action == "committed"
         assert HISTORY_KEY not in self.message(remote)
 
+    def test_a_rollback_that_restored_the_plans_bytes_since_the_plan_still_holds(self, make_remote) -> None:
+        """Between the plan and the push a person set 1.2.0 and rolled it back to the very bytes the
+        plan read: the text is the plan's, but the rollback stands (1.1.0's push time is unknown, so
+        it was not pushed after the rollback): commit-pr judges the history again and writes nothing.
+        (The seeded repository holds the plan's base, so showing the touch fetches nothing.)"""
+        from steps.commit_pr import step as commit_pr
+        from steps.edit_kustomize.step import run as edit
+
+        remote = make_remote({self.PATH: self.text("1.0.0")})
+        plan = edit(self.target(remote, "1.1.0")).plan
+        assert plan.base_objects and plan.base_text  # commit-pr seeds the plan's base
+        remote.commit_files({self.PATH: self.text("1.2.0")}, "api 1.2.0 by hand")
+        rollback = remote.commit_files({self.PATH: self.text("1.0.0")}, "api: back to 1.0.0, 1.2.0 is broken")
+        out = commit_pr.run(self.target(remote, "1.1.0"), plan)
+        assert out.action == "unchanged" and out.commit_sha == rollback
+        assert remote.rev() == rollback and remote.read(self.PATH) == self.text("1.0.0")
+
     @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
     @given(landed=st.lists(st.sampled_from(["other", "other", "file-undone", "merge-other"]), max_size=11))
     def test_after_a_lost_race_the_line_is_written_only_when_true(self, make_remote, landed) -> None:

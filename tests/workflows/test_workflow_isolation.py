@@ -160,6 +160,9 @@ def test_concurrent_workflows_for_two_overlays_of_one_repository_never_share_fil
         assert len(results) < 2, {s: (r.phase, r.message) for s, r in results.items()}
 
         # --- both commit-pr steps are alive now, each holding a clone: look from outside ---------
+        # the finished steps' directories go in the background (a low-priority rm, slow on a loaded
+        # machine): once they are gone, what is left is the two live steps' own
+        wait_deleted()
         step_dirs = sorted(p for p in work_root.iterdir())
         assert len(step_dirs) == 2, step_dirs
         assert all(p.stat().st_mode & 0o777 == 0o700 for p in step_dirs)

@@ -56,10 +56,13 @@ def land_commit(
     pacer = pacer or Pacer()
     repo = seed_base(target, plan, auth, base, workdir) or clone_base(target, plan, auth, base, workdir)
     clean_from: str | None = None  # the plan's own verdict first; after a lost race, the last base's
+    untouched_from = ""  # after a lost race: up to where no commit since the plan's base touched the file
 
     for attempt in range(1, settings.push_attempts + 1):
         text = read_overlay_file(repo, plan, target, base)
-        applied = reapply(repo, text, target, plan, clean_from)  # and rollbacks landed since the plan
+        applied = reapply(
+            repo, text, target, plan, clean_from, untouched_from
+        )  # and rollbacks since the plan
         if applied.text is None:
             return CommitPrOutput(action="unchanged", reason=applied.reason, commit_sha=repo.head())
         repo.write(plan.file, applied.text)
@@ -100,6 +103,7 @@ def land_commit(
             # repository to the newest (a seeded one too: its origin is a promisor like a clone's),
             # with the commits since the base held so far when they are few
             clean_from = applied.clean_at if history else ""  # vouched for at the base it held
+            untouched_from = applied.untouched_to
             repo.fetch_and_reset(base, depth=RACE_DEPTH)
             continue
         except GitCommandError as exc:

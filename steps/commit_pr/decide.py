@@ -23,6 +23,9 @@ class Applied:
     #: the commit at which only imagebump's commits touched the file within the rollback check's
     #: bound ("" = not known): a commit made on it may say so (Imagebump-History)
     clean_at: str = ""
+    #: the newest commit up to which no commit since the plan's base was shown to touch the file
+    #: ("" = not shown): a lost race's next attempt asks only about the commits after it
+    untouched_to: str = ""
 
 
 def decide(text: str, target: Target, plan: Plan) -> Applied:

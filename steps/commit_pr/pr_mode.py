@@ -175,10 +175,13 @@ def _propose(
     """
     pacer = pacer or Pacer()
     clean_from: str | None = None  # the plan's own verdict first; after a lost race, the last base's
+    untouched_from = ""  # after a lost race: up to where no commit since the plan's base touched the file
     for attempt in range(1, settings.push_attempts + 1):
         open_pr.forget()
         text = read_overlay_file(repo, plan, target, base)
-        applied = reapply(repo, text, target, plan, clean_from)  # and rollbacks landed since the plan
+        applied = reapply(
+            repo, text, target, plan, clean_from, untouched_from
+        )  # and rollbacks since the plan
         if applied.text is None:
             return CommitPrOutput(action="unchanged", reason=applied.reason, branch=branch)
         repo.write(plan.file, applied.text)
@@ -257,6 +260,7 @@ def _propose(
                 ) from None
             pacer.lost(f"push of {branch}", attempt, settings.push_attempts)
             clean_from = applied.clean_at if history else ""  # vouched for at the base it held
+            untouched_from = applied.untouched_to
             repo.fetch_and_reset(base, depth=RACE_DEPTH)
     raise AssertionError("unreachable")
 

@@ -26,7 +26,9 @@ from steps.domain.models import Plan, Target, same_entry
 from steps.runtime.timing import timed
 
 
-def reapply(repo: Any, text: str, target: Target, plan: Plan, clean_from: str | None = None) -> Applied:
+def reapply(
+    repo: Any, text: str, target: Target, plan: Plan, clean_from: str | None = None, untouched_from: str = ""
+) -> Applied:
     """:func:`~steps.commit_pr.decide.decide` on ``text`` (the file on the newest base in ``repo``), then the
     rollback re-check when the file changed since the plan.
 
@@ -42,15 +44,18 @@ def reapply(repo: Any, text: str, target: Target, plan: Plan, clean_from: str | 
     repository made from the plan's base (a seeded one, after a lost race) a commit since the base
     that touched the file — changed it and back, a person's change and their rollback of it — has
     the history judged again, as any change does; none did, and the plan's verdict holds for the
-    newest base too."""
+    newest base too. ``untouched_from`` (the last attempt's :attr:`Applied.untouched_to`): the
+    commit up to which that was shown already, so only the commits after it are asked about (each
+    race's fetch reaches the last base, not necessarily the plan's)."""
     with timed("kustomize"):
         applied = decide(text, target, plan)
     if applied.text is None:
         return applied
-    changed, untouched = _changed_since_plan(repo, text, plan, applied.current)
+    changed, untouched_to = _changed_since_plan(repo, text, plan, applied.current, untouched_from)
     if not changed:
-        if untouched:  # no commit since the plan's base touched the file: its history is the base's
-            return replace(applied, clean_at=repo.cloned_head() if plan.history_clean else "")
+        if untouched_to:  # no commit since the plan's base touched the file: its history is the base's
+            head = repo.cloned_head()
+            return replace(applied, clean_at=head if plan.history_clean else "", untouched_to=untouched_to)
         if clean_from is None:
             return replace(applied, clean_at=plan.base_commit if plan.history_clean else "")
         if not clean_from:
@@ -80,9 +85,11 @@ def reapply(repo: Any, text: str, target: Target, plan: Plan, clean_from: str | 
     return replace(applied, clean_at=repo.cloned_head() if verdict.only_imagebump else "")
 
 
-def _changed_since_plan(repo: Any, text: str, plan: Plan, current: Any) -> tuple[bool, bool]:
-    """Could a commit have changed the entry's history since the plan? And was it shown that no
-    commit since the plan's base, on another newest base, touched the file (False when not asked)?
+def _changed_since_plan(
+    repo: Any, text: str, plan: Plan, current: Any, untouched_from: str = ""
+) -> tuple[bool, str]:
+    """Could a commit have changed the entry's history since the plan? And the newest commit up
+    to which no commit since the plan's base was shown to touch the file ("" when not shown).
 
     The plan carried the file's text: the file on the newest base differs from it (another file's
     commit costs no history read); or, the same bytes on another commit of a repository made from
@@ -95,13 +102,16 @@ def _changed_since_plan(repo: Any, text: str, plan: Plan, current: Any) -> tuple
     the one the plan saw."""
     if plan.base_text:
         if text != plan.base_text:
-            return True, False
+            return True, ""
+        if not plan.base_commit or repo.seed_commit != plan.base_commit:
+            return False, ""
         head = repo.cloned_head()
-        if head == plan.base_commit or not plan.base_commit or repo.seed_commit != plan.base_commit:
-            return False, False
+        since = untouched_from or plan.base_commit  # shown untouched up to it: ask after it only
+        if head == since:
+            return False, head
         with timed("history"):
-            untouched = repo.untouched_between(plan.base_commit, head, plan.file)
-        return not untouched, untouched
+            untouched = repo.untouched_between(since, head, plan.file)
+        return (False, head) if untouched else (True, "")
     if plan.base_commit:
-        return repo.head() != plan.base_commit, False
-    return not same_entry(current, plan.old), False
+        return repo.head() != plan.base_commit, ""
+    return not same_entry(current, plan.old), ""

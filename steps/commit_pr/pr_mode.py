@@ -179,9 +179,8 @@ def _propose(
     for attempt in range(1, settings.push_attempts + 1):
         open_pr.forget()
         text = read_overlay_file(repo, plan, target, base)
-        applied = reapply(
-            repo, text, target, plan, clean_from, untouched_from
-        )  # and rollbacks since the plan
+        # the plan re-applied on the newest base, and the rollbacks landed since the plan judged
+        applied = reapply(repo, text, target, plan, clean_from, untouched_from)
         if applied.text is None:
             return CommitPrOutput(action="unchanged", reason=applied.reason, branch=branch)
         repo.write(plan.file, applied.text)

@@ -286,6 +286,41 @@ class TestThroughTheSteps:
         assert remote.rev() == rollback and remote.read(self.PATH) == self.text("1.0.0")
 
     @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(
+        landed=st.lists(st.sampled_from(["other", "other", "file-undone", "file-rolled-back"]), max_size=11)
+    )
+    def test_a_rollback_landed_between_plan_and_push_is_never_written_over(self, make_remote, landed) -> None:
+        """Property over what lands between the plan and commit-pr's push — other files' commits
+        (a lost race each time), a person's change and forward again, a person's change rolled back
+        to the very bytes the plan read — however many (beyond the lost race's fetch depth too):
+        when a person's rollback is the file's last change, commit-pr writes nothing over it (the
+        event's push time is unknown, so it was not pushed after the rollback); when nothing
+        touched the file, the update lands."""
+        from steps.commit_pr import step as commit_pr
+        from steps.edit_kustomize.step import run as edit
+
+        remote = make_remote({self.PATH: self.text("1.0.0")})
+        plan = edit(self.target(remote, "1.1.0")).plan
+        assert plan.base_objects  # commit-pr seeds the plan's base and pushes with a lease on it
+        for n, op in enumerate(landed):
+            if op == "other":
+                remote.commit_files({f"apps/w{n}/kustomization.yaml": "resources: []\n"}, f"w{n}")
+            elif op == "file-undone":
+                remote.commit_files({self.PATH: self.text("0.9.0")}, f"back {n}")
+                remote.commit_files({self.PATH: self.text("1.0.0")}, f"forward {n}")
+            else:
+                remote.commit_files({self.PATH: self.text("1.2.0")}, f"api 1.2.0 by hand {n}")
+                remote.commit_files({self.PATH: self.text("1.0.0")}, f"api back to 1.0.0 {n}")
+        before = remote.rev()
+        out = commit_pr.run(self.target(remote, "1.1.0"), plan)
+        file_ops = [op for op in landed if op.startswith("file")]
+        if file_ops and file_ops[-1] == "file-rolled-back":
+            assert out.action == "unchanged"
+            assert remote.rev() == before and remote.read(self.PATH) == self.text("1.0.0")
+        if not file_ops:
+            assert out.action == "committed" and remote.read(self.PATH) == self.text("1.1.0")
+
+    @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
     @given(landed=st.lists(st.sampled_from(["other", "other", "file-undone", "merge-other"]), max_size=11))
     def test_after_a_lost_race_the_line_is_written_only_when_true(self, make_remote, landed) -> None:
         """Property over what lands between the plan and commit-pr's push (other files' commits,

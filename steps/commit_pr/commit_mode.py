@@ -55,18 +55,17 @@ def land_commit(
     retries' clock, sleep and jitter (:class:`steps.commit_pr.retry.Pacer`, injected by tests)."""
     pacer = pacer or Pacer()
     repo = seed_base(target, plan, auth, base, workdir) or clone_base(target, plan, auth, base, workdir)
-    clean_from: str | None = None  # the plan's own verdict first; after a lost race, the last base's
-    untouched_from = ""  # after a lost race: up to where no commit since the plan's base touched the file
+    previous = None  # after a lost race: the last attempt's outcome, whose findings carry on
 
     for attempt in range(1, settings.push_attempts + 1):
         text = read_overlay_file(repo, plan, target, base)
         # the plan re-applied on the newest base, and the rollbacks landed since the plan judged
-        applied = reapply(repo, text, target, plan, clean_from, untouched_from)
+        applied = reapply(repo, text, target, plan, previous)
         if applied.text is None:
             return CommitPrOutput(action="unchanged", reason=applied.reason, commit_sha=repo.head())
         repo.write(plan.file, applied.text)
         fields = message_fields(target, plan, applied.current, base)
-        history = history_line(plan.file, applied.clean_at, repo.cloned_head())
+        history = history_line(plan.file, applied.clean_at, applied.on)
         message = commit_message(settings.template, fields, history)
         sha = repo.commit(message, settings.author_name, settings.author_email)
         if sha is None:  # the editor changed bytes git does not see (cannot happen; be safe)
@@ -101,8 +100,7 @@ def land_commit(
             # the plan's base (or the last one fetched) is not the newest any more: move the same
             # repository to the newest (a seeded one too: its origin is a promisor like a clone's),
             # with the commits since the base held so far when they are few
-            clean_from = applied.clean_at if history else ""  # vouched for at the base it held
-            untouched_from = applied.untouched_to
+            previous = applied
             repo.fetch_and_reset(base, depth=RACE_DEPTH)
             continue
         except GitCommandError as exc:

@@ -26,6 +26,8 @@ class Applied:
     #: the newest commit up to which no commit since the plan's base was shown to touch the file
     #: ("" = not shown): a lost race's next attempt asks only about the commits after it
     untouched_to: str = ""
+    #: the commit the plan was re-applied on (the newest base then)
+    on: str = ""
 
 
 def decide(text: str, target: Target, plan: Plan) -> Applied:

@@ -174,18 +174,17 @@ def _propose(
     when nothing is to propose.
     """
     pacer = pacer or Pacer()
-    clean_from: str | None = None  # the plan's own verdict first; after a lost race, the last base's
-    untouched_from = ""  # after a lost race: up to where no commit since the plan's base touched the file
+    previous = None  # after a lost race: the last attempt's outcome, whose findings carry on
     for attempt in range(1, settings.push_attempts + 1):
         open_pr.forget()
         text = read_overlay_file(repo, plan, target, base)
         # the plan re-applied on the newest base, and the rollbacks landed since the plan judged
-        applied = reapply(repo, text, target, plan, clean_from, untouched_from)
+        applied = reapply(repo, text, target, plan, previous)
         if applied.text is None:
             return CommitPrOutput(action="unchanged", reason=applied.reason, branch=branch)
         repo.write(plan.file, applied.text)
         fields = message_fields(target, plan, applied.current, base)
-        history = history_line(plan.file, applied.clean_at, repo.cloned_head())
+        history = history_line(plan.file, applied.clean_at, applied.on)
         message = commit_message(settings.template, fields, history)
         sha = repo.commit(message, settings.author_name, settings.author_email)
         if sha is None:
@@ -258,8 +257,7 @@ def _propose(
                     f"branch {branch} of {target.repo_url} kept moving ({exc}); retried"
                 ) from None
             pacer.lost(f"push of {branch}", attempt, settings.push_attempts)
-            clean_from = applied.clean_at if history else ""  # vouched for at the base it held
-            untouched_from = applied.untouched_to
+            previous = applied
             repo.fetch_and_reset(base, depth=RACE_DEPTH)
     raise AssertionError("unreachable")
 

@@ -26,11 +26,28 @@ from steps.domain.models import Plan, Target, same_entry
 from steps.runtime.timing import timed
 
 
-def reapply(
-    repo: Any, text: str, target: Target, plan: Plan, clean_from: str | None = None, untouched_from: str = ""
-) -> Applied:
+def reapply(repo: Any, text: str, target: Target, plan: Plan, previous: Applied | None = None) -> Applied:
     """:func:`~steps.commit_pr.decide.decide` on ``text`` (the file on the newest base in ``repo``), then the
-    rollback re-check when the file changed since the plan.
+    rollback re-check when the file changed since the plan; :attr:`Applied.on` says on which commit.
+
+    ``previous``: after a lost race, the last attempt's outcome. What it carries on: the commit it
+    stood on when the commit made there said that only imagebump's commits touched the file (its
+    ``clean_at`` was its ``on``: ``clean_from`` below), and how far no commit since the plan's base
+    touched the file (its ``untouched_to``)."""
+    head = repo.cloned_head()
+    if previous is None:
+        clean_from, untouched_from = None, ""
+    else:
+        said = previous.clean_at and previous.clean_at == previous.on
+        clean_from, untouched_from = (previous.clean_at if said else ""), previous.untouched_to
+    applied = _reapply(repo, text, target, plan, head, clean_from, untouched_from)
+    return replace(applied, on=head)
+
+
+def _reapply(
+    repo: Any, text: str, target: Target, plan: Plan, head: str, clean_from: str | None, untouched_from: str
+) -> Applied:
+    """:func:`reapply` with what the last attempt carries on.
 
     ``clean_from`` (after a lost race): the commit ``repo`` stood on before the race moved it, when
     the commit made there could say that only imagebump's commits touched the file ("": it could
@@ -51,10 +68,9 @@ def reapply(
         applied = decide(text, target, plan)
     if applied.text is None:
         return applied
-    changed, untouched_to = _changed_since_plan(repo, text, plan, applied.current, untouched_from)
+    changed, untouched_to = _changed_since_plan(repo, text, plan, applied.current, head, untouched_from)
     if not changed:
         if untouched_to:  # no commit since the plan's base touched the file: its history is the base's
-            head = repo.cloned_head()
             return replace(applied, clean_at=head if plan.history_clean else "", untouched_to=untouched_to)
         if clean_from is None:
             return replace(applied, clean_at=plan.base_commit if plan.history_clean else "")
@@ -62,7 +78,6 @@ def reapply(
             return replace(applied, clean_at="")
         # ``clean_from`` is a commit this repository holds (its head before the race): no commit is
         # fetched to answer (asked about one it lacked, the partial clone would fetch it)
-        head = repo.cloned_head()
         with timed("history"):
             vouched = repo.untouched_between(clean_from, head, plan.file)
         return replace(applied, clean_at=head if vouched else "")
@@ -82,11 +97,11 @@ def reapply(
         )
     if verdict.held is not None:
         return Applied(None, applied.current, verdict.held)
-    return replace(applied, clean_at=repo.cloned_head() if verdict.only_imagebump else "")
+    return replace(applied, clean_at=head if verdict.only_imagebump else "")
 
 
 def _changed_since_plan(
-    repo: Any, text: str, plan: Plan, current: Any, untouched_from: str = ""
+    repo: Any, text: str, plan: Plan, current: Any, head: str, untouched_from: str
 ) -> tuple[bool, str]:
     """Could a commit have changed the entry's history since the plan? And the newest commit up
     to which no commit since the plan's base was shown to touch the file ("" when not shown).
@@ -105,7 +120,6 @@ def _changed_since_plan(
             return True, ""
         if not plan.base_commit or repo.seed_commit != plan.base_commit:
             return False, ""
-        head = repo.cloned_head()
         since = untouched_from or plan.base_commit  # shown untouched up to it: ask after it only
         if head == since:
             return False, head

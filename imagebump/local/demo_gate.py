@@ -16,6 +16,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from imagebump.local.demo_repo import PRODUCTION_PATH
+
 #: The demo's soak: short enough to watch.
 DEMO_SOAK = "8s"
 
@@ -55,7 +57,7 @@ def watch_the_gate(
         _status_changed(world, say, statuses)  # commit-pr set it when it opened the pull request
     while time.monotonic() < deadline:
         reconciled = run_reconcile(world.reconcile_executor(), apply=True)
-        row = next((r for r in reconciled.summary()["targets"] if r.get("env") == "production"), None)
+        row = next((r for r in reconciled.summary()["targets"] if _is_production(r)), None)
         gate = (row or {}).get("gate") or {}
         if gate.get("state") == "waiting":
             left = gate.get("time_left")
@@ -71,6 +73,13 @@ def watch_the_gate(
             return row
         time.sleep(every)  # the demo runs in real time (tests inject clocks instead)
     return row
+
+
+def _is_production(row: dict[str, Any]) -> bool:
+    """The sweep's row for the demo's own production overlay: the sweep reads every ECR repository
+    the rules match, and an ECR that holds other ``team/*`` repositories (an emulator shared with
+    other worlds in one process) yields rows for overlays this repository does not have."""
+    return row.get("env") == "production" and row.get("path") == PRODUCTION_PATH
 
 
 def _status_changed(world: Any, say: Callable[[str], None], seen: list[str]) -> None:

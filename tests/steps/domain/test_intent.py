@@ -60,7 +60,10 @@ def ecr(moto):
 
     push("1.4.1", BEFORE)
     push("1.5.0", BROKEN)
-    return name, push
+    yield name, push
+    # the session's ECR outlives the test: what it created goes, so no later world (a demo's sweep
+    # reads every repository its rules match) finds it
+    client.delete_repository(repositoryName=name, force=True)
 
 
 def _uri(name: str) -> str:

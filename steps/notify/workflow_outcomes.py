@@ -50,22 +50,36 @@ def nodes_of(workflow: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [n for n in values if isinstance(n, dict)]
 
 
-def _first(nodes: list[dict[str, Any]], template: str) -> dict[str, Any] | None:
-    return next((n for n in nodes if n.get("templateName") == template and n.get("type") != "Retry"), None)
+#: An attempt's node name ends in its number: ``NAME(0)``, ``NAME(1)``, … (Argo's retry children).
+_ATTEMPT = re.compile(r"\((\d+)\)$")
 
 
-def _last_attempt(nodes: list[dict[str, Any]], template: str) -> dict[str, Any] | None:
-    """The node of ``template`` that holds its final outputs (a retried step's last attempt)."""
+def _final(nodes: list[dict[str, Any]], template: str) -> dict[str, Any] | None:
+    """The node that holds ``template``'s final phase and outputs among ``nodes`` (one step's).
+
+    Argo runs a retried template under a ``Retry`` node that carries its last attempt's phase and
+    outputs (argo-workflows ``workflow/controller/operator.go``, ``processNodeRetries``); an earlier
+    attempt failed and still has outputs (its parameters' defaults: the wait container saves them
+    whatever the exit code). ``status.nodes`` is a map and comes sorted by node id, a hash of the
+    name: the order says nothing of which attempt was last. So: the Retry node when there is one,
+    else the attempt with the highest number (``NAME(N)``), else the last node of the template."""
     found = [n for n in nodes if n.get("templateName") == template]
-    with_outputs = [n for n in found if _outputs(n)]
-    return (with_outputs or found or [None])[-1]
+    retry = [n for n in found if n.get("type") == "Retry"]
+    if retry:
+        return retry[-1]
+
+    def attempt(pair: tuple[int, dict[str, Any]]) -> tuple[int, int]:
+        m = _ATTEMPT.search(str(pair[1].get("name", "")))
+        return (int(m.group(1)) if m else -1, pair[0])
+
+    return max(enumerate(found), key=attempt)[1] if found else None
 
 
 def image_outcomes(
     nodes: list[dict[str, Any]], event_id: str, workflow_link: str = "", image: str = ""
 ) -> list[Outcome]:
     """Each target's outcomes: its commit or PR, held/pinned, live/mismatch/timeout, or failed."""
-    resolve = _first(nodes, "resolve-image")
+    resolve = _final(nodes, "resolve-image")
     try:
         targets = json.loads(_outputs(resolve).get("targets") or "[]") if resolve else []
     except ValueError:
@@ -94,9 +108,9 @@ def image_outcomes(
         def add(kind: str, fields: dict[str, str], key: str = key, notify: tuple[str, ...] = notify) -> None:
             found.append(Outcome(kind, event_id, key, fields, notify))
 
-        edit = _last_attempt(mine, "edit-kustomize")
-        commit = _last_attempt(mine, "commit-pr")
-        live = _last_attempt(mine, "verify-live")
+        edit = _final(mine, "edit-kustomize")
+        commit = _final(mine, "commit-pr")
+        live = _final(mine, "verify-live")
         if any(n is not None and n.get("phase") in FAILED for n in (edit, commit)):
             bad = edit if edit is not None and edit.get("phase") in FAILED else commit
             error = str((bad or {}).get("message", ""))[:300]
@@ -199,7 +213,7 @@ def _applications(text: str) -> list[dict[str, Any]]:
 
 def backup_outcomes(nodes: list[dict[str, Any]], event_id: str, target: str = "") -> list[Outcome]:
     """The backup run's alarm when ``backup-export`` wrote a suspect (shrunken) archive."""
-    export = _last_attempt(nodes, "backup-export")
+    export = _final(nodes, "backup-export")
     if export is None or export.get("phase") != "Succeeded":
         return []
     out = _outputs(export)

@@ -20,6 +20,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
+from workflows.local.argo_nodes import status_nodes
 from workflows.local.errors import NodeError
 from workflows.local.expressions import evaluate_condition, parse_duration, task_dependencies
 from workflows.local.logs import Log
@@ -175,18 +176,7 @@ class Run:
             "status": {
                 "phase": str(phase),
                 "message": message,
-                "nodes": {
-                    f"node-{i}": {
-                        "id": f"node-{i}",
-                        "name": n.name,
-                        "displayName": n.name.rsplit(".", 1)[-1],
-                        "templateName": n.template,
-                        "phase": str(n.phase),
-                        "message": n.message,
-                        "outputs": {"parameters": [{"name": k, "value": v} for k, v in n.outputs.items()]},
-                    }
-                    for i, n in enumerate(nodes)
-                },
+                "nodes": status_nodes(self.name, nodes, self.doc.templates),
             },
         }
         fd, path = tempfile.mkstemp(prefix="imagebump-workflow-", suffix=".json", dir=self.sandbox.work_root)

@@ -528,3 +528,44 @@ def test_a_finished_steps_directory_is_deleted_by_a_process_of_its_own(tmp_path:
     assert not step.exists()
     assert tmp_path.exists()
     assert on_the_deleter == []
+
+
+def test_the_exit_handler_sees_a_retried_step_in_argos_shape(
+    state: Path, logs: list[dict], tmp_path: Path
+) -> None:
+    """What the exit handler reads is as unkind as Argo's ``status.nodes`` (workflows/local/argo_nodes.py):
+    a retried template is a Retry node with the last attempt's phase and outputs, over one node per
+    attempt ``NAME(i)``; an attempt that failed holds the outputs' defaults; ids are ``WORKFLOW-fnv32a(name)``
+    and the nodes come sorted by id, not in the order they ran."""
+    doc = yaml.safe_load((DATA / "onexit.yaml").read_text())
+    flaky = next(t for t in doc["spec"]["templates"] if t["name"] == "flaky")
+    flaky["retryStrategy"] = {"limit": "3", "retryPolicy": "Always"}
+    path = tmp_path / "onexit-retry.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    executor = LocalExecutor(path, project_root=ROOT, env={"STEPFNS_STATE_DIR": str(state)}, log=logs.append)
+
+    result = executor.run({"succeed-on": "3", "code": "75"}, "exit-3")
+
+    assert result.phase == "Succeeded", result.message
+    nodes = json.loads((state / "exit.json").read_text())["nodes"]
+    retry = nodes["exit-3.flaky"]
+    assert (retry["type"], retry["phase"]) == ("Retry", "Succeeded")
+    assert {"name": "attempt", "value": "3"} in retry["outputs"]["parameters"]
+    attempts = [nodes[f"exit-3.flaky({i})"] for i in range(3)]
+    assert [(a["type"], a["phase"]) for a in attempts] == [
+        ("Pod", "Failed"),
+        ("Pod", "Failed"),
+        ("Pod", "Succeeded"),
+    ]
+    assert attempts[0]["outputs"]["parameters"] == [{"name": "attempt", "value": "none"}]  # the default
+    assert retry["children"] == [a["id"] for a in attempts]
+    assert nodes["exit-3.flaky(0)"]["id"] == f"exit-3-{_fnv32a('exit-3.flaky(0)')}"
+    assert list(nodes) == sorted(nodes, key=lambda name: nodes[name]["id"])  # a Go map's JSON: by id
+
+
+def _fnv32a(text: str) -> int:
+    """FNV-1a, 32 bits (Go's hash/fnv New32a), as Argo hashes a node's name into its id."""
+    h = 0x811C9DC5
+    for byte in text.encode():
+        h = ((h ^ byte) * 0x01000193) % 2**32
+    return h

@@ -1,0 +1,141 @@
+"""A retried step says what its last attempt did, whatever order Argo lists the nodes in (issue 36).
+
+On a cluster the exit handler reads the Workflow from the API. Its ``status.nodes`` has Argo's shape,
+which is less kind than one node per step (argo-workflows v4.1):
+- A template with a ``retryStrategy`` (all four of ours) runs under a ``Retry`` node. That node
+  carries its last attempt's phase and outputs (``operator.go``, ``processNodeRetries``). Its children
+  are the attempts, ``NAME(0)``, ``NAME(1)``, ….
+- An attempt that failed still has outputs: the wait container saves the parameters whatever the exit
+  code, so a file the step never wrote takes the template's ``default``. That is ``targets: []``,
+  ``decision: error``, ``action: error`` (``executor/postmain.go``).
+- The nodes are a Go map, written with their keys (hashes of the names) sorted. Which attempt comes
+  first says nothing of which ran last.
+
+The property: for any targets, any outcome per target and any number of failed attempts before each
+step's last one, in any order of the nodes, the outcomes are those of the same run without retries.
+Before this was fixed, a failed attempt of resolve-image listed first meant no message at all, and a
+failed attempt of edit-kustomize listed last meant ``failed`` for a target that was committed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from steps.notify.workflow_outcomes import image_outcomes, nodes_of
+from workflows import names
+
+TEMPLATE = Path(__file__).resolve().parents[3] / names.MANIFESTS_DIR / names.rendered(names.IMAGE_UPDATE)
+IMAGE = json.dumps(
+    {"registry": "1.dkr.ecr.eu-west-1.amazonaws.com", "repository": "team/api", "tag": "1.4.2"}
+)
+ROLLBACK = "rollback abc1234 by Alice <a@x> (1.5.0 → 1.4.1, committed 2026-12-03T10:00:00Z)"
+APPS = json.dumps([{"namespace": "argocd", "name": "api", "state": "mismatch", "revision": "c0ffee"}])
+#: what each target's run ended in: (step, phase, outputs) per step that ran
+STORIES = {
+    "committed": [
+        ("edit-kustomize", "Succeeded", {"decision": "update", "changed": "true"}),
+        ("commit-pr", "Succeeded", {"action": "committed", "commit-sha": "c0ffee"}),
+    ],
+    "held": [("edit-kustomize", "Succeeded", {"decision": "held", "reason": ROLLBACK})],
+    "edit-failed": [("edit-kustomize", "Failed", {})],
+    "commit-failed": [
+        ("edit-kustomize", "Succeeded", {"decision": "update", "changed": "true"}),
+        ("commit-pr", "Failed", {}),
+    ],
+    "mismatch": [
+        ("edit-kustomize", "Succeeded", {"decision": "update", "changed": "true"}),
+        ("commit-pr", "Succeeded", {"action": "committed", "commit-sha": "c0ffee"}),
+        ("verify-live", "Failed", {"result": "mismatch", "image": "x:1.4.2", "applications": APPS}),
+    ],
+}
+PLACE = {"edit-kustomize": "[0].update[0]", "commit-pr": "[0].update[1]", "verify-live": "[1]"}
+
+
+def _defaults() -> dict[str, dict[str, str]]:
+    """Each template's output defaults, as the rendered WorkflowTemplate declares them."""
+    doc = yaml.safe_load(TEMPLATE.read_text())
+    return {
+        t["name"]: {
+            p["name"]: str(p["valueFrom"]["default"])
+            for p in (t.get("outputs") or {}).get("parameters") or []
+            if "default" in (p.get("valueFrom") or {})
+        }
+        for t in doc["spec"]["templates"]
+    }
+
+
+DEFAULTS = _defaults()
+
+
+def _node(name: str, template: str, phase: str, outputs: dict[str, str], kind: str = "Pod") -> dict:
+    params = [{"name": k, "value": v} for k, v in {**DEFAULTS[template], **outputs}.items()]
+    return {
+        "name": name,
+        "type": kind,
+        "templateName": template,
+        "phase": phase,
+        "outputs": {"parameters": params},
+    }
+
+
+def _step(
+    name: str, template: str, phase: str, outputs: dict[str, str], failed_before: int | None
+) -> list[dict]:
+    """One step's nodes: a single node (``failed_before`` None), or Argo's Retry node with its attempts."""
+    if failed_before is None:
+        return [_node(name, template, phase, outputs)]
+    attempts = [_node(f"{name}({i})", template, "Failed", {}) for i in range(failed_before)]
+    last = _node(f"{name}({failed_before})", template, phase, outputs)
+    return [_node(name, template, phase, outputs, kind="Retry"), *attempts, last]
+
+
+def _workflow(stories: list[str], retries: list[int] | None) -> list[dict]:
+    """The nodes of a run whose targets end in ``stories``; ``retries`` (one count per step, cycled)
+    makes it Argo's shape with that many failed attempts before each step's last, None one node each."""
+    counts = iter((retries or [0]) * 64)
+    at = (lambda: next(counts)) if retries is not None else (lambda: None)
+    targets = [
+        {"env": f"e{i}", "path": f"overlays/e{i}", "repo_url": "https://github.com/o/r"}
+        for i in range(len(stories))
+    ]
+    resolve = {"targets": json.dumps(targets), "image": IMAGE}
+    nodes = _step("wf[0].resolve-image", "resolve-image", "Succeeded", resolve, at())
+    for i, story in enumerate(stories):
+        for template, phase, outputs in STORIES[story]:
+            name = f'wf[1].update-target({i}:{{"env":"e{i}"}}){PLACE[template]}.{template}'
+            nodes += _step(name, template, phase, outputs, at())
+    return nodes
+
+
+def _said(nodes: list[dict]) -> list[tuple[str, str, str]]:
+    wf = {"status": {"nodes": {f"wf-{i}": n for i, n in enumerate(nodes)}}}
+    return [
+        (o.kind, o.target, o.fields.get("commit", ""))
+        for o in image_outcomes(nodes_of(wf), "ev-1", "https://argo/wf")
+    ]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    stories=st.lists(st.sampled_from(sorted(STORIES)), min_size=1, max_size=3),
+    retries=st.lists(st.integers(0, 3), min_size=1, max_size=8),
+    data=st.data(),
+)
+def test_retries_in_any_node_order_say_what_the_last_attempts_did(stories, retries, data) -> None:
+    expected = _said(_workflow(stories, None))
+    argo = data.draw(st.permutations(_workflow(stories, retries)), label="nodes in the API's order")
+    assert _said(argo) == expected
+    assert len(expected) >= len(stories)  # every target says something: no story here is a no-op
+
+
+def test_a_failed_first_attempt_of_resolve_image_listed_first_still_notifies() -> None:
+    nodes = _workflow(["committed"], [1, 0, 0])
+    resolve = [n for n in nodes if n["templateName"] == "resolve-image"]
+    failed = next(n for n in resolve if n["phase"] == "Failed")
+    ordered = [failed] + [n for n in nodes if n is not failed]
+    assert _said(ordered) == [("committed", "https://github.com/o/r/overlays/e0", "c0ffee")]

@@ -25,7 +25,7 @@ from steps.notify import config as notify_config
 from steps.notify.decide import Message, NotifyConfigError, Outcome, decide
 from steps.notify.ledger import FileLedger, Ledger, S3Ledger
 from steps.notify.send import Report, deliver
-from steps.notify.workflow_outcomes import backup_outcomes, image_outcomes, nodes_of
+from steps.notify.workflow_outcomes import backup_outcomes, image_outcomes, nodes_of, telling_failure
 from steps.runtime.harness import step_entry
 
 log = logging.getLogger("imagebump.notify")
@@ -86,7 +86,7 @@ def with_workflow_failure(
         nodes = json.loads(failures or "[]")
     except ValueError:
         nodes = []
-    first = nodes[0] if isinstance(nodes, list) and nodes and isinstance(nodes[0], dict) else {}
+    first = telling_failure(nodes)
     fields = {
         "workflow_link": workflow_url,
         "step": str(first.get("displayName", "")),

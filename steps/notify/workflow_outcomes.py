@@ -75,6 +75,34 @@ def _final(nodes: list[dict[str, Any]], template: str) -> dict[str, Any] | None:
     return max(enumerate(found), key=attempt)[1] if found else None
 
 
+#: The messages Argo gives a node that only passes a failure on: a step group ("child 'ID' failed",
+#: ``workflow/controller/steps.go``) and a Retry node out of attempts (``operator.go``).
+_PASSED_ON = re.compile(r"^(child '[^']*' failed|No more retries left)")
+
+
+def telling_failure(failures: Any) -> dict[str, Any]:
+    """The entry of ``{{workflow.failures}}`` that says what failed: a step's own failure (not a
+    group or a Retry node passing one on), the last to finish, its highest attempt.
+
+    Argo lists every failed node, groups and retried attempts included, in a Go map's iteration
+    order, which is random (``operator.go``: ``for _, node := range woc.wf.Status.Nodes``): the
+    first entry is any of them. ``finishedAt`` is RFC 3339 in whole seconds, so ties are broken by
+    the attempt's number (``NAME(N)``)."""
+    entries = [f for f in failures if isinstance(f, dict)] if isinstance(failures, list) else []
+
+    def rank(pair: tuple[int, dict[str, Any]]) -> tuple[bool, str, int, int]:
+        index, entry = pair
+        attempt = _ATTEMPT.search(str(entry.get("displayName", "")))
+        return (
+            not _PASSED_ON.match(str(entry.get("message", ""))),
+            str(entry.get("finishedAt") or ""),
+            int(attempt.group(1)) if attempt else -1,
+            -index,
+        )
+
+    return max(enumerate(entries), key=rank)[1] if entries else {}
+
+
 def image_outcomes(
     nodes: list[dict[str, Any]], event_id: str, workflow_link: str = "", image: str = ""
 ) -> list[Outcome]:

@@ -167,6 +167,9 @@ class Run:
                 "templateName": n.template,
                 "phase": str(n.phase),
                 "podName": n.name,
+                "finishedAt": time.strftime(
+                    "%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - (time.monotonic() - n.finished_at))
+                ),
             }
             for n in nodes
             if n.phase in (FAILED, ERROR) and "steps" not in (self.doc.templates.get(n.template) or {})

@@ -139,3 +139,74 @@ def test_a_failed_first_attempt_of_resolve_image_listed_first_still_notifies() -
     failed = next(n for n in resolve if n["phase"] == "Failed")
     ordered = [failed] + [n for n in nodes if n is not failed]
     assert _said(ordered) == [("committed", "https://github.com/o/r/overlays/e0", "c0ffee")]
+
+
+def _failures(failed_before: int) -> list[dict]:
+    """``{{workflow.failures}}`` of a run whose resolve-image failed once and was retried, and whose
+    edit-kustomize failed for good on attempt ``failed_before``: every failed node, groups too."""
+    at = lambda s: f"2026-12-07T10:00:{s:02d}Z"  # noqa: E731 - whole seconds, as Argo writes them
+    entries = [
+        {
+            "displayName": "resolve-image(0)",
+            "templateName": "resolve-image",
+            "message": "exit code 75: ECR throttled",
+            "finishedAt": at(1),
+        }
+    ]
+    entries += [
+        {
+            "displayName": f"edit-kustomize({i})",
+            "templateName": "edit-kustomize",
+            "message": "exit code 75: the remote hung up",
+            "finishedAt": at(10 + i),
+        }
+        for i in range(failed_before)
+    ]
+    last = 10 + failed_before
+    entries += [
+        {
+            "displayName": f"edit-kustomize({failed_before})",
+            "templateName": "edit-kustomize",
+            "message": "exit code 2: bad overlay",
+            "finishedAt": at(last),
+        },
+        {
+            "displayName": "edit-kustomize",
+            "templateName": "edit-kustomize",
+            "message": "No more retries left",
+            "finishedAt": at(last),
+        },
+        {
+            "displayName": "update[0]",
+            "templateName": "update",
+            "message": "child 'wf-1234' failed",
+            "finishedAt": at(last),
+        },
+        {
+            "displayName": "update-target(0:{})",
+            "templateName": "update-target",
+            "message": "child 'wf-99' failed",
+            "finishedAt": at(last),
+        },
+        {
+            "displayName": "wf",
+            "templateName": "main",
+            "message": "child 'wf-5' failed",
+            "finishedAt": at(last),
+        },
+    ]
+    return [{**e, "phase": "Failed"} for e in entries]
+
+
+@settings(max_examples=100, deadline=None)
+@given(failed_before=st.integers(0, 4), data=st.data())
+def test_a_failed_workflow_names_the_step_that_failed_for_good_in_any_order(failed_before, data) -> None:
+    from steps.notify.step import with_workflow_failure
+
+    failures = data.draw(st.permutations(_failures(failed_before)), label="Argo's map order")
+    (failed,) = with_workflow_failure([], "Failed", json.dumps(failures), "ev-1", "https://argo/wf")
+    assert failed.kind == "failed"
+    assert (failed.fields["step"], failed.fields["error"]) == (
+        f"edit-kustomize({failed_before})",
+        "exit code 2: bad overlay",
+    )

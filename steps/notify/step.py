@@ -25,7 +25,13 @@ from steps.notify import config as notify_config
 from steps.notify.decide import Message, NotifyConfigError, Outcome, decide
 from steps.notify.ledger import FileLedger, Ledger, S3Ledger
 from steps.notify.send import Report, deliver
-from steps.notify.workflow_outcomes import backup_outcomes, image_outcomes, nodes_of, telling_failure
+from steps.notify.workflow_outcomes import (
+    backup_outcomes,
+    image_outcomes,
+    nodes_of,
+    telling_failure,
+    unreadable_nodes,
+)
 from steps.runtime.harness import step_entry
 
 log = logging.getLogger("imagebump.notify")
@@ -213,6 +219,9 @@ def run(
         found = parse_outcomes(outcomes, event_id)
         if workflow:
             nodes = nodes_of(workflow)
+            unreadable = unreadable_nodes(workflow)
+            if unreadable:  # the targets' outcomes are not known: a failed Workflow is still said
+                log.warning("the Workflow's outcomes cannot be read: %s", unreadable)
             if backup == "true":
                 found += backup_outcomes(nodes, event_id)
             else:

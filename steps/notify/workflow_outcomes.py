@@ -43,11 +43,72 @@ def _outputs(node: Mapping[str, Any]) -> dict[str, str]:
     return {str(p.get("name")): str(p.get("value", "")) for p in params if isinstance(p, dict)}
 
 
+#: The most a Workflow's compressed node status may inflate to (the controller writes it; bounded
+#: all the same: 64 times Argo's default MAX_WORKFLOW_SIZE of 1 MiB).
+MAX_NODES_BYTES = 64 * 1024 * 1024
+
+
 def nodes_of(workflow: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The nodes of a Workflow object (``status.nodes``, a mapping or a list)."""
-    nodes = (workflow.get("status") or {}).get("nodes") or {}
+    """The nodes of a Workflow object (``status.nodes``, a mapping or a list).
+
+    A Workflow larger than the controller's ``MAX_WORKFLOW_SIZE`` (1 MiB by default) keeps its nodes
+    in ``status.compressedNodes`` instead: base64 of the compressed JSON of ``status.nodes``
+    (argo-workflows ``workflow/packer/packer.go`` ``compressWorkflow``, ``util/file/fileutil.go``
+    ``CompressEncodeString``; gzip unless the controller's compression setting chose zstd or brotli).
+    Those read as the nodes (gzip; :func:`unreadable_nodes` says why other forms cannot be)."""
+    status = workflow.get("status") or {}
+    nodes = status.get("nodes") or {}
+    if not nodes and isinstance(status.get("compressedNodes"), str):
+        nodes = _inflated(status["compressedNodes"]) or {}
     values: Iterable[Any] = nodes.values() if isinstance(nodes, dict) else nodes
     return [n for n in values if isinstance(n, dict)]
+
+
+def _inflated(text: str) -> Any:
+    """``status.compressedNodes`` as JSON, or None when it is not gzip or inflates beyond the bound."""
+    import base64
+    import binascii
+    import zlib
+
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    if raw[:2] != b"\x1f\x8b":
+        return None
+    inflate = zlib.decompressobj(wbits=31)  # gzip
+    try:
+        data = inflate.decompress(raw, MAX_NODES_BYTES + 1)
+    except zlib.error:
+        return None
+    if len(data) > MAX_NODES_BYTES:
+        return None
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None
+
+
+def unreadable_nodes(workflow: Mapping[str, Any]) -> str:
+    """Why the Workflow's nodes cannot be read ("" when they can): offloaded to Argo's database
+    (``status.offloadNodeStatusVersion``: persistence with ``nodeStatusOffLoad``, for a Workflow too
+    large even compressed, or always with ``ALWAYS_OFFLOAD_NODE_STATUS``;
+    ``workflow/hydrator/hydrator.go``), or compressed other than with gzip."""
+    status = workflow.get("status") or {}
+    if not workflow or nodes_of(workflow) or status.get("nodes"):
+        return ""
+    if status.get("offloadNodeStatusVersion"):
+        return (
+            "its node status is offloaded to Argo's database (status.offloadNodeStatusVersion): the "
+            "Workflow is too large even compressed (fewer targets per image: narrow the rules), or the "
+            "workflow controller runs with ALWAYS_OFFLOAD_NODE_STATUS=true (unset it)"
+        )
+    if status.get("compressedNodes"):
+        return (
+            "its node status is compressed other than with gzip (status.compressedNodes); keep the "
+            "workflow controller's compression at its default, gzip"
+        )
+    return ""
 
 
 #: An attempt's node name ends in its number: ``NAME(0)``, ``NAME(1)``, … (Argo's retry children).

@@ -210,3 +210,79 @@ def test_a_failed_workflow_names_the_step_that_failed_for_good_in_any_order(fail
         f"edit-kustomize({failed_before})",
         "exit code 2: bad overlay",
     )
+
+
+def _compressed(nodes: list[dict]) -> str:
+    """``status.compressedNodes`` as Argo writes it: base64 of gzip of the nodes' JSON (a map by id)."""
+    import base64
+    import gzip
+
+    return base64.b64encode(
+        gzip.compress(json.dumps({f"wf-{i}": n for i, n in enumerate(nodes)}).encode())
+    ).decode()
+
+
+@settings(max_examples=50, deadline=None)
+@given(stories=st.lists(st.sampled_from(sorted(STORIES)), min_size=1, max_size=3))
+def test_a_large_workflows_compressed_nodes_say_the_same(stories) -> None:
+    """Over MAX_WORKFLOW_SIZE the controller keeps the nodes in status.compressedNodes, not status.nodes."""
+    from steps.notify.workflow_outcomes import unreadable_nodes
+
+    nodes = _workflow(stories, [1])
+    wf = {"metadata": {"name": "wf"}, "status": {"compressedNodes": _compressed(nodes)}}
+    said = [(o.kind, o.target, o.fields.get("commit", "")) for o in image_outcomes(nodes_of(wf), "ev-1")]
+    assert said == _said(nodes)
+    assert unreadable_nodes(wf) == ""
+
+
+def test_nodes_that_cannot_be_read_say_why_and_a_bomb_is_not_inflated(monkeypatch) -> None:
+    import base64
+    import gzip
+
+    from steps.notify import workflow_outcomes
+    from steps.notify.workflow_outcomes import unreadable_nodes
+
+    offloaded = {"metadata": {"name": "wf"}, "status": {"offloadNodeStatusVersion": "fnv:123"}}
+    zstd = base64.b64encode(b"\x28\xb5\x2f\xfd" + b"\0" * 16).decode()
+    other = {"metadata": {"name": "wf"}, "status": {"compressedNodes": zstd}}
+    assert nodes_of(offloaded) == nodes_of(other) == []
+    assert "ALWAYS_OFFLOAD_NODE_STATUS" in unreadable_nodes(offloaded)
+    assert "gzip" in unreadable_nodes(other)
+    node = json.dumps({"wf-1": {"name": "wf[0].resolve-image", "templateName": "resolve-image"}}).encode()
+    small, bomb = (base64.b64encode(gzip.compress(node + b" " * n)).decode() for n in (0, 4096))
+    monkeypatch.setattr(workflow_outcomes, "MAX_NODES_BYTES", 1024)
+    assert len(nodes_of({"status": {"compressedNodes": small}})) == 1
+    assert nodes_of({"status": {"compressedNodes": bomb}}) == []  # never inflated past the bound
+
+
+def test_an_offloaded_workflow_that_failed_still_says_so_and_warns_why_nothing_more(
+    tmp_path, monkeypatch, caplog
+):
+    from steps.notify import step as notify_step
+    from tests.steps.notify.receivers import Receiver
+
+    workflow = {
+        "metadata": {"name": "wf"},
+        "status": {"phase": "Failed", "offloadNodeStatusVersion": "fnv:9"},
+    }
+    path = tmp_path / "wf.json"
+    path.write_text(json.dumps(workflow))
+    failures = json.dumps(_failures(1))
+    with Receiver("webhook") as hook, caplog.at_level("WARNING"):
+        monkeypatch.setenv("IMAGEBUMP_WORKFLOW_FILE", str(path))
+        monkeypatch.setenv("IMAGEBUMP_NOTIFY_WEBHOOK_URL", hook.url)
+        monkeypatch.setenv("IMAGEBUMP_NOTIFY_WEBHOOK_SECRET", "whsec-" + "q" * 20)
+        monkeypatch.setenv("IMAGEBUMP_NOTIFY_FILE", str(tmp_path / "absent"))
+        monkeypatch.setenv("IMAGEBUMP_NOTIFY_LEDGER_DIR", str(tmp_path / "ledger"))
+        out = notify_step.run.__wrapped__(
+            workflow_name="wf",
+            event=json.dumps({"id": "ev-9"}),
+            workflow_status="Failed",
+            workflow_failures=failures,
+        )
+    assert out.model_dump() == {"sent": 1, "duplicate": 0, "failed": 0}
+    (message,) = [json.loads(r.body) for r in hook.received]
+    assert message["outcome"] == "failed"
+    assert any(
+        "offloadNodeStatusVersion" in r.getMessage() for r in caplog.records if r.levelname == "WARNING"
+    )

@@ -270,13 +270,13 @@ def _main_steps(sweep, count, sweep_target: Steps, live_report: Steps, variant: 
                 template=sweep_target,
                 arguments=c.target_fan_out(),
                 with_param="{{steps.reconcile.outputs.parameters.targets}}",
-                when="{{workflow.parameters.apply}} == true",
+                when="'{{workflow.parameters.apply}}' == 'true'",
             )
             Step(
                 name="live-report",
                 template=live_report,
                 arguments={"targets": "{{steps.reconcile.outputs.parameters.current-targets}}"},
-                when="{{workflow.parameters.verify-live}} == true",
+                when="'{{workflow.parameters.verify-live}}' == 'true'",
             )
             if variant.count_gates is not None:
                 step_name, template = variant.count_gates

@@ -299,7 +299,7 @@ def _update_target_steps(edit, commit) -> Steps:
                 "plan": "{{steps.edit-kustomize.outputs.parameters.plan}}",
                 "env": "{{inputs.parameters.env}}",
             },
-            when="{{steps.edit-kustomize.outputs.parameters.changed}} == true",
+            when="'{{steps.edit-kustomize.outputs.parameters.changed}}' == 'true'",
         )
     return update_target
 

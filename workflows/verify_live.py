@@ -59,10 +59,14 @@ VERIFY_HOLD_SECONDS = 300 + VERIFY_DEADLINE_SECONDS
 
 def when_committed(update_step: str) -> str:
     """verify-live runs when ``update_step`` (an ``update-target``) pushed a commit to the base
-    branch and the workflow parameter ``verify-live`` is ``true``."""
+    branch and the workflow parameter ``verify-live`` is ``true``.
+
+    Every operand is quoted: Argo's ``when`` is govaluate, which reads an unquoted ``pr-created``
+    (another action) as ``pr - created`` and errors the step (argo-workflows
+    ``workflow/controller/steps.go`` ``shouldExecute``; Knetic/govaluate ``parsing.go``)."""
     return (
-        f"{{{{steps.{update_step}.outputs.parameters.action}}}} == committed "
-        "&& {{workflow.parameters.verify-live}} == true"
+        f"'{{{{steps.{update_step}.outputs.parameters.action}}}}' == 'committed' "
+        "&& '{{workflow.parameters.verify-live}}' == 'true'"
     )
 
 

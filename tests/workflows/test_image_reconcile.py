@@ -87,13 +87,13 @@ def test_the_step_contract_matches_the_template(templates):
 def test_behind_targets_go_to_image_updates_update_target_by_template_ref(templates, update_templates):
     (sweep,), (counts, fan_out, live_report) = templates["main"]["steps"]
     # push → live: the current targets' live states, when verify-live is on (never the write token)
-    assert live_report["when"] == "{{workflow.parameters.verify-live}} == true"
+    assert live_report["when"] == "'{{workflow.parameters.verify-live}}' == 'true'"
     assert live_report["arguments"]["parameters"][0]["value"] == (
         "{{steps.reconcile.outputs.parameters.current-targets}}"
     )
     assert sweep["template"] == "reconcile"
     assert fan_out["withParam"] == "{{steps.reconcile.outputs.parameters.targets}}"
-    assert fan_out["when"] == "{{workflow.parameters.apply}} == true"
+    assert fan_out["when"] == "'{{workflow.parameters.apply}}' == 'true'"
     (call,) = templates[fan_out["template"]]["steps"][0]
     assert call["templateRef"] == {"name": "image-update", "template": "update-target"}
     # the same template an event runs: same mutex, same inputs

@@ -70,7 +70,7 @@ def test_main_resolves_then_fans_out_over_targets(templates):
     # beside verify-live (issue 36): imagebump/live = pending on the commit it watches, same condition
     assert pending["template"] == "notify-verifying" and pending["when"] == verify["when"]
     assert verify["when"] == (
-        "{{steps.update.outputs.parameters.action}} == committed && {{workflow.parameters.verify-live}} == true"
+        "'{{steps.update.outputs.parameters.action}}' == 'committed' && '{{workflow.parameters.verify-live}}' == 'true'"
     )
     assert fan_out["withParam"] == "{{steps.resolve-image.outputs.parameters.targets}}"
     args = {p["name"]: p["value"] for p in fan_out["arguments"]["parameters"]}
@@ -89,7 +89,7 @@ def test_per_target_template_edits_then_commits_only_when_changed(templates):
     (edit,), (commit,) = templates["update-target"]["steps"]
     assert edit["template"] == "edit-kustomize"
     assert commit["template"] == "commit-pr"
-    assert commit["when"] == "{{steps.edit-kustomize.outputs.parameters.changed}} == true"
+    assert commit["when"] == "'{{steps.edit-kustomize.outputs.parameters.changed}}' == 'true'"
     args = {p["name"]: p["value"] for p in commit["arguments"]["parameters"]}
     assert args["plan"] == "{{steps.edit-kustomize.outputs.parameters.plan}}"
 

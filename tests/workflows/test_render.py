@@ -128,3 +128,40 @@ def test_each_template_is_rendered_where_the_local_commands_read_it(tmp_path):
         == world.WORKFLOW_TEMPLATE
         == names.rendered_file(names.IMAGE_UPDATE, ROOT)
     )
+
+
+def _step_whens() -> list[tuple[str, str]]:
+    """(where, when) of every step and dag task of every rendered WorkflowTemplate/CronWorkflow."""
+    from workflows import names
+
+    found = []
+    for path in sorted(
+        (Path(__file__).resolve().parents[2] / names.MANIFESTS_DIR / "workflows").glob("*.yaml")
+    ):
+        for doc in yaml.safe_load_all(path.read_text()):
+            spec = (doc or {}).get("spec") or {}
+            spec = spec.get("workflowSpec", spec)
+            for tpl in spec.get("templates") or []:
+                steps = [s for group in tpl.get("steps") or [] for s in group]
+                steps += (tpl.get("dag") or {}).get("tasks") or []
+                found += [(f"{path.name}:{tpl['name']}.{s['name']}", s["when"]) for s in steps if "when" in s]
+    return found
+
+
+@pytest.mark.parametrize("value", ["pr-created", "branch-taken", "1.4.2", "a.b", "in", "x y", "true"])
+def test_every_step_when_reads_whatever_a_step_or_parameter_gives(value: str) -> None:
+    """Argo evaluates a step's ``when`` with govaluate, which reads an unquoted ``pr-created`` as
+    ``pr - created`` and errors the step (argo-workflows workflow/controller/steps.go
+    ``shouldExecute``): every operand a step's output or a parameter fills is quoted."""
+    from workflows.local.expressions import VAR, evaluate_when
+
+    whens = _step_whens()
+    assert len(whens) >= 6
+    for where, when in whens:
+        filled = VAR.sub(
+            lambda m: "Succeeded" if m.group(1) in ("status", "workflow.status") else value, when
+        )
+        try:
+            evaluate_when(filled)
+        except ValueError as exc:
+            raise AssertionError(f"{where}: when {when!r} breaks on {value!r}: {exc}") from None

@@ -125,6 +125,35 @@ def evaluate_condition(text: str, resolve: Callable[[str], Any] = literal) -> bo
     return any(all(clause(c) for c in conj) for conj in disjuncts)
 
 
+#: A bare word govaluate reads as one operand (Argo's ``when`` then takes it as a string): a letter,
+#: then letters, digits and ``_`` (a ``.`` makes it an accessor, which fails with no parameters).
+_GOVALUATE_WORD = re.compile(r"[^\W\d_]\w*")
+#: A bare number govaluate reads: digits and points that Go's ``strconv.ParseFloat`` takes.
+_GOVALUATE_NUMBER = re.compile(r"-?(?:\d+\.?\d*|\.\d+)")
+
+
+def evaluate_when(text: str) -> bool:
+    """A step's ``when`` (after substitution), read as Argo reads it: govaluate, with bare words as
+    strings (argo-workflows ``workflow/controller/steps.go`` ``shouldExecute``).
+
+    govaluate splits an unquoted operand at anything but letters, digits and ``_``
+    (Knetic/govaluate ``parsing.go``: ``isVariableName``; ``-``, ``+``, ``/``, ``:`` are operators), so
+    ``pr-created == committed`` is ``pr - created == committed`` and fails ("Value 'pr' cannot be
+    used with the modifier '-'"), and Argo errors the step. Such an operand is a ValueError here
+    too, naming the fix: quote it (``'{{steps.x.outputs.parameters.action}}' == 'committed'``)."""
+    for token in _tokens(text):
+        if token in ("&&", "||") or token in _OPS or token[0] in "'\"":
+            continue
+        if token in ("in", "IN"):
+            raise ValueError(f"govaluate reads the bare word {token!r} as its 'in' operator: quote it")
+        if not (_GOVALUATE_WORD.fullmatch(token) or _GOVALUATE_NUMBER.fullmatch(token)):
+            raise ValueError(
+                f"govaluate does not read the bare operand {token!r} as one string (Argo errors the "
+                "step): quote it, e.g. '{{steps.NAME.outputs.parameters.P}}' == 'value'"
+            )
+    return evaluate_condition(text)
+
+
 def retry_operand(token: str, exit_code: int | None, status: str) -> Any:
     """A retry ``expression`` operand: ``lastRetry.exitCode`` (-1 when unknown, ``asInt(...)``
     allowed), ``lastRetry.status``, or a literal. Any other ``lastRetry.*`` is a ValueError."""
@@ -221,6 +250,7 @@ __all__ = [
     "check_variables",
     "dag_ancestors",
     "evaluate_condition",
+    "evaluate_when",
     "go_json",
     "literal",
     "parse_duration",

@@ -22,7 +22,7 @@ from typing import Any
 
 from workflows.local.argo_nodes import status_nodes
 from workflows.local.errors import NodeError
-from workflows.local.expressions import evaluate_condition, parse_duration, task_dependencies
+from workflows.local.expressions import evaluate_when, parse_duration, task_dependencies
 from workflows.local.logs import Log
 from workflows.local.mutexes import MutexRegistry
 from workflows.local.recorder import RunRecorder
@@ -412,7 +412,7 @@ class Run:
         if "when" in step:
             when = scope.render(step["when"])
             try:
-                go = evaluate_condition(when)
+                go = evaluate_when(when)
             except ValueError as exc:
                 raise NodeError(f"{node_name}: cannot evaluate when {when!r}: {exc}") from None
             if not go:

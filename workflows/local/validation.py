@@ -23,6 +23,7 @@ from workflows.local.expressions import (
     check_variables,
     dag_ancestors,
     evaluate_condition,
+    evaluate_when,
     parse_duration,
     retry_operand,
     task_dependencies,
@@ -382,7 +383,7 @@ class _Validator:
             when = str(step["when"])
             self.vars(when, f"{sw}.when", input_names, visible, has_items, prefix=prefix)
             try:
-                evaluate_condition(VAR.sub("x", when))
+                evaluate_when(VAR.sub("x", when))
             except ValueError as exc:
                 raise UnsupportedFeatureError(f"{sw}.when", f"{when!r} ({exc})") from None
 

@@ -213,3 +213,29 @@ def test_check_variables_accepts(text: str) -> None:
 def test_check_variables_refuses(text: str, error: type[Exception], message: str) -> None:
     with pytest.raises(error, match=message.replace("{", r"\{").replace("}", r"\}").replace(".", r"\.")):
         check_variables(text, "where", **_CONTEXT)
+
+
+@pytest.mark.parametrize(
+    ("when", "expected"),
+    [
+        pytest.param("committed == committed && true == true", True, id="bare-words"),
+        pytest.param("'pr-created' == 'committed'", False, id="quoted-hyphen"),
+        pytest.param("Succeeded == Succeeded && 3 > 0", True, id="number"),
+        pytest.param("pr-created == committed", ValueError, id="hyphen-is-minus"),
+        pytest.param("branch-taken != committed", ValueError, id="hyphen-is-minus-2"),
+        pytest.param("1.4.2 == x", ValueError, id="not-a-float"),
+        pytest.param("a.b == c", ValueError, id="accessor"),
+        pytest.param("in == x", ValueError, id="in-operator"),
+    ],
+)
+def test_when_reads_bare_words_as_govaluate_does(when, expected) -> None:
+    """Argo's ``when`` is govaluate with variables turned into strings (workflow/controller/steps.go
+    ``shouldExecute``): a bare word is letters, digits and ``_`` (Knetic/govaluate parsing.go
+    ``isVariableName``); anything else splits into operators and errors the step."""
+    from workflows.local.expressions import evaluate_when
+
+    if expected is ValueError:
+        with pytest.raises(ValueError, match="quote it"):
+            evaluate_when(when)
+    else:
+        assert evaluate_when(when) is expected

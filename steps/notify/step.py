@@ -27,6 +27,7 @@ from steps.notify.ledger import FileLedger, Ledger, S3Ledger
 from steps.notify.send import Report, deliver
 from steps.notify.workflow_outcomes import (
     backup_outcomes,
+    decode_failures,
     image_outcomes,
     nodes_of,
     telling_failure,
@@ -88,11 +89,7 @@ def with_workflow_failure(
 
     if status not in FAILED_PHASES or any(o.kind in ALARMS for o in outcomes):
         return outcomes
-    try:
-        nodes = json.loads(failures or "[]")
-    except ValueError:
-        nodes = []
-    first = telling_failure(nodes)
+    first = telling_failure(decode_failures(failures))
     fields = {
         "workflow_link": workflow_url,
         "step": str(first.get("displayName", "")),

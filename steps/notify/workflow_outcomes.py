@@ -136,9 +136,56 @@ def _final(nodes: list[dict[str, Any]], template: str) -> dict[str, Any] | None:
     return max(enumerate(found), key=attempt)[1] if found else None
 
 
+def _cause(nodes: list[dict[str, Any]], final: dict[str, Any]) -> str:
+    """Why ``final`` (a step's final node) failed: its own message, unless it is a Retry node's
+    generic one (:data:`_PASSED_ON`), then its last attempt's (``main: Error (exit code 2): …``, with
+    the step's termination message)."""
+    message = str(final.get("message", ""))
+    if final.get("type") != "Retry" and not _PASSED_ON.match(message):
+        return message
+    template = final.get("templateName")
+    attempts = [n for n in nodes if n.get("templateName") == template and n.get("type") != "Retry"]
+    last = _final(attempts, str(template)) if attempts else None
+    return str((last or {}).get("message") or message)
+
+
 #: The messages Argo gives a node that only passes a failure on: a step group ("child 'ID' failed",
 #: ``workflow/controller/steps.go``) and a Retry node out of attempts (``operator.go``).
-_PASSED_ON = re.compile(r"^(child '[^']*' failed|No more retries left)")
+#: A Retry node's own messages, which name no cause (``processNodeRetries``): the cause is its last
+#: attempt's message.
+_PASSED_ON = re.compile(
+    r"^(child '[^']*' failed|No more retries left|retryStrategy\.expression evaluated to false"
+    r"|Max duration limit exceeded|Backoff would exceed max duration limit|retry exceeded workflow deadline"
+    r"|Stopped with strategy)"
+)
+
+
+def decode_failures(text: str) -> list[dict[str, Any]]:
+    """``{{workflow.failures}}`` as the exit handler's parameter holds it: the list of failed nodes.
+
+    Argo writes ``strconv.Quote`` of the JSON list (``operator.go``; argo-workflows
+    docs/variable-flow/variables.md: "consumers must JSON-decode twice"), and the quoted ``"null"``
+    when nothing failed. Go's quoting may escape as ``\\xNN``, which JSON lacks: such a string is read
+    as the (safe) Python string literal it also is. Anything else is no failures."""
+    import ast
+
+    value: Any = text
+    for _ in range(3):
+        if not isinstance(value, str):
+            break
+        raw = value.strip()
+        if not raw:
+            return []
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            if not (len(raw) >= 2 and raw[0] == raw[-1] == '"'):
+                return []
+            try:
+                value = ast.literal_eval(raw)
+            except (ValueError, SyntaxError):
+                return []
+    return [f for f in value if isinstance(f, dict)] if isinstance(value, list) else []
 
 
 def telling_failure(failures: Any) -> dict[str, Any]:
@@ -202,7 +249,7 @@ def image_outcomes(
         live = _final(mine, "verify-live")
         if any(n is not None and n.get("phase") in FAILED for n in (edit, commit)):
             bad = edit if edit is not None and edit.get("phase") in FAILED else commit
-            error = str((bad or {}).get("message", ""))[:300]
+            error = _cause(mine, bad or {})[:300]
             add("failed", {**base, "workflow_link": workflow_link, "error": error})
             continue
         if edit is not None and _outputs(edit).get("decision") in ("held", "pinned"):

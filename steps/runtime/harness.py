@@ -320,6 +320,25 @@ def _log_timings(step: str, started: float, failed: bool = False) -> None:
     )
 
 
+#: Where Kubernetes reads a container's termination message (a Pod's default
+#: ``terminationMessagePath``; kubelet mounts the file). Argo appends it to the failed node's
+#: message, ``main: Error (exit code 2): <it>`` (argo-workflows ``workflow/controller/operator.go``,
+#: the pod's failure reason), which the Argo UI shows and the exit handler's ``failed`` message quotes.
+TERMINATION_LOG = Path("/dev/termination-log")
+#: Kubernetes keeps at most 4096 bytes of it.
+TERMINATION_LOG_BYTES = 4096
+
+
+def _termination_message(text: str) -> None:
+    """Say why the step failed where Kubernetes reads it, only where that file exists (a pod)."""
+    try:
+        if TERMINATION_LOG.is_file():
+            data = redact(text).encode("utf-8", "replace")[: TERMINATION_LOG_BYTES - 1]
+            TERMINATION_LOG.write_bytes(data.decode("utf-8", "ignore").encode())
+    except OSError:  # a read-only or missing file: the log record says it all the same
+        pass
+
+
 def step_entry(fn: F) -> F:
     """Wrap a step's ``run``: configure logging, write its outputs, map errors to exit codes.
 
@@ -349,6 +368,7 @@ def step_entry(fn: F) -> F:
                     exc,
                     extra={"fields": {"error": type(exc).__name__, "exit_code": exc.exit_code}},
                 )
+                _termination_message(f"{type(exc).__name__}: {exc}")
                 raise SystemExit(exc.exit_code) from None
             except Exception as exc:
                 _log_timings(step, started, failed=True)
@@ -359,6 +379,7 @@ def step_entry(fn: F) -> F:
                     exc_info=True,
                     extra={"fields": {"error": type(exc).__name__, "exit_code": EXIT_UNEXPECTED}},
                 )
+                _termination_message(f"unexpected error: {type(exc).__name__}: {exc}")
                 raise SystemExit(EXIT_UNEXPECTED) from None
             if isinstance(result, BaseModel):
                 with timing.timed("outputs"):

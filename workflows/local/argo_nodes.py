@@ -21,6 +21,7 @@ The local executor runs a retried template's attempts as one node (:class:`NodeR
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -62,6 +63,23 @@ def _node(
     }
 
 
+def _pod_message(n: NodeResult) -> str:
+    """A failed attempt's node message as Argo writes it: ``main: Error (exit code N): <the
+    container's termination message>`` (``operator.go``, the pod's failure reason); the step writes
+    its error there (:data:`steps.runtime.harness.TERMINATION_LOG`)."""
+    if str(n.phase) not in ("Failed", "Error") or n.exit_code is None:
+        return n.message
+    said = re.sub(r"^exit code -?\d+:?\s*", "", n.message)
+    return f"main: Error (exit code {n.exit_code})" + (f": {said}" if said else "")
+
+
+def _retry_message(n: NodeResult) -> str:
+    """A failed Retry node's own message (``processNodeRetries``), which names no cause."""
+    if str(n.phase) not in ("Failed", "Error"):
+        return ""
+    return "retryStrategy.expression evaluated to false" if n.exit_code == 2 else "No more retries left"
+
+
 def status_nodes(
     workflow: str, nodes: Iterable[NodeResult], templates: Mapping[str, Mapping[str, Any]]
 ) -> dict[str, dict[str, Any]]:
@@ -79,12 +97,11 @@ def status_nodes(
         else:
             attempts = max(1, n.attempts)
             children = [f"{n.name}({i})" for i in range(attempts)]
-            retry = _node(workflow, n.name, "Retry", n.template, phase, n.message, outputs)
+            retry = _node(workflow, n.name, "Retry", n.template, phase, _retry_message(n), outputs)
             retry["children"] = [node_id(workflow, c) for c in children]
             out.append(retry)
-            for child in children[:-1]:  # retried: each failed, its outputs the defaults
-                out.append(
-                    _node(workflow, child, "Pod", n.template, "Failed", "retried", _defaults(template))
-                )
-            out.append(_node(workflow, children[-1], "Pod", n.template, phase, n.message, outputs))
+            retried = "main: Error (exit code 75)"  # each failed (it was retried), its outputs the defaults
+            for child in children[:-1]:
+                out.append(_node(workflow, child, "Pod", n.template, "Failed", retried, _defaults(template)))
+            out.append(_node(workflow, children[-1], "Pod", n.template, phase, _pod_message(n), outputs))
     return {node["id"]: node for node in sorted(out, key=lambda node: node["id"])}

@@ -153,7 +153,8 @@ class Run:
 
     def run_exit_handler(self, phase: Phase, message: str) -> tuple[Phase, str]:
         """``spec.onExit``: run after the entrypoint whatever its result, as Argo does, with
-        ``{{workflow.status}}`` and ``{{workflow.failures}}`` (a JSON list of the failed nodes:
+        ``{{workflow.status}}`` and ``{{workflow.failures}}`` (a JSON list of the failed nodes, quoted again as
+        a JSON string as Argo writes it (``"null"`` when none failed):
         displayName, message, templateName, phase, as argo-workflows workflow/controller/operator.go
         ``getWorkflowFailures`` writes them). The handler's steps find the finished Workflow
         (``{metadata, status: {phase, nodes}}``, Argo's shape) in the file ``IMAGEBUMP_WORKFLOW_FILE``
@@ -185,7 +186,9 @@ class Run:
         fd, path = tempfile.mkstemp(prefix="imagebump-workflow-", suffix=".json", dir=self.sandbox.work_root)
         with os.fdopen(fd, "w") as fh:
             fh.write(json.dumps(workflow))  # one C-encoded string (json.dump encodes in Python)
-        self.exit_status = {"status": str(phase), "failures": json.dumps(failures) if failures else ""}
+        # Argo's wire format (operator.go: strconv.Quote of the JSON): a JSON string holding the JSON
+        # list, and the quoted "null" when nothing failed; consumers decode twice
+        self.exit_status = {"status": str(phase), "failures": json.dumps(json.dumps(failures or None))}
         self.exit_env = {"IMAGEBUMP_WORKFLOW_FILE": path}
         handler = self.doc.templates[self.wf.spec["onExit"]]
         self.log(event="exit-handler-started", template=handler["name"], phase=phase)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -286,3 +287,72 @@ def test_an_offloaded_workflow_that_failed_still_says_so_and_warns_why_nothing_m
     assert any(
         "offloadNodeStatusVersion" in r.getMessage() for r in caplog.records if r.levelname == "WARNING"
     )
+
+
+@pytest.mark.parametrize("wire", ["argo", "argo-go-escapes", "once"])
+def test_workflow_failures_are_read_in_argos_wire_format(wire: str) -> None:
+    """Argo passes ``{{workflow.failures}}`` as strconv.Quote of the JSON list (decode twice), and the
+    quoted "null" when nothing failed (argo-workflows docs/variable-flow/variables.md)."""
+    from steps.notify.step import with_workflow_failure
+    from steps.notify.workflow_outcomes import decode_failures
+
+    failures = _failures(0)
+    failures[0]["message"] = "exit code 75: a DEL \x7f in it"  # JSON leaves DEL raw, Go's Quote does not
+    text = json.dumps(failures, ensure_ascii=False)  # as Go's json.Marshal: DEL stays raw
+    if wire == "argo":
+        text = json.dumps(text)
+    elif wire == "argo-go-escapes":  # strconv.Quote: \\ and \" escaped, DEL as \x7f (not JSON)
+        text = '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\x7f", "\\x7f") + '"'
+        assert "\\x7f" in text
+    assert decode_failures(text) == failures
+    assert decode_failures('"null"') == decode_failures("") == decode_failures("null") == []
+    (failed,) = with_workflow_failure([], "Failed", text, "ev-1", "https://argo/wf")
+    assert (failed.fields["step"], failed.fields["error"]) == (
+        "edit-kustomize(0)",
+        "exit code 2: bad overlay",
+    )
+
+
+def test_a_target_that_failed_for_good_quotes_its_last_attempts_cause_not_the_retry_nodes() -> None:
+    """A failed Retry node says only "retryStrategy.expression evaluated to false" or "No more retries
+    left"; the cause is on its last attempt: ``main: Error (exit code 2): <termination message>``."""
+    name = 'wf[1].update-target(0:{"env":"e0"})[0].update[0].edit-kustomize'
+    targets = [{"env": "e0", "path": "overlays/e0", "repo_url": "https://github.com/o/r"}]
+    nodes = [
+        _node("wf[0].resolve-image", "resolve-image", "Succeeded", {"targets": json.dumps(targets)}),
+        {
+            **_node(name, "edit-kustomize", "Failed", {}, kind="Retry"),
+            "message": "retryStrategy.expression evaluated to false",
+        },
+        {
+            **_node(f"{name}(1)", "edit-kustomize", "Failed", {}),
+            "message": "main: Error (exit code 2): ConfigError: bad overlay",
+        },
+        {**_node(f"{name}(0)", "edit-kustomize", "Failed", {}), "message": "main: Error (exit code 75)"},
+    ]
+    (failed,) = image_outcomes(nodes, "ev-1", "https://argo/wf")
+    assert failed.kind == "failed"
+    assert failed.fields["error"] == "main: Error (exit code 2): ConfigError: bad overlay"
+
+
+def test_a_failing_step_writes_why_where_kubernetes_reads_a_termination_message(
+    tmp_path, monkeypatch
+) -> None:
+    from steps.domain.errors import ConfigError
+    from steps.runtime import harness
+
+    log = tmp_path / "termination-log"
+    log.write_text("")  # kubelet mounts the file; the step only writes into it
+    monkeypatch.setattr(harness, "TERMINATION_LOG", log)
+    monkeypatch.setenv("IMAGEBUMP_GIT_TOKEN", "ghp_" + "s" * 36)
+
+    @harness.step_entry
+    def run() -> None:
+        raise ConfigError("overlay apps/x has no kustomization.yaml; token ghp_" + "s" * 36)
+
+    with pytest.raises(SystemExit) as stopped:
+        run()
+    assert stopped.value.code == 2
+    said = log.read_text()
+    assert said.startswith("ConfigError: overlay apps/x has no kustomization.yaml")
+    assert "s" * 36 not in said  # redacted, as every log record is

@@ -78,6 +78,16 @@ def _runs(expected: str, images: list[str]) -> bool:
     return False
 
 
+def _compared_before(status: dict[str, Any], deployed_at: datetime) -> bool:
+    """Is the Application's comparison (``status.sync``, ``summary``, ``health``) older than its newest
+    deploy: a sync operation still running, or ``reconciledAt`` before the deploy's ``deployedAt``?"""
+    operation = _dict(status.get("operationState"))
+    if operation.get("phase") in ("Running", "Terminating"):
+        return True
+    reconciled = parse_time(status.get("reconciledAt"))
+    return reconciled is not None and reconciled < deployed_at
+
+
 def application_facts(
     app: dict[str, Any],
     source_index: int | None,
@@ -116,10 +126,19 @@ def application_facts(
         state = health.get("status") if isinstance(health.get("status"), str) else UNKNOWN
         changed = parse_time(health.get("lastTransitionTime"))
         sync = _dict(status.get("sync"))
+        stale = _compared_before(status, last_at)
+        if stale or sync.get("status") == "Unknown":
+            # Not yet compared since the newest deploy (Argo CD writes status.history before the sync
+            # operation ends and compares again only after it: controller/sync.go SyncAppState,
+            # persistRevisionHistory; appcontroller.go processRequestedAppOperation), or it cannot
+            # compare (a spec or project error sets sync and health Unknown): no verdict from it.
+            state, changed, sync = UNKNOWN, None, {}
         synced = not (
             _revision(sync, source_index) == last_revision and sync.get("status") not in (None, "Synced")
         )
         images = [i for i in _dict(status.get("summary")).get("images") or [] if isinstance(i, str)]
+        if stale:
+            images = []  # the Pods' images of before the deploy say nothing of it yet
         if last_image is not None and images and not _runs(last_image, images):
             others = [i for i in images if _repository(i) == _repository(last_image)]
             if others and state != "Progressing":  # Pods run another image than Git holds: mismatch

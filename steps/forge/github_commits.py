@@ -53,6 +53,7 @@ from githubkit import GitHub
 from githubkit.exception import GitHubException, GraphQLFailed, RequestFailed
 
 from steps.domain.errors import (
+    ConfigError,
     ImagebumpError,
     PushRejected,
     TransientError,
@@ -115,6 +116,26 @@ def _lost_race(text: str) -> bool:
     #74, osunyorg/admin #119). A lost race is retried on the new tip, never a configuration error."""
     lowered = text.lower()
     return "fast forward" in lowered or "reference cannot be updated" in lowered
+
+
+#: What GitHub says when a branch protection or ruleset refuses a ref move (git's GH006 "Protected
+#: branch update failed", GH013 "Repository rule violations found"; the API's "N of N required
+#: status checks are expected", "Changes must be made through a pull request"; Dependabot matches
+#: /required status check/: dependabot-core #3998).
+_PROTECTED = (
+    "protected branch",
+    "required status check",
+    "must be made through a pull request",
+    "repository rule violation",
+    "cannot update this protected ref",
+    "gh006",
+    "gh013",
+)
+
+
+def _protected(text: str) -> bool:
+    lowered = text.lower()
+    return any(mark in lowered for mark in _PROTECTED)
 
 
 class GitDatabase:
@@ -363,6 +384,17 @@ class GitDatabase:
         except GraphQLFailed as exc:
             errors = "; ".join(str(e.message)[:300] for e in exc.response.errors or [])
             now = self.ref(branch)
+            if now == expected_head and _protected(errors):
+                raise ConfigError(
+                    f"GitHub refused to commit on {branch} of {self.full_name}: the branch is protected "
+                    f"({errors}); use mode: pr for this rule, or let imagebump's App bypass the rule"
+                ) from None
+            if now and now != expected_head:
+                landed = self._landed(now, expected_head, expected_tree, message)
+                if landed is not None:  # an earlier try that answered 5xx or timed out made it
+                    log.info("the retried commit on %s had landed: %s", branch, landed.sha[:12])
+                    self._log_made(landed)
+                    return landed
             if now != expected_head or _lost_race(errors) or "expected" in errors.lower():
                 raise PushRejected(
                     f"{branch} of {self.full_name} moved from {expected_head[:12]} to {(now or 'nothing')[:12]} "
@@ -402,6 +434,25 @@ class GitDatabase:
                 f"computes {expected_tree} for the same edit. Use commitMethod: git for this rule and report the file"
             )
         return result
+
+    def _landed(self, sha: str, parent: str, tree: str, message: str) -> ApiCommit | None:
+        """``sha`` when it is this very commit, made by an earlier try of the same request: on
+        ``parent``, with ``tree`` and ``message``. A 5xx or a timeout does not say the write failed
+        (GitHub may answer 502 after doing it), and the retried mutation then finds the branch moved."""
+        try:
+            made = self.client.rest.git.get_commit(self.owner, self.repo, sha).parsed_data
+        except (GitHubException, ValueError):
+            return None
+        parents = [p.sha for p in made.parents]
+        if parents != [parent] or made.tree.sha != tree or made.message.strip() != message.strip():
+            return None
+        verification = made.verification
+        return ApiCommit(
+            made.sha,
+            made.tree.sha,
+            bool(verification and verification.verified),
+            str((verification.reason if verification else None) or "unsigned").lower(),
+        )
 
     def _delete_branch(self, branch: str) -> None:
         """Delete ``branch`` (best effort: a branch this step created whose commit failed its proof)."""

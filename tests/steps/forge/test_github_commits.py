@@ -184,6 +184,34 @@ def test_commit_mode_api_lost_race_rebases_and_retries(world, as_app) -> None:
     )
 
 
+def test_commit_mode_api_a_commit_that_landed_before_a_502_is_committed_not_a_lost_race(
+    world, as_app
+) -> None:
+    """GitHub may answer 502 after doing the write: the retried createCommitOnBranch then finds the
+    branch moved by the very commit it asked for, which is committed (and verify-live follows)."""
+    remote, fake = world
+    before = remote.rev()
+    fake.server_error("POST", r"/api/graphql", after=True)
+    out = commit_pr.run(_api(remote), plan())
+    assert out.action == "committed" and out.commit_sha == remote.rev()
+    assert out.verified == "true"  # GitHub's verification of the commit it made
+    assert remote.git("rev-parse", f"{out.commit_sha}^").strip() == before
+    assert len(fake.gitdb.commits_created) == 1  # one commit, not a second on top
+    assert remote.read(FILE) == kustomization("1.1.0")
+
+
+def test_commit_mode_api_a_protected_branch_is_a_config_error_not_a_lost_race(world, as_app) -> None:
+    """A branch protection or ruleset refusing the commit is no race: retrying cannot land it."""
+    remote, fake = world
+    before = remote.rev()
+    refused = [{"type": "UNPROCESSABLE", "message": "1 of 1 required status check is expected."}]
+    fake.fail("POST", r"/api/graphql", 200, errors=refused, times=5)
+    with pytest.raises(ConfigError, match="protected"):
+        commit_pr.land(_api(remote), plan())
+    assert remote.rev() == before
+    assert len([c for c in fake.calls if c.path.endswith("graphql")]) == 1
+
+
 def test_commit_mode_api_tree_mismatch_moves_nothing(world, as_app) -> None:
     remote, fake = world
     before = remote.rev()

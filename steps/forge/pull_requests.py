@@ -24,7 +24,7 @@ from typing import Protocol
 from githubkit import GitHub
 from githubkit.exception import GitHubException, RequestFailed
 
-from steps.domain.errors import ImagebumpError, NoCommitsBetween, PullRequestExists
+from steps.domain.errors import ImagebumpError, NoCommitsBetween, PullRequestExists, TransientError
 from steps.forge import github as gh
 
 __all__ = [
@@ -183,27 +183,47 @@ class GitHubForge:
         return self._pr(min(mine, key=lambda p: p.number)) if mine else None
 
     def create_pr(self, *, head: str, base: str, title: str, body: str) -> PullRequest:
-        try:
-            resp = self.client.rest.pulls.create(
-                self.owner,
-                self.repo,
-                head=head,
-                base=base,
-                title=title,
-                body=body,
-                maintainer_can_modify=True,
-            )
-            return self._pr(resp.parsed_data)
-        except RequestFailed as exc:
-            if exc.response.status_code == 422:
-                text = gh.error_text(exc)
-                if "no commits between" in text.lower():
-                    raise NoCommitsBetween(f"{base} already contains {head} ({text})") from None
-                if "already exists" in text.lower():
-                    raise PullRequestExists(f"a pull request for {head} already exists ({text})") from None
-            raise self._fail(exc, f"creating a pull request {head} → {base}") from None
-        except (GitHubException, ValueError) as exc:
-            raise self._fail(exc, f"creating a pull request {head} → {base}") from None
+        """Open a pull request ``head`` → ``base``.
+
+        Just after a push GitHub may not know the branch yet and answers 422 ``head invalid``: it is
+        asked again after :data:`HEAD_INVALID_WAITS` (hub waits up to 9 s the same way), then the step
+        fails as transient (exit 75; Argo comes back), never as a configuration error."""
+        for wait in (*HEAD_INVALID_WAITS, None):
+            try:
+                resp = self.client.rest.pulls.create(
+                    self.owner,
+                    self.repo,
+                    head=head,
+                    base=base,
+                    title=title,
+                    body=body,
+                    maintainer_can_modify=True,
+                )
+                return self._pr(resp.parsed_data)
+            except RequestFailed as exc:
+                if exc.response.status_code == 422:
+                    text = gh.error_text(exc)
+                    if "no commits between" in text.lower():
+                        raise NoCommitsBetween(f"{base} already contains {head} ({text})") from None
+                    if "already exists" in text.lower():
+                        raise PullRequestExists(
+                            f"a pull request for {head} already exists ({text})"
+                        ) from None
+                    if "head invalid" in text.lower():
+                        if wait is not None:
+                            log.info(
+                                "GitHub does not know %s yet (%s); asking again in %.0fs", head, text, wait
+                            )
+                            gh.CLOCK.sleep(wait)
+                            continue
+                        raise TransientError(
+                            f"creating a pull request {head} → {base} in {self.full_name}: GitHub still "
+                            f"answers {text!r} after the push; retried later"
+                        ) from None
+                raise self._fail(exc, f"creating a pull request {head} → {base}") from None
+            except (GitHubException, ValueError) as exc:
+                raise self._fail(exc, f"creating a pull request {head} → {base}") from None
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
     def update_pr(self, number: int, *, title: str, body: str) -> PullRequest:
         try:
@@ -288,21 +308,38 @@ class GitHubForge:
         return True
 
     def statuses(self, sha: str) -> dict[str, CommitStatus]:
-        """``GET /repos/{o}/{r}/commits/{sha}/status``: the latest status per context."""
+        """``GET /repos/{o}/{r}/commits/{sha}/status``: the latest status per context.
+
+        GitHub pages the combined status's ``statuses`` (30 by default, 100 at most) and says how
+        many there are (``total_count``): every page is read, at most :data:`MAX_STATUS_PAGES`."""
+        found: dict[str, CommitStatus] = {}
         try:
-            combined = self.client.rest.repos.get_combined_status_for_ref(
-                self.owner, self.repo, sha
-            ).parsed_data
+            for page in range(1, MAX_STATUS_PAGES + 1):
+                combined = self.client.rest.repos.get_combined_status_for_ref(
+                    self.owner, self.repo, sha, per_page=100, page=page
+                ).parsed_data
+                for s in combined.statuses:
+                    found.setdefault(
+                        s.context,
+                        CommitStatus(
+                            context=s.context,
+                            state=s.state,
+                            description=s.description or "",
+                            target_url=s.target_url,
+                        ),
+                    )
+                if len(combined.statuses) < 100 or len(found) >= combined.total_count:
+                    break
         except (GitHubException, ValueError) as exc:
             raise self._fail(exc, f"reading the statuses of commit {sha[:12]}") from None
-        return {
-            s.context: CommitStatus(
-                context=s.context, state=s.state, description=s.description or "", target_url=s.target_url
-            )
-            for s in combined.statuses
-        }
+        return found
 
 
+#: Waits (seconds) before asking again when GitHub answers 422 ``head invalid`` for a branch just
+#: pushed (its replicas catch up within seconds: mislav/hub ``HUB_RETRY_TIMEOUT``, 9 s).
+HEAD_INVALID_WAITS = (1.0, 2.0, 4.0)
+#: At most this many pages (100 contexts each) of a commit's combined status are read.
+MAX_STATUS_PAGES = 10
 #: At most this many pages (100 comments each) of a pull request's comments are read for a marker.
 MAX_COMMENT_PAGES = 10
 

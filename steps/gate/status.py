@@ -16,6 +16,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from steps.domain.errors import ImagebumpError
 from steps.domain.models import Target
 from steps.gate.decide import GateDecision
 
@@ -65,7 +66,11 @@ def soak_pending(forge: Any, target: Target, sha: str) -> None:
     assert target.settings.promote_after is not None
     forge = status_forge(target, forge)
     name = context(target.settings.promote_after.env)
-    if name in forge.statuses(sha):
+    try:
+        if name in forge.statuses(sha):
+            return
+    except ImagebumpError as exc:  # e.g. an App without "Commit statuses: read": a warning, never a failed step
+        log.warning("could not read the statuses of %s (%s not set): %s", sha[:12], name, exc)
         return
     forge.set_status(
         sha,
@@ -89,7 +94,11 @@ def report_statuses(
         )
         name = context(decision.env)
         want = STATUS_OF[decision.state]
-        now = forge.statuses(sha).get(name)
+        try:
+            now = forge.statuses(sha).get(name)
+        except ImagebumpError as exc:  # set nothing over a status that could not be read
+            log.warning("could not read the statuses of %s (%s not set): %s", sha[:12], name, exc)
+            continue
         if (
             now is not None
             and (now.state == want or now.state in ("success", "failure"))

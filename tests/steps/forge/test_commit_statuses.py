@@ -63,3 +63,23 @@ def test_a_host_without_an_api_sets_nothing() -> None:
     local = LocalForge("http://127.0.0.1:1/acme/gitops.git")
     assert local.set_status(SHA, state="success", context="imagebump/live") is False
     assert local.statuses(SHA) == {}
+
+
+def test_a_pull_request_for_a_branch_github_does_not_know_yet_is_asked_again(
+    forge: GitHubForge, github_fake: GitHubFake, monkeypatch
+) -> None:
+    """Right after a push GitHub may answer 422 ``head invalid`` (its replicas catch up in seconds; hub
+    waits 9 s): asked again after a wait; still unknown after the waits, transient (exit 75)."""
+    from steps.domain.errors import TransientError
+
+    waited: list[float] = []
+    monkeypatch.setattr(gh.CLOCK, "sleep", waited.append)
+    invalid = [{"resource": "PullRequest", "field": "head", "code": "invalid"}]
+    github_fake.fail(
+        "POST", r"/repos/acme/gitops/pulls", 422, message="Validation Failed", errors=invalid, times=10
+    )
+    with pytest.raises(TransientError, match="head invalid"):
+        forge.create_pr(head="imagebump/x", base="main", title="t", body="b")
+    assert waited == [1.0, 2.0, 4.0]
+    creates = [c for c in github_fake.calls if c.method == "POST" and c.path.endswith("/pulls")]
+    assert len(creates) == 4

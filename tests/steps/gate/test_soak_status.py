@@ -93,3 +93,42 @@ def test_a_target_without_check_sets_no_status(gh_remote) -> None:
     owner, repo = remote.name.split("/")
     assert fake.status_of(owner, repo, out.commit_sha, CONTEXT) is None
     assert context("staging") == CONTEXT
+
+
+def test_statuses_github_will_not_show_are_a_warning_and_the_pull_request_stands(gh_remote) -> None:
+    """An App without "Commit statuses: read" gets 403 "Resource not accessible by integration" on the
+    combined status: commit-pr still opens the pull request, the gate still decides; nothing is set."""
+    remote, fake = gh_remote
+    t = _gated(remote)
+    fake.fail(
+        "GET",
+        r"/repos/[^/]+/[^/]+/commits/[^/]+/status",
+        403,
+        message="Resource not accessible by integration",
+        times=10,
+    )
+    out = commit_pr.run(t, plan())
+    assert out.action == "pr-created"
+    owner, repo = remote.name.split("/")
+    assert fake.status_of(owner, repo, out.commit_sha, CONTEXT) is None
+    promoted = GateDecision("promoted", "api:1.1.0", "staging", live_since=SINCE)
+    assert report_statuses([(t, out.commit_sha, promoted)], lambda _url: _forge(fake, remote)) == {}
+
+
+def test_a_decision_already_there_stands_beyond_the_first_page_of_contexts(gh_remote) -> None:
+    """GitHub pages a commit's combined status (30 contexts by default): imagebump's context on a
+    later page is still found, so a waiting gate posts no pending over its success."""
+    remote, fake = gh_remote
+    t = _gated(remote)
+    out = commit_pr.run(t, plan())
+    forge = _forge(fake, remote)
+    for i in range(120):  # other tools' checks, set before imagebump's decision
+        assert forge.set_status(out.commit_sha, state="success", context=f"ci/check-{i:03d}")
+    promoted = GateDecision("promoted", "api:1.1.0", "staging", live_since=SINCE)
+    assert report_statuses([(t, out.commit_sha, promoted)], lambda _url: forge) == {out.commit_sha: "success"}
+    waiting = GateDecision(
+        "waiting", "api:1.1.0", "staging", time_left=timedelta(minutes=3), live_since=SINCE
+    )
+    assert report_statuses([(t, out.commit_sha, waiting)], lambda _url: forge) == {}
+    owner, repo = remote.name.split("/")
+    assert fake.status_of(owner, repo, out.commit_sha, CONTEXT) == "success"

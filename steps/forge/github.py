@@ -391,7 +391,10 @@ class RetryPolicy:
             return RetryOption(True, _TICK)
         if retry_count >= self.max_retries:
             return RetryOption(False)
-        if isinstance(exc, RequestFailed) and exc.response.status_code < 500:
+        fresh_token = (
+            isinstance(exc, RequestFailed) and exc.response.status_code == 401 and minted_recently(self.now())
+        )
+        if isinstance(exc, RequestFailed) and exc.response.status_code < 500 and not fresh_token:
             return RetryOption(False)
         if not isinstance(exc, (RequestFailed, RequestError)):
             return RetryOption(False)
@@ -574,6 +577,7 @@ def clear_token_cache() -> None:
     """Forget cached installation tokens (tests)."""
     with _TOKEN_LOCK:
         _TOKEN_CACHE.clear()
+        _MINTED_AT.clear()
 
 
 def expiry(value: object) -> datetime:
@@ -584,6 +588,18 @@ def expiry(value: object) -> datetime:
         raise ValueError(f"expires_at {text[:40]!r} is not an ISO 8601 time")
     when = datetime.fromisoformat(text.replace("Z", "+00:00"))  # ValueError when out of range
     return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+#: A newly minted installation token may answer 401 for a few seconds, until GitHub's replicas
+#: know it: a 401 this soon after minting is retried (octokit/auth-app.js retries it for 5 s:
+#: "Retrying after 401 response to account for token replication delay").
+TOKEN_REPLICATION_SECONDS = 5.0
+_MINTED_AT: list[float] = []  # when this process last minted an installation token (CLOCK time)
+
+
+def minted_recently(now: float) -> bool:
+    """Did this process mint an installation token within :data:`TOKEN_REPLICATION_SECONDS`?"""
+    return bool(_MINTED_AT) and now - _MINTED_AT[-1] < TOKEN_REPLICATION_SECONDS
 
 
 def installation_token(settings: GitHubSettings, *, retry: RetryPolicy | None = None) -> str:
@@ -604,6 +620,7 @@ def installation_token(settings: GitHubSettings, *, retry: RetryPolicy | None = 
         except (GitHubException, ValueError) as exc:
             raise translate(exc, what, (jwt_token,)) from None
         _TOKEN_CACHE[key] = (data.token, expires)
+        _MINTED_AT[:] = [CLOCK.now()]
         log.info("minted GitHub App installation token (expires %s)", data.expires_at)
         return data.token
 

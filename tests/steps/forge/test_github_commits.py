@@ -212,6 +212,25 @@ def test_commit_mode_api_a_protected_branch_is_a_config_error_not_a_lost_race(wo
     assert len([c for c in fake.calls if c.path.endswith("graphql")]) == 1
 
 
+def test_a_401_just_after_the_token_was_minted_is_asked_again(world, as_app, monkeypatch) -> None:
+    """GitHub's replicas may not know a new installation token for a few seconds (octokit retries a
+    401 for 5 s after minting): the commit still lands. A 401 later is refused as before."""
+    remote, fake = world
+    waited: list[float] = []
+    monkeypatch.setattr(gh.CLOCK, "sleep", waited.append)
+    fake.fail("POST", r"/repos/[^/]+/[^/]+/git/trees", 401, message="Bad credentials")
+    out = commit_pr.run(_api(remote), plan())
+    assert out.action == "committed" and out.commit_sha == remote.rev()
+    assert _git_statuses(fake, "POST", "trees") == [401, 201] and len(waited) == 1
+    monkeypatch.setattr(gh, "minted_recently", lambda now: False)  # long after minting
+    fake.fail("POST", r"/repos/[^/]+/[^/]+/git/trees", 401, message="Bad credentials")
+    with pytest.raises(SystemExit) as refused:
+        commit_pr.run(_api(remote), plan(old="1.1.0", new="1.2.0"))
+    assert refused.value.code == 2
+    assert _git_statuses(fake, "POST", "trees")[-1] == 401  # not asked again
+    assert remote.read(FILE) == kustomization("1.1.0")
+
+
 def test_commit_mode_api_tree_mismatch_moves_nothing(world, as_app) -> None:
     remote, fake = world
     before = remote.rev()

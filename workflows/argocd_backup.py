@@ -64,7 +64,7 @@ def _backup_export_template():
         volumes=[c.tmp_volume()],
         security_context=c.CONTAINER_SECURITY_CONTEXT,
         resources=c.resources(memory_limit="1Gi"),
-        retry_strategy=c.retry_transient(limit=3),
+        retry_strategy=c.retry_transient(limit=3, deadline=1800),
         active_deadline_seconds=1800,
     )(backup_export.run)
 

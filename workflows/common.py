@@ -147,17 +147,28 @@ def resources(cpu: str = "100m", memory: str = "128Mi", memory_limit: str = "512
     return Resources(cpu_request=cpu, memory_request=memory, cpu_limit="1", memory_limit=memory_limit)
 
 
-def retry_transient(limit: int = 4) -> RetryStrategy:
+#: How long after a step's first attempt started another may still start (the retry window).
+RETRY_WINDOW_SECONDS = 300
+
+
+def retry_transient(limit: int = 4, *, deadline: int) -> RetryStrategy:
     """Retry with exponential backoff unless the step said "bad input" (exit 2, steps.domain.errors).
 
     `retryPolicy: Always` also retries pod errors (eviction, node loss); the expression refuses
     only the terminal exit code. 75 (transient) and any other failure are retried.
+
+    ``deadline``: the template's ``activeDeadlineSeconds``. Argo also ends every attempt after the
+    first at the first attempt's start + ``backoff.maxDuration`` (argo-workflows
+    ``workflow/controller/operator.go`` ``processNodeRetries``: ``opts.executionDeadline =
+    maxDurationDeadline``), so ``maxDuration`` is the retry window plus one attempt's whole deadline:
+    an attempt that starts within the window may run its deadline out, and no attempt of the step
+    ends later than that.
     """
     return RetryStrategy(
         limit=limit,
         retry_policy="Always",
         expression=f"asInt(lastRetry.exitCode) != {EXIT_CONFIG}",
-        backoff=m.Backoff(duration="10s", factor=2, max_duration="5m"),
+        backoff=m.Backoff(duration="10s", factor=2, max_duration=f"{RETRY_WINDOW_SECONDS + deadline}s"),
     )
 
 

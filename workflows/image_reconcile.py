@@ -92,11 +92,13 @@ def _seconds(duration: str) -> int:
 
 
 def pod_hold_seconds(template: dict[str, Any]) -> int:
-    """Longest a rendered pod template runs: its retry window (no attempt starts after
-    ``backoff.maxDuration``), then a last attempt's whole ``activeDeadlineSeconds``."""
+    """Longest a rendered pod template runs: without retries its ``activeDeadlineSeconds``; with
+    them ``backoff.maxDuration`` from the first attempt's start, past which Argo starts no attempt
+    and ends any running one (argo-workflows ``operator.go`` ``processNodeRetries``; the first attempt
+    is bounded by its own deadline, which :func:`workflows.common.retry_transient` keeps within it)."""
     retry = template.get("retryStrategy") or {}
-    window = _seconds(retry["backoff"]["maxDuration"]) if retry else 0
-    return window + int(template["activeDeadlineSeconds"])
+    deadline = int(template["activeDeadlineSeconds"])
+    return max(deadline, _seconds(retry["backoff"]["maxDuration"])) if retry else deadline
 
 
 def update_hold_seconds() -> int:
@@ -124,12 +126,12 @@ def workflow_deadline_seconds() -> int:
     ``imagebump_updates_total{result="error"}``) and the Workflow fails; the next reconcile run finds the
     overlay still behind and updates it.
     """
-    reconcile_hold = _seconds(_reconcile_retry().backoff.max_duration) + RECONCILE_DEADLINE_SECONDS
+    reconcile_hold = _seconds(_reconcile_retry().backoff.max_duration)
     return reconcile_hold + MUTEX_HOLDS * update_hold_seconds() + live.VERIFY_HOLD_SECONDS
 
 
 def _reconcile_retry():
-    return c.retry_transient(limit=2)
+    return c.retry_transient(limit=2, deadline=RECONCILE_DEADLINE_SECONDS)
 
 
 def _reconcile_template(gated: bool = False):

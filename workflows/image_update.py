@@ -134,7 +134,7 @@ def _resolve_image_template():
         ],
         security_context=c.CONTAINER_SECURITY_CONTEXT,
         resources=c.resources(),
-        retry_strategy=c.retry_transient(),
+        retry_strategy=c.retry_transient(deadline=300),
         active_deadline_seconds=300,
     )(resolve_image.run)
 
@@ -155,7 +155,7 @@ def _edit_kustomize_template():
         ],
         security_context=c.CONTAINER_SECURITY_CONTEXT,
         resources=c.resources(memory_limit="1Gi"),
-        retry_strategy=c.retry_transient(),
+        retry_strategy=c.retry_transient(deadline=600),
         active_deadline_seconds=600,
         metrics=c.counter(
             DECISIONS_METRIC,
@@ -205,7 +205,7 @@ def _commit_pr_template():
         ],
         security_context=c.CONTAINER_SECURITY_CONTEXT,
         resources=c.resources(memory_limit="1Gi"),
-        retry_strategy=c.retry_transient(limit=6),
+        retry_strategy=c.retry_transient(limit=6, deadline=900),
         active_deadline_seconds=900,
         metrics=m.Metrics(
             prometheus=[

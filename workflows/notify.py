@@ -121,7 +121,9 @@ def verifying_template():
     """``notify-verifying``: ``imagebump/live`` = ``pending`` on the commit verify-live watches
     (:mod:`steps.notify.verifying`); call inside the WorkflowTemplate's context."""
     # a pod lost before it sent (eviction, node loss) tries again; the step itself never fails
-    return _sender(VERIFYING, notify_verifying.run, 120, retry_strategy=c.retry_transient(limit=2))
+    return _sender(
+        VERIFYING, notify_verifying.run, 120, retry_strategy=c.retry_transient(limit=2, deadline=120)
+    )
 
 
 def verifying_arguments(update_step: str) -> dict[str, str]:

@@ -53,8 +53,8 @@ LIVE_TIMEOUT = verify_live.DEFAULT_TIMEOUT
 #: this backstop for a wedged pod). Kept small: reconcile (concurrencyPolicy Forbid) runs
 #: verify-live too, and its deadline stays within 2 h.
 VERIFY_DEADLINE_SECONDS = int(verify_live.MAX_WAIT_SECONDS) + 60
-#: Longest one verify-live runs: its retry window (5 min) and a last attempt's whole deadline.
-VERIFY_HOLD_SECONDS = 300 + VERIFY_DEADLINE_SECONDS
+#: Longest one verify-live runs: its retry window and a last attempt's whole deadline (its maxDuration).
+VERIFY_HOLD_SECONDS = c.RETRY_WINDOW_SECONDS + VERIFY_DEADLINE_SECONDS
 
 
 def when_committed(update_step: str) -> str:
@@ -106,7 +106,7 @@ def verify_live_template():
         ],
         security_context=c.CONTAINER_SECURITY_CONTEXT,
         resources=c.resources(),
-        retry_strategy=c.retry_transient(),
+        retry_strategy=c.retry_transient(deadline=VERIFY_DEADLINE_SECONDS),
         # The wait itself is bounded by live-timeout; this is the backstop for a wedged pod.
         active_deadline_seconds=VERIFY_DEADLINE_SECONDS,
         metrics=m.Metrics(
@@ -188,6 +188,6 @@ def live_states_template():
         ],
         security_context=c.CONTAINER_SECURITY_CONTEXT,
         resources=c.resources(),
-        retry_strategy=c.retry_transient(limit=2),
+        retry_strategy=c.retry_transient(limit=2, deadline=600),
         active_deadline_seconds=600,
     )(live_states.run)

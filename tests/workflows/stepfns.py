@@ -58,6 +58,17 @@ def flaky(succeed_on: str = "3", code: str = "75") -> None:
     _out("attempt", str(n))
 
 
+def fail_then_sleep(seconds: str = "60") -> None:
+    """Fail with 75 on the first attempt (counted in the state dir); sleep on every later one."""
+    counter = _state() / "attempts"
+    n = int(counter.read_text()) + 1 if counter.exists() else 1
+    counter.write_text(str(n))
+    if n == 1:
+        raise SystemExit(75)
+    (_state() / "retry-started").write_text(str(n))
+    time.sleep(float(seconds))
+
+
 def sleep(seconds: str = "60") -> None:
     """Mark the start in the state dir, then sleep."""
     (_state() / "sleep-started").write_text(str(os.getpid()))

@@ -545,11 +545,14 @@ def _templates(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def _pod_hold(pod: dict[str, Any]) -> int:
-    """Longest a pod template runs: its retry window plus a last attempt's whole deadline."""
+    """Longest a pod template runs: Argo starts no attempt after the first's start + maxDuration and
+    ends any retry there (operator.go processNodeRetries: executionDeadline = maxDurationDeadline);
+    the first attempt runs at most its own activeDeadlineSeconds."""
     assert "script" in pod and int(pod["activeDeadlineSeconds"]) > 0  # per attempt, on the pod
     window = _seconds(pod["retryStrategy"]["backoff"]["maxDuration"])
-    assert window > 0
-    return window + int(pod["activeDeadlineSeconds"])
+    # a retry that starts within 5 minutes may run its whole deadline
+    assert window >= 300 + int(pod["activeDeadlineSeconds"])
+    return max(window, int(pod["activeDeadlineSeconds"]))
 
 
 def _worst(docs, doc_name: str, template: str, holds: int, locked: list[str]) -> int:

@@ -211,7 +211,9 @@ class Run:
     def run_template(
         self, tpl: dict[str, Any], inputs: dict[str, str], node_name: str, deadline: float | None
     ) -> NodeResult:
-        if tpl.get("activeDeadlineSeconds") is not None:
+        if tpl.get("activeDeadlineSeconds") is not None and "script" not in tpl:
+            # a script's is per attempt, from its pod's start (scripts.run_script), as Argo puts it
+            # on each pod, created once the template's mutexes are held
             own = time.monotonic() + int(str(tpl["activeDeadlineSeconds"]))
             deadline = own if deadline is None else min(deadline, own)
         scope = Scope(self.name, self.params, inputs, where=self.doc.scope(tpl), exit_status=self.exit_status)

@@ -38,7 +38,13 @@ def run_script(
         def report(event: str, message: str, n: int = attempt) -> None:
             rec.log(event=event, node=node_name, attempt=n, message=message)
 
-        outcome = sandbox.attempt(tpl, render, deadline, report, extra_env)
+        outcome = sandbox.attempt(
+            tpl,
+            render,
+            _attempt_deadline(tpl, policy, attempt, deadline, (started, a_start), waited, nominal_waited),
+            report,
+            extra_env,
+        )
         rec.forward(outcome.step_log, tpl["name"], node_name, attempt)
         message = outcome.message
         if outcome.phase != SUCCEEDED:
@@ -98,6 +104,30 @@ def run_script(
         attempts=attempt,
         stderr_tail=tail if phase != SUCCEEDED and tail else None,
     )
+
+
+def _attempt_deadline(
+    tpl: dict[str, Any],
+    policy: RetryPolicy,
+    attempt: int,
+    deadline: float | None,
+    starts: tuple[float, float],
+    waited: float,
+    nominal: float,
+) -> float | None:
+    """When attempt ``attempt`` must end, as Argo ends a pod: the parent's ``deadline``; the
+    template's ``activeDeadlineSeconds`` from this attempt's start (Argo puts it on each pod); and for
+    a retry (attempt 2 on) the first attempt's start + ``backoff.maxDuration``, Argo's execution
+    deadline for retries (``operator.go`` ``processNodeRetries``). Backoffs run scaled here;
+    ``maxDuration`` counts them unscaled (``nominal`` waited against ``waited``), as the retry
+    decision does. ``starts``: the first attempt's start and this one's."""
+    first, this = starts
+    ends = [deadline] if deadline is not None else []
+    if tpl.get("activeDeadlineSeconds") is not None:
+        ends.append(this + int(str(tpl["activeDeadlineSeconds"])))
+    if attempt >= 2 and policy.max_duration is not None:
+        ends.append(first + policy.max_duration - (nominal - waited))
+    return min(ends) if ends else None
 
 
 __all__ = ["run_script"]

@@ -570,3 +570,30 @@ def _fnv32a(text: str) -> int:
     for byte in text.encode():
         h = ((h ^ byte) * 0x01000193) % 2**32
     return h
+
+
+def test_a_retry_ends_at_the_first_attempts_start_plus_max_duration(
+    state: Path, logs: list[dict], tmp_path: Path
+) -> None:
+    """Argo ends every attempt after the first at the first attempt's start + backoff.maxDuration
+    (operator.go processNodeRetries: executionDeadline = maxDurationDeadline), whatever the pod's own
+    activeDeadlineSeconds: the retry is stopped there, and no attempt starts after it."""
+    doc = yaml.safe_load((DATA / "retry.yaml").read_text())
+    flaky = next(t for t in doc["spec"]["templates"] if t["name"] == "flaky")
+    flaky["retryStrategy"]["backoff"] = {"duration": "10ms", "factor": "1", "maxDuration": "1s"}
+    flaky["activeDeadlineSeconds"] = 600
+    flaky["script"]["args"][-1] = "tests.workflows.stepfns:fail_then_sleep"
+    flaky["inputs"]["parameters"] = [{"name": "seconds", "default": "60"}]
+    flaky["outputs"]["parameters"][0]["valueFrom"]["default"] = "none"
+    main = doc["spec"]["templates"][0]["steps"][0][0]
+    main["arguments"] = {"parameters": [{"name": "seconds", "value": "60"}]}
+    path = tmp_path / "retry-max-duration.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    executor = LocalExecutor(path, project_root=ROOT, env={"STEPFNS_STATE_DIR": str(state)}, log=logs.append)
+
+    result = executor.run({}, "retry-md")
+
+    assert result.phase == "Failed"
+    assert (state / "retry-started").read_text() == "2"  # the retry ran, and was ended
+    assert not (state / "sleep-finished").exists()
+    assert result.node(".flaky").attempts == 2  # no third attempt after maxDuration

@@ -69,7 +69,9 @@ def soak_pending(forge: Any, target: Target, sha: str) -> None:
     try:
         if name in forge.statuses(sha):
             return
-    except ImagebumpError as exc:  # e.g. an App without "Commit statuses: read": a warning, never a failed step
+    except (
+        ImagebumpError
+    ) as exc:  # e.g. an App without "Commit statuses: read": a warning, never a failed step
         log.warning("could not read the statuses of %s (%s not set): %s", sha[:12], name, exc)
         return
     forge.set_status(

@@ -339,11 +339,13 @@ class ArgoCDSimulator:
             return True  # let the refresh record the error
         return any(r not in (synced or []) for r in now)
 
-    def _write(self, app: dict[str, Any]) -> None:
+    def _write(self, app: dict[str, Any]) -> bool:
+        """Store ``app``; False when it changed meanwhile (a refresh asked for): the next pass redoes it."""
         try:
             self.store.replace(kube.APPLICATION, app["metadata"]["namespace"], app)
-        except ImagebumpError:  # changed meanwhile (a refresh asked for): next pass
-            pass
+        except ImagebumpError:
+            return False
+        return True
 
     def _refresh(self, app: dict[str, Any], key: str) -> None:
         app = copy.deepcopy(app)
@@ -365,7 +367,8 @@ class ArgoCDSimulator:
                 }
             ]
             status["reconciledAt"] = self._stamp()
-            return self._write(app)
+            self._write(app)
+            return None
         try:
             revisions, documents = [], []
             for source in sources:
@@ -379,7 +382,8 @@ class ArgoCDSimulator:
                 {"type": "ComparisonError", "message": str(exc)[:300], "lastTransitionTime": self._stamp()}
             ]
             status["reconciledAt"] = self._stamp()
-            return self._write(app)
+            self._write(app)
+            return None
         status.pop("conditions", None)
         sync = {
             "status": "Synced",
@@ -394,9 +398,20 @@ class ArgoCDSimulator:
             )
             status["sync"] = {**sync, "status": "Synced" if same else "OutOfSync"}
             status["reconciledAt"] = self._stamp()
-            return self._write(app)
+            self._write(app)
+            return None
         if self.wrong_manifest and key in self._docs:
             documents = self._docs[key]  # the repo server handed back the previous revision's render
+        same = self._docs.get(key) == documents and key not in self.stale  # stale: a render that differs
+        if same and (status.get("sync") or {}).get("status") == "Synced":
+            # the new revision renders what runs: Argo CD records the comparison and starts no sync
+            # (controller/appcontroller.go autoSync: "Skipping auto-sync: application status is
+            # Synced"); the last operation, its history entry and the Pods stay as they were
+            status["sync"] = sync
+            status["reconciledAt"] = self._stamp()
+            self._write(app)
+            return None
+        previous = (self._docs.get(key), self._pods.get(key, []))
         self._docs[key] = documents
         before = self._pods.get(key, [])
         pods = pods_of(documents, before, self.stale.get(key))
@@ -426,7 +441,12 @@ class ArgoCDSimulator:
             self._set_health(status, "Degraded" if key in self.degraded else "Healthy")
             status["summary"] = {"images": _summary_images(pods)}
         self._record_history(app, sync, multi)
-        self._write(app)
+        if not self._write(app):  # not synced after all: what runs and was rendered stays as before
+            self._docs[key], self._pods[key] = previous
+            if previous[0] is None:
+                del self._docs[key], self._pods[key]
+            self._settle.pop(key, None)
+            return None
         if self.on_sync:
             self.on_sync(key, ",".join(revisions))
 

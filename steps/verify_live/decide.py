@@ -266,12 +266,16 @@ def _judge(
     if sync_status != "Synced":
         return not_yet(f"sync status {_quote(sync_status) or 'unknown'} at {revision[:12]}")
     phase = _text(operation.get("phase"), "status.operationState.phase")
-    if phase != "Succeeded":
-        return not_yet(f"last sync operation {_quote(phase) or 'absent'}")
     applied = operation_revision(app, source_index)
     if applied and applied != revision and not facts(applied).contains:
-        return not_yet(f"last sync operation applied {applied[:12]}, before the commit")
-    if finished is None or reconciled is None or reconciled < finished:
+        # Synced at a revision with the commit, and no sync operation since the commit: the commit
+        # changed nothing Argo CD renders (a comment, a hold marker, an image no resource uses), so
+        # it skipped the sync (controller/appcontroller.go autoSync: "already Synced") and the
+        # comparison at that revision is the live state. What runs is judged from it below.
+        pass
+    elif phase != "Succeeded":
+        return not_yet(f"last sync operation {_quote(phase) or 'absent'}")
+    elif finished is None or reconciled is None or reconciled < finished:
         return seen(SYNCING, "waiting for Argo CD to compare the live state after the sync")
     errors = []
     for i, c in enumerate(_list(status.get("conditions"), "status.conditions")):

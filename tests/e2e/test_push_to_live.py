@@ -140,3 +140,27 @@ def test_an_idle_overlay_is_idle_not_an_alarm_in_the_run_and_the_sweep(live_worl
     assert row["live"]["state"] == "idle", row["live"]
     table = render_live_table([LiveState(**s) for s in sweep.live])
     assert table.splitlines()[1].startswith("idle") and "1 idle" in table
+
+
+def test_a_commit_argo_cd_renders_the_same_leaves_the_overlay_live(live_world: World) -> None:
+    """A person's comment (a note, a hold marker) changes no manifest: Argo CD compares, finds it Synced at the
+    new commit and starts no sync (argo-cd controller/appcontroller.go autoSync: "Skipping auto-sync:
+    application status is Synced"), so no sync operation carries that commit. The overlay is still
+    live, not "syncing" until the next image."""
+    from imagebump.local.demo_repo import MANIFESTS_REPO, STAGING_PATH
+    from imagebump.local.drive import put_image
+    from imagebump.local.reconciler import run_reconcile
+    from steps.kube import api as kube
+
+    put_image(live_world, "1.4.1")
+    file = f"{STAGING_PATH}/kustomization.yaml"
+    text = live_world.read(file)
+    commented = text + "# reviewed by Ann: staging stays on this image over the weekend\n"
+    commit = live_world.git.commit_files(MANIFESTS_REPO, {file: commented}, "staging: a note\n")
+    live_world.sim.refresh("argocd", "api-staging")
+    app = live_world.sim.store.get(kube.APPLICATION, "argocd", "api-staging")
+    assert app["status"]["sync"]["revision"] == commit  # compared at the hold commit …
+    assert app["status"]["operationState"]["syncResult"]["revision"] != commit  # … and no sync for it
+    sweep = run_reconcile(live_world.reconcile_executor(), apply=False)
+    staging = next(row for row in sweep.summary()["targets"] if row["env"] == "staging")
+    assert staging["live"]["state"] == "live", staging["live"]

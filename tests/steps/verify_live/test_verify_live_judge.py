@@ -70,6 +70,12 @@ def app(
     }
 
 
+def _no_sync_since(images: list[str], **status: Any) -> dict[str, Any]:
+    """Synced at the commit, the last sync operation at a revision before it (no sync since)."""
+    operation = {"phase": "Succeeded", "finishedAt": SYNCED_AT, "syncResult": {"revision": BEFORE}}
+    return app(images, operationState=operation, **status)
+
+
 def judge(application: dict[str, Any], multi: bool = False) -> decide.Judgement:
     return decide.decide(application, 1 if multi else None, NEW, facts)
 
@@ -95,6 +101,15 @@ def judge(application: dict[str, Any], multi: bool = False) -> decide.Judgement:
         pytest.param(app([OLD], compared="2026-12-03T09:59:00Z"), "syncing", id="not-compared-after-sync"),
         pytest.param(app([OLD], revision=BEFORE), "syncing", id="synced-before-the-commit"),
         pytest.param(app([OLD], multi=True), "mismatch", id="multi-source-old-image"),
+        # a commit Argo CD renders the same (a comment, a hold marker): Synced at it with no sync
+        # operation since (appcontroller.go autoSync skips an app already Synced): judged as is
+        pytest.param(_no_sync_since([NEW, SIDECAR]), "live", id="synced-without-an-operation"),
+        pytest.param(_no_sync_since([OLD, SIDECAR]), "mismatch", id="synced-without-an-operation-old-pods"),
+        pytest.param(
+            _no_sync_since([NEW], sync={"status": "OutOfSync", "revision": COMMIT}),
+            "syncing",
+            id="out-of-sync-waits-for-the-operation",
+        ),
         pytest.param(app([], multi=True), "idle", id="multi-source-scaled-to-zero"),
         pytest.param(
             app([OLD], conditions=[{"type": "ComparisonError", "message": "x"}]),

@@ -145,6 +145,24 @@ def automated(app: dict[str, Any]) -> bool:
     return isinstance(auto, dict) and auto.get("enabled", True) is not False
 
 
+def rolling_synced(app: dict[str, Any]) -> bool:
+    """Does an ApplicationSet's RollingSync sync this Application? Its controller turns the
+    generated Application's automated sync off (``automated.enabled: false``) and starts each sync
+    itself, step by step (argo-cd ``applicationset/progressivesync/progressive_sync.go``:
+    ``disableAutomatedSync``, ``syncApplication``, initiated by ``applicationset-controller``). Seen as
+    that flag on an Application an ApplicationSet owns (Argo CD 3; 2.x clears ``automated`` instead,
+    which reads as a manual sync)."""
+    meta = app.get("metadata")
+    owners = meta.get("ownerReferences") if isinstance(meta, dict) else None
+    owned = isinstance(owners, list) and any(
+        isinstance(o, dict) and o.get("kind") == "ApplicationSet" for o in owners
+    )
+    spec = app.get("spec")
+    policy = spec.get("syncPolicy") if isinstance(spec, dict) else None
+    auto = policy.get("automated") if isinstance(policy, dict) else None
+    return owned and isinstance(auto, dict) and auto.get("enabled") is False
+
+
 def synced_revision(app: dict[str, Any], source_index: int | None) -> str:
     """The revision Argo CD compared the live state with, for the source that deploys the overlay."""
     status = _object(app.get("status"), "status")
@@ -250,7 +268,7 @@ def _judge(
         return Judgement(state, reason, revision, images, finished)
 
     def not_yet(reason: str) -> Judgement:
-        if not automated(app) and not wait_for_manual:
+        if not automated(app) and not rolling_synced(app) and not wait_for_manual:
             return seen(MANUAL_SYNC, f"no automated sync: a person syncs it ({reason})")
         return seen(SYNCING, reason)
 

@@ -159,19 +159,49 @@ def list_all(
     label_selector: str | None = None,
     page_size: int = DEFAULT_PAGE_SIZE,
 ) -> Iterator[dict[str, Any]]:
-    """Every object of ``resource`` in ``namespace`` (None: all), following ``continue`` tokens."""
+    """Every object of ``resource`` in ``namespace`` (None: all), following ``continue`` tokens.
+
+    A continue token expires (410 Gone, ``ResourceExpired``: the API server keeps a list's snapshot
+    for a few minutes, https://kubernetes.io/docs/reference/using-api/api-concepts/#retrieving-large-results-sets-in-chunks):
+    the list then starts again, at most :data:`LIST_RESTARTS` times, and an object already given
+    (by namespace and name) is not given twice."""
     token: str | None = None
+    given: set[tuple[str, str]] = set()
+    restarts = 0
     while True:
-        page = api.list(
-            resource, namespace, label_selector=label_selector, limit=page_size, continue_token=token
-        )
-        yield from page.items
+        try:
+            page = api.list(
+                resource, namespace, label_selector=label_selector, limit=page_size, continue_token=token
+            )
+        except TransientError as exc:
+            if token is None or getattr(exc, "reason", "") != "expired" or restarts >= LIST_RESTARTS:
+                raise
+            restarts += 1
+            token = None
+            continue
+        for item in page.items:
+            meta = item.get("metadata") or {}
+            key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+            if key in given:
+                continue
+            given.add(key)
+            yield item
         token = page.continue_token or None
         if token is None:
             return
 
 
+#: How often a list whose continue token expired starts again before the step fails (transient).
+LIST_RESTARTS = 3
+
+
 _USER_RE = re.compile(r'User "([^"]+)"')
+#: The NamespaceLifecycle admission plugin's 403 for a write into a namespace being deleted
+#: (kubernetes plugin/pkg/admission/namespace/lifecycle): not an RBAC refusal.
+_TERMINATING_RE = re.compile(r"because it is being terminated")
+#: A validating webhook's refusal, which controller-runtime answers with 403 Forbidden
+#: (``admission webhook "NAME" denied the request: …``): not an RBAC refusal either.
+_WEBHOOK_RE = re.compile(r'admission webhook "([^"]+)" denied the request')
 #: The API server's 404 for a write into a namespace that does not exist, and for an object that is
 #: gone (``secrets "x" not found``); any other 404 of a path means the resource type is not served.
 _NOT_FOUND_RE = re.compile(r'^(\S+) "[^"]*" not found$')
@@ -206,6 +236,21 @@ def api_error(
     """
     what = f"{resource.display} {name!r}" if name else resource.display
     where = f"in namespace {namespace}" if namespace else "in all namespaces"
+    if status == 403 and _TERMINATING_RE.search(server_message) and namespace:
+        # NamespaceLifecycle admission, not RBAC: the namespace is being deleted
+        return TransientError(
+            f"cannot {verb} {what} {where}: namespace {namespace} is being deleted (Terminating, e.g. "
+            "waiting on finalizers); once it is gone, create it again and re-run",
+            reason="namespace-terminating",
+        )
+    if status == 403 and _WEBHOOK_RE.search(server_message) and not _USER_RE.search(server_message):
+        webhook = _WEBHOOK_RE.search(server_message)
+        cause = server_message[:300] if resource.kind != "Secret" else f"webhook {webhook.group(1)}"  # type: ignore[union-attr]
+        return ConfigError(
+            f"cannot {verb} {what} {where}: refused by an admission webhook ({cause}); "
+            "change the object or the webhook's policy, then re-run",
+            reason="admission-denied",
+        )
     if status in (401, 403):
         match = _USER_RE.search(server_message)
         who = f"'{match.group(1)}'" if match else "the service account (or user) imagebump runs as"
@@ -234,6 +279,11 @@ def api_error(
             f"cannot {verb} {what} {where}: the API server does not serve {resource.display} "
             f"({resource.api_version}); is Argo CD installed (its CRDs) on this cluster?",
             reason="not-served",
+        )
+    if status == 410:  # a list's continue token expired (ResourceExpired): the list starts again
+        return TransientError(
+            f"cannot {verb} {what} {where}: the list's continue token expired (410 Gone); retry",
+            reason="expired",
         )
     if status == 409 and verb in ("create", "update", "delete", "patch"):
         return ConflictError(

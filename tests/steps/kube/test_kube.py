@@ -235,3 +235,72 @@ def test_bad_kubeconfig_or_context_is_a_config_error(tmp_path, server):
     with pytest.raises(ConfigError) as info:
         kube_client.KubernetesApi.from_config(kubeconfig=str(tmp_path / "missing"))
     assert info.value.reason == "bad-kubeconfig"
+
+
+@pytest.mark.parametrize(
+    ("message", "error", "reason"),
+    [
+        pytest.param(
+            'configmaps "argocd-cm" is forbidden: User "system:serviceaccount:imagebump:restore" cannot '
+            'create resource "configmaps" in API group "" in the namespace "argocd"',
+            PermissionDeniedError,
+            "forbidden",
+            id="rbac",
+        ),
+        pytest.param(
+            'configmaps "argocd-cm" is forbidden: unable to create new content in namespace argocd because '
+            "it is being terminated",
+            TransientError,
+            "namespace-terminating",
+            id="namespace-terminating",
+        ),
+        pytest.param(
+            'admission webhook "validation.gatekeeper.sh" denied the request: [must-have-owner] missing label',
+            ConfigError,
+            "admission-denied",
+            id="webhook",
+        ),
+    ],
+)
+def test_a_403_names_its_real_cause(message: str, error: type, reason: str) -> None:
+    """Not every 403 is RBAC: the NamespaceLifecycle admission plugin refuses writes into a
+    namespace being deleted, and controller-runtime webhooks deny with 403 Forbidden."""
+    found = kube.api_error(
+        403,
+        verb="create",
+        resource=kube.CONFIG_MAP,
+        namespace="argocd",
+        name="argocd-cm",
+        server_message=message,
+    )
+    assert (type(found), found.reason) == (error, reason)
+    if error is not PermissionDeniedError:
+        assert "grant" not in str(found)  # no RBAC advice for what RBAC did not refuse
+
+
+def test_a_list_whose_continue_token_expired_starts_again_and_gives_each_object_once() -> None:
+    """410 Gone (ResourceExpired) for an expired continue token: the list starts again; objects
+    already given are not given twice; a second expiry after the restarts run out is transient."""
+    names = [f"app-{i}" for i in range(5)]
+
+    class Expiring:
+        def __init__(self, expiries: int) -> None:
+            self.expiries, self.calls = expiries, 0
+
+        def list(self, resource, namespace, *, label_selector=None, limit=None, continue_token=None):
+            self.calls += 1
+            start = int(continue_token or 0)
+            if continue_token and self.expiries:
+                self.expiries -= 1
+                raise kube.api_error(410, verb="list", resource=resource, namespace=namespace)
+            items = [{"metadata": {"namespace": "argocd", "name": n}} for n in names[start : start + 2]]
+            more = str(start + 2) if start + 2 < len(names) else None
+            return kube.Page(items, more)
+
+    api = Expiring(expiries=1)
+    got = [o["metadata"]["name"] for o in kube.list_all(api, kube.APPLICATION, "argocd", page_size=2)]
+    assert got == names and api.calls == 5  # page 1, expired, page 1 again, pages 2 and 3
+    with pytest.raises(TransientError):
+        list(
+            kube.list_all(Expiring(expiries=kube.LIST_RESTARTS + 1), kube.APPLICATION, "argocd", page_size=2)
+        )

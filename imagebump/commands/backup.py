@@ -68,7 +68,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--prefix", help="key prefix (default: %(default)s)")
     parser.add_argument("--cluster", help="cluster name in the key (default: %(default)s)")
     parser.add_argument("--namespace", help="Argo CD's namespace (default: %(default)s)")
-    parser.add_argument("--kms-key-id", help="KMS key for SSE-KMS (default: SSE-S3, AES256)")
+    parser.add_argument("--kms-key-id", help="KMS key for SSE-KMS (default: the bucket's default encryption)")
     parser.add_argument(
         "--keep", type=int, help="keep the newest N archives (0: no count rule; default: %(default)s)"
     )

@@ -10,6 +10,7 @@ where it is used, so importing this module stays cheap. Imports only :mod:`steps
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from steps.domain.errors import ConfigError, PermissionDeniedError, TransientError
@@ -19,7 +20,14 @@ log = logging.getLogger(__name__)
 #: How many names ``BASE-N.yaml.gz`` a backup tries when the same second already holds archives.
 MAX_SUFFIX = 100
 #: The codes S3 answers a conditional put (``If-None-Match: *``) with when the key exists.
-_TAKEN_CODES = ("PreconditionFailed", "ConditionalRequestConflict", "412", "409")
+_TAKEN_CODES = ("PreconditionFailed", "412")
+#: S3's answer when a conflicting write of the same key is in flight: not "it exists" — "retry the
+#: upload" (S3 API PutObject ``If-None-Match``: "If a conflicting operation occurs during the upload
+#: S3 returns a 409 ConditionalRequestConflict response. On a 409 failure you should retry").
+_CONFLICT_CODES = ("ConditionalRequestConflict", "409")
+#: Waits (seconds) before a conditional put that met a conflict is tried again.
+CONFLICT_WAITS = (0.2, 0.5, 1.0)
+_sleep = time.sleep  # tests replace it
 
 
 def split_url(url: str) -> tuple[str, str]:
@@ -32,32 +40,48 @@ def split_url(url: str) -> tuple[str, str]:
 
 
 def encryption(kms_key_id: str) -> dict[str, str]:
-    """Server-side encryption arguments: SSE-KMS with ``kms_key_id`` when given, else SSE-S3."""
+    """Server-side encryption arguments: SSE-KMS with ``kms_key_id`` when given, else none, so the
+    bucket's default encryption applies. S3 applies a bucket's default only to a put that names no
+    encryption (S3 API ``ServerSideEncryptionRule``), so naming SSE-S3 here would override a bucket
+    whose default is SSE-KMS, and fail where its policy requires KMS; and S3 encrypts every new object
+    with SSE-S3 at least since January 2023."""
     if kms_key_id:
         return {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": kms_key_id}
-    return {"ServerSideEncryption": "AES256"}
+    return {}
 
 
 def put_if_absent(s3: Any, bucket: str, key: str, body: bytes, *, kms_key_id: str, content_type: str) -> bool:
     """Write ``key`` unless it exists (``If-None-Match: *``): True written, False already there."""
     from botocore.exceptions import BotoCoreError, ClientError
 
-    try:
-        s3.put_object(
-            Bucket=bucket,
-            Key=key,
-            Body=body,
-            ContentType=content_type,
-            IfNoneMatch="*",
-            **encryption(kms_key_id),
-        )
-    except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code", "") in _TAKEN_CODES:
-            return False
-        raise s3_error(exc, bucket=bucket, key=key, action="write", kms_key_id=kms_key_id) from None
-    except BotoCoreError as exc:
-        raise TransientError(f"cannot write s3://{bucket}/{key}: {type(exc).__name__}; retry later") from None
-    return True
+    for wait in (*CONFLICT_WAITS, None):
+        try:
+            s3.put_object(
+                Bucket=bucket,
+                Key=key,
+                Body=body,
+                ContentType=content_type,
+                IfNoneMatch="*",
+                **encryption(kms_key_id),
+            )
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            if code in _TAKEN_CODES:
+                return False
+            if code in _CONFLICT_CODES:
+                if wait is None:
+                    raise TransientError(
+                        f"cannot write s3://{bucket}/{key}: another write of it kept conflicting (409); retry later"
+                    ) from None
+                _sleep(wait)
+                continue
+            raise s3_error(exc, bucket=bucket, key=key, action="write", kms_key_id=kms_key_id) from None
+        except BotoCoreError as exc:
+            raise TransientError(
+                f"cannot write s3://{bucket}/{key}: {type(exc).__name__}; retry later"
+            ) from None
+        return True
+    raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
 
 def put_new(s3: Any, bucket: str, base: str, data: bytes, *, kms_key_id: str) -> str:

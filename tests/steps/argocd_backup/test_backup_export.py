@@ -110,6 +110,21 @@ def _keys(s3, bucket: str) -> list[str]:
 
 
 def test_backup_writes_sanitised_archive_and_index(api, argocd, s3, bucket):
+    # the bucket's default encryption is SSE-KMS: a backup without its own key keeps to it (S3 applies
+    # a bucket default only to puts that name no encryption)
+    s3.put_bucket_encryption(
+        Bucket=bucket,
+        ServerSideEncryptionConfiguration={
+            "Rules": [
+                {
+                    "ApplyServerSideEncryptionByDefault": {
+                        "SSEAlgorithm": "aws:kms",
+                        "KMSMasterKeyID": "alias/backups",
+                    }
+                }
+            ]
+        },
+    )
     out = backup_export.export_backup(
         api=api, s3=s3, bucket=bucket, cluster="prod-eu", now=frozen(), page_size=7
     )
@@ -121,7 +136,7 @@ def test_backup_writes_sanitised_archive_and_index(api, argocd, s3, bucket):
     data = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
     assert archive.sha256(data) == out.sha256
     head = s3.head_object(Bucket=bucket, Key=key)
-    assert head["ServerSideEncryption"] == "AES256"
+    assert (head["ServerSideEncryption"], head["SSEKMSKeyId"]) == ("aws:kms", "alias/backups")
 
     index = json.loads(
         s3.get_object(Bucket=bucket, Key="argocd-backups/prod-eu/2026/01/02/030405Z.index.json")[

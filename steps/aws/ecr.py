@@ -12,9 +12,10 @@ missing repository is a :class:`ConfigError` naming it; access denied is a
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from steps.domain.errors import (
@@ -54,6 +55,9 @@ class EcrImage:
     tags: tuple[str, ...] = field(default_factory=tuple)
     pushed_at: datetime | None = None
     registry_id: str = ""  # the account that holds it, as ECR says ("" if it did not)
+    #: the image this artifact is about (a signature, an SBOM, an attestation pushed as an OCI
+    #: referrer: ECR's ``subjectManifestDigest``); "" for an image
+    subject: str = ""
 
 
 #: Called by a warm interpreter that forks steps (workflows.local.forkserver_server) before it
@@ -296,7 +300,72 @@ def describe_image(
         tags=tuple(detail.get("imageTags") or ()),
         pushed_at=detail.get("imagePushedAt"),
         registry_id=detail.get("registryId") or "",
+        subject=str(detail.get("subjectManifestDigest") or ""),
     )
+
+
+#: The media types of an image index (OCI) and a manifest list (Docker): a multi-platform image,
+#: whose ``manifests[]`` are its platforms' manifests and (buildx) their attestation manifests.
+INDEX_MEDIA_TYPES = (
+    "application/vnd.oci.image.index.v1+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+)
+#: How far apart (push times) an index and the manifests it lists are looked for: a client pushes
+#: the manifests first, then the index, in one push.
+INDEX_WINDOW = timedelta(minutes=10)
+#: An index manifest larger than this is not read (ECR's manifest limit is 4 MiB).
+MAX_INDEX_BYTES = 4 * 1024 * 1024
+
+
+def index_listing(
+    repository: str,
+    digest: str,
+    *,
+    near: datetime | None,
+    registry_id: str,
+    client: Any,
+) -> EcrImage | None:
+    """The tagged image index (or manifest list) of ``repository`` that lists ``digest`` among its
+    ``manifests``, pushed within :data:`INDEX_WINDOW` of ``near``; None when there is none.
+
+    A multi-platform push (``docker buildx``) puts each platform's manifest and its attestation
+    manifests first, untagged, then the index with the tag; ECR sends a push event for each. Those
+    manifests are parts of the image the index is, not images to deploy by themselves.
+    """
+    candidates = [
+        image
+        for image in iter_images(repository, registry_id=registry_id, client=client)
+        if image.tags
+        and image.digest != digest
+        and (near is None or image.pushed_at is None or abs(image.pushed_at - near) <= INDEX_WINDOW)
+    ]
+    for start in range(0, len(candidates), 100):  # BatchGetImage takes 100 ids
+        chunk = candidates[start : start + 100]
+        try:
+            with timed("ecr call"):
+                response = client.batch_get_image(
+                    repositoryName=repository,
+                    registryId=registry_id,
+                    imageIds=[{"imageDigest": image.digest} for image in chunk],
+                    acceptedMediaTypes=list(INDEX_MEDIA_TYPES),
+                )
+        except Exception as exc:  # noqa: BLE001
+            raise _classify(exc, "BatchGetImage", repository) from None
+        for found in response.get("images") or []:
+            text = found.get("imageManifest") or ""
+            if len(text) > MAX_INDEX_BYTES or '"manifests"' not in text:
+                continue
+            try:
+                manifest = json.loads(text)
+            except ValueError:
+                continue
+            listed = manifest.get("manifests") if isinstance(manifest, dict) else None
+            if isinstance(listed, list) and any(
+                isinstance(m, dict) and m.get("digest") == digest for m in listed
+            ):
+                parent = (found.get("imageId") or {}).get("imageDigest")
+                return next((image for image in chunk if image.digest == parent), None)
+    return None
 
 
 def repository_account(repository: str, *, region: str, client: Any = None) -> str:

@@ -40,10 +40,21 @@ class ResolveImageOutput(BaseModel):
 
 
 def decide(
-    img: Image, *, manual: bool, account: str, found: "EcrImage | None", rules: RuleSet
+    img: Image,
+    *,
+    manual: bool,
+    account: str,
+    found: "EcrImage | None",
+    rules: RuleSet,
+    part_of: "EcrImage | None" = None,
 ) -> ResolveImageOutput:
     """The pure core: what ECR said about the pushed image (``found``, None when ECR does not
     have it) → the targets, or a skip with its reason (a ConfigError for a manual reference).
+
+    ``part_of``: for a push without a tag, the tagged image index that lists the pushed manifest
+    (one platform's manifest or an attestation of a multi-platform push): the index's own push
+    updates the overlays, so this one is skipped; so is an artifact about another image (a
+    signature, an SBOM: ECR's ``subjectManifestDigest``).
     """
     event_id = img.event_id or ""
     update: dict[str, Any] = {} if account == img.account else {"account": account}
@@ -73,6 +84,17 @@ def decide(
             f"(registry {account}, {img.region})"
         )
         return skip(f"{where}: check the digest" if manual else f"{where} any more: deleted since the push?")
+    elif found.subject:
+        return skip(
+            f"{image_ref(None, found.digest, name=img.repository)} is an artifact about "
+            f"{found.subject} (a signature, SBOM or attestation), not an image to deploy"
+        )
+    elif part_of is not None:
+        return skip(
+            f"{image_ref(None, found.digest, name=img.repository)} is one manifest of the image index "
+            f"{image_ref(part_of.tags[0] if part_of.tags else None, part_of.digest, name=img.repository)} "
+            "(a platform or attestation of a multi-platform push): the index's push updates the overlays"
+        )
     update["digest"] = found.digest
     if found.pushed_at is not None:
         update["pushed_at"] = found.pushed_at

@@ -111,7 +111,12 @@ def resolve(*, event: str = "", image: str = "", rules: RuleSet, client: Any = N
     # names its registry; only an image ECR no longer has needs a second call to learn it.
     account = img.account or (found.registry_id if found else "")
     account = account or ecr.repository_account(img.repository, region=img.region, client=client)
-    return decide(img, manual=given.manual, account=account, found=found, rules=rules)
+    part_of = None
+    if not img.tag and not given.manual and found is not None and not found.subject:  # part of an index?
+        part_of = ecr.index_listing(
+            img.repository, found.digest, near=found.pushed_at, registry_id=account, client=client
+        )
+    return decide(img, manual=given.manual, account=account, found=found, rules=rules, part_of=part_of)
 
 
 @step_entry

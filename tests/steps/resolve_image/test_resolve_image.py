@@ -176,6 +176,41 @@ def test_digest_only_push(registry: Registry, env: Path) -> None:
     assert [s.rule for s in out.skipped] == [1] and "digest-only" in out.skipped[0].reason
 
 
+def test_the_manifests_of_a_multi_platform_push_are_not_images_to_deploy(
+    registry: Registry, env: Path
+) -> None:
+    """``docker buildx`` pushes each platform's manifest (and its attestation manifest) untagged,
+    then the image index with the tag, in the same second; ECR sends a push event for each. The
+    untagged ones are parts of the index: only the index's push yields targets."""
+    children = ["sha256:" + c * 64 for c in "cde"]  # amd64, arm64, an attestation manifest
+    for child in children:
+        registry.push(None, child)
+    index = "sha256:" + "f" * 64
+    registry.client.put_image(
+        repositoryName=registry.repository,
+        imageManifest=json.dumps(
+            {
+                "schemaVersion": 2,
+                "mediaType": "application/vnd.oci.image.index.v1+json",
+                "manifests": [
+                    {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": d, "size": 1000}
+                    for d in children
+                ],
+            }
+        ),
+        imageManifestMediaType="application/vnd.oci.image.index.v1+json",
+        imageTag="1.5.0",
+        imageDigest=index,
+    )
+    for child in children:
+        out = run(event=registry.event(tag=None, digest=child))
+        assert out.targets == [] and "image index" in out.reason and index in out.reason
+    out = run(event=registry.event(tag="1.5.0", digest=index))
+    assert [(t.env, t.tag, t.digest) for t in out.targets] == [("staging", "1.5.0", index)]
+    registry.push(None, D2)  # a digest-only push no index lists is still an image to deploy
+    assert [t.digest for t in run(event=registry.event(tag=None, digest=D2)).targets] == [D2]
+
+
 def test_image_gone_from_ecr_is_a_skip_for_an_event(registry: Registry, env: Path) -> None:
     out = run(event=registry.event(tag="9.9.9"))
     assert out.targets == []
@@ -364,3 +399,16 @@ def test_through_hera_runner_bad_input_exits_2(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert "exactly one of" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_an_artifact_about_another_image_is_not_an_image_to_deploy() -> None:
+    """A signature, SBOM or attestation pushed as an OCI referrer (ECR's subjectManifestDigest)."""
+    from steps.aws.ecr import EcrImage
+    from steps.domain.models import Image
+    from steps.resolve_image.decide import decide
+    from steps.rules import load_rules
+
+    pushed = Image(account="123456789012", region="us-west-2", repository="team/api", digest=D2)
+    artifact = EcrImage(digest=D2, subject=D1)
+    out = decide(pushed, manual=False, account="123456789012", found=artifact, rules=load_rules(RULES))
+    assert out.targets == [] and "artifact about" in out.reason and D1 in out.reason

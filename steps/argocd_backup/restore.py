@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -40,11 +41,12 @@ from steps.argocd_backup.restore_plan import (
     desired_objects,
     plan_restore,
     prune_scope,
+    terminating,
     unknown_scope_error,
 )
 from steps.argocd_backup.restore_report import render
 from steps.aws import s3 as s3io
-from steps.domain.errors import ConfigError, ConflictError, ImagebumpError
+from steps.domain.errors import ConfigError, ConflictError, ImagebumpError, TransientError
 from steps.kube import api as kube
 
 __all__ = [  # the plan's types and decision live in steps.argocd_backup.restore_plan; restore.CREATE etc. still work
@@ -235,9 +237,34 @@ def apply(
     return written
 
 
+#: How long a restore waits for an object being deleted to be gone before it creates it again
+#: (then the same command, re-run, finishes it).
+GONE_WAIT_SECONDS = 120.0
+#: Seconds between two looks at an object being deleted.
+GONE_POLL_SECONDS = 2.0
+_sleep, _now = time.sleep, time.monotonic  # tests replace them
+
+
+def _wait_gone(api: kube.KubeApi, resource: kube.Resource, entry: Entry) -> dict[str, Any] | None:
+    """Wait until the object being deleted is gone (None), or is there again, created meanwhile (it,
+    made equal as any live object); TransientError (re-run) when it takes too long."""
+    deadline = _now() + GONE_WAIT_SECONDS
+    while True:
+        live = api.get(resource, entry.namespace, entry.name)
+        if live is None or not terminating(live):
+            return live
+        if _now() >= deadline:
+            finalizers = ", ".join((live.get("metadata") or {}).get("finalizers") or []) or "none"
+            raise TransientError(
+                f"{archive.show(entry.key)} is still being deleted (finalizers: {finalizers}) after "
+                f"{GONE_WAIT_SECONDS:.0f}s; it is created again once it is gone"
+            )
+        _sleep(GONE_POLL_SECONDS)
+
+
 def _make_equal(api: kube.KubeApi, entry: Entry) -> None:
     resource = kube.resource_for(entry.kind)
-    live = entry.live
+    live = _wait_gone(api, resource, entry) if terminating(entry.live) else entry.live
     for attempt in range(_ATTEMPTS):
         try:
             if live is None:

@@ -207,7 +207,8 @@ def plan_restore(
     """What to do with each object; pure. ``live``: each archived key's live object (None: missing);
     ``others``: the live objects of the pruned kinds (those the archive holds are ignored).
 
-    An archived object is ``create`` (not live), ``change`` (any difference) or ``unchanged``, in
+    An archived object is ``create`` (not live, or live but being deleted: :func:`terminating`),
+    ``change`` (any difference) or ``unchanged``, in
     apply order; a live object the archive lacks is ``delete`` with ``prune``, else ``extra``, in
     prune order (:data:`steps.argocd_backup.archive.PRUNE_ORDER`) — only when ``scope`` (with Argo CD's
     ``namespace``) covers it, and never ``argocd-secret``.
@@ -218,6 +219,9 @@ def plan_restore(
         current = live.get(k)
         if current is None:
             entries.append(Entry(kind, name, CREATE, obj, namespace=ns))
+            continue
+        if terminating(current):  # going away (its finalizers run): created again once it is gone
+            entries.append(Entry(kind, name, CREATE, obj, namespace=ns, live=current))
             continue
         diff = object_diff.diff_objects(current, obj)
         entries.append(
@@ -234,6 +238,14 @@ def plan_restore(
         kind, ns, name = archive.key(obj)
         entries.append(Entry(kind, name, DELETE if prune else EXTRA, obj, namespace=ns, live=obj))
     return entries
+
+
+def terminating(obj: dict[str, Any] | None) -> bool:
+    """Is ``obj`` being deleted (``metadata.deletionTimestamp`` set: the API server removes it once
+    its finalizers are gone, e.g. Argo CD's resources-finalizer after deleting what it deployed)?
+    Such an object compares equal to the archive (the timestamp is server metadata), yet will not
+    be there: a restore creates it again once it is gone."""
+    return bool(((obj or {}).get("metadata") or {}).get("deletionTimestamp"))
 
 
 def _prune_key(obj: dict[str, Any]) -> tuple[int, str, str]:

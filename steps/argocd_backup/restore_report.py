@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from steps.argocd_backup import archive
-from steps.argocd_backup.restore_plan import CHANGE, CREATE, DELETE, EXTRA, UNCHANGED, Plan
+from steps.argocd_backup.restore_plan import CHANGE, CREATE, DELETE, EXTRA, UNCHANGED, Plan, terminating
 
 _VERBS = {
     False: {
@@ -40,6 +40,8 @@ def render(result: Plan, *, applied: bool = False) -> str:
             line += " (its Applications are orphaned, not deleted)"
         elif entry.action == EXTRA:
             line += " (kept; --prune deletes it)"
+        elif entry.action == CREATE and terminating(entry.live):
+            line += " (being deleted now: created again once it is gone)"
         lines.append(line)
         lines.extend(f"                {line}" for line in entry.diff)
     others = result.namespaces()[1:]

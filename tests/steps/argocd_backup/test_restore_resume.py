@@ -17,6 +17,7 @@ import pytest
 from steps.argocd_backup import archive, restore
 from steps.argocd_backup import export as backup_export
 from steps.domain.errors import EXIT_CONFIG, EXIT_TRANSIENT, ImagebumpError
+from steps.kube import api as kube
 from steps.kube import client as kube_client
 from tests.fakes.kube import APP_FINALIZER, SECRET_VALUES, FakeKube, FakeKubeServer, seeded
 
@@ -171,3 +172,52 @@ def test_a_write_that_times_out_is_transient_and_a_rerun_finishes(archive_url, s
         lines.clear()
         _restore(archive_url, s3, api, lines)
         assert lines == WRITES[3:]
+
+
+def _terminating(fake: FakeKube, name: str) -> None:
+    """A person deleted Application ``name``; Argo CD's resources-finalizer keeps it (Terminating)
+    while Argo CD deletes what it deployed."""
+    key = ("applications", "argocd", name)
+    fake.objects[key]["metadata"]["finalizers"] = [APP_FINALIZER]
+    fake.delete(kube.APPLICATION, "argocd", name)
+    assert fake.objects[key]["metadata"].get("deletionTimestamp")  # still there, going away
+
+
+def test_an_application_being_deleted_is_created_again_once_it_is_gone(
+    archive_url, s3, tmp_path, monkeypatch
+):
+    """Its deletionTimestamp is server metadata, so it compares equal to the archive; yet it will be
+    gone: the plan creates it again, and the apply waits for Argo CD to finish deleting it first."""
+    fake = seeded("argocd", apps=6)
+    _terminating(fake, "app-003")
+    waited: list[float] = []
+
+    def argo_cd_finishes(seconds: float) -> None:  # the finalizer's work done: the object goes
+        waited.append(seconds)
+        fake.objects.pop(("applications", "argocd", "app-003"), None)
+
+    monkeypatch.setattr(restore, "_sleep", argo_cd_finishes)
+    lines: list[str] = []
+    with FakeKubeServer(fake) as server:
+        api = kube_client.KubernetesApi.from_config(kubeconfig=str(server.write_kubeconfig(tmp_path / "kc")))
+        plan, report = restore.restore(archive_url, api_factory=lambda: api, s3=s3)
+        (entry,) = [e for e in plan.entries if e.name == "app-003"]
+        assert entry.action == restore.CREATE and "being deleted now" in report
+        restore.restore(archive_url, api_factory=lambda: api, s3=s3, do_apply=True, progress=lines.append)
+    assert lines == ["created Application/app-003 -n argocd"] and len(waited) == 1
+    again = fake.objects[("applications", "argocd", "app-003")]
+    assert not again["metadata"].get("deletionTimestamp")
+
+
+def test_an_application_that_stays_terminating_is_left_to_a_rerun(archive_url, s3, tmp_path, monkeypatch):
+    fake = seeded("argocd", apps=6)
+    _terminating(fake, "app-003")
+    clock = iter(range(0, 10_000, 30))
+    monkeypatch.setattr(restore, "_now", lambda: float(next(clock)))
+    monkeypatch.setattr(restore, "_sleep", lambda seconds: None)
+    with FakeKubeServer(fake) as server:
+        api = kube_client.KubernetesApi.from_config(kubeconfig=str(server.write_kubeconfig(tmp_path / "kc")))
+        with pytest.raises(ImagebumpError) as failed:
+            restore.restore(archive_url, api_factory=lambda: api, s3=s3, do_apply=True)
+    assert failed.value.exit_code == EXIT_TRANSIENT
+    assert "re-run the same command" in str(failed.value) and "still being deleted" in str(failed.value)

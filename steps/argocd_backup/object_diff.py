@@ -94,3 +94,20 @@ def replacement(desired: dict[str, Any], live: dict[str, Any]) -> dict[str, Any]
             if name in live and name not in obj:
                 obj[name] = copy.deepcopy(live[name])
     return obj
+
+
+def immutable_change(kind: str, live: dict[str, Any], desired: dict[str, Any]) -> str:
+    """Why ``live`` cannot be replaced by ``desired`` in place ("" when it can): a Secret's ``type``
+    never changes, and a Secret or ConfigMap with ``immutable: true`` keeps its ``data``,
+    ``binaryData`` and ``immutable`` (kubernetes ``pkg/apis/core/validation/validation.go``:
+    ``ValidateSecretUpdate``, ``ValidateConfigMapUpdate``). Such an object is deleted and created."""
+    if kind not in ("Secret", "ConfigMap"):
+        return ""
+    if kind == "Secret" and (live.get("type") or "Opaque") != (desired.get("type") or "Opaque"):
+        return f"its type changes ({live.get('type') or 'Opaque'} → {desired.get('type') or 'Opaque'})"
+    if live.get("immutable") is True and (
+        desired.get("immutable") is not True
+        or any((live.get(f) or {}) != (desired.get(f) or {}) for f in ("data", "binaryData"))
+    ):
+        return "it is immutable"
+    return ""

@@ -267,6 +267,10 @@ def _make_equal(api: kube.KubeApi, entry: Entry) -> None:
     live = _wait_gone(api, resource, entry) if terminating(entry.live) else entry.live
     for attempt in range(_ATTEMPTS):
         try:
+            if live is not None and object_diff.immutable_change(entry.kind, live, entry.obj):
+                # not changeable in place: deleted (this very object: its uid) and created as archived
+                api.delete(resource, entry.namespace, entry.name, uid=(live.get("metadata") or {}).get("uid"))
+                live = None
             if live is None:
                 api.create(resource, entry.namespace, entry.obj)
             elif object_diff.diff_objects(live, entry.obj):

@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from steps.argocd_backup import archive
+from steps.argocd_backup import archive, object_diff
 from steps.argocd_backup.restore_plan import CHANGE, CREATE, DELETE, EXTRA, UNCHANGED, Plan, terminating
 
 _VERBS = {
@@ -42,6 +42,10 @@ def render(result: Plan, *, applied: bool = False) -> str:
             line += " (kept; --prune deletes it)"
         elif entry.action == CREATE and terminating(entry.live):
             line += " (being deleted now: created again once it is gone)"
+        elif entry.action == CHANGE and entry.live is not None:
+            why = object_diff.immutable_change(entry.kind, entry.live, entry.obj)
+            if why:
+                line += f" ({why}: deleted, then created as archived)"
         lines.append(line)
         lines.extend(f"                {line}" for line in entry.diff)
     others = result.namespaces()[1:]

@@ -100,6 +100,11 @@ class Writes:
                 raise FakeStatus(status_body(409, "Conflict", "Precondition failed: UID mismatch"))
             new = copy.deepcopy(obj)
             fold_string_data(new)
+            refused = immutable_change(resource.kind, live, new)
+            if refused:
+                raise FakeStatus(
+                    status_body(422, "Invalid", f'{resource.display} "{name}" is invalid: {refused}')
+                )
             new_meta = new.setdefault("metadata", {})
             for server_field in ("uid", "creationTimestamp", "deletionTimestamp", "managedFields"):
                 if server_field in live["metadata"]:
@@ -248,3 +253,21 @@ class Writes:
                     merged["metadata"]["generation"] = live["metadata"].get("generation", 1) + 1
             self.objects[key] = merged
             return copy.deepcopy(merged)
+
+
+def immutable_change(kind: str, live: dict[str, Any], new: dict[str, Any]) -> str:
+    """What Kubernetes refuses in an update of a Secret or ConfigMap ("" none): a Secret's ``type``
+    never changes, and once ``immutable: true`` neither ``data`` (``binaryData``) nor ``immutable``
+    does (kubernetes pkg/apis/core/validation/validation.go ``ValidateSecretUpdate``,
+    ``ValidateConfigMapUpdate``)."""
+    if kind not in ("Secret", "ConfigMap"):
+        return ""
+    if kind == "Secret" and (live.get("type") or "Opaque") != (new.get("type") or "Opaque"):
+        return "type: Invalid value: field is immutable"
+    if live.get("immutable") is True:
+        if new.get("immutable") is not True:
+            return "immutable: Forbidden: field is immutable when `immutable` is set"
+        for field in ("data", "binaryData"):
+            if (live.get(field) or {}) != (new.get(field) or {}):
+                return f"{field}: Forbidden: field is immutable when `immutable` is set"
+    return ""

@@ -221,3 +221,23 @@ def test_an_application_that_stays_terminating_is_left_to_a_rerun(archive_url, s
             restore.restore(archive_url, api_factory=lambda: api, s3=s3, do_apply=True)
     assert failed.value.exit_code == EXIT_TRANSIENT
     assert "re-run the same command" in str(failed.value) and "still being deleted" in str(failed.value)
+
+
+def test_an_immutable_secret_that_drifted_is_deleted_and_created_as_archived(archive_url, s3, tmp_path):
+    """Kubernetes refuses to change an immutable Secret's data (422: field is immutable when
+    `immutable` is set), so a replace could never finish the restore, re-run or not."""
+    fake = seeded("argocd", apps=6)
+    secret = fake.objects[("secrets", "argocd", "argocd-secret")]
+    secret["immutable"] = True
+    secret["data"] = {**secret.get("data", {}), "drift": "ZHJpZnQ="}
+    lines: list[str] = []
+    with FakeKubeServer(fake) as server:
+        api = kube_client.KubernetesApi.from_config(kubeconfig=str(server.write_kubeconfig(tmp_path / "kc")))
+        _plan, report = restore.restore(archive_url, api_factory=lambda: api, s3=s3)
+        assert "Secret/argocd-secret -n argocd (it is immutable: deleted, then created as archived)" in report
+        restore.restore(archive_url, api_factory=lambda: api, s3=s3, do_apply=True, progress=lines.append)
+        after, _ = restore.restore(archive_url, api_factory=lambda: api, s3=s3)
+    assert lines == ["replaced Secret/argocd-secret -n argocd"]
+    restored = fake.objects[("secrets", "argocd", "argocd-secret")]
+    assert "drift" not in restored.get("data", {}) and not restored.get("immutable")
+    assert {e.action for e in after.entries} == {restore.UNCHANGED}

@@ -58,6 +58,9 @@ class EcrImage:
     #: the image this artifact is about (a signature, an SBOM, an attestation pushed as an OCI
     #: referrer: ECR's ``subjectManifestDigest``); "" for an image
     subject: str = ""
+    #: ECR's ``imageStatus``: ``ACTIVE`` (pullable), ``ARCHIVED`` (archive storage class: cannot be
+    #: pulled, still described with its push time) or ``ACTIVATING``
+    status: str = "ACTIVE"
 
 
 #: Called by a warm interpreter that forks steps (workflows.local.forkserver_server) before it
@@ -467,10 +470,16 @@ def list_repositories(registry_id: str, *, client: Any, prefix: str = "", on_cal
     return sorted(set(names))
 
 
-def iter_images(repository: str, *, registry_id: str, client: Any, on_call: Any = None) -> Iterator[EcrImage]:
+def iter_images(
+    repository: str, *, registry_id: str, client: Any, on_call: Any = None, status: str = ""
+) -> Iterator[EcrImage]:
     """Every image of ``repository`` (tagged or not) with its tags and push time, page by page:
     one DescribeImages page is held at a time, so a caller that keeps only what it needs holds
     memory bounded by what it keeps, not by the repository's size.
+
+    ``status``: ECR's ``imageStatus`` filter. Without it ECR lists ACTIVE images only
+    (DescribeImagesFilter: "If not specified, only images with ACTIVE status are returned");
+    ``ANY`` adds the archived ones, whose push times still order what they were.
 
     Raises:
         RepositoryMissing: the repository does not exist (any more), on the first page.
@@ -484,12 +493,14 @@ def iter_images(repository: str, *, registry_id: str, client: Any, on_call: Any 
         on_call,
         repositoryName=repository,
         registryId=registry_id,
+        **({"filter": {"imageStatus": status}} if status else {}),
     ):
         for detail in page.get("imageDetails") or []:
             yield EcrImage(
                 digest=detail["imageDigest"],
                 tags=tuple(detail.get("imageTags") or ()),
                 pushed_at=detail.get("imagePushedAt"),
+                status=str(detail.get("imageStatus") or "ACTIVE"),
             )
 
 

@@ -156,10 +156,16 @@ def scan_ecr(
         found: dict[tuple[str, str, str], Overlay] = {}
         try:
             for image in ecr.iter_images(
-                name, registry_id=account, client=client, on_call=lambda: calls.add("ecr")
+                name,
+                registry_id=account,
+                client=client,
+                on_call=lambda: calls.add("ecr"),
+                status="ANY" if wants_times else "",
             ):
                 if pushed is not None:
-                    pushed.add(image)
+                    pushed.add(image)  # an archived image still orders what an overlay holds
+                if image.status != "ACTIVE":
+                    continue  # never a candidate: an archived image cannot be pulled
                 by_key: dict[tuple[str, str, str], list[Target]] = {}
                 for tag in image.tags:
                     match = rules.match(

@@ -257,6 +257,43 @@ def test_every_page_of_ecr_is_followed(
     assert out.ecr_calls == proxy.calls["DescribeRepositories"] + proxy.calls["DescribeImages"]
 
 
+def test_an_archived_image_still_orders_what_an_overlay_holds_and_is_never_a_candidate(
+    registry: Registry, make_remote, auth: GitAuth, moto, monkeypatch
+) -> None:
+    """ECR lists archived images only when asked for them (DescribeImagesFilter.imageStatus; moto
+    has no archive: the proxy plays it). An overlay holding an image a lifecycle rule archived is not
+    "behind" an older active one (never a downgrade); an archived image cannot be pulled, so it is
+    never what an overlay is brought up to."""
+    p = registry.prefix
+    registry.push(f"{p}/held", "1.0.1")
+    registry.push(f"{p}/fresh", "1.0.0")
+    ecr_clock.advance()  # pushed later than the above
+    newer = registry.push(f"{p}/held", "1.0.2")  # what the overlay holds, archived since
+    archived_newest = registry.push(f"{p}/fresh", "1.0.3")  # the newest push, archived
+    remote = make_remote(
+        {
+            "apps/held/overlays/staging/kustomization.yaml": kustomization(
+                registry.uri(f"{p}/held"), "1.0.2"
+            ),
+            "apps/fresh/overlays/staging/kustomization.yaml": kustomization(
+                registry.uri(f"{p}/fresh"), "1.0.0"
+            ),
+        }
+    )
+    rules = load_rules(
+        f"- registryURI: {registry.registry}/{p}/$1\n"
+        f"  githubRepository: {remote.url}/apps/$1/overlays/staging\n"
+        "  mode: commit\n  provider: local\n  order: push-time\n"
+    )
+    with PagingProxy(moto.endpoint_url, page_size=50, archived={newer, archived_newest}) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
+        out = scan_targets(rules, concurrency=2, auth=auth)
+
+    states = {t.path.split("/")[1]: t.state for t in out.report}
+    assert states == {"held": "ahead", "fresh": "current"}, [(t.path, t.state, t.reason) for t in out.report]
+    assert out.targets == []  # nothing written: not 1.0.1 over 1.0.2, not the archived 1.0.3
+
+
 def test_one_clone_per_git_repository_however_many_overlays(
     registry: Registry, make_remote, auth: GitAuth
 ) -> None:

@@ -228,7 +228,8 @@ def apply(
             # the restore got and that the same command finishes it.
             raise type(exc)(
                 f"{written} of {len(writes)} writes done; re-run the same command to finish. "
-                f"Could not {verb} {archive.show(entry.key)}: {exc}"
+                f"Could not {verb} {archive.show(entry.key)}: {exc}",
+                reason=getattr(exc, "reason", ""),
             ) from exc
         say(f"{verb}d {archive.show(entry.key)}")  # created / replaced / deleted
         written += 1

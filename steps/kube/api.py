@@ -124,12 +124,14 @@ class KubeApi(Protocol):
         ...
 
     def create(self, resource: Resource, namespace: str, obj: dict[str, Any]) -> dict[str, Any]:
-        """Create ``obj`` exactly as given (POST); :class:`ConflictError` when it exists."""
+        """Create ``obj`` exactly as given (POST, ``fieldValidation=Strict``: a field the API server does
+        not know is refused, never dropped); :class:`ConflictError` when it exists."""
         ...
 
     def replace(self, resource: Resource, namespace: str, obj: dict[str, Any]) -> dict[str, Any]:
         """Replace the whole object (PUT) if its ``metadata.resourceVersion`` is still the live one,
-        else :class:`ConflictError`; fields ``obj`` leaves out are removed."""
+        else :class:`ConflictError`; fields ``obj`` leaves out are removed (``fieldValidation=Strict``,
+        as :meth:`create`)."""
         ...
 
     def patch(self, resource: Resource, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
@@ -294,6 +296,15 @@ def api_error(
         cause = f": {server_reason}" if server_reason else ""
     else:
         cause = f": {server_message[:300]}"
+    if status in (422, 400) and "unknown field" in server_message:
+        # fieldValidation=Strict: the cluster's CRD (or Kubernetes) does not know a field of the
+        # object; without Strict the API server would drop it and only warn
+        return ConfigError(
+            f"cannot {verb} {what} {where}: the API server does not know some of its fields ({status})"
+            f"{cause}; the cluster's CRDs are older than the object (install the Argo CD version it "
+            "came from, or newer), then re-run",
+            reason="unknown-field",
+        )
     if status in (409, 422, 400):
         return ConfigError(
             f"cannot {verb} {what} {where}: rejected by the API server ({status}){cause}", reason="rejected"

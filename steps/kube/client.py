@@ -198,7 +198,7 @@ class KubernetesApi:
                 resource=resource,
                 namespace=namespace,
                 name=obj["metadata"]["name"],
-                query=[("fieldManager", FIELD_MANAGER)],
+                query=[("fieldManager", FIELD_MANAGER), ("fieldValidation", "Strict")],
                 body=obj,
                 content_type="application/json",
             )
@@ -217,7 +217,7 @@ class KubernetesApi:
                 resource=resource,
                 namespace=namespace,
                 name=name,
-                query=[("fieldManager", FIELD_MANAGER)],
+                query=[("fieldManager", FIELD_MANAGER), ("fieldValidation", "Strict")],
                 body=obj,
                 content_type="application/json",
             )

@@ -258,9 +258,9 @@ class FakeKubeServer:
                     if ns is None:
                         return self._send(405, status_body(405, "MethodNotAllowed", "namespaced resource"))
                     if method in ("POST", "PUT", "PATCH") and first("fieldValidation") == "Strict":
-                        errors = server.validator(body or {}) if server.validator else []
-                        if errors:
-                            return self._send(422, status_body(422, "Invalid", "; ".join(errors)[:2000]))
+                        refused = _strict_refusal(server.validator, resource, body or {})
+                        if refused is not None:
+                            return self._send(refused["code"], refused)
                     if method == "GET":
                         obj = server.fake.get_raw(resource, ns, name)
                         if obj is None:
@@ -341,3 +341,40 @@ class FakeKubeServer:
                 self._serve("DELETE")
 
         return Handler
+
+
+def _strict_refusal(validator: Any, resource: kube.Resource, body: dict[str, Any]) -> dict[str, Any] | None:
+    """The Status a strict write of ``body`` gets (None: accepted): an unknown field is the decoder's
+    400 BadRequest (``strict decoding error: unknown field "spec.x"``), any other schema error 422."""
+    errors = validator(body) if validator else []
+    unknown = _unknown_fields(errors)
+    if unknown:
+        kind = body.get("kind", resource.kind)
+        version = resource.api_version.rpartition("/")[2]
+        message = (
+            f'{kind} in version "{version}" cannot be handled as a {kind}: strict decoding error: '
+            + ", ".join(f'unknown field "{u}"' for u in unknown)
+        )
+        return status_body(400, "BadRequest", message[:2000])
+    if errors:
+        return status_body(422, "Invalid", "; ".join(errors)[:2000])
+    return None
+
+
+_ADDITIONAL = re.compile(
+    r"^(?P<path>[^:]*): Additional properties are not allowed \((?P<names>.*) (?:was|were) unexpected\)"
+)
+
+
+def _unknown_fields(errors: list[str]) -> list[str]:
+    """The fields a strict decode refuses (``spec.x``), from a validator's "Additional properties are
+    not allowed ('x' was unexpected)" errors; the API server answers them with 400 BadRequest and
+    ``strict decoding error: unknown field "spec.x"`` (apimachinery's strict JSON decoder)."""
+    found = []
+    for error in errors:
+        m = _ADDITIONAL.match(error)
+        if not m:
+            continue
+        base = "" if m["path"] in ("", "(root)") else m["path"] + "."
+        found += [base + name for name in re.findall(r"'([^']+)'", m["names"])]
+    return found

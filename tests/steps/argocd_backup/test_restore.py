@@ -756,3 +756,38 @@ def test_the_documented_kubectl_command_restores_an_archive(fleet_backup, s3, tm
             check=False,
         )
     assert run.returncode != 0 and "projekt" in run.stderr
+
+
+def test_imagebump_restore_writes_strictly_and_refuses_a_field_the_cluster_does_not_know(
+    fleet_backup, s3, tmp_path
+):
+    """Every write asks for strict field validation: an API server without it drops a field its CRD
+    does not know (an archive from a newer Argo CD) and only warns, so the restore would report
+    "created" for an object it did not restore whole. The fleet's archive passes (Argo CD's CRD
+    schemas and Kubernetes' own); a field the schema lacks is refused, named, and not written."""
+    from steps.domain.errors import ConfigError
+
+    validate = _strict_validator()
+    target = FakeKube()
+    with FakeKubeServer(target, validator=validate, anonymous=True) as server:
+        api = kube_client.KubernetesApi.from_config(kubeconfig=str(server.write_kubeconfig(tmp_path / "kc")))
+        restore.restore(fleet_backup.url, api_factory=lambda: api, s3=s3, do_apply=True)
+        writes = [r for r in server.requests if r.method in ("POST", "PUT")]
+        assert writes and all(r.query.get("fieldValidation") == ["Strict"] for r in writes)
+
+    bucket, key = _key(fleet_backup.url)
+    docs = archive.read_archive(s3.get_object(Bucket=bucket, Key=key)["Body"].read(), key)
+    app = next(d for d in docs if d["kind"] == "Application")
+    app["spec"] = {**app["spec"], "futureField": "x"}  # what a newer Argo CD's CRD would hold
+    newer = tmp_path / "newer.yaml"
+    newer.write_text(yaml.safe_dump_all(docs))
+    fresh = FakeKube()
+    with FakeKubeServer(fresh, validator=validate, anonymous=True) as server:
+        api = kube_client.KubernetesApi.from_config(kubeconfig=str(server.write_kubeconfig(tmp_path / "kc2")))
+        with pytest.raises(ConfigError) as refused:
+            restore.restore(str(newer), api_factory=lambda: api, s3=s3, do_apply=True, verify=False)
+    assert refused.value.reason == "unknown-field" and "futureField" in str(refused.value)
+    assert (
+        fresh.stored("Application", app["metadata"].get("namespace", "argocd"), app["metadata"]["name"])
+        is None
+    )

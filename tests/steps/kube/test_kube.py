@@ -84,7 +84,9 @@ def test_create_replace_delete_on_the_wire(api, server, fake):
     live = api.create(kube.CONFIG_MAP, "other", obj)
     request = server.requests[-1]
     assert (request.method, request.path) == ("POST", "/api/v1/namespaces/other/configmaps")
-    assert request.query == {"fieldManager": ["imagebump"]} and request.body == obj
+    # strict: a field the API server does not know is refused, never silently dropped
+    assert request.query == {"fieldManager": ["imagebump"], "fieldValidation": ["Strict"]}
+    assert request.body == obj
     with pytest.raises(kube.ConflictError):
         api.create(kube.CONFIG_MAP, "other", obj)
 

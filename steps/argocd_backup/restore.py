@@ -72,6 +72,9 @@ __all__ = [  # the plan's types and decision live in steps.argocd_backup.restore
 log = logging.getLogger(__name__)
 
 _ATTEMPTS = 3
+#: The wait before a write that lost to another writer (409) is tried again: Argo CD's controller
+#: updates a busy Application many times a minute.
+CONFLICT_BACKOFF_SECONDS = 0.5
 
 
 def index_candidates(name: str) -> list[str]:
@@ -280,6 +283,7 @@ def _make_equal(api: kube.KubeApi, entry: Entry) -> None:
         except ConflictError:
             if attempt == _ATTEMPTS - 1:
                 raise
+            _sleep(CONFLICT_BACKOFF_SECONDS * (attempt + 1))  # Argo CD writes its Applications often
             live = api.get(resource, entry.namespace, entry.name)
 
 
@@ -309,6 +313,7 @@ def _prune(api: kube.KubeApi, entry: Entry) -> None:
         except ConflictError:
             if attempt == _ATTEMPTS - 1:
                 raise
+            _sleep(CONFLICT_BACKOFF_SECONDS * (attempt + 1))  # Argo CD writes its Applications often
             live = api.get(resource, entry.namespace, entry.name)
 
 

@@ -617,7 +617,22 @@ def test_chaos(
         # ... and in the run's summary, also under pytest-xdist (tests/conftest.py prints it)
         request.node.user_properties.append(("summary", "\n".join(report)))
 
-        assert not lost, f"events with no terminal outcome: {[by_id[e].image.tag for e in lost]}"
+        # what every sensor wrote about a lost event: which record the inference above lacked
+        # (a sensor's log, its results, the deletes; printed so a failure in CI can be read later)
+        traces = {
+            e: [
+                {k: r.get(k) for k in ("event", "outcome", "phase", "workflow", "ts") if r.get(k) is not None}
+                for s in sensors
+                for r in (*s.records(), *read_jsonl(s.results))
+                if r.get("event_id") == e
+            ]
+            for e in lost
+        }
+        assert not lost, (
+            f"events with no terminal outcome: {[by_id[e].image.tag for e in lost]}; "
+            f"killed in flight {sorted(killed_in_flight & set(lost))}, seen after the kill "
+            f"{sorted(seen_after_kill & set(lost))}, queue {queues.depth()}; what the sensors wrote: {traces}"
+        )
         assert len(deliveries) == succeeded + duplicates + filtered + dead, report[3]
         assert not (set(deleted) & dlq), "an event was both handled and dead-lettered"
         assert queue_left == 0, report[3]

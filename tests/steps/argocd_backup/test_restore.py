@@ -582,7 +582,9 @@ def test_replace_keeps_what_a_backup_never_holds(source, backup, s3):
     assert after["metadata"]["ownerReferences"] == owner
 
 
-def test_an_object_changed_between_plan_and_apply_is_read_again(source, backup, s3):
+def test_an_object_changed_between_plan_and_apply_is_read_again(source, backup, s3, monkeypatch):
+    waited: list[float] = []
+    monkeypatch.setattr(restore, "_sleep", waited.append)  # a short backoff, never slept here
     loaded = restore.load(backup.url, s3=s3)
     result = restore.plan(source.api, loaded)
     assert result.count(restore.CHANGE) == 0
@@ -595,6 +597,7 @@ def test_an_object_changed_between_plan_and_apply_is_read_again(source, backup, 
     assert "late" not in source.fake.stored("ConfigMap", "argocd", "argocd-cm")["data"]
     updates = [c for c in source.fake.writes() if c[0] == "update"]
     assert len(updates) == 2, "the first replace hit 409, the object was read again and replaced"
+    assert waited == [restore.CONFLICT_BACKOFF_SECONDS]
 
 
 # --- a plain `argocd admin export` file ----------------------------------------------------------------

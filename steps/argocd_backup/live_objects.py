@@ -48,11 +48,24 @@ def namespace_exists(api: kube.KubeApi, name: str) -> bool | None:
     create in a missing namespace (404 ``namespaces "X" not found``), after the objects before it
     were already written.
     """
+    found = namespace_status(api, name)
+    return None if found is None else found != "missing"
+
+
+def namespace_status(api: kube.KubeApi, name: str) -> str | None:
+    """``missing``, ``terminating`` (being deleted: the API server refuses new objects in it, its
+    NamespaceLifecycle admission) or ``active``; None when reading it is forbidden (cannot tell)."""
     try:
-        return api.get(NAMESPACE, "", name) is not None
+        found = api.get(NAMESPACE, "", name)
     except PermissionDeniedError:
         log.warning("may not read namespace %s; cannot check that it exists", name)
         return None
+    if found is None:
+        return "missing"
+    meta, status = found.get("metadata") or {}, found.get("status") or {}
+    return (
+        "terminating" if meta.get("deletionTimestamp") or status.get("phase") == "Terminating" else "active"
+    )
 
 
 def collect_live(

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from steps.argocd_backup import archive, object_diff
-from steps.argocd_backup.live_objects import collect_live, namespace_exists
+from steps.argocd_backup.live_objects import collect_live, namespace_status
 from steps.argocd_backup.restore_plan import (
     CHANGE,
     CREATE,
@@ -158,7 +158,9 @@ def plan(
     # gather: the namespaces written into, each archived object's live twin, and the live objects of
     # the pruned kinds the archive's producer would have taken (none when that is unknown)
     written_to = [target, *sorted({k[1] for k in desired} - {target})]
-    result.missing_namespaces = [ns for ns in written_to if namespace_exists(api, ns) is False]
+    found = {ns: namespace_status(api, ns) for ns in written_to}
+    result.missing_namespaces = [ns for ns in written_to if found[ns] == "missing"]
+    result.terminating_namespaces = [ns for ns in written_to if found[ns] == "terminating"]
     live = {k: api.get(kube.resource_for(k[0]), k[1], k[2]) for k in desired}
     others = []
     if scope is not None:
@@ -211,6 +213,15 @@ def apply(
     """
     if result.missing_namespaces:
         raise missing_namespaces_error(result)
+    if result.terminating_namespaces:
+        names = ", ".join(result.terminating_namespaces)
+        raise TransientError(
+            f"cannot restore: namespace {names} is being deleted (Terminating), so the API server refuses "
+            "new objects in it; nothing was applied. Once it is gone, create it again "
+            f"({'; '.join(f'kubectl create namespace {ns}' for ns in result.terminating_namespaces)}) "
+            "and re-run",
+            reason="namespace-terminating",
+        )
     say = progress or (lambda line: log.info("%s", line))
     writes = [
         *sorted(
@@ -381,12 +392,15 @@ def suspect_note(loaded: Loaded) -> str:
 def _with_namespaces(report: str, result: Plan) -> str:
     """The report with a line per missing namespace just above its summary line (a dry run only:
     ``apply`` refuses such a plan)."""
-    if not result.missing_namespaces:
+    if not result.missing_namespaces and not result.terminating_namespaces:
         return report
     body, _, summary = report.rpartition("\n")
     notes = [
         f"  missing namespace {ns}: --apply will refuse; create it first (kubectl create namespace {ns})"
         + (" or pass --namespace NAME" if ns == result.namespace else "")
         for ns in result.missing_namespaces
+    ] + [
+        f"  namespace {ns} is being deleted: --apply will refuse; once it is gone, create it again"
+        for ns in result.terminating_namespaces
     ]
     return "\n".join([*([body] if body else []), *notes, summary])

@@ -60,6 +60,8 @@ class Plan:
     unverified: str = ""
     #: Namespaces the restore writes into that do not exist on the cluster (refused with --apply).
     missing_namespaces: list[str] = field(default_factory=list)
+    #: namespaces written into that are being deleted (``--apply`` refuses before any write)
+    terminating_namespaces: list[str] = field(default_factory=list)
 
     def count(self, action: str) -> int:
         return sum(1 for e in self.entries if e.action == action)

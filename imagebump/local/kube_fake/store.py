@@ -92,6 +92,9 @@ class FakeKube(Writes):
     cascaded_sets: list[tuple[str, str]] = field(default_factory=list)
     #: The namespaces that exist (None: every namespace exists).
     namespaces: set[str] | None = None
+    #: Namespaces being deleted (phase Terminating): read as such, and a create in one is refused
+    #: with 403 as the NamespaceLifecycle admission plugin refuses it.
+    terminating: set[str] = field(default_factory=set)
     #: Injected write failures: the ordinal of a write (create/update/delete/apply, counted from 1
     #: since the fake was made) → the status code it answers (0: the connection is cut).
     write_failures: dict[int, int] = field(default_factory=dict)
@@ -306,6 +309,14 @@ class FakeKube(Writes):
             body = status_body(404, "NotFound", f'namespaces "{namespace}" not found')
             body["details"] = {"name": namespace, "kind": "namespaces"}
             raise FakeStatus(body)
+        if namespace in self.terminating:
+            raise FakeStatus(
+                status_body(
+                    403,
+                    "Forbidden",
+                    f"unable to create new content in namespace {namespace} because it is being terminated",
+                )
+            )
 
     def get_namespace_raw(self, name: str) -> dict[str, Any] | None:
         """``GET /api/v1/namespaces/NAME``: the Namespace, or None."""
@@ -317,8 +328,12 @@ class FakeKube(Writes):
             return {
                 "apiVersion": "v1",
                 "kind": "Namespace",
-                "metadata": {"name": name, "uid": str(uuid.uuid5(uuid.NAMESPACE_DNS, name))},
-                "status": {"phase": "Active"},
+                "metadata": {
+                    "name": name,
+                    "uid": str(uuid.uuid5(uuid.NAMESPACE_DNS, name)),
+                    **({"deletionTimestamp": "2026-12-07T00:00:00Z"} if name in self.terminating else {}),
+                },
+                "status": {"phase": "Terminating" if name in self.terminating else "Active"},
             }
 
     def get_raw(self, resource: kube.Resource, namespace: str, name: str) -> dict[str, Any] | None:

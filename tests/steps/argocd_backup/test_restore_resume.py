@@ -241,3 +241,19 @@ def test_an_immutable_secret_that_drifted_is_deleted_and_created_as_archived(arc
     restored = fake.objects[("secrets", "argocd", "argocd-secret")]
     assert "drift" not in restored.get("data", {}) and not restored.get("immutable")
     assert {e.action for e in after.entries} == {restore.UNCHANGED}
+
+
+def test_a_namespace_being_deleted_is_refused_before_any_write(archive_url, s3, tmp_path):
+    """The API server refuses new objects in a Terminating namespace (NamespaceLifecycle, 403): the
+    plan says so, and --apply refuses before the first write instead of failing part-way."""
+    fake = _drifted()
+    fake.terminating.add("argocd")
+    with FakeKubeServer(fake) as server:
+        api = kube_client.KubernetesApi.from_config(kubeconfig=str(server.write_kubeconfig(tmp_path / "kc")))
+        plan, report = restore.restore(archive_url, api_factory=lambda: api, s3=s3)
+        assert plan.terminating_namespaces == ["argocd"] and "namespace argocd is being deleted" in report
+        before = len(fake.writes())
+        with pytest.raises(ImagebumpError) as refused:
+            restore.restore(archive_url, api_factory=lambda: api, s3=s3, do_apply=True)
+    assert refused.value.exit_code == EXIT_TRANSIENT and refused.value.reason == "namespace-terminating"
+    assert len(fake.writes()) == before  # nothing written

@@ -337,7 +337,7 @@ def index_listing(
     """
     candidates = [
         image
-        for image in iter_images(repository, registry_id=registry_id, client=client)
+        for image in iter_images(repository, registry_id=registry_id, client=client, tagged_only=True)
         if image.tags
         and image.digest != digest
         and (near is None or image.pushed_at is None or abs(image.pushed_at - near) <= INDEX_WINDOW)
@@ -470,8 +470,23 @@ def list_repositories(registry_id: str, *, client: Any, prefix: str = "", on_cal
     return sorted(set(names))
 
 
+def _filter(status: str, tagged_only: bool) -> dict[str, Any]:
+    """DescribeImages' ``filter`` argument (none when nothing is filtered)."""
+    wanted = {
+        **({"imageStatus": status} if status else {}),
+        **({"tagStatus": "TAGGED"} if tagged_only else {}),
+    }
+    return {"filter": wanted} if wanted else {}
+
+
 def iter_images(
-    repository: str, *, registry_id: str, client: Any, on_call: Any = None, status: str = ""
+    repository: str,
+    *,
+    registry_id: str,
+    client: Any,
+    on_call: Any = None,
+    status: str = "",
+    tagged_only: bool = False,
 ) -> Iterator[EcrImage]:
     """Every image of ``repository`` (tagged or not) with its tags and push time, page by page:
     one DescribeImages page is held at a time, so a caller that keeps only what it needs holds
@@ -479,7 +494,8 @@ def iter_images(
 
     ``status``: ECR's ``imageStatus`` filter. Without it ECR lists ACTIVE images only
     (DescribeImagesFilter: "If not specified, only images with ACTIVE status are returned");
-    ``ANY`` adds the archived ones, whose push times still order what they were.
+    ``ANY`` adds the archived ones, whose push times still order what they were. ``tagged_only``:
+    ECR leaves out untagged images (``tagStatus: TAGGED``).
 
     Raises:
         RepositoryMissing: the repository does not exist (any more), on the first page.
@@ -493,7 +509,7 @@ def iter_images(
         on_call,
         repositoryName=repository,
         registryId=registry_id,
-        **({"filter": {"imageStatus": status}} if status else {}),
+        **_filter(status, tagged_only),
     ):
         for detail in page.get("imageDetails") or []:
             yield EcrImage(

@@ -103,7 +103,11 @@ def evaluate_condition(text: str, resolve: Callable[[str], Any] = literal) -> bo
     string, a number or a bare word (``resolve`` may map names such as ``lastRetry.exitCode``).
     Raises ValueError for anything else.
     """
-    tokens = _tokens(text)
+    return _evaluate(_tokens(text), resolve)
+
+
+def _evaluate(tokens: list[str], resolve: Callable[[str], Any]) -> bool:
+    """:func:`evaluate_condition` of ``text``'s tokens."""
     if not tokens:
         raise ValueError("empty condition")
     disjuncts: list[list[list[str]]] = [[[]]]
@@ -141,7 +145,8 @@ def evaluate_when(text: str) -> bool:
     ``pr-created == committed`` is ``pr - created == committed`` and fails ("Value 'pr' cannot be
     used with the modifier '-'"), and Argo errors the step. Such an operand is a ValueError here
     too, naming the fix: quote it (``'{{steps.x.outputs.parameters.action}}' == 'committed'``)."""
-    for token in _tokens(text):
+    tokens = _tokens(text)
+    for token in tokens:
         if token in ("&&", "||") or token in _OPS or token[0] in "'\"":
             continue
         if token in ("in", "IN"):
@@ -151,7 +156,7 @@ def evaluate_when(text: str) -> bool:
                 f"govaluate does not read the bare operand {token!r} as one string (Argo errors the "
                 "step): quote it, e.g. '{{steps.NAME.outputs.parameters.P}}' == 'value'"
             )
-    return evaluate_condition(text)
+    return _evaluate(tokens, literal)
 
 
 def retry_operand(token: str, exit_code: int | None, status: str) -> Any:

@@ -202,6 +202,19 @@ class TestThroughTheSteps:
             provider="local",
         )
 
+    def land(self, remote, n: int, op: str) -> bool:
+        """Land ``op`` number ``n`` on the remote between the plan and the push: another file's
+        commit (``other``), or the file changed and changed back (``file-undone``); False for any
+        other ``op`` (the caller lands it)."""
+        if op == "other":
+            remote.commit_files({f"apps/w{n}/kustomization.yaml": "resources: []\n"}, f"w{n}")
+        elif op == "file-undone":
+            remote.commit_files({self.PATH: self.text("0.9.0")}, f"back {n}")
+            remote.commit_files({self.PATH: self.text("1.0.0")}, f"forward {n}")
+        else:
+            return False
+        return True
+
     def text(self, tag: str, note: str = "") -> str:
         return builders.kustomization([{"name": IMAGE, "newTag": tag}]) + note
 
@@ -303,12 +316,7 @@ class TestThroughTheSteps:
         plan = edit(self.target(remote, "1.1.0")).plan
         assert plan.base_objects  # commit-pr seeds the plan's base and pushes with a lease on it
         for n, op in enumerate(landed):
-            if op == "other":
-                remote.commit_files({f"apps/w{n}/kustomization.yaml": "resources: []\n"}, f"w{n}")
-            elif op == "file-undone":
-                remote.commit_files({self.PATH: self.text("0.9.0")}, f"back {n}")
-                remote.commit_files({self.PATH: self.text("1.0.0")}, f"forward {n}")
-            else:
+            if not self.land(remote, n, op):  # file-rolled-back
                 remote.commit_files({self.PATH: self.text("1.2.0")}, f"api 1.2.0 by hand {n}")
                 remote.commit_files({self.PATH: self.text("1.0.0")}, f"api back to 1.0.0 {n}")
         before = remote.rev()
@@ -334,12 +342,7 @@ class TestThroughTheSteps:
         remote = make_remote({self.PATH: self.text("1.0.0")})
         plan = edit(self.target(remote, "1.1.0")).plan
         for n, op in enumerate(landed):
-            if op == "other":
-                remote.commit_files({f"apps/w{n}/kustomization.yaml": "resources: []\n"}, f"w{n}")
-            elif op == "file-undone":
-                remote.commit_files({self.PATH: self.text("0.9.0")}, f"back {n}")
-                remote.commit_files({self.PATH: self.text("1.0.0")}, f"forward {n}")
-            else:  # a merge of a side branch that changed another file
+            if not self.land(remote, n, op):  # a merge of a side branch that changed another file
                 side = remote.commit_files({f"apps/s{n}/kustomization.yaml": "resources: []\n"}, f"s{n}")
                 remote.git("update-ref", "refs/heads/main", f"{side}^")
                 tree = remote.git("rev-parse", f"{side}^{{tree}}").strip()

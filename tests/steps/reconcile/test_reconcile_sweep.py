@@ -14,6 +14,8 @@ import uuid
 from dataclasses import dataclass, field
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from imagebump.local import builders
 from steps.domain.branches import branch_name
@@ -630,3 +632,41 @@ def test_a_pr_branch_a_person_pushed_to_is_branch_taken_not_handed_on(
     out = scan_targets(rules, auth=auth)
     (row,) = out.report
     assert row.state == "behind" and [t.tag for t in out.targets] == ["1.4.2"]
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    archived=st.lists(st.booleans(), min_size=2, max_size=5),
+    held=st.integers(min_value=0, max_value=4),
+)
+def test_the_sweep_never_offers_an_archived_image_nor_one_older_than_the_overlay_holds(
+    registry: Registry, make_remote, auth: GitAuth, moto, monkeypatch, archived: list[bool], held: int
+) -> None:
+    """Never a downgrade, never an image that cannot be pulled, over every mix of archived and active
+    pushes and every image the overlay holds: the sweep offers the newest ACTIVE image pushed after
+    the held one, and nothing when there is none (so the property cannot pass by offering nothing)."""
+    held %= len(archived)
+    name = f"{registry.prefix}/a{uuid.uuid4().hex[:6]}"
+    digests = []
+    for i in range(len(archived)):
+        digests.append(registry.push(name, f"1.0.{i}"))
+        ecr_clock.advance()  # a strict push order (moto's push times are whole seconds)
+    remote = make_remote(
+        {"apps/a/overlays/staging/kustomization.yaml": kustomization(registry.uri(name), f"1.0.{held}")}
+    )
+    rules = load_rules(
+        f"- registryURI: {registry.registry}/{name}\n"
+        f"  githubRepository: {remote.url}/apps/a/overlays/staging\n"
+        "  mode: commit\n  provider: local\n  order: push-time\n"
+    )
+    gone = {d for d, a in zip(digests, archived, strict=True) if a}
+    with PagingProxy(moto.endpoint_url, page_size=3, archived=gone) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
+        out = scan_targets(rules, concurrency=2, auth=auth)
+
+    newer_active = [i for i in range(held + 1, len(archived)) if not archived[i]]
+    offered = [(t.tag, t.digest) for t in out.targets]
+    if newer_active:
+        assert offered == [(f"1.0.{newer_active[-1]}", digests[newer_active[-1]])], out.report
+    else:
+        assert offered == [], out.report

@@ -11,6 +11,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from imagebump.local import builders
 from imagebump.local.moto import MotoServer
@@ -412,3 +414,54 @@ def test_an_artifact_about_another_image_is_not_an_image_to_deploy() -> None:
     artifact = EcrImage(digest=D2, subject=D1)
     out = decide(pushed, manual=False, account="123456789012", found=artifact, rules=load_rules(RULES))
     assert out.targets == [] and "artifact about" in out.reason and D1 in out.reason
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    manifests=st.integers(min_value=1, max_value=4),
+    indexes=st.lists(st.tuples(st.booleans(), st.sets(st.integers(0, 3))), max_size=3),
+    order=st.randoms(use_true_random=False),
+)
+def test_no_event_of_a_multi_platform_push_pins_an_overlay_to_one_of_its_manifests(
+    moto: MotoServer, env: Path, manifests: int, indexes: list[tuple[bool, set[int]]], order
+) -> None:
+    """Over every mix of untagged manifests and indexes (tagged or not) listing any of them, handled
+    in any order: a manifest a tagged index lists yields no targets; every other push (a tagged index,
+    an untagged index, a manifest no tagged index lists) is an image to deploy, at its own digest."""
+    registry = Registry(moto)
+    children = [builders.digest_for(f"m{i}:{uuid.uuid4()}") for i in range(manifests)]
+    for child in children:
+        registry.push(None, child)
+    pushed: list[tuple[str | None, str]] = [(None, child) for child in children]
+    listed_by_tagged: set[str] = set()
+    for n, (tagged, members) in enumerate(indexes):
+        digest = builders.digest_for(f"i{n}:{uuid.uuid4()}")
+        listed = [children[m] for m in sorted(members) if m < manifests]
+        tag = f"1.5.{n}" if tagged else None
+        registry.client.put_image(
+            repositoryName=registry.repository,
+            imageManifest=json.dumps(
+                {
+                    "schemaVersion": 2,
+                    "mediaType": "application/vnd.oci.image.index.v1+json",
+                    "manifests": [
+                        {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": d, "size": 9}
+                        for d in listed
+                    ],
+                    "annotations": {"n": digest},  # other bytes, as another digest means in ECR
+                }
+            ),
+            imageManifestMediaType="application/vnd.oci.image.index.v1+json",
+            imageDigest=digest,
+            **({"imageTag": tag} if tag else {}),
+        )
+        pushed.append((tag, digest))
+        if tagged:
+            listed_by_tagged.update(listed)
+    order.shuffle(pushed)
+    for tag, digest in pushed:
+        out = run(event=registry.event(tag=tag, digest=digest))
+        if digest in listed_by_tagged:
+            assert out.targets == [], (tag, digest)
+        else:
+            assert [(t.tag or None, t.digest) for t in out.targets] == [(tag, digest)], out.reason

@@ -62,12 +62,17 @@ NAME_HASH_LENGTH = 16
 #: Go template + sprig over ``.Input`` (the event data). Hyphenated keys need ``index``; a
 #: missing key yields nil, which ``default ""`` turns into the empty string (a digest-only
 #: push has no ``image-tag``). sha256sum hashes the UTF-8 bytes and prints lowercase hex.
+#: The registry's account and region are part of the image: one queue fed by two registries
+#: (cross-account or cross-region forwarding, replication) holds pushes of the same repository,
+#: tag and digest that are different images, each with its own Workflow.
 NAME_TEMPLATE = (
     NAME_PREFIX
-    + '{{ printf "%s|%s|%s"'
+    + '{{ printf "%s|%s|%s|%s|%s"'
     + ' (index .Input.body.detail "repository-name" | default "")'
     + ' (index .Input.body.detail "image-tag" | default "")'
     + ' (index .Input.body.detail "image-digest" | default "")'
+    + ' (index .Input.body "account" | default "")'
+    + ' (index .Input.body "region" | default "")'
     + f" | sha256sum | trunc {NAME_HASH_LENGTH} }}}}"
 )
 
@@ -302,26 +307,29 @@ def accepts(event: dict[str, Any] | str) -> tuple[bool, str]:
     return True, "accepted"
 
 
-def _field(event: dict[str, Any], key: str) -> str:
-    """``index .Input.body.detail KEY | default ""``, printed by ``printf "%s"``."""
-    detail = event.get("detail")
-    value = detail.get(key) if isinstance(detail, dict) else None
+def _field(event: dict[str, Any], key: str, *, top: bool = False) -> str:
+    """``index .Input.body.detail KEY | default ""`` (``top``: ``index .Input.body KEY``), printed
+    by ``printf "%s"``."""
+    holder = event if top else event.get("detail")
+    value = holder.get(key) if isinstance(holder, dict) else None
     return "" if _sprig_empty(value) else _go_s(value)
 
 
 def name_key(event: dict[str, Any] | str) -> str:
-    """The string :data:`NAME_TEMPLATE` hashes: ``repository|tag|digest`` (see :func:`workflow_name`)."""
+    """The string :data:`NAME_TEMPLATE` hashes: ``repository|tag|digest|account|region`` (see
+    :func:`workflow_name`)."""
     event = _event(event)
     if not isinstance(event, dict):
-        return "||"
-    return "|".join(_field(event, k) for k in ("repository-name", "image-tag", "image-digest"))
+        return "||||"
+    image = [_field(event, k) for k in ("repository-name", "image-tag", "image-digest")]
+    return "|".join(image + [_field(event, k, top=True) for k in ("account", "region")])
 
 
 def workflow_name(event: dict[str, Any] | str) -> str:
     """The Workflow name the Sensor gives this event: deterministic and DNS-1123 valid.
 
-    The same image (repository, tag, digest) always gets the same name, so the API server
-    refuses a second Workflow for a duplicate delivery. ``event`` is the SQS body (``str``: the
+    The same image (repository, tag, digest, in one registry: account and region) always gets the
+    same name, so the API server refuses a second Workflow for a duplicate delivery. ``event`` is the SQS body (``str``: the
     name is then exactly the cluster's, whatever the body holds) or the parsed event.
     """
     digest = hashlib.sha256(name_key(event).encode("utf-8")).hexdigest()

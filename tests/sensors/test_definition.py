@@ -88,11 +88,12 @@ def test_every_filter_is_anchored():
 
 # --- Workflow names -------------------------------------------------------------------------
 
-#: sha256sum of "repository|tag|digest", computed with coreutils (printf '%s' ... | sha256sum).
+#: sha256sum of "repository|tag|digest|account|region", computed with coreutils
+#: (printf '%s' ... | sha256sum).
 HAND_COMPUTED = {
-    "push.json": "34f83381fef84df8d22d75f2dc609c64b69cae2d542de7fc4375d52b2f0cf550",
-    "push-digest-only.json": "f662ebdbb3fd0fa43c39bab2e27c9822cf82961cb20dc2ca35b2dcd961e9cecb",
-    "push-no-account.json": "34f83381fef84df8d22d75f2dc609c64b69cae2d542de7fc4375d52b2f0cf550",
+    "push.json": "ec4726507efd687581cbdf1c1ca1cc72bc07fd114060861f2aa3b6eb1e932592",
+    "push-digest-only.json": "501edb5d4d3ce5da2635a71a358094094be87a44fcbb639584771fb675f877e1",
+    "push-no-account.json": "54f32e36ff48c9b0f4a4a4e9ab0f88043644325ab884129d71ca7760ceaaf238",
 }
 
 
@@ -124,6 +125,20 @@ def test_workflow_name_differs_for_a_different_image(field, value):
     other = copy.deepcopy(event)
     other["detail"][field] = value
     assert d.workflow_name(other) != d.workflow_name(event)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [pytest.param("account", "210987654321", id="account"), pytest.param("region", "eu-west-1", id="region")],
+)
+def test_the_same_repository_tag_and_digest_in_another_registry_is_another_workflow(field, value):
+    """One queue fed by two registries (cross-account or cross-region forwarding, replication): the
+    second push is another image, not a duplicate the API server should refuse."""
+    event = load("push.json")
+    other = copy.deepcopy(event)
+    other[field] = value
+    assert d.workflow_name(other) != d.workflow_name(event)
+    assert render_name_template(d.NAME_TEMPLATE, other) == d.workflow_name(other)
 
 
 def test_missing_tag_and_empty_tag_name_the_same_workflow():
@@ -267,14 +282,14 @@ def _hash_name(key: str) -> str:
 )
 def test_names_from_the_raw_body_follow_gjson(repository_json, key_repository):
     body = _body('"repository-name":' + repository_json + ',"image-tag":"1.0","image-digest":"sha256:d"')
-    assert d.name_key(body) == f"{key_repository}|1.0|sha256:d"
-    assert d.workflow_name(body) == _hash_name(f"{key_repository}|1.0|sha256:d")
+    assert d.name_key(body) == f"{key_repository}|1.0|sha256:d||"
+    assert d.workflow_name(body) == _hash_name(f"{key_repository}|1.0|sha256:d||")
     assert DNS_1123.match(d.workflow_name(body))
 
 
 def test_a_parsed_event_with_a_lone_surrogate_names_like_the_body():
     body = _body(r'"repository-name":"\ud800","image-tag":"1.0"')
-    assert d.workflow_name(json.loads(body)) == d.workflow_name(body) == _hash_name("\ufffd|1.0|")
+    assert d.workflow_name(json.loads(body)) == d.workflow_name(body) == _hash_name("\ufffd|1.0|||")
 
 
 @pytest.mark.parametrize(
@@ -296,7 +311,7 @@ def test_a_parsed_event_with_a_lone_surrogate_names_like_the_body():
 )
 def test_non_string_fields_print_as_go_prints_them(tag_json, key_tag):
     body = _body('"repository-name":"team/api","image-tag":' + tag_json)
-    assert d.name_key(body) == f"team/api|{key_tag}|"
+    assert d.name_key(body) == f"team/api|{key_tag}|||"
 
 
 def test_duplicate_keys_filters_see_the_first_names_see_the_last():
@@ -306,7 +321,7 @@ def test_duplicate_keys_filters_see_the_first_names_see_the_last():
         action='"PUSH","action-type":"DELETE"',
     )
     assert d.accepts(body) == (True, "accepted")
-    assert d.name_key(body) == "last|1|"
+    assert d.name_key(body) == "last|1|||"
 
 
 @pytest.mark.parametrize(

@@ -399,7 +399,7 @@ def test_a_lone_surrogate_in_the_repository_name_does_not_stop_the_sensor(queues
 
     assert (stats.received, stats.succeeded, stats.failed) == (2, 2, 0)
     assert sorted(m.split()[0] for m in markers(state)) == ["1.0.0", "9.9.9"]
-    key = "\ufffd|9.9.9|" + poison["detail"]["image-digest"]
+    key = "|".join(("\ufffd", "9.9.9", poison["detail"]["image-digest"], poison["account"], poison["region"]))
     expected = "image-update-" + hashlib.sha256(key.encode()).hexdigest()[:16]
     submitted = {r["event_id"]: r["workflow"] for r in sensor.logs if r.get("event") == "workflow-submitted"}
     assert submitted[poison["id"]] == expected

@@ -11,8 +11,10 @@ else :class:`~steps.kustomize.values.tree.ValuesError` and nothing is written.
 
 Refused (nothing written): a SOPS / helm-secrets file (a top-level ``sops:`` key), an image whose
 lines (or the lines next to them) hold Go template actions ``{{ … }}``, a field written as a block
-scalar, the pushed repository named inside a block scalar, and an ambiguous match (the same
-repository under different tags). :func:`values_entry` reads the image as an ``images``-style
+scalar, the pushed repository named inside a block scalar, an ambiguous match (the same
+repository under different tags), a value shared through an anchor, an alias or a merge key
+(``<<``) with a place that is not the pushed image (Helm writes each alias out as that place's own
+value: the edit would change another image), and a stale digest inherited through a merge key. :func:`values_entry` reads the image as an ``images``-style
 entry (``name`` the pushed repository, ``newName`` what the file composes, ``newTag``,
 ``digest``) so that every decision made for kustomizations is made for values files. Pure.
 """
@@ -20,6 +22,8 @@ entry (``name`` the pushed repository, ``newName`` what the file composes, ``new
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from yaml.events import AliasEvent
 
 from steps.domain.errors import ImageNotFoundError
 from steps.domain.models import ImagesEntry
@@ -36,7 +40,9 @@ from steps.kustomize.splice import (
 from steps.kustomize.values.find import (
     Found,
     block_scalar_mentions,
+    effective_values,
     find_images,
+    images_at,
     matching,
     show_path,
     version,
@@ -142,6 +148,15 @@ def not_found(found: list[Found], repository: str, source: str, roots: list | No
         return _in_block_scalar(repository, node, source)
     names = sorted({f.repository for f in found})
     listed = f"found: {', '.join(names)}" if names else "it holds no image in a known shape"
+    chroot = normalise(repository + "-chroot")
+    for f in found:
+        if f.shape == "image" and normalise(f.repository) == chroot:  # ingress-nginx's chroot: true
+            return ImageNotFoundError(
+                f"image {repository!r} not in {source} ({listed}): {f.where} sets chroot, so the chart "
+                f"deploys {f.repository} (with digestChroot), not {repository}; push {f.repository}, or set "
+                "chroot: false to deploy this image",
+                found=names,
+            )
     return ImageNotFoundError(
         f"image {repository!r} not in {source} ({listed}); write it as repository + tag, or name its "
         "fields with valuesKeys",
@@ -244,6 +259,16 @@ def _plan_one(p: _Plan, f: Found, tag: str | None, digest: str | None, add_diges
         return
     ts, ds = f.tag_slot, f.digest_slot
     flow = f.mapping.flow if f.mapping is not None else False
+    for key in f.inherited:  # a stale inherited digest would pin the old image; a tag is added
+        node = f.mapping.get(key)
+        empty = isinstance(node, VScalar) and (node.null or not node.value.strip())
+        if (key != "tag" and not empty) or (key == "tag" and ts is None):
+            raise ValuesError(
+                f"{source}: {f.where} inherits its {key} through a merge key (<<) and sets no {key} of its own, "
+                f"so there is no {key} of its own to write: add a {key} key to the image's own mapping "
+                f"({f.where}.{key}), then imagebump edits that one",
+                reason="merge-key",
+            )
     has_digest_slot = ds is not None and ds.key is not None
     raw_tag = ts.value.value if ts is not None and ts.value is not None and not ts.value.null else None
     tag_at = raw_tag is not None and "@" in raw_tag and not has_digest_slot
@@ -254,7 +279,11 @@ def _plan_one(p: _Plan, f: Found, tag: str | None, digest: str | None, add_diges
         new_digest = digest if tag_at else None
         if ts is None:
             raise ValuesError(f"{source}: {f.where} has no tag field to write (valuesKeys names none)")
-        if ts.key is None:  # `repository:` without `tag:` (the chart defaults to appVersion): add it
+        inherited = f.mapping.get("tag") if "tag" in f.inherited else None
+        planned = p.replace.get(id(inherited)) if inherited is not None else None
+        if planned is not None and planned[1] == value:
+            pass  # inherited (<<) from a tag this edit sets to the same value: nothing to add
+        elif ts.key is None:  # `repository:` without `tag:` (the chart defaults to appVersion): add it
             if f.mapping is None or ts.after is None:
                 raise ValuesError(f"{source}: {f.where} has no tag key")
             p.insert[id(f.mapping)] = (ts.after, "tag", value, f.mapping)
@@ -321,7 +350,7 @@ def edit_values(
         )
     _refuse_unsafe(text, roots, matches, repository, source)
     plan = _Plan()
-    for f in matches:
+    for f in sorted(matches, key=lambda f: bool(f.inherited)):  # an inherited tag is planned last
         _plan_one(plan, f, tag, digest, add_digest, source)
     t, d = plan.expect[0][1], next((e[2] for e in plan.expect if e[2]), None)
     new = ImagesEntry(name=repository, newName=old.newName, newTag=t, digest=d)
@@ -352,9 +381,76 @@ def edit_values(
             sp.insert(at, f"{line_ending(text, at)}{indent}{key}: {format_scalar(value, None, False)}")
     result = sp.apply()
     _verify(result, roots, plan, repository, source, keys)
+    _refuse_other_images_changed(roots, result, matches, repository, source)
     edited = sorted({_where_of(matches, node) for node, _, _ in plan.replace.values()})
     edited += [show_path(f.path + ("tag",)) for f in matches if id(f.mapping) in plan.insert]
     return ValuesEdit(result, True, matches, edited, notes, old, new)
+
+
+def _refuse_other_images_changed(
+    docs: Documents, result: str, matches: list[Found], repository: str, source: str
+) -> None:
+    """Refuse an edit that changes a value Helm reads anywhere but in the pushed image.
+
+    Helm reads values through sigs.k8s.io/yaml, which writes every alias out as an independent
+    value and resolves merge keys, so a scalar edited at its anchor (``tag: &v 1.0``) changes every
+    ``*v``, and a key edited in a merged mapping (``<<: *base``) changes every mapping that inherits
+    it. Every value is compared as Helm reads it before and after the edit: a changed one must be a
+    field of an image of the pushed repository (the same image: edited rightly), or the anchor's
+    own place outside any image (``versions.api: &api 1.4``); a field of another image, or an
+    alias or inherited key outside any image, is refused (nothing written). Files without aliases
+    share no values and are not read again.
+    """
+    if not any(event.__class__ is AliasEvent for event in docs.events):
+        return
+    after_docs = compose(result, source)
+    before, after = effective_values(docs), effective_values(after_docs)
+    want = normalise(repository)
+    for path, (node, through) in after.items():
+        was = before.get(path)
+        if was is not None and (node.__class__ is not VScalar or _reads_same(was[0], node)):
+            continue
+        owners = images_at(docs, before, path)
+        others = [f for f in owners if normalise(f.repository) != want]
+        if not others and (owners or not through):
+            continue  # the pushed image's own field, or the anchor's place outside any image
+        edited = matches[0].where
+        how = _shared_how(docs, before, path)
+        if others:
+            other = others[0]
+            what = f"{show_path(path)}, a field of another image ({other.repository} at {other.where})"
+        else:
+            what = f"{show_path(path)}, which is not a field of {repository}"
+        raise ValuesError(
+            f"{source}: editing {repository} at {edited} would also change {what}: {how}, and Helm writes "
+            "each alias and inherited key out as that entry's own value; nothing was written. Give "
+            f"{show_path(path)} its own value (write it out instead of the alias, or set the key in that "
+            "mapping itself), then the edit changes only the pushed image",
+            reason="anchor",
+        )
+
+
+def _reads_same(a, b) -> bool:
+    return a.__class__ is b.__class__ and (
+        a.__class__ is not VScalar or (a.value == b.value and a.tag == b.tag and a.null == b.null)
+    )
+
+
+def _shared_how(docs: Documents, values: dict, path: tuple) -> str:
+    """How the value at ``path`` is shared: the anchor it is an alias of, or the merge key it is inherited through."""
+    here = values.get(path)
+    if here is not None and here[0].anchor is not None:
+        return f"the value is the anchor &{here[0].anchor} ({position_of(here[0].start_mark)})"
+    for cut in range(len(path) - 1, 0, -1):
+        node = values.get(path[:cut])
+        if node is None or node[0].__class__ is not VMap:
+            continue
+        if node[0].anchor is not None and node[1]:
+            return f"{show_path(path[:cut])} is an alias of the anchor &{node[0].anchor}"
+        merge = node[0].index.get("<<")
+        if merge is not None and path[cut] not in node[0].index:
+            return f"{show_path(path[:cut])} inherits it through its merge key (<<, {position_of(merge[0].start_mark)})"
+    return "the value is shared through an anchor"
 
 
 def _key_of(matches: list[Found], node: VScalar) -> VScalar | None:
@@ -385,9 +481,17 @@ def _verify(result: str, docs: Documents, plan: _Plan, repository: str, source: 
         """A field's value as ``result`` reads (a field not replaced reads as it did: proven)."""
         if slot is None:
             return None
-        if slot.key is None:  # the key inserted after ``slot.after``
-            event = read.get(id(slot.after))
-            value = event.value if event is not None else None
+        if slot.key is None:  # the key inserted after ``slot.after``, else inherited (``<<``) as it was
+            event = read.get(id(slot.after)) if slot.after is not None else None
+            if event is not None:
+                value = event.value
+            else:
+                inherited = slot.mapping.get(slot.name) if slot.mapping is not None else None
+                if isinstance(inherited, VScalar):
+                    event = read.get(id(inherited.event))
+                    value = event.value if event is not None else None if inherited.null else inherited.value
+                else:
+                    value = None
         else:
             event = read.get(id(slot.value.event)) if slot.value is not None else None
             if event is not None:

@@ -6,15 +6,22 @@ Shapes (each a mapping, at any depth, in any document, in list items too):
   Prometheus, cert-manager, Argo. A mapping with a ``registry`` key takes ``global.imageRegistry``
   (of its document) instead when that is set, as Bitnami's ``common.images.image`` does.
 - ``image`` (a repository without tag) + ``tag`` and/or ``digest`` (+ ``registry``): ingress-nginx;
-  without ``registry`` the document's ``global.image.registry`` when set.
+  without ``registry`` the document's ``global.image.registry`` when set. With ``chroot`` set (true,
+  or the document's ``global.image.chroot`` when the mapping has no ``chroot`` key) the chart
+  deploys ``<registry>/<image>-chroot:<tag>@<digestChroot>`` (ingress-nginx's ``_helpers.tpl``,
+  ``ingress-nginx.image`` and ``ingress-nginx.imageDigest``): that is the image, and
+  ``digestChroot`` its digest field.
 - ``name`` + ``tag`` (+ ``registry``).
 - a string ``image: repo:tag`` / ``repo:tag@sha256:…`` / ``repo@sha256:…`` (a key ``image`` or
   ending in ``Image``); a string without tag or digest names no version and is not an image here.
 - ``valuesKeys``: dotted paths (``a.b[0].c``) for ``repository`` and ``tag`` (and optionally
   ``registry``, ``digest``) name the fields of a chart that follows none of these.
 
-An image matches the pushed repository when the two name the same repository once normalised
-(:func:`~steps.kustomize.values.refs.normalise`). Pure.
+Fields are read as Helm reads them: a key a mapping inherits through a merge key (``<<: *base``)
+is its value too. An image matches the pushed repository when the two name the same repository
+once normalised (:func:`~steps.kustomize.values.refs.normalise`). :func:`effective_values` lists
+every value as Helm sees it (aliases expanded, merge keys resolved) and :func:`images_at` which
+image a value belongs to, so that an edit can prove it changed no other image. Pure.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from dataclasses import dataclass, field
 from steps.kustomize.splice import end_of_line, end_of_line_content, start_of_line
 from steps.kustomize.values.refs import join_registry, normalise, spellings, split_reference
 from steps.kustomize.values.tree import Documents, ValuesError, VMap, VScalar, VSeq
+from steps.kustomize.yaml_nodes import resolve_tag
 
 #: The roles :data:`VALUES_KEYS` may name (``valuesKeys`` of a rule).
 VALUES_KEYS = ("repository", "tag", "registry", "digest")
@@ -60,8 +68,12 @@ class Found:
     #: The scalars the repository is composed from (registry, repository, a global registry); for
     #: the string shape, its one scalar.
     sources: tuple = ()
-    #: Other paths where the image's mapping or an edited scalar also is (anchors and aliases).
+    #: Other paths where the image's mapping or an edited scalar also is (anchors, aliases, merges).
     shared: list[str] = field(default_factory=list)
+    #: The keys of its mapping the image is read from (own or inherited through ``<<``).
+    keys: tuple = ()
+    #: The version keys (tag, digest) it inherits through a merge key ``<<`` and does not set itself.
+    inherited: tuple = ()
 
     @property
     def where(self) -> str:
@@ -144,6 +156,7 @@ def _slot(m: VMap, key: str, after: VScalar | None) -> Slot | None:
 class _Context:
     image_registry: VScalar | None  # global.imageRegistry, when set
     global_image_registry: VScalar | None  # global.image.registry, when set
+    global_chroot: object = None  # global.image.chroot, when there
 
 
 def _set(node) -> VScalar | None:
@@ -155,7 +168,47 @@ def _context(root) -> _Context:
     if not isinstance(g, VMap):
         return _Context(None, None)
     gi = g.get("image")
-    return _Context(_set(g.get("imageRegistry")), _set(gi.get("registry")) if isinstance(gi, VMap) else None)
+    if not isinstance(gi, VMap):
+        return _Context(_set(g.get("imageRegistry")), None)
+    return _Context(_set(g.get("imageRegistry")), _set(gi.get("registry")), gi.get("chroot"))
+
+
+_FALSE_11 = frozenset(("false", "False", "FALSE", "no", "No", "NO", "off", "Off", "OFF", "n", "N"))
+
+
+def truthy(node) -> bool:
+    """Whether a Go template ``{{ if . }}`` takes ``node`` as true, Helm reading the file (YAML 1.1,
+    as sigs.k8s.io/yaml does): null, false, 0 and "" are false; a quoted ``"false"`` is a non-empty
+    string, true."""
+    if node is None:
+        return False
+    if not isinstance(node, VScalar):
+        return bool(node.pairs if isinstance(node, VMap) else node.items)
+    if node.null:
+        return False
+    value = node.value
+    if node.style is not None or node.explicit_tag is not None:  # quoted or tagged: a string
+        return value != ""
+    tag = resolve_tag(value, 0)
+    if tag.endswith(":bool"):
+        return value not in _FALSE_11
+    if tag.endswith((":int", ":float")):
+        number = value.replace("_", "")
+        for read in (lambda t: int(t, 0), float):
+            try:
+                return read(number) != 0
+            except ValueError:
+                continue
+        return True  # 1:20 (sexagesimal), 0b1: not zero
+    return value != ""
+
+
+def _chroot(m: VMap, ctx: _Context) -> bool:
+    """ingress-nginx's ``chroot``: the mapping's own, else ``global.image.chroot`` (the chart
+    merges ``global.image`` into the image with sprig's ``merge``: a key the image lacks comes
+    from there)."""
+    own = m.get("chroot")
+    return truthy(own) if own is not None or m.key_node("chroot") is not None else truthy(ctx.global_chroot)
 
 
 def version(tag: str | None, digest: str | None, digest_name: str | None) -> tuple[str | None, str | None]:
@@ -181,35 +234,75 @@ def _shapes(m: VMap, path: tuple, parent_key: VScalar | None, ctx: _Context) -> 
         repo_node = image_node = name_node = None
     repo, image, name = (n.value if n is not None else None for n in (repo_node, image_node, name_node))
     registry_node = _set(m.get("registry"))
-    has_registry = m.key_node("registry") is not None
-    digest_key = (
-        "digest" if m.key_node("digest") is not None else "sha" if m.key_node("sha") is not None else None
-    )
+    merged = "<<" in index  # keys read through m.get may be inherited: m.get, not the index
 
-    def mapping_image(shape: str, repository_key: str, repository: VScalar, reg: VScalar | None) -> Found:
+    def has(key: str) -> bool:
+        return key in index if not merged else m.get(key) is not None or m.key_node(key) is not None
+
+    has_registry = has("registry")
+    digest_key = "digest" if has("digest") else "sha" if has("sha") else None
+
+    def mapping_image(
+        shape: str,
+        repository_key: str,
+        repository: VScalar,
+        reg: VScalar | None,
+        digest_key: str | None = digest_key,
+        chroot: bool = False,
+    ) -> Found:
         tag_slot = _slot(m, "tag", m.key_node(repository_key))
         digest_slot = _slot(m, digest_key, None) if digest_key else None
-        tag, digest = version(
-            _str(tag_slot.value) if tag_slot else None,
-            _str(digest_slot.value) if digest_slot else None,
-            digest_key,
-        )
-        composed = join_registry(reg.value if reg is not None else None, repository.value)
+
+        def read(key: str | None, slot: Slot | None) -> str | None:
+            if merged:  # as Helm reads it: an inherited key too
+                return _str(m.get(key)) if key else None
+            return _str(slot.value) if slot else None
+
+        tag, digest = version(read("tag", tag_slot), read(digest_key, digest_slot), digest_key)
+        repository_name = repository.value + ("-chroot" if chroot else "")
+        composed = join_registry(reg.value if reg is not None else None, repository_name)
         sources = (repository,) if reg is None else (reg, repository)
+        keys = (repository_key, "registry", "tag", *((digest_key,) if digest_key else ()))
+        inherited = ()
+        if merged:
+            inherited = tuple(k for k in ("tag", digest_key) if k and m.key_node(k) is None and has(k))
         return Found(
-            path, shape, composed, tag, digest, m, parent_key, tag_slot, digest_slot, sources=sources
+            path,
+            shape,
+            composed,
+            tag,
+            digest,
+            m,
+            parent_key,
+            tag_slot,
+            digest_slot,
+            sources=sources,
+            keys=(*keys, "chroot") if shape == "image" else keys,
+            inherited=inherited,
         )
 
     if repo and "://" not in repo and "@" not in repo and split_reference(repo)[1] is None:
         reg = (ctx.image_registry or registry_node) if has_registry else None
-        found.append(mapping_image("repository", "repository", repo_node, reg))
-    elif (
-        image
-        and split_reference(image)[1:] == (None, None)
-        and (m.key_node("tag") is not None or digest_key or has_registry)
-    ):
-        found.append(mapping_image("image", "image", image_node, registry_node or ctx.global_image_registry))
-    elif name and m.key_node("tag") is not None and split_reference(name)[1:] == (None, None):
+        chroot = has("digestChroot") and _chroot(m, ctx)  # the chart's digest helper reads digestChroot
+        found.append(
+            mapping_image(
+                "repository", "repository", repo_node, reg, "digestChroot" if chroot else digest_key
+            )
+        )
+    elif image and split_reference(image)[1:] == (None, None) and (has("tag") or digest_key or has_registry):
+        # ingress-nginx: with chroot the chart deploys <image>-chroot@<digestChroot>
+        chroot = _chroot(m, ctx)
+        found.append(
+            mapping_image(
+                "image",
+                "image",
+                image_node,
+                registry_node or ctx.global_image_registry,
+                ("digestChroot" if has("digestChroot") else None) if chroot else digest_key,
+                chroot,
+            )
+        )
+    elif name and has("tag") and split_reference(name)[1:] == (None, None):
         reg = (ctx.image_registry or registry_node) if has_registry else None
         found.append(mapping_image("name", "name", name_node, reg))
     for k, v in m.pairs:
@@ -351,7 +444,12 @@ def find_images(
             if node.__class__ is VMap:
                 found.extend(_shapes(node, path, parent_key, ctx))
                 for k, v in reversed(node.pairs):
-                    if k.__class__ is not VScalar or k.event.value == "<<":
+                    if k.__class__ is not VScalar:
+                        continue
+                    if k.event.value == "<<":  # a mapping merged here is reused here too
+                        for merged in v.items if v.__class__ is VSeq else [v]:
+                            if id(merged) in occurrences:
+                                occurrences[id(merged)].append(path)
                         continue
                     if v.__class__ is VScalar:  # nothing to walk
                         if v.event.anchor is not None:
@@ -379,6 +477,73 @@ def find_images(
                     shared.add(show_path(p))
         f.shared = sorted(shared)
     return found
+
+
+def _effective_pairs(m: VMap, emitted: set | None = None):
+    """(key, value node, merged) of ``m`` as Helm reads it, in file order: its own keys, and at its
+    merge key ``<<`` the keys of the mappings merged there that it does not set itself (the first
+    merged mapping that has a key wins, as :meth:`VMap.get` reads). Non-scalar keys are left out."""
+    own = {k.event.value for k, _ in m.pairs if k.__class__ is VScalar and k.event.value != "<<"}
+    emitted = set() if emitted is None else emitted
+    merge = m.index.get("<<")
+    for k, v in m.pairs:
+        if k.__class__ is not VScalar:
+            continue
+        key = k.event.value
+        if key != "<<":
+            yield key, v, False
+        elif merge is not None and merge[0] is k:  # the first merge key only, as VMap.get reads
+            for merged in v.items if v.__class__ is VSeq else [v]:
+                if merged.__class__ is not VMap:
+                    continue
+                for mk, mv, _ in _effective_pairs(merged):
+                    if mk not in own and mk not in emitted:
+                        emitted.add(mk)
+                        yield mk, mv, True
+
+
+def effective_values(roots: list) -> dict[tuple, tuple[object, bool]]:
+    """Every node of the documents at every path Helm sees it (aliases expanded, merge keys
+    resolved: sigs.k8s.io/yaml writes each alias out as an independent value): path → (node,
+    through), ``through`` True where the node is reached through an alias or a merge key rather
+    than where its text is. Bounded: :func:`~steps.kustomize.values.tree.compose` refuses
+    documents whose aliases expand too far."""
+    out: dict[tuple, tuple[object, bool]] = {}
+    seen: set[int] = set()
+    for i, root in enumerate(roots):
+        if root is None:
+            continue
+        stack: list[tuple[object, tuple, bool]] = [(root, (i,), False)]
+        while stack:
+            node, path, through = stack.pop()
+            through = through or id(node) in seen
+            seen.add(id(node))
+            out[path] = (node, through)
+            if node.__class__ is VMap:
+                children = [(v, path + (k,), through or m) for k, v, m in _effective_pairs(node)]
+            elif node.__class__ is VSeq:
+                children = [(v, path + (j,), through) for j, v in enumerate(node.items)]
+            else:
+                continue
+            stack.extend(reversed(children))
+    return out
+
+
+def images_at(roots: list, values: dict[tuple, tuple[object, bool]], path: tuple) -> list[Found]:
+    """The images (as :func:`find_images` reads them) the value at ``path`` of
+    :func:`effective_values` is a field of: a key of an image's mapping, or a string image."""
+    if len(path) < 2:
+        return []
+    parent = values.get(path[:-1])
+    if parent is None or parent[0].__class__ is not VMap:
+        return []
+    root = roots[path[0]]
+    key = path[-1]
+    return [
+        f
+        for f in _shapes(parent[0], path[:-1], None, _context(root))
+        if (f.path == path if f.shape == "string" else key in f.keys)
+    ]
 
 
 def matching(found: list[Found], repository: str) -> list[Found]:

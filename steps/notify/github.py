@@ -81,9 +81,25 @@ def description(message: Message) -> str:
     return f"verifying that {f.get('overlay', '')} runs it"
 
 
+_MENTION = re.compile(r"@(?=[A-Za-z0-9_-])")
+ZWJ = "\u200d"
+
+
+def neutral(text: str) -> str:
+    """``text`` from data, made harmless in a comment: an ``@mention`` (a user or a team) gets a
+    zero-width joiner after its ``@`` so GitHub notifies nobody, and ``<!--`` is written ``&lt;!--``
+    so no data can open a hidden comment, such as a forged :func:`marker` that ``comment_once``
+    would take for ours."""
+    return _MENTION.sub("@" + ZWJ, text.replace("<!--", "&lt;!--"))
+
+
 def comment_body(message: Message) -> str:
-    facts = "\n".join(f"- **{k}**: {v}" for k, v in message.fields.items() if v and k not in ("repo", "pr"))
-    return f"{marker(message)}\n**imagebump: {message.title}** — {message.target}\n\n{facts}\n"
+    facts = "\n".join(
+        f"- **{neutral(k)}**: {neutral(v)}"
+        for k, v in message.fields.items()
+        if v and k not in ("repo", "pr")
+    )
+    return f"{marker(message)}\n**imagebump: {message.title}** — {neutral(message.target)}\n\n{facts}\n"
 
 
 def send(message: Message, forge_for: ForgeFor) -> str:

@@ -11,6 +11,7 @@ event is set (a slow receiver: the client's timeout fires first).
 from __future__ import annotations
 
 import json
+import re
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -25,6 +26,20 @@ class Received:
     @property
     def json(self) -> dict:
         return json.loads(self.body)
+
+    @property
+    def slack_controls(self) -> list[str]:
+        """What Slack parses in a message's ``text`` as a control sequence rather than text: each
+        ``<…>`` (``<!channel>``/``<!here>`` pings, ``<@U…>`` mentions, ``<http…|label>`` links);
+        ``&lt;``, ``&gt;``, ``&amp;`` show as the characters they escape
+        (api.slack.com/reference/surfaces/formatting#escaping)."""
+        return re.findall(r"<([^<>]*)>", self.json.get("text", ""))
+
+    @property
+    def slack_shown(self) -> str:
+        """The ``text`` as Slack shows it once its three escapes are read back."""
+        text = self.json.get("text", "")
+        return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
 @dataclass

@@ -112,8 +112,10 @@ def send(message: Message, forge_for: ForgeFor) -> str:
             if found is None:
                 return ""  # no open pull request: nothing to comment on
             number = found.number
-        forge.comment_once(number, marker(message), comment_body(message))  # type: ignore[attr-defined]
-        return ""  # comment_once logs what GitHub refused; a marker found is "already sent"
+        # what GitHub refuses is raised (counted failed, the claim given back); a marker found is
+        # "already sent"
+        forge.comment_once(number, marker(message), comment_body(message), strict=True)  # type: ignore[attr-defined]
+        return ""
     took = forge.set_status(  # type: ignore[attr-defined]
         message.fields["commit"],
         state=STATES[message.kind],
@@ -127,6 +129,7 @@ def send(message: Message, forge_for: ForgeFor) -> str:
             ),
             None,
         ),
+        strict=True,
     )
     return "" if took else "GitHub refused the commit status"
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 from hera.workflows import Env, SecretEnv, SecretVolume, Steps, script
 from hera.workflows import models as m
 
+from steps.notify import send as notify_send
 from steps.notify import step as notify_step
 from steps.notify import verifying as notify_verifying
 from workflows import common as c
@@ -114,7 +115,7 @@ def _sender(name: str, fn, deadline: int, **options):
 
 
 def _notify_template():
-    return _sender("notify", notify_step.run, 300)
+    return _sender("notify", notify_step.run, notify_send.EXIT_HANDLER_DEADLINE)
 
 
 def verifying_template():
@@ -122,7 +123,10 @@ def verifying_template():
     (:mod:`steps.notify.verifying`); call inside the WorkflowTemplate's context."""
     # a pod lost before it sent (eviction, node loss) tries again; the step itself never fails
     return _sender(
-        VERIFYING, notify_verifying.run, 120, retry_strategy=c.retry_transient(limit=2, deadline=120)
+        VERIFYING,
+        notify_verifying.run,
+        notify_send.VERIFYING_DEADLINE,
+        retry_strategy=c.retry_transient(limit=2, deadline=120),
     )
 
 

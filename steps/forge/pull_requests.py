@@ -94,15 +94,23 @@ class Forge(Protocol):
         """Request reviews from users (``login``) or teams (``org/team`` or ``team:slug``)."""
         ...
 
-    def comment_once(self, number: int, marker: str, body: str) -> bool:
+    def comment_once(self, number: int, marker: str, body: str, *, strict: bool = False) -> bool:
         """Comment ``body`` on pull request ``number`` unless a comment holding ``marker`` is there
-        already; True when it commented."""
+        already; True when it commented. ``strict``: what the forge refuses is raised, not logged."""
         ...
 
     def set_status(
-        self, sha: str, *, state: str, context: str, description: str = "", target_url: str | None = None
+        self,
+        sha: str,
+        *,
+        state: str,
+        context: str,
+        description: str = "",
+        target_url: str | None = None,
+        strict: bool = False,
     ) -> bool:
-        """Set commit status ``context`` on commit ``sha``; True when the forge took it."""
+        """Set commit status ``context`` on commit ``sha``; True when the forge took it. ``strict``:
+        what the forge refuses is raised, not logged."""
         ...
 
     def statuses(self, sha: str) -> dict[str, CommitStatus]:
@@ -265,10 +273,12 @@ class GitHubForge:
         except (GitHubException, ValueError) as exc:
             raise self._fail(exc, f"requesting reviewers on pull request #{number}") from None
 
-    def comment_once(self, number: int, marker: str, body: str) -> bool:
+    def comment_once(self, number: int, marker: str, body: str, *, strict: bool = False) -> bool:
         """One comment per pull request for one thing said (``marker``, a hidden line in ``body``):
         the comments are read first (at most :data:`MAX_COMMENT_PAGES` pages), so every later event
-        finds it and says nothing. A comment GitHub refuses is a warning: what it reports stands."""
+        finds it and says nothing. A comment GitHub refuses is a warning: what it reports stands;
+        ``strict`` (a notification, which counts it failed and tries again later): it is raised,
+        translated (:func:`steps.forge.github.translate`: transient or not)."""
         what = f"commenting on pull request #{number}"
         try:
             for page in range(1, MAX_COMMENT_PAGES + 1):
@@ -281,16 +291,26 @@ class GitHubForge:
                     break
             self.client.rest.issues.create_comment(self.owner, self.repo, number, body=body)
         except (GitHubException, ValueError) as exc:
+            if strict:
+                raise self._fail(exc, what) from None
             log.warning("could not comment on %s#%d: %s", self.full_name, number, self._fail(exc, what))
             return False
         return True
 
     def set_status(
-        self, sha: str, *, state: str, context: str, description: str = "", target_url: str | None = None
+        self,
+        sha: str,
+        *,
+        state: str,
+        context: str,
+        description: str = "",
+        target_url: str | None = None,
+        strict: bool = False,
     ) -> bool:
         """``POST /repos/{o}/{r}/statuses/{sha}`` (the App needs the "Commit statuses: write"
         permission, a token ``repo:status``). The description is cut to GitHub's 140 characters. A
-        status GitHub refuses is a warning, like a comment: it never fails the step that sets it."""
+        status GitHub refuses is a warning, like a comment: it never fails the step that sets it;
+        ``strict``: it is raised, translated (transient or not)."""
         if state not in STATUS_STATES:
             raise ValueError(f"commit status state {state!r}: use one of {', '.join(STATUS_STATES)}")
         text = description if len(description) <= MAX_STATUS_DESCRIPTION else description[:139] + "…"
@@ -301,6 +321,8 @@ class GitHubForge:
         try:
             self.client.rest.repos.create_commit_status(self.owner, self.repo, sha, data=body)  # type: ignore[arg-type]
         except (GitHubException, ValueError) as exc:
+            if strict:
+                raise self._fail(exc, what) from None
             log.warning(
                 "could not set a status on %s@%s: %s", self.full_name, sha[:12], self._fail(exc, what)
             )
@@ -411,12 +433,19 @@ class LocalForge:
         if reviewers:
             log.info("local forge: reviewers %s not requested (no API)", reviewers)
 
-    def comment_once(self, number: int, marker: str, body: str) -> bool:
+    def comment_once(self, number: int, marker: str, body: str, *, strict: bool = False) -> bool:
         log.info("local forge: no pull request to comment on (no API): %s", body.split("\n", 1)[0])
         return False
 
     def set_status(
-        self, sha: str, *, state: str, context: str, description: str = "", target_url: str | None = None
+        self,
+        sha: str,
+        *,
+        state: str,
+        context: str,
+        description: str = "",
+        target_url: str | None = None,
+        strict: bool = False,
     ) -> bool:
         log.info(
             "local forge: status %s=%s on %s not set (no API): %s", context, state, sha[:12], description

@@ -107,7 +107,8 @@ def parse(data: object, source: str = "notifications file") -> NotifyConfig:
         for n in names:
             if n not in destinations:
                 raise NotifyConfigError(f"{source}: {where} names {n!r}, which is not a destination")
-    return NotifyConfig(destinations, Routing(default, alarms, others))
+    github = tuple(n for n, d in destinations.items() if d.kind == GITHUB)
+    return NotifyConfig(destinations, Routing(default, alarms, others, github))
 
 
 def load(env: Mapping[str, str] | None = None) -> NotifyConfig:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from steps.domain.errors import NotifyConfigError
 
@@ -43,6 +43,12 @@ NOOPS = frozenset({"current", "stale", "unchanged", "skipped", ""})
 #: Outcomes only a ``github`` destination acts on (they end ``imagebump/live``'s ``pending``); the
 #: team's channels hear nothing of them: verify-live ended without a verdict worth a message.
 GITHUB_ONLY = frozenset({"idle", "not-verified"})
+#: Outcomes that end a commit's ``imagebump/live`` (every one of :data:`steps.notify.github.STATES`
+#: but the pending ones): each also goes to every ``github`` destination the commit's pending went to,
+#: whatever the routing says, so a ``pending`` never stays (docs/notifications.md).
+STATUS_ENDS = frozenset({"live", "mismatch", "timeout", "idle", "not-verified"})
+#: The outcome that sets the pending status (notify-verifying's; ``pr-opened``/``pr-updated`` route alike).
+PENDING = "committed"
 
 _TITLES = {
     "committed": "committed",
@@ -82,11 +88,13 @@ class Outcome:
 class Routing:
     """Where messages go. ``default``: destinations for every outcome no rule routes; ``alarms``:
     if set, alarms go there instead of the default or the rule's; ``others``: if set, every
-    non-alarm goes there instead of the default."""
+    non-alarm goes there instead of the default; ``github``: the destinations of type ``github``
+    (a status's end follows its pending there, :data:`STATUS_ENDS`)."""
 
     default: tuple[str, ...] = ()
     alarms: tuple[str, ...] | None = None
     others: tuple[str, ...] | None = None
+    github: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -110,7 +118,17 @@ def idempotency_key(event: str, target: str, kind: str, destination: str) -> str
 
 
 def destinations_for(outcome: Outcome, routing: Routing) -> tuple[str, ...]:
-    """The destination names an outcome goes to (deduplicated, in order)."""
+    """The destination names an outcome goes to (deduplicated, in order). An outcome that ends
+    ``imagebump/live`` also goes to every ``github`` destination its commit's pending went to (an
+    alarm routed to ``alarms`` would otherwise leave that status pending for ever)."""
+    names = _routed(outcome, routing)
+    if outcome.kind in STATUS_ENDS and routing.github:
+        pending = _routed(replace(outcome, kind=PENDING), routing)
+        names += tuple(n for n in pending if n in routing.github)
+    return tuple(dict.fromkeys(names))
+
+
+def _routed(outcome: Outcome, routing: Routing) -> tuple[str, ...]:
     if outcome.kind in ALARMS and routing.alarms is not None:
         names: Sequence[str] = routing.alarms
     elif outcome.rule_notify:
@@ -119,7 +137,7 @@ def destinations_for(outcome: Outcome, routing: Routing) -> tuple[str, ...]:
         names = routing.others
     else:
         names = routing.default
-    return tuple(dict.fromkeys(names))
+    return tuple(names)
 
 
 def decide(outcome: Outcome, routing: Routing, known: Sequence[str] | None = None) -> list[Message]:

@@ -81,9 +81,25 @@ def description(message: Message) -> str:
     return f"verifying that {f.get('overlay', '')} runs it"
 
 
+_MENTION = re.compile(r"@(?=[A-Za-z0-9_-])")
+ZWJ = "\u200d"
+
+
+def neutral(text: str) -> str:
+    """``text`` from data, made harmless in a comment: an ``@mention`` (a user or a team) gets a
+    zero-width joiner after its ``@`` so GitHub notifies nobody, and ``<!--`` is written ``&lt;!--``
+    so no data can open a hidden comment, such as a forged :func:`marker` that ``comment_once``
+    would take for ours."""
+    return _MENTION.sub("@" + ZWJ, text.replace("<!--", "&lt;!--"))
+
+
 def comment_body(message: Message) -> str:
-    facts = "\n".join(f"- **{k}**: {v}" for k, v in message.fields.items() if v and k not in ("repo", "pr"))
-    return f"{marker(message)}\n**imagebump: {message.title}** — {message.target}\n\n{facts}\n"
+    facts = "\n".join(
+        f"- **{neutral(k)}**: {neutral(v)}"
+        for k, v in message.fields.items()
+        if v and k not in ("repo", "pr")
+    )
+    return f"{marker(message)}\n**imagebump: {message.title}** — {neutral(message.target)}\n\n{facts}\n"
 
 
 def send(message: Message, forge_for: ForgeFor) -> str:
@@ -96,8 +112,10 @@ def send(message: Message, forge_for: ForgeFor) -> str:
             if found is None:
                 return ""  # no open pull request: nothing to comment on
             number = found.number
-        forge.comment_once(number, marker(message), comment_body(message))  # type: ignore[attr-defined]
-        return ""  # comment_once logs what GitHub refused; a marker found is "already sent"
+        # what GitHub refuses is raised (counted failed, the claim given back); a marker found is
+        # "already sent"
+        forge.comment_once(number, marker(message), comment_body(message), strict=True)  # type: ignore[attr-defined]
+        return ""
     took = forge.set_status(  # type: ignore[attr-defined]
         message.fields["commit"],
         state=STATES[message.kind],
@@ -111,6 +129,7 @@ def send(message: Message, forge_for: ForgeFor) -> str:
             ),
             None,
         ),
+        strict=True,
     )
     return "" if took else "GitHub refused the commit status"
 

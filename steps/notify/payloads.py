@@ -22,12 +22,20 @@ def _line(message: Message) -> str:
     return f"imagebump: {message.title} — {message.target}"
 
 
+def slack_escape(text: str) -> str:
+    """``text`` as Slack shows it literally: ``&``, ``<`` and ``>`` escaped as Slack documents
+    (api.slack.com/reference/surfaces/formatting#escaping). Unescaped, data such as a git author's
+    ``Ann <!channel>`` or a hold reason's ``<http://…|click>`` would ping a channel or make a link."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def body(kind: str, message: Message) -> dict[str, Any]:
     """The JSON object sent to a destination of ``kind``."""
     if kind == "slack":
-        facts = "\n".join(f"• *{k}*: {v}" for k, v in message.fields.items() if v != "")
+        esc = slack_escape  # every text built from data; the title and the layout are ours
+        facts = "\n".join(f"• *{esc(k)}*: {esc(v)}" for k, v in message.fields.items() if v != "")
         emoji = ":rotating_light: " if message.alarm else ""
-        return {"text": f"{emoji}{_line(message)}\n{facts}"}
+        return {"text": f"{emoji}{esc(_line(message))}\n{facts}"}
     if kind == "teams":
         card = {
             "type": "AdaptiveCard",

@@ -1,4 +1,6 @@
-"""The signature of the generic JSON webhook: HMAC-SHA256, as GitHub and Stripe sign theirs.
+"""The signature of the generic JSON webhook: HMAC-SHA256 over a timestamp and the body, the scheme
+Stripe uses (``t=…,v1=…``). GitHub's ``X-Hub-Signature-256: sha256=<hex>`` is an HMAC-SHA256 of the
+body alone, with no timestamp, so a receiver of GitHub's cannot refuse a replayed request; ours can.
 
 Header ``X-Imagebump-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">`` keyed with
 the destination's secret. A receiver recomputes the HMAC over the exact bytes it received, compares

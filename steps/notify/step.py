@@ -235,4 +235,7 @@ def run(
     except (NotifyConfigError, ImagebumpError, OSError, ValueError) as exc:
         log.error("notifications not sent: %s", exc)
         return NotifyOutput(failed=1)
+    except Exception as exc:  # noqa: BLE001 - an exit handler that fails fails a Workflow that succeeded
+        log.error("notifications not sent: %s", type(exc).__name__)
+        return NotifyOutput(failed=1)
     return NotifyOutput(**{k: report.counts.get(k, 0) for k in ("sent", "duplicate", "failed")})

@@ -21,7 +21,7 @@ from steps.notify import config as notify_config
 from steps.notify import github
 from steps.notify.decide import Message, NotifyConfigError, Outcome
 from steps.notify.ledger import Ledger
-from steps.notify.send import Report
+from steps.notify.send import VERIFYING_BUDGET, Report
 from steps.notify.step import NotifyOutput, event_of, ledger_from_env, notify, read_workflow
 from steps.runtime.harness import step_entry
 
@@ -68,8 +68,13 @@ def run(target: Target, commit_sha: str, event: str = "", workflow_name: str = "
         if not any(d.kind == github.KIND for d in cfg.destinations.values()):
             return NotifyOutput()
         event_id = event_of(event, read_workflow(workflow_name), workflow_name)
-        report = mark_pending(pending_outcome(target, commit_sha, event_id), cfg, ledger_from_env())
+        report = mark_pending(
+            pending_outcome(target, commit_sha, event_id), cfg, ledger_from_env(), budget=VERIFYING_BUDGET
+        )
     except (NotifyConfigError, ImagebumpError, OSError, ValueError) as exc:
         log.error("imagebump/live pending not set: %s", exc)
+        return NotifyOutput(failed=1)
+    except Exception as exc:  # noqa: BLE001 - it never fails the Workflow
+        log.error("imagebump/live pending not set: %s", type(exc).__name__)
         return NotifyOutput(failed=1)
     return NotifyOutput(**{k: report.counts.get(k, 0) for k in ("sent", "duplicate", "failed")})

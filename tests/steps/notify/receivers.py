@@ -6,12 +6,25 @@ Workflows webhooks answer ``202 Accepted`` to a ``message`` with an Adaptive Car
 Workflows for Microsoft Teams"). Each receiver refuses a body that is not its shape with 400, as
 the services do. ``status`` makes it answer an error; ``hold`` makes it answer only after the
 event is set (a slow receiver: the client's timeout fires first).
+
+What real receivers also answer, and the tests make these do:
+
+- ``status=429`` with ``headers={"Retry-After": …}``: Slack's rate limit answers ``429 Too Many
+  Requests`` with ``Retry-After`` in seconds (api.slack.com/apis/rate-limits); RFC 9110
+  section 10.2.3 also allows an HTTP date, as proxies and other webhooks send.
+- ``status=301/302/307…`` with ``headers={"Location": …}``: a moved endpoint or a proxy's login page
+  (RFC 9110 section 15.4); a client that follows a 302 re-sends it as a GET to wherever it points.
+- ``garbage``: an answer that is no HTTP at all (a TLS port spoken to in plain HTTP, a broken
+  proxy); ``trickle``: the answer written one byte every ``trickle`` seconds (a receiver, or a
+  middlebox, that keeps a connection alive without ever finishing its answer).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -26,12 +39,29 @@ class Received:
     def json(self) -> dict:
         return json.loads(self.body)
 
+    @property
+    def slack_controls(self) -> list[str]:
+        """What Slack parses in a message's ``text`` as a control sequence rather than text: each
+        ``<…>`` (``<!channel>``/``<!here>`` pings, ``<@U…>`` mentions, ``<http…|label>`` links);
+        ``&lt;``, ``&gt;``, ``&amp;`` show as the characters they escape
+        (api.slack.com/reference/surfaces/formatting#escaping)."""
+        return re.findall(r"<([^<>]*)>", self.json.get("text", ""))
+
+    @property
+    def slack_shown(self) -> str:
+        """The ``text`` as Slack shows it once its three escapes are read back."""
+        text = self.json.get("text", "")
+        return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
 
 @dataclass
 class Receiver:
     shape: str  # slack | teams | webhook
     status: int = 0  # 0: the shape's success status
     hold: threading.Event | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    garbage: bool = False
+    trickle: float = 0.0
     received: list[Received] = field(default_factory=list)
     server: ThreadingHTTPServer | None = None
 
@@ -74,7 +104,19 @@ class Receiver:
                     status = 400
                 payload = b"ok" if status < 300 else b"error"
                 try:
+                    if owner.garbage:
+                        self.wfile.write(b"NOT HTTP\r\n\r\n")
+                        return
+                    if owner.trickle:
+                        answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2000\r\n\r\n" + b"o" * 2000
+                        for byte in answer:
+                            self.wfile.write(bytes([byte]))
+                            self.wfile.flush()
+                            time.sleep(owner.trickle)  # the receiver's pace, not the code's under test
+                        return
                     self.send_response(status)
+                    for name, value in owner.headers.items():
+                        self.send_header(name, value)
                     self.send_header("Content-Length", str(len(payload)))
                     self.end_headers()
                     self.wfile.write(payload)

@@ -142,3 +142,56 @@ def test_a_held_pr_target_finds_imagebumps_open_pr_from_its_branch(github_fake, 
     assert notify([held], CFG, FileLedger(tmp_path), forge_for=forge_for).counts == {"sent": 1}
     (comment,) = github_fake.pulls[-1].comments
     assert "rolled back by alice" in comment and "imagebump:notify:held:" in comment
+
+
+def test_a_comment_mentions_nobody_the_data_names(github_fake, forge_for, pull, tmp_path):
+    """A hold reason or an author naming ``@alice`` or ``@acme/sre`` notifies nobody on GitHub."""
+    outcome = _o("held", pr="7", by="Ann @alice", reason="rolled back, ask @acme/sre or @bob-2")
+    assert notify([outcome], CFG, FileLedger(tmp_path), forge_for=forge_for).counts == {"sent": 1}
+    assert github_fake.mentions(7) == []
+    assert "rolled back, ask" in pull.comments[0]
+
+
+def test_data_cannot_forge_the_marker_of_a_later_comment(github_fake, forge_for, pull, tmp_path):
+    """A hold reason holding the ``blocked`` comment's marker does not stop that comment."""
+    from steps.notify.decide import Routing, decide
+    from steps.notify.github import marker
+
+    blocked = _o("blocked", pr="7", reason="soak not met")
+    (message,) = decide(blocked, Routing(default=("gh",)))
+    forged = _o("held", pr="7", reason=f"see {marker(message)} here", by="x")
+    assert notify([forged, blocked], CFG, FileLedger(tmp_path), forge_for=forge_for).counts == {"sent": 2}
+    assert len(pull.comments) == 2
+    assert [c.count("<!--") for c in pull.comments] == [1, 1]  # each only its own marker
+
+
+@pytest.mark.parametrize("status", [403, 404, 422])
+def test_a_comment_github_refuses_is_failed_its_claim_given_back_and_not_retried(
+    status, github_fake, forge_for, pull, tmp_path
+):
+    outcome = _o("blocked", pr="7", reason="soak not met")
+    comments = r"/repos/acme/gitops/issues/7/comments"
+    github_fake.fail("POST", comments, status)
+    sleeps: list[float] = []
+    report = notify([outcome], CFG, FileLedger(tmp_path), forge_for=forge_for, sleep=sleeps.append)
+    assert report.counts == {"failed": 1}
+    assert pull.comments == [] and list(tmp_path.iterdir()) == []
+    assert len(github_fake.calls_to("POST", comments)) == 1 and sleeps == []  # it would refuse again
+    # the next run (the token fixed, the PR reopened) comments
+    assert notify([outcome], CFG, FileLedger(tmp_path), forge_for=forge_for).counts == {"sent": 1}
+    assert len(pull.comments) == 1
+
+
+def test_a_comment_github_could_not_take_now_is_retried(github_fake, forge_for, pull, tmp_path):
+    comments = r"/repos/acme/gitops/issues/7/comments"
+    github_fake.fail("POST", comments, 502, times=2)  # the client's own retry takes one
+    sleeps: list[float] = []
+    report = notify(
+        [_o("blocked", pr="7", reason="r")],
+        CFG,
+        FileLedger(tmp_path),
+        forge_for=forge_for,
+        sleep=sleeps.append,
+    )
+    assert report.counts == {"sent": 1} and len(pull.comments) == 1
+    assert sleeps  # deliver tried again after a transient refusal

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 
 import pytest
@@ -328,3 +329,37 @@ def test_the_catalogue_names_every_outcome_its_fields_and_its_producer():
         assert alarm == (kind in ALARMS), kind
         assert set(FIELDS[kind]) <= fields, kind
         assert producer, f"{kind}: the catalogue names no producer"
+
+
+# what the audit saw: a git author ident and a hold reason that pinged the channel and made a link
+INJECTION = "rollback by Ann <!channel> (r:2 → r:1) <http://evil.example|click> & <@U012AB3CD> &amp;"
+
+
+def test_slack_shows_data_as_text_never_a_ping_a_mention_or_a_link(tmp_path):
+    fields = {"image": "r:1", "overlay": "apps/x", "by": "Ann <!channel>", "commit": "abc1234"}
+    outcome = Outcome("held", "e", "t <!here>", {**fields, "reason": INJECTION})
+    with Receiver("slack") as slack:
+        cfg = config.parse({"destinations": {"s": {"type": "slack", "url": slack.url}}})
+        assert notify([outcome], cfg, FileLedger(tmp_path), sleep=_Sleeps()).counts == {"sent": 1}
+    (got,) = slack.received
+    assert got.slack_controls == []
+    assert INJECTION in got.slack_shown and "Ann <!channel>" in got.slack_shown
+
+
+_TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40) | st.sampled_from(
+    ["<!channel>", "<!here|here>", "<http://x.example|click>", "&lt;!channel&gt;", "a & b", "<@U1>"]
+)
+
+
+@given(target=_TEXT, key=st.sampled_from(["reason", "by", "x-extra"]), value=_TEXT, alarm=st.booleans())
+def test_slack_text_holds_no_control_sequence_and_no_unescaped_character_from_data(target, key, value, alarm):
+    from steps.notify.decide import Message
+    from steps.notify.payloads import body
+
+    kind = "mismatch" if alarm else "held"
+    message = Message("s", "k", kind, alarm, "title", "e", target, {key: value, "image": value})
+    text = body("slack", message)["text"]
+    assert "<" not in text and ">" not in text  # so no `<!…`, no `<http…`: Slack parses only `<…>`
+    assert re.fullmatch(r"(?:[^&]|&(?:amp|lt|gt);)*", text, re.S)
+    shown = text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+    assert target in shown and (value == "" or value in shown)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from steps.domain.errors import ImageNotFoundError
 from steps.domain.models import ValuesRef
@@ -259,3 +261,70 @@ def test_a_release_that_is_not_installed_is_not_edited() -> None:
     files = {"helmfile.yaml": text, "values/base.yaml": image("1.0")}
     with pytest.raises(ImageNotFoundError):
         locate(files)
+
+
+# --- the promise as a property: never edit what a later source overrides -----------------------------
+
+#: What one document of a values file says about the image: nothing, all of it, or a part.
+PIECES = {
+    "none": lambda tag: "replicas: 1\n",
+    "complete": lambda tag: image(tag),
+    "complete-other": lambda tag: image(tag, OTHER),
+    "tag-only": lambda tag: f'image:\n  tag: "{tag}"\n',
+    "repository-only": lambda tag: f"image:\n  repository: {REPO}\n",
+    "other-repository-only": lambda tag: f"image:\n  repository: {OTHER}\n",
+}
+
+sources = st.lists(
+    st.lists(st.sampled_from(sorted(PIECES)), min_size=1, max_size=2),  # a file: its documents
+    min_size=1,
+    max_size=4,
+)
+
+
+def helm_merge(files: dict[str, str], order: list[str]) -> dict:
+    """What Helm deploys from ``order`` (``--values`` in order; each file's documents in order):
+    MergeMaps, the later winning, mappings merged key by key."""
+
+    def merge(base: dict, over: dict) -> dict:
+        out = dict(base)
+        for key, value in over.items():
+            out[key] = (
+                merge(out[key], value)
+                if isinstance(value, dict) and isinstance(out.get(key), dict)
+                else value
+            )
+        return out
+
+    result: dict = {}
+    for name in order:
+        for document in yaml.safe_load_all(files[name]):
+            if isinstance(document, dict):
+                result = merge(result, document)
+    return result
+
+
+@settings(max_examples=150, deadline=None)
+@given(sources)
+@example([["complete"], ["tag-only"]])  # the audit: a later file overriding only image.tag
+@example([["complete"], ["other-repository-only"]])  # a later file pinning another repository
+@example([["complete", "tag-only"]])  # a later document overriding only the tag
+@example([["complete-other"], ["repository-only"]])  # the repository from a later file
+def test_the_edit_lands_where_helms_merge_takes_the_tag_never_in_an_overridden_file(layout) -> None:
+    order = [f"values/{i}.yaml" for i in range(len(layout))]
+    files = {
+        name: "---\n".join(PIECES[piece](f"1.{i}.{j}") for j, piece in enumerate(pieces))
+        for i, (name, pieces) in enumerate(zip(order, layout, strict=True))
+    }
+    files["helmfile.yaml"] = "releases:\n  - name: app\n    values:\n" + "".join(
+        f"      - {n}\n" for n in order
+    )
+    deployed = helm_merge(files, order).get("image", {})
+    if deployed.get("repository") != REPO:
+        with pytest.raises(ImageNotFoundError):
+            locate(files)
+        return
+    after = write(files, tag="9.9.9")
+    now = helm_merge(after, order)["image"]
+    assert (now["repository"], now["tag"]) == (REPO, "9.9.9")
+    assert sum(after[n] != files[n] for n in files) == 1

@@ -4,7 +4,8 @@
 same line editor the kustomization writer uses (:class:`~steps.kustomize.splice.Splicer`,
 :func:`~steps.kustomize.splice.format_scalar`); comments (a trailing one on the edited line too),
 blank lines, quoting, indentation, anchors and aliases, CRLF and the other documents are the
-original bytes. A tag YAML would read as something else (``1.20``, ``1e3``, ``yes``, ``null``,
+original bytes. A file's documents are read merged, as Helm 4 reads them (the later winning,
+:mod:`~steps.kustomize.values.merge`): only the scalars that win are edited. A tag YAML would read as something else (``1.20``, ``1e3``, ``yes``, ``null``,
 ``0x1F``) is written quoted. The result is read again: every document must parse to the original
 data except the edited fields, and every matched image must compose the pushed reference —
 else :class:`~steps.kustomize.values.tree.ValuesError` and nothing is written.

@@ -531,7 +531,7 @@ def decide(
             )
         raise ImageNotFoundError(
             f"image {repository!r} is in none of the values of {where}: searched "
-            f"{', '.join(str(layer.source) for layer in layers) or 'nothing'}",
+            f"{', '.join(str(source) for source in release.sources) or 'nothing'}",
             found=sorted({f.repository for f in found}),
         )
     for field, name in release.sets:

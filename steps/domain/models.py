@@ -145,6 +145,9 @@ class ValuesRef(BaseModel):
 
     keys: dict[str, str] | None = None
     scope: list[str | int] | None = None
+    #: For a helmfile release's file that overrides only the tag (and digest) of an image an earlier
+    #: values file names (``keys`` then names the tag): the repository the earlier files compose.
+    repository: str | None = None
     add_digest: bool = Field(default=False, description="writeDigest: append the digest to a string image")
 
 
@@ -288,11 +291,19 @@ class Target(BaseModel):
             return f"{self.helmfile.file}#{self.helmfile.release}@{self.helmfile.environment}"
         return self.path
 
-    def values_ref(self, scope: list | None = None) -> ValuesRef | None:
-        """How to find the image in this target's values file (None: it edits a kustomization)."""
+    def values_ref(
+        self, scope: list | None = None, keys: dict[str, str] | None = None, repository: str | None = None
+    ) -> ValuesRef | None:
+        """How to find the image in this target's values file (None: it edits a kustomization);
+        ``keys``/``repository``: what a helmfile release's sources say (else the rule's valuesKeys)."""
         if not self.edits_values:
             return None
-        return ValuesRef(keys=self.values_keys, scope=scope, add_digest=self.settings.write_digest)
+        return ValuesRef(
+            keys=keys if keys is not None else self.values_keys,
+            scope=scope,
+            repository=repository,
+            add_digest=self.settings.write_digest,
+        )
 
     @property
     def key(self) -> str:

@@ -259,8 +259,8 @@ def _read_overlay(repo, overlay: str) -> tuple[str, str]:
 def _read_values(repo, target: Target) -> tuple[str, str, ValuesRef]:
     """(repository path of the values file that holds the image, its text, how to find it there).
 
-    A ``valuesFile`` is read as it is; a helmfile release's sources are searched
-    (:func:`steps.kustomize.values.helmfile.locate_image`, highest precedence first).
+    A ``valuesFile`` is read as it is; for a helmfile release, the source whose scalars win Helm's
+    merge of the release's values (:func:`steps.kustomize.values.helmfile.locate_image`).
     """
     from steps.kustomize.values.helmfile import locate_image
 
@@ -275,7 +275,7 @@ def _read_values(repo, target: Target) -> tuple[str, str, ValuesRef]:
     ref = target.helmfile
     assert ref is not None
     head = repo.cloned_head()
-    file, text, scope = locate_image(
+    got = locate_image(
         lambda path: repo.show(head, path),
         ref.file,
         ref.release,
@@ -283,7 +283,8 @@ def _read_values(repo, target: Target) -> tuple[str, str, ValuesRef]:
         target.image,
         target.values_keys,
     )
-    return file, text, values_ref(target, list(scope) if scope else None)
+    scope = list(got.scope) if got.scope else None
+    return got.file, got.text, target.values_ref(scope, got.keys, got.repository)
 
 
 def carry_text(plan: Plan, repo, text: str, mode: str = "commit") -> Plan:

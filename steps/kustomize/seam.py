@@ -17,8 +17,9 @@ from steps.kustomize.holds import hold_marker
 from steps.kustomize.reader import get_image, read_images
 
 
-def _scope(ref: ValuesRef) -> tuple | None:
-    return tuple(ref.scope) if ref.scope else None
+def _where(ref: ValuesRef) -> dict:
+    """Where the image is in the file, as :func:`~steps.kustomize.values.find_pushed` takes it."""
+    return {"keys": ref.keys, "scope": tuple(ref.scope) if ref.scope else None, "inherited": ref.repository}
 
 
 def read_entry(
@@ -28,9 +29,7 @@ def read_entry(
     repository; an ambiguous match raises."""
     if values is None:
         return get_image(text, name, by_new_name=by_new_name, source=source)
-    _, _, matches = _values_writer.find_pushed(
-        text, name, source=source, keys=values.keys, scope=_scope(values)
-    )
+    _, _, matches = _values_writer.find_pushed(text, name, source=source, **_where(values))
     return _values_writer.values_entry(matches, name, source)
 
 
@@ -39,9 +38,7 @@ def require_entry(text: str, name: str, *, source: str, values: ValuesRef | None
     from steps.domain.errors import ImageNotFoundError
 
     if values is not None:
-        roots, found, matches = _values_writer.find_pushed(
-            text, name, source=source, keys=values.keys, scope=_scope(values)
-        )
+        roots, found, matches = _values_writer.find_pushed(text, name, source=source, **_where(values))
         entry = _values_writer.values_entry(matches, name, source)
         if entry is None:
             raise _values_writer.not_found(found, name, source, roots)
@@ -75,8 +72,7 @@ def write_entry(
         tag=tag,
         digest=digest,
         source=source,
-        keys=values.keys,
-        scope=_scope(values),
+        **_where(values),
         add_digest=values.add_digest,
     ).text
 
@@ -89,8 +85,7 @@ def edit_entry(text: str, name: str, *, source: str, tag: str | None, digest: st
         tag=tag,
         digest=digest,
         source=source,
-        keys=values.keys,
-        scope=_scope(values),
+        **_where(values),
         add_digest=values.add_digest,
     )
 
@@ -104,7 +99,5 @@ def entry_hold(
         return hold_marker(text, name, by_new_name=by_new_name, source=source)
     if "imagebump:hold" not in text:
         return None
-    _, _, matches = _values_writer.find_pushed(
-        text, name, source=source, keys=values.keys, scope=_scope(values)
-    )
+    _, _, matches = _values_writer.find_pushed(text, name, source=source, **_where(values))
     return _values_writer.hold_reason(text, matches)

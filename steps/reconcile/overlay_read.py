@@ -172,14 +172,15 @@ def _read_values_at(repo: Any, rev: str, items: Sequence[Item]) -> None:
         sample, item.rev = item.sample, rev
         try:
             if sample.values_file is not None:
-                item.file, scope = sample.values_file, None
+                item.file = sample.values_file
                 text = repo.show(rev, item.file)
                 if text is None:
                     item.error = f"values file {item.file} does not exist; fix valuesFile in the rule"
                     continue
+                item.values = sample.values_ref()
             else:
                 ref = sample.helmfile
-                item.file, text, scope = locate_image(
+                got = locate_image(
                     lambda path: repo.show(rev, path),
                     ref.file,
                     ref.release,
@@ -187,7 +188,10 @@ def _read_values_at(repo: Any, rev: str, items: Sequence[Item]) -> None:
                     sample.image,
                     sample.values_keys,
                 )
-            item.values = sample.values_ref(list(scope) if scope else None)
+                item.file, text = got.file, got.text
+                item.values = sample.values_ref(
+                    list(got.scope) if got.scope else None, got.keys, got.repository
+                )
             item.current = kustomize.require_entry(text, sample.image, source=item.file, values=item.values)
             item.hold = kustomize.entry_hold(text, sample.image, source=item.file, values=item.values)
         except ImagebumpError as exc:

@@ -3,10 +3,11 @@
 Beside the kustomization writer (:mod:`steps.kustomize.edit`), behind the same seam
 (:mod:`steps.kustomize.seam`): find → plan → splice → re-read. Modules, each importing only those
 before it: ``refs`` (image references split and normalised as the container runtime does),
-``tree`` (every document's nodes with positions, from libyaml's events), ``find`` (the shapes real
-charts use, ``valuesKeys``), ``edit`` (planning the scalars to change, splicing them with
-:mod:`steps.kustomize.splice`, proving the result; holds and refusals), ``helmfile`` (the values
-files and inline values a helmfile release uses in an environment). Pure; docs/helm-values.md
+``tree`` (every document's nodes with positions, from libyaml's events), ``merge`` (values merged
+as Helm merges them, the later document or file winning), ``find`` (the shapes real charts use,
+``valuesKeys``), ``edit`` (planning the scalars to change, splicing them with
+:mod:`steps.kustomize.splice`, proving the result; holds and refusals), ``helmfile`` (which of a
+release's values files and inline values decides its image, in an environment). Pure; docs/helm-values.md
 says what is found and what is refused, and why.
 """
 

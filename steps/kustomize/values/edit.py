@@ -4,7 +4,8 @@
 same line editor the kustomization writer uses (:class:`~steps.kustomize.splice.Splicer`,
 :func:`~steps.kustomize.splice.format_scalar`); comments (a trailing one on the edited line too),
 blank lines, quoting, indentation, anchors and aliases, CRLF and the other documents are the
-original bytes. A tag YAML would read as something else (``1.20``, ``1e3``, ``yes``, ``null``,
+original bytes. A file's documents are read merged, as Helm 4 reads them (the later winning,
+:mod:`~steps.kustomize.values.merge`): only the scalars that win are edited. A tag YAML would read as something else (``1.20``, ``1e3``, ``yes``, ``null``,
 ``0x1F``) is written quoted. The result is read again: every document must parse to the original
 data except the edited fields, and every matched image must compose the pushed reference —
 else :class:`~steps.kustomize.values.tree.ValuesError` and nothing is written.
@@ -47,6 +48,7 @@ from steps.kustomize.values.find import (
     show_path,
     version,
 )
+from steps.kustomize.values.merge import merged_roots
 from steps.kustomize.values.refs import normalise, split_reference
 from steps.kustomize.values.tree import Documents, ValuesError, VMap, VScalar, compose, reread
 from steps.kustomize.yaml_nodes import position_of
@@ -86,6 +88,7 @@ def find_pushed(
     source: str = "values.yaml",
     keys: dict[str, str] | None = None,
     scope: tuple | None = None,
+    inherited: str | None = None,
 ) -> tuple[list, list[Found], list[Found]]:
     """(documents, every image found, the images that are ``repository``). With ``keys`` (a
     rule's ``valuesKeys``) the one image they name is returned whatever its repository (a pin).
@@ -95,14 +98,22 @@ def find_pushed(
     comes back with the same question, so a step parses its file once (a text read anew is parsed
     anew). Callers read them, never change them.
     """
-    question = (source, tuple(sorted(keys.items())) if keys is not None else None, scope)
+    question = (source, tuple(sorted(keys.items())) if keys is not None else None, scope, inherited)
     last = _last_read[0]
     if last is not None and last[0] is text and last[1] == question:
         roots, found = last[2]
     else:
         _last_read[0] = None  # a text that fails to read leaves nothing behind
         roots = read_documents(text, source)
-        found = find_images(roots, keys=keys, scope=scope, source=source)
+        # Helm 4 merges a file's documents, the later winning: find the images in that merged view,
+        # so only the scalars that decide what is deployed are read and edited
+        found = find_images(
+            merged_roots(roots) if scope is None else roots,
+            keys=keys,
+            scope=scope,
+            source=source,
+            inherited=inherited,
+        )
         _last_read[0] = (text, question, (roots, found))
     return roots, found, (found if keys is not None else matching(found, repository))
 
@@ -169,7 +180,7 @@ def hold_reason(text: str, matches: list[Found]) -> str | None:
     mapping ("" without a reason), or None. A ``#`` inside a value is no comment."""
     if "imagebump:hold" not in text:
         return None
-    for f in matches:
+    for f in (part for match in matches for part in match.parts()):
         first, stop = f.lines(text)
         spans = []
         if f.mapping is not None:
@@ -189,10 +200,12 @@ def _refuse_unsafe(text: str, roots: list, matches: list[Found], repository: str
                     "write the tag on one line (tag: 1.2.3) to let imagebump edit it",
                     reason="block-scalar",
                 )
-        first, stop = f.lines(text)
-        before = start_of_line(text, max(first - 1, 0))
-        after = end_of_line_content(text, end_of_line(text, stop))
-        if "{{" in text[before:after] or "}}" in text[before:after]:
+        spans = [part.lines(text) for part in f.parts()]
+        lines = [
+            text[start_of_line(text, max(first - 1, 0)) : end_of_line_content(text, end_of_line(text, stop))]
+            for first, stop in spans
+        ]
+        if any("{{" in chunk or "}}" in chunk for chunk in lines):
             raise ValuesError(
                 f"{source}: the image at {f.where} (line {_line(f)}) is inside or next to Go template actions "
                 "({{ … }}); imagebump cannot know what the template renders, so it edits no such line: keep "
@@ -254,11 +267,16 @@ def _plan_one(p: _Plan, f: Found, tag: str | None, digest: str | None, add_diges
         d = digest if digest and (old_digest or add_digest or not t) else None
         if not t and not d:
             raise ValuesError(f"{source}: nothing to write at {f.where}")
-        p.set(node, repo_text + (f":{t}" if t else "") + (f"@{d}" if d else ""), f.mapping.flow, source)
+        p.set(
+            node,
+            repo_text + (f":{t}" if t else "") + (f"@{d}" if d else ""),
+            f.string_slot.mapping.flow,
+            source,
+        )
         p.expect.append((f, t, d))
         return
     ts, ds = f.tag_slot, f.digest_slot
-    flow = f.mapping.flow if f.mapping is not None else False
+    flow = ts.mapping.flow if ts is not None and ts.mapping is not None else False
     for key in f.inherited:  # a stale inherited digest would pin the old image; a tag is added
         node = f.mapping.get(key)
         empty = isinstance(node, VScalar) and (node.null or not node.value.strip())
@@ -284,9 +302,9 @@ def _plan_one(p: _Plan, f: Found, tag: str | None, digest: str | None, add_diges
         if planned is not None and planned[1] == value:
             pass  # inherited (<<) from a tag this edit sets to the same value: nothing to add
         elif ts.key is None:  # `repository:` without `tag:` (the chart defaults to appVersion): add it
-            if f.mapping is None or ts.after is None:
+            if ts.mapping is None or ts.after is None:
                 raise ValuesError(f"{source}: {f.where} has no tag key")
-            p.insert[id(f.mapping)] = (ts.after, "tag", value, f.mapping)
+            p.insert[id(ts.mapping)] = (ts.after, "tag", value, ts.mapping)
         elif ts.value is None:
             raise ValuesError(f"{source}: the tag at {f.where} is not a single value")
         else:
@@ -302,6 +320,7 @@ def _plan_one(p: _Plan, f: Found, tag: str | None, digest: str | None, add_diges
             "or add a digest key next to the tag"
         )
     if has_digest_slot:
+        flow = ds.mapping.flow if ds.mapping is not None else flow
         if ds.value is None:
             raise ValuesError(f"{source}: the digest at {f.where} is not a single value")
         old = "" if ds.value.null else ds.value.value
@@ -325,6 +344,7 @@ def edit_values(
     source: str = "values.yaml",
     keys: dict[str, str] | None = None,
     scope: tuple | None = None,
+    inherited: str | None = None,
     add_digest: bool = False,
 ) -> ValuesEdit:
     """Set the pushed image ``repository`` to ``tag`` / ``digest`` wherever the file holds it.
@@ -338,7 +358,9 @@ def edit_values(
     """
     if not tag and not digest:
         raise ValuesError(f"nothing to set for {repository}: give a tag or a digest", reason="nothing-to-set")
-    roots, found, matches = find_pushed(text, repository, source=source, keys=keys, scope=scope)
+    roots, found, matches = find_pushed(
+        text, repository, source=source, keys=keys, scope=scope, inherited=inherited
+    )
     if not matches:
         raise not_found(found, repository, source, roots)
     old = values_entry(matches, repository, source)
@@ -383,7 +405,11 @@ def edit_values(
     _verify(result, roots, plan, repository, source, keys)
     _refuse_other_images_changed(roots, result, matches, repository, source)
     edited = sorted({_where_of(matches, node) for node, _, _ in plan.replace.values()})
-    edited += [show_path(f.path + ("tag",)) for f in matches if id(f.mapping) in plan.insert]
+    edited += [
+        show_path(f.path + ("tag",))
+        for f in matches
+        if f.tag_slot is not None and id(f.tag_slot.mapping) in plan.insert
+    ]
     return ValuesEdit(result, True, matches, edited, notes, old, new)
 
 

@@ -27,9 +27,10 @@ image a value belongs to, so that an edit can prove it changed no other image. P
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from steps.kustomize.splice import end_of_line, end_of_line_content, start_of_line
+from steps.kustomize.values.merge import MergedMap, home
 from steps.kustomize.values.refs import join_registry, normalise, spellings, split_reference
 from steps.kustomize.values.tree import Documents, ValuesError, VMap, VScalar, VSeq
 from steps.kustomize.yaml_nodes import resolve_tag
@@ -83,6 +84,13 @@ class Found:
     def reference(self) -> str:
         ref = self.repository + (f":{self.tag}" if self.tag else "")
         return ref + (f"@{self.digest}" if self.digest else "")
+
+    def parts(self) -> list[Found]:
+        """The image as each real mapping merged into it holds it (:mod:`~steps.kustomize.values.merge`):
+        itself, unless several sources' mappings were merged into one."""
+        if not isinstance(self.mapping, MergedMap) or self.shape == "string":
+            return [self]
+        return [replace(self, mapping=part, parent_key=key) for key, part in self.mapping.parts]
 
     def nodes(self) -> list[VScalar]:
         return [s.value for s in (self.tag_slot, self.digest_slot, self.string_slot) if s and s.value]
@@ -147,9 +155,14 @@ def _str(node) -> str | None:
 def _slot(m: VMap, key: str, after: VScalar | None) -> Slot | None:
     k = m.key_node(key)
     if k is None:
-        return Slot(None, None, after, m, key) if after is not None else None
+        return Slot(None, None, after, _owner(m, after.value), key) if after is not None else None
     v = m.get(key)
-    return Slot(k, v if isinstance(v, VScalar) else None, None, m, key)
+    return Slot(k, v if isinstance(v, VScalar) else None, None, _owner(m, key), key)
+
+
+def _owner(m: VMap, key: str) -> VMap:
+    """The mapping whose text holds ``key``: ``m``, or for a merged view the source that won."""
+    return home(m, key) if isinstance(m, MergedMap) else m
 
 
 @dataclass
@@ -323,7 +336,7 @@ def _shapes(m: VMap, path: tuple, parent_key: VScalar | None, ctx: _Context) -> 
                 digest,
                 m,
                 k,
-                string_slot=Slot(k, v, None, m, k.value),
+                string_slot=Slot(k, v, None, _owner(m, k.value), k.value),
                 sources=(v,),
             )
         )
@@ -360,10 +373,13 @@ def _resolve(root, parts: list[str | int]):
     return parent, key, node
 
 
-def _by_keys(root, doc: int, keys: dict[str, str], source: str) -> Found | None:
+def _by_keys(root, doc: int, keys: dict[str, str], source: str, inherited: str | None = None) -> Found | None:
     got = {role: _resolve(root, parse_keys_path(p)) for role, p in keys.items()}
-    if got.get("repository") is None:
-        return None
+    if "repository" in keys:
+        if got.get("repository") is None:
+            return None
+    elif inherited is None or got.get("tag") is None:
+        return None  # keys for a file that overrides only the tag: a document without it has none
     for role, hit in got.items():
         if hit is None and role in ("tag",):
             raise ValuesError(
@@ -372,29 +388,33 @@ def _by_keys(root, doc: int, keys: dict[str, str], source: str) -> Found | None:
             )
         if hit is not None and not isinstance(hit[2], VScalar):
             raise ValuesError(f"{source}: valuesKeys.{role} {keys[role]!r} is not a single value")
-    repo = _str(got["repository"][2]) or ""
-    registry = _str(got["registry"][2]) if got.get("registry") else None
+    if "repository" in keys:
+        repo = _str(got["repository"][2]) or ""
+        registry = _str(got["registry"][2]) if got.get("registry") else None
+        composed = join_registry(registry, repo)
+        sources = tuple(got[role][2] for role in ("registry", "repository") if got.get(role))
+        anchor = "repository"
+    else:  # the repository is what the sources before this file compose (a helmfile release)
+        composed, sources, anchor = inherited, (), "tag"
     tag_hit, digest_hit = got.get("tag"), got.get("digest")
-    tag_slot = Slot(tag_hit[1], tag_hit[2], None, tag_hit[0], "tag") if tag_hit else None
-    digest_slot = Slot(digest_hit[1], digest_hit[2], None, digest_hit[0], "digest") if digest_hit else None
+    tag_slot = _hit_slot(tag_hit, "tag")
+    digest_slot = _hit_slot(digest_hit, "digest")
     mapping = tag_hit[0] if tag_hit else got["repository"][0]
-    path = (doc, *parse_keys_path(keys["repository"]))[:-1]
+    path = (doc, *parse_keys_path(keys[anchor]))[:-1]
     tag, digest = version(
         _str(tag_slot.value) if tag_slot else None, _str(digest_slot.value) if digest_slot else None, None
     )
-    sources = tuple(got[role][2] for role in ("registry", "repository") if got.get(role))
     return Found(
-        path,
-        "valuesKeys",
-        join_registry(registry, repo),
-        tag,
-        digest,
-        mapping,
-        None,
-        tag_slot,
-        digest_slot,
-        sources=sources,
+        path, "valuesKeys", composed, tag, digest, mapping, None, tag_slot, digest_slot, sources=sources
     )
+
+
+def _hit_slot(hit, name: str) -> Slot | None:
+    if hit is None:
+        return None
+    parent, key, value = hit
+    owner = _owner(parent, key.value) if isinstance(parent, VMap) and key is not None else parent
+    return Slot(key, value, None, owner, name)
 
 
 def find_images(
@@ -403,9 +423,12 @@ def find_images(
     keys: dict[str, str] | None = None,
     scope: tuple | None = None,
     source: str = "values.yaml",
+    inherited: str | None = None,
 ) -> list[Found]:
     """Every image the file holds (whatever its repository), in file order; ``scope``: only under
-    that path (a helmfile release's inline values); ``keys``: only the one ``valuesKeys`` names."""
+    that path (a helmfile release's inline values); ``keys``: only the one ``valuesKeys`` names —
+    without a ``repository`` key, the tag (and digest) ``keys`` names of an image whose repository
+    ``inherited`` is (a file that overrides only the tag of an image other files name)."""
     starts: list[tuple[object, tuple]] = []
     for i, root in enumerate(roots):
         if root is None:
@@ -418,9 +441,11 @@ def find_images(
     if keys is not None:
         out = []
         for root, path in starts:
-            f = _by_keys(root, path[0], keys, source)
+            f = _by_keys(root, path[0], keys, source, inherited)
             if f is not None:
                 out.append(f)
+        if not out and "repository" not in keys:
+            return out
         if not out:
             raise ValuesError(
                 f"{source}: valuesKeys.repository {keys.get('repository')!r} is not in the file; fix the "
@@ -441,7 +466,7 @@ def find_images(
                 paths.append(path)
                 continue
             occurrences[id(node)] = [path]
-            if node.__class__ is VMap:
+            if node.__class__ is VMap or node.__class__ is MergedMap:
                 found.extend(_shapes(node, path, parent_key, ctx))
                 for k, v in reversed(node.pairs):
                     if k.__class__ is not VScalar:

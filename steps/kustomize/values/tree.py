@@ -158,6 +158,22 @@ def neutralise(text: str) -> str:
     return _TEMPLATE_LINE.sub(lambda m: m[1] + "#" + m[0][len(m[1]) + 1 :], text)
 
 
+_ACTION = re.compile(r"\{\{-?(.*?)-?\}\}", re.S)
+_LINE_BREAK = re.compile(r"\r\n|\r|\n|\x85|\u2028|\u2029")
+
+
+def template_lines(text: str) -> list[tuple[int, list[str]]]:
+    """The lines :func:`neutralise` reads as comments: (line number from 0, as libyaml counts
+    lines, the text of each Go template action on it, delimiters and trim markers removed)."""
+    if "{{" not in text:
+        return []
+    out = []
+    for number, line in enumerate(_LINE_BREAK.split(text)):
+        if "{{" in line and _TEMPLATE_LINE.fullmatch(line):
+            out.append((number, [a.strip() for a in _ACTION.findall(line)]))
+    return out
+
+
 #: A collection's size (nodes once its aliases are written out) is counted up to this.
 _SIZE_CAP = 1 << 62
 

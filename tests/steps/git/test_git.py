@@ -343,6 +343,34 @@ def test_a_file_that_is_not_utf8_is_refused_never_rewritten(
         assert caught.value.reason == "not-utf8" and caught.value.field == f"{PROD}/kustomization.yaml"
 
 
+@pytest.mark.parametrize(
+    ("attributes", "text"),
+    [
+        pytest.param(
+            "*.yaml text eol=lf\n", "a: 1\r\nimage:\r\n  tag: v1\r\nb: 2\r\n", id="crlf-blob-eol-lf"
+        ),
+        pytest.param("*.yaml text\n", "a: 1\r\nimage:\r\n  tag: v1\r\nb: 2\r\n", id="crlf-blob-text"),
+        pytest.param("*.yaml text eol=crlf\n", "a: 1\nimage:\n  tag: v1\nb: 2\n", id="lf-blob-eol-crlf"),
+        pytest.param("*.yaml ident\n", "# $Id$\nimage:\n  tag: v1\n", id="ident"),
+    ],
+)
+@pytest.mark.parametrize("one_process", [True, False], ids=["one-process", "checkout-set"])
+def test_gitattributes_never_rewrite_the_bytes_read_or_committed(
+    make_remote, auth, tmp_path, attributes, text, one_process
+) -> None:
+    # the clean filter of `git commit` normalised every line ending of a CRLF file: 4 lines changed, not 1
+    file = f"{PROD}/values.yaml"
+    remote = make_remote({".gitattributes": attributes, file: text})
+    repo = git.clone(remote.url, tmp_path / "w", paths=[PROD], auth=auth, one_process=one_process)
+    assert repo.read(file) == text  # the blob's bytes, as the objects-only read gives them
+    repo.write(file, text.replace("v1", "v2"))
+    repo.commit("bump")
+    repo.push("HEAD:main")
+    after = remote.read(file)
+    assert after == text.replace("v1", "v2")
+    assert sum(a != b for a, b in zip(text.split("\n"), after.split("\n"), strict=True)) == 1
+
+
 # --- commit and push ----------------------------------------------------------------------------
 
 

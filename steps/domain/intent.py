@@ -56,6 +56,7 @@ _HISTORY_RE = re.compile(
 #: A trailer line as git reads one (trailer.c ``find_separator``): a token of letters, digits and
 #: ``-``, optional blanks, then ``:``.
 _TRAILER_LINE = re.compile(r"[A-Za-z0-9-]+[ \t]*:")
+_CO_AUTHOR = re.compile(r"Co-authored-by[ \t]*:", re.IGNORECASE)
 #: Lines git itself writes into a trailer block (trailer.c ``git_generated_prefixes``).
 _GIT_PREFIXES = ("Signed-off-by: ", "(cherry picked from commit ")
 
@@ -115,7 +116,19 @@ def trailer_values(message: str) -> list[str]:
     """The ``Imagebump-Image`` values of ``message``'s final trailer block (:func:`trailer_block`)."""
     if TRAILER_KEY.lower() not in message.lower():
         return []
-    return [m.group(1) for line in trailer_block(message) if (m := _TRAILER_RE.match(line))]
+    return [m.group(1) for line in _own_block(message) if (m := _TRAILER_RE.match(line))]
+
+
+def _own_block(message: str) -> list[str]:
+    """:func:`trailer_block`, looking past trailing paragraphs of ``Co-authored-by:`` lines alone:
+    GitHub appends one to a squash merge's message (imagebump's message, trailer last, then the
+    co-authors), which git then reads as the only trailer block."""
+    while True:
+        block = trailer_block(message)
+        if not block or not all(_CO_AUTHOR.match(line) for line in block):
+            return block
+        message = message.rstrip("\r\n")
+        message = message[: len(message) - len("\n".join(block))].rstrip("\r\n")
 
 
 def with_trailer(message: str, line: str) -> str:
@@ -140,7 +153,7 @@ def history_mark(message: str, parent: str, path: str) -> int:
     only parent; 0 when it says nothing for that parent and path."""
     if not parent or HISTORY_KEY not in message:
         return 0
-    found = (_HISTORY_RE.match(line) for line in trailer_block(message))
+    found = (_HISTORY_RE.match(line) for line in _own_block(message))
     return max(
         (int(m[1]) for m in found if m is not None and m[2] == parent and m[3] == path),
         default=0,

@@ -40,7 +40,12 @@ MESSAGE = st.lists(PARAGRAPH, min_size=1, max_size=4).map(
 
 
 def _git_sees(message: str) -> bool:
-    """Whether ``git interpret-trailers --parse`` finds the trailer (the oracle)."""
+    """Whether ``git interpret-trailers --parse`` finds the trailer (the oracle), past trailing
+    paragraphs of ``Co-authored-by`` lines alone (GitHub appends one to a squash merge)."""
+    paragraphs = message.strip("\n").split("\n\n")
+    while len(paragraphs) > 1 and all(x.startswith("Co-authored-by:") for x in paragraphs[-1].split("\n")):
+        paragraphs.pop()
+    message = "\n\n".join(paragraphs) + "\n"
     out = subprocess.run(
         ["git", "interpret-trailers", "--parse"],
         input=message,
@@ -78,6 +83,9 @@ def test_the_audits_quoted_rollback_is_a_persons_and_imagebumps_own_message_is_i
     assert history_mark(own, "a" * 40, "o/prod/kustomization.yaml") == 20
     # cherry-pick -x and a sign-off land in the same block: still imagebump's
     assert by_imagebump(own + "(cherry picked from commit abc)\nSigned-off-by: Ann <ann@x>\n")
+    # GitHub's squash merge appends its co-authors in a paragraph of their own: still imagebump's
+    assert by_imagebump(own + "\nCo-authored-by: A <a@x>\n")
+    assert history_mark(own + "\nCo-authored-by: A <a@x>\n", "a" * 40, "o/prod/kustomization.yaml") == 20
 
 
 @given(message=MESSAGE)
@@ -87,3 +95,9 @@ def test_the_audits_quoted_rollback_is_a_persons_and_imagebumps_own_message_is_i
 def test_the_trailer_is_found_exactly_where_git_interpret_trailers_finds_it(message) -> None:
     assert by_imagebump(message) == _git_sees(message)
     assert not trailer_block(message) or message.rstrip("\n").endswith(trailer_block(message)[-1])
+
+
+@given(message=MESSAGE)
+@settings(max_examples=60)
+def test_co_authors_appended_never_make_a_persons_message_imagebumps(message) -> None:
+    assert by_imagebump(message + "\nCo-authored-by: A <a@x>\n") == by_imagebump(message)

@@ -39,11 +39,11 @@ from typing import TYPE_CHECKING, Any
 
 from steps.domain.intent import (
     HISTORY_LIMIT,
-    TRAILER_KEY,
     ImageChange,
     by_imagebump,
     changed_image,
     history_mark,
+    trailer_values,
 )
 from steps.git import history as githistory
 
@@ -341,9 +341,7 @@ def _pull_request_trailers(repo: ClonedRepo, number: str, tick: Callable[[], Non
     obj = githistory.read_objects(repo, [sha], MESSAGE_KEEP).get(sha)
     if obj is None or obj.kind != "commit":
         return []
-    message = githistory.parse_commit(obj).message
-    pattern = re.compile(rf"^{TRAILER_KEY}:[ \t]*(\S+)[ \t]*$", re.MULTILINE | re.IGNORECASE)
-    return pattern.findall(message)
+    return trailer_values(githistory.parse_commit(obj).message)
 
 
 def _sets(value: str, change: ImageChange) -> bool:

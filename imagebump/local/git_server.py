@@ -211,13 +211,13 @@ class GitHttpServer:
     def commit_files(
         self,
         owner_repo: str,
-        files: Mapping[str, str | None],
+        files: Mapping[str, str | bytes | None],
         message: str,
         branch: str = "main",
         author: str = "Someone Else <someone@example.com>",
         symlinks: Mapping[str, str] | None = None,
     ) -> str:
-        """Commit ``files`` (path → text; None deletes) on top of ``branch`` inside the bare repo.
+        """Commit ``files`` (path → text or bytes; None deletes) on top of ``branch`` inside the bare repo.
 
         This is "someone else pushed meanwhile": no clone, plumbing on a temporary index, and an
         atomic compare-and-swap of the branch. ``symlinks`` maps paths to symbolic-link targets.
@@ -247,7 +247,8 @@ class GitHttpServer:
                 if text is None:
                     lines.append(f"0 {'0' * 40}\t{path}\n")
                     continue
-                blob = self.git(owner_repo, "hash-object", "-w", "--stdin", input=text.encode()).strip()
+                data = text if isinstance(text, bytes) else text.encode()
+                blob = self.git(owner_repo, "hash-object", "-w", "--stdin", input=data).strip()
                 lines.append(f"100644 {blob}\t{path}\n")
             for path, link in (symlinks or {}).items():
                 blob = self.git(owner_repo, "hash-object", "-w", "--stdin", input=link.encode()).strip()

@@ -5,7 +5,8 @@ marker, the last commit that changed the entry's image, ECR push times) and ask 
 
 - :func:`trailer` / :func:`by_imagebump`: every commit imagebump makes ends with the git trailer
   ``Imagebump-Image: REPO:TAG@DIGEST`` whatever ``IMAGEBUMP_COMMIT_MESSAGE_TEMPLATE`` says; a
-  commit without it was made by someone else.
+  commit without it in its final trailer block (:func:`trailer_block`, git's rules) was made by
+  someone else, whatever its body quotes.
 - :func:`history_trailer` / :func:`history_mark`: imagebump's commit may also say, in the trailer
   ``Imagebump-History: N PARENT PATH``, that when it was made on ``PARENT`` the last ``N`` commits
   that touched ``PATH`` were all imagebump's (its rollback check's fast path held there), so a later
@@ -48,10 +49,54 @@ HISTORY_LIMIT = 20
 #: The most characters of a marker's reason a report repeats (outputs stay small).
 MARKER_REASON_LIMIT = 200
 
-_TRAILER_RE = re.compile(rf"^{TRAILER_KEY}:[ \t]*\S", re.MULTILINE | re.IGNORECASE)
+_TRAILER_RE = re.compile(rf"{TRAILER_KEY}[ \t]*:[ \t]*(\S+)[ \t]*$", re.IGNORECASE)
 _HISTORY_RE = re.compile(
-    rf"^{HISTORY_KEY}:[ \t]*([0-9]{{1,4}}) ([0-9a-f]{{40}}|[0-9a-f]{{64}}) ([^\r\n]+?)[ \t]*$", re.MULTILINE
+    rf"{HISTORY_KEY}[ \t]*:[ \t]*([0-9]{{1,4}}) ([0-9a-f]{{40}}|[0-9a-f]{{64}}) (.+?)[ \t]*$", re.IGNORECASE
 )
+#: A trailer line as git reads one (trailer.c ``find_separator``): a token of letters, digits and
+#: ``-``, optional blanks, then ``:``.
+_TRAILER_LINE = re.compile(r"[A-Za-z0-9-]+[ \t]*:")
+_CO_AUTHOR = re.compile(r"Co-authored-by[ \t]*:", re.IGNORECASE)
+#: Lines git itself writes into a trailer block (trailer.c ``git_generated_prefixes``).
+_GIT_PREFIXES = ("Signed-off-by: ", "(cherry picked from commit ")
+
+
+def trailer_block(message: str) -> list[str]:
+    """The lines of ``message``'s trailer block as git finds it (``git interpret-trailers --parse``,
+    trailer.c ``find_trailer_block_start``): its last paragraph, when that is not the title (the
+    first paragraph never is one) and every line in it is ``Token: value`` or a continuation (a
+    line starting with a blank), or git wrote a line of it (``Signed-off-by: ``, ``(cherry picked
+    from commit``) and at least a quarter of its lines are trailers. [] when it has none.
+
+    A line that only looks like a trailer elsewhere — a quoted commit in the body, a pasted log, a
+    squash's listing before the last paragraph — is not one.
+    """
+    lines = [line.rstrip("\r") for line in message.split("\n")]
+    while lines and not lines[-1].strip():
+        lines.pop()
+    start = len(lines)
+    while start > 0 and lines[start - 1].strip():
+        start -= 1
+    if start == 0:  # one paragraph: the title, never trailers
+        return []
+    block = lines[start:]
+    trailers = others = continuations = 0
+    recognised = False
+    for line in reversed(block):  # as git counts: a continuation belongs to the line above it
+        if line.startswith("#"):
+            others, continuations = others + continuations, 0
+        elif line.startswith(_GIT_PREFIXES):
+            trailers, continuations, recognised = trailers + 1, 0, True
+        elif _TRAILER_LINE.match(line):
+            trailers, continuations = trailers + 1, 0
+        elif line[:1].isspace():
+            continuations += 1
+        else:
+            others, continuations = others + 1 + continuations, 0
+    others += continuations
+    if trailers and (not others or (recognised and trailers * 3 >= others)):
+        return block
+    return []
 
 
 def trailer(image: str, tag: str | None, digest: str | None) -> str:
@@ -60,8 +105,30 @@ def trailer(image: str, tag: str | None, digest: str | None) -> str:
 
 
 def by_imagebump(message: str) -> bool:
-    """Was the commit with this message made by imagebump (it carries the trailer)?"""
-    return bool(_TRAILER_RE.search(message))
+    """Was the commit with this message made by imagebump: does its final trailer block
+    (:func:`trailer_block`, git's rules) carry ``Imagebump-Image``? The line quoted anywhere else
+    (a person's message citing imagebump's commit, ``commit -c``, a squash listing) does not count.
+    """
+    return bool(trailer_values(message))
+
+
+def trailer_values(message: str) -> list[str]:
+    """The ``Imagebump-Image`` values of ``message``'s final trailer block (:func:`trailer_block`)."""
+    if TRAILER_KEY.lower() not in message.lower():
+        return []
+    return [m.group(1) for line in _own_block(message) if (m := _TRAILER_RE.match(line))]
+
+
+def _own_block(message: str) -> list[str]:
+    """:func:`trailer_block`, looking past trailing paragraphs of ``Co-authored-by:`` lines alone:
+    GitHub appends one to a squash merge's message (imagebump's message, trailer last, then the
+    co-authors), which git then reads as the only trailer block."""
+    while True:
+        block = trailer_block(message)
+        if not block or not all(_CO_AUTHOR.match(line) for line in block):
+            return block
+        message = message.rstrip("\r\n")
+        message = message[: len(message) - len("\n".join(block))].rstrip("\r\n")
 
 
 def with_trailer(message: str, line: str) -> str:
@@ -86,8 +153,9 @@ def history_mark(message: str, parent: str, path: str) -> int:
     only parent; 0 when it says nothing for that parent and path."""
     if not parent or HISTORY_KEY not in message:
         return 0
+    found = (_HISTORY_RE.match(line) for line in _own_block(message))
     return max(
-        (int(n) for n, p, f in _HISTORY_RE.findall(message) if p == parent and f == path),
+        (int(m[1]) for m in found if m is not None and m[2] == parent and m[3] == path),
         default=0,
     )
 

@@ -97,8 +97,16 @@ def is_ancestor(repo: Any, ancestor: str, revision: str) -> bool:
 
 
 def touching(repo: Any, rev: str, file: str, limit: int) -> list[Touch]:
-    """The last ``limit`` commits at ``rev`` that touched ``file``, newest first (merges without a
-    diff left out)."""
+    """The last ``limit`` commits at ``rev`` that touched ``file``, newest first.
+
+    A merge that git's history simplification keeps (its ``file`` differs from every parent's: a
+    conflict resolved, or an edit made while merging) is read against its first parent, what the
+    merge changed on the branch it was made on (``--diff-merges=first-parent``): a person who sets
+    an older image while resolving a merge rolled it back. ``git log --raw`` prints no diff for a
+    merge, so such a rollback was not seen. A merge whose ``file`` is one parent's is left out as
+    before (simplification follows that parent: the commits that made its version are read). One
+    more ``git log`` of just those merges when there are any; the walk stays ``limit`` commits.
+    """
     out = repo.git(
         "--literal-pathspecs",
         "log",
@@ -115,7 +123,46 @@ def touching(repo: Any, rev: str, file: str, limit: int) -> list[Touch]:
         what=f"reading the history of {file}",
         raw_stdout=True,
     ).stdout
-    return parse_log_raw(out)
+    found = parse_log_raw(out)
+    seen = {t.commit for t in found}
+    listed = [c for c in dict.fromkeys(_listed(out)) if c]
+    merges = [c for c in listed if c not in seen]  # listed without a diff: merges
+    if not merges:
+        return found
+    again = repo.git(
+        "--literal-pathspecs",
+        "log",
+        "-z",
+        "--no-walk=unsorted",
+        "--format=%H",
+        "--raw",
+        "--no-abbrev",
+        "--no-renames",
+        "--diff-merges=first-parent",
+        "--end-of-options",
+        *merges,
+        "--",
+        file,
+        what=f"reading the merges that changed {file}",
+        raw_stdout=True,
+    ).stdout
+    by_commit = {t.commit: t for t in found + parse_log_raw(again)}
+    return [by_commit[c] for c in listed if c in by_commit]
+
+
+def _listed(out: bytes) -> list[str]:
+    """The commit ids of ``git log -z --format=%H --raw`` output, in order (those without a diff too)."""
+    tokens = out.split(b"\0")
+    ids, skip = [], False
+    for token in tokens:
+        text = token.decode("ascii", "replace").strip("\n")
+        if skip:  # a path after a raw line
+            skip = False
+        elif text.startswith(":"):
+            skip = True
+        elif is_oid(text):
+            ids.append(text)
+    return ids
 
 
 def renamed_from(repo: Any, commit: str, file: str, blob: str) -> str | None:

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
 from steps.domain.branch_owner import CommitFacts
-from steps.domain.errors import CarriedObjectsError
+from steps.domain.errors import CarriedObjectsError, KustomizationError
 
 #: Modes of a regular file and of a directory in a raw tree (git writes them without leading zeros).
 REGULAR_MODES = ("100644", "100755")
@@ -43,6 +43,28 @@ def object_id(kind: str, content: bytes, fmt: str = "sha1") -> str:
 def blob_id(text: str, fmt: str = "sha1") -> str:
     """The id git gives a blob holding ``text`` (UTF-8)."""
     return object_id("blob", text.encode("utf-8"), fmt)
+
+
+def file_text(data: bytes, path: str, where: str = "") -> str:
+    """A file's bytes as text, decoded strictly as UTF-8 (a byte-order mark kept as U+FEFF).
+
+    imagebump edits text and writes it back as UTF-8, so a file that is not UTF-8 would be
+    rewritten with other bytes than a person wrote (a Latin-1 ``é`` as U+FFFD): it is refused
+    instead, never rewritten (``reason`` ``not-utf8``, ``field`` the path).
+    """
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        utf16 = data[:2] in (b"\xff\xfe", b"\xfe\xff")
+        line = data.count(b"\n", 0, exc.start) + 1
+        what = "UTF-16 (a byte-order mark)" if utf16 else f"byte 0x{data[exc.start]:02X} on line {line}"
+        raise KustomizationError(
+            f"{path}{' in ' + where if where else ''} is not UTF-8 ({what}); imagebump edits UTF-8 files "
+            "only and never rewrites another encoding: convert the file to UTF-8 (e.g. "
+            f"`iconv -f LATIN1 -t UTF-8`) and commit it",
+            reason="not-utf8",
+            field=path,
+        ) from None
 
 
 def tree_entries(raw: bytes, fmt: str = "sha1") -> list[tuple[str, bytes, str]]:
@@ -142,6 +164,7 @@ __all__ = [
     "TREE_MODE",
     "blob_id",
     "commit_tree",
+    "file_text",
     "object_format",
     "object_id",
     "replace_in_chain",

@@ -23,6 +23,7 @@ from steps.git.objects import (
     blob_id,
     branch_file_sha,
     commit_facts,
+    file_text,
     head_file_branch,
     is_oid,
     object_format,
@@ -125,7 +126,8 @@ class ClonedRepo:
         return full
 
     def read(self, relpath: str) -> str | None:
-        """The text of a file (bytes kept: CRLF survives), or None if it does not exist.
+        """The text of a file (bytes kept: CRLF survives), or None if it does not exist; a file that
+        is not UTF-8 is a KustomizationError (:func:`~steps.git.objects.file_text`).
 
         Objects-only clone: what :meth:`write` left for the next commit, else the blob at ``HEAD``
         (:meth:`show`; None for anything but a regular file).
@@ -138,7 +140,7 @@ class ClonedRepo:
         full = self.resolve(relpath)
         if not full.is_file():
             return None
-        return full.read_bytes().decode("utf-8")
+        return file_text(full.read_bytes(), relpath, f"{self.branch} of {self.url}")
 
     def know(self, text: str, blob: str) -> bool:
         """Tell the clone that blob ``blob`` holds ``text`` (e.g. a plan carried it from the step
@@ -205,16 +207,22 @@ class ClonedRepo:
 
         A partial clone downloads just this one blob, or none when :meth:`know` was told its text.
         None when the path is absent at ``rev`` or is not a regular file (a directory, a symbolic
-        link, a submodule).
+        link, a submodule). A file that is not UTF-8 is a KustomizationError, never text with
+        replacement characters (:func:`~steps.git.objects.file_text`).
         """
         found = self.entry(rev, relpath)
         if found is None:
             return None
         if found[1] in self._known:
             return self._known[found[1]]
-        return self.git(
-            "cat-file", "blob", found[1], what=f"reading {relpath} at {rev[:12]} of {self.url}"
+        data = self.git(
+            "cat-file",
+            "blob",
+            found[1],
+            what=f"reading {relpath} at {rev[:12]} of {self.url}",
+            raw_stdout=True,
         ).stdout
+        return file_text(data, relpath, f"{rev[:12]} of {self.url}")
 
     def path_objects(self, commit: str, relpath: str) -> list[bytes] | None:
         """The raw objects from ``commit`` down to ``relpath``'s directory — the commit, then one

@@ -121,6 +121,7 @@ def clone(
         with timed("git clone"):  # part of making the clone (the scratch disk's writes)
             (template / "info").mkdir(parents=True, exist_ok=True)
             (template / "info" / "sparse-checkout").write_text(patterns)
+            (template / "info" / "attributes").write_text(NO_CONVERSION)
         args += [
             f"--template={template}",
             "--config=core.sparseCheckout=true",
@@ -151,6 +152,8 @@ def clone(
         repo.branch = repo.head_branch()
     if patterns is not None or not checkout:
         return repo
+    (dest / ".git" / "info").mkdir(parents=True, exist_ok=True)
+    (dest / ".git" / "info" / "attributes").write_text(NO_CONVERSION)
     if use_sparse:
         run_git(
             ["sparse-checkout", "set", "--cone", "--sparse-index", "--", *cone],
@@ -162,6 +165,13 @@ def clone(
     repo._checkout()
     return repo
 
+
+#: ``info/attributes`` of every checked-out clone (it outranks the repository's ``.gitattributes``):
+#: no end-of-line conversion, no clean/smudge filter, no ``ident``, no ``working-tree-encoding``.
+#: The work tree holds each blob's bytes and ``git commit`` stores the edited bytes as they are: a
+#: CRLF file under ``*.yaml text eol=lf`` keeps its other lines (the clean filter rewrote them all),
+#: and what is read is what the objects-only path reads from the blob.
+NO_CONVERSION = "* -text -eol -filter -ident -working-tree-encoding\n"
 
 #: Branch names :func:`seed` writes as a ref file itself (any other name: a clone, where git checks it).
 _PLAIN_BRANCH = re.compile(r"[A-Za-z0-9_@+-][A-Za-z0-9._@+-]*(?:/[A-Za-z0-9_@+-][A-Za-z0-9._@+-]*)*")

@@ -1,6 +1,7 @@
 """The history reader as a property (issues 30 and 31), on real git: whatever sequence of people's
-edits, imagebump's commits landed every way (a plain commit, a merge commit of its branch, a
-rebase, a squash with the message), unrelated edits and renames of the kustomization (``.yaml`` ↔
+edits (a plain commit, or an image set while resolving a merge: an "evil merge"), imagebump's
+commits landed every way (a plain commit, a merge commit of its branch, a rebase, a squash with the
+message), unrelated edits and renames of the kustomization (``.yaml`` ↔
 ``.yml``, an overlay moved), :func:`steps.entry_history.entry_history` returns exactly the image
 changes that happened, newest first, each with who made it. Few examples (each builds a
 repository), no network (a local repository read as it is).
@@ -12,7 +13,7 @@ import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from imagebump.local import builders
@@ -26,7 +27,15 @@ PATHS = ["o/prod/kustomization.yaml", "o/prod/kustomization.yml", "o/production/
 OPS = st.lists(
     st.tuples(
         st.sampled_from(
-            ["person", "imagebump", "imagebump-merge", "imagebump-squash", "unrelated", "rename"]
+            [
+                "person",
+                "imagebump",
+                "imagebump-merge",
+                "imagebump-squash",
+                "person-evil-merge",
+                "unrelated",
+                "rename",
+            ]
         ),
         st.sampled_from(TAGS),
         st.sampled_from(PATHS),
@@ -74,6 +83,8 @@ def _text(tag: str, note: int = 0) -> str:
 
 
 @given(ops=OPS)
+# the audit's case: imagebump sets 1.1.0, a person sets 1.0.0 back while resolving a merge
+@example(ops=[("imagebump", "1.1.0", PATHS[0]), ("person-evil-merge", "1.0.0", PATHS[0])])
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_the_history_reader_returns_every_image_change_through_renames_and_merges(
     tmp_path_factory, ops
@@ -103,7 +114,15 @@ def test_the_history_reader_returns_every_image_change_through_renames_and_merge
                 else f"api {new}\n"
             )
             who = "imagebump <ib@x>" if ours else "Ann <ann@x>"
-            if op == "imagebump-merge":  # its branch, merged with a merge commit
+            if op == "person-evil-merge":  # a person sets the image while merging other work
+                repo.git("checkout", "-q", "-b", f"side/{note}")
+                repo.write(f"docs/{note}.md", "x\n")
+                repo.commit("side work")
+                repo.git("checkout", "-q", "main")
+                repo.git("merge", "-q", "--no-ff", "--no-commit", f"side/{note}")
+                repo.write(path, _text(new, note))
+                repo.commit(f"Merge side/{note}; api {new}")
+            elif op == "imagebump-merge":  # its branch, merged with a merge commit
                 repo.git("checkout", "-q", "-b", f"imagebump/{note}")
                 repo.write(path, _text(new, note))
                 repo.commit(message, who)

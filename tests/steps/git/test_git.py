@@ -13,7 +13,7 @@ import pytest
 
 from imagebump.local.git_server import GitHttpServer
 from steps import git
-from steps.domain.errors import ConfigError, PermissionDeniedError, TransientError
+from steps.domain.errors import ConfigError, KustomizationError, PermissionDeniedError, TransientError
 from steps.git import ClonedRepo, GitAuth, GitCommandError, PushRejected
 from steps.git import auth as git_auth
 
@@ -317,6 +317,58 @@ def test_crlf_survives_read_write_commit_push(make_remote, auth, tmp_path) -> No
     repo.commit("bump")
     repo.push("HEAD:main")
     assert remote.read(f"{PROD}/kustomization.yaml") == text.replace("v1", "v2")
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        pytest.param(b"images:\n- name: api\n  newTag: v1\n# owner: Jos\xe9\n", id="latin-1-comment"),
+        pytest.param("images:\n- name: api\n  newTag: v1\n".encode("utf-16"), id="utf-16"),
+    ],
+)
+@pytest.mark.parametrize("checkout", [True, False], ids=["checked-out", "objects-only"])
+def test_a_file_that_is_not_utf8_is_refused_never_rewritten(
+    make_remote, auth, tmp_path, data, checkout
+) -> None:
+    # decoded with errors="replace", a Latin-1 byte came back as U+FFFD and was committed as such
+    remote = make_remote({"README.md": "# gitops\n"})
+    remote.commit_files({f"{PROD}/kustomization.yaml": data}, "a person's file")
+    repo = git.clone(remote.url, tmp_path / "w", paths=[PROD], auth=auth, checkout=checkout)
+    for read in (
+        lambda: repo.read(f"{PROD}/kustomization.yaml"),
+        lambda: repo.show("HEAD", f"{PROD}/kustomization.yaml"),
+    ):
+        with pytest.raises(KustomizationError) as caught:
+            read()
+        assert caught.value.reason == "not-utf8" and caught.value.field == f"{PROD}/kustomization.yaml"
+
+
+@pytest.mark.parametrize(
+    ("attributes", "text"),
+    [
+        pytest.param(
+            "*.yaml text eol=lf\n", "a: 1\r\nimage:\r\n  tag: v1\r\nb: 2\r\n", id="crlf-blob-eol-lf"
+        ),
+        pytest.param("*.yaml text\n", "a: 1\r\nimage:\r\n  tag: v1\r\nb: 2\r\n", id="crlf-blob-text"),
+        pytest.param("*.yaml text eol=crlf\n", "a: 1\nimage:\n  tag: v1\nb: 2\n", id="lf-blob-eol-crlf"),
+        pytest.param("*.yaml ident\n", "# $Id$\nimage:\n  tag: v1\n", id="ident"),
+    ],
+)
+@pytest.mark.parametrize("one_process", [True, False], ids=["one-process", "checkout-set"])
+def test_gitattributes_never_rewrite_the_bytes_read_or_committed(
+    make_remote, auth, tmp_path, attributes, text, one_process
+) -> None:
+    # the clean filter of `git commit` normalised every line ending of a CRLF file: 4 lines changed, not 1
+    file = f"{PROD}/values.yaml"
+    remote = make_remote({".gitattributes": attributes, file: text})
+    repo = git.clone(remote.url, tmp_path / "w", paths=[PROD], auth=auth, one_process=one_process)
+    assert repo.read(file) == text  # the blob's bytes, as the objects-only read gives them
+    repo.write(file, text.replace("v1", "v2"))
+    repo.commit("bump")
+    repo.push("HEAD:main")
+    after = remote.read(file)
+    assert after == text.replace("v1", "v2")
+    assert sum(a != b for a, b in zip(text.split("\n"), after.split("\n"), strict=True)) == 1
 
 
 # --- commit and push ----------------------------------------------------------------------------

@@ -28,7 +28,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from steps.domain.errors import ImageNotFoundError
+from steps.domain.errors import ImageNotFoundError, UndecidableCondition
 from steps.kustomize.values.find import Found, find_images, matching
 from steps.kustomize.values.merge import merged, merged_roots
 from steps.kustomize.values.refs import normalise
@@ -75,10 +75,6 @@ class Located:
     repository: str | None = None
 
 
-class _Undecidable(Exception):
-    """A template condition imagebump cannot evaluate exactly."""
-
-
 # --- template conditions ----------------------------------------------------------------------------
 
 _TOKEN = re.compile(r'\s*(?:("(?:[^"\\]|\\.)*")|(`[^`]*`)|(\()|(\))|([^\s()"`]+))')
@@ -92,7 +88,7 @@ def _parse(expr: str) -> list:
     while at < len(expr):
         m = _TOKEN.match(expr, at)
         if m is None or m.end() == at:
-            raise _Undecidable(expr)
+            raise UndecidableCondition(expr)
         at = m.end()
         quoted, raw, open_, close, word = m.groups()
         if quoted is not None:
@@ -103,13 +99,13 @@ def _parse(expr: str) -> list:
             stack.append([])
         elif close:
             if len(stack) < 2:
-                raise _Undecidable(expr)
+                raise UndecidableCondition(expr)
             group = stack.pop()
             stack[-1].append(group)
         elif word:
             stack[-1].append(word)
     if len(stack) != 1 or not stack[0]:
-        raise _Undecidable(expr)
+        raise UndecidableCondition(expr)
     return stack[0]
 
 
@@ -133,9 +129,9 @@ def _printf(fmt: str, args: list) -> str:
             try:
                 out.append(str(next(parts)))
             except StopIteration:
-                raise _Undecidable(fmt) from None
+                raise UndecidableCondition(fmt) from None
         else:
-            raise _Undecidable(fmt)
+            raise UndecidableCondition(fmt)
         i += 2
     return "".join(out)
 
@@ -158,14 +154,14 @@ class _Evaluator:
             return self.environment
         if term in ("true", "false"):
             return term == "true"
-        raise _Undecidable(term)
+        raise UndecidableCondition(term)
 
     def _command(self, terms: list):
         if len(terms) == 1:
             return self._term(terms[0])
         head, args = terms[0], terms[1:]
         if not isinstance(head, str) or "|" in terms:
-            raise _Undecidable(str(head))
+            raise UndecidableCondition(str(head))
         if head in ("and", "or"):
             for arg in args:  # Go's and/or stop at the first value that decides them
                 value = self._term(arg)
@@ -184,12 +180,12 @@ class _Evaluator:
         if head == "isFile" and len(values) == 1 and isinstance(values[0], str) and self.exists is not None:
             path = values[0]
             if path.startswith("/") or "://" in path:
-                raise _Undecidable(path)
+                raise UndecidableCondition(path)
             joined = posixpath.normpath(posixpath.join(self.base, path))
             if joined == ".." or joined.startswith("../"):
-                raise _Undecidable(path)
+                raise UndecidableCondition(path)
             return self.exists(joined)
-        raise _Undecidable(head)
+        raise UndecidableCondition(head)
 
 
 @dataclass(frozen=True)
@@ -253,7 +249,7 @@ def _active(guards: tuple[_Guard, ...], evaluate: _Evaluator) -> bool | _Guard:
             holds = not any(evaluate.condition(p) for p in guard.priors) and (
                 guard.cond is None or evaluate.condition(guard.cond)
             )
-        except _Undecidable:
+        except UndecidableCondition:
             return guard
         if not holds:
             return False

@@ -580,7 +580,9 @@ def test_a_retry_ends_at_the_first_attempts_start_plus_max_duration(
     activeDeadlineSeconds: the retry is stopped there, and no attempt starts after it."""
     doc = yaml.safe_load((DATA / "retry.yaml").read_text())
     flaky = next(t for t in doc["spec"]["templates"] if t["name"] == "flaky")
-    flaky["retryStrategy"]["backoff"] = {"duration": "10ms", "factor": "1", "maxDuration": "1s"}
+    # 4 s: room for the first attempt's process to start and fail on a loaded machine (with 1 s a
+    # slow start used it all and no retry began); the second attempt would sleep 60 s
+    flaky["retryStrategy"]["backoff"] = {"duration": "10ms", "factor": "1", "maxDuration": "4s"}
     flaky["activeDeadlineSeconds"] = 600
     flaky["script"]["args"][-1] = "tests.workflows.stepfns:fail_then_sleep"
     flaky["inputs"]["parameters"] = [{"name": "seconds", "default": "60"}]

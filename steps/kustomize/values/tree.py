@@ -35,6 +35,16 @@ MAX_VALUES_BYTES = 4 << 20
 MAX_VALUES_DEPTH = 128
 #: How many nodes aliases may add once expanded (a "billion laughs" document is refused).
 MAX_VALUES_EXPANSION = 100_000
+#: The most YAML documents (``---``) a values file or a helmfile may hold: a helmfile has a few
+#: (its layers), a values file one. Each costs its events whether it is empty or not: 4 MiB of
+#: ``---`` lines are a million documents (1.3 GiB once read), where the kustomization reader
+#: refuses a second document outright.
+MAX_VALUES_DOCUMENTS = 1_000
+#: The most parser events (a scalar, an alias, a collection's start or end, a document's start
+#: or end — each about half a KiB once read and kept) a values file or a helmfile may hold: as
+#: many as the largest kustomization (1 MiB) can hold, and some 20 times a large chart's values
+#: file. 4 MiB of one-character flow items are two million; the byte limit alone lets them in.
+MAX_VALUES_EVENTS = 500_000
 
 
 class VScalar(Scalar):
@@ -120,7 +130,9 @@ def compose(text: str, source: str) -> Documents:
 
     Raises:
         ValuesError: invalid YAML (naming Go template actions when the file has them), too large,
-            too deep, an undefined alias, aliases that expand too far, a duplicate key.
+            more than :data:`MAX_VALUES_DOCUMENTS` documents or :data:`MAX_VALUES_EVENTS` parser
+            events (refused as they are read, before the rest is), too deep, an undefined alias,
+            aliases that expand too far, a duplicate key.
     """
     if not isinstance(text, str):
         raise TypeError("text must be str")
@@ -178,6 +190,10 @@ def _compose(text: str, source: str) -> Documents:
     while True:
         event = get()
         record(event)
+        if len(events) > MAX_VALUES_EVENTS:
+            raise _too_many(
+                source, f"{MAX_VALUES_EVENTS} YAML nodes (parser events)", event, "too-many-nodes"
+            )
         kind = event.__class__
         if kind is scalar_event:
             node = VScalar(event, offset)
@@ -222,6 +238,13 @@ def _compose(text: str, source: str) -> Documents:
         else:
             if kind is _ev.DocumentStartEvent:
                 roots.append(_PENDING)
+                if len(roots) > MAX_VALUES_DOCUMENTS:
+                    raise _too_many(
+                        source,
+                        f"{MAX_VALUES_DOCUMENTS} YAML documents (separated by '---')",
+                        event,
+                        "too-many-documents",
+                    )
             continue
         if parent is None:
             roots[-1] = node
@@ -252,6 +275,15 @@ def _compose(text: str, source: str) -> Documents:
             "write the values out without anchors and aliases"
         )
     return Documents(docs, events, blocks)
+
+
+def _too_many(source: str, what: str, event, reason: str) -> ValuesError:
+    return ValuesError(
+        f"{source}: holds more than {what} at {position_of(event.start_mark)}; it was not read further. "
+        "A values file or helmfile this large is not one a chart reads: split it, or keep the image in "
+        "a smaller file",
+        reason=reason,
+    )
 
 
 #: A document whose root has not been read yet (an empty document stays None).

@@ -9,7 +9,7 @@ from :mod:`steps.git`.
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path, PurePosixPath
 
 from steps.domain.branch_owner import MAX_BRANCH_COMMITS, MAX_COMMIT_BYTES, CommitFacts
@@ -124,20 +124,29 @@ class ClonedRepo:
             raise ConfigError(f"path {relpath!r} points into .git; refusing")
         return full
 
-    def read(self, relpath: str) -> str | None:
+    def read(
+        self,
+        relpath: str,
+        *,
+        max_bytes: int | None = None,
+        too_large: Callable[[int], Exception] | None = None,
+    ) -> str | None:
         """The text of a file (bytes kept: CRLF survives), or None if it does not exist.
 
         Objects-only clone: what :meth:`write` left for the next commit, else the blob at ``HEAD``
-        (:meth:`show`; None for anything but a regular file).
+        (:meth:`show`; None for anything but a regular file). A file larger than ``max_bytes`` is
+        never read: ``too_large(size)`` is raised (its size is asked first, :meth:`show`).
         """
         if not self.checked_out:
             rel = self._relative(relpath)
             if rel in self._pending:
                 return self._pending[rel][2]
-            return self.show("HEAD", rel)
+            return self.show("HEAD", rel, max_bytes=max_bytes, too_large=too_large)
         full = self.resolve(relpath)
         if not full.is_file():
             return None
+        if max_bytes is not None:
+            _refuse_size(full.stat().st_size, max_bytes, too_large, relpath)
         return full.read_bytes().decode("utf-8")
 
     def know(self, text: str, blob: str) -> bool:
@@ -200,18 +209,29 @@ class ClonedRepo:
             self._chains[rel] = (head, chain)
         return entry
 
-    def show(self, rev: str, relpath: str) -> str | None:
+    def show(
+        self,
+        rev: str,
+        relpath: str,
+        *,
+        max_bytes: int | None = None,
+        too_large: Callable[[int], Exception] | None = None,
+    ) -> str | None:
         """The text of ``relpath`` at ``rev`` from the object store (nothing is checked out).
 
         A partial clone downloads just this one blob, or none when :meth:`know` was told its text.
         None when the path is absent at ``rev`` or is not a regular file (a directory, a symbolic
-        link, a submodule).
+        link, a submodule). With ``max_bytes``, the blob's size is asked first (``git cat-file -s``)
+        and a larger one is never read into memory: ``too_large(size)`` is raised.
         """
         found = self.entry(rev, relpath)
         if found is None:
             return None
         if found[1] in self._known:
             return self._known[found[1]]
+        if max_bytes is not None:
+            size = self.git("cat-file", "-s", found[1], what=f"sizing {relpath} at {rev[:12]} of {self.url}")
+            _refuse_size(int(size.stdout.strip()), max_bytes, too_large, relpath)
         return self.git(
             "cat-file", "blob", found[1], what=f"reading {relpath} at {rev[:12]} of {self.url}"
         ).stdout
@@ -676,3 +696,15 @@ class ClonedRepo:
     def remote_head(self, branch: str) -> str | None:
         """The sha of ``branch`` on the remote right now (ls-remote), or None if absent."""
         return ls_remote(self.url or "origin", branch, self.auth) if self.url else None
+
+
+def _refuse_size(
+    size: int, max_bytes: int, too_large: Callable[[int], Exception] | None, relpath: str
+) -> None:
+    """Raise ``too_large(size)`` (a ConfigError naming ``relpath`` without it) when ``size`` is over."""
+    if size > max_bytes:
+        if too_large is not None:
+            raise too_large(size)
+        raise ConfigError(
+            f"{relpath}: {size} bytes, larger than the {max_bytes} bytes it may be; it was not read"
+        )

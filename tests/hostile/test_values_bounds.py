@@ -14,8 +14,9 @@ import pytest
 
 from steps.domain.errors import ValuesError
 from steps.kustomize.values import tree
-from steps.kustomize.values.edit import edit_values
+from steps.kustomize.values.edit import MAX_VALUES_MATCHES, edit_values
 from steps.kustomize.values.helmfile import release_sources
+from steps.kustomize.yaml_nodes import line_start
 
 IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/team/api"
 HEAD = f"image:\n  repository: {IMAGE}\n  tag: '1.0'\n"
@@ -88,3 +89,62 @@ def test_a_helmfile_of_too_many_releases_is_refused_in_bounded_memory() -> None:
     assert str(error).startswith("helmfile.yaml: holds more than 500000 YAML nodes")
     assert peak < 400 << 20  # was 531 MiB
 
+
+# -- an image held in many places: refused above a bound, and linear below it ---------------------
+
+
+def _entries(n: int, *, tag: bool = True) -> str:
+    return "".join(f"i{i}:\n  repository: {IMAGE}\n" + ("  tag: '1.0'\n" if tag else "") for i in range(n))
+
+
+def test_a_file_holding_the_image_in_too_many_places_is_refused() -> None:
+    text = _entries(MAX_VALUES_MATCHES + 1)  # 32,000 of them (2.7 MiB) took 345 s
+
+    with pytest.raises(
+        ValuesError, match=rf"^apps/x/values\.yaml: holds the image {IMAGE} 1001 times"
+    ) as info:
+        edit_values(text, IMAGE, tag="2.0", digest=None, source="apps/x/values.yaml")
+    assert info.value.reason == "too-many-matches"
+    assert str(MAX_VALUES_MATCHES) in str(info.value)
+
+
+@pytest.mark.parametrize("tag", [True, False], ids=["replaced", "inserted"])
+def test_an_edit_of_many_places_reads_the_events_a_bounded_number_of_times(tag, monkeypatch) -> None:
+    """The re-read located each inserted key by scanning every event (n² with a tag added to each)."""
+    scans = [0]
+
+    class Counted(list):
+        def __iter__(self):
+            scans[0] += 1
+            return super().__iter__()
+
+    compose = tree.compose
+
+    def counted(text, source):
+        docs = compose(text, source)
+        docs.events = Counted(docs.events)
+        return docs
+
+    monkeypatch.setattr("steps.kustomize.values.edit.compose", counted)
+    result = edit_values(_entries(MAX_VALUES_MATCHES, tag=tag), IMAGE, tag="2.0", digest=None)
+
+    assert result.changed
+    assert len(result.edited) == MAX_VALUES_MATCHES
+    assert scans[0] <= 3  # a constant, not one per place
+
+
+def test_finding_line_starts_scans_each_line_not_the_text_before_it() -> None:
+    """``line_start`` looked back for each of five break characters over the whole text before the
+    position (four are absent from most files): reading every line of a file was quadratic."""
+    scanned = [0]
+
+    class Spy(str):
+        def rfind(self, sub, start=0, end=None):
+            scanned[0] += (len(self) if end is None else end) - start
+            return str.rfind(self, sub, start, end)
+
+    lines = 20_000
+    text = Spy("key: value\n" * lines)
+    for n in range(lines):
+        assert line_start(text, n * 11 + 5) == n * 11
+    assert scanned[0] <= 5 * 256 * lines  # a window per call; was 5 × len(text) / 2 per call

@@ -136,10 +136,10 @@ def compose(text: str, source: str) -> Documents:
     """
     if not isinstance(text, str):
         raise TypeError("text must be str")
-    if len(text) > MAX_VALUES_BYTES // 4 and len(text.encode("utf-8", "surrogatepass")) > MAX_VALUES_BYTES:
-        raise ValuesError(
-            f"{source}: larger than {MAX_VALUES_BYTES} bytes; it was not read", reason="too-large"
-        )
+    if len(text) > MAX_VALUES_BYTES // 4:
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if size > MAX_VALUES_BYTES:
+            raise oversize_values(size, source)
     try:
         with gc_paused():
             return _compose(text, source)
@@ -156,6 +156,15 @@ def compose(text: str, source: str) -> Documents:
         raise ValuesError(
             f"{source}: invalid YAML{at}: {' '.join(str(problem).split())}; {hint}", reason="invalid-yaml"
         ) from None
+
+
+def oversize_values(size: int, source: str) -> ValuesError:
+    """The refusal of a values file or helmfile of ``size`` bytes, over :data:`MAX_VALUES_BYTES`."""
+    return ValuesError(
+        f"{source}: {size} bytes ({size / (1 << 20):.1f} MiB), larger than the {MAX_VALUES_BYTES} bytes (4 MiB) "
+        "a values file or helmfile may be; it was not read",
+        reason="too-large",
+    )
 
 
 _TEMPLATE_LINE = re.compile(r"(?m)^([ \t]*)\{\{(?:[^\r\n]*)\}\}[ \t]*$")
@@ -334,8 +343,9 @@ def reread(
     """
     original = docs.events
     after: dict[int, tuple[str, str, int]] = {}
+    index = {id(e): i for i, e in enumerate(original)} if inserted else {}  # once, not a scan per key
     for key, name, value in inserted:
-        at = next(i for i, e in enumerate(original) if e is key.event)
+        at = index[id(key.event)]
         after[_value_last(original, at + 1)] = (name, value, id(key))
     read: dict[int, object] = {}
     scalar_event = _ev.ScalarEvent

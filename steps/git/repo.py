@@ -176,7 +176,9 @@ class ClonedRepo:
             if found is not False:
                 self._head_entries[relpath] = found
                 return found
-        listing = self.git("ls-tree", rev, "--", relpath).stdout.strip()
+        # --literal-pathspecs: a path is a file's name, never pathspec magic (a helmfile's
+        # ':/values.yaml' read the top-level values.yaml; ':(exclude)x' failed) nor a glob
+        listing = self.git("--literal-pathspecs", "ls-tree", rev, "--", _pathspec(relpath)).stdout.strip()
         found = None
         if listing:
             mode, kind, rest = listing.split(None, 2)
@@ -256,7 +258,7 @@ class ClonedRepo:
     def _relative(self, relpath: str) -> str:
         """``relpath`` checked as text: relative, no ``..``, not into ``.git`` (all a clone without a
         work tree needs; :meth:`resolve` adds the symbolic-link check on disk)."""
-        p = PurePosixPath(relpath)
+        p = PurePosixPath(_pathspec(relpath))
         if not relpath or p.is_absolute() or ".." in p.parts:
             raise ConfigError(
                 f"path {relpath!r} must be relative to the repository root and must not contain '..'"
@@ -338,7 +340,9 @@ class ClonedRepo:
     def mode_at(self, rev: str, relpath: str) -> str | None:
         """The mode of ``relpath``'s entry in ``rev``'s tree (``git ls-tree REV -- PATH``), or None
         when the tree has no such entry."""
-        listing = self.git("ls-tree", rev, "--", relpath).stdout.split(None, 1)
+        listing = self.git("--literal-pathspecs", "ls-tree", rev, "--", _pathspec(relpath)).stdout.split(
+            None, 1
+        )
         return listing[0] if listing else None
 
     def cloned_head(self) -> str:
@@ -362,11 +366,12 @@ class ClonedRepo:
             return self._fast_import(message, name, email)
         written = sorted(self._written)
         if self._new:  # untracked files: stage them, then commit the index
-            self.git("add", "--sparse", "--", *written)
+            self.git("--literal-pathspecs", "add", "--sparse", "--", *written)
             only: list[str] = []
         else:  # tracked files only: ``commit -- PATHS`` stages and commits them in one process
             only = ["--", *written] if written else []
         proc = self.git(
+            "--literal-pathspecs",
             "-c",
             f"user.name={name}",
             "-c",
@@ -708,3 +713,11 @@ def _refuse_size(
         raise ConfigError(
             f"{relpath}: {size} bytes, larger than the {max_bytes} bytes it may be; it was not read"
         )
+
+
+def _pathspec(relpath: str) -> str:
+    """``relpath``, refused (ConfigError) when it holds a NUL byte, which no path in a repository
+    can (a helmfile may name one: it would reach git's command line as ``embedded null byte``)."""
+    if "\0" in relpath:
+        raise ConfigError(f"path {relpath!r} holds a NUL byte, which no file name can; fix the path")
+    return relpath

@@ -79,7 +79,9 @@ def seed_base(
 
 def read_overlay_file(repo: git.ClonedRepo, plan: Plan, target: Target, base: str) -> str:
     """The plan's file on the newest base; KustomizationError when it is gone."""
-    text = repo.read(plan.file)
+    from steps.kustomize import read_limit
+
+    text = repo.read(plan.file, **read_limit(plan.file, values=target.edits_values))
     if text is None:
         raise KustomizationError(
             f"{plan.file} does not exist on {base} of {target.repo_url} any more (moved or deleted since "

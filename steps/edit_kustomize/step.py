@@ -250,7 +250,8 @@ def _read_overlay(repo, overlay: str) -> tuple[str, str]:
             str(exc).replace(str(directory), overlay or "."), reason=exc.reason
         ) from None
     file = f"{overlay}/{found.name}" if overlay else found.name
-    text = repo.read(file)  # resolves again: a kustomization symlinked out of the repo is refused
+    # resolves again: a kustomization symlinked out of the repo is refused; a huge one, before it is read
+    text = repo.read(file, **kustomize.read_limit(file, values=False))
     if text is None:
         raise KustomizationError(f"{file} in {where} is not a regular file")
     return file, text
@@ -262,10 +263,11 @@ def _read_values(repo, target: Target) -> tuple[str, str, ValuesRef]:
     A ``valuesFile`` is read as it is; for a helmfile release, the source whose scalars win Helm's
     merge of the release's values (:func:`steps.kustomize.values.helmfile.locate_image`).
     """
+    from steps.kustomize import read_limit
     from steps.kustomize.values.helmfile import locate_image
 
     if target.values_file is not None:
-        text = repo.read(target.values_file)
+        text = repo.read(target.values_file, **read_limit(target.values_file, values=True))
         if text is None:
             where = f"{repo.url} branch '{repo.branch}'"
             raise KustomizationError(
@@ -276,7 +278,7 @@ def _read_values(repo, target: Target) -> tuple[str, str, ValuesRef]:
     assert ref is not None
     head = repo.cloned_head()
     got = locate_image(
-        lambda path: repo.show(head, path),
+        lambda path: repo.show(head, path, **read_limit(path, values=True)),
         ref.file,
         ref.release,
         ref.environment,

@@ -73,7 +73,9 @@ class PartialClone:
 
     def last_change(self, branch: str, path: str) -> str | None:
         """The newest commit of ``branch`` that changed ``path`` (None: it never existed)."""
-        out = self.git("log", "-1", "--format=%H", f"refs/heads/{branch}", "--", path).stdout.strip()
+        out = self.git(
+            "--literal-pathspecs", "log", "-1", "--format=%H", f"refs/heads/{branch}", "--", path
+        ).stdout.strip()
         return out or None
 
     def blob(self, revision: str, path: str) -> str | None:

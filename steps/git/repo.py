@@ -9,7 +9,7 @@ from :mod:`steps.git`.
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path, PurePosixPath
 
 from steps.domain.branch_owner import MAX_BRANCH_COMMITS, MAX_COMMIT_BYTES, CommitFacts
@@ -125,21 +125,30 @@ class ClonedRepo:
             raise ConfigError(f"path {relpath!r} points into .git; refusing")
         return full
 
-    def read(self, relpath: str) -> str | None:
+    def read(
+        self,
+        relpath: str,
+        *,
+        max_bytes: int | None = None,
+        too_large: Callable[[int], Exception] | None = None,
+    ) -> str | None:
         """The text of a file (bytes kept: CRLF survives), or None if it does not exist; a file that
         is not UTF-8 is a KustomizationError (:func:`~steps.git.objects.file_text`).
 
         Objects-only clone: what :meth:`write` left for the next commit, else the blob at ``HEAD``
-        (:meth:`show`; None for anything but a regular file).
+        (:meth:`show`; None for anything but a regular file). A file larger than ``max_bytes`` is
+        never read: ``too_large(size)`` is raised (its size is asked first, :meth:`show`).
         """
         if not self.checked_out:
             rel = self._relative(relpath)
             if rel in self._pending:
                 return self._pending[rel][2]
-            return self.show("HEAD", rel)
+            return self.show("HEAD", rel, max_bytes=max_bytes, too_large=too_large)
         full = self.resolve(relpath)
         if not full.is_file():
             return None
+        if max_bytes is not None:
+            _refuse_size(full.stat().st_size, max_bytes, too_large, relpath)
         return file_text(full.read_bytes(), relpath, f"{self.branch} of {self.url}")
 
     def know(self, text: str, blob: str) -> bool:
@@ -169,7 +178,9 @@ class ClonedRepo:
             if found is not False:
                 self._head_entries[relpath] = found
                 return found
-        listing = self.git("ls-tree", rev, "--", relpath).stdout.strip()
+        # --literal-pathspecs: a path is a file's name, never pathspec magic (a helmfile's
+        # ':/values.yaml' read the top-level values.yaml; ':(exclude)x' failed) nor a glob
+        listing = self.git("--literal-pathspecs", "ls-tree", rev, "--", _pathspec(relpath)).stdout.strip()
         found = None
         if listing:
             mode, kind, rest = listing.split(None, 2)
@@ -202,19 +213,31 @@ class ClonedRepo:
             self._chains[rel] = (head, chain)
         return entry
 
-    def show(self, rev: str, relpath: str) -> str | None:
+    def show(
+        self,
+        rev: str,
+        relpath: str,
+        *,
+        max_bytes: int | None = None,
+        too_large: Callable[[int], Exception] | None = None,
+    ) -> str | None:
         """The text of ``relpath`` at ``rev`` from the object store (nothing is checked out).
 
         A partial clone downloads just this one blob, or none when :meth:`know` was told its text.
         None when the path is absent at ``rev`` or is not a regular file (a directory, a symbolic
         link, a submodule). A file that is not UTF-8 is a KustomizationError, never text with
-        replacement characters (:func:`~steps.git.objects.file_text`).
+        replacement characters (:func:`~steps.git.objects.file_text`). With ``max_bytes``, the blob's
+        size is asked first (``git cat-file -s``) and a larger one is never read into memory:
+        ``too_large(size)`` is raised.
         """
         found = self.entry(rev, relpath)
         if found is None:
             return None
         if found[1] in self._known:
             return self._known[found[1]]
+        if max_bytes is not None:
+            size = self.git("cat-file", "-s", found[1], what=f"sizing {relpath} at {rev[:12]} of {self.url}")
+            _refuse_size(int(size.stdout.strip()), max_bytes, too_large, relpath)
         data = self.git(
             "cat-file",
             "blob",
@@ -244,7 +267,7 @@ class ClonedRepo:
     def _relative(self, relpath: str) -> str:
         """``relpath`` checked as text: relative, no ``..``, not into ``.git`` (all a clone without a
         work tree needs; :meth:`resolve` adds the symbolic-link check on disk)."""
-        p = PurePosixPath(relpath)
+        p = PurePosixPath(_pathspec(relpath))
         if not relpath or p.is_absolute() or ".." in p.parts:
             raise ConfigError(
                 f"path {relpath!r} must be relative to the repository root and must not contain '..'"
@@ -326,7 +349,9 @@ class ClonedRepo:
     def mode_at(self, rev: str, relpath: str) -> str | None:
         """The mode of ``relpath``'s entry in ``rev``'s tree (``git ls-tree REV -- PATH``), or None
         when the tree has no such entry."""
-        listing = self.git("ls-tree", rev, "--", relpath).stdout.split(None, 1)
+        listing = self.git("--literal-pathspecs", "ls-tree", rev, "--", _pathspec(relpath)).stdout.split(
+            None, 1
+        )
         return listing[0] if listing else None
 
     def cloned_head(self) -> str:
@@ -350,11 +375,12 @@ class ClonedRepo:
             return self._fast_import(message, name, email)
         written = sorted(self._written)
         if self._new:  # untracked files: stage them, then commit the index
-            self.git("add", "--sparse", "--", *written)
+            self.git("--literal-pathspecs", "add", "--sparse", "--", *written)
             only: list[str] = []
         else:  # tracked files only: ``commit -- PATHS`` stages and commits them in one process
             only = ["--", *written] if written else []
         proc = self.git(
+            "--literal-pathspecs",
             "-c",
             f"user.name={name}",
             "-c",
@@ -684,3 +710,23 @@ class ClonedRepo:
     def remote_head(self, branch: str) -> str | None:
         """The sha of ``branch`` on the remote right now (ls-remote), or None if absent."""
         return ls_remote(self.url or "origin", branch, self.auth) if self.url else None
+
+
+def _refuse_size(
+    size: int, max_bytes: int, too_large: Callable[[int], Exception] | None, relpath: str
+) -> None:
+    """Raise ``too_large(size)`` (a ConfigError naming ``relpath`` without it) when ``size`` is over."""
+    if size > max_bytes:
+        if too_large is not None:
+            raise too_large(size)
+        raise ConfigError(
+            f"{relpath}: {size} bytes, larger than the {max_bytes} bytes it may be; it was not read"
+        )
+
+
+def _pathspec(relpath: str) -> str:
+    """``relpath``, refused (ConfigError) when it holds a NUL byte, which no path in a repository
+    can (a helmfile may name one: it would reach git's command line as ``embedded null byte``)."""
+    if "\0" in relpath:
+        raise ConfigError(f"path {relpath!r} holds a NUL byte, which no file name can; fix the path")
+    return relpath

@@ -20,7 +20,8 @@ from steps.kustomize.holds import HOLD_MARKER_RE, hold_at, hold_marker
 from steps.kustomize.reader import MAX_ALIAS_EXPANSION, get_image, read_images
 from steps.kustomize.seam import edit_entry, entry_hold, read_entry, require_entry, write_entry
 from steps.kustomize.spec import KEEP, ImageSpec, parse_image_spec, validate_image_name
-from steps.kustomize.yaml_nodes import MAX_KUSTOMIZATION_BYTES
+from steps.kustomize.values.tree import MAX_VALUES_BYTES, oversize_values
+from steps.kustomize.yaml_nodes import MAX_KUSTOMIZATION_BYTES, oversize
 
 __all__ = [
     "HOLD_MARKER_RE",
@@ -28,6 +29,7 @@ __all__ = [
     "KUSTOMIZATION_FILES",
     "MAX_ALIAS_EXPANSION",
     "MAX_KUSTOMIZATION_BYTES",
+    "MAX_VALUES_BYTES",
     "ImageEdit",
     "ImageSpec",
     "edit_entry",
@@ -40,8 +42,18 @@ __all__ = [
     "parse_image_spec",
     "read_entry",
     "read_images",
+    "read_limit",
     "require_entry",
     "set_image",
     "validate_image_name",
     "write_entry",
 ]
+
+
+def read_limit(source: str, *, values: bool) -> dict:
+    """``max_bytes`` and ``too_large`` for :meth:`steps.git.ClonedRepo.read` / ``show`` of ``source``, a
+    kustomization (1 MiB) or a values file or helmfile (``values``, 4 MiB): a larger file is refused
+    by its size, before it is read, with the error its parser would raise."""
+    if values:
+        return {"max_bytes": MAX_VALUES_BYTES, "too_large": lambda size: oversize_values(size, source)}
+    return {"max_bytes": MAX_KUSTOMIZATION_BYTES, "too_large": lambda size: oversize(size, source)}

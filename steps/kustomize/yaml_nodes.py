@@ -32,8 +32,19 @@ LINE_BREAK = re.compile(r"\r\n|\r|\n|\x85|\u2028|\u2029")
 
 
 def line_start(text: str, pos: int) -> int:
-    """Index of the first character of the line that holds ``pos`` (after a :data:`LINE_BREAK`)."""
-    return max(text.rfind(c, 0, pos) for c in LINE_BREAK_CHARS) + 1
+    """Index of the first character of the line that holds ``pos`` (after a :data:`LINE_BREAK`).
+
+    Searched back in a window that grows until it holds a break: a break character the text lacks
+    (most lack all but ``\n``) then costs the line's length, not the whole text before ``pos``
+    (which made reading every line of a file quadratic).
+    """
+    width = 256
+    while True:
+        low = max(0, pos - width)
+        found = max(text.rfind(c, low, pos) for c in LINE_BREAK_CHARS)
+        if found >= 0 or low == 0:
+            return found + 1
+        width *= 4
 
 
 def line_end(text: str, pos: int) -> int:
@@ -255,12 +266,17 @@ def refuse_oversize(text: str, source: str) -> None:
         return
     size = len(text.encode("utf-8", "surrogatepass"))
     if size > MAX_KUSTOMIZATION_BYTES:
-        raise KustomizationError(
-            f"{source}: {size} bytes ({size / (1 << 20):.1f} MiB), larger than the "
-            f"{MAX_KUSTOMIZATION_BYTES} bytes (1 MiB) a kustomization may be; it was not parsed. "
-            "Keep the kustomization small: move large content to resources or generator files",
-            reason="too-large",
-        )
+        raise oversize(size, source)
+
+
+def oversize(size: int, source: str) -> KustomizationError:
+    """The refusal of a kustomization of ``size`` bytes, over :data:`MAX_KUSTOMIZATION_BYTES`."""
+    return KustomizationError(
+        f"{source}: {size} bytes ({size / (1 << 20):.1f} MiB), larger than the "
+        f"{MAX_KUSTOMIZATION_BYTES} bytes (1 MiB) a kustomization may be; it was not parsed. "
+        "Keep the kustomization small: move large content to resources or generator files",
+        reason="too-large",
+    )
 
 
 #: Collections nested deeper than this are refused: a kustomization is a few levels deep, and a

@@ -173,7 +173,7 @@ def _read_values_at(repo: Any, rev: str, items: Sequence[Item]) -> None:
         try:
             if sample.values_file is not None:
                 item.file = sample.values_file
-                text = repo.show(rev, item.file)
+                text = repo.show(rev, item.file, **kustomize.read_limit(item.file, values=True))
                 if text is None:
                     item.error = f"values file {item.file} does not exist; fix valuesFile in the rule"
                     continue
@@ -181,7 +181,7 @@ def _read_values_at(repo: Any, rev: str, items: Sequence[Item]) -> None:
             else:
                 ref = sample.helmfile
                 got = locate_image(
-                    lambda path: repo.show(rev, path),
+                    lambda path: repo.show(rev, path, **kustomize.read_limit(path, values=True)),
                     ref.file,
                     ref.release,
                     ref.environment,

@@ -115,8 +115,20 @@ def find_pushed(
             inherited=inherited,
         )
         _last_read[0] = (text, question, (roots, found))
-    return roots, found, (found if keys is not None else matching(found, repository))
+    matches = found if keys is not None else matching(found, repository)
+    if len(matches) > MAX_VALUES_MATCHES:
+        raise ValuesError(
+            f"{source}: holds the image {repository} {len(matches)} times, more than the "
+            f"{MAX_VALUES_MATCHES} places imagebump edits in one file; nothing was read further. "
+            "Set the image once (a chart's global or an anchor) and refer to it",
+            reason="too-many-matches",
+        )
+    return roots, found, matches
 
+
+#: The most places in one file that may hold the pushed image: a chart repeats an image a few
+#: times (a sidecar, a job, an init container); tens of thousands are a file written to be slow.
+MAX_VALUES_MATCHES = 1_000
 
 #: The last text :func:`find_pushed` read: (text, (source, keys, scope), (documents, images)).
 _last_read: list = [None]
@@ -384,10 +396,11 @@ def edit_values(
     if not plan.replace and not plan.insert:
         return ValuesEdit(text, False, matches, [], notes, old, new)
     sp = Splicer(text)
+    slots = _slots_of(matches)
     for node, value, flow in plan.replace.values():
         start, end = _value_span(text, node)
         if start == end:  # `tag:` with nothing after it
-            key = _key_of(matches, node)
+            key = slots[id(node)][1].key
             at = colon_after(text, key) if key is not None else start
             sp.insert(at, " " + format_scalar(value, None, flow))
         else:
@@ -404,7 +417,7 @@ def edit_values(
     result = sp.apply()
     _verify(result, roots, plan, repository, source, keys)
     _refuse_other_images_changed(roots, result, matches, repository, source)
-    edited = sorted({_where_of(matches, node) for node, _, _ in plan.replace.values()})
+    edited = sorted({_where_of(slots, node) for node, _, _ in plan.replace.values()})
     edited += [
         show_path(f.path + ("tag",))
         for f in matches
@@ -479,20 +492,21 @@ def _shared_how(docs: Documents, values: dict, path: tuple) -> str:
     return "the value is shared through an anchor"
 
 
-def _key_of(matches: list[Found], node: VScalar) -> VScalar | None:
+def _slots_of(matches: list[Found]) -> dict[int, tuple[Found, object]]:
+    """``id(value node)`` → (the first match, its slot) holding it: built once, so an edit of n
+    entries looks each node up instead of scanning every match for it (n² with n in the tens of
+    thousands was minutes)."""
+    slots: dict[int, tuple[Found, object]] = {}
     for f in matches:
         for slot in (f.tag_slot, f.digest_slot, f.string_slot):
-            if slot is not None and slot.value is node:
-                return slot.key
-    return None
+            if slot is not None and slot.value is not None:
+                slots.setdefault(id(slot.value), (f, slot))
+    return slots
 
 
-def _where_of(matches: list[Found], node: VScalar) -> str:
-    for f in matches:
-        for slot in (f.tag_slot, f.digest_slot, f.string_slot):
-            if slot is not None and slot.value is node:
-                return f.where if slot is f.string_slot else show_path(f.path + (slot.key.value,))
-    return "?"  # pragma: no cover - every planned node belongs to a match
+def _where_of(slots: dict[int, tuple[Found, object]], node: VScalar) -> str:
+    f, slot = slots[id(node)]
+    return f.where if slot is f.string_slot else show_path(f.path + (slot.key.value,))
 
 
 def _verify(result: str, docs: Documents, plan: _Plan, repository: str, source: str, keys) -> None:

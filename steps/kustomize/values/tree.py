@@ -35,6 +35,16 @@ MAX_VALUES_BYTES = 4 << 20
 MAX_VALUES_DEPTH = 128
 #: How many nodes aliases may add once expanded (a "billion laughs" document is refused).
 MAX_VALUES_EXPANSION = 100_000
+#: The most YAML documents (``---``) a values file or a helmfile may hold: a helmfile has a few
+#: (its layers), a values file one. Each costs its events whether it is empty or not: 4 MiB of
+#: ``---`` lines are a million documents (1.3 GiB once read), where the kustomization reader
+#: refuses a second document outright.
+MAX_VALUES_DOCUMENTS = 1_000
+#: The most parser events (a scalar, an alias, a collection's start or end, a document's start
+#: or end — each about half a KiB once read and kept) a values file or a helmfile may hold: as
+#: many as the largest kustomization (1 MiB) can hold, and some 20 times a large chart's values
+#: file. 4 MiB of one-character flow items are two million; the byte limit alone lets them in.
+MAX_VALUES_EVENTS = 500_000
 
 
 class VScalar(Scalar):
@@ -120,14 +130,16 @@ def compose(text: str, source: str) -> Documents:
 
     Raises:
         ValuesError: invalid YAML (naming Go template actions when the file has them), too large,
-            too deep, an undefined alias, aliases that expand too far, a duplicate key.
+            more than :data:`MAX_VALUES_DOCUMENTS` documents or :data:`MAX_VALUES_EVENTS` parser
+            events (refused as they are read, before the rest is), too deep, an undefined alias,
+            aliases that expand too far, a duplicate key.
     """
     if not isinstance(text, str):
         raise TypeError("text must be str")
-    if len(text) > MAX_VALUES_BYTES // 4 and len(text.encode("utf-8", "surrogatepass")) > MAX_VALUES_BYTES:
-        raise ValuesError(
-            f"{source}: larger than {MAX_VALUES_BYTES} bytes; it was not read", reason="too-large"
-        )
+    if len(text) > MAX_VALUES_BYTES // 4:
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if size > MAX_VALUES_BYTES:
+            raise oversize_values(size, source)
     try:
         with gc_paused():
             return _compose(text, source)
@@ -144,6 +156,15 @@ def compose(text: str, source: str) -> Documents:
         raise ValuesError(
             f"{source}: invalid YAML{at}: {' '.join(str(problem).split())}; {hint}", reason="invalid-yaml"
         ) from None
+
+
+def oversize_values(size: int, source: str) -> ValuesError:
+    """The refusal of a values file or helmfile of ``size`` bytes, over :data:`MAX_VALUES_BYTES`."""
+    return ValuesError(
+        f"{source}: {size} bytes ({size / (1 << 20):.1f} MiB), larger than the {MAX_VALUES_BYTES} bytes (4 MiB) "
+        "a values file or helmfile may be; it was not read",
+        reason="too-large",
+    )
 
 
 _TEMPLATE_LINE = re.compile(r"(?m)^([ \t]*)\{\{(?:[^\r\n]*)\}\}[ \t]*$")
@@ -194,6 +215,10 @@ def _compose(text: str, source: str) -> Documents:
     while True:
         event = get()
         record(event)
+        if len(events) > MAX_VALUES_EVENTS:
+            raise _too_many(
+                source, f"{MAX_VALUES_EVENTS} YAML nodes (parser events)", event, "too-many-nodes"
+            )
         kind = event.__class__
         if kind is scalar_event:
             node = VScalar(event, offset)
@@ -238,6 +263,13 @@ def _compose(text: str, source: str) -> Documents:
         else:
             if kind is _ev.DocumentStartEvent:
                 roots.append(_PENDING)
+                if len(roots) > MAX_VALUES_DOCUMENTS:
+                    raise _too_many(
+                        source,
+                        f"{MAX_VALUES_DOCUMENTS} YAML documents (separated by '---')",
+                        event,
+                        "too-many-documents",
+                    )
             continue
         if parent is None:
             roots[-1] = node
@@ -268,6 +300,15 @@ def _compose(text: str, source: str) -> Documents:
             "write the values out without anchors and aliases"
         )
     return Documents(docs, events, blocks)
+
+
+def _too_many(source: str, what: str, event, reason: str) -> ValuesError:
+    return ValuesError(
+        f"{source}: holds more than {what} at {position_of(event.start_mark)}; it was not read further. "
+        "A values file or helmfile this large is not one a chart reads: split it, or keep the image in "
+        "a smaller file",
+        reason=reason,
+    )
 
 
 #: A document whose root has not been read yet (an empty document stays None).
@@ -318,8 +359,9 @@ def reread(
     """
     original = docs.events
     after: dict[int, tuple[str, str, int]] = {}
+    index = {id(e): i for i, e in enumerate(original)} if inserted else {}  # once, not a scan per key
     for key, name, value in inserted:
-        at = next(i for i, e in enumerate(original) if e is key.event)
+        at = index[id(key.event)]
         after[_value_last(original, at + 1)] = (name, value, id(key))
     read: dict[int, object] = {}
     scalar_event = _ev.ScalarEvent

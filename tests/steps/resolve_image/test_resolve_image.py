@@ -46,6 +46,28 @@ class Registry:
             **kwargs,
         )
 
+    def push_index(self, tag: str | None, digest: str, manifests: list[str], size: int = 1000) -> None:
+        """An OCI image index listing ``manifests`` (what ``docker buildx`` pushes, tagged or not);
+        its bytes name its digest, as another digest means other bytes in ECR."""
+        kwargs = {"imageTag": tag} if tag else {}
+        self.client.put_image(
+            repositoryName=self.repository,
+            imageManifest=json.dumps(
+                {
+                    "schemaVersion": 2,
+                    "mediaType": "application/vnd.oci.image.index.v1+json",
+                    "manifests": [
+                        {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": d, "size": size}
+                        for d in manifests
+                    ],
+                    "annotations": {"n": digest},
+                }
+            ),
+            imageManifestMediaType="application/vnd.oci.image.index.v1+json",
+            imageDigest=digest,
+            **kwargs,
+        )
+
     def event(self, tag: str | None = "1.4.2", digest: str | None = D1, *, account: bool = True) -> str:
         body = json.loads((EVENTS / ("push.json" if account else "push-no-account.json")).read_text())
         body["detail"]["repository-name"] = self.repository
@@ -188,22 +210,7 @@ def test_the_manifests_of_a_multi_platform_push_are_not_images_to_deploy(
     for child in children:
         registry.push(None, child)
     index = "sha256:" + "f" * 64
-    registry.client.put_image(
-        repositoryName=registry.repository,
-        imageManifest=json.dumps(
-            {
-                "schemaVersion": 2,
-                "mediaType": "application/vnd.oci.image.index.v1+json",
-                "manifests": [
-                    {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": d, "size": 1000}
-                    for d in children
-                ],
-            }
-        ),
-        imageManifestMediaType="application/vnd.oci.image.index.v1+json",
-        imageTag="1.5.0",
-        imageDigest=index,
-    )
+    registry.push_index("1.5.0", index, children)
     for child in children:
         out = run(event=registry.event(tag=None, digest=child))
         assert out.targets == [] and "image index" in out.reason and index in out.reason
@@ -438,23 +445,7 @@ def test_no_event_of_a_multi_platform_push_pins_an_overlay_to_one_of_its_manifes
         digest = builders.digest_for(f"i{n}:{uuid.uuid4()}")
         listed = [children[m] for m in sorted(members) if m < manifests]
         tag = f"1.5.{n}" if tagged else None
-        registry.client.put_image(
-            repositoryName=registry.repository,
-            imageManifest=json.dumps(
-                {
-                    "schemaVersion": 2,
-                    "mediaType": "application/vnd.oci.image.index.v1+json",
-                    "manifests": [
-                        {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": d, "size": 9}
-                        for d in listed
-                    ],
-                    "annotations": {"n": digest},  # other bytes, as another digest means in ECR
-                }
-            ),
-            imageManifestMediaType="application/vnd.oci.image.index.v1+json",
-            imageDigest=digest,
-            **({"imageTag": tag} if tag else {}),
-        )
+        registry.push_index(tag, digest, listed, size=9)
         pushed.append((tag, digest))
         if tagged:
             listed_by_tagged.update(listed)

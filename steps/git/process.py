@@ -31,6 +31,9 @@ from steps.runtime.timing import git_phase, timed
 __all__ = ["DEFAULT_TIMEOUT", "default_branch", "ls_remote", "redact", "run_git"]
 
 DEFAULT_TIMEOUT = 300.0
+#: The returncode :func:`run_git` gives a command it ended for writing more than ``max_stdout`` (no
+#: process exits with it).
+OVER_LIMIT = 1000
 
 
 def redact(text: str, auth: GitAuth | None = None) -> str:
@@ -57,6 +60,7 @@ def run_git(
     timeout: float = DEFAULT_TIMEOUT,
     what: str | None = None,
     raw_stdout: bool = False,
+    max_stdout: int | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run ``git ARGS`` in ``cwd``; the single place git runs.
 
@@ -72,6 +76,10 @@ def run_git(
         what: what the command was for, used in error messages ("clone of …").
         raw_stdout: stdout as the bytes git wrote (objects, e.g. ``cat-file --batch``), neither
             decoded nor redacted: only for commands whose output is repository content.
+        max_stdout: read at most this many bytes of stdout: once git writes more, it is killed and
+            the result is :data:`OVER_LIMIT` (returncode) with an empty stdout (a file too large to
+            read never reaches memory whole, and one within the limit costs no process to size it
+            first).
 
     Returns:
         The completed process, its stdout and stderr already redacted (stdout: see ``raw_stdout``).
@@ -82,7 +90,7 @@ def run_git(
     argv = ["git", *args]
     try:
         with timed(git_phase(args)):
-            proc = _run(argv, cwd, git_env(auth, url, env), input, timeout, raw_stdout)
+            proc = _run(argv, cwd, git_env(auth, url, env), input, timeout, raw_stdout, max_stdout)
     except subprocess.TimeoutExpired:
         raise TransientError(
             f"{what or describe(args)} timed out after {timeout:.0f}s; the remote may be slow "
@@ -94,6 +102,8 @@ def run_git(
         proc.stdout = redact(proc.stdout, auth)
     proc.stderr = redact(proc.stderr, auth)
     proc.args = [redact(str(a), auth) for a in argv]
+    if proc.returncode == OVER_LIMIT:
+        return proc  # ended by us: its output is over max_stdout, not a failure of git's
     if check and proc.returncode != 0:
         raise classify(
             proc.stderr,
@@ -113,6 +123,7 @@ def _run(
     input: str | None,
     timeout: float,
     raw_stdout: bool = False,
+    max_stdout: int | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """``subprocess.run(argv, timeout=…)`` on this thread alone, without polling.
 
@@ -123,7 +134,8 @@ def _run(
     selector writes ``input`` and drains both pipes until ``timeout`` (:func:`_communicate`), then
     the exit is awaited on a pidfd (the kernel says when git has ended) within what is left of
     it. A git that outlives ``timeout`` is killed (then ``TimeoutExpired``, as ``subprocess.run``
-    raises).
+    raises); one that writes more than ``max_stdout`` bytes is killed too (returncode
+    :data:`OVER_LIMIT`).
     """
     deadline = time.monotonic() + timeout
     with subprocess.Popen(
@@ -134,7 +146,12 @@ def _run(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     ) as process:
-        out, err, drained = _communicate(process, None if input is None else input.encode("utf-8"), deadline)
+        data = None if input is None else input.encode("utf-8")
+        out, err, drained = _communicate(process, data, deadline, max_stdout)
+        if out is None:  # over max_stdout
+            process.kill()
+            process.wait()
+            return subprocess.CompletedProcess(argv, OVER_LIMIT, b"" if raw_stdout else "", "")
         if not drained or not _exited(process, deadline):
             process.kill()
             rest_out, rest_err, _ = _communicate(process, None, None)
@@ -153,14 +170,16 @@ def _run(
 
 
 def _communicate(
-    process: subprocess.Popen[bytes], data: bytes | None, deadline: float | None
-) -> tuple[bytes, bytes, bool]:
+    process: subprocess.Popen[bytes], data: bytes | None, deadline: float | None, limit: int | None = None
+) -> tuple[bytes | None, bytes, bool]:
     """Write ``data`` to the process's stdin (then close it) while reading its stdout and stderr to
     EOF, as :meth:`subprocess.Popen.communicate` does: ``(stdout, stderr, True)``, or what was read
-    and False when ``deadline`` passed first."""
+    and False when ``deadline`` passed first; once stdout holds more than ``limit`` bytes, ``None``
+    for stdout (the caller ends the process)."""
     assert process.stdout is not None and process.stderr is not None
     out_fd, err_fd = process.stdout.fileno(), process.stderr.fileno()
     chunks: dict[int, list[bytes]] = {out_fd: [], err_fd: []}
+    read_out = 0
     pending = memoryview(data or b"")
     with selectors.DefaultSelector() as selector:
         selector.register(out_fd, selectors.EVENT_READ)
@@ -191,6 +210,10 @@ def _communicate(
                 chunk = os.read(key.fd, 65536)
                 if chunk:
                     chunks[key.fd].append(chunk)
+                    if key.fd == out_fd and limit is not None:
+                        read_out += len(chunk)
+                        if read_out > limit:  # what was read is dropped: it is no whole answer
+                            return None, b"".join(chunks[err_fd]), False
                 else:
                     selector.unregister(key.fd)
     return b"".join(chunks[out_fd]), b"".join(chunks[err_fd]), True

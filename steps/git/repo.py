@@ -35,7 +35,7 @@ from steps.git.objects import (
     verify_path_chain,
     write_pack,
 )
-from steps.git.process import ls_remote, run_git
+from steps.git.process import OVER_LIMIT, ls_remote, run_git
 
 
 class ClonedRepo:
@@ -93,8 +93,10 @@ class ClonedRepo:
         env: Mapping[str, str] | None = None,
         what: str | None = None,
         raw_stdout: bool = False,
+        max_stdout: int | None = None,
     ) -> subprocess.CompletedProcess[str]:
-        """Run a git command in this work tree, with this clone's auth."""
+        """Run a git command in this work tree, with this clone's auth (``max_stdout``: see
+        :func:`~steps.git.process.run_git`)."""
         return run_git(
             list(args),
             self.path,
@@ -105,6 +107,7 @@ class ClonedRepo:
             env=env,
             what=what,
             raw_stdout=raw_stdout,
+            max_stdout=max_stdout,
         )
 
     def _checkout(self) -> None:
@@ -226,25 +229,27 @@ class ClonedRepo:
         A partial clone downloads just this one blob, or none when :meth:`know` was told its text.
         None when the path is absent at ``rev`` or is not a regular file (a directory, a symbolic
         link, a submodule). A file that is not UTF-8 is a KustomizationError, never text with
-        replacement characters (:func:`~steps.git.objects.file_text`). With ``max_bytes``, the blob's
-        size is asked first (``git cat-file -s``) and a larger one is never read into memory:
-        ``too_large(size)`` is raised.
+        replacement characters (:func:`~steps.git.objects.file_text`). With ``max_bytes``, at most
+        that much of the blob is read: a larger one is never read into memory whole, its size is
+        asked (``git cat-file -s``, only then) and ``too_large(size)`` is raised.
         """
         found = self.entry(rev, relpath)
         if found is None:
             return None
         if found[1] in self._known:
             return self._known[found[1]]
-        if max_bytes is not None:
-            size = self.git("cat-file", "-s", found[1], what=f"sizing {relpath} at {rev[:12]} of {self.url}")
-            _refuse_size(int(size.stdout.strip()), max_bytes, too_large, relpath)
-        data = self.git(
+        read = self.git(
             "cat-file",
             "blob",
             found[1],
             what=f"reading {relpath} at {rev[:12]} of {self.url}",
             raw_stdout=True,
-        ).stdout
+            max_stdout=max_bytes,
+        )
+        if read.returncode == OVER_LIMIT:  # larger than max_bytes: stopped there; its size for the error
+            size = self.git("cat-file", "-s", found[1], what=f"sizing {relpath} at {rev[:12]} of {self.url}")
+            _refuse_size(int(size.stdout.strip()), max_bytes or 0, too_large, relpath)
+        data = read.stdout
         return file_text(data, relpath, f"{rev[:12]} of {self.url}")
 
     def path_objects(self, commit: str, relpath: str) -> list[bytes] | None:

@@ -3,7 +3,7 @@
 A kustomization (1 MiB) or a values file or helmfile's values (4 MiB) of tens of MiB was read
 whole — ``git cat-file blob`` captured, decoded — before the size check in the parser: the step's
 memory grew with whatever the repository's writer committed. Memory is measured with
-tracemalloc, and the blob is never asked for.
+tracemalloc, and the blob is never read whole.
 """
 
 from __future__ import annotations
@@ -35,13 +35,14 @@ def step_env(git_env, outputs_dir, monkeypatch, moto):
 
 @pytest.fixture()
 def blobs_read(monkeypatch) -> list:
-    """What each ``git cat-file blob`` the clone runs reads (``reading FILE at REV of URL``)."""
+    """What each ``git cat-file blob`` the clone runs reads (``reading FILE at REV of URL``), and the
+    most of it it takes (``max_stdout``; None: the whole blob)."""
     read: list = []
     git = ClonedRepo.git
 
     def recorded(self, *args, **kwargs):
         if args[:2] == ("cat-file", "blob"):
-            read.append(kwargs.get("what", ""))
+            read.append((kwargs.get("what", ""), kwargs.get("max_stdout")))
         return git(self, *args, **kwargs)
 
     monkeypatch.setattr(ClonedRepo, "git", recorded)
@@ -105,7 +106,7 @@ def test_a_file_over_its_limit_is_refused_before_it_is_read(
     assert str(refused).startswith(message)  # 25,165,8xx bytes
     assert "it was not" in str(refused)
     big = message.split(":")[0]
-    assert not [what for what in blobs_read if f"reading {big} " in what]
+    assert all(limit is not None for what, limit in blobs_read if f"reading {big} " in what)  # never whole
     assert peak < 8 << 20  # was 3 × 24 MiB and more: the blob, its text, the parser's copy
 
 

@@ -782,3 +782,21 @@ def test_tree_head_trees_and_mode_at_answer_as_git_does(make_remote, auth, tmp_p
     assert repo.tree(sha) == remote.git("rev-parse", f"{sha}^{{tree}}").strip() != base_tree
     assert repo.mode_at("HEAD", f"{PROD}/kustomization.yaml") == "100644"
     assert repo.mode_at("HEAD", f"{PROD}/missing.yaml") is None
+
+
+def test_a_command_writing_more_than_max_stdout_is_ended_there(tmp_path) -> None:
+    """``max_stdout``: git is stopped once it wrote more than the limit, and the result says so
+    (nothing of the output is kept); within the limit it is the whole output, as without one."""
+    from steps.git.process import OVER_LIMIT, run_git
+
+    run_git(["init", "-q", str(tmp_path)])
+    big = tmp_path / "big"
+    big.write_bytes(b"x" * (8 << 20))
+    oid = run_git(["hash-object", "-w", str(big)], tmp_path).stdout.strip()
+
+    over = run_git(["cat-file", "blob", oid], tmp_path, raw_stdout=True, max_stdout=1 << 20)
+    assert over.returncode == OVER_LIMIT
+    assert over.stdout == b""
+
+    whole = run_git(["cat-file", "blob", oid], tmp_path, raw_stdout=True, max_stdout=8 << 20)
+    assert whole.returncode == 0 and len(whole.stdout) == 8 << 20

@@ -141,11 +141,18 @@ def deploys_file(
     """The index of the source through which the Application deploys the Helm values file (or
     helmfile) ``file`` of ``repo_url`` at ``branch`` (None for ``spec.source``), or False (issue 34).
 
-    It does when a source of that repository and branch has the file inside its ``path`` (a Helm
-    chart's own values, a helmfile plugin's directory), or a Helm source names it in
+    It does when a source of that repository and branch has the file inside its ``path`` (a
+    helmfile plugin's directory, a kustomization's helmCharts), or a Helm source names it in
     ``helm.valueFiles`` — relative to its ``path``, or ``$ref/…`` through a ``ref:`` source of the
     repository (the chart from a Helm repository, the values from Git: that ``ref`` source's
-    revision is the one to compare).
+    revision is the one to compare). A Helm source (``helm:`` or ``chart:`` in its spec, or
+    ``Helm`` in the Application's ``status.sourceType(s)``) reads of its own directory only the
+    chart's ``values.yaml``: ``values-prod.yaml`` beside it is deployed by the Applications that
+    list it, not by every Application of the chart (a staging Application would otherwise be waited
+    for, and alarmed about, for production's file). ``valueFiles`` are read as Argo CD's repo server
+    reads them (``reposerver/repository/repository.go`` ``getResolvedValueFiles``): its build
+    variables substituted (``$ARGOCD_APP_NAME``, ``${ARGOCD_APP_NAMESPACE}``, …; ``newEnv``), and
+    ``*``, ``?`` and ``[…]`` as globs.
     """
     want_repo, want_file = normalise_repo_url(repo_url), normalise_path(file)
     ours = {
@@ -155,24 +162,80 @@ def deploys_file(
         and follows_branch(str(source.get("targetRevision") or ""), branch, default_branch)
     }
     refs = {str(s["ref"]): i for i, s in ours.items() if s.get("ref")}
+    named = {str(s["ref"]) for _, s in sources(app) if s.get("ref")}  # any repository's
     for index, source in sources(app):
         path = normalise_path(str(source.get("path") or ""))
-        if (
-            index in ours
-            and source.get("path") is not None
-            and (not path or want_file.startswith(path + "/"))
-        ):
-            return index
+        inside = source.get("path") is not None and (not path or want_file.startswith(path + "/"))
+        if index in ours and inside:
+            if not _is_helm(app, index, source) or want_file == _joined(path, "values.yaml"):
+                return index
         helm = source.get("helm") if isinstance(source.get("helm"), dict) else {}
+        env = _build_env(app, source)
         for value_file in helm.get("valueFiles") or []:
             text = str(value_file)
-            if text.startswith("$"):
-                ref, _, rest = text[1:].partition("/")
-                if ref in refs and normalise_path(rest) == want_file:
+            ref, _, rest = text[1:].partition("/")
+            if text.startswith("$") and ref in named and "/" in text:  # $ref/… (before any substitution)
+                if ref in refs and _matches(normalise_path(_envsubst(rest, env)), want_file):
                     return refs[ref]
-            elif index in ours and _joined(path, text) == want_file:
+            elif index in ours and _matches(_joined(path, _envsubst(text, env)), want_file):
                 return index
     return False
+
+
+def _is_helm(app: dict[str, Any], index: int | None, source: dict[str, Any]) -> bool:
+    """Whether Argo CD renders ``source`` with Helm: said in its spec, or found (a ``Chart.yaml``)
+    and reported in ``status.sourceType`` (``status.sourceTypes[index]`` for multi-source)."""
+    if isinstance(source.get("helm"), dict) or source.get("chart"):
+        return True
+    status = app.get("status") if isinstance(app.get("status"), dict) else {}
+    if index is None:
+        return status.get("sourceType") == "Helm"
+    types = status.get("sourceTypes")
+    return isinstance(types, list) and index < len(types) and types[index] == "Helm"
+
+
+def _build_env(app: dict[str, Any], source: dict[str, Any]) -> dict[str, str]:
+    """The build variables Argo CD substitutes in ``valueFiles`` (``newEnv``) that are known before
+    a sync; ``ARGOCD_APP_REVISION*`` are not (they read as empty: such a file is not matched)."""
+    meta = app.get("metadata") if isinstance(app.get("metadata"), dict) else {}
+    spec = app.get("spec") if isinstance(app.get("spec"), dict) else {}
+    destination = spec.get("destination") if isinstance(spec.get("destination"), dict) else {}
+    return {
+        "ARGOCD_APP_NAME": str(meta.get("name") or ""),
+        "ARGOCD_APP_NAMESPACE": str(destination.get("namespace") or ""),
+        "ARGOCD_APP_PROJECT_NAME": str(spec.get("project") or ""),
+        "ARGOCD_APP_SOURCE_REPO_URL": str(source.get("repoURL") or ""),
+        "ARGOCD_APP_SOURCE_PATH": str(source.get("path") or ""),
+        "ARGOCD_APP_SOURCE_TARGET_REVISION": str(source.get("targetRevision") or ""),
+    }
+
+
+_EXPAND = re.compile(r"\$(?:\{([^}]*)\}|(\$)|([A-Za-z0-9_]+))")
+
+
+def _envsubst(text: str, env: dict[str, str]) -> str:
+    """Go's ``os.Expand`` as Argo CD's ``Env.Envsubst`` calls it: ``$NAME`` and ``${NAME}`` (an unknown
+    name reads as empty), ``$$`` is ``$``."""
+    return _EXPAND.sub(lambda m: "$" if m.group(2) else env.get(m.group(1) or m.group(3) or "", ""), text)
+
+
+def _matches(pattern: str, file: str) -> bool:
+    """``file`` is ``pattern``, or a match of it as a glob (``*``, ``?``, ``[…]``; none crosses ``/``,
+    as Go's ``filepath.Match``)."""
+    if not any(c in pattern for c in "*?["):
+        return pattern == file
+    out = []
+    for token in re.findall(r"\*|\?|\[[^\]]*\]|[^*?\[]+|\[", pattern):
+        if token == "*":
+            out.append("[^/]*")
+        elif token == "?":
+            out.append("[^/]")
+        elif token.startswith("[") and token.endswith("]") and len(token) > 2:
+            body = token[1:-1]
+            out.append("[" + ("^" + body[1:] if body.startswith("^") else body) + "]")
+        else:
+            out.append(re.escape(token))
+    return re.fullmatch("".join(out), file) is not None
 
 
 def _joined(path: str, relative: str) -> str:

@@ -13,6 +13,16 @@ def app(*sources: dict) -> dict:
     return {"spec": {"sources": list(sources)}} if len(sources) > 1 else {"spec": {"source": sources[0]}}
 
 
+def helm_status(application: dict) -> dict:
+    """As Argo CD reports a source it renders with Helm (a Chart.yaml found, no helm: in the spec)."""
+    return {**application, "status": {"sourceType": "Helm"}}
+
+
+def named(application: dict, name: str, namespace: str) -> dict:
+    spec = {**application["spec"], "destination": {"namespace": namespace}}
+    return {**application, "metadata": {"name": name}, "spec": spec}
+
+
 @pytest.mark.parametrize(
     ("application", "file", "want"),
     [
@@ -54,6 +64,35 @@ def app(*sources: dict) -> dict:
             "deploy/helmfile.yaml",
             None,
         ),
+        # a chart found by Argo CD (Chart.yaml, no helm: in the spec): its values.yaml
+        (
+            helm_status(app({"repoURL": REPO, "path": "charts/api"})),
+            "charts/api/values.yaml",
+            None,
+        ),
+        # valueFiles with Argo CD's build variables (newEnv) and a glob
+        (
+            named(
+                app(
+                    {
+                        "repoURL": REPO,
+                        "path": "charts/api",
+                        "helm": {
+                            "valueFiles": ["values-$ARGOCD_APP_NAME.yaml", "env/${ARGOCD_APP_NAMESPACE}.yaml"]
+                        },
+                    }
+                ),
+                "api-prod",
+                "prod",
+            ),
+            "charts/api/env/prod.yaml",
+            None,
+        ),
+        (
+            app({"repoURL": REPO, "path": "charts/api", "helm": {"valueFiles": ["overrides/*.yaml"]}}),
+            "charts/api/overrides/prod.yaml",
+            None,
+        ),
     ],
 )
 def test_an_application_deploys_the_values_file(application: dict, file: str, want) -> None:
@@ -87,6 +126,37 @@ def test_an_application_deploys_the_values_file(application: dict, file: str, wa
                 {"repoURL": REPO, "ref": "values"},
             ),
             "charts/api/values-prod.yaml",
+        ),
+        # a chart with a values file per environment: staging's Application does not deploy
+        # production's file beside the chart, though it is inside its path (Helm reads values.yaml
+        # and the valueFiles listed, nothing else)
+        (
+            app({"repoURL": REPO, "path": "charts/api", "helm": {"valueFiles": ["values-staging.yaml"]}}),
+            "charts/api/values-prod.yaml",
+        ),
+        (helm_status(app({"repoURL": REPO, "path": "charts/api"})), "charts/api/values-prod.yaml"),
+        (
+            {
+                **app(
+                    {"repoURL": REPO, "path": "charts/api"},
+                    {"repoURL": REPO, "path": "charts/worker", "helm": {"valueFiles": ["v.yaml"]}},
+                ),
+                "status": {"sourceTypes": ["Helm", "Helm"]},
+            },
+            "charts/api/values-prod.yaml",
+        ),
+        # a glob does not cross a directory (Go's filepath.Match)
+        (
+            app({"repoURL": REPO, "path": "charts/api", "helm": {"valueFiles": ["*.yaml"]}}),
+            "charts/api/overrides/prod.yaml",
+        ),
+        # a $ref of another repository is never read as a path of this one
+        (
+            app(
+                {"repoURL": REPO, "path": "charts/api", "helm": {"valueFiles": ["$other/values.yaml"]}},
+                {"repoURL": "https://github.com/o/other", "ref": "other"},
+            ),
+            "values.yaml",
         ),
     ],
 )

@@ -38,12 +38,21 @@ def decide(text: str, target: Target, plan: Plan) -> Applied:
     newest base is pinned or carries a hold marker (:mod:`steps.domain.intent`).
     """
     from steps.domain.intent import marker_hold, pinned
+    from steps.domain.models import entry_sets
     from steps.domain.never_downgrade import recheck
-    from steps.kustomize import entry_hold, read_entry, write_entry
+    from steps.kustomize import entry_hold, read_entry, values_misread, write_entry
 
     values = plan.values  # a Helm values file: the same decisions, the values-file writer
     current = read_entry(text, plan.image_name, source=plan.file, values=values)
     why = recheck(target, plan, current)
+    if (
+        why is not None
+        and values is not None
+        and current is not None
+        and entry_sets(current, plan.new)
+        and values_misread(text, plan.image_name, source=plan.file, values=values)
+    ):
+        why = None  # the file says the tag, Helm reads a number (tag: 1.10 is 1.1): quoting it is the change
     if why is None and current is not None:  # pinned or held on the newest base since the plan
         why = pinned(current, target.image) or marker_hold(
             entry_hold(text, plan.image_name, source=plan.file, values=values)

@@ -93,6 +93,14 @@ def decide(
         decision, reason = ("pinned", pin) if pin else ("held", hold or "")
     else:
         decision, reason = decide_base(target, old, known)
+    if decision == "current" and values is not None and old.newTag == target.tag:
+        misread = kustomize.values_misread(text, old.name, source=file, values=values)
+        if misread:  # the file says the tag, the chart deploys a number: the same tag, quoted
+            decision, reason = (
+                "update",
+                f"{file} writes the tag {misread[0]} unquoted: Helm reads it as a number and deploys "
+                "another tag; writing it quoted",
+            )
     changed = False
     if decision == "update" and values is not None:
         edit = kustomize.edit_entry(

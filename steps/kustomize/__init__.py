@@ -18,7 +18,14 @@ from steps.kustomize.edit import ImageEdit, edit_image, set_image
 from steps.kustomize.files import KUSTOMIZATION_FILES, find_kustomization
 from steps.kustomize.holds import HOLD_MARKER_RE, hold_at, hold_marker
 from steps.kustomize.reader import MAX_ALIAS_EXPANSION, get_image, read_images
-from steps.kustomize.seam import edit_entry, entry_hold, read_entry, require_entry, write_entry
+from steps.kustomize.seam import (
+    edit_entry,
+    entry_hold,
+    read_entry,
+    require_entry,
+    values_misread,
+    write_entry,
+)
 from steps.kustomize.spec import KEEP, ImageSpec, parse_image_spec, validate_image_name
 from steps.kustomize.values.tree import MAX_VALUES_BYTES, oversize_values
 from steps.kustomize.yaml_nodes import MAX_KUSTOMIZATION_BYTES, oversize
@@ -46,6 +53,7 @@ __all__ = [
     "require_entry",
     "set_image",
     "validate_image_name",
+    "values_misread",
     "write_entry",
 ]
 

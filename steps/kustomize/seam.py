@@ -90,6 +90,13 @@ def edit_entry(text: str, name: str, *, source: str, tag: str | None, digest: st
     )
 
 
+def values_misread(text: str, name: str, *, source: str, values: ValuesRef) -> list[str]:
+    """The pushed image's tags in a values file that Helm reads as another value (``tag: 1.10`` is the
+    number 1.1): :func:`steps.kustomize.values.misread_tags`."""
+    _, _, matches = _values_writer.find_pushed(text, name, source=source, **_where(values))
+    return _values_writer.misread_tags(matches)
+
+
 def entry_hold(
     text: str, name: str, *, source: str, values: ValuesRef | None = None, by_new_name: bool = True
 ) -> str | None:

@@ -51,7 +51,7 @@ from steps.kustomize.values.find import (
 from steps.kustomize.values.merge import merged_roots
 from steps.kustomize.values.refs import normalise, split_reference
 from steps.kustomize.values.tree import Documents, ValuesError, VMap, VScalar, compose, reread
-from steps.kustomize.yaml_nodes import position_of
+from steps.kustomize.yaml_nodes import STR_TAG, position_of, resolve_tag
 
 
 @dataclass(frozen=True)
@@ -267,8 +267,27 @@ class _Plan:
                 reason="anchor",
             )
         current = None if node.null else node.value
-        if current != value:
+        if current != value or misread(node):  # the same text Helm reads as a number: quoted
             self.replace[id(node)] = (node, value, flow)
+
+
+def misread(node: VScalar) -> bool:
+    """Whether Helm reads the scalar ``node`` as something other than its text: a plain scalar YAML
+    resolves to a number or a boolean (Helm reads values with sigs.k8s.io/yaml into float64 and
+    bool: ``tag: 1.10`` renders ``1.1``, ``tag: 20240101`` renders ``2.0240101e+07``)."""
+    if node.style is not None or node.explicit_tag is not None or node.null:
+        return False
+    return resolve_tag(node.value, 0) != STR_TAG  # YAML 1.1, as go-yaml v2 under sigs.k8s.io/yaml
+
+
+def misread_tags(matches: list[Found]) -> list[str]:
+    """The tags of ``matches`` written so that Helm reads another value (:func:`misread`): the file
+    says the pushed tag as text, but the chart deploys something else until it is quoted."""
+    return [
+        f.tag_slot.value.value
+        for f in matches
+        if f.tag_slot is not None and isinstance(f.tag_slot.value, VScalar) and misread(f.tag_slot.value)
+    ]
 
 
 def _plan_one(p: _Plan, f: Found, tag: str | None, digest: str | None, add_digest: bool, source: str) -> None:

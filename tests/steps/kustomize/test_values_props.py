@@ -65,7 +65,9 @@ def test_only_the_tags_bytes_change(doc, new: str) -> None:
     except yaml.YAMLError:
         return  # a generated layout YAML itself rejects: nothing to promise
     edit = edit_values(text, REPO, tag=new, digest=None)
-    if old == new:
+    # the same tag, read as that text: nothing to write (a plain 1.10, which Helm reads as 1.1, is
+    # written quoted: the checks below hold for it)
+    if old == new and (shape != "mapping" or isinstance(yaml.safe_load(f"x: {token}")["x"], str)):
         assert edit.text is text
         return
     assert edit.text.startswith(head) and edit.text.endswith(tail)

@@ -7,6 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from steps.commit_pr import decide as commit_pr
 from steps.domain.errors import ImageNotFoundError, RulesError
@@ -294,3 +297,41 @@ def test_write_refuses_a_pinned_value_keys_image() -> None:
 def test_helmfile_without_an_environment_uses_helmfiles_default() -> None:
     text = "releases:\n  - name: api\n    values:\n      - values/{{ .Environment.Name }}.yaml\n"
     assert [str(s) for s in release_sources(text, "helmfile.yaml", "api", "")] == ["values/default.yaml"]
+
+
+def test_a_tag_helm_reads_as_a_number_is_written_quoted_when_pushed_again() -> None:
+    """``tag: 1.10`` is the float 1.1 to Helm (sigs.k8s.io/yaml): the chart deploys ``api:1.1``. The
+    push of 1.10 is not ``current``: it writes the same tag quoted, and then it is."""
+    text = VALUES.replace("1.4.2", "1.10")
+    p = plan(text, target("1.10", order="none"))
+    assert (p.decision, p.changed) == ("update", True)
+    edited = write_entry(text, IMAGE, source=p.file, tag="1.10", digest=None, values=p.values)
+    assert yaml.safe_load(edited)["image"]["tag"] == "1.10"
+    assert edited == text.replace("tag: 1.10", 'tag: "1.10"')
+    assert plan(edited, target("1.10", order="none")).decision == "current"
+    for order in ("none", "semver", "push-time"):  # commit-pr re-applies it on the newest base
+        t = target("1.10", order=order)
+        assert commit_pr.decide(text, t, plan(text, t)).text == edited
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    tag=st.from_regex(
+        r"[0-9]{1,4}(\.[0-9]{1,3}){0,2}|[0-9]{1,3}e[0-9]|0x[0-9a-f]{1,3}|0[0-7]{1,3}|yes|no|on|off|true|False"
+        r"|v[0-9]\.[0-9]{1,2}|[0-9]\.[0-9]-rc[0-9]",
+        fullmatch=True,
+    )
+)
+def test_after_a_push_helm_reads_the_pushed_tag_whatever_the_file_wrote(tag: str) -> None:
+    """Whatever the file wrote (the tag plain, as a person may have), after the push of that same tag
+    Helm reads that tag as text (PyYAML reads YAML 1.1, as Helm's sigs.k8s.io/yaml does): either the
+    file already said it (``current``), or the edit writes it so."""
+    text = VALUES.replace("1.4.2", tag)
+    p = plan(text, target(tag, order="none"))
+    after = (
+        write_entry(text, IMAGE, source=p.file, tag=tag, digest=None, values=p.values)
+        if p.decision == "update"
+        else text
+    )
+    assert p.decision in ("update", "current")
+    assert yaml.safe_load(after)["image"]["tag"] == tag

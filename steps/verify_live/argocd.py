@@ -19,12 +19,15 @@ and :mod:`steps.domain.errors`.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+import re2
 
 from steps.domain.errors import ConfigError, PermissionDeniedError
 from steps.kube import api as kube
@@ -220,22 +223,59 @@ def _envsubst(text: str, env: dict[str, str]) -> str:
 
 
 def _matches(pattern: str, file: str) -> bool:
-    """``file`` is ``pattern``, or a match of it as a glob (``*``, ``?``, ``[…]``; none crosses ``/``,
-    as Go's ``filepath.Match``)."""
-    if not any(c in pattern for c in "*?["):
+    """``file`` is ``pattern``, or a match of it as a glob (``*``, ``?``, ``[…]``, ``\\x``; none crosses
+    ``/``, as Go's ``filepath.Match``). A malformed glob (``[z-a]``, an open ``[``) matches nothing,
+    as Argo CD then renders no manifests from that Application's file."""
+    if not any(c in pattern for c in "*?[\\"):
         return pattern == file
-    out = []
-    for token in re.findall(r"\*|\?|\[[^\]]*\]|[^*?\[]+|\[", pattern):
-        if token == "*":
+    compiled = _glob(pattern)
+    return compiled is not None and compiled.fullmatch(file) is not None
+
+
+@functools.lru_cache(maxsize=128)
+def _glob(pattern: str) -> Any:
+    """``pattern`` (Go ``filepath.Match`` syntax) as an RE2 expression (linear in the path, whatever
+    an Application's author wrote), or None when it is malformed."""
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "*":
             out.append("[^/]*")
-        elif token == "?":
+        elif c == "?":
             out.append("[^/]")
-        elif token.startswith("[") and token.endswith("]") and len(token) > 2:
-            body = token[1:-1]
-            out.append("[" + ("^" + body[1:] if body.startswith("^") else body) + "]")
+        elif c == "\\":
+            if i + 1 >= n:
+                return None
+            i += 1
+            out.append(_literal(pattern[i]))
+        elif c == "[":
+            end = pattern.find("]", i + 2)
+            if end == -1:
+                return None
+            body = pattern[i + 1 : end]
+            negate = body.startswith("^")
+            body = body[1:] if negate else body
+            parts = []
+            for low, dash, high in re.findall(r"(\\?.)(?:(-)(\\?.))?", body, re.DOTALL):
+                low, high = low[-1], high[-1:] if dash else ""
+                if dash and high < low:
+                    return None
+                parts.append(_literal(low) + (f"-{_literal(high)}" if dash else ""))
+            out.append("[" + ("^/" if negate else "") + "".join(parts) + "]")
+            i = end
         else:
-            out.append(re.escape(token))
-    return re.fullmatch("".join(out), file) is not None
+            out.append(_literal(c))
+        i += 1
+    try:
+        return re2.compile("".join(out))
+    except re2.error:
+        return None
+
+
+def _literal(c: str) -> str:
+    """One character as RE2 reads it literally (in a class too)."""
+    return c if c.isascii() and c.isalnum() else f"\\x{{{ord(c):x}}}"
 
 
 def _joined(path: str, relative: str) -> str:

@@ -93,6 +93,11 @@ def named(application: dict, name: str, namespace: str) -> dict:
             "charts/api/overrides/prod.yaml",
             None,
         ),
+        (
+            app({"repoURL": REPO, "path": "charts/api", "helm": {"valueFiles": ["v-[a-c]?[^x].y*ml"]}}),
+            "charts/api/v-bzz.yaml",
+            None,
+        ),
     ],
 )
 def test_an_application_deploys_the_values_file(application: dict, file: str, want) -> None:
@@ -149,6 +154,17 @@ def test_an_application_deploys_the_values_file(application: dict, file: str, wa
         (
             app({"repoURL": REPO, "path": "charts/api", "helm": {"valueFiles": ["*.yaml"]}}),
             "charts/api/overrides/prod.yaml",
+        ),
+        # a malformed glob matches nothing (Go's filepath.Match: ErrBadPattern), never a traceback
+        (
+            app(
+                {
+                    "repoURL": REPO,
+                    "path": "charts/api",
+                    "helm": {"valueFiles": ["[z-a].yaml", "[.yaml", "x\\"]},
+                }
+            ),
+            "charts/api/b.yaml",
         ),
         # a $ref of another repository is never read as a path of this one
         (

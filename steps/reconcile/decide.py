@@ -144,6 +144,8 @@ def decide(
     proposed_pushed_at: datetime | None = None,
     image: str = "",
     hold: str | None = None,
+    misread: Iterable[str] = (),
+    proposed_misread: Iterable[str] = (),
 ) -> Verdict:
     """The state of one target. Pure: every fact was read before.
 
@@ -158,6 +160,11 @@ def decide(
         proposed_pushed_at: ECR push time of the proposed image.
         image: the repository the rule maps here (an entry whose ``newName`` names another is ``pinned``).
         hold: the reason of the entry's ``# imagebump:hold`` marker ("" none given; None: no marker).
+        misread: the tags a Helm values file writes unquoted so that Helm reads another value
+            (``tag: 1.10`` deploys ``1.1``: :func:`steps.kustomize.values_misread`); the file that
+            holds the newest such tag is ``behind`` until it writes it quoted.
+        proposed_misread: the same, in the proposal branch's file (a branch that writes the tag
+            quoted already proposes the repair: ``proposed``).
     """
     if current is None:
         return Verdict("unknown", current_error or "the overlay's images entry could not be read")
@@ -180,6 +187,17 @@ def decide(
         proposed=proposed,
         proposed_pushed_at=proposed_pushed_at,
     )
+    if state == "current" and tag and tag == current.newTag and tag in set(misread):
+        # The file says the newest tag, but the chart deploys a number (1.10 -> 1.1): the update
+        # writes the same tag quoted (edit-kustomize's decide does the same for a push of it).
+        state, why = "behind", f"the tag {tag} is written unquoted: Helm reads it as another value"
+        if (
+            newest.settings.mode == "pr"
+            and proposed is not None
+            and proposed.newTag == tag
+            and tag not in set(proposed_misread)
+        ):
+            state, why = "proposed", f"the PR branch {branch} already writes the tag {tag} quoted"
     update = newest.model_copy(update={"tag": tag}) if state == "behind" else None
     return Verdict(state, why, held, _ref(tag, digest), update)
 

@@ -58,6 +58,8 @@ class Item:
     branch_sha: str = ""  # mode pr: the proposal branch's tip ('' when there is none)
     taken: str = ""  # the proposal branch is a person's (steps.domain.branch_owner): why
     values: ValuesRef | None = None  # a Helm values file (or helmfile release): how to find the image
+    misread: tuple[str, ...] = ()  # values file: tags written so that Helm reads another value (1.10)
+    proposed_misread: tuple[str, ...] = ()  # the same, in the proposal branch's values file
 
     @property
     def sample(self) -> Target:
@@ -76,6 +78,7 @@ class Item:
             proposed=self.proposed,
             proposed_pushed_at=self.overlay.pushed_at(self.proposed, sample.image),
             image=sample.image, hold=self.hold,
+            misread=self.misread, proposed_misread=self.proposed_misread,
         )  # fmt: skip
 
 
@@ -194,6 +197,9 @@ def _read_values_at(repo: Any, rev: str, items: Sequence[Item]) -> None:
                 )
             item.current = kustomize.require_entry(text, sample.image, source=item.file, values=item.values)
             item.hold = kustomize.entry_hold(text, sample.image, source=item.file, values=item.values)
+            item.misread = tuple(
+                kustomize.values_misread(text, sample.image, source=item.file, values=item.values)
+            )
         except ImagebumpError as exc:
             item.error = str(exc)
 
@@ -253,6 +259,10 @@ def _read_proposals(repo: Any, items: Sequence[Item], *, calls: Calls) -> None:
                 if item.current
                 else None
             )
+            if item.current and item.values is not None:
+                item.proposed_misread = tuple(
+                    kustomize.values_misread(text, item.current.name, source=item.file, values=item.values)
+                )
         except ImagebumpError:
             item.proposed = None  # not a readable kustomization there: no proposal to protect
 

@@ -196,3 +196,59 @@ def test_holds_and_pins_on_values_files(moto, tmp_path: Path) -> None:
         assert by_env["staging"].decision == "held" and "QA sign-off" in by_env["staging"].reason
         assert by_env["dr"].decision == "pinned"
         assert {f: world.read(f) for f in before} == before
+
+
+def test_reconcile_quotes_a_tag_helm_reads_as_a_number(moto, tmp_path: Path, capsys, monkeypatch) -> None:
+    """``tag: 1.10`` written plain is the number 1.1 to Helm: the chart runs ``api:1.1`` while the
+    file seems to say 1.10. With 1.10 the newest image, the sweep calls both targets ``behind`` (not
+    ``current``), writes the tag quoted on the commit target and proposes it quoted on the PR
+    branch; the next sweep finds them ``current`` and ``proposed``."""
+    from imagebump.cli import main
+
+    def plain_files(image: str) -> dict[str, str]:
+        out = files(image)
+        out[VALUES_FILE] = out[VALUES_FILE].replace("tag: 1.4.1", "tag: 1.10")
+        out[HELM_VALUES] = out[HELM_VALUES].replace("tag: 1.4.0", "tag: 1.10")
+        return out
+
+    with build_world(tmp_path, moto=moto, files=plain_files, rules=rules) as world:
+        monkeypatch.setenv("IMAGEBUMP_GIT_TOKEN", world.token)
+        monkeypatch.delenv("IMAGEBUMP_GIT_READ_TOKEN", raising=False)
+        monkeypatch.setenv("AWS_REGION", world.region)
+        ecr_clock.advance()
+        digest = builders.digest_for(f"{world.stack_name}/{world.repository}:1.10")
+        world.client("ecr").put_image(
+            repositoryName=world.repository,
+            imageManifest=builders.image_manifest(digest),
+            imageTag="1.10",
+            imageDigest=digest,
+        )
+
+        def sweep() -> dict:
+            code = main(
+                [
+                    "reconcile",
+                    "--rules",
+                    str(world.rules_path),
+                    "--endpoint-url",
+                    world.moto.endpoint_url,
+                    "--apply",
+                ]
+            )
+            out, err = capsys.readouterr()
+            assert code == 0, err
+            return json.loads(out)
+
+        first = sweep()
+        assert {t["env"]: t["state"] for t in first["targets"]} == {
+            "staging": "behind",
+            "production": "behind",
+        }
+        assert yaml.safe_load(world.read(VALUES_FILE))["image"]["tag"] == "1.10"  # a string now
+        assert 'tag: "1.10"' in world.read(VALUES_FILE)
+        second = sweep()
+        assert {t["env"]: t["state"] for t in second["targets"]} == {
+            "staging": "current",
+            "production": "proposed",
+        }
+        assert second["submitted"] == 0

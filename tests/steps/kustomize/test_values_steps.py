@@ -4,6 +4,7 @@ commit-pr re-applying, and a helmfile release's values resolved."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -335,3 +336,67 @@ def test_after_a_push_helm_reads_the_pushed_tag_whatever_the_file_wrote(tag: str
     )
     assert p.decision in ("update", "current")
     assert yaml.safe_load(after)["image"]["tag"] == tag
+
+
+#: go-yaml v2's float syntax (resolve.go, v2.4: ``yamlStyleFloat``), which Helm's sigs.k8s.io/yaml
+#: reads values with: wider than PyYAML's YAML 1.1 float (``1e3``, ``0e0`` are floats, no dot needed).
+GO_YAML_V2_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
+
+
+def sweep_verdict(text: str, tag: str, *, mode: str = "commit", branch_text: str | None = None):
+    """The sweep's verdict on ``text`` when ``tag`` is the newest allowed image (as
+    steps.reconcile.overlay_read reads a values file and steps.reconcile.decide judges it)."""
+    from steps.kustomize import entry_hold, require_entry, values_misread
+    from steps.reconcile.decide import decide as reconcile_decide
+
+    t = target(tag, order="semver", mode=mode)
+    ref, file = t.values_ref(), "charts/api/values.yaml"
+    proposed = None if branch_text is None else read_entry(branch_text, IMAGE, source=file, values=ref)
+    return reconcile_decide(
+        newest=t,
+        current=require_entry(text, IMAGE, source=file, values=ref),
+        hold=entry_hold(text, IMAGE, source=file, values=ref),
+        image=IMAGE,
+        misread=values_misread(text, IMAGE, source=file, values=ref),
+        branch="imagebump/x" if branch_text is not None else "",
+        proposed=proposed,
+        proposed_misread=(
+            values_misread(branch_text, IMAGE, source=file, values=ref) if branch_text is not None else ()
+        ),
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    tag=st.from_regex(
+        r"[0-9]{1,4}(\.[0-9]{1,3}){0,2}|[0-9]{1,3}e[0-9]|0x[0-9a-f]{1,3}|0[0-7]{1,3}|yes|no|on|off|true|False"
+        r"|v[0-9]\.[0-9]{1,2}|[0-9]\.[0-9]-rc[0-9]",
+        fullmatch=True,
+    ),
+    quote=st.sampled_from(["", '"', "'"]),
+)
+def test_the_sweep_says_current_only_when_helm_reads_the_newest_tag(tag: str, quote: str) -> None:
+    """The sweep (image-reconcile) calls a values file ``current`` only when Helm reads the newest tag
+    from it (PyYAML reads YAML 1.1, as Helm's sigs.k8s.io/yaml does); ``tag: 1.10`` unquoted is the
+    number 1.1 to Helm, so it is ``behind``, and the update it hands on writes the tag quoted."""
+    text = VALUES.replace("1.4.2", f"{quote}{tag}{quote}")
+    verdict = sweep_verdict(text, tag)
+    helm_reads_the_tag = yaml.safe_load(text)["image"]["tag"] == tag and not (
+        not quote and GO_YAML_V2_FLOAT.fullmatch(tag)
+    )
+    assert verdict.state == ("current" if helm_reads_the_tag else "behind")
+    if verdict.state == "behind":
+        assert verdict.update is not None and verdict.update.tag == tag
+        p = plan(text, verdict.update)  # what update-target's edit-kustomize then does
+        assert p.decision == "update"
+        edited = write_entry(text, IMAGE, source=p.file, tag=tag, digest=None, values=p.values)
+        assert yaml.safe_load(edited)["image"]["tag"] == tag
+        assert sweep_verdict(edited, tag).state == "current"
+
+
+def test_the_sweep_sees_a_pr_branch_that_writes_the_tag_quoted_as_the_proposal() -> None:
+    text = VALUES.replace("1.4.2", "1.10")
+    assert sweep_verdict(text, "1.10", mode="pr").state == "behind"
+    assert sweep_verdict(text, "1.10", mode="pr", branch_text=text).state == "behind"  # still unquoted
+    quoted = text.replace("tag: 1.10", 'tag: "1.10"')
+    assert sweep_verdict(text, "1.10", mode="pr", branch_text=quoted).state == "proposed"

@@ -25,6 +25,7 @@ import re
 from collections.abc import Callable
 
 from steps.notify.decide import Message
+from steps.notify.payloads import one_line
 
 KIND = "github"
 CONTEXT = "imagebump/live"
@@ -89,8 +90,9 @@ def neutral(text: str) -> str:
     """``text`` from data, made harmless in a comment: an ``@mention`` (a user or a team) gets a
     zero-width joiner after its ``@`` so GitHub notifies nobody, and ``<!--`` is written ``&lt;!--``
     so no data can open a hidden comment, such as a forged :func:`marker` that ``comment_once``
-    would take for ours."""
-    return _MENTION.sub("@" + ZWJ, text.replace("<!--", "&lt;!--"))
+    would take for ours; on one line (:func:`steps.notify.payloads.one_line`), so a multi-line value
+    starts no list item of its own."""
+    return _MENTION.sub("@" + ZWJ, one_line(text).replace("<!--", "&lt;!--"))
 
 
 def comment_body(message: Message) -> str:

@@ -29,6 +29,14 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
+def teams_shown(markdown: str) -> str:
+    """The text an Adaptive Card shows for one line of its Markdown (escapes read back)."""
+    from markdown_it import MarkdownIt
+
+    tokens = MarkdownIt("commonmark", {"html": False}).parseInline(markdown)
+    return "".join(child.content for token in tokens for child in token.children or [])
+
+
 @dataclass
 class Received:
     path: str
@@ -52,6 +60,14 @@ class Received:
         """The ``text`` as Slack shows it once its three escapes are read back."""
         text = self.json.get("text", "")
         return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+    @property
+    def teams_facts(self) -> dict[str, str]:
+        """The card's facts as Teams shows them: a FactSet's titles and values are Markdown (a
+        CommonMark subset, learn.microsoft.com/microsoftteams/platform/task-modules-and-cards/cards/
+        cards-format), read here by CommonMark itself (markdown-it, HTML off as in cards)."""
+        facts = self.json["attachments"][0]["content"]["body"][1]["facts"]
+        return {teams_shown(f["title"]): teams_shown(f["value"]) for f in facts}
 
 
 @dataclass

@@ -195,3 +195,14 @@ def test_a_comment_github_could_not_take_now_is_retried(github_fake, forge_for, 
     )
     assert report.counts == {"sent": 1} and len(pull.comments) == 1
     assert sleeps  # deliver tried again after a transient refusal
+
+
+def test_a_multi_line_value_starts_no_list_item_of_its_own(github_fake, forge_for, pull, tmp_path):
+    """A hold reason with line breaks stays inside its own ``- **reason**:`` item: it cannot add a
+    forged ``- **commit**: …`` line to the comment."""
+    outcome = _o("held", pr="7", reason="rolled back\n- **commit**: forged\r\n\u2028done")
+    assert notify([outcome], CFG, FileLedger(tmp_path), forge_for=forge_for).counts == {"sent": 1}
+    (comment,) = pull.comments
+    items = [line for line in comment.splitlines() if line.startswith("- ")]
+    assert not any("forged" in line and not line.startswith("- **reason**") for line in items)
+    assert any(line.startswith("- **reason**: rolled back") and "done" in line for line in items)

@@ -23,6 +23,7 @@ from steps.notify.decide import (
     decide,
 )
 from steps.notify.ledger import FileLedger
+from steps.notify.payloads import one_line
 from steps.notify.step import notify, parse_outcomes, with_workflow_failure
 from tests.secret_scan import register
 from tests.steps.notify.receivers import Receiver
@@ -76,10 +77,7 @@ def test_each_outcome_sends_exactly_one_message_per_destination_with_its_fields(
     assert report.counts == {"sent": 3}
     assert [len(r.received) for r in receivers] == [1, 1, 1]
     text = slack.received[0].json["text"]
-    facts = {
-        f["title"]: f["value"]
-        for f in teams.received[0].json["attachments"][0]["content"]["body"][1]["facts"]
-    }
+    facts = teams.received[0].teams_facts
     payload = hook.received[0].json
     assert payload["outcome"] == kind and payload["alarm"] == (kind in ALARMS)
     for name, value in _fields(kind).items():
@@ -362,4 +360,47 @@ def test_slack_text_holds_no_control_sequence_and_no_unescaped_character_from_da
     assert "<" not in text and ">" not in text  # so no `<!…`, no `<http…`: Slack parses only `<…>`
     assert re.fullmatch(r"(?:[^&]|&(?:amp|lt|gt);)*", text, re.S)
     shown = text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
-    assert target in shown and (value == "" or value in shown)
+    assert one_line(target) in shown and (value == "" or one_line(value) in shown)
+    # every line is ours: the title, then one `• *field*: value` per field (data starts none)
+    facts = [line for line in text.split("\n")[1:] if line]
+    assert len(facts) == (2 if value != "" else 0) and all(f.startswith("• *") for f in facts)
+
+
+@given(
+    value=st.builds(
+        lambda parts, seps: "".join(p + s for p, s in zip(parts, seps, strict=False)),
+        st.lists(_TEXT, min_size=1, max_size=4),
+        st.lists(st.sampled_from(["\n", "\r\n", "\u2028", "\x85", "\n\n", "\v"]), min_size=1, max_size=4),
+    )
+    | _TEXT
+    | st.sampled_from(
+        ["- a", "1. b", "# h", "> q", "    code", "***", "---", "[x](http://e.example)", "&amp;"]
+    )
+)
+def test_data_never_formats_a_teams_card_or_starts_a_line(value):
+    """Teams renders Markdown (a CommonMark subset) in a card's text and facts: whatever a value
+    holds, the card shows it as plain text on one line — no link, emphasis, list, heading, quote,
+    code or entity — with CommonMark itself (markdown-it, HTML off as in cards) as the oracle."""
+    from markdown_it import MarkdownIt
+
+    from steps.notify.decide import Message
+    from steps.notify.payloads import body
+
+    message = Message("t", "k", "mismatch", True, "title", "e", value, {"reason": value, "k:" + value: "v"})
+    card = body("teams", message)["attachments"][0]["content"]
+    md = MarkdownIt("commonmark", {"html": False})
+    texts = [card["body"][0]["text"]] + [
+        part for fact in card["body"][1]["facts"] for part in (fact["title"], fact["value"])
+    ]
+    for text in texts:
+        assert "\n" not in text and "\r" not in text
+        tokens = md.parse(text)
+        if not text:
+            continue
+        assert [t.type for t in tokens] == ["paragraph_open", "inline", "paragraph_close"], text
+        children = tokens[1].children or []
+        assert {c.type for c in children} <= {"text"}, (text, [c.type for c in children])
+    if value:  # the reason's value, as the card shows it
+        reason = card["body"][1]["facts"][0]["value"]
+        shown = "".join(c.content for c in md.parse(reason)[1].children or []) if reason else ""
+        assert shown == one_line(value).strip(" \t")

@@ -372,12 +372,23 @@ def _deliver_one(
             break
         sleep(delay)
     if not outcome.error:
+        try:
+            ledger.sent(message.key)
+        except Exception as exc:  # noqa: BLE001 - sent all the same; its claim may be re-sent after the lease
+            log.warning(
+                "notification %s for %s: sent, but not marked sent in the ledger (%s); it may be "
+                "sent again once its claim's lease ends",
+                message.kind,
+                message.target,
+                type(exc).__name__,
+            )
         return "sent"
     try:
         ledger.release(message.key)
-    except Exception as exc:  # noqa: BLE001 - counted failed all the same; the next run finds the claim
+    except Exception as exc:  # noqa: BLE001 - counted failed all the same; taken over after the lease
         log.warning(
-            "notification %s for %s: its claim could not be given back (%s)",
+            "notification %s for %s: its claim could not be given back (%s); a run after its "
+            "lease ends sends it",
             message.kind,
             message.target,
             type(exc).__name__,

@@ -151,6 +151,9 @@ class BrokenLedger:
         self.keys.add(key)
         return True
 
+    def sent(self, key: str) -> None:
+        pass  # a claim is kept once it was sent: nothing more to record here
+
     def release(self, key: str) -> None:
         if self.release_fails:
             raise ConnectionResetError("S3 reset")

@@ -37,6 +37,9 @@ class MemoryLedger:
         self.keys.add(key)
         return True
 
+    def sent(self, key: str) -> None:
+        pass  # a claim is kept once it was sent: nothing more to record here
+
     def release(self, key: str) -> None:
         self.keys.discard(key)
 

@@ -73,6 +73,9 @@ AWS_PARTITION_REGEX = r"^(us|eu|ap|sa|ca|me|af|il|mx)\-\w+\-\d+$"
 #: and ``$`` also take other letters, ``_`` and a trailing newline: botocore's to resolve).
 _AWS_REGION = re.compile(r"(?:us|eu|ap|sa|ca|me|af|il|mx)-[a-z]+-[0-9]+")
 AWS_DNS_SUFFIX = "amazonaws.com"
+#: A region botocore signs for at a configured endpoint: a host label (botocore/utils.py
+#: ``validate_region_name``), here in lower case only.
+_REGION_LABEL = re.compile(r"(?![0-9]+$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
 #: A configured endpoint this client takes as it is: scheme, lower-case host or IPv4 address, port.
 _ENDPOINT = re.compile(r"(https?)://([a-z0-9](?:[a-z0-9.-]*[a-z0-9])?)(?::([0-9]{1,5}))?/?")
 
@@ -314,6 +317,8 @@ def route(region: str, environ: Mapping[str, str] | None = None) -> Route:
         return Route(fallback=credentials)
     configured = configured_endpoint(env)
     if configured is not None:
+        if _REGION_LABEL.fullmatch(region) is None:
+            return Route(fallback=f"region {region!r} is not a plain host label")
         if _ENDPOINT.fullmatch(configured) is None:
             return Route(fallback="the configured endpoint URL is not a plain http(s)://host[:port]")
         endpoint = configured.rstrip("/")

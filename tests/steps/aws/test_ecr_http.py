@@ -111,6 +111,22 @@ def test_unknown_region_shapes_are_left_to_botocore(region, env) -> None:
 
 
 @pytest.mark.parametrize(
+    ("region", "lean"),
+    [
+        ("us-gov-west-1", True),
+        ("cn-north-1", True),
+        ("local", True),
+        ("US-WEST-2", False),
+        ("", False),
+        ("1", False),
+    ],
+)
+def test_at_a_configured_endpoint_any_region_botocore_accepts_signs(region, lean, env) -> None:
+    """botocore sends to the configured URL whatever the partition, and signs for the region."""
+    assert (route(region, {**env, "AWS_ENDPOINT_URL": "http://127.0.0.1:5000"}).fallback == "") is lean
+
+
+@pytest.mark.parametrize(
     ("settings", "endpoint"),
     [
         pytest.param({"AWS_ENDPOINT_URL": "http://127.0.0.1:5000"}, "http://127.0.0.1:5000", id="global"),

@@ -32,8 +32,9 @@ lean client is taken only when every input botocore would read is one this modul
   (botocore/data/partitions.json) without FIPS or dual-stack: ``https://api.ecr.{region}.amazonaws.com``,
   for a region of the shape ``xx-name-N`` that partition's ``regionRegex`` matches;
 * none of ``AWS_USE_FIPS_ENDPOINT`` / ``AWS_USE_DUALSTACK_ENDPOINT`` true, ``AWS_DATA_PATH``,
-  ``AWS_DEFAULTS_MODE``, a proxy (``HTTP(S)_PROXY``), nor ``AWS_CA_BUNDLE`` for an ``https``
-  endpoint. TLS trusts what botocore trusts: certifi's bundle (botocore/httpsession.py ``where``).
+  ``AWS_DEFAULTS_MODE``, a proxy (``HTTP(S)_PROXY``), nor ``AWS_CA_BUNDLE`` or ``SSLKEYLOGFILE``
+  for an ``https`` endpoint. TLS trusts what botocore trusts: certifi's bundle
+  (botocore/httpsession.py ``where``).
 
 Retries are botocore's ``standard`` mode as :func:`steps.aws.ecr.make_client` configures it
 (``max_attempts: 5`` retries: 6 attempts; botocore/retries/standard.py): throttling codes, a 429
@@ -327,8 +328,10 @@ def route(region: str, environ: Mapping[str, str] | None = None) -> Route:
         if regional is None:
             return Route(fallback=f"region {region!r} is not one of the aws partition's")
         endpoint = regional
-    if endpoint.startswith("https:") and "AWS_CA_BUNDLE" in env:
-        return Route(fallback="AWS_CA_BUNDLE is set")
+    if endpoint.startswith("https:"):
+        for name in ("AWS_CA_BUNDLE", "SSLKEYLOGFILE"):
+            if name in env:
+                return Route(fallback=f"{name} is set")
     return Route(endpoint=endpoint, credentials=credentials)
 
 
@@ -353,13 +356,24 @@ def ca_bundle() -> str:
 
 
 def tls_context() -> Any:
-    """The TLS context for ``https`` endpoints (built once per process: loading the bundle is the cost)."""
+    """The TLS context for ``https`` endpoints, built once per process (loading the bundle is the
+    cost) and from no environment, so a warm interpreter may build it before it forks: botocore's
+    (botocore/httpsession.py ``create_urllib3_context``: TLS client, no compression, no session
+    tickets, post-handshake auth, certificates required) on :func:`ca_bundle` only, with the host
+    name checked (urllib3 checks it for botocore). ``SSLKEYLOGFILE``, which botocore reads, is left
+    to botocore (:func:`route`)."""
     global _TLS
     with _TLS_LOCK:
         if _TLS is None:
             import ssl
 
-            _TLS = ssl.create_default_context(cafile=ca_bundle())
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            context.options |= ssl.OP_NO_COMPRESSION | ssl.OP_NO_TICKET
+            context.post_handshake_auth = True
+            context.verify_mode = ssl.CERT_REQUIRED
+            context.check_hostname = True
+            context.load_verify_locations(cafile=ca_bundle())
+            _TLS = context
         return _TLS
 
 
@@ -480,8 +494,12 @@ class EcrClient:
         self._idle: list[Any] = []
         self._pool_lock = threading.Lock()
         self._quota = _Quota()
+        # What the first call needs, loaded now: the "ecr client" phase, and in edit-kustomize on the
+        # thread that builds the client while the clone runs.
+        import http.client  # noqa: F401
+
         if self._https:
-            tls_context()  # loaded now (edit-kustomize builds its client on a thread, while it clones)
+            tls_context()
 
     def __repr__(self) -> str:
         return f"EcrClient(region={self.region!r}, endpoint={self.endpoint!r})"

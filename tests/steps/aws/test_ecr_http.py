@@ -182,6 +182,7 @@ def test_the_configured_endpoint_is_botocores(settings, endpoint, env, monkeypat
         pytest.param({"HTTPS_PROXY": "http://proxy:3128"}, id="proxy"),
         pytest.param({"https_proxy": "http://proxy:3128"}, id="proxy-lower"),
         pytest.param({"AWS_CA_BUNDLE": "/etc/ca.pem"}, id="ca-bundle-https"),
+        pytest.param({"SSLKEYLOGFILE": "/tmp/keys"}, id="keylog-https"),
         pytest.param({"AWS_ACCESS_KEY_ID": ""}, id="no-key: another provider"),
         pytest.param({"AWS_SECRET_ACCESS_KEY": ""}, id="no-secret: botocore's error"),
         pytest.param({"AWS_CREDENTIAL_EXPIRATION": "2030-01-01T00:00:00Z"}, id="refreshable"),
@@ -665,6 +666,74 @@ def test_a_kept_alive_connection_is_reused_and_a_dropped_one_replaced_without_a_
         for _ in range(3):
             assert client.describe_repositories()["ResponseMetadata"]["RetryAttempts"] == 0
         assert len(server.requests) == 6
+
+
+def _certificate(directory: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 (cert file, key file)."""
+    import ipaddress
+    from datetime import timedelta
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "imagebump test")])
+    now = datetime.now(UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=5))
+        .not_valid_after(now + timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = directory / "cert.pem", directory / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return cert_file, key_file
+
+
+def test_https_trusts_botocores_bundle_only(tmp_path, monkeypatch, botocore_sleeps) -> None:
+    """A certificate outside certifi's bundle is refused, as botocore refuses it (and retried as a
+    connection failure); the same server is reached once its certificate is the trusted bundle."""
+    import ssl
+
+    from botocore.exceptions import SSLError
+
+    cert_file, key_file = _certificate(tmp_path)
+    script = _Script([OK])
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert_file, key_file)
+    script.server.socket = context.wrap_socket(script.server.socket, server_side=True)
+    url = script.url.replace("http://", "https://")
+    with script.running():
+        with pytest.raises(SSLError):
+            _botocore_client("us-west-2", url).describe_repositories()
+        slept: list[float] = []
+        monkeypatch.setattr(ecr_http, "_TLS", None)
+        with pytest.raises(
+            EcrConnectionError,
+            match=f"^SSL validation failed for {re.escape(url)}/ .*CERTIFICATE_VERIFY_FAILED",
+        ):
+            EcrClient("us-west-2", url, CREDS, sleep=slept.append).describe_repositories()
+        assert len(slept) == len(botocore_sleeps) == 5
+        monkeypatch.setattr(ecr_http, "_TLS", None)
+        monkeypatch.setattr(ecr_http, "ca_bundle", lambda: str(cert_file))
+        answer = EcrClient("us-west-2", url, CREDS, sleep=slept.append).describe_repositories()
+        assert answer["repositories"] == [] and answer["ResponseMetadata"]["RetryAttempts"] == 0
+    monkeypatch.setattr(ecr_http, "_TLS", None)  # the next user builds it on the real bundle
 
 
 def test_requests_are_ecrs_protocol() -> None:

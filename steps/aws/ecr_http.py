@@ -17,11 +17,12 @@ application/x-amz-json-1.1``, the parameters as a JSON body, signed with Signatu
 would; when it may not, :func:`steps.aws.ecr.make_client` builds botocore's client as before. The
 lean client is taken only when every input botocore would read is one this module reproduces:
 
-* credentials: ``AWS_ACCESS_KEY_ID`` and ``AWS_SECRET_ACCESS_KEY`` (and the session token,
-  ``AWS_SECURITY_TOKEN`` then ``AWS_SESSION_TOKEN``, the first that is not empty), which come first in
-  botocore's chain (botocore/credentials.py ``create_credential_resolver``: the environment provider
-  precedes every profile, web identity, container and instance provider), without
-  ``AWS_CREDENTIAL_EXPIRATION`` (botocore makes refreshable credentials of those);
+* credentials: the providers of botocore's chain :mod:`steps.aws.credentials` reproduces, when one
+  of them is the one botocore would use (botocore/credentials.py ``create_credential_resolver``):
+  keys in the environment (``AWS_ACCESS_KEY_ID`` …, first in the chain), or the container endpoint
+  (ECS, EKS Pod Identity: ``AWS_CONTAINER_CREDENTIALS_RELATIVE_URI`` / ``_FULL_URI``) when no
+  provider before it could answer. Web identity (IRSA), SSO, profiles and the instance metadata
+  service are botocore's;
 * no shared config or credentials file (``AWS_CONFIG_FILE``, ``AWS_SHARED_CREDENTIALS_FILE``, their
   ``~/.aws`` defaults) and no ``AWS_PROFILE`` / ``AWS_DEFAULT_PROFILE``: a profile can set endpoints,
   FIPS or a CA bundle, and a missing one is botocore's error to raise;
@@ -62,6 +63,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from steps.aws.credentials import ContainerCredentials, from_environment
 from steps.aws.sigv4 import Credentials, sign
 
 SERVICE = "ecr"
@@ -243,7 +245,7 @@ class Route:
     """Where and as whom to ask ECR; ``fallback`` says why botocore must ask instead ("" = it need not)."""
 
     endpoint: str = ""
-    credentials: Credentials | None = None
+    credentials: Credentials | ContainerCredentials | None = None
     fallback: str = ""
 
 
@@ -268,18 +270,6 @@ def configured_endpoint(environ: Mapping[str, str]) -> str | None:
         if environ.get(name):
             return environ[name]
     return None
-
-
-def _credentials(environ: Mapping[str, str]) -> Credentials | str:
-    """botocore's environment provider (botocore/credentials.py ``EnvProvider``), or why not."""
-    if not environ.get("AWS_ACCESS_KEY_ID"):
-        return "no AWS_ACCESS_KEY_ID (credentials from another provider)"
-    if not environ.get("AWS_SECRET_ACCESS_KEY"):
-        return "AWS_SECRET_ACCESS_KEY is empty"
-    if "AWS_CREDENTIAL_EXPIRATION" in environ:
-        return "AWS_CREDENTIAL_EXPIRATION is set (refreshable credentials)"
-    token = next((environ[n] for n in ("AWS_SECURITY_TOKEN", "AWS_SESSION_TOKEN") if environ.get(n)), None)
-    return Credentials(environ["AWS_ACCESS_KEY_ID"], environ["AWS_SECRET_ACCESS_KEY"], token)
 
 
 def _shared_files(environ: Mapping[str, str]) -> list[str]:
@@ -313,7 +303,7 @@ def route(region: str, environ: Mapping[str, str] | None = None) -> Route:
     for path in _shared_files(env):
         if os.path.exists(path):
             return Route(fallback="a shared AWS config or credentials file exists")
-    credentials = _credentials(env)
+    credentials = from_environment(env)
     if isinstance(credentials, str):
         return Route(fallback=credentials)
     configured = configured_endpoint(env)
@@ -469,7 +459,7 @@ class EcrClient:
         self,
         region: str,
         endpoint: str,
-        credentials: Credentials,
+        credentials: Credentials | Callable[[], Credentials],
         *,
         sleep: Callable[[float], None] = time.sleep,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
@@ -637,7 +627,9 @@ class EcrClient:
             path="/",
             headers={"X-Amz-Target": f"{TARGET_PREFIX}.{operation}", "Content-Type": CONTENT_TYPE},
             body=body,
-            credentials=self._credentials,
+            credentials=self._credentials
+            if isinstance(self._credentials, Credentials)
+            else self._credentials(),
             region=self.region,
             service=SERVICE,
             now=self._now(),
@@ -729,10 +721,19 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
 
 
 def lean_client(region: str, environ: Mapping[str, str] | None = None) -> EcrClient | None:
-    """This module's client for ``region`` when it answers as botocore's would; None otherwise."""
+    """This module's client for ``region`` when it answers as botocore's would; None otherwise.
+
+    Credentials from the container endpoint are fetched now, as botocore fetches them when it makes
+    its client; if that fails, botocore makes the client and fetches again, and raises its own error.
+    """
     chosen = route(region, environ)
     if chosen.fallback or chosen.credentials is None:
         return None
+    if isinstance(chosen.credentials, ContainerCredentials):
+        try:
+            chosen.credentials.load()
+        except Exception:  # noqa: BLE001 - botocore's to report, in its words
+            return None
     return EcrClient(region, chosen.endpoint, chosen.credentials)
 
 

@@ -267,6 +267,36 @@ def test_the_event_steps_ask_ecr_without_botocore_and_fall_back_to_it_with_the_s
     assert any(phase.startswith("ecr client") for phase in timings[0]["phases"])
 
 
+def test_resolve_image_with_container_credentials_never_imports_botocore(moto, tmp_path):
+    """EKS Pod Identity or ECS (a container credentials endpoint, here a real one on loopback): the
+    credentials are fetched and ECR asked without botocore."""
+    from tests.steps.aws.test_credentials import _document, _Endpoint
+    from tests.steps.resolve_image.test_resolve_image import RULES
+
+    _ecr_image(moto, "1.0.0", "sha256:" + "c" * 64)
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(RULES)
+    token = tmp_path / "pod-identity-token"
+    token.write_text("pod-token")
+    with _Endpoint([(200, _document())]).running() as endpoint:
+        ours = _run(
+            ENTRY,
+            "resolve_image.step",
+            _params(event="", image="123456789012.dkr.ecr.us-west-2.amazonaws.com/team/api:1.0.0"),
+            tmp_path,
+            {
+                "IMAGEBUMP_RULES_FILE": str(rules),
+                "AWS_ENDPOINT_URL": moto.endpoint_url,
+                "AWS_CONTAINER_CREDENTIALS_FULL_URI": endpoint.url,
+                "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE": str(token),
+            },
+        )
+        assert [headers["Authorization"] for _, headers in endpoint.requests] == ["pod-token"]
+    assert ours["code"] == 0, ours["stderr"][-3000:]
+    assert [t["tag"] for t in json.loads(ours["files"]["parameters/targets"])] == ["1.0.0"]
+    assert "steps.aws.ecr_http" in ours["modules"] and _aws_sdk(ours["modules"]) == set()
+
+
 def test_commit_pr_in_commit_mode_is_the_same_through_both_and_never_imports_the_github_client(
     make_remote, git_token, tmp_path
 ):

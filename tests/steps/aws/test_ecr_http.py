@@ -409,6 +409,9 @@ def test_the_lookups_answer_the_same_on_either_client(clients) -> None:
         with pytest.raises(ConfigError) as missing:
             ecr.describe_image(name + "-gone", region="us-west-2", tag="1", client=client)
         assert missing.value.reason == "repository-missing"
+        assert (
+            ecr.list_images(name + "-gone", registry_id="123456789012", client=client) is None
+        )  # RepositoryMissing
     assert ecr.describe_image(name, region="us-west-2", tag="1.1", client=ours) == ecr.describe_image(
         name, region="us-west-2", tag="1.1", client=theirs
     )

@@ -1,5 +1,10 @@
-"""AWS: the two services steps call, through boto3.
+"""AWS: the two services steps call, through botocore / boto3 — and, on the event path, ECR through
+the standard library.
 
-``ecr`` (describe images, page repositories, push times) and ``s3`` (put, get and list the backup
-archives). Who it may import: docs/development.md (checked by tests/test_layering.py).
+``ecr`` (describe images, page repositories, push times; :func:`ecr.make_client` picks the client),
+``ecr_http`` (the lean ECR client of resolve-image and edit-kustomize: ECR's JSON protocol over
+``http.client``, and when botocore must answer instead), ``credentials`` (the providers of botocore's
+credential chain it reproduces: the environment's keys, the container endpoint), ``sigv4`` (AWS
+Signature Version 4, as botocore signs) and ``s3`` (put, get and list the backup archives). Who it
+may import: docs/development.md (checked by tests/test_layering.py).
 """

@@ -1,8 +1,12 @@
 """ECR lookups: an image's digest, tags and push time; a repository's account.
 
-Reads ECR through botocore, boto3's client layer (region from the caller; endpoint, credentials
-and retries from the SDK's own configuration, so ``AWS_ENDPOINT_URL`` / ``AWS_ENDPOINT_URL_ECR``
-reach moto or a VPC endpoint). Writes nothing.
+Reads ECR with the client :func:`make_client` builds: on the event path (resolve-image,
+edit-kustomize) the standard-library client of :mod:`steps.aws.ecr_http` when the environment holds
+what it reproduces exactly (credentials in ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, no shared
+config file or profile, a plain or regional endpoint of the ``aws`` partition), else botocore, boto3's
+client layer (region from the caller; endpoint, credentials and retries from the SDK's own
+configuration, so ``AWS_ENDPOINT_URL`` / ``AWS_ENDPOINT_URL_ECR`` reach moto or a VPC endpoint).
+Both answer with the same dicts; reconcile's listing client is always botocore's. Writes nothing.
 
 Errors: a missing image is ``None`` (the caller decides whether that is a skip or an error); a
 missing repository is a :class:`ConfigError` naming it; access denied is a
@@ -195,21 +199,42 @@ def _session() -> Any:
 
 
 def make_client(region: str) -> Any:
-    """An ECR client for ``region`` with standard retries (throttling is retried by botocore)."""
+    """An ECR client for ``region`` with standard retries (throttling is retried): the lean
+    :class:`steps.aws.ecr_http.EcrClient` when :func:`steps.aws.ecr_http.route` finds it answers as
+    botocore's would, else botocore's (:func:`botocore_client`)."""
     with timed("ecr client"):
-        from botocore.config import Config
+        from steps.aws.ecr_http import lean_client
 
-        return _session().create_client(
-            "ecr",
-            region_name=region,
-            config=Config(
-                retries={"mode": "standard", "max_attempts": 5}, connect_timeout=5, read_timeout=20
-            ),
-        )
+        return lean_client(region) or _botocore_client(region)
+
+
+def botocore_client(region: str) -> Any:
+    """botocore's ECR client for ``region``, configured as :func:`make_client`'s fallback."""
+    with timed("ecr client"):
+        return _botocore_client(region)
+
+
+def _botocore_client(region: str) -> Any:
+    from botocore.config import Config
+
+    return _session().create_client(
+        "ecr",
+        region_name=region,
+        config=Config(retries={"mode": "standard", "max_attempts": 5}, connect_timeout=5, read_timeout=20),
+    )
 
 
 def _classify(exc: Exception, what: str, repository: str) -> Exception:
-    """Map a botocore exception to our hierarchy (never includes credentials: botocore omits them)."""
+    """Map an ECR client's exception (botocore's, or :mod:`steps.aws.ecr_http`'s) to our hierarchy
+    (never includes credentials: neither client puts them in an error)."""
+    from steps.aws.ecr_http import EcrApiError, EcrConnectionError
+
+    if isinstance(exc, EcrApiError):
+        return _classify_answer(exc.code, exc.status, exc.message, what, repository)
+    if isinstance(exc, EcrConnectionError):
+        return TransientError(f"cannot reach ECR for {what} of {repository!r}: {exc}", reason="unreachable")
+    if type(exc).__module__.partition(".")[0] != "botocore":
+        return exc  # neither client's: not ours to classify (and botocore need not be imported to say so)
     from botocore.exceptions import (
         ClientError,
         HTTPClientError,
@@ -223,27 +248,13 @@ def _classify(exc: Exception, what: str, repository: str) -> Exception:
 
     if isinstance(exc, ClientError):
         err = exc.response.get("Error", {})
-        code = err.get("Code", "")
-        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-        message = err.get("Message", "")
-        if code == "RepositoryNotFoundException":
-            return ConfigError(
-                f"ECR repository {repository!r} does not exist ({what}): check the repository name, "
-                "the region and the account",
-                reason="repository-missing",
-            )
-        if code in _DENIED_CODES or status in (401, 403):
-            return PermissionDeniedError(
-                f"ECR refused {what} for {repository!r} ({code}): grant ecr:DescribeImages and "
-                "ecr:DescribeRepositories to the step's role",
-                reason="denied",
-            )
-        if code in _TRANSIENT_CODES or status >= 500 or status == 429:
-            return TransientError(
-                f"ECR {what} for {repository!r} failed for now ({code or status}: {message})",
-                reason="unavailable",
-            )
-        return ConfigError(f"ECR {what} for {repository!r} failed: {code}: {message}")
+        return _classify_answer(
+            err.get("Code", ""),
+            exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0),
+            err.get("Message", ""),
+            what,
+            repository,
+        )
     if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
         return ConfigError(
             f"no AWS credentials for ECR {what}: configure the step's role or AWS_* variables",
@@ -254,6 +265,28 @@ def _classify(exc: Exception, what: str, repository: str) -> Exception:
     if isinstance(exc, (BotoConnectionError, HTTPClientError)):
         return TransientError(f"cannot reach ECR for {what} of {repository!r}: {exc}", reason="unreachable")
     return exc
+
+
+def _classify_answer(code: str, status: int, message: str, what: str, repository: str) -> Exception:
+    """ECR's refusal (its error code, HTTP status and message) in our hierarchy."""
+    if code == "RepositoryNotFoundException":
+        return ConfigError(
+            f"ECR repository {repository!r} does not exist ({what}): check the repository name, "
+            "the region and the account",
+            reason="repository-missing",
+        )
+    if code in _DENIED_CODES or status in (401, 403):
+        return PermissionDeniedError(
+            f"ECR refused {what} for {repository!r} ({code}): grant ecr:DescribeImages and "
+            "ecr:DescribeRepositories to the step's role",
+            reason="denied",
+        )
+    if code in _TRANSIENT_CODES or status >= 500 or status == 429:
+        return TransientError(
+            f"ECR {what} for {repository!r} failed for now ({code or status}: {message})",
+            reason="unavailable",
+        )
+    return ConfigError(f"ECR {what} for {repository!r} failed: {code}: {message}")
 
 
 def describe_image(
@@ -286,12 +319,7 @@ def describe_image(
         with timed("ecr call"):
             response = client.describe_images(**kwargs)
     except Exception as exc:  # noqa: BLE001 - classified below, unknown ones re-raised as they are
-        from botocore.exceptions import ClientError
-
-        if (
-            isinstance(exc, ClientError)
-            and exc.response.get("Error", {}).get("Code") == "ImageNotFoundException"
-        ):
+        if _error_code(exc) == "ImageNotFoundException":  # botocore's ClientError or ecr_http's EcrApiError
             return None
         raise _classify(exc, "DescribeImages", repository) from None
     details = response.get("imageDetails") or []

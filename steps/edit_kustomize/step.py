@@ -4,7 +4,8 @@ Reads: the target's repository — a partial (``blob:none``), depth-1, single-br
 sparse cone on the overlay's path only, in its own scratch directory (:mod:`steps.runtime.scratch_dir`:
 private, deleted after the step) — with the optional read token (``IMAGEBUMP_GIT_READ_TOKEN[_FILE]``, else anonymous);
 the overlay's ``kustomization.yaml`` / ``kustomization.yml`` / ``Kustomization``; and, for
-``order: push-time``, ECR (boto3, standard AWS env) for the push time of the image the overlay
+``order: push-time``, ECR (:func:`steps.aws.ecr.make_client`: the standard-library client, or botocore's
+when the environment needs it; the standard AWS variables) for the push time of the image the overlay
 holds now (and of the pushed image when the target does not carry it).
 
 Writes: nothing but its outputs — ``plan`` (old and new ``images`` entry, file, base commit and
@@ -80,6 +81,10 @@ LAZY_IMPORTS = (
     "steps.domain.intent",
     "steps.entry_history",
     "steps.edit_kustomize.rollbacks",
+    "steps.aws.ecr_http",  # the lean client (steps.aws.ecr.make_client), and what it imports:
+    "http.client",
+    # botocore's client, when the lean one cannot answer as it would (steps.aws.ecr_http.route):
+    # imported ahead too, so a forked step that falls back is as quick as before
     "botocore.session",
     "botocore.config",
     "botocore.exceptions",
@@ -134,9 +139,11 @@ class _Ecr:
     The pushed image's own push time travels in the target (resolve-image asked ECR for it), so a
     lookup here is for an image the overlay or the branch holds now.
 
-    :meth:`start` builds the client on a thread while the clone runs: importing boto3 and building
-    a client is ~0.5 s of Python in a fresh step process, the clone is a ``git`` process that waits
-    on the network, so the two overlap instead of adding up. Only ``order: push-time`` ever asks.
+    :meth:`start` builds the client on a thread while the clone runs: the lean client
+    (:mod:`steps.aws.ecr_http`) is a few milliseconds, but its fallback, importing botocore and
+    building its client, is ~0.3 s of Python in a fresh step process; the clone is a ``git``
+    process that waits on the network, so the two overlap instead of adding up. Only ``order:
+    push-time`` ever asks.
     """
 
     def __init__(self, target: Target) -> None:

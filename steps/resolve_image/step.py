@@ -43,6 +43,10 @@ LAZY_IMPORTS = (
     "steps.domain.events",
     "steps.rules",
     "yaml",
+    "steps.aws.ecr_http",  # the lean client (steps.aws.ecr.make_client), and what it imports:
+    "http.client",
+    # botocore's client, when the lean one cannot answer as it would (steps.aws.ecr_http.route):
+    # imported ahead too, so a forked step that falls back is as quick as before
     "botocore.session",
     "botocore.config",
     "botocore.exceptions",

@@ -158,6 +158,14 @@ def _git_code(modules: set[str]) -> set[str]:
 _GITHUB_CLIENT = ("githubkit", "httpx", "steps.forge.github", "steps.forge.pull_requests")
 
 
+#: The AWS SDK and what only it imports: a step that asks ECR through steps.aws.ecr_http imports none.
+_AWS_SDK = ("boto3", "botocore", "s3transfer", "urllib3", "dateutil", "jmespath")
+
+
+def _aws_sdk(modules: set[str]) -> set[str]:
+    return {m for m in modules if m.split(".")[0] in _AWS_SDK}
+
+
 def _github_client(modules: set[str]) -> set[str]:
     return {m for m in modules if m.split(".")[0] in _GITHUB_CLIENT or m in _GITHUB_CLIENT}
 
@@ -181,8 +189,8 @@ def test_resolve_image_gives_the_same_targets_through_both_and_never_imports_git
     )
     _same(hera, ours)
     assert [t["tag"] for t in json.loads(ours["files"]["parameters/targets"])] == ["1.4.2"]
-    assert "steps.aws.ecr" in ours["modules"] and "botocore.session" in ours["modules"]  # it did its work
-    assert "boto3" not in ours["modules"] and "s3transfer" not in ours["modules"]  # botocore only
+    assert "steps.aws.ecr_http" in ours["modules"]  # it did its work, with the lean ECR client
+    assert _aws_sdk(ours["modules"]) == set()  # keys in the environment: neither botocore nor boto3
     assert _git_code(ours["modules"]) == set()
     _no_hera(ours)
 
@@ -204,6 +212,89 @@ def test_edit_kustomize_gives_the_same_outputs_through_both_entry_points(make_re
     assert json.loads(ours["stdout"])["changed"] is True
     assert _github_client(ours["modules"]) == set()
     _no_hera(ours)
+
+
+def _ecr_image(moto, tag: str, digest: str) -> None:
+    """``tag`` → ``digest`` in the repository of :data:`tests.steps.commit_pr.support.IMAGE` (team/api)."""
+    from imagebump.local import builders
+
+    client = moto.client("ecr")
+    try:
+        client.create_repository(repositoryName="team/api")
+    except client.exceptions.RepositoryAlreadyExistsException:
+        pass
+    try:
+        client.put_image(
+            repositoryName="team/api",
+            imageManifest=builders.image_manifest(digest),
+            imageDigest=digest,
+            imageTag=tag,
+        )
+    except client.exceptions.ImageAlreadyExistsException:  # pushed by an earlier test of the session
+        pass
+
+
+@pytest.mark.parametrize("step", ["resolve_image.step", "edit_kustomize.step"])
+def test_the_event_steps_ask_ecr_without_botocore_and_fall_back_to_it_with_the_same_outputs(
+    step, moto, make_remote, git_token, tmp_path
+):
+    """With keys in the environment (as a Secret or the local runtime gives them) the step asks ECR
+    through steps.aws.ecr_http and never imports botocore; with a setting only botocore reads
+    (``AWS_DEFAULTS_MODE``) it asks through botocore, and Argo reads the same outputs."""
+    from tests.steps.resolve_image.test_resolve_image import RULES
+
+    _ecr_image(moto, "1.0.0", "sha256:" + "c" * 64)
+    aws = {"AWS_ENDPOINT_URL": moto.endpoint_url, **FAKE_CREDENTIALS}
+    if step == "resolve_image.step":
+        rules = tmp_path / "rules.yaml"
+        rules.write_text(RULES)
+        inputs = _params(event="", image="123456789012.dkr.ecr.us-west-2.amazonaws.com/team/api:1.0.0")
+        aws["IMAGEBUMP_RULES_FILE"] = str(rules)
+    else:
+        remote = make_remote(overlay_files("overlays/prod"))  # holds 1.0.0: its push time is asked
+        token = tmp_path / "token"
+        token.write_text(git_token)
+        inputs = _params(target=target(remote.url, order="push-time").model_dump_json())
+        aws["IMAGEBUMP_GIT_READ_TOKEN_FILE"] = str(token)
+    lean = _run(ENTRY, step, inputs, tmp_path, aws)
+    fallback = _run(ENTRY, step, inputs, tmp_path, {**aws, "AWS_DEFAULTS_MODE": "standard"})
+    assert lean["code"] == fallback["code"] == 0, lean["stderr"][-3000:] + fallback["stderr"][-3000:]
+    assert "steps.aws.ecr_http" in lean["modules"] and _aws_sdk(lean["modules"]) == set()
+    assert "botocore.session" in fallback["modules"] and "urllib3" in fallback["modules"]
+    assert _masked(lean)["files"] == _masked(fallback)["files"]
+    timings = [r for r in lean["records"] if r.get("event") == "step-timings"]
+    assert any(phase.startswith("ecr call") for phase in timings[0]["phases"])  # ECR was asked
+    assert any(phase.startswith("ecr client") for phase in timings[0]["phases"])
+
+
+def test_resolve_image_with_container_credentials_never_imports_botocore(moto, tmp_path):
+    """EKS Pod Identity or ECS (a container credentials endpoint, here a real one on loopback): the
+    credentials are fetched and ECR asked without botocore."""
+    from tests.steps.aws.test_credentials import _document, _Endpoint
+    from tests.steps.resolve_image.test_resolve_image import RULES
+
+    _ecr_image(moto, "1.0.0", "sha256:" + "c" * 64)
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(RULES)
+    token = tmp_path / "pod-identity-token"
+    token.write_text("pod-token")
+    with _Endpoint([(200, _document())]).running() as endpoint:
+        ours = _run(
+            ENTRY,
+            "resolve_image.step",
+            _params(event="", image="123456789012.dkr.ecr.us-west-2.amazonaws.com/team/api:1.0.0"),
+            tmp_path,
+            {
+                "IMAGEBUMP_RULES_FILE": str(rules),
+                "AWS_ENDPOINT_URL": moto.endpoint_url,
+                "AWS_CONTAINER_CREDENTIALS_FULL_URI": endpoint.url,
+                "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE": str(token),
+            },
+        )
+        assert [headers["Authorization"] for _, headers in endpoint.requests] == ["pod-token"]
+    assert ours["code"] == 0, ours["stderr"][-3000:]
+    assert [t["tag"] for t in json.loads(ours["files"]["parameters/targets"])] == ["1.0.0"]
+    assert "steps.aws.ecr_http" in ours["modules"] and _aws_sdk(ours["modules"]) == set()
 
 
 def test_commit_pr_in_commit_mode_is_the_same_through_both_and_never_imports_the_github_client(

@@ -1,6 +1,7 @@
 """The warm path's shortcuts give what the plain path gives (issue 15): scratch directories left to
-the runtime that deletes the step's TMPDIR, botocore data parsed once in a warm interpreter, the
-version read once. Real moto ECR; no timing here (bench/ measures)."""
+the runtime that deletes the step's TMPDIR, botocore data parsed once in a warm interpreter (for
+botocore's ECR client: the event path's fallback, and reconcile's), the version read once. Real
+moto ECR; no timing here (bench/ measures)."""
 
 from __future__ import annotations
 
@@ -59,13 +60,13 @@ def test_ecr_client_on_the_warm_loader_answers_as_a_fresh_one(moto, monkeypatch)
     name = f"team/warm-{secrets.token_hex(4)}"
     moto.client("ecr").create_repository(repositoryName=name)
     monkeypatch.setattr(ecr, "_LOADER", None)
-    fresh = ecr.make_client("us-west-2").describe_repositories(repositoryNames=[name])["repositories"]
+    fresh = ecr.botocore_client("us-west-2").describe_repositories(repositoryNames=[name])["repositories"]
     ecr.warm_loader()
     assert ecr._LOADER is not None
-    warm_client = ecr.make_client("us-west-2")
+    warm_client = ecr.botocore_client("us-west-2")
     warm = warm_client.describe_repositories(repositoryNames=[name])["repositories"]
     assert warm == fresh
-    assert ecr.make_client("us-west-2")._loader is warm_client._loader  # one parsed copy, shared
+    assert ecr.botocore_client("us-west-2")._loader is warm_client._loader  # one parsed copy, shared
     with pytest.raises(Exception, match="RepositoryNotFound"):
         warm_client.describe_repositories(repositoryNames=[name + "-missing"])
 
@@ -91,7 +92,7 @@ def test_session_built_before_the_fork_takes_the_steps_environment_and_is_handed
     assert ecr._session() is not built  # a new one (on the same parsed data) from now on
 
     monkeypatch.setattr(ecr, "_WARM_SESSION", built)
-    client = ecr.make_client("eu-west-1")
+    client = ecr.botocore_client("eu-west-1")
     assert client.meta.endpoint_url == moto.endpoint_url and client.meta.region_name == "eu-west-1"
     assert client._request_signer._credentials.access_key == "AKIASTEPOWNKEY"
     assert client.describe_repositories()["repositories"] == []  # eu-west-1 of moto: empty, answered

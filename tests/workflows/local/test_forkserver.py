@@ -417,6 +417,7 @@ def test_the_image_update_steps_and_their_lazy_imports_are_imported_ahead(tmp_pa
         "steps.runtime.launcher",
         "steps.commit_pr.step",
         "steps.aws.ecr",
+        "steps.aws.ecr_http",
         "steps.git",
         "botocore.session",
         "githubkit",
@@ -447,6 +448,7 @@ def test_the_image_update_steps_and_their_lazy_imports_are_imported_ahead(tmp_pa
         assert json.loads(warm.stdout) == {
             "ecr_loader": True,
             "ecr_session": True,
+            "ecr_tls": True,
             "version": True,
             "yaml_tables": True,
         }, warm.stderr

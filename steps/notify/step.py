@@ -13,7 +13,6 @@ notifications file or a destination that is down is a log record and a ``failed`
 import json
 import logging
 import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,7 +32,6 @@ from steps.notify.workflow_outcomes import (
 from steps.runtime.harness import step_entry
 
 if TYPE_CHECKING:
-    from steps.notify.output import NotifyOutput
     from steps.notify.send import Report
 
 log = logging.getLogger("imagebump.notify")
@@ -53,28 +51,13 @@ DEFAULT_LEDGER_DIR = "~/.cache/imagebump/notifications"
 FAILED_PHASES = frozenset({"Failed", "Error"})
 
 
-def __getattr__(name: str) -> Any:
-    # The output model, where the templates (workflows.notify) and notify-verifying look for it;
-    # imported when asked for, as pydantic is (see _counts).
-    if name == "NotifyOutput":
-        from steps.notify.output import NotifyOutput
-
-        return NotifyOutput
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def _counts(sent: int = 0, duplicate: int = 0, failed: int = 0) -> "NotifyOutput | dict[str, int]":
-    """The step's output: a :class:`~steps.notify.output.NotifyOutput`, or its fields as a ``dict`` in
-    a process that has not imported pydantic: the harness writes the same output files from it and the
-    launcher prints the same ``result`` (tests/steps/runtime/test_entry.py compares them). A pod whose
-    exit handler has nothing to send (most Workflows, when no destination is configured) thus ends
-    without importing pydantic, YAML or the sending code: about an interpreter's start (issue 33)."""
-    counts = {"sent": sent, "duplicate": duplicate, "failed": failed}
-    if "pydantic.main" not in sys.modules:
-        return counts
-    from steps.notify.output import NotifyOutput
-
-    return NotifyOutput(**counts)
+def _counts(sent: int = 0, duplicate: int = 0, failed: int = 0) -> dict[str, int]:
+    """The step's output: :class:`~steps.notify.output.NotifyOutput`'s fields as a ``dict`` (the
+    templates' output parameters come from that model; the harness writes the same files from
+    either). Not the model itself: a pod whose exit handler has nothing to send (most Workflows,
+    when no destination is configured) thus ends without importing pydantic, YAML or the sending
+    code, about an interpreter's start (issue 33; tests/steps/runtime/test_entry.py)."""
+    return {"sent": sent, "duplicate": duplicate, "failed": failed}
 
 
 def deliver(*args: Any, **kwargs: Any) -> "Report":
@@ -234,7 +217,7 @@ def run(
     backup: str = "false",
     workflow_name: str = "",
     event: str = "",
-):  # no return annotation: a real one is NotifyOutput, which imports pydantic (see _counts)
+) -> dict[str, int]:
     """Send the Workflow's outcomes; never fails the Workflow. Returns the counts (:func:`_counts`)."""
     try:
         # nothing to send: the Workflow is not even read (no API call), nothing parsed or imported

@@ -21,6 +21,7 @@ from hera.workflows import models as m
 from steps.notify import send as notify_send
 from steps.notify import step as notify_step
 from steps.notify import verifying as notify_verifying
+from steps.notify.output import NotifyOutput
 from workflows import common as c
 from workflows import names as n
 
@@ -102,7 +103,7 @@ def _sender(name: str, fn, deadline: int, **options):
         constructor=c.step_runner(),
         image=c.IMAGE,
         service_account_name=n.SA_NOTIFY,
-        outputs=c.outputs_of(notify_step.NotifyOutput, {"sent": "0", "duplicate": "0", "failed": "0"}),
+        outputs=c.outputs_of(NotifyOutput, {"sent": "0", "duplicate": "0", "failed": "0"}),
         env=_notify_env(),
         env_from=c.base_env_from(),
         volumes=_notify_volumes(),

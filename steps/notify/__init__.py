@@ -14,6 +14,7 @@
   is logged and counted (``notifications_total{result}``), never raised.
 - ``workflow_outcomes`` (pure): a finished Workflow's nodes → its outcomes (what the exit handler sends).
 - ``step``: the step (the Workflows' exit handler, and ``imagebump run --local``).
+- ``output``: the steps' output model, the counts the templates' metric reads.
 - ``promotion``: the promotion gate's messages (``live-before``, ``blocked``), once per gated image.
 - ``verifying``: the step beside verify-live that sets ``imagebump/live`` = ``pending`` on the commit it watches.
 """

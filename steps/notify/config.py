@@ -26,8 +26,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 from steps.notify.decide import NotifyConfigError, Routing
 from steps.notify.payloads import KINDS
 from steps.runtime.redact import register_secret
@@ -111,11 +109,28 @@ def parse(data: object, source: str = "notifications file") -> NotifyConfig:
     return NotifyConfig(destinations, Routing(default, alarms, others, github))
 
 
+def _github_env(env: Mapping[str, str]) -> bool:
+    return env.get(GITHUB_ENV, "").lower() in ("1", "true", "yes")
+
+
+def configured(env: Mapping[str, str] | None = None) -> bool:
+    """Whether :func:`load` can find any destination: a file, or a destination's variable with a
+    value. False means no destination, and is answered without parsing anything (no YAML, no
+    pydantic): the exit handler of a Workflow with nothing configured costs about an interpreter's
+    start (issue 33)."""
+    env = os.environ if env is None else env
+    if Path(env.get(FILE_ENV) or DEFAULT_FILE).is_file() or _github_env(env):
+        return True
+    return any(_secret_env(env, url_env) for _, url_env, _ in _ENV_DESTINATIONS)
+
+
 def load(env: Mapping[str, str] | None = None) -> NotifyConfig:
     """The configuration: the file when it exists, else the environment; none is no destination."""
     env = os.environ if env is None else env
     path = Path(env.get(FILE_ENV) or DEFAULT_FILE)
     if path.is_file():
+        import yaml  # here: a step with nothing configured never reads YAML (:func:`configured`)
+
         text = path.read_text()
         try:
             data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
@@ -129,6 +144,6 @@ def load(env: Mapping[str, str] | None = None) -> NotifyConfig:
             spec[name] = {"type": name, "url": url}
             if secret_env:
                 spec[name]["secret"] = _secret_env(env, secret_env)
-    if env.get(GITHUB_ENV, "").lower() in ("1", "true", "yes"):
+    if _github_env(env):
         spec[GITHUB] = {"type": GITHUB}
     return parse({"destinations": spec}, "environment") if spec else NotifyConfig({}, Routing())

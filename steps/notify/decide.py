@@ -10,7 +10,6 @@ yield nothing.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -113,6 +112,8 @@ class Message:
 
 def idempotency_key(event: str, target: str, kind: str, destination: str) -> str:
     """The key sent at most once: the same for every retry, redelivery and resubmit of an outcome."""
+    import hashlib  # here: an exit handler with nothing to send never loads OpenSSL's hashes (issue 33)
+
     raw = "\x1f".join((event, target, kind, destination)).encode()
     return hashlib.sha256(raw).hexdigest()
 

@@ -15,16 +15,12 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
-
-from pydantic import BaseModel
+from typing import TYPE_CHECKING, Any
 
 from steps.domain.errors import ImagebumpError
-from steps.kube.api import Resource
 from steps.notify import config as notify_config
 from steps.notify.decide import Message, NotifyConfigError, Outcome, decide
 from steps.notify.ledger import FileLedger, Ledger, S3Ledger
-from steps.notify.send import Report, deliver
 from steps.notify.workflow_outcomes import (
     backup_outcomes,
     decode_failures,
@@ -35,7 +31,14 @@ from steps.notify.workflow_outcomes import (
 )
 from steps.runtime.harness import step_entry
 
+if TYPE_CHECKING:
+    from steps.notify.send import Report
+
 log = logging.getLogger("imagebump.notify")
+
+#: Modules this step imports only when it has something to send (:func:`_counts`); a local executor
+#: that forks steps from a warm interpreter imports them ahead (workflows.local.forkserver_server).
+LAZY_IMPORTS = ("steps.notify.output", "steps.notify.send", "yaml")
 
 LEDGER_BUCKET_ENV = "IMAGEBUMP_NOTIFY_LEDGER_BUCKET"
 #: The finished Workflow as JSON (``{metadata, status: {phase, nodes}}``): the local executor writes
@@ -43,16 +46,25 @@ LEDGER_BUCKET_ENV = "IMAGEBUMP_NOTIFY_LEDGER_BUCKET"
 WORKFLOW_FILE_ENV = "IMAGEBUMP_WORKFLOW_FILE"
 #: The pod's namespace, where its Workflow is: the service account's own file in every pod.
 NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-WORKFLOW = Resource("Workflow", "argoproj.io/v1alpha1", "workflows")
 DEFAULT_LEDGER_DIR = "~/.cache/imagebump/notifications"
 #: Argo's workflow phases that mean the Workflow did not succeed.
 FAILED_PHASES = frozenset({"Failed", "Error"})
 
 
-class NotifyOutput(BaseModel):
-    sent: int = 0
-    duplicate: int = 0
-    failed: int = 0
+def _counts(sent: int = 0, duplicate: int = 0, failed: int = 0) -> dict[str, int]:
+    """The step's output: :class:`~steps.notify.output.NotifyOutput`'s fields as a ``dict`` (the
+    templates' output parameters come from that model; the harness writes the same files from
+    either). Not the model itself: a pod whose exit handler has nothing to send (most Workflows,
+    when no destination is configured) thus ends without importing pydantic, YAML or the sending
+    code, about an interpreter's start (issue 33; tests/steps/runtime/test_entry.py)."""
+    return {"sent": sent, "duplicate": duplicate, "failed": failed}
+
+
+def deliver(*args: Any, **kwargs: Any) -> "Report":
+    """:func:`steps.notify.send.deliver`, imported once there is something to send (HTTP, TLS)."""
+    from steps.notify.send import deliver as send
+
+    return send(*args, **kwargs)
 
 
 def parse_outcomes(text: str, event: str) -> list[Outcome]:
@@ -117,7 +129,7 @@ def notify(
     ledger: Ledger,
     keep: Callable[[Message], bool] | None = None,
     **kw: Any,
-) -> Report:
+) -> "Report":
     """Decide and deliver: the core the step and ``imagebump run --local`` share. ``keep``: only the
     messages it accepts (notify-verifying: GitHub's; the gate: none for a GitHub it cannot reach)."""
     messages, unknown = [], []
@@ -142,11 +154,12 @@ def read_workflow(name: str, env: Any = None) -> dict[str, Any]:
         return json.loads(Path(env[WORKFLOW_FILE_ENV]).read_text())
     if not name or not env.get("KUBERNETES_SERVICE_HOST"):
         return {}
+    from steps.kube.api import Resource
     from steps.kube.client import KubernetesApi
 
     api = KubernetesApi.from_config(timeout=20.0)
     namespace = Path(NAMESPACE_FILE).read_text().strip() if Path(NAMESPACE_FILE).is_file() else "imagebump"
-    return api.get(WORKFLOW, namespace, name) or {}
+    return api.get(Resource("Workflow", "argoproj.io/v1alpha1", "workflows"), namespace, name) or {}
 
 
 #: The Argo Workflows UI (e.g. ``https://argo.example.com``; the ``imagebump-env`` ConfigMap): a
@@ -179,9 +192,11 @@ def event_of(event: str, workflow: dict[str, Any], workflow_name: str) -> str:
     return str(labels.get(RESUBMITTED_FROM) or workflow_name)
 
 
-def send_now(outcomes: list[Outcome], env: Any = None) -> Report:
+def send_now(outcomes: list[Outcome], env: Any = None) -> "Report":
     """Send ``outcomes`` from a command on one machine (``imagebump restore``): the same
     destinations and ledger as ``imagebump run --local``; never raises (a problem is a log record)."""
+    from steps.notify.send import Report
+
     try:
         cfg = notify_config.load(env)
         if not cfg.destinations:
@@ -202,13 +217,14 @@ def run(
     backup: str = "false",
     workflow_name: str = "",
     event: str = "",
-) -> NotifyOutput:
-    """Send the Workflow's outcomes; never fails the Workflow."""
+) -> dict[str, int]:
+    """Send the Workflow's outcomes; never fails the Workflow. Returns the counts (:func:`_counts`)."""
     try:
-        cfg = notify_config.load()
-        if not cfg.destinations:  # nothing to send: the Workflow is not even read (no API call)
+        # nothing to send: the Workflow is not even read (no API call), nothing parsed or imported
+        cfg = notify_config.load() if notify_config.configured() else None
+        if cfg is None or not cfg.destinations:
             log.info("no notification destinations configured: nothing sent")
-            return NotifyOutput()
+            return _counts()
         workflow = read_workflow(workflow_name)
         namespace = str((workflow.get("metadata") or {}).get("namespace") or "imagebump")
         workflow_url = workflow_url or workflow_link(workflow_name, namespace)
@@ -234,8 +250,8 @@ def run(
         report = notify(found, cfg, ledger_from_env())
     except (NotifyConfigError, ImagebumpError, OSError, ValueError) as exc:
         log.error("notifications not sent: %s", exc)
-        return NotifyOutput(failed=1)
+        return _counts(failed=1)
     except Exception as exc:  # noqa: BLE001 - an exit handler that fails fails a Workflow that succeeded
         log.error("notifications not sent: %s", type(exc).__name__)
-        return NotifyOutput(failed=1)
-    return NotifyOutput(**{k: report.counts.get(k, 0) for k in ("sent", "duplicate", "failed")})
+        return _counts(failed=1)
+    return _counts(**{k: report.counts.get(k, 0) for k in ("sent", "duplicate", "failed")})

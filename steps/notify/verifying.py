@@ -21,8 +21,9 @@ from steps.notify import config as notify_config
 from steps.notify import github
 from steps.notify.decide import Message, NotifyConfigError, Outcome
 from steps.notify.ledger import Ledger
+from steps.notify.output import NotifyOutput
 from steps.notify.send import VERIFYING_BUDGET, Report
-from steps.notify.step import NotifyOutput, event_of, ledger_from_env, notify, read_workflow
+from steps.notify.step import event_of, ledger_from_env, notify, read_workflow
 from steps.runtime.harness import step_entry
 
 log = logging.getLogger("imagebump.notify")

@@ -46,16 +46,17 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
-
-from pydantic import BaseModel
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from steps.domain.errors import ImagebumpError
 from steps.runtime import timing
 from steps.runtime.redact import redact
 from steps.runtime.settings import register_secrets_from_environment
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 DEFAULT_OUTPUTS_DIRECTORY = "/tmp/hera-outputs"
 #: Exit code of an unexpected error (the CLI's too: one table for every entry point).
@@ -76,23 +77,42 @@ def kebab(name: str) -> str:
     return name.replace("_", "-")
 
 
+def _is_model(value: Any) -> bool:
+    """``value`` is a pydantic model. Asked without importing pydantic: a step process that never
+    imported it (the exit handler with nothing configured, issue 33) holds no model."""
+    main = sys.modules.get("pydantic.main")
+    return main is not None and isinstance(value, main.BaseModel)
+
+
 def output_value(value: Any) -> str:
     """How a field is written as an Argo parameter: strings as is, everything else as JSON."""
     if isinstance(value, str):
         return value
-    if isinstance(value, BaseModel):
+    if _is_model(value):
         return value.model_dump_json()
-    if isinstance(value, list) and value and isinstance(value[0], BaseModel):
+    if isinstance(value, list) and value and _is_model(value[0]):
         return "[" + ",".join(v.model_dump_json() for v in value) + "]"
     return json.dumps(value, default=str)
 
 
-def emit_outputs(output: BaseModel) -> BaseModel:
-    """Write each field of ``output`` to ``<outputs dir>/parameters/<kebab-name>``; return it."""
+def _has_outputs(result: Any) -> bool:
+    """A step's result its outputs are written from: its output model, or a ``dict`` (a step whose
+    output is a ``TypedDict``, as notify's counts: answered without importing pydantic)."""
+    return _is_model(result) or isinstance(result, dict)
+
+
+def emit_outputs(output: BaseModel | Mapping[str, Any]) -> BaseModel | Mapping[str, Any]:
+    """Write each field of ``output`` (a model's fields, a mapping's keys) to
+    ``<outputs dir>/parameters/<kebab-name>``; return it."""
     directory = outputs_directory() / "parameters"
     directory.mkdir(parents=True, exist_ok=True)
-    for name in type(output).model_fields:
-        (directory / kebab(name)).write_text(output_value(getattr(output, name)))
+    fields = (
+        output.items()
+        if isinstance(output, Mapping)
+        else ((n, getattr(output, n)) for n in type(output).model_fields)
+    )
+    for name, value in fields:
+        (directory / kebab(name)).write_text(output_value(value))
     return output
 
 
@@ -381,7 +401,7 @@ def step_entry(fn: F) -> F:
                 )
                 _termination_message(f"unexpected error: {type(exc).__name__}: {exc}")
                 raise SystemExit(EXIT_UNEXPECTED) from None
-            if isinstance(result, BaseModel):
+            if _has_outputs(result):
                 with timing.timed("outputs"):
                     emit_outputs(result)
             _log_timings(step, started)

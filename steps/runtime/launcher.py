@@ -7,7 +7,7 @@ executor writes that source to a file and appends its path to the arguments. Her
 7.1.0, ``hera/workflows/_runner/util.py`` ``_run``) imports all of ``hera.workflows`` (its
 generated Argo models, ``requests``, ``yaml``, …: 0.6–2 s of a pod's cold start here, bench/README.md)
 to call one function. This module does the same call for what our steps use, importing only the
-step's module and pydantic (tests/steps/runtime/test_entry.py runs every step through both and compares):
+step's module and pydantic, that for inputs that are not strings (tests/steps/runtime/test_entry.py runs every step through both and compares):
 
 ``python -m steps.runtime.launcher -e MODULE:FUNCTION ARGS_PATH``
 
@@ -129,9 +129,10 @@ def _unsupported(function: Any) -> str | None:
 
 
 def function_kwargs(function: Any, inputs: dict[str, str]) -> dict[str, Any]:
-    """The keyword arguments Hera's runner would call ``function`` with (validated)."""
-    from pydantic import TypeAdapter
+    """The keyword arguments Hera's runner would call ``function`` with (validated).
 
+    pydantic is imported for the first input that is not a string: a step taking only strings (the
+    exit handler) may end without it (issue 33)."""
     kwargs: dict[str, Any] = {}
     for name, param in inspect.signature(function).parameters.items():
         value = inputs[name]  # KeyError, as Hera's _map_function_annotations
@@ -146,6 +147,8 @@ def function_kwargs(function: Any, inputs: dict[str, str]) -> dict[str, Any]:
         if annotation is inspect.Parameter.empty:
             kwargs[name] = loaded
             continue
+        from pydantic import TypeAdapter
+
         try:
             kwargs[name] = TypeAdapter(annotation).validate_python(loaded)
         except ValueError as exc:  # pydantic.ValidationError

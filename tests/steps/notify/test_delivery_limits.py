@@ -190,7 +190,7 @@ def test_the_step_exits_0_whatever_delivery_meets(tmp_path, monkeypatch):
 
     monkeypatch.setattr(notify_step, "deliver", boom)
     out = notify_step.run(outcomes='[{"kind": "live", "target": "t"}]', workflow_name="wf")  # no SystemExit
-    assert out.failed == 1
+    assert out["failed"] == 1
 
 
 # -- 429 and Retry-After --------------------------------------------------------------------------

@@ -281,7 +281,7 @@ def test_an_offloaded_workflow_that_failed_still_says_so_and_warns_why_nothing_m
             workflow_status="Failed",
             workflow_failures=failures,
         )
-    assert out.model_dump() == {"sent": 1, "duplicate": 0, "failed": 0}
+    assert out == {"sent": 1, "duplicate": 0, "failed": 0}
     (message,) = [json.loads(r.body) for r in hook.received]
     assert message["outcome"] == "failed"
     assert any(

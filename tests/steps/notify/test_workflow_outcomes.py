@@ -165,7 +165,7 @@ def _run_step(tmp_path, monkeypatch, workflow: dict, name: str, **kw: str) -> di
     path.write_text(json.dumps(workflow))
     monkeypatch.setenv("IMAGEBUMP_WORKFLOW_FILE", str(path))
     out = notify_step.run.__wrapped__(workflow_name=name, **kw)  # the step's body, no output files
-    return out.model_dump()
+    return out
 
 
 def test_a_resubmitted_workflow_and_a_redelivered_event_send_nothing_new(tmp_path, monkeypatch):

@@ -425,6 +425,81 @@ def test_backup_export_is_the_same_through_both(moto, tmp_path):
     _no_hera(ours)
 
 
+def _exit_handler_inputs(outcomes: str = "[]") -> list[dict]:
+    return _params(
+        outcomes=outcomes,
+        event_id="",
+        workflow_status="Succeeded",
+        workflow_failures="",
+        workflow_url="",
+        backup="false",
+        workflow_name="image-update-x",
+        event=json.dumps({"id": "ev-entry"}),
+    )
+
+
+#: What the exit handler leaves to a Workflow that has something to send (issue 33): parsing a
+#: notifications file, the output model, delivering (HTTP, TLS).
+_LAZY_IN_A_QUIET_EXIT_HANDLER = ("pydantic", "pydantic_core", "yaml", "steps.notify.send", "http", "ssl")
+
+
+def _quiet_exit_handler_imports(modules: set[str]) -> set[str]:
+    return {
+        m
+        for m in modules
+        if m in _LAZY_IN_A_QUIET_EXIT_HANDLER or m.split(".")[0] in _LAZY_IN_A_QUIET_EXIT_HANDLER
+    }
+
+
+def test_the_exit_handler_with_nothing_configured_is_the_same_through_both_and_imports_no_pydantic(tmp_path):
+    """No destination (no file, no variable): the same outputs and records as Hera's runner gives,
+    from a process that imported neither pydantic, YAML nor the sending code — what most
+    Workflows' exit handler pods pay is about an interpreter's start (issue 33)."""
+    hera, ours = _both(
+        "notify.step",
+        _exit_handler_inputs(),
+        tmp_path,
+        {"IMAGEBUMP_NOTIFY_FILE": str(tmp_path / "absent.yaml")},
+    )
+    _same(hera, ours)
+    assert ours["files"] == {"parameters/sent": "0", "parameters/duplicate": "0", "parameters/failed": "0"}
+    assert json.loads(ours["stdout"]) == {"sent": 0, "duplicate": 0, "failed": 0}
+    assert [r["message"] for r in ours["records"]][
+        0
+    ] == "no notification destinations configured: nothing sent"
+    assert _quiet_exit_handler_imports(ours["modules"]) == set()
+    assert "steps.notify.step" in ours["modules"]  # it ran: the check above can see what it imports
+    _no_hera(ours)
+
+
+def test_the_exit_handler_that_sends_is_the_same_through_both(tmp_path):
+    """A webhook destination (a real receiver on 127.0.0.1): one message each, the same outputs."""
+    from tests.steps.notify.receivers import Receiver
+
+    outcome = {"kind": "committed", "target": "https://github.com/o/gitops/overlays/prod", "fields": {}}
+    with Receiver("webhook") as hook:
+        results = {
+            runner: _run(
+                runner,
+                "notify.step",
+                _exit_handler_inputs(json.dumps([outcome])),
+                tmp_path,
+                {
+                    "IMAGEBUMP_NOTIFY_FILE": str(tmp_path / "absent.yaml"),
+                    "IMAGEBUMP_NOTIFY_WEBHOOK_URL": hook.url,
+                    "IMAGEBUMP_NOTIFY_WEBHOOK_SECRET": "whsec-" + "e" * 20,
+                    "IMAGEBUMP_NOTIFY_LEDGER_DIR": str(tmp_path / f"ledger-{runner}"),
+                },
+            )
+            for runner in RUNNERS
+        }
+    hera, ours = results[HERA], results[ENTRY]
+    _same(hera, ours)
+    assert json.loads(ours["stdout"]) == {"sent": 1, "duplicate": 0, "failed": 0}
+    assert len(hook.received) == 2 and "steps.notify.send" in ours["modules"]
+    _no_hera(ours)
+
+
 # --------------------------------------------------------------------------- errors and argv
 
 

@@ -403,4 +403,5 @@ def test_data_never_formats_a_teams_card_or_starts_a_line(value):
     if value:  # the reason's value, as the card shows it
         reason = card["body"][1]["facts"][0]["value"]
         shown = "".join(c.content for c in md.parse(reason)[1].children or []) if reason else ""
-        assert shown == one_line(value).strip(" \t")
+        # (CommonMark shows U+0000 as U+FFFD: the renderer's own, not markup from data)
+        assert shown == one_line(value).strip(" \t").replace("\0", "\ufffd")

@@ -2,7 +2,8 @@
 
 Reads ECR with the client :func:`make_client` builds: on the event path (resolve-image,
 edit-kustomize) the standard-library client of :mod:`steps.aws.ecr_http` when the environment holds
-what it reproduces exactly (credentials in ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, no shared
+what it reproduces exactly (credentials in ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, IRSA's web
+identity or the container endpoint (:mod:`steps.aws.credentials`), no shared
 config file or profile, a plain or regional endpoint of the ``aws`` partition), else botocore, boto3's
 client layer (region from the caller; endpoint, credentials and retries from the SDK's own
 configuration, so ``AWS_ENDPOINT_URL`` / ``AWS_ENDPOINT_URL_ECR`` reach moto or a VPC endpoint).
@@ -11,7 +12,9 @@ Both answer with the same dicts; reconcile's listing client is always botocore's
 Errors: a missing image is ``None`` (the caller decides whether that is a skip or an error); a
 missing repository is a :class:`ConfigError` naming it; access denied is a
 :class:`PermissionDeniedError`; throttling, 5xx and connection failures are a
-:class:`TransientError` (Argo retries the step).
+:class:`TransientError` (Argo retries the step). STS's refusal of the step's web identity (IRSA) is
+classified the same way, from either client: a token the role does not trust is a
+:class:`PermissionDeniedError`, an unreachable identity provider a :class:`TransientError`.
 """
 
 from __future__ import annotations

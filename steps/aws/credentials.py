@@ -168,24 +168,39 @@ class RefreshingCredentials:
         raise NotImplementedError
 
     def __call__(self) -> Credentials:
-        with self._lock:
-            if self._credentials is None:
-                self._credentials, self._expiry = self._fetch()
-                self._check_refreshed()
-                return self._credentials
-            remaining = self._remaining()
-            if remaining is not None and remaining < ADVISORY_REFRESH:
-                mandatory = remaining < MANDATORY_REFRESH
+        # botocore's RefreshableCredentials._refresh: in the advisory window one caller refreshes and
+        # the others sign with what there is; in the mandatory window (or before the first fetch)
+        # every caller waits for the refresh
+        if self._needs(ADVISORY_REFRESH):
+            if self._lock.acquire(blocking=False):
                 try:
-                    self._credentials, self._expiry = self._fetch()
-                except Exception:
-                    if mandatory:
-                        raise
-                    return self._credentials
-                self._check_refreshed()
-            return self._credentials
+                    if self._needs(ADVISORY_REFRESH):
+                        self._refresh(mandatory=self._needs(MANDATORY_REFRESH))
+                finally:
+                    self._lock.release()
+            elif self._needs(MANDATORY_REFRESH):
+                with self._lock:
+                    if self._needs(MANDATORY_REFRESH):
+                        self._refresh(mandatory=True)
+        if self._credentials is None:  # cannot be: a first fetch that fails raises
+            raise RuntimeError("no credentials were fetched")
+        return self._credentials
 
-    def _check_refreshed(self) -> None:
+    def _needs(self, window: float) -> bool:
+        """botocore's ``refresh_needed``: nothing fetched yet, or less than ``window`` seconds left."""
+        if self._credentials is None:
+            return True
+        remaining = self._remaining()
+        return remaining is not None and remaining < window
+
+    def _refresh(self, *, mandatory: bool) -> None:
+        """botocore's ``_protected_refresh``: a failed fetch is raised only when ``mandatory``."""
+        try:
+            self._credentials, self._expiry = self._fetch()
+        except Exception:
+            if mandatory:
+                raise
+            return
         left = self._remaining()
         if left is not None and left < 0:  # botocore raises RuntimeError here too
             raise RuntimeError("Credentials were refreshed, but the refreshed credentials are still expired.")

@@ -338,6 +338,40 @@ def test_refresh_is_botocores(minutes, refresh_fails, outcome, token_file) -> No
         assert len(sts.requests) == (1 if minutes == 360 else 2)
 
 
+@pytest.mark.parametrize(("minutes", "waits"), [(12, False), (5, True)], ids=["advisory", "mandatory"])
+def test_while_one_caller_refreshes_the_others_wait_only_in_the_mandatory_window(minutes, waits) -> None:
+    """botocore's RefreshableCredentials._refresh: a non-blocking lock in the advisory window."""
+    from steps.aws.credentials import RefreshingCredentials
+
+    started, release = threading.Event(), threading.Event()
+
+    class Slow(RefreshingCredentials):
+        fetches = 0
+
+        def _fetch(self):
+            Slow.fetches += 1
+            if Slow.fetches == 1:
+                return Credentials("ASIAFIRST", "s", "t"), NOW + timedelta(minutes=minutes)
+            started.set()
+            release.wait(5)
+            return Credentials("ASIASECOND", "s", "t"), NOW + timedelta(hours=1)
+
+    found = Slow(now=lambda: NOW)
+    found.load()
+    refresher = threading.Thread(target=found)
+    refresher.start()
+    assert started.wait(5)
+    answers: list[str] = []
+    other = threading.Thread(target=lambda: answers.append(found().access_key))
+    other.start()
+    other.join(0.3)
+    assert other.is_alive() is waits
+    release.set()
+    other.join(5)
+    refresher.join(5)
+    assert answers == ["ASIASECOND" if waits else "ASIAFIRST"] and Slow.fetches == 2
+
+
 def test_nothing_is_fetched_before_the_first_use_and_the_token_is_read_at_each_fetch(environ) -> None:
     """botocore's DeferredRefreshableCredentials; the kubelet rotates the projected token."""
     token = Path(environ["AWS_WEB_IDENTITY_TOKEN_FILE"])

@@ -2,7 +2,8 @@
 
 Reads ECR with the client :func:`make_client` builds: on the event path (resolve-image,
 edit-kustomize) the standard-library client of :mod:`steps.aws.ecr_http` when the environment holds
-what it reproduces exactly (credentials in ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, no shared
+what it reproduces exactly (credentials in ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, IRSA's web
+identity or the container endpoint (:mod:`steps.aws.credentials`), no shared
 config file or profile, a plain or regional endpoint of the ``aws`` partition), else botocore, boto3's
 client layer (region from the caller; endpoint, credentials and retries from the SDK's own
 configuration, so ``AWS_ENDPOINT_URL`` / ``AWS_ENDPOINT_URL_ECR`` reach moto or a VPC endpoint).
@@ -11,12 +12,15 @@ Both answer with the same dicts; reconcile's listing client is always botocore's
 Errors: a missing image is ``None`` (the caller decides whether that is a skip or an error); a
 missing repository is a :class:`ConfigError` naming it; access denied is a
 :class:`PermissionDeniedError`; throttling, 5xx and connection failures are a
-:class:`TransientError` (Argo retries the step).
+:class:`TransientError` (Argo retries the step). STS's refusal of the step's web identity (IRSA) is
+classified the same way, from either client: a token the role does not trust is a
+:class:`PermissionDeniedError`, an unreachable identity provider a :class:`TransientError`.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -233,6 +237,16 @@ def _classify(exc: Exception, what: str, repository: str) -> Exception:
         return _classify_answer(exc.code, exc.status, exc.message, what, repository)
     if isinstance(exc, EcrConnectionError):
         return TransientError(f"cannot reach ECR for {what} of {repository!r}: {exc}", reason="unreachable")
+    if type(exc).__module__ == "steps.aws.sts_http":  # the lean client's web identity (IRSA)
+        from steps.aws.sts_http import StsApiError, StsConnectionError
+
+        if isinstance(exc, StsApiError):
+            return _classify_web_identity(exc.code, exc.status, exc.message, what, repository)
+        if isinstance(exc, StsConnectionError):
+            return TransientError(
+                f"cannot reach STS for the step's web identity credentials ({what} of {repository!r}): {exc}",
+                reason="unreachable",
+            )
     if type(exc).__module__.partition(".")[0] != "botocore":
         return exc  # neither client's: not ours to classify (and botocore need not be imported to say so)
     from botocore.exceptions import (
@@ -248,6 +262,14 @@ def _classify(exc: Exception, what: str, repository: str) -> Exception:
 
     if isinstance(exc, ClientError):
         err = exc.response.get("Error", {})
+        if getattr(exc, "operation_name", "") == "AssumeRoleWithWebIdentity":  # botocore's IRSA credentials
+            return _classify_web_identity(
+                err.get("Code", ""),
+                exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0),
+                err.get("Message", ""),
+                what,
+                repository,
+            )
         return _classify_answer(
             err.get("Code", ""),
             exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0),
@@ -265,6 +287,45 @@ def _classify(exc: Exception, what: str, repository: str) -> Exception:
     if isinstance(exc, (BotoConnectionError, HTTPClientError)):
         return TransientError(f"cannot reach ECR for {what} of {repository!r}: {exc}", reason="unreachable")
     return exc
+
+
+#: STS's refusals of a web identity that mean the role does not trust this token (IAM's side: the
+#: role's trust policy, the OIDC provider, the service account's annotation)
+_WEB_IDENTITY_DENIED = {
+    "InvalidIdentityToken",
+    "ExpiredTokenException",
+    "IDPRejectedClaim",
+    "AccessDenied",
+    "RegionDisabledException",
+}
+#: A JSON Web Token (a service account token is one), should STS's message quote it.
+_JWT = re.compile(r"eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*")
+
+
+def _classify_web_identity(code: str, status: int, message: str, what: str, repository: str) -> Exception:
+    """STS's refusal of the step's web identity (AssumeRoleWithWebIdentity, IRSA: asked for the
+    credentials of ECR's ``what``) in our hierarchy, from either client; any token STS's message
+    quotes is cut out."""
+    message = _JWT.sub("(a token)", message)
+    if code == "IDPCommunicationError" or code in _TRANSIENT_CODES or status >= 500 or status == 429:
+        return TransientError(
+            f"STS could not give the step's web identity credentials for ECR {what} of {repository!r} "
+            f"for now ({code or status}: {message})",
+            reason="unavailable",
+        )
+    if code in _WEB_IDENTITY_DENIED or status in (401, 403):
+        return PermissionDeniedError(
+            f"STS refused the step's web identity ({code}: {message}) before ECR {what} of "
+            f"{repository!r}: check that the service account's eks.amazonaws.com/role-arn is the role "
+            "and that the role's trust policy names the cluster's OIDC provider, the audience "
+            "sts.amazonaws.com and this service account",
+            reason="web-identity-denied",
+        )
+    return ConfigError(
+        f"STS AssumeRoleWithWebIdentity failed ({code}: {message}) before ECR {what} of {repository!r}: "
+        "check AWS_ROLE_ARN and AWS_ROLE_SESSION_NAME",
+        reason="web-identity",
+    )
 
 
 def _classify_answer(code: str, status: int, message: str, what: str, repository: str) -> Exception:

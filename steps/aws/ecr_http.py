@@ -19,10 +19,11 @@ lean client is taken only when every input botocore would read is one this modul
 
 * credentials: the providers of botocore's chain :mod:`steps.aws.credentials` reproduces, when one
   of them is the one botocore would use (botocore/credentials.py ``create_credential_resolver``):
-  keys in the environment (``AWS_ACCESS_KEY_ID`` …, first in the chain), or the container endpoint
-  (ECS, EKS Pod Identity: ``AWS_CONTAINER_CREDENTIALS_RELATIVE_URI`` / ``_FULL_URI``) when no
-  provider before it could answer. Web identity (IRSA), SSO, profiles and the instance metadata
-  service are botocore's;
+  keys in the environment (``AWS_ACCESS_KEY_ID`` …, first in the chain), else web identity from the
+  environment (IRSA: ``AWS_WEB_IDENTITY_TOKEN_FILE`` and ``AWS_ROLE_ARN``, STS asked by
+  :mod:`steps.aws.sts_http` at :func:`sts_endpoint`), else the container endpoint (ECS, EKS Pod
+  Identity: ``AWS_CONTAINER_CREDENTIALS_RELATIVE_URI`` / ``_FULL_URI``) when no provider before it
+  could answer. SSO, profiles and the instance metadata service are botocore's;
 * no shared config or credentials file (``AWS_CONFIG_FILE``, ``AWS_SHARED_CREDENTIALS_FILE``, their
   ``~/.aws`` defaults) and no ``AWS_PROFILE`` / ``AWS_DEFAULT_PROFILE``: a profile can set endpoints,
   FIPS or a CA bundle, and a missing one is botocore's error to raise;
@@ -34,7 +35,9 @@ lean client is taken only when every input botocore would read is one this modul
   for a region of the shape ``xx-name-N`` that partition's ``regionRegex`` matches;
 * none of ``AWS_USE_FIPS_ENDPOINT`` / ``AWS_USE_DUALSTACK_ENDPOINT`` true, ``AWS_DATA_PATH``,
   ``AWS_DEFAULTS_MODE``, a proxy (``HTTP(S)_PROXY``), nor ``AWS_CA_BUNDLE`` or ``SSLKEYLOGFILE``
-  for an ``https`` endpoint. TLS trusts what botocore trusts: certifi's bundle
+  for an ``https`` endpoint (ECR's or, with web identity, STS's); with web identity also none of
+  ``AWS_RETRY_MODE``, ``AWS_MAX_ATTEMPTS`` (they set the STS client's retries) nor
+  ``AWS_STS_REGIONAL_ENDPOINTS`` other than ``regional``. TLS trusts what botocore trusts: certifi's bundle
   (botocore/httpsession.py ``where``).
 
 Retries are botocore's ``standard`` mode as :func:`steps.aws.ecr.make_client` configures it
@@ -63,7 +66,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from steps.aws.credentials import ContainerCredentials, from_environment
+from steps.aws.credentials import ContainerCredentials, RefreshingCredentials, WebIdentity, from_environment
 from steps.aws.sigv4 import Credentials, sign
 
 SERVICE = "ecr"
@@ -80,7 +83,8 @@ AWS_DNS_SUFFIX = "amazonaws.com"
 #: ``validate_region_name``), here in lower case only.
 _REGION_LABEL = re.compile(r"(?![0-9]+$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
 #: A configured endpoint this client takes as it is: scheme, lower-case host or IPv4 address, port.
-_ENDPOINT = re.compile(r"(https?)://([a-z0-9](?:[a-z0-9.-]*[a-z0-9])?)(?::([0-9]{1,5}))?/?")
+#: (also the STS endpoint :mod:`steps.aws.sts_http` takes)
+ENDPOINT = re.compile(r"(https?)://([a-z0-9](?:[a-z0-9.-]*[a-z0-9])?)(?::([0-9]{1,5}))?/?")
 
 CONNECT_TIMEOUT = 5.0
 READ_TIMEOUT = 20.0
@@ -245,7 +249,7 @@ class Route:
     """Where and as whom to ask ECR; ``fallback`` says why botocore must ask instead ("" = it need not)."""
 
     endpoint: str = ""
-    credentials: Credentials | ContainerCredentials | None = None
+    credentials: Credentials | RefreshingCredentials | None = None
     fallback: str = ""
 
 
@@ -262,14 +266,39 @@ def regional_endpoint(region: str) -> str | None:
     return f"https://api.ecr.{region}.{AWS_DNS_SUFFIX}"
 
 
-def configured_endpoint(environ: Mapping[str, str]) -> str | None:
-    """The endpoint URL the environment configures for ECR (botocore's order), or None."""
+def configured_endpoint(environ: Mapping[str, str], service: str = "ECR") -> str | None:
+    """The endpoint URL the environment configures for ``service`` (its service id, upper case:
+    ``ECR``, ``STS``) in botocore's order, or None."""
     if _true(environ.get("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS")):
         return None
-    for name in ("AWS_ENDPOINT_URL_ECR", "AWS_ENDPOINT_URL"):
+    for name in (f"AWS_ENDPOINT_URL_{service}", "AWS_ENDPOINT_URL"):
         if environ.get(name):
             return environ[name]
     return None
+
+
+def sts_endpoint(region: str, environ: Mapping[str, str]) -> tuple[str, str]:
+    """Where botocore's web identity fetcher would ask STS for ``region`` (the ECR client's): the
+    configured ``AWS_ENDPOINT_URL_STS`` / ``AWS_ENDPOINT_URL``, else STS's regional endpoint
+    (botocore/data/sts/2011-06-15/endpoint-rule-set-1.json with ``UseGlobalEndpoint`` false, as
+    ``sts_regional_endpoints`` defaults to ``regional``; the ``aws`` partition, no FIPS or
+    dual-stack). Returns ``(endpoint, "")``, or ``("", why botocore must ask)`` when a setting of
+    that client is one this module does not reproduce."""
+    for name in ("AWS_RETRY_MODE", "AWS_MAX_ATTEMPTS"):
+        if name in environ:
+            return "", f"{name} is set (the STS client's retries)"
+    if environ.get("AWS_STS_REGIONAL_ENDPOINTS", "regional") != "regional":
+        return "", "AWS_STS_REGIONAL_ENDPOINTS is not 'regional'"
+    configured = configured_endpoint(environ, "STS")
+    if configured is not None:
+        if _REGION_LABEL.fullmatch(region) is None:
+            return "", f"region {region!r} is not a plain host label"
+        if ENDPOINT.fullmatch(configured) is None:
+            return "", "the configured STS endpoint URL is not a plain http(s)://host[:port]"
+        return configured.rstrip("/"), ""
+    if _AWS_REGION.fullmatch(region) is None or re.match(AWS_PARTITION_REGEX, region) is None:
+        return "", f"region {region!r} is not one of the aws partition's (STS)"
+    return f"https://sts.{region}.{AWS_DNS_SUFFIX}", ""
 
 
 def _shared_files(environ: Mapping[str, str]) -> list[str]:
@@ -310,7 +339,7 @@ def route(region: str, environ: Mapping[str, str] | None = None) -> Route:
     if configured is not None:
         if _REGION_LABEL.fullmatch(region) is None:
             return Route(fallback=f"region {region!r} is not a plain host label")
-        if _ENDPOINT.fullmatch(configured) is None:
+        if ENDPOINT.fullmatch(configured) is None:
             return Route(fallback="the configured endpoint URL is not a plain http(s)://host[:port]")
         endpoint = configured.rstrip("/")
     else:
@@ -318,10 +347,20 @@ def route(region: str, environ: Mapping[str, str] | None = None) -> Route:
         if regional is None:
             return Route(fallback=f"region {region!r} is not one of the aws partition's")
         endpoint = regional
-    if endpoint.startswith("https:"):
+    endpoints = [endpoint]
+    if isinstance(credentials, WebIdentity):
+        sts, fallback = sts_endpoint(region, env)
+        if fallback:
+            return Route(fallback=fallback)
+        endpoints.append(sts)
+    if any(url.startswith("https:") for url in endpoints):
         for name in ("AWS_CA_BUNDLE", "SSLKEYLOGFILE"):
             if name in env:
                 return Route(fallback=f"{name} is set")
+    if isinstance(credentials, WebIdentity):
+        from steps.aws.sts_http import WebIdentityCredentials
+
+        return Route(endpoint=endpoint, credentials=WebIdentityCredentials(credentials, endpoints[1]))
     return Route(endpoint=endpoint, credentials=credentials)
 
 
@@ -467,7 +506,7 @@ class EcrClient:
         connect_timeout: float = CONNECT_TIMEOUT,
         read_timeout: float = READ_TIMEOUT,
     ) -> None:
-        match = _ENDPOINT.fullmatch(endpoint)
+        match = ENDPOINT.fullmatch(endpoint)
         if match is None:
             raise ValueError(f"not a plain http(s)://host[:port] endpoint: {endpoint!r}")
         self.region, self.endpoint = region, endpoint.rstrip("/")
@@ -561,9 +600,9 @@ class EcrClient:
             acquired = cost
             scale = THROTTLING_SCALE if throttling else NON_THROTTLING_SCALE
             delay = self._random() * min(scale * 2 ** (attempt - 1), MAX_BACKOFF)
-            retry_after = _retry_after(headers)
-            if retry_after is not None:
-                delay = max(delay, min(retry_after, RETRY_AFTER_MAX_ADDITIONAL + delay))
+            after = retry_after(headers)
+            if after is not None:
+                delay = max(delay, min(after, RETRY_AFTER_MAX_ADDITIONAL + delay))
             self._sleep(delay)
             attempt += 1
 
@@ -708,7 +747,7 @@ def _closed(url: str) -> str:
     return f'Connection was closed before we received a valid response from endpoint URL: "{url}".'
 
 
-def _retry_after(headers: Mapping[str, str]) -> float | None:
+def retry_after(headers: Mapping[str, str]) -> float | None:
     """botocore/retries/standard.py ``_get_retry_after_delay``: ``x-amz-retry-after`` in milliseconds."""
     value = headers.get("x-amz-retry-after")
     if value is None:
@@ -725,6 +764,8 @@ def lean_client(region: str, environ: Mapping[str, str] | None = None) -> EcrCli
 
     Credentials from the container endpoint are fetched now, as botocore fetches them when it makes
     its client; if that fails, botocore makes the client and fetches again, and raises its own error.
+    Web identity credentials are fetched at the first call, as botocore's are; an STS failure is then
+    that call's error (:mod:`steps.aws.sts_http`), as it would be botocore's.
     """
     chosen = route(region, environ)
     if chosen.fallback or chosen.credentials is None:

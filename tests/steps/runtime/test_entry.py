@@ -297,6 +297,37 @@ def test_resolve_image_with_container_credentials_never_imports_botocore(moto, t
     assert "steps.aws.ecr_http" in ours["modules"] and _aws_sdk(ours["modules"]) == set()
 
 
+def test_resolve_image_with_web_identity_never_imports_botocore(moto, tmp_path):
+    """IRSA, as the cluster install runs the step (a projected token file and the role's ARN): STS
+    (moto's, answering AssumeRoleWithWebIdentity) gives the credentials and ECR is asked, without
+    botocore; the token appears in no output or log line."""
+    from tests.steps.resolve_image.test_resolve_image import RULES
+
+    _ecr_image(moto, "1.0.0", "sha256:" + "c" * 64)
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(RULES)
+    token = tmp_path / "eks.amazonaws.com-serviceaccount-token"
+    token.write_text("eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQifQ.c2lnbmF0dXJl")
+    ours = _run(
+        ENTRY,
+        "resolve_image.step",
+        _params(event="", image="123456789012.dkr.ecr.us-west-2.amazonaws.com/team/api:1.0.0"),
+        tmp_path,
+        {
+            "IMAGEBUMP_RULES_FILE": str(rules),
+            "AWS_ENDPOINT_URL": moto.endpoint_url,
+            "AWS_ROLE_ARN": "arn:aws:iam::123456789012:role/imagebump-resolve",
+            "AWS_WEB_IDENTITY_TOKEN_FILE": str(token),
+        },
+    )
+    assert ours["code"] == 0, ours["stderr"][-3000:]
+    assert [t["tag"] for t in json.loads(ours["files"]["parameters/targets"])] == ["1.0.0"]
+    assert {"steps.aws.ecr_http", "steps.aws.sts_http"} <= ours["modules"]
+    assert _aws_sdk(ours["modules"]) == set()
+    shown = ours["stdout"] + ours["stderr"] + "".join(ours["files"].values())
+    assert "c2lnbmF0dXJl" not in shown
+
+
 def test_commit_pr_in_commit_mode_is_the_same_through_both_and_never_imports_the_github_client(
     make_remote, git_token, tmp_path
 ):

@@ -68,6 +68,18 @@ from typing import Any
 
 from steps.aws.credentials import ContainerCredentials, RefreshingCredentials, WebIdentity, from_environment
 from steps.aws.sigv4 import Credentials, sign
+from steps.aws.transport import (  # shared with steps.aws.sts_http
+    ENDPOINT,
+    MAX_BACKOFF,
+    NON_THROTTLING_SCALE,
+    RETRY_AFTER_MAX_ADDITIONAL,
+    THROTTLING_CODES,
+    THROTTLING_SCALE,
+    TRANSIENT_CODES,
+    TRANSIENT_STATUSES,
+    retry_after,
+    tls_context,
+)
 
 SERVICE = "ecr"
 TARGET_PREFIX = "AmazonEC2ContainerRegistry_V20150921"
@@ -82,45 +94,15 @@ AWS_DNS_SUFFIX = "amazonaws.com"
 #: A region botocore signs for at a configured endpoint: a host label (botocore/utils.py
 #: ``validate_region_name``), here in lower case only.
 _REGION_LABEL = re.compile(r"(?![0-9]+$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
-#: A configured endpoint this client takes as it is: scheme, lower-case host or IPv4 address, port.
-#: (also the STS endpoint :mod:`steps.aws.sts_http` takes)
-ENDPOINT = re.compile(r"(https?)://([a-z0-9](?:[a-z0-9.-]*[a-z0-9])?)(?::([0-9]{1,5}))?/?")
-
 CONNECT_TIMEOUT = 5.0
 READ_TIMEOUT = 20.0
 #: botocore's ``max_attempts: 5`` in the client config counts retries; the first attempt adds one
 #: (botocore/args.py ``_compute_retry_max_attempts``).
 MAX_ATTEMPTS = 6
-MAX_BACKOFF = 20.0
-THROTTLING_SCALE = 1.0
-NON_THROTTLING_SCALE = 0.05
-RETRY_AFTER_MAX_ADDITIONAL = 5.0
 QUOTA_CAPACITY = 500
 RETRY_COST = 14
 THROTTLING_RETRY_COST = 5
 NO_RETRY_INCREMENT = 1
-#: botocore/retries/standard.py: ``ThrottledRetryableChecker._THROTTLED_ERROR_CODES``
-THROTTLING_CODES = frozenset(
-    {
-        "Throttling",
-        "ThrottlingException",
-        "ThrottledException",
-        "RequestThrottledException",
-        "TooManyRequestsException",
-        "ProvisionedThroughputExceededException",
-        "TransactionInProgressException",
-        "RequestLimitExceeded",
-        "BandwidthLimitExceeded",
-        "LimitExceededException",
-        "RequestThrottled",
-        "SlowDown",
-        "PriorRequestNotComplete",
-        "EC2ThrottledException",
-    }
-)
-#: botocore/retries/standard.py: ``TransientRetryableChecker``
-TRANSIENT_CODES = frozenset({"RequestTimeout", "RequestTimeoutException", "PriorRequestNotComplete"})
-TRANSIENT_STATUSES = frozenset({500, 502, 503, 504})
 
 #: What each operation takes and answers, from ECR's model (service-2.json; a test derives the same
 #: from the installed botocore's): the input members, the errors the operation models (a 429 with
@@ -362,48 +344,6 @@ def route(region: str, environ: Mapping[str, str] | None = None) -> Route:
 
         return Route(endpoint=endpoint, credentials=WebIdentityCredentials(credentials, endpoints[1]))
     return Route(endpoint=endpoint, credentials=credentials)
-
-
-# --- TLS ---------------------------------------------------------------------------------------------
-
-_TLS: Any = None
-_TLS_LOCK = threading.Lock()
-
-
-def ca_bundle() -> str:
-    """The CA bundle botocore verifies ECR's certificate with (botocore/httpsession.py: certifi's
-    ``where()``, else botocore's own ``cacert.pem``), found without importing either."""
-    from importlib.util import find_spec
-
-    for package, name in (("certifi", "cacert.pem"), ("botocore", "cacert.pem")):
-        spec = find_spec(package)
-        if spec is not None and spec.submodule_search_locations:
-            path = os.path.join(list(spec.submodule_search_locations)[0], name)
-            if os.path.isfile(path):
-                return path
-    raise FileNotFoundError("no CA bundle: neither certifi nor botocore is installed")
-
-
-def tls_context() -> Any:
-    """The TLS context for ``https`` endpoints, built once per process (loading the bundle is the
-    cost) and from no environment, so a warm interpreter may build it before it forks: botocore's
-    (botocore/httpsession.py ``create_urllib3_context``: TLS client, no compression, no session
-    tickets, post-handshake auth, certificates required) on :func:`ca_bundle` only, with the host
-    name checked (urllib3 checks it for botocore). ``SSLKEYLOGFILE``, which botocore reads, is left
-    to botocore (:func:`route`)."""
-    global _TLS
-    with _TLS_LOCK:
-        if _TLS is None:
-            import ssl
-
-            context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-            context.options |= ssl.OP_NO_COMPRESSION | ssl.OP_NO_TICKET
-            context.post_handshake_auth = True
-            context.verify_mode = ssl.CERT_REQUIRED
-            context.check_hostname = True
-            context.load_verify_locations(cafile=ca_bundle())
-            _TLS = context
-        return _TLS
 
 
 #: Called by a warm interpreter that forks steps (workflows.local.forkserver_server): the TLS context
@@ -745,18 +685,6 @@ class _Dropped(Exception):
 
 def _closed(url: str) -> str:
     return f'Connection was closed before we received a valid response from endpoint URL: "{url}".'
-
-
-def retry_after(headers: Mapping[str, str]) -> float | None:
-    """botocore/retries/standard.py ``_get_retry_after_delay``: ``x-amz-retry-after`` in milliseconds."""
-    value = headers.get("x-amz-retry-after")
-    if value is None:
-        return None
-    try:
-        seconds = int(value) / 1000.0
-    except (ValueError, OverflowError):
-        return None
-    return seconds if seconds >= 0 else None
 
 
 def lean_client(region: str, environ: Mapping[str, str] | None = None) -> EcrClient | None:

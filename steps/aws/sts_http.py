@@ -39,7 +39,8 @@ from typing import Any
 from urllib.parse import urlencode
 
 from steps.aws.credentials import CredentialsError, RefreshingCredentials, WebIdentity
-from steps.aws.ecr_http import (
+from steps.aws.sigv4 import Credentials
+from steps.aws.transport import (
     ENDPOINT,
     MAX_BACKOFF,
     NON_THROTTLING_SCALE,
@@ -51,7 +52,6 @@ from steps.aws.ecr_http import (
     retry_after,
     tls_context,
 )
-from steps.aws.sigv4 import Credentials
 
 OPERATION = "AssumeRoleWithWebIdentity"
 API_VERSION = "2011-06-15"

@@ -27,7 +27,7 @@ import pytest
 
 from imagebump.local import builders
 from imagebump.local.moto import MotoServer
-from steps.aws import ecr, ecr_http
+from steps.aws import ecr, ecr_http, transport
 from steps.aws.ecr_http import EcrApiError, EcrClient, EcrConnectionError, route
 from steps.aws.sigv4 import Credentials
 from steps.domain.errors import ConfigError, PermissionDeniedError, TransientError
@@ -244,7 +244,7 @@ def test_the_credentials_are_botocores_environment_providers(settings, env) -> N
 def test_the_ca_bundle_is_botocores() -> None:
     from botocore.httpsession import get_cert_path
 
-    assert ecr_http.ca_bundle() == get_cert_path(True)
+    assert transport.ca_bundle() == get_cert_path(True)
 
 
 # --- shapes ------------------------------------------------------------------------------------------
@@ -725,18 +725,18 @@ def test_https_trusts_botocores_bundle_only(tmp_path, monkeypatch, botocore_slee
         with pytest.raises(SSLError):
             _botocore_client("us-west-2", url).describe_repositories()
         slept: list[float] = []
-        monkeypatch.setattr(ecr_http, "_TLS", None)
+        monkeypatch.setattr(transport, "_TLS", None)
         with pytest.raises(
             EcrConnectionError,
             match=f"^SSL validation failed for {re.escape(url)}/ .*CERTIFICATE_VERIFY_FAILED",
         ):
             EcrClient("us-west-2", url, CREDS, sleep=slept.append).describe_repositories()
         assert len(slept) == len(botocore_sleeps) == 5
-        monkeypatch.setattr(ecr_http, "_TLS", None)
-        monkeypatch.setattr(ecr_http, "ca_bundle", lambda: str(cert_file))
+        monkeypatch.setattr(transport, "_TLS", None)
+        monkeypatch.setattr(transport, "ca_bundle", lambda: str(cert_file))
         answer = EcrClient("us-west-2", url, CREDS, sleep=slept.append).describe_repositories()
         assert answer["repositories"] == [] and answer["ResponseMetadata"]["RetryAttempts"] == 0
-    monkeypatch.setattr(ecr_http, "_TLS", None)  # the next user builds it on the real bundle
+    monkeypatch.setattr(transport, "_TLS", None)  # the next user builds it on the real bundle
 
 
 def test_requests_are_ecrs_protocol() -> None:

@@ -22,6 +22,7 @@ entry (``name`` the pushed repository, ``newName`` what the file composes, ``new
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from yaml.events import AliasEvent
@@ -273,11 +274,39 @@ class _Plan:
 
 def misread(node: VScalar) -> bool:
     """Whether Helm reads the scalar ``node`` as something other than its text: a plain scalar YAML
-    resolves to a number or a boolean (Helm reads values with sigs.k8s.io/yaml into float64 and
-    bool: ``tag: 1.10`` renders ``1.1``, ``tag: 20240101`` renders ``2.0240101e+07``)."""
+    resolves to a number, a boolean or a time (Helm reads values with sigs.k8s.io/yaml into float64,
+    bool and time: ``tag: 1.10`` renders ``1.1``, ``tag: 20240101`` renders ``2.0240101e+07``)."""
     if node.style is not None or node.explicit_tag is not None or node.null:
         return False
-    return resolve_tag(node.value, 0) != STR_TAG  # YAML 1.1, as go-yaml v2 under sigs.k8s.io/yaml
+    value = node.value
+    # YAML 1.1, which go-yaml v2 under sigs.k8s.io/yaml mostly follows; where they differ this
+    # errs towards quoting (a sexagesimal 1:30 is text to go-yaml v2, quoted all the same)
+    return resolve_tag(value, 0) != STR_TAG or _go_yaml_v2_number(value)
+
+
+#: What go-yaml v2 (gopkg.in/yaml.v2 resolve.go, v2.4; sigs.k8s.io/yaml's fork) also reads as a number
+#: or a time beyond YAML 1.1: after dropping every ``_``, ``strconv.ParseInt(s, 0, 64)``'s Go syntax
+#: (``0o17``, ``0O17``) and its float gate ``yamlStyleFloat`` (``08``, ``0815``: not octal, so a
+#: float, 815), and ``parseTimestamp``'s ``2006-1-2`` (a month or a day of one digit).
+_GO_V2_FLOAT = re.compile(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?")
+_GO_V2_OCTAL = re.compile(r"[-+]?0[oO][0-7]+")
+_GO_V2_DATE = re.compile(r"([0-9]{4})-([0-9]{1,2})-([0-9]{1,2})")
+
+
+def _go_yaml_v2_number(value: str) -> bool:
+    if value[:1] not in "+-0123456789":
+        return False
+    date = _GO_V2_DATE.fullmatch(value)
+    if date:
+        from datetime import date as calendar
+
+        try:
+            calendar(*(int(g) for g in date.groups()))
+        except ValueError:  # time.Parse refuses it (2024-2-30): text
+            return False
+        return True
+    bare = value.replace("_", "")
+    return bool(_GO_V2_FLOAT.fullmatch(bare) or _GO_V2_OCTAL.fullmatch(bare))
 
 
 def misread_tags(matches: list[Found]) -> list[str]:

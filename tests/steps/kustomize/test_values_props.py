@@ -7,12 +7,13 @@ import io
 
 import pytest
 import yaml
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
 from steps.kustomize.values import ValuesError, edit_values, find_pushed
 from steps.kustomize.values.tree import reread
+from tests.steps.kustomize.go_yaml_v2 import helm_reads_as_text
 
 ECR = "123456789012.dkr.ecr.us-east-1.amazonaws.com"
 REPO = f"{ECR}/team/api"
@@ -67,7 +68,7 @@ def test_only_the_tags_bytes_change(doc, new: str) -> None:
     edit = edit_values(text, REPO, tag=new, digest=None)
     # the same tag, read as that text: nothing to write (a plain 1.10, which Helm reads as 1.1, is
     # written quoted: the checks below hold for it)
-    if old == new and (shape != "mapping" or isinstance(yaml.safe_load(f"x: {token}")["x"], str)):
+    if old == new and (shape != "mapping" or token[0] in "'\"" or helm_reads_as_text(token)):
         assert edit.text is text
         return
     assert edit.text.startswith(head) and edit.text.endswith(tail)
@@ -179,3 +180,32 @@ def test_a_reread_refuses_a_missing_or_different_inserted_key() -> None:
         with pytest.raises(ValuesError) as caught:
             reread(docs, wrong, "values.yaml", {}, inserted)
         assert (caught.value.reason, caught.value.field) == ("edit-mismatch", "tag")
+
+
+@settings(max_examples=300, deadline=None)
+@example("08")
+@example("0815")
+@example("0o17")
+@example("2024-1-1")
+@example("2024-2-30")
+@example("1_2.3")
+@example("12:30")
+@given(st.from_regex(r"[A-Za-z0-9_+-][A-Za-z0-9_.:+-]{0,24}", fullmatch=True) | tags)
+def test_a_plain_tag_is_quoted_whenever_helm_reads_another_value(tag: str) -> None:
+    """imagebump's "Helm reads this tag as another value" (a plain ``1.10``, ``y``, ``0x1F``,
+    ``0815``, ``2024-1-1``) holds for every plain tag go-yaml v2, which Helm reads values with,
+    reads as anything but that text; and it quotes nothing no YAML 1.1 reader would misread."""
+    from steps.kustomize.values import find_pushed, misread_tags
+
+    text = f"image:\n  repository: {REPO}\n  tag: {tag}\n"
+    try:
+        if not isinstance(yaml.safe_load(text)["image"]["tag"], (str, int, float, bool, type(None))):
+            return
+    except yaml.YAMLError:
+        return
+    _, _, matches = find_pushed(text, REPO, source="values.yaml")
+    quoted = bool(misread_tags(matches))
+    if not helm_reads_as_text(tag):
+        assert quoted, "Helm deploys another value than the tag the file seems to say"
+    if quoted:  # never quoted for nothing: Helm, or a YAML 1.1 reader (PyYAML), reads another value
+        assert not helm_reads_as_text(tag) or not isinstance(yaml.safe_load(text)["image"]["tag"], str)

@@ -4,7 +4,6 @@ commit-pr re-applying, and a helmfile release's values resolved."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from steps.kustomize import read_entry, write_entry
 from steps.kustomize.values import ValuesError
 from steps.kustomize.values.helmfile import locate_image, release_sources
 from steps.rules import load_rules
+from tests.steps.kustomize.go_yaml_v2 import helm_reads_as_text
 
 ZOO = Path(__file__).resolve().parents[2] / "testdata" / "values"
 ECR = "123456789012.dkr.ecr.us-east-1.amazonaws.com"
@@ -338,11 +338,6 @@ def test_after_a_push_helm_reads_the_pushed_tag_whatever_the_file_wrote(tag: str
     assert yaml.safe_load(after)["image"]["tag"] == tag
 
 
-#: go-yaml v2's float syntax (resolve.go, v2.4: ``yamlStyleFloat``), which Helm's sigs.k8s.io/yaml
-#: reads values with: wider than PyYAML's YAML 1.1 float (``1e3``, ``0e0`` are floats, no dot needed).
-GO_YAML_V2_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
-
-
 def sweep_verdict(text: str, tag: str, *, mode: str = "commit", branch_text: str | None = None):
     """The sweep's verdict on ``text`` when ``tag`` is the newest allowed image (as
     steps.reconcile.overlay_read reads a values file and steps.reconcile.decide judges it)."""
@@ -377,13 +372,11 @@ def sweep_verdict(text: str, tag: str, *, mode: str = "commit", branch_text: str
 )
 def test_the_sweep_says_current_only_when_helm_reads_the_newest_tag(tag: str, quote: str) -> None:
     """The sweep (image-reconcile) calls a values file ``current`` only when Helm reads the newest tag
-    from it (PyYAML reads YAML 1.1, as Helm's sigs.k8s.io/yaml does); ``tag: 1.10`` unquoted is the
+    from it (go-yaml v2, as Helm's sigs.k8s.io/yaml reads it: tests/steps/kustomize/go_yaml_v2.py); ``tag: 1.10`` unquoted is the
     number 1.1 to Helm, so it is ``behind``, and the update it hands on writes the tag quoted."""
     text = VALUES.replace("1.4.2", f"{quote}{tag}{quote}")
     verdict = sweep_verdict(text, tag)
-    helm_reads_the_tag = yaml.safe_load(text)["image"]["tag"] == tag and not (
-        not quote and GO_YAML_V2_FLOAT.fullmatch(tag)
-    )
+    helm_reads_the_tag = bool(quote) or helm_reads_as_text(tag)
     assert verdict.state == ("current" if helm_reads_the_tag else "behind")
     if verdict.state == "behind":
         assert verdict.update is not None and verdict.update.tag == tag

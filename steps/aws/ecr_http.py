@@ -70,14 +70,10 @@ from steps.aws.credentials import ContainerCredentials, RefreshingCredentials, W
 from steps.aws.sigv4 import Credentials, sign
 from steps.aws.transport import (  # shared with steps.aws.sts_http
     ENDPOINT,
-    MAX_BACKOFF,
-    NON_THROTTLING_SCALE,
-    RETRY_AFTER_MAX_ADDITIONAL,
     THROTTLING_CODES,
-    THROTTLING_SCALE,
     TRANSIENT_CODES,
     TRANSIENT_STATUSES,
-    retry_after,
+    backoff,
     tls_context,
 )
 
@@ -538,12 +534,7 @@ class EcrClient:
             if not self._quota.acquire(cost):
                 raise failure
             acquired = cost
-            scale = THROTTLING_SCALE if throttling else NON_THROTTLING_SCALE
-            delay = self._random() * min(scale * 2 ** (attempt - 1), MAX_BACKOFF)
-            after = retry_after(headers)
-            if after is not None:
-                delay = max(delay, min(after, RETRY_AFTER_MAX_ADDITIONAL + delay))
-            self._sleep(delay)
+            self._sleep(backoff(attempt, throttling, headers, self._random()))
             attempt += 1
 
     @staticmethod

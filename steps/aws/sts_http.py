@@ -42,14 +42,10 @@ from steps.aws.credentials import CredentialsError, RefreshingCredentials, WebId
 from steps.aws.sigv4 import Credentials
 from steps.aws.transport import (
     ENDPOINT,
-    MAX_BACKOFF,
-    NON_THROTTLING_SCALE,
-    RETRY_AFTER_MAX_ADDITIONAL,
     THROTTLING_CODES,
-    THROTTLING_SCALE,
     TRANSIENT_CODES,
     TRANSIENT_STATUSES,
-    retry_after,
+    backoff,
     tls_context,
 )
 
@@ -164,12 +160,7 @@ class WebIdentityCredentials(RefreshingCredentials):
             )
             if attempt >= MAX_ATTEMPTS or not retryable:
                 raise failure
-            scale = THROTTLING_SCALE if throttling else NON_THROTTLING_SCALE
-            delay = self._random() * min(scale * 2 ** (attempt - 1), MAX_BACKOFF)
-            after = retry_after(headers)
-            if after is not None:
-                delay = max(delay, min(after, RETRY_AFTER_MAX_ADDITIONAL + delay))
-            self._sleep(delay)
+            self._sleep(backoff(attempt, throttling, headers, self._random()))
             attempt += 1
 
     @staticmethod

@@ -86,6 +86,19 @@ def tls_context() -> Any:
         return _TLS
 
 
+def backoff(attempt: int, throttling: bool, headers: Mapping[str, str], rand: float) -> float:
+    """Seconds before attempt ``attempt + 1`` in botocore's standard retry mode
+    (botocore/retries/standard.py ``ExponentialBackoff`` and ``_get_retry_after_delay``): full jitter
+    over ``scale·2^(attempt−1)`` capped at 20 s (``scale`` 1 s after throttling, 50 ms otherwise),
+    raised to ``x-amz-retry-after`` up to 5 s past it. ``rand``: a draw from [0, 1)."""
+    scale = THROTTLING_SCALE if throttling else NON_THROTTLING_SCALE
+    delay = rand * min(scale * 2 ** (attempt - 1), MAX_BACKOFF)
+    after = retry_after(headers)
+    if after is not None:
+        delay = max(delay, min(after, RETRY_AFTER_MAX_ADDITIONAL + delay))
+    return delay
+
+
 def retry_after(headers: Mapping[str, str]) -> float | None:
     """botocore/retries/standard.py ``_get_retry_after_delay``: ``x-amz-retry-after`` in milliseconds."""
     value = headers.get("x-amz-retry-after")

@@ -89,9 +89,19 @@ def test_a_push_commits_a_values_file_and_proposes_a_helmfile_release(world: Wor
     assert proposed["image"]["tag"] == "1.4.2"
 
 
-def test_reconcile_moves_values_targets_from_behind_to_current(world: World, capsys) -> None:
+def sweep(world: World, capsys) -> dict:
+    """``imagebump reconcile --apply`` as a user runs it; its JSON report."""
     from imagebump.cli import main
 
+    code = main(
+        ["reconcile", "--rules", str(world.rules_path), "--endpoint-url", world.moto.endpoint_url, "--apply"]
+    )
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_reconcile_moves_values_targets_from_behind_to_current(world: World, capsys) -> None:
     name = world.repository
     ecr_clock.advance()
     digest = builders.digest_for(f"{world.stack_name}/{name}:1.4.3")
@@ -102,25 +112,10 @@ def test_reconcile_moves_values_targets_from_behind_to_current(world: World, cap
         imageDigest=digest,
     )  # no event: a lost push
 
-    def sweep() -> dict:
-        code = main(
-            [
-                "reconcile",
-                "--rules",
-                str(world.rules_path),
-                "--endpoint-url",
-                world.moto.endpoint_url,
-                "--apply",
-            ]
-        )
-        out, err = capsys.readouterr()
-        assert code == 0, err
-        return json.loads(out)
-
-    first = sweep()
+    first = sweep(world, capsys)
     assert {t["env"]: t["state"] for t in first["targets"]} == {"staging": "behind", "production": "behind"}
     assert "tag: 1.4.3  # set by imagebump" in world.read(VALUES_FILE)
-    second = sweep()
+    second = sweep(world, capsys)
     assert {t["env"]: t["state"] for t in second["targets"]} == {
         "staging": "current",
         "production": "proposed",
@@ -203,7 +198,6 @@ def test_reconcile_quotes_a_tag_helm_reads_as_a_number(moto, tmp_path: Path, cap
     file seems to say 1.10. With 1.10 the newest image, the sweep calls both targets ``behind`` (not
     ``current``), writes the tag quoted on the commit target and proposes it quoted on the PR
     branch; the next sweep finds them ``current`` and ``proposed``."""
-    from imagebump.cli import main
 
     def plain_files(image: str) -> dict[str, str]:
         out = files(image)
@@ -224,29 +218,14 @@ def test_reconcile_quotes_a_tag_helm_reads_as_a_number(moto, tmp_path: Path, cap
             imageDigest=digest,
         )
 
-        def sweep() -> dict:
-            code = main(
-                [
-                    "reconcile",
-                    "--rules",
-                    str(world.rules_path),
-                    "--endpoint-url",
-                    world.moto.endpoint_url,
-                    "--apply",
-                ]
-            )
-            out, err = capsys.readouterr()
-            assert code == 0, err
-            return json.loads(out)
-
-        first = sweep()
+        first = sweep(world, capsys)
         assert {t["env"]: t["state"] for t in first["targets"]} == {
             "staging": "behind",
             "production": "behind",
         }
         assert yaml.safe_load(world.read(VALUES_FILE))["image"]["tag"] == "1.10"  # a string now
         assert 'tag: "1.10"' in world.read(VALUES_FILE)
-        second = sweep()
+        second = sweep(world, capsys)
         assert {t["env"]: t["state"] for t in second["targets"]} == {
             "staging": "current",
             "production": "proposed",

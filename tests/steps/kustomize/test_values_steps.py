@@ -300,6 +300,14 @@ def test_helmfile_without_an_environment_uses_helmfiles_default() -> None:
     assert [str(s) for s in release_sources(text, "helmfile.yaml", "api", "")] == ["values/default.yaml"]
 
 
+#: Tags that look like numbers, booleans or versions: the shapes Helm may read as another value.
+NUMBER_LIKE_TAGS = st.from_regex(
+    r"[0-9]{1,4}(\.[0-9]{1,3}){0,2}|[0-9]{1,3}e[0-9]|0x[0-9a-f]{1,3}|0[0-7]{1,3}|yes|no|on|off|true|False"
+    r"|v[0-9]\.[0-9]{1,2}|[0-9]\.[0-9]-rc[0-9]",
+    fullmatch=True,
+)
+
+
 def test_a_tag_helm_reads_as_a_number_is_written_quoted_when_pushed_again() -> None:
     """``tag: 1.10`` is the float 1.1 to Helm (sigs.k8s.io/yaml): the chart deploys ``api:1.1``. The
     push of 1.10 is not ``current``: it writes the same tag quoted, and then it is."""
@@ -316,13 +324,7 @@ def test_a_tag_helm_reads_as_a_number_is_written_quoted_when_pushed_again() -> N
 
 
 @settings(max_examples=150, deadline=None)
-@given(
-    tag=st.from_regex(
-        r"[0-9]{1,4}(\.[0-9]{1,3}){0,2}|[0-9]{1,3}e[0-9]|0x[0-9a-f]{1,3}|0[0-7]{1,3}|yes|no|on|off|true|False"
-        r"|v[0-9]\.[0-9]{1,2}|[0-9]\.[0-9]-rc[0-9]",
-        fullmatch=True,
-    )
-)
+@given(tag=NUMBER_LIKE_TAGS)
 def test_after_a_push_helm_reads_the_pushed_tag_whatever_the_file_wrote(tag: str) -> None:
     """Whatever the file wrote (the tag plain, as a person may have), after the push of that same tag
     Helm reads that tag as text (PyYAML reads YAML 1.1, as Helm's sigs.k8s.io/yaml does): either the
@@ -363,11 +365,7 @@ def sweep_verdict(text: str, tag: str, *, mode: str = "commit", branch_text: str
 
 @settings(max_examples=150, deadline=None)
 @given(
-    tag=st.from_regex(
-        r"[0-9]{1,4}(\.[0-9]{1,3}){0,2}|[0-9]{1,3}e[0-9]|0x[0-9a-f]{1,3}|0[0-7]{1,3}|yes|no|on|off|true|False"
-        r"|v[0-9]\.[0-9]{1,2}|[0-9]\.[0-9]-rc[0-9]",
-        fullmatch=True,
-    ),
+    tag=NUMBER_LIKE_TAGS,
     quote=st.sampled_from(["", '"', "'"]),
 )
 def test_the_sweep_says_current_only_when_helm_reads_the_newest_tag(tag: str, quote: str) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -27,7 +27,7 @@ from steps.domain.errors import ImagebumpError
 from steps.domain.models import Target
 from steps.gate.decide import GateDecision
 from steps.gate.evaluate import EnvTarget, combine
-from steps.gate.read import wanted
+from steps.gate.read import same_image
 from steps.gate.status import STATUS_OF, report_statuses
 
 log = logging.getLogger(__name__)
@@ -58,15 +58,29 @@ def _env_targets(item: Any, items: Sequence[Any]) -> list[Any]:
 def decide_item(item: Any, items: Sequence[Any], reader: Any, now: datetime) -> GateDecision:
     """One gated reconcile item's decision (reads through ``reader``)."""
     target: Target = item.verdict.update or item.sample
-    envs = [(i.sample, _person(i)) for i in _env_targets(item, items)]
-    return decide_target(target, envs, reader, now)
+    env_items = _env_targets(item, items)
+    envs = [(i.sample, _person(i)) for i in env_items]
+    tags = {  # the tags ECR gave the gated digest, as the environment before's rules allow them
+        tag
+        for i in env_items
+        if target.digest and getattr(getattr(i, "newest", None), "digest", None) == target.digest
+        for tag in getattr(i, "same_image_tags", ())
+    }
+    return decide_target(target, envs, reader, now, tags=tags)
 
 
 def decide_target(
-    target: Target, envs: Sequence[tuple[Target, str | None]], reader: Any, now: datetime
+    target: Target,
+    envs: Sequence[tuple[Target, str | None]],
+    reader: Any,
+    now: datetime,
+    *,
+    tags: Iterable[str] = (),
 ) -> GateDecision:
     """The gate for ``target``'s image over the targets of its ``promoteAfter.env`` (each with a
-    person's ``held`` / ``rolled-back`` from Git, or None). A read that fails: waiting, with why."""
+    person's ``held`` / ``rolled-back`` from Git, or None). ``tags``: the other tags ECR gave the
+    same digest (the environment before may deploy it under one of them). A read that fails:
+    waiting, with why."""
     after = target.settings.promote_after
     assert after is not None
     soak = timedelta(seconds=after.soak_seconds)
@@ -80,14 +94,16 @@ def decide_target(
             note=f"no Argo CD to read: nothing proves {after.env} ran it",
         )
     read: list[EnvTarget] = []
+    same = same_image(target, tags)
     try:
         for env_target, person in envs:
             read.append(
                 EnvTarget(
                     f"{env_target.repo_url}/{env_target.path}",
                     reader.deployments(env_target),
-                    _as_expected(reader.image_at(env_target), wanted(target, env_target)),
+                    reader.image_at(env_target),
                     person,  # type: ignore[arg-type]
+                    same=same,
                 )
             )
     except ImagebumpError as exc:
@@ -95,16 +111,6 @@ def decide_target(
             "waiting", shown, after.env, time_left=soak, note=f"cannot read {after.env}: {exc}"
         )
     return combine(shown, "wanted", after.env, soak, read, now)
-
-
-def _as_expected(image_at: Any, expect: str | None) -> Any:
-    """The timeline compares with one token: ``wanted`` for the gated image, the identity otherwise."""
-
-    def at(revision: str) -> str | None:
-        found = image_at(revision)
-        return "wanted" if found is not None and found == expect else found
-
-    return at
 
 
 def apply_gates(

@@ -26,7 +26,11 @@ GateState = Literal["waiting", "blocked", "promoted"]
 #: Why an image is blocked.
 BlockReason = Literal["mismatch", "degraded", "rolled-back", "held", "superseded"]
 GATE_STATES: tuple[GateState, ...] = ("waiting", "blocked", "promoted")
-HEALTHY, DEGRADED = "Healthy", "Degraded"
+HEALTHY, DEGRADED, SUSPENDED = "Healthy", "Degraded", "Suspended"
+#: Why an image waits: not live there yet; live but no Pod runs it (scaled to zero, idle); Argo CD
+#: says ``Suspended`` (paused by a person or a controller); live but not Healthy (``Progressing``,
+#: ``Missing``, ``Unknown``); Healthy and its soak's clock running.
+WaitReason = Literal["not-live", "idle", "suspended", "unhealthy", "soaking"]
 #: Argo CD's health when it cannot tell; also a deploy's health before ``lastTransitionTime`` (not seen)
 UNKNOWN = "Unknown"
 
@@ -40,7 +44,8 @@ class Fact:
     health: str = HEALTHY  # Argo CD's health status: Healthy, Progressing, Degraded, Missing, ...
     synced: bool = True  # status.sync.status == Synced at the revision that carries the digest
     held: bool = False  # a person's hold on the environment (Git)
-    rolled_back: bool = False  # a person's rollback of the environment (Git)
+    rolled_back: bool = False  # a person's rollback of the environment (Git, or Argo CD's rollback)
+    running: bool = True  # a Pod runs the image (Argo CD's summary.images); False: none runs it
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,7 @@ class GateDecision:
     env: str
     time_left: timedelta | None = None  # waiting only: how much of the soak remains
     reason: BlockReason | None = None  # blocked only
+    wait: WaitReason | None = None  # waiting only: why
     live_since: datetime | None = None  # when the soak's clock started (the env went live)
     note: str = ""  # for people: why it waits (nothing deploys the env yet, ...), what blocked it
     #: when it came to hold (blocked: the fact that blocked it; promoted: the soak's end), per the
@@ -76,26 +82,27 @@ def decide(
 
     The clock starts at the first fact where ``env`` runs ``digest``, synced and Healthy; a fact
     that is not Healthy yet not Degraded (``Progressing``, ``Missing``) restarts it at the next
-    Healthy fact. Facts after ``now`` are ignored."""
+    Healthy fact, and so does a fact where no Pod runs it. A person's hold or rollback among the
+    facts blocks, whatever its time. Facts after ``now`` are ignored."""
     seen = sorted((f for f in facts if f.at <= now), key=lambda f: f.at)
+    person = next((f for f in reversed(seen) if f.held or f.rolled_back), None)
+    if person is not None:
+        # A person's hold or rollback is read as it holds now (Git now, Argo CD's newest deploy): it
+        # blocks whatever its time, before the image arrived or after the soak passed.
+        return GateDecision(
+            "blocked",
+            image,
+            env,
+            reason="held" if person.held else "rolled-back",
+            decided_at=person.at,
+        )
     since: datetime | None = None
-    arrived = False
+    last: Fact | None = None
     for fact in seen:
         if since is not None and fact.at - since >= soak:
             break  # the soak passed before this fact: what came after is not about the gate
-        if fact.held or fact.rolled_back:
-            if arrived:
-                return GateDecision(
-                    "blocked",
-                    image,
-                    env,
-                    reason="held" if fact.held else "rolled-back",
-                    live_since=since,
-                    decided_at=fact.at,
-                )
-            continue  # a person's decision before this image arrived is not about it
         if fact.digest != digest:
-            if arrived:
+            if last is not None:
                 return GateDecision(
                     "blocked",
                     image,
@@ -105,7 +112,7 @@ def decide(
                     decided_at=fact.at,
                 )
             continue
-        arrived = True
+        last = fact
         if not fact.synced:
             return GateDecision(
                 "blocked", image, env, reason="mismatch", live_since=since, decided_at=fact.at
@@ -114,13 +121,22 @@ def decide(
             return GateDecision(
                 "blocked", image, env, reason="degraded", live_since=since, decided_at=fact.at
             )
-        if fact.health != HEALTHY:
+        if fact.health != HEALTHY or not fact.running:
             since = None
         elif since is None:
             since = fact.at
     if since is None:
-        return GateDecision("waiting", image, env, time_left=soak)
+        wait: WaitReason = (
+            "not-live"
+            if last is None
+            else "idle"
+            if not last.running
+            else "suspended"
+            if last.health == SUSPENDED
+            else "unhealthy"
+        )
+        return GateDecision("waiting", image, env, time_left=soak, wait=wait)
     left = soak - (now - since)
     if left <= timedelta(0):
         return GateDecision("promoted", image, env, live_since=since, decided_at=since + soak)
-    return GateDecision("waiting", image, env, time_left=left, live_since=since)
+    return GateDecision("waiting", image, env, time_left=left, live_since=since, wait="soaking")

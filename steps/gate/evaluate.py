@@ -27,6 +27,8 @@ class EnvTarget:
     apps: Sequence[tuple[str, int | None, dict[str, Any]]] = field(default_factory=tuple)
     image_at: Callable[[str], str | None] = lambda _revision: None
     person: Person = None
+    #: is a rendered reference the gated image (:func:`steps.gate.read.same_image`); None: equal to it
+    same: Callable[[str], bool] | None = None
 
 
 def combine(
@@ -38,7 +40,13 @@ def combine(
     for target in targets:
         for app_name, index, app in target.apps:
             facts = application_facts(
-                app, index, target.image_at, person=target.person, now=now, wanted=expected
+                app,
+                index,
+                target.image_at,
+                person=target.person,
+                now=now,
+                wanted=expected,
+                same=target.same,
             )
             decisions.append((f"{target.name} ({app_name})", decide(image, expected, env, soak, facts, now)))
     if not decisions:
@@ -53,11 +61,13 @@ def combine(
     waiting = [(w, d) for w, d in decisions if d.state == "waiting"]
     if waiting:
         where, longest = max(waiting, key=lambda p: p[1].time_left or timedelta(0))
-        note = (
-            f"{env} {where} is not live with it yet"
-            if longest.live_since is None
-            else f"{env} {where} live and Healthy since {longest.live_since.isoformat()}"
-        )
+        note = {
+            "idle": f"{env} {where} deploys it, but no Pod runs it (scaled to zero or idle)",
+            "suspended": f"{env} {where} deploys it, but Argo CD says Suspended",
+            "unhealthy": f"{env} {where} deploys it, not Healthy yet",
+        }.get(longest.wait or "", f"{env} {where} is not live with it yet")
+        if longest.live_since is not None:
+            note = f"{env} {where} live and Healthy since {longest.live_since.isoformat()}"
         return replace(longest, note=note)
     since = max(d.live_since for _, d in decisions if d.live_since is not None)
     at = max((d.decided_at for _, d in decisions if d.decided_at is not None), default=None)

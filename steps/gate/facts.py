@@ -23,6 +23,7 @@ rollback (``rolled-back``: the deploy that replaced the image, or now if Argo CD
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -78,12 +79,19 @@ def _runs(expected: str, images: list[str]) -> bool:
     return False
 
 
-def _compared_before(status: dict[str, Any], deployed_at: datetime) -> bool:
+def _compared_before(
+    status: dict[str, Any], deployed_at: datetime, revision: str, source_index: int | None
+) -> bool:
     """Is the Application's comparison (``status.sync``, ``summary``, ``health``) older than its newest
-    deploy: a sync operation still running, or ``reconciledAt`` before the deploy's ``deployedAt``?"""
+    deploy: a sync operation of that revision still running, or ``reconciledAt`` before the deploy's
+    ``deployedAt``? A running operation of another revision (a newer commit's sync that fails and
+    retries, ``syncPolicy.retry``: argo-cd ``controller/appcontroller.go``
+    processRequestedAppOperation keeps the phase ``Running`` between attempts) says nothing of the
+    deployed one, whose comparison goes on."""
     operation = _dict(status.get("operationState"))
     if operation.get("phase") in ("Running", "Terminating"):
-        return True
+        running = _revision(_dict(_dict(operation.get("operation")).get("sync")), source_index)
+        return not running or running == revision
     reconciled = parse_time(status.get("reconciledAt"))
     return reconciled is not None and reconciled < deployed_at
 
@@ -96,18 +104,29 @@ def application_facts(
     person: Person = None,
     now: datetime,
     wanted: str | None = None,
+    same: Callable[[str], bool] | None = None,
 ) -> list[Fact]:
     """The timeline of one Application deploying the environment's overlay, oldest first.
 
     ``image_at(revision)``: the image the overlay sets at ``revision`` (``name@digest`` or
-    ``name:tag``, as kustomize renders it; None when Git cannot tell). A fact's ``digest`` is that
-    image reference (compare it with the gated image rendered the same way). ``wanted``: the gated
-    image so rendered (a rollback is the deploy that replaced it).
+    ``name:tag``, as kustomize renders it and Pods run it; None when Git cannot tell). ``same(ref)``:
+    is that the gated image (the same digest, or a tag of it: :func:`steps.gate.read.same_image`);
+    default: ``ref == wanted``. A fact's ``digest`` is ``wanted`` for the gated image, the reference
+    otherwise. The Pods' images (``summary.images``) are compared with the full reference: Pods that
+    run another image of the repository are a ``mismatch``; none that runs the repository (scaled to
+    zero, idle, only a sidecar) is not ``running``: it did not run live.
     """
+
+    def token(ref: str | None) -> str | None:
+        if ref is not None and wanted is not None and (same(ref) if same is not None else ref == wanted):
+            return wanted
+        return ref
+
     status = _dict(app.get("status"))
     history = status.get("history")
     entries = [e for e in history if isinstance(e, dict)] if isinstance(history, list) else []
     deployed: list[tuple[datetime, str | None, str]] = []
+    refs: dict[str, str | None] = {}
     for entry in entries:
         at = parse_time(entry.get("deployedAt"))
         revision = _revision(entry, source_index)
@@ -117,7 +136,8 @@ def application_facts(
             image = image_at(revision)
         except ImagebumpError:
             image = None
-        deployed.append((at, image, revision))
+        refs[revision] = image
+        deployed.append((at, token(image), revision))
     deployed.sort(key=lambda d: d[0])
     facts = [Fact(at, image) for at, image, _ in deployed]
     if deployed:
@@ -126,7 +146,7 @@ def application_facts(
         state = health.get("status") if isinstance(health.get("status"), str) else UNKNOWN
         changed = parse_time(health.get("lastTransitionTime"))
         sync = _dict(status.get("sync"))
-        stale = _compared_before(status, last_at)
+        stale = _compared_before(status, last_at, last_revision, source_index)
         if stale or sync.get("status") == "Unknown":
             # Not yet compared since the newest deploy (Argo CD writes status.history before the sync
             # operation ends and compares again only after it: controller/sync.go SyncAppState,
@@ -139,9 +159,13 @@ def application_facts(
         images = [i for i in _dict(status.get("summary")).get("images") or [] if isinstance(i, str)]
         if stale:
             images = []  # the Pods' images of before the deploy say nothing of it yet
-        if last_image is not None and images and not _runs(last_image, images):
-            others = [i for i in images if _repository(i) == _repository(last_image)]
-            if others and state != "Progressing":  # Pods run another image than Git holds: mismatch
+        last_ref = refs.get(last_revision)
+        running = True
+        if last_ref is not None and not stale and not _runs(last_ref, images):
+            others = [i for i in images if _repository(i) == _repository(last_ref)]
+            if not others:  # no Pod runs the repository (scaled to zero, idle): not proof it ran live
+                running = False
+            elif state != "Progressing":  # Pods run another image than Git holds: mismatch
                 synced = False
         if changed is None:
             # Argo CD before 2.14 records no lastTransitionTime: the health now is all there is. It is
@@ -150,6 +174,10 @@ def application_facts(
             facts[-1] = Fact(last_at, last_image, health=state, synced=synced)
         else:
             facts = _since_transition(deployed, state, min(changed, now), synced)
+        if not running:  # what the Pods run is known only now: nothing since this deploy ran live
+            facts = [replace(f, running=False) if f.at >= last_at else f for f in facts]
+        if wanted is not None and _argocd_rollback(deployed, wanted):
+            facts = _rolled_back(facts, last_at, wanted)
     if person == "held":
         current = facts[-1] if facts else None
         facts.append(Fact(now, current.digest if current else None, held=True))
@@ -185,6 +213,21 @@ def _since_transition(
     if deployed[last][0] < changed:
         facts.append(Fact(changed, deployed[last][1], health=state, synced=synced))
     return facts
+
+
+def _argocd_rollback(deployed: list[tuple[datetime, str | None, str]], wanted: str) -> bool:
+    """Is the newest deploy a person's return to an older revision after the gated image ran
+    (``argocd app rollback``, or a sync to an older revision)? argo-cd
+    ``server/application/application.go`` Rollback syncs the history entry's revision, and
+    ``controller/state.go`` persistRevisionHistory appends a new entry with that old revision."""
+    revisions = [revision for _, _, revision in deployed]
+    last = len(deployed) - 1
+    if last < 1 or deployed[last][1] == wanted:
+        return False
+    for i in range(last):
+        if revisions[i] == revisions[last] and any(d[1] == wanted for d in deployed[i + 1 : last]):
+            return True
+    return False
 
 
 def _rolled_back(facts: list[Fact], now: datetime, wanted: str | None) -> list[Fact]:

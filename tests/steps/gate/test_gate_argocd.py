@@ -210,3 +210,68 @@ def test_no_application_deploys_staging_waits(world: World) -> None:
     world.kube.objects.pop(("applications", "argocd", "api-staging"))
     got = world.gate("2.0.0", 100)
     assert got.state == "waiting" and "no Argo CD Application" in got.note
+
+
+# -- what an audit found (each failed before its fix) ------------------------------------------------
+
+
+def test_staging_pods_running_another_image_than_git_is_a_mismatch_through_the_real_reader(
+    world: World,
+) -> None:
+    """Staging's repo server hands back a render that runs 1.0.0 while Git holds 2.0.0: Argo CD records
+    the sync, Synced and Healthy, but ``summary.images`` (its Pods) say 1.0.0. The reader hands the
+    facts the full rendered reference, so the Pods' images are compared with it: blocked, never
+    promoted (before: the reader's ``:2.0.0`` token never matched a Pod image, and 2.0.0 was promoted)."""
+    world.sim.stale["argocd/api-staging"] = [f"{IMAGE}:1.0.0"]
+    world.staging_gets("2.0.0", 1)
+    for minutes in (5, 40, 300):
+        got = world.gate("2.0.0", minutes)
+        assert (got.state, got.reason) == ("blocked", "mismatch")
+
+
+def test_staging_scaled_to_zero_never_ran_it_live_and_waits_idle(world: World) -> None:
+    """No Pod runs the image (``replicas: 0``; KEDA idle): Argo CD lists no image, so nothing proves
+    staging ran it. The gate waits, saying so (before: promoted after the soak)."""
+    world.remote.commit_files(
+        {
+            f"{STAGING}/deployment.yaml": DEPLOYMENT.replace(
+                "spec:\n  selector", "spec:\n  replicas: 0\n  selector"
+            )
+        }
+    )
+    world.staging_gets("2.0.0", 1)
+    for minutes in (40, 300):
+        got = world.gate("2.0.0", minutes)
+        assert (got.state, got.wait) == ("waiting", "idle")
+
+
+def test_the_same_digest_under_another_tag_in_staging_is_the_same_image(world: World) -> None:
+    """Staging's rules allow commit tags, production's semver: staging runs the digest as ``abc1234``,
+    production gates it as ``2.0.0``. Reconcile's tags of the digest make it the same image (before:
+    waiting for ever, ``:2.0.0`` never equal to ``:abc1234``)."""
+    world.staging_gets("abc1234", 1)
+    world.readers += 1
+    reader = ArgoGitReader(world.api, "argocd", world.tmp / f"reader-{world.readers}")
+    try:
+        got = decide_target(
+            production(world.remote, "2.0.0"),
+            [(staging(world.remote, "abc1234"), None)],
+            reader,
+            world.at(31),
+            tags={"abc1234", "2.0.0"},
+        )
+    finally:
+        reader.close()
+    assert (got.state, got.live_since) == ("promoted", T0 + timedelta(minutes=1))
+
+
+@pytest.mark.parametrize("person", ["held", "rolled-back"])
+def test_a_persons_hold_or_rollback_after_the_soak_passed_still_blocks(world: World, person: str) -> None:
+    """A person holds or rolls staging back after the soak's end (production's pull request still open,
+    ``gate: check``): what holds now is a decision, whatever its time (before: ``promoted``)."""
+    world.staging_gets("2.0.0", 1)
+    assert world.gate("2.0.0", 35).state == "promoted"
+    if person == "rolled-back":
+        world.staging_gets("1.0.0", 38, person=True)
+    got = world.gate("2.0.0", 40, person=person)
+    assert (got.state, got.reason) == ("blocked", person)

@@ -110,7 +110,25 @@ def decide_target(
         return GateDecision(
             "waiting", shown, after.env, time_left=soak, note=f"cannot read {after.env}: {exc}"
         )
-    return combine(shown, "wanted", after.env, soak, read, now)
+    memory = getattr(reader, "memory", None)
+    if memory is None:
+        return combine(shown, "wanted", after.env, soak, read, now)
+    from steps.gate.memory import record_key
+
+    key = record_key(target.repo_url, target.path, target.digest or shown)
+    try:
+        seen = memory.load(key)
+    except Exception as exc:  # noqa: BLE001 (any store error): decide from Argo CD alone
+        log.warning("gate: what earlier evaluations saw of %s is unreadable: %s", shown, exc)
+        return combine(shown, "wanted", after.env, soak, read, now)
+    before = dict(seen)
+    decision = combine(shown, "wanted", after.env, soak, read, now, memory=seen)
+    if seen != before:
+        try:
+            memory.save(key, seen)
+        except Exception as exc:  # noqa: BLE001 (any store error): the next evaluation sees it again
+            log.warning("gate: what this evaluation saw of %s is not kept: %s", shown, exc)
+    return decision
 
 
 def apply_gates(
@@ -201,9 +219,12 @@ def open_gate_reader(rules: Any) -> Any:
     if not argocd.configured():
         log.info("gated rules, but %s: gated targets wait", argocd.NOT_CONFIGURED)
         return None
+    from steps.gate.memory import memory_from_env
     from steps.gate.read import ArgoGitReader
 
-    return ArgoGitReader(argocd.connect(), argocd.argocd_namespace())
+    reader = ArgoGitReader(argocd.connect(), argocd.argocd_namespace())
+    reader.memory = memory_from_env()  # what earlier evaluations saw (steps.gate.memory)
+    return reader
 
 
 #: How often image-gate evaluates (its schedule: every minute): a block is counted by the evaluation

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from steps.gate.decide import GateDecision, decide
+from steps.gate.decide import GateDecision, Seen, decide, observe
 from steps.gate.facts import Person, application_facts
 
 
@@ -32,13 +32,23 @@ class EnvTarget:
 
 
 def combine(
-    image: str, expected: str, env: str, soak: timedelta, targets: Sequence[EnvTarget], now: datetime
+    image: str,
+    expected: str,
+    env: str,
+    soak: timedelta,
+    targets: Sequence[EnvTarget],
+    now: datetime,
+    memory: dict[str, Seen] | None = None,
 ) -> GateDecision:
     """The gate for ``image`` (rendered as ``expected``: ``name@digest`` or ``name:tag``, as the
-    environment's overlay renders it) waiting on ``env``'s ``targets``, at ``now``."""
+    environment's overlay renders it) waiting on ``env``'s ``targets``, at ``now``.
+
+    ``memory``: what earlier evaluations saw of this image, per Application (:class:`Seen`); read,
+    and updated in place with what this evaluation saw (the caller stores it)."""
     decisions: list[tuple[str, GateDecision]] = []
     for target in targets:
         for app_name, index, app in target.apps:
+            where = f"{target.name} ({app_name})"
             facts = application_facts(
                 app,
                 index,
@@ -48,7 +58,11 @@ def combine(
                 wanted=expected,
                 same=target.same,
             )
-            decisions.append((f"{target.name} ({app_name})", decide(image, expected, env, soak, facts, now)))
+            seen = memory.get(where) if memory is not None else None
+            decision = decide(image, expected, env, soak, facts, now, seen)
+            if memory is not None:
+                memory[where] = observe(decision, expected, facts, now, seen)
+            decisions.append((where, decision))
     if not decisions:
         where = ", ".join(t.name for t in targets) or f"no target of {env} for this image"
         return GateDecision(

@@ -127,6 +127,7 @@ def application_facts(
     entries = [e for e in history if isinstance(e, dict)] if isinstance(history, list) else []
     deployed: list[tuple[datetime, str | None, str]] = []
     refs: dict[str, str | None] = {}
+    ids: dict[datetime, tuple[int, str]] = {}  # deployedAt → status.history[].id, revision
     for entry in entries:
         at = parse_time(entry.get("deployedAt"))
         revision = _revision(entry, source_index)
@@ -138,7 +139,23 @@ def application_facts(
             image = None
         refs[revision] = image
         deployed.append((at, token(image), revision))
+        if isinstance(entry.get("id"), int):
+            ids[at] = (entry["id"], revision)
     deployed.sort(key=lambda d: d[0])
+    sync_now = _dict(status.get("sync"))
+    compared = parse_time(status.get("reconciledAt"))
+    if not deployed and sync_now.get("status") == "Synced" and compared is not None:
+        # ``revisionHistoryLimit: 0`` keeps no history at all: Argo CD's comparison still says what is
+        # synced now, from a time it does not keep. A fact from that comparison on (the clock then
+        # restarts at every comparison; what evaluations saw, steps.gate.decide.Seen, reaches back).
+        revision = _revision(sync_now, source_index)
+        if revision:
+            try:
+                image = image_at(revision)
+            except ImagebumpError:
+                image = None
+            refs[revision] = image
+            deployed.append((min(compared, now), token(image), revision))
     facts = [Fact(at, image) for at, image, _ in deployed]
     if deployed:
         last_at, last_image, last_revision = deployed[-1]
@@ -172,10 +189,29 @@ def application_facts(
             # the newest deploy's; the older deploys count as Healthy (a Degraded spell between two
             # evaluations is not seen: docs/promotion.md says so).
             facts[-1] = Fact(last_at, last_image, health=state, synced=synced)
+            if state != HEALTHY:
+                # ... and nothing says since when it is not Healthy: as far back as this image ran
+                # (a Degraded now is never taken for one that began after the soak)
+                first = len(facts) - 1
+                while first > 0 and facts[first - 1].digest == last_image:
+                    first -= 1
+                facts[first:] = [replace(f, health=state) for f in facts[first:]]
         else:
             facts = _since_transition(deployed, state, min(changed, now), synced)
-        if not running:  # what the Pods run is known only now: nothing since this deploy ran live
-            facts = [replace(f, running=False) if f.at >= last_at else f for f in facts]
+            facts[-1] = replace(facts[-1], health_since=min(changed, now))
+        deploys = {at: image for at, image, _ in deployed}
+        facts = [
+            replace(f, entry=ids[f.at][0], revision=ids[f.at][1])
+            if f.at in ids and deploys.get(f.at) == f.digest
+            else f
+            for f in facts
+        ]
+        if not running:
+            # what the Pods run is known only now, not since when: nothing of this image's run counts
+            first = len(facts) - 1
+            while first > 0 and facts[first - 1].digest == facts[-1].digest:
+                first -= 1
+            facts[first:] = [replace(f, running=False) for f in facts[first:]]
         if wanted is not None and _argocd_rollback(deployed, wanted):
             facts = _rolled_back(facts, last_at, wanted)
     if person == "held":

@@ -55,6 +55,8 @@ class ArgoGitReader:
         self.scratch = scratch if scratch is not None else Path(self._tmp.name)  # type: ignore[union-attr]
         self._clones: dict[str, Any] = {}
         self._branches: dict[str, str] = {}
+        #: what earlier evaluations saw (:mod:`steps.gate.memory`; None: Argo CD alone)
+        self.memory: Any = None
 
     def close(self) -> None:
         if self._tmp is not None:

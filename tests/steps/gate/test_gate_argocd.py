@@ -8,6 +8,7 @@ reader, so every one is what an evaluator restarted at that moment decides.
 
 from __future__ import annotations
 
+import hashlib
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 from imagebump.local.argocd_sim import ArgoCDSimulator, application, kubectl_available
 from steps.domain.models import PromoteAfter, Target
 from steps.gate.apply import decide_target
+from steps.gate.memory import FileMemory
 from steps.gate.read import ArgoGitReader
 from steps.kube.client import KubernetesApi
 from tests.fakes.kube import FakeKube, FakeKubeServer
@@ -50,6 +52,7 @@ class World:
         self.now = T0
         sim.clock = lambda: self.now
         self.readers = 0
+        self.memory = None  # what earlier evaluations saw (steps.gate.memory), when a test keeps it
 
     def at(self, minutes: float) -> datetime:
         self.now = T0 + timedelta(minutes=minutes)
@@ -70,6 +73,7 @@ class World:
         """The decision for production's ``tag`` at ``minutes``, by a freshly started evaluator."""
         self.readers += 1
         reader = ArgoGitReader(self.api, "argocd", self.tmp / f"reader-{self.readers}")
+        reader.memory = self.memory
         try:
             return decide_target(
                 production(self.remote, tag), [(staging(self.remote, tag), person)], reader, self.at(minutes)
@@ -92,7 +96,7 @@ def production(remote, tag: str) -> Target:
         env="production",
         image=IMAGE,
         tag=tag,
-        digest="sha256:" + "a" * 64,
+        digest="sha256:" + hashlib.sha256(tag.encode()).hexdigest(),  # one digest per tag here
         promote_after=PromoteAfter(env="staging", soak_seconds=int(SOAK.total_seconds())),
     )
 
@@ -275,3 +279,40 @@ def test_a_persons_hold_or_rollback_after_the_soak_passed_still_blocks(world: Wo
         world.staging_gets("1.0.0", 38, person=True)
     got = world.gate("2.0.0", 40, person=person)
     assert (got.state, got.reason) == ("blocked", person)
+
+
+def test_a_block_an_evaluation_saw_stands_after_staging_recovers(world: World) -> None:
+    """Degraded seen at minute 11, Healthy again at 14: Argo CD no longer shows the spell, but the
+    gate's record of what evaluations saw keeps the block (before: waiting at 15, promoted at 44)."""
+    world.memory = FileMemory(world.tmp / "gate-memory")
+    world.staging_gets("2.0.0", 1)
+    assert world.gate("2.0.0", 5).state == "waiting"
+    world.degrade(10)
+    assert (world.gate("2.0.0", 11).state, world.gate("2.0.0", 11).reason) == ("blocked", "degraded")
+    world.degrade(14, on=False)
+    for minutes in (15, 44, 300):
+        got = world.gate("2.0.0", minutes)
+        assert (got.state, got.reason) == ("blocked", "degraded")
+    world.staging_gets("3.0.0", 320)  # a newer image is judged afresh
+    assert world.gate("3.0.0", 351).state == "promoted"
+
+
+def test_no_history_kept_is_promoted_from_the_first_evaluation_that_saw_it_live(world: World) -> None:
+    """``revisionHistoryLimit: 0``: Argo CD keeps no ``status.history``, yet says staging is Synced and
+    Healthy with its Pods running 2.0.0. Argo CD's comparison then (``reconciledAt``, minute 1), as
+    the first evaluation saw it, starts the clock (before: "not live with it yet" for ever)."""
+    world.memory = FileMemory(world.tmp / "gate-memory")
+    app = world.kube.objects[("applications", "argocd", "api-staging")]
+    app["spec"]["revisionHistoryLimit"] = 0
+    world.staging_gets("2.0.0", 1)
+    assert world.kube.objects[("applications", "argocd", "api-staging")]["status"]["history"] == []
+    first = world.gate("2.0.0", 2)
+    assert first.state == "waiting" and first.wait != "not-live"
+    for minutes in range(5, 32, 3):
+        world.at(minutes)
+        world.sim.refresh("argocd", "api-staging")  # Argo CD compares again (reconciledAt moves)
+        assert world.gate("2.0.0", minutes).state == "waiting"
+    world.at(33)
+    world.sim.refresh("argocd", "api-staging")
+    got = world.gate("2.0.0", 33)
+    assert (got.state, got.live_since) == ("promoted", T0 + timedelta(minutes=1))

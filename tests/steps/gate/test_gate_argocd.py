@@ -316,3 +316,68 @@ def test_no_history_kept_is_promoted_from_the_first_evaluation_that_saw_it_live(
     world.sim.refresh("argocd", "api-staging")
     got = world.gate("2.0.0", 33)
     assert (got.state, got.live_since) == ("promoted", T0 + timedelta(minutes=1))
+
+
+def test_a_wrong_render_at_sync_is_recorded_as_a_sync_and_blocked_as_a_mismatch(world: World) -> None:
+    """The repo server hands the sync operation the previous revision's render: Argo CD records the
+    sync (history entry, Synced at the new revision), and its Pods run 1.0.0."""
+    world.sim.wrong_manifest = True
+    world.staging_gets("2.0.0", 1)
+    status = world.kube.objects[("applications", "argocd", "api-staging")]["status"]
+    assert status["history"][-1]["revision"] == status["sync"]["revision"]
+    assert status["summary"]["images"] == [f"{IMAGE}:1.0.0"]
+    got = world.gate("2.0.0", 40)
+    assert (got.state, got.reason) == ("blocked", "mismatch")
+
+
+def test_suspended_staging_waits_as_suspended(world: World) -> None:
+    world.sim.health_of["argocd/api-staging"] = "Suspended"
+    world.staging_gets("2.0.0", 1)
+    got = world.gate("2.0.0", 300)
+    assert (got.state, got.wait) == ("waiting", "suspended")
+
+
+def test_without_transition_time_a_degraded_seen_blocks_after_recovery(world: World) -> None:
+    """Argo CD without ``lastTransitionTime``: an evaluation saw Degraded at 20; at 31 Argo CD shows
+    Healthy and nothing else (before: promoted at 31, the spell counted as soak)."""
+    world.memory = FileMemory(world.tmp / "gate-memory")
+    world.sim.transition_time = False
+    world.staging_gets("2.0.0", 1)
+    assert (
+        "lastTransitionTime"
+        not in world.kube.objects[("applications", "argocd", "api-staging")]["status"]["health"]
+    )
+    assert world.gate("2.0.0", 5).state == "waiting"
+    world.degrade(20)
+    assert world.gate("2.0.0", 20).reason == "degraded"
+    world.degrade(29, on=False)
+    got = world.gate("2.0.0", 31)
+    assert (got.state, got.reason) == ("blocked", "degraded")
+
+
+def test_re_syncs_that_trim_the_arrival_from_a_short_history_do_not_restart_the_clock(world: World) -> None:
+    """``revisionHistoryLimit: 1`` and self-heal re-syncs of the same revision every few minutes:
+    each appends a history entry (as Argo CD does), so the arrival's entry is gone; the evaluations'
+    unbroken run of seeing it live keeps the clock (before: it restarted at every re-sync)."""
+    world.memory = FileMemory(world.tmp / "gate-memory")
+    world.kube.objects[("applications", "argocd", "api-staging")]["spec"]["revisionHistoryLimit"] = 1
+    world.staging_gets("2.0.0", 1)
+    for minutes in range(2, 31):
+        if minutes % 3 == 0:
+            world.at(minutes)
+            world.sim.resync("argocd", "api-staging")
+        assert world.gate("2.0.0", minutes).state == "waiting"
+    history = world.kube.objects[("applications", "argocd", "api-staging")]["status"]["history"]
+    assert len(history) == 1 and history[0]["id"] > 5  # every re-sync appended an entry
+    got = world.gate("2.0.0", 32)
+    assert (got.state, got.live_since) == ("promoted", T0 + timedelta(minutes=1))
+
+
+def test_the_simulator_records_every_sync_and_a_sync_that_takes_time(world: World) -> None:
+    world.staging_gets("2.0.0", 1)
+    world.at(5)
+    world.sim.resync("argocd", "api-staging")
+    status = world.kube.objects[("applications", "argocd", "api-staging")]["status"]
+    last, before = status["history"][-1], status["history"][-2]
+    assert last["revision"] == before["revision"] and last["id"] == before["id"] + 1
+    assert last["deployStartedAt"] < last["deployedAt"] == status["operationState"]["finishedAt"]

@@ -184,6 +184,14 @@ def application_facts(
                 running = False
             elif state != "Progressing":  # Pods run another image than Git holds: mismatch
                 synced = False
+        elif last_ref is not None and not stale and not synced:
+            # OutOfSync at the deployed revision while every Pod of the repository runs exactly what
+            # Git holds: drift elsewhere (replicas an HPA sets, a label edited by hand), not the
+            # wrong-manifest failure; blocking for good on it would block on what is not a failure
+            others = [
+                i for i in images if _repository(i) == _repository(last_ref) and not _runs(last_ref, [i])
+            ]
+            synced = not others
         if changed is None:
             # Argo CD before 2.14 records no lastTransitionTime: the health now is all there is. It is
             # the newest deploy's; the older deploys count as Healthy (a Degraded spell between two

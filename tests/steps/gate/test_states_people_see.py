@@ -99,3 +99,18 @@ def test_a_sync_of_the_deployed_revision_still_running_waits() -> None:
 def test_no_pod_running_the_image_waits_idle(images) -> None:
     got = gate(app([(0, "r0"), (1, "r1")], "Healthy", 2, images=images), 600)
     assert (got.state, got.wait) == ("waiting", "idle")
+
+
+def test_out_of_sync_drift_while_the_pods_run_the_image_is_not_a_mismatch() -> None:
+    """Replicas an HPA changed (no ignoreDifferences): OutOfSync at the deployed revision, Healthy,
+    every Pod running 2.0.0. The image ran live; blocking it for good (a block now sticks) would block
+    on what is not a failure (before: blocked mismatch for ever)."""
+    drift = app([(0, "r0"), (1, "r1")], "Healthy", 2, sync="OutOfSync", reconciledAt=_stamp(500))
+    assert gate(drift, 500).state == "promoted"
+
+
+def test_out_of_sync_while_pods_run_another_image_is_a_mismatch() -> None:
+    wrong = app(
+        [(0, "r0"), (1, "r1")], "Progressing", 2, sync="OutOfSync", images=[OLD], reconciledAt=_stamp(5)
+    )
+    assert (gate(wrong, 5).state, gate(wrong, 5).reason) == ("blocked", "mismatch")

@@ -98,10 +98,11 @@ class S3Memory:
         self.client, self.bucket, self.prefix = client, bucket, prefix
 
     def load(self, key: str) -> dict[str, Seen]:
-        from steps.aws.s3 import read
-
-        data = read(self.client, self.bucket, self.prefix + key, missing_ok=True)
-        return _load(data) if data else {}
+        try:
+            data = self.client.get_object(Bucket=self.bucket, Key=self.prefix + key)["Body"].read()
+        except self.client.exceptions.NoSuchKey:
+            return {}
+        return _load(data)
 
     def save(self, key: str, seen: Mapping[str, Seen]) -> None:
         self.client.put_object(

@@ -110,6 +110,18 @@ def decide_target(
         return GateDecision(
             "waiting", shown, after.env, time_left=soak, note=f"cannot read {after.env}: {exc}"
         )
+    if not any(t.apps for t in read):
+        hydrated = _hydrated(reader, [t for t, _ in envs])
+        if hydrated:
+            return GateDecision(
+                "waiting",
+                shown,
+                after.env,
+                time_left=soak,
+                wait="hydrated",
+                note=f"{', '.join(hydrated)} deploy {after.env} through Argo CD's source hydrator, "
+                "whose hydrated commits the gate cannot read yet: promote by hand (imagebump set-image)",
+            )
     memory = getattr(reader, "memory", None)
     if memory is None:
         return combine(shown, "wanted", after.env, soak, read, now)
@@ -129,6 +141,25 @@ def decide_target(
         except Exception as exc:  # noqa: BLE001 (any store error): the next evaluation sees it again
             log.warning("gate: what this evaluation saw of %s is not kept: %s", shown, exc)
     return decision
+
+
+def _hydrated(reader: Any, env_targets: Sequence[Target]) -> list[str]:
+    """The Applications that deploy one of ``env_targets``' overlays as ``spec.sourceHydrator``'s
+    ``drySource`` (Argo CD 3.x): verify-live's selection reads ``source``/``sources`` only, and their
+    ``status.history`` holds hydrated commits, not the overlay's."""
+    from steps.verify_live.argocd import normalise_path, normalise_repo_url
+
+    apps = getattr(reader, "apps", None)
+    found = []
+    for app in apps() if callable(apps) else ():
+        dry = ((app.get("spec") or {}).get("sourceHydrator") or {}).get("drySource") or {}
+        for t in env_targets:
+            if normalise_repo_url(str(dry.get("repoURL") or "")) == normalise_repo_url(
+                t.repo_url
+            ) and normalise_path(str(dry.get("path") or "")) == normalise_path(t.path):
+                meta = app.get("metadata") or {}
+                found.append(f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+    return found
 
 
 def apply_gates(

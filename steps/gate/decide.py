@@ -29,8 +29,9 @@ GATE_STATES: tuple[GateState, ...] = ("waiting", "blocked", "promoted")
 HEALTHY, DEGRADED, SUSPENDED = "Healthy", "Degraded", "Suspended"
 #: Why an image waits: not live there yet; live but no Pod runs it (scaled to zero, idle); Argo CD
 #: says ``Suspended`` (paused by a person or a controller); live but not Healthy (``Progressing``,
-#: ``Missing``, ``Unknown``); Healthy and its soak's clock running.
-WaitReason = Literal["not-live", "idle", "suspended", "unhealthy", "soaking"]
+#: ``Missing``, ``Unknown``); Healthy and its soak's clock running; deployed through Argo CD's source
+#: hydrator (``spec.sourceHydrator``), whose hydrated commits the gate cannot map back to the overlay.
+WaitReason = Literal["not-live", "idle", "suspended", "unhealthy", "soaking", "hydrated"]
 #: Argo CD's health when it cannot tell; also a deploy's health before ``lastTransitionTime`` (not seen)
 UNKNOWN = "Unknown"
 

@@ -381,3 +381,19 @@ def test_the_simulator_records_every_sync_and_a_sync_that_takes_time(world: Worl
     last, before = status["history"][-1], status["history"][-2]
     assert last["revision"] == before["revision"] and last["id"] == before["id"] + 1
     assert last["deployStartedAt"] < last["deployedAt"] == status["operationState"]["finishedAt"]
+
+
+def test_staging_deployed_through_the_source_hydrator_says_so(world: World) -> None:
+    """An Argo CD 3.x Application with ``spec.sourceHydrator`` whose ``drySource`` is staging's overlay:
+    not selected (its history holds hydrated commits), so the gate says that, not "no Application" or
+    "not live yet" for ever."""
+    world.kube.objects.pop(("applications", "argocd", "api-staging"))
+    hydrated = application("api-staging-hydrated", world.remote.url, STAGING, target_revision="main")
+    spec = hydrated["spec"]
+    spec["sourceHydrator"] = {
+        "drySource": spec.pop("source"),
+        "syncSource": {"targetBranch": "environments/staging", "path": "staging"},
+    }
+    world.kube.seed(hydrated)
+    got = world.gate("2.0.0", 100)
+    assert (got.state, got.wait) == ("waiting", "hydrated")

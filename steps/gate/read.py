@@ -14,17 +14,6 @@ from steps.domain.errors import ImagebumpError
 from steps.domain.models import Target
 
 
-def identity(ref: str | None) -> str | None:
-    """What makes two rendered images the same image: the digest (``name@sha256:…``), else ``:tag``."""
-    if not ref:
-        return None
-    name_tag, at, digest = ref.partition("@")
-    if at:
-        return digest
-    last = name_tag.rsplit("/", 1)[-1]
-    return ":" + last.rsplit(":", 1)[1] if ":" in last else None
-
-
 def same_image(target: Target, tags: Iterable[str] = ()) -> Callable[[str | None], bool]:
     """Does a rendered image reference (``name:tag``, ``name@digest``, ``name:tag@digest``) name
     ``target``'s image? The same digest where the reference has one; else its tag is ``target``'s or

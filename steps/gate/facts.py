@@ -12,9 +12,10 @@ From Argo CD's Application (argo-cd ``pkg/apis/application/v1alpha1/types.go``):
   health now, since its last transition; before that transition nothing is known of it
   (``Unknown``: the soak's clock does not run), so a ``Degraded`` spell that ended between two
   evaluations restarts the clock at the recovery;
-- ``status.sync`` and ``status.summary.images`` (from Pods only): not ``Synced`` at the newest
-  deployed revision, or Pods running another image of the repository than Git holds there, is a
-  ``mismatch``.
+- ``status.sync`` and ``status.summary.images`` (from Pods only), compared with the full image Git
+  renders at the newest deployed revision: Pods running another image of the repository, or not
+  ``Synced`` there while the Pods do not run exactly that image, is a ``mismatch``; no Pod running
+  it is not ``running`` (it did not run live).
 
 From Git: a person's ``# imagebump:hold`` on the environment's entry (``held``: a fact now) or a
 rollback (``rolled-back``: the deploy that replaced the image, or now if Argo CD has not synced it).

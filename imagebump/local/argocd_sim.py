@@ -24,8 +24,11 @@ as completed Pods with the images they ran — a CronJob's run happens once when
 and then only on :meth:`ArgoCDSimulator.run_cronjobs` (its schedule), so after a sync it shows the
 previous image until its next run.
 
-Knobs: :attr:`ArgoCDSimulator.wrong_manifest` makes it run the previous revision's manifests while
-reporting the new one synced (the repo-server failure this project was born from);
+Knobs: :attr:`ArgoCDSimulator.wrong_manifest` makes its syncs run the previous revision's manifests
+while reporting the new one synced, history entry and all (the repo-server failure this project was
+born from); :attr:`ArgoCDSimulator.health_of` reports another health (``Suspended``, ``Missing``);
+:attr:`ArgoCDSimulator.transition_time` False plays Argo CD without ``lastTransitionTime``;
+:meth:`ArgoCDSimulator.resync` syncs the same revision again (a new history entry, as Argo CD);
 :attr:`ArgoCDSimulator.stale` makes named Applications' running Pods run given images whatever Git
 holds; :attr:`ArgoCDSimulator.stuck` names Applications whose comparison fails (``ComparisonError``:
 they never sync); :attr:`ArgoCDSimulator.progressing_seconds` keeps a synced Application
@@ -221,6 +224,18 @@ class ArgoCDSimulator:
         #: Applications (``namespace/name``) whose workloads fail now: health ``Degraded`` from the
         #: next pass until removed (then ``Healthy`` again), with ``health.lastTransitionTime``
         self.degraded: set[str] = set()
+        #: Applications (``namespace/name``) whose health Argo CD reports as this status from the next
+        #: pass until removed: ``Suspended`` (a paused rollout, a suspended CronJob), ``Missing``,
+        #: ``Progressing`` (argo-cd gitops-engine ``pkg/health``: Healthy, Progressing, Degraded,
+        #: Suspended, Missing, Unknown)
+        self.health_of: dict[str, str] = {}
+        #: Argo CD 2.14+ records ``status.health.lastTransitionTime`` (argo-cd#18660); before 2.14, and
+        #: on 3.x unless the controller persists resource health, it is absent: False plays those
+        self.transition_time = True
+        #: How long a sync operation runs: ``deployStartedAt``/``startedAt`` are that much before
+        #: ``deployedAt``/``finishedAt`` (argo-cd ``controller/sync.go``: the operation's start, and the
+        #: history entry written as it completes)
+        self.sync_seconds = 2.0
         #: The controller's clock for the times it writes (``deployedAt``, ``finishedAt``, …): a test
         #: injects one to play a soak without sleeping (None: the time now)
         self.clock: Callable[[], Any] | None = None
@@ -229,6 +244,8 @@ class ArgoCDSimulator:
         self._docs: dict[str, list[dict[str, Any]]] = {}  # namespace/name → its last rendered objects
         self._settle: dict[str, float] = {}  # namespace/name → when Progressing ends
         self._polled: dict[str, float] = {}  # namespace/name → its last Git poll
+        self._ids: dict[str, int] = {}  # name → the last history id (kept when the limit keeps none)
+        self._resync: set[str] = set()  # namespace/name → a sync of the same revision asked for
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="argocd-sim", daemon=True)
 
@@ -252,36 +269,48 @@ class ArgoCDSimulator:
                 self.errors.append(f"{type(exc).__name__}: {exc}")
             self._stop.wait(self.poll)
 
-    def _stamp(self) -> str:
+    def _stamp(self, before: float = 0.0) -> str:
         if self.clock is None:
-            return _now()
-        return self.clock().strftime("%Y-%m-%dT%H:%M:%SZ")
+            return (
+                time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - before)) if before else _now()
+            )
+        import datetime as _dt
+
+        return (self.clock() - _dt.timedelta(seconds=before)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def _health_now(self, key: str) -> str:
+        return "Degraded" if key in self.degraded else self.health_of.get(key, "Healthy")
 
     def _set_health(self, status: dict[str, Any], health: str) -> None:
         """``status.health``, with ``lastTransitionTime`` when it changes (argo-cd
         ``pkg/apis/application/v1alpha1/types.go``, ``HealthStatus.LastTransitionTime``)."""
         before = status.get("health") or {}
-        if before.get("status") == health and before.get("lastTransitionTime"):
+        if not self.transition_time:
+            status["health"] = {"status": health}
+        elif before.get("status") == health and before.get("lastTransitionTime"):
             status["health"] = {"status": health, "lastTransitionTime": before["lastTransitionTime"]}
         else:
             status["health"] = {"status": health, "lastTransitionTime": self._stamp()}
 
     def _record_history(self, app: dict[str, Any], sync: dict[str, Any], multi: bool) -> None:
-        """One ``status.history`` entry per sync to a new revision, as the application controller
-        records it (argo-cd ``controller/appcontroller.go``, ``persistRevisionHistory``: ``id``,
-        ``revision``/``revisions``, ``deployedAt``, ``deployStartedAt``, ``source``), keeping the newest
-        ``spec.revisionHistoryLimit`` (default 10)."""
+        """One ``status.history`` entry per successful sync, a re-sync of the same revision too (a
+        person's Sync, self-heal), as the application controller records it (argo-cd
+        ``controller/state.go``, ``persistRevisionHistory``, called for every completed sync
+        operation: ``id`` the last one's + 1, ``revision``/``revisions``, ``deployedAt``,
+        ``deployStartedAt``, ``source``), keeping the newest ``spec.revisionHistoryLimit`` (default
+        10; 0 keeps none)."""
         status = app["status"]
         history = list(status.get("history") or [])
         key = "revisions" if multi else "revision"
-        if history and history[-1].get(key) == sync[key]:
-            return
         spec = app.get("spec") or {}
+        name = f"{app['metadata'].get('namespace', '')}/{app['metadata'].get('name', '')}"
+        last = history[-1].get("id", -1) if history else self._ids.get(name, -1)
+        self._ids[name] = last + 1  # ids go on even when the limit keeps no entry
         entry = {
-            "id": (history[-1].get("id", 0) + 1) if history else 0,
+            "id": last + 1,
             key: sync[key],
             "deployedAt": self._stamp(),
-            "deployStartedAt": self._stamp(),
+            "deployStartedAt": self._stamp(self.sync_seconds),
         }
         entry["sources" if multi else "source"] = spec.get("sources" if multi else "source")
         limit = spec.get("revisionHistoryLimit")
@@ -293,10 +322,10 @@ class ArgoCDSimulator:
         app = self.store.get(kube.APPLICATION, *key.split("/", 1))
         if app is None or "reconciledAt" not in (app.get("status") or {}):
             return
-        want = "Degraded" if key in self.degraded else "Healthy"
+        want = self._health_now(key)
         have = ((app.get("status") or {}).get("health") or {}).get("status")
-        if have == want or (have != "Degraded" and want == "Healthy"):
-            return
+        if have == want or (have == "Progressing" and key in self._settle):
+            return  # a rolling update settles on its own time
         app = copy.deepcopy(app)
         self._set_health(app["status"], want)
         app["status"]["reconciledAt"] = self._stamp()
@@ -400,9 +429,14 @@ class ArgoCDSimulator:
             status["reconciledAt"] = self._stamp()
             self._write(app)
             return None
+        # stale: a render that differs; a re-sync asked for (a person's Sync, self-heal) syncs anyway
+        same = self._docs.get(key) == documents and key not in self.stale and key not in self._resync
+        self._resync.discard(key)
         if self.wrong_manifest and key in self._docs:
-            documents = self._docs[key]  # the repo server handed back the previous revision's render
-        same = self._docs.get(key) == documents and key not in self.stale  # stale: a render that differs
+            # the comparison saw the new revision's render and started a sync; the sync operation's own
+            # render (argo-cd controller/sync.go SyncAppState generates the manifests again) came back as
+            # the previous revision's: the sync is recorded, Synced at the new revision
+            documents = self._docs[key]
         if same and (status.get("sync") or {}).get("status") == "Synced":
             # the new revision renders what runs: Argo CD records the comparison and starts no sync
             # (controller/appcontroller.go autoSync: "Skipping auto-sync: application status is
@@ -420,7 +454,7 @@ class ArgoCDSimulator:
         status["operationState"] = {
             "phase": "Succeeded",
             "message": "successfully synced (all tasks run)",
-            "startedAt": finished,
+            "startedAt": self._stamp(self.sync_seconds),
             "finishedAt": finished,
             "operation": {
                 "sync": {"revisions" if multi else "revision": sync["revisions" if multi else "revision"]}
@@ -438,7 +472,7 @@ class ArgoCDSimulator:
             status["summary"] = {"images": _summary_images([*old_running, *pods])}
             self._settle[key] = time.monotonic() + self.progressing_seconds
         else:
-            self._set_health(status, "Degraded" if key in self.degraded else "Healthy")
+            self._set_health(status, self._health_now(key))
             status["summary"] = {"images": _summary_images(pods)}
         self._record_history(app, sync, multi)
         if not self._write(app):  # not synced after all: what runs and was rendered stays as before
@@ -455,6 +489,15 @@ class ArgoCDSimulator:
         app = self.store.get(kube.APPLICATION, namespace, name)
         if app is not None:
             self._refresh(app, f"{namespace}/{name}")
+
+    def resync(self, namespace: str, name: str) -> None:
+        """A sync of the revision already synced (a person's Sync, or self-heal after drift): Argo CD
+        runs the operation and appends a history entry for it like any other."""
+        key = f"{namespace}/{name}"
+        app = self.store.get(kube.APPLICATION, namespace, name)
+        if app is not None:
+            self._resync.add(key)
+            self._refresh(app, key)
 
     def run_cronjobs(self, namespace: str, name: str) -> None:
         """The CronJobs of an Application run now (their schedule came): each one's completed Pod
@@ -476,7 +519,7 @@ class ArgoCDSimulator:
     def _healthy(self, app: dict[str, Any], key: str) -> None:
         app = copy.deepcopy(app)
         status = app.setdefault("status", {})
-        self._set_health(status, "Degraded" if key in self.degraded else "Healthy")
+        self._set_health(status, self._health_now(key))
         status["summary"] = {"images": _summary_images(self._pods.get(key, []))}
         status["reconciledAt"] = self._stamp()
         self._settle.pop(key, None)

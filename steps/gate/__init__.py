@@ -11,6 +11,8 @@ Modules:
   person's hold or rollback) as that timeline (pure).
 - ``evaluate`` — one gated target's decision over every Application of every target of the
   environment before (pure).
+- ``memory`` — what earlier evaluations saw (a block they decided, when they saw the image live or
+  unwell), kept across restarts beside the notifications' ledger: where Argo CD forgets.
 - ``read`` — the reads: Argo CD's Applications and the overlay's image at each revision (Git).
 - ``apply`` — the gate in reconcile: gated targets behind become ``waiting``, ``blocked`` or
   ``promoted`` (``gate: wait`` hands over only the promoted ones).

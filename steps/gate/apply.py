@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -27,7 +27,7 @@ from steps.domain.errors import ImagebumpError
 from steps.domain.models import Target
 from steps.gate.decide import GateDecision
 from steps.gate.evaluate import EnvTarget, combine
-from steps.gate.read import wanted
+from steps.gate.read import same_image
 from steps.gate.status import STATUS_OF, report_statuses
 
 log = logging.getLogger(__name__)
@@ -58,15 +58,29 @@ def _env_targets(item: Any, items: Sequence[Any]) -> list[Any]:
 def decide_item(item: Any, items: Sequence[Any], reader: Any, now: datetime) -> GateDecision:
     """One gated reconcile item's decision (reads through ``reader``)."""
     target: Target = item.verdict.update or item.sample
-    envs = [(i.sample, _person(i)) for i in _env_targets(item, items)]
-    return decide_target(target, envs, reader, now)
+    env_items = _env_targets(item, items)
+    envs = [(i.sample, _person(i)) for i in env_items]
+    tags = {  # the tags ECR gave the gated digest, as the environment before's rules allow them
+        tag
+        for i in env_items
+        if target.digest and getattr(getattr(i, "newest", None), "digest", None) == target.digest
+        for tag in getattr(i, "same_image_tags", ())
+    }
+    return decide_target(target, envs, reader, now, tags=tags)
 
 
 def decide_target(
-    target: Target, envs: Sequence[tuple[Target, str | None]], reader: Any, now: datetime
+    target: Target,
+    envs: Sequence[tuple[Target, str | None]],
+    reader: Any,
+    now: datetime,
+    *,
+    tags: Iterable[str] = (),
 ) -> GateDecision:
     """The gate for ``target``'s image over the targets of its ``promoteAfter.env`` (each with a
-    person's ``held`` / ``rolled-back`` from Git, or None). A read that fails: waiting, with why."""
+    person's ``held`` / ``rolled-back`` from Git, or None). ``tags``: the other tags ECR gave the
+    same digest (the environment before may deploy it under one of them). A read that fails:
+    waiting, with why."""
     after = target.settings.promote_after
     assert after is not None
     soak = timedelta(seconds=after.soak_seconds)
@@ -80,31 +94,72 @@ def decide_target(
             note=f"no Argo CD to read: nothing proves {after.env} ran it",
         )
     read: list[EnvTarget] = []
+    same = same_image(target, tags)
     try:
         for env_target, person in envs:
             read.append(
                 EnvTarget(
                     f"{env_target.repo_url}/{env_target.path}",
                     reader.deployments(env_target),
-                    _as_expected(reader.image_at(env_target), wanted(target, env_target)),
+                    reader.image_at(env_target),
                     person,  # type: ignore[arg-type]
+                    same=same,
                 )
             )
     except ImagebumpError as exc:
         return GateDecision(
             "waiting", shown, after.env, time_left=soak, note=f"cannot read {after.env}: {exc}"
         )
-    return combine(shown, "wanted", after.env, soak, read, now)
+    if not any(t.apps for t in read):
+        hydrated = _hydrated(reader, [t for t, _ in envs])
+        if hydrated:
+            return GateDecision(
+                "waiting",
+                shown,
+                after.env,
+                time_left=soak,
+                wait="hydrated",
+                note=f"{', '.join(hydrated)} deploy {after.env} through Argo CD's source hydrator, "
+                "whose hydrated commits the gate cannot read yet: promote by hand (imagebump set-image)",
+            )
+    memory = getattr(reader, "memory", None)
+    if memory is None:
+        return combine(shown, "wanted", after.env, soak, read, now)
+    from steps.gate.memory import record_key
+
+    key = record_key(target.repo_url, target.path, target.digest or shown)
+    try:
+        seen = memory.load(key)
+    except Exception as exc:  # noqa: BLE001 (any store error): decide from Argo CD alone
+        log.warning("gate: what earlier evaluations saw of %s is unreadable: %s", shown, exc)
+        return combine(shown, "wanted", after.env, soak, read, now)
+    before = dict(seen)
+    decision = combine(shown, "wanted", after.env, soak, read, now, memory=seen)
+    if seen != before:
+        try:
+            memory.save(key, seen)
+        except Exception as exc:  # noqa: BLE001 (any store error): the next evaluation sees it again
+            log.warning("gate: what this evaluation saw of %s is not kept: %s", shown, exc)
+    return decision
 
 
-def _as_expected(image_at: Any, expect: str | None) -> Any:
-    """The timeline compares with one token: ``wanted`` for the gated image, the identity otherwise."""
+def _hydrated(reader: Any, env_targets: Sequence[Target]) -> list[str]:
+    """The Applications that deploy one of ``env_targets``' overlays as ``spec.sourceHydrator``'s
+    ``drySource`` (Argo CD 3.x): verify-live's selection reads ``source``/``sources`` only, and their
+    ``status.history`` holds hydrated commits, not the overlay's."""
+    from steps.verify_live.argocd import normalise_path, normalise_repo_url
 
-    def at(revision: str) -> str | None:
-        found = image_at(revision)
-        return "wanted" if found is not None and found == expect else found
-
-    return at
+    apps = getattr(reader, "apps", None)
+    found = []
+    for app in apps() if callable(apps) else ():
+        dry = ((app.get("spec") or {}).get("sourceHydrator") or {}).get("drySource") or {}
+        for t in env_targets:
+            if normalise_repo_url(str(dry.get("repoURL") or "")) == normalise_repo_url(
+                t.repo_url
+            ) and normalise_path(str(dry.get("path") or "")) == normalise_path(t.path):
+                meta = app.get("metadata") or {}
+                found.append(f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+    return found
 
 
 def apply_gates(
@@ -195,9 +250,12 @@ def open_gate_reader(rules: Any) -> Any:
     if not argocd.configured():
         log.info("gated rules, but %s: gated targets wait", argocd.NOT_CONFIGURED)
         return None
+    from steps.gate.memory import memory_from_env
     from steps.gate.read import ArgoGitReader
 
-    return ArgoGitReader(argocd.connect(), argocd.argocd_namespace())
+    reader = ArgoGitReader(argocd.connect(), argocd.argocd_namespace())
+    reader.memory = memory_from_env()  # what earlier evaluations saw (steps.gate.memory)
+    return reader
 
 
 #: How often image-gate evaluates (its schedule: every minute): a block is counted by the evaluation

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from steps.gate.decide import GateDecision, decide
+from steps.gate.decide import GateDecision, Seen, decide, observe
 from steps.gate.facts import Person, application_facts
 
 
@@ -27,20 +27,42 @@ class EnvTarget:
     apps: Sequence[tuple[str, int | None, dict[str, Any]]] = field(default_factory=tuple)
     image_at: Callable[[str], str | None] = lambda _revision: None
     person: Person = None
+    #: is a rendered reference the gated image (:func:`steps.gate.read.same_image`); None: equal to it
+    same: Callable[[str], bool] | None = None
 
 
 def combine(
-    image: str, expected: str, env: str, soak: timedelta, targets: Sequence[EnvTarget], now: datetime
+    image: str,
+    expected: str,
+    env: str,
+    soak: timedelta,
+    targets: Sequence[EnvTarget],
+    now: datetime,
+    memory: dict[str, Seen] | None = None,
 ) -> GateDecision:
     """The gate for ``image`` (rendered as ``expected``: ``name@digest`` or ``name:tag``, as the
-    environment's overlay renders it) waiting on ``env``'s ``targets``, at ``now``."""
+    environment's overlay renders it) waiting on ``env``'s ``targets``, at ``now``.
+
+    ``memory``: what earlier evaluations saw of this image, per Application (:class:`Seen`); read,
+    and updated in place with what this evaluation saw (the caller stores it)."""
     decisions: list[tuple[str, GateDecision]] = []
     for target in targets:
         for app_name, index, app in target.apps:
+            where = f"{target.name} ({app_name})"
             facts = application_facts(
-                app, index, target.image_at, person=target.person, now=now, wanted=expected
+                app,
+                index,
+                target.image_at,
+                person=target.person,
+                now=now,
+                wanted=expected,
+                same=target.same,
             )
-            decisions.append((f"{target.name} ({app_name})", decide(image, expected, env, soak, facts, now)))
+            seen = memory.get(where) if memory is not None else None
+            decision = decide(image, expected, env, soak, facts, now, seen)
+            if memory is not None:
+                memory[where] = observe(decision, expected, facts, now, seen)
+            decisions.append((where, decision))
     if not decisions:
         where = ", ".join(t.name for t in targets) or f"no target of {env} for this image"
         return GateDecision(
@@ -53,11 +75,13 @@ def combine(
     waiting = [(w, d) for w, d in decisions if d.state == "waiting"]
     if waiting:
         where, longest = max(waiting, key=lambda p: p[1].time_left or timedelta(0))
-        note = (
-            f"{env} {where} is not live with it yet"
-            if longest.live_since is None
-            else f"{env} {where} live and Healthy since {longest.live_since.isoformat()}"
-        )
+        note = {
+            "idle": f"{env} {where} deploys it, but no Pod runs it (scaled to zero or idle)",
+            "suspended": f"{env} {where} deploys it, but Argo CD says Suspended",
+            "unhealthy": f"{env} {where} deploys it, not Healthy yet",
+        }.get(longest.wait or "", f"{env} {where} is not live with it yet")
+        if longest.live_since is not None:
+            note = f"{env} {where} live and Healthy since {longest.live_since.isoformat()}"
         return replace(longest, note=note)
     since = max(d.live_since for _, d in decisions if d.live_since is not None)
     at = max((d.decided_at for _, d in decisions if d.decided_at is not None), default=None)

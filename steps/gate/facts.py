@@ -12,9 +12,10 @@ From Argo CD's Application (argo-cd ``pkg/apis/application/v1alpha1/types.go``):
   health now, since its last transition; before that transition nothing is known of it
   (``Unknown``: the soak's clock does not run), so a ``Degraded`` spell that ended between two
   evaluations restarts the clock at the recovery;
-- ``status.sync`` and ``status.summary.images`` (from Pods only): not ``Synced`` at the newest
-  deployed revision, or Pods running another image of the repository than Git holds there, is a
-  ``mismatch``.
+- ``status.sync`` and ``status.summary.images`` (from Pods only), compared with the full image Git
+  renders at the newest deployed revision: Pods running another image of the repository, or not
+  ``Synced`` there while the Pods do not run exactly that image, is a ``mismatch``; no Pod running
+  it is not ``running`` (it did not run live).
 
 From Git: a person's ``# imagebump:hold`` on the environment's entry (``held``: a fact now) or a
 rollback (``rolled-back``: the deploy that replaced the image, or now if Argo CD has not synced it).
@@ -23,6 +24,7 @@ rollback (``rolled-back``: the deploy that replaced the image, or now if Argo CD
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -78,12 +80,19 @@ def _runs(expected: str, images: list[str]) -> bool:
     return False
 
 
-def _compared_before(status: dict[str, Any], deployed_at: datetime) -> bool:
+def _compared_before(
+    status: dict[str, Any], deployed_at: datetime, revision: str, source_index: int | None
+) -> bool:
     """Is the Application's comparison (``status.sync``, ``summary``, ``health``) older than its newest
-    deploy: a sync operation still running, or ``reconciledAt`` before the deploy's ``deployedAt``?"""
+    deploy: a sync operation of that revision still running, or ``reconciledAt`` before the deploy's
+    ``deployedAt``? A running operation of another revision (a newer commit's sync that fails and
+    retries, ``syncPolicy.retry``: argo-cd ``controller/appcontroller.go``
+    processRequestedAppOperation keeps the phase ``Running`` between attempts) says nothing of the
+    deployed one, whose comparison goes on."""
     operation = _dict(status.get("operationState"))
     if operation.get("phase") in ("Running", "Terminating"):
-        return True
+        running = _revision(_dict(_dict(operation.get("operation")).get("sync")), source_index)
+        return not running or running == revision
     reconciled = parse_time(status.get("reconciledAt"))
     return reconciled is not None and reconciled < deployed_at
 
@@ -96,18 +105,30 @@ def application_facts(
     person: Person = None,
     now: datetime,
     wanted: str | None = None,
+    same: Callable[[str], bool] | None = None,
 ) -> list[Fact]:
     """The timeline of one Application deploying the environment's overlay, oldest first.
 
     ``image_at(revision)``: the image the overlay sets at ``revision`` (``name@digest`` or
-    ``name:tag``, as kustomize renders it; None when Git cannot tell). A fact's ``digest`` is that
-    image reference (compare it with the gated image rendered the same way). ``wanted``: the gated
-    image so rendered (a rollback is the deploy that replaced it).
+    ``name:tag``, as kustomize renders it and Pods run it; None when Git cannot tell). ``same(ref)``:
+    is that the gated image (the same digest, or a tag of it: :func:`steps.gate.read.same_image`);
+    default: ``ref == wanted``. A fact's ``digest`` is ``wanted`` for the gated image, the reference
+    otherwise. The Pods' images (``summary.images``) are compared with the full reference: Pods that
+    run another image of the repository are a ``mismatch``; none that runs the repository (scaled to
+    zero, idle, only a sidecar) is not ``running``: it did not run live.
     """
+
+    def token(ref: str | None) -> str | None:
+        if ref is not None and wanted is not None and (same(ref) if same is not None else ref == wanted):
+            return wanted
+        return ref
+
     status = _dict(app.get("status"))
     history = status.get("history")
     entries = [e for e in history if isinstance(e, dict)] if isinstance(history, list) else []
     deployed: list[tuple[datetime, str | None, str]] = []
+    refs: dict[str, str | None] = {}
+    ids: dict[datetime, tuple[int, str]] = {}  # deployedAt → status.history[].id, revision
     for entry in entries:
         at = parse_time(entry.get("deployedAt"))
         revision = _revision(entry, source_index)
@@ -117,8 +138,25 @@ def application_facts(
             image = image_at(revision)
         except ImagebumpError:
             image = None
-        deployed.append((at, image, revision))
+        refs[revision] = image
+        deployed.append((at, token(image), revision))
+        if isinstance(entry.get("id"), int):
+            ids[at] = (entry["id"], revision)
     deployed.sort(key=lambda d: d[0])
+    sync_now = _dict(status.get("sync"))
+    compared = parse_time(status.get("reconciledAt"))
+    if not deployed and sync_now.get("status") == "Synced" and compared is not None:
+        # ``revisionHistoryLimit: 0`` keeps no history at all: Argo CD's comparison still says what is
+        # synced now, from a time it does not keep. A fact from that comparison on (the clock then
+        # restarts at every comparison; what evaluations saw, steps.gate.decide.Seen, reaches back).
+        revision = _revision(sync_now, source_index)
+        if revision:
+            try:
+                image = image_at(revision)
+            except ImagebumpError:
+                image = None
+            refs[revision] = image
+            deployed.append((min(compared, now), token(image), revision))
     facts = [Fact(at, image) for at, image, _ in deployed]
     if deployed:
         last_at, last_image, last_revision = deployed[-1]
@@ -126,7 +164,7 @@ def application_facts(
         state = health.get("status") if isinstance(health.get("status"), str) else UNKNOWN
         changed = parse_time(health.get("lastTransitionTime"))
         sync = _dict(status.get("sync"))
-        stale = _compared_before(status, last_at)
+        stale = _compared_before(status, last_at, last_revision, source_index)
         if stale or sync.get("status") == "Unknown":
             # Not yet compared since the newest deploy (Argo CD writes status.history before the sync
             # operation ends and compares again only after it: controller/sync.go SyncAppState,
@@ -139,17 +177,52 @@ def application_facts(
         images = [i for i in _dict(status.get("summary")).get("images") or [] if isinstance(i, str)]
         if stale:
             images = []  # the Pods' images of before the deploy say nothing of it yet
-        if last_image is not None and images and not _runs(last_image, images):
-            others = [i for i in images if _repository(i) == _repository(last_image)]
-            if others and state != "Progressing":  # Pods run another image than Git holds: mismatch
+        last_ref = refs.get(last_revision)
+        running = True
+        if last_ref is not None and not stale and not _runs(last_ref, images):
+            others = [i for i in images if _repository(i) == _repository(last_ref)]
+            if not others:  # no Pod runs the repository (scaled to zero, idle): not proof it ran live
+                running = False
+            elif state != "Progressing":  # Pods run another image than Git holds: mismatch
                 synced = False
+        elif last_ref is not None and not stale and not synced:
+            # OutOfSync at the deployed revision while every Pod of the repository runs exactly what
+            # Git holds: drift elsewhere (replicas an HPA sets, a label edited by hand), not the
+            # wrong-manifest failure; blocking for good on it would block on what is not a failure
+            others = [
+                i for i in images if _repository(i) == _repository(last_ref) and not _runs(last_ref, [i])
+            ]
+            synced = not others
         if changed is None:
             # Argo CD before 2.14 records no lastTransitionTime: the health now is all there is. It is
             # the newest deploy's; the older deploys count as Healthy (a Degraded spell between two
             # evaluations is not seen: docs/promotion.md says so).
             facts[-1] = Fact(last_at, last_image, health=state, synced=synced)
+            if state != HEALTHY:
+                # ... and nothing says since when it is not Healthy: as far back as this image ran
+                # (a Degraded now is never taken for one that began after the soak)
+                first = len(facts) - 1
+                while first > 0 and facts[first - 1].digest == last_image:
+                    first -= 1
+                facts[first:] = [replace(f, health=state) for f in facts[first:]]
         else:
             facts = _since_transition(deployed, state, min(changed, now), synced)
+            facts[-1] = replace(facts[-1], health_since=min(changed, now))
+        deploys = {at: image for at, image, _ in deployed}
+        facts = [
+            replace(f, entry=ids[f.at][0], revision=ids[f.at][1])
+            if f.at in ids and deploys.get(f.at) == f.digest
+            else f
+            for f in facts
+        ]
+        if not running:
+            # what the Pods run is known only now, not since when: nothing of this image's run counts
+            first = len(facts) - 1
+            while first > 0 and facts[first - 1].digest == facts[-1].digest:
+                first -= 1
+            facts[first:] = [replace(f, running=False) for f in facts[first:]]
+        if wanted is not None and _argocd_rollback(deployed, wanted):
+            facts = _rolled_back(facts, last_at, wanted)
     if person == "held":
         current = facts[-1] if facts else None
         facts.append(Fact(now, current.digest if current else None, held=True))
@@ -185,6 +258,21 @@ def _since_transition(
     if deployed[last][0] < changed:
         facts.append(Fact(changed, deployed[last][1], health=state, synced=synced))
     return facts
+
+
+def _argocd_rollback(deployed: list[tuple[datetime, str | None, str]], wanted: str) -> bool:
+    """Is the newest deploy a person's return to an older revision after the gated image ran
+    (``argocd app rollback``, or a sync to an older revision)? argo-cd
+    ``server/application/application.go`` Rollback syncs the history entry's revision, and
+    ``controller/state.go`` persistRevisionHistory appends a new entry with that old revision."""
+    revisions = [revision for _, _, revision in deployed]
+    last = len(deployed) - 1
+    if last < 1 or deployed[last][1] == wanted:
+        return False
+    for i in range(last):
+        if revisions[i] == revisions[last] and any(d[1] == wanted for d in deployed[i + 1 : last]):
+            return True
+    return False
 
 
 def _rolled_back(facts: list[Fact], now: datetime, wanted: str | None) -> list[Fact]:

@@ -6,7 +6,7 @@ read survives any restart, so a restarted evaluator decides the same (issue 35).
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -14,23 +14,24 @@ from steps.domain.errors import ImagebumpError
 from steps.domain.models import Target
 
 
-def identity(ref: str | None) -> str | None:
-    """What makes two rendered images the same image: the digest (``name@sha256:…``), else ``:tag``."""
-    if not ref:
-        return None
-    name_tag, at, digest = ref.partition("@")
-    if at:
-        return digest
-    last = name_tag.rsplit("/", 1)[-1]
-    return ":" + last.rsplit(":", 1)[1] if ":" in last else None
+def same_image(target: Target, tags: Iterable[str] = ()) -> Callable[[str | None], bool]:
+    """Does a rendered image reference (``name:tag``, ``name@digest``, ``name:tag@digest``) name
+    ``target``'s image? The same digest where the reference has one; else its tag is ``target``'s or
+    another tag ECR gave the same digest (``tags``: reconcile's ``same_image_tags``, e.g. staging's
+    commit tag ``abc1234`` for production's ``1.2.3``). A tag moved to another digest after staging
+    deployed it cannot be told apart by its tag: write digests (``writeDigest``) to be sure."""
+    names = {t for t in (target.tag, *tags) if t}
 
+    def same(ref: str | None) -> bool:
+        if not ref:
+            return False
+        name_tag, at, digest = ref.partition("@")
+        if at and target.digest:
+            return digest == target.digest
+        last = name_tag.rsplit("/", 1)[-1]
+        return ":" in last and last.rsplit(":", 1)[1] in names
 
-def wanted(target: Target, env_target: Target) -> str | None:
-    """The identity of ``target``'s image as ``env_target``'s overlay holds it: its digest when that
-    rule writes digests, else its tag (the digest ECR gave that tag, so the same image)."""
-    if env_target.settings.write_digest and target.digest:
-        return target.digest
-    return f":{target.tag}" if target.tag else target.digest
+    return same
 
 
 class ArgoGitReader:
@@ -43,6 +44,8 @@ class ArgoGitReader:
         self.scratch = scratch if scratch is not None else Path(self._tmp.name)  # type: ignore[union-attr]
         self._clones: dict[str, Any] = {}
         self._branches: dict[str, str] = {}
+        #: what earlier evaluations saw (:mod:`steps.gate.memory`; None: Argo CD alone)
+        self.memory: Any = None
 
     def close(self) -> None:
         if self._tmp is not None:
@@ -74,7 +77,8 @@ class ArgoGitReader:
         return [(d.display, d.source_index, app) for d, app in found]
 
     def image_at(self, target: Target) -> Callable[[str], str | None]:
-        """``revision → identity`` of the image ``target``'s overlay sets there (None: cannot tell)."""
+        """``revision →`` the image ``target``'s overlay sets there, rendered in full as kustomize renders
+        it (``name:tag`` or ``name@digest``, what Pods then run) (None: cannot tell)."""
         from steps.git import PartialClone
         from steps.kustomize import KUSTOMIZATION_FILES, read_entry
         from steps.verify_live.decide import expected_image
@@ -110,9 +114,7 @@ class ArgoGitReader:
                             values=target.values_ref(),
                         )
                         if entry is not None:
-                            found = identity(
-                                expected_image(entry.newName or entry.name, entry.newTag, entry.digest)
-                            )
+                            found = expected_image(entry.newName or entry.name, entry.newTag, entry.digest)
                         break
             except ImagebumpError:
                 found = None

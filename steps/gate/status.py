@@ -48,6 +48,15 @@ def describe(decision: GateDecision) -> str:
     )
 
 
+def _lifted_by_a_person(description: str | None) -> bool:
+    """Was the failure there a person's hold or rollback (:func:`describe`)? A person lifts those,
+    and Git says so; every other block Argo CD may forget, so it stands."""
+    return any(
+        (description or "").startswith("blocked: ") and f" went {reason} " in (description or "")
+        for reason in ("held", "rolled-back")
+    )
+
+
 def status_forge(target: Target, forge: Any) -> Any:
     """Where ``target``'s commit statuses live: ``forge`` (GitHub's API), or for ``provider: local``
     git notes in its repository."""
@@ -109,6 +118,8 @@ def report_statuses(
             continue  # pending again says nothing new; a decision already there stands
         if now is not None and now.state == want:
             continue
+        if now is not None and now.state == "failure" and not _lifted_by_a_person(now.description):
+            continue  # a block stands on this commit (a newer image is a new head commit, judged afresh)
         if forge.set_status(sha, state=want, context=name, description=describe(decision)[:140]):
             done[sha] = want
     return done

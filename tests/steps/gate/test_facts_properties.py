@@ -37,6 +37,7 @@ def applications(draw):
             "history": history,
             "sync": {"status": "Synced", "revision": history[-1]["revision"]},
             "health": {"status": health, "lastTransitionTime": _stamp(changed)},
+            "summary": {"images": [images[history[-1]["revision"]]]},  # Pods run what was synced
         }
     }
     now = changed + timedelta(minutes=draw(st.integers(0, 120)))

@@ -8,6 +8,7 @@ reader, so every one is what an evaluator restarted at that moment decides.
 
 from __future__ import annotations
 
+import hashlib
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 from imagebump.local.argocd_sim import ArgoCDSimulator, application, kubectl_available
 from steps.domain.models import PromoteAfter, Target
 from steps.gate.apply import decide_target
+from steps.gate.memory import FileMemory
 from steps.gate.read import ArgoGitReader
 from steps.kube.client import KubernetesApi
 from tests.fakes.kube import FakeKube, FakeKubeServer
@@ -50,6 +52,7 @@ class World:
         self.now = T0
         sim.clock = lambda: self.now
         self.readers = 0
+        self.memory = None  # what earlier evaluations saw (steps.gate.memory), when a test keeps it
 
     def at(self, minutes: float) -> datetime:
         self.now = T0 + timedelta(minutes=minutes)
@@ -70,6 +73,7 @@ class World:
         """The decision for production's ``tag`` at ``minutes``, by a freshly started evaluator."""
         self.readers += 1
         reader = ArgoGitReader(self.api, "argocd", self.tmp / f"reader-{self.readers}")
+        reader.memory = self.memory
         try:
             return decide_target(
                 production(self.remote, tag), [(staging(self.remote, tag), person)], reader, self.at(minutes)
@@ -92,7 +96,7 @@ def production(remote, tag: str) -> Target:
         env="production",
         image=IMAGE,
         tag=tag,
-        digest="sha256:" + "a" * 64,
+        digest="sha256:" + hashlib.sha256(tag.encode()).hexdigest(),  # one digest per tag here
         promote_after=PromoteAfter(env="staging", soak_seconds=int(SOAK.total_seconds())),
     )
 
@@ -210,3 +214,186 @@ def test_no_application_deploys_staging_waits(world: World) -> None:
     world.kube.objects.pop(("applications", "argocd", "api-staging"))
     got = world.gate("2.0.0", 100)
     assert got.state == "waiting" and "no Argo CD Application" in got.note
+
+
+# -- what an audit found (each failed before its fix) ------------------------------------------------
+
+
+def test_staging_pods_running_another_image_than_git_is_a_mismatch_through_the_real_reader(
+    world: World,
+) -> None:
+    """Staging's repo server hands back a render that runs 1.0.0 while Git holds 2.0.0: Argo CD records
+    the sync, Synced and Healthy, but ``summary.images`` (its Pods) say 1.0.0. The reader hands the
+    facts the full rendered reference, so the Pods' images are compared with it: blocked, never
+    promoted (before: the reader's ``:2.0.0`` token never matched a Pod image, and 2.0.0 was promoted)."""
+    world.sim.stale["argocd/api-staging"] = [f"{IMAGE}:1.0.0"]
+    world.staging_gets("2.0.0", 1)
+    for minutes in (5, 40, 300):
+        got = world.gate("2.0.0", minutes)
+        assert (got.state, got.reason) == ("blocked", "mismatch")
+
+
+def test_staging_scaled_to_zero_never_ran_it_live_and_waits_idle(world: World) -> None:
+    """No Pod runs the image (``replicas: 0``; KEDA idle): Argo CD lists no image, so nothing proves
+    staging ran it. The gate waits, saying so (before: promoted after the soak)."""
+    world.remote.commit_files(
+        {
+            f"{STAGING}/deployment.yaml": DEPLOYMENT.replace(
+                "spec:\n  selector", "spec:\n  replicas: 0\n  selector"
+            )
+        }
+    )
+    world.staging_gets("2.0.0", 1)
+    for minutes in (40, 300):
+        got = world.gate("2.0.0", minutes)
+        assert (got.state, got.wait) == ("waiting", "idle")
+
+
+def test_the_same_digest_under_another_tag_in_staging_is_the_same_image(world: World) -> None:
+    """Staging's rules allow commit tags, production's semver: staging runs the digest as ``abc1234``,
+    production gates it as ``2.0.0``. Reconcile's tags of the digest make it the same image (before:
+    waiting for ever, ``:2.0.0`` never equal to ``:abc1234``)."""
+    world.staging_gets("abc1234", 1)
+    world.readers += 1
+    reader = ArgoGitReader(world.api, "argocd", world.tmp / f"reader-{world.readers}")
+    try:
+        got = decide_target(
+            production(world.remote, "2.0.0"),
+            [(staging(world.remote, "abc1234"), None)],
+            reader,
+            world.at(31),
+            tags={"abc1234", "2.0.0"},
+        )
+    finally:
+        reader.close()
+    assert (got.state, got.live_since) == ("promoted", T0 + timedelta(minutes=1))
+
+
+@pytest.mark.parametrize("person", ["held", "rolled-back"])
+def test_a_persons_hold_or_rollback_after_the_soak_passed_still_blocks(world: World, person: str) -> None:
+    """A person holds or rolls staging back after the soak's end (production's pull request still open,
+    ``gate: check``): what holds now is a decision, whatever its time (before: ``promoted``)."""
+    world.staging_gets("2.0.0", 1)
+    assert world.gate("2.0.0", 35).state == "promoted"
+    if person == "rolled-back":
+        world.staging_gets("1.0.0", 38, person=True)
+    got = world.gate("2.0.0", 40, person=person)
+    assert (got.state, got.reason) == ("blocked", person)
+
+
+def test_a_block_an_evaluation_saw_stands_after_staging_recovers(world: World) -> None:
+    """Degraded seen at minute 11, Healthy again at 14: Argo CD no longer shows the spell, but the
+    gate's record of what evaluations saw keeps the block (before: waiting at 15, promoted at 44)."""
+    world.memory = FileMemory(world.tmp / "gate-memory")
+    world.staging_gets("2.0.0", 1)
+    assert world.gate("2.0.0", 5).state == "waiting"
+    world.degrade(10)
+    assert (world.gate("2.0.0", 11).state, world.gate("2.0.0", 11).reason) == ("blocked", "degraded")
+    world.degrade(14, on=False)
+    for minutes in (15, 44, 300):
+        got = world.gate("2.0.0", minutes)
+        assert (got.state, got.reason) == ("blocked", "degraded")
+    world.staging_gets("3.0.0", 320)  # a newer image is judged afresh
+    assert world.gate("3.0.0", 351).state == "promoted"
+
+
+def test_no_history_kept_is_promoted_from_the_first_evaluation_that_saw_it_live(world: World) -> None:
+    """``revisionHistoryLimit: 0``: Argo CD keeps no ``status.history``, yet says staging is Synced and
+    Healthy with its Pods running 2.0.0. Argo CD's comparison then (``reconciledAt``, minute 1), as
+    the first evaluation saw it, starts the clock (before: "not live with it yet" for ever)."""
+    world.memory = FileMemory(world.tmp / "gate-memory")
+    app = world.kube.objects[("applications", "argocd", "api-staging")]
+    app["spec"]["revisionHistoryLimit"] = 0
+    world.staging_gets("2.0.0", 1)
+    assert world.kube.objects[("applications", "argocd", "api-staging")]["status"]["history"] == []
+    first = world.gate("2.0.0", 2)
+    assert first.state == "waiting" and first.wait != "not-live"
+    for minutes in range(5, 32, 3):
+        world.at(minutes)
+        world.sim.refresh("argocd", "api-staging")  # Argo CD compares again (reconciledAt moves)
+        assert world.gate("2.0.0", minutes).state == "waiting"
+    world.at(33)
+    world.sim.refresh("argocd", "api-staging")
+    got = world.gate("2.0.0", 33)
+    assert (got.state, got.live_since) == ("promoted", T0 + timedelta(minutes=1))
+
+
+def test_a_wrong_render_at_sync_is_recorded_as_a_sync_and_blocked_as_a_mismatch(world: World) -> None:
+    """The repo server hands the sync operation the previous revision's render: Argo CD records the
+    sync (history entry, Synced at the new revision), and its Pods run 1.0.0."""
+    world.sim.wrong_manifest = True
+    world.staging_gets("2.0.0", 1)
+    status = world.kube.objects[("applications", "argocd", "api-staging")]["status"]
+    assert status["history"][-1]["revision"] == status["sync"]["revision"]
+    assert status["summary"]["images"] == [f"{IMAGE}:1.0.0"]
+    got = world.gate("2.0.0", 40)
+    assert (got.state, got.reason) == ("blocked", "mismatch")
+
+
+def test_suspended_staging_waits_as_suspended(world: World) -> None:
+    world.sim.health_of["argocd/api-staging"] = "Suspended"
+    world.staging_gets("2.0.0", 1)
+    got = world.gate("2.0.0", 300)
+    assert (got.state, got.wait) == ("waiting", "suspended")
+
+
+def test_without_transition_time_a_degraded_seen_blocks_after_recovery(world: World) -> None:
+    """Argo CD without ``lastTransitionTime``: an evaluation saw Degraded at 20; at 31 Argo CD shows
+    Healthy and nothing else (before: promoted at 31, the spell counted as soak)."""
+    world.memory = FileMemory(world.tmp / "gate-memory")
+    world.sim.transition_time = False
+    world.staging_gets("2.0.0", 1)
+    assert (
+        "lastTransitionTime"
+        not in world.kube.objects[("applications", "argocd", "api-staging")]["status"]["health"]
+    )
+    assert world.gate("2.0.0", 5).state == "waiting"
+    world.degrade(20)
+    assert world.gate("2.0.0", 20).reason == "degraded"
+    world.degrade(29, on=False)
+    got = world.gate("2.0.0", 31)
+    assert (got.state, got.reason) == ("blocked", "degraded")
+
+
+def test_re_syncs_that_trim_the_arrival_from_a_short_history_do_not_restart_the_clock(world: World) -> None:
+    """``revisionHistoryLimit: 1`` and self-heal re-syncs of the same revision every few minutes:
+    each appends a history entry (as Argo CD does), so the arrival's entry is gone; the evaluations'
+    unbroken run of seeing it live keeps the clock (before: it restarted at every re-sync)."""
+    world.memory = FileMemory(world.tmp / "gate-memory")
+    world.kube.objects[("applications", "argocd", "api-staging")]["spec"]["revisionHistoryLimit"] = 1
+    world.staging_gets("2.0.0", 1)
+    for minutes in range(2, 31):
+        if minutes % 3 == 0:
+            world.at(minutes)
+            world.sim.resync("argocd", "api-staging")
+        assert world.gate("2.0.0", minutes).state == "waiting"
+    history = world.kube.objects[("applications", "argocd", "api-staging")]["status"]["history"]
+    assert len(history) == 1 and history[0]["id"] > 5  # every re-sync appended an entry
+    got = world.gate("2.0.0", 32)
+    assert (got.state, got.live_since) == ("promoted", T0 + timedelta(minutes=1))
+
+
+def test_the_simulator_records_every_sync_and_a_sync_that_takes_time(world: World) -> None:
+    world.staging_gets("2.0.0", 1)
+    world.at(5)
+    world.sim.resync("argocd", "api-staging")
+    status = world.kube.objects[("applications", "argocd", "api-staging")]["status"]
+    last, before = status["history"][-1], status["history"][-2]
+    assert last["revision"] == before["revision"] and last["id"] == before["id"] + 1
+    assert last["deployStartedAt"] < last["deployedAt"] == status["operationState"]["finishedAt"]
+
+
+def test_staging_deployed_through_the_source_hydrator_says_so(world: World) -> None:
+    """An Argo CD 3.x Application with ``spec.sourceHydrator`` whose ``drySource`` is staging's overlay:
+    not selected (its history holds hydrated commits), so the gate says that, not "no Application" or
+    "not live yet" for ever."""
+    world.kube.objects.pop(("applications", "argocd", "api-staging"))
+    hydrated = application("api-staging-hydrated", world.remote.url, STAGING, target_revision="main")
+    spec = hydrated["spec"]
+    spec["sourceHydrator"] = {
+        "drySource": spec.pop("source"),
+        "syncSource": {"targetBranch": "environments/staging", "path": "staging"},
+    }
+    world.kube.seed(hydrated)
+    got = world.gate("2.0.0", 100)
+    assert (got.state, got.wait) == ("waiting", "hydrated")

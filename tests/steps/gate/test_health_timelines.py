@@ -57,6 +57,7 @@ def observed(events: list[Event], now: datetime, *, transition_time: bool = True
         "history": history[-HISTORY_LIMIT:],
         "sync": {"status": "Synced", "revision": history[-1]["revision"]},
         "health": {"status": health},
+        "summary": {"images": [images[history[-1]["revision"]]]},  # Pods run what was synced
     }
     if transition_time:
         status["health"]["lastTransitionTime"] = _stamp(changed)

@@ -169,10 +169,12 @@ def test_a_check_gate_promoted_is_counted_once_though_its_pull_request_stays_ope
             "history": [{"id": 0, "revision": "r1", "deployedAt": deployed}],
             "sync": {"status": "Synced", "revision": "r1"},
             "health": {"status": "Healthy", "lastTransitionTime": deployed},
+            "summary": {"images": [f"{REGISTRY}/team/api:2"]},
         }
     }
     reader = SimpleNamespace(
-        deployments=lambda _t: [("argocd/api-staging", None, app)], image_at=lambda _t: lambda _r: ":2"
+        deployments=lambda _t: [("argocd/api-staging", None, app)],
+        image_at=lambda _t: lambda _r: f"{REGISTRY}/team/api:2",
     )
 
     class Statuses:

@@ -132,3 +132,20 @@ def test_a_decision_already_there_stands_beyond_the_first_page_of_contexts(gh_re
     assert report_statuses([(t, out.commit_sha, waiting)], lambda _url: forge) == {}
     owner, repo = remote.name.split("/")
     assert fake.status_of(owner, repo, out.commit_sha, CONTEXT) == "success"
+
+
+@pytest.mark.parametrize(("reason", "stays"), [("degraded", True), ("mismatch", True), ("held", False)])
+def test_a_failure_stays_on_the_commit_unless_a_person_lifted_their_hold(gh_remote, reason, stays) -> None:
+    """An evaluation saw staging Degraded (failure); Argo CD later shows it Healthy, and a gate that
+    lost its record would say success: the failure stays on that head commit (before: it flipped to
+    success; a newer image is a new head commit, judged afresh). A person's hold is theirs to lift."""
+    remote, fake = gh_remote
+    t = _gated(remote)
+    out = commit_pr.run(t, plan())
+    forge = _forge(fake, remote)
+    owner, repo = remote.name.split("/")
+    blocked = GateDecision("blocked", "api:1.1.0", "staging", reason=reason)
+    assert report_statuses([(t, out.commit_sha, blocked)], lambda _url: forge) == {out.commit_sha: "failure"}
+    promoted = GateDecision("promoted", "api:1.1.0", "staging", live_since=SINCE)
+    report_statuses([(t, out.commit_sha, promoted)], lambda _url: forge)
+    assert fake.status_of(owner, repo, out.commit_sha, CONTEXT) == ("failure" if stays else "success")

@@ -65,7 +65,7 @@ class Reader:
         return [("argocd/api-staging", None, app)]
 
     def image_at(self, target: Target):
-        return lambda revision: ":1.4.2" if revision == "r1" else None
+        return lambda revision: f"{IMAGE}:1.4.2" if revision == "r1" else None  # as kustomize renders it
 
 
 def _items(gate: str = "wait", branch_sha: str = "") -> list[Item]:

@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from steps.aws.sigv4 import Credentials
+from steps.domain.errors import CredentialsError
 
 #: botocore/utils.py ``ContainerMetadataFetcher``
 CONTAINER_HOST = "169.254.170.2"
@@ -61,10 +62,6 @@ FETCH_SLEEP = 1.0
 ADVISORY_REFRESH = 15 * 60
 MANDATORY_REFRESH = 10 * 60
 _HTTP_URL = re.compile(r"http://([A-Za-z0-9.-]+)(?::([0-9]{1,5}))?(/[^\s]*)?")
-
-
-class CredentialsError(Exception):
-    """The container endpoint gave no credentials (botocore's ``CredentialRetrievalError``)."""
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,12 @@ from typing import Any
 
 from steps.domain.errors import (
     ConfigError,
+    EcrApiError,
+    EcrConnectionError,
     PermissionDeniedError,
     RepositoryMissing,
+    StsApiError,
+    StsConnectionError,
     TransientError,
 )
 from steps.runtime.timing import timed
@@ -231,22 +235,17 @@ def _botocore_client(region: str) -> Any:
 def _classify(exc: Exception, what: str, repository: str) -> Exception:
     """Map an ECR client's exception (botocore's, or :mod:`steps.aws.ecr_http`'s) to our hierarchy
     (never includes credentials: neither client puts them in an error)."""
-    from steps.aws.ecr_http import EcrApiError, EcrConnectionError
-
     if isinstance(exc, EcrApiError):
         return _classify_answer(exc.code, exc.status, exc.message, what, repository)
     if isinstance(exc, EcrConnectionError):
         return TransientError(f"cannot reach ECR for {what} of {repository!r}: {exc}", reason="unreachable")
-    if type(exc).__module__ == "steps.aws.sts_http":  # the lean client's web identity (IRSA)
-        from steps.aws.sts_http import StsApiError, StsConnectionError
-
-        if isinstance(exc, StsApiError):
-            return _classify_web_identity(exc.code, exc.status, exc.message, what, repository)
-        if isinstance(exc, StsConnectionError):
-            return TransientError(
-                f"cannot reach STS for the step's web identity credentials ({what} of {repository!r}): {exc}",
-                reason="unreachable",
-            )
+    if isinstance(exc, StsApiError):  # the lean client's web identity (IRSA)
+        return _classify_web_identity(exc.code, exc.status, exc.message, what, repository)
+    if isinstance(exc, StsConnectionError):
+        return TransientError(
+            f"cannot reach STS for the step's web identity credentials ({what} of {repository!r}): {exc}",
+            reason="unreachable",
+        )
     if type(exc).__module__.partition(".")[0] != "botocore":
         return exc  # neither client's: not ours to classify (and botocore need not be imported to say so)
     from botocore.exceptions import (

@@ -76,6 +76,8 @@ from steps.aws.transport import (  # shared with steps.aws.sts_http
     backoff,
     tls_context,
 )
+from steps.domain.errors import DroppedConnection as _Dropped
+from steps.domain.errors import EcrApiError, EcrConnectionError, EcrPaginationError
 
 SERVICE = "ecr"
 TARGET_PREFIX = "AmazonEC2ContainerRegistry_V20150921"
@@ -193,30 +195,6 @@ OPERATIONS: dict[str, dict[str, Any]] = {
 #: botocore/data/ecr/2015-09-21/paginators-1.json: the paginated operations this client serves
 #: (input and output token ``nextToken``, page size ``maxResults``).
 PAGINATORS = {"describe_images": "DescribeImages", "describe_repositories": "DescribeRepositories"}
-
-
-class EcrApiError(Exception):
-    """ECR answered with an error. ``code`` is ECR's error code (or the HTTP status as text when the
-    answer had none, as botocore does), ``status`` the HTTP status, ``message`` ECR's message.
-    ``response`` is shaped as botocore's ``ClientError.response`` (``Error``, ``ResponseMetadata``)."""
-
-    def __init__(self, operation: str, code: str, status: int, message: str, request_id: str = "") -> None:
-        self.operation, self.code, self.status, self.message = operation, code, status, message
-        self.response: dict[str, Any] = {
-            "Error": {"Code": code, "Message": message},
-            "ResponseMetadata": {"RequestId": request_id, "HTTPStatusCode": status},
-        }
-        super().__init__(f"An error occurred ({code}) when calling the {operation} operation: {message}")
-
-
-class EcrConnectionError(Exception):
-    """No answer from ECR: the connection could not be made, timed out or was closed. The message is
-    botocore's for the same failure (``EndpointConnectionError``, ``ConnectTimeoutError``,
-    ``ReadTimeoutError``, ``ConnectionClosedError``, ``SSLError``)."""
-
-
-class EcrPaginationError(Exception):
-    """ECR returned the same ``nextToken`` twice (botocore's ``PaginationError``)."""
 
 
 # --- route: may this client answer as botocore would? -----------------------------------------------
@@ -668,10 +646,6 @@ class EcrClient:
         else:
             self._give_back(conn)
         return response.status, answer, data
-
-
-class _Dropped(Exception):
-    """The connection was closed before an answer began."""
 
 
 def _closed(url: str) -> str:

@@ -48,6 +48,7 @@ from steps.aws.transport import (
     backoff,
     tls_context,
 )
+from steps.domain.errors import StsApiError, StsConnectionError
 
 OPERATION = "AssumeRoleWithWebIdentity"
 API_VERSION = "2011-06-15"
@@ -72,24 +73,6 @@ MODELLED_ERRORS = frozenset(
         "RegionDisabledException",
     }
 )
-
-
-class StsApiError(Exception):
-    """STS refused: its error ``code`` (the HTTP status as text when it gave none), the HTTP
-    ``status`` and its ``message`` (never the token). ``response`` is shaped as botocore's
-    ``ClientError.response``."""
-
-    def __init__(self, code: str, status: int, message: str, request_id: str = "") -> None:
-        self.operation, self.code, self.status, self.message = OPERATION, code, status, message
-        self.response: dict[str, Any] = {
-            "Error": {"Code": code, "Message": message},
-            "ResponseMetadata": {"RequestId": request_id, "HTTPStatusCode": status},
-        }
-        super().__init__(f"An error occurred ({code}) when calling the {OPERATION} operation: {message}")
-
-
-class StsConnectionError(Exception):
-    """No answer from STS (botocore's message for the same failure, naming the URL)."""
 
 
 def form(identity: WebIdentity, token: str) -> bytes:

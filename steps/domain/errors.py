@@ -230,3 +230,54 @@ class NotifyConfigError(ValueError):
     Raised by :mod:`steps.notify.decide` and :mod:`steps.notify.config`; the notify step turns it
     into a log record and a counted failure, never a failed Workflow.
     """
+
+
+class AwsApiError(Exception):
+    """An AWS API answered the lean clients (:mod:`steps.aws.ecr_http`, :mod:`steps.aws.sts_http`)
+    with an error: its ``code`` (the HTTP status as text when it gave none, as botocore does), the
+    HTTP ``status`` and its ``message``; ``response`` is shaped as botocore's ``ClientError.response``
+    (``Error``, ``ResponseMetadata``), so :func:`steps.aws.ecr._classify` reads either alike."""
+
+    def __init__(self, operation: str, code: str, status: int, message: str, request_id: str = "") -> None:
+        self.operation, self.code, self.status, self.message = operation, code, status, message
+        self.response: dict[str, object] = {
+            "Error": {"Code": code, "Message": message},
+            "ResponseMetadata": {"RequestId": request_id, "HTTPStatusCode": status},
+        }
+        super().__init__(f"An error occurred ({code}) when calling the {operation} operation: {message}")
+
+
+class EcrApiError(AwsApiError):
+    """ECR answered with an error (:mod:`steps.aws.ecr_http`)."""
+
+
+class StsApiError(AwsApiError):
+    """STS refused AssumeRoleWithWebIdentity (:mod:`steps.aws.sts_http`); its message never holds
+    the token."""
+
+    def __init__(self, code: str, status: int, message: str, request_id: str = "") -> None:
+        super().__init__("AssumeRoleWithWebIdentity", code, status, message, request_id)
+
+
+class EcrConnectionError(Exception):
+    """No answer from ECR: the connection could not be made, timed out or was closed. The message is
+    botocore's for the same failure (``EndpointConnectionError``, ``ConnectTimeoutError``,
+    ``ReadTimeoutError``, ``ConnectionClosedError``, ``SSLError``)."""
+
+
+class StsConnectionError(Exception):
+    """No answer from STS (botocore's message for the same failure, naming the URL)."""
+
+
+class EcrPaginationError(Exception):
+    """ECR returned the same ``nextToken`` twice (botocore's ``PaginationError``)."""
+
+
+class DroppedConnection(Exception):
+    """A kept-alive connection was closed before an answer began (:mod:`steps.aws.ecr_http` opens
+    another, as urllib3 does, without counting an attempt)."""
+
+
+class CredentialsError(Exception):
+    """The container endpoint or STS gave no usable credentials (botocore's
+    ``CredentialRetrievalError``) (:mod:`steps.aws.credentials`)."""

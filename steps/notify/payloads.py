@@ -56,7 +56,7 @@ def teams_escape(text: str) -> str:
     task-modules-and-cards/cards/cards-format), so data such as a hold reason's ``[click](http://…)``
     would make a link and ``- a`` a list. Leading and trailing blanks are dropped (four leading
     spaces would make a code block)."""
-    escaped = _TEAMS_MARKDOWN.sub(r"\\\1", one_line(text).strip())
+    escaped = _TEAMS_MARKDOWN.sub(r"\\\1", one_line(text).strip(" \t"))
     leading = _TEAMS_LEADING.match(escaped)
     if leading:  # `\- a`, `\# a`, `1\. a`
         at = leading.end() if leading.group()[0].isdigit() else 0

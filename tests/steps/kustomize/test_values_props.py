@@ -194,7 +194,7 @@ def test_a_reread_refuses_a_missing_or_different_inserted_key() -> None:
 def test_a_plain_tag_is_quoted_whenever_helm_reads_another_value(tag: str) -> None:
     """imagebump's "Helm reads this tag as another value" (a plain ``1.10``, ``y``, ``0x1F``,
     ``0815``, ``2024-1-1``) holds for every plain tag go-yaml v2, which Helm reads values with,
-    reads as anything but that text; and it quotes nothing no YAML 1.1 reader would misread."""
+    reads as anything but that text."""
     from steps.kustomize.values import find_pushed, misread_tags
 
     text = f"image:\n  repository: {REPO}\n  tag: {tag}\n"
@@ -204,8 +204,5 @@ def test_a_plain_tag_is_quoted_whenever_helm_reads_another_value(tag: str) -> No
     except yaml.YAMLError:
         return
     _, _, matches = find_pushed(text, REPO, source="values.yaml")
-    quoted = bool(misread_tags(matches))
-    if not helm_reads_as_text(tag):
-        assert quoted, "Helm deploys another value than the tag the file seems to say"
-    if quoted:  # never quoted for nothing: Helm, or a YAML 1.1 reader (PyYAML), reads another value
-        assert not helm_reads_as_text(tag) or not isinstance(yaml.safe_load(text)["image"]["tag"], str)
+    if not helm_reads_as_text(tag):  # (quoting more, where a YAML 1.1 reader would misread it, is harmless)
+        assert misread_tags(matches), "Helm deploys another value than the tag the file seems to say"

@@ -26,8 +26,10 @@ from steps.aws.sigv4 import Credentials
 NOW = datetime(2026, 12, 7, 6, 0, tzinfo=UTC)
 
 
-def _document(key: str = "ASIACONTAINER", minutes: int = 360) -> dict:
-    expiry = (NOW + timedelta(minutes=minutes)).strftime("%Y-%m-%dT%H:%M:%SZ")
+def _document(key: str = "ASIACONTAINER", minutes: int = 360, now: datetime | None = None) -> dict:
+    """The endpoint's answer, expiring ``minutes`` after ``now`` (default: the real clock's now, for
+    the tests whose credentials are read by code on the real clock: botocore, a step process)."""
+    expiry = ((now or datetime.now(UTC)) + timedelta(minutes=minutes)).strftime("%Y-%m-%dT%H:%M:%SZ")
     return {
         "AccessKeyId": key,
         "SecretAccessKey": "container-secret",
@@ -231,8 +233,8 @@ def test_a_refused_connection_is_three_attempts(home) -> None:
 def test_refresh_is_botocores(minutes, refresh_fails, outcome, home) -> None:
     """botocore's RefreshableCredentials: within 15 minutes of expiry a request refreshes; a failed
     refresh is an error only within 10."""
-    refresh = (500, b"down") if refresh_fails else (200, _document("ASIASECOND"))
-    with _Endpoint([(200, _document("ASIAFIRST", minutes)), refresh]).running() as endpoint:
+    refresh = (500, b"down") if refresh_fails else (200, _document("ASIASECOND", now=NOW))
+    with _Endpoint([(200, _document("ASIAFIRST", minutes, now=NOW)), refresh]).running() as endpoint:
         found = ContainerCredentials(endpoint.url, home, sleep=lambda _: None, now=lambda: NOW)
         found.load()
         if outcome == "error":

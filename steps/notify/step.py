@@ -39,6 +39,8 @@ log = logging.getLogger("imagebump.notify")
 #: Modules this step imports only when it has something to send (:func:`_counts`); a local executor
 #: that forks steps from a warm interpreter imports them ahead (workflows.local.forkserver_server).
 LAZY_IMPORTS = ("steps.notify.output", "steps.notify.send", "yaml")
+#: The name in this step's log records (its module is ``step``; the template is notify).
+STEP_NAME = "notify"
 
 LEDGER_BUCKET_ENV = "IMAGEBUMP_NOTIFY_LEDGER_BUCKET"
 #: The finished Workflow as JSON (``{metadata, status: {phase, nodes}}``): the local executor writes

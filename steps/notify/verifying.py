@@ -27,6 +27,8 @@ from steps.notify.step import event_of, ledger_from_env, notify, read_workflow
 from steps.runtime.harness import step_entry
 
 log = logging.getLogger("imagebump.notify")
+#: The name in this step's log records (as its template is named).
+STEP_NAME = "notify-verifying"
 
 
 def pending_outcome(target: Target, commit_sha: str, event_id: str) -> Outcome:

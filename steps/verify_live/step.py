@@ -32,6 +32,8 @@ from steps.verify_live import decide
 from steps.verify_live.decide import Judgement, RevisionFacts
 
 log = logging.getLogger(__name__)
+#: The name in this step's log records (as its template is named).
+STEP_NAME = "verify-live"
 
 DEFAULT_TIMEOUT = "15m"
 #: The longest one verify-live pod waits, whatever ``live-timeout`` asks: its pod's deadline

@@ -33,6 +33,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+import yaml
 
 from steps.domain.models import Target
 from tests.conftest import FAKE_CREDENTIALS
@@ -498,6 +499,7 @@ def test_the_exit_handler_with_nothing_configured_is_the_same_through_both_and_i
     assert [r["message"] for r in ours["records"]][
         0
     ] == "no notification destinations configured: nothing sent"
+    assert {r["step"] for r in ours["records"]} == {"notify"}  # as its template is named
     assert _quiet_exit_handler_imports(ours["modules"]) == set()
     assert "steps.notify.step" in ours["modules"]  # it ran: the check above can see what it imports
     _no_hera(ours)
@@ -704,6 +706,29 @@ def test_every_step_is_supported_and_starts_without_hera_or_the_github_client(st
 #: code that uses it (bench/README.md "Cold start"): ``regex`` (only the CLI's terminal escaping).
 _EVENT_STEPS = ("resolve_image.step", "edit_kustomize.step", "commit_pr.step")
 _LAZY_IN_EVENT_STEPS = ("regex",)
+
+
+def _launched() -> list[tuple[str, str, str]]:
+    """(manifest, template, MODULE:FUNCTION) of every rendered template whose pod runs the launcher."""
+    found = []
+    for path in sorted((ROOT / "manifests" / "workflows").glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            spec = (doc or {}).get("spec") or {}
+            for tpl in spec.get("workflowSpec", spec).get("templates") or []:
+                args = (tpl.get("script") or {}).get("args") or []
+                if ENTRY in args and "-e" in args:
+                    found.append((path.name, tpl["name"], args[args.index("-e") + 1]))
+    return found
+
+
+def test_every_step_names_itself_in_its_log_records_as_its_template_is_named():
+    """The ``step`` of a record is what a user looks for in Argo's UI: the template's name
+    (``verify-live``, ``notify``, ``notify-verifying``), not its module's (``step``, ``verifying``)."""
+    launched = _launched()
+    assert {name for _, name, _ in launched} >= {"resolve-image", "verify-live", "notify", "notify-verifying"}
+    for manifest, name, entrypoint in launched:
+        module = importlib.import_module(entrypoint.split(":")[0])
+        assert getattr(module, "STEP_NAME", None) == name, (manifest, entrypoint)
 
 
 def test_hera_runner_is_what_the_checks_would_catch():

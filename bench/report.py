@@ -261,6 +261,115 @@ def goal_rows(r: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     return rows
 
 
+def _p50(summary: Any) -> float | None:
+    return summary.get("p50") if isinstance(summary, dict) else None
+
+
+def _explain_single(r: dict[str, Any]) -> str | None:
+    single, floor = r.get("single_event") or {}, (r.get("floor") or {}).get("single") or {}
+    ours = _p50(single.get("to_commit_s")) or _p50(single.get("latency_s"))
+    if ours is None or not floor:
+        return None
+    parts = [
+        f"ours {ours:.3f} s against plain git's {_p50(floor.get('total_s')) or 0:.3f} s (its clone "
+        f"{_p50(floor.get('clone_s')) or 0:.3f}, edit and commit {_p50(floor.get('edit_commit_s')) or 0:.3f}, "
+        f"push {_p50(floor.get('push_s')) or 0:.3f} s)"
+    ]
+    queue = _p50(single.get("queue_and_sensor_s"))
+    if queue is not None:
+        parts.append(f"the queue and the sensor {queue:.3f} s")
+    bd = single.get("breakdown") or {}
+    steps = [s for s in ("resolve-image", "edit-kustomize", "commit-pr") if s in bd]
+    if steps:
+        outside = sum(bd[s].get("outside", 0.0) for s in steps)
+        other = sum(bd[s].get("other", 0.0) for s in steps)
+        parts.append(
+            f"each step's start and exit ('outside') {outside:.3f} s and its untimed work ('other') "
+            f"{other:.3f} s over {', '.join(steps)}"
+        )
+        if "resolve-image" in bd:
+            parts.append(
+                f"resolve-image, which plain git has no counterpart for, {bd['resolve-image']['total']:.3f} s"
+            )
+    return "; ".join(parts) + " (per step and phase: the table below)"
+
+
+def _explain_burst(r: dict[str, Any], events: int) -> str | None:
+    ours = next((b for b in r.get("bursts", []) if b.get("events") == events), None)
+    floor = next((b for b in (r.get("floor") or {}).get("bursts", []) if b.get("events") == events), None)
+    if ours is None or floor is None:
+        return None
+    return (
+        f"drained in {ours['drain_s']:.1f} s against plain git's {floor['drain_s']:.1f} s at the same "
+        f"concurrency; lost push races {ours.get('lost_races', '?')} against plain git's "
+        f"{floor.get('lost_races', floor.get('push_retries', '?'))}, backoff slept "
+        f"{ours.get('backoff_s', 0):.1f} s, step retries {ours.get('step_retries', 0)}; one event's own "
+        f"cost is the single event's (above)"
+    )
+
+
+def _explain_cold(r: dict[str, Any]) -> str | None:
+    cold = (r.get("cold_start") or {}).get("event") or {}
+    per_step = ((r.get("cold_start") or {}).get("per_step") or {}).get("steps") or {}
+    warm = (r.get("single_event") or {}).get("steps_s") or {}
+    steps = (cold.get("steps_s") or {}).get("entry") or {}
+    if not steps:
+        return None
+    parts = []
+    for step, summary in steps.items():
+        text = f"{step} {_p50(summary) or 0:.3f} s cold against {_p50(warm.get(step)) or 0:.3f} s warm"
+        probe = per_step.get(step) or per_step.get(f"{step} (commit)") or {}  # the cold event commits
+        first = _p50((probe.get("first_line_s") or {}).get("entry"))
+        if first is not None:
+            text += f", of which exec → its first line {first:.3f} s"
+        top = ((probe.get("importtime") or {}).get("entry") or {}).get("by_package") or []
+        if top:
+            text += " (imports, self s: " + ", ".join(f"{name} {sec:.3f}" for name, sec in top[:4]) + ")"
+        parts.append(text)
+    return "; ".join(parts) + ". A forked step has all of that imported already"
+
+
+def _explain_api(r: dict[str, Any], key: str) -> str | None:
+    per = ((r.get("api_commits") or {}).get("requests_per_event") or {}).get(key)
+    if not per:
+        return None
+    return (
+        f"{per.get('requests', '?')} GitHub requests per event, {per.get('content_creating', '?')} of them "
+        f"content-creating (outcome {per.get('action', '?')!r})"
+    )
+
+
+def _explain_values(r: dict[str, Any]) -> str | None:
+    vk = (r.get("growth") or {}).get("values_vs_kustomize")
+    if not vk:
+        return None
+    return (
+        f"the values-file edit alone {vk['values']['edit_s']['p50'] * 1000:.1f} ms against the "
+        f"kustomization's {vk['kustomize']['edit_s']['p50'] * 1000:.1f} ms, each with the same clone and read"
+    )
+
+
+def miss_explanations(r: dict[str, Any]) -> list[tuple[str, str]]:
+    """(goal, why) for every goal the run missed, from the run's own profile: what the ratio's two
+    sides spent their time on (issue 33: a miss is reported with the profile that explains it)."""
+    explain = {
+        "single_p50": lambda: _explain_single(r),
+        "burst_27": lambda: _explain_burst(r, 27),
+        "burst_200": lambda: _explain_burst(r, 200),
+        "cold_vs_warm": lambda: _explain_cold(r),
+        "api_commit": lambda: _explain_api(r, "api_commit"),
+        "api_pr_created": lambda: _explain_api(r, "api_pr_created"),
+        "api_pr_updated": lambda: _explain_api(r, "api_pr_updated"),
+        "values_edit_vs_kustomize": lambda: _explain_values(r),
+    }
+    values = goal_values(r)
+    out = []
+    for key, what, goal, _unit in GOALS:
+        if key in values and values[key] > goal:
+            out.append((what, explain[key]() or "this run holds no profile for it"))
+    return out
+
+
 def _cold_start_rows(c: dict[str, Any]) -> list[tuple[str, str]]:
     """A step pod's cold start (exec → first line of its own work) and a whole event with fresh
     processes, through Hera's runner (before issue 15) and ``steps.runtime.launcher`` (the templates now)."""
@@ -324,6 +433,11 @@ def table(r: dict[str, Any]) -> str:
     goals += [
         f"  {what:<{width}}  {value:>8}  {goal:>8}  {verdict}" for what, value, goal, verdict in goal_rows(r)
     ]
+    misses = miss_explanations(r)
+    if misses:
+        goals += ["", "why each miss (this run's own profile):"] + [
+            f"  {what}: {why}" for what, why in misses
+        ]
     return "\n".join(lines + goals + _breakdown_lines(r) + _import_lines(r))
 
 
@@ -388,6 +502,10 @@ def markdown(r: dict[str, Any], command: str) -> str:
     out += ["Goals (issue 33's table, issue 34's values line); a miss is printed as one:", ""]
     out += ["| goal | measured | goal | verdict |", "|---|---|---|---|"]
     out += [f"| {what} | {value} | {goal} | {verdict} |" for what, value, goal, verdict in goal_rows(r)]
+    misses = miss_explanations(r)
+    if misses:
+        out += ["", "Why each miss, from this run's own profile:", ""]
+        out += [f"- **{what}**: {why}." for what, why in misses]
     out += ["", "| measure | result |", "|---|---|"]
     out += [f"| {a} | {b} |" for a, b in headline_rows(r)]
     bd = r.get("single_event", {}).get("breakdown")

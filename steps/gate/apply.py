@@ -229,7 +229,7 @@ def _github_forge(repo_url: str) -> Any:
 
 def gate_fields(decision: GateDecision | None) -> dict[str, Any]:
     """The report row's gate fields (:class:`steps.reconcile.report.TargetState`): the environment
-    waited on and the time left (waiting), the reason (blocked)."""
+    waited on, the time left and why it waits (waiting), the reason (blocked)."""
     if decision is None:
         return {}
     return {
@@ -237,6 +237,7 @@ def gate_fields(decision: GateDecision | None) -> dict[str, Any]:
         "waiting_on": decision.env,
         "time_left": decision.seconds_left,
         "blocked_reason": decision.reason or "",
+        "wait_reason": decision.wait or "",
     }
 
 

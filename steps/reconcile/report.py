@@ -60,6 +60,11 @@ class TargetState(BaseModel):
     blocked_reason: str = Field(
         default="", description="blocked: mismatch, degraded, rolled-back, held or superseded"
     )
+    wait_reason: str = Field(
+        default="",
+        description="waiting: not-live, idle, suspended, unhealthy, soaking or hydrated ('' when the "
+        "gate could not read the environment or no Application deploys it: the row's reason says which)",
+    )
 
 
 class StateCount(BaseModel):

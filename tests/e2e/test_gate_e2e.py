@@ -72,6 +72,7 @@ def test_wait_gate_production_gets_nothing_until_the_soak_passed_across_restarts
     row, _ = production_row(gate_world)
     assert row["state"] == "waiting" and row["gate"]["env"] == "staging"
     assert 19 * 60 <= row["gate"]["time_left"] <= 20 * 60  # the clock runs from deployedAt, not from zero
+    assert row["gate"]["reason"] == "soaking"  # why it waits: live and Healthy, the clock running
     assert ":1.4.2" in row["gate"]["image"] or "1.4.2" in row["gate"]["image"]
     assert gate_world.branches() == ["main"]
 

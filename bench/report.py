@@ -248,6 +248,11 @@ def goal_values(r: dict[str, Any]) -> dict[str, float]:
     return out
 
 
+def _missed(value: float, goal: float) -> bool:
+    """Every goal is an upper bound."""
+    return value > goal
+
+
 def goal_rows(r: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     """(what, measured, goal, verdict) per goal: ``met``, ``MISS`` or ``not measured``."""
     values = goal_values(r)
@@ -257,7 +262,9 @@ def goal_rows(r: dict[str, Any]) -> list[tuple[str, str, str, str]]:
         if value is None:
             rows.append((what, "–", f"≤ {goal:g}{unit}", "not measured"))
         else:
-            rows.append((what, f"{value:g}{unit}", f"≤ {goal:g}{unit}", "met" if value <= goal else "MISS"))
+            rows.append(
+                (what, f"{value:g}{unit}", f"≤ {goal:g}{unit}", "MISS" if _missed(value, goal) else "met")
+            )
     return rows
 
 
@@ -365,7 +372,7 @@ def miss_explanations(r: dict[str, Any]) -> list[tuple[str, str]]:
     values = goal_values(r)
     out = []
     for key, what, goal, _unit in GOALS:
-        if key in values and values[key] > goal:
+        if key in values and _missed(values[key], goal):
             out.append((what, explain[key]() or "this run holds no profile for it"))
     return out
 

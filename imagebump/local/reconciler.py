@@ -114,9 +114,8 @@ class ReconcileRun:
             state = live.get((t.get("repo_url"), t.get("path"), t.get("env", "")))
             if state is not None:  # push → live (--argocd-context): the current target in Argo CD
                 row["live"] = {k: state.get(k) for k in ("state", "reason", "applications")}
-            if t.get(
-                "gate"
-            ):  # issue 35: promoteAfter's waiting (env, time left, why), blocked (why), promoted
+            # issue 35: promoteAfter's waiting (env, time left, why), blocked (why), promoted
+            if t.get("gate"):
                 why = t.get("wait_reason", "") if t["gate"] == "waiting" else t.get("blocked_reason", "")
                 row["gate"] = {
                     "state": t["gate"],

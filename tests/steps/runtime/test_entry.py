@@ -33,7 +33,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-import yaml
 
 from steps.domain.models import Target
 from tests.conftest import FAKE_CREDENTIALS
@@ -710,14 +709,15 @@ _LAZY_IN_EVENT_STEPS = ("regex",)
 
 def _launched() -> list[tuple[str, str, str]]:
     """(manifest, template, MODULE:FUNCTION) of every rendered template whose pod runs the launcher."""
+    from workflows.common import STEP_ENTRY
+    from workflows.local.documents import WorkflowDocument
+
     found = []
     for path in sorted((ROOT / "manifests" / "workflows").glob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text()):
-            spec = (doc or {}).get("spec") or {}
-            for tpl in spec.get("workflowSpec", spec).get("templates") or []:
-                args = (tpl.get("script") or {}).get("args") or []
-                if ENTRY in args and "-e" in args:
-                    found.append((path.name, tpl["name"], args[args.index("-e") + 1]))
+        for tpl in WorkflowDocument.read(path).every_template():
+            args = (tpl.get("script") or {}).get("args") or []
+            if STEP_ENTRY in args and "-e" in args:
+                found.append((path.name, tpl["name"], args[args.index("-e") + 1]))
     return found
 
 

@@ -158,15 +158,17 @@ def _type_name(annotation: Any) -> str:
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
     if args and len(args) < len(typing.get_args(annotation)):  # X | None
         return _type_name(args[0])
-    if isinstance(annotation, type) and hasattr(annotation, "model_fields"):  # a nested mapping (pydantic)
+    if isinstance(annotation, type) and hasattr(
+        annotation, "__struct_fields__"
+    ):  # a nested mapping (msgspec)
         return "mapping"
     return {str: "string", bool: "boolean", int: "integer"}.get(annotation, str(annotation))
 
 
 def _default(field: Any) -> str:
-    if field.is_required():
+    if field.required:
         return "**required**"
-    value = field.get_default(call_default_factory=True)
+    value = field.default
     if value is None or value == "":
         return "—"
     if isinstance(value, bool):
@@ -175,9 +177,9 @@ def _default(field: Any) -> str:
 
 
 def rules_page() -> str:
-    from steps.rules.schema import RuleSpec
+    from steps.rules.schema import FIELDS
 
-    fields = {(f.alias or name): f for name, f in RuleSpec.model_fields.items()}
+    fields = {f.key: f for f in FIELDS}
     missing, extra = sorted(fields.keys() - RULE_FIELDS.keys()), sorted(RULE_FIELDS.keys() - fields.keys())
     if missing or extra:
         raise ValueError(
@@ -196,7 +198,7 @@ def rules_page() -> str:
     ]
     for key, field in fields.items():
         lines.append(
-            f"| `{key}` | {_type_name(field.annotation)} | {_default(field)} | {_cell(RULE_FIELDS[key])} |"
+            f"| `{key}` | {_type_name(field.type)} | {_default(field)} | {_cell(RULE_FIELDS[key])} |"
         )
     return "\n".join(lines) + "\n"
 

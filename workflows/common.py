@@ -24,10 +24,9 @@ from hera.workflows import (
     Suspend,
 )
 from hera.workflows import models as m
-from pydantic import BaseModel
 
 from steps.domain.errors import EXIT_CONFIG
-from steps.runtime.harness import kebab
+from steps.runtime.harness import field_names, kebab
 from workflows import names as n
 from workflows import pod_security
 
@@ -172,13 +171,13 @@ def retry_transient(limit: int = 4, *, deadline: int) -> RetryStrategy:
     )
 
 
-def outputs_of(model: type[BaseModel], defaults: dict[str, str] | None = None) -> list[Parameter]:
+def outputs_of(model: type, defaults: dict[str, str] | None = None) -> list[Parameter]:
     """One output parameter per field of a step's output model (kebab-case, as emit_outputs writes).
 
     ``defaults`` maps kebab names to the value used when the file is absent (default ``""``).
     """
     defaults = defaults or {}
-    return [output(kebab(name), defaults.get(kebab(name), "")) for name in model.model_fields]
+    return [output(kebab(name), defaults.get(kebab(name), "")) for name in field_names(model)]
 
 
 def output(name: str, default: str = "") -> Parameter:

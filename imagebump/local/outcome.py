@@ -47,7 +47,7 @@ def target_nodes(result: WorkflowResult, index: int) -> dict[str, NodeResult]:
 def image_label(event: dict[str, Any]) -> str:
     """``team/api:1.4.2`` (or ``team/api@sha256:0123456789ab…`` for a push without a tag) from a
     push event, written by :func:`steps.domain.models.image_ref`."""
-    from steps.domain.models import image_ref  # pydantic: not when `imagebump --help` imports this module
+    from steps.domain.models import image_ref  # msgspec: not when `imagebump --help` imports this module
 
     detail = event.get("detail") if isinstance(event.get("detail"), dict) else {}
     tag, digest = detail.get("image-tag"), detail.get("image-digest")
@@ -160,7 +160,7 @@ def resolved_image(result: WorkflowResult) -> str:
         return ""
     try:
         return Image.model_validate_json(resolve.outputs["image"]).reference
-    except ValueError:  # pydantic's ValidationError is one
+    except ValueError:  # ContractError is one
         return resolve.outputs["image"]
 
 

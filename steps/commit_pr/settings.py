@@ -9,10 +9,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from msgspec import Meta
 
 from steps.commit_pr.message import DEFAULT_TEMPLATE, TEMPLATE_ENV, validate_template
+from steps.domain.contract import Contract
 from steps.domain.errors import ConfigError
 from steps.runtime.settings import (
     AUTHOR_EMAIL_ENV,
@@ -32,7 +34,7 @@ DEFAULT_RATE_LIMIT_BUDGET = 780.0
 _BOOLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
 
-class CommitPrSettings(BaseModel):
+class CommitPrSettings(Contract, frozen=True, kw_only=True):
     """commit-pr's runtime configuration (environment), validated before any I/O.
 
     ``IMAGEBUMP_GIT_AUTHOR_NAME`` / ``IMAGEBUMP_GIT_AUTHOR_EMAIL`` (the commit identity),
@@ -41,14 +43,12 @@ class CommitPrSettings(BaseModel):
     ``IMAGEBUMP_GITHUB_RATE_LIMIT_BUDGET`` (seconds of rate-limit waits one step sits out, default 780).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    author_name: str = Field(default=DEFAULT_AUTHOR_NAME, min_length=1, pattern=r"^[^<>\n\r]+$")
-    author_email: str = Field(default=DEFAULT_AUTHOR_EMAIL, pattern=r"^[^\s<>@]+@[^\s<>@]+$")
+    author_name: Annotated[str, Meta(min_length=1, pattern=r"^[^<>\n\r]+$")] = DEFAULT_AUTHOR_NAME
+    author_email: Annotated[str, Meta(pattern=r"^[^\s<>@]+@[^\s<>@]+$")] = DEFAULT_AUTHOR_EMAIL
     template: str = "{subject}\n\n{details}"
-    push_attempts: int = Field(default=DEFAULT_PUSH_ATTEMPTS, ge=1, le=50)
+    push_attempts: Annotated[int, Meta(ge=1, le=50)] = DEFAULT_PUSH_ATTEMPTS
     require_verified: bool = False
-    rate_limit_budget: float = Field(default=DEFAULT_RATE_LIMIT_BUDGET, ge=0)
+    rate_limit_budget: Annotated[float, Meta(ge=0)] = DEFAULT_RATE_LIMIT_BUDGET
 
     @property
     def author(self) -> str:

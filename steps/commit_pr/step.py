@@ -21,11 +21,10 @@ from datetime import UTC, datetime
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict
-
 from steps.commit_pr.result import CommitPrOutput
 from steps.commit_pr.settings import CommitPrSettings
 from steps.domain.branches import branch_name
+from steps.domain.contract import Contract
 from steps.domain.errors import ConfigError
 from steps.domain.models import Plan, Target
 from steps.runtime.harness import step_entry
@@ -55,10 +54,8 @@ LAZY_IMPORTS = (
 )
 
 
-class CommitPrInput(BaseModel):
+class CommitPrInput(Contract, kw_only=True):
     """What commit-pr lands: the target and edit-kustomize's plan for it, checked before any I/O."""
-
-    model_config = ConfigDict(extra="forbid")
 
     target: Target
     plan: Plan

@@ -25,6 +25,7 @@ and the step runner) turn these into a short message and an exit code, never a t
     ValueError (what each is, not a user's error: each is caught where it is meant to be)
     ├── BadInput               a step's input parameter does not validate (steps.runtime.launcher: exit 2)
     ├── CarriedObjectsError    a plan's carried git objects do not prove its file (commit-pr clones)
+    ├── ContractError          data that does not fit a contract (steps.domain.contract: names the field)
     ├── UndecidableCondition   a helmfile template condition imagebump cannot evaluate exactly
     └── SettingError           a backup setting's value is bad (inside a pydantic validator;
                                steps.argocd_backup.settings reports it as a ConfigError naming where to fix it)
@@ -187,6 +188,16 @@ class UndecidableCondition(ValueError):
     """A helmfile template condition (``{{ if … }}``) whose value imagebump cannot work out exactly
     from the rule's environment. Raised and caught inside :mod:`steps.kustomize.values.helmfile`,
     which refuses the release with a ValuesError naming the entry and the fix."""
+
+
+class ContractError(ValueError):
+    """Data that does not fit a contract (:mod:`steps.domain.contract`): the message names the
+    contract and what is wrong; ``field`` the path at fault (``tag``, ``targets[0].rule``; "" for
+    the whole value: a missing or unknown key, or not a mapping at all)."""
+
+    def __init__(self, message: str, *, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class CarriedObjectsError(ValueError):

@@ -18,8 +18,7 @@ import re
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel
-
+from steps.domain.contract import Contract
 from steps.domain.errors import ImagebumpError, InvalidEventError
 from steps.domain.models import Image
 
@@ -41,7 +40,7 @@ PUSH_SOURCE = "aws.ecr"
 PUSH_DETAIL_TYPE = "ECR Image Action"
 
 
-class Skip(BaseModel):
+class Skip(Contract, kw_only=True):
     """An event that is valid but is not a successful image push: nothing to do, and why."""
 
     reason: str

@@ -1,7 +1,8 @@
 """The values that travel between steps (as Argo parameters, i.e. JSON) — the shared contract.
 
 ``Image`` leaves resolve-image, a list of ``Target`` fans out (``withParam``), each target's
-``Plan`` leaves edit-kustomize and enters commit-pr. They are plain data: no I/O here.
+``Plan`` leaves edit-kustomize and enters commit-pr. They are plain data: no I/O here. Each is a :class:`steps.domain.contract.Contract` (a msgspec
+struct: what a cold step pod imports in milliseconds).
 
 Also the one way an image reference is written for people (:func:`image_ref`, :func:`short_digest`,
 :func:`short_ref`, :func:`entry_ref`): ``name:tag@digest``, a tag or a short digest, and what "no image" reads as;
@@ -12,17 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    SerializerFunctionWrapHandler,
-    model_serializer,
-    model_validator,
-)
+import msgspec
+from msgspec import Meta, field
 
+from steps.domain.contract import Contract
 from steps.domain.repo_url import repo_id as repository_id
 
 #: The closed choices of a rule and its targets, declared once (the rules schema imports them),
@@ -96,14 +92,12 @@ def image_ref(
     return (f"{name}:{tag}" if name else tag) + (f"@{shown}" if shown else "")
 
 
-class Image(BaseModel):
+class Image(Contract, frozen=True, kw_only=True):
     """One pushed image, validated as ECR validates it.
 
     ``registry`` is ``{account}.dkr.ecr.{region}.amazonaws.com``; ``uri`` is
     ``{registry}/{repository}`` (no tag). A digest-only push has ``tag=None``.
     """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     account: str
     region: str
@@ -127,53 +121,49 @@ class Image(BaseModel):
         return image_ref(self.tag, self.digest, name=self.uri)
 
 
-class HelmfileRef(BaseModel):
+class HelmfileRef(Contract, frozen=True, kw_only=True):
     """A rule's ``helmfile``: the release whose values hold the image, in an environment."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    file: str = Field(description="the helmfile, repository-relative (resolved like valuesFile)")
+    #: the helmfile, repository-relative (resolved like valuesFile)
+    file: str
     release: str
-    environment: str = Field(default="", description="replaces {{ .Environment.Name }}; '' = none given")
+    #: replaces ``{{ .Environment.Name }}``; "" = none given
+    environment: str = ""
 
 
-class ValuesRef(BaseModel):
+class ValuesRef(Contract, frozen=True, kw_only=True):
     """Where a values-file target's image is, beyond the file: the rule's ``valuesKeys`` and, for
     inline values in a helmfile, the path to that mapping (document index first)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     keys: dict[str, str] | None = None
     scope: list[str | int] | None = None
     #: For a helmfile release's file that overrides only the tag (and digest) of an image an earlier
     #: values file names (``keys`` then names the tag): the repository the earlier files compose.
     repository: str | None = None
-    add_digest: bool = Field(default=False, description="writeDigest: append the digest to a string image")
+    #: writeDigest: append the digest to a string image
+    add_digest: bool = False
 
 
-class PromoteAfter(BaseModel):
+class PromoteAfter(Contract, frozen=True, kw_only=True):
     """A target's gate (a rule's ``promoteAfter``): the environment before it and the soak (seconds)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
     env: str
-    soak_seconds: int = Field(ge=0)
+    soak_seconds: Annotated[int, Meta(ge=0)]
 
 
-class RuleSettings(BaseModel):
-    """What a rule says about how its targets are written, gated and announced: one object, shared by
-    the rule and every target it yields (``Target.settings``), never copied field by field.
+class RuleSettings(Contract, frozen=True, kw_only=True):
+    """What a rule says about how its targets are written, gated and announced: one declaration,
+    which every target carries (a :class:`Target` is a ``RuleSettings`` plus what it edits), never
+    copied field by field.
 
     The defaults are what a rule that does not say gets (the rules schema declares the same ones).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
     mode: Mode = DEFAULT_MODE
-    base_branch: str | None = Field(default=None, description="None: the remote's default branch")
-    image_name: str | None = Field(
-        default=None, description="images[].name to set; None: the entry whose name or newName is `image`"
-    )
+    #: None: the remote's default branch
+    base_branch: str | None = None
+    #: images[].name to set; None: the entry whose name or newName is ``image``
+    image_name: str | None = None
     write_digest: bool = False
     order: Order = DEFAULT_ORDER
     labels: tuple[str, ...] = ()
@@ -181,100 +171,74 @@ class RuleSettings(BaseModel):
     #: The rule's ``notify:`` destination names (empty: the notifications file's default).
     notify: tuple[str, ...] = ()
     provider: Provider = DEFAULT_PROVIDER
-    commit_method: CommitMethod = Field(
-        default=DEFAULT_COMMIT_METHOD,
-        description="git: commit and push with git; api: through GitHub's git database API (Verified)",
-    )
-    require_verified: bool = Field(
-        default=False, description="refuse to move a ref to a commit GitHub does not show as Verified"
-    )
-    promote_after: PromoteAfter | None = Field(
-        default=None,
-        description="the rule's promoteAfter: promoted only after env ran the image for the soak",
-    )
-    gate: GateMode = Field(
-        default=DEFAULT_GATE, description="wait: no commit/PR until promoted; check: a status"
-    )
+    #: git: commit and push with git; api: through GitHub's git database API (Verified)
+    commit_method: CommitMethod = DEFAULT_COMMIT_METHOD
+    #: refuse to move a ref to a commit GitHub does not show as Verified
+    require_verified: bool = False
+    #: the rule's promoteAfter: promoted only after env ran the image for the soak
+    promote_after: PromoteAfter | None = None
+    #: wait: no commit/PR until promoted; check: a status
+    gate: GateMode = DEFAULT_GATE
 
 
-#: The rule's settings a target holds in ``settings`` (on the wire they sit at the top level).
-SETTINGS_FIELDS = frozenset(RuleSettings.model_fields)
+#: The rule's settings a target holds (on the wire they sit at the top level, beside its own fields).
+SETTINGS_FIELDS = frozenset(RuleSettings.__struct_fields__)
 
 
-class Target(BaseModel):
+class Target(RuleSettings, frozen=True, kw_only=True):
     """One overlay to update for one image: the result of one matching rule — what it edits (the
-    repository, overlay, values file), the image, and the rule's :class:`RuleSettings`."""
+    repository, overlay, values file), the image, and the rule's settings.
 
-    model_config = ConfigDict(extra="forbid")
+    A target *is* its rule's :class:`RuleSettings` plus what it edits: on the wire (Argo parameters,
+    ``imagebump explain``) the settings sit at the top level, as every version of the steps wrote
+    and read them, so a Workflow resubmitted from the Argo UI and a step of another version read
+    the same JSON. :attr:`settings` gives them as one object; :meth:`of` builds a target from one.
+    """
 
-    rule: int = Field(description="0-based index of the rule that produced this target")
-    repo_url: str = Field(description="https://HOST/OWNER/REPO")
-    path: str = Field(description="overlay directory inside the repository, relative, no '..'")
+    #: 0-based index of the rule that produced this target
+    rule: int
+    #: https://HOST/OWNER/REPO
+    repo_url: str
+    #: overlay directory inside the repository, relative, no '..'
+    path: str
     env: str = ""
-    image: str = Field(description="repository URI of the pushed image, no tag")
+    #: repository URI of the pushed image, no tag
+    image: str
     tag: str | None = None
     digest: str | None = None
     pushed_at: datetime | None = None
     event_id: str | None = None
-    settings: RuleSettings = Field(default_factory=RuleSettings, description="the rule's settings")
-    values_file: str | None = Field(
-        default=None,
-        description="a Helm values file to edit instead of a kustomization (repository-relative)",
-    )
-    values_keys: dict[str, str] | None = Field(
-        default=None, description="dotted paths of repository, tag (registry, digest) in the values file"
-    )
-    helmfile: HelmfileRef | None = Field(
-        default=None, description="a helmfile release whose values files (or inline values) hold the image"
-    )
-    repo_id: str = Field(
-        default="",
-        description="the repository's one spelling (steps.domain.repo_url.repo_id of repo_url): what compares "
-        "and locks repositories; derived, any value given is replaced",
-    )
+    #: a Helm values file to edit instead of a kustomization (repository-relative)
+    values_file: str | None = None
+    #: dotted paths of repository, tag (registry, digest) in the values file
+    values_keys: dict[str, str] | None = None
+    #: a helmfile release whose values files (or inline values) hold the image
+    helmfile: HelmfileRef | None = None
+    #: the repository's one spelling (steps.domain.repo_url.repo_id of repo_url): what compares and
+    #: locks repositories; derived, any value given is replaced
+    repo_id: str = ""
 
-    @model_serializer(mode="wrap")
-    def _flat_settings(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """On the wire (Argo parameters, ``imagebump explain``) the settings stay at the top level,
-        as every version of the steps wrote and reads them: a Workflow resubmitted from the Argo UI
-        and a step of another version read the same JSON."""
-        data = handler(self)
-        nested = data.pop("settings", None)
-        return {**data, **nested} if isinstance(nested, dict) else data
+    def __post_init__(self) -> None:
+        msgspec.structs.force_setattr(self, "repo_id", repository_id(self.repo_url))
 
-    @model_validator(mode="before")
     @classmethod
-    def _nest_settings(cls, data: Any) -> Any:
-        """The wire form (and keyword arguments) hold the settings at the top level: nest them."""
-        if not isinstance(data, dict) or not SETTINGS_FIELDS.intersection(data):
-            return data
-        flat = {k: v for k, v in data.items() if k in SETTINGS_FIELDS}
-        rest = {k: v for k, v in data.items() if k not in SETTINGS_FIELDS}
-        given = rest.get("settings")
-        if isinstance(given, RuleSettings):
-            given = given.model_dump()
-        rest["settings"] = {**(given or {}), **flat}
-        return rest
+    def of(cls, settings: RuleSettings | None = None, **fields: Any) -> Target:
+        """A target from its rule's ``settings`` and its own ``fields`` (a field given wins)."""
+        given = msgspec.structs.asdict(settings) if settings is not None else {}
+        return cls(**{**given, **fields})
 
-    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Target:
-        """As pydantic's, refusing a rule setting in ``update`` (it would land beside ``settings``,
-        unread): :meth:`with_settings` changes those."""
-        if update and SETTINGS_FIELDS.intersection(update):
-            raise TypeError(
-                f"{sorted(SETTINGS_FIELDS.intersection(update))} are settings: use with_settings()"
-            )
-        return super().model_copy(update=update, deep=deep)
+    @property
+    def settings(self) -> RuleSettings:
+        """The rule's settings this target carries, as one object."""
+        return RuleSettings(**{name: getattr(self, name) for name in RuleSettings.__struct_fields__})
 
     def with_settings(self, **changes: Any) -> Target:
         """This target with some of its rule's settings changed (validated)."""
-        return self.model_copy(
-            update={"settings": self.settings.model_validate({**self.settings.model_dump(), **changes})}
-        )
-
-    @model_validator(mode="after")
-    def _derive_repo_id(self) -> Target:
-        self.repo_id = repository_id(self.repo_url)
-        return self
+        unknown = set(changes) - SETTINGS_FIELDS
+        if unknown:
+            raise TypeError(f"{sorted(unknown)} are not settings: use model_copy()")
+        checked = RuleSettings.model_validate({**msgspec.structs.asdict(self.settings), **changes})
+        return self.model_copy(update={name: getattr(checked, name) for name in changes})
 
     @property
     def edits_values(self) -> bool:
@@ -312,15 +276,19 @@ class Target(BaseModel):
         return f"{self.repo_id}/{self.path}"
 
 
-class ImagesEntry(BaseModel):
-    """One entry of a kustomization's ``images:`` list (kustomize's field names)."""
-
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+class ImagesEntry(Contract, frozen=True, kw_only=True, forbid_unknown_fields=False):
+    """One entry of a kustomization's ``images:`` list (kustomize's field names; kustomize reads no
+    other key of an entry, so any other is ignored: the file's bytes keep it, the edit is a splice)."""
 
     name: str
     newName: str | None = None
     newTag: str | None = None
     digest: str | None = None
+
+    @classmethod
+    def of(cls, fields: Mapping[str, Any]) -> ImagesEntry:
+        """An entry from an entry's keys as the file holds them (keys kustomize does not read ignored)."""
+        return cls(**{k: v for k, v in fields.items() if k in cls.__struct_fields__})
 
 
 def entry_ref(entry: ImagesEntry | None, *, none: str = "(none)") -> str:
@@ -356,56 +324,42 @@ CARRIED_TEXT_LIMIT = 32 * 1024
 CARRIED_OBJECTS_LIMIT = 32 * 1024
 
 
-class Plan(BaseModel):
+class Plan(Contract, kw_only=True):
     """What edit-kustomize decided for one target; commit-pr re-applies it on the newest base."""
-
-    model_config = ConfigDict(extra="forbid")
 
     changed: bool
     decision: Decision
     reason: str = ""
-    file: str = Field(description="path of the kustomization file inside the repository")
-    image_name: str = Field(
-        description="the images[].name of the entry that is (or would be) set; for a values file the pushed repository"
-    )
-    values: ValuesRef | None = Field(
-        default=None,
-        description="set when ``file`` is a Helm values file (or a helmfile): how to find the image",
-    )
+    #: path of the kustomization file inside the repository
+    file: str
+    #: the images[].name of the entry that is (or would be) set; for a values file the pushed
+    #: repository
+    image_name: str
+    #: set when ``file`` is a Helm values file (or a helmfile): how to find the image
+    values: ValuesRef | None = None
     old: ImagesEntry | None = None
     new: ImagesEntry
     base_commit: str = ""
     base_branch: str = ""
-    base_blob: str = Field(
-        default="",
-        description="the blob id of ``file`` at base_commit, when base_text carries its text ('' = not carried)",
-    )
-    base_text: str = Field(
-        default="",
-        description="the text of ``file`` at base_commit (at most CARRIED_TEXT_LIMIT bytes; never a file "
-        "with a secretGenerator), so commit-pr need not download it again while the file is unchanged; "
-        "checked against base_blob before use",
-    )
-    base_objects: list[str] = Field(
-        default_factory=list,
-        description="mode commit, with base_text: the raw git objects from base_commit down to file's "
-        "directory (the commit, then one tree per directory from the root; base64; at most "
-        "CARRIED_OBJECTS_LIMIT bytes in all), so commit-pr can commit on base_commit without fetching "
-        "it; believed only when each hashes to the id its parent names",
-    )
-    history_clean: bool = Field(
-        default=False,
-        description="the rollback check found only imagebump's commits among the last touches of file at "
-        "base_commit (steps.entry_history.only_imagebump), so a commit made on base_commit may say so "
-        "(the Imagebump-History trailer)",
-    )
-    pr_branch: str = Field(
-        default="", description="mode pr: the proposal branch edit-kustomize looked at ('' = not looked at)"
-    )
-    pr_entry: ImagesEntry | None = Field(
-        default=None, description="mode pr: the entry that branch proposed then (None: no branch or no entry)"
-    )
-    pr_decision: Decision | None = Field(
-        default=None, description="mode pr: the new image against pr_entry (None: nothing to compare)"
-    )
+    #: the blob id of ``file`` at base_commit, when base_text carries its text ('' = not carried)
+    base_blob: str = ""
+    #: the text of ``file`` at base_commit (at most CARRIED_TEXT_LIMIT bytes; never a file with a
+    #: secretGenerator), so commit-pr need not download it again while the file is unchanged; checked
+    #: against base_blob before use
+    base_text: str = ""
+    #: mode commit, with base_text: the raw git objects from base_commit down to file's directory (the
+    #: commit, then one tree per directory from the root; base64; at most CARRIED_OBJECTS_LIMIT bytes
+    #: in all), so commit-pr can commit on base_commit without fetching it; believed only when each
+    #: hashes to the id its parent names
+    base_objects: list[str] = field(default_factory=list)
+    #: the rollback check found only imagebump's commits among the last touches of file at base_commit
+    #: (steps.entry_history.only_imagebump), so a commit made on base_commit may say so (the
+    #: Imagebump-History trailer)
+    history_clean: bool = False
+    #: mode pr: the proposal branch edit-kustomize looked at ('' = not looked at)
+    pr_branch: str = ""
+    #: mode pr: the entry that branch proposed then (None: no branch or no entry)
+    pr_entry: ImagesEntry | None = None
+    #: mode pr: the new image against pr_entry (None: nothing to compare)
+    pr_decision: Decision | None = None
     pr_reason: str = ""

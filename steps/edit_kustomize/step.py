@@ -50,9 +50,8 @@ from datetime import datetime
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from steps.domain.branches import branch_name
+from steps.domain.contract import Contract
 from steps.domain.errors import ConfigError, InvalidEventError, KustomizationError
 from steps.domain.events import parse_repository_uri
 from steps.domain.models import Decision, Plan, Target, ValuesRef
@@ -93,13 +92,12 @@ LAZY_IMPORTS = (
 )
 
 
-class EditKustomizeInput(BaseModel):
+class EditKustomizeInput(Contract, frozen=True, kw_only=True):
     """The step's input: the target, with its overlay path normalised; checked before any I/O."""
 
-    model_config = ConfigDict(frozen=True)
-
     target: Target
-    overlay: str = Field(description="the overlay directory inside the repository ('' = the root)")
+    #: the overlay directory inside the repository ('' = the root)
+    overlay: str
 
     @classmethod
     def of(cls, target: Target) -> "EditKustomizeInput":
@@ -110,7 +108,7 @@ class EditKustomizeInput(BaseModel):
         return cls(target=target, overlay=overlay)
 
 
-class EditKustomizeOutput(BaseModel):
+class EditKustomizeOutput(Contract, kw_only=True):
     plan: Plan
     changed: bool
     decision: Decision

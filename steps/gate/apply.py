@@ -21,8 +21,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from pydantic import BaseModel
-
+from steps.domain.contract import Contract
 from steps.domain.errors import ImagebumpError
 from steps.domain.models import Target
 from steps.gate.decide import GateDecision
@@ -264,7 +263,7 @@ def open_gate_reader(rules: Any) -> Any:
 EVALUATION_INTERVAL = timedelta(minutes=1)
 
 
-class GateOutcome(BaseModel):
+class GateOutcome(Contract, kw_only=True):
     """One gate decided this evaluation (the metrics ``imagebump_promotions_total`` and
     ``imagebump_decisions_total``): ``promoted`` or ``blocked``, the environment waited on, and for
     ``promoted`` the seconds from that environment going live to the promotion."""

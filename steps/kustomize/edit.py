@@ -337,7 +337,7 @@ def _set_image(
         change = _add_entry(sp, doc, pairs)
         result = sp.apply()
         verify_edit(doc, result, change)
-        return ImageEdit(result, None, ImagesEntry(**dict(pairs)), True)
+        return ImageEdit(result, None, ImagesEntry.of(dict(pairs)), True)
 
     what = f"images entry {entry.value('name')!r}"
     to_insert: list[tuple[str, str]] = []
@@ -368,7 +368,7 @@ def _set_image(
     # the entry the result holds (just proven): its keys in order, set ones as set
     after = {k: entry.value(k) for k in keep}
     after.update((field, want) for field, want in desired.items() if want is not None)
-    return ImageEdit(result, old, ImagesEntry(**after), True)
+    return ImageEdit(result, old, ImagesEntry.of(after), True)
 
 
 def _entry_change(

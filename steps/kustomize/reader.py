@@ -95,7 +95,7 @@ class ParsedEntry:
 
     def to_model(self) -> ImagesEntry:
         data = {key: self.value(key) for key in self.keys}
-        return ImagesEntry(**data)
+        return ImagesEntry.of(data)
 
 
 @dataclass

@@ -10,8 +10,9 @@ those judgements become the target's one state (``live``, ``idle``, ``syncing``,
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, Field
+from msgspec import field
 
+from steps.domain.contract import Contract
 from steps.verify_live.decide import Judgement, repository
 from steps.verify_live.step import AppLive
 
@@ -25,24 +26,24 @@ MAX_IMAGES = 20
 MAX_REASON = 1000
 
 
-class LiveState(BaseModel):
+class LiveState(Contract, kw_only=True):
     repo_url: str
     path: str
     env: str = ""
     state: str
     reason: str = ""
-    applications: list[AppLive] = Field(default_factory=list)
+    applications: list[AppLive] = field(default_factory=list)
 
 
-class LiveCount(BaseModel):
+class LiveCount(Contract, kw_only=True):
     state: str
     env: str
     count: int
 
 
-class LiveStatesOutput(BaseModel):
-    states: list[LiveState] = Field(default_factory=list)
-    counts: list[LiveCount] = Field(default_factory=list)
+class LiveStatesOutput(Contract, kw_only=True):
+    states: list[LiveState] = field(default_factory=list)
+    counts: list[LiveCount] = field(default_factory=list)
     mismatches: int = 0
 
 

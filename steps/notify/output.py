@@ -1,9 +1,9 @@
 """What the notify steps output: the counts the templates' ``notifications_total{result}`` metric reads."""
 
-from pydantic import BaseModel
+from steps.domain.contract import Contract
 
 
-class NotifyOutput(BaseModel):
+class NotifyOutput(Contract, kw_only=True):
     """One count per result: messages ``sent``, ``duplicate`` (already in the ledger), ``failed``."""
 
     sent: int = 0

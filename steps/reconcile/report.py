@@ -10,8 +10,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
-from pydantic import BaseModel, Field
-
+from steps.domain.contract import Contract
 from steps.domain.errors import ConfigError, TransientError
 from steps.domain.models import short_ref
 from steps.domain.terminal import for_terminal
@@ -37,37 +36,36 @@ def error_kind(exc: BaseException) -> ErrorKind:
     return "failed"
 
 
-class TargetState(BaseModel):
+class TargetState(Contract, kw_only=True):
     """One target of reconcile: where, what the overlay holds, the newest allowed, and the verdict."""
 
     repo_url: str
     path: str
     env: str = ""
-    file: str = Field(
-        default="", description="a values-file target: the Helm values file it edits ('' for an overlay)"
-    )
-    current: str = Field(default="", description="the overlay's newTag[@digest] ('' when unreadable)")
-    newest: str = Field(default="", description="the newest allowed image as it would be written")
+    #: a values-file target: the Helm values file it edits ('' for an overlay)
+    file: str = ""
+    #: the overlay's newTag[@digest] ('' when unreadable)
+    current: str = ""
+    #: the newest allowed image as it would be written
+    newest: str = ""
     state: State
     reason: str = ""
-    error: ErrorKind = Field(
-        default="",
-        description="unknown only: why the read failed (transient, refused, failed); '' when not an error",
-    )
-    gate: str = Field(default="", description="promoteAfter: waiting, blocked or promoted ('' = not gated)")
-    waiting_on: str = Field(default="", description="promoteAfter: the environment waited on")
-    time_left: int | None = Field(default=None, description="waiting: seconds of the soak left")
-    blocked_reason: str = Field(
-        default="", description="blocked: mismatch, degraded, rolled-back, held or superseded"
-    )
-    wait_reason: str = Field(
-        default="",
-        description="waiting: not-live, idle, suspended, unhealthy, soaking or hydrated ('' when the "
-        "gate could not read the environment or no Application deploys it: the row's reason says which)",
-    )
+    #: unknown only: why the read failed (transient, refused, failed); '' when not an error
+    error: ErrorKind = ""
+    #: promoteAfter: waiting, blocked or promoted ('' = not gated)
+    gate: str = ""
+    #: promoteAfter: the environment waited on
+    waiting_on: str = ""
+    #: waiting: seconds of the soak left
+    time_left: int | None = None
+    #: blocked: mismatch, degraded, rolled-back, held or superseded
+    blocked_reason: str = ""
+    #: waiting: not-live, idle, suspended, unhealthy, soaking or hydrated ('' when the gate could not
+    #: read the environment or no Application deploys it: the row's reason says which)
+    wait_reason: str = ""
 
 
-class StateCount(BaseModel):
+class StateCount(Contract, kw_only=True):
     state: State
     env: str
     count: int

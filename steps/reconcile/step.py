@@ -78,11 +78,12 @@ from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from msgspec import Meta, field
 
-from steps.domain.errors import ConfigError
+from steps.domain.contract import Contract
+from steps.domain.errors import ConfigError, ContractError
 from steps.domain.models import Target, short_ref
 from steps.gate.apply import GateOutcome, apply_gates, gate_fields, gated_rules, open_gate_reader, outcomes
 from steps.reconcile.decide import STATES, State, Verdict, pick_newest, summary_states
@@ -142,25 +143,17 @@ __all__ = [
 ]
 
 
-class ReconcileInput(BaseModel):
+class ReconcileInput(Contract, kw_only=True):
     """The step's input (the CronWorkflow's parameters ``concurrency``, ``limit``, ``full``), declared
     once and checked before any I/O by :meth:`of`; :func:`run` keeps them as its parameters because
     Hera renders the template's inputs from that signature."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    concurrency: int = Field(
-        default=DEFAULT_CONCURRENCY,
-        ge=1,
-        le=MAX_CONCURRENCY,
-        description="ECR calls and Git repositories worked on at once",
-    )
-    limit: int = Field(
-        default=DEFAULT_LIMIT,
-        ge=0,
-        description="at most this many behind targets per reconcile run (the rest wait)",
-    )
-    full: bool = Field(default=False, description="list the current targets in the report too")
+    #: ECR calls and Git repositories worked on at once
+    concurrency: Annotated[int, Meta(ge=1, le=MAX_CONCURRENCY)] = DEFAULT_CONCURRENCY
+    #: at most this many behind targets per reconcile run (the rest wait)
+    limit: Annotated[int, Meta(ge=0)] = DEFAULT_LIMIT
+    #: list the current targets in the report too
+    full: bool = False
 
     @classmethod
     def of(
@@ -169,35 +162,31 @@ class ReconcileInput(BaseModel):
         """Validate. Raises ConfigError naming the parameter, its value and the allowed range."""
         values = {"concurrency": concurrency, "limit": limit, "full": full}
         try:
-            return cls(**values)
-        except ValidationError as exc:
-            name = str(exc.errors()[0]["loc"][0])
+            return cls.model_validate(values)
+        except ContractError as exc:
+            name = exc.field.partition("[")[0]
             ranges = {"concurrency": f"must be between 1 and {MAX_CONCURRENCY}", "limit": "must be 0 or more"}
             raise ConfigError(
                 f"{name} {values[name]!s:.80}: {ranges.get(name, 'must be true or false')}"
             ) from None
 
 
-class ReconcileOutput(BaseModel):
+class ReconcileOutput(Contract, kw_only=True):
     """Reconcile's outputs (Argo output parameters): see the module docstring."""
 
-    targets: list[Target] = Field(default_factory=list)
-    report: list[TargetState] = Field(default_factory=list)
-    counts: list[StateCount] = Field(default_factory=list)
+    targets: list[Target] = field(default_factory=list)
+    report: list[TargetState] = field(default_factory=list)
+    counts: list[StateCount] = field(default_factory=list)
     behind: int = 0
     ecr_calls: int = 0
     git_calls: int = 0
     git_clones: int = 0
     reason: str = ""
-    current_targets: list[Target] = Field(
-        default_factory=list,
-        description="the current targets (all up to REPORT_LIMIT; beyond it a window that moves every "
-        "reconcile), whose live state in Argo CD the live-states step reports (steps.live_states)",
-    )
-    gates: list[GateOutcome] = Field(
-        default_factory=list,
-        description="promoteAfter: the gates promoted or blocked this reconcile (the promotion metrics)",
-    )
+    #: the current targets (all up to REPORT_LIMIT; beyond it a window that moves every reconcile),
+    #: whose live state in Argo CD the live-states step reports (steps.live_states)
+    current_targets: list[Target] = field(default_factory=list)
+    #: promoteAfter: the gates promoted or blocked this reconcile (the promotion metrics)
+    gates: list[GateOutcome] = field(default_factory=list)
 
 
 # ============================================================================ reconcile

@@ -9,8 +9,9 @@ the image (``skipped``), the targets left to the promotion gate (``gated``), or 
 # No `from __future__ import annotations`: the step's output model is read by Hera's runner.
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field
+from msgspec import field
 
+from steps.domain.contract import Contract
 from steps.domain.errors import ConfigError
 from steps.domain.models import Image, Target, image_ref
 from steps.rules import RuleSet, SkippedRule
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     from steps.aws.ecr import EcrImage
 
 
-class GateWaiting(BaseModel):
+class GateWaiting(Contract, kw_only=True):
     """A target this push left to the promotion gate (``promoteAfter`` with ``gate: wait``): its
     decision for the push is ``waiting`` (the decision metric counts it, as it counts
     edit-kustomize's decision of an ungated target)."""
@@ -30,13 +31,13 @@ class GateWaiting(BaseModel):
     waiting_on: str
 
 
-class ResolveImageOutput(BaseModel):
+class ResolveImageOutput(Contract, kw_only=True):
     image: Image | None = None
-    targets: list[Target] = Field(default_factory=list)
-    skipped: list[SkippedRule] = Field(default_factory=list)
+    targets: list[Target] = field(default_factory=list)
+    skipped: list[SkippedRule] = field(default_factory=list)
     reason: str = ""
     event_id: str = ""
-    gated: list[GateWaiting] = Field(default_factory=list)
+    gated: list[GateWaiting] = field(default_factory=list)
 
 
 def decide(

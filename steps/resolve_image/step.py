@@ -23,8 +23,7 @@ core (what ECR said and the rules → the targets, or a skip) → act (the outpu
 import logging
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
+from steps.domain.contract import Contract
 from steps.domain.errors import ConfigError
 from steps.domain.models import Image
 from steps.resolve_image.decide import GateWaiting, ResolveImageOutput, decide
@@ -64,10 +63,8 @@ __all__ = [
 ]
 
 
-class ResolveImageInput(BaseModel):
+class ResolveImageInput(Contract, frozen=True, kw_only=True):
     """The step's input: exactly one of an ECR push event (the SQS body) and an image reference."""
-
-    model_config = ConfigDict(frozen=True)
 
     event: str = ""
     image: str = ""

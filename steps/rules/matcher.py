@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pydantic import BaseModel
-
+from steps.domain.contract import Contract
 from steps.domain.models import Image, Target
 from steps.rules.rule import Rule
 
 
-class SkippedRule(BaseModel):
+class SkippedRule(Contract, kw_only=True):
     """A rule that yielded no target for an image, and why."""
 
     rule: int

@@ -180,7 +180,8 @@ class Rule:
             if isinstance(values, str):
                 return values
             path = values.pop("path")
-        return Target(
+        return Target.of(
+            self.settings,
             rule=self.index,
             repo_url=f"{self.git_scheme}://{self.git_netloc}/{owner_repo}",
             path=path,
@@ -190,7 +191,6 @@ class Rule:
             digest=image.digest,
             pushed_at=image.pushed_at,
             event_id=image.event_id,
-            settings=self.settings,
             **values,
         )
 
@@ -265,12 +265,13 @@ def values_checks(spec: RuleSpec, captured: set[int], uri: str) -> None:
                 raise _Problem(name, f"${vm[1]} is not captured by registryURI {_excerpt(uri)}")
 
 
-def gate_checks(spec: RuleSpec) -> PromoteAfter | None:
-    """``promoteAfter`` and ``gate`` together (issue 35); the env it names is checked against the
-    other rules by the loader (:func:`steps.rules.loader.load_rules`)."""
+def gate_checks(spec: RuleSpec, *, gate_written: bool) -> PromoteAfter | None:
+    """``promoteAfter`` and ``gate`` together (issue 35); ``gate_written``: the rule as written has
+    a ``gate`` key (a struct cannot tell a default from a value). The env it names is checked against
+    the other rules by the loader (:func:`steps.rules.loader.load_rules`)."""
     after = spec.promote_after
     if after is None:
-        if "gate" in spec.model_fields_set:
+        if gate_written:
             raise _Problem("gate", "needs promoteAfter: {env, soak} (the environment to wait for)")
         return None
     if spec.env and after.env == spec.env:
@@ -440,7 +441,8 @@ def compile_rule(index: int, raw: Any, cache: dict[tuple[str, bool], Any]) -> Ru
 
     values_checks(spec, captured, uri)
     settings = RuleSettings.model_validate(
-        {name: getattr(spec, name) for name in SETTINGS_FIELDS} | {"promote_after": gate_checks(spec)}
+        {name: getattr(spec, name) for name in SETTINGS_FIELDS}
+        | {"promote_after": gate_checks(spec, gate_written="gate" in raw)}
     )
     return Rule(
         index=index,

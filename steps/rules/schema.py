@@ -1,13 +1,26 @@
-"""The rules schema: ONE pydantic model, :class:`RuleSpec`, declares every field a rule may have.
+"""The rules schema: ONE msgspec struct, :class:`RuleSpec`, declares every field a rule may have.
 
-Field aliases are the YAML keys users write (``registryURI``, ``writeDigest``, …); closed choices
+Field names are the YAML keys users write (``registryURI``, ``writeDigest``, …); closed choices
 are ``Literal`` types (``mode``, ``order``, ``provider``: :mod:`steps.domain.models` declares them and
-their defaults, for the rules and the targets alike); the model is strict (``writeDigest:
-'yes'`` is not a boolean, ``env: 1`` is not a string) and forbids unknown keys. :func:`parse_rule`
-validates one rule and turns pydantic's first error into the project's message, naming the field
-and how to fix it (``mode: must be one of pr, commit, got 'merge'``). A message shows a value only
-through a bounded excerpt (:mod:`steps.rules.show`): pydantic's own text, which prints inputs,
-is never used (and ``hide_input_in_errors`` keeps it from printing them if anyone did).
+their defaults, for the rules and the targets alike); unknown keys are refused and the types are
+strict (``writeDigest: 'yes'`` is not a boolean, ``env: 1`` is not a string). :data:`FIELDS` lists
+the fields in order with their YAML key, type, default and whether required (the generated
+reference, ``imagebump/docs_gen.py``, reads it). The checks a type cannot say (a branch name, a
+values file's path, ``promoteAfter.soak``'s duration) run in ``__post_init__``, so every
+:class:`RuleSpec` msgspec builds has passed them.
+
+Why :func:`parse_rule` walks the raw mapping itself before msgspec builds the struct: msgspec stops
+at the first problem in the order of the *input* and says it in a message string (``Expected `str`,
+got `int` - at `$.env```) that may print the input (``Invalid enum value 'merge'``, whole); it
+accepts a tuple or a set (``!!set``) where a list is declared, and it runs the checks only once
+every type is right. Messages name the first problem in the order of the *schema* (an unknown key
+before the others, then field by field: its type, then its check) and show a value only through a
+bounded excerpt (:mod:`steps.rules.show`): so :func:`parse_rule` goes through :class:`RuleSpec`'s
+declared fields in order, asks msgspec about each scalar against its declared type, checks lists
+and mappings itself (a list is a list), and :func:`_message` is the one place that words the
+problem. A ``null`` for the fields of :data:`_NULL_IS_DEFAULT` means the default, as leaving the
+key out does (msgspec would refuse it). Only then does ``msgspec.convert`` build the
+:class:`RuleSpec` (should it still refuse, the field is named all the same, never its text).
 
 What needs more than one field or a compiled pattern (the registry host, ``$n`` captures,
 ``githubRepository``'s shape) is checked when the rule compiles (:mod:`steps.rules.rule`).
@@ -16,10 +29,11 @@ What needs more than one field or a compiled pattern (the registry host, ``$n`` 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, get_args
+import types
+from collections.abc import Callable, Iterator
+from typing import Annotated, Any, Literal, NamedTuple, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
-from pydantic_core import PydanticCustomError
+import msgspec
 
 from steps.domain.errors import RuleFieldError
 from steps.domain.models import (
@@ -37,22 +51,31 @@ from steps.domain.models import (
 from steps.rules.show import excerpt, key_shown, kind, shown
 
 _BRANCH_BAD_RE = re.compile(r"(^[-/.])|(\.\.)|([\s~^:?*\[\\])|(@\{)|(/$)|(\.lock$)|(//)")
-_CUSTOM = "rule_field"
-_UNKNOWN_KEY = ("extra_forbidden", "invalid_key")
+
+#: A string that may not be empty.
+NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
 
 
-def _problem(message: str) -> PydanticCustomError:
-    """A field problem in the project's words (the message is already bounded)."""
-    return PydanticCustomError(_CUSTOM, "{message}", {"message": message})
+class _Strict(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """What every mapping of a rule is: closed (unknown keys refused), immutable, keyword-built.
+
+    ``__post_init__`` runs the field checks of :data:`_CHECKS` (each may normalize its value, e.g.
+    strip it); a check's ValueError reaches a direct ``msgspec.convert`` caller as a
+    ``msgspec.ValidationError`` naming the path.
+    """
+
+    def __post_init__(self) -> None:
+        for name, check in _CHECKS.get(type(self), {}).items():
+            value = getattr(self, name)
+            if value is not None:
+                msgspec.structs.force_setattr(self, name, check(value))
 
 
-class HelmfileSpec(BaseModel):
+class HelmfileSpec(_Strict):
     """A rule's ``helmfile``: ``{file, release, environment}``."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, hide_input_in_errors=True)
-
-    file: Annotated[str, Field(min_length=1)]
-    release: Annotated[str, Field(min_length=1)]
+    file: NonEmpty
+    release: NonEmpty
     environment: str = ""
 
 
@@ -75,23 +98,12 @@ def parse_soak(text: str) -> int:
     return total
 
 
-class PromoteAfterSpec(BaseModel):
+class PromoteAfterSpec(_Strict):
     """A rule's ``promoteAfter``: ``{env, soak}`` — the environment whose targets of the same push must
     have run the image live and Healthy for ``soak`` first (issue 35)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, hide_input_in_errors=True)
-
-    env: Annotated[str, Field(min_length=1)]
-    soak: Annotated[str, Field(min_length=1)]
-
-    @field_validator("soak")
-    @classmethod
-    def _soak(cls, value: str) -> str:
-        try:
-            parse_soak(value)
-        except ValueError as exc:
-            raise _problem(str(exc)) from None
-        return value.strip()
+    env: NonEmpty
+    soak: NonEmpty
 
     @property
     def soak_seconds(self) -> int:
@@ -102,94 +114,138 @@ class PromoteAfterSpec(BaseModel):
 VALUES_KEY_ROLES = ("repository", "tag", "registry", "digest")
 
 
-class RuleSpec(BaseModel):
+class RuleSpec(_Strict):
     """One rule as written (in the in-house format), validated; fields in the order messages list them."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, hide_input_in_errors=True)
-
-    registry_uri: Annotated[str, Field(alias="registryURI", min_length=1)]
-    github_repository: Annotated[str, Field(alias="githubRepository", min_length=1)]
-    allow_image_tag: list[str] = Field(default_factory=list, alias="allowImageTag")
-    deny_image_tag: list[str] = Field(default_factory=list, alias="denyImageTag")
+    registry_uri: NonEmpty = msgspec.field(name="registryURI")
+    github_repository: NonEmpty = msgspec.field(name="githubRepository")
+    allow_image_tag: list[str] = msgspec.field(default_factory=list, name="allowImageTag")
+    deny_image_tag: list[str] = msgspec.field(default_factory=list, name="denyImageTag")
     env: str = ""
     mode: Mode = DEFAULT_MODE
-    base_branch: str | None = Field(default=None, alias="baseBranch")
-    image_name: str | None = Field(default=None, alias="imageName")
-    write_digest: bool = Field(default=False, alias="writeDigest")
+    base_branch: str | None = msgspec.field(default=None, name="baseBranch")
+    image_name: str | None = msgspec.field(default=None, name="imageName")
+    write_digest: bool = msgspec.field(default=False, name="writeDigest")
     order: Order = DEFAULT_ORDER
-    labels: list[str] = Field(default_factory=list)
-    reviewers: list[str] = Field(default_factory=list)
+    labels: list[str] = msgspec.field(default_factory=list)
+    reviewers: list[str] = msgspec.field(default_factory=list)
     provider: Provider = DEFAULT_PROVIDER
-    commit_method: CommitMethod = Field(default=DEFAULT_COMMIT_METHOD, alias="commitMethod")
-    require_verified: bool = Field(default=False, alias="requireVerified")
-    values_file: str | None = Field(default=None, alias="valuesFile")
-    values_keys: dict[str, str] | None = Field(default=None, alias="valuesKeys")
+    commit_method: CommitMethod = msgspec.field(default=DEFAULT_COMMIT_METHOD, name="commitMethod")
+    require_verified: bool = msgspec.field(default=False, name="requireVerified")
+    values_file: str | None = msgspec.field(default=None, name="valuesFile")
+    values_keys: dict[str, str] | None = msgspec.field(default=None, name="valuesKeys")
     helmfile: HelmfileSpec | None = None
-    notify: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
-    promote_after: PromoteAfterSpec | None = Field(default=None, alias="promoteAfter")
+    notify: list[NonEmpty] = msgspec.field(default_factory=list)
+    promote_after: PromoteAfterSpec | None = msgspec.field(default=None, name="promoteAfter")
     gate: GateMode = DEFAULT_GATE
 
-    @field_validator(
-        "allow_image_tag",
-        "deny_image_tag",
-        "env",
-        "write_digest",
-        "labels",
-        "reviewers",
-        "require_verified",
-        "notify",
-        mode="before",
+
+# --- the checks a type cannot say: each takes a value of the right type (never None), returns it
+# --- (normalized) or raises ValueError with the problem in the project's words (the value bounded)
+
+
+def _strip(value: str) -> str:
+    return value.strip()
+
+
+def _branch(value: str) -> str:
+    if not value or _BRANCH_BAD_RE.search(value):
+        raise ValueError(f"{excerpt(value)} is not a valid branch name")
+    return value
+
+
+def _values_file(value: str) -> str:
+    value = value.strip()
+    if not value.strip("/") or "\\" in value or "\x00" in value or value.endswith("/"):
+        raise ValueError(f"{excerpt(value)} must be the path of a file ('/' separated)")
+    return value
+
+
+def _values_keys(value: dict[str, str]) -> dict[str, str]:
+    unknown = sorted(set(value) - set(VALUES_KEY_ROLES))
+    if unknown:
+        raise ValueError(f"unknown role {excerpt(unknown[0])}; roles: {', '.join(VALUES_KEY_ROLES)}")
+    missing = [r for r in ("repository", "tag") if r not in value]
+    if missing:
+        raise ValueError(f"needs {' and '.join(missing)} (dotted paths such as image.repository)")
+    for role, path in value.items():
+        if not path.strip() or any(c.isspace() for c in path):
+            raise ValueError(f"{role}: {excerpt(path)} is not a dotted path (such as image.tag)")
+    return value
+
+
+def _image_name(value: str) -> str:
+    if not value.strip() or any(c.isspace() for c in value):
+        raise ValueError(f"{excerpt(value)} is not an image name (no spaces)")
+    return value
+
+
+def _soak(value: str) -> str:
+    parse_soak(value)
+    return value.strip()
+
+
+#: Each struct's field checks, by attribute name, run in field order.
+_CHECKS: dict[type, dict[str, Callable[[Any], Any]]] = {
+    RuleSpec: {
+        "registry_uri": _strip,
+        "github_repository": _strip,
+        "base_branch": _branch,
+        "image_name": _image_name,
+        "values_file": _values_file,
+        "values_keys": _values_keys,
+    },
+    PromoteAfterSpec: {"soak": _soak},
+}
+#: The fields of each struct for which YAML null (``env:`` with no value) means the default, as
+#: leaving the key out does (attribute names; for any other field null is a value of the wrong type
+#: unless the type allows None).
+_NULL_IS_DEFAULT: dict[type, frozenset[str]] = {
+    RuleSpec: frozenset(
+        (
+            "allow_image_tag",
+            "deny_image_tag",
+            "env",
+            "write_digest",
+            "labels",
+            "reviewers",
+            "require_verified",
+            "notify",
+        )
+    ),
+}
+
+
+class RuleField(NamedTuple):
+    """One field of :class:`RuleSpec` as a rules file writes it."""
+
+    name: str  #: the attribute (``registry_uri``)
+    key: str  #: the YAML key (``registryURI``)
+    type: Any  #: the declared type (``Annotated``, ``Literal``, ``X | None``, a nested struct…)
+    default: Any  #: what a rule that leaves the key out gets (``msgspec.NODEFAULT`` if required)
+    required: bool
+
+
+def _struct_fields(struct: type[msgspec.Struct]) -> tuple[RuleField, ...]:
+    return tuple(
+        RuleField(
+            f.name,
+            f.encode_name,
+            f.type,
+            f.default_factory() if f.default_factory is not msgspec.NODEFAULT else f.default,
+            f.required,
+        )
+        for f in msgspec.structs.fields(struct)
     )
-    @classmethod
-    def _null_is_unset(cls, value: Any, info: ValidationInfo) -> Any:
-        """``env:`` with no value (YAML null) means the default, as leaving the key out does."""
-        if value is None:
-            return cls.model_fields[info.field_name].get_default(call_default_factory=True)
-        return value
 
-    @field_validator("registry_uri", "github_repository")
-    @classmethod
-    def _strip(cls, value: str) -> str:
-        return value.strip()
 
-    @field_validator("base_branch")
-    @classmethod
-    def _branch(cls, value: str | None) -> str | None:
-        if value is not None and (not value or _BRANCH_BAD_RE.search(value)):
-            raise _problem(f"{excerpt(value)} is not a valid branch name")
-        return value
-
-    @field_validator("values_file")
-    @classmethod
-    def _values_file(cls, value: str | None) -> str | None:
-        if value is not None:
-            value = value.strip()
-            if not value.strip("/") or "\\" in value or "\x00" in value or value.endswith("/"):
-                raise _problem(f"{excerpt(value)} must be the path of a file ('/' separated)")
-        return value
-
-    @field_validator("values_keys")
-    @classmethod
-    def _values_keys(cls, value: dict[str, str] | None) -> dict[str, str] | None:
-        if value is None:
-            return None
-        unknown = sorted(set(value) - set(VALUES_KEY_ROLES))
-        if unknown:
-            raise _problem(f"unknown role {excerpt(unknown[0])}; roles: {', '.join(VALUES_KEY_ROLES)}")
-        missing = [r for r in ("repository", "tag") if r not in value]
-        if missing:
-            raise _problem(f"needs {' and '.join(missing)} (dotted paths such as image.repository)")
-        for role, path in value.items():
-            if not path.strip() or any(c.isspace() for c in path):
-                raise _problem(f"{role}: {excerpt(path)} is not a dotted path (such as image.tag)")
-        return value
-
-    @field_validator("image_name")
-    @classmethod
-    def _image_name(cls, value: str | None) -> str | None:
-        if value is not None and (not value.strip() or any(c.isspace() for c in value)):
-            raise _problem(f"{excerpt(value)} is not an image name (no spaces)")
-        return value
+#: The fields of a rule, in the order messages list them.
+FIELDS: tuple[RuleField, ...] = _struct_fields(RuleSpec)
+_FIELDS_OF: dict[type, tuple[RuleField, ...]] = {
+    RuleSpec: FIELDS,
+    HelmfileSpec: _struct_fields(HelmfileSpec),
+    PromoteAfterSpec: _struct_fields(PromoteAfterSpec),
+}
 
 
 def _choices(annotation: Any) -> tuple[str, ...]:
@@ -197,10 +253,8 @@ def _choices(annotation: Any) -> tuple[str, ...]:
 
 
 #: The YAML keys a rule may hold, in the order messages list them.
-KNOWN_FIELDS: tuple[str, ...] = tuple(f.alias or name for name, f in RuleSpec.model_fields.items())
-REQUIRED_FIELDS: tuple[str, ...] = tuple(
-    f.alias or n for n, f in RuleSpec.model_fields.items() if f.is_required()
-)
+KNOWN_FIELDS: tuple[str, ...] = tuple(f.key for f in FIELDS)
+REQUIRED_FIELDS: tuple[str, ...] = tuple(f.key for f in FIELDS if f.required)
 MODES = _choices(Mode)
 ORDERS = _choices(Order)
 PROVIDERS = _choices(Provider)
@@ -215,55 +269,192 @@ _CHOICES = {
 }
 
 
+# --- the walk: the first problem of a raw rule, in the schema's order ------------------------------
+
+
+class _Problem(NamedTuple):
+    """One problem of a raw rule: where (the YAML keys and list indexes down to it), what, the value."""
+
+    loc: tuple[Any, ...]
+    #: unknown (a key the mapping does not declare, or not a string), mapping, missing, too_short,
+    #: string, list, bool, choice, check (``message`` says it), invalid (anything else msgspec refused)
+    what: str
+    value: Any
+    message: str = ""
+
+
+def _unknown_key(struct: type[msgspec.Struct], raw: dict, loc: tuple[Any, ...]) -> _Problem | None:
+    """The first key of ``raw`` that ``struct`` does not declare: the nested mappings' first, in field
+    order, then this mapping's, in the order written."""
+    fields = _FIELDS_OF[struct]
+    for field in fields:
+        nested = _struct_in(field.type)
+        value = raw.get(field.key)
+        if nested is not None and isinstance(value, dict):
+            found = _unknown_key(nested, value, (*loc, field.key))
+            if found is not None:
+                return found
+    known = {field.key for field in fields}
+    for key in raw:
+        if not isinstance(key, str) or key not in known:
+            return _Problem((*loc, key), "unknown", key)
+    return None
+
+
+def _struct_in(annotation: Any) -> type[msgspec.Struct] | None:
+    """The struct ``annotation`` declares (alone or ``| None``), if any."""
+    for candidate in (annotation, *get_args(annotation)):
+        if isinstance(candidate, type) and issubclass(candidate, msgspec.Struct):
+            return candidate
+    return None
+
+
+def _problems(struct: type[msgspec.Struct], raw: dict, loc: tuple[Any, ...]) -> Iterator[_Problem]:
+    """The problems of the fields of ``raw`` (a mapping for ``struct``), field by field: a missing
+    required field, a value of the wrong type, a value its check refuses."""
+    checks = _CHECKS.get(struct, {})
+    null_is_default = _NULL_IS_DEFAULT.get(struct, frozenset())
+    for field in _FIELDS_OF[struct]:
+        where = (*loc, field.key)
+        if field.key not in raw:
+            if field.required:
+                yield _Problem(where, "missing", raw)
+            continue
+        value = raw[field.key]
+        if value is None and field.name in null_is_default:
+            continue
+        wrong = _type_problem(value, field.type, where)
+        if wrong is not None:
+            yield wrong
+        elif value is not None and field.name in checks:
+            try:
+                checks[field.name](value)
+            except ValueError as exc:
+                yield _Problem(where, "check", value, str(exc))
+
+
+def _type_problem(value: Any, annotation: Any, loc: tuple[Any, ...]) -> _Problem | None:
+    """Why ``value`` is not of the declared type ``annotation`` (the first bad item of a list or a
+    mapping), or None. msgspec decides for a scalar; a list must be a list, a mapping a mapping."""
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin in (Union, types.UnionType) and type(None) in args:  # X | None
+        if value is None:
+            return None
+        (annotation,) = (a for a in args if a is not type(None))
+        origin, args = get_origin(annotation), get_args(annotation)
+    struct = _struct_in(annotation) if origin is None else None
+    if struct is not None:
+        if not isinstance(value, dict):
+            return _Problem(loc, "mapping", value)
+        return next(_problems(struct, value, loc), None)
+    if origin is list:
+        if not isinstance(value, list):
+            return _Problem(loc, "list", value)
+        for index, item in enumerate(value):
+            wrong = _type_problem(item, args[0], (*loc, index))
+            if wrong is not None:
+                return wrong
+        return None
+    if origin is dict:
+        if not isinstance(value, dict):
+            return _Problem(loc, "mapping", value)
+        for key, item in value.items():
+            wrong = _type_problem(key, args[0], (*loc, key, "[key]")) or _type_problem(
+                item, args[1], (*loc, key)
+            )
+            if wrong is not None:
+                return wrong
+        return None
+    try:
+        msgspec.convert(value, annotation)
+    except msgspec.ValidationError:
+        pass
+    else:
+        return None
+    base = args[0] if origin is Annotated else annotation
+    if origin is Literal:
+        return _Problem(loc, "choice", value)
+    if base is bool:
+        return _Problem(loc, "bool", value)
+    if base is str:
+        return _Problem(loc, "too_short" if isinstance(value, str) else "string", value)
+    return _Problem(loc, "invalid", value)
+
+
+def _first_problem(raw: Any) -> _Problem | None:
+    """The problem :func:`parse_rule` reports for ``raw``: an unknown key before any other, then the
+    first problem field by field, in the schema's order; None for a valid rule."""
+    if not isinstance(raw, dict):
+        return _Problem((), "mapping", raw)
+    return _unknown_key(RuleSpec, raw, ()) or next(_problems(RuleSpec, raw, ()), None)
+
+
+# --- the messages -----------------------------------------------------------------------------------
+
 #: Mapping fields checked field by field: their shape as messages show it, and their keys.
 _NESTED = {
     "promoteAfter": ("{env: ENV, soak: DURATION} (e.g. {env: staging, soak: 30m})", ("env", "soak")),
 }
+#: The words for what :func:`_message` has no sentence of its own for (a field missing from
+#: ``helmfile``, an empty string in it or in ``notify``): pydantic's, which messages showed before
+#: the move to msgspec, kept so that no message changes.
+_PLAIN = {
+    "missing": "Field required",
+    "too_short": "String should have at least 1 character",
+    "invalid": "Input is not valid",
+}
+
+
+def _part(part: Any) -> str:
+    """One step of a location as a field name shows it: a key (bounded) or a list index."""
+    return key_shown(part) if isinstance(part, str) else str(part)
 
 
 def _field_name(loc: tuple[Any, ...]) -> str:
     """``("labels", 0)`` → ``labels[0]``; an unknown key as written (bounded)."""
     if not loc:
         return "(rule)"
-    name = key_shown(loc[0])
-    return name + "".join(f"[{part}]" for part in loc[1:])
+    return key_shown(loc[0]) + "".join(f"[{_part(part)}]" for part in loc[1:])
 
 
-def _message(error: dict[str, Any]) -> RuleFieldError:
-    """pydantic's error → ``FIELD``, ``problem`` in the project's words (the value bounded)."""
-    loc, kind_of, value = tuple(error["loc"]), error["type"], error.get("input")
+def _message(problem: _Problem) -> RuleFieldError:
+    """A problem → ``FIELD``, ``problem`` in the project's words (the value bounded)."""
+    loc, what, value = problem.loc, problem.what, problem.value
     name = _field_name(loc)
     top = loc[0] if loc else None
-    nested = _NESTED.get(top) if len(loc) > 1 or kind_of in ("model_type", "dict_type") else None
+    nested = _NESTED.get(top) if len(loc) > 1 or what == "mapping" else None
     if nested is not None:  # a field inside a mapping field (promoteAfter.env), or that mapping's shape
-        name = ".".join(key_shown(p) if isinstance(p, str) else str(p) for p in loc)
-        if kind_of in _UNKNOWN_KEY:
+        name = ".".join(_part(p) for p in loc)
+        if what == "unknown":
             return RuleFieldError(name, f"unknown field; known fields: {', '.join(nested[1])}")
-        if kind_of in ("model_type", "dict_type"):
+        if what == "mapping":
             return RuleFieldError(name, f"must be a mapping {nested[0]}, got {kind(value)}")
-        if kind_of in ("missing", "string_too_short") or (kind_of == "string_type" and value is None):
+        if what in ("missing", "too_short") or (what == "string" and value is None):
             return RuleFieldError(name, f"is required ({nested[0]})")
-    if kind_of in _UNKNOWN_KEY:  # invalid_key: a key that is not a string (``1: x``)
+    if what == "unknown":  # or a key that is not a string (``1: x``)
         return RuleFieldError(name, f"unknown field; known fields: {', '.join(KNOWN_FIELDS)}")
-    if kind_of in ("model_type", "model_attributes_type", "dict_type"):
+    if what == "mapping":
         return RuleFieldError(
             "(rule)", f"must be a mapping with registryURI and githubRepository, got {kind(value)}"
         )
-    if top in REQUIRED_FIELDS and (
-        kind_of in ("missing", "string_too_short") or (kind_of == "string_type" and value is None)
-    ):
+    if top in REQUIRED_FIELDS and (what in ("missing", "too_short") or (what == "string" and value is None)):
         return RuleFieldError(name, "is required")
-    if kind_of == _CUSTOM:
-        return RuleFieldError(name, error["ctx"]["message"])
-    if kind_of == "string_type":
+    if what == "check":
+        return RuleFieldError(name, problem.message)
+    if what == "string":
         return RuleFieldError(name, f"must be a string, got {kind(value)} {shown(value, name)} (quote it)")
-    if kind_of == "list_type":
+    if what == "list":
         return RuleFieldError(name, f"must be a list, got {kind(value)} {shown(value, name)}")
-    if kind_of == "bool_type":
+    if what == "bool":
         return RuleFieldError(name, f"must be true or false, got {kind(value)} {excerpt(value)}")
-    if kind_of == "literal_error" and top in _CHOICES:
+    if what == "choice" and top in _CHOICES:
         return RuleFieldError(name, f"must be one of {', '.join(_CHOICES[top])}, got {shown(value, name)}")
-    return RuleFieldError(name, f"{error['msg']}, got {kind(value)} {shown(value, name)}")
+    return RuleFieldError(
+        name, f"{_PLAIN.get(what, _PLAIN['invalid'])}, got {kind(value)} {shown(value, name)}"
+    )
+
+
+_AT_RE = re.compile(r" - at `\$\.?([^`]*)`$")
 
 
 def parse_rule(raw: Any) -> RuleSpec:
@@ -272,9 +463,17 @@ def parse_rule(raw: Any) -> RuleSpec:
     Raises:
         RuleFieldError: the first problem (an unknown key before the others), field named.
     """
+    problem = _first_problem(raw)
+    if problem is not None:
+        raise _message(problem)
+    null_is_default = _NULL_IS_DEFAULT[RuleSpec]
+    given = {
+        f.key: raw[f.key]
+        for f in FIELDS
+        if f.key in raw and not (raw[f.key] is None and f.name in null_is_default)
+    }
     try:
-        return RuleSpec.model_validate(raw)
-    except ValidationError as exc:
-        errors = exc.errors(include_url=False)
-        first = min(range(len(errors)), key=lambda i: (errors[i]["type"] not in _UNKNOWN_KEY, i))
-        raise _message(errors[first]) from None
+        return msgspec.convert(given, RuleSpec)
+    except msgspec.ValidationError as exc:  # what the walk let pass and msgspec did not (a bug): named
+        where = _AT_RE.search(str(exc))  # the path only: msgspec's text may print the value
+        raise RuleFieldError(key_shown(where[1]) if where else "(rule)", "is not valid") from None

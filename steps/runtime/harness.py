@@ -2,7 +2,7 @@
 
 A step runs as ``python -m steps.runtime.launcher -e steps.<module>:run ARGS.json`` (what Hera's runner
 accepts, without importing Hera: :mod:`steps.runtime.launcher`). The entry prints the return value (our
-pydantic output model, as JSON, as Hera's runner does) as the template's ``result``; named output
+output contract, as JSON, as Hera's runner does) as the template's ``result``; named output
 parameters are files under ``$hera__outputs_directory/parameters/<name>`` that the template
 declares with ``valueFrom.path`` (and a ``default`` for skipped steps). :func:`emit_outputs`
 writes those files from the output model, one per field, in kebab-case.
@@ -56,7 +56,7 @@ from steps.runtime.redact import redact
 from steps.runtime.settings import register_secrets_from_environment
 
 if TYPE_CHECKING:
-    from pydantic import BaseModel
+    from steps.domain.contract import Contract
 
 DEFAULT_OUTPUTS_DIRECTORY = "/tmp/hera-outputs"
 #: Exit code of an unexpected error (the CLI's too: one table for every entry point).
@@ -78,10 +78,33 @@ def kebab(name: str) -> str:
 
 
 def _is_model(value: Any) -> bool:
-    """``value`` is a pydantic model. Asked without importing pydantic: a step process that never
-    imported it (the exit handler with nothing configured, issue 33) holds no model."""
-    main = sys.modules.get("pydantic.main")
-    return main is not None and isinstance(value, main.BaseModel)
+    """``value`` is a contract (:class:`steps.domain.contract.Contract`, a msgspec struct) or a
+    pydantic model (backup-export's output). Asked without importing either: a
+    step process that never imported them (the exit handler with nothing configured, issue 33)
+    holds no model."""
+    return any(
+        module is not None and isinstance(value, getattr(module, name))
+        for module, name in (
+            (sys.modules.get("msgspec"), "Struct"),
+            (sys.modules.get("pydantic.main"), "BaseModel"),
+        )
+    )
+
+
+def _printed_by_hera(result: Any) -> bool:
+    """Is ``result`` a contract that Hera's runner will print? This process is ``python -m
+    hera.workflows.runner`` (an older manifest, or one's own Hera definition): it prints the return
+    value with ``json.dumps``, which knows pydantic models and not msgspec structs, so the step
+    returns the contract's wire form (the same JSON :mod:`steps.runtime.launcher` prints)."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return getattr(spec, "name", None) == "hera.workflows.runner" and hasattr(result, "__struct_fields__")
+
+
+def field_names(model: type) -> tuple[str, ...]:
+    """An output model's fields in declaration order (a contract's, or a pydantic model's): the
+    step's output parameters, kebab-cased."""
+    names = getattr(model, "__struct_fields__", None)
+    return tuple(names) if names is not None else tuple(model.model_fields)
 
 
 def output_value(value: Any) -> str:
@@ -101,7 +124,7 @@ def _has_outputs(result: Any) -> bool:
     return _is_model(result) or isinstance(result, dict)
 
 
-def emit_outputs(output: BaseModel | Mapping[str, Any]) -> BaseModel | Mapping[str, Any]:
+def emit_outputs(output: Contract | Mapping[str, Any]) -> Contract | Mapping[str, Any]:
     """Write each field of ``output`` (a model's fields, a mapping's keys) to
     ``<outputs dir>/parameters/<kebab-name>``; return it."""
     directory = outputs_directory() / "parameters"
@@ -109,7 +132,7 @@ def emit_outputs(output: BaseModel | Mapping[str, Any]) -> BaseModel | Mapping[s
     fields = (
         output.items()
         if isinstance(output, Mapping)
-        else ((n, getattr(output, n)) for n in type(output).model_fields)
+        else ((n, getattr(output, n)) for n in field_names(type(output)))
     )
     for name, value in fields:
         (directory / kebab(name)).write_text(output_value(value))
@@ -405,7 +428,7 @@ def step_entry(fn: F) -> F:
                 with timing.timed("outputs"):
                     emit_outputs(result)
             _log_timings(step, started)
-            return result
+            return result.model_dump(mode="json") if _printed_by_hera(result) else result
         finally:
             _CONTEXT.reset(token)
             for handler in logging.getLogger().handlers:

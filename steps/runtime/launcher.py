@@ -7,7 +7,7 @@ executor writes that source to a file and appends its path to the arguments. Her
 7.1.0, ``hera/workflows/_runner/util.py`` ``_run``) imports all of ``hera.workflows`` (its
 generated Argo models, ``requests``, ``yaml``, …: 0.6–2 s of a pod's cold start here, bench/README.md)
 to call one function. This module does the same call for what our steps use, importing only the
-step's module and pydantic, that for inputs that are not strings (tests/steps/runtime/test_entry.py runs every step through both and compares):
+step's module and msgspec, that for inputs that are not strings (tests/steps/runtime/test_entry.py runs every step through both and compares):
 
 ``python -m steps.runtime.launcher -e MODULE:FUNCTION ARGS_PATH``
 
@@ -18,18 +18,21 @@ step's module and pydantic, that for inputs that are not strings (tests/steps/ru
   parameter of the function (signature as :func:`inspect.signature` shows it, through
   ``functools.wraps``) takes the value of the input of the same name, missing ones are a
   ``KeyError`` as in Hera (the templates render every input). A ``str`` (or ``str | None``)
-  parameter gets the string as is; any other annotation gets ``json.loads(value)`` validated by
-  ``pydantic.TypeAdapter(annotation)`` (the string itself when it is not JSON), as Hera's
-  ``_parse`` + ``validate_call`` do; inputs that are not parameters (``env``) are ignored;
+  parameter gets the string as is; any other annotation gets ``json.loads(value)`` (the string
+  itself when it is not JSON) validated as Hera's ``_parse`` + ``validate_call`` do: by
+  ``msgspec.convert(..., strict=False)`` for our contracts and scalars (a contract through
+  pydantic, as Hera's runner does it, is validated by the same :meth:`Contract.model_validate`),
+  by ``pydantic.TypeAdapter`` for a pydantic model; inputs that are not parameters (``env``) are
+  ignored;
 * outputs: nothing of its own: our steps write ``$hera__outputs_directory/parameters/<name>``
   themselves (:func:`steps.runtime.harness.emit_outputs`); the return value is printed to stdout as
-  Hera prints it (a string as is, anything else ``json.dumps`` with pydantic models as
-  ``model_dump(by_alias=True, mode="json")``; nothing for a falsy result) — Argo's ``result``;
+  Hera prints it (a string as is, anything else ``json.dumps`` with a contract or a pydantic model
+  as its JSON form; nothing for a falsy result) — Argo's ``result``;
 * exit codes: whatever the step raises as ``SystemExit`` (0, 2, 3, 75 from
   :func:`steps.runtime.harness.step_entry`) passes through unchanged; an uncaught exception is a
   traceback and exit 1, as in Hera. One deliberate difference: inputs that do not validate
   (a user's ``concurrency=abc``) are one JSON error record and exit 2 (bad input, not retried)
-  where Hera's runner prints a pydantic traceback and exits 1 (retried four times).
+  where Hera's runner prints a traceback and exits 1 (retried four times).
 
 Moved steps: a Workflow resubmitted (or retried) from the Argo UI runs the manifest it was made from,
 which may name a step where an older release kept it. :data:`MOVED` maps each such entrypoint to
@@ -131,8 +134,11 @@ def _unsupported(function: Any) -> str | None:
 def function_kwargs(function: Any, inputs: dict[str, str]) -> dict[str, Any]:
     """The keyword arguments Hera's runner would call ``function`` with (validated).
 
-    pydantic is imported for the first input that is not a string: a step taking only strings (the
-    exit handler) may end without it (issue 33)."""
+    msgspec is imported for the first input that is not a string: a step taking only strings (the
+    exit handler) may end without it (issue 33). A contract input (:class:`steps.domain.contract.
+    Contract`) and the scalars our steps take are validated by msgspec as Hera's runner validates
+    them with pydantic (lax: ``"3"`` is an int); a pydantic model input would still be validated by
+    pydantic (no step takes one)."""
     kwargs: dict[str, Any] = {}
     for name, param in inspect.signature(function).parameters.items():
         value = inputs[name]  # KeyError, as Hera's _map_function_annotations
@@ -147,16 +153,28 @@ def function_kwargs(function: Any, inputs: dict[str, str]) -> dict[str, Any]:
         if annotation is inspect.Parameter.empty:
             kwargs[name] = loaded
             continue
+        kwargs[name] = _validated(name, annotation, loaded, value)
+    return kwargs
+
+
+def _validated(name: str, annotation: Any, loaded: Any, value: str) -> Any:
+    """``loaded`` as ``annotation``; raises BadInput naming the input and the field at fault."""
+    if hasattr(annotation, "model_fields"):  # a pydantic model
         from pydantic import TypeAdapter
 
         try:
-            kwargs[name] = TypeAdapter(annotation).validate_python(loaded)
+            return TypeAdapter(annotation).validate_python(loaded)
         except ValueError as exc:  # pydantic.ValidationError
             errors = getattr(exc, "errors", lambda: [])()
             first = errors[0] if errors else {"msg": str(exc), "loc": ()}
             where = ".".join(str(part) for part in (name, *first.get("loc", ())))
             raise BadInput(f"input {where}: {first['msg']} (got {value[:80]!r})") from None
-    return kwargs
+    import msgspec
+
+    try:
+        return msgspec.convert(loaded, annotation, strict=False)
+    except msgspec.ValidationError as exc:  # "Expected `int`, got `str` - at `$.rule`"
+        raise BadInput(f"input {name}: {exc} (got {value[:80]!r})") from None
 
 
 def serialize(value: Any) -> str:
@@ -165,6 +183,8 @@ def serialize(value: Any) -> str:
         return value
 
     def default(o: Any) -> Any:
+        if hasattr(o, "__struct_fields__"):  # a contract (a msgspec struct)
+            return o.model_dump(mode="json")
         dump = getattr(o, "model_dump", None)
         if dump is None:
             raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")

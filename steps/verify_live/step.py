@@ -23,8 +23,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pydantic import BaseModel, Field
+from msgspec import field
 
+from steps.domain.contract import Contract
 from steps.domain.errors import ConfigError, LiveMismatch
 from steps.domain.models import Plan, Target
 from steps.runtime.harness import emit_outputs, step_entry
@@ -72,7 +73,7 @@ _DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|m|s)")
 _UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0}
 
 
-class AppLive(BaseModel):
+class AppLive(Contract, kw_only=True):
     """One Application's last judgement."""
 
     namespace: str
@@ -80,16 +81,16 @@ class AppLive(BaseModel):
     state: str
     reason: str = ""
     revision: str = ""
-    images: list[str] = Field(default_factory=list)
+    images: list[str] = field(default_factory=list)
 
 
-class VerifyLiveOutput(BaseModel):
-    result: str = Field(
-        description="live, idle, mismatch, timeout, no-application, manual-sync or superseded"
-    )
+class VerifyLiveOutput(Contract, kw_only=True):
+    #: live, idle, mismatch, timeout, no-application, manual-sync or superseded
+    result: str
     message: str = ""
-    image: str = Field(default="", description="the image Git holds, as the cluster should run it")
-    applications: list[AppLive] = Field(default_factory=list)
+    #: the image Git holds, as the cluster should run it
+    image: str = ""
+    applications: list[AppLive] = field(default_factory=list)
     seconds_push_to_committed: str = ""
     seconds_push_to_synced: str = ""
     seconds_push_to_healthy: str = ""

@@ -14,7 +14,7 @@ import yaml
 
 from steps.domain.models import Target
 from steps.reconcile import step as reconcile
-from steps.runtime.harness import kebab
+from steps.runtime.harness import field_names, kebab
 from tests.workflows import schemas
 from workflows import image_reconcile
 from workflows import names as n
@@ -79,7 +79,7 @@ def test_the_step_contract_matches_the_template(templates):
     inputs = {p["name"] for p in sweep["inputs"]["parameters"]}
     assert inputs == set(inspect.signature(reconcile.run).parameters)
     outputs = {p["name"] for p in sweep["outputs"]["parameters"]}
-    assert outputs == {kebab(f) for f in reconcile.ReconcileOutput.model_fields}
+    assert outputs == {kebab(f) for f in field_names(reconcile.ReconcileOutput)}
     defaults = {p["name"]: p["valueFrom"]["default"] for p in sweep["outputs"]["parameters"]}
     assert defaults["targets"] == "[]" and defaults["counts"] == "[]"
 
@@ -107,7 +107,7 @@ def test_behind_targets_go_to_image_updates_update_target_by_template_ref(templa
     }
     args = {p["name"]: p["value"] for p in fan_out["arguments"]["parameters"]}
     for field in re.findall(r"\{\{item\.(\w+)\}\}", json.dumps(args)):
-        assert field in Target.model_fields
+        assert field in Target.__struct_fields__
     assert counts["withParam"] == "{{steps.reconcile.outputs.parameters.counts}}"
     assert templates["main"]["parallelism"] == image_reconcile.PARALLELISM
 
@@ -122,7 +122,7 @@ def test_metrics_a_gauge_per_state_and_env_and_a_counter_of_updates(templates):
     assert counter["name"] == "imagebump_reconcile_updates_total" and counter["counter"] == {"value": "1"}
     assert {label["key"] for label in counter["labels"]} == {"env"}
     # every count the step outputs is a (state, env) pair the gauge can carry
-    assert set(reconcile.StateCount.model_fields) == {"state", "env", "count"}
+    assert set(field_names(reconcile.StateCount)) == {"state", "env", "count"}
 
 
 def test_no_template_of_the_sweep_holds_the_write_token(manifest):

@@ -17,7 +17,7 @@ from steps.domain.errors import EXIT_CONFIG, EXIT_TRANSIENT
 from steps.domain.models import Image, Target
 from steps.edit_kustomize import step as edit_kustomize
 from steps.resolve_image import step as resolve_image
-from steps.runtime.harness import kebab
+from steps.runtime.harness import field_names, kebab
 from tests.workflows import schemas
 from workflows import image_gate, image_reconcile, image_update
 from workflows.common import OUTPUTS_DIR
@@ -82,7 +82,7 @@ def test_main_resolves_then_fans_out_over_targets(templates):
     }
     # The item fields the fan-out reads exist on the Target model.
     for field in re.findall(r"\{\{item\.(\w+)\}\}", json.dumps(args)):
-        assert field in Target.model_fields
+        assert field in Target.__struct_fields__
 
 
 def test_per_target_template_edits_then_commits_only_when_changed(templates):
@@ -158,7 +158,7 @@ def test_step_runs_the_step_function_through_the_step_entry(templates, name):
 def test_step_declares_every_output_field_with_a_default(templates, name):
     _, output_model = STEPS[name]
     outputs = {p["name"]: p["valueFrom"] for p in templates[name]["outputs"]["parameters"]}
-    for field in output_model.model_fields:
+    for field in field_names(output_model):
         value_from = outputs[kebab(field)]
         assert value_from["path"] == f"{OUTPUTS_DIR}/parameters/{kebab(field)}"
         assert "default" in value_from

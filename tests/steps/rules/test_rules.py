@@ -1110,7 +1110,11 @@ def test_a_hostile_repository_name_cannot_make_matching_hang() -> None:
 
 
 def test_the_schema_declares_every_yaml_key_as_an_alias() -> None:
+    import msgspec
+
+    from steps.domain.errors import RuleFieldError
     from steps.rules import KNOWN_FIELDS, REQUIRED_FIELDS, RuleSpec
+    from steps.rules.schema import parse_rule
 
     assert KNOWN_FIELDS == (
         "registryURI",
@@ -1136,7 +1140,7 @@ def test_the_schema_declares_every_yaml_key_as_an_alias() -> None:
         "gate",
     )
     assert REQUIRED_FIELDS == ("registryURI", "githubRepository")
-    spec = RuleSpec.model_validate(
+    spec = parse_rule(
         {
             "registryURI": f" {REG}/team/$1 ",
             "githubRepository": "https://github.com/o/r/apps/$1",
@@ -1153,8 +1157,15 @@ def test_the_schema_declares_every_yaml_key_as_an_alias() -> None:
         "api",
     )
     assert spec.allow_image_tag == ["regexp:v.*"] and spec.deny_image_tag == []
-    with pytest.raises(ValueError):  # the Python names are not YAML keys: a user writes the aliases
-        RuleSpec.model_validate({"registry_uri": f"{REG}/a", "github_repository": "https://github.com/o/r"})
+    assert msgspec.convert(  # the struct itself says the same (its checks strip the URI)
+        {"registryURI": f" {REG}/team/$1 ", "githubRepository": "https://github.com/o/r/apps/$1"}, RuleSpec
+    ) == RuleSpec(registry_uri=f"{REG}/team/$1", github_repository="https://github.com/o/r/apps/$1")
+    python_names = {"registry_uri": f"{REG}/a", "github_repository": "https://github.com/o/r"}
+    with pytest.raises(RuleFieldError) as info:  # the Python names are not YAML keys: a user writes those
+        parse_rule(python_names)
+    assert (info.value.field, info.value.message.split(";")[0]) == ("registry_uri", "unknown field")
+    with pytest.raises(msgspec.ValidationError):
+        msgspec.convert(python_names, RuleSpec)
 
 
 @pytest.mark.parametrize(
@@ -1226,11 +1237,11 @@ def test_null_optional_fields_mean_their_defaults() -> None:
 
 
 def test_a_huge_aliased_value_is_shown_as_a_short_excerpt() -> None:
-    """pydantic's own error text prints the input; the message is built from a bounded excerpt instead,
-    and the model hides inputs from its own text too."""
-    from pydantic import ValidationError
-
-    from steps.rules import RuleSpec
+    """msgspec's own error text may print the input (``Invalid enum value '…'``, whole); the message is
+    built from a bounded excerpt instead, whichever field is at fault."""
+    from steps.domain.errors import RuleFieldError
+    from steps.rules.schema import parse_rule
+    from steps.rules.show import key_shown
 
     big = "x" * 50_000
     text = rule(f"env: &e ['{big}', '{big}']\nlabels: *e")
@@ -1238,9 +1249,23 @@ def test_a_huge_aliased_value_is_shown_as_a_short_excerpt() -> None:
         load_rules(text)
     message = str(info.value)
     assert "rule 1: env: must be a string, got list" in message and len(message) < 400
-    with pytest.raises(ValidationError) as raw:
-        RuleSpec.model_validate({"registryURI": big, "githubRepository": 7, "mode": big})
-    assert big not in str(raw.value) and "input_value" not in str(raw.value)
+    for raw, field in (
+        ({"registryURI": big, "githubRepository": 7, "mode": big}, "githubRepository"),
+        ({"registryURI": big, "githubRepository": big, "mode": big}, "mode"),
+        (
+            {"registryURI": big, "githubRepository": big, "promoteAfter": {"env": big, "soak": big}},
+            "promoteAfter.soak",
+        ),
+        (
+            {"registryURI": big, "githubRepository": big, "valuesKeys": {big: 1}},
+            f"valuesKeys[{key_shown(big)}]",
+        ),
+    ):
+        with pytest.raises(RuleFieldError) as refused:
+            parse_rule(raw)
+        assert (
+            refused.value.field == field and big not in str(refused.value) and len(str(refused.value)) < 400
+        )
 
 
 def test_closed_choices_and_their_defaults_are_declared_once() -> None:
@@ -1264,9 +1289,10 @@ def test_closed_choices_and_their_defaults_are_declared_once() -> None:
         "provider": models.DEFAULT_PROVIDER,
     }
     assert defaults == {"mode": "pr", "order": "push-time", "provider": "github"}
+    declared = {f.name: f for f in schema.FIELDS}
     for field, default in defaults.items():
-        assert schema.RuleSpec.model_fields[field].default == default
-        assert models.RuleSettings.model_fields[field].default == default
+        assert declared[field].default == default and not declared[field].required
+        assert getattr(models.RuleSettings(), field) == default
     assert inspect.signature(order.judge_update).parameters["order"].default == models.DEFAULT_ORDER
     (target,) = (
         load_rules(

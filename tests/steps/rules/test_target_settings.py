@@ -1,4 +1,4 @@
-"""A target's rule settings (issue 32): one object the rule and its targets share, flat on the wire."""
+"""A target's rule settings (issue 32): one declaration the rule and its targets share, flat on the wire."""
 
 from __future__ import annotations
 
@@ -26,13 +26,14 @@ RULES = f"""
 """
 
 
-def test_every_target_of_a_rule_holds_the_rules_settings_object():
+def test_every_target_of_a_rule_holds_the_rules_settings():
     from steps.domain.events import parse_image_reference
 
     rules = load_rules(RULES)
     match = rules.match(parse_image_reference(f"{REG}/team/api:1.2.3"))
     by_env = {t.env: t for t in match.targets}
-    assert by_env["production"].settings is rules.rules[0].settings
+    assert by_env["production"].settings == rules.rules[0].settings
+    assert issubclass(Target, RuleSettings)  # a setting added to the rule is every target's field too
     assert by_env["production"].settings == RuleSettings(
         mode="commit",
         order="semver",
@@ -60,8 +61,14 @@ settings_values = st.fixed_dictionaries(
 @given(settings_values)
 def test_the_wire_form_is_flat_and_round_trips(values):
     """Steps of every version read and write the same JSON: the settings at the top level."""
-    target = Target(
-        rule=0, repo_url="https://github.com/o/deploy", path="apps/api", image="team/api", **values
+    target = Target.model_validate(
+        {
+            "rule": 0,
+            "repo_url": "https://github.com/o/deploy",
+            "path": "apps/api",
+            "image": "team/api",
+            **values,
+        }
     )
     wire = json.loads(target.model_dump_json())
     assert "settings" not in wire and SETTINGS_FIELDS <= set(wire)
@@ -69,10 +76,10 @@ def test_the_wire_form_is_flat_and_round_trips(values):
     assert Target.model_validate_json(target.model_dump_json()) == target
 
 
-def test_a_setting_changes_only_through_with_settings():
+def test_a_setting_changes_validated_through_with_settings():
     target = Target(rule=0, repo_url="https://github.com/o/deploy", path="apps/api", image="team/api")
     with pytest.raises(TypeError):
-        target.model_copy(update={"mode": "commit"})  # would land beside settings, never read
+        target.with_settings(path="apps/web")  # not a setting
     changed = target.with_settings(mode="commit")
     assert (changed.settings.mode, target.settings.mode) == ("commit", "pr")
     with pytest.raises(ValueError):

@@ -2,12 +2,12 @@
 
 ``cli`` dispatches to ``commands/`` (one module per subcommand); ``local/`` holds what runs on
 one machine without a cluster (moto, ``git http-backend``, the demo world). This package may
-import ``steps``, ``workflows`` and ``sensors``; none of them imports it (they read the version
-from package metadata: :func:`steps.runtime.harness.imagebump_version`; tests/test_layering.py checks it).
+import ``steps``, ``workflows`` and ``sensors``; none of them imports it (the version is declared
+at the bottom, ``steps.__version__``, and re-exported here; tests/test_layering.py checks it).
 ``IMAGE`` / ``IMAGE_REPOSITORY`` (the steps image) live in :mod:`workflows.names`, re-exported here.
 """
 
-__version__ = "0.1.0"
+from steps import __version__
 
 __all__ = ["IMAGE", "IMAGE_REPOSITORY", "__version__"]
 

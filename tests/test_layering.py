@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import importlib.metadata
 import re
 import subprocess
 import sys
@@ -579,8 +580,8 @@ def test_every_step_keeps_its_pure_core_in_decide_under_one_name(step: str) -> N
 
 def test_the_steps_image_is_named_in_one_place_and_tagged_with_the_project_version() -> None:
     """The image repository is written once (``workflows.names``): no module spells it again, and
-        the tag the CLI and the manifests use is the version the source declares (``pyproject.toml``
-    reads it from ``imagebump.__version__``; the tag comes from the installed package's metadata)."""
+        the tag the CLI and the manifests use is the version the source declares once
+    (``steps.__version__``, which ``pyproject.toml`` reads and the CLI re-exports)."""
     import imagebump
 
     repository = "ghcr.io/imagebump/imagebump"
@@ -590,7 +591,7 @@ def test_the_steps_image_is_named_in_one_place_and_tagged_with_the_project_versi
         if re.search(rf"['\"]{re.escape(repository)}", path.read_text())
     )
     assert spelled == ["workflows.names"]
-    source = ast.parse(TREE.files["imagebump"].read_text())
+    source = ast.parse(TREE.files["steps"].read_text())
     (version,) = [
         node.value.value
         for node in source.body
@@ -599,3 +600,5 @@ def test_the_steps_image_is_named_in_one_place_and_tagged_with_the_project_versi
         and isinstance(node.value, ast.Constant)
     ]
     assert imagebump.IMAGE == f"{repository}:{version}"
+    assert imagebump.__version__ == version == importlib.metadata.version("imagebump")
+    assert 'version = { attr = "steps.__version__" }' in (ROOT / "pyproject.toml").read_text()

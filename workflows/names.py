@@ -88,8 +88,8 @@ def __getattr__(name: str) -> str:
     pydantic; ``imagebump --help`` reads this module and must not wait for that):
 
     - ``IMAGE``: the steps image, tagged with imagebump's installed version
-      (:func:`steps.runtime.harness.imagebump_version`, the package metadata ``pyproject.toml`` takes from
-      ``imagebump.__version__``; nothing below the CLI imports it);
+      (:func:`steps.runtime.harness.imagebump_version`: ``steps.__version__``, which ``pyproject.toml``
+      gives the distribution);
     - ``OUTPUTS_DIR``: where a step writes its output parameters (Hera's runner): /tmp/hera-outputs,
       on the /tmp emptyDir.
     """

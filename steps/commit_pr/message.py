@@ -12,7 +12,6 @@ body, which ends with the same trailer (a squash merge that takes the PR's descr
 
 from __future__ import annotations
 
-import functools
 import re
 import string
 
@@ -46,17 +45,6 @@ TEMPLATE_FIELDS = (
     "mode",
     "version",
 )
-
-
-#: Called by a warm interpreter that forks steps (workflows.local.forkserver_server) before it
-#: forks: pure data, the same for every step (no environment, no credentials).
-WARM_UP = ("installed_version",)
-
-
-@functools.cache
-def installed_version() -> str:
-    """imagebump's version, read from package metadata once per process (~20 ms a read)."""
-    return imagebump_version()
 
 
 def validate_template(template: str) -> None:
@@ -105,7 +93,7 @@ def validate_template(template: str) -> None:
 def message_fields(target: Target, plan: Plan, old: ImagesEntry | None, base_branch: str) -> dict[str, str]:
     """Every template field for this change (see the module docstring)."""
     new = plan.new
-    version = installed_version()
+    version = imagebump_version()
     pushed = target.pushed_at.isoformat() if target.pushed_at else ""
     env = target.env or ""
     subject = f"imagebump({env or 'default'}): {plan.image_name} {entry_ref(old)} → {entry_ref(new)} in {target.path}"

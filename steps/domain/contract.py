@@ -3,8 +3,8 @@
 The steps' contracts (:mod:`steps.domain.models`, each step's input and output) are msgspec structs,
 not pydantic models: a step pod is a fresh Python process, and importing pydantic and building its
 models cost 0.1–0.15 s of every cold step here (``python -m bench.coldstart``; bench/README.md),
-where msgspec costs about 10 ms. The CLI, the reconcile and backup steps keep pydantic where they
-already use it; nothing on an event's path imports it.
+where msgspec costs about 10 ms. backup-export's settings (their validators) and the Hera
+definitions that render the templates keep pydantic; nothing on an event's path imports it.
 
 :class:`Contract` keeps the verbs the steps and their tests have always used, with the meaning they
 had: :meth:`~Contract.model_validate` and :meth:`~Contract.model_validate_json` check data against

@@ -9,7 +9,6 @@ if __name__ == "__main__":
     modules = sys.modules
     ecr = modules.get("steps.aws.ecr")
     transport = modules.get("steps.aws.transport")
-    message = modules.get("steps.commit_pr.message")
     yaml = modules.get("steps.kustomize.yaml_nodes")
     print(
         json.dumps(
@@ -17,7 +16,6 @@ if __name__ == "__main__":
                 "ecr_loader": bool(ecr and ecr._LOADER is not None),
                 "ecr_session": bool(ecr and ecr._WARM_SESSION is not None),
                 "ecr_tls": bool(transport and transport._TLS is not None),
-                "version": bool(message and message.installed_version.cache_info().currsize),
                 "yaml_tables": bool(
                     yaml
                     and all(

@@ -10,7 +10,6 @@ import secrets
 import pytest
 
 from steps.aws import ecr
-from steps.commit_pr.message import installed_version
 from steps.runtime import scratch_dir as scratch
 
 
@@ -34,25 +33,6 @@ def test_scratch_is_deleted_by_the_step_unless_the_runtime_deletes_tmpdir(monkey
     with scratch.scratch("t-") as outside:
         pass
     assert not outside.exists()  # … is the step's to delete
-
-
-def test_the_version_is_read_from_package_metadata_once_per_process(monkeypatch) -> None:
-    """A fork server warms it once (``WARM_UP``); every commit message after that reuses it."""
-    import importlib.metadata
-
-    reads: list[str] = []
-
-    def version(name: str) -> str:
-        reads.append(name)
-        return "9.9.9"
-
-    monkeypatch.setattr(importlib.metadata, "version", version)
-    installed_version.cache_clear()
-    try:
-        assert [installed_version() for _ in range(3)] == ["9.9.9"] * 3
-        assert reads == ["imagebump"]
-    finally:
-        installed_version.cache_clear()  # the next caller reads the real metadata again
 
 
 def test_ecr_client_on_the_warm_loader_answers_as_a_fresh_one(moto, monkeypatch) -> None:

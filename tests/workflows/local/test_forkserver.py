@@ -441,7 +441,7 @@ def test_the_image_update_steps_and_their_lazy_imports_are_imported_ahead(tmp_pa
         )
         assert json.loads(hera.stdout) == {"hera": False, "hera.workflows": False}, hera.stderr
         # WARM_UP ran for every module of ours the zygote holds, including ones no step names
-        # (steps.commit_pr.message, steps.kustomize.yaml_nodes are imported by other modules)
+        # (steps.kustomize.yaml_nodes is imported by other modules)
         warm = zygote.run(
             [sys.executable, "-m", "tests.workflows.show_warm"], cwd=str(tmp_path), env=env, timeout=60
         )
@@ -449,7 +449,6 @@ def test_the_image_update_steps_and_their_lazy_imports_are_imported_ahead(tmp_pa
             "ecr_loader": True,
             "ecr_session": True,
             "ecr_tls": True,
-            "version": True,
             "yaml_tables": True,
         }, warm.stderr
     finally:

@@ -460,9 +460,15 @@ _AT_RE = re.compile(r" - at `\$\.?([^`]*)`$")
 def parse_rule(raw: Any) -> RuleSpec:
     """Validate one rule as YAML gave it.
 
+    A valid rule is built by msgspec alone (:func:`_built`, ~10 µs: a rules file of 10,000 rules
+    is read on every event); the walk runs only for a rule msgspec refuses, to name its first problem.
+
     Raises:
         RuleFieldError: the first problem (an unknown key before the others), field named.
     """
+    spec = _built(raw) if isinstance(raw, dict) else None
+    if spec is not None:
+        return spec
     problem = _first_problem(raw)
     if problem is not None:
         raise _message(problem)
@@ -477,3 +483,28 @@ def parse_rule(raw: Any) -> RuleSpec:
     except msgspec.ValidationError as exc:  # what the walk let pass and msgspec did not (a bug): named
         where = _AT_RE.search(str(exc))  # the path only: msgspec's text may print the value
         raise RuleFieldError(key_shown(where[1]) if where else "(rule)", "is not valid") from None
+
+
+#: The YAML keys whose null means the default, and the keys whose value must be a list (msgspec
+#: also takes a tuple or a set, which YAML's ``!!set`` gives, where a list is declared).
+_NULL_KEYS = frozenset(f.key for f in FIELDS if f.name in _NULL_IS_DEFAULT[RuleSpec])
+_LIST_KEYS = frozenset(f.key for f in FIELDS if get_origin(f.type) is list)
+
+
+def _built(raw: dict) -> RuleSpec | None:
+    """``raw`` as a :class:`RuleSpec` when it is valid as written, else None (the walk says why).
+
+    msgspec refuses whatever the walk refuses (the same declared types and checks), except a tuple
+    or a set for a list and a null that means the default: those two are settled here first.
+    """
+    given = {}
+    for key, value in raw.items():
+        if value is None and key in _NULL_KEYS:
+            continue
+        if key in _LIST_KEYS and not isinstance(value, list):
+            return None
+        given[key] = value
+    try:
+        return msgspec.convert(given, RuleSpec)
+    except msgspec.ValidationError:
+        return None

@@ -66,6 +66,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from steps import __version__
 from steps.aws.credentials import ContainerCredentials, RefreshingCredentials, WebIdentity, from_environment
 from steps.aws.sigv4 import Credentials, sign
 from steps.aws.transport import (  # shared with steps.aws.sts_http
@@ -82,6 +83,8 @@ from steps.domain.errors import EcrApiError, EcrConnectionError, EcrPaginationEr
 SERVICE = "ecr"
 TARGET_PREFIX = "AmazonEC2ContainerRegistry_V20150921"
 CONTENT_TYPE = "application/x-amz-json-1.1"
+#: What CloudTrail records as these calls' ``userAgent``: this client and imagebump's version.
+USER_AGENT = f"imagebump-ecr-http/{__version__}"
 #: The ``aws`` partition's ``regionRegex`` in botocore/data/partitions.json (a test compares it with
 #: the installed botocore's). botocore matches partitions in order and ``aws`` comes first.
 AWS_PARTITION_REGEX = r"^(us|eu|ap|sa|ca|me|af|il|mx)\-\w+\-\d+$"
@@ -583,7 +586,7 @@ class EcrClient:
             now=self._now(),
         )
         headers["Host"] = self._host_header
-        headers["User-Agent"] = "imagebump-ecr-http"
+        headers["User-Agent"] = USER_AGENT
         headers["amz-sdk-request"] = f"attempt={attempt}; max={MAX_ATTEMPTS}"
         conn, reused = self._take()
         try:

@@ -38,6 +38,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
+from steps import __version__
 from steps.aws.credentials import CredentialsError, RefreshingCredentials, WebIdentity
 from steps.aws.sigv4 import Credentials
 from steps.aws.transport import (
@@ -53,6 +54,8 @@ from steps.domain.errors import StsApiError, StsConnectionError
 OPERATION = "AssumeRoleWithWebIdentity"
 API_VERSION = "2011-06-15"
 CONTENT_TYPE = "application/x-www-form-urlencoded; charset=utf-8"
+#: What CloudTrail records as these calls' ``userAgent``: this client and imagebump's version.
+USER_AGENT = f"imagebump-sts-http/{__version__}"
 #: botocore's defaults for a client made without timeouts
 CONNECT_TIMEOUT = 60.0
 READ_TIMEOUT = 60.0
@@ -169,7 +172,7 @@ class WebIdentityCredentials(RefreshingCredentials):
         headers = {
             "Host": self._host_header,
             "Content-Type": CONTENT_TYPE,
-            "User-Agent": "imagebump-sts-http",
+            "User-Agent": USER_AGENT,
             "amz-sdk-request": f"attempt={attempt}; max={MAX_ATTEMPTS}",
         }
         if self._https:

@@ -25,6 +25,7 @@ from types import SimpleNamespace
 
 import pytest
 
+import steps
 from imagebump.local import builders
 from imagebump.local.moto import MotoServer
 from steps.aws import ecr, ecr_http, transport
@@ -749,6 +750,7 @@ def test_requests_are_ecrs_protocol() -> None:
     assert headers["Content-Type"] == "application/x-amz-json-1.1"
     assert headers["Host"] == server.url.removeprefix("http://")
     assert headers["X-Amz-Security-Token"] == "tok"
+    assert headers["User-Agent"] == f"imagebump-ecr-http/{steps.__version__}"  # CloudTrail's userAgent
     assert headers["Authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKID/")
     assert (
         "/us-west-2/ecr/aws4_request, SignedHeaders=content-type;host;x-amz-date;x-amz-security-token;x-amz-target, "

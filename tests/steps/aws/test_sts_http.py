@@ -22,6 +22,7 @@ from urllib.parse import parse_qsl
 
 import pytest
 
+import steps
 from steps.aws import ecr, ecr_http, sts_http
 from steps.aws.credentials import ContainerCredentials, WebIdentity, from_environment
 from steps.aws.sigv4 import Credentials
@@ -157,6 +158,7 @@ def test_the_request_and_the_credentials_are_botocores(settings, environ, monkey
     for name in ("content-type", "host", "amz-sdk-request"):
         assert headers[name] == their_headers[name], name
     assert "authorization" not in headers and "authorization" not in their_headers  # unsigned
+    assert headers["user-agent"] == f"imagebump-sts-http/{steps.__version__}"
     form = sts.forms()[1]
     assert form["WebIdentityToken"] == TOKEN and form["RoleArn"] == ROLE
     if settings.get("AWS_ROLE_SESSION_NAME"):

@@ -17,10 +17,9 @@ current target, each Application judged as verify-live judges it), ``notify/`` (
 outcome per destination, with its pure ``decide``), ``gate/`` (the promotion gate's pure
 ``decide``). A step never imports another step, and nothing here imports
 ``imagebump``, ``workflows``, ``sensors``, ``render`` or Hera.
-
-``__version__`` is imagebump's version, declared here, at the bottom of the tree, so every step
-reads it without importing anything (``importlib.metadata`` costs a cold step pod ~20 ms):
-``pyproject.toml`` takes the distribution's version from it, and the CLI re-exports it.
 """
 
+#: imagebump's version, declared here at the bottom of the tree so every step reads it without
+#: importing anything (``importlib.metadata`` costs a cold step pod ~20 ms); ``pyproject.toml``
+#: takes the distribution's version from it and the CLI re-exports it.
 __version__ = "0.1.0"

@@ -472,14 +472,8 @@ def parse_rule(raw: Any) -> RuleSpec:
     problem = _first_problem(raw)
     if problem is not None:
         raise _message(problem)
-    null_is_default = _NULL_IS_DEFAULT[RuleSpec]
-    given = {
-        f.key: raw[f.key]
-        for f in FIELDS
-        if f.key in raw and not (raw[f.key] is None and f.name in null_is_default)
-    }
     try:
-        return msgspec.convert(given, RuleSpec)
+        return msgspec.convert(_given(raw), RuleSpec)
     except msgspec.ValidationError as exc:  # what the walk let pass and msgspec did not (a bug): named
         where = _AT_RE.search(str(exc))  # the path only: msgspec's text may print the value
         raise RuleFieldError(key_shown(where[1]) if where else "(rule)", "is not valid") from None
@@ -497,14 +491,15 @@ def _built(raw: dict) -> RuleSpec | None:
     msgspec refuses whatever the walk refuses (the same declared types and checks), except a tuple
     or a set for a list and a null that means the default: those two are settled here first.
     """
-    given = {}
-    for key, value in raw.items():
-        if value is None and key in _NULL_KEYS:
-            continue
-        if key in _LIST_KEYS and not isinstance(value, list):
-            return None
-        given[key] = value
+    given = _given(raw)
+    if any(key in _LIST_KEYS and not isinstance(value, list) for key, value in given.items()):
+        return None
     try:
         return msgspec.convert(given, RuleSpec)
     except msgspec.ValidationError:
         return None
+
+
+def _given(raw: dict) -> dict:
+    """``raw`` without the keys whose null means the default (as if they were left out)."""
+    return {key: value for key, value in raw.items() if not (value is None and key in _NULL_KEYS)}

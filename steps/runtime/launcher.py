@@ -21,9 +21,8 @@ step's module and msgspec, that for inputs that are not strings (tests/steps/run
   parameter gets the string as is; any other annotation gets ``json.loads(value)`` (the string
   itself when it is not JSON) validated as Hera's ``_parse`` + ``validate_call`` do: by
   ``msgspec.convert(..., strict=False)`` for our contracts and scalars (a contract through
-  pydantic, as Hera's runner does it, is validated by the same :meth:`Contract.model_validate`),
-  by ``pydantic.TypeAdapter`` for a pydantic model; inputs that are not parameters (``env``) are
-  ignored;
+  pydantic, as Hera's runner does it, is validated by the same :meth:`Contract.model_validate`);
+  inputs that are not parameters (``env``) are ignored;
 * outputs: nothing of its own: our steps write ``$hera__outputs_directory/parameters/<name>``
   themselves (:func:`steps.runtime.harness.emit_outputs`); the return value is printed to stdout as
   Hera prints it (a string as is, anything else ``json.dumps`` with a contract or a pydantic model
@@ -137,8 +136,7 @@ def function_kwargs(function: Any, inputs: dict[str, str]) -> dict[str, Any]:
     msgspec is imported for the first input that is not a string: a step taking only strings (the
     exit handler) may end without it (issue 33). A contract input (:class:`steps.domain.contract.
     Contract`) and the scalars our steps take are validated by msgspec as Hera's runner validates
-    them with pydantic (lax: ``"3"`` is an int); a pydantic model input would still be validated by
-    pydantic (no step takes one)."""
+    them with pydantic (lax: ``"3"`` is an int). No step takes a pydantic model."""
     kwargs: dict[str, Any] = {}
     for name, param in inspect.signature(function).parameters.items():
         value = inputs[name]  # KeyError, as Hera's _map_function_annotations
@@ -159,16 +157,6 @@ def function_kwargs(function: Any, inputs: dict[str, str]) -> dict[str, Any]:
 
 def _validated(name: str, annotation: Any, loaded: Any, value: str) -> Any:
     """``loaded`` as ``annotation``; raises BadInput naming the input and the field at fault."""
-    if hasattr(annotation, "model_fields"):  # a pydantic model
-        from pydantic import TypeAdapter
-
-        try:
-            return TypeAdapter(annotation).validate_python(loaded)
-        except ValueError as exc:  # pydantic.ValidationError
-            errors = getattr(exc, "errors", lambda: [])()
-            first = errors[0] if errors else {"msg": str(exc), "loc": ()}
-            where = ".".join(str(part) for part in (name, *first.get("loc", ())))
-            raise BadInput(f"input {where}: {first['msg']} (got {value[:80]!r})") from None
     import msgspec
 
     try:

@@ -4,10 +4,13 @@ core kinds), consistent with each other, and installable by the image the Docker
 from __future__ import annotations
 
 import copy
+import json
 import os
 import re
 import shutil
 import subprocess
+import sys
+import sysconfig
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -186,6 +189,58 @@ def test_every_image_is_the_package_image_built_by_the_dockerfile():
     users = re.findall(r"^USER (\d+)", dockerfile, flags=re.MULTILINE)
     assert users == [f"{pod_security.UID}:{pod_security.UID}"] or users == [str(pod_security.UID)]
     assert imagebump.IMAGE_REPOSITORY in dockerfile
+
+
+def _entrypoints() -> set[str]:
+    """Every ``module:function`` a rendered template's script runs (``-e``)."""
+    found = set()
+    for _, doc in ARGO:
+        for args in _walk(doc, "args"):
+            if isinstance(args, list) and "-e" in args:
+                found.add(args[args.index("-e") + 1])
+    return found
+
+
+def test_the_image_compiles_every_module_a_step_imports_standard_library_included():
+    """A pod cannot write bytecode (read-only root filesystem, ``PYTHONDONTWRITEBYTECODE=1``): a module
+    the build did not compile is compiled from source on every step start. The python base image
+    ships its standard library with no bytecode at all (its Dockerfile deletes every ``*.pyc``:
+    docker-library/python#615), so the Dockerfile's ``compileall`` has to name the directory of every
+    module each step imports — its lazy imports included — and exclude none of them."""
+    dockerfile = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    command = next(
+        line for line in dockerfile.splitlines() if "compileall" in line and line.startswith("RUN")
+    )
+    keys = re.findall(r'get_paths\(\)\["(\w+)"\]', command)
+    assert "stdlib" in keys and "purelib" in keys
+    excluded = re.search(r"-x '([^']+)'", command)
+    paths = sysconfig.get_paths()
+    roots = [Path(paths[key]) for key in keys]
+    entrypoints = sorted(_entrypoints())
+    assert len(entrypoints) >= 5
+    code = textwrap.dedent(
+        f"""
+        import importlib, json, sys
+        for entry in {entrypoints!r}:
+            module = importlib.import_module(entry.split(":")[0])
+            for name in getattr(module, "LAZY_IMPORTS", ()):
+                importlib.import_module(name)
+        print(json.dumps(sorted({{getattr(m, "__file__", None) or "" for m in list(sys.modules.values())}})))
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    sources = [Path(f) for f in json.loads(out.stdout) if f.endswith(".py")]
+    assert any(f.name == "typing.py" for f in sources)  # the standard library is among them
+    # The project's own packages are installed into purelib by the wheel.
+    outside = [
+        f
+        for f in sources
+        if not f.is_relative_to(ROOT)
+        and (
+            not any(f.is_relative_to(root) for root in roots) or (excluded and re.search(excluded[1], str(f)))
+        )
+    ]
+    assert outside == []
 
 
 def test_backup_export_wiring_follows_the_step_contract():

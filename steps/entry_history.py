@@ -187,10 +187,51 @@ def _walk(reader: _Reader, rev: str, file: str, limit: int, boundary: set[str]) 
             if before is None or after is None:
                 return found, "", False  # the entry (or the file) begins here: nothing before counts
             if changed_image(before, after):
+                if touch.merge:
+                    touch = _made_by(reader, touch, path, after, boundary)
                 found.append((touch, path, before, after))
         else:
             return found, "", False  # every commit that touched the file read
     return found, "", False
+
+
+def _made_by(
+    reader: _Reader,
+    merge: githistory.Touch,
+    path: str,
+    after: ImagesEntry,
+    boundary: set[str],
+    depth: int = 0,
+) -> githistory.Touch:
+    """Who made the image change a merge made on its branch (read against its first parent).
+
+    When the merge took a side branch's version of the file and that side's newest change of the
+    entry's image set exactly this image, the change is that commit's: imagebump's pull request
+    merged with a merge commit stays imagebump's, a person's branch stays theirs. Otherwise the
+    merge made it — a conflict resolved by hand, or the side's older file taken over the branch's
+    newer image (the side never set that image: the merge undid the branch's changes) — and its
+    author, a person unless the merge's own message says imagebump, made it. The touch returned
+    keeps the merge's versions of the file (``old``, ``new``): what changed on the branch.
+    """
+    repo = reader.repo
+    for side in merge.parents[1:]:
+        if githistory.blob_at(repo, side, path) != merge.new:
+            continue
+        touches = githistory.touching(repo, side, path, HISTORY_LIMIT, exclude=merge.parents[0])
+        reader.load({o for t in touches for o in (t.old, t.new)})
+        for touch in touches:
+            if touch.commit in boundary:
+                break  # its parent was not fetched: whether it made the change is not known
+            before, now = reader.entry(touch.old, path), reader.entry(touch.new, path)
+            if before is None or now is None:
+                break
+            if changed_image(before, now):
+                if changed_image(now, after):
+                    break  # the side's newest image is another: the merge set this one
+                if touch.merge and depth < RENAMES:
+                    touch = _made_by(reader, touch, path, now, boundary, depth + 1)
+                return githistory.Touch(touch.commit, merge.old, merge.new, merge.status, merge.parents)
+    return merge
 
 
 def entry_history(
@@ -323,11 +364,35 @@ def _judged_by_messages(repo: ClonedRepo, rev: str, file: str, limit: int, bound
             return True if vouched and seen - 1 + vouched >= limit else None
         if touch.old in githistory.ZERO:  # the file begins here, unless it was renamed from another
             return info.parents == 0 or githistory.renamed_from(repo, touch.commit, file, touch.new) is None
-        if not ours:
+        if not ours and not (touch.merge and _took_imagebumps_side(repo, touch, file, limit, boundary)):
             return False
         if seen + vouched >= limit:
             return True
     return len(touches) >= limit
+
+
+def _took_imagebumps_side(
+    repo: ClonedRepo, merge: githistory.Touch, file: str, limit: int, boundary: set[str]
+) -> bool:
+    """Did ``merge`` take the file as a side branch holds it, every commit of which that touched the
+    file since it left the merge's first parent being imagebump's (its pull request merged with a
+    merge commit)? Then whatever the merge changed, imagebump wrote (:func:`_made_by` finds the
+    same). Commit messages and trees only."""
+    for side in merge.parents[1:]:
+        if githistory.blob_at(repo, side, file) != merge.new:
+            continue
+        touches = githistory.touching(repo, side, file, limit, exclude=merge.parents[0])
+        objects = githistory.read_objects(repo, [t.commit for t in touches], MESSAGE_KEEP)
+        return bool(touches) and all(
+            t.commit not in boundary
+            and not t.merge
+            and t.old not in githistory.ZERO
+            and (obj := objects.get(t.commit)) is not None
+            and obj.kind == "commit"
+            and by_imagebump(githistory.parse_commit(obj).message)
+            for t in touches
+        )
+    return False
 
 
 def _pull_request_trailers(repo: ClonedRepo, number: str, tick: Callable[[], None]) -> list[str]:

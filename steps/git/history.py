@@ -6,7 +6,7 @@ versions and read them" (:func:`read_blobs`: one fetch request, one ``cat-file -
 the history read (:mod:`steps.entry_history`), reconcile's overlay read and verify-live's clones.
 
 Nothing a commit says can forge a field here: the commits that touched a file come from
-``git log -z --format=%H --raw`` (only object ids, modes, a status letter and the path we asked
+``git log -z --format='%H %P' --raw`` (only object ids, modes, a status letter and the path we asked
 for, every field NUL-terminated), and what a commit says (author, dates, message) is read from its
 object through ``git cat-file --batch``, which gives each object's size before its bytes: a
 message may hold any byte (``\\x1e``, ``\\x1f``, NUL, a line that looks like raw output) and it
@@ -48,34 +48,43 @@ def is_oid(text: str) -> bool:
 
 @dataclass(frozen=True)
 class Touch:
-    """One commit that touched the file: its id and the file's blob ids before and after it."""
+    """One commit that touched the file: its id and the file's blob ids before and after it (before:
+    at its first parent). ``parents`` are the commit's parents when git listed them (``%P``): more
+    than one for a merge."""
 
     commit: str
     old: str
     new: str
     status: str  # A (added), M (modified), D (deleted), T (type changed)
+    parents: tuple[str, ...] = ()
+
+    @property
+    def merge(self) -> bool:
+        return len(self.parents) > 1
 
 
 def parse_log_raw(out: bytes) -> list[Touch]:
-    """``git log -z --format=%H --raw --no-abbrev --no-renames`` output → :class:`Touch` es.
+    """``git log -z --format='%H %P' --raw --no-abbrev --no-renames`` output → :class:`Touch` es
+    (``--format=%H`` too: then without parents).
 
     Only the fields git writes itself (ids, modes, status) are read; anything else is skipped.
     """
     found: list[Touch] = []
-    commit = ""
+    commit, parents = "", ()
     tokens = out.split(b"\0")
     i = 0
     while i < len(tokens):
         token = tokens[i].decode("ascii", "replace").strip("\n")
         i += 1
-        if is_oid(token):
-            commit = token
+        ids = token.split()
+        if ids and all(is_oid(o) for o in ids):
+            commit, parents = ids[0], tuple(ids[1:])
         elif token.startswith(":") and commit:
             fields = token[1:].split()
             i += 1  # the path (one: --no-renames), which is the one we asked for
             if len(fields) == 5 and is_oid(fields[2]) and is_oid(fields[3]):
-                found.append(Touch(commit, fields[2], fields[3], fields[4][:1]))
-                commit = ""  # one change per commit (one path asked for)
+                found.append(Touch(commit, fields[2], fields[3], fields[4][:1], parents))
+                commit, parents = "", ()  # one change per commit (one path asked for)
     return found
 
 
@@ -96,73 +105,42 @@ def is_ancestor(repo: Any, ancestor: str, revision: str) -> bool:
     )
 
 
-def touching(repo: Any, rev: str, file: str, limit: int) -> list[Touch]:
-    """The last ``limit`` commits at ``rev`` that touched ``file``, newest first.
+def touching(repo: Any, rev: str, file: str, limit: int, *, exclude: str | None = None) -> list[Touch]:
+    """The last ``limit`` commits of ``rev``'s first-parent line that changed ``file``, newest first,
+    each read against its first parent; ``exclude`` (an object id): none of its history.
 
-    A merge that git's history simplification keeps (its ``file`` differs from every parent's: a
-    conflict resolved, or an edit made while merging) is read against its first parent, what the
-    merge changed on the branch it was made on (``--diff-merges=first-parent``): a person who sets
-    an older image while resolving a merge rolled it back. ``git log --raw`` prints no diff for a
-    merge, so such a rollback was not seen. A merge whose ``file`` is one parent's is left out as
-    before (simplification follows that parent: the commits that made its version are read). One
-    more ``git log`` of just those merges when there are any; the walk stays ``limit`` commits.
+    The branch's own line, as the branch saw its file change: a merge is read against its first
+    parent (``--first-parent --diff-merges=first-parent``), what it changed on the branch it was
+    made on, whichever parent's version it took. git's default history simplification follows a
+    merge's parent whose file is the same and skips the rest: a merge that took a side branch's
+    older version of the file over the branch's newer one (a stale branch merged with "theirs", a
+    conflict resolved to the side's image) changed the image on the branch, and neither that merge
+    nor the commits it undid were listed, so such a rollback was not seen. Who made a merge's
+    change is the caller's question (:attr:`Touch.parents`: :mod:`steps.entry_history` asks the
+    side branch's commits when the merge took their version).
     """
+    if exclude is not None and not is_oid(exclude):
+        raise ValueError(f"not an object id: {exclude!r}")
     out = repo.git(
         "--literal-pathspecs",
         "log",
         "-z",
         f"-n{limit}",
-        "--format=%H",
+        "--first-parent",
+        "--diff-merges=first-parent",
+        "--format=%H %P",
         "--raw",
         "--no-abbrev",
         "--no-renames",
         "--end-of-options",
         rev,
+        *([f"^{exclude}"] if exclude else []),
         "--",
         file,
         what=f"reading the history of {file}",
         raw_stdout=True,
     ).stdout
-    found = parse_log_raw(out)
-    seen = {t.commit for t in found}
-    listed = [c for c in dict.fromkeys(_listed(out)) if c]
-    merges = [c for c in listed if c not in seen]  # listed without a diff: merges
-    if not merges:
-        return found
-    again = repo.git(
-        "--literal-pathspecs",
-        "log",
-        "-z",
-        "--no-walk=unsorted",
-        "--format=%H",
-        "--raw",
-        "--no-abbrev",
-        "--no-renames",
-        "--diff-merges=first-parent",
-        "--end-of-options",
-        *merges,
-        "--",
-        file,
-        what=f"reading the merges that changed {file}",
-        raw_stdout=True,
-    ).stdout
-    by_commit = {t.commit: t for t in found + parse_log_raw(again)}
-    return [by_commit[c] for c in listed if c in by_commit]
-
-
-def _listed(out: bytes) -> list[str]:
-    """The commit ids of ``git log -z --format=%H --raw`` output, in order (those without a diff too)."""
-    tokens = out.split(b"\0")
-    ids, skip = [], False
-    for token in tokens:
-        text = token.decode("ascii", "replace").strip("\n")
-        if skip:  # a path after a raw line
-            skip = False
-        elif text.startswith(":"):
-            skip = True
-        elif is_oid(text):
-            ids.append(text)
-    return ids
+    return parse_log_raw(out)
 
 
 def renamed_from(repo: Any, commit: str, file: str, blob: str) -> str | None:
@@ -183,6 +161,7 @@ def renamed_from(repo: Any, commit: str, file: str, blob: str) -> str | None:
         "--no-commit-id",
         "--raw",
         "--end-of-options",
+        f"{commit}^1",  # against its first parent: a merge's too (alone, diff-tree shows none for one)
         commit,
         "--",
         *specs,

@@ -72,9 +72,18 @@ class PartialClone:
         return self.git("rev-parse", "--verify", "--end-of-options", f"refs/heads/{branch}").stdout.strip()
 
     def last_change(self, branch: str, path: str) -> str | None:
-        """The newest commit of ``branch`` that changed ``path`` (None: it never existed)."""
+        """The newest commit of ``branch``'s first-parent line that changed ``path`` (None: it never
+        existed): a merge that took a side branch's version of the file is that change, as
+        :func:`steps.git.history.touching` reads it."""
         out = self.git(
-            "--literal-pathspecs", "log", "-1", "--format=%H", f"refs/heads/{branch}", "--", path
+            "--literal-pathspecs",
+            "log",
+            "-1",
+            "--first-parent",
+            "--format=%H",
+            f"refs/heads/{branch}",
+            "--",
+            path,
         ).stdout.strip()
         return out or None
 

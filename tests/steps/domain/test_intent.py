@@ -6,6 +6,7 @@ against a real ``git http-backend`` remote and moto's ECR (push times injected, 
 from __future__ import annotations
 
 import secrets
+import tempfile
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -106,9 +107,36 @@ def _imagebump_commit(remote, image: str, old: str, new: str) -> str:
     )
 
 
+def _merge_taking_side(remote, base: str, files: dict[str, str], message: str, file: str = FILE) -> str:
+    """A person's branch that left the main line at ``base`` (its work: ``files``), merged by taking
+    the branch's version of ``file`` whole (a stale branch merged with "theirs"). The merge."""
+    server, name, main = remote.server, remote.name, f"refs/heads/{remote.default_branch}"
+    server.git(name, "update-ref", "refs/heads/side", base)
+    side = server.commit_files(name, files, "side work\n", branch="side", author=PERSON)
+    tip = server.git(name, "rev-parse", main).strip()
+    who, _, email = PERSON.partition(" <")
+    with tempfile.TemporaryDirectory(prefix="git-index-") as tmp:
+        env = {
+            "GIT_INDEX_FILE": f"{tmp}/index",
+            **{f"GIT_{role}_NAME": who for role in ("AUTHOR", "COMMITTER")},
+            **{f"GIT_{role}_EMAIL": email.rstrip(">") for role in ("AUTHOR", "COMMITTER")},
+        }
+        server.git(name, "read-tree", tip, env=env)
+        blob = server.git(name, "rev-parse", f"{side}:{file}").strip()
+        server.git(name, "update-index", "--index-info", input=f"100644 {blob}\t{file}\n".encode(), env=env)
+        tree = server.git(name, "write-tree", env=env).strip()
+        merge = server.git(name, "commit-tree", tree, "-p", tip, "-p", side, "-m", message, env=env).strip()
+    server.git(name, "update-ref", main, merge, tip)
+    return merge
+
+
 def _roll_back(remote, image: str, how: str, imagebump_sha: str) -> str:
-    """A person moves the entry from 1.5.0 back to 1.4.1, three ways."""
+    """A person moves the entry from 1.5.0 back to 1.4.1, four ways."""
     now = remote.read(FILE)
+    if how == "stale-merge":  # a branch that left before imagebump's commit, merged taking its file
+        return _merge_taking_side(
+            remote, f"{imagebump_sha}^", {"docs/side.md": "x\n"}, "Merge branch 'side'\n"
+        )
     if how == "revert":
         text, message = _text(image, "1.4.1"), f'Revert "imagebump"\n\nThis reverts commit {imagebump_sha}.\n'
     elif how == "hand-edit":
@@ -168,7 +196,7 @@ def test_older_by_the_rules_order(order, before, after, times, expected) -> None
 # --- edit-kustomize: a rollback is held -----------------------------------------------------------
 
 
-@pytest.mark.parametrize("how", ["revert", "hand-edit", "set-image"])
+@pytest.mark.parametrize("how", ["revert", "hand-edit", "set-image", "stale-merge"])
 @pytest.mark.parametrize("order", ["push-time", "semver"])
 def test_a_rollback_holds_until_an_image_pushed_after_it(make_remote, ecr, how, order) -> None:
     name, push = ecr

@@ -2,9 +2,11 @@
 edits (a plain commit, or an image set while resolving a merge: an "evil merge"), imagebump's
 commits landed every way (a plain commit, a merge commit of its branch, a rebase, a squash with the
 message), unrelated edits and renames of the kustomization (``.yaml`` ↔
-``.yml``, an overlay moved), :func:`steps.entry_history.entry_history` returns exactly the image
-changes that happened, newest first, each with who made it. Few examples (each builds a
-repository), no network (a local repository read as it is).
+``.yml``, an overlay moved), and branches that left the main line some commits back merged by taking
+their version of the file (a person's stale branch that undoes the main line's changes, a person's
+or imagebump's branch that set an image there), :func:`steps.entry_history.entry_history` returns
+exactly the image changes that happened on the main line, newest first, each with who made it. Few
+examples (each builds a repository), no network (a local repository read as it is).
 """
 
 from __future__ import annotations
@@ -35,10 +37,14 @@ OPS = st.lists(
                 "person-evil-merge",
                 "unrelated",
                 "rename",
+                "person-takes-stale-side",
+                "person-stale-side-merge",
+                "imagebump-stale-merge",
             ]
         ),
         st.sampled_from(TAGS),
         st.sampled_from(PATHS),
+        st.integers(min_value=1, max_value=4),  # stale sides: how many main-line commits back they left
     ),
     min_size=1,
     max_size=9,
@@ -84,7 +90,11 @@ def _text(tag: str, note: int = 0) -> str:
 
 @given(ops=OPS)
 # the audit's case: imagebump sets 1.1.0, a person sets 1.0.0 back while resolving a merge
-@example(ops=[("imagebump", "1.1.0", PATHS[0]), ("person-evil-merge", "1.0.0", PATHS[0])])
+@example(ops=[("imagebump", "1.1.0", PATHS[0], 1), ("person-evil-merge", "1.0.0", PATHS[0], 1)])
+# a merge that takes a stale branch's file undoes imagebump's commit: the main line's rollback
+@example(ops=[("imagebump", "1.1.0", PATHS[0], 1), ("person-takes-stale-side", "1.0.0", PATHS[0], 1)])
+# imagebump's pull request, opened before a person's change, merged by taking its file
+@example(ops=[("person", "1.1.0", PATHS[0], 1), ("imagebump-stale-merge", "2.0.0", PATHS[0], 1)])
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_the_history_reader_returns_every_image_change_through_renames_and_merges(
     tmp_path_factory, ops
@@ -94,9 +104,36 @@ def test_the_history_reader_returns_every_image_change_through_renames_and_merge
     repo.write(path, _text(tag))
     repo.commit("start")
     expected: list[tuple[str, str, bool]] = []
-    for op, new, where in ops:
+    main_line = [(repo.git("rev-parse", "HEAD").strip(), tag, path)]  # after each step: commit, tag, file
+    for op, new, where, back in ops:
         note += 1
-        if op == "unrelated":
+        if "stale" in op:
+            base, base_tag, base_path = main_line[max(0, len(main_line) - 1 - back)]
+            if base_path == path and (op == "person-takes-stale-side" or new != base_tag):
+                ours = op.startswith("imagebump")
+                repo.git("checkout", "-q", "-b", f"side/{note}", base)
+                if op == "person-takes-stale-side":  # other work on a branch that never saw the file change
+                    repo.write(f"docs/{note}.md", "x\n")
+                    repo.commit("side work")
+                    new = base_tag
+                elif ours:
+                    repo.write(path, _text(new, note))
+                    repo.commit(
+                        f"imagebump(prod): api {base_tag} → {new}\n\n{trailer(IMAGE, new, None)}\n",
+                        "imagebump <ib@x>",
+                    )
+                else:
+                    repo.write(path, _text(new, note))
+                    repo.commit(f"api {new}\n")
+                repo.git("checkout", "-q", "main")
+                repo.git("merge", "-q", "--no-ff", "--no-commit", "-s", "ours", f"side/{note}")
+                repo.git("checkout", f"side/{note}", "--", path)  # the side's version of the file, whole
+                repo.git("add", "-A")
+                repo.commit(f"Merge pull request #{note} from side/{note}")  # by a person
+                if new != tag:
+                    expected.insert(0, (tag, new, ours))
+                    tag = new
+        elif op == "unrelated":
             repo.write(path, _text(tag, note))
             repo.commit("a comment")
         elif op == "rename":
@@ -135,6 +172,7 @@ def test_the_history_reader_returns_every_image_change_through_renames_and_merge
                 repo.commit(message, who)
             expected.insert(0, (tag, new, ours))
             tag = new
+        main_line.append((repo.git("rev-parse", "HEAD").strip(), tag, path))
     found = entry_history(ClonedRepo(repo.path, "main"), "HEAD", path, IMAGE, fetch=False)
     got = [(c.before.newTag, c.after.newTag, c.by_imagebump) for c in found.changes]
     assert got == expected[:20]
@@ -144,5 +182,5 @@ def test_the_history_reader_returns_every_image_change_through_renames_and_merge
     # whenever nobody but imagebump touched the file (the root commit that added it aside)
     quick = only_imagebump(ClonedRepo(repo.path, "main"), "HEAD", path, fetch=False)
     assert not quick or all(c.by_imagebump for c in found.changes)
-    if all(op.startswith("imagebump") for op, _new, _where in ops):
+    if all(op.startswith("imagebump") for op, *_ in ops):
         assert quick

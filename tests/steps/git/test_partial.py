@@ -10,6 +10,7 @@ import pytest
 
 from steps.git import PartialClone
 from steps.git.partial import MAX_FILE_BYTES
+from tests.steps.domain.test_intent import _merge_taking_side
 
 FILE = "apps/api/overlays/prod/kustomization.yaml"
 
@@ -91,3 +92,15 @@ def test_last_change_and_ancestry_follow_the_branch(remote, tmp_path) -> None:
     assert clone.last_change(remote.default_branch, FILE) == changed
     assert clone.last_change(remote.default_branch, "never/there.yaml") is None
     assert clone.is_ancestor(changed, later) and not clone.is_ancestor(later, changed)
+
+
+def test_the_last_change_is_a_merge_that_took_a_stale_branchs_file(remote, tmp_path) -> None:
+    """A merge that took a branch's older version of the file changed it on the branch. git's default
+    history simplification follows the parent whose file is the same: it answered the commit that
+    first wrote that old version, which every live revision holds (verify-live then took the old
+    image's revision for the one to find live)."""
+    first = remote.rev()
+    remote.commit_files({FILE: "images: [1]\n"})
+    merge = _merge_taking_side(remote, first, {"docs/x.md": "x\n"}, "Merge branch 'side'\n", file=FILE)
+    clone = _clone(remote, tmp_path)
+    assert clone.last_change(remote.default_branch, FILE) == merge

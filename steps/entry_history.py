@@ -214,6 +214,9 @@ def _made_by(
     keeps the merge's versions of the file (``old``, ``new``): what changed on the branch.
     """
     repo = reader.repo
+    tip = githistory.made_by_side_tip(merge, githistory.side_changes(repo, [merge], path))
+    if tip is not None:  # the usual case, read from one git log: the side's tip made exactly this change
+        return githistory.Touch(tip, merge.old, merge.new, merge.status, merge.parents)
     for side in merge.parents[1:]:
         if githistory.blob_at(repo, side, path) != merge.new:
             continue
@@ -348,13 +351,21 @@ def only_imagebump(
 def _judged_by_messages(repo: ClonedRepo, rev: str, file: str, limit: int, boundary: set[str]) -> bool | None:
     """:func:`only_imagebump` on the commits at hand; None when it reached the shallow boundary."""
     touches = githistory.touching(repo, rev, file, limit)
-    objects = githistory.read_objects(repo, [t.commit for t in touches], MESSAGE_KEEP)
+    # a merge's change is its side tip's when that tip made exactly that change (_made_by's usual case)
+    tips = githistory.side_changes(repo, [t for t in touches if t.merge], file)
+    made = {t.commit: githistory.made_by_side_tip(t, tips) for t in touches if t.merge}
+    objects = githistory.read_objects(
+        repo, [t.commit for t in touches] + [c for c in made.values() if c], MESSAGE_KEEP
+    )
     for seen, touch in enumerate(touches, 1):
         obj = objects.get(touch.commit)
         if obj is None or obj.kind != "commit":
             return False
         info = githistory.parse_commit(obj)
         ours = by_imagebump(info.message)
+        tip = objects.get(made.get(touch.commit) or "")
+        if not ours and tip is not None and tip.kind == "commit":  # a merge of imagebump's branch
+            ours = by_imagebump(githistory.parse_commit(tip).message)
         # imagebump's commit that found only imagebump's commits behind it, made on this very parent,
         # vouches for them: they need not be walked (nor fetched) again
         vouched = history_mark(info.message, info.first_parent, file) if ours and info.parents == 1 else 0
@@ -364,35 +375,11 @@ def _judged_by_messages(repo: ClonedRepo, rev: str, file: str, limit: int, bound
             return True if vouched and seen - 1 + vouched >= limit else None
         if touch.old in githistory.ZERO:  # the file begins here, unless it was renamed from another
             return info.parents == 0 or githistory.renamed_from(repo, touch.commit, file, touch.new) is None
-        if not ours and not (touch.merge and _took_imagebumps_side(repo, touch, file, limit, boundary)):
+        if not ours:
             return False
         if seen + vouched >= limit:
             return True
     return len(touches) >= limit
-
-
-def _took_imagebumps_side(
-    repo: ClonedRepo, merge: githistory.Touch, file: str, limit: int, boundary: set[str]
-) -> bool:
-    """Did ``merge`` take the file as a side branch holds it, every commit of which that touched the
-    file since it left the merge's first parent being imagebump's (its pull request merged with a
-    merge commit)? Then whatever the merge changed, imagebump wrote (:func:`_made_by` finds the
-    same). Commit messages and trees only."""
-    for side in merge.parents[1:]:
-        if githistory.blob_at(repo, side, file) != merge.new:
-            continue
-        touches = githistory.touching(repo, side, file, limit, exclude=merge.parents[0])
-        objects = githistory.read_objects(repo, [t.commit for t in touches], MESSAGE_KEEP)
-        return bool(touches) and all(
-            t.commit not in boundary
-            and not t.merge
-            and t.old not in githistory.ZERO
-            and (obj := objects.get(t.commit)) is not None
-            and obj.kind == "commit"
-            and by_imagebump(githistory.parse_commit(obj).message)
-            for t in touches
-        )
-    return False
 
 
 def _pull_request_trailers(repo: ClonedRepo, number: str, tick: Callable[[], None]) -> list[str]:

@@ -143,6 +143,45 @@ def touching(repo: Any, rev: str, file: str, limit: int, *, exclude: str | None 
     return parse_log_raw(out)
 
 
+def side_changes(repo: Any, merges: Sequence[Touch], file: str) -> dict[str, Touch]:
+    """What the other parents of ``merges`` (their side branches' tips) changed in ``file`` themselves,
+    each read against its own first parent: commit → :class:`Touch` (a tip that did not change the
+    file is absent). One ``git log --no-walk`` for all of them, on the commits and trees at hand."""
+    tips = list(dict.fromkeys(p for m in merges for p in m.parents[1:] if is_oid(p)))
+    if not tips:
+        return {}
+    out = repo.git(
+        "--literal-pathspecs",
+        "log",
+        "-z",
+        "--no-walk=unsorted",
+        "--format=%H %P",
+        "--raw",
+        "--no-abbrev",
+        "--no-renames",
+        "--diff-merges=first-parent",
+        "--end-of-options",
+        *tips,
+        "--",
+        file,
+        check=False,
+        what=f"reading what merged branches changed in {file}",
+        raw_stdout=True,
+    )
+    return {t.commit: t for t in parse_log_raw(out.stdout)} if out.returncode == 0 else {}
+
+
+def made_by_side_tip(merge: Touch, sides: dict[str, Touch]) -> str | None:
+    """The side branch's tip whose own change of the file is exactly the change ``merge`` made on its
+    first-parent line (the same version before, the same after: an up-to-date branch merged with a
+    merge commit), or None. :func:`side_changes` gives ``sides``."""
+    for parent in merge.parents[1:]:
+        tip = sides.get(parent)
+        if tip is not None and not tip.merge and (tip.old, tip.new) == (merge.old, merge.new):
+            return parent
+    return None
+
+
 def renamed_from(repo: Any, commit: str, file: str, blob: str) -> str | None:
     """The kustomization file ``commit`` deleted when it added ``file`` (a rename, or an overlay
     moved): the one with the same content, else the one in the same directory, else the only one;

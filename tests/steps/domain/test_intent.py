@@ -90,7 +90,7 @@ def _target(remote, image: str, tag: str, pushed_at: datetime | None, **extra) -
     )
 
 
-def _imagebump_commit(remote, image: str, old: str, new: str) -> str:
+def _imagebump_commit(remote, image: str, old: str, new: str, branch: str = "main") -> str:
     """What commit-pr commits for an event (its message, built by the real message functions)."""
     target = Target(rule=0, repo_url=remote.url, path=OVERLAY, env="prod", image=image, tag=new)
     plan = Plan(
@@ -103,16 +103,14 @@ def _imagebump_commit(remote, image: str, old: str, new: str) -> str:
     )
     message = commit_message(DEFAULT_TEMPLATE, message_fields(target, plan, plan.old, "main"))
     return remote.server.commit_files(
-        remote.name, {FILE: _text(image, new)}, message, author="imagebump <ib@x>"
+        remote.name, {FILE: _text(image, new)}, message, author="imagebump <ib@x>", branch=branch
     )
 
 
-def _merge_taking_side(remote, base: str, files: dict[str, str], message: str, file: str = FILE) -> str:
-    """A person's branch that left the main line at ``base`` (its work: ``files``), merged by taking
-    the branch's version of ``file`` whole (a stale branch merged with "theirs"). The merge."""
+def _merge(remote, side: str, message: str, file: str = FILE) -> str:
+    """A person's merge commit of the commit ``side`` into the main line, taking the side's ``file``
+    whole (the rest of the tree: the main line's). The merge."""
     server, name, main = remote.server, remote.name, f"refs/heads/{remote.default_branch}"
-    server.git(name, "update-ref", "refs/heads/side", base)
-    side = server.commit_files(name, files, "side work\n", branch="side", author=PERSON)
     tip = server.git(name, "rev-parse", main).strip()
     who, _, email = PERSON.partition(" <")
     with tempfile.TemporaryDirectory(prefix="git-index-") as tmp:
@@ -128,6 +126,23 @@ def _merge_taking_side(remote, base: str, files: dict[str, str], message: str, f
         merge = server.git(name, "commit-tree", tree, "-p", tip, "-p", side, "-m", message, env=env).strip()
     server.git(name, "update-ref", main, merge, tip)
     return merge
+
+
+def _merge_taking_side(remote, base: str, files: dict[str, str], message: str, file: str = FILE) -> str:
+    """A person's branch that left the main line at ``base`` (its work: ``files``), merged by taking
+    the branch's version of ``file`` whole (a stale branch merged with "theirs"). The merge."""
+    remote.server.git(remote.name, "update-ref", "refs/heads/side", base)
+    side = remote.server.commit_files(remote.name, files, "side work\n", branch="side", author=PERSON)
+    return _merge(remote, side, message, file)
+
+
+def _merge_pull_request(remote, image: str, old: str, new: str, number: int) -> str:
+    """imagebump's branch for ``old → new``, made on the main line's tip, merged with GitHub's merge
+    commit (by a person). The merge."""
+    tip = remote.server.git(remote.name, "rev-parse", f"refs/heads/{remote.default_branch}").strip()
+    remote.server.git(remote.name, "update-ref", f"refs/heads/imagebump/{number}", tip)
+    side = _imagebump_commit(remote, image, old, new, branch=f"imagebump/{number}")
+    return _merge(remote, side, f"Merge pull request #{number} from o/imagebump/{number}\n")
 
 
 def _roll_back(remote, image: str, how: str, imagebump_sha: str) -> str:

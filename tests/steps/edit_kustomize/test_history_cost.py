@@ -18,6 +18,7 @@ from tests.steps.domain.test_intent import (
     FILE,
     PERSON,
     _imagebump_commit,
+    _merge_pull_request,
     _roll_back,
     _target,
     _text,
@@ -70,6 +71,21 @@ def test_a_rollback_beyond_the_clones_depth_is_still_held(make_remote, ecr) -> N
         remote.server.commit_files(remote.name, {"README.md": f"{i}\n"}, f"readme {i}\n", author=PERSON)
     out = plan_step(_target(remote, image, "1.5.0", BROKEN, order="semver"))
     assert (out.decision, out.changed) == ("held", False), out.reason
+
+
+def test_imagebumps_pull_requests_merged_with_merge_commits_read_no_earlier_version(make_remote, ecr) -> None:
+    """GitHub's default merge: each of imagebump's commits lands through a person's merge commit of its
+    up-to-date branch. Read along the main line, the merge made exactly its branch tip's change, so
+    it is imagebump's by the tip's message, as a plain commit is: no version of the file fetched."""
+    name, _push = ecr
+    image = _uri(name)
+    remote = make_remote({FILE: _text(image, "1.0.0")})
+    for number, (old, new) in enumerate((("1.0.0", "1.1.0"), ("1.1.0", "1.4.1")), 1):
+        _merge_pull_request(remote, image, old, new, number)
+    current, quiet = _sessions(remote, _target(remote, image, "1.4.1", BROKEN, order="semver"))
+    update, busy = _sessions(remote, _target(remote, image, "1.5.0", BROKEN, order="none"))
+    assert (current.decision, update.decision, update.changed) == ("current", "update", True), update.reason
+    assert busy == quiet  # the clone's one request: no fetch of the file's earlier versions
 
 
 def test_an_update_over_imagebumps_own_commits_reads_no_earlier_version(make_remote, ecr) -> None:

@@ -182,5 +182,7 @@ def test_the_history_reader_returns_every_image_change_through_renames_and_merge
     # whenever nobody but imagebump touched the file (the root commit that added it aside)
     quick = only_imagebump(ClonedRepo(repo.path, "main"), "HEAD", path, fetch=False)
     assert not quick or all(c.by_imagebump for c in found.changes)
-    if all(op.startswith("imagebump") for op, *_ in ops):
+    # (a merge of imagebump's branch that left before newer commits of the main line is read in full:
+    # its change there is not the branch's own)
+    if all(op.startswith("imagebump") and "stale" not in op for op, *_ in ops):
         assert quick

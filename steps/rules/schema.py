@@ -395,9 +395,21 @@ def _first_problem(raw: Any) -> _Problem | None:
 _NESTED = {
     "promoteAfter": ("{env: ENV, soak: DURATION} (e.g. {env: staging, soak: 30m})", ("env", "soak")),
 }
-#: The words for what :func:`_message` has no sentence of its own for (a field missing from
-#: ``helmfile``, an empty string in it or in ``notify``): pydantic's, which messages showed before
-#: the move to msgspec, kept so that no message changes.
+#: Mapping fields whose keys messages name in brackets (``helmfile[release]``, ``valuesKeys[tag]``):
+#: their shape as messages show it, and their keys.
+_BRACKETED = {
+    "helmfile": (
+        "{file: HELMFILE, release: RELEASE[, environment: ENV]}",
+        tuple(f.encode_name for f in msgspec.structs.fields(HelmfileSpec)),
+    ),
+    "valuesKeys": (
+        "{repository: PATH, tag: PATH[, registry: PATH, digest: PATH]} of dotted paths such as image.tag",
+        VALUES_KEY_ROLES,
+    ),
+}
+#: The words for what :func:`_message` has no sentence of its own for (an empty string in
+#: ``notify``): pydantic's, which messages showed before the move to msgspec, kept so that no
+#: message changes.
 _PLAIN = {
     "missing": "Field required",
     "too_short": "String should have at least 1 character",
@@ -431,6 +443,18 @@ def _message(problem: _Problem) -> RuleFieldError:
             return RuleFieldError(name, f"must be a mapping {nested[0]}, got {kind(value)}")
         if what in ("missing", "too_short") or (what == "string" and value is None):
             return RuleFieldError(name, f"is required ({nested[0]})")
+    bracketed = _BRACKETED.get(top)
+    if bracketed is not None:  # a key of helmfile or valuesKeys, or that mapping's shape
+        shape, keys = bracketed
+        if what == "mapping" and len(loc) == 1:
+            return RuleFieldError(name, f"must be a mapping {shape}, got {kind(value)}")
+        if len(loc) > 1 and loc[-1] == "[key]":  # a key that is not a string
+            name, what = _field_name(loc[:-1]), "unknown"
+        if len(loc) > 1 and what == "unknown":
+            word = "role" if top == "valuesKeys" else "field"
+            return RuleFieldError(name, f"unknown {word}; known {word}s: {', '.join(keys)}")
+        if len(loc) > 1 and (what in ("missing", "too_short") or (what == "string" and value is None)):
+            return RuleFieldError(name, f"is required: {top} is a mapping {shape}")
     if what == "unknown":  # or a key that is not a string (``1: x``)
         return RuleFieldError(name, f"unknown field; known fields: {', '.join(KNOWN_FIELDS)}")
     if what == "mapping":

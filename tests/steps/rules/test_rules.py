@@ -1306,3 +1306,54 @@ def test_closed_choices_and_their_defaults_are_declared_once() -> None:
         "push-time",
         "github",
     )
+
+
+@pytest.mark.parametrize(
+    ("extra", "field", "keys"),
+    [
+        pytest.param({"helmfile": ["a"]}, "helmfile", ("file", "release"), id="helmfile-not-a-mapping"),
+        pytest.param(
+            {"valuesKeys": ["a"]}, "valuesKeys", ("repository", "tag"), id="valuesKeys-not-a-mapping"
+        ),
+        pytest.param(
+            {"helmfile": {"file": "h.yaml", "release": "api", "bogus": 1}},
+            "helmfile[bogus]",
+            ("file", "release", "environment"),
+            id="helmfile-unknown-key",
+        ),
+        pytest.param(
+            {"helmfile": {"file": "h.yaml"}}, "helmfile[release]", ("file", "release"), id="no-release"
+        ),
+        pytest.param(
+            {"helmfile": {"file": "", "release": "api"}}, "helmfile[file]", ("file", "release"), id="empty"
+        ),
+        pytest.param(
+            {"valuesKeys": {1: "x", "repository": "image.repository", "tag": "image.tag"}},
+            "valuesKeys[1]",
+            ("repository", "tag", "registry", "digest"),
+            id="valuesKeys-key-not-a-string",
+        ),
+    ],
+)
+def test_a_problem_inside_helmfile_or_values_keys_names_that_field_and_its_own_keys(
+    extra, field, keys
+) -> None:
+    """Not "(rule): must be a mapping with registryURI…" for ``helmfile: [a]``, nor the rule's
+    top-level fields as the known keys of ``helmfile``: the field at fault, and what it takes."""
+    from steps.domain.errors import RuleFieldError
+    from steps.rules.schema import KNOWN_FIELDS, parse_rule
+
+    with pytest.raises(RuleFieldError) as refused:
+        parse_rule(
+            {
+                "registryURI": "123456789012.dkr.ecr.us-west-2.amazonaws.com/team/api",
+                "githubRepository": "o/r",
+                **extra,
+            }
+        )
+    said = str(refused.value).partition(": ")[2]
+    assert refused.value.field == field, str(refused.value)
+    assert all(key in said for key in keys), said
+    assert not [f for f in KNOWN_FIELDS if f not in keys and f"{f}," in said], (
+        said
+    )  # not the rule's own fields

@@ -61,6 +61,8 @@ MESSAGE_KEEP = 64 * 1024
 BLOB_LIMIT = 1024 * 1024
 #: How many renames of the file are followed back.
 RENAMES = 5
+#: How many merges deep a merge's change is followed into side branches (a side merged into a side).
+SIDE_MERGES = 5
 _PR_NUMBER = re.compile(r"\(#(\d{1,9})\)\s*$")
 
 
@@ -231,7 +233,7 @@ def _made_by(
             if changed_image(before, now):
                 if changed_image(now, after):
                     break  # the side's newest image is another: the merge set this one
-                if touch.merge and depth < RENAMES:
+                if touch.merge and depth < SIDE_MERGES:
                     touch = _made_by(reader, touch, path, now, boundary, depth + 1)
                 return githistory.Touch(touch.commit, merge.old, merge.new, merge.status, merge.parents)
     return merge

@@ -353,9 +353,11 @@ def only_imagebump(
 def _judged_by_messages(repo: ClonedRepo, rev: str, file: str, limit: int, boundary: set[str]) -> bool | None:
     """:func:`only_imagebump` on the commits at hand; None when it reached the shallow boundary."""
     touches = githistory.touching(repo, rev, file, limit)
-    # a merge's change is its side tip's when that tip made exactly that change (_made_by's usual case)
-    tips = githistory.side_changes(repo, [t for t in touches if t.merge], file)
-    made = {t.commit: githistory.made_by_side_tip(t, tips) for t in touches if t.merge}
+    # a merge's change is its side tip's when that tip made exactly that change (_made_by's usual case);
+    # not asked of a merge at the shallow boundary: its parents were not fetched (nor lazily fetched here)
+    merges = [t for t in touches if t.merge and t.commit not in boundary]
+    tips = githistory.side_changes(repo, merges, file)
+    made = {t.commit: githistory.made_by_side_tip(t, tips) for t in merges}
     objects = githistory.read_objects(
         repo, [t.commit for t in touches] + [c for c in made.values() if c], MESSAGE_KEEP
     )

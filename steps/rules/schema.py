@@ -408,12 +408,12 @@ _BRACKETED = {
     ),
 }
 #: The words for what :func:`_message` has no sentence of its own for (an empty string in
-#: ``notify``): pydantic's, which messages showed before the move to msgspec, kept so that no
-#: message changes.
+#: ``notify``). They were pydantic's ("String should have at least 1 character") until rules
+#: messages were written in the project's words throughout.
 _PLAIN = {
-    "missing": "Field required",
-    "too_short": "String should have at least 1 character",
-    "invalid": "Input is not valid",
+    "missing": "is required",
+    "too_short": "must not be empty",
+    "invalid": "is not a valid value",
 }
 
 

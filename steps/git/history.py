@@ -31,8 +31,16 @@ from typing import Any
 
 from steps.domain.errors import GitCommandError
 from steps.git.auth import git_env
+from steps.git.process import OVER_LIMIT
 
 _OID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+#: The most side branches of one merge that are asked who made its change (an octopus merge's
+#: further parents are not: its change is then the merge's own, a person's unless it says otherwise).
+MAX_SIDES = 15
+#: What ``git log`` of the file may write per commit listed (its id, its parents, one raw line): a
+#: commit that names more parents than fit (a merge of thousands, pushed to exhaust the step) makes
+#: :func:`touching` read the history again without parents, as if it had none.
+LOG_BYTES_PER_COMMIT = 64 * 1024
 ZERO = frozenset({"0" * 40, "0" * 64})
 #: The names kustomize reads a kustomization from (a renamed overlay file keeps its history).
 KUSTOMIZATION_NAMES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
@@ -78,7 +86,7 @@ def parse_log_raw(out: bytes) -> list[Touch]:
         i += 1
         ids = token.split()
         if ids and all(is_oid(o) for o in ids):
-            commit, parents = ids[0], tuple(ids[1:])
+            commit, parents = ids[0], tuple(ids[1 : 2 + MAX_SIDES])
         elif token.startswith(":") and commit:
             fields = token[1:].split()
             i += 1  # the path (one: --no-renames), which is the one we asked for
@@ -121,26 +129,30 @@ def touching(repo: Any, rev: str, file: str, limit: int, *, exclude: str | None 
     """
     if exclude is not None and not is_oid(exclude):
         raise ValueError(f"not an object id: {exclude!r}")
-    out = repo.git(
-        "--literal-pathspecs",
-        "log",
-        "-z",
-        f"-n{limit}",
-        "--first-parent",
-        "--diff-merges=first-parent",
-        "--format=%H %P",
-        "--raw",
-        "--no-abbrev",
-        "--no-renames",
-        "--end-of-options",
-        rev,
-        *([f"^{exclude}"] if exclude else []),
-        "--",
-        file,
-        what=f"reading the history of {file}",
-        raw_stdout=True,
-    ).stdout
-    return parse_log_raw(out)
+    for form in ("%H %P", "%H"):  # without parents only when they would not fit (LOG_BYTES_PER_COMMIT)
+        out = repo.git(
+            "--literal-pathspecs",
+            "log",
+            "-z",
+            f"-n{limit}",
+            "--first-parent",
+            "--diff-merges=first-parent",
+            f"--format={form}",
+            "--raw",
+            "--no-abbrev",
+            "--no-renames",
+            "--end-of-options",
+            rev,
+            *([f"^{exclude}"] if exclude else []),
+            "--",
+            file,
+            what=f"reading the history of {file}",
+            raw_stdout=True,
+            max_stdout=LOG_BYTES_PER_COMMIT * max(1, limit),
+        )
+        if out.returncode != OVER_LIMIT:
+            break
+    return parse_log_raw(out.stdout)
 
 
 def side_changes(repo: Any, merges: Sequence[Touch], file: str) -> dict[str, Touch]:
@@ -167,6 +179,7 @@ def side_changes(repo: Any, merges: Sequence[Touch], file: str) -> dict[str, Tou
         check=False,
         what=f"reading what merged branches changed in {file}",
         raw_stdout=True,
+        max_stdout=LOG_BYTES_PER_COMMIT * len(tips),  # over it: returncode OVER_LIMIT, none known
     )
     return {t.commit: t for t in parse_log_raw(out.stdout)} if out.returncode == 0 else {}
 

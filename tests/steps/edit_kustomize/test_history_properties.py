@@ -186,3 +186,39 @@ def test_the_history_reader_returns_every_image_change_through_renames_and_merge
     # its change there is not the branch's own)
     if all(op.startswith("imagebump") and "stale" not in op for op, *_ in ops):
         assert quick
+
+
+def test_a_merge_naming_more_parents_than_the_bound_neither_exhausts_nor_stops_the_read(
+    tmp_path, monkeypatch
+) -> None:
+    """A pushed octopus merge that names more parents than ``git log`` may write per commit
+    (:data:`steps.git.history.LOG_BYTES_PER_COMMIT`; lowered here so that 150 parents reach what
+    thousands would): the history is read again without parents, the merge's change counts as its
+    own — a person's rollback, held — and the commits before it are read as ever."""
+    from steps.git import history as githistory
+
+    monkeypatch.setattr(githistory, "LOG_BYTES_PER_COMMIT", 256)
+    repo = Repo(tmp_path)
+    path = PATHS[0]
+    repo.write(path, _text("1.0.0"))
+    repo.commit("start")
+    repo.write(path, _text("1.1.0"))
+    repo.commit(
+        f"imagebump(prod): api 1.0.0 → 1.1.0\n\n{trailer(IMAGE, '1.1.0', None)}\n", "imagebump <ib@x>"
+    )
+    empty = repo.git("hash-object", "-t", "tree", "-w", "/dev/null").strip()
+    sides = [repo.git("commit-tree", empty, "-m", f"side {i}").strip() for i in range(150)]
+    repo.write(path, _text("1.0.0", 1))
+    tree = repo.git("write-tree").strip()
+    parents = [arg for side in ["HEAD", *sides] for arg in ("-p", side)]
+    octopus = repo.git("commit-tree", tree, *parents, "-m", "merge everything; api back to 1.0.0").strip()
+    repo.git("update-ref", "refs/heads/main", octopus)
+
+    found = entry_history(ClonedRepo(repo.path, "main"), "HEAD", path, IMAGE, fetch=False)
+    got = [(c.before.newTag, c.after.newTag, c.by_imagebump) for c in found.changes]
+    assert got == [("1.1.0", "1.0.0", False), ("1.0.0", "1.1.0", True)]
+    assert not only_imagebump(ClonedRepo(repo.path, "main"), "HEAD", path, fetch=False)
+    # and with the real bound, a merge is asked about MAX_SIDES of its branches at most
+    monkeypatch.undo()
+    (touch,) = githistory.touching(ClonedRepo(repo.path, "main"), "HEAD", path, 1)
+    assert touch.merge and len(touch.parents) == 1 + githistory.MAX_SIDES

@@ -27,7 +27,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from imagebump.local.git_http_backend import OWNER_REPO, REALM, BackendServer, git_env
@@ -216,12 +216,14 @@ class GitHttpServer:
         branch: str = "main",
         author: str = "Someone Else <someone@example.com>",
         symlinks: Mapping[str, str] | None = None,
+        merged: Sequence[str] = (),
     ) -> str:
         """Commit ``files`` (path → text or bytes; None deletes) on top of ``branch`` inside the bare repo.
 
         This is "someone else pushed meanwhile": no clone, plumbing on a temporary index, and an
         atomic compare-and-swap of the branch. ``symlinks`` maps paths to symbolic-link targets.
-        Returns the new commit's sha.
+        ``merged``: commits the new commit merges (its further parents; the tree is still the
+        branch's with ``files`` applied). Returns the new commit's sha.
         """
         name, _, email = author.partition(" <")
         email = email.rstrip(">")
@@ -258,7 +260,7 @@ class GitHttpServer:
                     owner_repo, "update-index", "--index-info", input="".join(lines).encode(), env=index_env
                 )
             tree = self.git(owner_repo, "write-tree", env=index_env).strip()
-            parents = ["-p", parent] if parent else []
+            parents = [arg for p in ([parent] if parent else []) + list(merged) for arg in ("-p", p)]
             sha = self.git(
                 owner_repo, "commit-tree", tree, *parents, "-F", "-", input=message.encode(), env=index_env
             ).strip()

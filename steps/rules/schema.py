@@ -391,20 +391,19 @@ def _first_problem(raw: Any) -> _Problem | None:
 
 # --- the messages -----------------------------------------------------------------------------------
 
-#: Mapping fields checked field by field: their shape as messages show it, and their keys.
-_NESTED = {
-    "promoteAfter": ("{env: ENV, soak: DURATION} (e.g. {env: staging, soak: 30m})", ("env", "soak")),
-}
-#: Mapping fields whose keys messages name in brackets (``helmfile[release]``, ``valuesKeys[tag]``):
-#: their shape as messages show it, and their keys.
-_BRACKETED = {
+#: Mapping fields checked key by key: their shape as messages show it, their keys, and whether a key
+#: is named dotted (``promoteAfter.env``) or in brackets (``helmfile[release]``, ``valuesKeys[tag]``).
+_MAPPINGS = {
+    "promoteAfter": ("{env: ENV, soak: DURATION} (e.g. {env: staging, soak: 30m})", ("env", "soak"), True),
     "helmfile": (
         "{file: HELMFILE, release: RELEASE[, environment: ENV]}",
         tuple(f.encode_name for f in msgspec.structs.fields(HelmfileSpec)),
+        False,
     ),
     "valuesKeys": (
         "{repository: PATH, tag: PATH[, registry: PATH, digest: PATH]} of dotted paths such as image.tag",
         VALUES_KEY_ROLES,
+        False,
     ),
 }
 #: The words for what :func:`_message` has no sentence of its own for (an empty string in
@@ -434,27 +433,20 @@ def _message(problem: _Problem) -> RuleFieldError:
     loc, what, value = problem.loc, problem.what, problem.value
     name = _field_name(loc)
     top = loc[0] if loc else None
-    nested = _NESTED.get(top) if len(loc) > 1 or what == "mapping" else None
-    if nested is not None:  # a field inside a mapping field (promoteAfter.env), or that mapping's shape
-        name = ".".join(_part(p) for p in loc)
-        if what == "unknown":
-            return RuleFieldError(name, f"unknown field; known fields: {', '.join(nested[1])}")
-        if what == "mapping":
-            return RuleFieldError(name, f"must be a mapping {nested[0]}, got {kind(value)}")
-        if what in ("missing", "too_short") or (what == "string" and value is None):
-            return RuleFieldError(name, f"is required ({nested[0]})")
-    bracketed = _BRACKETED.get(top)
-    if bracketed is not None:  # a key of helmfile or valuesKeys, or that mapping's shape
-        shape, keys = bracketed
+    mapping = _MAPPINGS.get(top)
+    if mapping is not None:  # a key inside a mapping field, or that mapping's shape
+        shape, keys, dotted = mapping
+        if len(loc) > 1 and loc[-1] == "[key]":  # a key that is not a string
+            loc, what = loc[:-1], "unknown"
+        name = ".".join(_part(p) for p in loc) if dotted else _field_name(loc)
         if what == "mapping" and len(loc) == 1:
             return RuleFieldError(name, f"must be a mapping {shape}, got {kind(value)}")
-        if len(loc) > 1 and loc[-1] == "[key]":  # a key that is not a string
-            name, what = _field_name(loc[:-1]), "unknown"
         if len(loc) > 1 and what == "unknown":
             word = "role" if top == "valuesKeys" else "field"
             return RuleFieldError(name, f"unknown {word}; known {word}s: {', '.join(keys)}")
         if len(loc) > 1 and (what in ("missing", "too_short") or (what == "string" and value is None)):
-            return RuleFieldError(name, f"is required: {top} is a mapping {shape}")
+            said = f"is required ({shape})" if dotted else f"is required: {top} is a mapping {shape}"
+            return RuleFieldError(name, said)
     if what == "unknown":  # or a key that is not a string (``1: x``)
         return RuleFieldError(name, f"unknown field; known fields: {', '.join(KNOWN_FIELDS)}")
     if what == "mapping":

@@ -6,7 +6,6 @@ against a real ``git http-backend`` remote and moto's ECR (push times injected, 
 from __future__ import annotations
 
 import secrets
-import tempfile
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -110,22 +109,10 @@ def _imagebump_commit(remote, image: str, old: str, new: str, branch: str = "mai
 def _merge(remote, side: str, message: str, file: str = FILE) -> str:
     """A person's merge commit of the commit ``side`` into the main line, taking the side's ``file``
     whole (the rest of the tree: the main line's). The merge."""
-    server, name, main = remote.server, remote.name, f"refs/heads/{remote.default_branch}"
-    tip = server.git(name, "rev-parse", main).strip()
-    who, _, email = PERSON.partition(" <")
-    with tempfile.TemporaryDirectory(prefix="git-index-") as tmp:
-        env = {
-            "GIT_INDEX_FILE": f"{tmp}/index",
-            **{f"GIT_{role}_NAME": who for role in ("AUTHOR", "COMMITTER")},
-            **{f"GIT_{role}_EMAIL": email.rstrip(">") for role in ("AUTHOR", "COMMITTER")},
-        }
-        server.git(name, "read-tree", tip, env=env)
-        blob = server.git(name, "rev-parse", f"{side}:{file}").strip()
-        server.git(name, "update-index", "--index-info", input=f"100644 {blob}\t{file}\n".encode(), env=env)
-        tree = server.git(name, "write-tree", env=env).strip()
-        merge = server.git(name, "commit-tree", tree, "-p", tip, "-p", side, "-m", message, env=env).strip()
-    server.git(name, "update-ref", main, merge, tip)
-    return merge
+    text = remote.server.git(remote.name, "show", f"{side}:{file}")
+    return remote.server.commit_files(
+        remote.name, {file: text}, message, remote.default_branch, author=PERSON, merged=[side]
+    )
 
 
 def _merge_taking_side(remote, base: str, files: dict[str, str], message: str, file: str = FILE) -> str:

@@ -9,6 +9,13 @@ event sent), per-event latency p50/p95/max, events/s, outcomes, step retries, an
 ``lost_races`` (pushes the remote rejected because another writer got there first; commit-pr logs
 each with the fields ``push_lost`` and ``backoff_s``), ``push_retries`` (of those, the ones retried in
 the step after a fetch; the rest ended the attempt) and ``backoff_s`` (seconds slept before retries).
+
+And the profile that explains a drain (issue 33): ``cpu`` (the machine's CPU seconds, busy and idle,
+from the first event sent to the last workflow done, and the bench process's own: the bursts are
+CPU-bound on a small machine, so a drain is its CPU) and ``steps_s`` (each step's time summed over
+the burst, per timed phase, from the steps' ``step-timings`` records), with ``history_fetches``:
+the edit-kustomize runs that fetched deeper history than their clone brought (a file unchanged in
+the clone's commits; commit mode, so no proposal branch is fetched).
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ import time
 from typing import Any
 
 from bench.sensor_loop import SensorLoop
-from bench.stats import summary
+from bench.stats import cpu_clock, cpu_spent, summary
 from bench.testbed import World
 
 
@@ -31,8 +38,10 @@ def run_burst(
     executor = executor_factory(records.append)
     with SensorLoop(world, executor, concurrency=concurrency) as loop:
         time.sleep(0.2)  # the sensor is polling before the burst arrives
+        before = cpu_clock()
         loop.send(batch)
         done = loop.wait([e["id"] for e in batch], timeout=1800)
+        cpu = cpu_spent(before, cpu_clock())
     first_sent = min(c.sent for c in done)
     last_done = max(c.done for c in done)
     drain = last_done - first_sent
@@ -52,6 +61,34 @@ def run_burst(
         "step_retries": sum(1 for r in records if r.get("event") == "attempt-failed"),
         **push_races(records),
         "mutex_waits": sum(1 for r in records if r.get("event") == "mutex-waiting"),
+        "cpu": cpu,
+        **step_phases(records),
+    }
+
+
+def step_phases(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each step's time summed over a burst, in total and per timed phase (seconds, the largest
+    first), and how many edit-kustomize runs fetched (``history_fetches``), from the steps'
+    ``step-timings`` records."""
+    sums: dict[str, dict[str, float]] = {}
+    fetches = 0
+    for r in records:
+        if r.get("event") != "step-timings":
+            continue
+        step = str(r.get("step") or r.get("template") or "?")
+        into = sums.setdefault(step, {"total": 0.0})
+        into["total"] += float(r.get("seconds") or 0)
+        for phase, seconds in (r.get("phases") or {}).items():
+            if isinstance(seconds, (int, float)):
+                into[phase] = into.get(phase, 0.0) + seconds
+        if step == "edit-kustomize" and "git fetch" in (r.get("phases") or {}):
+            fetches += 1
+    return {
+        "steps_s": {
+            step: {k: round(v, 2) for k, v in sorted(phases.items(), key=lambda kv: -kv[1])}
+            for step, phases in sums.items()
+        },
+        "history_fetches": fetches,
     }
 
 

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from bench.stats import summary
+from bench.stats import cpu_clock, cpu_spent, summary
 from bench.testbed import OVERLAY, World
 from steps.domain.intent import TRAILER_KEY
 
@@ -150,6 +150,7 @@ def run_burst(world: World, *, events: int, overlays: int, concurrency: int) -> 
     """The burst's commits by plain git, ``concurrency`` at a time; drain time and per-commit latency."""
     overlays = min(overlays, len(world.apps))
     jobs = [(OVERLAY.format(app=world.apps[i % overlays]), f"8.{i // overlays}.{i}") for i in range(events)]
+    before = cpu_clock()
     start = time.perf_counter()
     done: list[float] = []
 
@@ -161,6 +162,7 @@ def run_burst(world: World, *, events: int, overlays: int, concurrency: int) -> 
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
         results = list(pool.map(one, jobs))
     drain = time.perf_counter() - start
+    cpu = cpu_spent(before, cpu_clock())
     return {
         "events": events,
         "overlays": overlays,
@@ -171,4 +173,5 @@ def run_burst(world: World, *, events: int, overlays: int, concurrency: int) -> 
         "commit_s": summary([r["total"] for r in results]),
         "push_retries": int(sum(r["attempts"] - 1 for r in results)),
         "lost_races": int(sum(r["attempts"] - 1 for r in results)),  # plain git retries every loss at once
+        "cpu": cpu,  # the machine's CPU seconds over the drain (bench.stats.cpu_clock)
     }

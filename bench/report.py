@@ -98,6 +98,23 @@ def headline_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
                     f"{floors[n]['drain_s']:.1f} s; {ratios.get(f'burst_{n}', 0):.1f}×",
                 )
             )
+        cpu, floor_cpu = b.get("cpu"), floors.get(n, {}).get("cpu")
+        if cpu and floor_cpu:
+            rows.append(
+                (
+                    f"burst of {n}: the machine's CPU over the drain, busy / idle (the bench process's "
+                    "own), ours; plain git",
+                    f"{cpu['busy_s']:.1f} / {cpu['idle_s']:.1f} s ({cpu['bench_process_s']:.1f} s); "
+                    f"{floor_cpu['busy_s']:.1f} / {floor_cpu['idle_s']:.1f} s ({floor_cpu['bench_process_s']:.1f} s)",
+                )
+            )
+        if "history_fetches" in b:
+            rows.append(
+                (
+                    f"burst of {n}: edit-kustomize runs that fetched history deeper than their clone",
+                    f"{b['history_fetches']} of {n}",
+                )
+            )
     growth = r.get("growth", {})
     rules = growth.get("rules")
     if rules:
@@ -306,13 +323,35 @@ def _explain_burst(r: dict[str, Any], events: int) -> str | None:
     floor = next((b for b in (r.get("floor") or {}).get("bursts", []) if b.get("events") == events), None)
     if ours is None or floor is None:
         return None
-    return (
+    parts = [
         f"drained in {ours['drain_s']:.1f} s against plain git's {floor['drain_s']:.1f} s at the same "
         f"concurrency; lost push races {ours.get('lost_races', '?')} against plain git's "
         f"{floor.get('lost_races', floor.get('push_retries', '?'))}, backoff slept "
-        f"{ours.get('backoff_s', 0):.1f} s, step retries {ours.get('step_retries', 0)}; one event's own "
-        f"cost is the single event's (above)"
-    )
+        f"{ours.get('backoff_s', 0):.1f} s, step retries {ours.get('step_retries', 0)}"
+    ]
+    cpu, floor_cpu = ours.get("cpu"), floor.get("cpu")
+    if cpu and floor_cpu:
+        parts.append(
+            f"the machine's CPUs over the drain: busy {cpu['busy_s']:.1f} s and idle {cpu['idle_s']:.1f} s "
+            f"against plain git's {floor_cpu['busy_s']:.1f} s and {floor_cpu['idle_s']:.1f} s, of which "
+            f"the bench process (moto, the git server's thread, the sensor, the executor) "
+            f"{cpu['bench_process_s']:.1f} s against {floor_cpu['bench_process_s']:.1f} s"
+        )
+    steps = ours.get("steps_s") or {}
+    if steps:
+        summed = []
+        for step, phases in steps.items():
+            top = [(k, v) for k, v in phases.items() if k != "total"][:3]
+            inner = ", ".join(f"{k} {v:.1f}" for k, v in top)
+            summed.append(f"{step} {phases.get('total', 0):.1f} s" + (f" ({inner})" if inner else ""))
+        parts.append("the steps' time summed over the burst: " + "; ".join(summed))
+    if "history_fetches" in ours:
+        parts.append(
+            f"{ours['history_fetches']} of {events} edit-kustomize runs fetched history deeper than "
+            "their clone (a file unchanged in the clone's commits)"
+        )
+    parts.append("one event's own cost is the single event's (above)")
+    return "; ".join(parts)
 
 
 def _explain_cold(r: dict[str, Any]) -> str | None:

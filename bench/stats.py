@@ -71,6 +71,36 @@ def machine() -> dict[str, Any]:
     return info
 
 
+def cpu_clock() -> dict[str, float] | None:
+    """The machine's CPU seconds so far, busy and idle over all CPUs (``/proc/stat``'s first line:
+    idle = idle + iowait; steal is busy time the machine did not get), and this process's own
+    (``getrusage``: the bench process, where moto, the git server's thread, the sensor and the
+    executor run); None where ``/proc/stat`` cannot be read. :func:`cpu_spent` subtracts two."""
+    import resource
+
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+    user, nice, system, idle, iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return {
+        "busy_s": (user + nice + system + irq + softirq) / tick,
+        "idle_s": (idle + iowait) / tick,
+        "steal_s": steal / tick,
+        "bench_process_s": own.ru_utime + own.ru_stime,
+    }
+
+
+def cpu_spent(before: dict[str, float] | None, after: dict[str, float] | None) -> dict[str, float] | None:
+    """What the machine's CPUs did between two :func:`cpu_clock` readings (seconds, rounded)."""
+    if before is None or after is None:
+        return None
+    return {k: round(after[k] - before[k], 2) for k in before}
+
+
 def loadavg() -> list[str]:
     try:
         return open("/proc/loadavg").read().split()[:3]

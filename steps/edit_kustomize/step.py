@@ -1,6 +1,7 @@
 """edit-kustomize (the step's I/O and ``run``): read the overlay from a fresh partial clone and decide; push nothing.
 
-Reads: the target's repository — a partial (``blob:none``), depth-1, single-branch clone with a
+Reads: the target's repository — a partial (``blob:none``), single-branch clone
+:data:`steps.entry_history.DEPTHS`\\ [0] commits deep (the history read's first commits) with a
 sparse cone on the overlay's path only, in its own scratch directory (:mod:`steps.runtime.scratch_dir`:
 private, deleted after the step) — with the optional read token (``IMAGEBUMP_GIT_READ_TOKEN[_FILE]``, else anonymous);
 the overlay's ``kustomization.yaml`` / ``kustomization.yml`` / ``Kustomization``; and, for

@@ -155,3 +155,29 @@ def test_each_miss_is_explained_from_the_runs_own_profile() -> None:
     met = _results(single=0.28, cold_event=0.6)  # 1.4× and 2.14×
     assert report.miss_explanations(met) == []
     assert "Why each miss" not in report.markdown(met, "cmd")
+
+
+def test_a_missed_burst_is_explained_by_the_machines_cpu_and_the_steps_summed_phases() -> None:
+    """Issue 33: the bursts are CPU-bound here, so a burst that misses says what the CPUs did
+    during both drains and where the steps' time went, including the history fetches."""
+    by_key = {g[0]: g[1] for g in report.GOALS}
+    missed = _results(single=0.28, cold_event=0.6)
+    missed["ratios"]["burst_27"] = 1.44
+    missed["bursts"][0].update(
+        drain_s=10.4,
+        cpu={"busy_s": 19.6, "idle_s": 2.7, "steal_s": 0.0, "bench_process_s": 3.1},
+        steps_s={
+            "edit-kustomize": {"total": 14.4, "git clone": 9.7, "git fetch": 2.8, "history": 0.4},
+            "commit-pr": {"total": 17.7, "git push": 8.0, "git fetch": 5.5},
+        },
+        history_fetches=20,
+    )
+    missed["floor"]["bursts"][0].update(
+        drain_s=7.2, cpu={"busy_s": 16.8, "idle_s": 0.5, "steal_s": 0.0, "bench_process_s": 1.5}
+    )
+    why = dict(report.miss_explanations(missed))[by_key["burst_27"]]
+    for figure in ("19.6", "16.8", "2.7", "3.1", "1.5", "git clone 9.7", "git push 8.0"):
+        assert figure in why, figure
+    assert "20 of 27" in why
+    missed["bursts"][0].pop("cpu")  # a run before this profile existed still explains its miss
+    assert "10.4" in dict(report.miss_explanations(missed))[by_key["burst_27"]]

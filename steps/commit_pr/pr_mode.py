@@ -5,7 +5,7 @@ plan re-applied with the pure :func:`steps.commit_pr.decide.decide`), check the 
 :func:`steps.domain.never_downgrade.guard_branch` (what the branch proposes now is read by
 :mod:`steps.proposals`), force-push with a lease on the sha seen before, then update the open pull
 request (title, body) or open one. ``provider: local`` has no API: the pushed branch is the
-proposal (:class:`steps.forge.pull_requests.LocalForge`).
+proposal (:class:`steps.forge.forges.LocalForge`).
 
 ``commitMethod: api`` (``db`` given): the commit is created through GitHub
 (:meth:`steps.forge.github_commits.GitDatabase.commit_head`) and the branch is created (``POST …/git/refs``; "already
@@ -45,13 +45,14 @@ from steps.domain.branches import branch_name
 from steps.domain.errors import NoCommitsBetween, PullRequestExists, PushRejected, TransientError
 from steps.domain.models import Plan, Target
 from steps.domain.never_downgrade import guard_branch
-from steps.forge import github as gh
-from steps.forge import pull_requests as forges
+from steps.forge import forges  # no client: GitHub's (githubkit, httpx) is imported only for provider github
 from steps.gate.status import soak_pending
 from steps.proposals import entry_at
 
 if TYPE_CHECKING:
+    from steps.forge import github as gh
     from steps.forge.github_commits import ApiCommit, GitDatabase
+    from steps.forge.pull_requests import GitHubForge
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +132,7 @@ def _update_how(
 class _OpenPr:
     """The open pull request of the branch: looked up once per attempt (github), or the branch itself (local)."""
 
-    def __init__(self, target: Target, forge: forges.GitHubForge | None, branch: str, base: str) -> None:
+    def __init__(self, target: Target, forge: GitHubForge | None, branch: str, base: str) -> None:
         self.local = forges.LocalForge(target.repo_url)
         self.forge, self.branch, self.base = forge, branch, base
         self._looked = False
@@ -274,13 +275,18 @@ def land_pr(
 ) -> CommitPrOutput:
     """``mode: pr``: keep the target's one branch and its one open pull request up to date."""
     branch = branch_name(target)
-    github: forges.GitHubForge | None = None
-    if db is not None:  # one client, one rate-limit budget for the whole step
-        github = forges.GitHubForge(db.owner, db.repo, db.client, secrets=db.secrets)
-    elif target.settings.provider != "local":  # the step's one rate-limit budget, as with commitMethod api
-        github = forges.GitHubForge.for_repo_url(
-            target.repo_url, gh_settings, retry=gh.RateLimitBudget(settings.rate_limit_budget)
-        )
+    github: GitHubForge | None = None
+    if db is not None or target.settings.provider != "local":
+        # githubkit and httpx: imported only where GitHub's API is used (provider local never pays them)
+        from steps.forge.github import RateLimitBudget
+        from steps.forge.pull_requests import GitHubForge
+
+        if db is not None:  # one client, one rate-limit budget for the whole step
+            github = GitHubForge(db.owner, db.repo, db.client, secrets=db.secrets)
+        else:  # the step's one rate-limit budget, as with commitMethod api
+            github = GitHubForge.for_repo_url(
+                target.repo_url, gh_settings, retry=RateLimitBudget(settings.rate_limit_budget)
+            )
     open_pr = _OpenPr(target, github, branch, base)
     repo = clone_base(target, plan, auth, base, workdir)
     proposal = _propose(repo, target, plan, settings, base, branch, open_pr, db)

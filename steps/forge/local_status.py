@@ -3,7 +3,7 @@
 GitHub keeps a commit's statuses beside the commit; a host without an API has nowhere to put them
 but the repository itself. :class:`GitNoteStatuses` keeps them as a git note on the commit, under
 ``refs/notes/imagebump-status``: one JSON object per commit, the latest status per context (the
-shape of :meth:`steps.forge.pull_requests.Forge.statuses`). Anyone with a clone reads them:
+shape of :meth:`steps.forge.forges.Forge.statuses`). Anyone with a clone reads them:
 ``git fetch origin refs/notes/imagebump-status:refs/notes/imagebump-status`` then
 ``git log --notes=imagebump-status``.
 
@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 from steps.domain.errors import ImagebumpError
-from steps.forge.pull_requests import MAX_STATUS_DESCRIPTION, STATUS_STATES, CommitStatus
+from steps.forge.forges import MAX_STATUS_DESCRIPTION, STATUS_STATES, CommitStatus
 from steps.git import GitAuth, NotesRef
 
 log = logging.getLogger(__name__)
@@ -31,7 +31,7 @@ NOTES_REF = "refs/notes/imagebump-status"
 
 
 class GitNoteStatuses:
-    """``set_status`` / ``statuses`` of :class:`steps.forge.pull_requests.Forge`, kept as git notes.
+    """``set_status`` / ``statuses`` of :class:`steps.forge.forges.Forge`, kept as git notes.
 
     Args:
         repo_url: the repository's clone URL.

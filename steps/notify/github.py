@@ -5,7 +5,7 @@ and the commit status ``imagebump/live`` on imagebump's commits.
   (the image is live in the environment before this one) and ``blocked`` (the promotion gate
   holds it back), on the pull request the outcome names (field ``pr``: its number or URL; else the
   one open from the target's proposal branch, field ``branch``, into ``base`` when known), through
-  :meth:`steps.forge.pull_requests.Forge.comment_once` with a hidden marker per outcome and event:
+  :meth:`steps.forge.forges.Forge.comment_once` with a hidden marker per outcome and event:
   a resubmit finds the marker and comments nothing.
 - Statuses (:data:`STATES`): ``pending`` on the commit a push produced while it is verified
   (``committed``/``pr-opened``/``pr-updated`` with ``verifying: true``), ``success`` when
@@ -42,7 +42,7 @@ STATES = {
 }
 _PR = re.compile(r"(?:/pull/)?(\d+)$")
 
-ForgeFor = Callable[[str], object]  # repo_url → a steps.forge.pull_requests.Forge
+ForgeFor = Callable[[str], object]  # repo_url → a steps.forge.forges.Forge
 
 
 def marker(message: Message) -> str:

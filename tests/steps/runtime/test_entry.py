@@ -363,6 +363,29 @@ def test_commit_pr_in_commit_mode_is_the_same_through_both_and_never_imports_the
     _no_hera(ours)
 
 
+def test_commit_pr_in_pr_mode_on_a_host_without_an_api_never_imports_the_github_client(
+    make_remote, git_token, tmp_path
+):
+    """``mode: pr`` with ``provider: local``: the pushed branch is the proposal and no API is
+    called, so a cold step pays neither githubkit nor httpx (~0.35 s of imports per start)."""
+    remote = make_remote(overlay_files("overlays/prod"), name="o/pr-local")
+    tgt = target(remote.url, mode="pr", provider="local")
+    ours = _run(
+        ENTRY,
+        "commit_pr.step",
+        _params(target=tgt.model_dump_json(), plan=plan().model_dump_json(), env="prod"),
+        tmp_path,
+        {"IMAGEBUMP_GIT_TOKEN": git_token},
+    )
+    assert ours["code"] == 0, ours["stderr"][-3000:]
+    assert ours["files"]["parameters/action"] == "pr-created"
+    branch = ours["files"]["parameters/branch"]
+    assert "1.1.0" in (remote.read("overlays/prod/kustomization.yaml", ref=branch) or "")
+    assert "steps.commit_pr.pr_mode" in ours["modules"]
+    assert _github_client(ours["modules"]) == set()
+    _no_hera(ours)
+
+
 def test_commit_pr_in_pr_mode_is_the_same_through_both(make_remote, git_token, tmp_path):
     """PR mode against the FAKE GitHub API (one fake per runner, so both open PR #1)."""
     from tests.fixtures.github import GitHubFake

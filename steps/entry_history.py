@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -147,6 +147,9 @@ def _walk(reader: _Reader, rev: str, file: str, limit: int, boundary: set[str]) 
     while seen < limit:
         touches = githistory.touching(repo, at, path, limit - seen)
         reader.load({o for t in touches for o in (t.old, t.new)})
+        tips: dict[str, githistory.Touch] | None = (
+            None  # the merges' side tips: one git log, when first asked
+        )
         for touch in touches:
             if touch.commit in boundary:
                 return found, "", True  # its parent was not fetched: deepen and look again
@@ -190,7 +193,10 @@ def _walk(reader: _Reader, rev: str, file: str, limit: int, boundary: set[str]) 
                 return found, "", False  # the entry (or the file) begins here: nothing before counts
             if changed_image(before, after):
                 if touch.merge:
-                    touch = _made_by(reader, touch, path, after, boundary)
+                    if tips is None:
+                        merges = [t for t in touches if t.merge and t.commit not in boundary]
+                        tips = githistory.side_changes(repo, merges, path)
+                    touch = _made_by(reader, touch, path, after, boundary, tips=tips)
                 found.append((touch, path, before, after))
         else:
             return found, "", False  # every commit that touched the file read
@@ -204,6 +210,7 @@ def _made_by(
     after: ImagesEntry,
     boundary: set[str],
     depth: int = 0,
+    tips: dict[str, githistory.Touch] | None = None,
 ) -> githistory.Touch:
     """Who made the image change a merge made on its branch (read against its first parent).
 
@@ -214,11 +221,15 @@ def _made_by(
     newer image (the side never set that image: the merge undid the branch's changes) — and its
     author, a person unless the merge's own message says imagebump, made it. The touch returned
     keeps the merge's versions of the file (``old``, ``new``): what changed on the branch.
+    ``tips``: :func:`steps.git.history.side_changes` of the walk's merges, read once for all of them
+    (default: this merge's alone).
     """
     repo = reader.repo
-    tip = githistory.made_by_side_tip(merge, githistory.side_changes(repo, [merge], path))
+    tip = githistory.made_by_side_tip(
+        merge, githistory.side_changes(repo, [merge], path) if tips is None else tips
+    )
     if tip is not None:  # the usual case, read from one git log: the side's tip made exactly this change
-        return githistory.Touch(tip, merge.old, merge.new, merge.status, merge.parents)
+        return replace(merge, commit=tip)
     for side in merge.parents[1:]:
         if githistory.blob_at(repo, side, path) != merge.new:
             continue
@@ -235,7 +246,7 @@ def _made_by(
                     break  # the side's newest image is another: the merge set this one
                 if touch.merge and depth < SIDE_MERGES:
                     touch = _made_by(reader, touch, path, now, boundary, depth + 1)
-                return githistory.Touch(touch.commit, merge.old, merge.new, merge.status, merge.parents)
+                return replace(merge, commit=touch.commit)
     return merge
 
 

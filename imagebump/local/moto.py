@@ -51,6 +51,7 @@ def moto_server(region: str = "us-west-2") -> Iterator[MotoServer]:
     from moto.server import ThreadedMotoServer
 
     _list_modules_once()
+    serialize_sqs_deletes()
     for key, value in FAKE_CREDENTIALS.items():
         os.environ.setdefault(key, value)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
@@ -85,6 +86,45 @@ def _list_modules_once() -> None:
 
     list_of_moto_modules.listed_once = True  # type: ignore[attr-defined]
     backends.list_of_moto_modules = list_of_moto_modules
+
+
+def serialize_sqs_deletes() -> None:
+    """Make moto's SQS ``DeleteMessage`` keep the messages it was not asked to delete; idempotent.
+
+    moto (5.2.6, ``sqs/models.py``) deletes in ``Queue.delete_message`` by copying the queue's
+    other messages into a new list and assigning it, without the queue's ``_messages_lock`` that
+    ``Queue.add_message`` appends under. Two things can happen in between, each losing a message
+    no consumer ever sees, with nothing in the queue's counts or the DLQ to show for it:
+
+    * a message delivered (an EventBridge rule's target, a ``SendMessage``) after the copy is
+      dropped by the assignment;
+    * a ``ReceiveMessage`` that moves a message past ``maxReceiveCount`` to the dead-letter queue
+      (``SQSBackend.receive_message``, ``queue._messages.remove``) shifts the list under the copy,
+      which then skips the next message (and keeps the moved one, a second copy).
+
+    Real SQS never loses an accepted message; an emulator that does would fail our "never lose an
+    event" checks for a loss that is moto's (the chaos run met it once in thousands of deliveries).
+    Here the delete, and the receive that can move messages, run under the queue's lock (a
+    ``Condition`` over an ``RLock``: a long poll's wait releases it).
+    """
+    from moto.sqs import models
+
+    if getattr(models.Queue.delete_message, "serialized", False):
+        return
+    delete = models.Queue.delete_message
+    receive = models.SQSBackend.receive_message
+
+    def delete_message(self, receipt_handle: str) -> None:
+        with self._messages_lock:
+            delete(self, receipt_handle)
+
+    def receive_message(self, queue_name: str, *args, **kwargs):
+        with self.get_queue(queue_name)._messages_lock:
+            return receive(self, queue_name, *args, **kwargs)
+
+    delete_message.serialized = True  # type: ignore[attr-defined]
+    models.Queue.delete_message = delete_message  # type: ignore[method-assign]
+    models.SQSBackend.receive_message = receive_message  # type: ignore[method-assign]
 
 
 def _reset(endpoint_url: str) -> None:

@@ -66,6 +66,18 @@ def run_burst(
     }
 
 
+def median_pair(
+    runs: list[tuple[dict[str, Any], dict[str, Any] | None]],
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The (ours, plain git) pair whose drain ratio is the median of ``runs`` (the lower middle of an
+    even count): its ratio is the burst's, and its profile explains that ratio."""
+    paired = [(o, f) for o, f in runs if f is not None]
+    if not paired:
+        return runs[-1]
+    ranked = sorted(paired, key=lambda p: p[0]["drain_s"] / p[1]["drain_s"])  # type: ignore[index]
+    return ranked[(len(ranked) - 1) // 2]
+
+
 def step_phases(records: list[dict[str, Any]]) -> dict[str, Any]:
     """Each step's time summed over a burst, in total and per timed phase (seconds, the largest
     first), and how many edit-kustomize runs fetched (``history_fetches``), from the steps'

@@ -189,12 +189,19 @@ def _template_with_runner(runner: str) -> str:
 
 
 def run_event(
-    event_runs: int, log: Any = print, *, world: Any = None, repository: str = "mono/app00"
+    event_runs: int,
+    log: Any = print,
+    *,
+    world: Any = None,
+    repository: str = "mono/app00",
+    warm: bool = True,
 ) -> dict[str, Any]:
     """Section 3: event → commit with every step a new interpreter, both runners interleaved.
 
     ``world``: the benchmark's world (the single event's, so the cold and warm figures are of the
-    same repositories); None opens one of the same shape.
+    same repositories); None opens one of the same shape. ``warm``: each round also runs the event
+    with steps forked from a warm interpreter (key ``warm``), so the cold / warm ratio compares
+    events run one after the other, under the same load.
     """
     from contextlib import nullcontext
 
@@ -203,14 +210,17 @@ def run_event(
 
     byte_compile()
     out: dict[str, Any] = {"runs": event_runs, "repository": repository, "loadavg_before": loadavg()}
-    latencies: dict[str, list[float]] = {r: [] for r in RUNNERS}
-    to_commit: dict[str, list[float]] = {r: [] for r in RUNNERS}  # push → commit landed
-    step_times: dict[str, dict[str, list[float]]] = {r: {} for r in RUNNERS}
-    outcomes: dict[str, dict[str, int]] = {r: {} for r in RUNNERS}
+    modes = [*RUNNERS, *(["warm"] if warm else [])]
+    latencies: dict[str, list[float]] = {r: [] for r in modes}
+    to_commit: dict[str, list[float]] = {r: [] for r in modes}  # push → commit landed
+    step_times: dict[str, dict[str, list[float]]] = {r: {} for r in modes}
+    outcomes: dict[str, dict[str, int]] = {r: {} for r in modes}
     with nullcontext(world) if world is not None else open_world(apps=4, log=log) as w:
         executors = {r: w.executor(template_text=_template_with_runner(r), prefork=False) for r in RUNNERS}
+        if warm:
+            executors["warm"] = w.executor()  # the rendered template, steps forked from a warm interpreter
         for _ in range(event_runs):
-            for runner in RUNNERS:
+            for runner in modes:
                 one = e2e.run_sequential(w, executors[runner], repository, 1)
                 if one["failed"]:
                     raise RuntimeError(f"event via {runner} failed: {one['outcomes']}")

@@ -146,10 +146,19 @@ class interleaved:  # noqa: N801 - used as a function: ``one = interleaved(world
         return out
 
 
-def run_burst(world: World, *, events: int, overlays: int, concurrency: int) -> dict[str, Any]:
-    """The burst's commits by plain git, ``concurrency`` at a time; drain time and per-commit latency."""
+def run_burst(
+    world: World, *, events: int, overlays: int, concurrency: int, round_: int = 0
+) -> dict[str, Any]:
+    """The burst's commits by plain git, ``concurrency`` at a time; drain time and per-commit latency.
+
+    ``round_`` numbers a repeated burst in one world: its tags differ from every earlier round's, so
+    each of its commits changes its file as the first round's did."""
     overlays = min(overlays, len(world.apps))
-    jobs = [(OVERLAY.format(app=world.apps[i % overlays]), f"8.{i // overlays}.{i}") for i in range(events)]
+    suffix = f"-r{round_}" if round_ else ""
+    jobs = [
+        (OVERLAY.format(app=world.apps[i % overlays]), f"8.{i // overlays}.{i}{suffix}")
+        for i in range(events)
+    ]
     before = cpu_clock()
     start = time.perf_counter()
     done: list[float] = []

@@ -105,6 +105,24 @@ def test_burst_shape(world: World, fast_executor) -> None:
     assert 0 <= result["history_fetches"] <= 2
 
 
+def test_a_burst_measured_in_interleaved_pairs(world: World, fast_executor) -> None:
+    """Issue 33: the burst's ratio comes from pairs of (ours, plain git) run one after the other,
+    and the pair it reports is one of them, with its own profile."""
+    from dataclasses import replace
+
+    from bench.__main__ import _interleaved_bursts
+
+    b, fb = _interleaved_bursts(
+        world, fast_executor, replace(QUICK, burst_pairs=2), 2, 2, with_floor=True, log=lambda *_: None
+    )
+    assert fb is not None and b["failed"] == 0, b
+    assert len(b["pairs"]) == 2
+    assert {"ours_s": b["drain_s"], "floor_s": fb["drain_s"]}.items() <= next(
+        p for p in b["pairs"] if p["ours_s"] == b["drain_s"]
+    ).items()
+    assert b["steps_s"]["commit-pr"]["total"] > 0 and "cpu" in fb
+
+
 def test_the_floors_commits_read_as_imagebumps_own() -> None:
     """The floor's commits stay in the world the next scenario runs in: they carry imagebump's
     trailer, so they do not read as a person's edits (which make every later event read the history)."""
@@ -152,7 +170,8 @@ def test_cold_events_in_the_world_are_the_before_figure(world: World) -> None:
     from bench import coldstart
 
     cold = coldstart.run_event(1, lambda *_: None, world=world, repository="mono/app01")
-    assert cold["outcomes"] == {"hera": {"committed": 1}, "entry": {"committed": 1}}
+    assert cold["outcomes"] == {"hera": {"committed": 1}, "entry": {"committed": 1}, "warm": {"committed": 1}}
+    assert {"entry", "warm"} <= set(cold["to_commit_s"])  # cold / warm from the same rounds
     result = waste.run_before_after(world, runs=1, repository="mono/app01", before=cold)
     assert result["before"]["latency_s"] == cold["latency_s"]["entry"]
     assert result["after"]["outcomes"] == {"committed": 1}

@@ -181,3 +181,46 @@ def test_a_missed_burst_is_explained_by_the_machines_cpu_and_the_steps_summed_ph
     assert "20 of 27" in why
     missed["bursts"][0].pop("cpu")  # a run before this profile existed still explains its miss
     assert "10.4" in dict(report.miss_explanations(missed))[by_key["burst_27"]]
+
+
+def test_a_burst_ratio_is_its_median_interleaved_pair_and_the_page_lists_every_pair() -> None:
+    from bench.burst import median_pair
+
+    runs = [
+        ({"drain_s": 10.0, "n": 0}, {"drain_s": 8.0, "n": 0}),  # 1.25
+        ({"drain_s": 9.0, "n": 1}, {"drain_s": 9.0, "n": 1}),  # 1.00
+        ({"drain_s": 12.0, "n": 2}, {"drain_s": 8.0, "n": 2}),  # 1.50
+    ]
+    ours, floor = median_pair(runs)
+    assert (ours["n"], floor["n"]) == (0, 0)  # the pair and its profile, never one side of each
+    assert median_pair(runs[:2])[0]["n"] == 1  # an even count: the lower middle, a real pair's ratio
+    assert median_pair([({"drain_s": 5.0}, None)]) == ({"drain_s": 5.0}, None)
+
+    r = _results(single=0.28, cold_event=0.6)
+    r["ratios"]["burst_27"] = 1.25
+    r["bursts"][0].update(
+        drain_s=10.0,
+        pairs=[
+            {"ours_s": 10.0, "floor_s": 8.0, "ratio": 1.25},
+            {"ours_s": 9.0, "floor_s": 9.0, "ratio": 1.0},
+        ],
+    )
+    r["floor"]["bursts"][0].update(drain_s=8.0)
+    row = dict(report.headline_rows(r))["burst of 27 by plain git (same concurrency): drain; ours / floor"]
+    assert "1.25×" in row and "1.00×" in row
+    why = dict(report.miss_explanations(r))[next(g[1] for g in report.GOALS if g[0] == "burst_27")]
+    assert "1.00×" in why
+
+
+def test_cold_vs_warm_compares_the_warm_events_interleaved_with_the_cold_ones() -> None:
+    """The cold events and warm ones run one after the other in the same rounds; the single event's
+    warm figure (another scenario, another minute's load) is only the fallback of older runs."""
+    p50 = lambda v: {"n": 1, "p50": v, "p95": v, "max": v, "min": v, "mean": v}  # noqa: E731
+    r = _results(single=0.28, cold_event=0.75)  # against the single event: 2.68×, a miss
+    assert report.goal_values(r)["cold_vs_warm"] == 2.68
+    r["cold_start"]["event"]["to_commit_s"]["warm"] = p50(0.32)
+    r["cold_start"]["event"]["steps_s"]["warm"] = {"edit-kustomize": p50(0.19)}
+    assert report.goal_values(r)["cold_vs_warm"] == 2.34
+    r["cold_start"]["event"]["to_commit_s"]["warm"] = p50(0.25)
+    why = dict(report.miss_explanations(r))[next(g[1] for g in report.GOALS if g[0] == "cold_vs_warm")]
+    assert "0.190 s warm" in why

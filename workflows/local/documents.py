@@ -21,6 +21,11 @@ from workflows.local.errors import UnsupportedFeatureError
 
 KINDS = ("WorkflowTemplate", "Workflow", "CronWorkflow")
 
+#: libyaml's parser where PyYAML was built with it (the wheels are): the same YAML 1.1 documents as
+#: ``yaml.safe_load``, ~10x faster on the rendered templates (image-update: 0.24 s -> 0.02 s here,
+#: paid by every ``imagebump run --local`` and every executor a test or the bench builds).
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 #: CronWorkflow fields that only schedule runs (the caller schedules locally): ignored.
 IGNORED_CRON = {
     "schedules",
@@ -52,7 +57,7 @@ def load(template_yaml: str | Path) -> tuple[str, dict[str, Any]]:
     else:
         source, text = "<string>", str(template_yaml)
     try:
-        doc = yaml.safe_load(text)
+        doc = yaml.load(text, Loader=_LOADER)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{source}: not valid YAML: {exc}") from None
     if not isinstance(doc, dict) or doc.get("kind") not in KINDS:
@@ -71,7 +76,7 @@ def siblings(source: str) -> list[tuple[str, dict[str, Any]]]:
         if path.resolve() == Path(source).resolve() or path.suffix not in (".yaml", ".yml"):
             continue
         try:
-            doc = yaml.safe_load(path.read_text())
+            doc = yaml.load(path.read_text(), Loader=_LOADER)
         except (OSError, yaml.YAMLError):
             continue  # not ours to judge: only a WorkflowTemplate a step names is used, and checked
         if isinstance(doc, dict) and doc.get("kind") == "WorkflowTemplate":

@@ -51,7 +51,7 @@ def moto_server(region: str = "us-west-2") -> Iterator[MotoServer]:
     from moto.server import ThreadedMotoServer
 
     _list_modules_once()
-    serialize_sqs_deletes()
+    keep_every_sqs_message()
     for key, value in FAKE_CREDENTIALS.items():
         os.environ.setdefault(key, value)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
@@ -88,7 +88,7 @@ def _list_modules_once() -> None:
     backends.list_of_moto_modules = list_of_moto_modules
 
 
-def serialize_sqs_deletes() -> None:
+def keep_every_sqs_message() -> None:
     """Make moto's SQS ``DeleteMessage`` keep the messages it was not asked to delete; idempotent.
 
     moto (5.2.6, ``sqs/models.py``) deletes in ``Queue.delete_message`` by copying the queue's

@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from imagebump.local.moto import serialize_sqs_deletes
+from imagebump.local.moto import keep_every_sqs_message
 
 
 class _WatchedLock:
@@ -43,7 +43,7 @@ ACCOUNT, REGION = "123456789012", "us-west-2"
 def _backend() -> Any:
     from moto.sqs.models import sqs_backends
 
-    serialize_sqs_deletes()
+    keep_every_sqs_message()
     return sqs_backends[ACCOUNT][REGION]
 
 

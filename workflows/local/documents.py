@@ -22,7 +22,7 @@ from workflows.local.errors import UnsupportedFeatureError
 KINDS = ("WorkflowTemplate", "Workflow", "CronWorkflow")
 
 #: libyaml's parser where PyYAML was built with it (the wheels are): the same YAML 1.1 documents as
-#: ``yaml.safe_load``, ~10x faster on the rendered templates (image-update: 0.24 s -> 0.02 s here,
+#: ``yaml.safe_load``, ~10x faster on the rendered templates (image-update: 0.24 s -> 0.03 s here,
 #: paid by every ``imagebump run --local`` and every executor a test or the bench builds).
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

@@ -147,6 +147,16 @@ def test_growth_shapes(world: World) -> None:
     assert {"our_git_s", "floor_partial_s", "floor_full_clone_s", "workflow_edit_s"} <= set(size)
 
 
+def test_values_vs_kustomize_shape() -> None:
+    """Issue 34's line (``bench.values``), both kinds measured the same number of rounds."""
+    from bench import values
+
+    r = values.run(2)
+    assert {"kustomize", "values", "ratio_p50", "edit_ratio_p50"} <= set(r)
+    assert r["values"]["edit_s"]["n"] == r["kustomize"]["edit_s"]["n"] == 2
+    assert r["values"]["with_clone_s"]["p50"] >= r["values"]["edit_s"]["p50"] > 0
+
+
 def test_waste_imports(tmp_path: Path) -> None:
     result = waste.run_imports(1, tmp_path, steps=("edit-kustomize",))
     assert set(result["steps"]["edit-kustomize"]) == {

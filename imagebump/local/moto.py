@@ -102,8 +102,10 @@ def keep_every_sqs_message() -> None:
       (``SQSBackend.receive_message``, ``queue._messages.remove``) shifts the list under the copy,
       which then skips the next message (and keeps the moved one, a second copy).
 
-    Real SQS never loses an accepted message; an emulator that does would fail our "never lose an
-    event" checks for a loss that is moto's (the chaos run met it once in thousands of deliveries).
+    Real SQS never loses an accepted message (a standard queue stores it redundantly before
+    acknowledging ``SendMessage`` and delivers it at least once: AWS, "Amazon SQS standard queues",
+    docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/standard-queues.html); an
+    emulator that does would fail our "never lose an event" checks for a loss that is moto's (the chaos run met it once in thousands of deliveries).
     Here the delete, and the receive that can move messages, run under the queue's lock (a
     ``Condition`` over an ``RLock``: a long poll's wait releases it).
     """

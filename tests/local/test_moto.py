@@ -9,7 +9,10 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from imagebump.local.moto import keep_every_sqs_message
+import pytest
+
+from imagebump.local import builders
+from imagebump.local.moto import keep_every_sqs_message, parse_each_event_path_once
 
 
 class _WatchedLock:
@@ -127,3 +130,37 @@ def test_a_message_dead_lettered_while_another_is_deleted_costs_no_third_message
     finally:
         backend.delete_queue(name)
         backend.delete_queue(f"{name}-dlq")
+
+
+def test_eventbridge_parses_each_input_path_once_and_delivers_the_same_event(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A rule's target gets the same event with the paths parsed once as with a parser per path
+    per delivery, and the second delivery builds no parser at all."""
+    from jsonpath_ng import ext
+    from moto.events.utils import EventTemplateParser
+
+    built: list[str] = []
+    unpatched = getattr(ext.parse, "__wrapped__", ext.parse)  # a moto server in this process patched it
+
+    def counting(path: str, *args: Any, **kwargs: Any) -> Any:
+        built.append(path)
+        return unpatched(path, *args, **kwargs)
+
+    monkeypatch.setattr(ext, "parse", counting)
+    # what moto's PutEvents hands a rule's targets (models.py: a Time, and the ingestion time, in seconds)
+    pushed = builders.ecr_push_event("team/api", "sha256:" + "a" * 64, "1.2.3")
+    event = {**pushed, "time": 1796688000.0, "ingestion-time": 1796688000.5}
+
+    def deliver() -> dict[str, Any]:
+        return EventTemplateParser.parse(input_template="", input_paths_map={}, event=event)
+
+    before = deliver()
+    per_delivery = len(built)
+    assert per_delivery > 1
+    parse_each_event_path_once()
+    parse_each_event_path_once()  # idempotent: one cache, not a cache of a cache
+    assert deliver() == before
+    assert len(built) == 2 * per_delivery
+    assert deliver() == before
+    assert len(built) == 2 * per_delivery

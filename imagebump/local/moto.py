@@ -95,7 +95,7 @@ def parse_each_event_path_once() -> None:
     moto (5.2.6, ``events/utils.py`` ``EventTemplateParser.parse``) calls ``jsonpath_ng.ext.parse``
     for each path of the target's ``InputPathsMap`` (without one, the eight of its default template)
     on every delivery, and jsonpath-ng (1.17) builds a new parser, ply's lexer and LALR tables,
-    for each call: ~10 ms of every emulated ``PutEvents`` that reaches our SQS queue, spent on the
+    for each call: ~8 ms of every emulated ``PutEvents`` that reaches our SQS queue, spent on the
     CPUs the steps run on (in production that work is AWS's, on its own machines). A parsed path is
     a read-only expression (``find`` does not change it), so one parse per distinct path string
     answers every later delivery the same. Measured here (a ``PutEvents`` call through boto3, p50 of

@@ -27,7 +27,11 @@ COPY --from=build /wheels /wheels
 # process would otherwise compile what it imports on each start (bench/: ~1.5 s per step). The
 # standard library too: the python image ships it without bytecode (its Dockerfile deletes every
 # *.pyc, docker-library/python#615), which cost each step ~0.2 s more (bench/README.md, cold start).
+# setuptools and wheel (which the python image keeps for 3.11) go: no step imports them, and
+# setuptools' distutils-precedence.pth ran at every interpreter start, in every step pod
+# (0.3-1.3 ms each; bench/README.md). tests/test_manifests.py checks that no step needs them.
 RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels \
+    && pip uninstall --yes --no-input setuptools wheel \
     && python -m compileall -q -x '/(idlelib|tkinter|turtledemo|lib2to3|ensurepip)/' \
         "$(python -c 'import sysconfig; print(sysconfig.get_paths()["stdlib"])')" \
         "$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"

@@ -191,6 +191,36 @@ def test_every_image_is_the_package_image_built_by_the_dockerfile():
     assert imagebump.IMAGE_REPOSITORY in dockerfile
 
 
+def test_the_image_drops_setuptools_which_no_step_imports():
+    """The python 3.11 image keeps setuptools and wheel; setuptools' ``distutils-precedence.pth``
+    runs at every interpreter start, so every step pod paid it. The runtime stage uninstalls both,
+    which is safe only while no step imports them (their lazy imports included)."""
+    dockerfile = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    runtime = dockerfile.rsplit("\nFROM ", 1)[1]
+    removed = [
+        line.split("pip uninstall", 1)[1].split("&&", 1)[0].split()
+        for line in runtime.splitlines()
+        if line.startswith("RUN") and "pip uninstall" in line
+    ]
+    assert removed and {"setuptools", "wheel"} <= set(removed[0])
+    code = textwrap.dedent(
+        f"""
+        import importlib, json, sys
+        for entry in {sorted(_entrypoints())!r}:
+            module = importlib.import_module(entry.split(":")[0])
+            for name in getattr(module, "LAZY_IMPORTS", ()):
+                importlib.import_module(name)
+        print(json.dumps(sorted(sys.modules)))
+        """
+    )
+    env = {**os.environ, "SETUPTOOLS_USE_DISTUTILS": "stdlib"}  # this venv's own .pth: not a step's import
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+    )
+    loaded = {name.split(".")[0] for name in json.loads(out.stdout)}
+    assert not loaded & {"setuptools", "pkg_resources", "wheel", "_distutils_hack", "distutils"}
+
+
 def _entrypoints() -> set[str]:
     """Every ``module:function`` a rendered template's script runs (``-e``)."""
     found = set()

@@ -286,10 +286,13 @@ def misread(node: VScalar) -> bool:
 
 #: What go-yaml v2 (gopkg.in/yaml.v2 resolve.go, v2.4; sigs.k8s.io/yaml's fork) also reads as a number
 #: or a time beyond YAML 1.1: after dropping every ``_``, ``strconv.ParseInt(s, 0, 64)``'s Go syntax
-#: (``0o17``, ``0O17``) and its float gate ``yamlStyleFloat`` (``08``, ``0815``: not octal, so a
-#: float, 815), and ``parseTimestamp``'s ``2006-1-2`` (a month or a day of one digit).
+#: (``0o17``, ``0O17``, and the upper-case prefixes YAML 1.1 does not know: ``0X1F``, ``0B101``, in
+#: int64 or, through ``ParseUint``, uint64) and its float gate ``yamlStyleFloat`` (``08``, ``0815``:
+#: not octal, so a float, 815), and ``parseTimestamp``'s ``2006-1-2`` (a month or a day of one digit).
 _GO_V2_FLOAT = re.compile(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?")
 _GO_V2_OCTAL = re.compile(r"[-+]?0[oO][0-7]+")
+_GO_V2_PREFIXED = re.compile(r"([-+]?)0([xXbB])([0-9a-fA-F]+)")
+_GO_V2_BASES = {"x": 16, "X": 16, "b": 2, "B": 2}
 _GO_V2_DATE = re.compile(r"([0-9]{4})-([0-9]{1,2})-([0-9]{1,2})")
 
 
@@ -306,7 +309,24 @@ def _go_yaml_v2_number(value: str) -> bool:
             return False
         return True
     bare = value.replace("_", "")
+    prefixed = _GO_V2_PREFIXED.fullmatch(bare)
+    if prefixed:
+        sign, base, digits = prefixed.groups()
+        try:
+            number = int(digits, _GO_V2_BASES[base])
+        except ValueError:  # 0B12: not binary, and no float either: text
+            return False
+        return -(2**63) <= (-number if sign == "-" else number) < 2**64  # ParseInt, else ParseUint
     return bool(_GO_V2_FLOAT.fullmatch(bare) or _GO_V2_OCTAL.fullmatch(bare))
+
+
+def _helm_scalar(value: str, style: str | None, flow: bool) -> str:
+    """``value`` as :func:`~steps.kustomize.splice.format_scalar` writes it (plain only where YAML
+    1.1 and 1.2 read it back as this text), double-quoted also where go-yaml v2 alone reads a number
+    (``0X1F``): Helm must read the very string the file says."""
+    if style is None and _go_yaml_v2_number(value):
+        style = '"'
+    return format_scalar(value, style, flow)
 
 
 def misread_tags(matches: list[Found]) -> list[str]:
@@ -450,18 +470,18 @@ def edit_values(
         if start == end:  # `tag:` with nothing after it
             key = slots[id(node)][1].key
             at = colon_after(text, key) if key is not None else start
-            sp.insert(at, " " + format_scalar(value, None, flow))
+            sp.insert(at, " " + _helm_scalar(value, None, flow))
         else:
             style = node.style if node.style in ("'", '"') else None
-            sp.replace(start, end, format_scalar(value, style, flow))
+            sp.replace(start, end, _helm_scalar(value, style, flow))
     for after, key, value, mapping in plan.insert.values():
         value_node = mapping.get(after.value)
         if mapping.flow:
-            sp.insert(value_node.end, f", {key}: {format_scalar(value, None, True)}")
+            sp.insert(value_node.end, f", {key}: {_helm_scalar(value, None, True)}")
         else:
             at = end_of_line_content(text, value_node.end)
             indent = " " * after.column
-            sp.insert(at, f"{line_ending(text, at)}{indent}{key}: {format_scalar(value, None, False)}")
+            sp.insert(at, f"{line_ending(text, at)}{indent}{key}: {_helm_scalar(value, None, False)}")
     result = sp.apply()
     _verify(result, roots, plan, repository, source, keys)
     _refuse_other_images_changed(roots, result, matches, repository, source)

@@ -190,6 +190,11 @@ def test_a_reread_refuses_a_missing_or_different_inserted_key() -> None:
 @example("2024-2-30")
 @example("1_2.3")
 @example("12:30")
+@example("0X0")  # Go's ParseInt takes 0X and 0B, which YAML 1.1's tables (lower case only) do not
+@example("0B101")
+@example("-0XFF")
+@example("0B12")
+@example("0X10000000000000000")  # past uint64: ParseInt and ParseUint fail, and it is no float: text
 @given(st.from_regex(r"[A-Za-z0-9_+-][A-Za-z0-9_.:+-]{0,24}", fullmatch=True) | tags)
 def test_a_plain_tag_is_quoted_whenever_helm_reads_another_value(tag: str) -> None:
     """imagebump's "Helm reads this tag as another value" (a plain ``1.10``, ``y``, ``0x1F``,

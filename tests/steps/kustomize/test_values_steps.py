@@ -302,7 +302,8 @@ def test_helmfile_without_an_environment_uses_helmfiles_default() -> None:
 
 #: Tags that look like numbers, booleans or versions: the shapes Helm may read as another value.
 NUMBER_LIKE_TAGS = st.from_regex(
-    r"[0-9]{1,4}(\.[0-9]{1,3}){0,2}|[0-9]{1,3}e[0-9]|0x[0-9a-f]{1,3}|0[0-7]{1,3}|yes|no|on|off|true|False"
+    r"[0-9]{1,4}(\.[0-9]{1,3}){0,2}|[0-9]{1,3}e[0-9]|0x[0-9a-f]{1,3}|0X[0-9A-F]{1,3}|0B[01]{1,4}|0[0-7]{1,3}"
+    r"|yes|no|on|off|true|False"
     r"|v[0-9]\.[0-9]{1,2}|[0-9]\.[0-9]-rc[0-9]",
     fullmatch=True,
 )

@@ -191,6 +191,25 @@ def test_every_image_is_the_package_image_built_by_the_dockerfile():
     assert imagebump.IMAGE_REPOSITORY in dockerfile
 
 
+def _step_modules(env: dict[str, str] | None = None) -> dict[str, str]:
+    """Every module a fresh interpreter holds once it has imported each rendered step's module and
+    its ``LAZY_IMPORTS``: name → file ("" for a built-in)."""
+    code = textwrap.dedent(
+        f"""
+        import importlib, json, sys
+        for entry in {sorted(_entrypoints())!r}:
+            module = importlib.import_module(entry.split(":")[0])
+            for name in getattr(module, "LAZY_IMPORTS", ()):
+                importlib.import_module(name)
+        print(json.dumps({{n: getattr(m, "__file__", None) or "" for n, m in list(sys.modules.items())}}))
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+    )
+    return json.loads(out.stdout)
+
+
 def test_the_image_drops_setuptools_which_no_step_imports():
     """The python 3.11 image keeps setuptools and wheel; setuptools' ``distutils-precedence.pth``
     runs at every interpreter start, so every step pod paid it. The runtime stage uninstalls both,
@@ -203,21 +222,9 @@ def test_the_image_drops_setuptools_which_no_step_imports():
         if line.startswith("RUN") and "pip uninstall" in line
     ]
     assert removed and {"setuptools", "wheel"} <= set(removed[0])
-    code = textwrap.dedent(
-        f"""
-        import importlib, json, sys
-        for entry in {sorted(_entrypoints())!r}:
-            module = importlib.import_module(entry.split(":")[0])
-            for name in getattr(module, "LAZY_IMPORTS", ()):
-                importlib.import_module(name)
-        print(json.dumps(sorted(sys.modules)))
-        """
-    )
     env = {**os.environ, "SETUPTOOLS_USE_DISTUTILS": "stdlib"}  # this venv's own .pth: not a step's import
-    out = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True
-    )
-    loaded = {name.split(".")[0] for name in json.loads(out.stdout)}
+    modules = _step_modules(env)
+    loaded = {name.split(".")[0] for name in modules}
     assert not loaded & {"setuptools", "pkg_resources", "wheel", "_distutils_hack", "distutils"}
 
 
@@ -248,18 +255,7 @@ def test_the_image_compiles_every_module_a_step_imports_standard_library_include
     roots = [Path(paths[key]) for key in keys]
     entrypoints = sorted(_entrypoints())
     assert len(entrypoints) >= 5
-    code = textwrap.dedent(
-        f"""
-        import importlib, json, sys
-        for entry in {entrypoints!r}:
-            module = importlib.import_module(entry.split(":")[0])
-            for name in getattr(module, "LAZY_IMPORTS", ()):
-                importlib.import_module(name)
-        print(json.dumps(sorted({{getattr(m, "__file__", None) or "" for m in list(sys.modules.values())}})))
-        """
-    )
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
-    sources = [Path(f) for f in json.loads(out.stdout) if f.endswith(".py")]
+    sources = [Path(f) for f in _step_modules().values() if f.endswith(".py")]
     assert any(f.name == "typing.py" for f in sources)  # the standard library is among them
     # The project's own packages are installed into purelib by the wheel.
     outside = [
